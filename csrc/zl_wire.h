@@ -1,0 +1,55 @@
+/* The 16-byte wire header at the start of every zmqload message (docs/RECORDS.md).
+ *
+ *   offset 0: u64 little-endian  stream << 48 | seq
+ *   offset 8: i64 little-endian  t_sent_ns (CLOCK_MONOTONIC)
+ *
+ * The intended send time is not carried: it follows from seq and the run's shared
+ * schedule, which keeps 16-byte messages possible.
+ */
+#ifndef ZL_WIRE_H
+#define ZL_WIRE_H
+
+#include <stdint.h>
+#include <string.h>
+
+#define ZL_HEADER_SIZE 16
+#define ZL_SEQ_BITS 48
+#define ZL_SEQ_MASK ((1ULL << ZL_SEQ_BITS) - 1)
+/* Stream id reserved for warm-up messages sent before the measured run starts. */
+#define ZL_WARMUP_STREAM 0xFFFFULL
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define ZL_LE64(x) __builtin_bswap64(x)
+#else
+#define ZL_LE64(x) (x)
+#endif
+
+static inline void zl_put_header(char *buf, uint64_t stream, uint64_t seq, int64_t t_sent_ns)
+{
+    uint64_t word = ZL_LE64((stream << ZL_SEQ_BITS) | (seq & ZL_SEQ_MASK));
+    uint64_t t = ZL_LE64((uint64_t)t_sent_ns);
+    memcpy(buf, &word, 8);
+    memcpy(buf + 8, &t, 8);
+}
+
+static inline void zl_put_t_sent(char *buf, int64_t t_sent_ns)
+{
+    uint64_t t = ZL_LE64((uint64_t)t_sent_ns);
+    memcpy(buf + 8, &t, 8);
+}
+
+static inline uint64_t zl_get_word(const char *buf)
+{
+    uint64_t word;
+    memcpy(&word, buf, 8);
+    return ZL_LE64(word);
+}
+
+static inline int64_t zl_get_t_sent(const char *buf)
+{
+    uint64_t t;
+    memcpy(&t, buf + 8, 8);
+    return (int64_t)ZL_LE64(t);
+}
+
+#endif

@@ -1,0 +1,460 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The compiled core: thin libzmq sockets and the per-message send/receive loops.
+
+Everything per message happens here with the GIL released: no Python object is touched
+and nothing is allocated. The loops run in *slices*: they return to Python when the
+caller's record chunk is full or the slice's deadline passes, so the Python side can hand
+full chunks to the Parquet writer, sample counters, show progress and react to Ctrl-C or a
+stop command without the hot loop ever looking at Python state.
+"""
+
+from libc.stdint cimport int8_t, int32_t, int64_t, uint64_t
+from libc.stdlib cimport calloc, free
+from libc.string cimport memset
+
+from zmqload._libzmq cimport *
+
+# --- constants exposed to Python -------------------------------------------------------
+
+HEADER_SIZE = ZL_HEADER_SIZE
+SEQ_BITS = ZL_SEQ_BITS
+WARMUP_STREAM = ZL_WARMUP_STREAM
+
+SOCKET_TYPES = {
+    "PAIR": ZMQ_PAIR, "PUB": ZMQ_PUB, "SUB": ZMQ_SUB, "REQ": ZMQ_REQ, "REP": ZMQ_REP,
+    "DEALER": ZMQ_DEALER, "ROUTER": ZMQ_ROUTER, "PULL": ZMQ_PULL, "PUSH": ZMQ_PUSH,
+    "XPUB": ZMQ_XPUB, "XSUB": ZMQ_XSUB,
+}
+OPTIONS = {
+    "SNDHWM": ZMQ_SNDHWM, "RCVHWM": ZMQ_RCVHWM, "LINGER": ZMQ_LINGER,
+    "SNDBUF": ZMQ_SNDBUF, "RCVBUF": ZMQ_RCVBUF, "IMMEDIATE": ZMQ_IMMEDIATE,
+    "SNDTIMEO": ZMQ_SNDTIMEO, "RCVTIMEO": ZMQ_RCVTIMEO,
+}
+
+# Per-message status codes in the sends records (docs/RECORDS.md).
+cdef enum:
+    ST_OK = 0
+    ST_EAGAIN = 1
+    ST_TIMEOUT = 2
+    ST_ERROR = 3
+
+cdef enum:
+    MODE_BLOCK = 0
+    MODE_DONTWAIT = 1
+    MODE_TIMEOUT = 2
+
+STATUS_OK, STATUS_EAGAIN, STATUS_TIMEOUT, STATUS_ERROR = ST_OK, ST_EAGAIN, ST_TIMEOUT, ST_ERROR
+SEND_MODES = {"block": MODE_BLOCK, "dontwait": MODE_DONTWAIT, "timeout": MODE_TIMEOUT}
+
+
+class ZMQError(OSError):
+    """A libzmq call failed; errno and libzmq's message are attached."""
+
+
+cdef inline object _error(str what):
+    cdef int err = zmq_errno()
+    return ZMQError(err, f"{what}: {zmq_strerror(err).decode()}")
+
+
+def libzmq_version():
+    """Version of the libzmq the engine is linked to, as (major, minor, patch)."""
+    cdef int major, minor, patch
+    zmq_version(&major, &minor, &patch)
+    return (major, minor, patch)
+
+
+def now_ns():
+    """CLOCK_MONOTONIC in nanoseconds: the clock of every timestamp in the records."""
+    return zl_now_ns()
+
+
+def intended_ns(long long t0_ns, long long seq, long long rate):
+    """Scheduled send time of message `seq` (the formula both ends and Spark share)."""
+    if rate <= 0:
+        raise ValueError("rate must be > 0 for a schedule")
+    return zl_intended_ns(t0_ns, seq, rate)
+
+
+# --- context and socket -------------------------------------------------------------
+
+cdef class Context:
+    """A libzmq context. `term()` reports how long termination blocked (linger at work)."""
+    cdef void *handle
+
+    def __cinit__(self, int io_threads=1):
+        self.handle = zmq_ctx_new()
+        if self.handle == NULL:
+            raise _error("zmq_ctx_new")
+        if zmq_ctx_set(self.handle, ZMQ_IO_THREADS, io_threads) != 0:
+            raise _error("zmq_ctx_set(ZMQ_IO_THREADS)")
+
+    @property
+    def closed(self):
+        return self.handle == NULL
+
+    def term(self):
+        """Terminate the context; returns nanoseconds spent blocked in zmq_ctx_term."""
+        cdef long long start, end
+        cdef int rc
+        if self.handle == NULL:
+            return 0
+        start = zl_now_ns()
+        with nogil:
+            rc = zmq_ctx_term(self.handle)
+            while rc != 0 and zmq_errno() == EINTR:
+                rc = zmq_ctx_term(self.handle)
+        end = zl_now_ns()
+        self.handle = NULL
+        return end - start
+
+    def __dealloc__(self):
+        # Deliberately no zmq_ctx_term here: it can block forever on unsent messages.
+        pass
+
+
+cdef class Socket:
+    """A libzmq socket with just what the loops and the control plane need."""
+    cdef void *handle
+    cdef readonly Context context
+    cdef readonly int socket_type
+
+    def __cinit__(self, Context context not None, int socket_type):
+        if context.handle == NULL:
+            raise ValueError("context is terminated")
+        self.context = context
+        self.socket_type = socket_type
+        self.handle = zmq_socket(context.handle, socket_type)
+        if self.handle == NULL:
+            raise _error("zmq_socket")
+
+    cdef inline void *_live(self) except NULL:
+        if self.handle == NULL:
+            raise ValueError("socket is closed")
+        return self.handle
+
+    def set_option(self, int option, int value):
+        if zmq_setsockopt(self._live(), option, &value, sizeof(int)) != 0:
+            raise _error(f"zmq_setsockopt({option}, {value})")
+
+    def get_option(self, int option):
+        cdef int value = 0
+        cdef size_t size = sizeof(int)
+        if zmq_getsockopt(self._live(), option, &value, &size) != 0:
+            raise _error(f"zmq_getsockopt({option})")
+        return value
+
+    def subscribe(self, bytes prefix=b""):
+        if zmq_setsockopt(self._live(), ZMQ_SUBSCRIBE, <const char *>prefix, len(prefix)) != 0:
+            raise _error("zmq_setsockopt(ZMQ_SUBSCRIBE)")
+
+    def set_routing_id(self, bytes routing_id):
+        if zmq_setsockopt(self._live(), ZMQ_ROUTING_ID, <const char *>routing_id, len(routing_id)) != 0:
+            raise _error("zmq_setsockopt(ZMQ_ROUTING_ID)")
+
+    def bind(self, str endpoint):
+        """Bind and return the resolved endpoint (a tcp port of 0 or * becomes the real one)."""
+        cdef bytes ep = endpoint.encode()
+        if zmq_bind(self._live(), ep) != 0:
+            raise _error(f"bind {endpoint}")
+        return self.last_endpoint()
+
+    def connect(self, str endpoint):
+        cdef bytes ep = endpoint.encode()
+        if zmq_connect(self._live(), ep) != 0:
+            raise _error(f"connect {endpoint}")
+
+    def last_endpoint(self):
+        cdef char buf[1024]
+        cdef size_t size = sizeof(buf)
+        if zmq_getsockopt(self._live(), ZMQ_LAST_ENDPOINT, buf, &size) != 0:
+            raise _error("zmq_getsockopt(ZMQ_LAST_ENDPOINT)")
+        return buf[:size - 1].decode() if size > 0 else ""
+
+    def close(self, linger_ms=None):
+        """Close (optionally setting LINGER first); returns nanoseconds zmq_close blocked."""
+        cdef long long start, end
+        if self.handle == NULL:
+            return 0
+        if linger_ms is not None:
+            self.set_option(ZMQ_LINGER, int(linger_ms))
+        start = zl_now_ns()
+        with nogil:
+            zmq_close(self.handle)
+        end = zl_now_ns()
+        self.handle = NULL
+        return end - start
+
+    def send_bytes(self, const unsigned char[::1] data, bint dontwait=False, bint more=False):
+        """Send one frame from Python (control-plane use, not the hot path).
+        Returns False on EAGAIN."""
+        cdef int flags = (ZMQ_DONTWAIT if dontwait else 0) | (ZMQ_SNDMORE if more else 0)
+        cdef int rc
+        cdef void *sock = self._live()
+        cdef const unsigned char *ptr = &data[0] if data.shape[0] else NULL
+        cdef size_t n = data.shape[0]
+        while True:
+            with nogil:
+                rc = zmq_send(sock, ptr, n, flags)
+            if rc >= 0:
+                return True
+            if zmq_errno() == EAGAIN:
+                return False
+            if zmq_errno() != EINTR:
+                raise _error("zmq_send")
+
+    def poll_in(self, long timeout_ms):
+        """True if a message can be received within timeout_ms."""
+        cdef zmq_pollitem_t item
+        cdef int rc
+        item.socket = self._live()
+        item.fd = 0
+        item.events = ZMQ_POLLIN
+        item.revents = 0
+        with nogil:
+            rc = zmq_poll(&item, 1, timeout_ms)
+        if rc < 0:
+            if zmq_errno() == EINTR:
+                return False
+            raise _error("zmq_poll")
+        return (item.revents & ZMQ_POLLIN) != 0
+
+    def recv_bytes(self, long timeout_ms=-1):
+        """Receive one frame from Python, or None if nothing came within timeout_ms."""
+        cdef zmq_msg_t msg
+        cdef int rc
+        cdef void *sock = self._live()
+        if timeout_ms >= 0 and not self.poll_in(timeout_ms):
+            return None
+        zmq_msg_init(&msg)
+        try:
+            while True:
+                with nogil:
+                    rc = zmq_msg_recv(&msg, sock, ZMQ_DONTWAIT if timeout_ms >= 0 else 0)
+                if rc >= 0:
+                    return (<char *>zmq_msg_data(&msg))[:zmq_msg_size(&msg)]
+                if zmq_errno() == EAGAIN:
+                    return None
+                if zmq_errno() != EINTR:
+                    raise _error("zmq_msg_recv")
+        finally:
+            zmq_msg_close(&msg)
+
+
+# --- the hot loops ----------------------------------------------------------------------
+
+cdef class Sender:
+    """One producer's open-loop send schedule, run slice by slice.
+
+    Each call to run_slice() fills rows of the caller's chunk (one row per send attempt:
+    t_sent_ns and status; seq is the chunk's first seq + row) and returns the row count.
+    """
+    cdef void *sock
+    cdef Socket socket
+    cdef char *buf
+    cdef int size
+    cdef int mode
+    cdef uint64_t stream
+    cdef long long rate, t0_ns, end_ns, timeout_ns, blocked_since
+    cdef readonly long long next_seq, count
+    cdef readonly long long sent, eagain, timeouts, errors
+    cdef readonly long long t_first_send_ns, t_last_send_ns
+    cdef readonly int last_errno
+    cdef readonly bint finished
+
+    def __cinit__(self, Socket socket not None, int stream, int size, long long count,
+                  long long rate, long long t0_ns, long long end_ns=0,
+                  str mode="block", long long timeout_ns=0):
+        if size < ZL_HEADER_SIZE:
+            raise ValueError(f"size must be >= {ZL_HEADER_SIZE}")
+        if mode not in SEND_MODES:
+            raise ValueError(f"unknown send mode {mode!r}")
+        self.socket = socket
+        self.sock = socket._live()
+        self.buf = <char *>calloc(size, 1)
+        if self.buf == NULL:
+            raise MemoryError()
+        self.size = size
+        self.stream = stream
+        self.count = count
+        self.rate = rate
+        self.t0_ns = t0_ns
+        self.end_ns = end_ns
+        self.mode = SEND_MODES[mode]
+        self.timeout_ns = timeout_ns
+
+    def __dealloc__(self):
+        free(self.buf)
+
+    def run_slice(self, long long[::1] t_sent not None, signed char[::1] status not None,
+                  Py_ssize_t row, long long slice_end_ns):
+        """Send until the chunk is full, the slice deadline passes, or the run is done.
+        Returns the next free row. A blocked send is retried in the next slice."""
+        cdef Py_ssize_t capacity = t_sent.shape[0]
+        cdef long long now, due
+        cdef int rc, err, flags, st
+        flags = ZMQ_DONTWAIT if self.mode == MODE_DONTWAIT else 0
+        if status.shape[0] < capacity:
+            raise ValueError("status column shorter than t_sent column")
+        with nogil:
+            while row < capacity and not self.finished:
+                if self.next_seq >= self.count:
+                    self.finished = True
+                    break
+                if self.rate > 0:
+                    due = zl_intended_ns(self.t0_ns, self.next_seq, self.rate)
+                    if due > slice_end_ns:
+                        zl_wait_until(slice_end_ns)
+                        break
+                    now = zl_wait_until(due)
+                else:
+                    now = zl_now_ns()
+                if self.end_ns and now >= self.end_ns:
+                    self.finished = True
+                    break
+                zl_put_header(self.buf, self.stream, <uint64_t>self.next_seq, now)
+                rc = zmq_send(self.sock, self.buf, self.size, flags)
+                if rc >= 0:
+                    st = ST_OK
+                    self.sent += 1
+                    self.blocked_since = 0
+                    if self.t_first_send_ns == 0:
+                        self.t_first_send_ns = now
+                    self.t_last_send_ns = now
+                else:
+                    err = zmq_errno()
+                    if err == EINTR:
+                        continue
+                    if err == EAGAIN and self.mode == MODE_DONTWAIT:
+                        st = ST_EAGAIN
+                        self.eagain += 1
+                    elif err == EAGAIN:
+                        # block / timeout modes wait in SNDTIMEO-sized steps so that the
+                        # loop can come back to Python (stop, progress) while blocked.
+                        if self.blocked_since == 0:
+                            self.blocked_since = now
+                        if self.mode == MODE_TIMEOUT and zl_now_ns() - self.blocked_since >= self.timeout_ns:
+                            st = ST_TIMEOUT
+                            self.timeouts += 1
+                            self.blocked_since = 0
+                        elif zl_now_ns() >= slice_end_ns:
+                            break
+                        else:
+                            continue
+                    else:
+                        st = ST_ERROR
+                        self.errors += 1
+                        self.last_errno = err
+                        if err == ETERM:
+                            self.finished = True
+                t_sent[row] = now
+                status[row] = st
+                row += 1
+                self.next_seq += 1
+                if now >= slice_end_ns:
+                    break
+        return row
+
+    @property
+    def attempted(self):
+        return self.next_seq
+
+    def stop(self):
+        """Mark the schedule finished (stop command or interrupt)."""
+        self.finished = True
+
+
+cdef class Receiver:
+    """One consumer's receive loop, run slice by slice.
+
+    Records per message: the raw header word (stream << 48 | seq), t_sent_ns from the header,
+    t_recv_ns and the size. Warm-up messages and frames shorter than the header are counted,
+    not recorded. `delay_ns` simulates work per message (a slow consumer).
+    """
+    cdef void *sock
+    cdef Socket socket
+    cdef char buf[64]
+    cdef char scratch[256]
+    cdef long long delay_ns
+    cdef int envelope_frames
+    cdef readonly long long received, warmups, foreign, errors
+    cdef readonly long long t_first_recv_ns, t_last_recv_ns
+    cdef readonly int last_errno
+    cdef readonly bint terminated
+
+    def __cinit__(self, Socket socket not None, long long delay_ns=0, int envelope_frames=0):
+        self.socket = socket
+        self.sock = socket._live()
+        self.delay_ns = delay_ns
+        self.envelope_frames = envelope_frames
+
+    def run_slice(self, unsigned long long[::1] words not None, long long[::1] t_sent not None,
+                  long long[::1] t_recv not None, int[::1] size not None,
+                  Py_ssize_t row, long long slice_end_ns):
+        """Receive until the chunk is full, the slice deadline passes or the socket's
+        RCVTIMEO expires with nothing to read. Returns the next free row."""
+        cdef Py_ssize_t capacity = words.shape[0]
+        cdef long long now
+        cdef int rc, err, frame
+        cdef uint64_t word
+        if t_sent.shape[0] < capacity or t_recv.shape[0] < capacity or size.shape[0] < capacity:
+            raise ValueError("record columns differ in length")
+        with nogil:
+            while row < capacity:
+                frame = 0
+                while frame < self.envelope_frames:
+                    rc = zmq_recv(self.sock, self.scratch, sizeof(self.scratch), 0)
+                    if rc < 0:
+                        break
+                    frame += 1
+                if frame == self.envelope_frames:
+                    rc = zmq_recv(self.sock, self.buf, ZL_HEADER_SIZE, 0)
+                if rc < 0:
+                    err = zmq_errno()
+                    if err == EINTR:
+                        continue
+                    if err != EAGAIN:
+                        self.errors += 1
+                        self.last_errno = err
+                        if err == ETERM:
+                            self.terminated = True
+                    break
+                now = zl_now_ns()
+                if rc < ZL_HEADER_SIZE:
+                    self.foreign += 1
+                    continue
+                word = zl_get_word(self.buf)
+                if (word >> ZL_SEQ_BITS) == ZL_WARMUP_STREAM:
+                    self.warmups += 1
+                    continue
+                words[row] = word
+                t_sent[row] = zl_get_t_sent(self.buf)
+                t_recv[row] = now
+                size[row] = rc
+                row += 1
+                self.received += 1
+                if self.t_first_recv_ns == 0:
+                    self.t_first_recv_ns = now
+                self.t_last_recv_ns = now
+                if self.delay_ns:
+                    now = zl_wait_until(now + self.delay_ns)
+                if now >= slice_end_ns:
+                    break
+        return row
+
+
+def warmup_message(int size):
+    """A message marked as warm-up (stream 0xFFFF), sent before the measured run."""
+    cdef bytearray msg = bytearray(max(size, ZL_HEADER_SIZE))
+    zl_put_header(msg, ZL_WARMUP_STREAM, 0, zl_now_ns())
+    return bytes(msg)
+
+
+def proxy(Socket frontend not None, Socket backend not None, Socket control not None):
+    """Run zmq_proxy_steerable until TERMINATE arrives on `control` (GIL released)."""
+    cdef int rc
+    cdef void *f = frontend._live()
+    cdef void *b = backend._live()
+    cdef void *c = control._live()
+    with nogil:
+        rc = zmq_proxy_steerable(f, b, NULL, c)
+    return rc

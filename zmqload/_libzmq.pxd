@@ -1,0 +1,70 @@
+# Declarations of the parts of libzmq's C API that the engine uses (system libzmq,
+# found with pkg-config at build time; not pyzmq's bundled copy).
+
+cdef extern from "zmq.h" nogil:
+    enum:
+        ZMQ_PAIR, ZMQ_PUB, ZMQ_SUB, ZMQ_REQ, ZMQ_REP, ZMQ_DEALER, ZMQ_ROUTER
+        ZMQ_PULL, ZMQ_PUSH, ZMQ_XPUB, ZMQ_XSUB
+        ZMQ_SNDHWM, ZMQ_RCVHWM, ZMQ_LINGER, ZMQ_SNDBUF, ZMQ_RCVBUF, ZMQ_IMMEDIATE
+        ZMQ_SNDTIMEO, ZMQ_RCVTIMEO, ZMQ_SUBSCRIBE, ZMQ_LAST_ENDPOINT, ZMQ_ROUTING_ID
+        ZMQ_RCVMORE, ZMQ_EVENTS, ZMQ_FD
+        ZMQ_IO_THREADS, ZMQ_MAX_SOCKETS
+        ZMQ_DONTWAIT, ZMQ_SNDMORE
+        ZMQ_POLLIN, ZMQ_POLLOUT
+        EAGAIN, EINTR, ETERM, EFSM, EHOSTUNREACH
+        ZMQ_VERSION_MAJOR, ZMQ_VERSION_MINOR, ZMQ_VERSION_PATCH
+
+    ctypedef struct zmq_msg_t:
+        pass
+
+    ctypedef struct zmq_pollitem_t:
+        void *socket
+        int fd
+        short events
+        short revents
+
+    void zmq_version(int *major, int *minor, int *patch)
+    int zmq_errno()
+    const char *zmq_strerror(int errnum)
+
+    void *zmq_ctx_new()
+    int zmq_ctx_term(void *context)
+    int zmq_ctx_set(void *context, int option, int optval)
+    int zmq_ctx_get(void *context, int option)
+
+    void *zmq_socket(void *context, int type)
+    int zmq_close(void *socket)
+    int zmq_setsockopt(void *socket, int option_name, const void *option_value, size_t option_len)
+    int zmq_getsockopt(void *socket, int option_name, void *option_value, size_t *option_len)
+    int zmq_bind(void *socket, const char *endpoint)
+    int zmq_connect(void *socket, const char *endpoint)
+
+    int zmq_send(void *socket, const void *buf, size_t len, int flags)
+    int zmq_recv(void *socket, void *buf, size_t len, int flags)
+
+    int zmq_msg_init(zmq_msg_t *msg)
+    int zmq_msg_recv(zmq_msg_t *msg, void *socket, int flags)
+    int zmq_msg_close(zmq_msg_t *msg)
+    size_t zmq_msg_size(const zmq_msg_t *msg)
+    void *zmq_msg_data(zmq_msg_t *msg)
+
+    int zmq_poll(zmq_pollitem_t *items, int nitems, long timeout)
+    int zmq_proxy_steerable(void *frontend, void *backend, void *capture, void *control)
+
+
+cdef extern from "zl_clock.h" nogil:
+    long long zl_now_ns()
+    long long zl_wait_until(long long due_ns)
+    long long zl_intended_ns(long long t0_ns, long long seq, long long rate)
+
+
+cdef extern from "zl_wire.h" nogil:
+    enum:
+        ZL_HEADER_SIZE
+        ZL_SEQ_BITS
+    unsigned long long ZL_SEQ_MASK
+    unsigned long long ZL_WARMUP_STREAM
+    void zl_put_header(char *buf, unsigned long long stream, unsigned long long seq, long long t_sent_ns)
+    void zl_put_t_sent(char *buf, long long t_sent_ns)
+    unsigned long long zl_get_word(const char *buf)
+    long long zl_get_t_sent(const char *buf)
