@@ -377,6 +377,7 @@ cdef class Receiver:
     cdef long long delay_ns
     cdef int envelope_frames
     cdef readonly long long received, warmups, foreign, errors
+    cdef readonly unsigned long long warmup_mask   # bit k: a warm-up from producer k arrived
     cdef readonly long long t_first_recv_ns, t_last_recv_ns
     cdef readonly int last_errno
     cdef readonly bint terminated
@@ -425,6 +426,7 @@ cdef class Receiver:
                 word = zl_get_word(self.buf)
                 if (word >> ZL_SEQ_BITS) == ZL_WARMUP_STREAM:
                     self.warmups += 1
+                    self.warmup_mask |= (<unsigned long long>1) << (word & 63)
                     continue
                 words[row] = word
                 t_sent[row] = zl_get_t_sent(self.buf)
@@ -442,10 +444,11 @@ cdef class Receiver:
         return row
 
 
-def warmup_message(int size):
-    """A message marked as warm-up (stream 0xFFFF), sent before the measured run."""
+def warmup_message(int producer, int size):
+    """A warm-up message (stream 0xFFFF, seq = producer index), sent before the run starts
+    so that the controller knows every consumer hears every producer."""
     cdef bytearray msg = bytearray(max(size, ZL_HEADER_SIZE))
-    zl_put_header(msg, ZL_WARMUP_STREAM, 0, zl_now_ns())
+    zl_put_header(msg, ZL_WARMUP_STREAM, producer, zl_now_ns())
     return bytes(msg)
 
 

@@ -1,0 +1,187 @@
+"""Chunked record buffers, written to Parquet by a background thread.
+
+The engine loops fill preallocated numpy chunks; a full chunk goes to the writer thread,
+which derives the remaining columns with vectorised numpy, updates the running statistics
+(latency histograms, seen-sequence maps) and writes one Parquet part under a temporary
+name before renaming it. A fixed pool of chunks bounds memory whatever the run length;
+if the writer falls behind, the loop waits for a free chunk (visible as sender stall).
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = 1
+POOL_CHUNKS = 3
+
+SENDS_SCHEMA = pa.schema([
+    ("stream", pa.int32()), ("seq", pa.int64()), ("t_intended_ns", pa.int64()),
+    ("t_sent_ns", pa.int64()), ("status", pa.int8()), ("size", pa.int32()),
+])
+RECVS_SCHEMA = pa.schema([
+    ("consumer", pa.int32()), ("stream", pa.int32()), ("seq", pa.int64()),
+    ("t_intended_ns", pa.int64()), ("t_sent_ns", pa.int64()), ("t_recv_ns", pa.int64()),
+    ("size", pa.int32()),
+])
+SAMPLES_SCHEMA = pa.schema([
+    ("t_ns", pa.int64()), ("role", pa.string()), ("worker", pa.int32()),
+    ("messages", pa.int64()), ("dropped", pa.int64()),
+    ("tcp_sendq_bytes", pa.int64()), ("tcp_recvq_bytes", pa.int64()),
+])
+
+
+def intended_times(t0_ns: int, seqs: np.ndarray, rate: int, t_sent: np.ndarray) -> np.ndarray:
+    """The shared open-loop schedule (same integer formula as csrc/zl_clock.h);
+    unpaced runs have no schedule, so the intended time is the actual send time."""
+    if rate <= 0:
+        return t_sent
+    return t0_ns + (seqs * 1_000_000_000) // rate
+
+
+def write_json_atomic(path: str, data: dict) -> None:
+    tmp = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, default=str)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+class PartWriter:
+    """Writes tables as numbered Parquet parts in one directory, atomically."""
+
+    def __init__(self, directory: str, prefix: str, schema: pa.Schema, compression: str):
+        os.makedirs(directory, exist_ok=True)
+        self.directory = directory
+        self.prefix = prefix
+        self.schema = schema
+        self.compression = None if compression == "none" else compression
+        self.parts = 0
+        self.rows = 0
+
+    def write(self, columns: dict) -> None:
+        table = pa.table(columns, schema=self.schema)
+        name = f"part-{self.prefix}-{self.parts:05d}.parquet"
+        tmp = os.path.join(self.directory, f".{name}.tmp")
+        pq.write_table(table, tmp, compression=self.compression, use_dictionary=["role"])
+        os.replace(tmp, os.path.join(self.directory, name))
+        self.parts += 1
+        self.rows += table.num_rows
+
+
+class ChunkPipeline:
+    """A pool of column chunks and the thread that drains full ones.
+
+    `columns` maps name -> dtype for what the engine fills; `process(chunk, rows)` runs on
+    the writer thread for each full (or final partial) chunk.
+    """
+
+    def __init__(self, columns: dict, rows: int, process: Callable[[dict, int], None]):
+        self.capacity = rows
+        self._free: queue.Queue = queue.Queue()
+        for _ in range(POOL_CHUNKS):
+            self._free.put({name: np.empty(rows, dtype=dtype) for name, dtype in columns.items()})
+        self._full: queue.Queue = queue.Queue()
+        self._process = process
+        self.error: BaseException | None = None
+        self.current = self._free.get()
+        self.row = 0
+        self._thread = threading.Thread(target=self._drain, name="zmqload-writer", daemon=True)
+        self._thread.start()
+
+    def advance(self, row: int) -> None:
+        """The engine filled rows up to `row`; hand the chunk over when it is full."""
+        self.row = row
+        if row >= self.capacity:
+            self._submit()
+
+    def _submit(self) -> None:
+        if self.error is not None:
+            raise self.error
+        self._full.put((self.current, self.row))
+        self.current = self._free.get()
+        self.row = 0
+
+    def close(self) -> None:
+        """Write what is left and wait for the writer."""
+        if self.row:
+            self._submit()
+        self._full.put(None)
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def _drain(self) -> None:
+        while True:
+            item = self._full.get()
+            if item is None:
+                return
+            chunk, rows = item
+            try:
+                if self.error is None:
+                    self._process(chunk, rows)
+            except BaseException as exc:    # reported to the loop thread at the next hand-over
+                self.error = exc
+            finally:
+                self._free.put(chunk)
+
+
+class SeenMap:
+    """Which seqs of one stream arrived: exact unique / duplicate / missing accounting."""
+
+    def __init__(self, expected: int):
+        self.seen = np.zeros(max(expected, 1024), dtype=bool)
+        self.unique = 0
+        self.duplicates = 0
+        self.reordered = 0
+        self.max_seq = -1
+
+    def add(self, seqs: np.ndarray) -> None:
+        if len(seqs) == 0:
+            return
+        top = int(seqs.max())
+        if top >= len(self.seen):
+            grown = np.zeros(max(top + 1, 2 * len(self.seen)), dtype=bool)
+            grown[:len(self.seen)] = self.seen
+            self.seen = grown
+        running_max = np.maximum.accumulate(seqs)
+        prior_max = np.concatenate(([self.max_seq], running_max[:-1]))
+        self.reordered += int(np.count_nonzero(seqs < prior_max))
+        self.max_seq = max(self.max_seq, top)
+        if len(seqs) == 1 or bool(np.all(seqs[1:] > seqs[:-1])):
+            distinct = seqs
+        else:
+            distinct = np.unique(seqs)
+        new = len(distinct) - int(np.count_nonzero(self.seen[distinct]))
+        self.seen[distinct] = True
+        self.unique += new
+        self.duplicates += len(seqs) - new
+
+
+class Samples:
+    """Counters over time from one worker, kept in lists and written at close."""
+
+    def __init__(self, writer: PartWriter, role: str, worker: int):
+        self.writer, self.role, self.worker = writer, role, worker
+        self.rows: list[tuple] = []
+
+    def add(self, t_ns: int, messages: int, dropped: int, sendq: int = -1, recvq: int = -1) -> None:
+        self.rows.append((t_ns, messages, dropped, sendq, recvq))
+        if len(self.rows) >= 65536:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        t, messages, dropped, sendq, recvq = (np.asarray(c, dtype=np.int64) for c in zip(*self.rows))
+        n = len(t)
+        self.writer.write({"t_ns": t, "role": [self.role] * n, "worker": np.full(n, self.worker, np.int32),
+                           "messages": messages, "dropped": dropped,
+                           "tcp_sendq_bytes": sendq, "tcp_recvq_bytes": recvq})
+        self.rows = []

@@ -1,0 +1,80 @@
+"""RunResult: the summary figures of one run, as attributes."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .histogram import Histogram
+
+PERCENTILES = (50, 90, 99, 99.9, 99.99, 100)
+
+
+def _key(q: float) -> str:
+    return "max" if q >= 100 else "p" + format(q, "g")
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    run_dir: str
+    status: str                                   # complete / interrupted / failed
+    workload: dict
+    attempted: int = 0
+    sent: int = 0
+    eagain: int = 0                               # dontwait drops at the sender
+    timeout: int = 0                              # SNDTIMEO drops at the sender
+    errors: int = 0
+    expected: int = 0                             # deliveries expected (sent x consumers for fan-out)
+    received: int = 0
+    unique_received: int = 0
+    duplicates: int = 0
+    reordered: int = 0
+    lost: int = 0
+    elapsed_s: float = 0.0                        # first send to last receive
+    send_rate: float = 0.0                        # msg/s attempted by the producers
+    throughput_msgs: float = 0.0                  # msg/s received
+    throughput_mb: float = 0.0                    # MB/s received (1 MB = 1e6 B)
+    latency_intended: Histogram = field(default_factory=Histogram)
+    latency_sent: Histogram = field(default_factory=Histogram)
+    streams: list = field(default_factory=list)
+    producers: list = field(default_factory=list)
+    consumers: list = field(default_factory=list)
+    versions: dict = field(default_factory=dict)
+
+    @property
+    def dropped(self) -> int:
+        """Messages the sender gave up on (EAGAIN with dontwait, SNDTIMEO expiry)."""
+        return self.eagain + self.timeout
+
+    @property
+    def loss_ratio(self) -> float:
+        return self.lost / self.expected if self.expected else 0.0
+
+    def latency_us(self, q: float, since: str = "intended") -> float | None:
+        """Latency percentile q (0-100, 100 = max) in microseconds, measured from the
+        intended send time (default; free of coordinated omission) or the actual one."""
+        hist = self.latency_intended if since == "intended" else self.latency_sent
+        value = hist.percentile(q)
+        return None if value is None else value / 1000.0
+
+    def latency_summary(self, since: str = "intended") -> dict:
+        hist = self.latency_intended if since == "intended" else self.latency_sent
+        return {_key(q): hist.percentile(q) for q in PERCENTILES}
+
+    def summary(self) -> dict:
+        """Every figure, JSON-ready (latencies in ns)."""
+        return {
+            "run_id": self.run_id, "run_dir": self.run_dir, "status": self.status,
+            "pattern": self.workload.get("pattern"), "transport": self.workload.get("transport"),
+            "size": self.workload.get("size"), "rate": self.workload.get("rate"),
+            "attempted": self.attempted, "sent": self.sent, "eagain": self.eagain,
+            "timeout": self.timeout, "errors": self.errors, "expected": self.expected,
+            "received": self.received, "unique_received": self.unique_received,
+            "duplicates": self.duplicates, "reordered": self.reordered, "lost": self.lost,
+            "loss_ratio": self.loss_ratio, "elapsed_s": self.elapsed_s, "send_rate": self.send_rate,
+            "throughput_msgs": self.throughput_msgs, "throughput_mb": self.throughput_mb,
+            "latency_intended_ns": self.latency_summary("intended"),
+            "latency_sent_ns": self.latency_summary("sent"),
+            "streams": self.streams,
+            "producers": [{k: v for k, v in p.items() if k != "sent_ok_map"} for p in self.producers],
+            "consumers": self.consumers, "versions": self.versions,
+        }

@@ -1,0 +1,40 @@
+"""Versions and host facts recorded in every run and shown by `zmqload info`."""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+import time
+
+
+def versions() -> dict:
+    import numpy
+    import pyarrow
+    import zmq
+
+    from . import __version__, _engine
+    return {
+        "zmqload": __version__,
+        "libzmq": ".".join(map(str, _engine.libzmq_version())),
+        "pyzmq": zmq.__version__,
+        "pyzmq_libzmq": zmq.zmq_version(),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "pyarrow": pyarrow.__version__,
+    }
+
+
+def host() -> dict:
+    return {"hostname": socket.gethostname(), "platform": platform.platform(),
+            "machine": platform.machine(), "cpus": os.cpu_count(), "python_executable": sys.executable}
+
+
+def clock_pair() -> dict:
+    """A (realtime, monotonic) pair taken together, so runs of several hosts can be aligned."""
+    from . import _engine
+    before = _engine.now_ns()
+    realtime = time.time_ns()
+    after = _engine.now_ns()
+    return {"source": "CLOCK_MONOTONIC", "realtime_ns": realtime, "monotonic_ns": (before + after) // 2,
+            "pair_uncertainty_ns": after - before}
