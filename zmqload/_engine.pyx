@@ -422,11 +422,15 @@ cdef class Receiver:
                 now = zl_now_ns()
                 if rc < ZL_HEADER_SIZE:
                     self.foreign += 1
+                    if now >= slice_end_ns:
+                        break
                     continue
                 word = zl_get_word(self.buf)
                 if (word >> ZL_SEQ_BITS) == ZL_WARMUP_STREAM:
                     self.warmups += 1
                     self.warmup_mask |= (<unsigned long long>1) << (word & 63)
+                    if now >= slice_end_ns:
+                        break
                     continue
                 words[row] = word
                 t_sent[row] = zl_get_t_sent(self.buf)

@@ -1,0 +1,105 @@
+"""What a person sees: a live progress line during a run and the final summary table."""
+from __future__ import annotations
+
+import sys
+import time
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from .result import RunResult
+
+SHOW_AFTER_S = 1.0      # short runs print only their summary
+
+
+def _ns_to_us(ns) -> str:
+    return "-" if ns is None else f"{ns / 1000:,.1f}"
+
+
+class LiveProgress:
+    """Progress of a run, shown on a terminal once the run has lasted a second."""
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or Console(stderr=True)
+        self.live: Live | None = None
+        self.started = 0.0
+        self._last = 0.0
+
+    def start(self, state) -> None:
+        self.started = time.monotonic()
+
+    def update(self, state) -> None:
+        now = time.monotonic()
+        if now - self.started < SHOW_AFTER_S or now - self._last < 0.1:
+            return
+        self._last = now
+        if self.live is None:
+            if not self.console.is_terminal:
+                return
+            self.live = Live(console=self.console, refresh_per_second=8, transient=True)
+            self.live.start()
+        self.live.update(self._render(state, now - self.started))
+
+    def _render(self, state, elapsed: float):
+        sent = sum(state.live.get(n, {}).get("messages", 0) for n in state.producers)
+        dropped = sum(state.live.get(n, {}).get("dropped", 0) for n in state.producers)
+        received = state.delivered_so_far()
+        phase = ("draining" if len(state.done) == len(state.producers) else
+                 "running" if state.t0_ns else "starting")
+        table = Table.grid(padding=(0, 2))
+        table.add_row(f"[bold]{state.w.pattern}[/] over {state.w.transport}", phase, f"{elapsed:6.1f} s",
+                      f"sent {sent:,}", f"received {received:,}", f"dropped {dropped:,}")
+        return table
+
+    def stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+def summary_table(result: RunResult) -> Table:
+    w = result.workload
+    title = (f"{w['pattern']} over {w['transport']}, {w['size']} B, "
+             f"{'unpaced' if not w['rate'] else format(w['rate'], ',') + ' msg/s per producer'}, "
+             f"{w['producers']}x{w['consumers']}  [{result.status}]")
+    table = Table(title=title, show_header=True, header_style="bold")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("attempted", f"{result.attempted:,}"),
+        ("sent ok", f"{result.sent:,}"),
+        ("EAGAIN drops (sender)", f"{result.eagain:,}"),
+        ("SNDTIMEO drops (sender)", f"{result.timeout:,}"),
+        ("expected deliveries", f"{result.expected:,}"),
+        ("received", f"{result.received:,}"),
+        ("lost", f"{result.lost:,} ({result.loss_ratio:.4%})"),
+        ("duplicates / reordered", f"{result.duplicates:,} / {result.reordered:,}"),
+        ("send rate", f"{result.send_rate:,.0f} msg/s"),
+        ("throughput", f"{result.throughput_msgs:,.0f} msg/s  {result.throughput_mb:,.1f} MB/s"),
+    ]
+    for label, since in (("latency from intended (us)", "intended"), ("latency from sent (us)", "sent")):
+        lat = result.latency_summary(since)
+        rows.append((label, "  ".join(f"{k} {_ns_to_us(v)}" for k, v in lat.items()
+                                      if k in ("p50", "p99", "p99.9", "max"))))
+    for label, value in rows:
+        table.add_row(label, value)
+    return table
+
+
+def print_summary(result: RunResult, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(summary_table(result))
+    lossy = [s for s in result.streams if s["lost"]]
+    for stream in lossy[:4]:
+        for where, ranges in stream["missing_ranges"].items():
+            if ranges:
+                shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges[:8])
+                who = "" if where == "all" else f" at consumer {where}"
+                console.print(f"missing seqs of stream {stream['stream']}{who}: {shown}"
+                              f"{' ...' if len(ranges) > 8 else ''}")
+    console.print(f"records: {result.run_dir}")
+
+
+def is_interactive() -> bool:
+    return sys.stderr.isatty()

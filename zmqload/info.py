@@ -1,0 +1,49 @@
+"""`zmqload info`: the facts a measurement depends on, read from the installed libraries."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+
+from . import _engine
+from .versions import clock_pair, host, versions
+
+PROBED_SOCKETS = ("PUSH", "PULL", "PUB", "SUB", "DEALER", "ROUTER", "PAIR")
+PROBED_OPTIONS = ("SNDHWM", "RCVHWM", "LINGER", "SNDBUF", "RCVBUF", "IMMEDIATE", "SNDTIMEO", "RCVTIMEO")
+
+
+def socket_defaults() -> dict:
+    """Defaults of fresh sockets of the engine's libzmq (not what the docs say: what it does)."""
+    context = _engine.Context(1)
+    defaults = {}
+    try:
+        for name in PROBED_SOCKETS:
+            sock = _engine.Socket(context, _engine.SOCKET_TYPES[name])
+            defaults[name] = {opt: sock.get_option(_engine.OPTIONS[opt]) for opt in PROBED_OPTIONS}
+            sock.close(0)
+    finally:
+        context.term()
+    return defaults
+
+
+def java_version() -> str | None:
+    java = shutil.which("java")
+    if java is None:
+        return None
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=20).stderr
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r'version "([^"]+)"', out)
+    return match.group(1) if match else out.strip().splitlines()[0]
+
+
+def gather() -> dict:
+    return {
+        "versions": versions(),
+        "socket_defaults": socket_defaults(),
+        "clock": dict(clock_pair(), resolution_ns=int(time.clock_getres(time.CLOCK_MONOTONIC) * 1e9)),
+        "host": host(),
+        "java": java_version(),
+    }
