@@ -114,7 +114,7 @@ class Workload:
         _int_range("producers", self.producers, 1, MAX_STREAMS, f"an integer from 1 to {MAX_STREAMS}")
         _int_range("consumers", self.consumers, 1, 64, "an integer from 1 to 64")
         if self.pattern == "pair" and (self.producers != 1 or self.consumers != 1):
-            raise ConfigError("--producers", "pattern pair takes exactly 1 producer and 1 consumer")
+            raise ConfigError("--producers", "pattern pair connects exactly one pair; accepted: --producers 1 --consumers 1")
         if self.send_mode not in SEND_MODES:
             raise ConfigError("--send-mode", f"unknown send mode {self.send_mode!r}; accepted: {', '.join(SEND_MODES)}")
         _int_range("sndtimeo_ms", self.sndtimeo_ms, 1, 3_600_000, "milliseconds from 1 to 3600000")

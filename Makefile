@@ -1,0 +1,67 @@
+# Two commands on a fresh machine (see README.md):
+#   make demo   installs what is missing, builds, runs a demo capacity test and its Spark report
+#   make test   installs what is missing, builds, runs the test suite
+# Everything Python goes into .venv; system packages (libzmq headers, pkg-config, a Java 17+
+# runtime for Spark) are installed with apt-get when possible, otherwise named in one line.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+DEMO   ?= runs/demo
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all prereqs venv build demo test bench bench-smoke clean
+
+all: build
+
+prereqs:
+	@missing=""; \
+	pkg-config --exists libzmq 2>/dev/null || missing="$$missing libzmq3-dev pkg-config"; \
+	jv=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1); \
+	if [ -z "$$jv" ] || [ "$$jv" -lt 17 ]; then missing="$$missing openjdk-17-jre-headless"; fi; \
+	$(PYTHON) -c "import venv, ensurepip" 2>/dev/null || missing="$$missing python3-venv"; \
+	command -v cc >/dev/null 2>&1 || missing="$$missing build-essential"; \
+	if [ -n "$$missing" ]; then \
+	  if command -v apt-get >/dev/null 2>&1 && { [ "$$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then \
+	    echo "installing:$$missing"; \
+	    $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "zmqload: please install:$$missing  (Debian/Ubuntu: sudo apt-get install$$missing; macOS: brew install zeromq pkg-config openjdk@17)"; exit 1; \
+	  fi; \
+	fi
+
+$(VENV)/.installed: pyproject.toml setup.py
+	$(MAKE) prereqs
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "setuptools>=64" wheel "Cython>=3.0" "numpy>=1.24"
+	$(PY) -m pip install -q --no-build-isolation -e ".[test]"
+	touch $@
+
+venv: $(VENV)/.installed
+
+# Rebuild the extension when the Cython or C sources change.
+build: venv
+	@$(PY) setup.py -q build_ext --inplace 2>&1 | grep -v -e "^running" -e "^copying" -e "Warning" -e "warnings.warn" || true
+	@$(PY) -c "import zmqload._engine as e; print('zmqload engine built against libzmq', '.'.join(map(str, e.libzmq_version())))"
+
+demo: build
+	@rm -rf $(DEMO)
+	$(PY) -m zmqload run --pattern push-pull --transport tcp --size 64 --count 2000000 --out $(DEMO)
+	$(PY) -m zmqload run --pattern pub-sub --transport tcp --size 256 --rate 100k --duration 3 --rcvhwm 100 --sndhwm 100 --consumer-delay-us 20 --out $(DEMO)
+	$(PY) -m zmqload run --pattern push-pull --transport ipc --size 1024 --rate 50k --duration 3 --out $(DEMO)
+	$(PY) -m zmqload report $(DEMO) --out report
+	@echo "report: file://$$(pwd)/report/index.html"
+
+test: build
+	$(PY) -m pytest -q tests
+
+bench: build
+	$(PY) -m pytest bench --benchmark-only --benchmark-columns=median,min,max,rounds
+
+# Runs every benchmark once with tiny sizes so benchmark code cannot rot (CI).
+bench-smoke: build
+	ZMQLOAD_BENCH_SMOKE=1 $(PY) -m pytest -q bench --benchmark-disable
+
+clean:
+	rm -rf build $(VENV) zmqload/*.c zmqload/*.so *.egg-info .pytest_cache .benchmarks

@@ -1,0 +1,37 @@
+"""Shared helpers for the engine and run tests: real sockets on loopback only."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import pyarrow.parquet as pq
+import pytest
+
+import zmqload
+
+
+@pytest.fixture
+def out_dir(tmp_path):
+    return str(tmp_path / "runs")
+
+
+@pytest.fixture
+def run_workload(out_dir):
+    """Run a workload with records under the test's temporary directory."""
+    def run(**options):
+        options.setdefault("out", out_dir)
+        return zmqload.run(**options)
+    return run
+
+
+def read_table(run_dir: str, kind: str):
+    """All parts of one record kind of a run, as a pyarrow Table (parts in name order)."""
+    files = sorted(glob.glob(os.path.join(run_dir, kind, "part-*.parquet")))
+    assert files, f"no {kind} parts in {run_dir}"
+    return pq.ParquetDataset(files).read()
+
+
+def read_meta(run_dir: str) -> dict:
+    with open(os.path.join(run_dir, "run.json")) as f:
+        return json.load(f)

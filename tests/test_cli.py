@@ -1,0 +1,134 @@
+"""The command line as a user meets it: bad input, interrupts, info, JSON output."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import read_meta
+
+
+def zmqload_cli(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "zmqload", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def busy_port():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    yield sock.getsockname()[1]
+    sock.close()
+
+
+BAD_INPUTS = [
+    (["--size", "8"], "--size"),
+    (["--size", "0"], "--size"),
+    (["--size", "abc"], "--size"),
+    (["--count", "0"], "--count"),
+    (["--count", "-5"], "--count"),
+    (["--duration", "0"], "--duration"),
+    (["--duration", "-1"], "--duration"),
+    (["--rate", "-10"], "--rate"),
+    (["--rate", "fast"], "--rate"),
+    (["--producers", "0"], "--producers"),
+    (["--consumers", "100"], "--consumers"),
+    (["--pattern", "star"], "--pattern"),
+    (["--transport", "udp"], "--transport"),
+    (["--send-mode", "sometimes"], "--send-mode"),
+    (["--sndhwm", "-1"], "--sndhwm"),
+    (["--rcvhwm", "x"], "--rcvhwm"),
+    (["--linger", "-2"], "--linger"),
+    (["--io-threads", "0"], "--io-threads"),
+    (["--consumer-delay-us", "-1"], "--consumer-delay-us"),
+    (["--endpoint", "tcp://127.0.0.1"], "--endpoint"),
+    (["--endpoint", "http://example"], "--endpoint"),
+    (["--endpoint", "tcp://127.0.0.1:99999"], "--endpoint"),
+    (["--port", "70000"], "--port"),
+    (["--out", "/proc/version/runs"], "--out"),
+    (["--compression", "rar"], "--compression"),
+    (["--pattern", "pair", "--producers", "2"], "--producers"),
+]
+
+
+@pytest.mark.parametrize("args,option", BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_bad_input_is_one_line_exit_2(args, option, tmp_path):
+    if "--out" not in args:
+        args = [*args, "--out", str(tmp_path)]
+    proc = zmqload_cli("run", *args)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert option in lines[0] and "Traceback" not in proc.stderr
+    assert "accepted" in lines[0] or "invalid choice" in lines[0] or "expected" in lines[0]
+    assert not glob.glob(str(tmp_path / "run=*")), "nothing may start on bad input"
+
+
+def test_port_in_use_is_bad_input(busy_port, tmp_path):
+    proc = zmqload_cli("run", "--port", str(busy_port), "--count", "10", "--out", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "--port" in proc.stderr and "in use" in proc.stderr
+
+
+def test_endpoint_in_use_is_bad_input(busy_port, tmp_path):
+    proc = zmqload_cli("run", "--endpoint", f"tcp://127.0.0.1:{busy_port}", "--count", "10", "--out", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "in use" in proc.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_stops_promptly_and_keeps_readable_records(tmp_path, sig):
+    proc = subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--rate", "20k", "--duration", "60",
+                             "--out", str(tmp_path), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    sends = []
+    while time.monotonic() < deadline and not sends:   # wait until the run is recording
+        time.sleep(0.2)
+        metas = glob.glob(str(tmp_path / "run=*" / "samples" / "*.parquet")) or \
+            glob.glob(str(tmp_path / "run=*" / "run.json"))
+        if metas:
+            time.sleep(1.5)
+            sends = metas
+    proc.send_signal(sig)
+    sent_at = time.monotonic()
+    _, stderr = proc.communicate(timeout=30)
+    stopped_in = time.monotonic() - sent_at
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert stopped_in < 2.5, stopped_in     # stops within a second or so, records flushed
+    run_dir = glob.glob(str(tmp_path / "run=*"))[0]
+    meta = read_meta(run_dir)
+    assert meta["status"] == "interrupted"
+    total = 0
+    for kind in ("sends", "recvs", "samples"):
+        files = glob.glob(os.path.join(run_dir, kind, "*.parquet"))
+        assert files, kind
+        for f in files:
+            total += pq.read_table(f).num_rows
+    assert not glob.glob(os.path.join(run_dir, "*", ".*.tmp"))
+    assert meta["counters"]["sent"] > 10_000
+    assert total > 0
+
+
+def test_json_summary_and_info(tmp_path):
+    proc = zmqload_cli("run", "--count", "5000", "--json", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["sent"] == 5000 and summary["lost"] == 0
+    assert summary["latency_intended_ns"]["p99"] > 0
+    info = zmqload_cli("info", "--json")
+    assert info.returncode == 0
+    facts = json.loads(info.stdout)
+    assert facts["versions"]["libzmq"].count(".") == 2
+    assert facts["socket_defaults"]["PUSH"]["SNDHWM"] > 0
+    assert facts["socket_defaults"]["PUSH"]["LINGER"] in (-1, 0, 30000)

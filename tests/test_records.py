@@ -1,0 +1,111 @@
+"""The record format and the numpy-side building blocks (no sockets)."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from zmqload import _engine
+from zmqload.accounting import missing_ranges, reconcile
+from zmqload.histogram import Histogram, bucket_index, bucket_value
+from zmqload.recorder import RECVS_SCHEMA, SAMPLES_SCHEMA, SENDS_SCHEMA, PartWriter, SeenMap
+
+
+@pytest.mark.parametrize("schema", [SENDS_SCHEMA, RECVS_SCHEMA, SAMPLES_SCHEMA], ids=["sends", "recvs", "samples"])
+def test_parquet_round_trip(tmp_path, schema):
+    rng = np.random.default_rng(7)
+    n = 5000
+    columns = {}
+    for field in schema:
+        if field.type == "string":
+            columns[field.name] = [["producer", "consumer"][i % 2] for i in range(n)]
+        else:
+            dtype = field.type.to_pandas_dtype()
+            columns[field.name] = rng.integers(0, 100, n).astype(dtype)
+    writer = PartWriter(str(tmp_path / "kind"), "p000", schema, "snappy")
+    writer.write(columns)
+    writer.write(columns)
+    files = sorted((tmp_path / "kind").glob("part-*.parquet"))
+    assert [f.name for f in files] == ["part-p000-00000.parquet", "part-p000-00001.parquet"]
+    assert not list((tmp_path / "kind").glob(".*"))
+    table = pq.read_table(files[1])
+    assert table.schema.equals(schema)
+    for name, values in columns.items():
+        assert list(table.column(name).to_pylist()) == list(np.asarray(values).tolist())
+
+
+def test_wire_header_layout():
+    msg = _engine.warmup_message(5, 40)
+    assert len(msg) == 40
+    word = int.from_bytes(msg[:8], "little")
+    assert word >> 48 == 0xFFFF and word & 0xFFFFFFFFFFFF == 5
+    assert abs(int.from_bytes(msg[8:16], "little") - _engine.now_ns()) < 10_000_000_000
+
+
+def test_intended_schedule_matches_engine():
+    t0, rate = 1_000_000_000_123, 333_333
+    seqs = np.array([0, 1, 2, 999_999, 123_456_789], dtype=np.int64)
+    from zmqload.recorder import intended_times
+    numpy_side = intended_times(t0, seqs, rate, seqs)
+    assert [_engine.intended_ns(t0, int(s), rate) for s in seqs] == numpy_side.tolist()
+
+
+def test_histogram_percentiles_within_one_percent():
+    rng = np.random.default_rng(3)
+    values = rng.lognormal(11, 1.5, 200_000).astype(np.int64)
+    hist = Histogram()
+    for part in np.array_split(values, 7):
+        hist.record(part)
+    for q in (50, 90, 99, 99.9):
+        truth = np.percentile(values, q, method="inverted_cdf")
+        assert abs(hist.percentile(q) - truth) / truth < 0.01, q
+    assert hist.percentile(100) == values.max()
+    assert hist.count == len(values)
+    again = Histogram.from_payload(hist.to_payload())
+    assert again.percentile(99) == hist.percentile(99)
+
+
+def test_histogram_buckets_are_monotonic_and_tight():
+    v = np.arange(1, 1 << 22, 7, dtype=np.int64)
+    idx = bucket_index(v)
+    assert np.all(np.diff(idx) >= 0)
+    assert np.max(np.abs(bucket_value(idx) - v) / v) < 1 / 128
+
+
+def test_seen_map_counts_duplicates_and_reordering():
+    seen = SeenMap(10)
+    seen.add(np.array([0, 1, 2, 5, 4, 4], dtype=np.int64))
+    seen.add(np.array([3, 2, 6], dtype=np.int64))
+    assert seen.unique == 7
+    assert seen.duplicates == 2
+    assert seen.reordered == 4          # 4, 4, 3, 2 arrived after a higher seq
+    assert seen.max_seq == 6
+
+
+def test_reconcile_fanout_and_round_robin():
+    sent = np.ones(10, dtype=bool)
+    sent[7] = False                                   # an EAGAIN drop: not sent, not lost
+    producers = {0: {"attempted": 10, "sent": 9, "sent_ok_map": np.packbits(sent)}}
+    got_a = np.zeros(10, bool)
+    got_a[[0, 2, 4, 6, 8]] = True
+    got_b = np.zeros(10, bool)
+    got_b[[1, 3, 5]] = True
+    consumers = {
+        0: {"streams": {0: {"seen_map": np.packbits(got_a), "unique": 5, "duplicates": 0, "reordered": 0}}},
+        1: {"streams": {0: {"seen_map": np.packbits(got_b), "unique": 3, "duplicates": 0, "reordered": 0}}},
+    }
+    rr = reconcile(producers, consumers, fanout=False)["streams"][0]
+    assert rr["expected"] == 9 and rr["unique_received"] == 8 and rr["lost"] == 1
+    assert rr["missing_ranges"]["all"] == [[9, 9]]
+    fan = reconcile(producers, consumers, fanout=True)["streams"][0]
+    assert fan["expected"] == 18 and fan["lost"] == 18 - 8
+    assert fan["missing_ranges"][1] == [[0, 0], [2, 2], [4, 4], [6, 6], [8, 9]]
+
+
+def test_missing_ranges_limit():
+    bits = np.zeros(1000, bool)
+    bits[10:20] = True
+    bits[500] = True
+    assert missing_ranges(np.packbits(bits)) == [[10, 19], [500, 500]]
+    bits[::3] = True
+    assert len(missing_ranges(np.packbits(bits), limit=5)) == 5
