@@ -57,11 +57,12 @@ test: build
 	$(PY) -m pytest -q tests
 
 bench: build
-	$(PY) -m pytest bench --benchmark-only --benchmark-columns=median,min,max,rounds
+	@mkdir -p .benchmarks
+	$(PY) -m pytest bench -o python_files="bench_*.py" -s --benchmark-only --benchmark-columns=median,min,max,rounds --benchmark-json=.benchmarks/latest.json
 
 # Runs every benchmark once with tiny sizes so benchmark code cannot rot (CI).
 bench-smoke: build
-	ZMQLOAD_BENCH_SMOKE=1 $(PY) -m pytest -q bench --benchmark-disable
+	ZMQLOAD_BENCH_SMOKE=1 $(PY) -m pytest -q bench -o python_files="bench_*.py" --benchmark-disable
 
 clean:
 	rm -rf build $(VENV) zmqload/*.c zmqload/*.so *.egg-info .pytest_cache .benchmarks

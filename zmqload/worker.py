@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import resource
 import signal
 import time
 import traceback
@@ -59,6 +60,11 @@ def run_worker(spec: WorkerSpec, context: "_engine.Context | None" = None) -> No
                  traceback=traceback.format_exc())
     finally:
         ctl.close()
+
+
+def _max_rss_kb() -> int:
+    """Peak resident memory of this worker's process (shared by threads in inproc runs)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def _parent_alive() -> bool:
@@ -191,7 +197,7 @@ class Producer(_Worker):
             self.samples.flush()
         sent_map = np.concatenate(self.sent_ok_bits) if self.sent_ok_bits else np.zeros(0, np.uint8)
         self.ctl.send("final", **self.counters(sender), close_ns=close_ns, term_ns=term_ns,
-                      sent_ok_map=sent_map, parts=writer.parts)
+                      sent_ok_map=sent_map, parts=writer.parts, max_rss_kb=_max_rss_kb())
 
     def wait_for_start(self, sock) -> None:
         """Send warm-up messages (if asked) until the start command arrives."""
@@ -288,4 +294,4 @@ class Consumer(_Worker):
                       streams={s: {"unique": m.unique, "duplicates": m.duplicates, "reordered": m.reordered,
                                    "seen_map": np.packbits(m.seen[:m.max_seq + 1]), "length": m.max_seq + 1}
                                for s, m in self.streams.items()},
-                      parts=writer.parts, interrupted=self.interrupted)
+                      parts=writer.parts, interrupted=self.interrupted, max_rss_kb=_max_rss_kb())

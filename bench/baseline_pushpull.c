@@ -1,0 +1,88 @@
+/* The yardstick for zmqload's engine: a minimal PUSH -> PULL over one libzmq, no recording.
+ *
+ *   baseline_pushpull ENDPOINT COUNT SIZE
+ *
+ * Forks a PULL receiver (binds) and a PUSH sender (connects); the sender stamps nothing,
+ * the receiver only counts. Prints "msgs elapsed_ns" where elapsed runs from the first send
+ * to the last receive on CLOCK_MONOTONIC (the same span zmqload reports as throughput).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s ENDPOINT COUNT SIZE\n", argv[0]);
+        return 2;
+    }
+    const char *endpoint = argv[1];
+    long count = atol(argv[2]);
+    size_t size = (size_t)atol(argv[3]);
+    int ready[2], result[2];
+    if (pipe(ready) || pipe(result))
+        return 1;
+
+    pid_t pid = fork();
+    if (pid == 0) {                       /* receiver */
+        void *ctx = zmq_ctx_new();
+        void *pull = zmq_socket(ctx, ZMQ_PULL);
+        if (zmq_bind(pull, endpoint) != 0) {
+            fprintf(stderr, "bind %s: %s\n", endpoint, zmq_strerror(zmq_errno()));
+            return 1;
+        }
+        char byte = 1;
+        if (write(ready[1], &byte, 1) != 1)
+            return 1;
+        char *buf = malloc(size);
+        int64_t last = 0;
+        for (long i = 0; i < count; i++) {
+            if (zmq_recv(pull, buf, size, 0) < 0)
+                return 1;
+        }
+        last = now_ns();
+        if (write(result[1], &last, sizeof last) != sizeof last)
+            return 1;
+        zmq_close(pull);
+        zmq_ctx_term(ctx);
+        free(buf);
+        return 0;
+    }
+
+    char byte;
+    if (read(ready[0], &byte, 1) != 1)
+        return 1;
+    void *ctx = zmq_ctx_new();
+    void *push = zmq_socket(ctx, ZMQ_PUSH);
+    if (zmq_connect(push, endpoint) != 0)
+        return 1;
+    char *buf = calloc(size, 1);
+    usleep(100000);                       /* let the connection come up, as zmqload's warm-up does */
+    int64_t first = now_ns();
+    for (long i = 0; i < count; i++) {
+        if (zmq_send(push, buf, size, 0) < 0)
+            return 1;
+    }
+    int64_t last;
+    if (read(result[0], &last, sizeof last) != sizeof last)
+        return 1;
+    int status;
+    waitpid(pid, &status, 0);
+    zmq_close(push);
+    zmq_ctx_term(ctx);
+    printf("%ld %lld\n", count, (long long)(last - first));
+    free(buf);
+    return 0;
+}
