@@ -260,10 +260,13 @@ cdef class Sender:
     cdef readonly long long t_first_send_ns, t_last_send_ns
     cdef readonly int last_errno
     cdef readonly bint finished
+    cdef bint round_trip, awaiting_reply
+    cdef long long pending_t_sent
+    cdef char reply[64]
 
     def __cinit__(self, Socket socket not None, int stream, int size, long long count,
                   long long rate, long long t0_ns, long long end_ns=0,
-                  str mode="block", long long timeout_ns=0):
+                  str mode="block", long long timeout_ns=0, bint round_trip=False):
         if size < ZL_HEADER_SIZE:
             raise ValueError(f"size must be >= {ZL_HEADER_SIZE}")
         if mode not in SEND_MODES:
@@ -281,22 +284,50 @@ cdef class Sender:
         self.end_ns = end_ns
         self.mode = SEND_MODES[mode]
         self.timeout_ns = timeout_ns
+        self.round_trip = round_trip
 
     def __dealloc__(self):
         free(self.buf)
 
     def run_slice(self, long long[::1] t_sent not None, signed char[::1] status not None,
-                  Py_ssize_t row, long long slice_end_ns):
+                  Py_ssize_t row, long long slice_end_ns, long long[::1] t_reply=None):
         """Send until the chunk is full, the slice deadline passes, or the run is done.
-        Returns the next free row. A blocked send is retried in the next slice."""
+        Returns the next free row. A blocked send is retried in the next slice.
+        Round trip (REQ): each send waits for its reply, whose arrival time goes to t_reply."""
         cdef Py_ssize_t capacity = t_sent.shape[0]
         cdef long long now, due
         cdef int rc, err, flags, st
         flags = ZMQ_DONTWAIT if self.mode == MODE_DONTWAIT else 0
         if status.shape[0] < capacity:
             raise ValueError("status column shorter than t_sent column")
+        if self.round_trip and (t_reply is None or t_reply.shape[0] < capacity):
+            raise ValueError("round trip needs a t_reply column as long as t_sent")
         with nogil:
             while row < capacity and not self.finished:
+                if self.awaiting_reply:
+                    rc = zmq_recv(self.sock, self.reply, sizeof(self.reply), 0)
+                    if rc < 0:
+                        err = zmq_errno()
+                        if err == EINTR:
+                            continue
+                        if err == EAGAIN:
+                            if zl_now_ns() >= slice_end_ns:
+                                break
+                            continue
+                        self.errors += 1
+                        self.last_errno = err
+                        self.finished = True
+                        break
+                    now = zl_now_ns()
+                    self.awaiting_reply = False
+                    t_sent[row] = self.pending_t_sent
+                    status[row] = ST_OK
+                    t_reply[row] = now
+                    row += 1
+                    self.next_seq += 1
+                    if now >= slice_end_ns:
+                        break
+                    continue
                 if self.next_seq >= self.count:
                     self.finished = True
                     break
@@ -320,6 +351,10 @@ cdef class Sender:
                     if self.t_first_send_ns == 0:
                         self.t_first_send_ns = now
                     self.t_last_send_ns = now
+                    if self.round_trip:
+                        self.awaiting_reply = True
+                        self.pending_t_sent = now
+                        continue
                 else:
                     err = zmq_errno()
                     if err == EINTR:
@@ -381,12 +416,15 @@ cdef class Receiver:
     cdef readonly long long t_first_recv_ns, t_last_recv_ns
     cdef readonly int last_errno
     cdef readonly bint terminated
+    cdef bint echo
 
-    def __cinit__(self, Socket socket not None, long long delay_ns=0, int envelope_frames=0):
+    def __cinit__(self, Socket socket not None, long long delay_ns=0, int envelope_frames=0,
+                  bint echo=False):
         self.socket = socket
         self.sock = socket._live()
         self.delay_ns = delay_ns
         self.envelope_frames = envelope_frames
+        self.echo = echo
 
     def run_slice(self, unsigned long long[::1] words not None, long long[::1] t_sent not None,
                   long long[::1] t_recv not None, int[::1] size not None,
@@ -443,6 +481,14 @@ cdef class Receiver:
                 self.t_last_recv_ns = now
                 if self.delay_ns:
                     now = zl_wait_until(now + self.delay_ns)
+                if self.echo:
+                    # REP: the reply carries the request's header back (after the work).
+                    while zmq_send(self.sock, self.buf, ZL_HEADER_SIZE, 0) < 0:
+                        err = zmq_errno()
+                        if err != EINTR and err != EAGAIN:
+                            self.errors += 1
+                            self.last_errno = err
+                            break
                 if now >= slice_end_ns:
                     break
         return row

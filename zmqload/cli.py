@@ -70,7 +70,7 @@ def rate_arg(text: str) -> int:
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     d = Workload()
     g = parser.add_argument_group("workload")
-    g.add_argument("--pattern", default=d.pattern, help="push-pull, pub-sub, pair, dealer-router (default %(default)s)")
+    g.add_argument("--pattern", default=d.pattern, help="push-pull, pub-sub, proxy, pair, dealer-router, req-rep (default %(default)s)")
     g.add_argument("--transport", default=d.transport, help=f"{', '.join(TRANSPORTS)} (default %(default)s)")
     g.add_argument("--host", default=d.host, help="tcp host to bind/connect (default %(default)s)")
     g.add_argument("--port", type=int_arg("a tcp port 0-65535"), default=d.port,
@@ -90,11 +90,19 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
                    help="simulated work per received message (slow consumer)")
     g.add_argument("--drain-timeout-ms", type=int_arg("milliseconds >= 1"), default=d.drain_timeout_ms,
                    help="consumers stop after this long without messages once producers are done")
+    g.add_argument("--close-pause-ms", type=int_arg("milliseconds >= 0"), default=d.close_pause_ms,
+                   help="producers pause this long after their last send before close/term")
+    g.add_argument("--close-order", default=d.close_order,
+                   help="producer-first (default; consumers drain) or consumer-first (consumers close first)")
     g.add_argument("--no-warmup", dest="warmup", action="store_false",
                    help="start without checking that every consumer hears every producer (slow-joiner studies)")
     s = parser.add_argument_group("socket options (default: libzmq's own)")
     s.add_argument("--sndhwm", type=int_arg("an integer >= 0"), default=None, help="producers' SNDHWM")
     s.add_argument("--rcvhwm", type=int_arg("an integer >= 0"), default=None, help="consumers' RCVHWM")
+    s.add_argument("--proxy-sndhwm", type=int_arg("an integer >= 0"), default=None,
+                   help="pattern proxy: SNDHWM of the proxy's XPUB")
+    s.add_argument("--proxy-rcvhwm", type=int_arg("an integer >= 0"), default=None,
+                   help="pattern proxy: RCVHWM of the proxy's XSUB")
     s.add_argument("--linger", dest="linger_ms", type=int_arg("-1, 0 or milliseconds"), default=None,
                    help="producers' LINGER in ms (-1 = forever)")
     s.add_argument("--sndbuf", type=int_arg("bytes >= 0"), default=None, help="producers' SO_SNDBUF")
@@ -109,7 +117,8 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
 
 WORKLOAD_FIELDS = ("pattern", "transport", "host", "port", "endpoint", "size", "count", "duration", "rate",
                    "producers", "consumers", "send_mode", "sndtimeo_ms", "consumer_delay_us",
-                   "drain_timeout_ms", "warmup", "sndhwm", "rcvhwm", "linger_ms", "sndbuf", "rcvbuf",
+                   "drain_timeout_ms", "warmup", "close_pause_ms", "close_order", "proxy_sndhwm",
+                   "proxy_rcvhwm", "sndhwm", "rcvhwm", "linger_ms", "sndbuf", "rcvbuf",
                    "immediate", "io_threads", "out", "run_name", "compression")
 
 

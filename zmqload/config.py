@@ -22,6 +22,7 @@ MAX_STREAMS = 64                 # warm-up tracks producers in a 64-bit mask
 TRANSPORTS = ("tcp", "ipc", "inproc")
 SEND_MODES = ("block", "dontwait", "timeout")
 COMPRESSIONS = ("none", "snappy", "lz4", "zstd")
+CLOSE_ORDERS = ("producer-first", "consumer-first")
 DEFAULT_COUNT = 100_000
 
 _ENDPOINT = re.compile(
@@ -61,6 +62,10 @@ class Workload:
     consumer_delay_us: float = 0.0
     drain_timeout_ms: int = 1000         # consumers stop after this long idle once producers are done
     warmup: bool = True                  # wait until every consumer hears every producer
+    close_pause_ms: int = 0              # producers pause this long after their last send, then close
+    close_order: str = "producer-first"  # consumer-first: consumers close before producers do
+    proxy_sndhwm: Optional[int] = None   # pattern proxy: the XPUB side's SNDHWM
+    proxy_rcvhwm: Optional[int] = None   # pattern proxy: the XSUB side's RCVHWM
     out: str = "runs"
     run_name: Optional[str] = None
     compression: str = "snappy"
@@ -115,10 +120,15 @@ class Workload:
         _int_range("consumers", self.consumers, 1, 64, "an integer from 1 to 64")
         if self.pattern == "pair" and (self.producers != 1 or self.consumers != 1):
             raise ConfigError("--producers", "pattern pair connects exactly one pair; accepted: --producers 1 --consumers 1")
+        if self.pattern == "req-rep" and self.send_mode != "block":
+            raise ConfigError("--send-mode", "pattern req-rep waits for every reply; accepted: block")
         if self.send_mode not in SEND_MODES:
             raise ConfigError("--send-mode", f"unknown send mode {self.send_mode!r}; accepted: {', '.join(SEND_MODES)}")
         _int_range("sndtimeo_ms", self.sndtimeo_ms, 1, 3_600_000, "milliseconds from 1 to 3600000")
-        for name in ("sndhwm", "rcvhwm"):
+        _int_range("close_pause_ms", self.close_pause_ms, 0, 3_600_000, "milliseconds >= 0")
+        if self.close_order not in CLOSE_ORDERS:
+            raise ConfigError("--close-order", f"unknown order {self.close_order!r}; accepted: {', '.join(CLOSE_ORDERS)}")
+        for name in ("sndhwm", "rcvhwm", "proxy_sndhwm", "proxy_rcvhwm"):
             value = getattr(self, name)
             if value is not None:
                 _int_range(name, value, 0, 2 ** 31 - 1, "an integer >= 0 (0 = no limit)")
@@ -158,7 +168,8 @@ class Workload:
         if self.transport == "tcp":
             if not re.fullmatch(r"[A-Za-z0-9_.\-:]+", self.host or ""):
                 raise ConfigError("--host", f"malformed host {self.host!r}; accepted: an IP address or host name")
-            binders = self.consumers if patterns.get(self.pattern).binder == "consumer" else self.producers
+            binder = patterns.get(self.pattern).binder
+            binders = {"consumer": self.consumers, "producer": self.producers, "proxy": 2}[binder]
             if self.port and self.port + binders - 1 > 65535:
                 raise ConfigError("--port", "port + number of binding sockets exceeds 65535")
             if self.port:

@@ -20,10 +20,9 @@ class Pattern:
     description: str
     subscribe: bool = False       # consumer must subscribe (SUB)
     envelope_frames: int = 0      # frames before the payload at the consumer (ROUTER: 1)
+    proxy: bool = False           # producers and consumers both connect to a proxy between them
+    round_trip: bool = False      # every request waits for its reply (REQ/REP)
 
-    @property
-    def connecter(self) -> str:
-        return "producer" if self.binder == "consumer" else "consumer"
 
 
 PATTERNS: dict[str, Pattern] = {}
@@ -50,3 +49,9 @@ register(Pattern(
 register(Pattern(
     "dealer-router", "DEALER", "ROUTER", fanout=False, binder="consumer", envelope_frames=1,
     description="DEALER producers to ROUTER consumers (routing id frame skipped); blocks at HWM"))
+register(Pattern(
+    "proxy", "PUB", "SUB", fanout=True, binder="proxy", subscribe=True, proxy=True,
+    description="PUB -> XSUB | zmq_proxy | XPUB -> SUB, the proxy's HWMs set apart"))
+register(Pattern(
+    "req-rep", "REQ", "REP", fanout=False, binder="consumer", round_trip=True,
+    description="REQ -> REP round trips (one request in flight per producer); rate-controlled"))

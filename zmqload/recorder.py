@@ -30,6 +30,10 @@ RECVS_SCHEMA = pa.schema([
     ("t_intended_ns", pa.int64()), ("t_sent_ns", pa.int64()), ("t_recv_ns", pa.int64()),
     ("size", pa.int32()),
 ])
+REPLIES_SCHEMA = pa.schema([
+    ("stream", pa.int32()), ("seq", pa.int64()), ("t_intended_ns", pa.int64()),
+    ("t_sent_ns", pa.int64()), ("t_reply_ns", pa.int64()),
+])
 SAMPLES_SCHEMA = pa.schema([
     ("t_ns", pa.int64()), ("role", pa.string()), ("worker", pa.int32()),
     ("messages", pa.int64()), ("dropped", pa.int64()),

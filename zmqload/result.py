@@ -35,6 +35,7 @@ class RunResult:
     throughput_mb: float = 0.0                    # MB/s received (1 MB = 1e6 B)
     latency_intended: Histogram = field(default_factory=Histogram)
     latency_sent: Histogram = field(default_factory=Histogram)
+    round_trip: Histogram = field(default_factory=Histogram)   # req-rep: reply time - intended send time
     streams: list = field(default_factory=list)
     producers: list = field(default_factory=list)
     consumers: list = field(default_factory=list)
@@ -51,13 +52,20 @@ class RunResult:
 
     def latency_us(self, q: float, since: str = "intended") -> float | None:
         """Latency percentile q (0-100, 100 = max) in microseconds, measured from the
-        intended send time (default; free of coordinated omission) or the actual one."""
-        hist = self.latency_intended if since == "intended" else self.latency_sent
-        value = hist.percentile(q)
+        intended send time (default; free of coordinated omission), the actual one ("sent"),
+        or the req-rep round trip ("round_trip", from the intended send time)."""
+        value = self._histogram(since).percentile(q)
         return None if value is None else value / 1000.0
 
+    def _histogram(self, since: str) -> Histogram:
+        try:
+            return {"intended": self.latency_intended, "sent": self.latency_sent,
+                    "round_trip": self.round_trip}[since]
+        except KeyError:
+            raise ValueError(f"since must be 'intended', 'sent' or 'round_trip', not {since!r}")
+
     def latency_summary(self, since: str = "intended") -> dict:
-        hist = self.latency_intended if since == "intended" else self.latency_sent
+        hist = self._histogram(since)
         return {_key(q): hist.percentile(q) for q in PERCENTILES}
 
     def summary(self) -> dict:
@@ -74,6 +82,7 @@ class RunResult:
             "throughput_msgs": self.throughput_msgs, "throughput_mb": self.throughput_mb,
             "latency_intended_ns": self.latency_summary("intended"),
             "latency_sent_ns": self.latency_summary("sent"),
+            "round_trip_ns": self.latency_summary("round_trip") if self.round_trip.count else None,
             "streams": self.streams,
             "producers": [{k: v for k, v in p.items() if k != "sent_ok_map"} for p in self.producers],
             "consumers": self.consumers, "versions": self.versions,

@@ -120,6 +120,7 @@ class _Run:
         self.errors: dict[str, dict] = {}
         self.producers = [f"p{i}" for i in range(w.producers)]
         self.consumers = [f"c{i}" for i in range(w.consumers)]
+        self.proxies: list[str] = []
         self.t0_ns = 0
         self.interrupted = False
 
@@ -168,33 +169,66 @@ class _Run:
     # -- phases ----------------------------------------------------------------------------
     def execute(self) -> None:
         w = self.w
-        binders = self.consumers if self.pattern.binder == "consumer" else self.producers
-        connecters = self.producers if self.pattern.binder == "consumer" else self.consumers
+        everyone = self.producers + self.consumers
+        if self.pattern.proxy:
+            self.launch_proxy()
+            binders, connect_to = [], {"producer": [self.proxy_endpoints["frontend"]],
+                                       "consumer": [self.proxy_endpoints["backend"]]}
+        else:
+            binders = self.consumers if self.pattern.binder == "consumer" else self.producers
         endpoints = binder_endpoints(w, len(binders), self.ipc_dir, self.run_id)
-        for name in self.producers + self.consumers:
+        for name in everyone:
             role = "producer" if name[0] == "p" else "consumer"
             bind = endpoints[binders.index(name)] if name in binders else None
             self.launcher.start(WorkerSpec(role, int(name[1:]), w.to_dict(), self.server.endpoint,
                                            self.run_dir, bind=bind))
-        everyone = self.producers + self.consumers
         self.wait(lambda: all(n in self.ready for n in everyone), LAUNCH_TIMEOUT_S,
-                  "waiting for the workers to start", everyone)
-        self.send_all(connecters, {"type": "connect", "endpoints": [self.ready[n] for n in binders]})
+                  "waiting for the workers to start", everyone + self.proxies)
+        connecters = [n for n in everyone if n not in binders]
+        if not self.pattern.proxy:
+            connect_to = {"producer": [self.ready[n] for n in binders], "consumer": [self.ready[n] for n in binders]}
+        for name in connecters:
+            role = "producer" if name[0] == "p" else "consumer"
+            self.server.send(name, {"type": "connect", "endpoints": connect_to[role]})
         self.wait(lambda: all(n in self.connected for n in connecters), LAUNCH_TIMEOUT_S,
-                  "waiting for the workers to connect", everyone)
-        if w.warmup:
+                  "waiting for the workers to connect", everyone + self.proxies)
+        # Round trips need no warm-up (nothing can be lost to a slow join: every request
+        # waits for its reply), and REQ's strict send/recv alternation forbids one.
+        if w.warmup and not self.pattern.round_trip:
             self.send_all(self.producers, {"type": "warmup"})
             self.wait(lambda: all(n in self.warm for n in self.consumers), WARMUP_TIMEOUT_S,
-                      "waiting for every consumer to hear every producer (warm-up)", everyone)
+                      "waiting for every consumer to hear every producer (warm-up)", everyone + self.proxies)
         self.t0_ns = _engine.now_ns() + START_MARGIN_NS
         self.send_all(self.consumers, {"type": "start", "t0_ns": self.t0_ns})
         self.send_all(self.producers, {"type": "start", "t0_ns": self.t0_ns})
         self.wait(lambda: all(n in self.done for n in self.producers), float("inf"),
-                  "waiting for the producers to finish", everyone)
-        self.drain()
-        self.send_all(self.consumers, {"type": "stop"})
-        self.wait(lambda: all(n in self.final for n in everyone), FINAL_TIMEOUT_S,
-                  "waiting for the final counters", everyone)
+                  "waiting for the producers to finish", everyone + self.proxies)
+        if w.close_order == "consumer-first":
+            # the receivers close first; then the producers close with their linger
+            self.send_all(self.consumers, {"type": "stop"})
+            self.wait(lambda: all(n in self.final for n in self.consumers), FINAL_TIMEOUT_S,
+                      "waiting for the consumers to close", everyone + self.proxies)
+            self.send_all(self.producers, {"type": "close"})
+        else:
+            self.drain()
+            self.send_all(self.consumers, {"type": "stop"})
+        self.wait(lambda: all(n in self.final for n in everyone), float("inf") if w.linger_ms == -1 else
+                  FINAL_TIMEOUT_S + max(0, (w.linger_ms or 0) / 1000) + w.close_pause_ms / 1000,
+                  "waiting for the final counters", everyone + self.proxies)
+        self.send_all(self.proxies, {"type": "stop"})
+        self.wait(lambda: all(n in self.final for n in self.proxies), FINAL_TIMEOUT_S,
+                  "waiting for the proxy to stop", self.proxies)
+
+    def launch_proxy(self) -> None:
+        w = self.w
+        if w.endpoint:
+            raise ConfigError("--endpoint", "pattern proxy picks its own two endpoints; accepted: --host/--port")
+        front, back = binder_endpoints(w, 2, self.ipc_dir, self.run_id)
+        self.proxies = ["x0"]
+        self.launcher.start(WorkerSpec("proxy", 0, w.to_dict(), self.server.endpoint, self.run_dir,
+                                       bind=[front, back]))
+        self.wait(lambda: "x0" in self.ready, LAUNCH_TIMEOUT_S, "waiting for the proxy to start", self.proxies)
+        self.proxy_endpoints = self.ready["x0"]
 
     def delivered_so_far(self) -> int:
         return sum(self.live.get(n, {}).get("messages", 0) for n in self.consumers)
@@ -219,9 +253,9 @@ class _Run:
     def interrupt(self) -> None:
         """Ctrl-C / SIGTERM: tell every worker to stop, collect what they recorded."""
         self.interrupted = True
-        self.send_all(self.producers + self.consumers, {"type": "stop", "interrupted": True})
+        everyone = self.producers + self.consumers + self.proxies
+        self.send_all(everyone, {"type": "stop", "interrupted": True})
         deadline = time.monotonic() + INTERRUPT_GRACE_S
-        everyone = self.producers + self.consumers
         while time.monotonic() < deadline and not all(n in self.final or n in self.errors for n in everyone):
             try:
                 self.pump()
@@ -303,7 +337,7 @@ def run(workload: Workload, progress=None) -> RunResult:
                  "streams": result.streams,
                  "summary": {k: v for k, v in result.summary().items()
                              if k in ("elapsed_s", "send_rate", "throughput_msgs", "throughput_mb",
-                                      "loss_ratio", "latency_intended_ns", "latency_sent_ns")}})
+                                      "loss_ratio", "latency_intended_ns", "latency_sent_ns", "round_trip_ns")}})
     write_json_atomic(meta_path, meta)
     if pending is not None:
         raise pending
@@ -339,7 +373,10 @@ def _result(state: _Run, status: str, meta: dict) -> RunResult:
             p["sent_ok_map"] = np.zeros(0, np.uint8)
     accounts = reconcile(producers if usable or not producers else {}, consumers, w.fanout)
     totals = accounts["totals"]
-    lat_i, lat_s = Histogram(), Histogram()
+    lat_i, lat_s, rtt = Histogram(), Histogram(), Histogram()
+    for p in producers.values():
+        if p.get("rtt"):
+            rtt.merge(Histogram.from_payload(p["rtt"]))
     for c in consumers.values():
         lat_i.merge(Histogram.from_payload(c["latency_intended"]))
         lat_s.merge(Histogram.from_payload(c["latency_sent"]))
@@ -363,7 +400,8 @@ def _result(state: _Run, status: str, meta: dict) -> RunResult:
         throughput_msgs=unique / elapsed if elapsed else 0.0,
         throughput_mb=unique * w.size / 1e6 / elapsed if elapsed else 0.0,
         latency_intended=lat_i, latency_sent=lat_s, streams=accounts["streams"],
-        producers=[{k: v for k, v in p.items() if k not in ("sent_ok_map", "type")} for p in producers.values()],
+        round_trip=rtt,
+        producers=[{k: v for k, v in p.items() if k not in ("sent_ok_map", "type", "rtt")} for p in producers.values()],
         consumers=[{k: v for k, v in c.items() if k not in ("streams", "type", "latency_intended", "latency_sent")}
                    for c in consumers.values()],
         versions=meta["versions"])

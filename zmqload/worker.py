@@ -20,10 +20,12 @@ from . import _engine, patterns
 from .config import Workload
 from .control import ControlClient
 from .histogram import Histogram
-from .recorder import (RECVS_SCHEMA, SAMPLES_SCHEMA, SENDS_SCHEMA, ChunkPipeline, PartWriter,
-                       Samples, SeenMap, intended_times)
+from .kernelq import TcpQueues, ports_of
+from .recorder import (RECVS_SCHEMA, REPLIES_SCHEMA, SAMPLES_SCHEMA, SENDS_SCHEMA, ChunkPipeline,
+                       PartWriter, Samples, SeenMap, intended_times)
 
 PROGRESS_EVERY_NS = 100_000_000
+KERNEL_SAMPLE_EVERY_NS = 100_000_000
 WARMUP_EVERY_S = 0.002
 SEQ_MASK = (1 << _engine.SEQ_BITS) - 1
 
@@ -35,12 +37,12 @@ class WorkerSpec:
     workload: dict
     control: str                  # control channel endpoint
     run_dir: str
-    bind: str | None = None       # endpoint to bind, for the binding side
+    bind: "str | list | None" = None   # endpoint(s) to bind, for the binding side
     connect: list = field(default_factory=list)   # endpoints to connect, for the other side
 
     @property
     def name(self) -> str:
-        return f"{self.role[0]}{self.index}"
+        return {"producer": "p", "consumer": "c", "proxy": "x"}[self.role] + str(self.index)
 
 
 def process_entry(spec: WorkerSpec) -> None:
@@ -51,7 +53,8 @@ def process_entry(spec: WorkerSpec) -> None:
 
 
 def run_worker(spec: WorkerSpec, context: "_engine.Context | None" = None) -> None:
-    body = Producer if spec.role == "producer" else Consumer
+    from .proxy import ProxyWorker
+    body = {"producer": Producer, "consumer": Consumer, "proxy": ProxyWorker}[spec.role]
     ctl = ControlClient(spec.control, spec.name)
     try:
         body(spec, ctl, context).run()
@@ -88,6 +91,16 @@ class _Worker:
         self.samples = Samples(PartWriter(os.path.join(spec.run_dir, "samples"), spec.name,
                                           SAMPLES_SCHEMA, "snappy"), spec.role, spec.index)
         self._next_progress = 0
+        self._next_kernel_sample = 0
+        self._kernel_queues = (-1, -1)
+        self.tcp_queues = TcpQueues([])
+
+    def kernel_queues(self, now: int) -> tuple[int, int]:
+        """Kernel send/receive queue bytes of this worker's tcp connections (sampled ~10/s)."""
+        if now >= self._next_kernel_sample:
+            self._next_kernel_sample = now + KERNEL_SAMPLE_EVERY_NS
+            self._kernel_queues = self.tcp_queues.sample()
+        return self._kernel_queues
 
     def open_socket(self, socket_type: str, options: dict) -> "_engine.Socket":
         sock = _engine.Socket(self.context, _engine.SOCKET_TYPES[socket_type])
@@ -96,6 +109,7 @@ class _Worker:
                 sock.set_option(_engine.OPTIONS[name], int(value))
         if self.spec.bind:
             endpoint = sock.bind(self.spec.bind)
+            self.tcp_queues = TcpQueues(ports_of([endpoint]))
             self.ctl.send("ready", endpoint=endpoint)
             return sock
         # The connecting side learns the binders' endpoints (tcp ports chosen at bind time)
@@ -107,6 +121,7 @@ class _Worker:
                 self.stop_requested = self.interrupted = True
         for endpoint in self.spec.connect:
             sock.connect(endpoint)
+        self.tcp_queues = TcpQueues(ports_of(self.spec.connect))
         self.ctl.send("connected")
         return sock
 
@@ -119,6 +134,8 @@ class _Worker:
         elif kind == "stop":
             self.stop_requested = True
             self.interrupted = message.get("interrupted", False)
+        elif kind == "close":
+            self.close_allowed = True
         self.on_command(message)
 
     def on_command(self, message: dict) -> None:
@@ -155,8 +172,14 @@ class Producer(_Worker):
             self.close(sock, None)
             return
         end_ns = self.t0_ns + int(w.duration * 1e9) if w.duration else 0
+        round_trip = self.pattern.round_trip
+        if round_trip:      # replies come back on the same socket: let recv return each slice
+            sock.set_option(_engine.OPTIONS["RCVTIMEO"], slice_ms)
         sender = _engine.Sender(sock, self.spec.index, w.size, w.messages_per_producer, w.rate,
-                                self.t0_ns, end_ns, w.send_mode, w.sndtimeo_ms * 1_000_000)
+                                self.t0_ns, end_ns, w.send_mode, w.sndtimeo_ms * 1_000_000, round_trip)
+        self.rtt = Histogram()
+        replies = PartWriter(os.path.join(self.spec.run_dir, "replies"), self.spec.name, REPLIES_SCHEMA,
+                             w.compression) if round_trip else None
         self.sent_ok_bits: list[np.ndarray] = []
         writer = PartWriter(os.path.join(self.spec.run_dir, "sends"), self.spec.name, SENDS_SCHEMA, w.compression)
         self._first_seq = 0
@@ -167,21 +190,30 @@ class Producer(_Worker):
             self._first_seq += rows
             t_sent, status = chunk["t_sent"][:rows], chunk["status"][:rows]
             self.sent_ok_bits.append(np.packbits(status == _engine.STATUS_OK))
+            t_intended = intended_times(self.t0_ns, seqs, w.rate, t_sent)
+            if replies is not None:
+                t_reply = chunk["t_reply"][:rows]
+                self.rtt.record(t_reply - t_intended)
+                replies.write({"stream": np.full(rows, self.spec.index, np.int32), "seq": seqs,
+                               "t_intended_ns": t_intended, "t_sent_ns": t_sent, "t_reply_ns": t_reply})
             writer.write({"stream": np.full(rows, self.spec.index, np.int32), "seq": seqs,
-                          "t_intended_ns": intended_times(self.t0_ns, seqs, w.rate, t_sent),
+                          "t_intended_ns": t_intended,
                           "t_sent_ns": t_sent, "status": status, "size": np.full(rows, w.size, np.int32)})
 
-        pipeline = ChunkPipeline({"t_sent": np.int64, "status": np.int8}, chunk_rows, write_chunk)
+        columns = {"t_sent": np.int64, "status": np.int8}
+        if round_trip:
+            columns["t_reply"] = np.int64
+        pipeline = ChunkPipeline(columns, chunk_rows, write_chunk)
         if not w.rate:
             time.sleep(max(0.0, (self.t0_ns - _engine.now_ns()) / 1e9))
         try:
             while not sender.finished:
                 now = _engine.now_ns()
                 row = sender.run_slice(pipeline.current["t_sent"], pipeline.current["status"],
-                                       pipeline.row, now + slice_ms * 1_000_000)
+                                       pipeline.row, now + slice_ms * 1_000_000, pipeline.current.get("t_reply"))
                 pipeline.advance(row)
                 now = _engine.now_ns()
-                self.samples.add(now, sender.sent, sender.eagain + sender.timeouts)
+                self.samples.add(now, sender.sent, sender.eagain + sender.timeouts, *self.kernel_queues(now))
                 if self.due_progress(now):
                     self.ctl.send("progress", messages=sender.sent, dropped=sender.eagain + sender.timeouts,
                                   attempted=sender.attempted)
@@ -192,12 +224,31 @@ class Producer(_Worker):
                     sender.stop()
         finally:
             self.ctl.send("done", **self.counters(sender))
+            self.before_close()
             close_ns, term_ns = self.close(sock, 0 if self.interrupted else None)
             pipeline.close()
             self.samples.flush()
         sent_map = np.concatenate(self.sent_ok_bits) if self.sent_ok_bits else np.zeros(0, np.uint8)
         self.ctl.send("final", **self.counters(sender), close_ns=close_ns, term_ns=term_ns,
-                      sent_ok_map=sent_map, parts=writer.parts, max_rss_kb=_max_rss_kb())
+                      sent_ok_map=sent_map, parts=writer.parts, max_rss_kb=_max_rss_kb(),
+                      rtt=self.rtt.to_payload() if round_trip else None)
+
+    def before_close(self) -> None:
+        """Shutdown semantics: an optional pause after the last send, and with
+        close-order consumer-first, wait until the consumers have closed."""
+        w = self.workload
+        if self.interrupted:
+            return
+        if w.close_pause_ms:
+            deadline = _engine.now_ns() + w.close_pause_ms * 1_000_000
+            while _engine.now_ns() < deadline and not self.interrupted:
+                self.poll_commands(min(50, max(1, (deadline - _engine.now_ns()) // 1_000_000)))
+        if w.close_order == "consumer-first":
+            self.close_allowed = False
+            while not self.close_allowed and not self.interrupted:
+                self.poll_commands(50)
+                if not _parent_alive():
+                    return
 
     def wait_for_start(self, sock) -> None:
         """Send warm-up messages (if asked) until the start command arrives."""
@@ -237,7 +288,8 @@ class Consumer(_Worker):
             "IMMEDIATE": int(w.immediate) if w.immediate else None, "RCVTIMEO": w.slice_ms})
         if self.pattern.subscribe:
             sock.subscribe(b"")
-        receiver = _engine.Receiver(sock, int(w.consumer_delay_us * 1000), self.pattern.envelope_frames)
+        receiver = _engine.Receiver(sock, int(w.consumer_delay_us * 1000), self.pattern.envelope_frames,
+                                    self.pattern.round_trip)
         self.latency_intended = Histogram()
         self.latency_sent = Histogram()
         self.streams: dict[int, SeenMap] = {}
@@ -272,7 +324,7 @@ class Consumer(_Worker):
                 pipeline.advance(row)
                 now = _engine.now_ns()
                 if self.t0_ns:
-                    self.samples.add(now, receiver.received, 0)
+                    self.samples.add(now, receiver.received, 0, *self.kernel_queues(now))
                 if not warm_sent and receiver.warmup_mask & warm_mask == warm_mask:
                     self.ctl.send("warm")
                     warm_sent = True
