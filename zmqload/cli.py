@@ -20,6 +20,7 @@ EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 # and run(args) -> int.
 EXTERNAL_COMMANDS = {
     "report": ("zmqload.report.command", "Spark analysis and HTML capacity report of run directories"),
+    "scenario": ("zmqload.scenario_command", "named HWM / linger / backpressure questions, measured"),
 }
 
 
@@ -94,6 +95,8 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
                    help="producers pause this long after their last send before close/term")
     g.add_argument("--close-order", default=d.close_order,
                    help="producer-first (default; consumers drain) or consumer-first (consumers close first)")
+    g.add_argument("--join-delay-ms", type=int_arg("milliseconds >= 0"), default=d.join_delay_ms,
+                   help="consumers connect this long after the producers start (slow joiner; no warm-up)")
     g.add_argument("--no-warmup", dest="warmup", action="store_false",
                    help="start without checking that every consumer hears every producer (slow-joiner studies)")
     s = parser.add_argument_group("socket options (default: libzmq's own)")
@@ -117,7 +120,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
 
 WORKLOAD_FIELDS = ("pattern", "transport", "host", "port", "endpoint", "size", "count", "duration", "rate",
                    "producers", "consumers", "send_mode", "sndtimeo_ms", "consumer_delay_us",
-                   "drain_timeout_ms", "warmup", "close_pause_ms", "close_order", "proxy_sndhwm",
+                   "drain_timeout_ms", "warmup", "join_delay_ms", "close_pause_ms", "close_order", "proxy_sndhwm",
                    "proxy_rcvhwm", "sndhwm", "rcvhwm", "linger_ms", "sndbuf", "rcvbuf",
                    "immediate", "io_threads", "out", "run_name", "compression")
 

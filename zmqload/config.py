@@ -62,6 +62,7 @@ class Workload:
     consumer_delay_us: float = 0.0
     drain_timeout_ms: int = 1000         # consumers stop after this long idle once producers are done
     warmup: bool = True                  # wait until every consumer hears every producer
+    join_delay_ms: int = 0               # consumers connect this long after producers start (slow joiner)
     close_pause_ms: int = 0              # producers pause this long after their last send, then close
     close_order: str = "producer-first"  # consumer-first: consumers close before producers do
     proxy_sndhwm: Optional[int] = None   # pattern proxy: the XPUB side's SNDHWM
@@ -126,6 +127,10 @@ class Workload:
             raise ConfigError("--send-mode", f"unknown send mode {self.send_mode!r}; accepted: {', '.join(SEND_MODES)}")
         _int_range("sndtimeo_ms", self.sndtimeo_ms, 1, 3_600_000, "milliseconds from 1 to 3600000")
         _int_range("close_pause_ms", self.close_pause_ms, 0, 3_600_000, "milliseconds >= 0")
+        _int_range("join_delay_ms", self.join_delay_ms, 0, 3_600_000, "milliseconds >= 0")
+        if self.join_delay_ms and patterns.get(self.pattern).binder == "consumer":
+            raise ConfigError("--join-delay-ms", "consumers must be the connecting side; accepted with "
+                              "pub-sub or proxy (or 0)")
         if self.close_order not in CLOSE_ORDERS:
             raise ConfigError("--close-order", f"unknown order {self.close_order!r}; accepted: {', '.join(CLOSE_ORDERS)}")
         for name in ("sndhwm", "rcvhwm", "proxy_sndhwm", "proxy_rcvhwm"):

@@ -187,20 +187,32 @@ class _Run:
         connecters = [n for n in everyone if n not in binders]
         if not self.pattern.proxy:
             connect_to = {"producer": [self.ready[n] for n in binders], "consumer": [self.ready[n] for n in binders]}
+        late = self.consumers if w.join_delay_ms else []     # slow joiners connect after the start
         for name in connecters:
-            role = "producer" if name[0] == "p" else "consumer"
-            self.server.send(name, {"type": "connect", "endpoints": connect_to[role]})
-        self.wait(lambda: all(n in self.connected for n in connecters), LAUNCH_TIMEOUT_S,
+            if name not in late:
+                role = "producer" if name[0] == "p" else "consumer"
+                self.server.send(name, {"type": "connect", "endpoints": connect_to[role]})
+        self.wait(lambda: all(n in self.connected for n in connecters if n not in late), LAUNCH_TIMEOUT_S,
                   "waiting for the workers to connect", everyone + self.proxies)
+        if late:
+            self.t0_ns = _engine.now_ns() + START_MARGIN_NS
+            self.send_all(self.producers, {"type": "start", "t0_ns": self.t0_ns})
+            join_at = self.t0_ns + w.join_delay_ms * 1_000_000
+            while _engine.now_ns() < join_at:
+                self.pump(max(1, min(20, (join_at - _engine.now_ns()) // 1_000_000)))
+            for name in late:
+                self.server.send(name, {"type": "connect", "endpoints": connect_to["consumer"]})
+                self.server.send(name, {"type": "start", "t0_ns": self.t0_ns})
         # Round trips need no warm-up (nothing can be lost to a slow join: every request
         # waits for its reply), and REQ's strict send/recv alternation forbids one.
-        if w.warmup and not self.pattern.round_trip:
+        if w.warmup and not self.pattern.round_trip and not late:
             self.send_all(self.producers, {"type": "warmup"})
             self.wait(lambda: all(n in self.warm for n in self.consumers), WARMUP_TIMEOUT_S,
                       "waiting for every consumer to hear every producer (warm-up)", everyone + self.proxies)
-        self.t0_ns = _engine.now_ns() + START_MARGIN_NS
-        self.send_all(self.consumers, {"type": "start", "t0_ns": self.t0_ns})
-        self.send_all(self.producers, {"type": "start", "t0_ns": self.t0_ns})
+        if not late:
+            self.t0_ns = _engine.now_ns() + START_MARGIN_NS
+            self.send_all(self.consumers, {"type": "start", "t0_ns": self.t0_ns})
+            self.send_all(self.producers, {"type": "start", "t0_ns": self.t0_ns})
         self.wait(lambda: all(n in self.done for n in self.producers), float("inf"),
                   "waiting for the producers to finish", everyone + self.proxies)
         if w.close_order == "consumer-first":
