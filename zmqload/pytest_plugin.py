@@ -1,36 +1,308 @@
-"""pytest plugin: ZeroMQ capacity checks in users' test suites (registered via pytest11)."""
+"""pytest plugin: ZeroMQ capacity checks in users' test suites (registered via pytest11).
+
+Fixtures:
+  zmqload            `zmqload.run(**options)` with its records in a directory of the test's own
+  zmqload_benchmark  the same run timed by pytest-benchmark, with msg/s and MB/s in extra_info
+
+Run directories live under pytest's temporary directory (or `--zmqload-out DIR`), one
+directory per test, so parallel workers (pytest-xdist) never share a path. They are removed
+after a passing test, kept after a failing one (the failure report names them and the
+command for the Spark report), and always kept with `--zmqload-keep`. See docs/PYTEST.md.
+"""
 from __future__ import annotations
 
+import dataclasses
+import glob
+import hashlib
+import io
+import json
+import os
+import re
 import shutil
+import statistics
 
 import pytest
 
-
-class ZmqloadFixture:
-    """`zmqload.run(**options)` with records in a per-test directory."""
-
-    def __init__(self, out_dir: str):
-        self.out_dir = out_dir
-        self.results = []
-
-    def run(self, **options):
-        import zmqload
-        options.setdefault("out", self.out_dir)
-        result = zmqload.run(**options)
-        self.results.append(result)
-        return result
+SECTION = "zmqload runs"
+TIMINGS = ("message", "wall")
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("zmqload")
+    group = parser.getgroup("zmqload", "zmqload capacity tests")
     group.addoption("--zmqload-keep", action="store_true", default=False,
-                    help="keep zmqload run directories after the tests")
+                    help="keep every zmqload run directory (default: only those of failed tests)")
+    group.addoption("--zmqload-out", metavar="DIR", default=None,
+                    help="put zmqload run directories under DIR, one sub-directory per test "
+                         "(default: pytest's temporary directory)")
+
+
+_FIXTURE_KEY = pytest.StashKey["ZmqloadFixture"]()
+
+
+def _slug(nodeid: str) -> str:
+    """A directory name for a test id: readable, filesystem-safe, bounded in length."""
+    name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", nodeid.replace("::", "__")).strip("_.") or "test"
+    if len(name) > 100:
+        name = name[:90] + "-" + hashlib.sha1(nodeid.encode()).hexdigest()[:8]
+    return name
+
+
+def _new_test_dir(base: str, nodeid: str) -> str:
+    """A directory that no other test (or rerun of this one) uses: created, never reused."""
+    os.makedirs(base, exist_ok=True)
+    stem = os.path.join(base, _slug(nodeid))
+    path, n = stem, 1
+    while True:
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            n += 1
+            path = f"{stem}-{n}"
+
+
+class ZmqloadFixture:
+    """`run(**options)` is `zmqload.run` with records in this test's directory (`out_dir`).
+
+    `results` holds every RunResult of the test, in order; `last` the latest one."""
+
+    def __init__(self, out_dir: str, keep: bool):
+        self.out_dir = out_dir
+        self.keep = keep
+        self.results: list = []
+        self.failed = False
+        self.reported = False
+
+    @property
+    def last(self):
+        return self.results[-1] if self.results else None
+
+    def workload(self, workload=None, **options):
+        """The Workload a run would use (records in this test's directory unless `out` is given)."""
+        from zmqload import Workload
+        if workload is None:
+            options.setdefault("out", self.out_dir)
+            return Workload(**options)
+        if options:
+            raise TypeError("pass either a Workload or keyword options, not both")
+        if workload.out == Workload.out:                    # the default "runs": redirect it here
+            return dataclasses.replace(workload, out=self.out_dir)
+        return workload
+
+    def run(self, workload=None, **options):
+        """Run one workload (a Workload or its fields as keywords) and return its RunResult."""
+        import zmqload
+        result = zmqload.run(self.workload(workload, **options))
+        self.results.append(result)
+        return result
+
+    # -- the failure report -------------------------------------------------------------
+    def run_dirs(self) -> list[str]:
+        """Run directories this test made in its own directory, oldest first."""
+        return sorted(glob.glob(os.path.join(glob.escape(self.out_dir), "run=*")), key=os.path.getmtime)
+
+    def describe(self) -> str:
+        """Every run of the test: its summary table, missing sequence ranges, where its records
+        are and how to get the Spark report."""
+        from rich.console import Console
+        from zmqload.display import print_summary
+
+        buffer = io.StringIO()
+        console = Console(file=buffer, width=100, force_terminal=False, color_system=None,
+                          highlight=False, soft_wrap=False)
+        known = {os.path.abspath(r.run_dir) for r in self.results}
+        unfinished = [d for d in self.run_dirs() if os.path.abspath(d) not in known]
+        total = len(self.results) + len(unfinished)
+        if total == 0:
+            console.print("no zmqload run was recorded by this test")
+        for i, result in enumerate(self.results, 1):
+            console.print(f"run {i} of {total}: {result.run_id}")
+            print_summary(result, console)
+            console.print()
+        for d in unfinished:      # runs that raised (RunError, interrupted): no RunResult, run.json says why
+            meta = _read_meta(d)
+            console.print(f"run {os.path.basename(d)[4:]}: status {meta.get('status', 'unknown')}"
+                          + (f", error: {meta['error']}" if meta.get("error") else ""))
+            console.print(f"records: {d}")
+            console.print()
+        if self.keep:
+            console.print("run directories kept (--zmqload-keep)")
+        elif total:
+            console.print("run directories kept because the test failed (passing tests' are removed; "
+                          "--zmqload-keep keeps all)")
+        parents = [os.path.dirname(os.path.abspath(r.run_dir)) for r in self.results]
+        parents += [os.path.abspath(self.out_dir)] if unfinished else []
+        for parent in dict.fromkeys(parents):
+            console.print(f"Spark report: python -m zmqload report {parent}")
+        return buffer.getvalue().rstrip() + "\n"
+
+    def cleanup(self) -> bool:
+        """Remove this test's directory unless it must be kept. True if it was kept."""
+        if (self.keep or self.failed) and self.run_dirs():
+            return True
+        shutil.rmtree(self.out_dir, ignore_errors=True)
+        return False
+
+
+def _read_meta(run_dir: str) -> dict:
+    try:
+        with open(os.path.join(run_dir, "run.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _base_dir(config, tmp_path_factory) -> str:
+    out = config.getoption("--zmqload-out")
+    if out:
+        return os.path.abspath(out)
+    return str(tmp_path_factory.getbasetemp() / "zmqload")
 
 
 @pytest.fixture
 def zmqload(request, tmp_path_factory):
-    out_dir = str(tmp_path_factory.mktemp("zmqload-runs"))
-    fixture = ZmqloadFixture(out_dir)
+    """Run zmqload workloads from a test: `zmqload.run(pattern="pub-sub", rate=50_000, ...)`
+    returns a RunResult to assert on; a failing test's report shows every run's summary."""
+    keep = request.config.getoption("--zmqload-keep")
+    out_dir = _new_test_dir(_base_dir(request.config, tmp_path_factory), request.node.nodeid)
+    fixture = ZmqloadFixture(out_dir, keep)
+    request.node.stash[_FIXTURE_KEY] = fixture
     yield fixture
-    if not request.config.getoption("--zmqload-keep"):
-        shutil.rmtree(out_dir, ignore_errors=True)
+    # The call phase's report is made before this teardown runs, so `failed` is settled.
+    if fixture.cleanup():
+        request.node.stash[_KEPT_KEY] = fixture.out_dir
+
+
+_KEPT_KEY = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    fixture = item.stash.get(_FIXTURE_KEY, None)
+    if fixture is None:
+        return
+    if report.failed:
+        fixture.failed = True
+        if not fixture.reported and report.when != "teardown":
+            fixture.reported = True
+            report.sections.append((SECTION, fixture.describe()))
+    if report.when == "teardown":
+        kept = item.stash.get(_KEPT_KEY, None)
+        if kept:   # travels with the report to the xdist controller for the terminal summary
+            report.zmqload_kept = kept
+
+
+class _KeptDirs:
+    """On the controller (with or without xdist): which tests left run directories."""
+
+    def __init__(self):
+        self.kept: list[tuple[str, str]] = []
+
+    def pytest_runtest_logreport(self, report):
+        kept = getattr(report, "zmqload_kept", None)
+        if report.when == "teardown" and kept:
+            self.kept.append((report.nodeid, kept))
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.kept:
+            return
+        terminalreporter.section("zmqload")
+        terminalreporter.line(f"run directories kept for {len(self.kept)} test(s):")
+        for nodeid, path in self.kept:
+            terminalreporter.line(f"  {nodeid}: {path}")
+        terminalreporter.line("Spark report of one test's runs: python -m zmqload report <directory>")
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_KeptDirs(), "zmqload-kept-dirs")
+
+
+# -- pytest-benchmark -------------------------------------------------------------------
+
+class ZmqloadBenchmark:
+    """`zmqload_benchmark(**options)`: time zmqload runs with pytest-benchmark.
+
+    timing="message" (default): each round's time is the run's own elapsed time (first send
+    to last receive, CLOCK_MONOTONIC in the workers) divided by the messages delivered, so
+    pytest-benchmark's OPS column is msg/s and `--benchmark-compare-fail` guards throughput.
+    timing="wall": the wall time of the whole zmqload.run call, which adds spawning worker
+    processes, the warm-up handshake and writing Parquet (about 0.5 s on a small machine).
+    """
+
+    def __init__(self, benchmark, runs: ZmqloadFixture):
+        self.benchmark = benchmark
+        self.runs = runs
+
+    def __call__(self, workload=None, *, rounds: int = 3, warmup_rounds: int = 0,
+                 timing: str = "message", **options):
+        if timing not in TIMINGS:
+            raise ValueError(f"timing must be one of {', '.join(TIMINGS)}, not {timing!r}")
+        w = self.runs.workload(workload, **options).validate()   # bad options fail before any timing
+        results: list = []
+        elapsed = [0.0]                  # the message clock: engine time, advanced by each run
+
+        def engine_time_per_message() -> float:
+            return elapsed[0]
+
+        def one_run():
+            # a run name is a directory name: every round needs its own
+            name = w.run_name and f"{w.run_name}-{len(results) + 1}"
+            result = self.runs.run(dataclasses.replace(w, run_name=name))
+            if result.unique_received == 0 or result.elapsed_s <= 0:
+                raise RuntimeError(f"run {result.run_id} delivered no messages: nothing to time "
+                                   f"(lost {result.lost:,} of {result.expected:,})")
+            elapsed[0] += result.elapsed_s / result.unique_received
+            results.append(result)
+            return result
+
+        if timing == "message":
+            if not hasattr(self.benchmark, "_timer"):
+                raise RuntimeError("this pytest-benchmark version offers no timer hook; "
+                                   "use zmqload_benchmark(..., timing='wall')")
+            self.benchmark._timer = engine_time_per_message
+        last = self.benchmark.pedantic(one_run, rounds=rounds, warmup_rounds=warmup_rounds, iterations=1)
+        measured = results[-rounds:]     # warm-up rounds come first
+        self.benchmark.extra_info.update(_extra_info(w, measured, timing, rounds))
+        return last
+
+
+def _extra_info(w, results: list, timing: str, rounds: int) -> dict:
+    from zmqload.histogram import Histogram
+    latency = Histogram()
+    for result in results:
+        latency.merge(result.latency_intended)
+
+    def us(q):
+        value = latency.percentile(q)
+        return None if value is None else round(value / 1000.0, 3)
+
+    versions = results[-1].versions
+    return {
+        "timing": timing,
+        "pattern": w.pattern, "transport": w.transport, "size": w.size, "count": w.count,
+        "duration": w.duration, "rate": w.rate, "producers": w.producers, "consumers": w.consumers,
+        "sndhwm": w.sndhwm, "rcvhwm": w.rcvhwm, "rounds": len(results),
+        "throughput_msgs": statistics.median(r.throughput_msgs for r in results),
+        "throughput_mb": statistics.median(r.throughput_mb for r in results),
+        "throughput_msgs_rounds": [round(r.throughput_msgs, 1) for r in results],
+        "elapsed_s_rounds": [r.elapsed_s for r in results],
+        "sent": sum(r.sent for r in results), "expected": sum(r.expected for r in results),
+        "lost": sum(r.lost for r in results), "dropped": sum(r.dropped for r in results),
+        "latency_p50_us": us(50), "latency_p99_us": us(99), "latency_max_us": us(100),
+        "libzmq": versions.get("libzmq"), "pyzmq_libzmq": versions.get("pyzmq_libzmq"),
+        "zmqload": versions.get("zmqload"),
+    }
+
+
+@pytest.fixture
+def zmqload_benchmark(request, zmqload):
+    """Time zmqload runs with pytest-benchmark: `zmqload_benchmark(pattern="push-pull",
+    size=64, count=1_000_000)` returns the last RunResult; msg/s, MB/s, loss, latency and
+    the libzmq version go to `benchmark.extra_info` (and so to --benchmark-json)."""
+    try:
+        benchmark = request.getfixturevalue("benchmark")
+    except pytest.FixtureLookupError:
+        pytest.fail("zmqload_benchmark needs pytest-benchmark: pip install pytest-benchmark", pytrace=False)
+    return ZmqloadBenchmark(benchmark, zmqload)
