@@ -109,7 +109,7 @@ class ZmqloadFixture:
 
         buffer = io.StringIO()
         console = Console(file=buffer, width=100, force_terminal=False, color_system=None,
-                          highlight=False, soft_wrap=False)
+                          highlight=False, soft_wrap=True)
         known = {os.path.abspath(r.run_dir) for r in self.results}
         unfinished = [d for d in self.run_dirs() if os.path.abspath(d) not in known]
         total = len(self.results) + len(unfinished)
