@@ -25,6 +25,7 @@ import pytest
 
 SECTION = "zmqload runs"
 TIMINGS = ("message", "wall")
+FULL_SUMMARIES = 5          # a failure report shows this many runs in full, earlier ones in a line
 
 
 def pytest_addoption(parser):
@@ -113,9 +114,13 @@ class ZmqloadFixture:
         known = {os.path.abspath(r.run_dir) for r in self.results}
         unfinished = [d for d in self.run_dirs() if os.path.abspath(d) not in known]
         total = len(self.results) + len(unfinished)
-        if total == 0:
-            console.print("no zmqload run was recorded by this test")
         for i, result in enumerate(self.results, 1):
+            if i <= len(self.results) - FULL_SUMMARIES:     # a long series: one line for the early runs
+                p99 = result.latency_us(99)
+                console.print(f"run {i} of {total}: {result.run_id}: lost {result.lost:,} of {result.expected:,}, "
+                              f"{result.throughput_msgs:,.0f} msg/s, p99 "
+                              f"{'-' if p99 is None else format(p99, ',.1f')} us; records: {result.run_dir}")
+                continue
             console.print(f"run {i} of {total}: {result.run_id}")
             print_summary(result, console)
             console.print()
@@ -127,7 +132,7 @@ class ZmqloadFixture:
             console.print()
         if self.keep:
             console.print("run directories kept (--zmqload-keep)")
-        elif total:
+        else:
             console.print("run directories kept because the test failed (passing tests' are removed; "
                           "--zmqload-keep keeps all)")
         parents = [os.path.dirname(os.path.abspath(r.run_dir)) for r in self.results]
@@ -185,7 +190,7 @@ def pytest_runtest_makereport(item, call):
         return
     if report.failed:
         fixture.failed = True
-        if not fixture.reported and report.when != "teardown":
+        if not fixture.reported and report.when != "teardown" and (fixture.results or fixture.run_dirs()):
             fixture.reported = True
             report.sections.append((SECTION, fixture.describe()))
     if report.when == "teardown":
