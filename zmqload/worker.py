@@ -66,7 +66,17 @@ def run_worker(spec: WorkerSpec, context: "_engine.Context | None" = None) -> No
 
 
 def _max_rss_kb() -> int:
-    """Peak resident memory of this worker's process (shared by threads in inproc runs)."""
+    """Peak resident memory of this worker's process (shared by threads in inproc runs).
+
+    VmHWM belongs to the process image, while ru_maxrss survives fork+exec and so reports
+    the parent's peak for a freshly spawned worker."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
