@@ -24,6 +24,9 @@ def inner(pytester, monkeypatch):
     """Run an inner pytest session in a subprocess (workers are spawned processes)."""
     monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)   # the entry point must load
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    for name in list(os.environ):       # when this suite itself runs under xdist: the inner session
+        if name.startswith("PYTEST_XDIST_"):   # is no xdist worker (pytest-benchmark would disable itself)
+            monkeypatch.delenv(name)
 
     def run(source: str, *args: str):
         pytester.makepyfile(test_inner=textwrap.dedent(source))
@@ -56,7 +59,7 @@ def test_passing_slo_passes_and_removes_its_run_directory(inner, tmp_path):
     """)
     result.assert_outcomes(passed=1)
     facts = json.loads(log.read_text())
-    assert facts["sent"] == 10_000
+    assert 0 < facts["sent"] <= 10_000          # rate x duration, whichever bound ends first
     assert os.path.dirname(facts["run_dir"]) == facts["out_dir"]   # records went to the test's directory
     assert not os.path.exists(facts["out_dir"])                     # and it was removed after the pass
     assert "zmqload runs" not in result.stdout.str()
