@@ -109,3 +109,14 @@ def test_missing_ranges_limit():
     assert missing_ranges(np.packbits(bits)) == [[10, 19], [500, 500]]
     bits[::3] = True
     assert len(missing_ranges(np.packbits(bits), limit=5)) == 5
+
+
+def test_compiled_histogram_matches_numpy_layout():
+    rng = np.random.default_rng(11)
+    values = np.concatenate([rng.integers(-5, 300, 1000), rng.lognormal(15, 4, 5000).astype(np.int64),
+                             np.array([0, 127, 128, 255, 256, 2 ** 40, 2 ** 62])]).astype(np.int64)
+    counts = np.zeros_like(Histogram().counts)
+    lo, hi, total = _engine.histogram_add(values, counts)
+    expected = np.bincount(bucket_index(values), minlength=len(counts))
+    assert np.array_equal(counts, expected)
+    assert (lo, hi, total) == (values.min(), values.max(), int(values.sum()))

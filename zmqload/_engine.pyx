@@ -511,3 +511,42 @@ def proxy(Socket frontend not None, Socket backend not None, Socket control not 
     with nogil:
         rc = zmq_proxy_steerable(f, b, NULL, c)
     return rc
+
+
+# --- off the hot path: whole-chunk helpers for the writer thread ----------------------------
+
+cdef extern from *:
+    int __builtin_clzll(unsigned long long) nogil
+
+
+def histogram_add(const long long[::1] values not None, long long[::1] counts not None):
+    """Add values into the log-linear buckets of zmqload.histogram (same layout) and
+    return (min, max, sum). One pass, GIL released: the numpy version takes ~8 passes."""
+    cdef Py_ssize_t i, n = values.shape[0]
+    cdef Py_ssize_t last = counts.shape[0] - 1
+    cdef long long v, lo, hi, total = 0
+    cdef long long shift, index
+    if n == 0:
+        return None, None, 0
+    lo = hi = values[0]
+    with nogil:
+        for i in range(n):
+            v = values[i]
+            if v < lo:
+                lo = v
+            if v > hi:
+                hi = v
+            total += v
+            if v < 0:
+                v = 0
+            if v < 256:
+                index = v
+            else:
+                shift = (64 - __builtin_clzll(<unsigned long long>v)) - 8
+                if shift > 47:
+                    shift = 47
+                index = (shift + 1) * 128 + ((v >> shift) - 128)
+            if index > last:
+                index = last
+            counts[index] += 1
+    return lo, hi, total

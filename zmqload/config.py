@@ -69,7 +69,7 @@ class Workload:
     proxy_rcvhwm: Optional[int] = None   # pattern proxy: the XSUB side's RCVHWM
     out: str = "runs"
     run_name: Optional[str] = None
-    compression: str = "snappy"
+    compression: str = "none"            # on top of delta encoding, which does most of the work
     chunk_rows: int = 262_144
     slice_ms: int = 20
     label: dict = field(default_factory=dict)   # free-form tags copied into run.json

@@ -241,6 +241,7 @@ class Producer(_Worker):
         sent_map = np.concatenate(self.sent_ok_bits) if self.sent_ok_bits else np.zeros(0, np.uint8)
         self.ctl.send("final", **self.counters(sender), close_ns=close_ns, term_ns=term_ns,
                       sent_ok_map=sent_map, parts=writer.parts, max_rss_kb=_max_rss_kb(),
+                      writer_cpu_s=pipeline.writer_cpu_s,
                       rtt=self.rtt.to_payload() if round_trip else None)
 
     def before_close(self) -> None:
@@ -356,4 +357,5 @@ class Consumer(_Worker):
                       streams={s: {"unique": m.unique, "duplicates": m.duplicates, "reordered": m.reordered,
                                    "seen_map": np.packbits(m.seen[:m.max_seq + 1]), "length": m.max_seq + 1}
                                for s, m in self.streams.items()},
-                      parts=writer.parts, interrupted=self.interrupted, max_rss_kb=_max_rss_kb())
+                      parts=writer.parts, interrupted=self.interrupted, max_rss_kb=_max_rss_kb(),
+                      writer_cpu_s=pipeline.writer_cpu_s)
