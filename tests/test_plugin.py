@@ -164,8 +164,11 @@ def test_benchmark_fixture_writes_throughput_to_json(inner, tmp_path):
         zmqload_benchmark(pattern="push-pull", size=64, count=30_000, rounds=2, timing="wall",
                           run_name="named")
         assert [r.run_id for r in zmqload.results] == ["named-1", "named-2"]
-    """, f"--benchmark-json={out}")
-    result.assert_outcomes(passed=2)
+
+    def test_not_a_benchmark(zmqload):
+        pass
+    """, f"--benchmark-json={out}", "--benchmark-only")
+    result.assert_outcomes(passed=2, skipped=1)      # --benchmark-only knows the fixture for one
     benches = {b["name"]: b for b in json.loads(out.read_text())["benchmarks"]}
     engine, wall = benches["test_engine_throughput"], benches["test_wall_time"]
 
