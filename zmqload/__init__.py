@@ -6,12 +6,6 @@
 """
 __version__ = "0.1.0"
 
-import os as _os
-
-# numpy's OpenBLAS threads spin on a small machine and steal cycles from the send and
-# receive loops; zmqload does no linear algebra, so one thread is plenty.
-_os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
 from .config import Workload                     # noqa: E402
 from .errors import ConfigError, RunError, ZmqloadError   # noqa: E402
 from .result import RunResult                    # noqa: E402

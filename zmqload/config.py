@@ -198,6 +198,8 @@ def _number_range(name: str, value, low: float, high: float, accepted: str, low_
 def _check_port_free(option: str, host: str, port: int) -> None:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     probe = socket.socket(family, socket.SOCK_STREAM)
+    # libzmq binds with SO_REUSEADDR, so a port in TIME_WAIT is free for it: probe alike
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         probe.bind((host, port))
     except OSError as exc:

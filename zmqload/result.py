@@ -41,6 +41,11 @@ class RunResult:
     consumers: list = field(default_factory=list)
     versions: dict = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        return (f"RunResult({self.run_id!r}, status={self.status!r}, sent={self.sent}, received={self.received}, "
+                f"lost={self.lost}, eagain={self.eagain}, throughput_msgs={self.throughput_msgs:.0f}, "
+                f"p99_us={self.latency_us(99)})")
+
     @property
     def dropped(self) -> int:
         """Messages the sender gave up on (EAGAIN with dontwait, SNDTIMEO expiry)."""

@@ -7,6 +7,7 @@ sent has arrived or after an idle timeout) -> reconcile and write run.json.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import errno
 import multiprocessing
@@ -68,6 +69,21 @@ def binder_endpoints(w: Workload, count: int, ipc_dir: str, run_id: str) -> list
     return [f"inproc://zmqload-{run_id}-{i}" for i in range(count)]
 
 
+@contextlib.contextmanager
+def _worker_environment():
+    """Environment for spawned workers only: numpy's OpenBLAS threads would spin on a small
+    machine and steal cycles from the send and receive loops (zmqload does no linear algebra)."""
+    saved = os.environ.get("OPENBLAS_NUM_THREADS")
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["OPENBLAS_NUM_THREADS"]
+        else:
+            os.environ["OPENBLAS_NUM_THREADS"] = saved
+
+
 class _Launcher:
     """Workers as processes (tcp, ipc) or threads sharing one engine context (inproc)."""
 
@@ -82,7 +98,8 @@ class _Launcher:
             worker = threading.Thread(target=run_worker, args=(spec, self.context), name=spec.name, daemon=True)
         else:
             worker = self._mp.Process(target=process_entry, args=(spec,), name=f"zmqload-{spec.name}", daemon=True)
-        worker.start()
+        with _worker_environment():
+            worker.start()
         self.workers[spec.name] = worker
 
     def dead(self, names) -> list[str]:
