@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 SCHEMA_VERSION = 1
-POOL_CHUNKS = 3
 
 SENDS_SCHEMA = pa.schema([
     ("stream", pa.int32()), ("seq", pa.int64()), ("t_intended_ns", pa.int64()),
@@ -85,62 +84,95 @@ class PartWriter:
 
 
 class ChunkPipeline:
-    """A pool of column chunks and the thread that drains full ones.
+    """One chunk the engine fills, spilled raw to disk when full; a low-priority thread
+    turns spilled chunks into records.
 
-    `columns` maps name -> dtype for what the engine fills; `process(chunk, rows)` runs on
-    the writer thread for each full (or final partial) chunk.
+    Everything costly (deriving columns, histograms, seen-maps, Parquet encoding) happens
+    in the converter thread at the lowest CPU priority, so on a saturated machine it waits
+    for idle cycles instead of slowing the loops being measured; the hand-over itself is a
+    raw write of the chunk's bytes (page cache speed). Memory stays one chunk per worker
+    plus the converter's working set, however long the run and however far behind the
+    converter is. `process(chunk, rows)` runs on the converter thread.
     """
 
-    def __init__(self, columns: dict, rows: int, process: Callable[[dict, int], None]):
+    def __init__(self, columns: dict, rows: int, process: Callable[[dict, int], None], spill_dir: str):
         self.capacity = rows
-        self._free: queue.Queue = queue.Queue()
-        for _ in range(POOL_CHUNKS):
-            self._free.put({name: np.empty(rows, dtype=dtype) for name, dtype in columns.items()})
-        self._full: queue.Queue = queue.Queue()
+        self.columns = [(name, np.dtype(dtype)) for name, dtype in columns.items()]
+        self.current = {name: np.empty(rows, dtype=dtype) for name, dtype in self.columns}
+        self.row = 0
+        self.spill_dir = spill_dir
+        os.makedirs(spill_dir, exist_ok=True)
+        self._spilled = 0
+        self._pending: queue.Queue = queue.Queue()
         self._process = process
         self.error: BaseException | None = None
-        self.writer_cpu_s = 0.0          # CPU time the writer thread spent (recording overhead)
-        self.current = self._free.get()
-        self.row = 0
-        self._thread = threading.Thread(target=self._drain, name="zmqload-writer", daemon=True)
+        self.writer_cpu_s = 0.0          # CPU time the converter spent (recording overhead)
+        self._thread = threading.Thread(target=self._convert, name="zmqload-writer", daemon=True)
         self._thread.start()
 
     def advance(self, row: int) -> None:
-        """The engine filled rows up to `row`; hand the chunk over when it is full."""
+        """The engine filled rows up to `row`; spill the chunk when it is full."""
         self.row = row
         if row >= self.capacity:
-            self._submit()
+            self._spill()
 
-    def _submit(self) -> None:
+    def _spill(self) -> None:
         if self.error is not None:
             raise self.error
-        self._full.put((self.current, self.row))
-        self.current = self._free.get()
+        path = os.path.join(self.spill_dir, f"{self._spilled:06d}.raw")
+        with open(path, "wb") as f:
+            for name, _ in self.columns:
+                self.current[name][:self.row].tofile(f)
+        self._pending.put((path, self.row))
+        self._spilled += 1
         self.row = 0
 
-    def close(self) -> None:
-        """Write what is left and wait for the writer."""
+    def close(self, abandon_after_s: float | None = None) -> int:
+        """Spill what is left and wait for the converter. With abandon_after_s (after an
+        interrupt), stop converting after that long; returns the rows left unconverted
+        (their raw spill files stay in the hidden spill directory)."""
         if self.row:
-            self._submit()
-        self._full.put(None)
+            self._spill()
+        self._stop_at = None if abandon_after_s is None else time.monotonic() + abandon_after_s
+        self._pending.put(None)
         self._thread.join()
         if self.error is not None:
             raise self.error
+        left = self.unconverted_rows
+        if not left:
+            try:
+                os.rmdir(self.spill_dir)
+                os.rmdir(os.path.dirname(self.spill_dir))
+            except OSError:
+                pass
+        return left
 
-    def _drain(self) -> None:
+    unconverted_rows = 0
+    _stop_at = None
+
+    def _convert(self) -> None:
+        try:    # the lowest priority for this thread only (Linux: a thread id is a pid)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except (AttributeError, OSError):
+            pass
         while True:
-            item = self._full.get()
+            item = self._pending.get()
             if item is None:
                 self.writer_cpu_s = time.thread_time()
                 return
-            chunk, rows = item
+            path, rows = item
+            if self.error is not None or (self._stop_at is not None and time.monotonic() > self._stop_at):
+                self.unconverted_rows += rows
+                continue
             try:
-                if self.error is None:
-                    self._process(chunk, rows)
-            except BaseException as exc:    # reported to the loop thread at the next hand-over
+                chunk = {}
+                with open(path, "rb") as f:
+                    for name, dtype in self.columns:
+                        chunk[name] = np.fromfile(f, dtype=dtype, count=rows)
+                self._process(chunk, rows)
+                os.remove(path)
+            except BaseException as exc:    # reported to the loop thread at the next spill
                 self.error = exc
-            finally:
-                self._free.put(chunk)
 
 
 class SeenMap:

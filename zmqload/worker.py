@@ -157,6 +157,14 @@ class _Worker:
             self.handle_command(message)
             message = self.ctl.recv(0)
 
+    def spill_dir(self) -> str:
+        """Hidden (readers skip names starting with '_') home of raw chunks awaiting conversion."""
+        return os.path.join(self.spec.run_dir, "_spill", self.spec.name)
+
+    def close_pipeline(self, pipeline) -> int:
+        """Wait for the records; after an interrupt, give the converter a second at most."""
+        return pipeline.close(abandon_after_s=1.0 if self.interrupted else None)
+
     def due_progress(self, now: int) -> bool:
         if now >= self._next_progress:
             self._next_progress = now + PROGRESS_EVERY_NS
@@ -213,7 +221,7 @@ class Producer(_Worker):
         columns = {"t_sent": np.int64, "status": np.int8}
         if round_trip:
             columns["t_reply"] = np.int64
-        pipeline = ChunkPipeline(columns, chunk_rows, write_chunk)
+        pipeline = ChunkPipeline(columns, chunk_rows, write_chunk, self.spill_dir())
         if not w.rate:
             time.sleep(max(0.0, (self.t0_ns - _engine.now_ns()) / 1e9))
         try:
@@ -236,11 +244,12 @@ class Producer(_Worker):
             self.ctl.send("done", **self.counters(sender))
             self.before_close()
             close_ns, term_ns = self.close(sock, 0 if self.interrupted else None)
-            pipeline.close()
+            unconverted = self.close_pipeline(pipeline)
             self.samples.flush()
         sent_map = np.concatenate(self.sent_ok_bits) if self.sent_ok_bits else np.zeros(0, np.uint8)
         self.ctl.send("final", **self.counters(sender), close_ns=close_ns, term_ns=term_ns,
                       sent_ok_map=sent_map, parts=writer.parts, max_rss_kb=_max_rss_kb(),
+                      unconverted_rows=unconverted,
                       writer_cpu_s=pipeline.writer_cpu_s,
                       rtt=self.rtt.to_payload() if round_trip else None)
 
@@ -323,7 +332,7 @@ class Consumer(_Worker):
                           "t_recv_ns": t_recv, "size": chunk["size"][:rows]})
 
         pipeline = ChunkPipeline({"words": np.uint64, "t_sent": np.int64, "t_recv": np.int64,
-                                  "size": np.int32}, w.chunk_rows, write_chunk)
+                                  "size": np.int32}, w.chunk_rows, write_chunk, self.spill_dir())
         warm_mask = (1 << w.producers) - 1
         warm_sent = False
         try:
@@ -347,7 +356,7 @@ class Consumer(_Worker):
         finally:
             sock.close(0)
             self.finish_context()
-            pipeline.close()
+            unconverted = self.close_pipeline(pipeline)
             self.samples.flush()
         self.ctl.send("final", received=receiver.received, warmups=receiver.warmups,
                       foreign=receiver.foreign, errors=receiver.errors,
@@ -358,4 +367,5 @@ class Consumer(_Worker):
                                    "seen_map": np.packbits(m.seen[:m.max_seq + 1]), "length": m.max_seq + 1}
                                for s, m in self.streams.items()},
                       parts=writer.parts, interrupted=self.interrupted, max_rss_kb=_max_rss_kb(),
+                      unconverted_rows=unconverted,
                       writer_cpu_s=pipeline.writer_cpu_s)
