@@ -1,0 +1,239 @@
+"""Metric functions: each takes record DataFrames (with a `run` column) and returns a small
+aggregate DataFrame. No function collects; the caller decides what reaches the driver.
+
+Costs, on purpose: every function is a partial (map-side) aggregation over one scan with
+keys of low cardinality, so 100M records shuffle only thousands of rows. Exact distinct
+counts use Spark's bitmap aggregates per 32768-seq bucket (partial aggregation, no shuffle of
+rows); latency percentiles come from a log-bucket histogram (relative error < 1%); time
+windows are integer division of t_ns. The only row-level shuffle is `reordering`, which
+needs receive order per stream, and is partitioned by stream.
+"""
+from __future__ import annotations
+
+import math
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+# Log-bucket histogram: bucket b holds values in (G^(b-1), G^b]; G = 1.01 gives < 1% error.
+HIST_GROWTH = 1.01
+_LN_G = math.log(HIST_GROWTH)
+PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("p99_9", 0.999), ("p99_99", 0.9999))
+
+STATUS_OK, STATUS_EAGAIN, STATUS_TIMEOUT, STATUS_ERROR = 0, 1, 2, 3
+ALL = -1   # consumer (or stream) key meaning "all of them"
+
+
+def consumer_key(fanout_runs) -> F.Column:
+    """The consumer a delivery is unique for: itself in fan-out runs (every consumer should
+    get every message), ALL otherwise (a message is delivered once to any consumer)."""
+    fanout_runs = list(fanout_runs or ())
+    if not fanout_runs:
+        return F.lit(ALL)
+    return F.when(F.col("run").isin(fanout_runs), F.col("consumer")).otherwise(F.lit(ALL))
+
+
+def recv_summary(recvs: DataFrame, fanout_runs=()) -> DataFrame:
+    """Per (run, consumer, stream): received, unique, duplicates, seq and time range, bytes."""
+    r = recvs.select("run", consumer_key(fanout_runs).alias("consumer"), "stream",
+                     (F.col("seq") + 1).alias("s1"), "seq", "t_sent_ns", "t_recv_ns", "size")
+    per_bucket = (r.groupBy("run", "consumer", "stream", F.expr("bitmap_bucket_number(s1)").alias("bucket"))
+                  .agg(F.count(F.lit(1)).alias("received"),
+                       F.expr("bitmap_count(bitmap_construct_agg(bitmap_bit_position(s1)))").alias("unique"),
+                       F.min("seq").alias("seq_min"), F.max("seq").alias("seq_max"),
+                       F.min("t_recv_ns").alias("t_first_recv_ns"), F.max("t_recv_ns").alias("t_last_recv_ns"),
+                       F.min("t_sent_ns").alias("t_first_sent_ns"),
+                       F.sum(F.col("size").cast("long")).alias("bytes")))
+    return (per_bucket.groupBy("run", "consumer", "stream")
+            .agg(F.sum("received").alias("received"), F.sum("unique").alias("unique"),
+                 F.min("seq_min").alias("seq_min"), F.max("seq_max").alias("seq_max"),
+                 F.min("t_first_recv_ns").alias("t_first_recv_ns"), F.max("t_last_recv_ns").alias("t_last_recv_ns"),
+                 F.min("t_first_sent_ns").alias("t_first_sent_ns"), F.sum("bytes").alias("bytes"))
+            .withColumn("duplicates", F.col("received") - F.col("unique")))
+
+
+def loss(sends: DataFrame, recv_sum: DataFrame, consumer_keys: DataFrame) -> DataFrame:
+    """Per (run, consumer, stream): what was sent, what arrived, and where the rest was lost.
+
+    `recv_sum` is `recv_summary(...)`; `consumer_keys` is (run, consumer): ALL for non-fan-out
+    runs, every consumer index for fan-out runs (so a consumer that got nothing still shows).
+    A message counts as sent when its send call succeeded (status 0); EAGAIN / timeout drops
+    are the sender's, counted apart. Lost messages are placed by sequence number:
+    start  = sent before the first message this consumer received (slow joiner);
+    tail   = sent after the last one it received (shutdown, linger);
+    middle = the rest (high-water mark drops while both ends were up).
+    A stream a consumer received nothing from is lost at the start.
+    """
+    edges = recv_sum.select("run", "stream", "consumer", "seq_min", "seq_max")
+    ok = F.col("status") == STATUS_OK
+    joined = sends.select("run", "stream", "seq", "status", "t_intended_ns", "t_sent_ns").join(
+        F.broadcast(edges), ["run", "stream"], "left")
+
+    def count_if(cond):
+        return F.sum(F.when(cond, 1).otherwise(0)).cast("long")
+
+    per = (joined.groupBy("run", "stream", "consumer")
+           .agg(F.count(F.lit(1)).alias("attempted"),
+                count_if(ok).alias("sent"),
+                count_if(F.col("status") == STATUS_EAGAIN).alias("eagain"),
+                count_if(F.col("status") == STATUS_TIMEOUT).alias("timeout"),
+                count_if(F.col("status") == STATUS_ERROR).alias("errors"),
+                count_if(ok & (F.col("seq") < F.col("seq_min"))).alias("sent_before_first"),
+                count_if(ok & (F.col("seq") > F.col("seq_max"))).alias("sent_after_last"),
+                F.min("t_intended_ns").alias("t_first_intended_ns"), F.max("t_intended_ns").alias("t_last_intended_ns"),
+                F.min(F.when(ok, F.col("t_sent_ns"))).alias("t_first_send_ns"),
+                F.max(F.when(ok, F.col("t_sent_ns"))).alias("t_last_send_ns")))
+    send_cols = ["attempted", "sent", "eagain", "timeout", "errors",
+                 "t_first_intended_ns", "t_last_intended_ns", "t_first_send_ns", "t_last_send_ns"]
+    per_stream = per.groupBy("run", "stream").agg(*[F.first(c, ignorenulls=True).alias(c) for c in send_cols])
+    expected = per_stream.join(consumer_keys, ["run"], "inner")
+    got = per.where(F.col("consumer").isNotNull()).select("run", "stream", "consumer", "sent_before_first", "sent_after_last")
+    rs = recv_sum.select("run", "stream", "consumer", "received", "unique", "duplicates")
+    out = (expected.join(got, ["run", "stream", "consumer"], "left")
+           .join(rs, ["run", "stream", "consumer"], "left")
+           .fillna(0, subset=["received", "unique", "duplicates"]))
+    nothing = F.col("unique") == 0
+    lost = F.greatest(F.col("sent") - F.col("unique"), F.lit(0))
+    start = F.when(nothing, lost).otherwise(F.coalesce(F.col("sent_before_first"), F.lit(0)))
+    tail = F.when(nothing, F.lit(0)).otherwise(F.coalesce(F.col("sent_after_last"), F.lit(0)))
+    return (out.withColumn("lost", lost.cast("long"))
+            .withColumn("lost_start", start.cast("long"))
+            .withColumn("lost_tail", tail.cast("long"))
+            .withColumn("lost_middle", F.greatest(F.col("lost") - F.col("lost_start") - F.col("lost_tail"), F.lit(0)).cast("long"))
+            .withColumn("loss_ratio", F.when(F.col("sent") > 0, F.col("lost") / F.col("sent")).otherwise(F.lit(0.0)))
+            .withColumn("dropped_sender", (F.col("eagain") + F.col("timeout")).cast("long"))
+            .drop("sent_before_first", "sent_after_last"))
+
+
+def reordering(recvs: DataFrame, fanout_runs=()) -> DataFrame:
+    """Per (run, consumer, stream): messages that arrived after a higher seq of the same stream
+    at the same consumer ("late"; a duplicate arriving later counts too), in receive order.
+
+    The window is partitioned by (run, consumer, stream), so it spreads over streams; a single
+    stream is one partition (one core), the cost of needing receive order at all.
+    """
+    w = (Window.partitionBy("run", "consumer", "stream").orderBy("t_recv_ns", "seq")
+         .rowsBetween(Window.unboundedPreceding, -1))
+    r = recvs.select("run", "consumer", "stream", "seq", "t_recv_ns")
+    flagged = r.withColumn("late", (F.col("seq") < F.max("seq").over(w)).cast("int"))
+    out = flagged.groupBy("run", "consumer", "stream").agg(F.sum("late").cast("long").alias("reordered"))
+    key = consumer_key(fanout_runs)
+    return out.withColumn("consumer", key).groupBy("run", "consumer", "stream").agg(
+        F.sum("reordered").alias("reordered"))
+
+
+def log_bucket(value: F.Column) -> F.Column:
+    """Histogram bucket of a non-negative value; values <= 0 share bucket -1 (reported as 0)."""
+    return F.when(value <= 0, F.lit(-1)).otherwise(F.ceil(F.log(value.cast("double")) / F.lit(_LN_G)) + F.lit(0)).cast("int")
+
+
+def bucket_upper(bucket: F.Column) -> F.Column:
+    return F.when(bucket < 0, F.lit(0.0)).otherwise(F.exp(bucket.cast("double") * F.lit(_LN_G)))
+
+
+def latency_histograms(recvs: DataFrame, sends: DataFrame | None = None) -> DataFrame:
+    """Log-bucket histograms per (run, stream, metric, bucket): count and the exact max in it.
+
+    metric: `latency_intended` (t_recv - t_intended: free of coordinated omission),
+    `latency_sent` (t_recv - t_sent), and from sends, `stall` (t_sent - t_intended, ok sends).
+    """
+    lat = recvs.select("run", "stream",
+                       (F.col("t_recv_ns") - F.col("t_intended_ns")).alias("li"),
+                       (F.col("t_recv_ns") - F.col("t_sent_ns")).alias("ls"))
+    # One scan for both latencies: the pair of buckets is highly correlated, so the
+    # (bi, bs) key set stays small; split after the partial aggregation.
+    pairs = (lat.groupBy("run", "stream", log_bucket(F.col("li")).alias("bi"), log_bucket(F.col("ls")).alias("bs"))
+             .agg(F.count(F.lit(1)).alias("n"), F.max("li").alias("mi"), F.max("ls").alias("ms"),
+                  F.sum("li").alias("si"), F.sum("ls").alias("ss")))
+    parts = [
+        pairs.groupBy("run", "stream", F.col("bi").alias("bucket")).agg(
+            F.sum("n").alias("count"), F.max("mi").alias("max"), F.sum("si").alias("sum")).withColumn("metric", F.lit("latency_intended")),
+        pairs.groupBy("run", "stream", F.col("bs").alias("bucket")).agg(
+            F.sum("n").alias("count"), F.max("ms").alias("max"), F.sum("ss").alias("sum")).withColumn("metric", F.lit("latency_sent")),
+    ]
+    if sends is not None:
+        st = sends.where(F.col("status") == STATUS_OK).select(
+            "run", "stream", (F.col("t_sent_ns") - F.col("t_intended_ns")).alias("v"))
+        parts.append(st.groupBy("run", "stream", log_bucket(F.col("v")).alias("bucket")).agg(
+            F.count(F.lit(1)).alias("count"), F.max("v").alias("max"), F.sum("v").cast("long").alias("sum"))
+            .withColumn("metric", F.lit("stall")))
+    cols = ["run", "stream", "metric", "bucket", "count", "max", "sum"]
+    out = parts[0].select(*cols)
+    for p in parts[1:]:
+        out = out.unionByName(p.select(*cols))
+    return out
+
+
+def percentiles(hist: DataFrame, keys=("run", "stream", "metric")) -> DataFrame:
+    """Percentiles from `latency_histograms` rows: per key, count, mean, p50..p99.99 and max.
+
+    A percentile is the upper edge of the first bucket whose cumulative count reaches
+    q * count (HdrHistogram's rule), capped by the exact max seen in that bucket.
+    """
+    keys = list(keys)
+    h = hist.groupBy(*keys, "bucket").agg(F.sum("count").alias("count"), F.max("max").alias("max"), F.sum("sum").alias("sum"))
+    w = Window.partitionBy(*keys).orderBy("bucket").rowsBetween(Window.unboundedPreceding, 0)
+    wall = Window.partitionBy(*keys)
+    h = (h.withColumn("cum", F.sum("count").over(w))
+         .withColumn("total", F.sum("count").over(wall))
+         .withColumn("value", F.least(bucket_upper(F.col("bucket")), F.greatest(F.col("max").cast("double"), F.lit(0.0)))))
+    aggs = [F.first("total").alias("count"), (F.sum("sum") / F.sum("count")).alias("mean"), F.max("max").cast("double").alias("max")]
+    for name, q in PERCENTILES:
+        aggs.append(F.min(F.when(F.col("cum") >= F.lit(q) * F.col("total"), F.col("value"))).alias(name))
+    return h.groupBy(*keys).agg(*aggs)
+
+
+def rates_over_time(sends: DataFrame, recvs: DataFrame, window_ns: int) -> DataFrame:
+    """Counts per (run, stream, window) where window = t_ns div window_ns (absolute):
+    offered (send attempts by intended time), sent (ok sends by actual send time),
+    received (deliveries by receive time), and delivered_sent (deliveries by their send
+    time, used for queue depth: sent-by-t minus received-by-t of what eventually arrived)."""
+    wn = F.lit(int(window_ns))
+    s = (sends.select("run", "stream", F.floor(F.col("t_intended_ns") / wn).alias("wi"),
+                      F.floor(F.col("t_sent_ns") / wn).alias("ws"), (F.col("status") == STATUS_OK).alias("ok"))
+         .groupBy("run", "stream", "wi", "ws", "ok").agg(F.count(F.lit(1)).alias("n")))
+    r = (recvs.select("run", "stream", F.floor(F.col("t_sent_ns") / wn).alias("ws"),
+                      F.floor(F.col("t_recv_ns") / wn).alias("wr"), F.col("size").cast("long").alias("size"))
+         .groupBy("run", "stream", "ws", "wr").agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes")))
+    zero = F.lit(0).cast("long")
+    cols = ["run", "stream", "window", "offered", "sent", "received", "delivered_sent", "received_bytes"]
+    parts = [
+        s.groupBy("run", "stream", F.col("wi").alias("window")).agg(F.sum("n").alias("offered"))
+         .select("run", "stream", "window", "offered", zero.alias("sent"), zero.alias("received"), zero.alias("delivered_sent"), zero.alias("received_bytes")),
+        s.where("ok").groupBy("run", "stream", F.col("ws").alias("window")).agg(F.sum("n").alias("sent"))
+         .select("run", "stream", "window", zero.alias("offered"), "sent", zero.alias("received"), zero.alias("delivered_sent"), zero.alias("received_bytes")),
+        r.groupBy("run", "stream", F.col("wr").alias("window")).agg(F.sum("n").alias("received"), F.sum("bytes").alias("received_bytes"))
+         .select("run", "stream", "window", zero.alias("offered"), zero.alias("sent"), "received", zero.alias("delivered_sent"), "received_bytes"),
+        r.groupBy("run", "stream", F.col("ws").alias("window")).agg(F.sum("n").alias("delivered_sent"))
+         .select("run", "stream", "window", zero.alias("offered"), zero.alias("sent"), zero.alias("received"), "delivered_sent", zero.alias("received_bytes")),
+    ]
+    u = parts[0]
+    for p in parts[1:]:
+        u = u.unionByName(p)
+    return (u.groupBy("run", "stream", "window")
+            .agg(*[F.sum(c).cast("long").alias(c) for c in cols[3:]]).select(*cols))
+
+
+def queue_depth(rates: DataFrame) -> DataFrame:
+    """Messages in flight at the end of each window, per (run, stream) and for the whole run
+    (stream = ALL): sent by t minus received by t, over messages that eventually arrived
+    (lost ones are counted as loss, not as a queue that never drains). Adds mean size."""
+    per_run = rates.groupBy("run", "window").agg(*[F.sum(c).alias(c) for c in ("delivered_sent", "received", "received_bytes")]) \
+        .withColumn("stream", F.lit(ALL))
+    both = rates.select("run", "stream", "window", "delivered_sent", "received", "received_bytes").unionByName(
+        per_run.select("run", "stream", "window", "delivered_sent", "received", "received_bytes"))
+    w = Window.partitionBy("run", "stream").orderBy("window").rowsBetween(Window.unboundedPreceding, 0)
+    wall = Window.partitionBy("run", "stream")
+    return (both.withColumn("depth", (F.sum("delivered_sent").over(w) - F.sum("received").over(w)).cast("long"))
+            .withColumn("mean_size", F.sum("received_bytes").over(wall) / F.greatest(F.sum("received").over(wall), F.lit(1)))
+            .withColumn("depth_bytes", F.col("depth") * F.col("mean_size"))
+            .select("run", "stream", "window", "depth", "depth_bytes", "mean_size"))
+
+
+def queue_depth_stats(depth: DataFrame) -> DataFrame:
+    """max / mean / p99 of the in-flight depth over windows, and the memory that represents."""
+    return (depth.groupBy("run", "stream")
+            .agg(F.max("depth").alias("depth_max"), F.avg("depth").alias("depth_mean"),
+                 F.percentile(F.col("depth").cast("double"), F.lit(0.99)).alias("depth_p99"),
+                 F.max("depth_bytes").alias("queued_bytes_max"), F.avg("depth_bytes").alias("queued_bytes_mean"),
+                 F.first("mean_size").alias("mean_size")))

@@ -1,0 +1,178 @@
+"""Finding run directories and reading their records into Spark with a `run` column.
+
+A path may be a run directory (holds run.json), a parent of `run=*/` directories (a sweep
+or a runs/ folder), or several of either. Parts are listed here rather than by Spark so a
+run with no parts of a kind is an empty DataFrame, not an "unable to infer schema" error,
+and names starting with `.` or `_` (parts being written) are skipped as RECORDS.md says.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass, field
+
+from .errors import ReportInputError
+
+SCHEMA_VERSION = 1
+KINDS = ("sends", "recvs", "samples")
+
+# RECORDS.md schema version 1, as Spark DDL. Reading with an explicit schema avoids a
+# footer scan of every part to infer one.
+SCHEMAS = {
+    "sends": "stream INT, seq BIGINT, t_intended_ns BIGINT, t_sent_ns BIGINT, status TINYINT, size INT",
+    "recvs": "consumer INT, stream INT, seq BIGINT, t_intended_ns BIGINT, t_sent_ns BIGINT, t_recv_ns BIGINT, size INT",
+    "samples": "t_ns BIGINT, role STRING, worker INT, messages BIGINT, dropped BIGINT, tcp_sendq_bytes BIGINT, tcp_recvq_bytes BIGINT",
+}
+
+
+@dataclass
+class RunInfo:
+    path: str
+    run_id: str
+    meta: dict
+    parts: dict = field(default_factory=dict)   # kind -> list of part files
+    warnings: list = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return str(self.meta.get("status", "unknown"))
+
+    @property
+    def workload(self) -> dict:
+        return self.meta.get("workload") or {}
+
+    @property
+    def fanout(self) -> bool:
+        sched = self.meta.get("schedule") or {}
+        pat = self.meta.get("pattern") or {}
+        return bool(sched.get("fanout", pat.get("fanout", False) if isinstance(pat, dict) else False))
+
+    @property
+    def consumers(self) -> int:
+        return int(self.workload.get("consumers") or len(self.meta.get("consumers") or []) or 1)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.status in ("interrupted", "running")
+
+    @property
+    def rows(self) -> int:
+        return len(self.parts.get("recvs", ())) + len(self.parts.get("sends", ()))
+
+
+def _is_run_dir(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "run.json"))
+
+
+def _list_parts(run_dir: str, kind: str) -> list[str]:
+    files = glob.glob(os.path.join(run_dir, kind, "*.parquet"))
+    return sorted(f for f in files if not os.path.basename(f).startswith((".", "_")))
+
+
+def read_run(path: str) -> RunInfo:
+    """One run directory, validated. Raises ReportInputError (one line) if unusable."""
+    meta_path = os.path.join(path, "run.json")
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+    except FileNotFoundError:
+        raise ReportInputError(f"{path}: not a zmqload run (no run.json)") from None
+    except (OSError, ValueError) as e:
+        raise ReportInputError(f"{path}: unreadable run.json ({e.__class__.__name__}: {str(e).splitlines()[0]})") from None
+    if not isinstance(meta, dict) or "schema_version" not in meta:
+        raise ReportInputError(f"{path}: not a zmqload run (run.json has no schema_version)")
+    if meta["schema_version"] != SCHEMA_VERSION:
+        raise ReportInputError(
+            f"{path}: unknown record schema version {meta['schema_version']!r} "
+            f"(this zmqload reads version {SCHEMA_VERSION})")
+    base = os.path.basename(os.path.normpath(path))
+    run_id = str(meta.get("run_id") or (base[4:] if base.startswith("run=") else base))
+    info = RunInfo(path=os.path.abspath(path), run_id=run_id, meta=meta)
+    for kind in KINDS:
+        info.parts[kind] = _list_parts(path, kind)
+    if info.status in ("interrupted", "running"):
+        info.warnings.append(f"run {run_id} was interrupted (status {info.status}): figures cover what was recorded")
+    elif info.status == "failed":
+        info.warnings.append(f"run {run_id} failed: {meta.get('error') or 'no error recorded'}")
+    if not info.parts["recvs"] and not info.parts["sends"]:
+        info.warnings.append(f"run {run_id} is empty (no send or receive records)")
+    return info
+
+
+def discover_runs(paths) -> tuple[list[RunInfo], list[str]]:
+    """Run directories under `paths` and one-line warnings about what was skipped.
+
+    A missing path, or a path holding no runs at all, is a ReportInputError. A bad run among
+    good ones is skipped with a warning, so one broken run does not hide a sweep.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    runs: list[RunInfo] = []
+    warnings: list[str] = []
+    seen = set()
+    for p in paths:
+        p = os.fspath(p)
+        if not os.path.exists(p):
+            raise ReportInputError(f"{p}: no such directory")
+        if not os.path.isdir(p):
+            raise ReportInputError(f"{p}: not a directory")
+        if _is_run_dir(p):
+            candidates, single = [p], True
+        else:
+            candidates = sorted(d for d in glob.glob(os.path.join(p, "run=*")) if os.path.isdir(d))
+            candidates += sorted(os.path.dirname(f) for f in glob.glob(os.path.join(p, "*", "run.json"))
+                                 if not os.path.basename(os.path.dirname(f)).startswith("run="))
+            single = False
+            if not candidates:
+                raise ReportInputError(f"{p}: not a zmqload run (no run.json) and no run=*/ directories under it")
+        for d in candidates:
+            key = os.path.realpath(d)
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                info = read_run(d)
+            except ReportInputError as e:
+                if single and len(paths) == 1:
+                    raise
+                warnings.append(f"skipped: {e}")
+                continue
+            runs.append(info)
+            warnings.extend(info.warnings)
+    ids = [r.run_id for r in runs]
+    if len(set(ids)) != len(ids):
+        # Two copies of one run id (e.g. a copied directory): keep them apart by path.
+        for r in runs:
+            if ids.count(r.run_id) > 1:
+                r.run_id = f"{r.run_id}@{os.path.basename(os.path.dirname(r.path))}"
+    return runs, warnings
+
+
+def load_records(spark, runs: list[RunInfo], kind: str):
+    """All `kind` records of `runs` as one DataFrame with a leading `run` string column.
+
+    One scan over every part (not a union of per-run scans); the run comes from the part's
+    file path, mapped through a small literal map.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromDDL(SCHEMAS[kind])
+    files = [f for r in runs for f in r.parts.get(kind, ())]
+    if not files:
+        empty = spark.createDataFrame([], schema)
+        return empty.select(F.lit(None).cast("string").alias("run"), *empty.columns)
+    dir_to_run = {}
+    for r in runs:
+        dir_to_run[os.path.realpath(os.path.join(r.path, kind))] = r.run_id
+    df = spark.read.schema(schema).parquet(*files)
+    if len({r.run_id for r in runs if r.parts.get(kind)}) == 1:
+        run_col = F.lit(next(r.run_id for r in runs if r.parts.get(kind)))
+    else:
+        # _metadata.file_path is a URI (file:///...); compare on the decoded directory.
+        mapping = F.create_map(*[x for d, rid in dir_to_run.items() for x in (F.lit(d), F.lit(rid))])
+        parent = F.regexp_replace(F.regexp_extract(F.col("_metadata.file_path"), r"^(?:file:)?/*(/.*)/[^/]+$", 1),
+                                  "^/+", "/")
+        run_col = mapping[F.url_decode(parent)]
+    return df.select(run_col.alias("run"), *df.columns)

@@ -1,0 +1,45 @@
+"""One SparkSession for the report, sized for a small machine unless --master says otherwise."""
+from __future__ import annotations
+
+import os
+
+from .javacheck import check_java
+
+
+def get_spark(master: str | None = None, app_name: str = "zmqload-report", driver_memory: str | None = None):
+    """The active SparkSession, or a new one on `master` (default local[*]).
+
+    Under spark-submit the master and memory come from spark-submit; we only add settings
+    that are not already set. Shuffle partitions stay small: after the per-stream partial
+    aggregation only aggregates move, and 200 default partitions would be 200 tiny tasks.
+    """
+    check_java()
+    os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", __import__("sys").executable))
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active
+    builder = SparkSession.builder.appName(app_name)
+    under_submit = "SPARK_SUBMIT_OPTS" in os.environ or os.environ.get("SPARK_ENV_LOADED")
+    if master:
+        builder = builder.master(master)
+    elif not under_submit:
+        builder = builder.master("local[*]")
+    cores = os.cpu_count() or 2
+    settings = {
+        "spark.sql.shuffle.partitions": str(max(4, 2 * cores)),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.files.maxPartitionBytes": str(64 * 1024 * 1024),
+        "spark.driver.extraJavaOptions": "-Dlog4j2.level=ERROR",
+    }
+    if driver_memory or not under_submit:
+        settings["spark.driver.memory"] = driver_memory or os.environ.get("ZMQLOAD_SPARK_DRIVER_MEMORY", "4g")
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
