@@ -21,6 +21,7 @@ EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 EXTERNAL_COMMANDS = {
     "report": ("zmqload.report.command", "Spark analysis and HTML capacity report of run directories"),
     "scenario": ("zmqload.scenario_command", "named HWM / linger / backpressure questions, measured"),
+    "sweep": ("zmqload.sweep_command", "run the cartesian product of option lists, one run directory each"),
 }
 
 

@@ -1,0 +1,550 @@
+"""Sweeps: the cartesian product of option lists (or an explicit list of points), one run
+each, one after another.
+
+Every point becomes a Workload and is validated before the first run starts, so a bad
+tenth value costs nothing. A failed run is recorded (its run.json says so) and the sweep
+goes on; Ctrl-C stops it. `<out>/sweep-<id>.json` lists every point, its run directory and
+its status, and is rewritten after every run so it is current even if the sweep is killed.
+Each point's axis values go into its Workload's `label`, so a report can group by them.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import itertools
+import json
+import os
+import re
+import secrets
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from .config import Workload
+from .errors import ConfigError
+
+# Workload fields the sweep sets itself: a point cannot vary them.
+RESERVED = ("out", "run_name", "label")
+# Keys of a TOML file's [sweep] table besides fixed workload options.
+SWEEP_KEYS = ("out", "name", "report")
+TOML_TABLES = ("sweep", "axes", "points")
+MAX_RUN_NAME = 100
+MAX_SWEEP_NAME = 40
+# Wall time of a run beyond its duration (spawn workers, warm up, drain, write run.json),
+# measured for tiny tcp runs on 2 cores; replaced by what the sweep itself observes.
+RUN_OVERHEAD_S = 0.7
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.\-]+")
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+# Options whose values name themselves in a run name ("pub-sub", not "patternpub-sub").
+_SELF_NAMED = ("pattern", "transport", "send_mode", "close_order", "compression")
+
+
+# -- options ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Option:
+    """One workload option as a sweep sees it: its field, command-line spelling, parser."""
+    field: str
+    flag: str                          # e.g. "--linger" for linger_ms
+    parse: Callable[[str], object]     # one command-line value (text) -> typed value
+    boolean: bool = False
+    default: object = None
+    help: str = ""
+    group: str = "workload"
+
+
+def parse_bool(text: str) -> bool:
+    t = text.strip().lower()
+    if t in _TRUE:
+        return True
+    if t in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"got {text!r}; accepted: true or false")
+
+
+def _text(value: str) -> str:
+    return value
+
+
+_OPTIONS: Optional[dict] = None
+
+
+def options() -> dict:
+    """field -> Option for every workload option a sweep can set or vary, taken from the
+    `run` command's own arguments so parsing and help stay the same in both."""
+    global _OPTIONS
+    if _OPTIONS is None:
+        from .cli import add_workload_arguments, int_arg
+        scratch = argparse.ArgumentParser(add_help=False)
+        add_workload_arguments(scratch)
+        table = {}
+        for group in scratch._action_groups:
+            for action in group._group_actions:
+                if action.dest in RESERVED or not action.option_strings:
+                    continue
+                boolean = action.nargs == 0
+                flag = "--" + action.dest.replace("_", "-") if boolean else action.option_strings[0]
+                default = getattr(Workload, action.dest, None) if boolean else action.default
+                help_text = (action.help or "").replace("%(default)s", str(action.default))
+                table[action.dest] = Option(action.dest, flag, parse_bool if boolean else (action.type or _text),
+                                            boolean, default, help_text, group.title or "workload")
+        d = Workload()
+        for name, accepted in (("chunk_rows", "rows per Parquet chunk, 1024-16777216"),
+                               ("slice_ms", "milliseconds 1-1000")):
+            table[name] = Option(name, "--" + name.replace("_", "-"), int_arg(accepted), False,
+                                 getattr(d, name), accepted, "file only")
+        _OPTIONS = table
+    return _OPTIONS
+
+
+def _key_to_field(key: str) -> Optional[str]:
+    """A TOML key (field name or option spelling, `-` or `_`) -> workload field, or None."""
+    opts = options()
+    name = key.replace("-", "_")
+    if name in opts:
+        return name
+    for opt in opts.values():
+        if opt.flag[2:].replace("-", "_") == name:
+            return opt.field
+    return None
+
+
+def _accepted_keys(extra=()) -> str:
+    return ", ".join(list(extra) + list(options()))
+
+
+def parse_value(name: str, value, where: str = ""):
+    """A value from a file or the API: strings go through the command-line parser
+    (so rates accept 10k / 1M / max), other types are kept for validation to judge."""
+    opt = options()[name]
+    if isinstance(value, str) and opt.parse is not _text:
+        try:
+            return opt.parse(value)
+        except argparse.ArgumentTypeError as exc:
+            raise ConfigError(opt.flag, f"{where}{exc}")
+    if isinstance(value, (list, dict)):
+        raise ConfigError(opt.flag, f"{where}got {value!r}; accepted: a single value")
+    return value
+
+
+def list_parser(opt: Option) -> Callable[[str], list]:
+    """Command-line value `V` or `V1,V2,...` -> list of typed values."""
+    def parse(text: str) -> list:
+        parts = [p.strip() for p in text.split(",")]
+        if any(not p for p in parts):
+            raise argparse.ArgumentTypeError(f"got {text!r}; accepted: a value or a comma-separated list of values")
+        return [opt.parse(p) for p in parts]
+    return parse
+
+
+# -- what to sweep ---------------------------------------------------------------------------
+@dataclass
+class SweepSpec:
+    """What the user asked for: fixed values, axes (lists: their product is swept) and
+    explicit points (each a dict of values on top of the fixed ones)."""
+    fixed: dict = field(default_factory=dict)
+    axes: dict = field(default_factory=dict)
+    points: list = field(default_factory=list)
+    out: str = "runs"
+    name: Optional[str] = None
+    report: bool = False
+
+    def set_option(self, name: str, values: list) -> None:
+        """One value fixes the option for every point; several make it an axis. Replaces
+        whatever the spec said about the option before (command line over file)."""
+        self.fixed.pop(name, None)
+        self.axes.pop(name, None)
+        if len(values) == 1:
+            self.fixed[name] = values[0]
+        else:
+            self.axes[name] = list(values)
+
+
+def load_toml(path: str) -> SweepSpec:
+    """Read a sweep file: [sweep] fixed values and out/name/report, [axes] lists,
+    [[points]] explicit points. See docs/SWEEPS.md."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:
+        try:
+            import tomli as tomllib
+        except ModuleNotFoundError:
+            raise ConfigError("--config", "reading TOML needs Python 3.11+ or the tomli package; "
+                              "accepted: pip install tomli")
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError("--config", f"cannot read {path!r} ({exc.strerror}); accepted: a readable TOML file")
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("--config", f"{path}: {exc}; accepted: TOML as in docs/SWEEPS.md")
+    for key in data:
+        if key not in TOML_TABLES:
+            raise ConfigError("--config", f"{path}: unknown table {key!r}; accepted: "
+                              "[sweep], [axes], [[points]]")
+    spec = SweepSpec()
+    sweep = _table(path, data, "sweep", dict)
+    for key, value in sweep.items():
+        if key in SWEEP_KEYS:
+            if key == "report" and not isinstance(value, bool):
+                raise ConfigError("--config", f"{path} [sweep]: report = {value!r}; accepted: true or false")
+            if key in ("out", "name") and not isinstance(value, str):
+                raise ConfigError("--config", f"{path} [sweep]: {key} = {value!r}; accepted: a string")
+            setattr(spec, key, value)
+            continue
+        name = _field(path, "[sweep]", key, SWEEP_KEYS)
+        spec.fixed[name] = parse_value(name, value, f"{path} [sweep]: ")
+    for key, values in _table(path, data, "axes", dict).items():
+        name = _field(path, "[axes]", key)
+        values = values if isinstance(values, list) else [values]
+        if not values:
+            raise ConfigError(options()[name].flag, f"{path} [axes]: empty list; accepted: one or more values")
+        spec.axes[name] = [parse_value(name, v, f"{path} [axes]: ") for v in values]
+    for number, point in enumerate(_table(path, data, "points", list), 1):
+        if not isinstance(point, dict):
+            raise ConfigError("--config", f"{path}: points must be tables; accepted: [[points]] entries")
+        where = f"{path} [[points]] #{number}: "
+        spec.points.append({(name := _field(path, f"[[points]] #{number}", key)): parse_value(name, value, where)
+                            for key, value in point.items()})
+    return spec
+
+
+def _table(path: str, data: dict, key: str, kind: type):
+    value = data.get(key, kind())
+    if not isinstance(value, kind):
+        form = "[[points]] (an array of tables)" if kind is list else f"[{key}] (a table)"
+        raise ConfigError("--config", f"{path}: {key} has the wrong form; accepted: {form}")
+    return value
+
+
+def _field(path: str, where: str, key: str, extra=()) -> str:
+    name = _key_to_field(key)
+    if name is None:
+        raise ConfigError("--config", f"{path} {where}: unknown key {key!r}; accepted: {_accepted_keys(extra)}")
+    return name
+
+
+# -- the planned sweep -----------------------------------------------------------------------
+@dataclass
+class Point:
+    index: int
+    values: dict                       # the varying options' values at this point
+    workload: Workload                 # validated; run_name and label set
+    estimate_s: Optional[float]        # run time from the duration / count / rate, None if unknown
+    status: str = "pending"            # pending, complete, failed, interrupted, not run
+    error: Optional[str] = None
+    elapsed_s: Optional[float] = None  # wall time of the run, overhead included
+    summary: Optional[dict] = None
+
+    @property
+    def run_id(self) -> str:
+        return self.workload.run_name
+
+    @property
+    def run_dir(self) -> str:
+        return os.path.join(self.workload.out, f"run={self.run_id}")
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "values": self.values, "run_id": self.run_id, "run_dir": self.run_dir,
+                "status": self.status, "error": self.error, "elapsed_s": self.elapsed_s,
+                "estimate_s": self.estimate_s, "summary": self.summary}
+
+
+@dataclass
+class Sweep:
+    sweep_id: str
+    out: str
+    spec: SweepSpec
+    varying: list                      # options that differ between points (label keys)
+    points: list
+    status: str = "planned"            # planned, running, complete, interrupted
+    started_at: Optional[str] = None
+    finished_at: Optional[str] = None
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.out, f"sweep-{self.sweep_id}.json")
+
+    def count(self, status: str) -> int:
+        return sum(p.status == status for p in self.points)
+
+    def to_dict(self) -> dict:
+        return {"sweep_id": self.sweep_id, "status": self.status, "out": self.out,
+                "started_at": self.started_at, "finished_at": self.finished_at,
+                "axes": self.spec.axes, "fixed": self.spec.fixed, "explicit_points": self.spec.points,
+                "varying": self.varying,
+                "counts": {s: self.count(s) for s in ("complete", "failed", "interrupted", "not run", "pending")},
+                "points": [p.to_dict() for p in self.points]}
+
+    def write(self) -> None:
+        from .recorder import write_json_atomic
+        write_json_atomic(self.path, self.to_dict())
+
+    # -- time left ---------------------------------------------------------------------------
+    def estimate(self) -> tuple[float, int]:
+        """(seconds for the whole sweep, points whose length is unknown: count-bound unpaced)."""
+        known = [p.estimate_s for p in self.points if p.estimate_s is not None]
+        return sum(known) + RUN_OVERHEAD_S * len(self.points), len(self.points) - len(known)
+
+    def time_left(self, current: Optional[Point] = None, current_elapsed: float = 0.0) -> float:
+        """Seconds until the sweep ends: the estimates of the points not yet run, corrected
+        by the overhead (and the length of unknown-length runs) observed so far."""
+        finished = [p for p in self.points if p.elapsed_s is not None and p.status in ("complete", "failed")]
+        timed = [p.elapsed_s - p.estimate_s for p in finished if p.estimate_s is not None]
+        overhead = max(0.0, sum(timed) / len(timed)) if timed else RUN_OVERHEAD_S
+        untimed = [p.elapsed_s for p in finished if p.estimate_s is None]
+        unknown = sum(untimed) / len(untimed) if untimed else overhead
+        left = 0.0
+        for p in self.points:
+            if p.status != "pending":
+                continue
+            expected = (p.estimate_s + overhead) if p.estimate_s is not None else unknown
+            left += max(0.0, expected - current_elapsed) if p is current else expected
+        return left
+
+
+def new_sweep_id() -> str:
+    return f"{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def _compact(value) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if value is None:
+        return "default"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and value:
+        for suffix, unit in (("G", 10 ** 9), ("M", 10 ** 6), ("k", 10 ** 3)):
+            if value % unit == 0:
+                return f"{value // unit}{suffix}"
+    return str(value)
+
+
+def point_tag(values: dict) -> str:
+    """Short readable tag of a point's values: pub-sub_sndhwm10_size64_rate10k."""
+    words = []
+    for name, value in values.items():
+        if name in _SELF_NAMED and isinstance(value, str):
+            words.append(value)
+        elif name == "rate" and value == 0:
+            words.append("ratemax")
+        elif isinstance(value, bool):
+            words.append(name if value else "no" + name)
+        else:
+            words.append(f"{name}{_compact(value)}")
+    return _NAME_CHARS.sub("-", "_".join(words))
+
+
+def run_name(sweep_id: str, index: int, width: int, values: dict) -> str:
+    name = f"{sweep_id}-{index:0{width}d}"
+    tag = point_tag(values)
+    if tag:
+        name = f"{name}-{tag}"[:MAX_RUN_NAME].rstrip("-_.")
+    return name
+
+
+def estimate_run_s(w: Workload) -> Optional[float]:
+    """Seconds the producers are busy, from the duration or count/rate; None when only an
+    unpaced count bounds the run."""
+    bounds = []
+    if w.duration is not None:
+        bounds.append(w.duration)
+    if w.count is not None and w.rate:
+        bounds.append(w.count / w.rate)
+    if not bounds:
+        return None
+    return min(bounds) + w.close_pause_ms / 1000 + w.join_delay_ms / 1000
+
+
+def plan(spec: SweepSpec) -> Sweep:
+    """Every point of the sweep as a validated Workload. Raises ConfigError (naming the
+    option and what it accepts) before anything runs or is created."""
+    opts = options()
+    for name in itertools.chain(spec.fixed, spec.axes, *spec.points):
+        if name not in opts:
+            raise ConfigError("--" + str(name).replace("_", "-"),
+                              f"not an option a sweep can set; accepted: {_accepted_keys()}")
+    for name, values in spec.axes.items():
+        if not isinstance(values, (list, tuple)) or not values:
+            raise ConfigError(opts[name].flag, f"got {values!r}; accepted: a non-empty list of values")
+        seen = []
+        for value in values:
+            if value in seen and type(value) is type(seen[seen.index(value)]):
+                raise ConfigError(opts[name].flag, f"{value!r} appears twice; accepted: distinct values")
+            seen.append(value)
+    sweep_id = spec.name or new_sweep_id()
+    if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,%d}" % MAX_SWEEP_NAME, sweep_id):
+        raise ConfigError("--name", f"got {sweep_id!r}; accepted: 1-{MAX_SWEEP_NAME} letters, digits, '.', '_' or '-'")
+    if not isinstance(spec.out, str) or not spec.out:
+        raise ConfigError("--out", f"got {spec.out!r}; accepted: a directory path")
+
+    varying = list(spec.axes)
+    for point in spec.points:
+        varying += [name for name in point if name not in varying]
+    combos = [dict(zip(spec.axes, values)) for values in itertools.product(*spec.axes.values())] \
+        if spec.axes or not spec.points else []
+    combos += [dict(point) for point in spec.points]
+    explicit_from = len(combos) - len(spec.points)
+    width = max(3, len(str(len(combos) - 1)))
+
+    points = []
+    for index, combo in enumerate(combos):
+        values = {**spec.fixed, **combo}
+        try:
+            w = Workload(**values)
+        except TypeError as exc:      # not expected: plan() checked the names
+            raise ConfigError("--config", str(exc))
+        labels = {name: getattr(w, name) for name in varying}
+        w.out = spec.out
+        w.run_name = run_name(sweep_id, index, width, labels)
+        w.label = dict(labels)
+        try:
+            w.validate()
+        except ConfigError as exc:
+            if index >= explicit_from:
+                raise ConfigError(exc.option, f"{exc.message} (in [[points]] #{index - explicit_from + 1})")
+            raise
+        points.append(Point(index, labels, w, estimate_run_s(w)))
+    sweep = Sweep(sweep_id, spec.out, spec, varying, points)
+    if os.path.exists(sweep.path):
+        raise ConfigError("--name", f"{sweep.path} already exists; accepted: a new sweep name")
+    for point in points:
+        if os.path.exists(point.run_dir):
+            raise ConfigError("--name", f"{point.run_dir} already exists; accepted: a new sweep name")
+    return sweep
+
+
+# -- running it ------------------------------------------------------------------------------
+class SweepReporter:
+    """What a sweep tells its audience; the command line shows it with rich. Every method
+    is optional to override."""
+
+    def sweep_started(self, sweep: Sweep) -> None: ...
+
+    def run_started(self, sweep: Sweep, point: Point) -> None: ...
+
+    def run_progress(self, sweep: Sweep, point: Point, fraction: float, sent: int, received: int,
+                     elapsed_s: float) -> None: ...
+
+    def run_finished(self, sweep: Sweep, point: Point) -> None: ...
+
+    def sweep_finished(self, sweep: Sweep) -> None: ...
+
+
+class _RunWatch:
+    """The runner's progress hook, turned into the sweep's per-run progress."""
+
+    def __init__(self, sweep: Sweep, point: Point, reporter: SweepReporter):
+        self.sweep, self.point, self.reporter = sweep, point, reporter
+        self.started = time.monotonic()
+        self._last = 0.0
+
+    def start(self, state) -> None:
+        self.started = time.monotonic()
+
+    def update(self, state) -> None:
+        now = time.monotonic()
+        if now - self._last < 0.1:
+            return
+        self._last = now
+        try:
+            w = self.point.workload
+            sent = sum(state.live.get(n, {}).get("messages", 0) for n in state.producers)
+            received = state.delivered_so_far()
+            fraction = 0.0
+            if w.count is not None:
+                fraction = sent / (w.count * w.producers)
+            if self.point.estimate_s:
+                fraction = max(fraction, (now - self.started) / (self.point.estimate_s + RUN_OVERHEAD_S))
+            self.reporter.run_progress(self.sweep, self.point, min(fraction, 0.99), sent, received,
+                                       now - self.started)
+        except Exception:       # a display problem must never break a run
+            pass
+
+    def stop(self) -> None:
+        pass
+
+
+_SUMMARY_KEYS = ("sent", "received", "lost", "loss_ratio", "eagain", "timeout", "throughput_msgs",
+                 "throughput_mb", "elapsed_s")
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _recorded_status(point: Point) -> Optional[str]:
+    try:
+        with open(os.path.join(point.run_dir, "run.json")) as f:
+            return json.load(f).get("status")
+    except (OSError, ValueError):
+        return None
+
+
+def _sigterm_as_interrupt():
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def execute(sweep: Sweep, reporter: Optional[SweepReporter] = None) -> Sweep:
+    """Run every point in order. A failed run is recorded and the sweep goes on. On Ctrl-C
+    (or SIGTERM) the current run is recorded as interrupted by the runner, the sweep json
+    says interrupted, and KeyboardInterrupt is raised again."""
+    from .config import check_output_dir
+    from .runner import run
+
+    reporter = reporter or SweepReporter()
+    check_output_dir(sweep.out)
+    sweep.status, sweep.started_at = "running", _utc_now()
+    sweep.write()
+    reporter.sweep_started(sweep)
+    previous_sigterm = _sigterm_as_interrupt()
+    current, started = None, time.monotonic()
+    try:
+        for point in sweep.points:
+            current, started = point, time.monotonic()
+            reporter.run_started(sweep, point)
+            try:
+                result = run(dataclasses.replace(point.workload, label=dict(point.workload.label)),
+                             progress=_RunWatch(sweep, point, reporter))
+                point.status = result.status
+                point.summary = {k: v for k, v in result.summary().items() if k in _SUMMARY_KEYS}
+                point.summary["latency_intended_p99_us"] = result.latency_us(99)
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:      # recorded; the sweep goes on
+                point.status = "failed"
+                point.error = str(exc) if str(exc) else type(exc).__name__
+            finally:
+                point.elapsed_s = round(time.monotonic() - started, 3)
+            if point.status == "failed" and _recorded_status(point) is None:
+                point.error = f"{point.error} (no run directory was created)"
+            current = None
+            sweep.write()
+            reporter.run_finished(sweep, point)
+        sweep.status = "complete"
+    except KeyboardInterrupt:
+        sweep.status = "interrupted"
+        if current is not None and current.status == "pending":
+            if current.elapsed_s is None:
+                current.elapsed_s = round(time.monotonic() - started, 3)
+            current.status = "interrupted"
+            current.error = "interrupted (Ctrl-C or SIGTERM)"
+        for point in sweep.points:
+            if point.status == "pending":
+                point.status = "not run"
+        raise
+    finally:
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+        sweep.finished_at = _utc_now()
+        sweep.write()
+        reporter.sweep_finished(sweep)
+    return sweep

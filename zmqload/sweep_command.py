@@ -1,0 +1,210 @@
+"""`zmqload sweep`: the cartesian product of option lists (or a TOML file), one run each.
+
+    zmqload sweep --pattern push-pull,pub-sub --sndhwm 1,1000 --size 64,1024 --rate 10k,max \\
+        --duration 5 --out runs/
+    zmqload sweep --config sweep.toml --report
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from . import sweep as sweeps
+
+EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
+REPORT_MODULE = "zmqload.report.command"
+
+
+class _AxisAction(argparse.Action):
+    """Stores the list of values and remembers the order options were given in (the first
+    axis given is the outermost loop of the product)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        given = list(getattr(namespace, "given", None) or [])
+        if self.dest in given:
+            given.remove(self.dest)
+        namespace.given = given + [self.dest]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Run the cartesian product of option lists, one run directory each. Any option of "
+                          "`run` takes a comma-separated list (an axis) or one value (fixed for every point). "
+                          "Every point is validated before the first run starts.")
+    parser.epilog = ("Exit status: 0 every run complete, 1 some run failed (recorded; the sweep went on), "
+                     "2 bad input, 130 interrupted. TOML form: docs/SWEEPS.md.")
+    s = parser.add_argument_group("sweep")
+    s.add_argument("--config", metavar="FILE", default=None,
+                   help="TOML sweep file: [sweep] fixed values and out, [axes] lists, [[points]] explicit points; "
+                        "options given here replace the file's [sweep]/[axes] entries")
+    s.add_argument("--out", default=argparse.SUPPRESS,
+                   help="parent of the run directories and of sweep-<id>.json (default runs)")
+    s.add_argument("--name", default=argparse.SUPPRESS,
+                   help="sweep id, the prefix of every run name (default: time and a random suffix)")
+    s.add_argument("--report", action="store_true", default=None,
+                   help="afterwards, run the Spark report (zmqload report) over --out")
+    s.add_argument("--report-out", default=None, metavar="DIR", help="where the report goes (passed as its --out)")
+    s.add_argument("--dry-run", action="store_true", help="validate and list the points; run nothing")
+    s.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    parser.set_defaults(given=None)
+    groups = {}
+    for opt in sweeps.options().values():
+        if opt.group == "file only":
+            continue
+        if opt.group not in groups:
+            axis_note = "V or V1,V2,...: a list is an axis"
+            title = (f"{opt.group[:-1]}; {axis_note})" if opt.group.endswith(")")
+                     else f"{opt.group} ({axis_note})")
+            groups[opt.group] = parser.add_argument_group(title)
+        group = groups[opt.group]
+        if opt.boolean:
+            group.add_argument(opt.flag, dest=opt.field, nargs="?", const="true", metavar="BOOL[,BOOL]",
+                               type=sweeps.list_parser(opt), action=_AxisAction, default=argparse.SUPPRESS,
+                               help=f"true, false or true,false (default {str(opt.default).lower()})")
+            if opt.field == "warmup":
+                group.add_argument("--no-warmup", dest="warmup", nargs=0, action=_NoWarmup,
+                                   default=argparse.SUPPRESS, help="same as --warmup false")
+        else:
+            group.add_argument(opt.flag, dest=opt.field, metavar="V[,V...]", type=sweeps.list_parser(opt),
+                               action=_AxisAction, default=argparse.SUPPRESS, help=opt.help or None)
+
+
+class _NoWarmup(_AxisAction):
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, [False], option_string)
+
+
+def _report_module():
+    """The Spark report command, imported only when asked for (it is optional)."""
+    import importlib
+    try:
+        return importlib.import_module(REPORT_MODULE)
+    except ImportError as exc:
+        print(f"zmqload sweep: error: --report: the Spark report is not available ({exc}); "
+              f"accepted: a zmqload with {REPORT_MODULE}, or no --report", file=sys.stderr)
+        return None
+
+
+def _seconds(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    minutes, seconds = divmod(int(round(s)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {seconds:02d} s"
+
+
+def estimate_line(sweep: sweeps.Sweep) -> str:
+    total, unknown = sweep.estimate()
+    n = len(sweep.points)
+    line = f"{n} run{'s' if n != 1 else ''}, about {_seconds(total)}"
+    if unknown:
+        line += f" (plus the sending time of {unknown} run{'s' if unknown != 1 else ''} bounded only by an unpaced --count)"
+    return line
+
+
+class RichReporter(sweeps.SweepReporter):
+    """A progress bar over runs with the time left (on a terminal), and one line per run."""
+
+    def __init__(self, quiet: bool = False):
+        from rich.console import Console
+        self.console = Console(highlight=False, soft_wrap=True)
+        self.quiet = quiet
+        self.progress = None
+        self.task = None
+
+    def sweep_started(self, sweep):
+        if self.quiet or not self.console.is_terminal:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        self.progress = Progress(TextColumn("[bold]sweep {task.fields[sweep]}"), BarColumn(),
+                                 TextColumn("run {task.fields[run]}/{task.total:.0f}"), TimeElapsedColumn(),
+                                 TextColumn("about {task.fields[left]} left"), TextColumn("{task.description}"),
+                                 console=self.console, transient=True)
+        self.task = self.progress.add_task("", total=len(sweep.points), sweep=sweep.sweep_id, run=0,
+                                           left=_seconds(sweep.time_left()))
+        self.progress.start()
+
+    def run_started(self, sweep, point):
+        if self.progress is not None:
+            self.progress.update(self.task, completed=point.index, run=point.index + 1,
+                                 description=sweeps.point_tag(point.values),
+                                 left=_seconds(sweep.time_left(point)))
+
+    def run_progress(self, sweep, point, fraction, sent, received, elapsed_s):
+        if self.progress is not None:
+            self.progress.update(self.task, completed=point.index + fraction,
+                                 left=_seconds(sweep.time_left(point, elapsed_s)),
+                                 description=f"{sweeps.point_tag(point.values)}  sent {sent:,} received {received:,}")
+
+    def run_finished(self, sweep, point):
+        if self.progress is not None:
+            self.progress.update(self.task, completed=point.index + 1, left=_seconds(sweep.time_left()))
+        if self.quiet:
+            return
+        s = point.summary or {}
+        figures = (f"sent {s.get('sent', 0):,} lost {s.get('lost', 0):,} eagain {s.get('eagain', 0):,} "
+                   f"{s.get('throughput_msgs', 0):,.0f} msg/s") if s else (point.error or "")
+        style = {"complete": "green", "failed": "red"}.get(point.status, "yellow")
+        self.console.print(f"[{point.index + 1}/{len(sweep.points)}] [{style}]{point.status}[/] "
+                           f"{os.path.basename(point.run_dir)}  {figures}", markup=True, soft_wrap=True)
+
+    def sweep_finished(self, sweep):
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+def build_spec(args: argparse.Namespace) -> sweeps.SweepSpec:
+    spec = sweeps.load_toml(args.config) if args.config else sweeps.SweepSpec()
+    for name in args.given or []:
+        spec.set_option(name, getattr(args, name))
+    if hasattr(args, "out"):
+        spec.out = args.out
+    if hasattr(args, "name"):
+        spec.name = args.name
+    if args.report is not None:
+        spec.report = args.report
+    return spec
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = build_spec(args)
+    report = None
+    if (spec.report or args.report_out) and not args.dry_run:
+        report = _report_module()
+        if report is None:
+            return EXIT_BAD_INPUT
+    sweep = sweeps.plan(spec)              # ConfigError (exit 2) before anything runs
+    reporter = RichReporter(quiet=args.quiet)
+    if not args.quiet:
+        reporter.console.print(estimate_line(sweep))
+    if args.dry_run:
+        for point in sweep.points:
+            print(f"{point.index:>4}  run={point.run_id}")
+        return 0
+    try:
+        sweeps.execute(sweep, reporter)
+    except KeyboardInterrupt:
+        print(f"zmqload sweep: interrupted after {sweep.count('complete') + sweep.count('failed')} of "
+              f"{len(sweep.points)} runs; records kept, {sweep.path} says interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    failed = sweep.count("failed")
+    if not args.quiet:
+        reporter.console.print(f"{sweep.count('complete')} complete, {failed} failed; sweep: {sweep.path}")
+    status = EXIT_FAILED if failed else 0
+    if report is not None:
+        report_status = _run_report(report, sweep.out, args.report_out)
+        status = status or report_status
+    return status
+
+
+def _run_report(module, out: str, report_out) -> int:
+    from .cli import OneLineParser
+    parser = OneLineParser(prog="zmqload report")
+    module.add_arguments(parser)
+    argv = [out] + (["--out", report_out] if report_out else [])
+    try:
+        return module.run(parser.parse_args(argv)) or 0
+    except SystemExit as exc:          # the report's parser refused the arguments
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
