@@ -35,7 +35,7 @@ MAX_RUN_NAME = 100
 MAX_SWEEP_NAME = 40
 # Wall time of a run beyond its duration (spawn workers, warm up, drain, write run.json),
 # measured for tiny tcp runs on 2 cores; replaced by what the sweep itself observes.
-RUN_OVERHEAD_S = 0.7
+RUN_OVERHEAD_S = 1.0
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.\-]+")
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 # Options whose values name themselves in a run name ("pub-sub", not "patternpub-sub").
