@@ -202,8 +202,9 @@ def test_interrupt_stops_the_sweep_and_records_it(tmp_path):
                              "--duration", "60", "--out", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.monotonic() + 30
-    while not glob.glob(os.path.join(out, "run=*", "samples", "*.parquet")) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    while not glob.glob(os.path.join(out, "run=*", "run.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)                     # into the first run
     proc.send_signal(signal.SIGINT)
     stopped = time.monotonic()
     _, stderr = proc.communicate(timeout=30)
