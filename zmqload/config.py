@@ -30,8 +30,12 @@ _ENDPOINT = re.compile(
     r"|ipc://(?P<path>.+)|inproc://(?P<name>[A-Za-z0-9_.\-]+))$")
 
 
+# Fields whose command-line option is not simply --field-name.
+_OPTION_NAMES = {"linger_ms": "--linger"}
+
+
 def _option(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    return _OPTION_NAMES.get(name, "--" + name.replace("_", "-"))
 
 
 @dataclass
@@ -121,6 +125,8 @@ class Workload:
         _int_range("consumers", self.consumers, 1, 64, "an integer from 1 to 64")
         if self.pattern == "pair" and (self.producers != 1 or self.consumers != 1):
             raise ConfigError("--producers", "pattern pair connects exactly one pair; accepted: --producers 1 --consumers 1")
+        if self.pattern == "proxy" and self.endpoint:
+            raise ConfigError("--endpoint", "pattern proxy binds its own two endpoints; accepted: --host/--port")
         if self.pattern == "req-rep" and self.send_mode != "block":
             raise ConfigError("--send-mode", "pattern req-rep waits for every reply; accepted: block")
         if self.send_mode not in SEND_MODES:
@@ -179,7 +185,7 @@ class Workload:
                 raise ConfigError("--port", "port + number of binding sockets exceeds 65535")
             if self.port:
                 for offset in range(binders):
-                    _check_port_free("--port", self.host, self.port + offset)
+                    _check_port_free("--endpoint" if self.endpoint else "--port", self.host, self.port + offset)
 
 
 def _int_range(name: str, value, low: int, high: int, accepted: str) -> None:
