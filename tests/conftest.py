@@ -4,6 +4,9 @@ from __future__ import annotations
 import glob
 import json
 import os
+import socket
+import subprocess
+import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -35,3 +38,19 @@ def read_table(run_dir: str, kind: str):
 def read_meta(run_dir: str) -> dict:
     with open(os.path.join(run_dir, "run.json")) as f:
         return json.load(f)
+
+
+def zmqload_cli(*args, timeout=120):
+    """`python -m zmqload ARGS` as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "zmqload", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def busy_port():
+    """A loopback tcp port held open (listening) for the module's tests."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    yield sock.getsockname()[1]
+    sock.close()

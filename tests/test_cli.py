@@ -13,21 +13,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import read_meta
-
-
-def zmqload_cli(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "zmqload", *args], capture_output=True, text=True,
-                          timeout=timeout)
-
-
-@pytest.fixture(scope="module")
-def busy_port():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(1)
-    yield sock.getsockname()[1]
-    sock.close()
+from conftest import read_meta, zmqload_cli
 
 
 BAD_INPUTS = [

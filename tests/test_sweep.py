@@ -14,14 +14,9 @@ import types
 
 import pytest
 
-from conftest import read_meta
+from conftest import read_meta, zmqload_cli
 from zmqload import cli, sweep as sweeps, sweep_command
 from zmqload.errors import ConfigError
-
-
-def zmqload_cli(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "zmqload", *args], capture_output=True, text=True,
-                          timeout=timeout)
 
 
 def sweep_json(out: str) -> dict:
@@ -58,15 +53,6 @@ def test_2x2_sweep_makes_four_runs_and_a_sweep_json(tmp_path):
     assert all(p["summary"]["sent"] == 2000 for p in s["points"])
 
 
-@pytest.fixture(scope="module")
-def busy_port():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(1)
-    yield sock.getsockname()[1]
-    sock.close()
-
-
 @pytest.mark.parametrize("args, option", [
     (["--size", "64,8"], "--size"),
     (["--rate", "10k,fast"], "--rate"),
@@ -75,7 +61,7 @@ def busy_port():
     (["--count", "1000,"], "--count"),
     (["--immediate", "maybe"], "--immediate"),
     (["--pattern", "pair", "--producers", "1,2"], "--producers"),
-    (["--endpoint", "tcp://127.0.0.1:{busy}"], "--port"),   # config names the port it probed
+    (["--endpoint", "tcp://127.0.0.1:{busy}"], "--endpoint"),
 ])
 def test_invalid_axis_value_is_one_line_exit_2_before_any_run(args, option, tmp_path, busy_port):
     out = str(tmp_path / "runs")

@@ -295,8 +295,9 @@ class _Run:
                 break
 
 
-def _sigterm_as_interrupt():
-    """Treat SIGTERM like Ctrl-C while a run is in progress (main thread only)."""
+def sigterm_as_interrupt():
+    """Treat SIGTERM like Ctrl-C while a run is in progress (main thread only).
+    Returns the previous handler for the caller to restore, or None off the main thread."""
     if threading.current_thread() is not threading.main_thread():
         return None
 
@@ -331,7 +332,7 @@ def run(workload: Workload, progress=None) -> RunResult:
     state.server = ControlServer(control_endpoint)
     state.ipc_dir = control_dir
     state.launcher = _Launcher(threads=(w.transport == "inproc"), io_threads=w.io_threads)
-    previous_sigterm = _sigterm_as_interrupt()
+    previous_sigterm = sigterm_as_interrupt()
     status, error, pending = "complete", None, None
     try:
         if progress is not None:

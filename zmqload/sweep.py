@@ -18,7 +18,6 @@ import os
 import re
 import secrets
 import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -484,28 +483,19 @@ def _recorded_status(point: Point) -> Optional[str]:
         return None
 
 
-def _sigterm_as_interrupt():
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-    return signal.signal(signal.SIGTERM, handler)
-
-
 def execute(sweep: Sweep, reporter: Optional[SweepReporter] = None) -> Sweep:
     """Run every point in order. A failed run is recorded and the sweep goes on. On Ctrl-C
     (or SIGTERM) the current run is recorded as interrupted by the runner, the sweep json
     says interrupted, and KeyboardInterrupt is raised again."""
     from .config import check_output_dir
-    from .runner import run
+    from .runner import run, sigterm_as_interrupt
 
     reporter = reporter or SweepReporter()
     check_output_dir(sweep.out)
     sweep.status, sweep.started_at = "running", _utc_now()
     sweep.write()
     reporter.sweep_started(sweep)
-    previous_sigterm = _sigterm_as_interrupt()
+    previous_sigterm = sigterm_as_interrupt()
     current, started = None, time.monotonic()
     try:
         for point in sweep.points:
