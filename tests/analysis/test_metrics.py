@@ -42,7 +42,7 @@ def test_loss_where_duplicates_and_drops_match_numpy(spark, lossy_run):
     runs, sends, recvs = _load(spark, lossy_run)
     rs = metrics.recv_summary(recvs)
     got = {(r["consumer"], r["stream"]): r.asDict()
-           for r in metrics.loss(sends, rs, _keys(spark, "lossy", [metrics.ALL])).collect()}
+           for r in metrics.loss(metrics.send_counts(sends, rs), rs, _keys(spark, "lossy", [metrics.ALL])).collect()}
     truth = _truth_loss(lossy_run, fanout=False)
     assert set(got) == set(truth)
     for key, t in truth.items():
@@ -61,7 +61,7 @@ def test_fanout_loss_is_per_consumer_and_silent_consumer_is_all_lost(spark, fano
     runs, sends, recvs = _load(spark, fanout_run)
     rs = metrics.recv_summary(recvs, fanout_runs=["fanout"])
     # Consumer 2 is expected (3 consumers subscribed) but received nothing.
-    rows = metrics.loss(sends, rs, _keys(spark, "fanout", [0, 1, 2])).collect()
+    rows = metrics.loss(metrics.send_counts(sends, rs), rs, _keys(spark, "fanout", [0, 1, 2])).collect()
     got = {(r["consumer"], r["stream"]): r for r in rows}
     truth = _truth_loss(fanout_run, fanout=True)
     for key, t in truth.items():

@@ -52,18 +52,10 @@ def recv_summary(recvs: DataFrame, fanout_runs=()) -> DataFrame:
             .withColumn("duplicates", F.col("received") - F.col("unique")))
 
 
-def loss(sends: DataFrame, recv_sum: DataFrame, consumer_keys: DataFrame) -> DataFrame:
-    """Per (run, consumer, stream): what was sent, what arrived, and where the rest was lost.
-
-    `recv_sum` is `recv_summary(...)`; `consumer_keys` is (run, consumer): ALL for non-fan-out
-    runs, every consumer index for fan-out runs (so a consumer that got nothing still shows).
-    A message counts as sent when its send call succeeded (status 0); EAGAIN / timeout drops
-    are the sender's, counted apart. Lost messages are placed by sequence number:
-    start  = sent before the first message this consumer received (slow joiner);
-    tail   = sent after the last one it received (shutdown, linger);
-    middle = the rest (high-water mark drops while both ends were up).
-    A stream a consumer received nothing from is lost at the start.
-    """
+def send_counts(sends: DataFrame, recv_sum: DataFrame) -> DataFrame:
+    """Per (run, stream, consumer): send attempts by outcome, and how many ok sends fall
+    before the first / after the last seq that consumer received (one scan of sends, with
+    the small per-consumer seq range broadcast). consumer is null for a stream nobody got."""
     edges = recv_sum.select("run", "stream", "consumer", "seq_min", "seq_max")
     ok = F.col("status") == STATUS_OK
     joined = sends.select("run", "stream", "seq", "status", "t_intended_ns", "t_sent_ns").join(
@@ -72,22 +64,38 @@ def loss(sends: DataFrame, recv_sum: DataFrame, consumer_keys: DataFrame) -> Dat
     def count_if(cond):
         return F.sum(F.when(cond, 1).otherwise(0)).cast("long")
 
-    per = (joined.groupBy("run", "stream", "consumer")
-           .agg(F.count(F.lit(1)).alias("attempted"),
-                count_if(ok).alias("sent"),
-                count_if(F.col("status") == STATUS_EAGAIN).alias("eagain"),
-                count_if(F.col("status") == STATUS_TIMEOUT).alias("timeout"),
-                count_if(F.col("status") == STATUS_ERROR).alias("errors"),
-                count_if(ok & (F.col("seq") < F.col("seq_min"))).alias("sent_before_first"),
-                count_if(ok & (F.col("seq") > F.col("seq_max"))).alias("sent_after_last"),
-                F.min("t_intended_ns").alias("t_first_intended_ns"), F.max("t_intended_ns").alias("t_last_intended_ns"),
-                F.min(F.when(ok, F.col("t_sent_ns"))).alias("t_first_send_ns"),
-                F.max(F.when(ok, F.col("t_sent_ns"))).alias("t_last_send_ns")))
+    return (joined.groupBy("run", "stream", "consumer")
+            .agg(F.count(F.lit(1)).alias("attempted"),
+                 count_if(ok).alias("sent"),
+                 count_if(F.col("status") == STATUS_EAGAIN).alias("eagain"),
+                 count_if(F.col("status") == STATUS_TIMEOUT).alias("timeout"),
+                 count_if(F.col("status") == STATUS_ERROR).alias("errors"),
+                 count_if(ok & (F.col("seq") < F.col("seq_min"))).alias("sent_before_first"),
+                 count_if(ok & (F.col("seq") > F.col("seq_max"))).alias("sent_after_last"),
+                 F.min("t_intended_ns").alias("t_first_intended_ns"), F.max("t_intended_ns").alias("t_last_intended_ns"),
+                 F.min(F.when(ok, F.col("t_sent_ns"))).alias("t_first_send_ns"),
+                 F.max(F.when(ok, F.col("t_sent_ns"))).alias("t_last_send_ns")))
+
+
+def loss(counts: DataFrame, recv_sum: DataFrame, consumer_keys: DataFrame) -> DataFrame:
+    """Per (run, consumer, stream): what was sent, what arrived, and where the rest was lost.
+
+    `counts` is `send_counts(...)`, `recv_sum` is `recv_summary(...)` (both small);
+    `consumer_keys` is (run, consumer): ALL for non-fan-out runs, every consumer index for
+    fan-out runs (so a consumer that got nothing still shows).
+    A message counts as sent when its send call succeeded (status 0); EAGAIN / timeout drops
+    are the sender's, counted apart. Lost messages are placed by sequence number:
+    start  = sent before the first message this consumer received (slow joiner);
+    tail   = sent after the last one it received (shutdown, linger);
+    middle = the rest (high-water mark drops while both ends were up).
+    A stream a consumer received nothing from is lost at the start.
+    """
     send_cols = ["attempted", "sent", "eagain", "timeout", "errors",
                  "t_first_intended_ns", "t_last_intended_ns", "t_first_send_ns", "t_last_send_ns"]
-    per_stream = per.groupBy("run", "stream").agg(*[F.first(c, ignorenulls=True).alias(c) for c in send_cols])
+    per_stream = counts.groupBy("run", "stream").agg(*[F.first(c, ignorenulls=True).alias(c) for c in send_cols])
     expected = per_stream.join(consumer_keys, ["run"], "inner")
-    got = per.where(F.col("consumer").isNotNull()).select("run", "stream", "consumer", "sent_before_first", "sent_after_last")
+    got = counts.where(F.col("consumer").isNotNull()).select(
+        "run", "stream", "consumer", "sent_before_first", "sent_after_last")
     rs = recv_sum.select("run", "stream", "consumer", "received", "unique", "duplicates")
     out = (expected.join(got, ["run", "stream", "consumer"], "left")
            .join(rs, ["run", "stream", "consumer"], "left")

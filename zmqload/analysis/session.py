@@ -2,8 +2,31 @@
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 
 from .javacheck import check_java
+
+
+_LOG4J = """rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+"""
+
+
+def _quiet_log4j() -> str:
+    """A log4j2 config at ERROR, so the report's stderr is its own one-line messages."""
+    path = os.path.join(tempfile.gettempdir(), f"zmqload-log4j2-{os.getuid()}.properties")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(_LOG4J)
+        os.replace(tmp, path)
+    return path
 
 
 def get_spark(master: str | None = None, app_name: str = "zmqload-report", driver_memory: str | None = None):
@@ -14,7 +37,7 @@ def get_spark(master: str | None = None, app_name: str = "zmqload-report", drive
     aggregation only aggregates move, and 200 default partitions would be 200 tiny tasks.
     """
     check_java()
-    os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", __import__("sys").executable))
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -34,7 +57,7 @@ def get_spark(master: str | None = None, app_name: str = "zmqload-report", drive
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.files.maxPartitionBytes": str(64 * 1024 * 1024),
-        "spark.driver.extraJavaOptions": "-Dlog4j2.level=ERROR",
+        "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:{_quiet_log4j()}",
     }
     if driver_memory or not under_submit:
         settings["spark.driver.memory"] = driver_memory or os.environ.get("ZMQLOAD_SPARK_DRIVER_MEMORY", "4g")

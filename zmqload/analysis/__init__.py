@@ -1,0 +1,18 @@
+"""Spark analysis of zmqload run records: pure DataFrame -> DataFrame metric functions
+(`metrics`), run discovery and loading (`runs`), the report job (`pipeline`), capacity
+planning (`capacity`), and the session / Java helpers. Never imports the compiled engine."""
+from .errors import ReportInputError
+from .javacheck import check_java
+from .runs import RunInfo, discover_runs, load_records
+
+__all__ = ["ReportInputError", "RunInfo", "check_java", "discover_runs", "load_records", "get_spark", "analyze"]
+
+
+def get_spark(master=None, **kw):
+    from .session import get_spark as _get
+    return _get(master, **kw)
+
+
+def analyze(spark, runs, **kw):
+    from .pipeline import analyze as _analyze
+    return _analyze(spark, runs, **kw)

@@ -1,0 +1,230 @@
+"""The report's Spark job: every metric over every run, collected as small lists of dicts.
+
+Only aggregates are collected: per-stream summaries, histogram buckets, per-window counts.
+Where one aggregate feeds another Spark step (recv summary -> loss, histograms ->
+percentiles, window counts -> queue depth), it is collected once and handed back as a
+small DataFrame, so the big scans are not repeated. No pandas: the collected data are
+thousands of rows, and the package does not depend on it.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from . import metrics
+from .runs import RunInfo, load_records
+
+ALL = metrics.ALL
+LATENCY_METRICS = ("latency_intended", "latency_sent", "stall")
+STAT_NAMES = [n for n, _ in metrics.PERCENTILES] + ["max", "mean"]
+LATENCY_COLUMNS = [f"{m}_{s}_us" for m in LATENCY_METRICS for s in STAT_NAMES]
+
+RUN_COLUMNS = ["run", "status", "interrupted", "pattern", "transport", "size", "sndhwm", "rcvhwm",
+               "proxy_sndhwm", "proxy_rcvhwm", "linger_ms", "send_mode", "producers", "consumers", "fanout",
+               "rate_per_producer"]
+SUMMARY_COLUMNS = (RUN_COLUMNS + [
+    "consumer", "stream", "duration_s", "offered_rate", "send_rate", "recv_rate", "recv_mb_s",
+    "attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected", "received", "unique",
+    "duplicates", "reordered", "lost", "loss_ratio", "lost_start", "lost_middle", "lost_tail"]
+    + LATENCY_COLUMNS +
+    ["depth_max", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean", "mean_size"])
+
+RS_SCHEMA = ("run string, consumer int, stream int, received long, unique long, seq_min long, seq_max long, "
+             "t_first_recv_ns long, t_last_recv_ns long, t_first_sent_ns long, bytes long, duplicates long")
+COUNTS_SCHEMA = ("run string, stream int, consumer int, attempted long, sent long, eagain long, timeout long, "
+                 "errors long, sent_before_first long, sent_after_last long, t_first_intended_ns long, "
+                 "t_last_intended_ns long, t_first_send_ns long, t_last_send_ns long")
+HIST_SCHEMA = "run string, stream int, metric string, bucket int, count long, max long, sum long"
+RATES_SCHEMA = ("run string, stream int, window long, offered long, sent long, received long, "
+                "delivered_sent long, received_bytes long")
+DEPTH_SCHEMA = "run string, stream int, window long, depth long, depth_bytes double, mean_size double"
+
+
+@dataclass
+class Analysis:
+    runs: list
+    window_ns: int
+    summary: list                 # dicts, one per (run, consumer, stream), plus run totals (ALL, ALL)
+    rates: list                   # dicts per (run, stream, window), sorted
+    depth: list                   # dicts per (run, stream|ALL, window), sorted
+    hist: list                    # dicts per (run, stream|ALL, metric, bucket)
+    warnings: list = field(default_factory=list)
+    timings: dict = field(default_factory=dict)
+
+    def run_rows(self):
+        return [r for r in self.summary if r["stream"] == ALL and r["consumer"] == ALL]
+
+
+def collect(df) -> list[dict]:
+    return [r.asDict() for r in df.collect()]
+
+
+def _small(spark, rows: list[dict], schema: str):
+    names = [c.strip().split()[0] for c in schema.split(",")]
+    return spark.createDataFrame([tuple(r.get(n) for n in names) for r in rows], schema)
+
+
+def rate(n, t_first, t_last):
+    """Messages per second over [first, last]: n-1 intervals in (last - first) ns."""
+    if n is None or t_first is None or t_last is None or n < 2 or t_last <= t_first:
+        return None
+    return (n - 1) * 1e9 / (t_last - t_first)
+
+
+def _run_columns(info: RunInfo) -> dict:
+    w = info.workload
+    return {
+        "run": info.run_id, "status": info.status, "interrupted": info.interrupted,
+        "pattern": w.get("pattern"), "transport": w.get("transport"), "size": w.get("size"),
+        "sndhwm": w.get("sndhwm"), "rcvhwm": w.get("rcvhwm"),
+        "proxy_sndhwm": w.get("proxy_sndhwm"), "proxy_rcvhwm": w.get("proxy_rcvhwm"),
+        "linger_ms": w.get("linger_ms"), "send_mode": w.get("send_mode"),
+        "producers": w.get("producers"), "consumers": info.consumers, "fanout": info.fanout,
+        "rate_per_producer": (info.meta.get("schedule") or {}).get("rate_per_producer", w.get("rate")),
+    }
+
+
+class _Steps:
+    """Wall time per step, for --timings and the benchmark."""
+    def __init__(self, log):
+        self.log, self.t = log, time.perf_counter()
+        self.times = {}
+
+    def __call__(self, name):
+        now = time.perf_counter()
+        self.times[name] = now - self.t
+        if self.log:
+            self.log(f"{name}: {now - self.t:.2f} s")
+        self.t = now
+
+
+def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder: bool = True, log=None) -> Analysis:
+    step = _Steps(log)
+    window_ns = max(1, int(round(window_ms * 1e6)))
+    sends = load_records(spark, runs, "sends")
+    recvs = load_records(spark, runs, "recvs")
+    fanout_runs = [r.run_id for r in runs if r.fanout]
+    keys = [(r.run_id, c) for r in runs for c in (range(r.consumers) if r.fanout else [ALL])]
+    keys_df = spark.createDataFrame(keys, "run string, consumer int")
+
+    rs = collect(metrics.recv_summary(recvs, fanout_runs))
+    step("receive summary")
+    rs_df = _small(spark, rs, RS_SCHEMA)
+    counts = collect(metrics.send_counts(sends, rs_df))
+    step("send counts")
+    loss = collect(metrics.loss(_small(spark, counts, COUNTS_SCHEMA), rs_df, keys_df))
+    rs_by = {(r["run"], r["consumer"], r["stream"]): r for r in rs}
+    step("loss")
+    late = {}
+    if reorder:
+        late = {(r["run"], r["consumer"], r["stream"]): r["reordered"]
+                for r in collect(metrics.reordering(recvs, fanout_runs))}
+    for row in loss:
+        key = (row["run"], row["consumer"], row["stream"])
+        got = rs_by.get(key, {})
+        for c in ("t_first_recv_ns", "t_last_recv_ns", "bytes"):
+            row[c] = got.get(c)
+        row["reordered"] = late.get(key, 0) if reorder else None
+
+    step("reordering")
+    hist = collect(metrics.latency_histograms(recvs, sends))
+    step("latency histograms")
+    merged = defaultdict(lambda: [0, None, 0])
+    for h in hist:
+        m = merged[(h["run"], h["metric"], h["bucket"])]
+        m[0] += h["count"]
+        m[1] = h["max"] if m[1] is None else max(m[1], h["max"])
+        m[2] += h["sum"] or 0
+    hist += [{"run": k[0], "stream": ALL, "metric": k[1], "bucket": k[2], "count": v[0], "max": v[1], "sum": v[2]}
+             for k, v in merged.items()]
+    pct = collect(metrics.percentiles(_small(spark, hist, HIST_SCHEMA)))
+
+    step("percentiles")
+    rates = collect(metrics.rates_over_time(sends, recvs, window_ns))
+    step("rates over time")
+    depth = collect(metrics.queue_depth(_small(spark, rates, RATES_SCHEMA)))
+    dstats = collect(metrics.queue_depth_stats(_small(spark, depth, DEPTH_SCHEMA)))
+
+    step("queue depth")
+    summary = summarise(runs, loss, pct, dstats)
+    rates.sort(key=lambda r: (r["run"], r["stream"], r["window"]))
+    depth.sort(key=lambda r: (r["run"], r["stream"], r["window"]))
+    step("summary")
+    return Analysis(runs=runs, window_ns=window_ns, summary=summary, rates=rates, depth=depth, hist=hist,
+                    timings=step.times)
+
+
+def _sum(values):
+    values = [v for v in values if v is not None]
+    return sum(values) if values else 0
+
+
+def _min(values):
+    values = [v for v in values if v is not None]
+    return min(values) if values else None
+
+
+def _max(values):
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
+def summarise(runs, loss: list[dict], pct: list[dict], dstats: list[dict]) -> list[dict]:
+    """One row per (run, consumer, stream) and a run total (consumer ALL, stream ALL)."""
+    by_run = defaultdict(list)
+    for row in loss:
+        row["expected"] = row["sent"]
+        by_run[row["run"]].append(row)
+    totals = []
+    for run, rows in by_run.items():
+        per_stream = {}
+        for r in rows:
+            per_stream.setdefault(r["stream"], r)     # send counts repeat per consumer
+        s = list(per_stream.values())
+        copies = len({r["consumer"] for r in rows})
+        t = {"run": run, "consumer": ALL, "stream": ALL}
+        for c in ("attempted", "sent", "eagain", "timeout", "errors", "dropped_sender"):
+            t[c] = _sum(r[c] for r in s)
+        for c in ("received", "unique", "duplicates", "lost", "lost_start", "lost_middle", "lost_tail", "bytes"):
+            t[c] = _sum(r[c] for r in rows)
+        t["reordered"] = None if any(r["reordered"] is None for r in rows) else _sum(r["reordered"] for r in rows)
+        for c in ("t_first_intended_ns", "t_first_send_ns", "t_first_recv_ns"):
+            t[c] = _min(r[c] for r in rows)
+        for c in ("t_last_intended_ns", "t_last_send_ns", "t_last_recv_ns"):
+            t[c] = _max(r[c] for r in rows)
+        t["expected"] = t["sent"] * copies
+        t["loss_ratio"] = t["lost"] / t["expected"] if t["expected"] else 0.0
+        totals.append(t)
+    rows = loss + totals
+
+    pct_by = defaultdict(dict)
+    for p in pct:
+        for s in STAT_NAMES:
+            v = p.get(s)
+            pct_by[(p["run"], p["stream"])][f"{p['metric']}_{s}_us"] = None if v is None else v / 1e3
+    dstats_by = {(d["run"], d["stream"]): d for d in dstats}
+    meta = {r.run_id: _run_columns(r) for r in runs}
+    out = []
+    for r in rows:
+        row = dict(meta.get(r["run"], {}))
+        row.update(r)
+        first = r.get("t_first_intended_ns")
+        last = _max([r.get("t_last_recv_ns"), r.get("t_last_send_ns")])
+        row["duration_s"] = (last - first) / 1e9 if first is not None and last is not None else None
+        row["offered_rate"] = rate(r["attempted"], r.get("t_first_intended_ns"), r.get("t_last_intended_ns"))
+        row["send_rate"] = rate(r["sent"], r.get("t_first_send_ns"), r.get("t_last_send_ns"))
+        row["recv_rate"] = rate(r["received"], r.get("t_first_recv_ns"), r.get("t_last_recv_ns"))
+        row["recv_mb_s"] = (row["recv_rate"] * r["bytes"] / r["received"] / 1e6
+                            if row["recv_rate"] and r["received"] else None)
+        row.update(pct_by.get((r["run"], r["stream"]), {}))
+        d = dstats_by.get((r["run"], r["stream"]), {})
+        for c in ("depth_max", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean", "mean_size"):
+            row[c] = d.get(c)
+        out.append({c: row.get(c) for c in SUMMARY_COLUMNS})
+    seen = {r["run"] for r in out}
+    for info in runs:       # runs with no records still get a row, so the report can say so
+        if info.run_id not in seen:
+            out.append({c: {**_run_columns(info), "consumer": ALL, "stream": ALL}.get(c) for c in SUMMARY_COLUMNS})
+    out.sort(key=lambda r: (r["run"], r["stream"] != ALL, r["stream"], r["consumer"]))
+    return out

@@ -1,0 +1,1 @@
+"""HTML capacity report from the Spark aggregates of zmqload runs (`zmqload report`)."""

@@ -1,0 +1,17 @@
+"""`python -m zmqload.report PATH... --out DIR`, and the script spark-submit runs:
+
+    spark-submit --master spark://host:7077 "$(python -c 'import zmqload.report, os; \
+        print(os.path.dirname(zmqload.report.__file__))')/__main__.py" runs/ --out report/
+"""
+import os
+import sys
+
+if __package__ in (None, ""):
+    # Run as a file (spark-submit): make the zmqload package importable by absolute name.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from zmqload.report.command import main
+else:
+    from .command import main
+
+if __name__ == "__main__":
+    sys.exit(main())

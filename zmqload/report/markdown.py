@@ -1,0 +1,26 @@
+"""The short Markdown summary printed on stdout."""
+from __future__ import annotations
+
+from ..analysis.capacity import fmt_bytes, fmt_rate, offered
+
+
+def _f(x, fmt="{:.0f}"):
+    return "-" if x is None else fmt.format(x)
+
+
+def summary(analysis, capacity, recommendations, out_dir: str) -> str:
+    lines = ["# zmqload report", "",
+             "| run | status | pattern/transport | size | offered | received | loss % | sender drops | p99 us | p99.9 us | peak queued |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in analysis.run_rows():
+        loss = r.get("loss_ratio")
+        lines.append(f"| {r['run']} | {r.get('status')}{' (interrupted)' if r.get('interrupted') else ''} | "
+                     f"{r.get('pattern')}/{r.get('transport')} | {r.get('size')} | {fmt_rate(offered(r))} | "
+                     f"{fmt_rate(r.get('recv_rate'))} | {_f(None if loss is None else 100 * loss, '{:.3g}')} | "
+                     f"{_f(r.get('dropped_sender'), '{}')} | {_f(r.get('latency_intended_p99_us'))} | "
+                     f"{_f(r.get('latency_intended_p99_9_us'))} | {fmt_bytes(r.get('queued_bytes_max'))} |")
+    if capacity:
+        lines += ["", "## Capacity", ""]
+        lines += [f"- {rec}" for rec in recommendations]
+    lines += ["", f"Report: {out_dir}/index.html (also summary.parquet, summary.csv)"]
+    return "\n".join(lines)
