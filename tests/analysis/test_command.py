@@ -1,0 +1,150 @@
+"""`zmqload report` end to end on synthetic runs, and every kind of bad input: one line, exit 2."""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from zmqload.analysis import javacheck
+from zmqload.analysis.capacity import capacity_table, parse_bytes, recommend
+from zmqload.report import command
+
+from .synth import make_run
+
+
+def parse(argv):
+    p = argparse.ArgumentParser()
+    command.add_arguments(p)
+    return p.parse_args(argv)
+
+
+def one_line_error(capsys, rc):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert len(err) == 1 and err[0].startswith("zmqload report: error: "), err
+    assert "Traceback" not in err[0]
+    return err[0]
+
+
+def test_missing_directory(tmp_path, capsys):
+    assert "no such directory" in one_line_error(capsys, command.run(parse([str(tmp_path / "nope")])))
+
+
+def test_not_a_run(tmp_path, capsys):
+    (tmp_path / "x.txt").write_text("hi")
+    assert "not a zmqload run" in one_line_error(capsys, command.run(parse([str(tmp_path)])))
+
+
+def test_unknown_schema_version(tmp_path, capsys):
+    r = make_run(str(tmp_path), "v9", streams=1, count=100, schema_version=9)
+    assert "unknown record schema version 9" in one_line_error(capsys, command.run(parse([r.path])))
+
+
+def test_empty_run(tmp_path, capsys):
+    d = tmp_path / "run=empty"
+    d.mkdir()
+    (d / "run.json").write_text(json.dumps({"schema_version": 1, "run_id": "empty", "status": "complete"}))
+    assert "no send or receive records" in one_line_error(capsys, command.run(parse([str(d)])))
+
+
+def test_bad_memory_budget(tmp_path, capsys):
+    r = make_run(str(tmp_path), "ok", streams=1, count=100)
+    assert "--memory-budget" in one_line_error(capsys, command.run(parse([r.path, "--memory-budget", "lots"])))
+
+
+def test_java_missing_or_old_is_one_line(monkeypatch, tmp_path):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setattr(javacheck.shutil, "which", lambda _: None)
+    with pytest.raises(javacheck.ReportInputError, match="install a Java 17\\+ runtime: sudo apt-get install openjdk-17"):
+        javacheck.check_java()
+    old = tmp_path / "java"
+    old.write_text('#!/bin/sh\necho \'java version "1.8.0_292"\' >&2\n')
+    old.chmod(0o755)
+    monkeypatch.setattr(javacheck.shutil, "which", lambda _: str(old))
+    with pytest.raises(javacheck.ReportInputError, match="is Java 8, Spark needs 17\\+"):
+        javacheck.check_java()
+    assert javacheck.parse_java_version('openjdk version "17.0.15" 2025-04-15') == 17
+    assert javacheck.parse_java_version('openjdk version "21" 2023-09-19') == 21
+
+
+def test_parse_bytes():
+    assert parse_bytes("64MiB") == 64 * 2**20 and parse_bytes("1GiB") == 2**30 and parse_bytes("500MB") == 5 * 10**8
+    with pytest.raises(ValueError):
+        parse_bytes("12 parsecs")
+
+
+def _cap_row(rate, hwm, lost=0, p99=100.0, mem=1000.0):
+    return {"run": f"r{rate}-{hwm}", "pattern": "push-pull", "transport": "tcp", "size": 64, "sndhwm": hwm,
+            "rcvhwm": hwm, "rate_per_producer": rate, "producers": 1, "consumers": 1, "fanout": False,
+            "lost": lost, "dropped_sender": 0, "errors": 0, "received": 100, "recv_rate": rate * (1 - lost / 100),
+            "latency_intended_p99_us": p99, "queued_bytes_max": mem, "interrupted": False}
+
+
+def test_capacity_table_and_recommendation():
+    rows = [_cap_row(1000, 10), _cap_row(2000, 10, lost=5), _cap_row(4000, 10, lost=20),
+            _cap_row(1000, 1000), _cap_row(2000, 1000, mem=5e6), _cap_row(4000, 1000, p99=5000, mem=9e7)]
+    table = {g["sndhwm"]: g for g in capacity_table(rows, slo_p99_us=1000)}
+    assert table[10]["max_clean_rate"] == 1000 and table[10]["knee_rate"] == 2000
+    assert "loss" in table[10]["knee_reason"]
+    assert table[1000]["max_clean_rate"] == 2000 and table[1000]["knee_rate"] == 4000
+    assert table[1000]["peak_queued_bytes_at_max"] == 5e6 and "SLO" in table[1000]["knee_reason"]
+    rec = recommend(list(table.values()), memory_budget=64 * 2**20, slo_p99_us=1000)
+    assert len(rec) == 1 and "SNDHWM=1000 RCVHWM=1000 carries 2.0k/s with zero loss" in rec[0]
+    rec = recommend(list(table.values()), memory_budget=1_000_000, slo_p99_us=1000)
+    assert "no tested HWM setting carries 2.0k/s" in rec[0] and "SNDHWM=10" in rec[0]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweep")
+    runs = []
+    for i, (rate, hwm, mid) in enumerate([(20_000, 100, 0), (50_000, 100, 30), (20_000, 1000, 0), (50_000, 1000, 0)]):
+        runs.append(make_run(str(root), f"s{i}", streams=1, count=3000, rate=rate, sndhwm=hwm, rcvhwm=hwm,
+                             lost_middle=mid, seed=10 + i))
+    runs.append(make_run(str(root), "cut", streams=1, count=1000, rate=20_000, run_status="interrupted", seed=20))
+    return root, runs
+
+
+def test_report_on_a_sweep_writes_every_output(spark, sweep, tmp_path, capsys):
+    root, runs = sweep
+    out = tmp_path / "report"
+    rc = command.run(parse([str(root), "--out", str(out), "--memory-budget", "64MiB", "--window-ms", "20"]))
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert "run cut was interrupted" in captured.err and "Traceback" not in captured.err
+    assert captured.out.startswith("# zmqload report") and "| s1 |" in captured.out
+    page = (out / "index.html").read_text()
+    assert page.count("data:image/png;base64,") >= 3 * 5 + 1 and "interrupted" in page
+    assert "<script" not in page and "http" not in page.replace("http-equiv", "")
+    table = pq.read_table(out / "summary.parquet").to_pylist()
+    totals = {r["run"]: r for r in table if r["stream"] == -1 and r["consumer"] == -1}
+    assert set(totals) == {"s0", "s1", "s2", "s3", "cut"}
+    assert totals["s1"]["lost"] == 30 and totals["s1"]["lost_middle"] == 30 and totals["s0"]["lost"] == 0
+    assert totals["cut"]["interrupted"] is True
+    for r in runs:
+        assert totals[r.run_id]["received"] == len(r.recvs["seq"])
+    with open(out / "summary.csv") as f:
+        assert len(list(csv.DictReader(f))) == len(table)
+    # SNDHWM=1000 is clean at 50k/s, SNDHWM=100 loses: the recommendation says so.
+    assert "SNDHWM=1000 RCVHWM=1000 carries 50.0k/s with zero loss" in captured.out
+
+
+def test_module_entry_point_bad_input_exit_2(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "zmqload.report", str(tmp_path / "missing")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "no such directory" in p.stderr
+
+
+def test_script_entry_point_as_spark_submit_runs_it(tmp_path):
+    """spark-submit runs the file, not the module: it must import zmqload by itself."""
+    import zmqload.report
+    script = os.path.join(os.path.dirname(zmqload.report.__file__), "__main__.py")
+    p = subprocess.run([sys.executable, script, str(tmp_path / "missing")], capture_output=True, text=True,
+                       timeout=60, cwd=str(tmp_path))
+    assert p.returncode == 2 and "no such directory" in p.stderr
