@@ -105,7 +105,7 @@ def _np_percentile_hdr(values, q):
 ])
 def test_latency_percentiles_within_one_percent(spark, lossy_run, metric, fn):
     _, sends, recvs = _load(spark, lossy_run)
-    hist = metrics.latency_histograms(recvs, sends)
+    hist = metrics.latency_histograms(metrics.latency_pairs(recvs), metrics.stall_histogram(sends))
     got = {(r["stream"]): r for r in metrics.percentiles(hist).where(f"metric = '{metric}'").collect()}
     s, r = lossy_run.sends, lossy_run.recvs
     for stream in (0, 1):
@@ -124,7 +124,7 @@ def test_latency_percentiles_within_one_percent(spark, lossy_run, metric, fn):
 def test_rates_over_time_and_queue_depth(spark, lossy_run):
     window = 10_000_000
     _, sends, recvs = _load(spark, lossy_run)
-    rates = metrics.rates_over_time(sends, recvs, window)
+    rates = metrics.rates_over_time(metrics.send_windows(sends, window), metrics.recv_windows(recvs, window))
     rows = {(r["stream"], r["window"]): r for r in rates.collect()}
     s, r = lossy_run.sends, lossy_run.recvs
     for stream in (0, 1):

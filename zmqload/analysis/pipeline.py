@@ -30,11 +30,19 @@ SUMMARY_COLUMNS = (RUN_COLUMNS + [
     + LATENCY_COLUMNS +
     ["depth_max", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean", "mean_size"])
 
+# Reordering needs receive order per stream: a sort of every record (measured 126 s per
+# 100M on 2 cores). "auto" does it up to this many records and reports it as not measured above.
+REORDER_AUTO_MAX = 20_000_000
+
 RS_SCHEMA = ("run string, consumer int, stream int, received long, unique long, seq_min long, seq_max long, "
              "t_first_recv_ns long, t_last_recv_ns long, t_first_sent_ns long, bytes long, duplicates long")
 COUNTS_SCHEMA = ("run string, stream int, consumer int, attempted long, sent long, eagain long, timeout long, "
                  "errors long, sent_before_first long, sent_after_last long, t_first_intended_ns long, "
                  "t_last_intended_ns long, t_first_send_ns long, t_last_send_ns long")
+PAIRS_SCHEMA = "run string, stream int, bi int, bs int, n long, mi long, ms long, si long, ss long"
+STALL_SCHEMA = "run string, stream int, bucket int, count long, max long, sum long, metric string"
+SEND_W_SCHEMA = "run string, stream int, wi long, ws long, ok boolean, n long"
+RECV_W_SCHEMA = "run string, stream int, ws long, wr long, n long, bytes long"
 HIST_SCHEMA = "run string, stream int, metric string, bucket int, count long, max long, sum long"
 RATES_SCHEMA = ("run string, stream int, window long, offered long, sent long, received long, "
                 "delivered_sent long, received_bytes long")
@@ -51,6 +59,7 @@ class Analysis:
     hist: list                    # dicts per (run, stream|ALL, metric, bucket)
     warnings: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
+    reorder_measured: bool = True
 
     def run_rows(self):
         return [r for r in self.summary if r["stream"] == ALL and r["consumer"] == ALL]
@@ -99,7 +108,7 @@ class _Steps:
         self.t = now
 
 
-def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder: bool = True, log=None) -> Analysis:
+def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto", log=None) -> Analysis:
     step = _Steps(log)
     window_ns = max(1, int(round(window_ms * 1e6)))
     sends = load_records(spark, runs, "sends")
@@ -108,15 +117,25 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder: bool 
     keys = [(r.run_id, c) for r in runs for c in (range(r.consumers) if r.fanout else [ALL])]
     keys_df = spark.createDataFrame(keys, "run string, consumer int")
 
-    rs = collect(metrics.recv_summary(recvs, fanout_runs))
-    step("receive summary")
+    blocks = metrics.recv_blocks(recvs, fanout_runs).persist()
+    inexact = blocks.where(~blocks["exact"])
+    n_inexact = inexact.count()
+    step("receive blocks")
+    distinct = metrics.distinct_in_blocks(recvs, inexact, fanout_runs) if n_inexact else None
+    rs = collect(metrics.recv_summary_from_blocks(blocks, distinct))
+    total_recvs = sum(r["received"] for r in rs)
+    blocks.unpersist()
+    step(f"exact distinct ({n_inexact} blocks)")
     rs_df = _small(spark, rs, RS_SCHEMA)
-    counts = collect(metrics.send_counts(sends, rs_df))
+    edges = [(r["run"], r["consumer"], r["stream"], r["seq_min"], r["seq_max"]) for r in rs]
+    counts = collect(metrics.send_counts(sends, rs_df, edges))
     step("send counts")
     loss = collect(metrics.loss(_small(spark, counts, COUNTS_SCHEMA), rs_df, keys_df))
     rs_by = {(r["run"], r["consumer"], r["stream"]): r for r in rs}
     step("loss")
     late = {}
+    if reorder == "auto":
+        reorder = total_recvs <= REORDER_AUTO_MAX
     if reorder:
         late = {(r["run"], r["consumer"], r["stream"]): r["reordered"]
                 for r in collect(metrics.reordering(recvs, fanout_runs))}
@@ -127,8 +146,10 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder: bool 
             row[c] = got.get(c)
         row["reordered"] = late.get(key, 0) if reorder else None
 
-    step("reordering")
-    hist = collect(metrics.latency_histograms(recvs, sends))
+    step("reordering" if reorder else "reordering (skipped)")
+    pairs = _small(spark, collect(metrics.latency_pairs(recvs)), PAIRS_SCHEMA)
+    stall = _small(spark, collect(metrics.stall_histogram(sends)), STALL_SCHEMA)
+    hist = collect(metrics.latency_histograms(pairs, stall))
     step("latency histograms")
     merged = defaultdict(lambda: [0, None, 0])
     for h in hist:
@@ -141,7 +162,9 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder: bool 
     pct = collect(metrics.percentiles(_small(spark, hist, HIST_SCHEMA)))
 
     step("percentiles")
-    rates = collect(metrics.rates_over_time(sends, recvs, window_ns))
+    send_w = _small(spark, collect(metrics.send_windows(sends, window_ns)), SEND_W_SCHEMA)
+    recv_w = _small(spark, collect(metrics.recv_windows(recvs, window_ns)), RECV_W_SCHEMA)
+    rates = collect(metrics.rates_over_time(send_w, recv_w))
     step("rates over time")
     depth = collect(metrics.queue_depth(_small(spark, rates, RATES_SCHEMA)))
     dstats = collect(metrics.queue_depth_stats(_small(spark, depth, DEPTH_SCHEMA)))
@@ -152,7 +175,7 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder: bool 
     depth.sort(key=lambda r: (r["run"], r["stream"], r["window"]))
     step("summary")
     return Analysis(runs=runs, window_ns=window_ns, summary=summary, rates=rates, depth=depth, hist=hist,
-                    timings=step.times)
+                    timings=step.times, reorder_measured=bool(reorder))
 
 
 def _sum(values):

@@ -27,8 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target-rate", type=float, default=None,
                         help="msgs/s the recommendation must carry (default: the highest clean rate seen)")
     parser.add_argument("--window-ms", type=float, default=100.0, help="time window for rates and queue depth (default 100)")
-    parser.add_argument("--no-reorder", dest="reorder", action="store_false",
-                        help="skip reordering detection (the only step that sorts records per stream)")
+    parser.add_argument("--reorder", choices=("auto", "on", "off"), default="auto",
+                        help="count reordered messages: needs a sort of every record per stream; auto = on up to "
+                             "20M receive records (default auto)")
     parser.add_argument("--driver-memory", default=None, help="Spark driver memory for the embedded session (default 4g)")
     parser.add_argument("--timings", action="store_true", help="print the wall time of each Spark step on stderr")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
@@ -100,7 +101,7 @@ def _report(args, runs, warnings, budget) -> int:
     spark = get_spark(args.master, driver_memory=args.driver_memory)
     if log:
         log(f"spark session: {time.perf_counter() - t0:.2f} s")
-    analysis = analyze(spark, runs, window_ms=args.window_ms, reorder=args.reorder, log=log)
+    analysis = analyze(spark, runs, window_ms=args.window_ms, reorder={"on": True, "off": False}.get(args.reorder, "auto"), log=log)
     run_rows = analysis.run_rows()
     capacity = capacity_table(run_rows, args.slo_p99_us)
     recs = recommend(capacity, budget, args.target_rate, args.slo_p99_us)
