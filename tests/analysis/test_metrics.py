@@ -159,3 +159,25 @@ def test_multi_run_load_adds_run_column(spark, tmp_path):
     recvs = load_records(spark, runs, "recvs")
     counts = {r["run"]: r["count"] for r in recvs.groupBy("run").count().collect()}
     assert counts == {"a": len(a.recvs["seq"]), "b": len(b.recvs["seq"])}
+
+
+def test_duplicate_hidden_by_a_gap_is_still_found(spark, tmp_path):
+    """A block with one duplicate and one gap has n = max - min + 1: the power sums must flag it."""
+    import pyarrow as pa
+    from .synth import RECV_SCHEMA, write_parts
+    seq = np.array([0, 1, 2, 2, 4, 5] + list(range(1024, 1030)), np.int64)   # 3 is missing, 2 twice
+    n = len(seq)
+    t = np.arange(n, dtype=np.int64) * 1000 + 10**9
+    d = tmp_path / "run=gap"
+    write_parts(str(d / "recvs"), pa.table({"consumer": np.zeros(n, np.int32), "stream": np.zeros(n, np.int32),
+                "seq": seq, "t_intended_ns": t, "t_sent_ns": t, "t_recv_ns": t + 5, "size": np.full(n, 16, np.int32)},
+                schema=RECV_SCHEMA), 100, "c000")
+    (d / "run.json").write_text('{"schema_version": 1, "run_id": "gap", "status": "complete"}')
+    runs, _ = discover_runs([str(d)])
+    recvs = load_records(spark, runs, "recvs")
+    blocks = {b["block"]: b for b in metrics.recv_blocks(recvs).collect()}
+    assert blocks[0]["exact"] is False and blocks[1]["exact"] is True
+    for form in ([("gap", metrics.ALL, 0, 0)], metrics.recv_blocks(recvs).where("not exact")):
+        summary = metrics.recv_summary_from_blocks(metrics.recv_blocks(recvs),
+                                                   metrics.distinct_in_blocks(recvs, form)).collect()[0]
+        assert (summary["received"], summary["unique"], summary["duplicates"]) == (12, 11, 1)

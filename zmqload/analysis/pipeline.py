@@ -149,8 +149,8 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
     inexact = [b for b in block_rows if not b["exact"]]
     n_inexact = len(inexact)
     step("receive blocks")
-    distinct = (metrics.distinct_in_blocks(recvs, _small(spark, inexact, BLOCKS_SCHEMA), fanout_runs)
-                if n_inexact else None)
+    distinct = (metrics.distinct_in_blocks(recvs, [(b["run"], b["consumer"], b["stream"], b["block"]) for b in inexact],
+                                           fanout_runs) if n_inexact else None)
     rs = collect(metrics.recv_summary_from_blocks(blocks, distinct))
     total_recvs = sum(r["received"] for r in rs)
     step(f"exact distinct ({n_inexact} blocks)")
