@@ -2,11 +2,11 @@
 aggregate DataFrame. No function collects; the caller decides what reaches the driver.
 
 Costs, on purpose: every function is a partial (map-side) aggregation over one scan with
-keys of low cardinality, so 100M records shuffle only thousands of rows. Exact distinct
-counts use Spark's bitmap aggregates per 32768-seq bucket (partial aggregation, no shuffle of
-rows); latency percentiles come from a log-bucket histogram (relative error < 1%); time
-windows are integer division of t_ns. The only row-level shuffle is `reordering`, which
-needs receive order per stream, and is partitioned by stream.
+keys of low cardinality, so 100M records shuffle only thousands of rows. Duplicates are
+found from per-block power sums with an exact distinct count only for doubtful blocks;
+latency percentiles come from a log-bucket histogram (relative error < 1%); time windows
+are integer division of t_ns. The only row-level shuffle is `reordering`, which needs
+receive order per stream, and is partitioned by stream.
 """
 from __future__ import annotations
 

@@ -44,6 +44,10 @@ def _cell(key, v) -> str:
     return _e(plots.nice_number(v))
 
 
+def _hwm(v):
+    return "default" if v is None else _e(v)
+
+
 def _img(b64, alt):
     return f'<img alt="{_e(alt)}" src="data:image/png;base64,{b64}">' if b64 else ""
 
@@ -60,6 +64,8 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
            f"Time windows: {analysis.window_ns / 1e6:g} ms.</p>"]
     for w in warnings:
         out.append(f"<div class='warn'>{_e(w)}</div>")
+    if not getattr(analysis, "reorder_measured", True):
+        out.append("<p class='note'>Reordering was not measured (it sorts every record; use --reorder on).</p>")
 
     out.append("<h2>Runs</h2><table><tr><th class='l'>run</th><th>status</th><th class='l'>pattern / transport</th>"
                "<th>size</th><th>HWM snd/rcv</th><th>offered/s</th><th>received/s</th><th>loss %</th>"
@@ -72,7 +78,7 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
         out.append(
             f"<tr><td class='l'><a href='#{_e(info.run_id)}'>{_e(info.run_id)}</a></td><td>{status}</td>"
             f"<td class='l'>{_e(r.get('pattern'))} / {_e(r.get('transport'))}</td><td>{_e(r.get('size'))}</td>"
-            f"<td>{_e(r.get('sndhwm'))}/{_e(r.get('rcvhwm'))}</td><td>{fmt_rate(plots_offered(r))}</td>"
+            f"<td>{_hwm(r.get('sndhwm'))}/{_hwm(r.get('rcvhwm'))}</td><td>{fmt_rate(plots_offered(r))}</td>"
             f"<td>{fmt_rate(r.get('recv_rate'))}</td><td class='{loss_cls}'>{_cell('loss_ratio', loss)}</td>"
             f"<td>{_cell('x', r.get('dropped_sender'))}</td><td>{_cell('x', r.get('latency_intended_p99_us'))}</td>"
             f"<td>{_cell('x', r.get('latency_intended_p99_9_us'))}</td><td>{fmt_bytes(r.get('queued_bytes_max'))}</td></tr>")
@@ -80,7 +86,8 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
 
     out.append("<h2>Capacity planning</h2>")
     for rec in recommendations:
-        out.append(f"<div class='rec'>{_e(rec)}</div>")
+        cls = "rec" if " carries " in rec and "no tested" not in rec else "warn"
+        out.append(f"<div class='{cls}'>{_e(rec)}</div>")
     out.append("<table><tr><th class='l'>pattern / transport</th><th>size</th><th class='l'>HWM</th><th>runs</th>"
                "<th>highest clean rate</th><th>p99 there (&micro;s)</th><th>peak queued there</th>"
                "<th>knee</th><th class='l'>what turns at the knee</th></tr>")
@@ -108,7 +115,8 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
         out.append(f"<p class='note'>{_e(w.get('pattern'))} over {_e(w.get('transport'))}, {_e(w.get('size'))} B, "
                    f"{_e(w.get('producers'))} producer(s) &rarr; {_e(info.consumers)} consumer(s), rate "
                    f"{_e(w.get('rate') or 'unpaced')} per producer, send mode {_e(w.get('send_mode'))}, "
-                   f"SNDHWM {_e(w.get('sndhwm'))}, RCVHWM {_e(w.get('rcvhwm'))}, linger {_e(w.get('linger_ms'))} ms; "
+                   f"SNDHWM {_hwm(w.get('sndhwm'))}, RCVHWM {_hwm(w.get('rcvhwm'))}, linger "
+                   f"{'default' if w.get('linger_ms') is None else _e(w.get('linger_ms')) + ' ms'}; "
                    f"libzmq {_e((info.meta.get('versions') or {}).get('libzmq'))}.</p>")
         rows = [s for s in analysis.summary if s["run"] == info.run_id]
         if not r.get("received") and not r.get("attempted"):
