@@ -53,6 +53,7 @@ def throughput(rates: list[dict], run: str, window_ns: int):
                 color=COLORS[k], lw=2 if k == "received" else 1.3, ls="--" if k == "offered" else "-")
     ax.set_xlabel("seconds since first scheduled send")
     ax.set_ylabel("messages / s")
+    ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(FuncFormatter(_si))
     ax.set_title(f"Throughput over time ({window_ns / 1e6:g} ms windows)")
     ax.grid(alpha=0.3)
