@@ -142,9 +142,16 @@ def test_module_entry_point_bad_input_exit_2(tmp_path):
 
 
 def test_script_entry_point_as_spark_submit_runs_it(tmp_path):
-    """spark-submit runs the file, not the module: it must import zmqload by itself."""
+    """spark-submit runs the file, not the module: it must import zmqload by itself, and its
+    own directory (which has an html module) must not shadow the standard library."""
     import zmqload.report
     script = os.path.join(os.path.dirname(zmqload.report.__file__), "__main__.py")
     p = subprocess.run([sys.executable, script, str(tmp_path / "missing")], capture_output=True, text=True,
                        timeout=60, cwd=str(tmp_path))
     assert p.returncode == 2 and "no such directory" in p.stderr
+    r = make_run(str(tmp_path), "file", streams=1, count=500, lost_tail=4)
+    p = subprocess.run([sys.executable, script, r.path, "--out", str(tmp_path / "out"), "--master", "local[1]"],
+                       capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr[-1500:]
+    rows = pq.read_table(tmp_path / "out" / "summary.parquet").to_pylist()
+    assert [(x["lost"], x["lost_tail"]) for x in rows if x["stream"] == -1] == [(4, 4)]

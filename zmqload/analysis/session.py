@@ -44,7 +44,8 @@ def get_spark(master: str | None = None, app_name: str = "zmqload-report", drive
     if active is not None and master is None:
         return active
     builder = SparkSession.builder.appName(app_name)
-    under_submit = "SPARK_SUBMIT_OPTS" in os.environ or os.environ.get("SPARK_ENV_LOADED")
+    # spark-submit runs the script with a gateway already up; its --master and memory win.
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
     if master:
         builder = builder.master(master)
     elif not under_submit:

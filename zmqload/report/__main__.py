@@ -7,7 +7,10 @@ import os
 import sys
 
 if __package__ in (None, ""):
-    # Run as a file (spark-submit): make the zmqload package importable by absolute name.
+    # Run as a file (spark-submit): the script's own directory must not shadow the standard
+    # library (this package has an html module), and zmqload must import by absolute name.
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     from zmqload.report.command import main
 else:
