@@ -1,61 +1,89 @@
-"""Kernel socket queue bytes of this process's tcp connections (Linux /proc).
+"""Kernel socket queue bytes of this process's tcp connections (Linux).
 
 A PUB's HWM seems "not to drop" when the kernel's send and receive buffers hold the
-messages instead: sampling tx_queue / rx_queue of the run's own connections shows how
-much was waiting in the kernel versus in libzmq's queues.
+messages instead: sampling the send and receive queues of the run's own connections shows
+how much was waiting in the kernel versus in libzmq's queues.
+
+The connections are libzmq's file descriptors in this very process, so each sample is two
+ioctls per connection (SIOCOUTQ: bytes not yet acknowledged by the peer, the tx_queue of
+/proc/net/tcp; SIOCINQ: bytes not yet read, its rx_queue). Reading /proc/net/tcp instead
+walks the kernel's whole connection table: measured 8.7 ms per sample here, which stalled
+the load loops by ~9% at 10 samples/s.
 """
 from __future__ import annotations
 
+import fcntl
 import os
+import socket
+import struct
+import termios
 
-PROC_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
-INODE_REFRESH_SAMPLES = 25
+SIOCINQ = termios.FIONREAD
+SIOCOUTQ = termios.TIOCOUTQ
+FD_DIR = "/proc/self/fd"
+REFRESH_SAMPLES = 25          # look for new connections (reconnects) every this many samples
+_INT = struct.Struct("i")
+
+
+def _socket_link(fd: int) -> str | None:
+    try:
+        link = os.readlink(f"{FD_DIR}/{fd}")
+    except OSError:
+        return None
+    return link if link.startswith("socket:[") else None
+
+
+def _tcp_ports(fd: int) -> tuple[int, int] | None:
+    """(local port, remote port) of a connected tcp socket, else None. Works on a duplicate
+    so libzmq's descriptor is never owned or closed here."""
+    try:
+        with socket.socket(fileno=os.dup(fd)) as s:
+            if s.family not in (socket.AF_INET, socket.AF_INET6) or s.type != socket.SOCK_STREAM:
+                return None
+            return s.getsockname()[1], s.getpeername()[1]
+    except OSError:          # closed meanwhile, a listener (no peer), not a socket
+        return None
 
 
 class TcpQueues:
-    """Sum of tx/rx queue bytes over this process's tcp sockets that touch `ports`."""
+    """Sum of send/receive queue bytes over this process's tcp connections that touch `ports`."""
 
     def __init__(self, ports):
         self.ports = {int(p) for p in ports}
-        self.available = os.path.exists(PROC_TABLES[0]) and os.path.isdir("/proc/self/fd")
-        self._inodes: set[str] = set()
+        self.available = os.path.isdir(FD_DIR)
+        self._connections: dict[int, str] = {}      # fd -> "socket:[inode]" when it was found
         self._samples = 0
 
-    def _own_socket_inodes(self) -> set[str]:
-        inodes = set()
-        for fd in os.listdir("/proc/self/fd"):
-            try:
-                target = os.readlink(f"/proc/self/fd/{fd}")
-            except OSError:
+    def _find_connections(self) -> None:
+        found = {}
+        for name in os.listdir(FD_DIR):
+            fd = int(name)
+            link = _socket_link(fd)
+            if link is None:
                 continue
-            if target.startswith("socket:["):
-                inodes.add(target[8:-1])
-        return inodes
+            ports = _tcp_ports(fd)
+            if ports and (ports[0] in self.ports or ports[1] in self.ports):
+                found[fd] = link
+        self._connections = found
 
     def sample(self) -> tuple[int, int]:
         """(send queue bytes, receive queue bytes), or (-1, -1) where unknown."""
         if not self.available or not self.ports:
             return -1, -1
-        if self._samples % INODE_REFRESH_SAMPLES == 0:
-            self._inodes = self._own_socket_inodes()
+        if self._samples % REFRESH_SAMPLES == 0:
+            self._find_connections()
         self._samples += 1
         sendq = recvq = 0
-        for table in PROC_TABLES:
-            try:
-                with open(table) as f:
-                    next(f)
-                    for line in f:
-                        fields = line.split()
-                        if fields[9] not in self._inodes:
-                            continue
-                        local_port = int(fields[1].rsplit(":", 1)[1], 16)
-                        remote_port = int(fields[2].rsplit(":", 1)[1], 16)
-                        if local_port in self.ports or remote_port in self.ports:
-                            tx, rx = fields[4].split(":")
-                            sendq += int(tx, 16)
-                            recvq += int(rx, 16)
-            except (OSError, StopIteration, IndexError, ValueError):
+        for fd, link in list(self._connections.items()):
+            # libzmq may have closed the connection and reused the number for something else
+            if _socket_link(fd) != link:
+                del self._connections[fd]
                 continue
+            try:
+                sendq += _INT.unpack(fcntl.ioctl(fd, SIOCOUTQ, b"\0" * 4))[0]
+                recvq += _INT.unpack(fcntl.ioctl(fd, SIOCINQ, b"\0" * 4))[0]
+            except OSError:
+                del self._connections[fd]
         return sendq, recvq
 
 
