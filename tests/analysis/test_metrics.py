@@ -181,3 +181,35 @@ def test_duplicate_hidden_by_a_gap_is_still_found(spark, tmp_path):
         summary = metrics.recv_summary_from_blocks(metrics.recv_blocks(recvs),
                                                    metrics.distinct_in_blocks(recvs, form)).collect()[0]
         assert (summary["received"], summary["unique"], summary["duplicates"]) == (12, 11, 1)
+
+
+@pytest.mark.parametrize("block,missing,dups,certain", [
+    (0, [7], [], True),                       # one drop
+    (1, [3, 900], [], True),                  # two drops
+    (2, list(range(100, 400)), [], True),     # an HWM burst: one contiguous run
+    (3, [5, 50, 500], [], False),             # three scattered: needs the exact count
+    (4, [7, 9], [8], False),                  # a duplicate among gaps: never called certain
+    (5, [10], [11, 12], False),               # n fits "one missing", the sums do not
+    (6, list(range(20, 30)), [40], False),    # a run plus a duplicate
+])
+def test_gaps_explained_by_power_sums(spark, tmp_path, block, missing, dups, certain):
+    """Blocks with gaps skip the exact distinct pass only when their power sums prove there are
+    no duplicates; whatever the flag, unique counts stay exact."""
+    import pyarrow as pa
+    from .synth import RECV_SCHEMA, write_parts
+    base = block * metrics.SEQ_BLOCK
+    seq = np.array(sorted(set(range(base, base + metrics.SEQ_BLOCK)) - {base + m for m in missing})
+                   + [base + d for d in dups], np.int64)
+    n = len(seq)
+    t = np.arange(n, dtype=np.int64) * 1000 + 10**9
+    d = tmp_path / "run=gaps"
+    write_parts(str(d / "recvs"), pa.table({"consumer": np.zeros(n, np.int32), "stream": np.zeros(n, np.int32),
+                "seq": seq, "t_intended_ns": t, "t_sent_ns": t, "t_recv_ns": t + 5, "size": np.full(n, 16, np.int32)},
+                schema=RECV_SCHEMA), 400, "c000")
+    (d / "run.json").write_text('{"schema_version": 1, "run_id": "gaps", "status": "complete"}')
+    runs, _ = discover_runs([str(d)])
+    recvs = load_records(spark, runs, "recvs")
+    (b,) = metrics.recv_blocks(recvs).collect()
+    assert b["exact"] is certain
+    summary = metrics.recv_summary(recvs).collect()[0]
+    assert (summary["received"], summary["unique"], summary["duplicates"]) == (n, len(set(seq.tolist())), len(dups))

@@ -50,6 +50,27 @@ def _range_power_sums(lo: F.Column, hi: F.Column):
     return s1(b) - s1(a), s2(b) - s2(a), s3(b) - s3(a)
 
 
+def _missing_explained(n, lo, hi, d1, d2, d3) -> F.Column:
+    """True when a block with gaps is certainly duplicate-free: the d = hi - lo + 1 - n
+    offsets missing from lo..hi, assumed distinct, have power sums d1, d2, d3 that fit one
+    missing offset, two, or one contiguous run of d. With three power sums this cannot be
+    faked by fewer than three duplicates in the block (Newton's identities: two multisets of
+    at most three values with equal p1..p3 are equal, and a duplicated value is present, so
+    it cannot also be missing). Real losses (a few drops, an HWM burst) fit one of the three;
+    other blocks get the exact distinct count."""
+    d = (hi - lo + 1 - n).cast("double")
+    one = (d == 1) & (d2 == d1 * d1) & (d3 == d1 * d1 * d1) & (d1 > lo) & (d1 < hi)
+    disc = 2 * d2 - d1 * d1                           # (x - y)^2 for the two missing x < y
+    root = F.round(F.sqrt(F.greatest(disc, F.lit(0.0))))
+    x, y = (d1 - root) / 2, (d1 + root) / 2
+    two = ((d == 2) & (disc > 0) & (root * root == disc) & (x == F.floor(x))
+           & (x > lo) & (y < hi) & (x * x * x + y * y * y == d3))
+    a = (d1 - d * (d - 1) / 2) / d                    # a run a..a+d-1 has p1 = d*a + d(d-1)/2
+    r1, r2, r3 = _range_power_sums(a, a + d - 1)
+    run = (d >= 1) & (a == F.floor(a)) & (a > lo) & (a + d - 1 < hi) & (r2 == d2) & (r3 == d3)
+    return one | two | run
+
+
 def recv_blocks(recvs: DataFrame, fanout_runs=()) -> DataFrame:
     """Per (run, consumer, stream, block of SEQ_BLOCK seqs): counts, ranges and a flag `exact`
     that is true when the block is certainly free of duplicates, so unique = received.
@@ -57,8 +78,9 @@ def recv_blocks(recvs: DataFrame, fanout_runs=()) -> DataFrame:
     A block with n rows, min m, max M is duplicate-free when n = M - m + 1 and the sums of
     offsets, their squares and cubes equal those of the full range m..M (a duplicate needs a
     gap to keep n, and then the sums differ unless >= 4 duplicates and 4 gaps in one block
-    balance all three power sums exactly). Other blocks get an exact distinct count from
-    `distinct_in_blocks`; in a clean run there are none, and the expensive exact count is
+    balance all three power sums exactly), or when its gaps are explained exactly by the
+    power sums (`_missing_explained`). Other blocks get an exact distinct count from
+    `distinct_in_blocks`; in most runs there are none, and the expensive exact count is
     skipped. This replaces a bitmap over every row (measured 34 s vs ~6 s per 100M rows).
     """
     blk = F.lit(SEQ_BLOCK)
@@ -74,10 +96,12 @@ def recv_blocks(recvs: DataFrame, fanout_runs=()) -> DataFrame:
     lo = F.col("seq_min") - F.col("block") * blk
     hi = F.col("seq_max") - F.col("block") * blk
     e1, e2, e3 = _range_power_sums(lo, hi)
-    exact = ((F.col("received") == F.col("seq_max") - F.col("seq_min") + 1)
-             & (F.col("p1").cast("double") == e1) & (F.col("p2").cast("double") == e2)
-             & (F.col("p3").cast("double") == e3))
-    return g.withColumn("exact", exact).drop("p1", "p2", "p3")
+    d1, d2, d3 = (e1 - F.col("p1").cast("double"), e2 - F.col("p2").cast("double"),
+                  e3 - F.col("p3").cast("double"))
+    full = (F.col("received") == F.col("seq_max") - F.col("seq_min") + 1) & (d1 == 0) & (d2 == 0) & (d3 == 0)
+    gaps = ((F.col("received") < F.col("seq_max") - F.col("seq_min") + 1)
+            & _missing_explained(F.col("received"), lo, hi, d1, d2, d3))
+    return g.withColumn("exact", full | gaps).drop("p1", "p2", "p3")
 
 
 def distinct_in_blocks(recvs: DataFrame, blocks, fanout_runs=()) -> DataFrame:
