@@ -38,11 +38,22 @@ def _truth_loss(synth, fanout):
     return out
 
 
-def test_loss_where_duplicates_and_drops_match_numpy(spark, lossy_run):
+def _edges(rs):
+    return [(r["run"], r["consumer"], r["stream"], r["seq_min"], r["seq_max"]) for r in rs.collect()]
+
+
+@pytest.mark.parametrize("form", ["join", "map lookup", "send cells"])
+def test_loss_where_duplicates_and_drops_match_numpy(spark, lossy_run, form):
     runs, sends, recvs = _load(spark, lossy_run)
     rs = metrics.recv_summary(recvs)
+    if form == "join":
+        counts = metrics.send_counts(sends, rs)
+    elif form == "map lookup":
+        counts = metrics.send_counts(sends, rs, _edges(rs))
+    else:
+        counts = metrics.send_counts_from_cells(metrics.send_cells(sends, 10**7, _edges(rs)), _edges(rs))
     got = {(r["consumer"], r["stream"]): r.asDict()
-           for r in metrics.loss(metrics.send_counts(sends, rs), rs, _keys(spark, "lossy", [metrics.ALL])).collect()}
+           for r in metrics.loss(counts, rs, _keys(spark, "lossy", [metrics.ALL])).collect()}
     truth = _truth_loss(lossy_run, fanout=False)
     assert set(got) == set(truth)
     for key, t in truth.items():
@@ -105,7 +116,8 @@ def _np_percentile_hdr(values, q):
 ])
 def test_latency_percentiles_within_one_percent(spark, lossy_run, metric, fn):
     _, sends, recvs = _load(spark, lossy_run)
-    hist = metrics.latency_histograms(metrics.latency_pairs(recvs), metrics.stall_histogram(sends))
+    hist = metrics.latency_histograms(metrics.latency_pairs(metrics.recv_cells(recvs, 10**8)),
+                                      metrics.stall_histogram(metrics.send_cells(sends, 10**8)))
     got = {(r["stream"]): r for r in metrics.percentiles(hist).where(f"metric = '{metric}'").collect()}
     s, r = lossy_run.sends, lossy_run.recvs
     for stream in (0, 1):
@@ -124,7 +136,8 @@ def test_latency_percentiles_within_one_percent(spark, lossy_run, metric, fn):
 def test_rates_over_time_and_queue_depth(spark, lossy_run):
     window = 10_000_000
     _, sends, recvs = _load(spark, lossy_run)
-    rates = metrics.rates_over_time(metrics.send_windows(sends, window), metrics.recv_windows(recvs, window))
+    rates = metrics.rates_over_time(metrics.send_windows(metrics.send_cells(sends, window)),
+                                    metrics.recv_windows(metrics.recv_cells(recvs, window)))
     rows = {(r["stream"], r["window"]): r for r in rates.collect()}
     s, r = lossy_run.sends, lossy_run.recvs
     for stream in (0, 1):

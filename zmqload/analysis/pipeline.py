@@ -156,7 +156,12 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
     step(f"exact distinct ({n_inexact} blocks)")
     rs_df = _small(spark, rs, RS_SCHEMA)
     edges = [(r["run"], r["consumer"], r["stream"], r["seq_min"], r["seq_max"]) for r in rs]
-    counts = collect(metrics.send_counts(sends, rs_df, edges))
+    # One scan of the sends for counts, stall and windows; cached, as three small queries read it.
+    send_cells = metrics.send_cells(sends, window_ns, edges).persist()
+    if metrics._single_consumer_edges(edges):
+        counts = collect(metrics.send_counts_from_cells(send_cells, edges))
+    else:       # fan-out or several runs: the ranges per consumer need a join, so a scan of their own
+        counts = collect(metrics.send_counts(sends, rs_df, edges))
     step("send counts")
     loss = collect(metrics.loss(_small(spark, counts, COUNTS_SCHEMA), rs_df, keys_df))
     rs_by = {(r["run"], r["consumer"], r["stream"]): r for r in rs}
@@ -175,8 +180,9 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
         row["reordered"] = late.get(key, 0) if reorder else None
 
     step("reordering" if reorder else "reordering (skipped)")
-    pairs = _small(spark, collect(metrics.latency_pairs(recvs)), PAIRS_SCHEMA)
-    stall = _small(spark, collect(metrics.stall_histogram(sends)), STALL_SCHEMA)
+    recv_cells = metrics.recv_cells(recvs, window_ns).persist()
+    pairs = _small(spark, collect(metrics.latency_pairs(recv_cells)), PAIRS_SCHEMA)
+    stall = _small(spark, collect(metrics.stall_histogram(send_cells)), STALL_SCHEMA)
     hist = collect(metrics.latency_histograms(pairs, stall))
     step("latency histograms")
     merged = defaultdict(lambda: [0, None, 0])
@@ -190,8 +196,10 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
     pct = collect(metrics.percentiles(_small(spark, hist, HIST_SCHEMA)))
 
     step("percentiles")
-    send_w = _small(spark, collect(metrics.send_windows(sends, window_ns)), SEND_W_SCHEMA)
-    recv_w = _small(spark, collect(metrics.recv_windows(recvs, window_ns)), RECV_W_SCHEMA)
+    send_w = _small(spark, collect(metrics.send_windows(send_cells)), SEND_W_SCHEMA)
+    recv_w = _small(spark, collect(metrics.recv_windows(recv_cells)), RECV_W_SCHEMA)
+    send_cells.unpersist()
+    recv_cells.unpersist()
     rates = collect(metrics.rates_over_time(send_w, recv_w))
     step("rates over time")
     depth = collect(metrics.queue_depth(_small(spark, rates, RATES_SCHEMA)))
