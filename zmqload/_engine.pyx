@@ -433,7 +433,7 @@ cdef class Receiver:
         RCVTIMEO expires with nothing to read. Returns the next free row."""
         cdef Py_ssize_t capacity = words.shape[0]
         cdef long long now
-        cdef int rc, err, frame
+        cdef int rc = -1, err, frame
         cdef uint64_t word
         if t_sent.shape[0] < capacity or t_recv.shape[0] < capacity or size.shape[0] < capacity:
             raise ValueError("record columns differ in length")

@@ -61,36 +61,58 @@ def throughput(rates: list[dict], run: str, window_ns: int):
     return _png(fig)
 
 
+FLOOR_US = 0.1     # values below (0 ns stalls: a send on time) are drawn here on the log axis
+# Line styles so coinciding curves stay visible (unpaced runs: intended == actual send).
+STYLES = {"latency_intended": dict(lw=3.2, alpha=0.55), "latency_sent": dict(lw=1.4, ls="--"),
+          "stall": dict(lw=1.4)}
+
+
 def latency_curve(hist: list[dict], run: str):
+    """Value by percentile on log-log axes, up to the last percentile the count resolves
+    (1 - 1/count); a metric that is zero throughout (no sender stall) is named, not drawn."""
     rows = [h for h in hist if h["run"] == run and h["stream"] == ALL]
     if not rows:
         return None
     fig, ax = plt.subplots(figsize=(10, 3.6))
+    x_max, y_min, notes = 10.0, None, []
     for metric in ("latency_intended", "latency_sent", "stall"):
         hs = sorted((h for h in rows if h["metric"] == metric), key=lambda h: h["bucket"])
         total = sum(h["count"] for h in hs)
         if not total:
             continue
+        if max(max(h["max"] or 0, 0) for h in hs) <= 0:
+            notes.append(f"{LABELS[metric]}: 0 throughout")
+            continue
         xs, ys, cum = [], [], 0
         for h in hs:
             cum += h["count"]
-            q = min(cum / total, 1 - 1e-7)
-            xs.append(1 / (1 - q))
+            xs.append(total / max(total - cum, 1))      # 1 / (1 - q), the last one capped at count
             v = 0 if h["bucket"] < 0 else min(HIST_GROWTH ** h["bucket"], max(h["max"], 0))
-            ys.append(max(v, 1) / 1e3)
-        ax.step(xs, ys, where="post", label=LABELS[metric], color=COLORS[metric])
+            ys.append(max(v / 1e3, FLOOR_US))
+        xs, ys = [1.0] + xs, [ys[0]] + ys
+        x_max = max(x_max, xs[-1])
+        y_min = min(ys) if y_min is None else min(y_min, min(ys))
+        ax.step(xs, ys, where="pre", label=LABELS[metric], color=COLORS[metric], **STYLES[metric])
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ticks = [1, 2, 10, 100, 1000, 10000, 100000, 1000000]
+    ticks = [t for t in (2, 10, 100, 1000, 10000, 100000, 1000000, 10000000) if t <= x_max * 1.01]
+    names = ["50%", "90%", "99%", "99.9%", "99.99%", "99.999%", "99.9999%", "99.99999%"]
     ax.set_xticks(ticks)
-    ax.set_xticklabels(["0%", "50%", "90%", "99%", "99.9%", "99.99%", "99.999%", "99.9999%"])
-    ax.set_xlim(1, max(10, ax.get_xlim()[1]))
+    ax.set_xticklabels(names[:len(ticks)])
+    ax.set_xlim(1, x_max * 1.2)
+    if y_min is not None:
+        ax.set_ylim(bottom=y_min / 1.5)
+        if y_min <= FLOOR_US:
+            notes.append(f"values under {FLOOR_US:g} us drawn at {FLOOR_US:g}")
     ax.set_xlabel("percentile")
     ax.set_ylabel("microseconds")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}" if y >= 1 else f"{y:g}"))
     ax.set_title("Latency by percentile (HdrHistogram style)")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="upper left")
+    if notes:
+        ax.text(0.99, 0.03, "; ".join(notes), transform=ax.transAxes, ha="right", va="bottom", fontsize=8,
+                color="#555")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
     return _png(fig)
 
 
