@@ -107,7 +107,7 @@ def recv_blocks(recvs: DataFrame, fanout_runs=()) -> DataFrame:
 def distinct_in_blocks(recvs: DataFrame, blocks, fanout_runs=()) -> DataFrame:
     """Exact distinct seqs per (run, consumer, stream, block) for the given blocks: a small
     DataFrame, or a list of (run, consumer, stream, block) tuples. A list becomes a hash-set
-    filter per run on one packed long (measured 14 s -> see BENCHMARKS-report.md for 100M
+    filter per run on one packed long (measured 14 s -> see docs/BENCHMARKS.md for 100M
     rows), instead of a semi-join on four columns."""
     r = recvs.select("run", consumer_key(fanout_runs).alias("consumer"), "stream", "seq",
                      F.expr(f"seq div {SEQ_BLOCK}").alias("block"))
@@ -160,7 +160,7 @@ def send_counts(sends: DataFrame, recv_sum: DataFrame, edges: list | None = None
 
     `edges`, if given, is recv_sum collected as (run, consumer, stream, seq_min, seq_max)
     tuples; when every (run, stream) has one consumer key (not fan-out), the ranges become
-    literal map lookups instead of a join (measured 17.6 s -> see BENCHMARKS-report.md).
+    literal map lookups instead of a join (measured 17.6 s -> see docs/BENCHMARKS.md).
     """
     ok = F.col("status") == STATUS_OK
     base = sends.select("run", "stream", "seq", "status", "t_intended_ns", "t_sent_ns")
