@@ -42,16 +42,15 @@ def _edges(rs):
     return [(r["run"], r["consumer"], r["stream"], r["seq_min"], r["seq_max"]) for r in rs.collect()]
 
 
-@pytest.mark.parametrize("form", ["join", "map lookup", "send cells"])
+@pytest.mark.parametrize("form", ["join", "send cells"])
 def test_loss_where_duplicates_and_drops_match_numpy(spark, lossy_run, form):
     runs, sends, recvs = _load(spark, lossy_run)
     rs = metrics.recv_summary(recvs)
     if form == "join":
         counts = metrics.send_counts(sends, rs)
-    elif form == "map lookup":
-        counts = metrics.send_counts(sends, rs, _edges(rs))
     else:
-        counts = metrics.send_counts_from_cells(metrics.send_cells(sends, 10**7, _edges(rs)), _edges(rs))
+        assert metrics.single_consumer_edges(_edges(rs))
+        counts = metrics.send_counts_from_cells(metrics.send_cells(sends, 10**7, _edges(rs)))
     got = {(r["consumer"], r["stream"]): r.asDict()
            for r in metrics.loss(counts, rs, _keys(spark, "lossy", [metrics.ALL])).collect()}
     truth = _truth_loss(lossy_run, fanout=False)
@@ -174,20 +173,25 @@ def test_multi_run_load_adds_run_column(spark, tmp_path):
     assert counts == {"a": len(a.recvs["seq"]), "b": len(b.recvs["seq"])}
 
 
-def test_duplicate_hidden_by_a_gap_is_still_found(spark, tmp_path):
-    """A block with one duplicate and one gap has n = max - min + 1: the power sums must flag it."""
+def _recvs_of_seqs(spark, tmp_path, run_id, seq, rows_per_part):
+    """Receive records of one stream with exactly these seqs, in this order, as a run."""
     import pyarrow as pa
     from .synth import RECV_SCHEMA, write_parts
-    seq = np.array([0, 1, 2, 2, 4, 5] + list(range(1024, 1030)), np.int64)   # 3 is missing, 2 twice
     n = len(seq)
     t = np.arange(n, dtype=np.int64) * 1000 + 10**9
-    d = tmp_path / "run=gap"
+    d = tmp_path / f"run={run_id}"
     write_parts(str(d / "recvs"), pa.table({"consumer": np.zeros(n, np.int32), "stream": np.zeros(n, np.int32),
                 "seq": seq, "t_intended_ns": t, "t_sent_ns": t, "t_recv_ns": t + 5, "size": np.full(n, 16, np.int32)},
-                schema=RECV_SCHEMA), 100, "c000")
-    (d / "run.json").write_text('{"schema_version": 1, "run_id": "gap", "status": "complete"}')
+                schema=RECV_SCHEMA), rows_per_part, "c000")
+    (d / "run.json").write_text(f'{{"schema_version": 1, "run_id": "{run_id}", "status": "complete"}}')
     runs, _ = discover_runs([str(d)])
-    recvs = load_records(spark, runs, "recvs")
+    return load_records(spark, runs, "recvs")
+
+
+def test_duplicate_hidden_by_a_gap_is_still_found(spark, tmp_path):
+    """A block with one duplicate and one gap has n = max - min + 1: the power sums must flag it."""
+    seq = np.array([0, 1, 2, 2, 4, 5] + list(range(1024, 1030)), np.int64)   # 3 is missing, 2 twice
+    recvs = _recvs_of_seqs(spark, tmp_path, "gap", seq, rows_per_part=100)
     blocks = {b["block"]: b for b in metrics.recv_blocks(recvs).collect()}
     assert blocks[0]["exact"] is False and blocks[1]["exact"] is True
     for form in ([("gap", metrics.ALL, 0, 0)], metrics.recv_blocks(recvs).where("not exact")):
@@ -208,20 +212,11 @@ def test_duplicate_hidden_by_a_gap_is_still_found(spark, tmp_path):
 def test_gaps_explained_by_power_sums(spark, tmp_path, block, missing, dups, certain):
     """Blocks with gaps skip the exact distinct pass only when their power sums prove there are
     no duplicates; whatever the flag, unique counts stay exact."""
-    import pyarrow as pa
-    from .synth import RECV_SCHEMA, write_parts
     base = block * metrics.SEQ_BLOCK
     seq = np.array(sorted(set(range(base, base + metrics.SEQ_BLOCK)) - {base + m for m in missing})
                    + [base + d for d in dups], np.int64)
     n = len(seq)
-    t = np.arange(n, dtype=np.int64) * 1000 + 10**9
-    d = tmp_path / "run=gaps"
-    write_parts(str(d / "recvs"), pa.table({"consumer": np.zeros(n, np.int32), "stream": np.zeros(n, np.int32),
-                "seq": seq, "t_intended_ns": t, "t_sent_ns": t, "t_recv_ns": t + 5, "size": np.full(n, 16, np.int32)},
-                schema=RECV_SCHEMA), 400, "c000")
-    (d / "run.json").write_text('{"schema_version": 1, "run_id": "gaps", "status": "complete"}')
-    runs, _ = discover_runs([str(d)])
-    recvs = load_records(spark, runs, "recvs")
+    recvs = _recvs_of_seqs(spark, tmp_path, "gaps", seq, rows_per_part=400)
     (b,) = metrics.recv_blocks(recvs).collect()
     assert b["exact"] is certain
     summary = metrics.recv_summary(recvs).collect()[0]

@@ -153,47 +153,55 @@ def recv_summary(recvs: DataFrame, fanout_runs=()) -> DataFrame:
     return recv_summary_from_blocks(blocks, distinct_in_blocks(recvs, blocks.where(~F.col("exact")), fanout_runs))
 
 
-def send_counts(sends: DataFrame, recv_sum: DataFrame, edges: list | None = None) -> DataFrame:
+def send_counts(sends: DataFrame, recv_sum: DataFrame) -> DataFrame:
     """Per (run, stream, consumer): send attempts by outcome, and how many ok sends fall
-    before the first / after the last seq that consumer received (one scan of sends, with
-    the small per-consumer seq range broadcast). consumer is null for a stream nobody got.
+    before the first / after the last seq that consumer received, with the small
+    per-consumer seq range broadcast. consumer is null for a stream nobody got.
 
-    `edges`, if given, is recv_sum collected as (run, consumer, stream, seq_min, seq_max)
-    tuples; when every (run, stream) has one consumer key (not fan-out), the ranges become
-    literal map lookups instead of a join (measured 17.6 s -> see docs/BENCHMARKS.md).
+    For fan-out runs and reports over several runs; where every stream has one consumer key
+    in one run, `send_cells` + `send_counts_from_cells` give the same without a join
+    (literal map lookups: measured 17.6 s -> see docs/BENCHMARKS.md).
     """
+    joined = sends.join(F.broadcast(recv_sum.select("run", "stream", "consumer", "seq_min", "seq_max")),
+                        ["run", "stream"], "left")
+    rows = joined.select("run", "stream", "consumer", "status", F.lit(1).alias("n"),
+                         _seq_position(F.col("seq_min"), F.col("seq_max")).alias("pos"),
+                         *[F.col(src).alias(f) for f, src in _SEND_TIME_COLUMNS])
+    return send_counts_from_cells(rows)
+
+
+# The first / last times per send row, named as in `send_cells` (where they are per cell).
+_SEND_TIME_COLUMNS = (("t_first_intended_ns", "t_intended_ns"), ("t_last_intended_ns", "t_intended_ns"),
+                      ("t_first_send_ns", "t_sent_ns"), ("t_last_send_ns", "t_sent_ns"))
+
+
+def _seq_position(seq_min: F.Column, seq_max: F.Column) -> F.Column:
+    """Where a send's seq lies against the received range: -1 before, 0 inside, 1 after,
+    null when nobody received that stream."""
+    return (F.when(seq_min.isNull(), F.lit(None)).when(F.col("seq") < seq_min, F.lit(-1))
+            .when(F.col("seq") > seq_max, F.lit(1)).otherwise(F.lit(0)).cast("int"))
+
+
+def send_counts_from_cells(rows: DataFrame) -> DataFrame:
+    """The send counts from `send_cells` made with single-consumer edges, or from the rows
+    `send_counts` joins (same columns, n = 1): the one place the outcome rules are written."""
     ok = F.col("status") == STATUS_OK
-    base = sends.select("run", "stream", "seq", "status", "t_intended_ns", "t_sent_ns")
-    if _single_consumer_edges(edges):
-        if edges:
-            cons = F.create_map(*[x for e in edges for x in (F.lit(e[2]), F.lit(e[1]))])
-            lo = F.create_map(*[x for e in edges for x in (F.lit(e[2]), F.lit(e[3]))])
-            hi = F.create_map(*[x for e in edges for x in (F.lit(e[2]), F.lit(e[4]))])
-            same = F.col("run") == F.lit(edges[0][0])
-            joined = base.select("*", F.when(same, cons[F.col("stream")]).cast("int").alias("consumer"),
-                                 F.when(same, lo[F.col("stream")]).alias("seq_min"),
-                                 F.when(same, hi[F.col("stream")]).alias("seq_max"))
-        else:
-            joined = base.select("*", F.lit(None).cast("int").alias("consumer"), F.lit(None).cast("long").alias("seq_min"),
-                                 F.lit(None).cast("long").alias("seq_max"))
-    else:
-        joined = base.join(F.broadcast(recv_sum.select("run", "stream", "consumer", "seq_min", "seq_max")),
-                           ["run", "stream"], "left")
 
     def count_if(cond):
-        return F.sum(F.when(cond, 1).otherwise(0)).cast("long")
+        return F.sum(F.when(cond, F.col("n")).otherwise(0)).cast("long")
 
-    return (joined.groupBy("run", "stream", "consumer")
-            .agg(F.count(F.lit(1)).alias("attempted"),
+    return (rows.groupBy("run", "stream", "consumer")
+            .agg(F.sum("n").cast("long").alias("attempted"),
                  count_if(ok).alias("sent"),
                  count_if(F.col("status") == STATUS_EAGAIN).alias("eagain"),
                  count_if(F.col("status") == STATUS_TIMEOUT).alias("timeout"),
                  count_if(F.col("status") == STATUS_ERROR).alias("errors"),
-                 count_if(ok & (F.col("seq") < F.col("seq_min"))).alias("sent_before_first"),
-                 count_if(ok & (F.col("seq") > F.col("seq_max"))).alias("sent_after_last"),
-                 F.min("t_intended_ns").alias("t_first_intended_ns"), F.max("t_intended_ns").alias("t_last_intended_ns"),
-                 F.min(F.when(ok, F.col("t_sent_ns"))).alias("t_first_send_ns"),
-                 F.max(F.when(ok, F.col("t_sent_ns"))).alias("t_last_send_ns")))
+                 count_if(ok & (F.col("pos") == -1)).alias("sent_before_first"),
+                 count_if(ok & (F.col("pos") == 1)).alias("sent_after_last"),
+                 F.min("t_first_intended_ns").alias("t_first_intended_ns"),
+                 F.max("t_last_intended_ns").alias("t_last_intended_ns"),
+                 F.min(F.when(ok, F.col("t_first_send_ns"))).alias("t_first_send_ns"),
+                 F.max(F.when(ok, F.col("t_last_send_ns"))).alias("t_last_send_ns")))
 
 
 def loss(counts: DataFrame, recv_sum: DataFrame, consumer_keys: DataFrame) -> DataFrame:
@@ -286,66 +294,45 @@ def latency_pairs(cells: DataFrame) -> DataFrame:
 
 
 def send_cells(sends: DataFrame, window_ns: int, edges: list | None = None) -> DataFrame:
-    """One scan of the send records for stall histogram, send windows and (for runs where
-    each stream has one consumer key) the send counts: per (run, stream, status, bucket of
-    the stall (ok sends; -2 otherwise), wi = t_intended div window, ws = t_sent div window,
-    pos = where the seq lies against the received seq range of its stream: -1 before, 0
-    inside, 1 after, null when unknown) the count, stall max and sum, and first / last times.
+    """One scan of the send records for stall histogram, send windows and (when
+    `single_consumer_edges(edges)`) the send counts: per (run, stream, consumer, status,
+    bucket of the stall (ok sends; -2 otherwise), wi = t_intended div window, ws = t_sent div
+    window, pos = `_seq_position` against the stream's received range) the count, stall max
+    and sum, and first / last times.
 
-    `edges` as in `send_counts`; without it (or for fan-out runs) pos is null and
-    `send_counts` needs its own scan."""
+    `edges` is the receive summary collected as (run, consumer, stream, seq_min, seq_max)
+    tuples; otherwise (fan-out, several runs) consumer and pos are null and the counts come
+    from `send_counts`."""
     w = int(window_ns)
     ok = F.col("status") == STATUS_OK
     stall = F.col("t_sent_ns") - F.col("t_intended_ns")
-    pos = _seq_position(edges)
-    return (sends.select("run", "stream", "status", F.when(ok, log_bucket(stall)).otherwise(F.lit(-2)).alias("bucket"),
+    consumer, seq_min, seq_max = _edge_lookup(edges)
+    return (sends.select("run", "stream", consumer.alias("consumer"), "status",
+                         F.when(ok, log_bucket(stall)).otherwise(F.lit(-2)).alias("bucket"),
                          F.expr(f"t_intended_ns div {w}").alias("wi"), F.expr(f"t_sent_ns div {w}").alias("ws"),
-                         pos.alias("pos"), stall.alias("v"), "t_intended_ns", "t_sent_ns")
-            .groupBy("run", "stream", "status", "bucket", "wi", "ws", "pos")
+                         _seq_position(seq_min, seq_max).alias("pos"), stall.alias("v"), "t_intended_ns", "t_sent_ns")
+            .groupBy("run", "stream", "consumer", "status", "bucket", "wi", "ws", "pos")
             .agg(F.count(F.lit(1)).alias("n"), F.max("v").alias("max"), F.sum("v").alias("sum"),
-                 F.min("t_intended_ns").alias("t_first_intended_ns"), F.max("t_intended_ns").alias("t_last_intended_ns"),
-                 F.min("t_sent_ns").alias("t_first_send_ns"), F.max("t_sent_ns").alias("t_last_send_ns")))
+                 *[(F.min if f.startswith("t_first") else F.max)(src).alias(f) for f, src in _SEND_TIME_COLUMNS]))
 
 
-def _single_consumer_edges(edges) -> bool:
-    """True when every (run, stream) has one receive range (not fan-out) within one run, so
-    the range is a literal map lookup per row instead of a join."""
+def single_consumer_edges(edges) -> bool:
+    """True when every stream has one receive range (not fan-out) within one run, so the
+    range is a literal map lookup per row instead of a join."""
     return (edges is not None and len({(e[0], e[2]) for e in edges}) == len(edges) and len(edges) <= 5000
             and len({e[0] for e in edges}) <= 1)
 
 
-def _seq_position(edges) -> F.Column:
-    if not edges or not _single_consumer_edges(edges):
-        return F.lit(None).cast("int")
-    run_id = edges[0][0]
-    lo = F.create_map(*[x for e in edges for x in (F.lit(e[2]), F.lit(e[3]))])[F.col("stream")]
-    hi = F.create_map(*[x for e in edges for x in (F.lit(e[2]), F.lit(e[4]))])[F.col("stream")]
-    return (F.when((F.col("run") != F.lit(run_id)) | lo.isNull(), F.lit(None))
-            .when(F.col("seq") < lo, F.lit(-1)).when(F.col("seq") > hi, F.lit(1)).otherwise(F.lit(0)).cast("int"))
+def _edge_lookup(edges) -> tuple[F.Column, F.Column, F.Column]:
+    """(consumer, seq_min, seq_max) of each send row's stream as literal map lookups; nulls
+    where unknown (no edges, not single-consumer, another run, a stream nobody received)."""
+    if not edges or not single_consumer_edges(edges):
+        return F.lit(None).cast("int"), F.lit(None).cast("long"), F.lit(None).cast("long")
+    same_run = F.col("run") == F.lit(edges[0][0])
 
-
-def send_counts_from_cells(cells: DataFrame, edges: list) -> DataFrame:
-    """`send_counts` from `send_cells` made with the same single-consumer `edges`."""
-    ok = F.col("status") == STATUS_OK
-    cons = F.create_map(*[x for e in edges for x in (F.lit(e[2]), F.lit(e[1]))]) if edges else None
-
-    def count_if(cond):
-        return F.sum(F.when(cond, F.col("n")).otherwise(0)).cast("long")
-
-    consumer = (F.when(F.col("run") == F.lit(edges[0][0]), cons[F.col("stream")]) if edges
-                else F.lit(None)).cast("int")
-    return (cells.withColumn("consumer", consumer).groupBy("run", "stream", "consumer")
-            .agg(F.sum("n").cast("long").alias("attempted"),
-                 count_if(ok).alias("sent"),
-                 count_if(F.col("status") == STATUS_EAGAIN).alias("eagain"),
-                 count_if(F.col("status") == STATUS_TIMEOUT).alias("timeout"),
-                 count_if(F.col("status") == STATUS_ERROR).alias("errors"),
-                 count_if(ok & (F.col("pos") == -1)).alias("sent_before_first"),
-                 count_if(ok & (F.col("pos") == 1)).alias("sent_after_last"),
-                 F.min("t_first_intended_ns").alias("t_first_intended_ns"),
-                 F.max("t_last_intended_ns").alias("t_last_intended_ns"),
-                 F.min(F.when(ok, F.col("t_first_send_ns"))).alias("t_first_send_ns"),
-                 F.max(F.when(ok, F.col("t_last_send_ns"))).alias("t_last_send_ns")))
+    def lookup(i):
+        return F.when(same_run, F.create_map(*[x for e in edges for x in (F.lit(e[2]), F.lit(e[i]))])[F.col("stream")])
+    return lookup(1).cast("int"), lookup(3), lookup(4)
 
 
 def stall_histogram(cells: DataFrame) -> DataFrame:

@@ -158,10 +158,10 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
     edges = [(r["run"], r["consumer"], r["stream"], r["seq_min"], r["seq_max"]) for r in rs]
     # One scan of the sends for counts, stall and windows; cached, as three small queries read it.
     send_cells = metrics.send_cells(sends, window_ns, edges).persist()
-    if metrics._single_consumer_edges(edges):
-        counts = collect(metrics.send_counts_from_cells(send_cells, edges))
+    if metrics.single_consumer_edges(edges):
+        counts = collect(metrics.send_counts_from_cells(send_cells))
     else:       # fan-out or several runs: the ranges per consumer need a join, so a scan of their own
-        counts = collect(metrics.send_counts(sends, rs_df, edges))
+        counts = collect(metrics.send_counts(sends, rs_df))
     step("send counts")
     loss = collect(metrics.loss(_small(spark, counts, COUNTS_SCHEMA), rs_df, keys_df))
     rs_by = {(r["run"], r["consumer"], r["stream"]): r for r in rs}
