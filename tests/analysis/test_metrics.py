@@ -15,8 +15,9 @@ def _load(spark, synth):
     return runs, load_records(spark, runs, "sends"), load_records(spark, runs, "recvs")
 
 
-def _keys(spark, run_id, consumers):
-    return spark.createDataFrame([(run_id, c) for c in consumers], "run string, consumer int")
+def _keys(spark, run, consumers):
+    """(run, consumer) keys; `run` is the run's number, its index in the loaded runs."""
+    return spark.createDataFrame([(run, c) for c in consumers], "run int, consumer int")
 
 
 def _truth_loss(synth, fanout):
@@ -52,7 +53,7 @@ def test_loss_where_duplicates_and_drops_match_numpy(spark, lossy_run, form):
         assert metrics.single_consumer_edges(_edges(rs))
         counts = metrics.send_counts_from_cells(metrics.send_cells(sends, 10**7, _edges(rs)))
     got = {(r["consumer"], r["stream"]): r.asDict()
-           for r in metrics.loss(counts, rs, _keys(spark, "lossy", [metrics.ALL])).collect()}
+           for r in metrics.loss(counts, rs, _keys(spark, 0, [metrics.ALL])).collect()}
     truth = _truth_loss(lossy_run, fanout=False)
     assert set(got) == set(truth)
     for key, t in truth.items():
@@ -69,9 +70,9 @@ def test_loss_where_duplicates_and_drops_match_numpy(spark, lossy_run, form):
 
 def test_fanout_loss_is_per_consumer_and_silent_consumer_is_all_lost(spark, fanout_run, tmp_path):
     runs, sends, recvs = _load(spark, fanout_run)
-    rs = metrics.recv_summary(recvs, fanout_runs=["fanout"])
+    rs = metrics.recv_summary(recvs, fanout_runs=[0])
     # Consumer 2 is expected (3 consumers subscribed) but received nothing.
-    rows = metrics.loss(metrics.send_counts(sends, rs), rs, _keys(spark, "fanout", [0, 1, 2])).collect()
+    rows = metrics.loss(metrics.send_counts(sends, rs), rs, _keys(spark, 0, [0, 1, 2])).collect()
     got = {(r["consumer"], r["stream"]): r for r in rows}
     truth = _truth_loss(fanout_run, fanout=True)
     for key, t in truth.items():
@@ -169,7 +170,7 @@ def test_multi_run_load_adds_run_column(spark, tmp_path):
     runs, warnings = discover_runs([str(tmp_path)])
     assert sorted(r.run_id for r in runs) == ["a", "b"] and not warnings
     recvs = load_records(spark, runs, "recvs")
-    counts = {r["run"]: r["count"] for r in recvs.groupBy("run").count().collect()}
+    counts = {runs[r["run"]].run_id: r["count"] for r in recvs.groupBy("run").count().collect()}
     assert counts == {"a": len(a.recvs["seq"]), "b": len(b.recvs["seq"])}
 
 
@@ -194,7 +195,7 @@ def test_duplicate_hidden_by_a_gap_is_still_found(spark, tmp_path):
     recvs = _recvs_of_seqs(spark, tmp_path, "gap", seq, rows_per_part=100)
     blocks = {b["block"]: b for b in metrics.recv_blocks(recvs).collect()}
     assert blocks[0]["exact"] is False and blocks[1]["exact"] is True
-    for form in ([("gap", metrics.ALL, 0, 0)], metrics.recv_blocks(recvs).where("not exact")):
+    for form in ([(0, metrics.ALL, 0, 0)], metrics.recv_blocks(recvs).where("not exact")):
         summary = metrics.recv_summary_from_blocks(metrics.recv_blocks(recvs),
                                                    metrics.distinct_in_blocks(recvs, form)).collect()[0]
         assert (summary["received"], summary["unique"], summary["duplicates"]) == (12, 11, 1)

