@@ -222,3 +222,28 @@ def test_gaps_explained_by_power_sums(spark, tmp_path, block, missing, dups, cer
     assert b["exact"] is certain
     summary = metrics.recv_summary(recvs).collect()[0]
     assert (summary["received"], summary["unique"], summary["duplicates"]) == (n, len(set(seq.tolist())), len(dups))
+
+
+@pytest.mark.parametrize("switch_max", [metrics.SWITCH_MAX, 0])
+def test_exact_pass_counts_only_the_named_blocks(spark, tmp_path, monkeypatch, switch_max):
+    """The coarse filter on the block number lets the same block number of another stream
+    through; the exact key must still keep the result to the named (stream, block) only,
+    with or without the coarse filter (more blocks than an int switch takes)."""
+    import pyarrow as pa
+    from .synth import RECV_SCHEMA, write_parts
+    monkeypatch.setattr(metrics, "SWITCH_MAX", switch_max)
+    s0 = np.array(list(range(0, 50)) + [7, 7, 9], np.int64)        # stream 0, block 0: 3 duplicates
+    s1 = np.arange(0, 60, dtype=np.int64)                         # stream 1, block 0: clean
+    seq = np.concatenate([s0, s1])
+    stream = np.concatenate([np.zeros(len(s0), np.int32), np.ones(len(s1), np.int32)])
+    n = len(seq)
+    t = np.arange(n, dtype=np.int64) * 1000 + 10**9
+    d = tmp_path / "run=two"
+    write_parts(str(d / "recvs"), pa.table({"consumer": np.zeros(n, np.int32), "stream": stream, "seq": seq,
+                "t_intended_ns": t, "t_sent_ns": t, "t_recv_ns": t + 5, "size": np.full(n, 16, np.int32)},
+                schema=RECV_SCHEMA), 40, "c000")
+    (d / "run.json").write_text('{"schema_version": 1, "run_id": "two", "status": "complete"}')
+    runs, _ = discover_runs([str(d)])
+    recvs = load_records(spark, runs, "recvs")
+    got = [r.asDict() for r in metrics.distinct_in_blocks(recvs, [(0, metrics.ALL, 0, 0)]).collect()]
+    assert got == [{"run": 0, "consumer": metrics.ALL, "stream": 0, "block": 0, "unique": 50}]

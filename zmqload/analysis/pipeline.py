@@ -41,6 +41,7 @@ COUNTS_SCHEMA = ("run int, stream int, consumer int, attempted long, sent long, 
                  "t_last_intended_ns long, t_first_send_ns long, t_last_send_ns long")
 BLOCKS_SCHEMA = ("run int, consumer int, stream int, block long, received long, seq_min long, seq_max long, "
                  "t_first_recv_ns long, t_last_recv_ns long, t_first_sent_ns long, bytes long, exact boolean")
+DISTINCT_SCHEMA = "run int, consumer int, stream int, block long, unique long"
 PAIRS_SCHEMA = "run int, stream int, bi int, bs int, n long, mi long, ms long, si long, ss long"
 STALL_SCHEMA = "run int, stream int, bucket int, count long, max long, sum long, metric string"
 SEND_W_SCHEMA = "run int, stream int, wi long, ws long, ok boolean, n long"
@@ -150,8 +151,11 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
     inexact = [b for b in block_rows if not b["exact"]]
     n_inexact = len(inexact)
     step("receive blocks")
-    distinct = (metrics.distinct_in_blocks(recvs, [(b["run"], b["consumer"], b["stream"], b["block"]) for b in inexact],
-                                           fanout_runs) if n_inexact else None)
+    # Collected before it meets the blocks: joined inside one query with the filtered scan,
+    # the plan was slower (measured 2.5 s vs 1.9 s for the two steps at 100M records).
+    distinct = (_small(spark, collect(metrics.distinct_in_blocks(
+        recvs, [(b["run"], b["consumer"], b["stream"], b["block"]) for b in inexact], fanout_runs)), DISTINCT_SCHEMA)
+        if n_inexact else None)
     rs = collect(metrics.recv_summary_from_blocks(blocks, distinct))
     total_recvs = sum(r["received"] for r in rs)
     step(f"exact distinct ({n_inexact} blocks)")
