@@ -86,14 +86,14 @@ def recv_blocks(recvs: DataFrame, fanout_runs=()) -> DataFrame:
     """
     blk = F.lit(SEQ_BLOCK)
     r = recvs.select("run", consumer_key(fanout_runs).alias("consumer"), "stream", "seq",
-                     F.expr(f"seq div {SEQ_BLOCK}").alias("block"), "t_sent_ns", "t_recv_ns", "size")
+                     F.expr(f"seq div {SEQ_BLOCK}").alias("block"), "t_recv_ns", "size")
     off = (F.col("seq") - F.col("block") * blk)
     g = (r.groupBy("run", "consumer", "stream", "block")
          .agg(F.count(F.lit(1)).alias("received"),
               F.min("seq").alias("seq_min"), F.max("seq").alias("seq_max"),
               F.sum(off).alias("p1"), F.sum(off * off).alias("p2"), F.sum(off * off * off).alias("p3"),
               F.min("t_recv_ns").alias("t_first_recv_ns"), F.max("t_recv_ns").alias("t_last_recv_ns"),
-              F.min("t_sent_ns").alias("t_first_sent_ns"), F.sum(F.col("size").cast("long")).alias("bytes")))
+              F.sum(F.col("size").cast("long")).alias("bytes")))
     lo = F.col("seq_min") - F.col("block") * blk
     hi = F.col("seq_max") - F.col("block") * blk
     e1, e2, e3 = _range_power_sums(lo, hi)
@@ -148,7 +148,7 @@ def recv_summary_from_blocks(blocks: DataFrame, distinct: DataFrame | None = Non
             .agg(F.sum("received").alias("received"), F.sum("u").cast("long").alias("unique"),
                  F.min("seq_min").alias("seq_min"), F.max("seq_max").alias("seq_max"),
                  F.min("t_first_recv_ns").alias("t_first_recv_ns"), F.max("t_last_recv_ns").alias("t_last_recv_ns"),
-                 F.min("t_first_sent_ns").alias("t_first_sent_ns"), F.sum("bytes").alias("bytes"))
+                 F.sum("bytes").alias("bytes"))
             .withColumn("duplicates", F.col("received") - F.col("unique")))
 
 

@@ -35,12 +35,12 @@ SUMMARY_COLUMNS = (RUN_COLUMNS + [
 REORDER_AUTO_MAX = 20_000_000
 
 RS_SCHEMA = ("run int, consumer int, stream int, received long, unique long, seq_min long, seq_max long, "
-             "t_first_recv_ns long, t_last_recv_ns long, t_first_sent_ns long, bytes long, duplicates long")
+             "t_first_recv_ns long, t_last_recv_ns long, bytes long, duplicates long")
 COUNTS_SCHEMA = ("run int, stream int, consumer int, attempted long, sent long, eagain long, timeout long, "
                  "errors long, sent_before_first long, sent_after_last long, t_first_intended_ns long, "
                  "t_last_intended_ns long, t_first_send_ns long, t_last_send_ns long")
 BLOCKS_SCHEMA = ("run int, consumer int, stream int, block long, received long, seq_min long, seq_max long, "
-                 "t_first_recv_ns long, t_last_recv_ns long, t_first_sent_ns long, bytes long, exact boolean")
+                 "t_first_recv_ns long, t_last_recv_ns long, bytes long, exact boolean")
 DISTINCT_SCHEMA = "run int, consumer int, stream int, block long, unique long"
 PAIRS_SCHEMA = "run int, stream int, bi int, bs int, n long, mi long, ms long, si long, ss long"
 STALL_SCHEMA = "run int, stream int, bucket int, count long, max long, sum long, metric string"
