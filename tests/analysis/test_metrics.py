@@ -174,14 +174,16 @@ def test_multi_run_load_adds_run_column(spark, tmp_path):
     assert counts == {"a": len(a.recvs["seq"]), "b": len(b.recvs["seq"])}
 
 
-def _recvs_of_seqs(spark, tmp_path, run_id, seq, rows_per_part):
-    """Receive records of one stream with exactly these seqs, in this order, as a run."""
+def _recvs_of_seqs(spark, tmp_path, run_id, seq, rows_per_part, stream=None):
+    """Receive records with exactly these seqs, in this order, as a run: of stream 0, or of
+    the streams in `stream` (one per seq)."""
     import pyarrow as pa
     from .synth import RECV_SCHEMA, write_parts
     n = len(seq)
     t = np.arange(n, dtype=np.int64) * 1000 + 10**9
     d = tmp_path / f"run={run_id}"
-    write_parts(str(d / "recvs"), pa.table({"consumer": np.zeros(n, np.int32), "stream": np.zeros(n, np.int32),
+    stream = np.zeros(n, np.int32) if stream is None else stream
+    write_parts(str(d / "recvs"), pa.table({"consumer": np.zeros(n, np.int32), "stream": stream,
                 "seq": seq, "t_intended_ns": t, "t_sent_ns": t, "t_recv_ns": t + 5, "size": np.full(n, 16, np.int32)},
                 schema=RECV_SCHEMA), rows_per_part, "c000")
     (d / "run.json").write_text(f'{{"schema_version": 1, "run_id": "{run_id}", "status": "complete"}}')
@@ -229,21 +231,10 @@ def test_exact_pass_counts_only_the_named_blocks(spark, tmp_path, monkeypatch, s
     """The coarse filter on the block number lets the same block number of another stream
     through; the exact key must still keep the result to the named (stream, block) only,
     with or without the coarse filter (more blocks than an int switch takes)."""
-    import pyarrow as pa
-    from .synth import RECV_SCHEMA, write_parts
     monkeypatch.setattr(metrics, "SWITCH_MAX", switch_max)
     s0 = np.array(list(range(0, 50)) + [7, 7, 9], np.int64)        # stream 0, block 0: 3 duplicates
     s1 = np.arange(0, 60, dtype=np.int64)                         # stream 1, block 0: clean
-    seq = np.concatenate([s0, s1])
     stream = np.concatenate([np.zeros(len(s0), np.int32), np.ones(len(s1), np.int32)])
-    n = len(seq)
-    t = np.arange(n, dtype=np.int64) * 1000 + 10**9
-    d = tmp_path / "run=two"
-    write_parts(str(d / "recvs"), pa.table({"consumer": np.zeros(n, np.int32), "stream": stream, "seq": seq,
-                "t_intended_ns": t, "t_sent_ns": t, "t_recv_ns": t + 5, "size": np.full(n, 16, np.int32)},
-                schema=RECV_SCHEMA), 40, "c000")
-    (d / "run.json").write_text('{"schema_version": 1, "run_id": "two", "status": "complete"}')
-    runs, _ = discover_runs([str(d)])
-    recvs = load_records(spark, runs, "recvs")
+    recvs = _recvs_of_seqs(spark, tmp_path, "two", np.concatenate([s0, s1]), 40, stream=stream)
     got = [r.asDict() for r in metrics.distinct_in_blocks(recvs, [(0, metrics.ALL, 0, 0)]).collect()]
     assert got == [{"run": 0, "consumer": metrics.ALL, "stream": 0, "block": 0, "unique": 50}]

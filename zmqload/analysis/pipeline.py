@@ -110,9 +110,10 @@ def rate(n, t_first, t_last):
 
 
 def _run_columns(info: RunInfo) -> dict:
+    """The run-level columns of a summary row (its `run` comes with the row)."""
     w = info.workload
     return {
-        "run": info.run_id, "status": info.status, "interrupted": info.interrupted,
+        "status": info.status, "interrupted": info.interrupted,
         "pattern": w.get("pattern"), "transport": w.get("transport"), "size": w.get("size"),
         "sndhwm": w.get("sndhwm"), "rcvhwm": w.get("rcvhwm"),
         "proxy_sndhwm": w.get("proxy_sndhwm"), "proxy_rcvhwm": w.get("proxy_rcvhwm"),
