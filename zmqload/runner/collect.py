@@ -1,0 +1,81 @@
+"""From the workers' finals to the run's figures: reconciliation, fates, RunResult."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..accounting import FATES, reconcile
+from ..contract.ids import Role
+from ..histogram import Histogram
+from ..result import RunResult
+from .state import RunState
+
+_PRODUCER_HIDDEN = ("sent_ok_map", "rtt", "counters")
+_CONSUMER_HIDDEN = ("streams", "latency_intended", "latency_sent")
+
+
+def _plain(final, hidden) -> dict:
+    """A final as the flat dict run.json keeps per worker."""
+    row = {f.name: getattr(final, f.name) for f in dataclasses.fields(final) if f.name not in hidden}
+    if hasattr(final, "counters"):
+        row.update(dataclasses.asdict(final.counters))
+    return row
+
+
+def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, versions: dict) -> RunResult:
+    producers: dict[int, dict] = {}
+    for worker in state.producers:
+        final = state.final.get(worker)
+        done = state.done.get(worker)
+        if final is not None:
+            producers[worker.index] = dict(_plain(final, _PRODUCER_HIDDEN), worker=worker.index,
+                                           sent_ok_map=final.sent_ok_map, rtt=final.rtt)
+        elif done is not None:      # no final: nothing known beyond the done counters
+            producers[worker.index] = dict(dataclasses.asdict(done.counters), worker=worker.index,
+                                           sent_ok_map=np.zeros(0, np.uint8), rtt=None)
+    consumers: dict[int, dict] = {}
+    for worker in state.consumers:
+        final = state.final.get(worker)
+        if final is not None:
+            consumers[worker.index] = dict(
+                _plain(final, _CONSUMER_HIDDEN), worker=worker.index, latency_intended=final.latency_intended,
+                latency_sent=final.latency_sent,
+                streams={s.stream: {"unique": s.unique, "duplicates": s.duplicates, "reordered": s.reordered,
+                                    "seen_map": s.seen_map, "drained_map": s.drained_map} for s in final.streams})
+    usable = any(len(p["sent_ok_map"]) or not p.get("attempted") for p in producers.values())
+    drain_completed = bool(state.drain.get("completed")) and status == "complete"
+    accounts = reconcile(producers if usable else {}, consumers, w.fanout, drain_completed)
+    totals = accounts["totals"]
+    lat_i, lat_s, rtt = Histogram(), Histogram(), Histogram()
+    for p in producers.values():
+        if p.get("rtt"):
+            rtt.merge(Histogram.from_payload(p["rtt"]))
+    for c in consumers.values():
+        lat_i.merge(Histogram.from_payload(c["latency_intended"]))
+        lat_s.merge(Histogram.from_payload(c["latency_sent"]))
+    first_send = min((p.get("t_first_send_ns") for p in producers.values() if p.get("t_first_send_ns")), default=0)
+    last_send = max((p.get("t_last_send_ns") or 0 for p in producers.values()), default=0)
+    last_recv = max((c.get("t_last_recv_ns") or 0 for c in consumers.values()), default=0)
+    elapsed = (last_recv - first_send) / 1e9 if first_send and last_recv > first_send else 0.0
+    send_span = (last_send - first_send) / 1e9 if first_send and last_send > first_send else 0.0
+    attempted = sum(p.get("attempted", 0) for p in producers.values())
+    unique = totals["unique_received"]
+    return RunResult(
+        run_id=run_id, run_dir=run_dir, status=status, workload=w.to_dict(),
+        attempted=attempted, sent=sum(p.get("sent", 0) for p in producers.values()),
+        eagain=sum(p.get("eagain", 0) for p in producers.values()),
+        timeout=sum(p.get("timeout", 0) for p in producers.values()),
+        errors=sum(p.get("errors", 0) for p in producers.values()),
+        expected=totals["expected"], received=sum(c.get("received", 0) for c in consumers.values()),
+        unique_received=unique, duplicates=totals["duplicates"], reordered=totals["reordered"],
+        lost=totals["lost"], **{name: totals[name] for name in FATES}, drain=dict(state.drain),
+        elapsed_s=elapsed, send_rate=attempted / send_span if send_span else 0.0,
+        throughput_msgs=unique / elapsed if elapsed else 0.0,
+        throughput_mb=unique * w.size / 1e6 / elapsed if elapsed else 0.0,
+        latency_intended=lat_i, latency_sent=lat_s, streams=accounts["streams"], round_trip=rtt,
+        producers=[{k: v for k, v in p.items() if k not in ("sent_ok_map", "rtt")} for p in producers.values()],
+        consumers=[{k: v for k, v in c.items() if k not in _CONSUMER_HIDDEN} for c in consumers.values()],
+        versions=versions)
+
+
