@@ -11,7 +11,7 @@ Every message a producer's socket accepted ends in exactly one fate (docs/RECORD
     drained        was still queued when the producers finished, arrived in the drain
     dropped_start  never arrived, sent before the first message that did (not yet joined)
     dropped_mid    never arrived, sent between arrivals (a full pipe dropped it)
-    dropped_tail   never arrived, sent after the last arrival (lost at close/linger/term)
+    dropped_tail   never arrived, sent after the last arrival, lost at close/linger/term
     stranded       not received because the drain was cut short (limit, --drain none,
                    consumer-first close, interrupt): queued or dropped, unknown
 
@@ -19,6 +19,13 @@ A drop is only called a drop when the drain ran to completion (consumers read un
 idle) or when a later message of the same stream already reached every consumer that
 could hold it: one connection delivers in order, so an earlier message cannot still be
 queued behind it. Everything else unreceived is stranded, never dropped.
+
+Drops after the last arrival are placed by what the producer's socket does at HWM: one
+that blocks (PUSH, DEALER, PAIR, REQ) had queued every message it accepted, so such a
+message can only have been lost at shutdown (tail). One that drops (PUB) also drops at
+send time when its pipe is full; its close can only discard what is queued when its
+linger is finite (0, or a linger that expired), so with LINGER -1 (close waits) those
+drops are mid-run drops at a full pipe, and tail drops otherwise.
 """
 from __future__ import annotations
 
@@ -91,11 +98,28 @@ def missing_ranges(packed_missing: np.ndarray, limit: int = MAX_RANGES) -> list[
     return ranges
 
 
+def below(packed: np.ndarray, limit: int) -> np.ndarray:
+    """A copy of packed with every bit at index >= limit cleared."""
+    out = packed.copy()
+    limit = max(limit, 0)
+    out[(limit + 7) // 8:] = 0
+    if limit % 8 and limit // 8 < len(out):
+        out[limit // 8] &= np.uint8((0xFF << (8 - limit % 8)) & 0xFF)
+    return out
+
+
+def dropped_map(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain_completed: bool) -> np.ndarray:
+    """Packed map of the seqs fates() counts as dropped (start, mid or tail)."""
+    missing = sent_ok & ~got
+    return missing if drain_completed else below(missing, certain_below)
+
+
 def fates(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, certain_below: int,
-          drain_completed: bool) -> dict:
+          drain_completed: bool, tail_at_shutdown: bool = True) -> dict:
     """Fates of one stream's accepted messages as seen by one view (a consumer, or the
     union of round-robin consumers). `certain_below`: unreceived seqs below it cannot be
-    queued any more (-1: none certain)."""
+    queued any more (-1: none certain). `tail_at_shutdown`: whether drops after the last
+    arrival were lost at shutdown (else at a full pipe, mid-run)."""
     got = got & sent_ok
     drained = drained & got
     missing = sent_ok & ~got
@@ -115,6 +139,9 @@ def fates(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, certain_bel
     result["dropped_mid"] = bits_in(missing, first, min(last, limit))
     result["dropped_tail"] = bits_in(missing, last + 1, limit)
     result["stranded"] = n_missing - result["dropped_start"] - result["dropped_mid"] - result["dropped_tail"]
+    if not tail_at_shutdown:
+        result["dropped_mid"] += result["dropped_tail"]
+        result["dropped_tail"] = 0
     return result
 
 
@@ -123,13 +150,15 @@ def _add(total: dict, part: dict) -> None:
         total[key] = total.get(key, 0) + value
 
 
-def reconcile(producers: dict, consumers: dict, fanout: bool, drain_completed: bool = True) -> dict:
+def reconcile(producers: dict, consumers: dict, fanout: bool, drain_completed: bool = True,
+              tail_at_shutdown: bool = True) -> dict:
     """Per-stream and total counters and fates from the producers' and consumers' finals.
 
     producers: stream -> {"attempted", "sent", "sent_ok_map"}; consumers: index ->
     {"streams": {stream: {"seen_map", "drained_map", "unique", "duplicates", "reordered"}}}.
     """
     streams = []
+    drops = {}                       # stream -> [(sent_ok, packed dropped map)], one per view
     indices = sorted(consumers) or [0]
     for stream, prod in sorted(producers.items()):
         nbits = prod["attempted"]
@@ -152,9 +181,12 @@ def reconcile(producers: dict, consumers: dict, fanout: bool, drain_completed: b
         if fanout:
             for index in indices:
                 span = first_last(seen[index] & sent_ok)
-                f = fates(sent_ok, seen[index], drained[index], span[1] if span else -1, drain_completed)
+                f = fates(sent_ok, seen[index], drained[index], span[1] if span else -1, drain_completed,
+                          tail_at_shutdown)
                 by_consumer[index] = f
                 _add(fate_totals, f)
+                drops.setdefault(stream, []).append(
+                    dropped_map(sent_ok, seen[index], span[1] if span else -1, drain_completed))
             delivered = sum(_popcount(seen[i] & sent_ok) for i in indices)
             missing = {index: missing_ranges(sent_ok & ~seen[index]) for index in indices}
             expected = prod["sent"] * len(indices)
@@ -170,11 +202,13 @@ def reconcile(producers: dict, consumers: dict, fanout: bool, drain_completed: b
             duplicates += sum(_popcount(seen[i]) for i in indices) - _popcount(union)
             lasts = [first_last(seen[i] & sent_ok) for i in indices]
             certain = min(span[1] if span else -1 for span in lasts)
-            _add(fate_totals, fates(sent_ok, union, union_drained, certain, drain_completed))
+            _add(fate_totals, fates(sent_ok, union, union_drained, certain, drain_completed, tail_at_shutdown))
+            drops[stream] = [dropped_map(sent_ok, union, certain, drain_completed)]
             delivered = _popcount(union & sent_ok)
             missing = {"all": missing_ranges(sent_ok & ~union)}
             expected = prod["sent"]
         dropped = fate_totals["dropped_start"] + fate_totals["dropped_mid"] + fate_totals["dropped_tail"]
+        drops[stream] = [(sent_ok, m) for m in drops.get(stream, [])]
         streams.append({
             "stream": stream, "attempted": nbits, "sent": prod["sent"], "expected": expected,
             "received": received, "unique_received": delivered, "duplicates": duplicates,
@@ -185,4 +219,15 @@ def reconcile(producers: dict, consumers: dict, fanout: bool, drain_completed: b
     keys = ("attempted", "sent", "expected", "received", "unique_received", "duplicates", "reordered", "lost",
             *FATES, "dropped")
     totals = {key: sum(s[key] for s in streams) for key in keys}
-    return {"streams": streams, "totals": totals}
+    return {"streams": streams, "totals": totals, "drops": drops}
+
+
+def drop_ranks(sent_ok: np.ndarray, dropped: np.ndarray) -> np.ndarray:
+    """Rank of each dropped seq among the accepted ones (0 = the first accepted message)."""
+    seqs = np.flatnonzero(np.unpackbits(dropped))
+    if not len(seqs):
+        return seqs
+    per_byte = np.bitwise_count(sent_ok) if hasattr(np, "bitwise_count") else np.unpackbits(sent_ok).reshape(-1, 8).sum(1)
+    before_byte = np.concatenate(([0], np.cumsum(per_byte, dtype=np.int64)[:-1]))
+    within = np.unpackbits(sent_ok[seqs // 8]).reshape(-1, 8)
+    return before_byte[seqs // 8] + (within * (np.arange(8) < (seqs % 8)[:, None])).sum(1, dtype=np.int64)

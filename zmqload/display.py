@@ -53,6 +53,13 @@ class LiveProgress:
             self.live = None
 
 
+def _drain(drain: dict) -> str:
+    if not drain:
+        return "not reached"
+    seconds = (drain["t_end_ns"] - drain["t_start_ns"]) / 1e9
+    return f"{drain['mode']}, ended {drain['ended']} after {seconds:.2f} s"
+
+
 def summary_table(result: RunResult) -> Table:
     w = result.workload
     title = (f"{w['pattern']} over {w['transport']}, {w['size']} B, "
@@ -68,7 +75,10 @@ def summary_table(result: RunResult) -> Table:
         ("SNDTIMEO drops (sender)", f"{result.timeout:,}"),
         ("expected deliveries", f"{result.expected:,}"),
         ("received", f"{result.received:,}"),
-        ("lost", f"{result.lost:,} ({result.loss_ratio:.4%})"),
+        ("delivered / drained", f"{result.delivered:,} / {result.drained:,}  (drain {_drain(result.drain)})"),
+        ("dropped start / mid / tail", f"{result.dropped_start:,} / {result.dropped_mid:,} / {result.dropped_tail:,}"),
+        ("stranded (drain cut short)", f"{result.stranded:,}"),
+        ("lost = dropped + stranded", f"{result.lost:,} ({result.loss_ratio:.4%})"),
         ("duplicates / reordered", f"{result.duplicates:,} / {result.reordered:,}"),
         ("send rate", f"{result.send_rate:,.0f} msg/s"),
         ("throughput", f"{result.throughput_msgs:,.0f} msg/s  {result.throughput_mb:,.1f} MB/s"),

@@ -39,6 +39,7 @@ class RunResult:
     dropped_tail: int = 0                         # never arrived: lost at close / linger / term
     stranded: int = 0                             # unreceived when the drain was cut short: unknown
     drain: dict = field(default_factory=dict)     # mode, how it ended, when
+    queue: dict = field(default_factory=dict)     # "peak": depth and its kernel/libzmq split; "series"
     elapsed_s: float = 0.0                        # first send to last receive
     send_rate: float = 0.0                        # msg/s attempted by the producers
     throughput_msgs: float = 0.0                  # msg/s received
@@ -54,7 +55,7 @@ class RunResult:
     # The figures run.json keeps under "counters" and "summary" (docs/RECORDS.md).
     COUNTERS: ClassVar[tuple] = ("attempted", "sent", "eagain", "timeout", "errors", "expected", "received", "unique_received",
                 "duplicates", "reordered", "lost", *FATES, "dropped")
-    FIGURES: ClassVar[tuple] = ("elapsed_s", "send_rate", "throughput_msgs", "throughput_mb", "loss_ratio",
+    FIGURES: ClassVar[tuple] = ("queue_peak", "elapsed_s", "send_rate", "throughput_msgs", "throughput_mb", "loss_ratio",
                "latency_intended_ns", "latency_sent_ns", "round_trip_ns")
 
     def __repr__(self) -> str:
@@ -105,6 +106,7 @@ class RunResult:
             "received": self.received, "unique_received": self.unique_received,
             "duplicates": self.duplicates, "reordered": self.reordered, "lost": self.lost,
             **{name: getattr(self, name) for name in FATES}, "dropped": self.dropped, "drain": self.drain,
+            "queue_peak": self.queue.get("peak", {}),
             "loss_ratio": self.loss_ratio, "elapsed_s": self.elapsed_s, "send_rate": self.send_rate,
             "throughput_msgs": self.throughput_msgs, "throughput_mb": self.throughput_mb,
             "latency_intended_ns": self.latency_summary("intended"),
