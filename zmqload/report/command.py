@@ -1,7 +1,8 @@
 """`zmqload report PATH... --out DIR`: Spark analysis of run directories into an HTML report.
 
 Bad input (missing directory, not a run, unknown schema version, nothing recorded, no
-usable Java, a bad option value) is one line on stderr and exit status 2; runs that can be
+usable Java, the `report` extra not installed, a bad option value) is one line on stderr and
+exit status 2; runs that can be
 reported but deserve a caveat (interrupted, failed, empty among others) are warnings.
 """
 from __future__ import annotations
@@ -134,5 +135,5 @@ def main(argv=None) -> ExitStatus:
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
-        return ExitStatus(e.code or 0)
+        return ExitStatus(e.code or ExitStatus.OK)
     return run(args)
