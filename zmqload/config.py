@@ -33,6 +33,7 @@ SEND_MODES = ("block", "dontwait", "timeout")
 COMPRESSIONS = ("none", "snappy", "lz4", "zstd")
 CLOSE_ORDERS = ("producer-first", "consumer-first")
 DEFAULT_COUNT = 100_000
+SOCKET_OPTIONS = "socket options (unset: libzmq's default)"     # a help group
 
 _ENDPOINT = re.compile(
     r"^(tcp://(?P<host>[A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(?P<port>\d+|\*)"
@@ -98,8 +99,6 @@ class Option:
             value = self._parse_text(value)
         if not self._has_type(value):
             raise self.refuse(value)
-        if self.kind is int:
-            value = int(value)
         self._check(value)
         return value
 
@@ -150,9 +149,9 @@ def _ms(low: int, what: str, default, **details):
     return option(default, int, f"milliseconds from {low} to {MAX_MS}", what, low=low, high=MAX_MS, **details)
 
 
-def _hwm(what: str, group="socket options (unset: libzmq's default)"):
+def _hwm(what: str):
     return option(None, int, f"an integer from 0 (no limit) to {MAX_INT32}", what, low=0, high=MAX_INT32,
-                  nullable=True, group=group)
+                  nullable=True, group=SOCKET_OPTIONS)
 
 
 @dataclass
@@ -201,18 +200,18 @@ class Workload:
     rcvhwm: Optional[int] = _hwm("consumers' RCVHWM")
     linger_ms: Optional[int] = option(
         None, int, f"-1 (wait forever), 0, or milliseconds up to {MAX_INT32}", "producers' LINGER in milliseconds",
-        low=-1, high=MAX_INT32, nullable=True, flag="--linger", group="socket options (unset: libzmq's default)")
+        low=-1, high=MAX_INT32, nullable=True, flag="--linger", group=SOCKET_OPTIONS)
     sndbuf: Optional[int] = option(
         None, int, f"bytes from 0 (the OS default) to {MAX_INT32}", "producers' SO_SNDBUF",
-        low=0, high=MAX_INT32, nullable=True, group="socket options (unset: libzmq's default)")
+        low=0, high=MAX_INT32, nullable=True, group=SOCKET_OPTIONS)
     rcvbuf: Optional[int] = option(
         None, int, f"bytes from 0 (the OS default) to {MAX_INT32}", "consumers' SO_RCVBUF",
-        low=0, high=MAX_INT32, nullable=True, group="socket options (unset: libzmq's default)")
+        low=0, high=MAX_INT32, nullable=True, group=SOCKET_OPTIONS)
     immediate: bool = option(
-        False, bool, "true or false", "ZMQ_IMMEDIATE on both sides", group="socket options (unset: libzmq's default)")
+        False, bool, "true or false", "ZMQ_IMMEDIATE on both sides", group=SOCKET_OPTIONS)
     io_threads: int = option(
         1, int, "an integer from 1 to 64", "libzmq I/O threads per context (one context per process)",
-        low=1, high=64, group="socket options (unset: libzmq's default)")
+        low=1, high=64, group=SOCKET_OPTIONS)
     consumer_delay_us: float = option(
         0.0, float, "microseconds from 0 to 60000000", "simulated work per received message, a slow consumer",
         low=0, high=60_000_000)
@@ -327,7 +326,7 @@ class Workload:
         return patterns.get(self.pattern).binding_sockets(self.producers, self.consumers)
 
 
-OPTIONS: dict = {
+OPTIONS: dict[str, Option] = {
     f.name: dataclasses.replace(f.metadata["option"], field=f.name, default=f.default,
                                 flag=f.metadata["option"].flag or "--" + f.name.replace("_", "-"))
     for f in dataclasses.fields(Workload) if "option" in f.metadata}

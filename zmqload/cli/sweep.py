@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from .. import sweep as sweeps
 from ..errors import ConfigError, ExitStatus
