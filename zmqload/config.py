@@ -32,6 +32,7 @@ TRANSPORTS = ("tcp", "ipc", "inproc")
 SEND_MODES = ("block", "dontwait", "timeout")
 COMPRESSIONS = ("none", "snappy", "lz4", "zstd")
 CLOSE_ORDERS = ("producer-first", "consumer-first")
+DRAIN_MODES = ("fast", "slow", "none")
 DEFAULT_COUNT = 100_000
 SOCKET_OPTIONS = "socket options (unset: libzmq's default)"     # a help group
 
@@ -217,6 +218,13 @@ class Workload:
         low=0, high=60_000_000)
     drain_timeout_ms: int = _ms(1, "once the producers are done, consumers stop after this long without a message",
                                 1000)
+    drain: str = option(
+        "fast", str, "",
+        "once the producers are done: fast = consumers stop their simulated work and read what is queued, "
+        "slow = keep it, none = close at once (unreceived: stranded)", choices=DRAIN_MODES)
+    drain_limit_s: float = option(
+        60.0, float, "seconds > 0, up to 7 days", "cut the drain short after this long (unreceived: stranded)",
+        low=0, low_open=True, high=7 * 86400)
     warmup: bool = option(
         True, bool, "true or false",
         "wait until every consumer hears every producer before the start; --no-warmup for slow-joiner studies",

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
+from .accounting import FATES
 from .histogram import Histogram
 
 PERCENTILES = (50, 90, 99, 99.9, 99.99, 100)
@@ -37,9 +39,9 @@ class RunResult:
     sent: int = 0
     """Messages libzmq accepted from the producers (sends that returned success)."""
     eagain: int = 0
-    """Sends refused with EAGAIN (--send-mode dontwait at HWM): dropped at the sender."""
+    """Sends the socket refused with EAGAIN (--send-mode dontwait at HWM): never accepted."""
     timeout: int = 0
-    """Sends that waited out SNDTIMEO (--send-mode timeout): dropped at the sender."""
+    """Sends that waited out SNDTIMEO (--send-mode timeout): never accepted."""
     errors: int = 0
     """Sends that failed with any other error."""
     expected: int = 0
@@ -53,7 +55,25 @@ class RunResult:
     reordered: int = 0
     """Messages that arrived with a lower seq than one already received from their stream."""
     lost: int = 0
-    """Messages libzmq accepted but no (expected) consumer received: `expected - unique_received`."""
+    """Accepted messages no (expected) consumer received: `expected - unique_received`, the
+    sum of the dropped_* fates and `stranded`."""
+    # the fate of every accepted message (zmqload.accounting, docs/RECORDS.md)
+    delivered: int = 0
+    """Messages that arrived while the consumers worked normally."""
+    drained: int = 0
+    """Messages still queued when the producers finished, received during the drain."""
+    dropped_start: int = 0
+    """Messages that never arrived, dropped before the consumer had joined."""
+    dropped_mid: int = 0
+    """Messages that never arrived, dropped mid-run (a full pipe)."""
+    dropped_tail: int = 0
+    """Messages that never arrived, lost at close / linger / context termination."""
+    stranded: int = 0
+    """Messages unreceived when the drain was cut short (--drain none, --drain-limit-s): fate unknown."""
+    drain: dict = field(default_factory=dict)
+    """The drain: its mode, how it ended and when."""
+    queue: dict = field(default_factory=dict)
+    """Queue depth in messages: "peak" (depth and its kernel / libzmq split) and "series" over time."""
     elapsed_s: float = 0.0
     """Seconds from the first send to the last receive."""
     send_rate: float = 0.0
@@ -78,15 +98,26 @@ class RunResult:
     versions: dict = field(default_factory=dict)
     """libzmq (engine and pyzmq's), pyzmq, Python and zmqload versions of the run."""
 
+    # The figures run.json keeps under "counters" and "summary" (docs/RECORDS.md).
+    COUNTERS: ClassVar[tuple] = ("attempted", "sent", "eagain", "timeout", "errors", "expected", "received", "unique_received",
+                "duplicates", "reordered", "lost", *FATES, "dropped")
+    FIGURES: ClassVar[tuple] = ("queue_peak", "elapsed_s", "send_rate", "throughput_msgs", "throughput_mb", "loss_ratio",
+               "latency_intended_ns", "latency_sent_ns", "round_trip_ns")
+
     def __repr__(self) -> str:
         return (f"RunResult({self.run_id!r}, status={self.status!r}, sent={self.sent}, received={self.received}, "
                 f"lost={self.lost}, eagain={self.eagain}, throughput_msgs={self.throughput_msgs:.0f}, "
                 f"p99_us={self.latency_us(99)})")
 
     @property
-    def dropped(self) -> int:
-        """Messages the sender gave up on (EAGAIN with dontwait, SNDTIMEO expiry)."""
+    def refused(self) -> int:
+        """Messages the sending socket never accepted (EAGAIN with dontwait, SNDTIMEO expiry)."""
         return self.eagain + self.timeout
+
+    @property
+    def dropped(self) -> int:
+        """Accepted messages that never arrived although the drain ran to completion."""
+        return self.dropped_start + self.dropped_mid + self.dropped_tail
 
     @property
     def loss_ratio(self) -> float:
@@ -125,6 +156,8 @@ class RunResult:
             "timeout": self.timeout, "errors": self.errors, "expected": self.expected,
             "received": self.received, "unique_received": self.unique_received,
             "duplicates": self.duplicates, "reordered": self.reordered, "lost": self.lost,
+            **{name: getattr(self, name) for name in FATES}, "dropped": self.dropped, "drain": self.drain,
+            "queue_peak": self.queue.get("peak", {}),
             "loss_ratio": self.loss_ratio, "elapsed_s": self.elapsed_s, "send_rate": self.send_rate,
             "throughput_msgs": self.throughput_msgs, "throughput_mb": self.throughput_mb,
             "latency_intended_ns": self.latency_summary("intended"),
