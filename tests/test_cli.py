@@ -140,15 +140,6 @@ def test_a_command_without_its_action_shows_its_usage():
                                                                 "run, info, sweep, scenario, report"))
 
 
-def test_scenario_list_json():
-    from zmqload.scenarios import SCENARIOS
-    proc = zmqload_cli("scenario", "list", "--json")
-    assert proc.returncode == 0, proc.stderr
-    listed = json.loads(proc.stdout)
-    assert [s["name"] for s in listed] == list(SCENARIOS)
-    assert all(s["claim"] and s["title"] for s in listed)
-
-
 def test_info_fits_80_columns_and_version():
     proc = subprocess.run([sys.executable, "-m", "zmqload", "info"], capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, COLUMNS="80"))

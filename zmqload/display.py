@@ -78,7 +78,7 @@ def summary_table(result: RunResult) -> Table:
         ("delivered / drained", f"{result.delivered:,} / {result.drained:,}  (drain {_drain(result.drain)})"),
         ("dropped start / mid / tail", f"{result.dropped_start:,} / {result.dropped_mid:,} / {result.dropped_tail:,}"),
         ("stranded (drain cut short)", f"{result.stranded:,}"),
-        ("lost = dropped + stranded", f"{result.lost:,} ({result.loss_ratio:.4%})"),
+        ("lost", f"{result.lost:,} ({result.loss_ratio:.4%}) = dropped + stranded"),
         ("duplicates / reordered", f"{result.duplicates:,} / {result.reordered:,}"),
         ("send rate", f"{result.send_rate:,.0f} msg/s"),
         ("throughput", f"{result.throughput_msgs:,.0f} msg/s  {result.throughput_mb:,.1f} MB/s"),

@@ -51,6 +51,8 @@ def _at(t_grid, t, values, before=0):
 
 def drop_times(samples: dict, stream: int, drop_ranks: np.ndarray) -> np.ndarray:
     """Send time of each dropped message, from its rank among the accepted ones."""
+    if not samples or len(drop_ranks) == 0:
+        return np.zeros(0, np.int64)
     t, sent = _series(samples, "producer", stream, "messages")
     if len(t) == 0 or len(drop_ranks) == 0:
         return np.zeros(0, np.int64)

@@ -10,6 +10,11 @@ from .lifecycle import WorkerLifecycle, max_rss_kb
 class Consumer(WorkerLifecycle):
     def run(self) -> None:
         w = self.workload
+        # Before the socket: commands (Start, even ProducersDone for a late joiner) may
+        # arrive while it connects, and they set the converter's times.
+        self.t_drain_ns = 0
+        self.convert = RecvConverter(self.spec.run_dir, self.spec.name, self.spec.worker.index, w.rate,
+                                     min(w.messages_per_producer, 1 << 24), w.compression)
         sock = self.open_socket(self.pattern.consumer_socket, {
             "RCVHWM": w.rcvhwm, "RCVBUF": w.rcvbuf, "LINGER": 0,
             "IMMEDIATE": int(w.immediate) if w.immediate else None, "RCVTIMEO": w.slice_ms})
@@ -17,9 +22,6 @@ class Consumer(WorkerLifecycle):
             sock.subscribe(b"")
         self.receiver = receiver = _engine.Receiver(sock, int(w.consumer_delay_us * 1000),
                                                     self.pattern.envelope_frames, self.pattern.round_trip)
-        self.t_drain_ns = 0
-        self.convert = RecvConverter(self.spec.run_dir, self.spec.name, self.spec.worker.index, w.rate,
-                                     min(w.messages_per_producer, 1 << 24), w.compression)
         pipeline = ChunkPipeline(RecvConverter.COLUMNS, w.chunk_rows, self.convert, self.spill_dir())
         warm_mask = (1 << w.producers) - 1
         warm_sent = False
@@ -30,6 +32,8 @@ class Consumer(WorkerLifecycle):
                                          pipeline.current["t_recv"], pipeline.current["size"],
                                          pipeline.row, now + w.slice_ms * 1_000_000)
                 pipeline.advance(row)
+                if self.drain_mode == "fast":
+                    receiver.delay_ns = 0
                 now = _engine.now_ns()
                 if self.t0_ns:
                     self.samples.add(now, receiver.received, 0, *self.kernel_queues(now))
@@ -60,7 +64,5 @@ class Consumer(WorkerLifecycle):
             # From here on, what arrives was still queued when the producers finished.
             self.t_drain_ns = _engine.now_ns()
             self.convert.t_drain_ns = self.t_drain_ns
-            if message.drain == "fast":
-                self.receiver.delay_ns = 0
-            elif message.drain == "none":
+            if message.drain == "none":
                 self.stop_requested = True
