@@ -134,11 +134,13 @@ def test_run_and_sweep_parse_values_alike():
     assert sweep.given == ["rate", "immediate", "warmup"]
 
 
-def test_sweeps_take_every_table_option_but_the_ones_they_set():
+def test_sweeps_take_every_table_option_but_the_ones_they_set(tmp_path):
     assert set(sweeps.options()) == set(OPTIONS) - {"out", "run_name"}
     spec = sweeps.SweepSpec(fixed={"count": "2k"}, axes={"rate": ["10k", 10_000]})
     with pytest.raises(ConfigError, match="--rate: got 10000 twice"):
         sweeps.plan(spec)
+    spec = sweeps.SweepSpec(fixed={"size": 64, "count": "2k"}, points=[{"size": "1k"}, {}], out=str(tmp_path), name="t")
+    assert [(p.workload.size, p.workload.count) for p in sweeps.plan(spec).points] == [(1000, 2000), (64, 2000)]
 
 
 def _readme_option_table() -> list:

@@ -328,7 +328,7 @@ def plan(spec: SweepSpec) -> Sweep:
     points = []
     for index, combo in enumerate(combos):
         try:
-            w = Workload(**spec.fixed, **combo)
+            w = Workload(**{**spec.fixed, **combo})     # a point's own values over the fixed ones
             labels = {name: getattr(w, name) for name in varying}
             w.out = spec.out
             w.run_name = run_name(sweep_id, index, width, labels)
