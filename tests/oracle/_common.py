@@ -169,6 +169,10 @@ def drain(sock: zmq.Socket, idle_s: float = 1.0, max_s: float = 30.0) -> list:
                 out.append(sock.recv_multipart(zmq.NOBLOCK))
             except zmq.Again:
                 break
+            except zmq.ZMQError as e:  # REQ/REP: EFSM after one message
+                if e.errno == zmq.EFSM:
+                    return out
+                raise
     return out
 
 
@@ -272,6 +276,8 @@ class Child:
                 r["process_exit_s"] = round(time.monotonic() - t1, 3)
             r.setdefault("blocked", False)
             return r
+        if time.monotonic() - t0 < timeout:  # pipe closed early: child is exiting
+            self.proc.join(max(0.0, min(3.0, timeout - (time.monotonic() - t0))))
         alive = self.proc.is_alive()
         if alive:
             self.proc.kill()

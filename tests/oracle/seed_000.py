@@ -191,8 +191,28 @@ def claim_000_1_2_3(reps: int = 3, transports=("ipc", "tcp"), rcvhwms=(1, 10, No
             for h in rcvhwms:
                 for _ in range(reps):
                     keys.append("%s/%s/rcvhwm=%s" % (tr, mode, h))
-                    kws.append(dict(transport=tr, rcvhwm=h, exit_mode=mode, sender_timeout_s=8.0))
+                    kws.append(dict(transport=tr, rcvhwm=h, exit_mode=mode, sender_timeout_s=5.0))
     # sleep-dominated (10 tiny messages over 2-4 s): run 6 at a time
+    runs = C.pmap(push_pull_run, kws, workers=6)
+    out: dict = {}
+    for k, r in zip(keys, runs):
+        out.setdefault(k, []).append(_slim(r))
+    return out
+
+
+def claim_000_2_condition(reps: int = 3, transports=("ipc", "tcp"),
+                          rcvhwms=(1, 10, 100, None), num_messages: int = 100) -> dict:
+    """Is '10 or default fixes it' about the HWM value or about the message
+    count?  ``num_messages`` tiny messages sent in 0.5 s, PULL reads one per
+    20 ms, sender close+term; per RCVHWM and transport."""
+    keys, kws = [], []
+    for tr in transports:
+        for h in rcvhwms:
+            for _ in range(reps):
+                keys.append("%s/rcvhwm=%s" % (tr, h))
+                kws.append(dict(transport=tr, rcvhwm=h, num_messages=num_messages,
+                                send_duration=0.5, receive_duration=2.0,
+                                exit_mode="close_term"))
     runs = C.pmap(push_pull_run, kws, workers=6)
     out: dict = {}
     for k, r in zip(keys, runs):
@@ -204,12 +224,14 @@ def claim_000_1_bulk(reps: int = 3, transports=("ipc", "tcp")) -> dict:
     """Does term() wait until the PULL *application* has every message?
     Bulk variant: 400 x 64 kB sent at once, PULL reads 1 per 10 ms, default
     HWMs and LINGER, close+term."""
-    out = {}
-    for tr in transports:
-        runs = _reps(reps, push_pull_run, transport=tr, num_messages=400, send_duration=0,
-                     receive_duration=4.0, rcvhwm=None, exit_mode="close_term", size=65536)
-        out[tr] = [_slim(r) | {"last_recv_after_term_return_s": r.get("last_recv_after_term_return_s")}
-                   for r in runs]
+    kws = [dict(transport=tr, num_messages=400, send_duration=0, receive_duration=4.0,
+                rcvhwm=None, exit_mode="close_term", size=65536)
+           for tr in transports for _ in range(reps)]
+    runs = C.pmap(push_pull_run, kws, workers=3)  # receiver-paced: 10 ms per message
+    out: dict = {}
+    for kw, r in zip(kws, runs):
+        out.setdefault(kw["transport"], []).append(
+            _slim(r) | {"last_recv_after_term_return_s": r.get("last_recv_after_term_return_s")})
     return out
 
 
@@ -230,12 +252,17 @@ def claim_000_4(reps: int = 3, transport: str = "ipc", num_messages: int = 300,
     """000's goal: every message delivered AND bounded memory at both ends,
     when the PULL falls behind.  Sender blasts ``num_messages`` x ``size``
     bytes (no sleep) and ends; PULL reads one per receive_duration/n s."""
-    out = {}
+    keys, kws = [], []
     for name, (sh, rh, lg, mode) in (candidates or CANDIDATES_000_4).items():
-        runs = _reps(reps, push_pull_run, transport=transport, num_messages=num_messages,
-                     send_duration=0, receive_duration=receive_duration, rcvhwm=rh, sndhwm=sh,
-                     linger=lg, exit_mode=mode, size=size)
-        out[name] = [_slim(r) for r in runs]
+        for _ in range(reps):
+            keys.append(name)
+            kws.append(dict(transport=transport, num_messages=num_messages, send_duration=0,
+                            receive_duration=receive_duration, rcvhwm=rh, sndhwm=sh,
+                            linger=lg, exit_mode=mode, size=size))
+    runs = C.pmap(push_pull_run, kws, workers=3)  # receiver-paced
+    out: dict = {}
+    for k, r in zip(keys, runs):
+        out.setdefault(k, []).append(_slim(r))
     return out
 
 
@@ -244,13 +271,15 @@ def collect(quick: bool = False) -> dict:
         return {
             "000-1_2_3": claim_000_1_2_3(reps=1, transports=("ipc",), rcvhwms=(1, None),
                                          exit_modes=("close_term", "term_open")),
+            "000-2_condition": claim_000_2_condition(reps=1, transports=("ipc",),
+                                                     rcvhwms=(10,)),
             "000-4": claim_000_4(reps=1, num_messages=200, receive_duration=1.5, candidates={
                 k: CANDIDATES_000_4[k] for k in ("hwm10_both_close_term",
                                                  "hwm10_both_exit_without_close")}),
         }
     return {
-        "000-1_2_3": claim_000_1_2_3(reps=3, transports=("ipc",)) |
-                     claim_000_1_2_3(reps=1, transports=("tcp",)),
+        "000-1_2_3": claim_000_1_2_3(reps=3),
+        "000-2_condition": claim_000_2_condition(reps=3),
         "000-1_bulk": claim_000_1_bulk(reps=3),
         "000-4": claim_000_4(reps=3),
     }
