@@ -86,8 +86,9 @@ def _receiver(conn, addr, num_messages, receive_duration, rcvhwm, recv_timeout_s
     C.event(conn, "bound")
     sleep_time = float(receive_duration) / num_messages
     during, t_recv = [], {}
-    for _ in range(num_messages):
-        frames = C.recv_timeout(sock, recv_timeout_s)
+    for i in range(num_messages):
+        # the first message may wait for the sender process to start
+        frames = C.recv_timeout(sock, recv_timeout_s if i else 60)
         if frames is None:
             break
         seq = _seq(frames[0])
@@ -126,16 +127,21 @@ def push_pull_run(transport: str = "ipc", num_messages: int = 10, send_duration:
     default).  Returns fates (sent / received_during_run / received_in_drain
     / never_received), whether and how long the sender's ``ctx.term()``
     blocked, how many messages the receiving application had when
-    ``term()`` returned, and RSS growth on both sides.
+    ``term()`` returned, and RSS growth on both sides.  A sender whose
+    term()/exit has not finished ``sender_timeout_s`` after its last send is
+    killed and reported as blocked for at least that long.
     """
     addr = C.endpoint(transport)
-    if sender_timeout_s is None:
-        sender_timeout_s = receive_duration + send_duration + 6
+    if sender_timeout_s is None:  # from the end of sending to the end of term()/exit
+        sender_timeout_s = receive_duration + 6
     snd = C.Child(_sender, addr=addr, num_messages=num_messages, send_duration=send_duration,
                   exit_mode=exit_mode, sndhwm=sndhwm, linger=linger, size=size)
     rcv = C.Child(_receiver, addr=addr, num_messages=num_messages,
                   receive_duration=receive_duration, rcvhwm=rcvhwm,
                   recv_timeout_s=recv_timeout_s, idle_s=idle_s)
+    # the deadline for a block starts when the sender has finished sending
+    # (child start-up under load must not count as blocking)
+    snd.wait_event("sender_exiting", send_duration + num_messages * 0.1 + 60)
     s_res = snd.result(sender_timeout_s)
     r_res = rcv.result(receive_duration + num_messages * 0.5 + 60)
     ev = {e["event"]: e for e in snd.events if "event" in e}

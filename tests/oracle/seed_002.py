@@ -20,11 +20,13 @@ from . import seed_001
 
 
 # ------------------------------------------------------------------ 002-1/2
-def _sub_child(conn, ep, rcvhwm, hwm_option, sub_delay, idle_s, size):
+def _sub_child(conn, ep, rcvhwm, hwm_option, sub_delay, idle_s, size, sub_opts):
     context = zmq.Context()
     socket = context.socket(zmq.SUB)
     if rcvhwm is not None:  # "on the subscriber side, before connecting"
         socket.setsockopt(getattr(zmq, hwm_option), rcvhwm)
+    for k, v in (sub_opts or {}).items():
+        socket.setsockopt(getattr(zmq, k), v)
     socket.connect(ep)
     socket.setsockopt_string(zmq.SUBSCRIBE, "")
     rss0 = rss_max = C.rss_kb()
@@ -69,7 +71,8 @@ def _seq(b: bytes, size):
 def pub_slow_sub_run(transport: str = "tcp", n_messages: int = 1000, pub_interval: float = 0.001,
                      sub_delay: float = 0.1, rcvhwm: int | None = None,
                      hwm_option: str = "RCVHWM", sndhwm: int | None = None,
-                     size: int | None = None, idle_s: float = 1.0) -> dict:
+                     size: int | None = None, idle_s: float = 1.0,
+                     pub_opts: dict | None = None, sub_opts: dict | None = None) -> dict:
     """002's fast PUB -> slow SUB.
 
     The SUB (child process) sets ``hwm_option``=``rcvhwm`` before connecting
@@ -77,7 +80,8 @@ def pub_slow_sub_run(transport: str = "tcp", n_messages: int = 1000, pub_interva
     the PUB (this process, SNDHWM=``sndhwm`` or default) sends ``n_messages``
     (``size=None``: the post's ``Message n`` text, else ``size`` bytes) one
     per ``pub_interval`` s.  When the PUB is done the SUB reads as fast as
-    it can until idle ``idle_s``.  The PUB starts only after a probe
+    it can until idle ``idle_s``.  ``pub_opts``/``sub_opts`` ({"SNDBUF": 4096,
+    ...}) are further options set before bind/connect.  The PUB starts only after a probe
     message reached the SUB (so slow-joiner loss is excluded).
 
     Returns fates, SUB RSS growth (peak, and at the PUB's end), kernel TCP
@@ -89,9 +93,11 @@ def pub_slow_sub_run(transport: str = "tcp", n_messages: int = 1000, pub_interva
     pub = ctx.socket(zmq.PUB)
     if sndhwm is not None:
         pub.setsockopt(zmq.SNDHWM, sndhwm)
+    for k, v in (pub_opts or {}).items():
+        pub.setsockopt(getattr(zmq, k), v)
     ep = C.bind(pub, transport)
     ch = C.Child(_sub_child, ep=ep, rcvhwm=rcvhwm, hwm_option=hwm_option, sub_delay=sub_delay,
-                 idle_s=idle_s, size=size)
+                 idle_s=idle_s, size=size, sub_opts=sub_opts)
     t_end = time.monotonic() + 20
     while time.monotonic() < t_end:
         pub.send(b"P")
@@ -114,7 +120,8 @@ def pub_slow_sub_run(transport: str = "tcp", n_messages: int = 1000, pub_interva
     ctx.term()
     out = {"transport": transport, "n_messages": n_messages, "pub_interval": pub_interval,
            "sub_delay": sub_delay, "rcvhwm": rcvhwm, "hwm_option": hwm_option,
-           "sndhwm": sndhwm, "size": size, "pub_send_s": round(send_s, 3),
+           "sndhwm": sndhwm, "size": size, "pub_opts": pub_opts, "sub_opts": sub_opts,
+           "pub_send_s": round(send_s, 3),
            "pub_rate_msg_s": round(n_messages / send_s, 1)}
     if "error" in r or r.get("blocked"):
         out["error"] = r
