@@ -76,7 +76,7 @@ def hwm0_run(pub_when: str = "before", sub_when: str = "before", transport: str 
     return out
 
 
-def claim_u1(reps: int = 3, transports=("tcp", "ipc"), n: int = 30000) -> dict:
+def claim_u1(reps: int = 3, transports=("tcp", "ipc"), n: int = 50000) -> dict:
     out = {}
     for tr in transports:
         for sender in ("PUB", "PUSH"):
