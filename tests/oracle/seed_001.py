@@ -249,8 +249,8 @@ def _proxy_child(conn, variant, n_messages, pub_interval, sub_delay, size, idle_
             except zmq.Again:
                 pub_log["dropped_again"].append(i)
             time.sleep(pub_interval)
-        pub_done.set()
         pub_log["pub_sock"] = pub  # closed by main after the drain
+        pub_done.set()
 
     threading.Thread(target=proxy_thread, args=(context,), daemon=True).start()
     ready.wait(5)
