@@ -39,7 +39,8 @@ def _pyzmq_term_with_open_socket(wait_s: float = 0.5) -> dict:
     closed_at = time.monotonic()
     sock.close()
     thread.join(5)
-    return {"blocked": blocked, "returned_after_close_s": time.monotonic() - closed_at, "returned": not thread.is_alive()}
+    return {"blocked": blocked, "returned_after_close_s": time.monotonic() - closed_at,
+            "returned": not thread.is_alive()}
 
 
 def _pyzmq_capacity(sndhwm: int, rcvhwm: int, size: int = 32 * 1024, cap: int = 1000) -> int:
@@ -133,10 +134,10 @@ def test_sender_ending_term_blocks_on_an_open_socket(scenario_out):
             assert c["exit_code"] == 0                      # every sender process ended by itself
         if c["ending"] != "term-open":                      # nothing held: exit well before any limit
             assert c["process_exit_ms"] is not None and c["process_exit_ms"] < 1000 * limit_s, c
-    held = [c for c in open_cases if c["term_blocked_for_at_least_s"] == limit_s and c["term_returned"]]
-    quick_release = all(c["term_returned_after_close_ms"] < 500 for c in held)
-    expected = (HOLDS if len(held) == len(open_cases) and quick_release else
-                DOES_NOT_HOLD if not held else None)
+    held = [c for c in open_cases if c["term_blocked_for_at_least_s"] == limit_s]
+    for c in held:                                          # held by the socket: released by its close
+        assert c["term_returned"] and c["term_returned_after_close_ms"] < 500, c
+    expected = HOLDS if len(held) == len(open_cases) else DOES_NOT_HOLD if not held else None
     verdict = outcome.verdict("000-3").verdict
     assert verdict == expected if expected else verdict.startswith("depends: ")
     # cross-check: plain pyzmq, a fresh socket left open holds term; closing it releases term
@@ -155,8 +156,8 @@ def test_bounded_reliable_names_the_setup_that_works(scenario_out):
     runs = {(f["transport"], f["candidate"]): f for f in figures["runs"]}
     assert len(outcome.run_dirs) == len(runs) >= 3
     for f in runs.values():
-        fates = f["delivered"] + f["drained"] + f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"] + f["stranded"]
-        assert fates == f["sent"] == figures["count"]
+        fates = ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail", "stranded")
+        assert sum(f[k] for k in fates) == f["sent"] == figures["count"]
         assert f["reliable"] == (f["delivered"] + f["drained"] == f["sent"])
         assert f["works"] == (f["reliable"] and f["bounded"])
     small, unlimited = runs[("ipc", "hwm-10-10")], runs[("ipc", "hwm-0-0")]

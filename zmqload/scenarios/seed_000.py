@@ -158,7 +158,9 @@ def _post_script(lib: str, ending: str, transport: str, gap_s: float, work_s: fl
     waiter.join()
     pull.close(0)
     ctx.term()
-    events = {e["ev"]: e["t"] for e in map(json.loads, proc.stdout.read().splitlines())}
+    events = {e["ev"]: e["t"] for e in map(json.loads, filter(None, proc.stdout.read().splitlines()))}
+    if "sent" not in events:
+        raise RuntimeError(f"the post's sender ({lib}, {ending}) did not finish sending: exit code {proc.returncode}")
     since = lambda t: None if t is None or "sent" not in events else round((t - events["sent"]) / 1e6, 1)
     out = {"lib": lib, "ending": ending, "transport": transport, "rcvhwm": rcvhwm, "sent": n, "received": len(got),
            "missing": sorted(set(range(n)) - set(got)), "exit_code": proc.returncode,
@@ -200,7 +202,7 @@ def sender_ending(r: ScenarioRunner) -> Outcome:
         if c["ending"] == "term-open":
             blocked = (f"term blocked for at least {c['term_blocked_for_at_least_s']} s, returned "
                        f"{c['term_returned_after_close_ms']} ms after the socket was closed"
-                       if c["term_blocked_for_at_least_s"] else f"term returned by itself")
+                       if c["term_blocked_for_at_least_s"] else "term returned by itself")
         else:
             blocked = (f"the ending took {c['ending_took_ms']} ms, the process exited {c['process_exit_ms']} ms "
                        "after the last send")
@@ -209,18 +211,20 @@ def sender_ending(r: ScenarioRunner) -> Outcome:
             " (a fresh socket, LINGER 0, nothing sent)"))
     open_cases = [c for c in cases if c["ending"] == "term-open"]
     exits = [c for c in cases if c["ending"] == "exit"]
-    held = [c for c in open_cases if c["term_blocked_for_at_least_s"] and c["term_returned"]]
-    slowest_release = max((c["term_returned_after_close_ms"] for c in held), default=None)
+    held = [c for c in open_cases if c["term_blocked_for_at_least_s"]]
+    releases = [c["term_returned_after_close_ms"] for c in held if c["term_returned"]]
+    release = (f"returned at most {max(releases)} ms after the socket was closed" if len(releases) == len(held) else
+               f"returned after the close in {len(releases)} of {len(held)} cases")
     exit_ms = {lib: max(x["process_exit_ms"] for x in exits if x["lib"] == lib) for lib in versions}
     exit_got = {lib: min(x["received"] for x in exits if x["lib"] == lib) for lib in versions}
     exit_note = (f"a sender that just returns, as the post's does, was never held: its process exited within "
                  f"{exit_ms['engine']} ms (engine: no close, no term) / {exit_ms['pyzmq']} ms (pyzmq: its finalizer "
                  f"closes the socket and terminates) of the last send, and the PULL got at least "
                  f"{exit_got['engine']}/10 / {exit_got['pyzmq']}/10")
-    if len(held) == len(open_cases) and slowest_release is not None and slowest_release < 500:
+    if held and len(held) == len(open_cases):
         v3 = Verdict("000-3", HOLDS, f"term with the socket still open blocked for at least {limit_s} s in all "
-                     f"{len(open_cases)} cases (engine and pyzmq, a fresh LINGER 0 socket included) and returned "
-                     f"at most {slowest_release} ms after the socket was closed; {exit_note}",
+                     f"{len(open_cases)} cases (engine and pyzmq, a fresh LINGER 0 socket included) and {release}; "
+                     f"{exit_note}",
                      {"versions": versions, "limit_s": limit_s, "cases": cases})
     elif not held:
         v3 = Verdict("000-3", DOES_NOT_HOLD, f"term returned with the socket still open in {len(open_cases)} of "
@@ -293,7 +297,8 @@ def bounded_reliable(r: ScenarioRunner) -> Outcome:
     if everywhere:
         best = [f for f in runs if f["candidate"] == everywhere[0]]
         v4 = Verdict("000-4", HOLDS, f"{CANDIDATES_000_4[everywhere[0]][0]} works on {', '.join(transports)}: "
-                     + "; ".join(f"{f['transport']} {f['delivered'] + f['drained']:,}/{f['sent']:,} arrived, queue peak "
+                     + "; ".join(f"{f['transport']} {f['delivered'] + f['drained']:,}/{f['sent']:,} arrived, "
+                                 f"queue peak "
                                  f"{f['queue_peak'].get('messages', 0):,}, RSS +{f['producer_growth_mib']}/"
                                  f"+{f['consumer_growth_mib']} MiB" for f in best)
                      + f". Not: {failing or 'none'}", figures | {"setup": everywhere[0]})
