@@ -68,6 +68,39 @@ def _pyzmq_capacity(sndhwm: int, rcvhwm: int, size: int = 32 * 1024, cap: int = 
     return accepted
 
 
+def _pyzmq_lost_at_close(transport: str, count: int, size: int, hwm: int) -> int:
+    """PUSH (SNDHWM hwm, own context) sends `count` messages unpaced to a PULL (RCVHWM hwm)
+    reading one per ms, then close + term (LINGER -1); how many never arrive."""
+    rctx, sctx = zmq.Context(), zmq.Context()
+    pull = rctx.socket(zmq.PULL)
+    pull.setsockopt(zmq.RCVHWM, hwm)
+    if transport == "ipc":
+        endpoint = _ipc()
+        pull.bind(endpoint)
+    else:
+        endpoint = f"tcp://127.0.0.1:{pull.bind_to_random_port('tcp://127.0.0.1')}"
+    push = sctx.socket(zmq.PUSH)
+    push.setsockopt(zmq.SNDHWM, hwm)
+    push.connect(endpoint)
+    got = []
+
+    def reader():
+        while pull.poll(500):
+            got.append(pull.recv())
+            time.sleep(0.001)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    for i in range(count):
+        push.send(b"%08d" % i + b" " * (size - 8))
+    push.close()
+    sctx.term()
+    thread.join(60)
+    pull.close(0)
+    rctx.term()
+    return count - len(got)
+
+
 def _pyzmq_close_then_term(linger_ms: int) -> float:
     """Seconds ctx.term() takes after close() of a PUSH with 5 messages queued for nobody."""
     ctx = zmq.Context()
@@ -149,37 +182,45 @@ def test_sender_ending_term_blocks_on_an_open_socket(scenario_out):
 
 # -- 000-4 -------------------------------------------------------------------------------------
 
-def test_bounded_reliable_names_the_setup_that_works(scenario_out):
+def test_bounded_reliable_depends_on_transport_and_size(scenario_out):
     outcome = run_scenario("bounded-reliable", scenario_out, fast=True)
     _check_form(outcome, "bounded-reliable")
     figures = outcome.figures
-    runs = {(f["transport"], f["candidate"]): f for f in figures["runs"]}
-    assert len(outcome.run_dirs) == len(runs) >= 3
+    count = figures["count"]
+    runs = {(f["condition"], f["candidate"]): f for f in figures["runs"]}
+    assert len(outcome.run_dirs) == len(runs) >= 4
     for f in runs.values():
         fates = ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail", "stranded")
-        assert sum(f[k] for k in fates) == f["sent"] == figures["count"]
+        assert sum(f[k] for k in fates) == f["sent"] == count
         assert f["reliable"] == (f["delivered"] + f["drained"] == f["sent"])
         assert f["works"] == (f["reliable"] and f["bounded"])
-    small, unlimited = runs[("ipc", "hwm-10-10")], runs[("ipc", "hwm-0-0")]
-    assert small["queue_peak"]["libzmq_messages"] < unlimited["queue_peak"]["libzmq_messages"]
-    assert unlimited["queue_peak"]["libzmq_messages"] >= figures["count"] / 2     # the whole backlog queued
-    assert unlimited["consumer_rss_kb"] - small["consumer_rss_kb"] > 0.25 * unlimited["volume_mib"] * 1024
-    assert not unlimited["bounded"] and unlimited["reliable"]
-    # the rule: a candidate that works on every transport tried is named
-    transports = sorted({t for t, _ in runs})
-    everywhere = [n for n in dict.fromkeys(c for _, c in runs)
-                  if all(runs[(t, n)]["works"] for t in transports)]
+    small, unlimited = runs[("ipc 32 KiB", "hwm-10-10")], runs[("ipc 32 KiB", "hwm-0-0")]
+    assert small["queue_peak"]["libzmq_messages"] < count / 10                  # sends blocked: little waited
+    # without HWMs the backlog sat in the processes (what arrived of it: on ipc a disconnect can cut it short)
+    assert unlimited["producer_growth_mib"] + unlimited["consumer_growth_mib"] >= 0.5 * unlimited["volume_mib"]
+    assert not unlimited["bounded"]
+    # the rule: a candidate that works under every condition is named; else the one that works most widely
+    conditions = figures["conditions"]
+    names = list(dict.fromkeys(c for _, c in runs))
+    works = {n: sorted(c for c, m in runs if m == n and runs[(c, m)]["works"]) for n in names}
     verdict = outcome.verdict("000-4")
-    if everywhere:
-        assert verdict.verdict == HOLDS and verdict.measurements["setup"] == everywhere[0]
+    universal = [n for n in names if works[n] == conditions]
+    if universal:
+        assert verdict.verdict == HOLDS and verdict.measurements["setup"] == universal[0]
+    elif any(works.values()):
+        assert verdict.verdict.startswith("depends: ")
+        assert len(works[verdict.measurements["setup"]]) == max(len(w) for w in works.values())
     else:
-        assert verdict.verdict != HOLDS
-    # cross-check with plain pyzmq: HWM 10/10 caps what waits at a few dozen 32 KiB messages,
-    # HWM 0/0 takes everything offered; zmqload's queue peaks fall on the same sides
-    cap_small, cap_unlimited = _pyzmq_capacity(10, 10), _pyzmq_capacity(0, 0, cap=figures["count"])
-    assert cap_small <= 60 and cap_unlimited == figures["count"]
-    assert small["queue_peak"]["messages"] <= 3 * cap_small + 10
-    assert unlimited["queue_peak"]["messages"] > 5 * cap_small
+        assert verdict.verdict == DOES_NOT_HOLD
+    # cross-check with plain pyzmq: HWM 10/10 caps what waits for 32 KiB messages at a few
+    # dozen, and with 64 B messages the sender's close + term loses the backlog on ipc (the
+    # kernel held it) but not on tcp -- zmqload's runs fall on the same sides
+    cap_small = _pyzmq_capacity(10, 10)
+    assert cap_small <= 60 and small["queue_peak"]["messages"] <= 3 * cap_small + 10
+    for transport in ("ipc", "tcp"):
+        lost = _pyzmq_lost_at_close(transport, count, 64, 10)
+        zmqload_lost = runs[(f"{transport} 64 B", "hwm-10-10")]["dropped_tail"]
+        assert (lost > count / 2) == (zmqload_lost > count / 2), (transport, lost, zmqload_lost)
 
 
 # -- 003-4 -------------------------------------------------------------------------------------

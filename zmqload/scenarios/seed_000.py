@@ -239,7 +239,7 @@ def sender_ending(r: ScenarioRunner) -> Outcome:
 
 # -- 000-4: reliable delivery with bounded memory --------------------------------------------
 
-# name -> (what it tries, Workload options); the first three run in the fast form too.
+# name -> (what it tries, Workload options)
 CANDIDATES_000_4 = {
     "hwm-10-10": ("SNDHWM 10 + RCVHWM 10, default LINGER, close then term", dict(sndhwm=10, rcvhwm=10)),
     "hwm-10-1": ("SNDHWM 10 + RCVHWM 1 (the post's PULL)", dict(sndhwm=10, rcvhwm=1)),
@@ -251,78 +251,106 @@ CANDIDATES_000_4 = {
 }
 BOUNDED_QUEUE_SHARE = 0.5       # bounded: the libzmq queue held less than half of what was sent ...
 BOUNDED_RSS_SHARE = 0.25        # ... and neither end grew by a quarter of the volume sent
+RSS_NOISE_MIB = 4.0             # (growth below this is not told apart from a worker's own variation)
+
+
+def _conditions(r: ScenarioRunner) -> dict:
+    """(transport, size) -> candidates run there. Message size matters as much as the
+    transport: the kernel socket buffers hold thousands of small messages that no HWM counts."""
+    full = list(CANDIDATES_000_4)
+    return r.scale({("ipc", 32768): full, ("tcp", 32768): full, ("ipc", 64): full, ("tcp", 64): full},
+                   {("ipc", 32768): ["hwm-10-10", "hwm-0-0"], ("ipc", 64): ["hwm-10-10"], ("tcp", 64): ["hwm-10-10"]})
 
 
 def bounded_reliable(r: ScenarioRunner) -> Outcome:
     """000's question: which setup delivers every message while memory stays bounded at both
-    ends when the PULL falls behind. The PUSH sends `count` 32 KiB messages unpaced; the PULL
-    works 1 ms per message and keeps that pace in the drain; each candidate's fates, queue
-    peak (libzmq and kernel) and both ends' peak RSS, above the leanest run of the scenario."""
-    count, size = r.scale(2000, 600), 32 * 1024
-    names = r.scale(list(CANDIDATES_000_4), list(CANDIDATES_000_4)[:3])
+    ends when the PULL falls behind. The PUSH sends `count` messages (32 KiB and 64 B)
+    unpaced; the PULL works 1 ms per message and keeps that pace in the drain; each
+    candidate's fates, queue peak (libzmq and kernel) and both ends' peak RSS, above the
+    leanest run of the scenario."""
+    count = r.scale(2000, 600)
+    conditions = _conditions(r)
     runs = []
-    for transport in r.scale(("ipc", "tcp"), ("ipc",)):
+    for (transport, size), names in conditions.items():
         for name in names:
-            res = r.run(f"{transport}-{name}", pattern="push-pull", transport=transport, size=size, count=count,
-                        consumer_delay_us=1000, drain="slow", drain_timeout_ms=500, **CANDIDATES_000_4[name][1])
+            res = r.run(f"{transport}-{size}B-{name}", pattern="push-pull", transport=transport, size=size,
+                        count=count, consumer_delay_us=1000, drain="slow", drain_timeout_ms=500,
+                        **CANDIDATES_000_4[name][1])
             f = facts(res)
-            f.update(candidate=name, close_pause_ms=res.workload["close_pause_ms"])
+            f.update(candidate=name, condition=f"{transport} {_size(size)}",
+                     close_pause_ms=res.workload["close_pause_ms"])
             runs.append(f)
     base_p = min(f["producer_rss_kb"] for f in runs)
     base_c = min(f["consumer_rss_kb"] for f in runs)
     for f in runs:
-        volume_mib = f["sent"] * size / 2 ** 20
-        f["volume_mib"] = round(volume_mib, 1)
+        volume_mib = f["sent"] * f["size"] / 2 ** 20
+        f["volume_mib"] = round(volume_mib, 2)
         f["producer_growth_mib"] = round((f["producer_rss_kb"] - base_p) / 1024, 1)
         f["consumer_growth_mib"] = round((f["consumer_rss_kb"] - base_c) / 1024, 1)
         f["reliable"] = (f["sent"] == count and f["delivered"] + f["drained"] == f["sent"] and not f["stranded"])
-        libzmq_peak = f["queue_peak"].get("libzmq_messages", 0)
-        f["bounded"] = (libzmq_peak < BOUNDED_QUEUE_SHARE * f["sent"]
-                        and max(f["producer_growth_mib"], f["consumer_growth_mib"]) < BOUNDED_RSS_SHARE * volume_mib)
+        # ipc kernel queues are not sampled: there the libzmq figure includes the kernel's share, and
+        # what libzmq alone may hold is bounded by the HWMs when both are set
+        hwm = [1000 if h is None else h for h in (f["sndhwm"], f["rcvhwm"])]
+        f["hwm_bound"] = sum(hwm) if all(hwm) else None
+        queue_ok = f["queue_peak"].get("libzmq_messages", 0) < BOUNDED_QUEUE_SHARE * f["sent"] or (
+            f["transport"] == "ipc" and f["hwm_bound"] is not None and f["hwm_bound"] < BOUNDED_QUEUE_SHARE * f["sent"])
+        f["bounded"] = queue_ok and (max(f["producer_growth_mib"], f["consumer_growth_mib"])
+                                     < max(RSS_NOISE_MIB, BOUNDED_RSS_SHARE * volume_mib))
         f["works"] = f["reliable"] and f["bounded"]
-    measured = [f"{f['transport']}, {CANDIDATES_000_4[f['candidate']][0]}: {fates_line(f)}; queue peak "
-                f"{f['queue_peak'].get('libzmq_messages', 0):,} messages in libzmq + "
-                f"{f['queue_peak'].get('kernel_messages', 0):,} in kernel buffers (tcp only); RSS growth producer "
-                f"{f['producer_growth_mib']} MiB, consumer {f['consumer_growth_mib']} MiB of {f['volume_mib']} MiB "
-                f"sent; close {ms(f['close_ns'])}, term {ms(f['term_ns'])} -> "
+    measured = [f"{f['condition']}, {CANDIDATES_000_4[f['candidate']][0]}: {fates_line(f)}; queue peak "
+                + (f"{f['queue_peak'].get('libzmq_messages', 0):,} messages in libzmq + "
+                   f"{f['queue_peak'].get('kernel_messages', 0):,} in kernel buffers" if f["transport"] == "tcp" else
+                   f"{f['queue_peak'].get('libzmq_messages', 0):,} messages in libzmq and kernel buffers (ipc kernel "
+                   "queues are not sampled)") + "; RSS growth "
+                f"producer {f['producer_growth_mib']} MiB, consumer {f['consumer_growth_mib']} MiB of "
+                f"{f['volume_mib']} MiB sent; close {ms(f['close_ns'])}, term {ms(f['term_ns'])} -> "
                 f"{'works' if f['works'] else 'fails: ' + _why_not(f)}" for f in runs]
-    transports = sorted({f["transport"] for f in runs})
-    works = {n: sorted(f["transport"] for f in runs if f["candidate"] == n and f["works"]) for n in names}
-    everywhere = [n for n in names if works[n] == transports]
-    somewhere = [n for n in names if works[n] and works[n] != transports]
-    failing = "; ".join(f"{n}: " + ", ".join(f"{f['transport']} {_why_not(f)}" for f in runs
-                                             if f["candidate"] == n and not f["works"])
-                        for n in names if works[n] != transports)
-    figures = {"count": count, "size": size, "runs": runs, "works": works}
-    if everywhere:
-        best = [f for f in runs if f["candidate"] == everywhere[0]]
-        v4 = Verdict("000-4", HOLDS, f"{CANDIDATES_000_4[everywhere[0]][0]} works on {', '.join(transports)}: "
-                     + "; ".join(f"{f['transport']} {f['delivered'] + f['drained']:,}/{f['sent']:,} arrived, "
-                                 f"queue peak "
-                                 f"{f['queue_peak'].get('messages', 0):,}, RSS +{f['producer_growth_mib']}/"
+    names = list(dict.fromkeys(n for ns in conditions.values() for n in ns))
+    everywhere = sorted({f["condition"] for f in runs})
+    works = {n: [f["condition"] for f in runs if f["candidate"] == n and f["works"]] for n in names}
+    fails = {n: [f for f in runs if f["candidate"] == n and not f["works"]] for n in names}
+    failing = "; ".join(f"{n}: " + ", ".join(f"{f['condition']} {_why_not(f, short=True)}" for f in fails[n])
+                        for n in names if fails[n])
+    figures = {"count": count, "conditions": everywhere, "runs": runs, "works": works}
+    universal = [n for n in names if sorted(works[n]) == everywhere]
+    if universal:
+        best = [f for f in runs if f["candidate"] == universal[0]]
+        v4 = Verdict("000-4", HOLDS, f"{CANDIDATES_000_4[universal[0]][0]} works on {', '.join(everywhere)}: "
+                     + "; ".join(f"{f['condition']} {f['delivered'] + f['drained']:,}/{f['sent']:,} arrived, queue "
+                                 f"peak {f['queue_peak'].get('messages', 0):,}, RSS +{f['producer_growth_mib']}/"
                                  f"+{f['consumer_growth_mib']} MiB" for f in best)
-                     + f". Not: {failing or 'none'}", figures | {"setup": everywhere[0]})
-    elif somewhere:
-        v4 = Verdict("000-4", depends("on the transport: " + ", ".join(f"{n} works on {'/'.join(works[n])} only"
-                                                                        for n in somewhere)),
-                     f"failing: {failing}", figures)
+                     + f". Not: {failing or 'none'}", figures | {"setup": universal[0]})
+    elif any(works.values()):
+        best = max(names, key=lambda n: len(works[n]))
+        v4 = Verdict("000-4", depends(f"on the transport and the message size: {CANDIDATES_000_4[best][0]} works on "
+                                      f"{', '.join(works[best])} only"),
+                     f"{best} works on {', '.join(works[best])}; fails: {failing}", figures | {"setup": best})
     else:
         v4 = Verdict("000-4", DOES_NOT_HOLD, f"no candidate works: {failing}", figures)
     return Outcome([v4], measured, figures)
 
 
-def _why_not(f: dict) -> str:
+def _size(size: int) -> str:
+    return f"{size // 1024} KiB" if size >= 1024 else f"{size} B"
+
+
+def _why_not(f: dict, short: bool = False) -> str:
     reasons = []
     if not f["reliable"]:
         lost = f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"]
-        reasons.append(f"{lost:,} lost at close" if lost == f["dropped_tail"] and not f["stranded"] else
-                       f"{lost:,} lost ({f['dropped_tail']:,} at close), {f['stranded']:,} stranded")
+        if short:
+            reasons.append(f"{lost:,} lost")
+        elif lost == f["dropped_tail"] and not f["stranded"]:
+            reasons.append(f"{lost:,} lost at close (the sender's term had returned in {ms(f['term_ns'])})")
+        else:
+            reasons.append(f"{lost:,} lost ({f['dropped_tail']:,} at close), {f['stranded']:,} stranded")
     if not f["bounded"]:
-        hwm = [1000 if h is None else h for h in (f["sndhwm"], f["rcvhwm"])]
-        bound = f"bound SNDHWM+RCVHWM = {sum(hwm):,} messages" if all(hwm) else "no bound"
-        reasons.append(f"memory follows the backlog: {f['queue_peak'].get('libzmq_messages', 0):,} of {f['sent']:,} "
-                       f"queued in libzmq ({bound}), RSS +{f['producer_growth_mib']}/+{f['consumer_growth_mib']} MiB "
-                       f"of {f['volume_mib']} MiB")
+        queued = f"{f['queue_peak'].get('libzmq_messages', 0):,} queued"
+        rss = f"RSS +{f['producer_growth_mib']}/+{f['consumer_growth_mib']} MiB"
+        bound = f"bound SNDHWM+RCVHWM = {f['hwm_bound']:,}" if f["hwm_bound"] else "no bound"
+        reasons.append(f"backlog in memory ({queued}, {rss})" if short else
+                       f"memory follows the backlog: {queued} of {f['sent']:,} ({bound}), {rss} of "
+                       f"{f['volume_mib']} MiB")
     return ", ".join(reasons) or "works"
 
 
