@@ -301,7 +301,9 @@ def bounded_reliable(r: ScenarioRunner) -> Outcome:
                 + (f"{f['queue_peak'].get('libzmq_messages', 0):,} messages in libzmq + "
                    f"{f['queue_peak'].get('kernel_messages', 0):,} in kernel buffers" if f["transport"] == "tcp" else
                    f"{f['queue_peak'].get('libzmq_messages', 0):,} messages in libzmq and kernel buffers (ipc kernel "
-                   "queues are not sampled)") + "; RSS growth "
+                   "queues are not sampled)")
+                + (f" (the {f['dropped_tail']:,} lost are not counted in it)" if f["dropped_tail"] else "")
+                + "; RSS growth "
                 f"producer {f['producer_growth_mib']} MiB, consumer {f['consumer_growth_mib']} MiB of "
                 f"{f['volume_mib']} MiB sent; close {ms(f['close_ns'])}, term {ms(f['term_ns'])} -> "
                 f"{'works' if f['works'] else 'fails: ' + _why_not(f)}" for f in runs]
