@@ -108,6 +108,36 @@ def bounded(call: Callable[[], object], limit_s: float) -> tuple[float, bool]:
     return time.monotonic() - start, not thread.is_alive()
 
 
+def blocked_until(call: Callable[[], object], limit_s: float, release: Callable[[], object] | None = None,
+                  release_limit_s: float = 10.0) -> dict:
+    """Run a call that may block forever (zmq_ctx_term) in a thread. If it is still blocked
+    after limit_s, run release() (close the socket it waits for, bind the peer its backlog
+    waits for) and time how long the call then takes to return.
+
+    Returns {"returned": bool, "took_s": seconds until it returned (None if it never did),
+    "blocked_for_at_least_s": limit_s if it was still blocked at the limit (else None),
+    "after_release_ms": time from release() to the return (None if not released or never
+    returned)}."""
+    done: list[float] = []
+    start = time.monotonic()
+    _, returned = bounded(lambda: (call(), done.append(time.monotonic())), limit_s)
+    out = {"returned": returned, "took_s": None, "blocked_for_at_least_s": None, "after_release_ms": None}
+    if returned:
+        out["took_s"] = done[0] - start
+        return out
+    out["blocked_for_at_least_s"] = round(limit_s, 3)
+    if release is None:
+        return out
+    released = time.monotonic()
+    release()
+    deadline = released + release_limit_s
+    while not done and time.monotonic() < deadline:
+        time.sleep(0.001)
+    if done:
+        out.update(returned=True, took_s=done[0] - start, after_release_ms=(done[0] - released) * 1000)
+    return out
+
+
 def ms(ns) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.1f} ms"
 
