@@ -72,13 +72,6 @@ def proxy_pileup(r: ScenarioRunner) -> Outcome:
     return Outcome([Verdict("001-5", verdict, because, {"bound": bound})], measured, figures)
 
 
-SCENARIOS = (
-    Scenario("hwm-behaviour", "Drop or block at HWM, with blocking sends and with DONTWAIT",
-             ("001-2", "001-4", "002-4"), hwm_behaviour),
-    Scenario("proxy-pileup", "PUB -> XSUB/XPUB proxy -> slow SUB, SNDHWM 100 on the PUB (and the XPUB)",
-             ("001-5",), proxy_pileup),
-)
-
 
 # --- measured through the libraries themselves: headers, the engine, pyzmq ------------------------------------
 
@@ -395,8 +388,9 @@ def _engine_lib():
 
 
 def _fill(sender: str, send, n_pub: int) -> tuple:
-    """Drive a sender to its HWM: a PUB sends n_pub messages (it never refuses); a PUSH sends
-    until refusals persist for 100 ms (the kernel buffers in front are full too)."""
+    """Drive a sender to its HWM and hold it there for 300 ms: a PUB sends n_pub messages (it
+    never refuses); a PUSH sends until refusals persist for 50 ms (the kernel buffers in front
+    are full too). Returns (accepted, refused)."""
     import time
     sent = again = streak = 0
     t_end = time.monotonic() + 10
@@ -410,6 +404,13 @@ def _fill(sender: str, send, n_pub: int) -> tuple:
             if streak >= 10:
                 break
             time.sleep(0.005)
+    t_end = time.monotonic() + 0.3                  # sit at the HWM: keep knocking
+    while time.monotonic() < t_end:
+        if send():
+            sent += 1
+        else:
+            again += 1
+        time.sleep(0.01)
     return sent, again
 
 
@@ -475,13 +476,6 @@ def _engine_monitor(sender: str, transport: str, header: dict, n_pub: int) -> di
             raise OSError(lib.zmq_errno(), "zmq_send")
         return False
     sent, again = _fill(sender, send, n_pub)
-    t_end = time.monotonic() + 0.3                  # sit at the HWM: keep knocking
-    while time.monotonic() < t_end:
-        if send():
-            sent += 1
-        else:
-            again += 1
-        time.sleep(0.01)
     at_hwm = events()
     received = 0
     while peer.recv_bytes(300) is not None:
@@ -543,13 +537,6 @@ def _pyzmq_monitor(sender: str, transport: str, n_pub: int) -> dict:
         except zmq.Again:
             return False
     sent, again = _fill(sender, send, n_pub)
-    t_end = time.monotonic() + 0.3
-    while time.monotonic() < t_end:
-        if send():
-            sent += 1
-        else:
-            again += 1
-        time.sleep(0.01)
     at_hwm = events()
     received = 0
     while peer.poll(300):
@@ -682,7 +669,11 @@ def size_vs_hwm(r: ScenarioRunner) -> Outcome:
                    measured, figures)
 
 
-SCENARIOS = SCENARIOS + (
+SCENARIOS = (
+    Scenario("hwm-behaviour", "Drop or block at HWM, with blocking sends and with DONTWAIT",
+             ("001-2", "001-4", "002-4"), hwm_behaviour),
+    Scenario("proxy-pileup", "PUB -> XSUB/XPUB proxy -> slow SUB, SNDHWM 100 on the PUB (and the XPUB)",
+             ("001-5",), proxy_pileup),
     Scenario("hwm-defaults", "Default SNDHWM/RCVHWM of every socket type (engine and pyzmq) and what it lets queue",
              ("001-1",), hwm_defaults),
     Scenario("rcvhwm-full", "A full RCVHWM: who drops or blocks, PUB/SUB vs PUSH/PULL, sender unlimited or at "

@@ -39,11 +39,6 @@ def slow_subscriber(r: ScenarioRunner) -> Outcome:
     return Outcome([v1, v2], measured, figures)
 
 
-SCENARIOS = (
-    Scenario("slow-subscriber", "Fast PUB, SUB doing 100 ms of work per message, RCVHWM 10/1000/10000",
-             ("002-1", "002-2"), slow_subscriber),
-)
-
 
 # --- 002-3 -----------------------------------------------------------------------------------------------------
 
@@ -268,7 +263,9 @@ def multipart_memory(r: ScenarioRunner) -> Outcome:
                    measured, figures)
 
 
-SCENARIOS = SCENARIOS + (
+SCENARIOS = (
+    Scenario("slow-subscriber", "Fast PUB, SUB doing 100 ms of work per message, RCVHWM 10/1000/10000",
+             ("002-1", "002-2"), slow_subscriber),
     Scenario("hwm-option", "setsockopt(zmq.HWM, 10000) in pyzmq and the engine; HWM set before vs after connect",
              ("002-3",), hwm_option),
     Scenario("multipart-memory", "The same bytes queued as single-part, multipart and separate messages: memory "
