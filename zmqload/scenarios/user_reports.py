@@ -205,7 +205,187 @@ def _u1_verdict(figures: dict, n: int) -> Verdict:
     return Verdict("U-1", depends(condition), because, measurements)
 
 
+# ---------------------------------------------------------------------------- U-2
+def hwm1_slow_subscriber(r: ScenarioRunner) -> Outcome:
+    """The pyzmq reports' setup: HWM 1 on PUB and SUB, a subscriber 10x slower than the
+    publisher, swept over message sizes; then the same with 4 KiB kernel socket buffers.
+    The queue peak's kernel/libzmq split says what held the backlog."""
+    rate, count = r.scale(100, 200), r.scale(200, 60)
+    sizes = r.scale((64, 1024, 4096, 16384, 65536, 262144, 1048576), (64, 16384, 65536, 1048576))
+    tiny = r.scale((64, 1024), (1024,))
+    delay_us = 10 * 1e6 / rate
+    measured, figures = [], {"sizes": {}, "tiny_buffers": {}}
+    for size, buf in [(s, None) for s in sizes] + [(s, 4096) for s in tiny]:
+        res = r.run(f"size-{size}" + (f"-buffers-{buf}" if buf else ""), pattern="pub-sub", transport="tcp",
+                    size=size, rate=rate, count=count, sndhwm=1, rcvhwm=1, sndbuf=buf, rcvbuf=buf,
+                    consumer_delay_us=delay_us, drain_timeout_ms=300)
+        f = facts(res)
+        f["lost"] = _dropped(f) + f["stranded"]
+        (figures["tiny_buffers"] if buf else figures["sizes"])[size] = f
+        peak = f["queue_peak"]
+        measured.append(f"{size:,} B{f', SNDBUF=RCVBUF={buf}' if buf else ''}, HWM 1, {rate} msg/s, SUB at "
+                        f"{delay_us / 1000:g} ms/message: {fates_line(f)}; queue peak {peak.get('messages', 0):,} "
+                        f"messages: {peak.get('kernel_messages', 0):,} in kernel buffers "
+                        f"({peak.get('kernel_bytes', 0):,} B), {peak.get('libzmq_messages', 0):,} in libzmq; "
+                        f"kernel buffers held up to {peak.get('kernel_peak_bytes', 0):,} B")
+    return Outcome([_u2_verdict(figures)], measured, figures)
+
+
+def _held(f: dict) -> str:
+    peak = f["queue_peak"]
+    return (f"queue peak {peak.get('messages', 0):,} messages, {peak.get('kernel_messages', 0):,} of them in kernel "
+            f"buffers ({peak.get('kernel_bytes', 0):,} B), {peak.get('libzmq_messages', 0):,} in libzmq")
+
+
+def _u2_verdict(figures: dict) -> Verdict:
+    sizes, tiny = figures["sizes"], figures["tiny_buffers"]
+    lossy = sorted(s for s, f in sizes.items() if f["lost"])
+    measurements = {"lost": {s: f["lost"] for s, f in sizes.items()},
+                    "lost_tiny_buffers": {s: f["lost"] for s, f in tiny.items()},
+                    "peak": {s: f["queue_peak"] for s, f in sizes.items()},
+                    "kernel_peak_bytes": max(f["queue_peak"].get("kernel_peak_bytes", 0) for f in sizes.values())}
+    tiny_lost = "; ".join(f"with 4 KiB socket buffers {f['lost']:,} of {f['sent']:,} {s:,} B messages were lost"
+                          for s, f in tiny.items())
+    if not lossy and not any(f["lost"] for f in tiny.values()):
+        return Verdict("U-2", HOLDS, f"no loss at any size up to {max(sizes):,} B, 4 KiB buffers too", measurements)
+    if len(lossy) == len(sizes):
+        return Verdict("U-2", DOES_NOT_HOLD, f"messages were lost at every size, {min(sizes):,} B included "
+                       f"({sizes[min(sizes)]['lost']:,} of {sizes[min(sizes)]['sent']:,})", measurements)
+    first_bad = lossy[0]
+    fine = [s for s in sizes if s < first_bad]
+    measurements.update(largest_lossless=max(fine) if fine else None, smallest_lossy=first_bad)
+    if not fine:
+        condition = f"nothing: even {min(sizes):,} B messages were lost"
+        return Verdict("U-2", DOES_NOT_HOLD, condition, measurements)
+    ok, bad = sizes[max(fine)], sizes[first_bad]
+    odd = [s for s in sizes if s > first_bad and not sizes[s]["lost"]]
+    condition = (f"on the backlog fitting in the kernel's socket buffers (not the HWM): every message arrived up to "
+                 f"{max(fine):,} B, losses from {first_bad:,} B" + (f" (but {odd} B lost none)" if odd else ""))
+    because = (f"HWM 1, {max(fine):,} B: {_held(ok)}; {first_bad:,} B: {bad['lost']:,} of {bad['sent']:,} lost with "
+               f"the kernel holding up to {bad['queue_peak'].get('kernel_peak_bytes', 0):,} B"
+               + (f"; {tiny_lost}" if tiny_lost else ""))
+    return Verdict("U-2", depends(condition), because, measurements)
+
+
+# ---------------------------------------------------------------------------- U-3
+GAP_LATENCY_NS = 200_000              # the report's "far higher": above 200 us ...
+GAP_FACTOR = 2                        # ... and at least twice the back-to-back latency
+SPIN = "import os, sys, time\nos.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n" \
+       "end = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
+
+
+class _BusyCpus:
+    """One spinning process per core under SCHED_IDLE while the block runs (each ends
+    itself after limit_s): a core never idles, yet any other thread preempts the spinner.
+    `share` is the CPU time the spinners got, as a share of all cores' wall time."""
+
+    def __init__(self, busy: bool, limit_s: float):
+        self.busy, self.limit_s, self.procs, self.share = busy, limit_s, [], 0.0
+
+    def __enter__(self):
+        self.start = time.monotonic()
+        if self.busy:
+            self.procs = [subprocess.Popen([sys.executable, "-c", SPIN, str(self.limit_s)])
+                          for _ in range(os.cpu_count() or 1)]
+        return self
+
+    def __exit__(self, *exc):
+        cpu_s = sum(_cpu_seconds(proc.pid) for proc in self.procs)
+        self.share = cpu_s / max(1e-9, (time.monotonic() - self.start) * (os.cpu_count() or 1))
+        for proc in self.procs:
+            proc.kill()
+        for proc in self.procs:
+            proc.wait(5)
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")     # utime + stime
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def idle_gap_latency(r: ScenarioRunner) -> Outcome:
+    """One-way latency (actual send to receive) of 64 B PUSH -> PULL messages paced at one per
+    interval, over tcp and ipc, with the CPUs left alone and kept busy."""
+    plan = r.scale(((100, 3000), (1000, 1000), (10_000, 200), (100_000, 60)), ((100, 1000), (10_000, 40)))
+    transports = r.scale(("tcp", "ipc"), ("tcp",))
+    measured, figures = [], {}
+    for transport in transports:
+        for load in ("idle", "busy"):
+            cell = figures[f"{transport}/{load}"] = {"load_average": os.getloadavg()[0], "intervals": {}}
+            with _BusyCpus(load == "busy", limit_s=sum(n * us / 1e6 + 10 for us, n in plan)) as spinners:
+                for interval_us, count in plan:
+                    res = r.run(f"{transport}-{load}-{interval_us}us", pattern="push-pull", transport=transport,
+                                size=64, rate=1_000_000 // interval_us, count=count, drain_timeout_ms=200)
+                    lat = res.latency_summary("sent")
+                    cell["intervals"][interval_us] = {"p50_ns": lat["p50"], "p99_ns": lat["p99"], "max_ns": lat["max"],
+                                                      "received": res.unique_received, "sent": res.sent}
+            cell["spinner_cpu_share"] = round(spinners.share, 3)
+            row = ", ".join(f"every {_interval(us)}: p50 {_us(v['p50_ns'])} p99 {_us(v['p99_ns'])}"
+                            for us, v in cell["intervals"].items())
+            measured.append(f"{transport}, CPUs {_load(load)} (load average {cell['load_average']:.1f}"
+                            + (f", spinners got {spinners.share:.0%} of the CPUs" if load == "busy" else "")
+                            + f"): {row}")
+    return Outcome([_u3_verdict(figures)], measured, figures)
+
+
+def _us(ns) -> str:
+    return "-" if ns is None else f"{ns / 1000:,.0f} us"
+
+
+def _interval(us: int) -> str:
+    return f"{us} us" if us < 1000 else f"{us // 1000} ms"
+
+
+def _load(load: str) -> str:
+    return "kept busy" if load == "busy" else "left idle"
+
+
+def _gap_effect(cell: dict) -> dict:
+    """Back-to-back p50 (shortest interval), p50 after the longest gap, and the two parts of
+    the claim: far higher (GAP_FACTOR x) and above 200 us."""
+    intervals = cell["intervals"]
+    base, gap = intervals[min(intervals)]["p50_ns"], intervals[max(intervals)]["p50_ns"]
+    higher = base is not None and gap is not None and gap >= GAP_FACTOR * base
+    above = gap is not None and gap > GAP_LATENCY_NS
+    return {"p50_back_to_back_ns": base, "p50_after_gap_ns": gap, "far_higher": higher, "above_200us": above,
+            "holds": higher and above}
+
+
+def _u3_verdict(figures: dict) -> Verdict:
+    effect = {c: _gap_effect(cell) for c, cell in figures.items()}
+    some = next(iter(figures.values()))["intervals"]
+    short, long = _interval(min(some)), _interval(max(some))
+    because = "; ".join(f"{c}: p50 {_us(e['p50_back_to_back_ns'])} every {short} -> {_us(e['p50_after_gap_ns'])} "
+                        f"every {long}" for c, e in effect.items())
+    holding = [c for c, e in effect.items() if e["holds"]]
+    if len(holding) == len(effect):
+        return Verdict("U-3", HOLDS, because, effect)
+    if not any(e["far_higher"] for e in effect.values()):
+        return Verdict("U-3", DOES_NOT_HOLD, because, effect)
+    under = [c for c, e in effect.items() if e["far_higher"] and not e["above_200us"]]
+    flat = [c for c, e in effect.items() if not e["far_higher"]]
+    parts = [f"holds {', '.join(map(_condition, holding))}"] if holding else []
+    if under:
+        parts.append(f"{GAP_FACTOR}x or more but under 200 us {', '.join(map(_condition, under))}")
+    if flat:
+        parts.append(f"not {GAP_FACTOR}x higher {', '.join(map(_condition, flat))}")
+    return Verdict("U-3", depends("; ".join(parts)), because, effect)
+
+
+def _condition(key: str) -> str:
+    transport, load = key.split("/")
+    return f"over {transport} when CPUs {'are kept busy' if load == 'busy' else 'idle'}"
+
+
 SCENARIOS = (
     Scenario("hwm-zero-after-bind", "PUB/SUB with SNDHWM=RCVHWM=0 set before or after bind/connect, on each side "
              "(libzmq #4394)", ("U-1",), hwm_zero),
+    Scenario("hwm1-slow-subscriber", "HWM 1 on PUB and SUB, a subscriber 10x slower, message sizes 64 B to 1 MiB, "
+             "and small kernel socket buffers (pyzmq #148, #1100, #1241)", ("U-2",), hwm1_slow_subscriber),
+    Scenario("idle-gap-latency", "One-way latency by send interval (100 us to 100 ms), tcp and ipc, CPUs idle or "
+             "kept busy (libzmq #4673)", ("U-3",), idle_gap_latency),
 )
