@@ -43,6 +43,27 @@ def test_user_claims_are_settled():
 
 
 # ------------------------------------------------------------------------------- U-1
+def _pyzmq_subscribed(pub, sub) -> None:
+    """Publish probes until the SUB hears one (bounded), then swallow the probes."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        pub.send(b"P")
+        if sub.poll(10):
+            break
+    while sub.poll(100):
+        sub.recv()
+
+
+def _pyzmq_drain(sub, seen: set) -> set:
+    """Receive until 300 ms pass without a message (bounded), adding the seqs to seen."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and sub.poll(300):
+        m = sub.recv()
+        if len(m) >= SEQ.size:
+            seen.add(SEQ.unpack_from(m)[0])
+    return seen
+
+
 def _pyzmq_burst(pub_after: bool, sub_opts: dict, n: int, size: int = 1024) -> dict:
     """Plain pyzmq: a PUB with SNDHWM=RCVHWM=0 set before or after bind, a SUB with
     sub_opts set before connect that reads nothing during a burst of n messages; then
@@ -64,23 +85,12 @@ def _pyzmq_burst(pub_after: bool, sub_opts: dict, n: int, size: int = 1024) -> d
             sub.setsockopt(k, v)
         sub.subscribe(b"")
         sub.connect(pub.getsockopt_string(zmq.LAST_ENDPOINT))
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            pub.send(b"P")
-            if sub.poll(10):
-                break
-        while sub.poll(100):
-            sub.recv()
+        _pyzmq_subscribed(pub, sub)
         body = b"y" * (size - SEQ.size)
         for i in range(n):
             pub.send(SEQ.pack(i, 0) + body)
         time.sleep(0.3)
-        seen = set()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and sub.poll(300):
-            m = sub.recv()
-            if len(m) >= SEQ.size:
-                seen.add(SEQ.unpack_from(m)[0])
+        seen = _pyzmq_drain(sub, set())
         return {"arrived": len(seen), "dropped": n - len(seen)}
     finally:
         pub.close(0)
@@ -147,13 +157,7 @@ def _pyzmq_hwm1_slow_sub(size: int, n: int = 60, rate: int = 200) -> int:
         pub.bind("tcp://127.0.0.1:0")
         sub.subscribe(b"")
         sub.connect(pub.getsockopt_string(zmq.LAST_ENDPOINT))
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            pub.send(b"P")
-            if sub.poll(10):
-                break
-        while sub.poll(100):
-            sub.recv()
+        _pyzmq_subscribed(pub, sub)
         seen, body = set(), b"z" * (size - SEQ.size)
         t0 = time.monotonic()
         for i in range(n):
@@ -161,12 +165,7 @@ def _pyzmq_hwm1_slow_sub(size: int, n: int = 60, rate: int = 200) -> int:
             pub.send(SEQ.pack(i, 0) + body)
             if i % 10 == 9 and sub.poll(0):
                 seen.add(SEQ.unpack_from(sub.recv())[0])
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and sub.poll(300):
-            m = sub.recv()
-            if len(m) >= SEQ.size:
-                seen.add(SEQ.unpack_from(m)[0])
-        return n - len(seen)
+        return n - len(_pyzmq_drain(sub, seen))
     finally:
         pub.close(0)
         sub.close(0)

@@ -17,7 +17,7 @@ import time
 
 from .. import _engine
 from ..kernelq import TcpQueues, ports_of
-from .framework import DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, depends, facts, fates_line, ms
+from .framework import DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, depends, facts, fates_line
 
 _SEQ = struct.Struct("<q")
 WHEN = ("before", "after")            # an HWM set before or after the socket's bind/connect
