@@ -116,6 +116,9 @@ def test_hwm_zero_after_bind(scenario_out):
     assert pub_force["tcp/pub-before"]["held"] is None and pub_force["tcp/pub-before"]["dropped"] == 0
     for when in ("after", "never"):
         assert 900 <= pub_force[f"tcp/pub-{when}"]["held"] <= 1100, pub_force
+    # the SUB's: none when set before or after connect (it empties the kernel buffers), else 1000
+    assert v.measurements["sub_hwm_in_force"] == {"tcp/sub-before": "no limit", "tcp/sub-after": "no limit",
+                                                  "tcp/sub-never": "limited"}
     for f in runs.values():
         _fates_add_up(f)
     assert runs["hwm-0"]["dropped_mid"] + runs["hwm-0"]["dropped_tail"] == 0 and runs["hwm-0"]["stranded"] == 0

@@ -151,6 +151,9 @@ def hwm_zero(r: ScenarioRunner) -> Outcome:
             measured.append(f"{transport}, the PUB's HWM in force with 0 set {_when(when, 'bind')} (getsockopt "
                             f"{p['pub_sndhwm']}): " + (f"no limit, all {n:,} held" if p["held"] is None else
                                                         f"its pipe held ~{p['held']:,}, {p['dropped']:,} dropped"))
+    measured.append("tcp, the SUB's HWM in force behind an unlimited PUB (a limited SUB stops reading and leaves the "
+                    "kernel buffers full): " + ", ".join(f"0 set {_when(k.split('-')[-1], 'connect')}: {v}" for k, v in
+                                                         _sub_in_force(figures["matrix"]).items()))
     for variant, hwm in (("hwm-0", 0), ("hwm-default", None)):
         res = r.run(variant, pattern="pub-sub", transport="tcp", size=size, count=n, sndhwm=hwm, rcvhwm=hwm,
                     consumer_delay_us=20, drain_timeout_ms=300)
@@ -169,7 +172,7 @@ def _dropped(f: dict) -> int:
 def _sub_in_force(matrix: dict) -> dict:
     """The SUB's HWM in force (tcp): behind an unlimited PUB, a SUB whose limit is in force
     stops reading and leaves the kernel buffers full; one without a limit leaves them empty."""
-    return {k.replace("/pub-before", ""): ("limited" if p["kernel_bytes"] >= SUB_LIMITED_KERNEL_BYTES else "none")
+    return {k.replace("/pub-before", ""): ("limited" if p["kernel_bytes"] >= SUB_LIMITED_KERNEL_BYTES else "no limit")
             for k, p in matrix.items() if "/pub-before/" in k and p["kernel_bytes"] is not None}
 
 
