@@ -241,7 +241,7 @@ def _held(f: dict) -> str:
             f"buffers ({peak.get('kernel_bytes', 0):,} B), {peak.get('libzmq_messages', 0):,} in libzmq")
 
 
-NEARLY_ALL = 0.05       # lost at most this share: "nearly every message" (isolated drops)
+NEARLY_ALL = 0.05       # lost at most this share: "nearly every message" (a few short gaps)
 MOST_LOST = 0.5         # lost more than this share: the backlog did not fit
 
 
@@ -268,7 +268,7 @@ def _u2_verdict(figures: dict) -> Verdict:
     upto = near[-1]
     stray = sum(sizes[s]["lost"] for s in near)
     arrived = ("every message arrived" if not stray else
-               f"all but {stray:,} isolated messages arrived (longest gap "
+               f"all but {stray:,} of {sum(sizes[s]['sent'] for s in near):,} messages arrived (gaps of up to "
                f"{max(sizes[s]['longest_gap'] for s in near)})")
     condition = (f"on the message size: up to {upto:,} B {arrived}"
                  + (f"; from {most[0]:,} B most were lost, the backlog outgrew the kernel socket buffers"
