@@ -15,7 +15,7 @@ import zmq
 
 from zmqload.scenarios import SCENARIOS, run_scenario, unsettled_claims
 from zmqload.scenarios.framework import DOES_NOT_HOLD, HOLDS
-from zmqload.scenarios.user_reports import GAP_FACTOR, GAP_LATENCY_NS, IDLE_ENOUGH, MOST_LOST, NEARLY_ALL
+from zmqload.scenarios.user_reports import GAP_FACTOR, GAP_LATENCY_NS, IDLE_ENOUGH, MOST_LOST
 
 SEQ = struct.Struct("<qq")       # the pyzmq checks' own header: seq, send time (ns)
 
@@ -196,18 +196,21 @@ def test_hwm1_slow_subscriber(scenario_out):
     ordered = sorted(sizes)
     if not any(f["lost"] for f in list(sizes.values()) + list(tiny.values())):
         assert v.verdict == HOLDS
-    elif share[ordered[0]] > NEARLY_ALL:
+    elif share[ordered[0]] > MOST_LOST:
         assert v.verdict == DOES_NOT_HOLD
     else:
-        upto = max(s for i, s in enumerate(ordered) if all(share[t] <= NEARLY_ALL for t in ordered[:i + 1]))
+        upto = max(s for i, s in enumerate(ordered) if all(share[t] <= MOST_LOST for t in ordered[:i + 1]))
         most = [s for s in ordered if share[s] > MOST_LOST]
         assert v.verdict.startswith(f"depends: on the message size: up to {upto:,} B ")
+        stray = sum(sizes[s]["lost"] for s in ordered if s <= upto)
+        assert ("every message arrived" in v.verdict) == (stray == 0)
         assert v.measurements["most_lost_from"] == (most[0] if most else None)
 
-    # cross-check with plain pyzmq: the same setup, one thread, loses (nearly) nothing at 64 B
-    # and most at 1 MiB, like zmqload
+    # cross-check with plain pyzmq: the same setup in one thread keeps most 64 B messages and
+    # loses most 1 MiB ones, like zmqload. (Both drop a few small ones now and then under
+    # load, 0-4 of 60 measured, so the exact small counts are not compared.)
     py_small, py_large = (_pyzmq_hwm1_slow_sub(f["size"], f["sent"], f["rate"]) for f in (small, large))
-    assert (py_small / small["sent"] <= NEARLY_ALL) == (share[min(sizes)] <= NEARLY_ALL), (py_small, small["lost"])
+    assert py_small / small["sent"] <= MOST_LOST and share[min(sizes)] <= MOST_LOST, (py_small, small["lost"])
     assert (py_large / large["sent"] > MOST_LOST) == (share[max(sizes)] > MOST_LOST), (py_large, large["lost"])
 
 

@@ -241,8 +241,9 @@ def _held(f: dict) -> str:
             f"buffers ({peak.get('kernel_bytes', 0):,} B), {peak.get('libzmq_messages', 0):,} in libzmq")
 
 
-NEARLY_ALL = 0.05       # lost at most this share: "nearly every message" (a few short gaps)
-MOST_LOST = 0.5         # lost more than this share: the backlog did not fit
+MOST_LOST = 0.5         # lost more than this share: the backlog did not fit. Below it, HWM 1 still drops a
+                        # few messages now and then under CPU load (0-10% measured, plain pyzmq too): the
+                        # two regimes lie far apart, the exact counts are reported
 
 
 def _u2_verdict(figures: dict) -> Verdict:
@@ -258,18 +259,18 @@ def _u2_verdict(figures: dict) -> Verdict:
     if not any(f["lost"] for f in list(sizes.values()) + list(tiny.values())):
         return Verdict("U-2", HOLDS, f"no loss at any size up to {max(sizes):,} B, 4 KiB buffers too", measurements)
     ordered = sorted(sizes)
-    near = [s for i, s in enumerate(ordered) if all(share[t] <= NEARLY_ALL for t in ordered[:i + 1])]
+    kept = [s for i, s in enumerate(ordered) if all(share[t] <= MOST_LOST for t in ordered[:i + 1])]
     most = [s for s in ordered if share[s] > MOST_LOST]
-    measurements.update(nearly_all_up_to=near[-1] if near else None, most_lost_from=most[0] if most else None)
+    measurements.update(kept_up_to=kept[-1] if kept else None, most_lost_from=most[0] if most else None)
     smallest = sizes[ordered[0]]
-    if not near:
+    if not kept:
         return Verdict("U-2", DOES_NOT_HOLD, f"even {ordered[0]:,} B messages: {smallest['lost']:,} of "
                        f"{smallest['sent']:,} lost", measurements)
-    upto = near[-1]
-    stray = sum(sizes[s]["lost"] for s in near)
+    upto = kept[-1]
+    stray = sum(sizes[s]["lost"] for s in kept)
     arrived = ("every message arrived" if not stray else
-               f"all but {stray:,} of {sum(sizes[s]['sent'] for s in near):,} messages arrived (gaps of up to "
-               f"{max(sizes[s]['longest_gap'] for s in near)})")
+               f"all but {stray:,} of {sum(sizes[s]['sent'] for s in kept):,} messages arrived (gaps of up to "
+               f"{max(sizes[s]['longest_gap'] for s in kept)})")
     condition = (f"on the message size: up to {upto:,} B {arrived}"
                  + (f"; from {most[0]:,} B most were lost, the backlog outgrew the kernel socket buffers"
                     if most else ""))
