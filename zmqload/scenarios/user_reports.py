@@ -254,8 +254,8 @@ def _u2_verdict(figures: dict) -> Verdict:
                     "lost_tiny_buffers": {s: f["lost"] for s, f in tiny.items()},
                     "peak": {s: f["queue_peak"] for s, f in sizes.items()},
                     "kernel_peak_bytes": max(f["queue_peak"].get("kernel_peak_bytes", 0) for f in sizes.values())}
-    tiny_lost = "; ".join(f"with 4 KiB socket buffers {f['lost']:,} of {f['sent']:,} {s:,} B messages were lost"
-                          for s, f in tiny.items())
+    tiny_lost = ("with 4 KiB socket buffers " + ", ".join(f"{f['lost']:,} of {f['sent']:,} {s:,} B messages"
+                                                          for s, f in tiny.items()) + " were lost") if tiny else ""
     if not any(f["lost"] for f in list(sizes.values()) + list(tiny.values())):
         return Verdict("U-2", HOLDS, f"no loss at any size up to {max(sizes):,} B, 4 KiB buffers too", measurements)
     ordered = sorted(sizes)
