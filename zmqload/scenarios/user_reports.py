@@ -211,34 +211,38 @@ def _u1_verdict(figures: dict, n: int) -> Verdict:
 # ---------------------------------------------------------------------------- U-2
 def hwm1_slow_subscriber(r: ScenarioRunner) -> Outcome:
     """The pyzmq reports' setup: HWM 1 on PUB and SUB, a subscriber 10x slower than the
-    publisher, swept over message sizes; then the same with 4 KiB kernel socket buffers.
-    The queue peak's kernel/libzmq split says what held the backlog."""
+    publisher, swept over message sizes; then with 4 KiB kernel socket buffers. The queue
+    peak's kernel/libzmq split (tcp: the kernel queues are sampled there only) says what held
+    the backlog."""
     rate, count = r.scale(100, 200), r.scale(200, 60)
-    sizes = r.scale((64, 1024, 4096, 16384, 65536, 262144, 1048576), (64, 16384, 65536, 1048576))
-    tiny = r.scale((64, 1024), (1024,))
+    # tcp only: zmqload runs over ipc with RCVHWM 1 and this slow SUB stopped receiving after ~11
+    # messages (49 of 60 lost, even with SNDHWM 1000) where the engine's sockets in one process
+    # and plain pyzmq lost 0-1 of 60: until that is understood, ipc figures here would mislead.
+    sizes = {"tcp": r.scale((64, 1024, 4096, 16384, 65536, 262144, 1048576), (64, 16384, 65536, 1048576))}
+    plan = [(t, s, None) for t, ss in sizes.items() for s in ss] + [("tcp", s, 4096) for s in r.scale((64, 1024),
+                                                                                                      (1024,))]
     delay_us = 10 * 1e6 / rate
-    measured, figures = [], {"sizes": {}, "tiny_buffers": {}}
-    for size, buf in [(s, None) for s in sizes] + [(s, 4096) for s in tiny]:
-        res = r.run(f"size-{size}" + (f"-buffers-{buf}" if buf else ""), pattern="pub-sub", transport="tcp",
-                    size=size, rate=rate, count=count, sndhwm=1, rcvhwm=1, sndbuf=buf, rcvbuf=buf,
-                    consumer_delay_us=delay_us, drain_timeout_ms=300)
+    measured, figures = [], {"sizes": {t: {} for t in sizes}, "tiny_buffers": {}}
+    for transport, size, buf in plan:
+        res = r.run(f"{transport}-size-{size}" + (f"-buffers-{buf}" if buf else ""), pattern="pub-sub",
+                    transport=transport, size=size, rate=rate, count=count, sndhwm=1, rcvhwm=1, sndbuf=buf,
+                    rcvbuf=buf, consumer_delay_us=delay_us, drain_timeout_ms=300)
         f = facts(res)
         f["lost"] = _dropped(f) + f["stranded"]
         f["longest_gap"] = max((b - a + 1 for a, b in res.streams[0]["missing_ranges"].get(0, [])), default=0)
-        (figures["tiny_buffers"] if buf else figures["sizes"])[size] = f
-        peak = f["queue_peak"]
-        measured.append(f"{size:,} B{f', SNDBUF=RCVBUF={buf}' if buf else ''}, HWM 1, {rate} msg/s, SUB at "
-                        f"{delay_us / 1000:g} ms/message: {fates_line(f)}; queue peak {peak.get('messages', 0):,} "
-                        f"messages: {peak.get('kernel_messages', 0):,} in kernel buffers "
-                        f"({peak.get('kernel_bytes', 0):,} B), {peak.get('libzmq_messages', 0):,} in libzmq; "
-                        f"kernel buffers held up to {peak.get('kernel_peak_bytes', 0):,} B")
+        (figures["tiny_buffers"] if buf else figures["sizes"][transport])[size] = f
+        measured.append(f"{transport}, {size:,} B{f', SNDBUF=RCVBUF={buf}' if buf else ''}, HWM 1, {rate} msg/s, "
+                        f"SUB at {delay_us / 1000:g} ms/message: {fates_line(f)}; {_held(f)}")
     return Outcome([_u2_verdict(figures)], measured, figures)
 
 
 def _held(f: dict) -> str:
     peak = f["queue_peak"]
+    if f["transport"] != "tcp":
+        return f"queue peak {peak.get('messages', 0):,} messages (kernel share not sampled over {f['transport']})"
     return (f"queue peak {peak.get('messages', 0):,} messages, {peak.get('kernel_messages', 0):,} of them in kernel "
-            f"buffers ({peak.get('kernel_bytes', 0):,} B), {peak.get('libzmq_messages', 0):,} in libzmq")
+            f"buffers ({peak.get('kernel_bytes', 0):,} B), {peak.get('libzmq_messages', 0):,} in libzmq; the kernel "
+            f"held up to {peak.get('kernel_peak_bytes', 0):,} B")
 
 
 MOST_LOST = 0.5         # lost more than this share: the backlog did not fit. Below it, HWM 1 still drops a
@@ -246,38 +250,51 @@ MOST_LOST = 0.5         # lost more than this share: the backlog did not fit. Be
                         # two regimes lie far apart, the exact counts are reported
 
 
-def _u2_verdict(figures: dict) -> Verdict:
-    sizes, tiny = figures["sizes"], figures["tiny_buffers"]
-    share = {s: f["lost"] / max(1, f["sent"]) for s, f in sizes.items()}
-    measurements = {"lost": {s: f["lost"] for s, f in sizes.items()},
-                    "longest_gap": {s: f["longest_gap"] for s, f in sizes.items()},
-                    "lost_tiny_buffers": {s: f["lost"] for s, f in tiny.items()},
-                    "peak": {s: f["queue_peak"] for s, f in sizes.items()},
-                    "kernel_peak_bytes": max(f["queue_peak"].get("kernel_peak_bytes", 0) for f in sizes.values())}
-    tiny_lost = ("with 4 KiB socket buffers " + ", ".join(f"{f['lost']:,} of {f['sent']:,} {s:,} B messages"
-                                                          for s, f in tiny.items()) + " were lost") if tiny else ""
-    if not any(f["lost"] for f in list(sizes.values()) + list(tiny.values())):
-        return Verdict("U-2", HOLDS, f"no loss at any size up to {max(sizes):,} B, 4 KiB buffers too", measurements)
+def _regimes(sizes: dict) -> dict:
+    """Per transport: the largest size up to which no size lost most, the smallest that did."""
     ordered = sorted(sizes)
+    share = {s: sizes[s]["lost"] / max(1, sizes[s]["sent"]) for s in ordered}
     kept = [s for i, s in enumerate(ordered) if all(share[t] <= MOST_LOST for t in ordered[:i + 1])]
     most = [s for s in ordered if share[s] > MOST_LOST]
-    measurements.update(kept_up_to=kept[-1] if kept else None, most_lost_from=most[0] if most else None)
-    smallest = sizes[ordered[0]]
-    if not kept:
-        return Verdict("U-2", DOES_NOT_HOLD, f"even {ordered[0]:,} B messages: {smallest['lost']:,} of "
-                       f"{smallest['sent']:,} lost", measurements)
-    upto = kept[-1]
-    stray = sum(sizes[s]["lost"] for s in kept)
-    arrived = ("every message arrived" if not stray else
-               f"all but {stray:,} of {sum(sizes[s]['sent'] for s in kept):,} messages arrived (gaps of up to "
-               f"{max(sizes[s]['longest_gap'] for s in kept)})")
-    condition = (f"on the message size: up to {upto:,} B {arrived}"
-                 + (f"; from {most[0]:,} B most were lost, the backlog outgrew the kernel socket buffers"
-                    if most else ""))
-    because = (f"HWM 1, {upto:,} B: {_held(sizes[upto])}"
-               + (f"; {most[0]:,} B: {sizes[most[0]]['lost']:,} of {sizes[most[0]]['sent']:,} lost with the kernel "
-                  f"holding up to {sizes[most[0]]['queue_peak'].get('kernel_peak_bytes', 0):,} B" if most else "")
-               + (f"; {tiny_lost}" if tiny_lost else ""))
+    return {"kept_up_to": kept[-1] if kept else None, "most_lost_from": most[0] if most else None,
+            "stray": sum(sizes[s]["lost"] for s in kept), "of": sum(sizes[s]["sent"] for s in kept),
+            "longest_gap": max((sizes[s]["longest_gap"] for s in kept), default=0)}
+
+
+def _regime_text(transport: str, g: dict) -> str:
+    if g["kept_up_to"] is None:
+        return f"over {transport} most were lost at every size"
+    arrived = ("every message arrived" if not g["stray"] else
+               f"all but {g['stray']:,} of {g['of']:,} arrived (gaps of up to {g['longest_gap']})")
+    return (f"over {transport} up to {g['kept_up_to']:,} B {arrived}"
+            + (f", from {g['most_lost_from']:,} B most were lost" if g["most_lost_from"] else ""))
+
+
+def _u2_verdict(figures: dict) -> Verdict:
+    by_transport, tiny = figures["sizes"], figures["tiny_buffers"]
+    every = [f for sizes in by_transport.values() for f in sizes.values()] + list(tiny.values())
+    regimes = {t: _regimes(sizes) for t, sizes in by_transport.items()}
+    measurements = {"regimes": regimes,
+                    "lost": {t: {s: f["lost"] for s, f in sizes.items()} for t, sizes in by_transport.items()},
+                    "lost_tiny_buffers": {s: f["lost"] for s, f in tiny.items()},
+                    "peak_tcp": {s: f["queue_peak"] for s, f in by_transport.get("tcp", {}).items()}}
+    tiny_lost = ("tcp with 4 KiB socket buffers: " + ", ".join(f"{f['lost']:,} of {f['sent']:,} {s:,} B messages"
+                                                              for s, f in tiny.items()) + " lost") if tiny else ""
+    if not any(f["lost"] for f in every):
+        return Verdict("U-2", HOLDS, "no loss at any size, transport or buffer size: " + ", ".join(
+            f"{t} up to {max(sizes):,} B" for t, sizes in by_transport.items()), measurements)
+    if all(g["kept_up_to"] is None for g in regimes.values()):
+        return Verdict("U-2", DOES_NOT_HOLD, "; ".join(
+            f"{t}, {min(sizes):,} B: {sizes[min(sizes)]['lost']:,} of {sizes[min(sizes)]['sent']:,} lost"
+            for t, sizes in by_transport.items()), measurements)
+    condition = "on the message size and transport (does the backlog fit in the socket buffers): " + "; ".join(
+        _regime_text(t, g) for t, g in regimes.items())
+    tcp, g = by_transport.get("tcp", {}), regimes.get("tcp", {})
+    because = "; ".join(
+        [f"tcp, {g['kept_up_to']:,} B: {_held(tcp[g['kept_up_to']])}"] if g.get("kept_up_to") else []) + (
+        f"; tcp, {g['most_lost_from']:,} B: {tcp[g['most_lost_from']]['lost']:,} of "
+        f"{tcp[g['most_lost_from']]['sent']:,} lost, {_held(tcp[g['most_lost_from']])}" if g.get("most_lost_from")
+        else "") + (f"; {tiny_lost}" if tiny_lost else "")
     return Verdict("U-2", depends(condition), because, measurements)
 
 
