@@ -4,11 +4,11 @@ every scenario shares, one module per source of claims)."""
 from __future__ import annotations
 
 from ..errors import ConfigError
-from . import seed_000, seed_001, seed_002, seed_003
+from . import seed_000, seed_001, seed_002, seed_003, user_reports
 from .claims import CLAIMS, Claim
 from .framework import Outcome, Scenario, ScenarioRunner, Verdict
 
-SCENARIOS = {s.name: s for module in (seed_000, seed_001, seed_002, seed_003) for s in module.SCENARIOS}
+SCENARIOS = {s.name: s for module in (seed_000, seed_001, seed_002, seed_003, user_reports) for s in module.SCENARIOS}
 
 
 def get(name: str) -> Scenario:
