@@ -15,10 +15,16 @@ from libc.string cimport memset
 from zmqload._libzmq cimport *
 
 # --- constants exposed to Python -------------------------------------------------------
+# The C statement of the contract (csrc/zl_wire.h), exported so that tests/test_contract.py
+# can check zmqload/contract/wire.py against it.
 
 HEADER_SIZE = ZL_HEADER_SIZE
 SEQ_BITS = ZL_SEQ_BITS
+SEQ_MASK = ZL_SEQ_MASK
 WARMUP_STREAM = ZL_WARMUP_STREAM
+MAX_STREAMS = ZL_MAX_STREAMS
+STATUS_OK, STATUS_EAGAIN, STATUS_TIMEOUT, STATUS_ERROR = ZL_ST_OK, ZL_ST_EAGAIN, ZL_ST_TIMEOUT, ZL_ST_ERROR
+SEND_MODES = {"block": ZL_MODE_BLOCK, "dontwait": ZL_MODE_DONTWAIT, "timeout": ZL_MODE_TIMEOUT}
 
 SOCKET_TYPES = {
     "PAIR": ZMQ_PAIR, "PUB": ZMQ_PUB, "SUB": ZMQ_SUB, "REQ": ZMQ_REQ, "REP": ZMQ_REP,
@@ -30,21 +36,6 @@ OPTIONS = {
     "SNDBUF": ZMQ_SNDBUF, "RCVBUF": ZMQ_RCVBUF, "IMMEDIATE": ZMQ_IMMEDIATE,
     "SNDTIMEO": ZMQ_SNDTIMEO, "RCVTIMEO": ZMQ_RCVTIMEO,
 }
-
-# Per-message status codes in the sends records (docs/RECORDS.md).
-cdef enum:
-    ST_OK = 0
-    ST_EAGAIN = 1
-    ST_TIMEOUT = 2
-    ST_ERROR = 3
-
-cdef enum:
-    MODE_BLOCK = 0
-    MODE_DONTWAIT = 1
-    MODE_TIMEOUT = 2
-
-STATUS_OK, STATUS_EAGAIN, STATUS_TIMEOUT, STATUS_ERROR = ST_OK, ST_EAGAIN, ST_TIMEOUT, ST_ERROR
-SEND_MODES = {"block": MODE_BLOCK, "dontwait": MODE_DONTWAIT, "timeout": MODE_TIMEOUT}
 
 
 class ZMQError(OSError):
@@ -297,7 +288,7 @@ cdef class Sender:
         cdef Py_ssize_t capacity = t_sent.shape[0]
         cdef long long now, due
         cdef int rc, err, flags, st
-        flags = ZMQ_DONTWAIT if self.mode == MODE_DONTWAIT else 0
+        flags = ZMQ_DONTWAIT if self.mode == ZL_MODE_DONTWAIT else 0
         if status.shape[0] < capacity:
             raise ValueError("status column shorter than t_sent column")
         if self.round_trip and (t_reply is None or t_reply.shape[0] < capacity):
@@ -321,7 +312,7 @@ cdef class Sender:
                     now = zl_now_ns()
                     self.awaiting_reply = False
                     t_sent[row] = self.pending_t_sent
-                    status[row] = ST_OK
+                    status[row] = ZL_ST_OK
                     t_reply[row] = now
                     row += 1
                     self.next_seq += 1
@@ -345,7 +336,7 @@ cdef class Sender:
                 zl_put_header(self.buf, self.stream, <uint64_t>self.next_seq, now)
                 rc = zmq_send(self.sock, self.buf, self.size, flags)
                 if rc >= 0:
-                    st = ST_OK
+                    st = ZL_ST_OK
                     self.sent += 1
                     self.blocked_since = 0
                     if self.t_first_send_ns == 0:
@@ -359,16 +350,16 @@ cdef class Sender:
                     err = zmq_errno()
                     if err == EINTR:
                         continue
-                    if err == EAGAIN and self.mode == MODE_DONTWAIT:
-                        st = ST_EAGAIN
+                    if err == EAGAIN and self.mode == ZL_MODE_DONTWAIT:
+                        st = ZL_ST_EAGAIN
                         self.eagain += 1
                     elif err == EAGAIN:
                         # block / timeout modes wait in SNDTIMEO-sized steps so that the
                         # loop can come back to Python (stop, progress) while blocked.
                         if self.blocked_since == 0:
                             self.blocked_since = now
-                        if self.mode == MODE_TIMEOUT and zl_now_ns() - self.blocked_since >= self.timeout_ns:
-                            st = ST_TIMEOUT
+                        if self.mode == ZL_MODE_TIMEOUT and zl_now_ns() - self.blocked_since >= self.timeout_ns:
+                            st = ZL_ST_TIMEOUT
                             self.timeouts += 1
                             self.blocked_since = 0
                         elif zl_now_ns() >= slice_end_ns:
@@ -376,7 +367,7 @@ cdef class Sender:
                         else:
                             continue
                     else:
-                        st = ST_ERROR
+                        st = ZL_ST_ERROR
                         self.errors += 1
                         self.last_errno = err
                         if err == ETERM:
@@ -466,7 +457,7 @@ cdef class Receiver:
                 word = zl_get_word(self.buf)
                 if (word >> ZL_SEQ_BITS) == ZL_WARMUP_STREAM:
                     self.warmups += 1
-                    self.warmup_mask |= (<unsigned long long>1) << (word & 63)
+                    self.warmup_mask |= (<unsigned long long>1) << (word & (ZL_MAX_STREAMS - 1))
                     if now >= slice_end_ns:
                         break
                     continue
