@@ -13,6 +13,7 @@ from libc.stdlib cimport calloc, free
 from libc.string cimport memset
 
 from zmqload._libzmq cimport *
+from zmqload.errors import engine_error
 
 # --- constants exposed to Python -------------------------------------------------------
 # The C statement of the contract (csrc/zl_wire.h), exported so that tests/test_contract.py
@@ -38,13 +39,9 @@ OPTIONS = {
 }
 
 
-class ZMQError(OSError):
-    """A libzmq call failed; errno and libzmq's message are attached."""
-
-
 cdef inline object _error(str what):
     cdef int err = zmq_errno()
-    return ZMQError(err, f"{what}: {zmq_strerror(err).decode()}")
+    return engine_error(err, what, zmq_strerror(err).decode())
 
 
 def libzmq_version():
