@@ -161,10 +161,14 @@ cdef class Socket:
     def close(self, linger_ms=None):
         """Close (optionally setting LINGER first); returns nanoseconds zmq_close blocked."""
         cdef long long start, end
+        cdef int linger
         if self.handle == NULL:
             return 0
         if linger_ms is not None:
-            self.set_option(ZMQ_LINGER, int(linger_ms))
+            linger = int(linger_ms)
+            # A terminating context refuses options (ETERM), and still needs the socket closed.
+            if zmq_setsockopt(self.handle, ZMQ_LINGER, &linger, sizeof(int)) != 0 and zmq_errno() != ETERM:
+                raise _error(f"zmq_setsockopt(ZMQ_LINGER, {linger})")
         start = zl_now_ns()
         with nogil:
             zmq_close(self.handle)
@@ -290,6 +294,9 @@ cdef class Sender:
             raise ValueError("status column shorter than t_sent column")
         if self.round_trip and (t_reply is None or t_reply.shape[0] < capacity):
             raise ValueError("round trip needs a t_reply column as long as t_sent")
+        # Per slice, not per message: a socket closed since the last slice raises here
+        # instead of handing libzmq a freed handle.
+        self.sock = self.socket._live()
         with nogil:
             while row < capacity and not self.finished:
                 if self.awaiting_reply:
@@ -425,6 +432,7 @@ cdef class Receiver:
         cdef uint64_t word
         if t_sent.shape[0] < capacity or t_recv.shape[0] < capacity or size.shape[0] < capacity:
             raise ValueError("record columns differ in length")
+        self.sock = self.socket._live()     # as in Sender.run_slice
         with nogil:
             while row < capacity:
                 frame = 0
