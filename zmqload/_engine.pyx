@@ -1,4 +1,6 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: language_level=3, cdivision=True
+# boundscheck, wraparound and initializedcheck come from setup.py: off in the release build,
+# on in the checked ZMQLOAD_DEBUG=1 build (a directive here would override both).
 """The compiled core: thin libzmq sockets and the per-message send/receive loops.
 
 Everything per message happens here with the GIL released: no Python object is touched
