@@ -273,6 +273,68 @@ def test_receiver_with_nothing_to_read_returns_after_rcvtimeo(engine):
     assert receiver.received == receiver.errors == 0 and not receiver.terminated
 
 
+def test_round_trip_sender_records_when_each_reply_arrives(engine, peer):
+    rep = peer(zmq.REP, rcvtimeo=5000)
+    port = rep.bind_to_random_port("tcp://127.0.0.1")
+    req = engine("REQ", SNDTIMEO=20, RCVTIMEO=20)
+    req.connect(f"tcp://127.0.0.1:{port}")
+    count = 20
+    echoed: list[tuple[int, int, int]] = []
+
+    def echo():
+        for _ in range(count):
+            request = rep.recv()
+            echoed.append(decode(request))
+            rep.send(request[:HEADER_SIZE])
+
+    server = threading.Thread(target=echo)
+    server.start()
+    sender = _engine.Sender(req, 7, 64, count, 0, _engine.now_ns(), round_trip=True)
+    t_sent, status = sender_chunk(count + 1)
+    t_reply = np.zeros(count + 1, np.int64)
+    row, deadline = 0, time.monotonic() + 10
+    while not sender.finished and time.monotonic() < deadline:
+        row = sender.run_slice(t_sent, status, row, _engine.now_ns() + 50 * MS, t_reply)
+    server.join(5)
+    assert row == count and sender.sent == count
+    assert echoed == [(7, seq, int(t_sent[seq])) for seq in range(count)]
+    assert (status[:count] == SendStatus.OK).all()
+    assert np.all(t_reply[:count] > t_sent[:count])
+    assert np.all(t_sent[1:count] >= t_reply[:count - 1])      # REQ: one request in flight
+
+
+def test_receiver_skips_envelope_frames(engine, peer):
+    router = engine("ROUTER", RCVTIMEO=300)
+    endpoint = router.bind("tcp://127.0.0.1:*")
+    dealer = peer(zmq.DEALER, sndtimeo=5000)
+    dealer.connect(endpoint)
+    for seq in range(10):
+        dealer.send(header(2, seq, 100 + seq, 32))
+    receiver = _engine.Receiver(router, envelope_frames=1)     # ROUTER prepends the peer's id
+    words, t_sent, t_recv, size = receiver_chunk(20)
+    assert receiver.run_slice(words, t_sent, t_recv, size, 0, _engine.now_ns() + 5_000 * MS) == 10
+    assert (words[:10] & np.uint64(SEQ_MASK)).tolist() == list(range(10))
+    assert t_sent[:10].tolist() == [100 + seq for seq in range(10)] and (size[:10] == 32).all()
+    assert receiver.foreign == 0
+
+
+def test_echoing_receiver_answers_each_request_with_its_header(engine, peer):
+    rep = engine("REP", RCVTIMEO=300, SNDTIMEO=1000)
+    endpoint = rep.bind("tcp://127.0.0.1:*")
+    req = peer(zmq.REQ, rcvtimeo=5000, sndtimeo=5000)
+    req.connect(endpoint)
+    receiver = _engine.Receiver(rep, echo=True)
+    words, t_sent, t_recv, size = receiver_chunk(10)
+    replies = []
+    for seq in range(5):
+        req.send(header(1, seq, 500 + seq, 48))
+        assert receiver.run_slice(words, t_sent, t_recv, size, seq, _engine.now_ns() + 20 * MS) == seq + 1
+        replies.append(req.recv())
+    assert [decode(r) for r in replies] == [(1, seq, 500 + seq) for seq in range(5)]
+    assert {len(r) for r in replies} == {HEADER_SIZE}
+    assert receiver.errors == 0
+
+
 def test_closed_socket_raises_instead_of_crashing(engine):
     push = engine("PUSH", SNDTIMEO=10)
     pull = engine("PULL", RCVTIMEO=10)
