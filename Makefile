@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 DEMO   ?= runs/demo
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all prereqs venv build demo test engine-debug test-engine-debug bench bench-smoke clean
+.PHONY: all prereqs venv build demo test engine-debug test-engine-debug typecheck bench bench-smoke clean
 
 all: build
 
@@ -79,6 +79,13 @@ test-engine-debug: engine-debug
 	LD_PRELOAD="$$asan" ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	PYTHONMALLOC=malloc $(abspath $(PY)) -m pytest -q -p no:cacheprovider --capture=sys -k "$(DEBUG_SKIP)" \
 	  $(addprefix $(CURDIR)/,$(ENGINE_TESTS))
+
+# Types: mypy on what pyproject.toml's [tool.mypy] lists, then the engine's stub against the
+# built extension (stubtest: every public name and parameter, nothing missing or extra).
+typecheck: build
+	@$(PY) -m mypy --version >/dev/null 2>&1 || $(PY) -m pip install -q mypy
+	$(PY) -m mypy
+	$(PY) -m mypy.stubtest zmqload._engine --mypy-config-file pyproject.toml --allowlist .ci/stubtest-allowlist
 
 bench: build
 	@mkdir -p .benchmarks

@@ -15,7 +15,7 @@ from libc.stdlib cimport calloc, free
 from libc.string cimport memset
 
 from zmqload._libzmq cimport *
-from zmqload.errors import engine_error
+from zmqload.errors import engine_error as _engine_error
 
 # --- constants exposed to Python -------------------------------------------------------
 # The C statement of the contract (csrc/zl_wire.h), exported so that tests/test_contract.py
@@ -43,7 +43,7 @@ OPTIONS = {
 
 cdef inline object _error(str what):
     cdef int err = zmq_errno()
-    return engine_error(err, what, zmq_strerror(err).decode())
+    return _engine_error(err, what, zmq_strerror(err).decode())
 
 
 def libzmq_version():

@@ -6,6 +6,8 @@ controller's memory at count/8 bytes per map even for 100M-message runs.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 MAX_RANGES = 20
@@ -49,7 +51,8 @@ def missing_ranges(packed_missing: np.ndarray, limit: int = MAX_RANGES) -> list[
     return ranges
 
 
-def reconcile(producers: dict[int, dict], consumers: dict[int, dict], fanout: bool) -> dict:
+def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[str, Any]],
+              fanout: bool) -> dict[str, Any]:
     """Per-stream and total counters from the producers' and consumers' final reports.
 
     producers: stream -> {"attempted", "sent", "sent_ok_map"}; consumers: index ->
@@ -62,6 +65,7 @@ def reconcile(producers: dict[int, dict], consumers: dict[int, dict], fanout: bo
         nbytes = (nbits + 7) // 8
         sent_ok = _trim_tail(_fit(prod["sent_ok_map"], nbytes), nbits)
         received_maps = []
+        missing: dict[int | str, list[list[int]]]    # per consumer (fan-out), or "all"
         received = duplicates = reordered = 0
         for index, cons in sorted(consumers.items()):
             info = cons.get("streams", {}).get(stream)
