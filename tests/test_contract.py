@@ -2,6 +2,7 @@
 constants (csrc/zl_wire.h, exported by the compiled engine) and docs/RECORDS.md."""
 from __future__ import annotations
 
+import ast
 import enum
 import os
 import re
@@ -75,3 +76,28 @@ def test_schema_forms_agree():
     assert [(f.name, str(f.type)) for f in schema.arrow] == [
         ("run", "int32"), ("ok", "bool"), ("role", "string"), ("depth", "double"), ("status", "int8"),
         ("seq", "int64")]
+
+
+def test_analysis_imports_only_the_pure_data_modules_of_zmqload():
+    """zmqload.analysis runs where the engine may not be built (a Spark driver, a laptop
+    reading someone's runs): it may import zmqload.contract and zmqload.errors, nothing else."""
+    allowed = ("zmqload.contract", "zmqload.errors", "zmqload.analysis")
+    package = os.path.join(ROOT, "zmqload", "analysis")
+    seen = set()
+    for name in sorted(os.listdir(package)):
+        if not name.endswith(".py"):
+            continue
+        with open(os.path.join(package, name)) as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = "zmqload.analysis" if node.level == 1 else "zmqload" if node.level == 2 else ""
+                modules = [f"{base}.{node.module}" if base and node.module else base or node.module or ""]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            seen.update((name, m) for m in modules if m == "zmqload" or m.startswith("zmqload."))
+    outside = {(file, m) for file, m in seen if not m.startswith(allowed)}
+    assert not outside
+    assert ("runs.py", "zmqload.contract.records") in seen     # the walk sees relative imports
