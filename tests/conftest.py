@@ -19,12 +19,24 @@ def out_dir(tmp_path):
     return str(tmp_path / "runs")
 
 
+def check_identity(result) -> None:
+    """Every accepted message has exactly one fate, per stream and in total."""
+    from zmqload.accounting import FATES
+    assert result.expected == sum(getattr(result, f) for f in FATES), result.summary()
+    assert result.lost == result.dropped + result.stranded
+    for stream in result.streams:
+        assert stream["expected"] == sum(stream[f] for f in FATES), stream
+
+
 @pytest.fixture
 def run_workload(out_dir):
-    """Run a workload with records under the test's temporary directory."""
+    """Run a workload with records under the test's temporary directory; the fate
+    identity is checked on every run."""
     def run(**options):
         options.setdefault("out", out_dir)
-        return zmqload.run(**options)
+        result = zmqload.run(**options)
+        check_identity(result)
+        return result
     return run
 
 

@@ -84,6 +84,7 @@ class Sender:
 class Receiver:
     def __new__(cls, socket: Socket, delay_ns: int = 0, envelope_frames: int = 0,
                 echo: bool = False) -> Self: ...
+    delay_ns: int
     @property
     def received(self) -> int: ...
     @property

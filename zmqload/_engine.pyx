@@ -406,7 +406,7 @@ cdef class Receiver:
     cdef Socket socket
     cdef char buf[64]
     cdef char scratch[256]
-    cdef long long delay_ns
+    cdef public long long delay_ns      # the drain sets it to 0 (fast drain)
     cdef int envelope_frames
     cdef readonly long long received, warmups, foreign, errors
     cdef readonly unsigned long long warmup_mask   # bit k: a warm-up from producer k arrived

@@ -1,8 +1,31 @@
-"""Reconcile what producers sent with what consumers received, exactly.
+"""The fate of every message, reconciled exactly from packed bit maps.
 
-Producers ship a packed bit map of the seqs they sent successfully; consumers ship a
-packed bit map of the seqs they received, per stream. Working on packed bits keeps the
-controller's memory at count/8 bytes per map even for 100M-message runs.
+Producers ship a packed map of the seqs their socket accepted; consumers ship, per
+stream, a packed map of the seqs that arrived and one of those that first arrived in the
+drain. Working on packed bits keeps the controller's memory at count/8 bytes per map even
+for 100M-message runs.
+
+Every message a producer's socket accepted ends in exactly one fate (docs/RECORDS.md):
+
+    delivered      arrived while the consumers worked normally
+    drained        was still queued when the producers finished, arrived in the drain
+    dropped_start  never arrived, sent before the first message that did (not yet joined)
+    dropped_mid    never arrived, sent between arrivals (a full pipe dropped it)
+    dropped_tail   never arrived, sent after the last arrival, lost at close/linger/term
+    stranded       not received because the drain was cut short (limit, --drain none,
+                   consumer-first close, interrupt): queued or dropped, unknown
+
+A drop is only called a drop when the drain ran to completion (consumers read until
+idle) or when a later message of the same stream already reached every consumer that
+could hold it: one connection delivers in order, so an earlier message cannot still be
+queued behind it. Everything else unreceived is stranded, never dropped.
+
+Drops after the last arrival are placed by what the producer's socket does at HWM: one
+that blocks (PUSH, DEALER, PAIR, REQ) had queued every message it accepted, so such a
+message can only have been lost at shutdown (tail). One that drops (PUB) also drops at
+send time when its pipe is full; its close can only discard what is queued when its
+linger is finite (0, or a linger that expired), so with LINGER -1 (close waits) those
+drops are mid-run drops at a full pipe, and tail drops otherwise.
 """
 from __future__ import annotations
 
@@ -11,6 +34,7 @@ from typing import Any
 import numpy as np
 
 MAX_RANGES = 20
+FATES = ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail", "stranded")
 
 
 def _popcount(packed: np.ndarray) -> int:
@@ -33,6 +57,31 @@ def _trim_tail(packed: np.ndarray, nbits: int) -> np.ndarray:
     return packed
 
 
+def bits_in(packed: np.ndarray, lo: int, hi: int) -> int:
+    """Set bits with index in [lo, hi) (bit i is bit 7 - i % 8 of byte i // 8, as np.packbits)."""
+    lo, hi = max(lo, 0), min(hi, len(packed) * 8)
+    if hi <= lo:
+        return 0
+    b0, b1 = lo // 8, (hi - 1) // 8
+    head = 0xFF >> (lo % 8)
+    tail = (0xFF << (7 - (hi - 1) % 8)) & 0xFF
+    if b0 == b1:
+        return bin(int(packed[b0]) & head & tail).count("1")
+    return (bin(int(packed[b0]) & head).count("1") + _popcount(packed[b0 + 1:b1])
+            + bin(int(packed[b1]) & tail).count("1"))
+
+
+def first_last(packed: np.ndarray) -> tuple[int, int] | None:
+    """Index of the first and the last set bit, or None if none is set."""
+    nonzero = np.flatnonzero(packed)
+    if not len(nonzero):
+        return None
+    first_byte, last_byte = int(packed[nonzero[0]]), int(packed[nonzero[-1]])
+    first = int(nonzero[0]) * 8 + (8 - first_byte.bit_length())
+    last = int(nonzero[-1]) * 8 + 7 - ((last_byte & -last_byte).bit_length() - 1)
+    return first, last
+
+
 def missing_ranges(packed_missing: np.ndarray, limit: int = MAX_RANGES) -> list[list[int]]:
     """[first, last] seq ranges of set bits, the first `limit` of them."""
     ranges: list[list[int]] = []
@@ -51,51 +100,138 @@ def missing_ranges(packed_missing: np.ndarray, limit: int = MAX_RANGES) -> list[
     return ranges
 
 
-def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[str, Any]],
-              fanout: bool) -> dict[str, Any]:
-    """Per-stream and total counters from the producers' and consumers' final reports.
+def below(packed: np.ndarray, limit: int) -> np.ndarray:
+    """A copy of packed with every bit at index >= limit cleared."""
+    out = packed.copy()
+    limit = max(limit, 0)
+    out[(limit + 7) // 8:] = 0
+    if limit % 8 and limit // 8 < len(out):
+        out[limit // 8] &= np.uint8((0xFF << (8 - limit % 8)) & 0xFF)
+    return out
+
+
+def dropped_map(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain_completed: bool) -> np.ndarray:
+    """Packed map of the seqs fates() counts as dropped (start, mid or tail)."""
+    missing = sent_ok & ~got
+    return missing if drain_completed else below(missing, certain_below)
+
+
+def fates(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, certain_below: int,
+          drain_completed: bool, tail_at_shutdown: bool = True) -> dict[str, int]:
+    """Fates of one stream's accepted messages as seen by one view (a consumer, or the
+    union of round-robin consumers). `certain_below`: unreceived seqs below it cannot be
+    queued any more (-1: none certain). `tail_at_shutdown`: whether drops after the last
+    arrival were lost at shutdown (else at a full pipe, mid-run)."""
+    got = got & sent_ok
+    drained = drained & got
+    missing = sent_ok & ~got
+    n_drained = _popcount(drained)
+    result = dict.fromkeys(FATES, 0)
+    result["delivered"] = _popcount(got) - n_drained
+    result["drained"] = n_drained
+    n_missing = _popcount(missing)
+    span = first_last(got)
+    end = len(missing) * 8
+    if span is None:
+        first = last = end                      # nothing arrived: every drop is a "start" drop
+    else:
+        first, last = span
+    limit = end if drain_completed else max(certain_below, 0)
+    result["dropped_start"] = bits_in(missing, 0, min(first, limit))
+    result["dropped_mid"] = bits_in(missing, first, min(last, limit))
+    result["dropped_tail"] = bits_in(missing, last + 1, limit)
+    result["stranded"] = n_missing - result["dropped_start"] - result["dropped_mid"] - result["dropped_tail"]
+    if not tail_at_shutdown:
+        result["dropped_mid"] += result["dropped_tail"]
+        result["dropped_tail"] = 0
+    return result
+
+
+def _add(total: dict[str, int], part: dict[str, int]) -> None:
+    for key, value in part.items():
+        total[key] = total.get(key, 0) + value
+
+
+def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[str, Any]], fanout: bool,
+              drain_completed: bool = True, tail_at_shutdown: bool = True) -> dict[str, Any]:
+    """Per-stream and total counters and fates from the producers' and consumers' finals.
 
     producers: stream -> {"attempted", "sent", "sent_ok_map"}; consumers: index ->
-    {"received", "streams": {stream: {"seen_map", "duplicates", "reordered"}}}.
+    {"streams": {stream: {"seen_map", "drained_map", "unique", "duplicates", "reordered"}}}.
     """
     streams = []
-    n_consumers = max(1, len(consumers))
+    drops: dict[int, list[Any]] = {}     # stream -> [(sent_ok, packed dropped map)], one per view
+    indices = sorted(consumers) or [0]
     for stream, prod in sorted(producers.items()):
         nbits = prod["attempted"]
         nbytes = (nbits + 7) // 8
         sent_ok = _trim_tail(_fit(prod["sent_ok_map"], nbytes), nbits)
-        received_maps = []
-        missing: dict[int | str, list[list[int]]]    # per consumer (fan-out), or "all"
+        seen, drained = {}, {}
         received = duplicates = reordered = 0
-        for index, cons in sorted(consumers.items()):
-            info = cons.get("streams", {}).get(stream)
+        for index in indices:
+            info = consumers.get(index, {}).get("streams", {}).get(stream)
             if info is None:
-                received_maps.append((index, np.zeros(nbytes, np.uint8)))
+                seen[index] = drained[index] = np.zeros(nbytes, np.uint8)
                 continue
-            seen = _fit(info["seen_map"], nbytes)
-            received_maps.append((index, seen))
+            seen[index] = _fit(info["seen_map"], nbytes)
+            drained[index] = _fit(info.get("drained_map", np.zeros(0, np.uint8)), nbytes)
             received += info["unique"] + info["duplicates"]
             duplicates += info["duplicates"]
             reordered += info["reordered"]
+        fate_totals = dict.fromkeys(FATES, 0)
+        by_consumer = {}
+        missing: dict[int | str, list[list[int]]]     # per consumer (fan-out), or "all"
         if fanout:
-            delivered = sum(_popcount(seen & sent_ok) for _, seen in received_maps)
-            missing = {index: missing_ranges(sent_ok & ~seen) for index, seen in received_maps}
-            expected = prod["sent"] * n_consumers
+            for index in indices:
+                span = first_last(seen[index] & sent_ok)
+                f = fates(sent_ok, seen[index], drained[index], span[1] if span else -1, drain_completed,
+                          tail_at_shutdown)
+                by_consumer[index] = f
+                _add(fate_totals, f)
+                drops.setdefault(stream, []).append(
+                    dropped_map(sent_ok, seen[index], span[1] if span else -1, drain_completed))
+            delivered = sum(_popcount(seen[i] & sent_ok) for i in indices)
+            missing = {index: missing_ranges(sent_ok & ~seen[index]) for index in indices}
+            expected = prod["sent"] * len(indices)
         else:
             union = np.zeros(nbytes, np.uint8)
-            for _, seen in received_maps:
-                union |= seen
-            delivered = _popcount(union & sent_ok)
+            union_drained = np.zeros(nbytes, np.uint8)
+            for index in indices:
+                union |= seen[index]
+                union_drained |= drained[index]
+            # a message that reached one consumer before the drain is not "drained" at another
+            union_drained &= ~np.bitwise_or.reduce([seen[i] & ~drained[i] for i in indices])
             # a message delivered to two consumers is a duplicate too
-            duplicates += sum(_popcount(seen) for _, seen in received_maps) - _popcount(union)
+            duplicates += sum(_popcount(seen[i]) for i in indices) - _popcount(union)
+            lasts = [first_last(seen[i] & sent_ok) for i in indices]
+            certain = min(span[1] if span else -1 for span in lasts)
+            _add(fate_totals, fates(sent_ok, union, union_drained, certain, drain_completed, tail_at_shutdown))
+            drops[stream] = [dropped_map(sent_ok, union, certain, drain_completed)]
+            delivered = _popcount(union & sent_ok)
             missing = {"all": missing_ranges(sent_ok & ~union)}
             expected = prod["sent"]
+        dropped = fate_totals["dropped_start"] + fate_totals["dropped_mid"] + fate_totals["dropped_tail"]
+        drops[stream] = [(sent_ok, m) for m in drops.get(stream, [])]
         streams.append({
             "stream": stream, "attempted": nbits, "sent": prod["sent"], "expected": expected,
             "received": received, "unique_received": delivered, "duplicates": duplicates,
             "reordered": reordered, "lost": expected - delivered, "missing_ranges": missing,
+            **fate_totals, "dropped": dropped,
+            **({"fates_by_consumer": by_consumer} if fanout else {}),
         })
-    totals = {key: sum(s[key] for s in streams)
-              for key in ("attempted", "sent", "expected", "received", "unique_received",
-                          "duplicates", "reordered", "lost")}
-    return {"streams": streams, "totals": totals}
+    keys = ("attempted", "sent", "expected", "received", "unique_received", "duplicates", "reordered", "lost",
+            *FATES, "dropped")
+    totals = {key: sum(s[key] for s in streams) for key in keys}
+    return {"streams": streams, "totals": totals, "drops": drops}
+
+
+def drop_ranks(sent_ok: np.ndarray, dropped: np.ndarray) -> np.ndarray:
+    """Rank of each dropped seq among the accepted ones (0 = the first accepted message)."""
+    seqs = np.flatnonzero(np.unpackbits(dropped))
+    if not len(seqs):
+        return seqs
+    per_byte = np.bitwise_count(sent_ok) if hasattr(np, "bitwise_count") else np.unpackbits(sent_ok).reshape(-1, 8).sum(1)
+    before_byte = np.concatenate(([0], np.cumsum(per_byte, dtype=np.int64)[:-1]))
+    within = np.unpackbits(sent_ok[seqs // 8]).reshape(-1, 8)
+    ranks: np.ndarray = before_byte[seqs // 8] + (within * (np.arange(8) < (seqs % 8)[:, None])).sum(1, dtype=np.int64)
+    return ranks

@@ -92,6 +92,11 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
                    help="simulated work per received message (slow consumer)")
     g.add_argument("--drain-timeout-ms", type=int_arg("milliseconds >= 1"), default=d.drain_timeout_ms,
                    help="consumers stop after this long without messages once producers are done")
+    g.add_argument("--drain", default=d.drain, choices=("fast", "slow", "none"),
+                   help="once the producers are done: fast = consumers stop their simulated work and read what "
+                        "is queued (default), slow = keep it, none = close at once (unreceived: stranded)")
+    g.add_argument("--drain-limit-s", type=float_arg("seconds > 0"), default=d.drain_limit_s,
+                   help="cut the drain short after this long (default %(default)s; unreceived: stranded)")
     g.add_argument("--close-pause-ms", type=int_arg("milliseconds >= 0"), default=d.close_pause_ms,
                    help="producers pause this long after their last send before close/term")
     g.add_argument("--close-order", default=d.close_order,
@@ -121,7 +126,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
 
 WORKLOAD_FIELDS = ("pattern", "transport", "host", "port", "endpoint", "size", "count", "duration", "rate",
                    "producers", "consumers", "send_mode", "sndtimeo_ms", "consumer_delay_us",
-                   "drain_timeout_ms", "warmup", "join_delay_ms", "close_pause_ms", "close_order", "proxy_sndhwm",
+                   "drain_timeout_ms", "drain", "drain_limit_s", "warmup", "join_delay_ms", "close_pause_ms", "close_order", "proxy_sndhwm",
                    "proxy_rcvhwm", "sndhwm", "rcvhwm", "linger_ms", "sndbuf", "rcvbuf",
                    "immediate", "io_threads", "out", "run_name", "compression")
 

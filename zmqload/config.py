@@ -23,6 +23,7 @@ TRANSPORTS = ("tcp", "ipc", "inproc")
 SEND_MODES = ("block", "dontwait", "timeout")
 COMPRESSIONS = ("none", "snappy", "lz4", "zstd")
 CLOSE_ORDERS = ("producer-first", "consumer-first")
+DRAIN_MODES = ("fast", "slow", "none")
 DEFAULT_COUNT = 100_000
 
 _ENDPOINT = re.compile(
@@ -65,6 +66,8 @@ class Workload:
     io_threads: int = 1
     consumer_delay_us: float = 0.0
     drain_timeout_ms: int = 1000         # consumers stop after this long idle once producers are done
+    drain: str = "fast"                  # fast: consumers stop their work and read; slow: keep it; none: close at once
+    drain_limit_s: float = 60.0          # the drain is cut short after this long (unreceived: stranded)
     warmup: bool = True                  # wait until every consumer hears every producer
     join_delay_ms: int = 0               # consumers connect this long after producers start (slow joiner)
     close_pause_ms: int = 0              # producers pause this long after their last send, then close
@@ -154,6 +157,9 @@ class Workload:
         _int_range("io_threads", self.io_threads, 1, 64, "an integer from 1 to 64")
         _number_range("consumer_delay_us", self.consumer_delay_us, 0, 60_000_000, "microseconds >= 0")
         _int_range("drain_timeout_ms", self.drain_timeout_ms, 1, 3_600_000, "milliseconds from 1 to 3600000")
+        if self.drain not in DRAIN_MODES:
+            raise ConfigError("--drain", f"unknown drain {self.drain!r}; accepted: {', '.join(DRAIN_MODES)}")
+        _number_range("drain_limit_s", self.drain_limit_s, 0, 7 * 86400, "seconds > 0", low_open=True)
         if self.compression not in COMPRESSIONS:
             raise ConfigError("--compression", f"unknown codec {self.compression!r}; accepted: {', '.join(COMPRESSIONS)}")
         _int_range("chunk_rows", self.chunk_rows, 1024, 16_777_216, "an integer from 1024 to 16777216")

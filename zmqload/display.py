@@ -26,10 +26,10 @@ class LiveProgress:
         self.started = 0.0
         self._last = 0.0
 
-    def start(self, state) -> None:
+    def start(self, snapshot) -> None:
         self.started = time.monotonic()
 
-    def update(self, state) -> None:
+    def update(self, snapshot) -> None:
         now = time.monotonic()
         if now - self.started < SHOW_AFTER_S or now - self._last < 0.1:
             return
@@ -39,23 +39,25 @@ class LiveProgress:
                 return
             self.live = Live(console=self.console, refresh_per_second=8, transient=True)
             self.live.start()
-        self.live.update(self._render(state, now - self.started))
+        self.live.update(self._render(snapshot, now - self.started))
 
-    def _render(self, state, elapsed: float):
-        sent = sum(state.live.get(n, {}).get("messages", 0) for n in state.producers)
-        dropped = sum(state.live.get(n, {}).get("dropped", 0) for n in state.producers)
-        received = state.delivered_so_far()
-        phase = ("draining" if len(state.done) == len(state.producers) else
-                 "running" if state.t0_ns else "starting")
+    def _render(self, snap, elapsed: float):
         table = Table.grid(padding=(0, 2))
-        table.add_row(f"[bold]{state.w.pattern}[/] over {state.w.transport}", phase, f"{elapsed:6.1f} s",
-                      f"sent {sent:,}", f"received {received:,}", f"dropped {dropped:,}")
+        table.add_row(f"[bold]{snap.pattern}[/] over {snap.transport}", snap.phase, f"{elapsed:6.1f} s",
+                      f"sent {snap.sent:,}", f"received {snap.received:,}", f"refused {snap.dropped:,}")
         return table
 
     def stop(self) -> None:
         if self.live is not None:
             self.live.stop()
             self.live = None
+
+
+def _drain(drain: dict) -> str:
+    if not drain:
+        return "not reached"
+    seconds = (drain["t_end_ns"] - drain["t_start_ns"]) / 1e9
+    return f"{drain['mode']}, ended {drain['ended']} after {seconds:.2f} s"
 
 
 def summary_table(result: RunResult) -> Table:
@@ -73,7 +75,10 @@ def summary_table(result: RunResult) -> Table:
         ("SNDTIMEO drops (sender)", f"{result.timeout:,}"),
         ("expected deliveries", f"{result.expected:,}"),
         ("received", f"{result.received:,}"),
-        ("lost", f"{result.lost:,} ({result.loss_ratio:.4%})"),
+        ("delivered / drained", f"{result.delivered:,} / {result.drained:,}  (drain {_drain(result.drain)})"),
+        ("dropped start / mid / tail", f"{result.dropped_start:,} / {result.dropped_mid:,} / {result.dropped_tail:,}"),
+        ("stranded (drain cut short)", f"{result.stranded:,}"),
+        ("lost", f"{result.lost:,} ({result.loss_ratio:.4%}) = dropped + stranded"),
         ("duplicates / reordered", f"{result.duplicates:,} / {result.reordered:,}"),
         ("send rate", f"{result.send_rate:,.0f} msg/s"),
         ("throughput", f"{result.throughput_msgs:,.0f} msg/s  {result.throughput_mb:,.1f} MB/s"),

@@ -164,27 +164,45 @@ class ChunkPipeline:
 
 
 class SeenMap:
-    """Which seqs of one stream arrived: exact unique / duplicate / missing accounting."""
+    """Which seqs of one stream arrived: exact unique / duplicate / missing accounting,
+    and which seqs first arrived in the drain (after the producers were done)."""
 
     def __init__(self, expected: int):
         self.seen = np.zeros(max(expected, 1024), dtype=bool)
+        self.drained: np.ndarray | None = None      # allocated at the first drained arrival
         self.unique = 0
         self.duplicates = 0
         self.reordered = 0
         self.max_seq = -1
 
-    def add(self, seqs: np.ndarray) -> None:
+    def _grow(self, top: int) -> None:
+        if top >= len(self.seen):
+            size = max(top + 1, 2 * len(self.seen))
+            self.seen = np.concatenate([self.seen, np.zeros(size - len(self.seen), dtype=bool)])
+            if self.drained is not None:
+                self.drained = np.concatenate([self.drained, np.zeros(size - len(self.drained), dtype=bool)])
+
+    def add(self, seqs: np.ndarray, in_drain: np.ndarray | None = None) -> None:
+        """seqs in arrival order; in_drain[i]: seqs[i] arrived during the drain."""
         if len(seqs) == 0:
             return
         top = int(seqs.max())
-        if top >= len(self.seen):
-            grown = np.zeros(max(top + 1, 2 * len(self.seen)), dtype=bool)
-            grown[:len(self.seen)] = self.seen
-            self.seen = grown
+        self._grow(top)
         running_max = np.maximum.accumulate(seqs)
         prior_max = np.concatenate(([self.max_seq], running_max[:-1]))
         self.reordered += int(np.count_nonzero(seqs < prior_max))
         self.max_seq = max(self.max_seq, top)
+        if in_drain is not None and in_drain.any():
+            # a seq counts as drained only if its first arrival was in the drain
+            if self.drained is None:
+                self.drained = np.zeros(len(self.seen), dtype=bool)
+            fresh = seqs[in_drain]
+            fresh = fresh[~self.seen[fresh]]
+            # an earlier (pre-drain) row of this very chunk may have brought it already
+            early = seqs[~in_drain]
+            if len(early):
+                fresh = fresh[~np.isin(fresh, early)]
+            self.drained[fresh] = True
         if len(seqs) == 1 or bool(np.all(seqs[1:] > seqs[:-1])):
             distinct = seqs
         else:
@@ -193,6 +211,12 @@ class SeenMap:
         self.seen[distinct] = True
         self.unique += new
         self.duplicates += len(seqs) - new
+
+    def packed(self) -> tuple[np.ndarray, np.ndarray]:
+        """(seen, drained) as packed bits up to the highest seq seen."""
+        n = self.max_seq + 1
+        drained = self.drained[:n] if self.drained is not None else np.zeros(n, dtype=bool)
+        return np.packbits(self.seen[:n]), np.packbits(drained)
 
 
 class Samples:
@@ -216,3 +240,82 @@ class Samples:
                            "messages": messages, "dropped": dropped,
                            "tcp_sendq_bytes": sendq, "tcp_recvq_bytes": recvq})
         self.rows = []
+
+
+class SendConverter:
+    """Turns the sender's raw chunks (t_sent, status[, t_reply]) into sends records, the
+    packed map of seqs the socket accepted, and (req-rep) replies records and round trips."""
+
+    def __init__(self, run_dir: str, name: str, stream: int, size: int, rate: int, t0_ns: int,
+                 compression: str, round_trip: bool):
+        from .histogram import Histogram
+        self.stream, self.size, self.rate, self.t0_ns = stream, size, rate, t0_ns
+        self.sends = PartWriter(os.path.join(run_dir, "sends"), name, SENDS_SCHEMA, compression)
+        self.replies = (PartWriter(os.path.join(run_dir, "replies"), name, REPLIES_SCHEMA, compression)
+                        if round_trip else None)
+        self.rtt = Histogram()
+        self.ok_bits: list[np.ndarray] = []
+        self.first_seq = 0
+
+    columns_plain = {"t_sent": np.int64, "status": np.int8}
+
+    def columns(self) -> dict:
+        return dict(self.columns_plain, **({"t_reply": np.int64} if self.replies is not None else {}))
+
+    def __call__(self, chunk: dict, rows: int) -> None:
+        from ._engine import STATUS_OK
+        seqs = np.arange(self.first_seq, self.first_seq + rows, dtype=np.int64)
+        self.first_seq += rows
+        t_sent, status = chunk["t_sent"][:rows], chunk["status"][:rows]
+        self.ok_bits.append(np.packbits(status == STATUS_OK))
+        t_intended = intended_times(self.t0_ns, seqs, self.rate, t_sent)
+        stream = np.full(rows, self.stream, np.int32)
+        if self.replies is not None:
+            t_reply = chunk["t_reply"][:rows]
+            self.rtt.record(t_reply - t_intended)
+            self.replies.write({"stream": stream, "seq": seqs, "t_intended_ns": t_intended,
+                                "t_sent_ns": t_sent, "t_reply_ns": t_reply})
+        self.sends.write({"stream": stream, "seq": seqs, "t_intended_ns": t_intended, "t_sent_ns": t_sent,
+                          "status": status, "size": np.full(rows, self.size, np.int32)})
+
+    def sent_ok_map(self) -> np.ndarray:
+        return np.concatenate(self.ok_bits) if self.ok_bits else np.zeros(0, np.uint8)
+
+
+class RecvConverter:
+    """Turns the receiver's raw chunks (header word, t_sent, t_recv, size) into recvs
+    records, latency histograms and per-stream seen-maps. `t0_ns` and `t_drain_ns` are
+    set by the consumer when it learns them; a chunk converted before the drain began
+    holds only rows received before it (rows are spilled before they are converted)."""
+
+    COLUMNS = {"words": np.uint64, "t_sent": np.int64, "t_recv": np.int64, "size": np.int32}
+    NO_DRAIN = np.iinfo(np.int64).max
+
+    def __init__(self, run_dir: str, name: str, consumer: int, rate: int, expected: int, compression: str):
+        from .histogram import Histogram
+        self.consumer, self.rate, self.expected = consumer, rate, expected
+        self.t0_ns = 0
+        self.t_drain_ns = self.NO_DRAIN
+        self.recvs = PartWriter(os.path.join(run_dir, "recvs"), name, RECVS_SCHEMA, compression)
+        self.latency_intended = Histogram()
+        self.latency_sent = Histogram()
+        self.streams: dict[int, SeenMap] = {}
+
+    def __call__(self, chunk: dict, rows: int) -> None:
+        from ._engine import SEQ_BITS
+        words = chunk["words"][:rows]
+        stream = (words >> np.uint64(SEQ_BITS)).astype(np.int32)
+        seq = (words & np.uint64((1 << SEQ_BITS) - 1)).astype(np.int64)
+        t_sent, t_recv = chunk["t_sent"][:rows], chunk["t_recv"][:rows]
+        t_intended = intended_times(self.t0_ns, seq, self.rate, t_sent)
+        self.latency_intended.record(t_recv - t_intended)
+        self.latency_sent.record(t_recv - t_sent)
+        in_drain = t_recv >= self.t_drain_ns
+        one_stream = stream.min() == stream.max()
+        for s in (stream[:1] if one_stream else np.unique(stream)):
+            seen = self.streams.setdefault(int(s), SeenMap(self.expected))
+            mine = slice(None) if one_stream else (stream == s)
+            seen.add(seq[mine], in_drain[mine])
+        self.recvs.write({"consumer": np.full(rows, self.consumer, np.int32), "stream": stream, "seq": seq,
+                          "t_intended_ns": t_intended, "t_sent_ns": t_sent, "t_recv_ns": t_recv,
+                          "size": chunk["size"][:rows]})

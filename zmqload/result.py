@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
+from .accounting import FATES
 from .histogram import Histogram
 
 PERCENTILES = (50, 90, 99, 99.9, 99.99, 100)
@@ -28,7 +30,16 @@ class RunResult:
     unique_received: int = 0
     duplicates: int = 0
     reordered: int = 0
-    lost: int = 0
+    lost: int = 0                                 # dropped + stranded (expected - unique_received)
+    # the fate of every accepted message (zmqload.accounting, docs/RECORDS.md)
+    delivered: int = 0                            # arrived while the consumers worked normally
+    drained: int = 0                              # was still queued when the producers finished
+    dropped_start: int = 0                        # never arrived: before the consumer had joined
+    dropped_mid: int = 0                          # never arrived: dropped mid-run (a full pipe)
+    dropped_tail: int = 0                         # never arrived: lost at close / linger / term
+    stranded: int = 0                             # unreceived when the drain was cut short: unknown
+    drain: dict = field(default_factory=dict)     # mode, how it ended, when
+    queue: dict = field(default_factory=dict)     # "peak": depth and its kernel/libzmq split; "series"
     elapsed_s: float = 0.0                        # first send to last receive
     send_rate: float = 0.0                        # msg/s attempted by the producers
     throughput_msgs: float = 0.0                  # msg/s received
@@ -41,15 +52,26 @@ class RunResult:
     consumers: list = field(default_factory=list)
     versions: dict = field(default_factory=dict)
 
+    # The figures run.json keeps under "counters" and "summary" (docs/RECORDS.md).
+    COUNTERS: ClassVar[tuple] = ("attempted", "sent", "eagain", "timeout", "errors", "expected", "received", "unique_received",
+                "duplicates", "reordered", "lost", *FATES, "dropped")
+    FIGURES: ClassVar[tuple] = ("queue_peak", "elapsed_s", "send_rate", "throughput_msgs", "throughput_mb", "loss_ratio",
+               "latency_intended_ns", "latency_sent_ns", "round_trip_ns")
+
     def __repr__(self) -> str:
         return (f"RunResult({self.run_id!r}, status={self.status!r}, sent={self.sent}, received={self.received}, "
                 f"lost={self.lost}, eagain={self.eagain}, throughput_msgs={self.throughput_msgs:.0f}, "
                 f"p99_us={self.latency_us(99)})")
 
     @property
-    def dropped(self) -> int:
-        """Messages the sender gave up on (EAGAIN with dontwait, SNDTIMEO expiry)."""
+    def refused(self) -> int:
+        """Messages the sending socket never accepted (EAGAIN with dontwait, SNDTIMEO expiry)."""
         return self.eagain + self.timeout
+
+    @property
+    def dropped(self) -> int:
+        """Accepted messages that never arrived although the drain ran to completion."""
+        return self.dropped_start + self.dropped_mid + self.dropped_tail
 
     @property
     def loss_ratio(self) -> float:
@@ -83,6 +105,8 @@ class RunResult:
             "timeout": self.timeout, "errors": self.errors, "expected": self.expected,
             "received": self.received, "unique_received": self.unique_received,
             "duplicates": self.duplicates, "reordered": self.reordered, "lost": self.lost,
+            **{name: getattr(self, name) for name in FATES}, "dropped": self.dropped, "drain": self.drain,
+            "queue_peak": self.queue.get("peak", {}),
             "loss_ratio": self.loss_ratio, "elapsed_s": self.elapsed_s, "send_rate": self.send_rate,
             "throughput_msgs": self.throughput_msgs, "throughput_mb": self.throughput_mb,
             "latency_intended_ns": self.latency_summary("intended"),

@@ -441,18 +441,17 @@ class _RunWatch:
         self.started = time.monotonic()
         self._last = 0.0
 
-    def start(self, state) -> None:
+    def start(self, snapshot) -> None:
         self.started = time.monotonic()
 
-    def update(self, state) -> None:
+    def update(self, snapshot) -> None:
         now = time.monotonic()
         if now - self._last < 0.1:
             return
         self._last = now
         try:
             w = self.point.workload
-            sent = sum(state.live.get(n, {}).get("messages", 0) for n in state.producers)
-            received = state.delivered_so_far()
+            sent, received = snapshot.sent, snapshot.received
             fraction = 0.0
             if w.count is not None:
                 fraction = sent / (w.count * w.producers)

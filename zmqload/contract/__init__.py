@@ -1,2 +1,4 @@
-"""The contracts between zmqload's parts, each stated once, as types. Pure data: nothing
-here imports the engine or any other part of zmqload, so every layer can import it."""
+"""The contracts between zmqload's stages, each defined once: the wire header and status
+codes (`wire`), the record schemas (`records`), worker identities (`ids`) and the control
+messages between the controller and its workers (`control`). Pure data: nothing here
+imports the engine, Spark or any other stage."""

@@ -1,18 +1,17 @@
 """The control channel between the controller and its workers (pyzmq, not the engine).
 
-The controller binds a ROUTER; every worker connects a DEALER whose routing id is its
-name ("p0", "c1", ...). Messages are small dicts (pickled), each with a "type":
-
-  worker -> controller: ready {endpoint}, warm, progress {...}, done {...}, final {...}, error {message}
-  controller -> worker: warmup, start {t0_ns}, producers_done {expected}, stop {interrupted}
+The controller binds a ROUTER on a private ipc endpoint; every worker connects a DEALER
+whose routing id is its name ("p0", "c1", "x0"). What travels is zmqload.contract.control.
 """
 from __future__ import annotations
 
 import os
-import pickle
 import tempfile
 
 import zmq
+
+from ..contract import control
+from ..contract.ids import WorkerId
 
 
 def new_endpoint() -> tuple[str, str]:
@@ -30,18 +29,19 @@ class ControlServer:
         self.socket.bind(endpoint)
         self.endpoint = endpoint
 
-    def send(self, worker: str, message: dict) -> bool:
+    def send(self, worker: WorkerId, message) -> bool:
         try:
-            self.socket.send_multipart([worker.encode(), pickle.dumps(message)])
+            self.socket.send_multipart([str(worker).encode(), *control.encode(message)], copy=False)
             return True
         except zmq.ZMQError:        # that worker is gone (EHOSTUNREACH)
             return False
 
-    def recv(self, timeout_ms: int) -> tuple[str, dict] | None:
+    def recv(self, timeout_ms: int):
+        """(worker, message) or None if nothing came within timeout_ms."""
         if not self.socket.poll(timeout_ms):
             return None
-        worker, payload = self.socket.recv_multipart()
-        return worker.decode(), pickle.loads(payload)
+        worker, *frames = self.socket.recv_multipart(copy=False)
+        return WorkerId.parse(bytes(worker).decode()), control.decode([f.buffer for f in frames])
 
     def close(self) -> None:
         self.socket.close(0)
@@ -49,22 +49,20 @@ class ControlServer:
 
 
 class ControlClient:
-    def __init__(self, endpoint: str, name: str):
+    def __init__(self, endpoint: str, worker: WorkerId):
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.ROUTING_ID, name.encode())
+        self.socket.setsockopt(zmq.ROUTING_ID, str(worker).encode())
         self.socket.setsockopt(zmq.LINGER, 2000)
         self.socket.connect(endpoint)
-        self.name = name
 
-    def send(self, message_type: str, **fields) -> None:
-        fields["type"] = message_type
-        self.socket.send(pickle.dumps(fields))
+    def send(self, message) -> None:
+        self.socket.send_multipart(control.encode(message), copy=False)
 
-    def recv(self, timeout_ms: int = 0) -> dict | None:
+    def recv(self, timeout_ms: int = 0):
         if not self.socket.poll(timeout_ms):
             return None
-        return pickle.loads(self.socket.recv())
+        return control.decode([f.buffer for f in self.socket.recv_multipart(copy=False)])
 
     def close(self) -> None:
         self.socket.close()

@@ -1,0 +1,150 @@
+"""The fate of every message: each fate appears where it must and nowhere else, checked
+against the Parquet records with numpy (no zmqload accounting code involved)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import check_identity, read_meta, read_table
+from zmqload.accounting import FATES, bits_in, fates, first_last
+
+
+def fates_from_records(run_dir: str) -> dict:
+    """Delivered / drained / never-arrived, from the records and run.json alone."""
+    meta = read_meta(run_dir)
+    sends = read_table(run_dir, "sends")
+    ok = sends.column("status").to_numpy() == 0
+    sent_ok = set(zip(sends.column("stream").to_numpy()[ok].tolist(), sends.column("seq").to_numpy()[ok].tolist()))
+    drain_at = {c["worker"]: c["t_drain_ns"] or np.iinfo(np.int64).max for c in meta["consumers"]}
+    recvs = read_table(run_dir, "recvs")
+    consumer = recvs.column("consumer").to_numpy()
+    stream = recvs.column("stream").to_numpy()
+    seq = recvs.column("seq").to_numpy()
+    t_recv = recvs.column("t_recv_ns").to_numpy()
+    first_arrival: dict = {}
+    for c, s, q, t in zip(consumer.tolist(), stream.tolist(), seq.tolist(), t_recv.tolist()):
+        key = (c, s, q) if meta["pattern"]["fanout"] else (s, q)
+        if key not in first_arrival or t < first_arrival[key][0]:
+            first_arrival[key] = (t, c)
+    drained = sum(t >= drain_at[c] for t, c in first_arrival.values())
+    copies = len(meta["consumers"]) if meta["pattern"]["fanout"] else 1
+    return {"sent_ok": len(sent_ok), "expected": len(sent_ok) * copies, "arrived": len(first_arrival),
+            "drained": drained, "delivered": len(first_arrival) - drained,
+            "never": len(sent_ok) * copies - len(first_arrival)}
+
+
+def test_non_reading_subscriber_with_room_drops_nothing_and_drains(run_workload):
+    # 2000 msg/s of 4 KiB for 1 s to a subscriber doing 100 ms of work per message, with
+    # room for everything in its queue: nothing is dropped, the backlog is drained.
+    result = run_workload(pattern="pub-sub", transport="tcp", size=4096, rate=2000, duration=1.0,
+                          rcvhwm=100_000, sndhwm=100_000, consumer_delay_us=100_000)
+    check_identity(result)
+    truth = fates_from_records(result.run_dir)
+    assert result.dropped == 0 and result.stranded == 0
+    assert result.drained > 1000 and result.delivered < 50
+    assert (result.delivered, result.drained) == (truth["delivered"], truth["drained"])
+    assert truth["never"] == 0
+
+
+def test_tiny_hwm_fast_publisher_drops_mid_run(run_workload):
+    result = run_workload(pattern="pub-sub", transport="tcp", size=4096, rate=2000, duration=1.0,
+                          rcvhwm=10, sndhwm=10, rcvbuf=4096, sndbuf=4096, consumer_delay_us=20_000)
+    check_identity(result)
+    truth = fates_from_records(result.run_dir)
+    assert result.dropped_mid > 500 and result.stranded == 0
+    assert result.dropped == truth["never"]
+    assert (result.delivered, result.drained) == (truth["delivered"], truth["drained"])
+
+
+def test_dontwait_push_refuses_and_drops_nothing(run_workload):
+    result = run_workload(pattern="push-pull", transport="tcp", size=64, count=5_000, send_mode="dontwait",
+                          sndhwm=1, rcvhwm=1, sndbuf=4096, rcvbuf=4096, consumer_delay_us=2_000)
+    check_identity(result)
+    assert result.eagain > 0 and result.dropped == 0 and result.stranded == 0
+    assert fates_from_records(result.run_dir)["never"] == 0
+
+
+def test_drain_none_strands_and_drops_nothing(run_workload):
+    result = run_workload(pattern="push-pull", transport="tcp", size=1024, rate=5000, duration=0.5,
+                          rcvhwm=100_000, sndhwm=100_000, consumer_delay_us=5_000, drain="none")
+    check_identity(result)
+    truth = fates_from_records(result.run_dir)
+    assert result.stranded > 1000 and result.dropped == 0 and result.drained == 0
+    assert result.stranded == truth["never"]
+    assert result.drain["ended"] == "none"
+
+
+def test_drain_limit_cuts_short_and_strands(run_workload):
+    result = run_workload(pattern="push-pull", transport="tcp", size=1024, rate=5000, duration=0.5,
+                          rcvhwm=100_000, sndhwm=100_000, consumer_delay_us=5_000, drain="slow", drain_limit_s=0.3)
+    check_identity(result)
+    assert result.drain["ended"] == "limit"
+    assert result.stranded > 1000 and result.dropped == 0 and result.drained > 0
+    assert result.stranded == fates_from_records(result.run_dir)["never"]
+
+
+def _bits(*seqs, n=16):
+    a = np.zeros(n, bool)
+    a[list(seqs)] = True
+    return np.packbits(a)
+
+
+@pytest.mark.parametrize("completed,expect", [
+    (True, {"delivered": 3, "drained": 1, "dropped_start": 2, "dropped_mid": 6, "dropped_tail": 4, "stranded": 0}),
+    (False, {"delivered": 3, "drained": 1, "dropped_start": 2, "dropped_mid": 6, "dropped_tail": 0, "stranded": 4}),
+])
+def test_fates_by_position(completed, expect):
+    ok = _bits(*range(16))
+    got = _bits(2, 4, 6, 11)               # missing: 0-1 before, 3 5 7-10 between, 12-15 after
+    assert fates(ok, got, _bits(11), certain_below=11, drain_completed=completed) == expect
+
+
+def test_round_robin_certainty_needs_every_consumer():
+    ok = _bits(*range(16))
+    got = _bits(0, 1, 2, 3, 9)
+    # one consumer's last arrival was seq 3: seqs 4..8 may still sit in its queue
+    result = fates(ok, got, _bits(), certain_below=3, drain_completed=False)
+    assert result["dropped_mid"] == 0 and result["stranded"] == 16 - 5
+
+
+def test_bit_helpers_against_unpacked():
+    rng = np.random.default_rng(7)
+    bits = rng.random(203) < 0.3
+    packed = np.packbits(bits)
+    idx = np.flatnonzero(bits)
+    assert first_last(packed) == (idx[0], idx[-1])
+    assert first_last(np.zeros(3, np.uint8)) is None
+    for lo, hi in [(0, 203), (5, 6), (7, 9), (8, 16), (13, 190), (100, 50)]:
+        assert bits_in(packed, lo, hi) == int(bits[lo:max(lo, hi)].sum())
+
+
+def test_queue_depth_matches_the_records(run_workload):
+    """A consumer that nearly does not read: the depth over time equals what the records
+    say was sent and not yet received, and the kernel part is what the samples saw."""
+    result = run_workload(pattern="push-pull", transport="tcp", size=2048, rate=2000, duration=1.0,
+                          rcvhwm=100_000, sndhwm=100_000, consumer_delay_us=200_000)
+    series = result.queue["series"]
+    t0 = read_meta(result.run_dir)["schedule"]["t0_ns"]
+    t_sent = read_table(result.run_dir, "sends").column("t_sent_ns").to_numpy()
+    t_recv = read_table(result.run_dir, "recvs").column("t_recv_ns").to_numpy()
+    checked = 0
+    for t_s, depth in zip(series["t_s"], series["depth"]):
+        if 0.2 <= t_s <= 1.0:
+            t = t0 + int(t_s * 1e9)
+            truth = int(np.count_nonzero(t_sent <= t)) - int(np.count_nonzero(t_recv <= t))
+            # samples come every slice (20 ms = 40 messages at this rate)
+            assert abs(depth - truth) <= 50, (t_s, depth, truth)
+            checked += 1
+    assert checked >= 10
+    peak = result.queue["peak"]
+    assert 1900 <= peak["messages"] <= 2000 and result.dropped == 0
+    assert peak["kernel_messages"] + peak["libzmq_messages"] == peak["messages"]
+    samples = read_table(result.run_dir, "samples")
+    kernel_seen = max(samples.column("tcp_sendq_bytes").to_numpy().max(), 0) + \
+        max(samples.column("tcp_recvq_bytes").to_numpy().max(), 0)
+    assert peak["kernel_peak_bytes"] <= kernel_seen
+
+
+def test_tail_loss_at_close_is_a_tail_drop(run_workload):
+    result = run_workload(pattern="pair", transport="ipc", size=32, count=10_000, linger_ms=0)
+    assert result.dropped_tail == result.lost and result.dropped_mid == 0 and result.stranded == 0

@@ -1,0 +1,211 @@
+"""The control messages between the controller and its workers, and their encoding.
+
+Every message is a frozen dataclass; a message travels as data, never as pickle: frame 0
+is JSON (the message's type name and fields), the following frames are the raw bytes of
+the numpy arrays it carries (seen-maps, histograms), referenced from the JSON by index.
+
+    controller -> worker   Connect, Warmup, Start, ProducersDone, Close, Stop
+    worker -> controller   Ready, Connected, Warm, Progress, ProducerDone,
+                           ProducerFinal, ConsumerFinal, ProxyFinal, Failed
+
+The order of a run (docs/ARCHITECTURE.md): every worker sends Ready (binders with their
+endpoints); connecting workers get Connect and answer Connected; with warm-up, producers
+get Warmup and consumers answer Warm once they heard every producer; everyone gets Start;
+each producer sends ProducerDone after its last send; consumers then get ProducersDone and
+drain; Stop ends the consumers (and Close lets producers close, with close-order
+consumer-first); each worker's last word is its Final (or Failed).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+import numpy as np
+
+
+# -- controller -> worker ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Connect:
+    endpoints: list                       # the binders' endpoints to connect to
+
+
+@dataclass(frozen=True)
+class Warmup:
+    """Producers: send warm-up messages until Start."""
+
+
+@dataclass(frozen=True)
+class Start:
+    t0_ns: int                            # the open-loop schedule's origin (CLOCK_MONOTONIC)
+
+
+@dataclass(frozen=True)
+class ProducersDone:
+    """Consumers: every producer has finished sending; drain as `drain` says."""
+    drain: str                            # "fast", "slow" or "none" (Workload.drain)
+
+
+@dataclass(frozen=True)
+class Close:
+    """Producers (close-order consumer-first): the consumers have closed; close now."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    interrupted: bool = False
+
+
+# -- worker -> controller ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ready:
+    endpoints: list = field(default_factory=list)   # binders: what they bound (proxy: front, back)
+
+
+@dataclass(frozen=True)
+class Connected:
+    pass
+
+
+@dataclass(frozen=True)
+class Warm:
+    """A consumer heard a warm-up message from every producer."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    messages: int                         # sent (producer) or received (consumer) so far
+    dropped: int = 0                      # producer: EAGAIN + SNDTIMEO so far
+    attempted: int = 0
+    t_last_recv_ns: int = 0
+    rss_kb: int = 0
+
+
+@dataclass(frozen=True)
+class SendCounters:
+    attempted: int = 0
+    sent: int = 0
+    eagain: int = 0
+    timeout: int = 0
+    errors: int = 0
+    last_errno: int = 0
+    t_first_send_ns: int = 0
+    t_last_send_ns: int = 0
+    interrupted: bool = False
+
+
+@dataclass(frozen=True)
+class ProducerDone:
+    counters: SendCounters
+
+
+@dataclass(frozen=True)
+class ProducerFinal:
+    counters: SendCounters
+    sent_ok_map: np.ndarray               # packed bits: seq k was accepted by the socket
+    close_ns: int = 0                     # how long zmq_close blocked
+    term_ns: int = 0                      # how long zmq_ctx_term blocked
+    parts: int = 0
+    max_rss_kb: int = 0
+    unconverted_rows: int = 0
+    writer_cpu_s: float = 0.0
+    rtt: Optional[dict] = None            # req-rep: round-trip histogram payload
+
+
+@dataclass(frozen=True)
+class StreamSeen:
+    """What one consumer received of one stream."""
+    stream: int
+    unique: int
+    duplicates: int
+    reordered: int
+    seen_map: np.ndarray                  # packed bits: seq k arrived (at least once)
+    drained_map: np.ndarray               # packed bits: seq k first arrived in the drain
+
+
+@dataclass(frozen=True)
+class ConsumerFinal:
+    received: int
+    warmups: int
+    foreign: int
+    errors: int
+    t_first_recv_ns: int
+    t_last_recv_ns: int
+    t_drain_ns: int                       # when this consumer began draining (0: never)
+    latency_intended: dict
+    latency_sent: dict
+    streams: list                         # of StreamSeen
+    parts: int = 0
+    interrupted: bool = False
+    max_rss_kb: int = 0
+    unconverted_rows: int = 0
+    writer_cpu_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ProxyFinal:
+    max_rss_kb: int = 0
+
+
+@dataclass(frozen=True)
+class Failed:
+    message: str
+    errno: Optional[int] = None
+    traceback: str = ""
+
+
+Message = Union[Connect, Warmup, Start, ProducersDone, Close, Stop, Ready, Connected, Warm, Progress,
+                ProducerDone, ProducerFinal, ConsumerFinal, ProxyFinal, Failed]
+_TYPES = {cls.__name__: cls for cls in typing.get_args(Message) + (SendCounters, StreamSeen)}
+
+
+# -- encoding ----------------------------------------------------------------------------------
+def encode(message) -> list:
+    """A message as frames: JSON, then one frame per numpy array."""
+    blobs: list = []
+
+    def data(value):
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = {f.name: data(getattr(value, f.name)) for f in dataclasses.fields(value)}
+            return {"$type": type(value).__name__, **fields}
+        if isinstance(value, np.ndarray):
+            blobs.append(np.ascontiguousarray(value))
+            return {"$blob": len(blobs) - 1, "dtype": value.dtype.str}
+        if isinstance(value, dict):
+            if any(not isinstance(k, str) for k in value):
+                return {"$items": [[data(k), data(v)] for k, v in value.items()]}
+            return {k: data(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [data(v) for v in value]
+        if isinstance(value, np.generic):
+            return value.item()
+        return value
+
+    head = json.dumps(data(message), separators=(",", ":")).encode()
+    return [head, *(memoryview(b).cast("B") for b in blobs)]
+
+
+def decode(frames: list):
+    """Inverse of encode()."""
+    blobs = frames[1:]
+
+    def value(obj):
+        if isinstance(obj, dict):
+            if "$blob" in obj:
+                return np.frombuffer(bytes(blobs[obj["$blob"]]), dtype=np.dtype(obj["dtype"])).copy()
+            if "$items" in obj:
+                return {value(k): value(v) for k, v in obj["$items"]}
+            if "$type" in obj:
+                cls = _TYPES[obj["$type"]]
+                return cls(**{k: value(v) for k, v in obj.items() if k != "$type"})
+            return {k: value(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [value(v) for v in obj]
+        return obj
+
+    message = value(json.loads(bytes(frames[0])))
+    if type(message).__name__ not in _TYPES:
+        raise ValueError("not a control message")
+    return message

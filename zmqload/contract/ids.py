@@ -1,0 +1,43 @@
+"""Who a worker is: its role and its index among the workers of that role."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Role(str, enum.Enum):
+    PRODUCER = "producer"
+    CONSUMER = "consumer"
+    PROXY = "proxy"
+
+    @property
+    def letter(self) -> str:
+        """One letter in names: routing ids on the control channel, Parquet part names."""
+        return {"producer": "p", "consumer": "c", "proxy": "x"}[self.value]
+
+
+_BY_LETTER = {role.letter: role for role in Role}
+
+
+@dataclass(frozen=True, order=True)
+class WorkerId:
+    role: Role
+    index: int
+
+    def __str__(self) -> str:
+        return f"{self.role.letter}{self.index}"
+
+    @classmethod
+    def parse(cls, name: str) -> "WorkerId":
+        """Inverse of str(): "p0" -> WorkerId(Role.PRODUCER, 0)."""
+        if len(name) < 2 or name[0] not in _BY_LETTER or not name[1:].isdigit():
+            raise ValueError(f"not a worker name: {name!r}")
+        return cls(_BY_LETTER[name[0]], int(name[1:]))
+
+
+def producers(n: int) -> list[WorkerId]:
+    return [WorkerId(Role.PRODUCER, i) for i in range(n)]
+
+
+def consumers(n: int) -> list[WorkerId]:
+    return [WorkerId(Role.CONSUMER, i) for i in range(n)]

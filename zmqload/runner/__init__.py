@@ -1,0 +1,8 @@
+"""Carrying out one run: the controller (`controller`), the one worker lifecycle shared by
+producers, consumers and the proxy (`lifecycle`, `producer`, `consumer`, `proxy`), how
+workers start (`launch`, `entry`), what the controller knows (`state`) and how the
+workers' finals become the run's figures (`collect`)."""
+from .run import run, sigterm_as_interrupt
+from .state import ProgressListener, ProgressSnapshot
+
+__all__ = ["run", "sigterm_as_interrupt", "ProgressListener", "ProgressSnapshot"]

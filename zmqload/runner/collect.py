@@ -1,0 +1,117 @@
+"""From the workers' finals to the run's figures: reconciliation, fates, RunResult."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..accounting import FATES, reconcile
+from ..contract.ids import Role
+from ..histogram import Histogram
+from ..result import RunResult
+from .state import RunState
+
+_PRODUCER_HIDDEN = ("sent_ok_map", "rtt", "counters")
+_CONSUMER_HIDDEN = ("streams", "latency_intended", "latency_sent")
+
+
+def _plain(final, hidden) -> dict:
+    """A final as the flat dict run.json keeps per worker."""
+    row = {f.name: getattr(final, f.name) for f in dataclasses.fields(final) if f.name not in hidden}
+    if hasattr(final, "counters"):
+        row.update(dataclasses.asdict(final.counters))
+    return row
+
+
+# Sockets that drop (rather than block) when their pipe reaches the HWM: measured by the
+# hwm-behaviour scenario, see zmqload.accounting for why it matters to the fates.
+DROP_AT_HWM = ("PUB", "XPUB")
+
+
+def tail_at_shutdown(w, producer_rows) -> bool:
+    """Whether unreceived messages sent after the last arrival were lost at shutdown."""
+    from .. import patterns
+    from ..info import socket_defaults
+    socket = patterns.get(w.pattern).producer_socket
+    if socket not in DROP_AT_HWM:
+        return True
+    linger = w.linger_ms if w.linger_ms is not None else socket_defaults()[socket]["LINGER"]
+    if linger < 0:
+        return False
+    # a finite linger discards only if it ran out before the pipes were empty
+    return linger == 0 or any(max(p.get("close_ns", 0), p.get("term_ns", 0)) >= linger * 1_000_000
+                              for p in producer_rows)
+
+
+def queue_depth(run_dir: str, w, t0_ns: int, drops: dict) -> dict:
+    """The queue's peak (and the series, for scenarios and tests) from the samples."""
+    from .. import queues
+    from ..accounting import drop_ranks
+    samples = queues.read_samples(run_dir)
+    times = [queues.drop_times(samples, stream, drop_ranks(sent_ok, dropped))
+             for stream, maps in drops.items() for sent_ok, dropped in maps]
+    depth = queues.depth_over_time(samples, producers=w.producers, consumers=w.consumers,
+                                   copies=w.consumers if w.fanout else 1, size=w.size,
+                                   drop_times_ns=np.concatenate(times) if times else np.zeros(0, np.int64),
+                                   t0_ns=t0_ns)
+    return {"peak": queues.peak(depth), "series": depth}
+
+
+def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, versions: dict) -> RunResult:
+    producers: dict[int, dict] = {}
+    for worker in state.producers:
+        final = state.final.get(worker)
+        done = state.done.get(worker)
+        if final is not None:
+            producers[worker.index] = dict(_plain(final, _PRODUCER_HIDDEN), worker=worker.index,
+                                           sent_ok_map=final.sent_ok_map, rtt=final.rtt)
+        elif done is not None:      # no final: nothing known beyond the done counters
+            producers[worker.index] = dict(dataclasses.asdict(done.counters), worker=worker.index,
+                                           sent_ok_map=np.zeros(0, np.uint8), rtt=None)
+    consumers: dict[int, dict] = {}
+    for worker in state.consumers:
+        final = state.final.get(worker)
+        if final is not None:
+            consumers[worker.index] = dict(
+                _plain(final, _CONSUMER_HIDDEN), worker=worker.index, latency_intended=final.latency_intended,
+                latency_sent=final.latency_sent,
+                streams={s.stream: {"unique": s.unique, "duplicates": s.duplicates, "reordered": s.reordered,
+                                    "seen_map": s.seen_map, "drained_map": s.drained_map} for s in final.streams})
+    usable = any(len(p["sent_ok_map"]) or not p.get("attempted") for p in producers.values())
+    drain_completed = bool(state.drain.get("completed")) and status == "complete"
+    accounts = reconcile(producers if usable else {}, consumers, w.fanout, drain_completed,
+                         tail_at_shutdown(w, producers.values()))
+    totals = accounts["totals"]
+    lat_i, lat_s, rtt = Histogram(), Histogram(), Histogram()
+    for p in producers.values():
+        if p.get("rtt"):
+            rtt.merge(Histogram.from_payload(p["rtt"]))
+    for c in consumers.values():
+        lat_i.merge(Histogram.from_payload(c["latency_intended"]))
+        lat_s.merge(Histogram.from_payload(c["latency_sent"]))
+    first_send = min((p.get("t_first_send_ns") for p in producers.values() if p.get("t_first_send_ns")), default=0)
+    last_send = max((p.get("t_last_send_ns") or 0 for p in producers.values()), default=0)
+    last_recv = max((c.get("t_last_recv_ns") or 0 for c in consumers.values()), default=0)
+    elapsed = (last_recv - first_send) / 1e9 if first_send and last_recv > first_send else 0.0
+    send_span = (last_send - first_send) / 1e9 if first_send and last_send > first_send else 0.0
+    attempted = sum(p.get("attempted", 0) for p in producers.values())
+    unique = totals["unique_received"]
+    queue = queue_depth(run_dir, w, state.t0_ns, accounts["drops"])
+    return RunResult(
+        run_id=run_id, run_dir=run_dir, status=status, workload=w.to_dict(),
+        attempted=attempted, sent=sum(p.get("sent", 0) for p in producers.values()),
+        eagain=sum(p.get("eagain", 0) for p in producers.values()),
+        timeout=sum(p.get("timeout", 0) for p in producers.values()),
+        errors=sum(p.get("errors", 0) for p in producers.values()),
+        expected=totals["expected"], received=sum(c.get("received", 0) for c in consumers.values()),
+        unique_received=unique, duplicates=totals["duplicates"], reordered=totals["reordered"],
+        lost=totals["lost"], **{name: totals[name] for name in FATES}, drain=dict(state.drain),
+        elapsed_s=elapsed, send_rate=attempted / send_span if send_span else 0.0,
+        throughput_msgs=unique / elapsed if elapsed else 0.0,
+        throughput_mb=unique * w.size / 1e6 / elapsed if elapsed else 0.0,
+        latency_intended=lat_i, latency_sent=lat_s, streams=accounts["streams"], round_trip=rtt,
+        producers=[{k: v for k, v in p.items() if k not in ("sent_ok_map", "rtt")} for p in producers.values()],
+        consumers=[{k: v for k, v in c.items() if k not in _CONSUMER_HIDDEN} for c in consumers.values()],
+        versions=versions, queue=queue)
+
+

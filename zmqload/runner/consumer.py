@@ -1,0 +1,68 @@
+"""The consumer role: one socket, received slice by slice, then the drain."""
+from __future__ import annotations
+
+from .. import _engine
+from ..contract import control
+from ..recorder import ChunkPipeline, RecvConverter
+from .lifecycle import WorkerLifecycle, max_rss_kb
+
+
+class Consumer(WorkerLifecycle):
+    def run(self) -> None:
+        w = self.workload
+        # Before the socket: commands (Start, even ProducersDone for a late joiner) may
+        # arrive while it connects, and they set the converter's times.
+        self.t_drain_ns = 0
+        self.convert = RecvConverter(self.spec.run_dir, self.spec.name, self.spec.worker.index, w.rate,
+                                     min(w.messages_per_producer, 1 << 24), w.compression)
+        sock = self.open_socket(self.pattern.consumer_socket, {
+            "RCVHWM": w.rcvhwm, "RCVBUF": w.rcvbuf, "LINGER": 0,
+            "IMMEDIATE": int(w.immediate) if w.immediate else None, "RCVTIMEO": w.slice_ms})
+        if self.pattern.subscribe:
+            sock.subscribe(b"")
+        self.receiver = receiver = _engine.Receiver(sock, int(w.consumer_delay_us * 1000),
+                                                    self.pattern.envelope_frames, self.pattern.round_trip)
+        pipeline = ChunkPipeline(RecvConverter.COLUMNS, w.chunk_rows, self.convert, self.spill_dir())
+        warm_mask = (1 << w.producers) - 1
+        warm_sent = False
+        try:
+            while not self.stop_requested and not receiver.terminated:
+                now = _engine.now_ns()
+                row = receiver.run_slice(pipeline.current["words"], pipeline.current["t_sent"],
+                                         pipeline.current["t_recv"], pipeline.current["size"],
+                                         pipeline.row, now + w.slice_ms * 1_000_000)
+                pipeline.advance(row)
+                if self.drain_mode == "fast":
+                    receiver.delay_ns = 0
+                now = _engine.now_ns()
+                if self.t0_ns:
+                    self.samples.add(now, receiver.received, 0, *self.kernel_queues(now))
+                if not warm_sent and receiver.warmup_mask & warm_mask == warm_mask:
+                    self.ctl.send(control.Warm())
+                    warm_sent = True
+                self.tick(now, control.Progress(receiver.received, t_last_recv_ns=receiver.t_last_recv_ns))
+        finally:
+            sock.close(0)
+            self.finish_context()
+            unconverted = self.close_pipeline(pipeline)
+            self.samples.flush()
+        streams = []
+        for stream, seen in sorted(self.convert.streams.items()):
+            seen_map, drained_map = seen.packed()
+            streams.append(control.StreamSeen(stream, seen.unique, seen.duplicates, seen.reordered,
+                                              seen_map, drained_map))
+        self.ctl.send(control.ConsumerFinal(
+            receiver.received, receiver.warmups, receiver.foreign, receiver.errors, receiver.t_first_recv_ns,
+            receiver.t_last_recv_ns, self.t_drain_ns, self.convert.latency_intended.to_payload(),
+            self.convert.latency_sent.to_payload(), streams, self.convert.recvs.parts, self.interrupted,
+            max_rss_kb(), unconverted, pipeline.writer_cpu_s))
+
+    def on_command(self, message) -> None:
+        if isinstance(message, control.Start):
+            self.convert.t0_ns = message.t0_ns
+        elif isinstance(message, control.ProducersDone):
+            # From here on, what arrives was still queued when the producers finished.
+            self.t_drain_ns = _engine.now_ns()
+            self.convert.t_drain_ns = self.t_drain_ns
+            if message.drain == "none":
+                self.stop_requested = True

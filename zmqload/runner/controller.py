@@ -1,0 +1,222 @@
+"""The controller: steers the workers of one run through its phases.
+
+    launch -> connect -> warm-up -> start -> producers done -> drain -> collect
+
+launch: workers start; binders report their endpoints. connect: the other side learns
+where to connect. warm-up: producers send warm-up messages until every consumer heard
+every producer, so nothing is lost to slow joining unless a run asks for it. start: one
+t0 for the open-loop schedule. producers done: every producer reported its last send.
+drain: consumers read what is still queued (fast, at their normal pace, or not at all)
+until it all arrived, nothing came for --drain-timeout-ms, or --drain-limit-s passed.
+collect: every worker's final counters.
+"""
+from __future__ import annotations
+
+import time
+
+from .. import _engine, patterns
+from ..config import Workload
+from ..contract import control, ids
+from ..errors import RunError
+from .state import ProgressListener, RunState
+
+LAUNCH_TIMEOUT_S = 60.0
+WARMUP_TIMEOUT_S = 15.0
+FINAL_TIMEOUT_S = 30.0
+INTERRUPT_GRACE_S = 0.8
+START_MARGIN_NS = 30_000_000
+NO_LIMIT = float("inf")
+
+
+def drain_decision(expected: int, received: int, idle_ns: int, since_start_ns: int, w: Workload) -> str | None:
+    """Whether the drain is over, and why: "complete" (everything sent arrived), "idle"
+    (nothing arrived for --drain-timeout-ms: what is missing was dropped), "limit"
+    (--drain-limit-s passed while messages still arrived: what is missing is stranded)."""
+    if received >= expected:
+        return "complete"
+    if idle_ns >= w.drain_timeout_ms * 1_000_000:
+        return "idle"
+    if since_start_ns >= w.drain_limit_s * 1e9:
+        return "limit"
+    return None
+
+
+class Controller:
+    def __init__(self, w: Workload, run_dir: str, run_id: str, server, launcher, ipc_dir: str,
+                 listener: ProgressListener | None = None):
+        self.w = w
+        self.pattern = patterns.get(w.pattern)
+        self.run_dir, self.run_id = run_dir, run_id
+        self.server, self.launcher, self.ipc_dir = server, launcher, ipc_dir
+        self.listener = listener
+        self.state = RunState(ids.producers(w.producers), ids.consumers(w.consumers))
+        self.started = time.monotonic()
+        self.interrupted = False
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def pump(self, timeout_ms: int = 20) -> None:
+        item = self.server.recv(timeout_ms)
+        while item is not None:
+            self.state.receive(*item)
+            item = self.server.recv(0)
+        if self.listener is not None:
+            self.listener.update(self.snapshot())
+
+    def snapshot(self):
+        return self.state.snapshot(self.w.pattern, self.w.transport, time.monotonic() - self.started)
+
+    def wait(self, condition, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            self.pump()
+            if condition():
+                return
+            dead = [n for n in self.launcher.dead(self.state.everyone) if n not in self.state.final]
+            if dead:
+                self.pump(0)
+                raise RunError(f"worker {dead[0]} ended ({self.launcher.how_it_ended(dead[0])}) while {what}")
+            if time.monotonic() > deadline:
+                raise RunError(f"timed out after {timeout_s:g} s {what}")
+
+    def send_all(self, workers, message) -> None:
+        for worker in workers:
+            self.server.send(worker, message)
+
+    def start_worker(self, worker: ids.WorkerId, bind: list) -> None:
+        from .spec import WorkerSpec
+        self.launcher.start(WorkerSpec(worker, self.w, self.server.endpoint, self.run_dir, bind))
+
+    # -- phases ------------------------------------------------------------------------------
+    def execute(self) -> None:
+        if self.listener is not None:
+            self.listener.start(self.snapshot())
+        self.launch()
+        late = self.connect()
+        self.warm_up(late)
+        self.start(late)
+        self.wait_producers_done()
+        self.drain()
+        self.collect()
+
+    def launch(self) -> None:
+        """Start every worker; binders bind and report their endpoints."""
+        from .endpoints import binder_endpoints
+        s, w = self.state, self.w
+        if self.pattern.proxy:
+            s.proxies = [ids.WorkerId(ids.Role.PROXY, 0)]
+            self.start_worker(s.proxies[0], binder_endpoints(w, 2, self.ipc_dir, self.run_id))
+            self.wait(lambda: s.proxies[0] in s.ready, LAUNCH_TIMEOUT_S, "waiting for the proxy to start")
+            self.binders = []
+        else:
+            self.binders = s.consumers if self.pattern.binder == "consumer" else s.producers
+        endpoints = binder_endpoints(w, len(self.binders), self.ipc_dir, self.run_id)
+        for worker in s.producers + s.consumers:
+            bind = [endpoints[self.binders.index(worker)]] if worker in self.binders else []
+            self.start_worker(worker, bind)
+        self.wait(lambda: all(n in s.ready for n in s.producers + s.consumers), LAUNCH_TIMEOUT_S,
+                  "waiting for the workers to start")
+
+    def connect(self) -> list:
+        """Tell the connecting side where to connect; slow joiners (--join-delay-ms) wait
+        until after the start. Returns the late joiners."""
+        s = self.state
+        if self.pattern.proxy:
+            front, back = s.ready[s.proxies[0]]
+            self.connect_to = {ids.Role.PRODUCER: [front], ids.Role.CONSUMER: [back]}
+        else:
+            bound = [s.ready[n][0] for n in self.binders]
+            self.connect_to = {ids.Role.PRODUCER: bound, ids.Role.CONSUMER: bound}
+        late = s.consumers if self.w.join_delay_ms else []
+        connecters = [n for n in s.producers + s.consumers if n not in self.binders and n not in late]
+        for worker in connecters:
+            self.server.send(worker, control.Connect(self.connect_to[worker.role]))
+        self.wait(lambda: all(n in s.connected for n in connecters), LAUNCH_TIMEOUT_S,
+                  "waiting for the workers to connect")
+        return late
+
+    def warm_up(self, late: list) -> None:
+        # Round trips need no warm-up (nothing can be lost to a slow join: every request
+        # waits for its reply), and REQ's strict send/recv alternation forbids one.
+        if not self.w.warmup or self.pattern.round_trip or late:
+            return
+        self.send_all(self.state.producers, control.Warmup())
+        self.wait(lambda: all(n in self.state.warm for n in self.state.consumers), WARMUP_TIMEOUT_S,
+                  "waiting for every consumer to hear every producer (warm-up)")
+
+    def start(self, late: list) -> None:
+        s = self.state
+        s.t0_ns = _engine.now_ns() + START_MARGIN_NS
+        if not late:
+            self.send_all(s.consumers, control.Start(s.t0_ns))
+            self.send_all(s.producers, control.Start(s.t0_ns))
+        else:
+            self.send_all(s.producers, control.Start(s.t0_ns))
+            join_at = s.t0_ns + self.w.join_delay_ms * 1_000_000
+            while _engine.now_ns() < join_at:
+                self.pump(max(1, min(20, (join_at - _engine.now_ns()) // 1_000_000)))
+            for worker in late:
+                self.server.send(worker, control.Connect(self.connect_to[ids.Role.CONSUMER]))
+                self.server.send(worker, control.Start(s.t0_ns))
+        s.phase = "running"
+
+    def wait_producers_done(self) -> None:
+        s = self.state
+        self.wait(lambda: all(n in s.done for n in s.producers), NO_LIMIT, "waiting for the producers to finish")
+
+    def drain(self) -> None:
+        s, w = self.state, self.w
+        s.phase = "draining"
+        start = _engine.now_ns()
+        if w.close_order == "consumer-first":
+            # the receivers close first (nothing drains); then the producers close with their linger
+            self.send_all(s.consumers, control.Stop())
+            self.wait(lambda: all(n in s.final for n in s.consumers), FINAL_TIMEOUT_S,
+                      "waiting for the consumers to close")
+            self.send_all(s.producers, control.Close())
+            ended = "none"
+        else:
+            self.send_all(s.consumers, control.ProducersDone(w.drain))
+            ended = "none" if w.drain == "none" else self.drain_until_done(start)
+            self.send_all(s.consumers, control.Stop())
+        s.drain = {"mode": "none" if w.close_order == "consumer-first" else w.drain, "ended": ended,
+                   "t_start_ns": start, "t_end_ns": _engine.now_ns(),
+                   "completed": ended in ("complete", "idle")}
+        s.phase = "closing"
+
+    def drain_until_done(self, start: int) -> str:
+        s = self.state
+        sent = sum(s.done[n].counters.sent for n in s.producers)
+        expected = sent * (len(s.consumers) if self.pattern.fanout else 1)
+        last_count, last_change = -1, _engine.now_ns()
+        while True:
+            self.pump()
+            count, now = s.received_so_far(), _engine.now_ns()
+            if count != last_count:
+                last_count, last_change = count, now
+            ended = drain_decision(expected, count, now - last_change, now - start, self.w)
+            if ended:
+                return ended
+
+    def collect(self) -> None:
+        s, w = self.state, self.w
+        linger_s = NO_LIMIT if w.linger_ms == -1 else max(0, (w.linger_ms or 0) / 1000)
+        self.wait(lambda: all(n in s.final for n in s.producers + s.consumers),
+                  FINAL_TIMEOUT_S + linger_s + w.close_pause_ms / 1000, "waiting for the final counters")
+        self.send_all(s.proxies, control.Stop())
+        self.wait(lambda: all(n in s.final for n in s.proxies), FINAL_TIMEOUT_S, "waiting for the proxy to stop")
+
+    def interrupt(self) -> None:
+        """Ctrl-C / SIGTERM / a failure: tell every worker to stop, collect what they recorded."""
+        from .state import WorkerFailed
+        self.interrupted = True
+        s = self.state
+        self.send_all(s.everyone, control.Stop(interrupted=True))
+        deadline = time.monotonic() + INTERRUPT_GRACE_S
+        while time.monotonic() < deadline and not all(n in s.final or n in s.failures for n in s.everyone):
+            try:
+                self.pump()
+            except WorkerFailed:
+                pass
+            if len(self.launcher.dead(s.everyone)) == len(s.everyone):
+                self.pump(0)
+                break

@@ -1,0 +1,26 @@
+"""A worker process's entry point: `python -m zmqload.runner.entry` with its WorkerSpec as
+JSON on standard input.
+
+Workers are started as this module, not by multiprocessing's spawn, which re-imports the
+caller's __main__: that crashed a plain script without an `if __name__ == "__main__":`
+guard (and would run its top level again in every worker).
+"""
+from __future__ import annotations
+
+import signal
+import sys
+
+from .spec import WorkerSpec
+from .workers import run_worker
+
+
+def main() -> None:
+    # The controller handles Ctrl-C and tells the workers to stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    spec = WorkerSpec.from_json(sys.stdin.read())
+    run_worker(spec)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Starting workers: processes (tcp, ipc) or threads sharing one engine context (inproc)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from .. import _engine
+from ..contract.ids import WorkerId
+from .workers import run_worker
+from .spec import WorkerSpec
+
+
+def _worker_environment() -> dict:
+    """numpy's OpenBLAS threads would spin on a small machine and steal cycles from the
+    send and receive loops (zmqload does no linear algebra); the worker must import this
+    very zmqload, wherever the caller found it."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+    return env
+
+
+class Launcher:
+    def __init__(self, threads: bool, io_threads: int):
+        self.threads = threads
+        self.context = _engine.Context(io_threads) if threads else None
+        self.workers: dict[WorkerId, object] = {}
+
+    def start(self, spec: WorkerSpec) -> None:
+        if self.threads:
+            worker = threading.Thread(target=run_worker, args=(spec, self.context), name=spec.name, daemon=True)
+            worker.start()
+        else:
+            worker = subprocess.Popen([sys.executable, "-m", "zmqload.runner.entry"], stdin=subprocess.PIPE,
+                                      env=_worker_environment(), close_fds=True)
+            worker.stdin.write(spec.with_pid().to_json().encode())
+            worker.stdin.close()
+        self.workers[spec.worker] = worker
+
+    def alive(self, worker: WorkerId) -> bool:
+        w = self.workers[worker]
+        return w.is_alive() if self.threads else w.poll() is None
+
+    def dead(self, workers) -> list:
+        """Workers among `workers` that ended (or crashed)."""
+        return [w for w in workers if w in self.workers and not self.alive(w)]
+
+    def how_it_ended(self, worker: WorkerId) -> str:
+        """'exit code 3', 'killed by SIGKILL', or 'thread ended'."""
+        if self.threads:
+            return "thread ended"
+        code = self.workers[worker].returncode
+        if code is None:
+            return "still running"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit code {code}"
+
+    def finish(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for worker in self.workers.values():
+            left = max(0.0, deadline - time.monotonic())
+            if self.threads:
+                worker.join(left)
+            else:
+                try:
+                    worker.wait(left)
+                except subprocess.TimeoutExpired:
+                    pass
+        if not self.threads:
+            for worker in self.workers.values():
+                if worker.poll() is None:
+                    worker.terminate()
+                    try:
+                        worker.wait(1.0)
+                    except subprocess.TimeoutExpired:
+                        worker.kill()
+                        worker.wait()
+        if self.context is not None and not any(w.is_alive() for w in self.workers.values()):
+            self.context.term()

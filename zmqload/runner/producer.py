@@ -1,0 +1,105 @@
+"""The producer role: one socket, the open-loop send schedule run slice by slice."""
+from __future__ import annotations
+
+import time
+
+from .. import _engine
+from ..contract import control
+from ..recorder import ChunkPipeline, SendConverter
+from .lifecycle import WorkerLifecycle, max_rss_kb
+
+WARMUP_EVERY_MS = 2
+
+
+class Producer(WorkerLifecycle):
+    def run(self) -> None:
+        w = self.workload
+        sndtimeo = None if w.send_mode == "dontwait" else (
+            min(w.sndtimeo_ms, w.slice_ms) if w.send_mode == "timeout" else w.slice_ms)
+        sock = self.open_socket(self.pattern.producer_socket, {
+            "SNDHWM": w.sndhwm, "SNDBUF": w.sndbuf, "LINGER": w.linger_ms,
+            "IMMEDIATE": int(w.immediate) if w.immediate else None, "SNDTIMEO": sndtimeo})
+        self.wait_for_start(sock)
+        if self.stop_requested:
+            self.ctl.send(control.ProducerDone(self.counters(None)))
+            close_ns, term_ns = self.close(sock, None)
+            self.ctl.send(control.ProducerFinal(self.counters(None), _empty_map(), close_ns, term_ns,
+                                                max_rss_kb=max_rss_kb()))
+            return
+        end_ns = self.t0_ns + int(w.duration * 1e9) if w.duration else 0
+        round_trip = self.pattern.round_trip
+        if round_trip:      # replies come back on the same socket: let recv return each slice
+            sock.set_option(_engine.OPTIONS["RCVTIMEO"], w.slice_ms)
+        sender = _engine.Sender(sock, self.spec.worker.index, w.size, w.messages_per_producer, w.rate,
+                                self.t0_ns, end_ns, w.send_mode, w.sndtimeo_ms * 1_000_000, round_trip)
+        convert = SendConverter(self.spec.run_dir, self.spec.name, self.spec.worker.index, w.size, w.rate,
+                                self.t0_ns, w.compression, round_trip)
+        chunk_rows = (w.chunk_rows + 7) // 8 * 8     # whole bytes of the packed ok-map per chunk
+        pipeline = ChunkPipeline(convert.columns(), chunk_rows, convert, self.spill_dir())
+        if not w.rate:
+            time.sleep(max(0.0, (self.t0_ns - _engine.now_ns()) / 1e9))
+        try:
+            while not sender.finished:
+                now = _engine.now_ns()
+                row = sender.run_slice(pipeline.current["t_sent"], pipeline.current["status"],
+                                       pipeline.row, now + w.slice_ms * 1_000_000, pipeline.current.get("t_reply"))
+                pipeline.advance(row)
+                now = _engine.now_ns()
+                dropped = sender.eagain + sender.timeouts
+                self.samples.add(now, sender.sent, dropped, *self.kernel_queues(now))
+                self.tick(now, control.Progress(sender.sent, dropped, sender.attempted))
+                if self.stop_requested:
+                    sender.stop()
+        finally:
+            self.ctl.send(control.ProducerDone(self.counters(sender)))
+            self.before_close()
+            close_ns, term_ns = self.close(sock, 0 if self.interrupted else None)
+            unconverted = self.close_pipeline(pipeline)
+            self.samples.flush()
+        self.ctl.send(control.ProducerFinal(
+            self.counters(sender), convert.sent_ok_map(), close_ns, term_ns, convert.sends.parts, max_rss_kb(),
+            unconverted, pipeline.writer_cpu_s, convert.rtt.to_payload() if round_trip else None))
+
+    def before_close(self) -> None:
+        """Shutdown semantics: an optional pause after the last send, and with
+        close-order consumer-first, wait until the consumers have closed."""
+        w = self.workload
+        if self.interrupted:
+            return
+        if w.close_pause_ms:
+            deadline = _engine.now_ns() + w.close_pause_ms * 1_000_000
+            self.wait_while(lambda: _engine.now_ns() < deadline and not self.interrupted,
+                            step_ms=max(1, min(50, w.close_pause_ms)))
+        if w.close_order == "consumer-first":
+            self.wait_while(lambda: not self.close_allowed and not self.interrupted)
+
+    def wait_for_start(self, sock) -> None:
+        """Send warm-up messages (if asked) until the start command arrives."""
+        warming = False
+        warm_msg = _engine.warmup_message(self.spec.worker.index, self.workload.size)
+        while not self.t0_ns and not self.stop_requested:
+            message = self.ctl.recv(WARMUP_EVERY_MS if warming else 100)
+            if message is not None:
+                warming = warming or isinstance(message, control.Warmup)
+                self.handle(message)
+            elif warming:
+                sock.send_bytes(warm_msg, dontwait=True)
+            else:
+                self.watch_controller()
+
+    def counters(self, sender) -> control.SendCounters:
+        if sender is None:
+            return control.SendCounters(interrupted=self.interrupted)
+        return control.SendCounters(sender.attempted, sender.sent, sender.eagain, sender.timeouts, sender.errors,
+                                    sender.last_errno, sender.t_first_send_ns, sender.t_last_send_ns,
+                                    self.interrupted)
+
+    def close(self, sock, linger_ms) -> tuple[int, int]:
+        """Close with the configured linger (or 0 when interrupted) and time both steps."""
+        close_ns = sock.close(linger_ms)
+        return close_ns, self.finish_context()
+
+
+def _empty_map():
+    import numpy as np
+    return np.zeros(0, np.uint8)

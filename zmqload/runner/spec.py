@@ -1,0 +1,41 @@
+"""What a worker is told when it starts: who it is, what to run, where to report."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from ..config import Workload
+from ..contract.ids import Role, WorkerId
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    worker: WorkerId
+    workload: Workload
+    control: str                  # the control channel's endpoint
+    run_dir: str
+    bind: list = field(default_factory=list)   # endpoints to bind (binders; the proxy: front, back)
+    controller_pid: int = 0       # a worker process ends when this process is gone
+
+    @property
+    def name(self) -> str:
+        return str(self.worker)
+
+    @property
+    def role(self) -> Role:
+        return self.worker.role
+
+    def to_json(self) -> str:
+        return json.dumps({"worker": str(self.worker), "workload": self.workload.to_dict(),
+                           "control": self.control, "run_dir": self.run_dir, "bind": self.bind,
+                           "controller_pid": self.controller_pid})
+
+    @classmethod
+    def from_json(cls, text: str) -> "WorkerSpec":
+        data = json.loads(text)
+        return cls(WorkerId.parse(data["worker"]), Workload.from_dict(data["workload"]), data["control"],
+                   data["run_dir"], list(data["bind"]), int(data["controller_pid"]))
+
+    def with_pid(self) -> "WorkerSpec":
+        return WorkerSpec(self.worker, self.workload, self.control, self.run_dir, self.bind, os.getpid())

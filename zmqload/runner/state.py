@@ -1,0 +1,90 @@
+"""What the controller knows about a run as it goes, and the immutable snapshots a
+progress listener receives."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Protocol
+
+from ..contract import control
+from ..contract.ids import Role, WorkerId
+
+
+@dataclass(frozen=True)
+class ProgressSnapshot:
+    """The run as it stands; a listener may keep it, nothing changes it."""
+    pattern: str
+    transport: str
+    phase: str                    # starting, running, draining, closing
+    elapsed_s: float              # since the run was launched
+    sent: int                     # messages the producers' sockets accepted so far
+    dropped: int                  # EAGAIN + SNDTIMEO at the producers so far
+    received: int                 # messages the consumers received so far (copies included)
+    producers: int
+    producers_done: int
+
+
+class ProgressListener(Protocol):
+    """Receives snapshots while a run goes on (the live display, a sweep's progress bar).
+    Called on the controller's thread between control messages; must return quickly."""
+
+    def start(self, snapshot: ProgressSnapshot) -> None: ...
+
+    def update(self, snapshot: ProgressSnapshot) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class WorkerFailed(Exception):
+    def __init__(self, worker: WorkerId, failure: control.Failed):
+        self.worker, self.failure = worker, failure
+        super().__init__(f"{worker}: {failure.message}")
+
+
+@dataclass
+class RunState:
+    producers: list
+    consumers: list
+    proxies: list = field(default_factory=list)
+    ready: dict = field(default_factory=dict)          # worker -> list of bound endpoints
+    connected: set = field(default_factory=set)
+    warm: set = field(default_factory=set)
+    live: dict = field(default_factory=dict)           # worker -> last Progress
+    done: dict = field(default_factory=dict)           # producer -> ProducerDone
+    final: dict = field(default_factory=dict)          # worker -> *Final
+    failures: dict = field(default_factory=dict)       # worker -> Failed
+    t0_ns: int = 0
+    phase: str = "starting"
+    drain: dict = field(default_factory=dict)          # how the drain went (run.json "drain")
+
+    @property
+    def everyone(self) -> list:
+        return self.producers + self.consumers + self.proxies
+
+    def receive(self, worker: WorkerId, message) -> None:
+        if isinstance(message, control.Ready):
+            self.ready[worker] = message.endpoints
+        elif isinstance(message, control.Connected):
+            self.connected.add(worker)
+        elif isinstance(message, control.Warm):
+            self.warm.add(worker)
+        elif isinstance(message, control.Progress):
+            self.live[worker] = message
+        elif isinstance(message, control.ProducerDone):
+            self.done[worker] = message
+        elif isinstance(message, (control.ProducerFinal, control.ConsumerFinal, control.ProxyFinal)):
+            self.final[worker] = message
+        elif isinstance(message, control.Failed):
+            self.failures[worker] = message
+            raise WorkerFailed(worker, message)
+
+    def received_so_far(self) -> int:
+        return sum(self.live[c].messages for c in self.consumers if c in self.live)
+
+    def snapshot(self, pattern: str, transport: str, elapsed_s: float) -> ProgressSnapshot:
+        sent = sum(self.live[p].messages for p in self.producers if p in self.live)
+        dropped = sum(self.live[p].dropped for p in self.producers if p in self.live)
+        return ProgressSnapshot(pattern, transport, self.phase, elapsed_s, sent, dropped, self.received_so_far(),
+                                len(self.producers), len(self.done))
+
+    def finals_of(self, role: Role) -> dict:
+        return {w.index: m for w, m in self.final.items() if w.role is role}

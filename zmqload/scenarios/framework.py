@@ -1,0 +1,116 @@
+"""What every scenario shares: runs labelled for the report, the standard measurements of
+a run, bounded waits, and verdicts computed from numbers.
+
+A scenario settles one or more claims (zmqload.scenarios.claims). It runs ordinary
+zmqload runs (their run directories feed the Spark report too) or, where a claim is about
+a socket call itself, probes the engine's libzmq directly; then states per claim a verdict
+computed from the measurements: "holds", "does not hold", or "depends: <condition>".
+`fast=True` shrinks counts and delays for the test suite; questions and rules stay.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..config import Workload
+
+HOLDS, DOES_NOT_HOLD = "holds", "does not hold"
+
+
+def depends(condition: str) -> str:
+    return f"depends: {condition}"
+
+
+@dataclass
+class Verdict:
+    claim: str                         # claim id
+    verdict: str                       # holds / does not hold / depends: ...
+    because: str                       # one line, with the numbers
+    measurements: dict = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    verdicts: list                     # of Verdict
+    measured: list                     # lines a person reads
+    figures: dict = field(default_factory=dict)
+    run_dirs: list = field(default_factory=list)
+
+    def verdict(self, claim_id: str) -> Verdict:
+        return next(v for v in self.verdicts if v.claim == claim_id)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    title: str
+    claims: tuple                      # claim ids it settles
+    body: Callable[["ScenarioRunner"], Outcome]
+
+
+class ScenarioRunner:
+    """Runs the workloads of one scenario, labelled so the report can group them."""
+
+    def __init__(self, scenario: Scenario, out: str, fast: bool):
+        self.scenario, self.out, self.fast = scenario, out, fast
+        self.run_dirs: list[str] = []
+
+    def scale(self, full, fast):
+        return fast if self.fast else full
+
+    def run(self, variant: str, **options):
+        from ..runner import run
+        options.setdefault("out", self.out)
+        label = {"scenario": self.scenario.name, "variant": variant, "fast": self.fast}
+        result = run(Workload(label=label, **options))
+        self.run_dirs.append(result.run_dir)
+        return result
+
+
+def facts(result) -> dict:
+    """The standard measurements of one run: settings, counts by fate, queue peak by
+    place, latency, memory and the time shutdown blocked."""
+    w = result.workload
+    lat = result.latency_summary()
+    producers, consumers = result.producers, result.consumers
+    return {
+        "libzmq": result.versions.get("libzmq"), "pattern": w["pattern"], "transport": w["transport"],
+        "size": w["size"], "rate": w["rate"], "sndhwm": w["sndhwm"], "rcvhwm": w["rcvhwm"],
+        "linger_ms": w["linger_ms"], "attempted": result.attempted, "sent": result.sent,
+        "eagain": result.eagain, "timeouts": result.timeout, "delivered": result.delivered,
+        "drained": result.drained, "dropped_start": result.dropped_start, "dropped_mid": result.dropped_mid,
+        "dropped_tail": result.dropped_tail, "stranded": result.stranded, "expected": result.expected,
+        "drain": result.drain.get("ended"), "queue_peak": result.queue.get("peak", {}),
+        "latency_p50_ns": lat["p50"], "latency_max_ns": lat["max"],
+        "consumer_rss_kb": max((c.get("max_rss_kb", 0) for c in consumers), default=0),
+        "producer_rss_kb": max((p.get("max_rss_kb", 0) for p in producers), default=0),
+        "close_ns": max((p.get("close_ns", 0) for p in producers), default=0),
+        "term_ns": max((p.get("term_ns", 0) for p in producers), default=0),
+    }
+
+
+def fates_line(f: dict) -> str:
+    return (f"sent {f['sent']:,}: delivered {f['delivered']:,}, drained {f['drained']:,}, dropped "
+            f"{f['dropped_start'] + f['dropped_mid'] + f['dropped_tail']:,} (start {f['dropped_start']:,} / mid "
+            f"{f['dropped_mid']:,} / tail {f['dropped_tail']:,}), stranded {f['stranded']:,}")
+
+
+def bounded(call: Callable[[], object], limit_s: float) -> tuple[float, bool]:
+    """Run a call that may block forever (zmq_ctx_term) in a thread: (seconds it took or
+    the limit, whether it returned). A call still blocked at the limit is left to the
+    caller to release (close the socket it waits for)."""
+    thread = threading.Thread(target=call, daemon=True)
+    start = time.monotonic()
+    thread.start()
+    thread.join(limit_s)
+    return time.monotonic() - start, not thread.is_alive()
+
+
+def ms(ns) -> str:
+    return "-" if ns is None else f"{ns / 1e6:,.1f} ms"
+
+
+def ranges(pairs) -> str:
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in pairs) or "none"
