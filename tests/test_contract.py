@@ -43,11 +43,6 @@ def test_wire_contract_equals_engine_constants():
     assert _public_values(wire) == engine
 
 
-def test_send_mode_words_are_what_the_engine_accepts():
-    assert [mode.word for mode in wire.SendMode] == list(_engine.SEND_MODES)
-    assert all(_engine.SEND_MODES[mode.word] == mode for mode in wire.SendMode)
-
-
 def _documented_columns(kind: str) -> list[tuple[str, str]]:
     """(column, Parquet type) rows of the table under "## {kind}/" in docs/RECORDS.md."""
     with open(os.path.join(ROOT, "docs", "RECORDS.md")) as f:
