@@ -4,6 +4,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -118,3 +119,76 @@ def test_json_summary_and_info(tmp_path):
     assert facts["versions"]["libzmq"].count(".") == 2
     assert facts["socket_defaults"]["PUSH"]["SNDHWM"] > 0
     assert facts["socket_defaults"]["PUSH"]["LINGER"] in (-1, 0, 30000)
+
+
+def test_mistyped_option_names_the_command_and_the_closest_option():
+    proc = zmqload_cli("run", "--szie", "64")
+    assert proc.returncode == 2
+    assert proc.stderr == "zmqload run: error: unrecognized option --szie; did you mean --size?\n"
+    proc = zmqload_cli("sweep", "--sndhmw=1,10")
+    assert proc.returncode == 2
+    assert proc.stderr == "zmqload sweep: error: unrecognized option --sndhmw; did you mean --sndhwm?\n"
+
+
+def test_a_command_without_its_action_shows_its_usage():
+    for args, usage in ((["scenario"], "usage: zmqload scenario"), ([], "usage: zmqload ")):
+        proc = zmqload_cli(*args)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith(usage) and "Traceback" not in proc.stderr
+        assert proc.stderr.strip().splitlines()[-1].endswith("error: missing command; accepted: "
+                                                             + ("list, run" if args else
+                                                                "run, info, sweep, scenario, report"))
+
+
+def test_info_fits_80_columns_and_version():
+    proc = subprocess.run([sys.executable, "-m", "zmqload", "info"], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, COLUMNS="80"))
+    assert proc.returncode == 0, proc.stderr
+    assert "SNDHWM" in proc.stdout and "PUSH" in proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    import zmqload
+    version = zmqload_cli("--version")
+    assert version.returncode == 0 and version.stdout == f"zmqload {zmqload.__version__}\n"
+
+
+def test_report_target_rate_takes_what_run_rate_takes():
+    from zmqload import cli
+    parser = cli.build_parser()
+    assert parser.parse_args(["report", "runs", "--target-rate", "200k"]).target_rate == 200_000
+    assert parser.parse_args(["run", "--rate", "200k"]).rate == 200_000
+    proc = zmqload_cli("report", "runs", "--target-rate", "fast")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("zmqload report: error: --target-rate: got 'fast'; accepted: ")
+
+
+# Python that runs with pyspark and matplotlib made unimportable, as without the extra.
+WITHOUT_REPORT_EXTRA = "import sys; sys.modules['pyspark'] = sys.modules['matplotlib'] = None; "
+
+
+def test_report_without_its_extra_is_listed_and_names_the_extra(tmp_path):
+    code = WITHOUT_REPORT_EXTRA + "from zmqload.cli import main; sys.exit(main(sys.argv[1:]))"
+    listed = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and re.search(r"^\s+report\s", listed.stdout, re.M), listed.stdout
+    proc = subprocess.run([sys.executable, "-c", code, "report", str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("zmqload report: error: the report needs ")
+    assert proc.stderr.rstrip().endswith("install it with: pip install 'zmqload[report]'")
+    proc = subprocess.run([sys.executable, "-c", code, "sweep", "--count", "10", "--report", "--out",
+                           str(tmp_path / "runs")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--report" in proc.stderr and "zmqload[report]" in proc.stderr
+    assert not os.path.exists(tmp_path / "runs")
+
+
+def test_run_api_plugin_and_cli_never_import_the_report_extra(tmp_path):
+    code = WITHOUT_REPORT_EXTRA + f"""
+import zmqload, zmqload.pytest_plugin
+from zmqload import cli
+result = zmqload.run(count=1000, out={str(tmp_path)!r})
+assert result.status == "complete", result
+cli.build_parser()
+sys.exit(cli.main(["run", "--count", "1000", "--quiet", "--out", {str(tmp_path)!r}]))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert len(glob.glob(str(tmp_path / "run=*"))) == 2

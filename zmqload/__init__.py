@@ -3,17 +3,27 @@
     from zmqload import Workload, run
     result = run(Workload(pattern="push-pull", size=64, count=1_000_000))
     print(result.throughput_msgs, result.lost, result.latency_us(99))
+    print(result.run_dir)        # ./runs/run=<id>: run.json and every message, in Parquet
+
+`Workload` fields accept what the command line accepts (`Workload(rate="10k")`);
+`OPTIONS` is the option table behind both (flag, range, help of every field).
 """
 __version__ = "0.1.0"
 
-from .config import Workload                     # noqa: E402
+from .config import OPTIONS, Option, Workload    # noqa: E402
 from .errors import ConfigError, RunError, ZmqloadError   # noqa: E402
 from .result import RunResult                    # noqa: E402
 
 
 def run(workload: "Workload | None" = None, progress=None, **options) -> "RunResult":
-    """Run one workload (a Workload, or its fields as keyword arguments) and return its
-    RunResult. Records are written under `workload.out` (default ./runs)."""
+    """Run one workload (a Workload, or its fields as keyword arguments, checked as
+    `Workload(**options)` is) and return its RunResult.
+
+    Every run writes a directory `<out>/run=<run_id>/` (run.json and Parquet records):
+    `out` is the Workload's `out` field, default "runs", relative to the current working
+    directory; `RunResult.run_dir` is the directory written. Raises ConfigError for bad
+    options before anything is written, RunError when the run fails (its run.json says so),
+    and KeyboardInterrupt after an interrupted run was recorded."""
     from .runner import run as _run
     if workload is None:
         workload = Workload(**options)
@@ -22,4 +32,5 @@ def run(workload: "Workload | None" = None, progress=None, **options) -> "RunRes
     return _run(workload, progress=progress)
 
 
-__all__ = ["Workload", "RunResult", "run", "ConfigError", "RunError", "ZmqloadError", "__version__"]
+__all__ = ["Workload", "OPTIONS", "Option", "RunResult", "run", "ConfigError", "RunError", "ZmqloadError",
+           "__version__"]

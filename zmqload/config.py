@@ -1,16 +1,21 @@
-"""The workload model and its validation: the one place for every limit.
+"""The workload model and its option table: the one place for every limit.
 
-Every check raises ConfigError naming the command-line option and what it accepts, so the
-CLI, the Python API and sweeps all reject bad input the same way.
+Every Workload field a user sets carries an `Option` in its metadata: the command-line flag,
+how text becomes a value ("10k", "1M", "max", "true"), the range or choices, the "accepted:
+..." text, help and group. That one table (`OPTIONS`) drives validation, the argument
+parsers of `run` and `sweep` (zmqload.cli.options), sweep files and the Python API, so every
+surface accepts the same values and rejects a bad one with the same line:
+ConfigError(option, "got X; accepted: ...").
 """
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import os
 import re
 import socket
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Callable, Optional, Union
 
 from . import patterns
 from .errors import ConfigError
@@ -18,68 +23,243 @@ from .errors import ConfigError
 HEADER_SIZE = 16                 # docs/RECORDS.md: the wire header
 MAX_SIZE = 256 * 1024 * 1024
 MAX_SEQ = 2 ** 48 - 1            # seq is 48 bits on the wire
+MAX_PACED = (2 ** 63 - 1) // 10 ** 9   # paced: seq * 1e9 / rate must fit the int64 schedule
 MAX_STREAMS = 64                 # warm-up tracks producers in a 64-bit mask
+MAX_RATE = 100_000_000
+MAX_INT32 = 2 ** 31 - 1          # libzmq's int socket options
+MAX_MS = 3_600_000
 TRANSPORTS = ("tcp", "ipc", "inproc")
 SEND_MODES = ("block", "dontwait", "timeout")
 COMPRESSIONS = ("none", "snappy", "lz4", "zstd")
 CLOSE_ORDERS = ("producer-first", "consumer-first")
 DRAIN_MODES = ("fast", "slow", "none")
 DEFAULT_COUNT = 100_000
+SOCKET_OPTIONS = "socket options (unset: libzmq's default)"     # a help group
 
 _ENDPOINT = re.compile(
     r"^(tcp://(?P<host>[A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(?P<port>\d+|\*)"
     r"|ipc://(?P<path>.+)|inproc://(?P<name>[A-Za-z0-9_.\-]+))$")
+_MULTIPLIERS = {"k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9}
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
 
-# Fields whose command-line option is not simply --field-name.
-_OPTION_NAMES = {"linger_ms": "--linger"}
+def parse_number(text: str, integer: bool) -> Union[int, float]:
+    """'250000', '10k', '1M', '2.5', '1e6', '1_000' -> a number; ValueError if it is none
+    (or, with `integer`, not a whole one)."""
+    t = text.strip().lower().replace("_", "")
+    factor = 1
+    if t and t[-1] in _MULTIPLIERS:
+        factor, t = _MULTIPLIERS[t[-1]], t[:-1]
+    if not integer:
+        return float(t) * factor
+    try:
+        value = decimal.Decimal(t) * factor       # exact: 1.1k is 1100, not 1100.0000000000002
+    except decimal.InvalidOperation:
+        raise ValueError(text) from None
+    if not value.is_finite() or value != value.to_integral_value():
+        raise ValueError(text)
+    return int(value)
 
 
-def _option(name: str) -> str:
-    return _OPTION_NAMES.get(name, "--" + name.replace("_", "-"))
+@dataclass(frozen=True)
+class Option:
+    """One option as every surface sees it. `convert` is the one parser and check."""
+    kind: type                          # int, float, bool or str: what a value becomes
+    accepted: str                       # the "accepted: ..." part of an error ("": the choices)
+    help: str
+    group: str = "workload"
+    low: Optional[float] = None
+    high: Optional[float] = None
+    low_open: bool = False              # low itself is refused (duration > 0)
+    choices: Union[tuple, Callable[[], tuple], None] = None   # callable: read when used (patterns)
+    form: Optional[re.Pattern] = None   # text values must match it whole
+    words: dict = field(default_factory=dict)   # text that stands for a value: {"max": 0}
+    nullable: bool = False              # None is accepted: unset, libzmq's default
+    negation: Optional[str] = None      # a flag that sets a boolean to false (--no-warmup)
+    cli: bool = True                    # False: sweep files and the Python API only
+    default_text: Optional[str] = None  # the default as help shows it, when not str(default)
+    flag: str = ""                      # filled from the field: --field-name unless given
+    field: str = ""
+    default: Any = None
+
+    @property
+    def choice_list(self) -> tuple:
+        return tuple(self.choices() if callable(self.choices) else self.choices or ())
+
+    @property
+    def accepts(self) -> str:
+        """What the option accepts, as its errors say it."""
+        return self.accepted or ", ".join(self.choice_list)
+
+    def convert(self, value):
+        """A value from any surface -> the typed, checked value; ConfigError naming the flag
+        otherwise. Text is parsed as on the command line; other values must have the type."""
+        if value is None and self.nullable:
+            return None
+        if isinstance(value, str) and self.kind is not str:
+            value = self._parse_text(value)
+        if not self._has_type(value):
+            raise self.refuse(value)
+        self._check(value)
+        return value
+
+    def refuse(self, value, why: str = "") -> ConfigError:
+        """The one error shape: `--flag: got X[why]; accepted: ...`."""
+        return ConfigError(self.flag, f"got {value!r}{why}; accepted: {self.accepts}")
+
+    def _parse_text(self, text: str):
+        word = text.strip().lower()
+        if word in self.words:
+            return self.words[word]
+        if self.kind is bool:
+            if word in _TRUE or word in _FALSE:
+                return word in _TRUE
+            raise self.refuse(text)
+        try:
+            return parse_number(text, integer=self.kind is int)
+        except ValueError:
+            raise self.refuse(text) from None
+
+    def _has_type(self, value) -> bool:
+        if self.kind is bool or self.kind is str:
+            return isinstance(value, self.kind)
+        if isinstance(value, bool):
+            return False
+        if self.kind is int:
+            return isinstance(value, int)
+        return isinstance(value, (int, float)) and value == value      # float: not NaN
+
+    def _check(self, value) -> None:
+        choices = self.choice_list
+        if choices and value not in choices:
+            raise self.refuse(value)
+        if self.form is not None and not self.form.fullmatch(value):
+            raise self.refuse(value)
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            raise self.refuse(value)
+        if self.high is not None and value > self.high:
+            raise self.refuse(value)
+
+
+def option(default, kind: type, accepted: str, help: str, **details):
+    """A Workload field that is an option (see Option for `details`)."""
+    return field(default=default, metadata={"option": Option(kind, accepted, help, **details)})
+
+
+def _ms(low: int, what: str, default, **details):
+    return option(default, int, f"milliseconds from {low} to {MAX_MS}", what, low=low, high=MAX_MS, **details)
+
+
+def _hwm(what: str):
+    return option(None, int, f"an integer from 0 (no limit) to {MAX_INT32}", what, low=0, high=MAX_INT32,
+                  nullable=True, group=SOCKET_OPTIONS)
 
 
 @dataclass
 class Workload:
     """What to run. Field names match the CLI options (`--consumer-delay-us` is
-    `consumer_delay_us`). None means "libzmq's default" for socket options."""
+    `consumer_delay_us`, `--linger` is `linger_ms`); None means "libzmq's default" for socket
+    options. Values are checked when the Workload is made (text as on the command line is
+    accepted: `Workload(rate="10k")`); `validate()` is the full check before a run."""
 
-    pattern: str = "push-pull"
-    transport: str = "tcp"
-    host: str = "127.0.0.1"
-    port: int = 0                        # 0: any free port
-    endpoint: Optional[str] = None       # explicit endpoint, overrides transport/host/port
-    size: int = 64
-    count: Optional[int] = None          # per producer
-    duration: Optional[float] = None     # seconds, wall clock bound
-    rate: int = 0                        # msg/s per producer, 0 = as fast as possible
-    producers: int = 1
-    consumers: int = 1
-    send_mode: str = "block"
-    sndtimeo_ms: int = 100               # for send_mode="timeout"
-    sndhwm: Optional[int] = None
-    rcvhwm: Optional[int] = None
-    linger_ms: Optional[int] = None
-    sndbuf: Optional[int] = None
-    rcvbuf: Optional[int] = None
-    immediate: bool = False
-    io_threads: int = 1
-    consumer_delay_us: float = 0.0
-    drain_timeout_ms: int = 1000         # consumers stop after this long idle once producers are done
-    drain: str = "fast"                  # fast: consumers stop their work and read; slow: keep it; none: close at once
-    drain_limit_s: float = 60.0          # the drain is cut short after this long (unreceived: stranded)
-    warmup: bool = True                  # wait until every consumer hears every producer
-    join_delay_ms: int = 0               # consumers connect this long after producers start (slow joiner)
-    close_pause_ms: int = 0              # producers pause this long after their last send, then close
-    close_order: str = "producer-first"  # consumer-first: consumers close before producers do
-    proxy_sndhwm: Optional[int] = None   # pattern proxy: the XPUB side's SNDHWM
-    proxy_rcvhwm: Optional[int] = None   # pattern proxy: the XSUB side's RCVHWM
-    out: str = "runs"
-    run_name: Optional[str] = None
-    compression: str = "none"            # on top of delta encoding, which does most of the work
-    chunk_rows: int = 262_144
-    slice_ms: int = 20
+    pattern: str = option(
+        "push-pull", str, "", "messaging pattern", choices=lambda: tuple(patterns.PATTERNS))
+    transport: str = option("tcp", str, "", "transport", choices=TRANSPORTS)
+    host: str = option(
+        "127.0.0.1", str, "an IP address or host name", "tcp host the binding side binds and the other connects to",
+        form=re.compile(r"[A-Za-z0-9_.\-:]+"))
+    port: int = option(
+        0, int, "a tcp port from 0 to 65535 (0 = any free port)",
+        "first tcp port; each binding socket takes the next one", low=0, high=65535, default_text="0: any free port")
+    endpoint: Optional[str] = option(
+        None, str, "tcp://HOST:PORT, ipc://PATH or inproc://NAME",
+        "explicit endpoint, overrides --transport/--host/--port (e.g. tcp://127.0.0.1:5555, ipc:///tmp/x)",
+        form=_ENDPOINT, nullable=True)
+    size: int = option(
+        64, int, f"bytes from {HEADER_SIZE} (the wire header) to {MAX_SIZE}", "message size in bytes",
+        low=HEADER_SIZE, high=MAX_SIZE)
+    count: Optional[int] = option(
+        None, int, f"a positive integer up to {MAX_SEQ} (e.g. 1000000 or 1M)", "messages per producer",
+        low=1, high=MAX_SEQ, nullable=True, default_text=f"{DEFAULT_COUNT} unless --duration")
+    duration: Optional[float] = option(
+        None, float, "seconds > 0, up to 7 days", "wall-clock seconds; with --count, whichever ends first",
+        low=0, low_open=True, high=7 * 86400, nullable=True)
+    rate: int = option(
+        0, int, f"messages per second per producer up to {MAX_RATE} (e.g. 50000, 10k, 1M), or max or 0 for unpaced",
+        "messages per second per producer on an open-loop schedule; max or 0: unpaced, as fast as possible",
+        low=0, high=MAX_RATE, words={"max": 0}, default_text="max")
+    producers: int = option(
+        1, int, f"an integer from 1 to {MAX_STREAMS}", "number of producer processes, threads with inproc",
+        low=1, high=MAX_STREAMS)
+    consumers: int = option(
+        1, int, "an integer from 1 to 64", "number of consumer processes, threads with inproc", low=1, high=64)
+    send_mode: str = option(
+        "block", str, "", "block: wait at HWM; dontwait: drop on EAGAIN, recorded; timeout: drop after --sndtimeo-ms",
+        choices=SEND_MODES)
+    sndtimeo_ms: int = _ms(1, "SNDTIMEO for --send-mode timeout", 100)
+    sndhwm: Optional[int] = _hwm("producers' SNDHWM")
+    rcvhwm: Optional[int] = _hwm("consumers' RCVHWM")
+    linger_ms: Optional[int] = option(
+        None, int, f"-1 (wait forever), 0, or milliseconds up to {MAX_INT32}", "producers' LINGER in milliseconds",
+        low=-1, high=MAX_INT32, nullable=True, flag="--linger", group=SOCKET_OPTIONS)
+    sndbuf: Optional[int] = option(
+        None, int, f"bytes from 0 (the OS default) to {MAX_INT32}", "producers' SO_SNDBUF",
+        low=0, high=MAX_INT32, nullable=True, group=SOCKET_OPTIONS)
+    rcvbuf: Optional[int] = option(
+        None, int, f"bytes from 0 (the OS default) to {MAX_INT32}", "consumers' SO_RCVBUF",
+        low=0, high=MAX_INT32, nullable=True, group=SOCKET_OPTIONS)
+    immediate: bool = option(
+        False, bool, "true or false", "ZMQ_IMMEDIATE on both sides", group=SOCKET_OPTIONS)
+    io_threads: int = option(
+        1, int, "an integer from 1 to 64", "libzmq I/O threads per context (one context per process)",
+        low=1, high=64, group=SOCKET_OPTIONS)
+    consumer_delay_us: float = option(
+        0.0, float, "microseconds from 0 to 60000000", "simulated work per received message, a slow consumer",
+        low=0, high=60_000_000)
+    drain_timeout_ms: int = _ms(1, "once the producers are done, consumers stop after this long without a message",
+                                1000)
+    drain: str = option(
+        "fast", str, "",
+        "once the producers are done: fast = consumers stop their simulated work and read what is queued, "
+        "slow = keep it, none = close at once (unreceived: stranded)", choices=DRAIN_MODES)
+    drain_limit_s: float = option(
+        60.0, float, "seconds > 0, up to 7 days", "cut the drain short after this long (unreceived: stranded)",
+        low=0, low_open=True, high=7 * 86400)
+    warmup: bool = option(
+        True, bool, "true or false",
+        "wait until every consumer hears every producer before the start; --no-warmup for slow-joiner studies",
+        negation="--no-warmup")
+    join_delay_ms: int = _ms(0, "consumers connect this long after the producers start, a slow joiner; "
+                                "needs consumers that connect: pub-sub, proxy", 0)
+    close_pause_ms: int = _ms(0, "producers pause this long after their last send, then close", 0)
+    close_order: str = option(
+        "producer-first", str, "",
+        "producer-first: consumers drain, then close; consumer-first: consumers close before the producers",
+        choices=CLOSE_ORDERS)
+    proxy_sndhwm: Optional[int] = _hwm("pattern proxy: SNDHWM of the proxy's XPUB side")
+    proxy_rcvhwm: Optional[int] = _hwm("pattern proxy: RCVHWM of the proxy's XSUB side")
+    out: str = option(
+        "runs", str, "a directory path", "parent directory of run directories", form=re.compile(r".+"),
+        group="recording")
+    run_name: Optional[str] = option(
+        None, str, "1-100 letters, digits, '.', '_' or '-'", "run directory name, run=NAME",
+        form=re.compile(r"[A-Za-z0-9_.\-]{1,100}"), nullable=True, group="recording",
+        default_text="time-pattern-transport-id")
+    compression: str = option(
+        "none", str, "", "Parquet codec on top of delta encoding, which does most of the work",
+        choices=COMPRESSIONS, group="recording")
+    chunk_rows: int = option(
+        262_144, int, "rows per Parquet chunk, from 1024 to 16777216", "rows per record chunk",
+        low=1024, high=16_777_216, cli=False, group="recording internals")
+    slice_ms: int = option(
+        20, int, "milliseconds from 1 to 1000", "longest engine loop between returns to Python",
+        low=1, high=1000, cli=False, group="recording internals")
     label: dict = field(default_factory=dict)   # free-form tags copied into run.json
+
+    def __post_init__(self) -> None:
+        for name, opt in OPTIONS.items():
+            setattr(self, name, opt.convert(getattr(self, name)))
+        self._check_together()
 
     # -- derived -----------------------------------------------------------------------
     @property
@@ -103,108 +283,62 @@ class Workload:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - names)
         if unknown:
-            raise ConfigError(_option(unknown[0]), f"unknown option; accepted: {', '.join(sorted(names))}")
+            raise ConfigError("--" + unknown[0].replace("_", "-"),
+                              f"unknown option; accepted: {', '.join(sorted(names))}")
         return cls(**values)
 
     # -- validation ----------------------------------------------------------------------
     def validate(self) -> "Workload":
-        """Check every value; fill defaults that depend on others. Returns self."""
-        if self.pattern not in patterns.PATTERNS:
-            raise ConfigError("--pattern", f"unknown pattern {self.pattern!r}; accepted: {', '.join(patterns.PATTERNS)}")
-        if self.transport not in TRANSPORTS:
-            raise ConfigError("--transport", f"unknown transport {self.transport!r}; accepted: {', '.join(TRANSPORTS)}")
-        _int_range("size", self.size, HEADER_SIZE, MAX_SIZE,
-                   f"an integer from {HEADER_SIZE} (the wire header) to {MAX_SIZE}")
-        if self.count is not None:
-            _int_range("count", self.count, 1, MAX_SEQ, f"a positive integer up to {MAX_SEQ}")
-        if self.duration is not None:
-            _number_range("duration", self.duration, 0, 7 * 86400, "seconds > 0", low_open=True)
+        """The full check before a run: every value again (fields may have been set since
+        construction), defaults that depend on others filled in (count, and transport, host and
+        port from --endpoint), and an explicit tcp port probed free. Returns self."""
+        self.__post_init__()
         if self.count is None and self.duration is None:
             self.count = DEFAULT_COUNT
-        _int_range("rate", self.rate, 0, 100_000_000, "messages per second per producer, 0 (unpaced) up to 100000000")
-        if self.rate and self.messages_per_producer * 1_000_000_000 >= 2 ** 63:
-            raise ConfigError("--count", "count too large for the schedule; accepted: count < 9e9")
-        _int_range("producers", self.producers, 1, MAX_STREAMS, f"an integer from 1 to {MAX_STREAMS}")
-        _int_range("consumers", self.consumers, 1, 64, "an integer from 1 to 64")
-        if self.pattern == "pair" and (self.producers != 1 or self.consumers != 1):
-            raise ConfigError("--producers", "pattern pair connects exactly one pair; accepted: --producers 1 --consumers 1")
-        if self.pattern == "proxy" and self.endpoint:
-            raise ConfigError("--endpoint", "pattern proxy binds its own two endpoints; accepted: --host/--port")
-        if self.pattern == "req-rep" and self.send_mode != "block":
-            raise ConfigError("--send-mode", "pattern req-rep waits for every reply; accepted: block")
-        if self.send_mode not in SEND_MODES:
-            raise ConfigError("--send-mode", f"unknown send mode {self.send_mode!r}; accepted: {', '.join(SEND_MODES)}")
-        _int_range("sndtimeo_ms", self.sndtimeo_ms, 1, 3_600_000, "milliseconds from 1 to 3600000")
-        _int_range("close_pause_ms", self.close_pause_ms, 0, 3_600_000, "milliseconds >= 0")
-        _int_range("join_delay_ms", self.join_delay_ms, 0, 3_600_000, "milliseconds >= 0")
-        if self.join_delay_ms and patterns.get(self.pattern).binder == "consumer":
-            raise ConfigError("--join-delay-ms", "consumers must be the connecting side; accepted with "
-                              "pub-sub or proxy (or 0)")
-        if self.close_order not in CLOSE_ORDERS:
-            raise ConfigError("--close-order", f"unknown order {self.close_order!r}; accepted: {', '.join(CLOSE_ORDERS)}")
-        for name in ("sndhwm", "rcvhwm", "proxy_sndhwm", "proxy_rcvhwm"):
-            value = getattr(self, name)
-            if value is not None:
-                _int_range(name, value, 0, 2 ** 31 - 1, "an integer >= 0 (0 = no limit)")
-        if self.linger_ms is not None:
-            _int_range("linger_ms", self.linger_ms, -1, 2 ** 31 - 1, "-1 (wait forever), 0, or milliseconds")
-        for name in ("sndbuf", "rcvbuf"):
-            value = getattr(self, name)
-            if value is not None:
-                _int_range(name, value, 0, 2 ** 31 - 1, "bytes >= 0 (0 = OS default)")
-        if not isinstance(self.immediate, bool):
-            raise ConfigError("--immediate", "accepted: true or false")
-        _int_range("io_threads", self.io_threads, 1, 64, "an integer from 1 to 64")
-        _number_range("consumer_delay_us", self.consumer_delay_us, 0, 60_000_000, "microseconds >= 0")
-        _int_range("drain_timeout_ms", self.drain_timeout_ms, 1, 3_600_000, "milliseconds from 1 to 3600000")
-        if self.drain not in DRAIN_MODES:
-            raise ConfigError("--drain", f"unknown drain {self.drain!r}; accepted: {', '.join(DRAIN_MODES)}")
-        _number_range("drain_limit_s", self.drain_limit_s, 0, 7 * 86400, "seconds > 0", low_open=True)
-        if self.compression not in COMPRESSIONS:
-            raise ConfigError("--compression", f"unknown codec {self.compression!r}; accepted: {', '.join(COMPRESSIONS)}")
-        _int_range("chunk_rows", self.chunk_rows, 1024, 16_777_216, "an integer from 1024 to 16777216")
-        _int_range("slice_ms", self.slice_ms, 1, 1000, "milliseconds from 1 to 1000")
-        if self.run_name is not None and not re.fullmatch(r"[A-Za-z0-9_.\-]{1,100}", self.run_name):
-            raise ConfigError("--run-name", "accepted: 1-100 letters, digits, '.', '_' or '-'")
-        self._validate_endpoint()
+        self.transport, self.host, self.port = self._address()
+        if self.transport == "tcp" and self.port:
+            for offset in range(self._binding_sockets()):
+                _check_port_free("--endpoint" if self.endpoint else "--port", self.host, self.port + offset)
         return self
 
-    def _validate_endpoint(self) -> None:
-        if self.endpoint is not None:
-            match = _ENDPOINT.match(self.endpoint)
-            if not match:
-                raise ConfigError("--endpoint", f"malformed endpoint {self.endpoint!r}; accepted: "
-                                  "tcp://HOST:PORT, ipc://PATH or inproc://NAME")
-            self.transport = self.endpoint.split("://", 1)[0]
-            if match.group("port") not in (None, "*"):
-                _int_range("endpoint", int(match.group("port")), 0, 65535, "a tcp port from 0 to 65535")
-            if self.transport == "tcp":
-                self.host = match.group("host").strip("[]")
-                self.port = 0 if match.group("port") == "*" else int(match.group("port"))
-        _int_range("port", self.port, 0, 65535, "a tcp port from 0 to 65535 (0 = any free port)")
-        if self.transport == "tcp":
-            if not re.fullmatch(r"[A-Za-z0-9_.\-:]+", self.host or ""):
-                raise ConfigError("--host", f"malformed host {self.host!r}; accepted: an IP address or host name")
-            binder = patterns.get(self.pattern).binder
-            binders = {"consumer": self.consumers, "producer": self.producers, "proxy": 2}[binder]
-            if self.port and self.port + binders - 1 > 65535:
-                raise ConfigError("--port", "port + number of binding sockets exceeds 65535")
-            if self.port:
-                for offset in range(binders):
-                    _check_port_free("--endpoint" if self.endpoint else "--port", self.host, self.port + offset)
+    def _check_together(self) -> None:
+        """Rules between options; no I/O (workers rebuild their Workload from to_dict())."""
+        patterns.get(self.pattern).check(self)
+        if self.rate and (self.count is not None or self.duration is not None) \
+                and self.messages_per_producer > MAX_PACED:
+            flag, value = ("--count", self.count) if self.count is not None else ("--duration", self.duration)
+            raise ConfigError(flag, f"got {value!r} at --rate {self.rate}: too many messages for the nanosecond "
+                                    f"send schedule; accepted: at most {MAX_PACED} messages per producer")
+        transport, host, port = self._address()
+        binders = self._binding_sockets()
+        if transport == "tcp" and port + binders - 1 > 65535:
+            raise ConfigError("--endpoint" if self.endpoint else "--port",
+                              f"got {port} with {binders} binding sockets, one port each; "
+                              f"accepted: a port up to {65536 - binders}, or 0 for any")
+
+    def _address(self) -> tuple:
+        """(transport, host, port) in effect: --endpoint's when given."""
+        if self.endpoint is None:
+            return self.transport, self.host, self.port
+        match = _ENDPOINT.match(self.endpoint)
+        transport = self.endpoint.split("://", 1)[0]
+        if transport != "tcp":
+            return transport, self.host, self.port
+        port = match.group("port")
+        port = 0 if port == "*" else int(port)
+        if port > 65535:
+            raise OPTIONS["endpoint"].refuse(self.endpoint, ": the port is above 65535")
+        return transport, match.group("host").strip("[]"), port
+
+    def _binding_sockets(self) -> int:
+        return patterns.get(self.pattern).binding_sockets(self.producers, self.consumers)
 
 
-def _int_range(name: str, value, low: int, high: int, accepted: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigError(_option(name), f"got {value!r}; accepted: {accepted}")
-
-
-def _number_range(name: str, value, low: float, high: float, accepted: str, low_open: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
-    if ok:
-        ok = (value > low if low_open else value >= low) and value <= high
-    if not ok:
-        raise ConfigError(_option(name), f"got {value!r}; accepted: {accepted}")
+OPTIONS: dict[str, Option] = {
+    f.name: dataclasses.replace(f.metadata["option"], field=f.name, default=f.default,
+                                flag=f.metadata["option"].flag or "--" + f.name.replace("_", "-"))
+    for f in dataclasses.fields(Workload) if "option" in f.metadata}
+"""field name -> Option, in field order: the one option table."""
 
 
 def _check_port_free(option: str, host: str, port: int) -> None:

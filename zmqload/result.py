@@ -1,4 +1,4 @@
-"""RunResult: the summary figures of one run, as attributes."""
+"""RunResult: the summary figures of one run, as documented attributes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,41 +16,87 @@ def _key(q: float) -> str:
 
 @dataclass
 class RunResult:
+    """The summary figures of one run, as `zmqload.run()` returns them.
+
+    Counts are messages summed over every producer (sender side) or consumer (receiver
+    side); rates are per second over the whole run, not per producer. Every figure is also
+    in `<run_dir>/run.json`, and every message in the run's Parquet records.
+    """
+
     run_id: str
+    """The run's name: `Workload.run_name`, or time-pattern-transport-id."""
     run_dir: str
-    status: str                                   # complete / interrupted / failed
+    """Where the run's records went: `<Workload.out>/run=<run_id>` (default `./runs/run=...`,
+    relative to the working directory), holding run.json and the sends/, recvs/, samples/
+    Parquet parts (docs/RECORDS.md)."""
+    status: str
+    """complete, interrupted (Ctrl-C or SIGTERM; what was recorded is kept) or failed."""
     workload: dict
+    """The validated Workload as a dict (`Workload.to_dict()`), defaults filled in."""
     attempted: int = 0
+    """Messages the producers tried to send: each got a seq and one outcome (sent, eagain,
+    timeout or an error)."""
     sent: int = 0
-    eagain: int = 0                               # dontwait drops at the sender
-    timeout: int = 0                              # SNDTIMEO drops at the sender
+    """Messages libzmq accepted from the producers (sends that returned success)."""
+    eagain: int = 0
+    """Sends the socket refused with EAGAIN (--send-mode dontwait at HWM): never accepted."""
+    timeout: int = 0
+    """Sends that waited out SNDTIMEO (--send-mode timeout): never accepted."""
     errors: int = 0
-    expected: int = 0                             # deliveries expected (sent x consumers for fan-out)
+    """Sends that failed with any other error."""
+    expected: int = 0
+    """Deliveries expected: `sent`, times the number of consumers for fan-out patterns."""
     received: int = 0
+    """Messages the consumers received, duplicates included."""
     unique_received: int = 0
+    """Distinct (stream, seq, consumer for fan-out) deliveries: `expected - lost`."""
     duplicates: int = 0
+    """Deliveries of a message already received (by the same consumer, for fan-out)."""
     reordered: int = 0
-    lost: int = 0                                 # dropped + stranded (expected - unique_received)
+    """Messages that arrived with a lower seq than one already received from their stream."""
+    lost: int = 0
+    """Accepted messages no (expected) consumer received: `expected - unique_received`, the
+    sum of the dropped_* fates and `stranded`."""
     # the fate of every accepted message (zmqload.accounting, docs/RECORDS.md)
-    delivered: int = 0                            # arrived while the consumers worked normally
-    drained: int = 0                              # was still queued when the producers finished
-    dropped_start: int = 0                        # never arrived: before the consumer had joined
-    dropped_mid: int = 0                          # never arrived: dropped mid-run (a full pipe)
-    dropped_tail: int = 0                         # never arrived: lost at close / linger / term
-    stranded: int = 0                             # unreceived when the drain was cut short: unknown
-    drain: dict = field(default_factory=dict)     # mode, how it ended, when
-    queue: dict = field(default_factory=dict)     # "peak": depth and its kernel/libzmq split; "series"
-    elapsed_s: float = 0.0                        # first send to last receive
-    send_rate: float = 0.0                        # msg/s attempted by the producers
-    throughput_msgs: float = 0.0                  # msg/s received
-    throughput_mb: float = 0.0                    # MB/s received (1 MB = 1e6 B)
+    delivered: int = 0
+    """Messages that arrived while the consumers worked normally."""
+    drained: int = 0
+    """Messages still queued when the producers finished, received during the drain."""
+    dropped_start: int = 0
+    """Messages that never arrived, dropped before the consumer had joined."""
+    dropped_mid: int = 0
+    """Messages that never arrived, dropped mid-run (a full pipe)."""
+    dropped_tail: int = 0
+    """Messages that never arrived, lost at close / linger / context termination."""
+    stranded: int = 0
+    """Messages unreceived when the drain was cut short (--drain none, --drain-limit-s): fate unknown."""
+    drain: dict = field(default_factory=dict)
+    """The drain: its mode, how it ended and when."""
+    queue: dict = field(default_factory=dict)
+    """Queue depth in messages: "peak" (depth and its kernel / libzmq split) and "series" over time."""
+    elapsed_s: float = 0.0
+    """Seconds from the first send to the last receive."""
+    send_rate: float = 0.0
+    """Messages per second attempted, over the span from the first to the last send."""
+    throughput_msgs: float = 0.0
+    """Distinct messages received per second, over `elapsed_s`."""
+    throughput_mb: float = 0.0
+    """Megabytes received per second, over `elapsed_s` (1 MB = 1e6 bytes of --size messages)."""
     latency_intended: Histogram = field(default_factory=Histogram)
+    """Receive time minus intended send time (the open-loop schedule), in nanoseconds: free
+    of coordinated omission. See `latency_us`."""
     latency_sent: Histogram = field(default_factory=Histogram)
-    round_trip: Histogram = field(default_factory=Histogram)   # req-rep: reply time - intended send time
+    """Receive time minus actual send time, in nanoseconds."""
+    round_trip: Histogram = field(default_factory=Histogram)
+    """req-rep only: reply time minus intended send time, in nanoseconds."""
     streams: list = field(default_factory=list)
+    """Per producer stream: the same counts, and the missing seq ranges of lost messages."""
     producers: list = field(default_factory=list)
+    """Per producer: its counters, send times (ns) and close/term timings."""
     consumers: list = field(default_factory=list)
+    """Per consumer: its counters and receive times (ns)."""
     versions: dict = field(default_factory=dict)
+    """libzmq (engine and pyzmq's), pyzmq, Python and zmqload versions of the run."""
 
     # The figures run.json keeps under "counters" and "summary" (docs/RECORDS.md).
     COUNTERS: ClassVar[tuple] = ("attempted", "sent", "eagain", "timeout", "errors", "expected", "received", "unique_received",
@@ -78,9 +124,14 @@ class RunResult:
         return self.lost / self.expected if self.expected else 0.0
 
     def latency_us(self, q: float, since: str = "intended") -> float | None:
-        """Latency percentile q (0-100, 100 = max) in microseconds, measured from the
-        intended send time (default; free of coordinated omission), the actual one ("sent"),
-        or the req-rep round trip ("round_trip", from the intended send time)."""
+        """Latency percentile q (a percent from 1 to 100: 99 = p99, 99.9, 100 = max) in
+        microseconds, None if nothing was received; measured from the intended send time
+        (default; free of coordinated omission), the actual one ("sent"), or the req-rep
+        round trip ("round_trip", from the intended send time). ValueError otherwise: a
+        fraction such as 0.99 is refused ("did you mean 99?"), not read as p0.99."""
+        if isinstance(q, bool) or not isinstance(q, (int, float)) or not 1 <= q <= 100:
+            hint = f"; did you mean {q * 100:g}?" if isinstance(q, float) and 0 < q < 1 else ""
+            raise ValueError(f"percentile q is a percent from 1 to 100, got {q!r}{hint}")
         value = self._histogram(since).percentile(q)
         return None if value is None else value / 1000.0
 

@@ -9,7 +9,6 @@ Each point's axis values go into its Workload's `label`, so a report can group b
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime as _dt
 import itertools
@@ -20,9 +19,9 @@ import secrets
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Optional
 
-from .config import Workload
+from .config import OPTIONS, Workload
 from .errors import ConfigError
 
 # Workload fields the sweep sets itself: a point cannot vary them.
@@ -36,66 +35,15 @@ MAX_SWEEP_NAME = 40
 # measured for tiny tcp runs on 2 cores; replaced by what the sweep itself observes.
 RUN_OVERHEAD_S = 1.0
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.\-]+")
-_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 # Options whose values name themselves in a run name ("pub-sub", not "patternpub-sub").
 _SELF_NAMED = ("pattern", "transport", "send_mode", "close_order", "compression")
 
 
 # -- options ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Option:
-    """One workload option as a sweep sees it: its field, command-line spelling, parser."""
-    field: str
-    flag: str                          # e.g. "--linger" for linger_ms
-    parse: Callable[[str], object]     # one command-line value (text) -> typed value
-    boolean: bool = False
-    default: object = None
-    help: str = ""
-    group: str = "workload"
-
-
-def parse_bool(text: str) -> bool:
-    t = text.strip().lower()
-    if t in _TRUE:
-        return True
-    if t in _FALSE:
-        return False
-    raise argparse.ArgumentTypeError(f"got {text!r}; accepted: true or false")
-
-
-def _text(value: str) -> str:
-    return value
-
-
-_OPTIONS: Optional[dict] = None
-
-
 def options() -> dict:
-    """field -> Option for every workload option a sweep can set or vary, taken from the
-    `run` command's own arguments so parsing and help stay the same in both."""
-    global _OPTIONS
-    if _OPTIONS is None:
-        from .cli import add_workload_arguments, int_arg
-        scratch = argparse.ArgumentParser(add_help=False)
-        add_workload_arguments(scratch)
-        table = {}
-        for group in scratch._action_groups:
-            for action in group._group_actions:
-                if action.dest in RESERVED or not action.option_strings:
-                    continue
-                boolean = action.nargs == 0
-                flag = "--" + action.dest.replace("_", "-") if boolean else action.option_strings[0]
-                default = getattr(Workload, action.dest, None) if boolean else action.default
-                help_text = (action.help or "").replace("%(default)s", str(action.default))
-                table[action.dest] = Option(action.dest, flag, parse_bool if boolean else (action.type or _text),
-                                            boolean, default, help_text, group.title or "workload")
-        d = Workload()
-        for name, accepted in (("chunk_rows", "rows per Parquet chunk, 1024-16777216"),
-                               ("slice_ms", "milliseconds 1-1000")):
-            table[name] = Option(name, "--" + name.replace("_", "-"), int_arg(accepted), False,
-                                 getattr(d, name), accepted, "file only")
-        _OPTIONS = table
-    return _OPTIONS
+    """field -> Option (zmqload.config.OPTIONS) of every workload option a sweep can set or
+    vary: all but the ones the sweep sets itself."""
+    return {name: opt for name, opt in OPTIONS.items() if name not in RESERVED}
 
 
 def _key_to_field(key: str) -> Optional[str]:
@@ -115,27 +63,15 @@ def _accepted_keys(extra=()) -> str:
 
 
 def parse_value(name: str, value, where: str = ""):
-    """A value from a file or the API: strings go through the command-line parser
-    (so rates accept 10k / 1M / max), other types are kept for validation to judge."""
+    """A value from a file or the API, converted and checked as on the command line (so
+    rates accept 10k / 1M / max); ConfigError naming the option and `where` it came from."""
     opt = options()[name]
-    if isinstance(value, str) and opt.parse is not _text:
-        try:
-            return opt.parse(value)
-        except argparse.ArgumentTypeError as exc:
-            raise ConfigError(opt.flag, f"{where}{exc}")
     if isinstance(value, (list, dict)):
         raise ConfigError(opt.flag, f"{where}got {value!r}; accepted: a single value")
-    return value
-
-
-def list_parser(opt: Option) -> Callable[[str], list]:
-    """Command-line value `V` or `V1,V2,...` -> list of typed values."""
-    def parse(text: str) -> list:
-        parts = [p.strip() for p in text.split(",")]
-        if any(not p for p in parts):
-            raise argparse.ArgumentTypeError(f"got {text!r}; accepted: a value or a comma-separated list of values")
-        return [opt.parse(p) for p in parts]
-    return parse
+    try:
+        return opt.convert(value)
+    except ConfigError as exc:
+        raise ConfigError(exc.option, f"{where}{exc.message}") from None
 
 
 # -- what to sweep ---------------------------------------------------------------------------
@@ -370,9 +306,9 @@ def plan(spec: SweepSpec) -> Sweep:
         if not isinstance(values, (list, tuple)) or not values:
             raise ConfigError(opts[name].flag, f"got {values!r}; accepted: a non-empty list of values")
         seen = []
-        for value in values:
+        for value in (parse_value(name, v) for v in values):
             if value in seen and type(value) is type(seen[seen.index(value)]):
-                raise ConfigError(opts[name].flag, f"{value!r} appears twice; accepted: distinct values")
+                raise ConfigError(opts[name].flag, f"got {value!r} twice; accepted: distinct values")
             seen.append(value)
     sweep_id = spec.name or new_sweep_id()
     if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,%d}" % MAX_SWEEP_NAME, sweep_id):
@@ -391,16 +327,12 @@ def plan(spec: SweepSpec) -> Sweep:
 
     points = []
     for index, combo in enumerate(combos):
-        values = {**spec.fixed, **combo}
         try:
-            w = Workload(**values)
-        except TypeError as exc:      # not expected: plan() checked the names
-            raise ConfigError("--config", str(exc))
-        labels = {name: getattr(w, name) for name in varying}
-        w.out = spec.out
-        w.run_name = run_name(sweep_id, index, width, labels)
-        w.label = dict(labels)
-        try:
+            w = Workload(**{**spec.fixed, **combo})     # a point's own values over the fixed ones
+            labels = {name: getattr(w, name) for name in varying}
+            w.out = spec.out
+            w.run_name = run_name(sweep_id, index, width, labels)
+            w.label = dict(labels)
             w.validate()
         except ConfigError as exc:
             if index >= explicit_from:

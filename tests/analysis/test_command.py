@@ -155,3 +155,11 @@ def test_script_entry_point_as_spark_submit_runs_it(tmp_path):
     assert p.returncode == 0, p.stderr[-1500:]
     rows = pq.read_table(tmp_path / "out" / "summary.parquet").to_pylist()
     assert [(x["lost"], x["lost_tail"]) for x in rows if x["stream"] == -1] == [(4, 4)]
+
+
+@pytest.mark.parametrize("option, value", [("--window-ms", "0"), ("--slo-p99-us", "-5"), ("--target-rate", "fast")])
+def test_bad_option_value_is_one_line_exit_2(tmp_path, option, value):
+    p = subprocess.run([sys.executable, "-m", "zmqload.report", str(tmp_path), option, value],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert p.stderr.startswith(f"zmqload report: error: {option}: got ") and "accepted: " in p.stderr

@@ -1,6 +1,4 @@
-"""Errors the report turns into one line and exit status 2 (bad input, missing Java)."""
-from __future__ import annotations
+"""The report's bad-input error, re-exported: it is zmqload.errors.ReportInputError (exit 2)."""
+from ..errors import ReportInputError
 
-
-class ReportInputError(Exception):
-    """Bad input: nothing (or this part) can be reported. The message is one line."""
+__all__ = ["ReportInputError"]

@@ -1,17 +1,33 @@
 """`zmqload report PATH... --out DIR`: Spark analysis of run directories into an HTML report.
 
 Bad input (missing directory, not a run, unknown schema version, nothing recorded, no
-usable Java, a bad option value) is one line on stderr and exit status 2; runs that can be
+usable Java, the `report` extra not installed, a bad option value) is one line on stderr and
+exit status 2; runs that can be
 reported but deserve a caveat (interrupted, failed, empty among others) are warnings.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
 
+from ..cli.common import OneLineParser, guarded
+from ..cli.options import help_text, option_type
+from ..config import Option
+from ..errors import ConfigError, ExitStatus, ReportInputError, RunError, ZmqloadError
+
 PROG = "zmqload report"
+NEEDS = ("pyspark", "matplotlib")        # the `report` extra of pyproject.toml
+
+TARGET_RATE = Option(float, "messages per second > 0 (e.g. 200000, 200k, 1M), as --rate of run",
+                     "msgs/s the recommendation must carry", low=0, low_open=True, flag="--target-rate",
+                     default_text="the highest clean rate seen")
+SLO_P99_US = Option(float, "microseconds > 0", "latency SLO for capacity planning: p99 from intended send, "
+                    "microseconds", low=0, low_open=True, flag="--slo-p99-us", default=1000.0)
+WINDOW_MS = Option(float, "milliseconds > 0", "time window for rates and queue depth", low=0, low_open=True,
+                   flag="--window-ms", default=100.0)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,13 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="report", help="output directory (default: report)")
     parser.add_argument("--master", default=None,
                         help="Spark master URL, e.g. spark://host:7077 (default: embedded local[*])")
-    parser.add_argument("--slo-p99-us", type=float, default=1000.0,
-                        help="latency SLO for capacity planning: p99 from intended send, microseconds (default 1000)")
+    for opt in (SLO_P99_US, TARGET_RATE, WINDOW_MS):
+        parser.add_argument(opt.flag, type=option_type(opt), default=opt.default, help=help_text(opt))
     parser.add_argument("--memory-budget", default=None,
                         help="memory budget for queued messages when recommending HWM, e.g. 64MiB, 1GiB")
-    parser.add_argument("--target-rate", type=float, default=None,
-                        help="msgs/s the recommendation must carry (default: the highest clean rate seen)")
-    parser.add_argument("--window-ms", type=float, default=100.0, help="time window for rates and queue depth (default 100)")
     parser.add_argument("--reorder", choices=("auto", "on", "off"), default="auto",
                         help="count reordered messages: needs a sort of every record per stream; auto = on up to "
                              "20M receive records (default auto)")
@@ -35,59 +48,57 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
 
 
-def _error(msg: str) -> int:
-    print(f"{PROG}: error: {msg}", file=sys.stderr)
-    return 2
+def check_installed() -> None:
+    """ReportInputError naming the extra when what the report needs is not installed."""
+    missing = [name for name in NEEDS if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ReportInputError(f"the report needs {' and '.join(missing)}, not installed here; "
+                               "install it with: pip install 'zmqload[report]'")
 
 
 def _warn(msg: str) -> None:
     print(f"{PROG}: warning: {msg}", file=sys.stderr)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitStatus:
+    """The report; bad input is one line and exit status 2 (zmqload.errors)."""
+    return guarded(PROG, _run, args)
+
+
+def _run(args: argparse.Namespace) -> ExitStatus:
+    check_installed()
     from ..analysis.capacity import parse_bytes
-    from ..analysis.errors import ReportInputError
     from ..analysis.runs import discover_runs
 
     budget = None
     if args.memory_budget:
         try:
             budget = parse_bytes(args.memory_budget)
-        except ValueError as e:
-            return _error(f"--memory-budget: {e}")
-    if args.window_ms <= 0:
-        return _error("--window-ms must be positive")
-    if args.slo_p99_us <= 0:
-        return _error("--slo-p99-us must be positive")
-    try:
-        runs, warnings = discover_runs(args.paths)
-    except ReportInputError as e:
-        return _error(str(e))
+        except ValueError:
+            raise ConfigError("--memory-budget", f"got {args.memory_budget!r}; accepted: bytes, e.g. 64MiB, "
+                                                 "1GiB, 500MB") from None
+    runs, warnings = discover_runs(args.paths)
     if not runs:
         for w in warnings:
             _warn(w)
-        return _error("no usable runs in " + " ".join(args.paths))
+        raise ReportInputError("no usable runs in " + " ".join(args.paths))
     if all(not r.parts.get("recvs") and not r.parts.get("sends") for r in runs):
         for w in warnings:
             if "is empty" not in w:
                 _warn(w)
-        return _error("nothing to report: " + ("the run has" if len(runs) == 1 else "every run has")
-                      + " no send or receive records")
+        raise ReportInputError("nothing to report: " + ("the run has" if len(runs) == 1 else "every run has")
+                               + " no send or receive records")
     for w in warnings:
         _warn(w)
     try:
         return _report(args, runs, warnings, budget)
-    except ReportInputError as e:
-        return _error(str(e))
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    except ZmqloadError:
+        raise
     except Exception as e:  # noqa: BLE001 - one line unless --debug
         if args.debug:
             raise
         first = (str(e).strip().splitlines() or [""])[0][:300]
-        print(f"{PROG}: error: {e.__class__.__name__}: {first} (rerun with --debug for details)", file=sys.stderr)
-        return 1
+        raise RunError(f"{e.__class__.__name__}: {first} (rerun with --debug for details)") from e
 
 
 def _report(args, runs, warnings, budget) -> int:
@@ -115,14 +126,14 @@ def _report(args, runs, warnings, budget) -> int:
     if log:
         log(f"total: {time.perf_counter() - t0:.2f} s")
     print(markdown.summary(analysis, capacity, recs, args.out))
-    return 0
+    return ExitStatus.OK
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+def main(argv=None) -> ExitStatus:
+    parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
     add_arguments(parser)
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
-        return int(e.code or 0)
+        return ExitStatus(e.code or ExitStatus.OK)
     return run(args)

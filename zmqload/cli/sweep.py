@@ -8,32 +8,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
-from . import sweep as sweeps
+from .. import sweep as sweeps
+from ..errors import ConfigError, ExitStatus
+from .common import OneLineParser
+from .options import add_workload_arguments
 
-EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
+NAME = "sweep"
+HELP = "run the cartesian product of option lists, one run directory each"
 REPORT_MODULE = "zmqload.report.command"
-
-
-class _AxisAction(argparse.Action):
-    """Stores the list of values and remembers the order options were given in (the first
-    axis given is the outermost loop of the product)."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, values)
-        given = list(getattr(namespace, "given", None) or [])
-        if self.dest in given:
-            given.remove(self.dest)
-        namespace.given = given + [self.dest]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Run the cartesian product of option lists, one run directory each. Any option of "
                           "`run` takes a comma-separated list (an axis) or one value (fixed for every point). "
                           "Every point is validated before the first run starts.")
-    parser.epilog = ("Exit status: 0 every run complete, 1 some run failed (recorded; the sweep went on), "
-                     "2 bad input, 130 interrupted. TOML form: docs/SWEEPS.md.")
+    parser.epilog = "Exit status as README.md says (1: some run failed, recorded; the sweep went on). " \
+                    "TOML form: docs/SWEEPS.md."
     s = parser.add_argument_group("sweep")
     s.add_argument("--config", metavar="FILE", default=None,
                    help="TOML sweep file: [sweep] fixed values and out, [axes] lists, [[points]] explicit points; "
@@ -47,43 +38,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--report-out", default=None, metavar="DIR", help="where the report goes (passed as its --out)")
     s.add_argument("--dry-run", action="store_true", help="validate and list the points; run nothing")
     s.add_argument("--quiet", action="store_true", help="print nothing but errors")
-    parser.set_defaults(given=None)
-    groups = {}
-    for opt in sweeps.options().values():
-        if opt.group == "file only":
-            continue
-        if opt.group not in groups:
-            axis_note = "V or V1,V2,...: a list is an axis"
-            title = (f"{opt.group[:-1]}; {axis_note})" if opt.group.endswith(")")
-                     else f"{opt.group} ({axis_note})")
-            groups[opt.group] = parser.add_argument_group(title)
-        group = groups[opt.group]
-        if opt.boolean:
-            group.add_argument(opt.flag, dest=opt.field, nargs="?", const="true", metavar="BOOL[,BOOL]",
-                               type=sweeps.list_parser(opt), action=_AxisAction, default=argparse.SUPPRESS,
-                               help=f"true, false or true,false (default {str(opt.default).lower()})")
-            if opt.field == "warmup":
-                group.add_argument("--no-warmup", dest="warmup", nargs=0, action=_NoWarmup,
-                                   default=argparse.SUPPRESS, help="same as --warmup false")
-        else:
-            group.add_argument(opt.flag, dest=opt.field, metavar="V[,V...]", type=sweeps.list_parser(opt),
-                               action=_AxisAction, default=argparse.SUPPRESS, help=opt.help or None)
-
-
-class _NoWarmup(_AxisAction):
-    def __call__(self, parser, namespace, values, option_string=None):
-        super().__call__(parser, namespace, [False], option_string)
+    add_workload_arguments(parser, axes=True, skip=sweeps.RESERVED)
 
 
 def _report_module():
-    """The Spark report command, imported only when asked for (it is optional)."""
+    """The Spark report command, imported only when asked for; ConfigError naming --report
+    when it (or the `report` extra it needs) is missing."""
     import importlib
+
+    from ..errors import ReportInputError
+    from ..report.command import check_installed
     try:
+        check_installed()
         return importlib.import_module(REPORT_MODULE)
+    except ReportInputError as exc:
+        raise ConfigError("--report", f"{exc}; accepted: no --report") from None
     except ImportError as exc:
-        print(f"zmqload sweep: error: --report: the Spark report is not available ({exc}); "
-              f"accepted: a zmqload with {REPORT_MODULE}, or no --report", file=sys.stderr)
-        return None
+        raise ConfigError("--report", f"the Spark report is not available ({exc}); "
+                                      f"accepted: a zmqload with {REPORT_MODULE}, or no --report") from None
 
 
 def _seconds(s: float) -> str:
@@ -168,43 +140,39 @@ def build_spec(args: argparse.Namespace) -> sweeps.SweepSpec:
     return spec
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitStatus:
     spec = build_spec(args)
     report = None
     if (spec.report or args.report_out) and not args.dry_run:
-        report = _report_module()
-        if report is None:
-            return EXIT_BAD_INPUT
-    sweep = sweeps.plan(spec)              # ConfigError (exit 2) before anything runs
+        report = _report_module()          # ConfigError (exit 2) before anything runs
+    sweep = sweeps.plan(spec)              # likewise
     reporter = RichReporter(quiet=args.quiet)
     if not args.quiet:
         reporter.console.print(estimate_line(sweep))
     if args.dry_run:
         for point in sweep.points:
             print(f"{point.index:>4}  run={point.run_id}")
-        return 0
+        return ExitStatus.OK
     try:
         sweeps.execute(sweep, reporter)
-    except KeyboardInterrupt:
-        print(f"zmqload sweep: interrupted after {sweep.count('complete') + sweep.count('failed')} of "
-              f"{len(sweep.points)} runs; records kept, {sweep.path} says interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        raise KeyboardInterrupt(f"after {sweep.count('complete') + sweep.count('failed')} of {len(sweep.points)} "
+                                f"runs; records kept, {sweep.path} says interrupted") from exc
     failed = sweep.count("failed")
     if not args.quiet:
         reporter.console.print(f"{sweep.count('complete')} complete, {failed} failed; sweep: {sweep.path}")
-    status = EXIT_FAILED if failed else 0
+    status = ExitStatus.FAILED if failed else ExitStatus.OK
     if report is not None:
         report_status = _run_report(report, sweep.out, args.report_out)
         status = status or report_status
     return status
 
 
-def _run_report(module, out: str, report_out) -> int:
-    from .cli import OneLineParser
+def _run_report(module, out: str, report_out) -> ExitStatus:
     parser = OneLineParser(prog="zmqload report")
     module.add_arguments(parser)
     argv = [out] + (["--out", report_out] if report_out else [])
     try:
-        return module.run(parser.parse_args(argv)) or 0
+        return ExitStatus(module.run(parser.parse_args(argv)))
     except SystemExit as exc:          # the report's parser refused the arguments
-        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+        return ExitStatus(exc.code) if isinstance(exc.code, int) else ExitStatus.BAD_INPUT

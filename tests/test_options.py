@@ -1,0 +1,174 @@
+"""The option table (zmqload.config.OPTIONS) as every surface meets it: the Python API, the
+argument parsers built from it, sweeps, and the README's option table."""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+
+import numpy as np
+import pytest
+
+from zmqload import OPTIONS, RunResult, Workload, cli, patterns, sweep as sweeps
+from zmqload.errors import ConfigError
+from zmqload.histogram import Histogram
+
+README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+
+
+def test_workload_takes_the_text_the_command_line_takes():
+    w = Workload(rate="10k", count="1M", duration="2.5", size="1.1k", immediate="true", linger_ms="-1")
+    assert (w.rate, w.count, w.duration, w.size, w.immediate, w.linger_ms) == (10_000, 1_000_000, 2.5, 1100, True, -1)
+    assert Workload(rate="max").rate == Workload(rate=0).rate == 0
+    assert Workload(warmup="off").warmup is False
+
+
+@pytest.mark.parametrize("values, option", [
+    (dict(pattern="pubsub", size=8), "--pattern"),        # the first field is named first
+    (dict(size=8), "--size"),
+    (dict(size=64.0), "--size"),
+    (dict(size="abc"), "--size"),
+    (dict(rate="fast"), "--rate"),
+    (dict(rate=-1), "--rate"),
+    (dict(duration=0), "--duration"),
+    (dict(duration=float("nan")), "--duration"),
+    (dict(immediate="maybe"), "--immediate"),
+    (dict(linger_ms=-2), "--linger"),
+    (dict(host="a b"), "--host"),
+    (dict(endpoint="http://x"), "--endpoint"),
+    (dict(endpoint="tcp://127.0.0.1:99999"), "--endpoint"),
+    (dict(port=65535, consumers=2), "--port"),
+    (dict(run_name="a/b"), "--run-name"),
+    (dict(chunk_rows=10), "--chunk-rows"),
+    (dict(count=10 ** 12, rate=1000), "--count"),
+    # the patterns' own rules (Pattern.check)
+    (dict(pattern="pair", producers=2), "--producers"),
+    (dict(pattern="pair", consumers=3), "--consumers"),
+    (dict(pattern="proxy", endpoint="tcp://127.0.0.1:5555"), "--endpoint"),
+    (dict(pattern="req-rep", send_mode="dontwait"), "--send-mode"),
+    (dict(pattern="push-pull", join_delay_ms=100), "--join-delay-ms"),
+])
+def test_bad_values_are_refused_on_construction_naming_the_option(values, option):
+    with pytest.raises(ConfigError) as info:
+        Workload(**values)
+    assert info.value.option == option
+    assert re.match(r"got .+; accepted: .+", info.value.message), info.value.message
+    assert "\n" not in str(info.value)
+
+
+def test_pattern_error_lists_every_registered_pattern():
+    with pytest.raises(ConfigError) as info:
+        Workload(pattern="pubsub")
+    assert info.value.message.endswith("accepted: " + ", ".join(patterns.PATTERNS))
+    assert {"proxy", "req-rep"} <= set(patterns.PATTERNS)
+
+
+def test_construction_does_no_io_and_validate_probes_the_port(busy_port):
+    w = Workload(port=busy_port)                       # what a worker process does: no probe
+    assert Workload.from_dict(w.to_dict()).port == busy_port
+    with pytest.raises(ConfigError, match="in use") as info:
+        w.validate()
+    assert info.value.option == "--port"
+
+
+def test_validate_rechecks_fields_set_after_construction_and_fills_defaults():
+    w = Workload(endpoint="ipc:///tmp/zmqload-x")
+    assert w.count is None and w.transport == "tcp"
+    w.validate()
+    assert w.count == 100_000 and w.transport == "ipc"
+    w.size = 8
+    with pytest.raises(ConfigError, match="--size"):
+        w.validate()
+
+
+def test_every_option_has_a_flag_help_and_what_it_accepts():
+    for name, opt in OPTIONS.items():
+        assert opt.field == name and opt.flag.startswith("--"), name
+        assert opt.help and opt.accepts, name
+    assert OPTIONS["linger_ms"].flag == "--linger"
+    assert "label" not in OPTIONS
+
+
+def _help_of(parser, command: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        parser.parse_args([command, "--help"])
+    return out.getvalue()
+
+
+def _help_entries(text: str) -> dict:
+    """argparse help -> {first flag: its help text on one line ("" if it has none)}."""
+    entries, flag = {}, None
+    for line in text.splitlines():
+        if re.match(r"^  -", line):
+            invocation, _, help_text = line.strip().partition("  ")
+            flag = invocation.split()[0].rstrip(",")
+            entries[flag] = help_text.strip()
+        elif flag and line.startswith("      "):
+            entries[flag] = (entries[flag] + " " + line.strip()).strip()
+        else:
+            flag = None
+    return entries
+
+
+def test_run_help_shows_every_option_with_its_help(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")          # no wrapped help text
+    entries = _help_entries(_help_of(cli.build_parser(), "run"))
+    for opt in OPTIONS.values():
+        assert (opt.flag in entries) == opt.cli, opt.flag
+        if opt.cli:
+            assert opt.help in entries[opt.flag], entries[opt.flag]
+    assert "unpaced" in entries["--rate"] and "--warmup false" in entries["--no-warmup"]
+    assert {"-h", "--json", "--quiet"} <= set(entries)
+    assert all(entries.values()), [flag for flag, text in entries.items() if not text]
+
+
+def test_run_and_sweep_parse_values_alike():
+    parser = cli.build_parser()
+    run = parser.parse_args(["run", "--rate", "10k", "--linger=-1", "--immediate", "--no-warmup", "--count", "1M"])
+    assert (run.rate, run.linger_ms, run.immediate, run.warmup, run.count) == (10_000, -1, True, False, 1_000_000)
+    assert parser.parse_args(["run", "--rate", "0"]).rate == parser.parse_args(["run", "--rate", "max"]).rate == 0
+    sweep = parser.parse_args(["sweep", "--rate", "10k,max", "--immediate", "true,false", "--no-warmup"])
+    assert (sweep.rate, sweep.immediate, sweep.warmup) == ([10_000, 0], [True, False], [False])
+    assert sweep.given == ["rate", "immediate", "warmup"]
+
+
+def test_sweeps_take_every_table_option_but_the_ones_they_set(tmp_path):
+    assert set(sweeps.options()) == set(OPTIONS) - {"out", "run_name"}
+    spec = sweeps.SweepSpec(fixed={"count": "2k"}, axes={"rate": ["10k", 10_000]})
+    with pytest.raises(ConfigError, match="--rate: got 10000 twice"):
+        sweeps.plan(spec)
+    spec = sweeps.SweepSpec(fixed={"size": 64, "count": "2k"}, points=[{"size": "1k"}, {}], out=str(tmp_path), name="t")
+    assert [(p.workload.size, p.workload.count) for p in sweeps.plan(spec).points] == [(1000, 2000), (64, 2000)]
+
+
+def _readme_option_table() -> list:
+    with open(README) as f:
+        text = f.read()
+    table = re.search(r"^\| option \| meaning \|\n\|---\|---\|\n((?:\|.*\n)+)", text, re.M)
+    assert table, "README.md has no '| option | meaning |' table"
+    return [row.split(" | ")[0] for row in table.group(1).splitlines()]
+
+
+def test_readme_option_table_lists_exactly_the_table_flags():
+    listed = [flag for cell in _readme_option_table() for flag in re.findall(r"`(--[a-z0-9-]+)`", cell)]
+    assert len(listed) == len(set(listed)), "a flag is listed twice"
+    expected = {opt.flag for opt in OPTIONS.values() if opt.cli}
+    expected |= {opt.negation for opt in OPTIONS.values() if opt.cli and opt.negation}
+    assert set(listed) == expected
+    with open(README) as f:
+        pattern_row = next(line for line in f if line.startswith("| `--pattern` |"))
+    assert set(re.findall(r"`([a-z-]+)`", pattern_row.split(" | ", 1)[1])) >= set(patterns.PATTERNS)
+
+
+def test_latency_us_takes_a_percent_not_a_fraction():
+    hist = Histogram()
+    hist.record(np.arange(1_000, 101_000, 1_000, dtype=np.int64))     # 1..100 us
+    result = RunResult("r", "runs/run=r", "complete", {}, latency_intended=hist)
+    assert result.latency_us(100) == 100.0 and 98 <= result.latency_us(99) <= 100
+    with pytest.raises(ValueError, match="did you mean 99"):
+        result.latency_us(0.99)
+    for q in (0, -1, 100.5, 1000):
+        with pytest.raises(ValueError, match="from 1 to 100"):
+            result.latency_us(q)

@@ -1,0 +1,59 @@
+"""What every command shares: the one-line argument parser and the one error -> exit-status
+mapping (each error class's `exit_status`; Ctrl-C is ExitStatus.INTERRUPTED)."""
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import sys
+from typing import Callable
+
+from ..errors import ExitStatus, ZmqloadError
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports bad input as one line naming the (sub)command, exit status 2."""
+
+    def error(self, message: str):
+        message = re.sub(r"^argument ([^:]+): ", lambda m: m.group(1).split("/")[-1] + ": ", message)
+        self.exit(ExitStatus.BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        # Refuse leftovers here, where the subcommand is known: argparse would report them
+        # from the top-level parser as "zmqload: error: unrecognized arguments".
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(self._unrecognized(extras))
+        return namespace, extras
+
+    def _unrecognized(self, extras: list) -> str:
+        options = [e for e in extras if e.startswith("-") and len(e) > 1]
+        if not options:
+            return f"unrecognized arguments: {' '.join(extras)}"
+        given = options[0].split("=", 1)[0]
+        # argparse keeps its option strings only in this attribute
+        known = [s for s in self._option_string_actions if s.startswith("--")]
+        close = difflib.get_close_matches(given, known, n=1, cutoff=0.6)
+        return f"unrecognized option {given}" + (f"; did you mean {close[0]}?" if close else "")
+
+
+def usage_error(parser: argparse.ArgumentParser, choices) -> Callable:
+    """Handler of a parser whose command was left out: its usage and one line, exit 2."""
+    def handler(args) -> ExitStatus:
+        parser.print_usage(sys.stderr)
+        print(f"{parser.prog}: error: missing command; accepted: {', '.join(choices)}", file=sys.stderr)
+        return ExitStatus.BAD_INPUT
+    return handler
+
+
+def guarded(prog: str, command: Callable, args) -> ExitStatus:
+    """Run `command(args)`; a zmqload error or Ctrl-C becomes one line on stderr and the exit
+    status of its class. A KeyboardInterrupt's message (if any) says what was kept."""
+    try:
+        return ExitStatus(command(args))
+    except ZmqloadError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt as exc:
+        print(f"{prog}: interrupted" + (f"; {exc}" if str(exc) else ""), file=sys.stderr)
+        return ExitStatus.INTERRUPTED

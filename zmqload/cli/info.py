@@ -1,0 +1,44 @@
+"""`zmqload info`: versions, the real defaults of fresh sockets, the clock, Java."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..errors import ExitStatus
+
+NAME = "info"
+HELP = "libzmq/pyzmq versions, real socket defaults, clock"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the facts as JSON")
+
+
+def run(args: argparse.Namespace) -> ExitStatus:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..info import gather
+    facts = gather()
+    if args.json:
+        print(json.dumps(facts, indent=2))
+        return ExitStatus.OK
+    console = Console()
+    v = facts["versions"]
+    # short lines and one row per option, one column per socket type: fits 80 columns
+    console.print(f"zmqload {v['zmqload']}, engine libzmq {v['libzmq']}, python {v['python']}")
+    console.print(f"pyzmq {v['pyzmq']} (bundled libzmq {v['pyzmq_libzmq']})")
+    sockets = list(facts["socket_defaults"])
+    table = Table(title=f"fresh-socket defaults, libzmq {v['libzmq']} (measured)")
+    table.add_column("option")
+    for name in sockets:
+        table.add_column(name, justify="right")
+    for option in next(iter(facts["socket_defaults"].values())):
+        table.add_row(option, *(str(facts["socket_defaults"][s][option]) for s in sockets))
+    console.print(table)
+    c = facts["clock"]
+    console.print(f"clock: {c['source']}, resolution {c['resolution_ns']} ns")
+    console.print(f"clock pair: realtime {c['realtime_ns']}, monotonic {c['monotonic_ns']}")
+    console.print(f"host: {facts['host']['hostname']}, {facts['host']['cpus']} CPUs, {facts['host']['platform']}")
+    console.print(f"java (for Spark reports): {facts['java'] or 'not found: install a Java 17+ runtime'}")
+    return ExitStatus.OK

@@ -1,0 +1,39 @@
+"""`zmqload run`: one workload, every message recorded, a summary."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..errors import ExitStatus
+from .options import add_workload_arguments, workload_from_args
+
+NAME = "run"
+HELP = "run one workload and record every message"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Run one workload and record every message to Parquet under --out. Rates and counts "
+                          "take 10k / 1M; socket options left unset keep libzmq's defaults.")
+    add_workload_arguments(parser)
+    shown = parser.add_argument_group("output")
+    shown.add_argument("--json", action="store_true", help="print the summary as JSON")
+    shown.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+
+def run(args: argparse.Namespace) -> ExitStatus:
+    from rich.console import Console
+
+    from ..display import LiveProgress, print_summary
+    from ..runner import run as run_workload
+
+    workload = workload_from_args(args).validate()
+    progress = None if args.json or args.quiet else LiveProgress()
+    try:
+        result = run_workload(workload, progress=progress)
+    except KeyboardInterrupt as exc:
+        raise KeyboardInterrupt("what was recorded is kept (run.json status: interrupted)") from exc
+    if args.json:
+        print(json.dumps(result.summary(), default=str))
+    elif not args.quiet:
+        print_summary(result, Console())
+    return ExitStatus.OK if result.status == "complete" else ExitStatus.FAILED
