@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 DEMO   ?= runs/demo
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all prereqs venv build demo test bench bench-smoke clean
+.PHONY: all prereqs venv build demo test engine-debug test-engine-debug typecheck bench bench-smoke clean
 
 all: build
 
@@ -55,6 +55,37 @@ demo: build
 
 test: build
 	$(PY) -m pytest -q tests
+
+# The checked engine (ZMQLOAD_DEBUG=1, setup.py): Cython bounds/wraparound/initialized checks,
+# -O0 -g, AddressSanitizer and UBSan. It is built with a copy of the package into
+# build/debug/lib, never in place, so the optimised engine next to the sources stays as is.
+DEBUG_LIB    := build/debug/lib
+ENGINE_TESTS := tests/test_engine.py tests/test_contract.py tests/test_records.py tests/test_runs.py
+# Rate accuracy is a property of the optimised build; the checked one is slow by design.
+DEBUG_SKIP   := not hits_target_rate
+
+engine-debug: venv
+	@mkdir -p build
+	@ZMQLOAD_DEBUG=1 $(PY) setup.py -q build_py build_ext >build/debug.log 2>&1 || { cat build/debug.log; exit 1; }
+
+# The engine tests against the checked engine; any ASan or UBSan finding aborts the run.
+# Python is not instrumented, so the extension's own libasan is preloaded; CPython leaks by
+# design (detect_leaks=0); PYTHONMALLOC=malloc puts Python's objects where ASan can see
+# them; --capture=sys leaves file descriptor 2 alone, so a sanitizer report that kills the
+# process is still shown. Run from build/debug/lib: `zmqload` is the copy next to the checked engine.
+test-engine-debug: engine-debug
+	cd $(DEBUG_LIB) && \
+	asan="$$(ldd zmqload/_engine.*.so | awk '/libasan/ {print $$3}')" && test -n "$$asan" && \
+	LD_PRELOAD="$$asan" ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	PYTHONMALLOC=malloc $(abspath $(PY)) -m pytest -q -p no:cacheprovider --capture=sys -k "$(DEBUG_SKIP)" \
+	  $(addprefix $(CURDIR)/,$(ENGINE_TESTS))
+
+# Types: mypy on what pyproject.toml's [tool.mypy] lists, then the engine's stub against the
+# built extension (stubtest: every public name and parameter, nothing missing or extra).
+typecheck: build
+	@$(PY) -m mypy --version >/dev/null 2>&1 || $(PY) -m pip install -q mypy
+	$(PY) -m mypy
+	$(PY) -m mypy.stubtest zmqload._engine --mypy-config-file pyproject.toml --allowlist .ci/stubtest-allowlist
 
 bench: build
 	@mkdir -p .benchmarks

@@ -2,18 +2,42 @@
 
 libzmq is found with pkg-config. pyzmq's wheel bundles a private libzmq without headers,
 so the engine cannot link to that one (docs/ARCHITECTURE.md).
+
+ZMQLOAD_DEBUG=1 builds the checked engine instead (`make test-engine-debug`): Cython's
+bounds, wraparound and initialized checks on, -O0 -g, AddressSanitizer and UBSan. It goes to
+build/debug/ (generated C, objects, and a package tree in build/debug/lib), never in place,
+so the optimised engine next to the sources is not replaced by it.
 """
+import os
 import shlex
 import subprocess
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 MISSING_LIBZMQ = (
     "zmqload: libzmq headers not found via pkg-config; install them first "
     "(Debian/Ubuntu: sudo apt-get install libzmq3-dev pkg-config; macOS: brew install zeromq pkg-config; "
     "conda: conda install zeromq pkg-config)"
 )
+
+DEBUG = os.environ.get("ZMQLOAD_DEBUG", "") not in ("", "0")
+DEBUG_DIR = os.path.join("build", "debug")
+
+# The hot loops index record chunks unchecked: the release build is what is measured.
+RELEASE = {
+    "directives": {"boundscheck": False, "wraparound": False, "initializedcheck": False},
+    "compile": ["-O3"],
+    "link": [],
+}
+SANITIZERS = "-fsanitize=address,undefined"
+CHECKED = {
+    "directives": {"boundscheck": True, "wraparound": True, "initializedcheck": True},
+    # -fno-sanitize-recover: UBSan findings abort like ASan's instead of printing and going on.
+    "compile": ["-O0", "-g", "-UNDEBUG", "-fno-omit-frame-pointer", SANITIZERS, "-fno-sanitize-recover=all"],
+    "link": [SANITIZERS],
+}
 
 
 def pkg_config(*args):
@@ -38,6 +62,7 @@ def libzmq_flags():
 def extensions():
     from Cython.Build import cythonize
 
+    build = CHECKED if DEBUG else RELEASE
     flags = libzmq_flags()
     engine = Extension(
         "zmqload._engine",
@@ -45,9 +70,30 @@ def extensions():
         include_dirs=["csrc", *flags["include_dirs"]],
         library_dirs=flags["library_dirs"],
         libraries=flags["libraries"],
-        extra_compile_args=["-O3"],
+        extra_compile_args=build["compile"],
+        extra_link_args=build["link"],
     )
-    return cythonize([engine], language_level=3, include_path=["zmqload"])
+    # The checked build's C goes apart too: cythonize reuses a .c newer than the .pyx
+    # whatever directives made it, so a shared one would leak into the next release build.
+    return cythonize([engine], language_level=3, include_path=["zmqload"],
+                     compiler_directives=build["directives"],
+                     build_dir=os.path.join(DEBUG_DIR, "src") if DEBUG else None)
 
 
-setup(ext_modules=extensions())
+class BuildExt(build_ext):
+    """In the checked build, ignores --inplace: the extension goes to build/debug/lib."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if DEBUG:
+            self.inplace = False
+            self.build_lib = os.path.join(DEBUG_DIR, "lib")
+            self.build_temp = os.path.join(DEBUG_DIR, "temp")
+
+
+setup(
+    ext_modules=extensions(),
+    cmdclass={"build_ext": BuildExt},
+    # build_py puts the pure-Python package next to the checked extension.
+    options={"build": {"build_lib": os.path.join(DEBUG_DIR, "lib")}} if DEBUG else {},
+)

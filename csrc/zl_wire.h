@@ -3,6 +3,9 @@
  *   offset 0: u64 little-endian  stream << 48 | seq
  *   offset 8: i64 little-endian  t_sent_ns (CLOCK_MONOTONIC)
  *
+ * Also the engine's per-message send statuses and send modes. zmqload/contract/wire.py
+ * states the same values for Python; tests/test_contract.py checks they agree.
+ *
  * The intended send time is not carried: it follows from seq and the run's shared
  * schedule, which keeps 16-byte messages possible.
  */
@@ -17,6 +20,15 @@
 #define ZL_SEQ_MASK ((1ULL << ZL_SEQ_BITS) - 1)
 /* Stream id reserved for warm-up messages sent before the measured run starts. */
 #define ZL_WARMUP_STREAM 0xFFFFULL
+/* Producers per run: the receiver marks each producer's warm-up in one 64-bit mask. */
+#define ZL_MAX_STREAMS 64
+
+/* Per-message status codes in the sends records (docs/RECORDS.md). */
+enum zl_send_status { ZL_ST_OK = 0, ZL_ST_EAGAIN = 1, ZL_ST_TIMEOUT = 2, ZL_ST_ERROR = 3 };
+
+/* What a send does at HWM: wait (retried in SNDTIMEO-sized steps), drop at once (EAGAIN),
+ * or drop after the timeout given to the Sender (TIMEOUT, --sndtimeo-ms). */
+enum zl_send_mode { ZL_MODE_BLOCK = 0, ZL_MODE_DONTWAIT = 1, ZL_MODE_TIMEOUT = 2 };
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #define ZL_LE64(x) __builtin_bswap64(x)

@@ -1,4 +1,6 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: language_level=3, cdivision=True
+# boundscheck, wraparound and initializedcheck come from setup.py: off in the release build,
+# on in the checked ZMQLOAD_DEBUG=1 build (a directive here would override both).
 """The compiled core: thin libzmq sockets and the per-message send/receive loops.
 
 Everything per message happens here with the GIL released: no Python object is touched
@@ -13,12 +15,19 @@ from libc.stdlib cimport calloc, free
 from libc.string cimport memset
 
 from zmqload._libzmq cimport *
+from zmqload.errors import engine_error as _engine_error
 
 # --- constants exposed to Python -------------------------------------------------------
+# The C statement of the contract (csrc/zl_wire.h), exported so that tests/test_contract.py
+# can check zmqload/contract/wire.py against it.
 
 HEADER_SIZE = ZL_HEADER_SIZE
 SEQ_BITS = ZL_SEQ_BITS
+SEQ_MASK = ZL_SEQ_MASK
 WARMUP_STREAM = ZL_WARMUP_STREAM
+MAX_STREAMS = ZL_MAX_STREAMS
+STATUS_OK, STATUS_EAGAIN, STATUS_TIMEOUT, STATUS_ERROR = ZL_ST_OK, ZL_ST_EAGAIN, ZL_ST_TIMEOUT, ZL_ST_ERROR
+SEND_MODES = {"block": ZL_MODE_BLOCK, "dontwait": ZL_MODE_DONTWAIT, "timeout": ZL_MODE_TIMEOUT}
 
 SOCKET_TYPES = {
     "PAIR": ZMQ_PAIR, "PUB": ZMQ_PUB, "SUB": ZMQ_SUB, "REQ": ZMQ_REQ, "REP": ZMQ_REP,
@@ -31,29 +40,10 @@ OPTIONS = {
     "SNDTIMEO": ZMQ_SNDTIMEO, "RCVTIMEO": ZMQ_RCVTIMEO,
 }
 
-# Per-message status codes in the sends records (docs/RECORDS.md).
-cdef enum:
-    ST_OK = 0
-    ST_EAGAIN = 1
-    ST_TIMEOUT = 2
-    ST_ERROR = 3
-
-cdef enum:
-    MODE_BLOCK = 0
-    MODE_DONTWAIT = 1
-    MODE_TIMEOUT = 2
-
-STATUS_OK, STATUS_EAGAIN, STATUS_TIMEOUT, STATUS_ERROR = ST_OK, ST_EAGAIN, ST_TIMEOUT, ST_ERROR
-SEND_MODES = {"block": MODE_BLOCK, "dontwait": MODE_DONTWAIT, "timeout": MODE_TIMEOUT}
-
-
-class ZMQError(OSError):
-    """A libzmq call failed; errno and libzmq's message are attached."""
-
 
 cdef inline object _error(str what):
     cdef int err = zmq_errno()
-    return ZMQError(err, f"{what}: {zmq_strerror(err).decode()}")
+    return _engine_error(err, what, zmq_strerror(err).decode())
 
 
 def libzmq_version():
@@ -173,10 +163,14 @@ cdef class Socket:
     def close(self, linger_ms=None):
         """Close (optionally setting LINGER first); returns nanoseconds zmq_close blocked."""
         cdef long long start, end
+        cdef int linger
         if self.handle == NULL:
             return 0
         if linger_ms is not None:
-            self.set_option(ZMQ_LINGER, int(linger_ms))
+            linger = int(linger_ms)
+            # A terminating context refuses options (ETERM), and still needs the socket closed.
+            if zmq_setsockopt(self.handle, ZMQ_LINGER, &linger, sizeof(int)) != 0 and zmq_errno() != ETERM:
+                raise _error(f"zmq_setsockopt(ZMQ_LINGER, {linger})")
         start = zl_now_ns()
         with nogil:
             zmq_close(self.handle)
@@ -297,11 +291,14 @@ cdef class Sender:
         cdef Py_ssize_t capacity = t_sent.shape[0]
         cdef long long now, due
         cdef int rc, err, flags, st
-        flags = ZMQ_DONTWAIT if self.mode == MODE_DONTWAIT else 0
+        flags = ZMQ_DONTWAIT if self.mode == ZL_MODE_DONTWAIT else 0
         if status.shape[0] < capacity:
             raise ValueError("status column shorter than t_sent column")
         if self.round_trip and (t_reply is None or t_reply.shape[0] < capacity):
             raise ValueError("round trip needs a t_reply column as long as t_sent")
+        # Per slice, not per message: a socket closed since the last slice raises here
+        # instead of handing libzmq a freed handle.
+        self.sock = self.socket._live()
         with nogil:
             while row < capacity and not self.finished:
                 if self.awaiting_reply:
@@ -321,7 +318,7 @@ cdef class Sender:
                     now = zl_now_ns()
                     self.awaiting_reply = False
                     t_sent[row] = self.pending_t_sent
-                    status[row] = ST_OK
+                    status[row] = ZL_ST_OK
                     t_reply[row] = now
                     row += 1
                     self.next_seq += 1
@@ -345,7 +342,7 @@ cdef class Sender:
                 zl_put_header(self.buf, self.stream, <uint64_t>self.next_seq, now)
                 rc = zmq_send(self.sock, self.buf, self.size, flags)
                 if rc >= 0:
-                    st = ST_OK
+                    st = ZL_ST_OK
                     self.sent += 1
                     self.blocked_since = 0
                     if self.t_first_send_ns == 0:
@@ -359,16 +356,16 @@ cdef class Sender:
                     err = zmq_errno()
                     if err == EINTR:
                         continue
-                    if err == EAGAIN and self.mode == MODE_DONTWAIT:
-                        st = ST_EAGAIN
+                    if err == EAGAIN and self.mode == ZL_MODE_DONTWAIT:
+                        st = ZL_ST_EAGAIN
                         self.eagain += 1
                     elif err == EAGAIN:
                         # block / timeout modes wait in SNDTIMEO-sized steps so that the
                         # loop can come back to Python (stop, progress) while blocked.
                         if self.blocked_since == 0:
                             self.blocked_since = now
-                        if self.mode == MODE_TIMEOUT and zl_now_ns() - self.blocked_since >= self.timeout_ns:
-                            st = ST_TIMEOUT
+                        if self.mode == ZL_MODE_TIMEOUT and zl_now_ns() - self.blocked_since >= self.timeout_ns:
+                            st = ZL_ST_TIMEOUT
                             self.timeouts += 1
                             self.blocked_since = 0
                         elif zl_now_ns() >= slice_end_ns:
@@ -376,7 +373,7 @@ cdef class Sender:
                         else:
                             continue
                     else:
-                        st = ST_ERROR
+                        st = ZL_ST_ERROR
                         self.errors += 1
                         self.last_errno = err
                         if err == ETERM:
@@ -437,6 +434,7 @@ cdef class Receiver:
         cdef uint64_t word
         if t_sent.shape[0] < capacity or t_recv.shape[0] < capacity or size.shape[0] < capacity:
             raise ValueError("record columns differ in length")
+        self.sock = self.socket._live()     # as in Sender.run_slice
         with nogil:
             while row < capacity:
                 frame = 0
@@ -466,7 +464,7 @@ cdef class Receiver:
                 word = zl_get_word(self.buf)
                 if (word >> ZL_SEQ_BITS) == ZL_WARMUP_STREAM:
                     self.warmups += 1
-                    self.warmup_mask |= (<unsigned long long>1) << (word & 63)
+                    self.warmup_mask |= (<unsigned long long>1) << (word & (ZL_MAX_STREAMS - 1))
                     if now >= slice_end_ns:
                         break
                     continue

@@ -62,6 +62,9 @@ cdef extern from "zl_wire.h" nogil:
     enum:
         ZL_HEADER_SIZE
         ZL_SEQ_BITS
+        ZL_MAX_STREAMS
+        ZL_ST_OK, ZL_ST_EAGAIN, ZL_ST_TIMEOUT, ZL_ST_ERROR
+        ZL_MODE_BLOCK, ZL_MODE_DONTWAIT, ZL_MODE_TIMEOUT
     unsigned long long ZL_SEQ_MASK
     unsigned long long ZL_WARMUP_STREAM
     void zl_put_header(char *buf, unsigned long long stream, unsigned long long seq, long long t_sent_ns)

@@ -29,6 +29,8 @@ drops are mid-run drops at a full pipe, and tail drops otherwise.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 MAX_RANGES = 20
@@ -115,7 +117,7 @@ def dropped_map(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain_
 
 
 def fates(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, certain_below: int,
-          drain_completed: bool, tail_at_shutdown: bool = True) -> dict:
+          drain_completed: bool, tail_at_shutdown: bool = True) -> dict[str, int]:
     """Fates of one stream's accepted messages as seen by one view (a consumer, or the
     union of round-robin consumers). `certain_below`: unreceived seqs below it cannot be
     queued any more (-1: none certain). `tail_at_shutdown`: whether drops after the last
@@ -145,20 +147,20 @@ def fates(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, certain_bel
     return result
 
 
-def _add(total: dict, part: dict) -> None:
+def _add(total: dict[str, int], part: dict[str, int]) -> None:
     for key, value in part.items():
         total[key] = total.get(key, 0) + value
 
 
-def reconcile(producers: dict, consumers: dict, fanout: bool, drain_completed: bool = True,
-              tail_at_shutdown: bool = True) -> dict:
+def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[str, Any]], fanout: bool,
+              drain_completed: bool = True, tail_at_shutdown: bool = True) -> dict[str, Any]:
     """Per-stream and total counters and fates from the producers' and consumers' finals.
 
     producers: stream -> {"attempted", "sent", "sent_ok_map"}; consumers: index ->
     {"streams": {stream: {"seen_map", "drained_map", "unique", "duplicates", "reordered"}}}.
     """
     streams = []
-    drops = {}                       # stream -> [(sent_ok, packed dropped map)], one per view
+    drops: dict[int, list[Any]] = {}     # stream -> [(sent_ok, packed dropped map)], one per view
     indices = sorted(consumers) or [0]
     for stream, prod in sorted(producers.items()):
         nbits = prod["attempted"]
@@ -178,6 +180,7 @@ def reconcile(producers: dict, consumers: dict, fanout: bool, drain_completed: b
             reordered += info["reordered"]
         fate_totals = dict.fromkeys(FATES, 0)
         by_consumer = {}
+        missing: dict[int | str, list[list[int]]]     # per consumer (fan-out), or "all"
         if fanout:
             for index in indices:
                 span = first_last(seen[index] & sent_ok)
@@ -230,4 +233,5 @@ def drop_ranks(sent_ok: np.ndarray, dropped: np.ndarray) -> np.ndarray:
     per_byte = np.bitwise_count(sent_ok) if hasattr(np, "bitwise_count") else np.unpackbits(sent_ok).reshape(-1, 8).sum(1)
     before_byte = np.concatenate(([0], np.cumsum(per_byte, dtype=np.int64)[:-1]))
     within = np.unpackbits(sent_ok[seqs // 8]).reshape(-1, 8)
-    return before_byte[seqs // 8] + (within * (np.arange(8) < (seqs % 8)[:, None])).sum(1, dtype=np.int64)
+    ranks: np.ndarray = before_byte[seqs // 8] + (within * (np.arange(8) < (seqs % 8)[:, None])).sum(1, dtype=np.int64)
+    return ranks

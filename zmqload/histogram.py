@@ -7,19 +7,31 @@ merge by addition.
 """
 from __future__ import annotations
 
-import numpy as np
+from typing import Any, Callable
 
-try:        # the compiled one-pass version; the numpy one serves where the engine is absent
-    from ._engine import histogram_add as _histogram_add
-except ImportError:     # pragma: no cover
-    _histogram_add = None
+import numpy as np
+import numpy.typing as npt
+
+_Add = Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], "tuple[int, int, int] | tuple[None, None, int]"]
+
+
+def _compiled_add() -> _Add | None:
+    """The compiled one-pass version; the numpy one serves where the engine is absent."""
+    try:
+        from ._engine import histogram_add
+    except ImportError:     # pragma: no cover
+        return None
+    return histogram_add
+
+
+_histogram_add = _compiled_add()
 
 SUB_BUCKETS = 128
 MAX_EXPONENT = 48                       # values up to 2**55 ns (over a year)
 N_BUCKETS = SUB_BUCKETS * (MAX_EXPONENT + 1)
 
 
-def bucket_index(values: np.ndarray) -> np.ndarray:
+def bucket_index(values: npt.ArrayLike) -> npt.NDArray[np.int64]:
     """Bucket of each non-negative int64 value (negative values count as 0)."""
     v = np.maximum(np.asarray(values, dtype=np.int64), 0)
     # bit_length(v) via frexp is exact for v < 2**53
@@ -27,23 +39,25 @@ def bucket_index(values: np.ndarray) -> np.ndarray:
     shift = np.maximum(bit_length.astype(np.int64) - 8, 0)    # keep 8 significant bits
     shift = np.minimum(shift, MAX_EXPONENT - 1)
     top = v >> shift                                          # in [128, 256) when shift > 0
-    return np.where(shift == 0, v, (shift + 1) * SUB_BUCKETS + (top - SUB_BUCKETS)).clip(0, N_BUCKETS - 1)
+    index: npt.NDArray[np.int64] = np.where(shift == 0, v, (shift + 1) * SUB_BUCKETS + (top - SUB_BUCKETS)).clip(0, N_BUCKETS - 1)
+    return index
 
 
-def bucket_value(index: np.ndarray) -> np.ndarray:
+def bucket_value(index: npt.ArrayLike) -> npt.NDArray[np.int64]:
     """Midpoint of each bucket: the value reported for it."""
     index = np.asarray(index, dtype=np.int64)
     shift = np.maximum(index // SUB_BUCKETS - 1, 0)
     low = np.where(index < SUB_BUCKETS, index, (SUB_BUCKETS + index % SUB_BUCKETS) << shift)
     width = np.where(index < SUB_BUCKETS, 1, np.int64(1) << shift)
-    return low + (width - 1) // 2
+    value: npt.NDArray[np.int64] = low + (width - 1) // 2
+    return value
 
 
 class Histogram:
     """Counts of values in log-linear buckets, with the exact min, max and sum."""
 
     def __init__(self, counts: np.ndarray | None = None, minimum: int | None = None,
-                 maximum: int | None = None, total: int = 0):
+                 maximum: int | None = None, total: int = 0) -> None:
         self.counts = np.zeros(N_BUCKETS, dtype=np.int64) if counts is None else np.asarray(counts, dtype=np.int64)
         self.minimum = minimum
         self.maximum = maximum
@@ -54,6 +68,7 @@ class Histogram:
             return
         if _histogram_add is not None:
             lo, hi, total = _histogram_add(np.ascontiguousarray(values, dtype=np.int64), self.counts)
+            assert lo is not None and hi is not None      # None only for no values
             self._extend(lo, hi, total)
             return
         self.counts += np.bincount(bucket_index(values), minlength=N_BUCKETS)
@@ -85,19 +100,20 @@ class Histogram:
         rank = max(1, int(np.ceil(q / 100.0 * n)))
         index = int(np.searchsorted(np.cumsum(self.counts), rank))
         value = int(bucket_value(index))
+        assert self.minimum is not None and self.maximum is not None     # set with the counts
         return min(max(value, self.minimum), self.maximum)
 
     def mean(self) -> float | None:
         n = self.count
         return self.total / n if n else None
 
-    def to_payload(self) -> dict:
+    def to_payload(self) -> dict[str, Any]:
         nonzero = np.flatnonzero(self.counts)
         return {"index": nonzero.tolist(), "count": self.counts[nonzero].tolist(),
                 "min": self.minimum, "max": self.maximum, "total": self.total}
 
     @classmethod
-    def from_payload(cls, payload: dict) -> "Histogram":
+    def from_payload(cls, payload: dict[str, Any]) -> "Histogram":
         counts = np.zeros(N_BUCKETS, dtype=np.int64)
         counts[np.asarray(payload["index"], dtype=np.int64)] = payload["count"]
         return cls(counts, payload["min"], payload["max"], payload["total"])

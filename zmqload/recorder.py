@@ -19,26 +19,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 1
+from .contract.records import RECVS, REPLIES, SAMPLES, SENDS
+from .contract.records import SCHEMA_VERSION as SCHEMA_VERSION
 
-SENDS_SCHEMA = pa.schema([
-    ("stream", pa.int32()), ("seq", pa.int64()), ("t_intended_ns", pa.int64()),
-    ("t_sent_ns", pa.int64()), ("status", pa.int8()), ("size", pa.int32()),
-])
-RECVS_SCHEMA = pa.schema([
-    ("consumer", pa.int32()), ("stream", pa.int32()), ("seq", pa.int64()),
-    ("t_intended_ns", pa.int64()), ("t_sent_ns", pa.int64()), ("t_recv_ns", pa.int64()),
-    ("size", pa.int32()),
-])
-REPLIES_SCHEMA = pa.schema([
-    ("stream", pa.int32()), ("seq", pa.int64()), ("t_intended_ns", pa.int64()),
-    ("t_sent_ns", pa.int64()), ("t_reply_ns", pa.int64()),
-])
-SAMPLES_SCHEMA = pa.schema([
-    ("t_ns", pa.int64()), ("role", pa.string()), ("worker", pa.int32()),
-    ("messages", pa.int64()), ("dropped", pa.int64()),
-    ("tcp_sendq_bytes", pa.int64()), ("tcp_recvq_bytes", pa.int64()),
-])
+# The writers' pyarrow schemas, derived from the one statement in zmqload.contract.records.
+SENDS_SCHEMA = SENDS.arrow
+RECVS_SCHEMA = RECVS.arrow
+REPLIES_SCHEMA = REPLIES.arrow
+SAMPLES_SCHEMA = SAMPLES.arrow
 
 
 def intended_times(t0_ns: int, seqs: np.ndarray, rate: int, t_sent: np.ndarray) -> np.ndarray:

@@ -13,14 +13,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SEND_SCHEMA = pa.schema([("stream", pa.int32()), ("seq", pa.int64()), ("t_intended_ns", pa.int64()),
-                         ("t_sent_ns", pa.int64()), ("status", pa.int8()), ("size", pa.int32())])
-RECV_SCHEMA = pa.schema([("consumer", pa.int32()), ("stream", pa.int32()), ("seq", pa.int64()),
-                         ("t_intended_ns", pa.int64()), ("t_sent_ns", pa.int64()), ("t_recv_ns", pa.int64()),
-                         ("size", pa.int32())])
-SAMPLE_SCHEMA = pa.schema([("t_ns", pa.int64()), ("role", pa.string()), ("worker", pa.int32()),
-                           ("messages", pa.int64()), ("dropped", pa.int64()),
-                           ("tcp_sendq_bytes", pa.int64()), ("tcp_recvq_bytes", pa.int64())])
+from zmqload.contract.records import RECVS, SAMPLES, SCHEMA_VERSION, SENDS
+from zmqload.contract.wire import SendStatus
+
+SEND_SCHEMA = SENDS.arrow
+RECV_SCHEMA = RECVS.arrow
+SAMPLE_SCHEMA = SAMPLES.arrow
 
 
 @dataclass
@@ -34,7 +32,7 @@ class Synth:
 
 
 def _meta(run_id, pattern, transport, size, rate, producers, consumers, fanout, sndhwm, rcvhwm, t0, status="complete",
-          schema_version=1):
+          schema_version=SCHEMA_VERSION):
     return {
         "schema_version": schema_version, "run_id": run_id, "status": status, "error": None,
         "workload": {"pattern": pattern, "transport": transport, "size": size, "count": None, "rate": rate,
@@ -62,7 +60,7 @@ def make_run(parent, run_id="synth", *, streams=2, count=5000, consumers=1, fano
              size=64, pattern="push-pull", transport="tcp", sndhwm=1000, rcvhwm=1000,
              lost_start=0, lost_tail=0, lost_middle=0, eagain=0, timeouts=0, duplicates=0, reorder_swaps=0,
              base_latency_ns=50_000, stall_every=0, seed=0, rows_per_part=4000, run_status="complete",
-             schema_version=1) -> Synth:
+             schema_version=SCHEMA_VERSION) -> Synth:
     """One run directory: `streams` producers each sending `count` messages at `rate`/s.
 
     Per stream and (for fan-out) per consumer: the first `lost_start` sent-ok messages and the
@@ -84,11 +82,11 @@ def make_run(parent, run_id="synth", *, streams=2, count=5000, consumers=1, fano
         if stall_every:
             stall[::stall_every] += 3_000_000
         t_sent = t_int + stall
-        status = np.zeros(count, np.int8)
+        status = np.full(count, SendStatus.OK, np.int8)
         middle = np.arange(max(lost_start, 10) + 10, count - max(lost_tail, 10) - 10)
         picks = rng.choice(middle, eagain + timeouts + lost_middle * ncons + duplicates + 2 * reorder_swaps + 50, replace=False)
-        status[picks[:eagain]] = 1
-        status[picks[eagain:eagain + timeouts]] = 2
+        status[picks[:eagain]] = SendStatus.EAGAIN
+        status[picks[eagain:eagain + timeouts]] = SendStatus.TIMEOUT
         rest = picks[eagain + timeouts:]
         sends_cols["stream"].append(np.full(count, s, np.int32))
         sends_cols["seq"].append(seq)
@@ -96,12 +94,12 @@ def make_run(parent, run_id="synth", *, streams=2, count=5000, consumers=1, fano
         sends_cols["t_sent_ns"].append(t_sent)
         sends_cols["status"].append(status)
         sends_cols["size"].append(np.full(count, size, np.int32))
-        ok_idx = np.flatnonzero(status == 0)
+        ok_idx = np.flatnonzero(status == SendStatus.OK)
         for c in range(consumers if fanout else 1):
             mid = rest[c * lost_middle:(c + 1) * lost_middle]
             rest_c = rest[ncons * lost_middle:]
             keep = np.ones(count, bool)
-            keep[status != 0] = False
+            keep[status != SendStatus.OK] = False
             keep[ok_idx[:lost_start]] = False
             if lost_tail:
                 keep[ok_idx[-lost_tail:]] = False

@@ -1,6 +1,7 @@
 """Spark analysis of zmqload run records: pure DataFrame -> DataFrame metric functions
 (`metrics`), run discovery and loading (`runs`), the report job (`pipeline`), capacity
-planning (`capacity`), and the session / Java helpers. Never imports the compiled engine."""
+planning (`capacity`), and the session / Java helpers. Imports nothing of zmqload but the
+pure data modules zmqload.contract and zmqload.errors: never the compiled engine."""
 from .errors import ReportInputError
 from .javacheck import check_java
 from .runs import RunInfo, discover_runs, load_records

@@ -15,12 +15,13 @@ import math
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from ..contract.wire import SendStatus
+
 # Log-bucket histogram: bucket b holds values in (G^(b-1), G^b]; G = 1.01 gives < 1% error.
 HIST_GROWTH = 1.01
 _LN_G = math.log(HIST_GROWTH)
 PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("p99_9", 0.999), ("p99_99", 0.9999))
 
-STATUS_OK, STATUS_EAGAIN, STATUS_TIMEOUT, STATUS_ERROR = 0, 1, 2, 3
 ALL = -1   # consumer (or stream) key meaning "all of them"
 
 
@@ -193,7 +194,7 @@ def _seq_position(seq_min: F.Column, seq_max: F.Column) -> F.Column:
 def send_counts_from_cells(rows: DataFrame) -> DataFrame:
     """The send counts from `send_cells` made with single-consumer edges, or from the rows
     `send_counts` joins (same columns, n = 1): the one place the outcome rules are written."""
-    ok = F.col("status") == STATUS_OK
+    ok = F.col("status") == SendStatus.OK
 
     def count_if(cond):
         return F.sum(F.when(cond, F.col("n")).otherwise(0)).cast("long")
@@ -201,9 +202,9 @@ def send_counts_from_cells(rows: DataFrame) -> DataFrame:
     return (rows.groupBy("run", "stream", "consumer")
             .agg(F.sum("n").cast("long").alias("attempted"),
                  count_if(ok).alias("sent"),
-                 count_if(F.col("status") == STATUS_EAGAIN).alias("eagain"),
-                 count_if(F.col("status") == STATUS_TIMEOUT).alias("timeout"),
-                 count_if(F.col("status") == STATUS_ERROR).alias("errors"),
+                 count_if(F.col("status") == SendStatus.EAGAIN).alias("eagain"),
+                 count_if(F.col("status") == SendStatus.TIMEOUT).alias("timeout"),
+                 count_if(F.col("status") == SendStatus.ERROR).alias("errors"),
                  count_if(ok & (F.col("pos") == -1)).alias("sent_before_first"),
                  count_if(ok & (F.col("pos") == 1)).alias("sent_after_last"),
                  F.min("t_first_intended_ns").alias("t_first_intended_ns"),
@@ -312,7 +313,7 @@ def send_cells(sends: DataFrame, window_ns: int, edges: list | None = None) -> D
     tuples; otherwise (fan-out, several runs) consumer and pos are null and the counts come
     from `send_counts`."""
     w = int(window_ns)
-    ok = F.col("status") == STATUS_OK
+    ok = F.col("status") == SendStatus.OK
     stall = F.col("t_sent_ns") - F.col("t_intended_ns")
     consumer, seq_min, seq_max = _edge_lookup(edges)
     return (sends.select("run", "stream", consumer.alias("consumer"), "status",
@@ -345,7 +346,7 @@ def _edge_lookup(edges) -> tuple[F.Column, F.Column, F.Column]:
 
 def stall_histogram(cells: DataFrame) -> DataFrame:
     """Sender stall (t_sent - t_intended of ok sends) per (run, stream, bucket), from `send_cells`."""
-    return (cells.where(F.col("status") == STATUS_OK)
+    return (cells.where(F.col("status") == SendStatus.OK)
             .groupBy("run", "stream", "bucket")
             .agg(F.sum("n").alias("count"), F.max("max").alias("max"), F.sum("sum").cast("long").alias("sum"))
             .withColumn("metric", F.lit("stall")))
@@ -394,7 +395,7 @@ def percentiles(hist: DataFrame, keys=("run", "stream", "metric")) -> DataFrame:
 
 def send_windows(cells: DataFrame) -> DataFrame:
     """Send attempts per (run, stream, wi, ws, ok) from `send_cells`."""
-    return (cells.withColumn("ok", F.col("status") == STATUS_OK)
+    return (cells.withColumn("ok", F.col("status") == SendStatus.OK)
             .groupBy("run", "stream", "wi", "ws", "ok").agg(F.sum("n").alias("n")))
 
 

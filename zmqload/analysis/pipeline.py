@@ -12,6 +12,9 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+
+from ..contract.records import BOOL, FLOAT64, INT32, INT64, STRING, Schema
 from . import metrics
 from .runs import RunInfo, load_records
 
@@ -34,22 +37,27 @@ SUMMARY_COLUMNS = (RUN_COLUMNS + [
 # 100M on 2 cores). "auto" does it up to this many records and reports it as not measured above.
 REORDER_AUTO_MAX = 20_000_000
 
-RS_SCHEMA = ("run int, consumer int, stream int, received long, unique long, seq_min long, seq_max long, "
-             "t_first_recv_ns long, t_last_recv_ns long, bytes long, duplicates long")
-COUNTS_SCHEMA = ("run int, stream int, consumer int, attempted long, sent long, eagain long, timeout long, "
-                 "errors long, sent_before_first long, sent_after_last long, t_first_intended_ns long, "
-                 "t_last_intended_ns long, t_first_send_ns long, t_last_send_ns long")
-BLOCKS_SCHEMA = ("run int, consumer int, stream int, block long, received long, seq_min long, seq_max long, "
-                 "t_first_recv_ns long, t_last_recv_ns long, bytes long, exact boolean")
-DISTINCT_SCHEMA = "run int, consumer int, stream int, block long, unique long"
-PAIRS_SCHEMA = "run int, stream int, bi int, bs int, n long, mi long, ms long, si long, ss long"
-STALL_SCHEMA = "run int, stream int, bucket int, count long, max long, sum long, metric string"
-SEND_W_SCHEMA = "run int, stream int, wi long, ws long, ok boolean, n long"
-RECV_W_SCHEMA = "run int, stream int, ws long, wr long, n long, bytes long"
-HIST_SCHEMA = "run int, stream int, metric string, bucket int, count long, max long, sum long"
-RATES_SCHEMA = ("run int, stream int, window long, offered long, sent long, received long, "
-                "delivered_sent long, received_bytes long")
-DEPTH_SCHEMA = "run int, stream int, window long, depth long, depth_bytes double, mean_size double"
+# The intermediate tables handed back to Spark (see _small).
+KEYS_SCHEMA = Schema.of(run=INT32, consumer=INT32)
+RS_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, received=INT64, unique=INT64, seq_min=INT64,
+                      seq_max=INT64, t_first_recv_ns=INT64, t_last_recv_ns=INT64, bytes=INT64, duplicates=INT64)
+COUNTS_SCHEMA = Schema.of(run=INT32, stream=INT32, consumer=INT32, attempted=INT64, sent=INT64, eagain=INT64,
+                          timeout=INT64, errors=INT64, sent_before_first=INT64, sent_after_last=INT64,
+                          t_first_intended_ns=INT64, t_last_intended_ns=INT64, t_first_send_ns=INT64,
+                          t_last_send_ns=INT64)
+BLOCKS_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, block=INT64, received=INT64, seq_min=INT64,
+                          seq_max=INT64, t_first_recv_ns=INT64, t_last_recv_ns=INT64, bytes=INT64, exact=BOOL)
+DISTINCT_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, block=INT64, unique=INT64)
+PAIRS_SCHEMA = Schema.of(run=INT32, stream=INT32, bi=INT32, bs=INT32, n=INT64, mi=INT64, ms=INT64, si=INT64,
+                         ss=INT64)
+STALL_SCHEMA = Schema.of(run=INT32, stream=INT32, bucket=INT32, count=INT64, max=INT64, sum=INT64, metric=STRING)
+SEND_W_SCHEMA = Schema.of(run=INT32, stream=INT32, wi=INT64, ws=INT64, ok=BOOL, n=INT64)
+RECV_W_SCHEMA = Schema.of(run=INT32, stream=INT32, ws=INT64, wr=INT64, n=INT64, bytes=INT64)
+HIST_SCHEMA = Schema.of(run=INT32, stream=INT32, metric=STRING, bucket=INT32, count=INT64, max=INT64, sum=INT64)
+RATES_SCHEMA = Schema.of(run=INT32, stream=INT32, window=INT64, offered=INT64, sent=INT64, received=INT64,
+                         delivered_sent=INT64, received_bytes=INT64)
+DEPTH_SCHEMA = Schema.of(run=INT32, stream=INT32, window=INT64, depth=INT64, depth_bytes=FLOAT64,
+                         mean_size=FLOAT64)
 
 
 @dataclass
@@ -75,31 +83,15 @@ def collect(df) -> list[dict]:
     return [r.asDict() for r in df.collect()]
 
 
-def _small(spark, rows: list[dict], schema: str):
+def _small(spark, rows: list[dict], schema: Schema):
     """Collected aggregates back into Spark. Through Arrow where Spark takes a pyarrow Table
     (4.0+): row-by-row conversion of ~100k rows took ~10 s."""
-    names = [c.strip().split()[0] for c in schema.split(",")]
+    names = schema.names
     try:
-        import pyarrow as pa
-        from pyspark.sql.types import StructType
-        struct = StructType.fromDDL(schema)
-        table = pa.table({n: [r.get(n) for r in rows] for n in names},
-                         schema=pa.schema([(f.name, _ARROW[f.dataType.typeName()]) for f in struct.fields]))
+        table = pa.table({n: [r.get(n) for r in rows] for n in names}, schema=schema.arrow)
         return spark.createDataFrame(table).select(*names)
-    except (TypeError, KeyError, ValueError, ImportError):
-        return spark.createDataFrame([tuple(r.get(n) for n in names) for r in rows], schema)
-
-
-def _arrow_types():
-    import pyarrow as pa
-    return {"string": pa.string(), "integer": pa.int32(), "long": pa.int64(), "double": pa.float64(),
-            "boolean": pa.bool_()}
-
-
-try:
-    _ARROW = _arrow_types()
-except ImportError:  # pragma: no cover
-    _ARROW = {}
+    except (TypeError, ValueError):
+        return spark.createDataFrame([tuple(r.get(n) for n in names) for r in rows], schema.ddl)
 
 
 def rate(n, t_first, t_last):
@@ -145,7 +137,7 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
     # Runs are numbered (their index in `runs`) inside Spark; ids come back in `_name_runs`.
     fanout_runs = [i for i, r in enumerate(runs) if r.fanout]
     keys = [(i, c) for i, r in enumerate(runs) for c in (range(r.consumers) if r.fanout else [ALL])]
-    keys_df = spark.createDataFrame(keys, "run int, consumer int")
+    keys_df = spark.createDataFrame(keys, KEYS_SCHEMA.ddl)
 
     block_rows = collect(metrics.recv_blocks(recvs, fanout_runs))
     blocks = _small(spark, block_rows, BLOCKS_SCHEMA)

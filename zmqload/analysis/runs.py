@@ -12,18 +12,10 @@ import json
 import os
 from dataclasses import dataclass, field
 
+from ..contract.records import SCHEMA_VERSION, SCHEMAS
 from .errors import ReportInputError
 
-SCHEMA_VERSION = 1
-KINDS = ("sends", "recvs", "samples")
-
-# RECORDS.md schema version 1, as Spark DDL. Reading with an explicit schema avoids a
-# footer scan of every part to infer one.
-SCHEMAS = {
-    "sends": "stream INT, seq BIGINT, t_intended_ns BIGINT, t_sent_ns BIGINT, status TINYINT, size INT",
-    "recvs": "consumer INT, stream INT, seq BIGINT, t_intended_ns BIGINT, t_sent_ns BIGINT, t_recv_ns BIGINT, size INT",
-    "samples": "t_ns BIGINT, role STRING, worker INT, messages BIGINT, dropped BIGINT, tcp_sendq_bytes BIGINT, tcp_recvq_bytes BIGINT",
-}
+KINDS = ("sends", "recvs", "samples")      # the record kinds the report reads
 
 
 @dataclass
@@ -161,7 +153,8 @@ def load_records(spark, runs: list[RunInfo], kind: str):
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    schema = StructType.fromDDL(SCHEMAS[kind])
+    # An explicit schema spares Spark a footer scan of every part to infer one.
+    schema = StructType.fromDDL(SCHEMAS[kind].ddl)
     files = [f for r in runs for f in r.parts.get(kind, ())]
     if not files:
         empty = spark.createDataFrame([], schema)

@@ -1,0 +1,98 @@
+"""The contracts in zmqload.contract against their other statements: the engine's C
+constants (csrc/zl_wire.h, exported by the compiled engine) and docs/RECORDS.md."""
+from __future__ import annotations
+
+import ast
+import enum
+import os
+import re
+
+from zmqload import _engine
+from zmqload.contract import records, wire
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _public_values(module) -> dict:
+    """Every public constant and enum a module defines (enums as {member: value})."""
+    out = {}
+    for name, value in vars(module).items():
+        if name.startswith("_") or getattr(value, "__module__", module.__name__) != module.__name__:
+            continue
+        if isinstance(value, type) and issubclass(value, enum.Enum):
+            out[name] = {member.name: member.value for member in value}
+        elif name.isupper():
+            out[name] = value
+    return out
+
+
+def test_wire_contract_equals_engine_constants():
+    engine = {
+        "HEADER_SIZE": _engine.HEADER_SIZE,
+        "SEQ_BITS": _engine.SEQ_BITS,
+        "SEQ_MASK": _engine.SEQ_MASK,
+        "MAX_SEQ": _engine.SEQ_MASK,
+        "WARMUP_STREAM": _engine.WARMUP_STREAM,
+        "MAX_STREAMS": _engine.MAX_STREAMS,
+        "SendStatus": {"OK": _engine.STATUS_OK, "EAGAIN": _engine.STATUS_EAGAIN,
+                       "TIMEOUT": _engine.STATUS_TIMEOUT, "ERROR": _engine.STATUS_ERROR},
+        "SendMode": {word.upper(): code for word, code in _engine.SEND_MODES.items()},
+        "SEND_MODES": tuple(_engine.SEND_MODES),
+    }
+    # One equality over every name: a constant added on one side only fails here too.
+    assert _public_values(wire) == engine
+
+
+def _documented_columns(kind: str) -> list[tuple[str, str]]:
+    """(column, Parquet type) rows of the table under "## {kind}/" in docs/RECORDS.md."""
+    with open(os.path.join(ROOT, "docs", "RECORDS.md")) as f:
+        text = f.read()
+    section = text.split(f"\n## {kind}/", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\w+) \| (\w+) \|", section, re.MULTILINE)
+    return [row for row in rows if row != ("column", "Parquet")]
+
+
+def test_record_schemas_match_records_md():
+    for kind, schema in records.SCHEMAS.items():
+        assert _documented_columns(kind) == [(name, str(kind_.arrow)) for name, kind_ in schema.columns], kind
+
+
+def test_schema_version_matches_records_md():
+    with open(os.path.join(ROOT, "docs", "RECORDS.md")) as f:
+        documented = re.search(r"Schema version: \*\*(\d+)\*\*", f.read())
+    assert documented and int(documented.group(1)) == records.SCHEMA_VERSION
+
+
+def test_schema_forms_agree():
+    schema = records.Schema.of(run=records.INT32, ok=records.BOOL, role=records.STRING, depth=records.FLOAT64,
+                               status=records.INT8, seq=records.INT64)
+    assert schema.ddl == "run INT, ok BOOLEAN, role STRING, depth DOUBLE, status TINYINT, seq BIGINT"
+    assert schema.names == ("run", "ok", "role", "depth", "status", "seq")
+    assert [(f.name, str(f.type)) for f in schema.arrow] == [
+        ("run", "int32"), ("ok", "bool"), ("role", "string"), ("depth", "double"), ("status", "int8"),
+        ("seq", "int64")]
+
+
+def test_analysis_imports_only_the_pure_data_modules_of_zmqload():
+    """zmqload.analysis runs where the engine may not be built (a Spark driver, a laptop
+    reading someone's runs): it may import zmqload.contract and zmqload.errors, nothing else."""
+    allowed = ("zmqload.contract", "zmqload.errors", "zmqload.analysis")
+    package = os.path.join(ROOT, "zmqload", "analysis")
+    seen = set()
+    for name in sorted(os.listdir(package)):
+        if not name.endswith(".py"):
+            continue
+        with open(os.path.join(package, name)) as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = "zmqload.analysis" if node.level == 1 else "zmqload" if node.level == 2 else ""
+                modules = [f"{base}.{node.module}" if base and node.module else base or node.module or ""]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            seen.update((name, m) for m in modules if m == "zmqload" or m.startswith("zmqload."))
+    outside = {(file, m) for file, m in seen if not m.startswith(allowed)}
+    assert not outside
+    assert ("runs.py", "zmqload.contract.records") in seen     # the walk sees relative imports
