@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 DEMO   ?= runs/demo
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all prereqs venv build demo test engine-debug test-engine-debug typecheck bench bench-smoke clean
+.PHONY: all prereqs venv build demo test engine-debug test-engine-debug typecheck scenarios bench bench-smoke clean
 
 all: build
 
@@ -86,6 +86,10 @@ typecheck: build
 	@$(PY) -m mypy --version >/dev/null 2>&1 || $(PY) -m pip install -q mypy
 	$(PY) -m mypy
 	$(PY) -m mypy.stubtest zmqload._engine --mypy-config-file pyproject.toml --allowlist .ci/stubtest-allowlist
+
+# Every scenario in full form (about 15 minutes; not CI): regenerates docs/HWM-VERDICTS.md.
+scenarios: build
+	$(PY) -m zmqload scenario run --all --out runs/scenarios --markdown docs/HWM-VERDICTS.md
 
 bench: build
 	@mkdir -p .benchmarks

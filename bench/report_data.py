@@ -15,14 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SEND_SCHEMA = pa.schema([("stream", pa.int32()), ("seq", pa.int64()), ("t_intended_ns", pa.int64()),
-                         ("t_sent_ns", pa.int64()), ("status", pa.int8()), ("size", pa.int32())])
-RECV_SCHEMA = pa.schema([("consumer", pa.int32()), ("stream", pa.int32()), ("seq", pa.int64()),
-                         ("t_intended_ns", pa.int64()), ("t_sent_ns", pa.int64()), ("t_recv_ns", pa.int64()),
-                         ("size", pa.int32())])
-SAMPLE_SCHEMA = pa.schema([("t_ns", pa.int64()), ("role", pa.string()), ("worker", pa.int32()),
-                           ("messages", pa.int64()), ("dropped", pa.int64()),
-                           ("tcp_sendq_bytes", pa.int64()), ("tcp_recvq_bytes", pa.int64())])
+from zmqload.contract.records import RECVS, SAMPLES, SENDS
+from zmqload.contract.wire import SendStatus
+
+SEND_SCHEMA, RECV_SCHEMA, SAMPLE_SCHEMA = SENDS.arrow, RECVS.arrow, SAMPLES.arrow
 CACHE = os.environ.get("ZMQLOAD_BENCH_CACHE", "/tmp/zmqload-bench-report")
 FORMAT = 2       # bump when the generated data changes
 
@@ -67,11 +63,11 @@ def generate(records: int, producers: int = 2, rate_per_producer: int = 500_000,
             stall[burst] += 4_000_000 - (seq[burst] % 400_000) * period
             t_sent = t_int + stall
             status = np.zeros(n, np.int8)
-            status[rng.random(n) < 1e-5] = 1
+            status[rng.random(n) < 1e-5] = SendStatus.EAGAIN
             _write(os.path.join(path, "sends", f"part-p{s:03d}-{part:05d}.parquet"), pa.table(
                 {"stream": np.full(n, s, np.int32), "seq": seq, "t_intended_ns": t_int, "t_sent_ns": t_sent,
                  "status": status, "size": np.full(n, size, np.int32)}, schema=SEND_SCHEMA))
-            keep = (status == 0) & (rng.random(n) >= 1e-5) & (seq >= 1000) & (seq < per_stream - 500)
+            keep = (status == SendStatus.OK) & (rng.random(n) >= 1e-5) & (seq >= 1000) & (seq < per_stream - 500)
             idx = np.flatnonzero(keep)
             dup = idx[rng.random(len(idx)) < 1e-6]
             idx = np.sort(np.concatenate([idx, dup]))

@@ -57,10 +57,14 @@ def test_worker_ids():
             WorkerId.parse(bad)
 
 
-@pytest.mark.parametrize("received,idle_ms,since_s,expect", [
-    (100, 0, 0, "complete"), (50, 1000, 1, "idle"), (50, 10, 61, "limit"), (50, 10, 1, None)])
-def test_drain_decision(received, idle_ms, since_s, expect):
-    w = Workload(drain_timeout_ms=1000, drain_limit_s=60)
+@pytest.mark.parametrize("received,idle_ms,since_s,drain,expect", [
+    (100, 0, 0, "fast", "complete"), (50, 1101, 1, "fast", "idle"), (50, 1000, 1, "fast", None),
+    (50, 10, 61, "fast", "limit"), (50, 10, 1, "fast", None),
+    # a slow drain waits one work item (300 ms here) longer before it calls the consumers idle
+    (50, 1101, 1, "slow", None), (50, 1401, 1, "slow", "idle")])
+def test_drain_decision(received, idle_ms, since_s, drain, expect):
+    # idle = --drain-timeout-ms + the 100 ms the consumers' counts take to arrive (+ work, slow)
+    w = Workload(drain_timeout_ms=1000, drain_limit_s=60, consumer_delay_us=300_000, drain=drain)
     assert drain_decision(100, received, idle_ms * 1_000_000, int(since_s * 1e9), w) == expect
 
 

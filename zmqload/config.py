@@ -18,20 +18,17 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
 from . import patterns
+from .contract.wire import HEADER_SIZE, MAX_SEQ, MAX_STREAMS, SEND_MODES
 from .errors import ConfigError
 
-HEADER_SIZE = 16                 # docs/RECORDS.md: the wire header
 MAX_SIZE = 256 * 1024 * 1024
-MAX_SEQ = 2 ** 48 - 1            # seq is 48 bits on the wire
 MAX_PACED = (2 ** 63 - 1) // 10 ** 9   # paced: seq * 1e9 / rate must fit the int64 schedule
-MAX_STREAMS = 64                 # warm-up tracks producers in a 64-bit mask
 MAX_RATE = 100_000_000
 MAX_INT32 = 2 ** 31 - 1          # libzmq's int socket options
 MAX_MS = 3_600_000
 TRANSPORTS = ("tcp", "ipc", "inproc")
-SEND_MODES = ("block", "dontwait", "timeout")
 COMPRESSIONS = ("none", "snappy", "lz4", "zstd")
-CLOSE_ORDERS = ("producer-first", "consumer-first")
+CLOSE_ORDERS = ("producer-first", "consumer-first", "after-drain")
 DRAIN_MODES = ("fast", "slow", "none")
 DEFAULT_COUNT = 100_000
 SOCKET_OPTIONS = "socket options (unset: libzmq's default)"     # a help group
@@ -234,7 +231,9 @@ class Workload:
     close_pause_ms: int = _ms(0, "producers pause this long after their last send, then close", 0)
     close_order: str = option(
         "producer-first", str, "",
-        "producer-first: consumers drain, then close; consumer-first: consumers close before the producers",
+        "producer-first: producers close after their last send while consumers drain; consumer-first: consumers "
+        "close before the producers; after-drain: producers keep their sockets open until the consumers have "
+        "drained, then close (separates losses at close from losses during the run)",
         choices=CLOSE_ORDERS)
     proxy_sndhwm: Optional[int] = _hwm("pattern proxy: SNDHWM of the proxy's XPUB side")
     proxy_rcvhwm: Optional[int] = _hwm("pattern proxy: RCVHWM of the proxy's XSUB side")

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .contract.records import RECVS, REPLIES, SAMPLES, SENDS
+from .contract.wire import SEQ_BITS, SEQ_MASK, SendStatus
 from .contract.records import SCHEMA_VERSION as SCHEMA_VERSION
 
 # The writers' pyarrow schemas, derived from the one statement in zmqload.contract.records.
@@ -263,11 +264,10 @@ class SendConverter:
         return dict(self.columns_plain, **({"t_reply": np.int64} if self.replies is not None else {}))
 
     def __call__(self, chunk: dict, rows: int) -> None:
-        from ._engine import STATUS_OK
         seqs = np.arange(self.first_seq, self.first_seq + rows, dtype=np.int64)
         self.first_seq += rows
         t_sent, status = chunk["t_sent"][:rows], chunk["status"][:rows]
-        self.ok_bits.append(np.packbits(status == STATUS_OK))
+        self.ok_bits.append(np.packbits(status == SendStatus.OK))
         t_intended = intended_times(self.t0_ns, seqs, self.rate, t_sent)
         stream = np.full(rows, self.stream, np.int32)
         if self.replies is not None:
@@ -302,10 +302,9 @@ class RecvConverter:
         self.streams: dict[int, SeenMap] = {}
 
     def __call__(self, chunk: dict, rows: int) -> None:
-        from ._engine import SEQ_BITS
         words = chunk["words"][:rows]
         stream = (words >> np.uint64(SEQ_BITS)).astype(np.int32)
-        seq = (words & np.uint64((1 << SEQ_BITS) - 1)).astype(np.int64)
+        seq = (words & np.uint64(SEQ_MASK)).astype(np.int64)
         t_sent, t_recv = chunk["t_sent"][:rows], chunk["t_recv"][:rows]
         t_intended = intended_times(self.t0_ns, seq, self.rate, t_sent)
         self.latency_intended.record(t_recv - t_intended)

@@ -5,15 +5,15 @@ is JSON (the message's type name and fields), the following frames are the raw b
 the numpy arrays it carries (seen-maps, histograms), referenced from the JSON by index.
 
     controller -> worker   Connect, Warmup, Start, ProducersDone, Close, Stop
-    worker -> controller   Ready, Connected, Warm, Progress, ProducerDone,
+    worker -> controller   Ready, Connected, Warm, Draining, Progress, ProducerDone,
                            ProducerFinal, ConsumerFinal, ProxyFinal, Failed
 
 The order of a run (docs/ARCHITECTURE.md): every worker sends Ready (binders with their
 endpoints); connecting workers get Connect and answer Connected; with warm-up, producers
 get Warmup and consumers answer Warm once they heard every producer; everyone gets Start;
-each producer sends ProducerDone after its last send; consumers then get ProducersDone and
-drain; Stop ends the consumers (and Close lets producers close, with close-order
-consumer-first); each worker's last word is its Final (or Failed).
+each producer sends ProducerDone after its last send; consumers then get ProducersDone,
+answer Draining and drain; Stop ends the consumers (and Close lets producers close, with
+close-order consumer-first or after-drain); each worker's last word is its Final (or Failed).
 """
 from __future__ import annotations
 
@@ -72,6 +72,11 @@ class Connected:
 @dataclass(frozen=True)
 class Warm:
     """A consumer heard a warm-up message from every producer."""
+
+
+@dataclass(frozen=True)
+class Draining:
+    """A consumer got ProducersDone: from now on it drains (the idle clock may start)."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +161,7 @@ class Failed:
     traceback: str = ""
 
 
-Message = Union[Connect, Warmup, Start, ProducersDone, Close, Stop, Ready, Connected, Warm, Progress,
+Message = Union[Connect, Warmup, Start, ProducersDone, Close, Stop, Ready, Connected, Warm, Draining, Progress,
                 ProducerDone, ProducerFinal, ConsumerFinal, ProxyFinal, Failed]
 _TYPES = {cls.__name__: cls for cls in typing.get_args(Message) + (SendCounters, StreamSeen)}
 

@@ -64,5 +64,8 @@ class Consumer(WorkerLifecycle):
             # From here on, what arrives was still queued when the producers finished.
             self.t_drain_ns = _engine.now_ns()
             self.convert.t_drain_ns = self.t_drain_ns
+            self.ctl.send(control.Draining())
+            if message.drain == "fast" and hasattr(self, "receiver"):
+                self.receiver.delay_ns = 0      # before the next slice, not after it
             if message.drain == "none":
                 self.stop_requested = True

@@ -18,6 +18,7 @@ from .. import _engine, patterns
 from ..config import Workload
 from ..contract import control, ids
 from ..errors import RunError
+from .lifecycle import PROGRESS_EVERY_NS
 from .state import ProgressListener, RunState
 
 LAUNCH_TIMEOUT_S = 60.0
@@ -34,7 +35,11 @@ def drain_decision(expected: int, received: int, idle_ns: int, since_start_ns: i
     (--drain-limit-s passed while messages still arrived: what is missing is stranded)."""
     if received >= expected:
         return "complete"
-    if idle_ns >= w.drain_timeout_ms * 1_000_000:
+    # The consumers' counts arrive with their progress, every PROGRESS_EVERY_NS; a slow drain
+    # keeps the consumers' work, so a quiet spell of one message's work is not idle either.
+    patience_ns = (w.drain_timeout_ms * 1_000_000 + PROGRESS_EVERY_NS
+                   + (int(w.consumer_delay_us * 1000) if w.drain == "slow" else 0))
+    if idle_ns >= patience_ns:
         return "idle"
     if since_start_ns >= w.drain_limit_s * 1e9:
         return "limit"
@@ -177,6 +182,14 @@ class Controller:
         else:
             self.send_all(s.consumers, control.ProducersDone(w.drain))
             ended = "none" if w.drain == "none" else self.drain_until_done(start)
+            if w.close_order == "after-drain":
+                # the producers held their sockets open through the drain; what their close
+                # still flushes is read before the consumers stop
+                self.send_all(s.producers, control.Close())
+                self.wait(lambda: all(n in s.final for n in s.producers), self.close_timeout_s(),
+                          "waiting for the producers to close")
+                if w.drain != "none":
+                    self.drain_until_done(_engine.now_ns())
             self.send_all(s.consumers, control.Stop())
         s.drain = {"mode": "none" if w.close_order == "consumer-first" else w.drain, "ended": ended,
                    "t_start_ns": start, "t_end_ns": _engine.now_ns(),
@@ -187,21 +200,30 @@ class Controller:
         s = self.state
         sent = sum(s.done[n].counters.sent for n in s.producers)
         expected = sent * (len(s.consumers) if self.pattern.fanout else 1)
-        last_count, last_change = -1, _engine.now_ns()
+        last_count, last_change = -1, None
         while True:
             self.pump()
             count, now = s.received_so_far(), _engine.now_ns()
-            if count != last_count:
+            # The idle clock starts once every consumer has begun the drain: one busy with a
+            # long simulated work item hears of it only after that item.
+            if last_change is None and all(c in s.draining or c in s.final for c in s.consumers):
+                last_change = now
+            if count != last_count and last_change is not None:
                 last_count, last_change = count, now
-            ended = drain_decision(expected, count, now - last_change, now - start, self.w)
+            idle_ns = 0 if last_change is None else now - last_change
+            ended = drain_decision(expected, count, idle_ns, now - start, self.w)
             if ended:
                 return ended
 
-    def collect(self) -> None:
-        s, w = self.state, self.w
+    def close_timeout_s(self) -> float:
+        w = self.w
         linger_s = NO_LIMIT if w.linger_ms == -1 else max(0, (w.linger_ms or 0) / 1000)
-        self.wait(lambda: all(n in s.final for n in s.producers + s.consumers),
-                  FINAL_TIMEOUT_S + linger_s + w.close_pause_ms / 1000, "waiting for the final counters")
+        return FINAL_TIMEOUT_S + linger_s + w.close_pause_ms / 1000
+
+    def collect(self) -> None:
+        s = self.state
+        self.wait(lambda: all(n in s.final for n in s.producers + s.consumers), self.close_timeout_s(),
+                  "waiting for the final counters")
         self.send_all(s.proxies, control.Stop())
         self.wait(lambda: all(n in s.final for n in s.proxies), FINAL_TIMEOUT_S, "waiting for the proxy to stop")
 

@@ -62,7 +62,7 @@ class Producer(WorkerLifecycle):
 
     def before_close(self) -> None:
         """Shutdown semantics: an optional pause after the last send, and with
-        close-order consumer-first, wait until the consumers have closed."""
+        close-order consumer-first or after-drain, wait for the controller's Close."""
         w = self.workload
         if self.interrupted:
             return
@@ -70,7 +70,7 @@ class Producer(WorkerLifecycle):
             deadline = _engine.now_ns() + w.close_pause_ms * 1_000_000
             self.wait_while(lambda: _engine.now_ns() < deadline and not self.interrupted,
                             step_ms=max(1, min(50, w.close_pause_ms)))
-        if w.close_order == "consumer-first":
+        if w.close_order in ("consumer-first", "after-drain"):
             self.wait_while(lambda: not self.close_allowed and not self.interrupted)
 
     def wait_for_start(self, sock) -> None:

@@ -12,7 +12,8 @@ import threading
 from .. import patterns
 from ..config import Workload, check_output_dir
 from ..errors import ConfigError, RunError
-from ..recorder import SCHEMA_VERSION, write_json_atomic
+from ..contract.records import SCHEMA_VERSION
+from ..recorder import write_json_atomic
 from ..result import RunResult
 from ..versions import clock_pair, host, versions
 from .channel import ControlServer, new_endpoint

@@ -48,6 +48,7 @@ class RunState:
     ready: dict = field(default_factory=dict)          # worker -> list of bound endpoints
     connected: set = field(default_factory=set)
     warm: set = field(default_factory=set)
+    draining: set = field(default_factory=set)         # consumers that began the drain
     live: dict = field(default_factory=dict)           # worker -> last Progress
     done: dict = field(default_factory=dict)           # producer -> ProducerDone
     final: dict = field(default_factory=dict)          # worker -> *Final
@@ -67,6 +68,8 @@ class RunState:
             self.connected.add(worker)
         elif isinstance(message, control.Warm):
             self.warm.add(worker)
+        elif isinstance(message, control.Draining):
+            self.draining.add(worker)
         elif isinstance(message, control.Progress):
             self.live[worker] = message
         elif isinstance(message, control.ProducerDone):

@@ -1,6 +1,7 @@
 """Claims of the blog post on a fast PUB and a slow SUB (002)."""
 from __future__ import annotations
 
+from ..errors import EngineError
 from .framework import DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, depends, facts, fates_line, ms
 
 
@@ -74,8 +75,8 @@ def hwm_option(r: ScenarioRunner) -> Outcome:
     try:
         esub.set_option(int(zmq.HWM), 10000)
         outcome = "ok"
-    except E.ZMQError as e:
-        outcome = f"ZMQError errno {e.errno} ({e.strerror})"
+    except EngineError as e:
+        outcome = f"EngineError errno {e.errno} ({e.strerror})"
     calls["engine"] = {"libzmq": eng_version, "option": int(zmq.HWM), "setsockopt": outcome,
                        "SNDHWM": esub.get_option(E.OPTIONS["SNDHWM"]), "RCVHWM": esub.get_option(E.OPTIONS["RCVHWM"])}
     esub.close(0)

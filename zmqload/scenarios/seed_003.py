@@ -8,6 +8,7 @@ import threading
 import time
 
 from .. import _engine
+from ..errors import EngineError
 from .framework import (DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, blocked_until, depends,
                         facts, fates_line, ms)
 
@@ -128,7 +129,7 @@ def _recv_interrupted(limit_s: float) -> dict:
     def reader():
         try:
             sock.recv_bytes(-1)
-        except _engine.ZMQError as exc:
+        except EngineError as exc:
             seen.update(error=exc.strerror, t=time.monotonic())
         sock.close()
 
