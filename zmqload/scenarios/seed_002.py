@@ -6,13 +6,19 @@ from .framework import DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, 
 
 
 def slow_subscriber(r: ScenarioRunner) -> Outcome:
-    """The post's setup (~1000 msg/s, 100 ms of work per message) and a heavier one
-    (4 KiB at 2000 msg/s) whose volume overflows the kernel buffers, at RCVHWM 10, 1000,
-    10000; the subscriber drains what is queued at the end, so what it misses is what was
-    really dropped."""
+    """The post's own setup (short messages at ~1000 msg/s, 1000 of them, 100 ms of work per
+    message, default HWMs) and a heavier one (4 KiB at 2000 msg/s) whose volume overflows
+    the kernel buffers, at RCVHWM 10, 1000, 10000; the subscriber drains what is queued at
+    the end, so what it misses is what was really dropped."""
     work_us = r.scale(100_000, 10_000)
     rate, duration = r.scale(2_000, 4_000), r.scale(3.0, 1.0)
     measured, figures = [], {}
+    # "Message N" is ~12 bytes; 16 is the smallest zmqload message (its header)
+    post = facts(r.run("post-setup", pattern="pub-sub", transport="tcp", size=16, rate=1000,
+                       count=r.scale(1000, 300), consumer_delay_us=work_us))
+    figures["post"] = post
+    post_dropped = post["dropped_start"] + post["dropped_mid"] + post["dropped_tail"]
+    measured.append(f"the post's setup (16 B, 1000 msg/s, default HWMs): {fates_line(post)}")
     for hwm in (10, 1000, 10000):
         res = r.run(f"rcvhwm-{hwm}", pattern="pub-sub", transport="tcp", size=4096, rate=rate, duration=duration,
                     rcvhwm=hwm, consumer_delay_us=work_us)
@@ -22,13 +28,21 @@ def slow_subscriber(r: ScenarioRunner) -> Outcome:
                         f"p50 {ms(f['latency_p50_ns'])} max {ms(f['latency_max_ns'])}; consumer RSS "
                         f"{f['consumer_rss_kb'] / 1024:,.0f} MiB")
     small, large = figures[10], figures[10000]
-    dropped = {h: f["dropped_mid"] + f["dropped_tail"] + f["dropped_start"] for h, f in figures.items()}
-    during = {h: f["delivered"] for h, f in figures.items()}
-    v1 = Verdict("002-1", depends("on the HWM: with RCVHWM 10 the missing were dropped, with a large HWM they "
-                                  "were queued, not dropped") if dropped[10] and not dropped[10000] else
-                 (HOLDS if all(dropped.values()) else DOES_NOT_HOLD),
-                 "; ".join(f"RCVHWM {h}: {during[h]:,} received during the run, {figures[h]['drained']:,} still "
-                           f"queued at its end, {dropped[h]:,} dropped" for h in figures), {"dropped": dropped})
+    hwms = (10, 1000, 10000)
+    dropped = {h: figures[h]["dropped_mid"] + figures[h]["dropped_tail"] + figures[h]["dropped_start"] for h in hwms}
+    during = {h: figures[h]["delivered"] for h in hwms}
+    # The claim is about the post's own setup; the heavier runs say when it would come true.
+    missing = post["sent"] - post["delivered"]
+    heavy = "; ".join(f"4 KiB at RCVHWM {h}: {dropped[h]:,} dropped, {figures[h]['drained']:,} queued" for h in hwms)
+    if post_dropped == 0:
+        v1 = Verdict("002-1", DOES_NOT_HOLD,
+                     f"in the post's setup {missing:,} of {post['sent']:,} were missing when the sending ended, and "
+                     f"all {post['drained']:,} of them were still queued (0 dropped); {heavy}",
+                     {"post": post, "dropped": dropped})
+    else:
+        v1 = Verdict("002-1", HOLDS if post_dropped >= missing * 0.5 else depends("on the HWM and volume"),
+                     f"in the post's setup {post_dropped:,} of {missing:,} missing were dropped, "
+                     f"{post['drained']:,} still queued; {heavy}", {"post": post, "dropped": dropped})
     extra_mib = (large["consumer_rss_kb"] - small["consumer_rss_kb"]) / 1024
     v2 = Verdict("002-2", depends("on the run: a larger HWM turns drops into a backlog (nothing lost while it "
                                   "fits) but the subscriber is no faster") if dropped[10] and not dropped[10000]
