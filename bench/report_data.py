@@ -86,7 +86,8 @@ def generate(records: int, producers: int = 2, rate_per_producer: int = 500_000,
     _write(os.path.join(path, "samples", "part-p000-00000.parquet"), pa.table(
         {"t_ns": ts, "role": ["producer"] * len(ts), "worker": np.zeros(len(ts), np.int32),
          "messages": ((ts - t0) // period).astype(np.int64), "dropped": np.zeros(len(ts), np.int64),
-         "tcp_sendq_bytes": np.full(len(ts), -1, np.int64), "tcp_recvq_bytes": np.full(len(ts), -1, np.int64)},
+         "tcp_sendq_bytes": np.full(len(ts), -1, np.int64), "tcp_recvq_bytes": np.full(len(ts), -1, np.int64),
+         "rss_kb": np.full(len(ts), -1, np.int64)},
         schema=SAMPLE_SCHEMA))
     meta = {"schema_version": 1, "run_id": f"bench-{records}", "status": "complete", "error": None,
             "workload": {"pattern": "push-pull", "transport": "tcp", "size": size, "count": per_stream,

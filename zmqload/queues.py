@@ -13,7 +13,8 @@ stay in the depth: they were queued, or unknown.
 The depth is split into what the kernel's tcp buffers held (send queues of the sending
 side plus receive queues of the receiving side, in bytes from the samples, turned into
 messages of the run's size) and the rest, which libzmq's pipes held. Memory follows it:
-each role's resident size over time comes with the samples.
+each role's resident size over time (VmRSS, sampled with the kernel queues) comes with the
+samples, so the memory cost of a backlog is visible next to it.
 """
 from __future__ import annotations
 
@@ -78,7 +79,20 @@ def depth_over_time(samples: dict, *, producers: int, consumers: int, copies: in
         kernel_bytes += np.maximum(_at(grid, t, value), 0)
     kernel = np.minimum(np.floor(kernel_bytes / max(size, 1)), total)
     return {"t_s": (grid - t0_ns) / 1e9, "depth": total, "kernel": kernel, "libzmq": total - kernel,
-            "kernel_bytes": kernel_bytes, "sent": sent * copies, "received": received, "dropped": dropped}
+            "kernel_bytes": kernel_bytes, "sent": sent * copies, "received": received, "dropped": dropped,
+            **{f"rss_kb_{role}": rss for role, rss in _rss_by_role(samples, grid).items()}}
+
+
+def _rss_by_role(samples: dict, grid: np.ndarray) -> dict:
+    """The largest resident memory among each role's workers at each grid time (kB)."""
+    if "rss_kb" not in samples:
+        return {}
+    out = {}
+    for role in sorted(set(samples["role"].tolist())):
+        workers = sorted(set(samples["worker"][samples["role"] == role].tolist()))
+        series = [_at(grid, *_series(samples, role, w, "rss_kb"), before=-1) for w in workers]
+        out[role] = np.max(series, axis=0)
+    return out
 
 
 def _kernel_series(samples: dict):
@@ -99,4 +113,6 @@ def peak(depth: dict) -> dict:
     return {"messages": int(depth["depth"][i]), "at_s": round(float(depth["t_s"][i]), 3),
             "kernel_messages": int(depth["kernel"][i]), "libzmq_messages": int(depth["libzmq"][i]),
             "kernel_bytes": int(depth["kernel_bytes"][i]),
-            "kernel_peak_bytes": int(depth["kernel_bytes"].max())}
+            "kernel_peak_bytes": int(depth["kernel_bytes"].max()),
+            **{key.replace("rss_kb_", "rss_kb_at_peak_"): int(depth[key][i]) for key in depth
+               if key.startswith("rss_kb_")}}

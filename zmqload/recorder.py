@@ -227,19 +227,20 @@ class Samples:
         self.writer, self.role, self.worker = writer, role, worker
         self.rows: list[tuple] = []
 
-    def add(self, t_ns: int, messages: int, dropped: int, sendq: int = -1, recvq: int = -1) -> None:
-        self.rows.append((t_ns, messages, dropped, sendq, recvq))
+    def add(self, t_ns: int, messages: int, dropped: int, sendq: int = -1, recvq: int = -1,
+            rss_kb: int = -1) -> None:
+        self.rows.append((t_ns, messages, dropped, sendq, recvq, rss_kb))
         if len(self.rows) >= 65536:
             self.flush()
 
     def flush(self) -> None:
         if not self.rows:
             return
-        t, messages, dropped, sendq, recvq = (np.asarray(c, dtype=np.int64) for c in zip(*self.rows))
+        t, messages, dropped, sendq, recvq, rss = (np.asarray(c, dtype=np.int64) for c in zip(*self.rows))
         n = len(t)
         self.writer.write({"t_ns": t, "role": [self.role] * n, "worker": np.full(n, self.worker, np.int32),
                            "messages": messages, "dropped": dropped,
-                           "tcp_sendq_bytes": sendq, "tcp_recvq_bytes": recvq})
+                           "tcp_sendq_bytes": sendq, "tcp_recvq_bytes": recvq, "rss_kb": rss})
         self.rows = []
 
 

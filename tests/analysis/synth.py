@@ -136,7 +136,8 @@ def make_run(parent, run_id="synth", *, streams=2, count=5000, consumers=1, fano
     samples = pa.table({"t_ns": ts, "role": ["producer"] * len(ts), "worker": np.zeros(len(ts), np.int32),
                         "messages": np.searchsorted(np.sort(sends["t_sent_ns"]), ts).astype(np.int64),
                         "dropped": np.zeros(len(ts), np.int64), "tcp_sendq_bytes": np.full(len(ts), -1, np.int64),
-                        "tcp_recvq_bytes": np.full(len(ts), -1, np.int64)}, schema=SAMPLE_SCHEMA)
+                        "tcp_recvq_bytes": np.full(len(ts), -1, np.int64),
+                        "rss_kb": np.full(len(ts), -1, np.int64)}, schema=SAMPLE_SCHEMA)
     write_parts(os.path.join(path, "samples"), samples, 100_000, "p000")
     meta = _meta(run_id, pattern, transport, size, rate, streams, consumers, fanout, sndhwm, rcvhwm, t0, run_status,
                  schema_version)

@@ -76,7 +76,7 @@ RECVS: Final = Schema.of(consumer=INT32, stream=INT32, seq=INT64, t_intended_ns=
 REPLIES: Final = Schema.of(stream=INT32, seq=INT64, t_intended_ns=INT64, t_sent_ns=INT64, t_reply_ns=INT64)
 # Counters over time from every worker.
 SAMPLES: Final = Schema.of(t_ns=INT64, role=STRING, worker=INT32, messages=INT64, dropped=INT64,
-                           tcp_sendq_bytes=INT64, tcp_recvq_bytes=INT64)
+                           tcp_sendq_bytes=INT64, tcp_recvq_bytes=INT64, rss_kb=INT64)
 
 SCHEMAS: Final = {"sends": SENDS, "recvs": RECVS, "replies": REPLIES, "samples": SAMPLES}
 """Record kind (the directory under a run) -> its schema."""

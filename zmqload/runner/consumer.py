@@ -36,7 +36,7 @@ class Consumer(WorkerLifecycle):
                     receiver.delay_ns = 0
                 now = _engine.now_ns()
                 if self.t0_ns:
-                    self.samples.add(now, receiver.received, 0, *self.kernel_queues(now))
+                    self.samples.add(now, receiver.received, 0, *self.sampled_state(now))
                 if not warm_sent and receiver.warmup_mask & warm_mask == warm_mask:
                     self.ctl.send(control.Warm())
                     warm_sent = True

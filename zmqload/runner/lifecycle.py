@@ -22,6 +22,15 @@ PROGRESS_EVERY_NS = 100_000_000
 KERNEL_SAMPLE_EVERY_NS = 100_000_000
 
 
+def rss_kb() -> int:
+    """Resident memory of this worker's process now (VmRSS), -1 if unknown."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
 def max_rss_kb() -> int:
     """Peak resident memory of this worker's process (shared by threads in inproc runs).
 
@@ -57,7 +66,7 @@ class WorkerLifecycle:
                                           SAMPLES_SCHEMA, "snappy"), spec.role.value, spec.worker.index)
         self._next_progress = 0
         self._next_kernel_sample = 0
-        self._kernel_queues = (-1, -1)
+        self._sampled = (-1, -1, -1)
         self.tcp_queues = TcpQueues([])
 
     # -- the controller ----------------------------------------------------------------------
@@ -108,12 +117,13 @@ class WorkerLifecycle:
             self.watch_controller()
         self.poll_commands()
 
-    def kernel_queues(self, now: int) -> tuple[int, int]:
-        """Kernel send/receive queue bytes of this worker's tcp connections (sampled ~10/s)."""
+    def sampled_state(self, now: int) -> tuple[int, int, int]:
+        """Kernel send/receive queue bytes of this worker's tcp connections and the
+        process's resident memory, sampled ~10/s (each sample costs a few syscalls)."""
         if now >= self._next_kernel_sample:
             self._next_kernel_sample = now + KERNEL_SAMPLE_EVERY_NS
-            self._kernel_queues = self.tcp_queues.sample()
-        return self._kernel_queues
+            self._sampled = (*self.tcp_queues.sample(), rss_kb())
+        return self._sampled
 
     # -- sockets -------------------------------------------------------------------------------
     def open_socket(self, socket_type: str, options: dict) -> "_engine.Socket":

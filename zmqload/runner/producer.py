@@ -46,7 +46,7 @@ class Producer(WorkerLifecycle):
                 pipeline.advance(row)
                 now = _engine.now_ns()
                 dropped = sender.eagain + sender.timeouts
-                self.samples.add(now, sender.sent, dropped, *self.kernel_queues(now))
+                self.samples.add(now, sender.sent, dropped, *self.sampled_state(now))
                 self.tick(now, control.Progress(sender.sent, dropped, sender.attempted))
                 if self.stop_requested:
                     sender.stop()

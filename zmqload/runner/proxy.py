@@ -13,7 +13,7 @@ import threading
 from .. import _engine
 from ..contract import control
 from ..kernelq import TcpQueues, ports_of
-from .lifecycle import WorkerLifecycle, max_rss_kb
+from .lifecycle import WorkerLifecycle, max_rss_kb, rss_kb
 
 SAMPLE_EVERY_MS = 50
 
@@ -44,7 +44,7 @@ class ProxyWorker(WorkerLifecycle):
         while not self.stop_requested:
             self.poll_commands(SAMPLE_EVERY_MS)
             self.watch_controller()
-            self.samples.add(_engine.now_ns(), 0, 0, *self.tcp_queues.sample())
+            self.samples.add(_engine.now_ns(), 0, 0, *self.tcp_queues.sample(), rss_kb())
         steer.send_bytes(b"TERMINATE")
         thread.join(5.0)
         for sock in (steer, steering, frontend, backend):
