@@ -68,9 +68,11 @@ def test_drain_decision(received, idle_ms, since_s, drain, expect):
     assert drain_decision(100, received, idle_ms * 1_000_000, int(since_s * 1e9), w) == expect
 
 
-def test_readme_example_as_plain_script_without_main_guard(tmp_path):
+@pytest.mark.parametrize("how", ["file", "stdin"])
+def test_readme_example_as_plain_script_without_main_guard(tmp_path, how):
     """Workers start as their own module, so a script without `if __name__ == "__main__":`
-    runs once, is not re-imported by the workers, and its run completes."""
+    runs once, is not re-imported by the workers, and its run completes; as a file and as
+    `python - <<EOF` (which multiprocessing's spawn could not re-import at all)."""
     script = tmp_path / "example.py"
     script.write_text(textwrap.dedent(f"""
         from zmqload import Workload, run
@@ -79,7 +81,8 @@ def test_readme_example_as_plain_script_without_main_guard(tmp_path):
                               rcvhwm=1000, out={str(tmp_path / 'runs')!r}))
         print("status", result.status, result.lost, result.run_dir)
     """))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+    argv, stdin = ([sys.executable, str(script)], None) if how == "file" else ([sys.executable, "-"], script.read_text())
+    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120,
                           cwd=tmp_path, env=dict(os.environ, PYTHONPATH=ROOT))
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("top level ran") == 1
