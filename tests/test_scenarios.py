@@ -99,8 +99,12 @@ def test_linger_on_close_discards_only_with_linger_0(scenario_out):
     outcome = run_scenario("linger-on-close", scenario_out, fast=True)
     _check_verdicts(outcome, "linger-on-close")
     assert outcome.figures["default_linger"] in (-1, 0, 30000)
-    assert outcome.figures[-1]["dropped_tail"] == 0
-    assert (outcome.verdict("003-3").verdict == HOLDS) == (outcome.figures[0]["dropped_tail"] > 0)
+    zero, forever = outcome.figures[0], outcome.figures[-1]
+    # small kernel buffers keep the backlog in libzmq: LINGER 0 discards most of it at close,
+    # LINGER -1 delivers it (libzmq may still lose a handful at close: 000-2)
+    assert zero["dropped_tail"] > 0.5 * zero["queue_peak"]["messages"]
+    assert forever["dropped_tail"] * 100 <= zero["dropped_tail"]
+    assert outcome.verdict("003-3").verdict == HOLDS
 
 
 def test_scenario_cli_list_and_markdown(tmp_path):

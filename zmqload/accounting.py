@@ -110,10 +110,17 @@ def below(packed: np.ndarray, limit: int) -> np.ndarray:
     return out
 
 
-def dropped_map(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain_completed: bool) -> np.ndarray:
-    """Packed map of the seqs fates() counts as dropped (start, mid or tail)."""
+def dropped_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain_completed: bool,
+                 tail_at_shutdown: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Packed maps of the seqs fates() counts as dropped: (at the start or mid-run, at
+    shutdown). The queue depth lets the first leave at their send time, the second at close."""
     missing = sent_ok & ~got
-    return missing if drain_completed else below(missing, certain_below)
+    dropped = missing if drain_completed else below(missing, certain_below)
+    span = first_last(got & sent_ok)
+    if span is None or not tail_at_shutdown:
+        return dropped, np.zeros_like(dropped)
+    early = below(dropped, span[1] + 1)
+    return early, dropped & ~early
 
 
 def fates(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, certain_below: int,
@@ -189,7 +196,7 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
                 by_consumer[index] = f
                 _add(fate_totals, f)
                 drops.setdefault(stream, []).append(
-                    dropped_map(sent_ok, seen[index], span[1] if span else -1, drain_completed))
+                    dropped_maps(sent_ok, seen[index], span[1] if span else -1, drain_completed, tail_at_shutdown))
             delivered = sum(_popcount(seen[i] & sent_ok) for i in indices)
             missing = {index: missing_ranges(sent_ok & ~seen[index]) for index in indices}
             expected = prod["sent"] * len(indices)
@@ -206,12 +213,12 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
             lasts = [first_last(seen[i] & sent_ok) for i in indices]
             certain = min(span[1] if span else -1 for span in lasts)
             _add(fate_totals, fates(sent_ok, union, union_drained, certain, drain_completed, tail_at_shutdown))
-            drops[stream] = [dropped_map(sent_ok, union, certain, drain_completed)]
+            drops[stream] = [dropped_maps(sent_ok, union, certain, drain_completed, tail_at_shutdown)]
             delivered = _popcount(union & sent_ok)
             missing = {"all": missing_ranges(sent_ok & ~union)}
             expected = prod["sent"]
         dropped = fate_totals["dropped_start"] + fate_totals["dropped_mid"] + fate_totals["dropped_tail"]
-        drops[stream] = [(sent_ok, m) for m in drops.get(stream, [])]
+        drops[stream] = [(sent_ok, early, tail) for early, tail in drops.get(stream, [])]
         streams.append({
             "stream": stream, "attempted": nbits, "sent": prod["sent"], "expected": expected,
             "received": received, "unique_received": delivered, "duplicates": duplicates,

@@ -3,12 +3,11 @@
     depth(t) = sent(t) x copies - received(t) - dropped_by(t)
 
 sent(t) and received(t) are the workers' counters, sampled between engine slices (every
-~20 ms, or after each message of a slow consumer). A dropped message leaves the queue at
-its send time: a PUB drops at send when its pipe is full, and the other sockets' drops
-(at close) happen after the last send anyway, so placing them at their send time never
-counts a message twice and never hides one that really waited; its send time is where the
-producer's sent counter reached its rank among the accepted messages. Stranded messages
-stay in the depth: they were queued, or unknown.
+~20 ms, or after each message of a slow consumer). A message dropped at the start or
+mid-run leaves the queue at its send time (a PUB drops at send when its pipe is full),
+found where the producer's sent counter reached its rank among the accepted messages; one
+lost at shutdown (dropped_tail) waited until its producer closed and leaves the queue then.
+Stranded messages stay in the depth: they were queued, or unknown.
 
 The depth is split into what the kernel's tcp buffers held (send queues of the sending
 side plus receive queues of the receiving side, in bytes from the samples, turned into

@@ -43,13 +43,19 @@ def tail_at_shutdown(w, producer_rows) -> bool:
                               for p in producer_rows)
 
 
-def queue_depth(run_dir: str, w, t0_ns: int, drops: dict) -> dict:
-    """The queue's peak (and the series, for scenarios and tests) from the samples."""
+def queue_depth(run_dir: str, w, t0_ns: int, drops: dict, producers: dict) -> dict:
+    """The queue's peak (and the series, for scenarios and tests) from the samples. A drop
+    leaves the queue at its send time, one lost at shutdown when its producer closed."""
     from .. import queues
     from ..accounting import drop_ranks
     samples = queues.read_samples(run_dir)
-    times = [queues.drop_times(samples, stream, drop_ranks(sent_ok, dropped))
-             for stream, maps in drops.items() for sent_ok, dropped in maps]
+    times = []
+    for stream, maps in drops.items():
+        p = producers.get(stream, {})
+        closed_ns = (p.get("t_last_send_ns") or 0) + (p.get("close_ns") or 0) + (p.get("term_ns") or 0)
+        for sent_ok, early, tail in maps:
+            times.append(queues.drop_times(samples, stream, drop_ranks(sent_ok, early)))
+            times.append(np.full(int(np.unpackbits(tail).sum()), closed_ns, np.int64))
     depth = queues.depth_over_time(samples, producers=w.producers, consumers=w.consumers,
                                    copies=w.consumers if w.fanout else 1, size=w.size,
                                    drop_times_ns=np.concatenate(times) if times else np.zeros(0, np.int64),
@@ -96,7 +102,7 @@ def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, ver
     send_span = (last_send - first_send) / 1e9 if first_send and last_send > first_send else 0.0
     attempted = sum(p.get("attempted", 0) for p in producers.values())
     unique = totals["unique_received"]
-    queue = queue_depth(run_dir, w, state.t0_ns, accounts["drops"])
+    queue = queue_depth(run_dir, w, state.t0_ns, accounts["drops"], producers)
     return RunResult(
         run_id=run_id, run_dir=run_dir, status=status, workload=w.to_dict(),
         attempted=attempted, sent=sum(p.get("sent", 0) for p in producers.values()),

@@ -25,7 +25,8 @@ def linger_on_close(r: ScenarioRunner) -> Outcome:
     rate, duration = r.scale(20_000, 20_000), r.scale(1.0, 0.3)
     for linger in (0, 1000, -1):
         res = r.run(f"linger-{linger}", pattern="push-pull", transport="tcp", size=256, rate=rate,
-                    duration=duration, sndhwm=1_000_000, rcvhwm=1000, consumer_delay_us=200, linger_ms=linger)
+                    duration=duration, sndhwm=1_000_000, rcvhwm=1000, consumer_delay_us=200, linger_ms=linger,
+                    sndbuf=4096, rcvbuf=4096)   # small kernel buffers: the backlog waits in libzmq
         f = facts(res)
         figures[linger] = f
         measured.append(f"LINGER={linger}: backlog at the sender's close up to {f['queue_peak'].get('messages', 0):,}; "
@@ -34,8 +35,13 @@ def linger_on_close(r: ScenarioRunner) -> Outcome:
     v1 = Verdict("003-1", HOLDS if lingers == {0} else DOES_NOT_HOLD,
                  f"libzmq {version}'s default LINGER is {', '.join(map(str, sorted(lingers)))}", {"defaults": defaults})
     zero, forever = figures[0], figures[-1]
-    v3 = Verdict("003-3", HOLDS if zero["dropped_tail"] > 0 and forever["dropped_tail"] == 0 else DOES_NOT_HOLD,
-                 f"LINGER 0: {zero['dropped_tail']:,} queued messages discarded at close; LINGER -1: "
+    # LINGER 0 must discard much of its backlog, LINGER -1 (nearly) nothing: libzmq can lose a
+    # few messages at close even then (000-2, bounded-reliable), which is not this claim.
+    discards = zero["dropped_tail"] > 0.5 * zero["queue_peak"].get("messages", 0) > 0
+    kept = forever["dropped_tail"] * 100 <= zero["dropped_tail"]
+    v3 = Verdict("003-3", HOLDS if discards and kept else DOES_NOT_HOLD,
+                 f"LINGER 0: {zero['dropped_tail']:,} of a backlog of {zero['queue_peak'].get('messages', 0):,} "
+                 f"discarded at close; LINGER -1: "
                  f"{forever['dropped_tail']:,} (term blocked {ms(forever['term_ns'])} until they left)", {})
     v2 = Verdict("003-2", HOLDS if forever["close_ns"] > 100_000_000 else DOES_NOT_HOLD,
                  f"close() blocked {ms(forever['close_ns'])} with LINGER -1 and a backlog; the wait happens in "
