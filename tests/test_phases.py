@@ -104,7 +104,9 @@ def test_drain_ends_complete_idle_or_at_its_limit(controller_for, behaviour, end
         client.send(control.Draining())
         count = {"all": 100, "some": 60}.get(behaviour, 0)
         client.send(control.Progress(count))
-        while behaviour == "trickle" and client.recv(40) is None:
+        while behaviour == "trickle":
+            if isinstance(client.recv(40), control.Stop):
+                return
             count += 1                       # keeps arriving: never idle, never complete
             client.send(control.Progress(count))
         until(client, control.Stop)
