@@ -6,6 +6,7 @@ import ast
 import enum
 import os
 import re
+import typing
 
 from zmqload import _engine
 from zmqload.contract import records, wire
@@ -41,6 +42,10 @@ def test_wire_contract_equals_engine_constants():
     }
     # One equality over every name: a constant added on one side only fails here too.
     assert _public_values(wire) == engine
+
+
+def test_send_mode_type_lists_the_send_modes():
+    assert typing.get_args(wire.SendModeWord) == wire.SEND_MODES
 
 
 def _documented_columns(kind: str) -> list[tuple[str, str]]:

@@ -82,6 +82,12 @@ def test_validate_rechecks_fields_set_after_construction_and_fills_defaults():
         w.validate()
 
 
+def test_messages_per_producer_of_a_paced_workload_before_validate():
+    # neither count nor duration yet: the bound without a schedule end, not a TypeError
+    assert Workload(rate=1000).messages_per_producer == Workload().messages_per_producer
+    assert Workload(rate=1000, duration=2).messages_per_producer == 2000
+
+
 def test_every_option_has_a_flag_help_and_what_it_accepts():
     for name, opt in OPTIONS.items():
         assert opt.field == name and opt.flag.startswith("--"), name

@@ -10,12 +10,18 @@
 """
 __version__ = "0.1.0"
 
+from typing import TYPE_CHECKING, Any    # noqa: E402
+
 from .config import OPTIONS, Option, Workload    # noqa: E402
 from .errors import ConfigError, RunError, ZmqloadError   # noqa: E402
 from .result import RunResult                    # noqa: E402
 
+if TYPE_CHECKING:
+    from .runner.state import ProgressListener
 
-def run(workload: "Workload | None" = None, progress=None, **options) -> "RunResult":
+
+def run(workload: "Workload | None" = None, progress: "ProgressListener | None" = None,
+        **options: Any) -> "RunResult":
     """Run one workload (a Workload, or its fields as keyword arguments, checked as
     `Workload(**options)` is) and return its RunResult.
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
 from . import patterns
-from .contract.wire import HEADER_SIZE, MAX_SEQ, MAX_STREAMS, SEND_MODES
+from .contract.wire import HEADER_SIZE, MAX_SEQ, MAX_STREAMS, SEND_MODES, SendModeWord
 from .errors import ConfigError
 
 MAX_SIZE = 256 * 1024 * 1024
@@ -190,7 +190,7 @@ class Workload:
         low=1, high=MAX_STREAMS)
     consumers: int = option(
         1, int, "an integer from 1 to 64", "number of consumer processes, threads with inproc", low=1, high=64)
-    send_mode: str = option(
+    send_mode: SendModeWord = option(
         "block", str, "", "block: wait at HWM; dontwait: drop on EAGAIN, recorded; timeout: drop after --sndtimeo-ms",
         choices=SEND_MODES)
     sndtimeo_ms: int = _ms(1, "SNDTIMEO for --send-mode timeout", 100)
@@ -266,7 +266,7 @@ class Workload:
         """Upper bound of messages each producer attempts."""
         if self.count is not None:
             return self.count
-        if self.rate:
+        if self.rate and self.duration is not None:
             return max(1, int(self.rate * self.duration))
         return MAX_SEQ
 
@@ -320,6 +320,7 @@ class Workload:
         if self.endpoint is None:
             return self.transport, self.host, self.port
         match = _ENDPOINT.match(self.endpoint)
+        assert match is not None        # convert() refused an endpoint not of this form
         transport = self.endpoint.split("://", 1)[0]
         if transport != "tcp":
             return transport, self.host, self.port

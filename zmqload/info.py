@@ -5,6 +5,7 @@ import re
 import shutil
 import subprocess
 import time
+from typing import Any
 
 from . import _engine
 from .versions import clock_pair, host, versions
@@ -13,10 +14,10 @@ PROBED_SOCKETS = ("PUSH", "PULL", "PUB", "SUB", "DEALER", "ROUTER", "PAIR")
 PROBED_OPTIONS = ("SNDHWM", "RCVHWM", "LINGER", "SNDBUF", "RCVBUF", "IMMEDIATE", "SNDTIMEO", "RCVTIMEO")
 
 
-def socket_defaults() -> dict:
+def socket_defaults() -> dict[str, dict[str, int]]:
     """Defaults of fresh sockets of the engine's libzmq (not what the docs say: what it does)."""
     context = _engine.Context(1)
-    defaults = {}
+    defaults: dict[str, dict[str, int]] = {}
     try:
         for name in PROBED_SOCKETS:
             sock = _engine.Socket(context, _engine.SOCKET_TYPES[name])
@@ -39,7 +40,7 @@ def java_version() -> str | None:
     return match.group(1) if match else out.strip().splitlines()[0]
 
 
-def gather() -> dict:
+def gather() -> dict[str, Any]:
     return {
         "versions": versions(),
         "socket_defaults": socket_defaults(),

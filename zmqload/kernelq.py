@@ -17,6 +17,7 @@ import os
 import socket
 import struct
 import termios
+from collections.abc import Iterable
 
 SIOCINQ = termios.FIONREAD
 SIOCOUTQ = termios.TIOCOUTQ
@@ -48,7 +49,7 @@ def _tcp_ports(fd: int) -> tuple[int, int] | None:
 class TcpQueues:
     """Sum of send/receive queue bytes over this process's tcp connections that touch `ports`."""
 
-    def __init__(self, ports):
+    def __init__(self, ports: Iterable[int | str]) -> None:
         self.ports = {int(p) for p in ports}
         self.available = os.path.isdir(FD_DIR)
         self._connections: dict[int, str] = {}      # fd -> "socket:[inode]" when it was found
@@ -87,7 +88,7 @@ class TcpQueues:
         return sendq, recvq
 
 
-def ports_of(endpoints) -> list[int]:
+def ports_of(endpoints: Iterable[str] | None) -> list[int]:
     ports = []
     for endpoint in endpoints or ():
         if endpoint and endpoint.startswith("tcp://"):

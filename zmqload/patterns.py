@@ -9,9 +9,12 @@ consumer must skip. Topology code, accounting and validation read only this desc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .config import Workload
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class Pattern:
         """Sockets that bind an endpoint (each takes its own tcp port)."""
         return {"consumer": consumers, "producer": producers, "proxy": 2}[self.binder]
 
-    def check(self, w) -> None:
+    def check(self, w: Workload) -> None:
         """The rules this pattern puts on a workload `w`: ConfigError naming the option."""
         if self.max_peers is not None:
             for flag, n in (("--producers", w.producers), ("--consumers", w.consumers)):

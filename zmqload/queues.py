@@ -35,7 +35,7 @@ def read_samples(run_dir: str) -> dict:
     return {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
 
 
-def _series(samples: dict, role: str, worker: int, column: str):
+def _series(samples: dict, role: str, worker: int, column: str) -> tuple[np.ndarray, np.ndarray]:
     mask = (samples["role"] == role) & (samples["worker"] == worker)
     order = np.argsort(samples["t_ns"][mask], kind="stable")
     return samples["t_ns"][mask][order], samples[column][mask][order]

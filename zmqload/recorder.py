@@ -137,7 +137,7 @@ class ChunkPipeline:
         return left
 
     unconverted_rows = 0
-    _stop_at = None
+    _stop_at: float | None = None
 
     def _convert(self) -> None:
         try:    # the lowest priority for this thread only (Linux: a thread id is a pid)

@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import signal
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Optional
@@ -100,9 +101,9 @@ class SweepSpec:
 def load_toml(path: str) -> SweepSpec:
     """Read a sweep file: [sweep] fixed values and out/name/report, [axes] lists,
     [[points]] explicit points. See docs/SWEEPS.md."""
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:
+    else:
         try:
             import tomli as tomllib
         except ModuleNotFoundError:
@@ -175,6 +176,7 @@ class Point:
 
     @property
     def run_id(self) -> str:
+        assert self.workload.run_name is not None      # plan() names every point's run
         return self.workload.run_name
 
     @property
@@ -305,7 +307,7 @@ def plan(spec: SweepSpec) -> Sweep:
     for name, values in spec.axes.items():
         if not isinstance(values, (list, tuple)) or not values:
             raise ConfigError(opts[name].flag, f"got {values!r}; accepted: a non-empty list of values")
-        seen = []
+        seen: list[object] = []
         for value in (parse_value(name, v) for v in values):
             if value in seen and type(value) is type(seen[seen.index(value)]):
                 raise ConfigError(opts[name].flag, f"got {value!r} twice; accepted: distinct values")

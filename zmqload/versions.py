@@ -6,9 +6,10 @@ import platform
 import socket
 import sys
 import time
+from typing import Any
 
 
-def versions() -> dict:
+def versions() -> dict[str, str]:
     import numpy
     import pyarrow
     import zmq
@@ -25,12 +26,12 @@ def versions() -> dict:
     }
 
 
-def host() -> dict:
+def host() -> dict[str, Any]:
     return {"hostname": socket.gethostname(), "platform": platform.platform(),
             "machine": platform.machine(), "cpus": os.cpu_count(), "python_executable": sys.executable}
 
 
-def clock_pair() -> dict:
+def clock_pair() -> dict[str, Any]:
     """A (realtime, monotonic) pair taken together, so runs of several hosts can be aligned."""
     from . import _engine
     before = _engine.now_ns()

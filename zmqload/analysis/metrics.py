@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..contract.wire import SendStatus
@@ -25,7 +25,7 @@ PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("p99_9", 0.999), ("
 ALL = -1   # consumer (or stream) key meaning "all of them"
 
 
-def consumer_key(fanout_runs) -> F.Column:
+def consumer_key(fanout_runs) -> Column:
     """The consumer a delivery is unique for: itself in fan-out runs (every consumer should
     get every message), ALL otherwise (a message is delivered once to any consumer)."""
     fanout_runs = list(fanout_runs or ())
@@ -38,7 +38,7 @@ SEQ_BLOCK = 1024
 SWITCH_MAX = 400   # spark.sql.optimizer.inSetSwitchThreshold's default
 
 
-def _range_power_sums(lo: F.Column, hi: F.Column):
+def _range_power_sums(lo: Column, hi: Column):
     """Sums of k, k^2, k^3 for k in [lo, hi] (offsets within a block, so no overflow)."""
     def s1(n):
         return n * (n + 1) / 2
@@ -52,7 +52,7 @@ def _range_power_sums(lo: F.Column, hi: F.Column):
     return s1(b) - s1(a), s2(b) - s2(a), s3(b) - s3(a)
 
 
-def _missing_explained(n, lo, hi, d1, d2, d3) -> F.Column:
+def _missing_explained(n, lo, hi, d1, d2, d3) -> Column:
     """True when a block with gaps is certainly duplicate-free: the d = hi - lo + 1 - n
     offsets missing from lo..hi, assumed distinct, have power sums d1, d2, d3 that fit one
     missing offset, two, or one contiguous run of d. With three power sums this cannot be
@@ -126,12 +126,12 @@ def distinct_in_blocks(recvs: DataFrame, blocks, fanout_runs=()) -> DataFrame:
             r = r.where(F.col("block").cast("int").isin(numbers))
         packed = ((F.col("consumer").cast("long") + 1) * F.lit(1 << 56) + F.col("stream").cast("long") * F.lit(1 << 40)
                   + F.col("block"))
-        by_run = {}
+        by_run: dict[int, list[int]] = {}
         for run, consumer, stream, block in blocks:
             by_run.setdefault(run, []).append(((consumer + 1) << 56) + (stream << 40) + block)
         cond = None
-        for run, keys in by_run.items():
-            c = (F.col("run") == F.lit(run)) & packed.isin(keys)
+        for run, run_keys in by_run.items():
+            c = (F.col("run") == F.lit(run)) & packed.isin(run_keys)
             cond = c if cond is None else (cond | c)
         r = r.where(cond if cond is not None else F.lit(False))
     return r.groupBy("run", "consumer", "stream", "block").agg(F.countDistinct("seq").alias("unique"))
@@ -184,7 +184,7 @@ _SEND_TIME_COLUMNS = (("t_first_intended_ns", "t_intended_ns"), ("t_last_intende
                       ("t_first_send_ns", "t_sent_ns"), ("t_last_send_ns", "t_sent_ns"))
 
 
-def _seq_position(seq_min: F.Column, seq_max: F.Column) -> F.Column:
+def _seq_position(seq_min: Column, seq_max: Column) -> Column:
     """Where a send's seq lies against the received range: -1 before, 0 inside, 1 after,
     null when nobody received that stream."""
     return (F.when(seq_min.isNull(), F.lit(None)).when(F.col("seq") < seq_min, F.lit(-1))
@@ -266,12 +266,12 @@ def reordering(recvs: DataFrame, fanout_runs=()) -> DataFrame:
         F.sum("reordered").alias("reordered"))
 
 
-def log_bucket(value: F.Column) -> F.Column:
+def log_bucket(value: Column) -> Column:
     """Histogram bucket of a non-negative value; values <= 0 share bucket -1 (reported as 0)."""
     return F.when(value <= 0, F.lit(-1)).otherwise(F.ceil(F.log(value.cast("double")) / F.lit(_LN_G)) + F.lit(0)).cast("int")
 
 
-def bucket_upper(bucket: F.Column) -> F.Column:
+def bucket_upper(bucket: Column) -> Column:
     return F.when(bucket < 0, F.lit(0.0)).otherwise(F.exp(bucket.cast("double") * F.lit(_LN_G)))
 
 
@@ -332,7 +332,7 @@ def single_consumer_edges(edges) -> bool:
             and len({e[0] for e in edges}) <= 1)
 
 
-def _edge_lookup(edges) -> tuple[F.Column, F.Column, F.Column]:
+def _edge_lookup(edges) -> tuple[Column, Column, Column]:
     """(consumer, seq_min, seq_max) of each send row's stream as literal map lookups; nulls
     where unknown (no edges, not single-consumer, another run, a stream nobody received)."""
     if not edges or not single_consumer_edges(edges):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -72,7 +73,7 @@ class Analysis:
     timings: dict = field(default_factory=dict)
     reorder_measured: bool = True
 
-    def run_rows(self):
+    def run_rows(self) -> list[dict[str, Any]]:
         return [r for r in self.summary if r["stream"] == ALL and r["consumer"] == ALL]
 
 
@@ -183,7 +184,7 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
     stall = _small(spark, collect(metrics.stall_histogram(send_cells)), STALL_SCHEMA)
     hist = collect(metrics.latency_histograms(pairs, stall))
     step("latency histograms")
-    merged = defaultdict(lambda: [0, None, 0])
+    merged: defaultdict[tuple[int, str, int], list[Any]] = defaultdict(lambda: [0, None, 0])
     for h in hist:
         m = merged[(h["run"], h["metric"], h["bucket"])]
         m[0] += h["count"]
@@ -245,7 +246,7 @@ def summarise(runs, loss: list[dict], pct: list[dict], dstats: list[dict]) -> li
         by_run[row["run"]].append(row)
     totals = []
     for run, rows in by_run.items():
-        per_stream = {}
+        per_stream: dict[int, dict[str, Any]] = {}
         for r in rows:
             per_stream.setdefault(r["stream"], r)     # send counts repeat per consumer
         s = list(per_stream.values())
@@ -265,11 +266,11 @@ def summarise(runs, loss: list[dict], pct: list[dict], dstats: list[dict]) -> li
         totals.append(t)
     rows = loss + totals
 
-    pct_by = defaultdict(dict)
+    pct_by: defaultdict[tuple[int, int], dict[str, Any]] = defaultdict(dict)
     for p in pct:
-        for s in STAT_NAMES:
-            v = p.get(s)
-            pct_by[(p["run"], p["stream"])][f"{p['metric']}_{s}_us"] = None if v is None else v / 1e3
+        for stat in STAT_NAMES:
+            v = p.get(stat)
+            pct_by[(p["run"], p["stream"])][f"{p['metric']}_{stat}_us"] = None if v is None else v / 1e3
     dstats_by = {(d["run"], d["stream"]): d for d in dstats}
     meta = {i: _run_columns(r) for i, r in enumerate(runs)}
     out = []

@@ -4,8 +4,12 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from typing import TYPE_CHECKING
 
 from .javacheck import check_java
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 _LOG4J = """rootLogger.level = error
@@ -29,7 +33,8 @@ def _quiet_log4j() -> str:
     return path
 
 
-def get_spark(master: str | None = None, app_name: str = "zmqload-report", driver_memory: str | None = None):
+def get_spark(master: str | None = None, app_name: str = "zmqload-report",
+              driver_memory: str | None = None) -> SparkSession:
     """The active SparkSession, or a new one on `master` (default local[*]).
 
     Under spark-submit the master and memory come from spark-submit; we only add settings

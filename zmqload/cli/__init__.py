@@ -3,6 +3,8 @@ each with NAME, HELP, add_arguments(parser) and run(args) -> ExitStatus. Errors 
 line and the exit status of their class (zmqload.errors.ExitStatus; README "Exit status")."""
 from __future__ import annotations
 
+from typing import Sequence
+
 from .. import __version__
 from ..errors import ExitStatus
 from .common import OneLineParser, guarded, usage_error
@@ -26,7 +28,7 @@ def build_parser() -> OneLineParser:
     return parser
 
 
-def main(argv=None) -> ExitStatus:
+def main(argv: Sequence[str] | None = None) -> ExitStatus:
     args = build_parser().parse_args(argv)
     prog = f"{PROG} {args.command}" if args.command else PROG
     return guarded(prog, args.handler, args)

@@ -3,7 +3,7 @@ value per option, `sweep` a value or a comma-separated list (an axis)."""
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from typing import Any, Callable
 
 from ..config import OPTIONS, Option, Workload
 from ..errors import ConfigError
@@ -63,7 +63,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser, axes: bool = False, 
     """One argument per command-line option of the table, in the table's groups. With
     `axes`, every option takes a value or a list, is absent from the namespace unless
     given, and `namespace.given` lists the options given, in order (zmqload sweep)."""
-    groups = {}
+    groups: dict[str, argparse._ArgumentGroup] = {}
     if axes:
         parser.set_defaults(given=None)
     for opt in OPTIONS.values():
@@ -73,6 +73,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser, axes: bool = False, 
             groups[opt.group] = parser.add_argument_group(_axis_title(opt.group) if axes else opt.group)
         group = groups[opt.group]
         metavar = opt.flag[2:].upper().replace("-", "_")
+        kind: dict[str, Any]        # add_argument's keywords
         if axes:
             kind = dict(type=list_type(opt), action=_Axis, default=argparse.SUPPRESS)
             metavar = f"{metavar}[,...]"
@@ -83,7 +84,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser, axes: bool = False, 
             metavar = "BOOL[,BOOL]" if axes else "BOOL"
         group.add_argument(opt.flag, dest=opt.field, metavar=metavar, help=help_text(opt), **kind)
         if opt.negation:
-            negated = dict(nargs=0, action=_NegatedAxis, default=argparse.SUPPRESS) if axes else \
+            negated: dict[str, Any] = dict(nargs=0, action=_NegatedAxis, default=argparse.SUPPRESS) if axes else \
                 dict(action="store_const", const=False)
             group.add_argument(opt.negation, dest=opt.field, help=f"same as {opt.flag} false", **negated)
 

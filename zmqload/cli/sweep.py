@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING, Any
 
 from .. import sweep as sweeps
 from ..errors import ConfigError, ExitStatus
@@ -17,6 +18,9 @@ from .options import add_workload_arguments
 NAME = "sweep"
 HELP = "run the cartesian product of option lists, one run directory each"
 REPORT_MODULE = "zmqload.report.command"
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,8 +86,8 @@ class RichReporter(sweeps.SweepReporter):
         from rich.console import Console
         self.console = Console(highlight=False, soft_wrap=True)
         self.quiet = quiet
-        self.progress = None
-        self.task = None
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
 
     def sweep_started(self, sweep):
         if self.quiet or not self.console.is_terminal:
@@ -97,21 +101,23 @@ class RichReporter(sweeps.SweepReporter):
                                            left=_seconds(sweep.time_left()))
         self.progress.start()
 
+    def _bar(self, **fields: Any) -> None:
+        """Update the progress bar, if there is one."""
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, **fields)
+
     def run_started(self, sweep, point):
-        if self.progress is not None:
-            self.progress.update(self.task, completed=point.index, run=point.index + 1,
-                                 description=sweeps.point_tag(point.values),
-                                 left=_seconds(sweep.time_left(point)))
+        self._bar(completed=point.index, run=point.index + 1,
+                  description=sweeps.point_tag(point.values),
+                  left=_seconds(sweep.time_left(point)))
 
     def run_progress(self, sweep, point, fraction, sent, received, elapsed_s):
-        if self.progress is not None:
-            self.progress.update(self.task, completed=point.index + fraction,
-                                 left=_seconds(sweep.time_left(point, elapsed_s)),
-                                 description=f"{sweeps.point_tag(point.values)}  sent {sent:,} received {received:,}")
+        self._bar(completed=point.index + fraction,
+                  left=_seconds(sweep.time_left(point, elapsed_s)),
+                  description=f"{sweeps.point_tag(point.values)}  sent {sent:,} received {received:,}")
 
     def run_finished(self, sweep, point):
-        if self.progress is not None:
-            self.progress.update(self.task, completed=point.index + 1, left=_seconds(sweep.time_left()))
+        self._bar(completed=point.index + 1, left=_seconds(sweep.time_left()))
         if self.quiet:
             return
         s = point.summary or {}

@@ -21,7 +21,7 @@ import dataclasses
 import json
 import typing
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
@@ -29,7 +29,7 @@ import numpy as np
 # -- controller -> worker ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Connect:
-    endpoints: list                       # the binders' endpoints to connect to
+    endpoints: list[str]                  # the binders' endpoints to connect to
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Stop:
 # -- worker -> controller ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Ready:
-    endpoints: list = field(default_factory=list)   # binders: what they bound (proxy: front, back)
+    endpoints: list[str] = field(default_factory=list)   # binders: what they bound (proxy: front, back)
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class ProducerFinal:
     max_rss_kb: int = 0
     unconverted_rows: int = 0
     writer_cpu_s: float = 0.0
-    rtt: Optional[dict] = None            # req-rep: round-trip histogram payload
+    rtt: Optional[dict[str, Any]] = None  # req-rep: round-trip histogram payload
 
 
 @dataclass(frozen=True)
@@ -139,9 +139,9 @@ class ConsumerFinal:
     t_first_recv_ns: int
     t_last_recv_ns: int
     t_drain_ns: int                       # when this consumer began draining (0: never)
-    latency_intended: dict
-    latency_sent: dict
-    streams: list                         # of StreamSeen
+    latency_intended: dict[str, Any]      # Histogram payloads
+    latency_sent: dict[str, Any]
+    streams: list[StreamSeen]
     parts: int = 0
     interrupted: bool = False
     max_rss_kb: int = 0
@@ -167,11 +167,11 @@ _TYPES = {cls.__name__: cls for cls in typing.get_args(Message) + (SendCounters,
 
 
 # -- encoding ----------------------------------------------------------------------------------
-def encode(message) -> list:
+def encode(message: Message) -> list[bytes | memoryview]:
     """A message as frames: JSON, then one frame per numpy array."""
-    blobs: list = []
+    blobs: list[np.ndarray] = []
 
-    def data(value):
+    def data(value: Any) -> Any:
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             fields = {f.name: data(getattr(value, f.name)) for f in dataclasses.fields(value)}
             return {"$type": type(value).__name__, **fields}
@@ -189,14 +189,14 @@ def encode(message) -> list:
         return value
 
     head = json.dumps(data(message), separators=(",", ":")).encode()
-    return [head, *(memoryview(b).cast("B") for b in blobs)]
+    return [head, *(b.data.cast("B") for b in blobs)]       # ndarray.data: its memoryview
 
 
-def decode(frames: list):
+def decode(frames: Sequence[bytes | memoryview]) -> Message:
     """Inverse of encode()."""
     blobs = frames[1:]
 
-    def value(obj):
+    def value(obj: Any) -> Any:
         if isinstance(obj, dict):
             if "$blob" in obj:
                 return np.frombuffer(bytes(blobs[obj["$blob"]]), dtype=np.dtype(obj["dtype"])).copy()
@@ -213,4 +213,4 @@ def decode(frames: list):
     message = value(json.loads(bytes(frames[0])))
     if type(message).__name__ not in _TYPES:
         raise ValueError("not a control message")
-    return message
+    return typing.cast(Message, message)

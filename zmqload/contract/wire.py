@@ -6,7 +6,7 @@ the constants the engine exports. docs/RECORDS.md describes the layout.
 from __future__ import annotations
 
 import enum
-from typing import Final
+from typing import Final, Literal
 
 HEADER_SIZE: Final = 16
 """Bytes of the header at the start of every message: the smallest message size."""
@@ -42,3 +42,5 @@ class SendMode(enum.IntEnum):
 
 SEND_MODES: Final = tuple(mode.word for mode in SendMode)
 """The accepted --send-mode words, in SendMode order."""
+SendModeWord = Literal["block", "dontwait", "timeout"]
+"""SEND_MODES as a type (a Workload's send_mode; the engine's Sender takes it)."""

@@ -12,11 +12,15 @@ import importlib.util
 import os
 import sys
 import time
+from typing import TYPE_CHECKING, Sequence
 
 from ..cli.common import OneLineParser, guarded
 from ..cli.options import help_text, option_type
 from ..config import Option
 from ..errors import ConfigError, ExitStatus, ReportInputError, RunError, ZmqloadError
+
+if TYPE_CHECKING:
+    from ..analysis.runs import RunInfo
 
 PROG = "zmqload report"
 NEEDS = ("pyspark", "matplotlib")        # the `report` extra of pyproject.toml
@@ -101,7 +105,7 @@ def _run(args: argparse.Namespace) -> ExitStatus:
         raise RunError(f"{e.__class__.__name__}: {first} (rerun with --debug for details)") from e
 
 
-def _report(args, runs, warnings, budget) -> int:
+def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], budget: int | None) -> ExitStatus:
     from ..analysis.capacity import capacity_table, recommend
     from ..analysis.pipeline import analyze
     from ..analysis.session import get_spark
@@ -129,11 +133,11 @@ def _report(args, runs, warnings, budget) -> int:
     return ExitStatus.OK
 
 
-def main(argv=None) -> ExitStatus:
+def main(argv: Sequence[str] | None = None) -> ExitStatus:
     parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
     add_arguments(parser)
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
-        return ExitStatus(e.code or ExitStatus.OK)
+        return ExitStatus(e.code or ExitStatus.OK) if not isinstance(e.code, str) else ExitStatus.BAD_INPUT
     return run(args)

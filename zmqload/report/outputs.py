@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -14,7 +15,7 @@ _TYPES = {"run": pa.string(), "status": pa.string(), "pattern": pa.string(), "tr
 _FLOAT = ("rate_per_producer", "_rate", "_us", "_s", "ratio", "mb_s", "depth_mean", "depth_p99", "queued_bytes", "mean_size")
 
 
-def summary_table(rows: list[dict]) -> pa.Table:
+def summary_table(rows: list[dict[str, Any]]) -> pa.Table:
     fields = []
     for c in SUMMARY_COLUMNS:
         t = _TYPES.get(c) or (pa.float64() if c.endswith(_FLOAT) or c.startswith("queued") else pa.int64())
@@ -31,7 +32,7 @@ def summary_table(rows: list[dict]) -> pa.Table:
     return pa.table(cols, schema=schema)
 
 
-def write_summary(rows: list[dict], out_dir: str) -> None:
+def write_summary(rows: list[dict[str, Any]], out_dir: str) -> None:
     table = summary_table(rows)
     pq.write_table(table, os.path.join(out_dir, "summary.parquet"))
     pacsv.write_csv(table, os.path.join(out_dir, "summary.csv"))

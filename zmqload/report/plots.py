@@ -5,6 +5,7 @@ import base64
 import io
 import math
 from collections import defaultdict
+from typing import Any
 
 import matplotlib
 
@@ -40,7 +41,7 @@ def throughput(rates: list[dict], run: str, window_ns: int):
     if not rows:
         return None
     w0 = min(r["window"] for r in rows)
-    per = defaultdict(lambda: defaultdict(int))
+    per: defaultdict[str, defaultdict[int, int]] = defaultdict(lambda: defaultdict(int))
     for r in rows:
         for k in ("offered", "sent", "received"):
             per[k][r["window"]] += r[k]
@@ -63,8 +64,8 @@ def throughput(rates: list[dict], run: str, window_ns: int):
 
 FLOOR_US = 0.1     # values below (0 ns stalls: a send on time) are drawn here on the log axis
 # Line styles so coinciding curves stay visible (unpaced runs: intended == actual send).
-STYLES = {"latency_intended": dict(lw=3.2, alpha=0.55), "latency_sent": dict(lw=1.4, ls="--"),
-          "stall": dict(lw=1.4)}
+STYLES: dict[str, dict[str, Any]] = {
+    "latency_intended": dict(lw=3.2, alpha=0.55), "latency_sent": dict(lw=1.4, ls="--"), "stall": dict(lw=1.4)}
 
 
 def latency_curve(hist: list[dict], run: str):
@@ -130,7 +131,13 @@ def queue_depth(depth: list[dict], run: str, window_ns: int):
     ax.yaxis.set_major_formatter(FuncFormatter(_si))
     mean_size = rows[0].get("mean_size") or 0
     if mean_size:
-        sec = ax.secondary_yaxis("right", functions=(lambda d: d * mean_size / 2**20, lambda b: b * 2**20 / mean_size))
+        def to_mib(d: Any) -> Any:       # messages -> MiB, for numbers and numpy arrays alike
+            return d * mean_size / 2**20
+
+        def to_messages(b: Any) -> Any:
+            return b * 2**20 / mean_size
+
+        sec = ax.secondary_yaxis("right", functions=(to_mib, to_messages))
         sec.set_ylabel("MiB queued")
     ax.set_title("Queue depth over time: sent by t - received by t (messages that arrived)")
     ax.grid(alpha=0.3)

@@ -29,19 +29,19 @@ class ControlServer:
         self.socket.bind(endpoint)
         self.endpoint = endpoint
 
-    def send(self, worker: WorkerId, message) -> bool:
+    def send(self, worker: WorkerId, message: control.Message) -> bool:
         try:
             self.socket.send_multipart([str(worker).encode(), *control.encode(message)], copy=False)
             return True
         except zmq.ZMQError:        # that worker is gone (EHOSTUNREACH)
             return False
 
-    def recv(self, timeout_ms: int):
+    def recv(self, timeout_ms: int) -> tuple[WorkerId, control.Message] | None:
         """(worker, message) or None if nothing came within timeout_ms."""
         if not self.socket.poll(timeout_ms):
             return None
         worker, *frames = self.socket.recv_multipart(copy=False)
-        return WorkerId.parse(bytes(worker).decode()), control.decode([f.buffer for f in frames])
+        return WorkerId.parse(worker.bytes.decode()), control.decode([f.buffer for f in frames])
 
     def close(self) -> None:
         self.socket.close(0)
@@ -56,10 +56,10 @@ class ControlClient:
         self.socket.setsockopt(zmq.LINGER, 2000)
         self.socket.connect(endpoint)
 
-    def send(self, message) -> None:
+    def send(self, message: control.Message) -> None:
         self.socket.send_multipart(control.encode(message), copy=False)
 
-    def recv(self, timeout_ms: int = 0):
+    def recv(self, timeout_ms: int = 0) -> control.Message | None:
         if not self.socket.poll(timeout_ms):
             return None
         return control.decode([f.buffer for f in self.socket.recv_multipart(copy=False)])

@@ -95,7 +95,7 @@ def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, ver
     for c in consumers.values():
         lat_i.merge(Histogram.from_payload(c["latency_intended"]))
         lat_s.merge(Histogram.from_payload(c["latency_sent"]))
-    first_send = min((p.get("t_first_send_ns") for p in producers.values() if p.get("t_first_send_ns")), default=0)
+    first_send = min((p["t_first_send_ns"] for p in producers.values() if p.get("t_first_send_ns")), default=0)
     last_send = max((p.get("t_last_send_ns") or 0 for p in producers.values()), default=0)
     last_recv = max((c.get("t_last_recv_ns") or 0 for c in consumers.values()), default=0)
     elapsed = (last_recv - first_send) / 1e9 if first_send and last_recv > first_send else 0.0

@@ -57,7 +57,7 @@ class Consumer(WorkerLifecycle):
             self.convert.latency_sent.to_payload(), streams, self.convert.recvs.parts, self.interrupted,
             max_rss_kb(), unconverted, pipeline.writer_cpu_s))
 
-    def on_command(self, message) -> None:
+    def on_command(self, message: control.Message) -> None:
         if isinstance(message, control.Start):
             self.convert.t0_ns = message.t0_ns
         elif isinstance(message, control.ProducersDone):

@@ -6,7 +6,7 @@ import os
 from ..config import Workload
 
 
-def binder_endpoints(w: Workload, count: int, ipc_dir: str, run_id: str) -> list:
+def binder_endpoints(w: Workload, count: int, ipc_dir: str, run_id: str) -> list[str]:
     if w.endpoint:
         base = w.endpoint
         if w.transport == "tcp":

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 
 from .. import _engine
 from ..contract.ids import WorkerId
@@ -14,7 +15,7 @@ from .workers import run_worker
 from .spec import WorkerSpec
 
 
-def _worker_environment() -> dict:
+def _worker_environment() -> dict[str, str]:
     """numpy's OpenBLAS threads would spin on a small machine and steal cycles from the
     send and receive loops (zmqload does no linear algebra); the worker must import this
     very zmqload, wherever the caller found it."""
@@ -28,32 +29,35 @@ class Launcher:
     def __init__(self, threads: bool, io_threads: int):
         self.threads = threads
         self.context = _engine.Context(io_threads) if threads else None
-        self.workers: dict[WorkerId, object] = {}
+        self.workers: dict[WorkerId, threading.Thread | subprocess.Popen[bytes]] = {}
 
     def start(self, spec: WorkerSpec) -> None:
+        worker: threading.Thread | subprocess.Popen[bytes]
         if self.threads:
             worker = threading.Thread(target=run_worker, args=(spec, self.context), name=spec.name, daemon=True)
             worker.start()
         else:
             worker = subprocess.Popen([sys.executable, "-m", "zmqload.runner.entry"], stdin=subprocess.PIPE,
                                       env=_worker_environment(), close_fds=True)
+            assert worker.stdin is not None     # stdin=PIPE
             worker.stdin.write(spec.with_pid().to_json().encode())
             worker.stdin.close()
         self.workers[spec.worker] = worker
 
     def alive(self, worker: WorkerId) -> bool:
         w = self.workers[worker]
-        return w.is_alive() if self.threads else w.poll() is None
+        return w.is_alive() if isinstance(w, threading.Thread) else w.poll() is None
 
-    def dead(self, workers) -> list:
+    def dead(self, workers: Iterable[WorkerId]) -> list[WorkerId]:
         """Workers among `workers` that ended (or crashed)."""
         return [w for w in workers if w in self.workers and not self.alive(w)]
 
     def how_it_ended(self, worker: WorkerId) -> str:
         """'exit code 3', 'killed by SIGKILL', or 'thread ended'."""
-        if self.threads:
+        w = self.workers[worker]
+        if isinstance(w, threading.Thread):
             return "thread ended"
-        code = self.workers[worker].returncode
+        code = w.returncode
         if code is None:
             return "still running"
         if code < 0:
@@ -67,21 +71,20 @@ class Launcher:
         deadline = time.monotonic() + timeout
         for worker in self.workers.values():
             left = max(0.0, deadline - time.monotonic())
-            if self.threads:
+            if isinstance(worker, threading.Thread):
                 worker.join(left)
             else:
                 try:
                     worker.wait(left)
                 except subprocess.TimeoutExpired:
                     pass
-        if not self.threads:
-            for worker in self.workers.values():
-                if worker.poll() is None:
-                    worker.terminate()
-                    try:
-                        worker.wait(1.0)
-                    except subprocess.TimeoutExpired:
-                        worker.kill()
-                        worker.wait()
-        if self.context is not None and not any(w.is_alive() for w in self.workers.values()):
+        for worker in self.workers.values():
+            if isinstance(worker, subprocess.Popen) and worker.poll() is None:
+                worker.terminate()
+                try:
+                    worker.wait(1.0)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
+                    worker.wait()
+        if self.context is not None and not any(self.alive(w) for w in self.workers):
             self.context.term()

@@ -69,6 +69,10 @@ class WorkerLifecycle:
         self._sampled = (-1, -1, -1)
         self.tcp_queues = TcpQueues([])
 
+    def run(self) -> None:
+        """The role's whole life: open the socket, wait for Start, send or receive, report."""
+        raise NotImplementedError
+
     # -- the controller ----------------------------------------------------------------------
     def controller_alive(self) -> bool:
         """The watchdog: a worker process whose controller died stops by itself (as if

@@ -8,6 +8,8 @@ import secrets
 import shutil
 import signal
 import threading
+from types import FrameType
+from typing import Any, Callable, NoReturn
 
 from .. import patterns
 from ..config import Workload, check_output_dir
@@ -32,13 +34,13 @@ def new_run_id(w: Workload) -> str:
     return w.run_name or f"{stamp}-{w.pattern}-{w.transport}-{secrets.token_hex(2)}"
 
 
-def sigterm_as_interrupt():
+def sigterm_as_interrupt() -> Callable[[int, FrameType | None], Any] | int | None:
     """Treat SIGTERM like Ctrl-C while a run is in progress (main thread only).
     Returns the previous handler for the caller to restore, or None off the main thread."""
     if threading.current_thread() is not threading.main_thread():
         return None
 
-    def handler(signum, frame):
+    def handler(signum: int, frame: FrameType | None) -> NoReturn:
         raise KeyboardInterrupt
     return signal.signal(signal.SIGTERM, handler)
 
@@ -61,7 +63,7 @@ def run(workload: Workload, progress: ProgressListener | None = None) -> RunResu
     RunError when the run fails, KeyboardInterrupt after an interrupted run was recorded."""
     w = workload.validate()
     run_id, run_dir = _make_run_dir(w)
-    meta = {
+    meta: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION, "run_id": run_id, "status": "running", "error": None,
         "workload": w.to_dict(), "pattern": {"fanout": w.fanout, "binder": patterns.get(w.pattern).binder},
         "versions": versions(), "host": host(), "clock": clock_pair(), "started_at": _utc_now(),
@@ -74,7 +76,8 @@ def run(workload: Workload, progress: ProgressListener | None = None) -> RunResu
     launcher = Launcher(threads=(w.transport == "inproc"), io_threads=w.io_threads)
     controller = Controller(w, run_dir, run_id, server, launcher, control_dir, progress)
     previous_sigterm = sigterm_as_interrupt()
-    status, error, pending = "complete", None, None
+    status, error = "complete", None
+    pending: BaseException | None = None       # raised once the run is recorded
     try:
         controller.execute()
     except KeyboardInterrupt as exc:

@@ -15,7 +15,7 @@ class WorkerSpec:
     workload: Workload
     control: str                  # the control channel's endpoint
     run_dir: str
-    bind: list = field(default_factory=list)   # endpoints to bind (binders; the proxy: front, back)
+    bind: list[str] = field(default_factory=list)   # endpoints to bind (binders; the proxy: front, back)
     controller_pid: int = 0       # a worker process ends when this process is gone
 
     @property

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import traceback
 
+from .. import _engine
 from ..contract import control
 from ..contract.ids import Role
 from .channel import ControlClient
 from .spec import WorkerSpec
 
 
-def run_worker(spec: WorkerSpec, context=None) -> None:
+def run_worker(spec: WorkerSpec, context: _engine.Context | None = None) -> None:
     from .consumer import Consumer
     from .producer import Producer
     from .proxy import ProxyWorker

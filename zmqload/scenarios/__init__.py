@@ -8,7 +8,7 @@ from . import seed_000, seed_001, seed_002, seed_003, user_reports
 from .claims import CLAIMS, Claim
 from .framework import Outcome, Scenario, ScenarioRunner, Verdict
 
-SCENARIOS = {s.name: s for module in (seed_000, seed_001, seed_002, seed_003, user_reports) for s in module.SCENARIOS}
+SCENARIOS: dict[str, Scenario] = {s.name: s for module in (seed_000, seed_001, seed_002, seed_003, user_reports) for s in module.SCENARIOS}
 
 
 def get(name: str) -> Scenario:
@@ -25,7 +25,7 @@ def run_scenario(name: str, out: str, fast: bool = False) -> Outcome:
     return outcome
 
 
-def unsettled_claims() -> list:
+def unsettled_claims() -> list[str]:
     """Claim ids no scenario settles yet."""
     settled = {c for s in SCENARIOS.values() for c in s.claims}
     return [c for c in CLAIMS if c not in settled]

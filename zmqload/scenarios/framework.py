@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from ..config import Workload
 
@@ -119,9 +119,14 @@ def blocked_until(call: Callable[[], object], limit_s: float, release: Callable[
     "after_release_ms": time from release() to the return (None if not released or never
     returned)}."""
     done: list[float] = []
+
+    def timed() -> None:
+        call()
+        done.append(time.monotonic())
+
     start = time.monotonic()
-    _, returned = bounded(lambda: (call(), done.append(time.monotonic())), limit_s)
-    out = {"returned": returned, "took_s": None, "blocked_for_at_least_s": None, "after_release_ms": None}
+    _, returned = bounded(timed, limit_s)
+    out: dict[str, Any] = {"returned": returned, "took_s": None, "blocked_for_at_least_s": None, "after_release_ms": None}
     if returned:
         out["took_s"] = done[0] - start
         return out

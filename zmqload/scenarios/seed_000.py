@@ -8,6 +8,7 @@ import sys
 import tempfile
 import threading
 import time
+from typing import Any
 
 from .. import _engine
 from .framework import (DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, blocked_until, depends,
@@ -17,7 +18,8 @@ from .framework import (DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner,
 def linger_tail(r: ScenarioRunner) -> Outcome:
     # The post's script: 10 messages sent over 2 s, received over 4 s, default LINGER.
     gap_s, work_s = r.scale(0.2, 0.02), r.scale(0.4, 0.04)
-    measured, figures = [], {"runs": []}
+    measured: list[str] = []
+    figures: dict[str, list[dict[str, Any]]] = {"runs": []}
     for transport in ("ipc", "tcp"):
         for rcvhwm in (1, 10, None):
             res = r.run(f"{transport}-rcvhwm-{rcvhwm or 'default'}", pattern="push-pull", transport=transport,
@@ -158,6 +160,7 @@ def _post_script(lib: str, ending: str, transport: str, gap_s: float, work_s: fl
     waiter.join()
     pull.close(0)
     ctx.term()
+    assert proc.stdout is not None      # stdout=PIPE
     events = {e["ev"]: e["t"] for e in map(json.loads, filter(None, proc.stdout.read().splitlines()))}
     if "sent" not in events:
         raise RuntimeError(f"the post's sender ({lib}, {ending}) did not finish sending: exit code {proc.returncode}")
@@ -316,11 +319,11 @@ def bounded_reliable(r: ScenarioRunner) -> Outcome:
     figures = {"count": count, "conditions": everywhere, "runs": runs, "works": works}
     universal = [n for n in names if sorted(works[n]) == everywhere]
     if universal:
-        best = [f for f in runs if f["candidate"] == universal[0]]
+        best_runs = [f for f in runs if f["candidate"] == universal[0]]
         v4 = Verdict("000-4", HOLDS, f"{CANDIDATES_000_4[universal[0]][0]} works on {', '.join(everywhere)}: "
                      + "; ".join(f"{f['condition']} {f['delivered'] + f['drained']:,}/{f['sent']:,} arrived, queue "
                                  f"peak {f['queue_peak'].get('messages', 0):,}, RSS +{f['producer_growth_mib']}/"
-                                 f"+{f['consumer_growth_mib']} MiB" for f in best)
+                                 f"+{f['consumer_growth_mib']} MiB" for f in best_runs)
                      + f". Not: {failing or 'none'}", figures | {"setup": universal[0]})
     elif any(works.values()):
         best = max(names, key=lambda n: len(works[n]))

@@ -1,6 +1,8 @@
 """Claims of the blog post on HWM "not dropping" behind a proxy (001)."""
 from __future__ import annotations
 
+from typing import Any
+
 from .framework import DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, depends, facts, fates_line, ms
 
 
@@ -451,7 +453,8 @@ def _engine_monitor(sender: str, transport: str, header: dict, n_pub: int) -> di
     lib.zmq_connect(snd, ep.encode())
 
     def events():
-        out, frame = [], 0
+        out: list[dict[str, Any]] = []
+        frame = 0
         while True:
             n = lib.zmq_recv(mon, buf, len(buf), d["ZMQ_DONTWAIT"])
             if n < 0:
@@ -508,7 +511,7 @@ def _pyzmq_monitor(sender: str, transport: str, n_pub: int) -> dict:
     tmp = tempfile.mkdtemp(prefix="zmqload-pymon-")
     if transport == "tcp":
         peer.bind("tcp://127.0.0.1:0")
-        ep = peer.last_endpoint.decode()
+        ep = peer.getsockopt_string(zmq.LAST_ENDPOINT)
     else:
         ep = f"ipc://{tmp}/s"
         peer.bind(ep)
@@ -563,7 +566,7 @@ def monitor_at_hwm(r: ScenarioRunner) -> Outcome:
     header = zmq_header()
     event_names = sorted(k for k in header["defines"] if k.startswith("ZMQ_EVENT_"))
     hwm_like = [k for k in event_names if "HWM" in k]
-    py_events = [e.name for e in zmq.Event]
+    py_events = [e.name for e in zmq.Event if e.name]      # every member of this IntFlag is named
     py_hwm = [n for n in py_events if "HWM" in n] + [n for n in dir(zmq) if n.startswith("EVENT_") and "HWM" in n]
     n_pub = r.scale(20_000, 10_000)
     runs = []
@@ -629,7 +632,7 @@ def size_vs_hwm(r: ScenarioRunner) -> Outcome:
                 res = r.run(f"{pattern}-{transport}-{size}", rate=100_000 if size == 64 else 2_000,
                             count=100_000 if size == 64 else 1_000, **common)
                 missing = res.streams[0]["missing_ranges"]
-                ranges_ = next(iter(missing.values()), []) if missing else []
+                ranges_: list[list[int]] = next(iter(missing.values()), []) if missing else []
                 first = ranges_[0][0] if ranges_ else None
             f = facts(res)
             key = f"{pattern}/{transport}/{size}"
@@ -644,10 +647,10 @@ def size_vs_hwm(r: ScenarioRunner) -> Outcome:
                             f"kernel buffers at the queue peak {f['queue_peak'].get('kernel_bytes', 0) / 2**20:,.1f} "
                             f"MiB; {fates_line(f)}; RSS sender {f['producer_rss_kb'] / 1024:,.0f} MiB, receiver "
                             f"{f['consumer_rss_kb'] / 1024:,.0f} MiB")
-    stops = {}
+    stops: dict[tuple[str, str], dict[int, int | None]] = {}
     for key, f in figures.items():
-        pattern, transport, size = key.split("/")
-        stops.setdefault((pattern, transport), {})[int(size)] = f["stop"]
+        pattern, transport, size_text = key.split("/")
+        stops.setdefault((pattern, transport), {})[int(size_text)] = f["stop"]
     same, fewer = [], []
     for (pattern, transport), by_size in stops.items():
         small, large = by_size[sizes[0]], by_size[sizes[1]]

@@ -1,6 +1,8 @@
 """Claims of the blog post on a fast PUB and a slow SUB (002)."""
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import EngineError
 from .framework import DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, depends, facts, fates_line, ms
 
@@ -12,7 +14,8 @@ def slow_subscriber(r: ScenarioRunner) -> Outcome:
     the end, so what it misses is what was really dropped."""
     work_us = r.scale(100_000, 10_000)
     rate, duration = r.scale(2_000, 4_000), r.scale(3.0, 1.0)
-    measured, figures = [], {}
+    measured: list[str] = []
+    figures: dict[str | int, dict[str, Any]] = {}
     # "Message N" is ~12 bytes; 16 is the smallest zmqload message (its header)
     post = facts(r.run("post-setup", pattern="pub-sub", transport="tcp", size=16, rate=1000,
                        count=r.scale(1000, 300), consumer_delay_us=work_us))

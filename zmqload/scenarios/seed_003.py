@@ -6,6 +6,7 @@ import statistics
 import tempfile
 import threading
 import time
+from typing import Any
 
 from .. import _engine
 from ..errors import EngineError
@@ -21,7 +22,7 @@ def linger_on_close(r: ScenarioRunner) -> Outcome:
     version = ".".join(map(str, _engine.libzmq_version()))
     measured = [f"libzmq {version}: a fresh socket's LINGER is "
                 + ", ".join(f"{s} {d['LINGER']}" for s, d in defaults.items())]
-    figures = {"default_linger": defaults["PUB"]["LINGER"], "defaults": defaults}
+    figures: dict[str | int, Any] = {"default_linger": defaults["PUB"]["LINGER"], "defaults": defaults}
     rate, duration = r.scale(20_000, 20_000), r.scale(1.0, 0.3)
     for linger in (0, 1000, -1):
         res = r.run(f"linger-{linger}", pattern="push-pull", transport="tcp", size=256, rate=rate,
@@ -87,7 +88,8 @@ class _LatePull:
     counts what arrives."""
 
     def __init__(self, endpoint: str):
-        self.endpoint, self.ctx, self.sock = endpoint, _engine.Context(), None
+        self.endpoint, self.ctx = endpoint, _engine.Context()
+        self.sock: _engine.Socket | None = None
 
     def bind(self) -> None:
         self.sock = _engine.Socket(self.ctx, _engine.SOCKET_TYPES["PULL"])
@@ -130,7 +132,7 @@ def _recv_interrupted(limit_s: float) -> dict:
     ctx = _engine.Context()
     sock = _engine.Socket(ctx, _engine.SOCKET_TYPES["PULL"])
     sock.bind(_nobody())
-    seen = {}
+    seen: dict[str, Any] = {}
 
     def reader():
         try:
@@ -281,7 +283,8 @@ def _post_round(cells: list) -> list:
     t0 = time.monotonic() + 0.2 + max(0, -min(o for _, o, _ in cells)) / 1000
     threads, trials = [], []
     for (linger, offset, pause), port in zip(cells, ports):
-        pub, sub = {}, {}
+        pub: dict[str, Any] = {}
+        sub: dict[str, Any] = {}
         trials.append({"linger_ms": linger, "offset_ms": offset, "pause_ms": pause, "pub": pub, "sub": sub})
         threads += [threading.Thread(target=_post_publisher, args=(port, linger, t0, pause / 1000, pub), daemon=True),
                     threading.Thread(target=_post_subscriber, args=(port, t0 + offset / 1000, sub), daemon=True)]
@@ -293,14 +296,15 @@ def _post_round(cells: list) -> list:
     if any(t.is_alive() for t in threads):
         raise RuntimeError("a publisher or subscriber of the post's example was still running after 15 s")
     out = []
-    for t in trials:
-        got = set(t["sub"].get("in_loop", [])) | set(t["sub"].get("after_loop", []))
+    for trial in trials:
+        got = set(trial["sub"].get("in_loop", [])) | set(trial["sub"].get("after_loop", []))
         first = min(got) if got else 5
-        out.append({"linger_ms": t["linger_ms"], "offset_ms": t["offset_ms"], "pause_ms": t["pause_ms"],
-                    "in_loop": len(t["sub"].get("in_loop", [])), "after_loop": len(t["sub"].get("after_loop", [])),
+        out.append({"linger_ms": trial["linger_ms"], "offset_ms": trial["offset_ms"], "pause_ms": trial["pause_ms"],
+                    "in_loop": len(trial["sub"].get("in_loop", [])),
+                    "after_loop": len(trial["sub"].get("after_loop", [])),
                     "missed_at_start": first, "missed_later": 5 - first - len(got),
-                    "close_ms": round(t["pub"].get("close_ms", -1), 2),
-                    "term_ms": None if t["pub"].get("term_ms") is None else round(t["pub"]["term_ms"], 1)})
+                    "close_ms": round(trial["pub"].get("close_ms", -1), 2),
+                    "term_ms": None if trial["pub"].get("term_ms") is None else round(trial["pub"]["term_ms"], 1)})
     return out
 
 

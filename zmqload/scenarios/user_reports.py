@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 from .. import _engine
 from ..kernelq import TcpQueues, ports_of
@@ -127,7 +128,8 @@ def hwm_zero(r: ScenarioRunner) -> Outcome:
     fates."""
     transports = r.scale(("tcp", "ipc"), ("tcp",))
     n, size = r.scale(50_000, 20_000), 1024
-    measured, figures = [], {"matrix": {}, "pub_in_force": {}, "runs": {}}
+    measured: list[str] = []
+    figures: dict[str, dict[str, Any]] = {"matrix": {}, "pub_in_force": {}, "runs": {}}
     for transport in transports:
         for pub_when in WHEN + ("never",):
             for sub_when in WHEN + ("never",):
@@ -222,7 +224,8 @@ def hwm1_slow_subscriber(r: ScenarioRunner) -> Outcome:
     plan = [(t, s, None) for t, ss in sizes.items() for s in ss] + [("tcp", s, 4096) for s in r.scale((64, 1024),
                                                                                                       (1024,))]
     delay_us = 10 * 1e6 / rate
-    measured, figures = [], {"sizes": {t: {} for t in sizes}, "tiny_buffers": {}}
+    measured: list[str] = []
+    figures: dict[str, dict[str, Any]] = {"sizes": {t: {} for t in sizes}, "tiny_buffers": {}}
     for transport, size, buf in plan:
         res = r.run(f"{transport}-size-{size}" + (f"-buffers-{buf}" if buf else ""), pattern="pub-sub",
                     transport=transport, size=size, rate=rate, count=count, sndhwm=1, rcvhwm=1, sndbuf=buf,
@@ -312,7 +315,8 @@ class _BusyCpus:
     `idle_share` how much of the CPUs' time was idle meanwhile (all processes, from /proc/stat)."""
 
     def __init__(self, busy: bool, limit_s: float):
-        self.busy, self.limit_s, self.procs, self.share = busy, limit_s, [], 0.0
+        self.busy, self.limit_s, self.share = busy, limit_s, 0.0
+        self.procs: list[subprocess.Popen[bytes]] = []
 
     def __enter__(self):
         self.start, self.cpu_start = time.monotonic(), _cpu_times()
@@ -356,10 +360,12 @@ def idle_gap_latency(r: ScenarioRunner) -> Outcome:
     interval, over tcp and ipc, with the CPUs left alone and kept busy."""
     plan = r.scale(((100, 3000), (1000, 1000), (10_000, 200), (100_000, 60)), ((100, 1000), (10_000, 40)))
     transports = r.scale(("tcp", "ipc"), ("tcp",))
-    measured, figures = [], {}
+    measured: list[str] = []
+    figures: dict[str, dict[str, Any]] = {}
     for transport in transports:
         for load in ("idle", "busy"):
-            cell = figures[f"{transport}/{load}"] = {"load_average": os.getloadavg()[0], "intervals": {}}
+            cell: dict[str, Any] = {"load_average": os.getloadavg()[0], "intervals": {}}
+            figures[f"{transport}/{load}"] = cell
             with _BusyCpus(load == "busy", limit_s=sum(n * us / 1e6 + 10 for us, n in plan)) as spinners:
                 for interval_us, count in plan:
                     res = r.run(f"{transport}-{load}-{interval_us}us", pattern="push-pull", transport=transport,
