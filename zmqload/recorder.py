@@ -1,10 +1,11 @@
-"""Chunked record buffers, written to Parquet by a background thread.
+"""Chunked record buffers, spilled raw and written to Parquet by a background thread.
 
-The engine loops fill preallocated numpy chunks; a full chunk goes to the writer thread,
-which derives the remaining columns with vectorised numpy, updates the running statistics
-(latency histograms, seen-sequence maps) and writes one Parquet part under a temporary
-name before renaming it. A fixed pool of chunks bounds memory whatever the run length;
-if the writer falls behind, the loop waits for a free chunk (visible as sender stall).
+The engine loops fill one preallocated numpy chunk per worker; a full chunk is spilled raw
+to `_spill/` and reused at once. A converter thread at the lowest priority reads spilled
+chunks back, derives the remaining columns with vectorised numpy, updates the running
+statistics (latency histograms, seen- and drained-maps) and writes one Parquet part under a
+temporary name before renaming it. Memory stays one chunk per worker plus the converter's
+working set, whatever the run length or backlog (docs/ARCHITECTURE.md).
 """
 from __future__ import annotations
 
