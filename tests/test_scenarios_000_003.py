@@ -220,7 +220,10 @@ def test_bounded_reliable_depends_on_transport_and_size(scenario_out):
     for transport in ("ipc", "tcp"):
         lost = _pyzmq_lost_at_close(transport, count, 64, 10)
         zmqload_lost = runs[(f"{transport} 64 B", "hwm-10-10")]["dropped_tail"]
-        assert (lost > count / 2) == (zmqload_lost > count / 2), (transport, lost, zmqload_lost)
+        # how much of the backlog the kernel held at the disconnect varies from run to run in
+        # both tools (pyzmq lost 84 and 580 of 600 on ipc in two runs here): compare whether
+        # the close lost anything, which the transport decides
+        assert (lost > 0) == (zmqload_lost > 0), (transport, lost, zmqload_lost)
 
 
 # -- 003-4 -------------------------------------------------------------------------------------
