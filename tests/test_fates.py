@@ -172,3 +172,13 @@ def test_after_drain_close_separates_close_losses(run_workload):
     held = run_workload(close_order="after-drain", **common)
     assert held.dropped == 0 and held.delivered + held.drained == 60
     assert fates_from_records(held.run_dir)["never"] == 0
+
+
+def test_throughput_of_a_slow_consumer_is_not_its_fast_drain(run_workload):
+    """5 ms of work per message: the consumer carries ~200 msg/s, however fast the drain
+    (which skips the work) reads its backlog afterwards."""
+    result = run_workload(pattern="push-pull", transport="tcp", size=64, rate=2000, duration=1.0,
+                          rcvhwm=100_000, sndhwm=100_000, consumer_delay_us=5000)
+    assert result.drained > 1000
+    assert 100 <= result.throughput_msgs <= 220, result.throughput_msgs
+    assert result.unique_received / result.elapsed_s > 2 * result.throughput_msgs

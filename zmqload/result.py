@@ -79,9 +79,12 @@ class RunResult:
     send_rate: float = 0.0
     """Messages per second attempted, over the span from the first to the last send."""
     throughput_msgs: float = 0.0
-    """Distinct messages received per second, over `elapsed_s`."""
+    """Distinct messages received per second, over `elapsed_s`; with --consumer-delay-us and
+    the fast drain (which skips that work) only those received before the drain, over the
+    time until it began: the drain's speed is not the consumers'."""
     throughput_mb: float = 0.0
-    """Megabytes received per second, over `elapsed_s` (1 MB = 1e6 bytes of --size messages)."""
+    """Megabytes received per second, over the same span as `throughput_msgs` (1 MB = 1e6
+    bytes of --size messages)."""
     latency_intended: Histogram = field(default_factory=Histogram)
     """Receive time minus intended send time (the open-loop schedule), in nanoseconds: free
     of coordinated omission. See `latency_us`."""

@@ -102,6 +102,14 @@ def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, ver
     send_span = (last_send - first_send) / 1e9 if first_send and last_send > first_send else 0.0
     attempted = sum(p.get("attempted", 0) for p in producers.values())
     unique = totals["unique_received"]
+    # A fast drain skips the consumers' simulated work, so how fast it reads says nothing of
+    # their speed: with work to simulate, throughput is what arrived before the drain, over
+    # the time until the drain began.
+    drain_began = min((c["t_drain_ns"] for c in consumers.values() if c.get("t_drain_ns")), default=0)
+    if w.consumer_delay_us and w.drain == "fast" and drain_began > first_send > 0:
+        counted, span_s = totals["delivered"], (drain_began - first_send) / 1e9
+    else:
+        counted, span_s = unique, elapsed
     queue = queue_depth(run_dir, w, state.t0_ns, accounts["drops"], producers)
     return RunResult(
         run_id=run_id, run_dir=run_dir, status=status, workload=w.to_dict(),
@@ -113,8 +121,8 @@ def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, ver
         unique_received=unique, duplicates=totals["duplicates"], reordered=totals["reordered"],
         lost=totals["lost"], **{name: totals[name] for name in FATES}, drain=dict(state.drain),
         elapsed_s=elapsed, send_rate=attempted / send_span if send_span else 0.0,
-        throughput_msgs=unique / elapsed if elapsed else 0.0,
-        throughput_mb=unique * w.size / 1e6 / elapsed if elapsed else 0.0,
+        throughput_msgs=counted / span_s if span_s else 0.0,
+        throughput_mb=counted * w.size / 1e6 / span_s if span_s else 0.0,
         latency_intended=lat_i, latency_sent=lat_s, streams=accounts["streams"], round_trip=rtt,
         producers=[{k: v for k, v in p.items() if k not in ("sent_ok_map", "rtt")} for p in producers.values()],
         consumers=[{k: v for k, v in c.items() if k not in _CONSUMER_HIDDEN} for c in consumers.values()],
