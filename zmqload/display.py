@@ -53,6 +53,13 @@ class LiveProgress:
             self.live = None
 
 
+def _queue(peak: dict) -> str:
+    if not peak:
+        return "-"
+    return (f"{peak['messages']:,} at {peak['at_s']:.2f} s ({peak['kernel_messages']:,} / "
+            f"{peak['libzmq_messages']:,} messages)")
+
+
 def _drain(drain: dict) -> str:
     if not drain:
         return "not reached"
@@ -79,6 +86,7 @@ def summary_table(result: RunResult) -> Table:
         ("dropped start / mid / tail", f"{result.dropped_start:,} / {result.dropped_mid:,} / {result.dropped_tail:,}"),
         ("stranded (drain cut short)", f"{result.stranded:,}"),
         ("lost", f"{result.lost:,} ({result.loss_ratio:.4%}) = dropped + stranded"),
+        ("queue peak (kernel / libzmq)", _queue(result.queue.get("peak") or {})),
         ("duplicates / reordered", f"{result.duplicates:,} / {result.reordered:,}"),
         ("send rate", f"{result.send_rate:,.0f} msg/s"),
         ("throughput", f"{result.throughput_msgs:,.0f} msg/s  {result.throughput_mb:,.1f} MB/s"),
