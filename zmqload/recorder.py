@@ -260,10 +260,10 @@ class SendConverter:
         self.ok_bits: list[np.ndarray] = []
         self.first_seq = 0
 
-    columns_plain = {"t_sent": np.int64, "status": np.int8}
-
     def columns(self) -> dict:
-        return dict(self.columns_plain, **({"t_reply": np.int64} if self.replies is not None else {}))
+        """The engine's raw columns: send time and status (and the reply time, round trips)."""
+        columns = {"t_sent": np.int64, "status": np.int8}
+        return dict(columns, t_reply=np.int64) if self.replies is not None else columns
 
     def __call__(self, chunk: dict, rows: int) -> None:
         seqs = np.arange(self.first_seq, self.first_seq + rows, dtype=np.int64)

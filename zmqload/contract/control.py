@@ -83,9 +83,7 @@ class Draining:
 class Progress:
     messages: int                         # sent (producer) or received (consumer) so far
     dropped: int = 0                      # producer: EAGAIN + SNDTIMEO so far
-    attempted: int = 0
     t_last_recv_ns: int = 0
-    rss_kb: int = 0
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ class Producer(WorkerLifecycle):
                 now = _engine.now_ns()
                 dropped = sender.eagain + sender.timeouts
                 self.samples.add(now, sender.sent, dropped, *self.sampled_state(now))
-                self.tick(now, control.Progress(sender.sent, dropped, sender.attempted))
+                self.tick(now, control.Progress(sender.sent, dropped))
                 if self.stop_requested:
                     sender.stop()
         finally:

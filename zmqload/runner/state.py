@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Protocol
 
 from ..contract import control
-from ..contract.ids import Role, WorkerId
+from ..contract.ids import WorkerId
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,3 @@ class RunState:
         dropped = sum(self.live[p].dropped for p in self.producers if p in self.live)
         return ProgressSnapshot(pattern, transport, self.phase, elapsed_s, sent, dropped, self.received_so_far(),
                                 len(self.producers), len(self.done))
-
-    def finals_of(self, role: Role) -> dict:
-        return {w.index: m for w, m in self.final.items() if w.role is role}

@@ -58,6 +58,3 @@ CLAIMS = {c.id: c for c in (
     Claim("X-1", "X", "A SUB that connects after the PUB started misses the first messages (slow joiner)"),
 )}
 
-
-def get(claim_id: str) -> Claim:
-    return CLAIMS[claim_id]
