@@ -14,6 +14,9 @@ Every message a producer's socket accepted ends in exactly one fate (docs/RECORD
     dropped_tail   never arrived, sent after the last arrival, lost at close/linger/term
     stranded       not received because the drain was cut short (limit, --drain none,
                    consumer-first close, interrupt): queued or dropped, unknown
+    unknown        not received, and a process on its path died (its consumer, or its
+                   producer, was killed): it may have arrived in records that died with
+                   the process, or died in its queue; never counted as dropped
 
 A drop is only called a drop when the drain ran to completion (consumers read until
 idle) or when a later message of the same stream already reached every consumer that
@@ -34,7 +37,7 @@ from typing import Any
 import numpy as np
 
 MAX_RANGES = 20
-FATES = ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail", "stranded")
+FATES = ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail", "stranded", "unknown")
 
 
 def _popcount(packed: np.ndarray) -> int:
@@ -124,11 +127,12 @@ def dropped_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain
 
 
 def fates(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, certain_below: int,
-          drain_completed: bool, tail_at_shutdown: bool = True) -> dict[str, int]:
+          drain_completed: bool, tail_at_shutdown: bool = True, died: bool = False) -> dict[str, int]:
     """Fates of one stream's accepted messages as seen by one view (a consumer, or the
     union of round-robin consumers). `certain_below`: unreceived seqs below it cannot be
     queued any more (-1: none certain). `tail_at_shutdown`: whether drops after the last
-    arrival were lost at shutdown (else at a full pipe, mid-run)."""
+    arrival were lost at shutdown (else at a full pipe, mid-run). `died`: a process on
+    the path died, so what is neither received nor certainly dropped is `unknown`."""
     got = got & sent_ok
     drained = drained & got
     missing = sent_ok & ~got
@@ -147,7 +151,8 @@ def fates(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, certain_bel
     result["dropped_start"] = bits_in(missing, 0, min(first, limit))
     result["dropped_mid"] = bits_in(missing, first, min(last, limit))
     result["dropped_tail"] = bits_in(missing, last + 1, limit)
-    result["stranded"] = n_missing - result["dropped_start"] - result["dropped_mid"] - result["dropped_tail"]
+    uncertain = n_missing - result["dropped_start"] - result["dropped_mid"] - result["dropped_tail"]
+    result["unknown" if died else "stranded"] = uncertain
     if not tail_at_shutdown:
         result["dropped_mid"] += result["dropped_tail"]
         result["dropped_tail"] = 0
@@ -160,11 +165,14 @@ def _add(total: dict[str, int], part: dict[str, int]) -> None:
 
 
 def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[str, Any]], fanout: bool,
-              drain_completed: bool = True, tail_at_shutdown: bool = True) -> dict[str, Any]:
+              drain_completed: bool = True, tail_at_shutdown: bool = True,
+              dead_producers: frozenset = frozenset(), dead_consumers: frozenset = frozenset()) -> dict[str, Any]:
     """Per-stream and total counters and fates from the producers' and consumers' finals.
 
     producers: stream -> {"attempted", "sent", "sent_ok_map"}; consumers: index ->
     {"streams": {stream: {"seen_map", "drained_map", "unique", "duplicates", "reordered"}}}.
+    dead_producers / dead_consumers: indices of workers that died (killed, crashed): what
+    they may have held is `unknown`.
     """
     streams = []
     drops: dict[int, list[Any]] = {}     # stream -> [(sent_ok, packed dropped map)], one per view
@@ -192,7 +200,7 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
             for index in indices:
                 span = first_last(seen[index] & sent_ok)
                 f = fates(sent_ok, seen[index], drained[index], span[1] if span else -1, drain_completed,
-                          tail_at_shutdown)
+                          tail_at_shutdown, stream in dead_producers or index in dead_consumers)
                 by_consumer[index] = f
                 _add(fate_totals, f)
                 drops.setdefault(stream, []).append(
@@ -212,7 +220,9 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
             duplicates += sum(_popcount(seen[i]) for i in indices) - _popcount(union)
             lasts = [first_last(seen[i] & sent_ok) for i in indices]
             certain = min(span[1] if span else -1 for span in lasts)
-            _add(fate_totals, fates(sent_ok, union, union_drained, certain, drain_completed, tail_at_shutdown))
+            # round robin: any consumer may have held a missing message, the dead one too
+            died = stream in dead_producers or bool(dead_consumers & set(indices))
+            _add(fate_totals, fates(sent_ok, union, union_drained, certain, drain_completed, tail_at_shutdown, died))
             drops[stream] = [dropped_maps(sent_ok, union, certain, drain_completed, tail_at_shutdown)]
             delivered = _popcount(union & sent_ok)
             missing = {"all": missing_ranges(sent_ok & ~union)}

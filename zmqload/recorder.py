@@ -9,9 +9,11 @@ working set, whatever the run length or backlog (docs/ARCHITECTURE.md).
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import queue
+import shutil
 import threading
 import time
 from typing import Callable
@@ -23,6 +25,11 @@ import pyarrow.parquet as pq
 from .contract.records import RECVS, REPLIES, SAMPLES, SENDS
 from .contract.wire import SEQ_BITS, SEQ_MASK, SendStatus
 from .contract.records import SCHEMA_VERSION as SCHEMA_VERSION
+from .errors import RunError
+
+SPILL_EVERY_S = 1.0
+"""A partly filled chunk is spilled after this long, so a worker killed mid-run loses at
+most its last second of records (or one chunk), not a whole chunk."""
 
 # The writers' pyarrow schemas, derived from the one statement in zmqload.contract.records.
 SENDS_SCHEMA = SENDS.arrow
@@ -37,6 +44,29 @@ def intended_times(t0_ns: int, seqs: np.ndarray, rate: int, t_sent: np.ndarray) 
     if rate <= 0:
         return t_sent
     return t0_ns + (seqs * 1_000_000_000) // rate
+
+
+def free_bytes(directory: str) -> int:
+    """Bytes free for an unprivileged writer in directory's file system (-1 if unknown)."""
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return -1
+
+
+def write_error(exc: OSError, directory: str, needed: int) -> RunError:
+    """An I/O error while recording, as the one line the user sees: which directory, what
+    was needed, what was free. Keeps the errno (ENOSPC, EIO, ...)."""
+    free = free_bytes(directory)
+    reason = exc.strerror or type(exc).__name__
+    error = RunError(f"cannot write records to {directory}: {reason} (needed {needed:,} bytes, "
+                     f"{'unknown' if free < 0 else format(free, ',')} bytes free)")
+    error.errno = exc.errno     # type: ignore[attr-defined]
+    return error
+
+
+def is_write_error(exc: BaseException) -> bool:
+    return getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG)
 
 
 def write_json_atomic(path: str, data: dict) -> None:
@@ -63,14 +93,42 @@ class PartWriter:
         table = pa.table(columns, schema=self.schema)
         name = f"part-{self.prefix}-{self.parts:05d}.parquet"
         tmp = os.path.join(self.directory, f".{name}.tmp")
-        # Delta encoding suits these columns (timestamps and seqs rise, ids are constant):
-        # measured 2.2x faster to write than dictionary+snappy and several times smaller.
-        pq.write_table(table, tmp, compression=self.compression, use_dictionary=False,
-                       column_encoding={f.name: "DELTA_BINARY_PACKED" for f in self.schema
-                                        if pa.types.is_integer(f.type) and f.type.bit_width >= 32})
-        os.replace(tmp, os.path.join(self.directory, name))
+        try:
+            # Delta encoding suits these columns (timestamps and seqs rise, ids are constant):
+            # measured 2.2x faster to write than dictionary+snappy and several times smaller.
+            pq.write_table(table, tmp, compression=self.compression, use_dictionary=False,
+                           column_encoding={f.name: "DELTA_BINARY_PACKED" for f in self.schema
+                                            if pa.types.is_integer(f.type) and f.type.bit_width >= 32})
+            os.replace(tmp, os.path.join(self.directory, name))
+        except OSError as exc:     # pyarrow raises OSError without errno: ask the disk
+            _remove(tmp)
+            if exc.errno is None and 0 <= free_bytes(self.directory) < table.nbytes:
+                exc = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            raise write_error(exc, self.directory, table.nbytes) from None
         self.parts += 1
         self.rows += table.num_rows
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def spill_columns_of(spill_file: str, columns: list[tuple[str, np.dtype]]) -> tuple[dict, int] | None:
+    """A raw spill chunk read back: ({column: array}, rows), or None when the file is not
+    a whole chunk (its writer died while writing it). Columns are stored one after another."""
+    size = os.path.getsize(spill_file)
+    row_bytes = sum(dtype.itemsize for _, dtype in columns)
+    if size % row_bytes:
+        return None
+    rows = size // row_bytes
+    chunk = {}
+    with open(spill_file, "rb") as f:
+        for name, dtype in columns:
+            chunk[name] = np.fromfile(f, dtype=dtype, count=rows)
+    return chunk, rows
 
 
 class ChunkPipeline:
@@ -93,6 +151,7 @@ class ChunkPipeline:
         self.spill_dir = spill_dir
         os.makedirs(spill_dir, exist_ok=True)
         self._spilled = 0
+        self._spilled_at = time.monotonic()
         self._pending: queue.Queue = queue.Queue()
         self._process = process
         self.error: BaseException | None = None
@@ -103,16 +162,21 @@ class ChunkPipeline:
     def advance(self, row: int) -> None:
         """The engine filled rows up to `row`; spill the chunk when it is full."""
         self.row = row
-        if row >= self.capacity:
+        if row >= self.capacity or (row and time.monotonic() - self._spilled_at >= SPILL_EVERY_S):
             self._spill()
 
     def _spill(self) -> None:
         if self.error is not None:
             raise self.error
         path = os.path.join(self.spill_dir, f"{self._spilled:06d}.raw")
-        with open(path, "wb") as f:
-            for name, _ in self.columns:
-                self.current[name][:self.row].tofile(f)
+        try:
+            with open(path, "wb") as f:
+                for name, _ in self.columns:
+                    self.current[name][:self.row].tofile(f)
+        except OSError as exc:
+            _remove(path)       # a partial chunk is unreadable; its rows are lost with the disk
+            raise write_error(exc, self.spill_dir, self.row * sum(d.itemsize for _, d in self.columns)) from None
+        self._spilled_at = time.monotonic()
         self._pending.put((path, self.row))
         self._spilled += 1
         self.row = 0
@@ -160,6 +224,7 @@ class ChunkPipeline:
                     for name, dtype in self.columns:
                         chunk[name] = np.fromfile(f, dtype=dtype, count=rows)
                 self._process(chunk, rows)
+                # the part is whole (renamed into place): only now may its raw chunk go
                 os.remove(path)
             except BaseException as exc:    # reported to the loop thread at the next spill
                 self.error = exc
@@ -258,6 +323,7 @@ class SendConverter:
                         if round_trip else None)
         self.rtt = Histogram()
         self.ok_bits: list[np.ndarray] = []
+        self._ok_carry = np.zeros(0, bool)     # accepted-flags past the last whole byte
         self.first_seq = 0
 
     def columns(self) -> dict:
@@ -269,7 +335,11 @@ class SendConverter:
         seqs = np.arange(self.first_seq, self.first_seq + rows, dtype=np.int64)
         self.first_seq += rows
         t_sent, status = chunk["t_sent"][:rows], chunk["status"][:rows]
-        self.ok_bits.append(np.packbits(status == SendStatus.OK))
+        # chunks spilled on time need not hold whole bytes of flags: carry the rest over
+        ok = np.concatenate([self._ok_carry, status == SendStatus.OK])
+        whole = len(ok) // 8 * 8
+        self.ok_bits.append(np.packbits(ok[:whole]))
+        self._ok_carry = ok[whole:]
         t_intended = intended_times(self.t0_ns, seqs, self.rate, t_sent)
         stream = np.full(rows, self.stream, np.int32)
         if self.replies is not None:
@@ -281,7 +351,7 @@ class SendConverter:
                           "status": status, "size": np.full(rows, self.size, np.int32)})
 
     def sent_ok_map(self) -> np.ndarray:
-        return np.concatenate(self.ok_bits) if self.ok_bits else np.zeros(0, np.uint8)
+        return np.concatenate([*self.ok_bits, np.packbits(self._ok_carry)])
 
 
 class RecvConverter:

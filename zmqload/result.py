@@ -30,7 +30,8 @@ class RunResult:
     relative to the working directory), holding run.json and the sends/, recvs/, samples/
     Parquet parts (docs/RECORDS.md)."""
     status: str
-    """complete, interrupted (Ctrl-C or SIGTERM; what was recorded is kept) or failed."""
+    """complete, interrupted (Ctrl-C or SIGTERM; what was recorded is kept) or failed (a
+    worker died or failed, the disk filled, the controller died: figures from the records)."""
     workload: dict
     """The validated Workload as a dict (`Workload.to_dict()`), defaults filled in."""
     attempted: int = 0
@@ -56,7 +57,7 @@ class RunResult:
     """Messages that arrived with a lower seq than one already received from their stream."""
     lost: int = 0
     """Accepted messages no (expected) consumer received: `expected - unique_received`, the
-    sum of the dropped_* fates and `stranded`."""
+    sum of the dropped_* fates, `stranded` and `unknown`."""
     # the fate of every accepted message (zmqload.accounting, docs/RECORDS.md)
     delivered: int = 0
     """Messages that arrived while the consumers worked normally."""
@@ -69,7 +70,10 @@ class RunResult:
     dropped_tail: int = 0
     """Messages that never arrived, lost at close / linger / context termination."""
     stranded: int = 0
-    """Messages unreceived when the drain was cut short (--drain none, --drain-limit-s): fate unknown."""
+    """Messages unreceived when the drain was cut short (--drain none, --drain-limit-s): queued or dropped."""
+    unknown: int = 0
+    """Messages unreceived whose producer or consumer died (killed, crashed): they may have
+    arrived in records that died with it, or died in its queue. Never counted as dropped."""
     drain: dict = field(default_factory=dict)
     """The drain: its mode, how it ended and when."""
     queue: dict = field(default_factory=dict)

@@ -64,6 +64,6 @@ class ControlClient:
             return None
         return control.decode([f.buffer for f in self.socket.recv_multipart(copy=False)])
 
-    def close(self) -> None:
-        self.socket.close()
+    def close(self, linger_ms: int | None = None) -> None:
+        self.socket.close(linger_ms)
         self.context.term()

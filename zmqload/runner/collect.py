@@ -86,7 +86,9 @@ def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, ver
     usable = any(len(p["sent_ok_map"]) or not p.get("attempted") for p in producers.values())
     drain_completed = bool(state.drain.get("completed")) and status == "complete"
     accounts = reconcile(producers if usable else {}, consumers, w.fanout, drain_completed,
-                         tail_at_shutdown(w, producers.values()))
+                         tail_at_shutdown(w, producers.values()),
+                         dead_producers=frozenset(n.index for n in state.dead if n.role is Role.PRODUCER),
+                         dead_consumers=frozenset(n.index for n in state.dead if n.role is Role.CONSUMER))
     totals = accounts["totals"]
     lat_i, lat_s, rtt = Histogram(), Histogram(), Histogram()
     for p in producers.values():

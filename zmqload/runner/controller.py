@@ -13,6 +13,7 @@ collect: every worker's final counters.
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 from .. import _engine, patterns
 from ..config import Workload
@@ -24,7 +25,7 @@ from .state import ProgressListener, RunState
 LAUNCH_TIMEOUT_S = 60.0
 WARMUP_TIMEOUT_S = 15.0
 FINAL_TIMEOUT_S = 30.0
-INTERRUPT_GRACE_S = 0.8
+INTERRUPT_GRACE_S = 2.5       # a stopped worker converts for 1 s at most, then sends its final
 START_MARGIN_NS = 30_000_000
 NO_LIMIT = float("inf")
 
@@ -57,6 +58,7 @@ class Controller:
         self.state = RunState(ids.producers(w.producers), ids.consumers(w.consumers))
         self.started = time.monotonic()
         self.interrupted = False
+        self.on_start: Callable[[int], None] | None = None     # told t0 once the workers have it
 
     # -- plumbing ----------------------------------------------------------------------------
     def pump(self, timeout_ms: int = 20) -> None:
@@ -163,6 +165,8 @@ class Controller:
                 self.server.send(worker, control.Connect(self.connect_to[ids.Role.CONSUMER]))
                 self.server.send(worker, control.Start(s.t0_ns))
         s.phase = "running"
+        if self.on_start is not None:
+            self.on_start(s.t0_ns)
 
     def wait_producers_done(self) -> None:
         s = self.state
@@ -180,6 +184,7 @@ class Controller:
             self.send_all(s.producers, control.Close())
             ended = "none"
         else:
+            s.drain_sent_ns = _engine.now_ns()
             self.send_all(s.consumers, control.ProducersDone(w.drain))
             ended = "none" if w.drain == "none" else self.drain_until_done(start)
             if w.close_order == "after-drain":
@@ -239,6 +244,16 @@ class Controller:
                 self.pump()
             except WorkerFailed:
                 pass
-            if len(self.launcher.dead(s.everyone)) == len(s.everyone):
-                self.pump(0)
+            if all(n in s.final or n in s.failures or not self.launcher.alive(n) for n in s.everyone):
+                self.pump_last()
                 break
+
+    def pump_last(self) -> None:
+        """Whatever the workers sent before they ended (their finals), failures included."""
+        from .state import WorkerFailed
+        while True:
+            try:
+                self.pump(0)
+                return
+            except WorkerFailed:
+                continue

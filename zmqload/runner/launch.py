@@ -44,6 +44,10 @@ class Launcher:
             worker.stdin.close()
         self.workers[spec.worker] = worker
 
+    def pids(self) -> dict[str, int]:
+        """Worker name -> process id (worker processes only; inproc workers are threads)."""
+        return {str(n): w.pid for n, w in self.workers.items() if isinstance(w, subprocess.Popen)}
+
     def alive(self, worker: WorkerId) -> bool:
         w = self.workers[worker]
         return w.is_alive() if isinstance(w, threading.Thread) else w.poll() is None

@@ -77,7 +77,7 @@ class WorkerLifecycle:
     def controller_alive(self) -> bool:
         """The watchdog: a worker process whose controller died stops by itself (as if
         interrupted) instead of sending into the void forever."""
-        return not self.spec.controller_pid or os.getppid() == self.spec.controller_pid
+        return self.spec.controller_alive()
 
     def watch_controller(self) -> None:
         if not self.controller_alive():

@@ -7,6 +7,7 @@ import os
 import secrets
 import shutil
 import signal
+import sys
 import threading
 from types import FrameType
 from typing import Any, Callable, NoReturn
@@ -15,14 +16,51 @@ from .. import patterns
 from ..config import Workload, check_output_dir
 from ..errors import ConfigError, RunError
 from ..contract.records import SCHEMA_VERSION
-from ..recorder import write_json_atomic
+from ..recorder import free_bytes, is_write_error, write_error, write_json_atomic
 from ..result import RunResult
 from ..versions import clock_pair, host, versions
 from .channel import ControlServer, new_endpoint
 from .collect import build_result
 from .controller import FINAL_TIMEOUT_S, Controller
 from .launch import Launcher
-from .state import ProgressListener, WorkerFailed
+from .salvage import salvage_run
+from .state import ProgressListener, RunState, WorkerFailed
+
+RESERVE_NAME = ".run.json.reserve"
+"""Room kept for the final run.json from the start, released just before it is written,
+so a run that fills its disk can still record how it ended."""
+
+# Bytes on disk per message (docs/ARCHITECTURE.md: about 10 per row in each of sends/ and
+# recvs/) and per raw row waiting in _spill/ (9 per send, 28 per receive).
+PARQUET_BYTES_PER_ROW = 10
+SPILL_BYTES_PER_ROW = {"producer": 9, "consumer": 28}
+
+
+def reserve_bytes(w: Workload) -> int:
+    """run.json's size is bounded: 20 missing ranges per stream, a row per worker."""
+    return 256 * 1024 + 8 * 1024 * (w.producers + w.consumers)
+
+
+def expected_bytes(w: Workload) -> int | None:
+    """The records a run will write, or None when its length is unbounded (unpaced with
+    --duration): Parquet rows of every send and every received copy, one raw chunk per worker."""
+    from ..config import MAX_SEQ
+    per_producer = w.messages_per_producer
+    if per_producer >= MAX_SEQ:
+        return None
+    copies = w.consumers if w.fanout else 1
+    rows = w.producers * per_producer
+    spill = w.chunk_rows * (w.producers * SPILL_BYTES_PER_ROW["producer"] + w.consumers * SPILL_BYTES_PER_ROW["consumer"])
+    return rows * PARQUET_BYTES_PER_ROW * (1 + copies) + spill + reserve_bytes(w)
+
+
+def space_warning(w: Workload, run_dir: str) -> str | None:
+    """One line when the disk holds less than the run is expected to write."""
+    needed, free = expected_bytes(w), free_bytes(run_dir)
+    if needed is None or free < 0 or free >= needed:
+        return None
+    return (f"{run_dir}: {free:,} bytes free, the run is expected to write about {needed:,} "
+            f"(~{PARQUET_BYTES_PER_ROW} bytes per message and table); it fails if the disk fills")
 
 
 def _utc_now() -> str:
@@ -69,12 +107,26 @@ def run(workload: Workload, progress: ProgressListener | None = None) -> RunResu
         "versions": versions(), "host": host(), "clock": clock_pair(), "started_at": _utc_now(),
     }
     meta_path = os.path.join(run_dir, "run.json")
-    write_json_atomic(meta_path, meta)
+    warning = space_warning(w, run_dir)
+    if warning:
+        meta["warnings"] = [warning]
+        print(f"zmqload: warning: {warning}", file=sys.stderr)
+    start_records(run_dir, meta_path, meta, reserve_bytes(w))
 
     control_endpoint, control_dir = new_endpoint()
     server = ControlServer(control_endpoint)
     launcher = Launcher(threads=(w.transport == "inproc"), io_threads=w.io_threads)
     controller = Controller(w, run_dir, run_id, server, launcher, control_dir, progress)
+
+    def started(t0_ns: int) -> None:
+        # run.json says when the schedule began and which process is which worker, so an
+        # operator (and `zmqload repair` after a dead controller) can find them
+        meta["schedule"] = {"t0_ns": t0_ns, "rate_per_producer": w.rate, "fanout": w.fanout}
+        meta["controller_pid"] = os.getpid()
+        meta["worker_pids"] = launcher.pids()
+        meta["control_dir"] = control_dir      # private control and ipc socket files, removed at the end
+        write_json_atomic(meta_path, meta)
+    controller.on_start = started
     previous_sigterm = sigterm_as_interrupt()
     status, error = "complete", None
     pending: BaseException | None = None       # raised once the run is recorded
@@ -96,27 +148,78 @@ def run(workload: Workload, progress: ProgressListener | None = None) -> RunResu
         if progress is not None:
             progress.stop()
         launcher.finish(timeout=2.0 if status != "complete" else FINAL_TIMEOUT_S)
+        controller.pump_last()      # finals that came while the workers ended
         server.close()
         shutil.rmtree(control_dir, ignore_errors=True)
 
     state = controller.state
+    note = salvage_records(state, w, run_dir, meta)
+    if note and status != "complete":
+        error = f"{error}; {note}" if error else note
+        if isinstance(pending, RunError):
+            pending = RunError(f"{pending}; {note}")
     result = build_result(state, w, run_id, run_dir, status, meta["versions"])
-    summary = result.summary()
-    meta.update({"status": status, "error": error, "finished_at": _utc_now(),
-                 "schedule": {"t0_ns": state.t0_ns, "rate_per_producer": w.rate, "fanout": w.fanout},
-                 "drain": state.drain, "producers": result.producers, "consumers": result.consumers,
-                 "counters": {k: summary[k] for k in RunResult.COUNTERS},
-                 "streams": result.streams,
-                 "summary": {k: summary[k] for k in RunResult.FIGURES}})
-    write_json_atomic(meta_path, meta)
+    finish_records(meta_path, meta, state, w, result, error)
     if pending is not None:
         raise pending
     return result
 
 
+def start_records(run_dir: str, meta_path: str, meta: dict, reserve: int) -> None:
+    """The first run.json (status running) and the room kept for the last one; on a disk
+    too full for either nothing starts (and the empty run directory goes)."""
+    try:
+        write_json_atomic(meta_path, meta)
+        with open(os.path.join(run_dir, RESERVE_NAME), "wb") as f:
+            f.write(b"\0" * reserve)       # real blocks, not a sparse hole: the room must exist
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        error = write_error(exc, run_dir, reserve)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise error from None
+
+
+def salvage_records(state: RunState, w: Workload, run_dir: str, meta: dict) -> str:
+    """Finals of workers that died or left records unconverted, rebuilt from their records
+    (runner/salvage.py). Returns '' or what could not be kept, for the error line."""
+    drain_started = {c: state.drain_sent_ns for c in state.draining} if state.drain_sent_ns else {}
+    rebuilt, dead, salvage = salvage_run(run_dir, w, state.t0_ns, state.producers, state.consumers,
+                                         state.final, drain_started)
+    state.final.update(rebuilt)
+    state.dead = dead
+    if rebuilt:
+        meta["salvaged"] = dict(salvage.as_dict(), workers=sorted(str(n) for n in rebuilt),
+                                died=sorted(str(n) for n in dead))
+    return salvage.note()
+
+
+def finish_records(meta_path: str, meta: dict, state: RunState, w: Workload, result: RunResult,
+                   error: str | None) -> None:
+    """The last run.json: status, counters and summary, written in the room kept for it."""
+    summary = result.summary()
+    meta.update({"status": result.status, "error": error, "finished_at": _utc_now(),
+                 "schedule": {"t0_ns": state.t0_ns, "rate_per_producer": w.rate, "fanout": w.fanout},
+                 "drain": state.drain, "producers": result.producers, "consumers": result.consumers,
+                 "counters": {k: summary[k] for k in RunResult.COUNTERS},
+                 "streams": result.streams,
+                 "summary": {k: summary[k] for k in RunResult.FIGURES}})
+    run_dir = os.path.dirname(meta_path)
+    try:
+        os.remove(os.path.join(run_dir, RESERVE_NAME))
+    except FileNotFoundError:
+        pass
+    try:
+        write_json_atomic(meta_path, meta)
+    except OSError as exc:
+        raise write_error(exc, run_dir, len(str(meta))) from None
+
+
 def _worker_error(w: Workload, exc: WorkerFailed) -> Exception:
     """Turn a worker's failure into the user's terms (a bind conflict is bad input)."""
     message = exc.failure.message
+    if is_write_error(exc.failure):
+        return RunError(f"worker {exc.worker} failed: {message}")
     if exc.failure.errno == errno.EADDRINUSE or "Address already in use" in message:
         option = "--endpoint" if w.endpoint else "--port"
         return ConfigError(option, f"address already in use ({message.split(': ', 1)[-1]}); accepted: a free address")

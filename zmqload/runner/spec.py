@@ -37,5 +37,9 @@ class WorkerSpec:
         return cls(WorkerId.parse(data["worker"]), Workload.from_dict(data["workload"]), data["control"],
                    data["run_dir"], list(data["bind"]), int(data["controller_pid"]))
 
+    def controller_alive(self) -> bool:
+        """The watchdog's test: a worker process is reparented when its controller dies."""
+        return not self.controller_pid or os.getppid() == self.controller_pid
+
     def with_pid(self) -> "WorkerSpec":
         return WorkerSpec(self.worker, self.workload, self.control, self.run_dir, self.bind, os.getpid())

@@ -56,6 +56,8 @@ class RunState:
     t0_ns: int = 0
     phase: str = "starting"
     drain: dict = field(default_factory=dict)          # how the drain went (run.json "drain")
+    drain_sent_ns: int = 0                             # when the consumers were told to drain
+    dead: set = field(default_factory=set)             # workers that ended without their final
 
     @property
     def everyone(self) -> list:

@@ -1,11 +1,16 @@
 """Run one worker of any role, reporting a failure as its last control message."""
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
+import sys
 import traceback
 
 from .. import _engine
 from ..contract import control
 from ..contract.ids import Role
+from ..errors import ZmqloadError
 from .channel import ControlClient
 from .spec import WorkerSpec
 
@@ -16,10 +21,62 @@ def run_worker(spec: WorkerSpec, context: _engine.Context | None = None) -> None
     from .proxy import ProxyWorker
     body = {Role.PRODUCER: Producer, Role.CONSUMER: Consumer, Role.PROXY: ProxyWorker}[spec.role]
     ctl = ControlClient(spec.control, spec.worker)
+    process = context is None       # a worker process, not an inproc thread of the controller
+    if process:
+        _touch(_marker(spec))
     try:
         body(spec, ctl, context).run()
     except BaseException as exc:
-        ctl.send(control.Failed(f"{type(exc).__name__}: {exc}", getattr(exc, "errno", None),
-                                traceback.format_exc()))
+        # zmqload's own errors are already the one line a user reads (a full disk names itself)
+        message = str(exc) if isinstance(exc, ZmqloadError) else f"{type(exc).__name__}: {exc}"
+        ctl.send(control.Failed(message, getattr(exc, "errno", None), traceback.format_exc()))
     finally:
-        ctl.close()
+        orphan = process and not spec.controller_alive()
+        ctl.close(linger_ms=0 if orphan else None)     # nobody would ever read it
+        if process:
+            leave(spec, orphan)
+
+
+def control_dir(spec: WorkerSpec) -> str:
+    """The run's private directory of control and ipc socket files (runner/channel.py)."""
+    return os.path.dirname(spec.control.split("://", 1)[1])
+
+
+def _marker(spec: WorkerSpec) -> str:
+    return os.path.join(control_dir(spec), f"{spec.name}.alive")
+
+
+def _touch(path: str) -> None:
+    try:
+        open(path, "a").close()
+    except OSError:
+        pass        # the controller is gone already; the watchdog ends this worker
+
+
+def leave(spec: WorkerSpec, orphan: bool) -> None:
+    """A worker process ends. Without its controller, the last worker to end finishes the
+    run from its records (run.json marked failed) and removes the private control files;
+    each worker's marker file says who is still there (under a lock: exactly one is last)."""
+    directory = control_dir(spec)
+    try:
+        lock = open(os.path.join(directory, ".lock"), "a")
+    except OSError:
+        return      # the controller removed the directory: it finishes the run
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            os.remove(_marker(spec))
+        except FileNotFoundError:
+            pass
+        if not orphan or any(name.endswith(".alive") for name in os.listdir(directory)):
+            return
+        try:
+            from .repair import repair_run
+            repair_run(spec.run_dir, f"the controller (pid {spec.controller_pid}) died; the workers stopped "
+                       f"by themselves and {spec.name}, the last, rebuilt the figures from the records",
+                       workers_died=False)
+        except Exception as exc:     # `zmqload repair` can still do it; the files below go in any case
+            print(f"zmqload worker {spec.name}: cannot finish {spec.run_dir} ({exc}); "
+                  f"run: zmqload repair {spec.run_dir}", file=sys.stderr)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)

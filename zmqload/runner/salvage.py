@@ -1,0 +1,230 @@
+"""A worker's figures rebuilt from its records on disk, when its final control message
+never came (it was killed, crashed, hit a full disk, or its controller died) or came
+without everything converted.
+
+What a worker ships in its final (the accepted-map, the seen- and drained-maps, latency
+histograms) is derived from its records, so the same can be derived again from its
+Parquet parts plus the raw chunks still waiting in `_spill/<worker>/`. The raw chunks are
+converted first, with the converters the worker itself uses; a chunk that cannot be
+converted (a partial file, a full disk) is removed and counted.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from ..config import Workload
+from ..contract import control
+from ..contract.ids import Role, WorkerId
+from ..contract.wire import SendStatus
+from ..histogram import Histogram
+from ..recorder import RecvConverter, SeenMap, SendConverter, is_write_error, spill_columns_of
+
+
+@dataclass
+class Salvage:
+    """What salvaging one run's workers did (said in the run's error line and run.json)."""
+    converted_rows: dict = field(default_factory=dict)     # worker name -> raw rows converted now
+    removed_rows: dict = field(default_factory=dict)       # worker name -> raw rows removed unconverted
+    reasons: list = field(default_factory=list)
+
+    def note(self) -> str:
+        """'' or one clause for the error line."""
+        removed = sum(self.removed_rows.values())
+        if not removed:
+            return ""
+        return f"{removed:,} unconverted rows removed from _spill/ ({'; '.join(sorted(set(self.reasons)))})"
+
+    def as_dict(self) -> dict:
+        return {"converted_rows": self.converted_rows, "removed_rows": self.removed_rows,
+                "reasons": sorted(set(self.reasons))}
+
+
+def record_kind(worker: WorkerId) -> str:
+    return "sends" if worker.role is Role.PRODUCER else "recvs"
+
+
+def parts_of(run_dir: str, kind: str, name: str) -> list[str]:
+    """A worker's whole Parquet parts of one kind, in the order it wrote them."""
+    return sorted(glob.glob(os.path.join(run_dir, kind, f"part-{name}-*.parquet")))
+
+
+def remove_partial_parts(run_dir: str, name: str) -> None:
+    """Parts a dead writer left under their temporary name (never whole)."""
+    for tmp in glob.glob(os.path.join(run_dir, "*", f".part-{name}-*.parquet.tmp")):
+        os.remove(tmp)
+
+
+def _converter(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int, t_drain_ns: int):
+    if worker.role is Role.PRODUCER:
+        from .. import patterns
+        convert = SendConverter(run_dir, str(worker), worker.index, w.size, w.rate, t0_ns, w.compression, patterns.get(w.pattern).round_trip)
+        return convert, convert.columns(), convert.sends
+    convert = RecvConverter(run_dir, str(worker), worker.index, w.rate, 1024, w.compression)
+    convert.t0_ns = t0_ns
+    convert.t_drain_ns = t_drain_ns or RecvConverter.NO_DRAIN
+    return convert, RecvConverter.COLUMNS, convert.recvs
+
+
+def convert_spill(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int, t_drain_ns: int,
+                  salvage: Salvage) -> None:
+    """Turn the raw chunks a worker left in _spill/ into Parquet parts (numbered after its
+    whole ones: chunk k is part k), then remove them; drop what cannot be converted."""
+    name = str(worker)
+    spill_dir = os.path.join(run_dir, "_spill", name)
+    remove_partial_parts(run_dir, name)
+    chunks = sorted(glob.glob(os.path.join(spill_dir, "*.raw")))
+    if chunks:
+        convert, columns, writer = _converter(run_dir, worker, w, t0_ns, t_drain_ns)
+        existing = parts_of(run_dir, record_kind(worker), name)
+        writer.parts = len(existing)
+        if isinstance(convert, SendConverter):      # seqs go on from the rows already written
+            convert.first_seq = sum(pq.ParquetFile(p).metadata.num_rows for p in existing)
+        dtypes = [(column, np.dtype(dtype)) for column, dtype in columns.items()]
+        failed = False
+        for path in chunks:
+            index = int(os.path.basename(path).split(".")[0])
+            if index < len(existing):       # converted, but its worker died before removing it
+                os.remove(path)
+                continue
+            read = None if failed else spill_columns_of(path, dtypes)
+            if read is None:
+                rows = os.path.getsize(path) // sum(d.itemsize for _, d in dtypes)
+                salvage.removed_rows[name] = salvage.removed_rows.get(name, 0) + rows
+                salvage.reasons.append("disk full" if failed else "a chunk cut short when its worker died")
+                os.remove(path)
+                continue
+            chunk, rows = read
+            try:
+                convert(chunk, rows)
+            except Exception as exc:
+                if not is_write_error(exc):
+                    raise
+                failed = True
+                remove_partial_parts(run_dir, name)
+                salvage.removed_rows[name] = salvage.removed_rows.get(name, 0) + rows
+                salvage.reasons.append(str(exc))
+            else:
+                salvage.converted_rows[name] = salvage.converted_rows.get(name, 0) + rows
+            os.remove(path)
+    shutil.rmtree(spill_dir, ignore_errors=True)
+    try:
+        os.rmdir(os.path.join(run_dir, "_spill"))
+    except OSError:
+        pass        # another worker's chunks are still there, or it is gone already
+
+
+def _read(path: str, columns: list[str]) -> dict:
+    table = pq.read_table(path, columns=columns)
+    return {c: table.column(c).to_numpy() for c in columns}
+
+
+def producer_final(run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 0) -> control.ProducerFinal:
+    """A producer's final from its sends/ parts (one row per attempt, seqs from 0)."""
+    from .. import patterns
+    parts = parts_of(run_dir, "sends", str(worker))
+    seqs, status, t_sent = [], [], []
+    for part in parts:
+        cols = _read(part, ["seq", "status", "t_sent_ns"])
+        seqs.append(cols["seq"]), status.append(cols["status"]), t_sent.append(cols["t_sent_ns"])
+    seq = np.concatenate(seqs) if seqs else np.zeros(0, np.int64)
+    st = np.concatenate(status) if status else np.zeros(0, np.int8)
+    ts = np.concatenate(t_sent) if t_sent else np.zeros(0, np.int64)
+    attempted = int(seq.max()) + 1 if len(seq) else 0
+    ok = np.zeros(attempted, bool)
+    ok[seq[st == SendStatus.OK]] = True
+    rtt = None
+    if patterns.get(w.pattern).round_trip:
+        hist = Histogram()
+        for part in parts_of(run_dir, "replies", str(worker)):
+            cols = _read(part, ["t_intended_ns", "t_reply_ns"])
+            hist.record(cols["t_reply_ns"] - cols["t_intended_ns"])
+        rtt = hist.to_payload()
+    counters = control.SendCounters(
+        attempted=attempted, sent=int(ok.sum()), eagain=int((st == SendStatus.EAGAIN).sum()),
+        timeout=int((st == SendStatus.TIMEOUT).sum()), errors=int((st == SendStatus.ERROR).sum()),
+        t_first_send_ns=int(ts.min()) if len(ts) else 0, t_last_send_ns=int(ts.max()) if len(ts) else 0,
+        interrupted=True)
+    return control.ProducerFinal(counters, np.packbits(ok), close_ns=close_ns, parts=len(parts))
+
+
+def consumer_final(run_dir: str, worker: WorkerId, w: Workload, t_drain_ns: int) -> control.ConsumerFinal:
+    """A consumer's final from its recvs/ parts: seen- and drained-maps, histograms."""
+    parts = parts_of(run_dir, "recvs", str(worker))
+    streams: dict[int, SeenMap] = {}
+    lat_i, lat_s = Histogram(), Histogram()
+    received, first, last = 0, 0, 0
+    drain_from = t_drain_ns or RecvConverter.NO_DRAIN
+    for part in parts:      # in arrival order, as the worker added them
+        cols = _read(part, ["stream", "seq", "t_intended_ns", "t_sent_ns", "t_recv_ns"])
+        if not len(cols["seq"]):
+            continue
+        received += len(cols["seq"])
+        first = int(cols["t_recv_ns"][0]) if not first else first
+        last = int(cols["t_recv_ns"][-1])
+        lat_i.record(cols["t_recv_ns"] - cols["t_intended_ns"])
+        lat_s.record(cols["t_recv_ns"] - cols["t_sent_ns"])
+        in_drain = cols["t_recv_ns"] >= drain_from
+        for s in np.unique(cols["stream"]):
+            mine = cols["stream"] == s
+            streams.setdefault(int(s), SeenMap(1024)).add(cols["seq"][mine], in_drain[mine])
+    seen = []
+    for stream, m in sorted(streams.items()):
+        seen_map, drained_map = m.packed()
+        seen.append(control.StreamSeen(stream, m.unique, m.duplicates, m.reordered, seen_map, drained_map))
+    return control.ConsumerFinal(received, 0, 0, 0, first, last, t_drain_ns, lat_i.to_payload(),
+                                 lat_s.to_payload(), seen, len(parts), interrupted=True)
+
+
+def with_received(final: control.ProducerFinal, seen_maps: list[np.ndarray]) -> control.ProducerFinal:
+    """A dead producer's accepted-map extended by the seqs its consumers received: those
+    were evidently sent, though their send records died with the producer."""
+    c = final.counters
+    received = [np.flatnonzero(np.unpackbits(packed)) for packed in seen_maps]
+    attempted = max([c.attempted] + [int(r[-1]) + 1 for r in received if len(r)])
+    ok = np.zeros(attempted, bool)
+    ok[:c.attempted] = np.unpackbits(final.sent_ok_map)[:c.attempted].astype(bool)
+    for seqs in received:
+        ok[seqs] = True
+    counters = control.SendCounters(attempted, int(ok.sum()), c.eagain, c.timeout, c.errors, c.last_errno,
+                                    c.t_first_send_ns, c.t_last_send_ns, True)
+    return control.ProducerFinal(counters, np.packbits(ok), final.close_ns, final.term_ns, final.parts,
+                                 final.max_rss_kb)
+
+
+def salvage_run(run_dir: str, w: Workload, t0_ns: int, producers: list, consumers: list, finals: dict,
+                drain_started_ns: dict) -> tuple[dict, set, Salvage]:
+    """Finals for every worker whose own is missing or incomplete (unconverted rows),
+    rebuilt from disk after converting what waits in _spill/. Returns (new finals by
+    worker, the workers that died, what was done). `finals`: the finals that came."""
+    salvage = Salvage()
+    rebuilt: dict = {}
+    dead = {n for n in producers + consumers if n not in finals}
+    for worker in producers + consumers:
+        final = finals.get(worker)
+        if final is not None and not final.unconverted_rows and not glob.glob(
+                os.path.join(run_dir, "_spill", str(worker), "*")):
+            continue
+        t_drain = drain_started_ns.get(worker, 0) if final is None else getattr(final, "t_drain_ns", 0)
+        convert_spill(run_dir, worker, w, t0_ns, t_drain, salvage)
+        if worker.role is Role.PRODUCER:
+            rebuilt[worker] = producer_final(run_dir, worker, w)
+        else:
+            rebuilt[worker] = consumer_final(run_dir, worker, w, t_drain)
+    for worker in producers:
+        if worker in dead:
+            seen_maps = []
+            for c in consumers:
+                final = rebuilt.get(c, finals.get(c))
+                seen_maps += [s.seen_map for s in (final.streams if final is not None else []) if s.stream == worker.index]
+            rebuilt[worker] = with_received(rebuilt[worker], seen_maps)
+    try:
+        os.rmdir(os.path.join(run_dir, "_spill"))
+    except OSError:
+        pass
+    return rebuilt, dead, salvage
