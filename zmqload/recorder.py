@@ -58,7 +58,9 @@ def write_error(exc: OSError, directory: str, needed: int) -> RunError:
     """An I/O error while recording, as the one line the user sees: which directory, what
     was needed, what was free. Keeps the errno (ENOSPC, EIO, ...)."""
     free = free_bytes(directory)
-    reason = exc.strerror or type(exc).__name__
+    if exc.errno is None and 0 <= free < needed:    # numpy and pyarrow drop the errno: ask the disk
+        exc = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    reason = exc.strerror or str(exc) or type(exc).__name__
     error = RunError(f"cannot write records to {directory}: {reason} (needed {needed:,} bytes, "
                      f"{'unknown' if free < 0 else format(free, ',')} bytes free)")
     error.errno = exc.errno     # type: ignore[attr-defined]
@@ -100,10 +102,8 @@ class PartWriter:
                            column_encoding={f.name: "DELTA_BINARY_PACKED" for f in self.schema
                                             if pa.types.is_integer(f.type) and f.type.bit_width >= 32})
             os.replace(tmp, os.path.join(self.directory, name))
-        except OSError as exc:     # pyarrow raises OSError without errno: ask the disk
+        except OSError as exc:
             _remove(tmp)
-            if exc.errno is None and 0 <= free_bytes(self.directory) < table.nbytes:
-                exc = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             raise write_error(exc, self.directory, table.nbytes) from None
         self.parts += 1
         self.rows += table.num_rows

@@ -10,6 +10,7 @@ converted (a partial file, a full disk) is removed and counted.
 """
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import shutil
@@ -108,7 +109,7 @@ def convert_spill(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int, t_dra
                 failed = True
                 remove_partial_parts(run_dir, name)
                 salvage.removed_rows[name] = salvage.removed_rows.get(name, 0) + rows
-                salvage.reasons.append(str(exc))
+                salvage.reasons.append("disk full" if getattr(exc, "errno", None) == errno.ENOSPC else str(exc))
             else:
                 salvage.converted_rows[name] = salvage.converted_rows.get(name, 0) + rows
             os.remove(path)
