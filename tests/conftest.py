@@ -23,7 +23,7 @@ def check_identity(result) -> None:
     """Every accepted message has exactly one fate, per stream and in total."""
     from zmqload.accounting import FATES
     assert result.expected == sum(getattr(result, f) for f in FATES), result.summary()
-    assert result.lost == result.dropped + result.stranded
+    assert result.lost == result.dropped + result.stranded + result.unknown
     for stream in result.streams:
         assert stream["expected"] == sum(stream[f] for f in FATES), stream
 

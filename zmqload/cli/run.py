@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..errors import ExitStatus
+from ..errors import ExitStatus, RunError
 from .options import add_workload_arguments, workload_from_args
 
 NAME = "run"
@@ -21,9 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> ExitStatus:
-    from rich.console import Console
-
-    from ..display import LiveProgress, print_summary
+    from ..display import LiveProgress
     from ..runner import run as run_workload
 
     workload = workload_from_args(args).validate()
@@ -32,8 +30,19 @@ def run(args: argparse.Namespace) -> ExitStatus:
         result = run_workload(workload, progress=progress)
     except KeyboardInterrupt as exc:
         raise KeyboardInterrupt("what was recorded is kept (run.json status: interrupted)") from exc
+    except RunError as exc:     # a failed run still has figures (from its records): show them, then the error
+        if getattr(exc, "result", None) is not None:
+            show(exc.result, args)
+        raise
+    show(result, args)
+    return ExitStatus.OK if result.status == "complete" else ExitStatus.FAILED
+
+
+def show(result, args: argparse.Namespace) -> None:
+    from rich.console import Console
+
+    from ..display import print_summary
     if args.json:
         print(json.dumps(result.summary(), default=str))
     elif not args.quiet:
         print_summary(result, Console())
-    return ExitStatus.OK if result.status == "complete" else ExitStatus.FAILED

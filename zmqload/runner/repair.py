@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 from ..config import Workload
 from ..contract import ids
@@ -59,4 +60,12 @@ def repair_run(run_dir: str, reason: str, workers_died: bool) -> RunResult:
     result = build_result(state, w, meta["run_id"], run_dir, "failed", meta.get("versions", {}))
     finish_records(os.path.join(run_dir, "run.json"), meta, state, w, result,
                    reason + (f"; {note}" if note else ""))
+    remove_control_dir(meta)
     return result
+
+
+def remove_control_dir(meta: dict) -> None:
+    """The run's private control and ipc socket files, when nobody was left to remove them."""
+    directory = meta.get("control_dir") or ""
+    if os.path.basename(directory).startswith("zmqload-ctl-"):
+        shutil.rmtree(directory, ignore_errors=True)

@@ -136,9 +136,9 @@ def run(workload: Workload, progress: ProgressListener | None = None) -> RunResu
         status, pending = "interrupted", exc
         controller.interrupt()
     except WorkerFailed as exc:
-        status, error = "failed", exc.failure.message
-        controller.interrupt()
         pending = _worker_error(w, exc)
+        status, error = "failed", str(pending)
+        controller.interrupt()
     except RunError as exc:
         status, error, pending = "failed", str(exc), exc
         controller.interrupt()
@@ -161,6 +161,8 @@ def run(workload: Workload, progress: ProgressListener | None = None) -> RunResu
     result = build_result(state, w, run_id, run_dir, status, meta["versions"])
     finish_records(meta_path, meta, state, w, result, error)
     if pending is not None:
+        if isinstance(pending, RunError):
+            pending.result = result     # type: ignore[attr-defined]  # the figures of the failed run
         raise pending
     return result
 

@@ -1,0 +1,310 @@
+"""Faults injected into real runs as an operator would, each checked against the records
+with numpy and pyarrow alone (no zmqload code reads them here), and the fault table
+`make faults` prints (docs/RELIABILITY.md).
+
+    python tests/fault_table.py [--markdown]
+
+Each fault: a `zmqload run` process on loopback; a SIGKILL by process id of the consumer,
+the producer (ids from run.json's `worker_pids`, checked against the controller's children
+in /proc) or the controller itself; or a disk that fills (a 5 MiB tmpfs, root only).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow.parquet as pq
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACED = ["--pattern", "push-pull", "--transport", "tcp", "--rate", "50k", "--duration", "4"]
+KILL_AFTER_S = 1.5
+FATES = ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail", "stranded", "unknown")
+
+
+def environment() -> dict:
+    """This checkout's zmqload, wherever the caller runs from."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p))
+
+
+def start_run(out: str, name: str, args: list[str], own_group: bool = False) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "zmqload", "run", *args, "--out", out, "--run-name", name,
+                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=environment(), start_new_session=own_group)
+
+
+def read_meta(run_dir: str) -> dict:
+    with open(os.path.join(run_dir, "run.json")) as f:
+        return json.load(f)
+
+
+def wait_started(run_dir: str, timeout_s: float = 30.0) -> dict:
+    """run.json once the schedule started (it then names the worker processes)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            meta = read_meta(run_dir)
+            if meta.get("worker_pids"):
+                return meta
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"{run_dir} did not start within {timeout_s} s")
+
+
+def parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def children_of(pid: int) -> set[int]:
+    kids = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if parent_of(int(entry)) == pid:
+                    kids.add(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return kids
+
+
+def running(pid: int) -> bool:
+    """A live process (a zombie is dead: it only waits to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def wait_marked(run_dir: str, timeout_s: float = 15.0) -> float:
+    """Seconds until run.json left `running` (a dead controller's workers mark it)."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        try:
+            if read_meta(run_dir)["status"] != "running":
+                return time.monotonic() - start
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"{run_dir} still running {timeout_s} s after its controller died")
+
+
+def _parts(run_dir: str, kind: str):
+    files = sorted(glob.glob(os.path.join(run_dir, kind, "part-*.parquet")))
+    return pq.ParquetDataset(files).read() if files else None
+
+
+def figures_from_records(run_dir: str) -> dict:
+    """The run's counters from its Parquet records with numpy alone. A message counts as
+    sent if its send record says ok or a consumer received it (a killed producer's last
+    send records die with it; what arrived was evidently sent)."""
+    sends, recvs = _parts(run_dir, "sends"), _parts(run_dir, "recvs")
+    s_stream = sends.column("stream").to_numpy() if sends else np.zeros(0, np.int32)
+    s_seq = sends.column("seq").to_numpy() if sends else np.zeros(0, np.int64)
+    s_ok = sends.column("status").to_numpy() == 0 if sends else np.zeros(0, bool)
+    r_stream = recvs.column("stream").to_numpy() if recvs else np.zeros(0, np.int32)
+    r_seq = recvs.column("seq").to_numpy() if recvs else np.zeros(0, np.int64)
+    attempted = sent = unique = 0
+    for stream in np.union1d(np.unique(s_stream), np.unique(r_stream)):
+        mine_s, mine_r = s_stream == stream, r_stream == stream
+        got = np.unique(r_seq[mine_r])
+        ok = np.union1d(s_seq[mine_s & s_ok], got)
+        attempted += max(int(mine_s.sum()), int(got.max()) + 1 if len(got) else 0)
+        sent += len(ok)
+        unique += len(np.intersect1d(ok, got))
+    return {"attempted": attempted, "sent": sent, "received": len(r_seq), "unique_received": unique}
+
+
+def identity_holds(counters: dict) -> bool:
+    return (counters["expected"] == sum(counters[f] for f in FATES)
+            and counters["lost"] == counters["expected"] - counters["unique_received"]
+            and counters["lost"] == counters["dropped"] + counters["stranded"] + counters["unknown"])
+
+
+def leftovers(run_dir: str, meta: dict) -> list[str]:
+    """Whatever a run left behind: processes, private control files, raw chunks, temp files."""
+    left = [f"process {name} (pid {pid})" for name, pid in meta.get("worker_pids", {}).items() if running(pid)]
+    if meta.get("control_dir") and os.path.exists(meta["control_dir"]):
+        left.append(f"control directory {meta['control_dir']}")
+    if os.path.exists(os.path.join(run_dir, "_spill")):
+        left.append("_spill/")
+    left += [os.path.relpath(p, run_dir) for p in glob.glob(os.path.join(run_dir, "**", ".*"), recursive=True)]
+    return left
+
+
+@dataclass
+class Outcome:
+    fault: str
+    exit: int | None
+    seconds_to_end: float
+    meta: dict
+    stderr: str
+    records: dict
+    left: list[str] = field(default_factory=list)
+    stdout: str = ""        # the run's --json summary, if it printed one
+
+    @property
+    def consistent(self) -> bool:
+        c = self.meta.get("counters") or {}
+        return bool(c) and identity_holds(c) and all(c[k] == v for k, v in self.records.items())
+
+    def row(self) -> list[str]:
+        c = self.meta.get("counters") or {}
+        return [self.fault, str(self.exit), f"{self.seconds_to_end:.1f} s", self.meta.get("status", "?"),
+                f"sent {c.get('sent', 0):,} received {c.get('received', 0):,} unknown {c.get('unknown', 0):,} "
+                f"stranded {c.get('stranded', 0):,}: " + ("consistent" if self.consistent else "INCONSISTENT"),
+                ", ".join(self.left) or "none"]
+
+
+def kill_worker(out: str, name: str) -> Outcome:
+    """SIGKILL one worker process KILL_AFTER_S into a paced run."""
+    run_dir = os.path.join(out, f"run=kill-{name}")
+    proc = start_run(out, f"kill-{name}", PACED)
+    try:
+        meta = wait_started(run_dir)
+        pid = meta["worker_pids"][name]
+        assert pid in children_of(proc.pid), f"{name} (pid {pid}) is not a child of the controller {proc.pid}"
+        time.sleep(KILL_AFTER_S)
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        stdout, err = proc.communicate(timeout=60)
+        ended = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    meta = read_meta(run_dir)
+    return Outcome(f"{name} killed (SIGKILL)", proc.returncode, ended, meta, err, figures_from_records(run_dir),
+                   leftovers(run_dir, meta), stdout)
+
+
+def kill_controller(out: str) -> Outcome:
+    run_dir = os.path.join(out, "run=kill-controller")
+    proc = start_run(out, "kill-controller", PACED)
+    try:
+        wait_started(run_dir)
+        time.sleep(KILL_AFTER_S)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        marked = wait_marked(run_dir)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    meta = read_meta(run_dir)
+    deadline = time.monotonic() + 5     # the last worker removes the control files after marking
+    while leftovers(run_dir, meta) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return Outcome("controller killed (SIGKILL)", proc.returncode, marked, meta, proc.stderr.read(),
+                   figures_from_records(run_dir), leftovers(run_dir, meta))
+
+
+def kill_everything(out: str) -> tuple[str, dict]:
+    """SIGKILL the controller and its workers at once (their process group): nobody is left
+    to finish the run, which stays `running` until `zmqload repair`."""
+    run_dir = os.path.join(out, "run=kill-all")
+    proc = start_run(out, "kill-all", PACED, own_group=True)
+    try:
+        meta = wait_started(run_dir)
+        time.sleep(KILL_AFTER_S)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 5
+    while any(running(pid) for pid in meta["worker_pids"].values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return run_dir, meta
+
+
+def repair(run_dir: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "zmqload", "repair", run_dir, "--json"], capture_output=True,
+                          text=True, env=environment(), timeout=60)
+
+
+def can_mount() -> str | None:
+    """Why a tmpfs cannot be mounted here, or None."""
+    if os.geteuid() != 0:
+        return "mounting a small tmpfs needs root"
+    return None
+
+
+class SmallDisk:
+    """A tmpfs of `size` mounted on a fresh directory, unmounted at exit."""
+
+    def __init__(self, size: str = "5m"):
+        self.size = size
+
+    def __enter__(self) -> str:
+        self.path = tempfile.mkdtemp(prefix="zmqload-smalldisk-")
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.size}", "tmpfs", self.path],
+                              capture_output=True, text=True)
+        if done.returncode:
+            os.rmdir(self.path)
+            raise PermissionError(f"cannot mount a tmpfs: {done.stderr.strip()}")
+        return self.path
+
+    def __exit__(self, *exc) -> None:
+        subprocess.run(["umount", self.path], check=False)
+        os.rmdir(self.path)
+
+
+def disk_full(disk: str, name: str = "disk-full") -> Outcome:
+    """An unpaced run of 2M messages onto a 5 MiB disk."""
+    out = os.path.join(disk, "runs")
+    run_dir = os.path.join(out, f"run={name}")
+    proc = start_run(out, name, ["--pattern", "push-pull", "--transport", "tcp", "--count", "2M"])
+    start = time.monotonic()
+    stdout, err = proc.communicate(timeout=120)
+    ended = time.monotonic() - start
+    meta = read_meta(run_dir) if os.path.exists(os.path.join(run_dir, "run.json")) else {}
+    return Outcome("output disk full (5 MiB tmpfs, 2M messages)", proc.returncode, ended, meta, err,
+                   figures_from_records(run_dir), leftovers(run_dir, meta), stdout)
+
+
+def main() -> None:
+    markdown = "--markdown" in sys.argv
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="zmqload-faults-") as out:
+        rows.append(kill_worker(out, "c0"))
+        rows.append(kill_worker(out, "p0"))
+        rows.append(kill_controller(out))
+        run_dir, _ = kill_everything(out)
+        start = time.monotonic()
+        done = repair(run_dir)
+        meta = read_meta(run_dir)
+        rows.append(Outcome("controller and workers killed, then `zmqload repair`", done.returncode,
+                            time.monotonic() - start, meta, done.stderr, figures_from_records(run_dir),
+                            leftovers(run_dir, meta)))
+    reason = can_mount()
+    if reason is None:
+        with SmallDisk() as disk:
+            rows.append(disk_full(disk))
+            rows.append(disk_full(disk, "disk-full-again"))
+            rows[-1].fault = "the next run on that full disk"
+    head = ["fault", "exit", "time to end", "status", "figures (run.json == numpy over Parquet, identity)",
+            "left behind"]
+    if markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for r in rows:
+            print("| " + " | ".join(r.row()) + " |")
+    else:
+        for r in rows:
+            print("\n".join(f"{h:>12}: {v}" for h, v in zip(head, r.row())))
+            print(f"{'error':>12}: {r.meta.get('error')}\n")
+    if reason is not None:
+        print(f"disk full: not run ({reason})")
+    sys.exit(0 if all(r.consistent and not r.left for r in rows) else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""Faults lose nothing: a killed consumer, producer or controller, and a full disk, each
+injected into a real run (real processes, loopback tcp, real Parquet), each checked on
+its status, the fate identity, run.json's counters against numpy over the records (no
+zmqload code reads them in the check), and that nothing is left behind.
+
+The injection and the independent checks live in tests/fault_table.py, which `make faults`
+also runs to print the fault table of docs/RELIABILITY.md.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import fault_table as ft
+from zmqload.accounting import FATES, fates
+
+
+def one_error_line(stderr: str) -> str:
+    """The command's error: exactly one line, no traceback."""
+    assert "Traceback" not in stderr, stderr
+    errors = [line for line in stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1, stderr
+    return errors[0]
+
+
+def assert_consistent(outcome: ft.Outcome) -> None:
+    counters = outcome.meta["counters"]
+    assert ft.identity_holds(counters), counters
+    for key, value in outcome.records.items():      # run.json == numpy over the Parquet records
+        assert counters[key] == value, (key, counters, outcome.records)
+    for stream in outcome.meta["streams"]:
+        assert stream["expected"] == sum(stream[f] for f in FATES), stream
+    assert outcome.left == [], outcome.left
+
+
+def assert_json_agrees(outcome: ft.Outcome, stdout: str) -> None:
+    summary = json.loads(stdout)
+    assert {k: summary[k] for k in outcome.meta["counters"]} == outcome.meta["counters"]
+
+
+def test_fates_of_a_dead_path_are_unknown_never_dropped():
+    sent = np.packbits(np.ones(16, bool))
+    got = np.packbits(np.arange(16) < 6)
+    none = np.zeros(2, np.uint8)
+    cut_short = fates(sent, got, none, certain_below=-1, drain_completed=False)
+    died = fates(sent, got, none, certain_below=-1, drain_completed=False, died=True)
+    assert cut_short["stranded"] == 10 and cut_short["unknown"] == 0
+    assert died["unknown"] == 10 and died["stranded"] == 0
+    assert died["dropped_start"] + died["dropped_mid"] + died["dropped_tail"] == 0
+    # a gap below a later arrival was dropped for sure, dead consumer or not
+    gap = np.packbits(np.isin(np.arange(16), [0, 1, 3, 4]))
+    assert fates(sent, gap, none, certain_below=4, drain_completed=False, died=True)["dropped_mid"] == 1
+
+
+@pytest.mark.parametrize("worker", ["c0", "p0"])
+def test_killed_worker(tmp_path, worker):
+    outcome = ft.kill_worker(str(tmp_path), worker)
+    assert outcome.exit == 1
+    line = one_error_line(outcome.stderr)
+    assert f"worker {worker} ended (killed by SIGKILL)" in line
+    assert outcome.meta["status"] == "failed" and "killed by SIGKILL" in outcome.meta["error"]
+    assert outcome.seconds_to_end < 5, outcome.seconds_to_end
+    assert_consistent(outcome)
+    c = outcome.meta["counters"]
+    assert c["sent"] > 0 and c["received"] > 0, c
+    assert c["dropped"] == 0, c             # nothing here was dropped: a process died
+    assert outcome.meta["salvaged"]["died"] == [worker]
+    if worker == "c0":
+        # what the consumer held when it died (its last second of records, its queue) is unknown
+        assert c["unknown"] == c["sent"] - c["unique_received"] > 0, c
+    else:
+        # the producer's last send records died with it; every message that arrived counts as sent
+        assert c["unknown"] == c["sent"] - c["unique_received"], c
+    assert_json_agrees(outcome, outcome.stdout)
+
+
+def test_killed_controller(tmp_path):
+    outcome = ft.kill_controller(str(tmp_path))
+    assert outcome.meta["status"] == "failed"
+    assert "the controller" in outcome.meta["error"] and "died" in outcome.meta["error"]
+    assert outcome.seconds_to_end < 10, outcome.seconds_to_end
+    assert_consistent(outcome)
+    c = outcome.meta["counters"]
+    assert c["sent"] > 0 and c["received"] > 0, c
+    # the workers stopped by themselves (none died): unreceived is stranded, never dropped
+    assert c["unknown"] == 0 and c["dropped"] == 0, c
+
+
+def test_repair_finishes_a_run_left_running(tmp_path):
+    run_dir, meta = ft.kill_everything(str(tmp_path))
+    assert ft.read_meta(run_dir)["status"] == "running"
+    done = ft.repair(run_dir)
+    assert done.returncode == 0, done.stderr
+    meta = ft.read_meta(run_dir)
+    assert meta["status"] == "failed" and "repair" in meta["error"]
+    outcome = ft.Outcome("repair", 0, 0.0, meta, done.stderr, ft.figures_from_records(run_dir),
+                         ft.leftovers(run_dir, meta))
+    assert_consistent(outcome)
+    assert_json_agrees(outcome, done.stdout)
+    assert meta["counters"]["sent"] > 0 and meta["counters"]["dropped"] == 0
+    again = ft.repair(run_dir)
+    assert again.returncode == 2
+    assert "not 'running'" in one_error_line(again.stderr)
+
+
+@pytest.fixture
+def small_disk():
+    reason = ft.can_mount()
+    if reason is not None:
+        pytest.skip(reason)
+    try:
+        with ft.SmallDisk("5m") as disk:
+            yield disk
+    except PermissionError as exc:
+        pytest.skip(str(exc))
+
+
+def test_disk_full(small_disk):
+    outcome = ft.disk_full(small_disk)
+    assert outcome.exit == 1
+    assert "warning:" in outcome.stderr and "bytes free" in outcome.stderr     # said before the run
+    line = one_error_line(outcome.stderr)
+    assert "No space left on device" in line and small_disk in line
+    assert "needed" in line and "bytes free" in line
+    assert outcome.meta["status"] == "failed" and "No space left on device" in outcome.meta["error"]
+    assert_consistent(outcome)
+    assert_json_agrees(outcome, outcome.stdout)
+    # the next run on that disk: the same one line, and again a run.json that says failed
+    again = ft.disk_full(small_disk, "disk-full-again")
+    assert again.exit == 1
+    assert "No space left on device" in one_error_line(again.stderr)
+    assert again.meta["status"] == "failed"
+    assert_consistent(again)
