@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 DEMO   ?= runs/demo
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all prereqs venv build demo test engine-debug test-engine-debug typecheck scenarios bench bench-smoke clean
+.PHONY: all prereqs venv build demo test engine-debug test-engine-debug typecheck scenarios bench bench-smoke faults clean
 
 all: build
 
@@ -94,6 +94,11 @@ scenarios: build
 bench: build
 	@mkdir -p .benchmarks
 	$(PY) -m pytest bench -o python_files="bench_*.py" -s --benchmark-only --benchmark-columns=median,min,max,rounds --benchmark-json=.benchmarks/latest.json
+
+# Faults injected into real runs (killed workers and controller, a full 5 MiB tmpfs when
+# root), each checked against its records with numpy: the table of docs/RELIABILITY.md.
+faults: build
+	$(PY) tests/fault_table.py $(FAULTS_ARGS)
 
 # Runs every benchmark once with tiny sizes so benchmark code cannot rot (CI).
 bench-smoke: build

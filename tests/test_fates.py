@@ -90,8 +90,8 @@ def _bits(*seqs, n=16):
 
 
 @pytest.mark.parametrize("completed,expect", [
-    (True, {"delivered": 3, "drained": 1, "dropped_start": 2, "dropped_mid": 6, "dropped_tail": 4, "stranded": 0}),
-    (False, {"delivered": 3, "drained": 1, "dropped_start": 2, "dropped_mid": 6, "dropped_tail": 0, "stranded": 4}),
+    (True, {"delivered": 3, "drained": 1, "dropped_start": 2, "dropped_mid": 6, "dropped_tail": 4, "stranded": 0, "unknown": 0}),
+    (False, {"delivered": 3, "drained": 1, "dropped_start": 2, "dropped_mid": 6, "dropped_tail": 0, "stranded": 4, "unknown": 0}),
 ])
 def test_fates_by_position(completed, expect):
     ok = _bits(*range(16))

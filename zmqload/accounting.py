@@ -166,7 +166,7 @@ def _add(total: dict[str, int], part: dict[str, int]) -> None:
 
 def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[str, Any]], fanout: bool,
               drain_completed: bool = True, tail_at_shutdown: bool = True,
-              dead_producers: frozenset = frozenset(), dead_consumers: frozenset = frozenset()) -> dict[str, Any]:
+              dead_producers: frozenset[int] = frozenset(), dead_consumers: frozenset[int] = frozenset()) -> dict[str, Any]:
     """Per-stream and total counters and fates from the producers' and consumers' finals.
 
     producers: stream -> {"attempted", "sent", "sent_ok_map"}; consumers: index ->

@@ -67,8 +67,12 @@ def write_error(exc: OSError, directory: str, needed: int) -> RunError:
     return error
 
 
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG)
+"""Errors of the disk itself while recording (not of zmqload): the run fails with one line."""
+
+
 def is_write_error(exc: BaseException) -> bool:
-    return getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG)
+    return getattr(exc, "errno", None) in WRITE_ERRNOS
 
 
 def write_json_atomic(path: str, data: dict) -> None:

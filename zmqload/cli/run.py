@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from ..errors import ExitStatus, RunError
+
+if TYPE_CHECKING:
+    from ..result import RunResult
 from .options import add_workload_arguments, workload_from_args
 
 NAME = "run"
@@ -31,14 +35,15 @@ def run(args: argparse.Namespace) -> ExitStatus:
     except KeyboardInterrupt as exc:
         raise KeyboardInterrupt("what was recorded is kept (run.json status: interrupted)") from exc
     except RunError as exc:     # a failed run still has figures (from its records): show them, then the error
-        if getattr(exc, "result", None) is not None:
-            show(exc.result, args)
+        failed: RunResult | None = getattr(exc, "result", None)
+        if failed is not None:
+            show(failed, args)
         raise
     show(result, args)
     return ExitStatus.OK if result.status == "complete" else ExitStatus.FAILED
 
 
-def show(result, args: argparse.Namespace) -> None:
+def show(result: "RunResult", args: argparse.Namespace) -> None:
     from rich.console import Console
 
     from ..display import print_summary

@@ -237,16 +237,19 @@ class Controller:
         from .state import WorkerFailed
         self.interrupted = True
         s = self.state
-        self.send_all(s.everyone, control.Stop(interrupted=True))
+
+        def ended(n: ids.WorkerId) -> bool:
+            return n in s.final or n in s.failures or n not in self.launcher.workers or not self.launcher.alive(n)
         deadline = time.monotonic() + INTERRUPT_GRACE_S
-        while time.monotonic() < deadline and not all(n in s.final or n in s.failures for n in s.everyone):
+        while time.monotonic() < deadline and not all(ended(n) for n in s.everyone):
+            # again and again: a worker still starting has no connection yet, and the
+            # control socket drops what it cannot route (its first Stop would be lost)
+            self.send_all([n for n in s.everyone if not ended(n)], control.Stop(interrupted=True))
             try:
-                self.pump()
+                self.pump(100)
             except WorkerFailed:
                 pass
-            if all(n in s.final or n in s.failures or not self.launcher.alive(n) for n in s.everyone):
-                self.pump_last()
-                break
+        self.pump_last()
 
     def pump_last(self) -> None:
         """Whatever the workers sent before they ended (their finals), failures included."""

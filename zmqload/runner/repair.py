@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from typing import Any
 
 from ..config import Workload
 from ..contract import ids
@@ -29,11 +30,11 @@ def process_alive(pid: int) -> bool:
         return False
 
 
-def read_running(run_dir: str, option: str = "RUN_DIR") -> dict:
+def read_running(run_dir: str, option: str = "RUN_DIR") -> dict[str, Any]:
     path = os.path.join(run_dir, "run.json")
     try:
         with open(path) as f:
-            meta = json.load(f)
+            meta: dict[str, Any] = json.load(f)
     except FileNotFoundError:
         raise ConfigError(option, f"{run_dir} has no run.json; accepted: a run directory (runs/run=...)") from None
     except (OSError, ValueError) as exc:
@@ -64,7 +65,7 @@ def repair_run(run_dir: str, reason: str, workers_died: bool) -> RunResult:
     return result
 
 
-def remove_control_dir(meta: dict) -> None:
+def remove_control_dir(meta: dict[str, Any]) -> None:
     """The run's private control and ipc socket files, when nobody was left to remove them."""
     directory = meta.get("control_dir") or ""
     if os.path.basename(directory).startswith("zmqload-ctl-"):

@@ -16,7 +16,7 @@ from .. import patterns
 from ..config import Workload, check_output_dir
 from ..errors import ConfigError, RunError
 from ..contract.records import SCHEMA_VERSION
-from ..recorder import free_bytes, is_write_error, write_error, write_json_atomic
+from ..recorder import WRITE_ERRNOS, free_bytes, write_error, write_json_atomic
 from ..result import RunResult
 from ..versions import clock_pair, host, versions
 from .channel import ControlServer, new_endpoint
@@ -44,7 +44,7 @@ def reserve_bytes(w: Workload) -> int:
 def expected_bytes(w: Workload) -> int | None:
     """The records a run will write, or None when its length is unbounded (unpaced with
     --duration): Parquet rows of every send and every received copy, one raw chunk per worker."""
-    from ..config import MAX_SEQ
+    from ..contract.wire import MAX_SEQ
     per_producer = w.messages_per_producer
     if per_producer >= MAX_SEQ:
         return None
@@ -167,7 +167,7 @@ def run(workload: Workload, progress: ProgressListener | None = None) -> RunResu
     return result
 
 
-def start_records(run_dir: str, meta_path: str, meta: dict, reserve: int) -> None:
+def start_records(run_dir: str, meta_path: str, meta: dict[str, Any], reserve: int) -> None:
     """The first run.json (status running) and the room kept for the last one; on a disk
     too full for either nothing starts (and the empty run directory goes)."""
     try:
@@ -182,7 +182,7 @@ def start_records(run_dir: str, meta_path: str, meta: dict, reserve: int) -> Non
         raise error from None
 
 
-def salvage_records(state: RunState, w: Workload, run_dir: str, meta: dict) -> str:
+def salvage_records(state: RunState, w: Workload, run_dir: str, meta: dict[str, Any]) -> str:
     """Finals of workers that died or left records unconverted, rebuilt from their records
     (runner/salvage.py). Returns '' or what could not be kept, for the error line."""
     drain_started = {c: state.drain_sent_ns for c in state.draining} if state.drain_sent_ns else {}
@@ -196,7 +196,7 @@ def salvage_records(state: RunState, w: Workload, run_dir: str, meta: dict) -> s
     return salvage.note()
 
 
-def finish_records(meta_path: str, meta: dict, state: RunState, w: Workload, result: RunResult,
+def finish_records(meta_path: str, meta: dict[str, Any], state: RunState, w: Workload, result: RunResult,
                    error: str | None) -> None:
     """The last run.json: status, counters and summary, written in the room kept for it."""
     summary = result.summary()
@@ -220,7 +220,7 @@ def finish_records(meta_path: str, meta: dict, state: RunState, w: Workload, res
 def _worker_error(w: Workload, exc: WorkerFailed) -> Exception:
     """Turn a worker's failure into the user's terms (a bind conflict is bad input)."""
     message = exc.failure.message
-    if is_write_error(exc.failure):
+    if exc.failure.errno in WRITE_ERRNOS:
         return RunError(f"worker {exc.worker} failed: {message}")
     if exc.failure.errno == errno.EADDRINUSE or "Address already in use" in message:
         option = "--endpoint" if w.endpoint else "--port"

@@ -10,11 +10,13 @@ converted (a partial file, a full disk) is removed and counted.
 """
 from __future__ import annotations
 
+import dataclasses
 import errno
 import glob
 import os
 import shutil
 from dataclasses import dataclass, field
+from typing import Any, Union
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -24,15 +26,15 @@ from ..contract import control
 from ..contract.ids import Role, WorkerId
 from ..contract.wire import SendStatus
 from ..histogram import Histogram
-from ..recorder import RecvConverter, SeenMap, SendConverter, is_write_error, spill_columns_of
+from ..recorder import PartWriter, RecvConverter, SeenMap, SendConverter, is_write_error, spill_columns_of
 
 
 @dataclass
 class Salvage:
     """What salvaging one run's workers did (said in the run's error line and run.json)."""
-    converted_rows: dict = field(default_factory=dict)     # worker name -> raw rows converted now
-    removed_rows: dict = field(default_factory=dict)       # worker name -> raw rows removed unconverted
-    reasons: list = field(default_factory=list)
+    converted_rows: dict[str, int] = field(default_factory=dict)    # worker -> raw rows converted now
+    removed_rows: dict[str, int] = field(default_factory=dict)      # worker -> raw rows removed unconverted
+    reasons: list[str] = field(default_factory=list)
 
     def note(self) -> str:
         """'' or one clause for the error line."""
@@ -41,7 +43,7 @@ class Salvage:
             return ""
         return f"{removed:,} unconverted rows removed from _spill/ ({'; '.join(sorted(set(self.reasons)))})"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"converted_rows": self.converted_rows, "removed_rows": self.removed_rows,
                 "reasons": sorted(set(self.reasons))}
 
@@ -61,15 +63,22 @@ def remove_partial_parts(run_dir: str, name: str) -> None:
         os.remove(tmp)
 
 
-def _converter(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int, t_drain_ns: int):
+Converter = Union[SendConverter, RecvConverter]
+Final = Union[control.ProducerFinal, control.ConsumerFinal]
+
+
+def _converter(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int,
+               t_drain_ns: int) -> tuple[Converter, dict[str, Any], PartWriter]:
+    """The converter the worker itself used, its raw columns and its parts' writer."""
     if worker.role is Role.PRODUCER:
         from .. import patterns
-        convert = SendConverter(run_dir, str(worker), worker.index, w.size, w.rate, t0_ns, w.compression, patterns.get(w.pattern).round_trip)
-        return convert, convert.columns(), convert.sends
-    convert = RecvConverter(run_dir, str(worker), worker.index, w.rate, 1024, w.compression)
-    convert.t0_ns = t0_ns
-    convert.t_drain_ns = t_drain_ns or RecvConverter.NO_DRAIN
-    return convert, RecvConverter.COLUMNS, convert.recvs
+        send = SendConverter(run_dir, str(worker), worker.index, w.size, w.rate, t0_ns, w.compression,
+                             patterns.get(w.pattern).round_trip)
+        return send, send.columns(), send.sends
+    recv = RecvConverter(run_dir, str(worker), worker.index, w.rate, 1024, w.compression)
+    recv.t0_ns = t0_ns
+    recv.t_drain_ns = t_drain_ns or RecvConverter.NO_DRAIN
+    return recv, dict(RecvConverter.COLUMNS), recv.recvs
 
 
 def convert_spill(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int, t_drain_ns: int,
@@ -120,7 +129,7 @@ def convert_spill(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int, t_dra
         pass        # another worker's chunks are still there, or it is gone already
 
 
-def _read(path: str, columns: list[str]) -> dict:
+def _read(path: str, columns: list[str]) -> dict[str, np.ndarray]:
     table = pq.read_table(path, columns=columns)
     return {c: table.column(c).to_numpy() for c in columns}
 
@@ -132,7 +141,9 @@ def producer_final(run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 
     seqs, status, t_sent = [], [], []
     for part in parts:
         cols = _read(part, ["seq", "status", "t_sent_ns"])
-        seqs.append(cols["seq"]), status.append(cols["status"]), t_sent.append(cols["t_sent_ns"])
+        seqs.append(cols["seq"])
+        status.append(cols["status"])
+        t_sent.append(cols["t_sent_ns"])
     seq = np.concatenate(seqs) if seqs else np.zeros(0, np.int64)
     st = np.concatenate(status) if status else np.zeros(0, np.int8)
     ts = np.concatenate(t_sent) if t_sent else np.zeros(0, np.int64)
@@ -182,6 +193,10 @@ def consumer_final(run_dir: str, worker: WorkerId, w: Workload, t_drain_ns: int)
                                  lat_s.to_payload(), seen, len(parts), interrupted=True)
 
 
+def _streams(final: Any) -> list[control.StreamSeen]:
+    return list(final.streams) if isinstance(final, control.ConsumerFinal) else []
+
+
 def with_received(final: control.ProducerFinal, seen_maps: list[np.ndarray]) -> control.ProducerFinal:
     """A dead producer's accepted-map extended by the seqs its consumers received: those
     were evidently sent, though their send records died with the producer."""
@@ -198,13 +213,14 @@ def with_received(final: control.ProducerFinal, seen_maps: list[np.ndarray]) -> 
                                  final.max_rss_kb)
 
 
-def salvage_run(run_dir: str, w: Workload, t0_ns: int, producers: list, consumers: list, finals: dict,
-                drain_started_ns: dict) -> tuple[dict, set, Salvage]:
+def salvage_run(run_dir: str, w: Workload, t0_ns: int, producers: list[WorkerId], consumers: list[WorkerId],
+                finals: dict[WorkerId, Any], drain_started_ns: dict[WorkerId, int]
+                ) -> tuple[dict[WorkerId, Final], set[WorkerId], Salvage]:
     """Finals for every worker whose own is missing or incomplete (unconverted rows),
     rebuilt from disk after converting what waits in _spill/. Returns (new finals by
     worker, the workers that died, what was done). `finals`: the finals that came."""
     salvage = Salvage()
-    rebuilt: dict = {}
+    rebuilt: dict[WorkerId, Final] = {}
     dead = {n for n in producers + consumers if n not in finals}
     for worker in producers + consumers:
         final = finals.get(worker)
@@ -214,16 +230,22 @@ def salvage_run(run_dir: str, w: Workload, t0_ns: int, producers: list, consumer
         t_drain = drain_started_ns.get(worker, 0) if final is None else getattr(final, "t_drain_ns", 0)
         convert_spill(run_dir, worker, w, t0_ns, t_drain, salvage)
         if worker.role is Role.PRODUCER:
-            rebuilt[worker] = producer_final(run_dir, worker, w)
+            sends = producer_final(run_dir, worker, w)
+            # a live producer's own counters are complete; only its map lacked chunks
+            rebuilt[worker] = sends if final is None else dataclasses.replace(
+                final, sent_ok_map=sends.sent_ok_map, parts=sends.parts, unconverted_rows=0)
         else:
-            rebuilt[worker] = consumer_final(run_dir, worker, w, t_drain)
+            recvs = consumer_final(run_dir, worker, w, t_drain)
+            rebuilt[worker] = recvs if final is None else dataclasses.replace(
+                final, received=recvs.received, streams=recvs.streams, parts=recvs.parts,
+                latency_intended=recvs.latency_intended, latency_sent=recvs.latency_sent, unconverted_rows=0)
     for worker in producers:
         if worker in dead:
-            seen_maps = []
-            for c in consumers:
-                final = rebuilt.get(c, finals.get(c))
-                seen_maps += [s.seen_map for s in (final.streams if final is not None else []) if s.stream == worker.index]
-            rebuilt[worker] = with_received(rebuilt[worker], seen_maps)
+            seen_maps = [s.seen_map for c in consumers for s in _streams(rebuilt.get(c, finals.get(c)))
+                         if s.stream == worker.index]
+            dead_final = rebuilt[worker]
+            assert isinstance(dead_final, control.ProducerFinal)
+            rebuilt[worker] = with_received(dead_final, seen_maps)
     try:
         os.rmdir(os.path.join(run_dir, "_spill"))
     except OSError:
