@@ -72,7 +72,7 @@ def test_killed_worker(tmp_path, worker):
         assert c["unknown"] == c["sent"] - c["unique_received"] > 0, c
     else:
         # the producer's last send records died with it; every message that arrived counts as sent
-        assert c["unknown"] == c["sent"] - c["unique_received"], c
+        assert c["sent"] >= c["unique_received"] == c["received"], c
     assert_json_agrees(outcome, outcome.stdout)
 
 
