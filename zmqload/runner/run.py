@@ -125,7 +125,10 @@ def run(workload: Workload, progress: ProgressListener | None = None) -> RunResu
         meta["controller_pid"] = os.getpid()
         meta["worker_pids"] = launcher.pids()
         meta["control_dir"] = control_dir      # private control and ipc socket files, removed at the end
-        write_json_atomic(meta_path, meta)
+        try:
+            write_json_atomic(meta_path, meta)
+        except OSError as exc:      # a run error: the run ends failed, in the room kept for run.json
+            raise write_error(exc, run_dir, len(str(meta))) from None
     controller.on_start = started
     previous_sigterm = sigterm_as_interrupt()
     status, error = "complete", None
