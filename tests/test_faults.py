@@ -133,3 +133,51 @@ def test_disk_full(small_disk):
     assert "No space left on device" in one_error_line(again.stderr)
     assert again.meta["status"] == "failed"
     assert_consistent(again)
+
+
+def test_repair_converts_raw_chunks_like_the_worker(tmp_path):
+    """Raw chunks left in _spill/ (a worker died before converting them) become the very
+    parts the worker would have written: a finished run's last parts are turned back into
+    raw chunks, the run is set back to `running`, and `zmqload repair` must rebuild both
+    the parts and the run's counters."""
+    import glob
+    import os
+
+    import pyarrow.parquet as pq
+
+    import zmqload
+    result = zmqload.run(pattern="push-pull", transport="tcp", count=20_000, chunk_rows=4096, out=str(tmp_path))
+    run_dir = result.run_dir
+    originals = {}
+    for kind, worker in (("sends", "p0"), ("recvs", "c0")):
+        last = sorted(glob.glob(os.path.join(run_dir, kind, f"part-{worker}-*.parquet")))[-1]
+        table = pq.read_table(last)
+        originals[last] = table
+        c = {name: table.column(name).to_numpy() for name in table.column_names}
+        if kind == "sends":     # the producer's raw columns: send time, status
+            raw = [c["t_sent_ns"].astype(np.int64), c["status"].astype(np.int8)]
+        else:                   # the consumer's: header word, send time, receive time, size
+            words = (c["stream"].astype(np.uint64) << np.uint64(48)) | c["seq"].astype(np.uint64)
+            raw = [words, c["t_sent_ns"].astype(np.int64), c["t_recv_ns"].astype(np.int64), c["size"].astype(np.int32)]
+        index = int(os.path.basename(last).rsplit("-", 1)[1].split(".")[0])
+        os.makedirs(os.path.join(run_dir, "_spill", worker), exist_ok=True)
+        with open(os.path.join(run_dir, "_spill", worker, f"{index:06d}.raw"), "wb") as f:
+            for column in raw:
+                column.tofile(f)
+        os.remove(last)
+    meta = ft.read_meta(run_dir)
+    meta["status"] = "running"
+    del meta["controller_pid"]      # this very process ran it; repair refuses a live controller's run
+    with open(os.path.join(run_dir, "run.json"), "w") as f:
+        json.dump(meta, f)
+    done = ft.repair(run_dir)
+    assert done.returncode == 0, done.stderr
+    for path, table in originals.items():
+        assert pq.read_table(path).equals(table), path
+    repaired = ft.read_meta(run_dir)
+    assert repaired["salvaged"]["converted_rows"] == {
+        ("p0" if "sends" in p else "c0"): t.num_rows for p, t in originals.items()}
+    for key in ("attempted", "sent", "received", "unique_received"):
+        assert repaired["counters"][key] == getattr(result, key) == ft.figures_from_records(run_dir)[key]
+    assert repaired["counters"]["unknown"] == 0 and ft.identity_holds(repaired["counters"])
+    assert not os.path.exists(os.path.join(run_dir, "_spill"))
