@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACED = ["--pattern", "push-pull", "--transport", "tcp", "--rate", "50k", "--duration", "4"]
+PACED_PROXY = ["--pattern", "proxy", "--transport", "tcp", "--rate", "50k", "--duration", "4"]
 KILL_AFTER_S = 1.5
 FATES = ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail", "stranded", "unknown")
 
@@ -165,10 +166,10 @@ class Outcome:
                 ", ".join(self.left) or "none"]
 
 
-def kill_worker(out: str, name: str) -> Outcome:
+def kill_worker(out: str, name: str, args: list[str] = PACED) -> Outcome:
     """SIGKILL one worker process KILL_AFTER_S into a paced run."""
     run_dir = os.path.join(out, f"run=kill-{name}")
-    proc = start_run(out, f"kill-{name}", PACED)
+    proc = start_run(out, f"kill-{name}", args)
     try:
         meta = wait_started(run_dir)
         pid = meta["worker_pids"][name]
@@ -276,6 +277,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="zmqload-faults-") as out:
         rows.append(kill_worker(out, "c0"))
         rows.append(kill_worker(out, "p0"))
+        rows.append(kill_worker(out, "x0", PACED_PROXY))
+        rows[-1].fault = "proxy x0 killed (SIGKILL), pattern proxy"
         rows.append(kill_controller(out))
         run_dir, _ = kill_everything(out)
         start = time.monotonic()

@@ -76,6 +76,19 @@ def test_killed_worker(tmp_path, worker):
     assert_json_agrees(outcome, outcome.stdout)
 
 
+def test_killed_proxy(tmp_path):
+    outcome = ft.kill_worker(str(tmp_path), "x0", ft.PACED_PROXY)
+    assert outcome.exit == 1
+    assert "worker x0 ended (killed by SIGKILL)" in one_error_line(outcome.stderr)
+    assert outcome.meta["status"] == "failed"
+    assert_consistent(outcome)
+    assert_json_agrees(outcome, outcome.stdout)
+    c = outcome.meta["counters"]
+    assert c["received"] > 0, c
+    # what the proxy held when it died is unknown, on every stream, never stranded
+    assert c["unknown"] > 0 and c["stranded"] == 0, c
+
+
 def test_killed_controller(tmp_path):
     outcome = ft.kill_controller(str(tmp_path))
     assert outcome.meta["status"] == "failed"

@@ -63,6 +63,17 @@ def queue_depth(run_dir: str, w, t0_ns: int, drops: dict, producers: dict) -> di
     return {"peak": queues.peak(depth), "series": depth}
 
 
+def dead_paths(state: RunState) -> dict:
+    """Whose messages a dead worker leaves with an unknown fate: its own (a producer's
+    stream, a consumer's view), or every stream when the proxy between them died."""
+    if any(n.role is Role.PROXY for n in state.dead):
+        producers = {n.index for n in state.producers}
+    else:
+        producers = {n.index for n in state.dead if n.role is Role.PRODUCER}
+    return {"dead_producers": frozenset(producers),
+            "dead_consumers": frozenset(n.index for n in state.dead if n.role is Role.CONSUMER)}
+
+
 def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, versions: dict) -> RunResult:
     producers: dict[int, dict] = {}
     for worker in state.producers:
@@ -87,8 +98,7 @@ def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, ver
     drain_completed = bool(state.drain.get("completed")) and status == "complete"
     accounts = reconcile(producers if usable else {}, consumers, w.fanout, drain_completed,
                          tail_at_shutdown(w, producers.values()),
-                         dead_producers=frozenset(n.index for n in state.dead if n.role is Role.PRODUCER),
-                         dead_consumers=frozenset(n.index for n in state.dead if n.role is Role.CONSUMER))
+                         **dead_paths(state))
     totals = accounts["totals"]
     lat_i, lat_s, rtt = Histogram(), Histogram(), Histogram()
     for p in producers.values():

@@ -192,7 +192,7 @@ def salvage_records(state: RunState, w: Workload, run_dir: str, meta: dict[str, 
     rebuilt, dead, salvage = salvage_run(run_dir, w, state.t0_ns, state.producers, state.consumers,
                                          state.final, drain_started)
     state.final.update(rebuilt)
-    state.dead = dead
+    state.dead = dead | {x for x in state.proxies if x not in state.final}     # a proxy has no records
     if rebuilt:
         meta["salvaged"] = dict(salvage.as_dict(), workers=sorted(str(n) for n in rebuilt),
                                 died=sorted(str(n) for n in dead))
