@@ -176,9 +176,7 @@ def start_records(run_dir: str, meta_path: str, meta: dict[str, Any], reserve: i
     try:
         write_json_atomic(meta_path, meta)
         with open(os.path.join(run_dir, RESERVE_NAME), "wb") as f:
-            f.write(b"\0" * reserve)       # real blocks, not a sparse hole: the room must exist
-            f.flush()
-            os.fsync(f.fileno())
+            f.write(b"\0" * reserve)       # written zeros, not a sparse hole: the room is taken now
     except OSError as exc:
         error = write_error(exc, run_dir, reserve)
         shutil.rmtree(run_dir, ignore_errors=True)
