@@ -14,6 +14,7 @@ import zmq
 from test_scenarios import _check_verdicts, scenario_out  # noqa: F401  (the module's fixture)
 from zmqload.scenarios import run_scenario
 from zmqload.scenarios.framework import DOES_NOT_HOLD, HOLDS
+from zmqload.scenarios.seed_000 import CANDIDATES_000_4, LONG_PAUSE, SHORT_PAUSE
 
 
 def _check_form(outcome, scenario):
@@ -68,12 +69,14 @@ def _pyzmq_capacity(sndhwm: int, rcvhwm: int, size: int = 32 * 1024, cap: int = 
     return accepted
 
 
-def _pyzmq_lost_at_close(transport: str, count: int, size: int, hwm: int) -> int:
-    """PUSH (SNDHWM hwm, own context) sends `count` messages unpaced to a PULL (RCVHWM hwm)
-    reading one per ms, then close + term (LINGER -1); how many never arrive."""
+def _pyzmq_lost_at_close(transport: str, count: int, size: int, hwm: int, rcvhwm: int | None = None,
+                         pause_s: float = 0.0) -> int:
+    """PUSH (SNDHWM hwm, own context) sends `count` messages unpaced to a PULL (RCVHWM hwm, or
+    rcvhwm) reading one per ms, then pauses `pause_s` and closes + terms (LINGER -1); how
+    many never arrive."""
     rctx, sctx = zmq.Context(), zmq.Context()
     pull = rctx.socket(zmq.PULL)
-    pull.setsockopt(zmq.RCVHWM, hwm)
+    pull.setsockopt(zmq.RCVHWM, hwm if rcvhwm is None else rcvhwm)
     if transport == "ipc":
         endpoint = _ipc()
         pull.bind(endpoint)
@@ -93,6 +96,7 @@ def _pyzmq_lost_at_close(transport: str, count: int, size: int, hwm: int) -> int
     thread.start()
     for i in range(count):
         push.send(b"%08d" % i + b" " * (size - 8))
+    time.sleep(pause_s)
     push.close()
     sctx.term()
     thread.join(60)
@@ -225,12 +229,19 @@ def test_bounded_reliable_repeats_each_candidate_and_names_the_condition(scenari
     names = list(dict.fromkeys(n for _, n in cells))
     state = {(c, n): figures["cells"][f"{c} / {n}"]["state"] for c, n in cells}
     verdict = outcome.verdict("000-4")
-    universal = [n for n in names if all(state.get((c, n)) == "always" for c in conditions)]
+    paused = [c for c in conditions if (c, LONG_PAUSE) in cells and (c, SHORT_PAUSE) in cells]
+    pause_matters = bool(paused) and all(state[(c, LONG_PAUSE)] == "always" for c in paused) and any(
+        state[(c, SHORT_PAUSE)] != "always" for c in paused)
+    universal = [n for n in names if all(state.get((c, n)) == "always" for c in conditions)
+                 and not (pause_matters and n == LONG_PAUSE)]
     racy = [n for n in names if n not in universal
             and all(state.get((c, n)) in ("always", "sometimes") for c in conditions)]
     always = {n: [c for c in conditions if state.get((c, n)) == "always"] for n in names}
     if universal:
         assert verdict.verdict == HOLDS and verdict.measurements["setup"] == universal[0]
+    elif pause_matters:
+        assert verdict.verdict.startswith("depends: on timing: SNDHWM 10 + RCVHWM 1 with a pause before close")
+        assert verdict.measurements["setup"] == LONG_PAUSE
     elif racy:
         assert verdict.verdict.startswith("depends: on timing") and verdict.measurements["setup"] in racy
     elif any(always.values()):
@@ -252,6 +263,12 @@ def test_bounded_reliable_repeats_each_candidate_and_names_the_condition(scenari
         # both tools (pyzmq lost 84 and 580 of 600 on ipc in two runs here): compare whether
         # the close lost anything, which the transport decides
         assert (lost > 0) == (max(zmqload_lost) > 0) == (min(zmqload_lost) > 0), (transport, lost, zmqload_lost)
+    # ... and a pause before close saves that backlog when it outlasts the PULL's work on it, not when shorter
+    for name in (SHORT_PAUSE, LONG_PAUSE):
+        pause_s = CANDIDATES_000_4[name][1]["close_pause_ms"] / 1000
+        lost = _pyzmq_lost_at_close("ipc", count, 64, 10, rcvhwm=1, pause_s=pause_s)
+        zmqload_lost = [runs[("ipc 64 B", name, k)]["dropped_tail"] for k in range(1, repeats + 1)]
+        assert (lost > 0) == (min(zmqload_lost) > 0), (name, lost, zmqload_lost)
 
 
 # -- 003-4 -------------------------------------------------------------------------------------
