@@ -253,7 +253,8 @@ CANDIDATES_000_4 = {
     # 0.87-1.0 s of work measured). A single 1 s pause sat on that edge and the verdict flipped with it
     "hwm-10-1-pause-250ms": ("SNDHWM 10 + RCVHWM 1, a 250 ms pause before close",
                              dict(sndhwm=10, rcvhwm=1, close_pause_ms=250)),
-    "hwm-10-1-pause-3s": ("SNDHWM 10 + RCVHWM 1, a 3 s pause before close", dict(sndhwm=10, rcvhwm=1, close_pause_ms=3000)),
+    "hwm-10-1-pause-3s": ("SNDHWM 10 + RCVHWM 1, a 3 s pause before close",
+                          dict(sndhwm=10, rcvhwm=1, close_pause_ms=3000)),
 }
 SHORT_PAUSE, LONG_PAUSE = "hwm-10-1-pause-250ms", "hwm-10-1-pause-3s"
 BOUNDED_QUEUE_SHARE = 0.5       # bounded: the HWMs let libzmq hold less than half of what was sent ...
@@ -333,8 +334,9 @@ def bounded_reliable(r: ScenarioRunner) -> Outcome:
     for f in runs:
         _judge(f, count, base_p, base_c)
     measured = [f"{f['condition']}, {CANDIDATES_000_4[f['candidate']][0]}, run {f['repeat']}: {fates_line(f)}; queue "
-                "peak " + (f"{f['queue_peak'].get('messages', 0):,} messages, of them at least {f['libzmq_at_least']:,} in "
-                           f"libzmq (the kernel held up to {f['queue_peak'].get('kernel_peak_bytes', 0):,} B)"
+                "peak " + (f"{f['queue_peak'].get('messages', 0):,} messages, of them at least "
+                           f"{f['libzmq_at_least']:,} in libzmq (the kernel held up to "
+                           f"{f['queue_peak'].get('kernel_peak_bytes', 0):,} B)"
                            if f["transport"] == "tcp" else
                            f"{f['queue_peak'].get('messages', 0):,} messages in libzmq and kernel buffers (ipc kernel "
                            "queues are not sampled)")
@@ -405,8 +407,8 @@ def _verdict_000_4(names, everywhere, cells, state, figures, repeats) -> Verdict
         backlog = _span(f["backlog_s"] for c in short for n in (SHORT_PAUSE, LONG_PAUSE) for f in cells[(c, n)])
         long_runs = [f for c in paused for f in cells[(c, LONG_PAUSE)]]
         condition = (f"on timing: SNDHWM 10 + RCVHWM 1 with a pause before close works when the pause outlasts the "
-                     f"PULL's backlog at the last send (on {', '.join(short)}: {_range(backlog)} s of work; a 3 s pause "
-                     f"delivered everything in {len(long_runs)} of {len(long_runs)} runs, 250 ms lost "
+                     f"PULL's backlog at the last send (on {', '.join(short)}: {_range(backlog)} s of work; "
+                     f"a 3 s pause delivered everything in {len(long_runs)} of {len(long_runs)} runs, 250 ms lost "
                      f"{_range(_span(_lost(f) for f in lost_short))} in {len(lost_short)} of "
                      f"{len([f for c in short for f in cells[(c, SHORT_PAUSE)]])}); no setup without a pause works on "
                      f"{', '.join(everywhere)}")
@@ -425,10 +427,11 @@ def _verdict_000_4(names, everywhere, cells, state, figures, repeats) -> Verdict
                    f"{_range(_span(f['backlog_s'] for f in good))} s)")
         else:
             why = "otherwise " + "; ".join(_why_not(f, short=True) for f in bad)
-        condition = (f"on timing: {CANDIDATES_000_4[n][0]} worked on {', '.join(everywhere)}, but on {', '.join(races)} "
-                     f"in {len(good)} of {len(good) + len(bad)} runs only: {why}")
+        condition = (f"on timing: {CANDIDATES_000_4[n][0]} worked on {', '.join(everywhere)}, but on "
+                     f"{', '.join(races)} in {len(good)} of {len(good) + len(bad)} runs only: {why}")
         because = (f"{n}: " + "; ".join(f"{c} works in {figures['cells'][f'{c} / {n}']['works']} of {repeats}"
-                                         for c in everywhere) + f"; reliably working: {reliably}; fails: {failing or 'none'}")
+                                         for c in everywhere)
+                   + f"; reliably working: {reliably}; fails: {failing or 'none'}")
         return Verdict("000-4", depends(condition), because, figures | {"setup": n, "race": races})
     if any(works.values()):
         best = max(names, key=lambda m: len(works[m]))

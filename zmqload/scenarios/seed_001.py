@@ -67,7 +67,8 @@ def proxy_pileup(r: ScenarioRunner) -> Outcome:
                         f"{p['messages']:,} messages at 100 msg/s, SUB 1 s/message): sent {p['sent']:,}, "
                         f"\"Dropped\" (EAGAIN) {p['eagain']:,}; received while publishing {p['received_during']:,}, "
                         f"{p['waiting_at_end']:,} waiting when the publisher finished ({p['kernel_bytes_at_end']:,} B "
-                        f"in kernel buffers, the rest in libzmq pipes; the SUB's RCVHWM is {p['sub_rcvhwm']:,}), of them "
+                        f"in kernel buffers, the rest in libzmq pipes; the SUB's RCVHWM is {p['sub_rcvhwm']:,}), "
+                        f"of them "
                         f"drained afterwards {p['drained']:,}; lost before the "
                         f"subscription arrived {p['lost_before_subscription']:,}, after it "
                         f"{p['lost_after_subscription']:,}; RSS +{p['rss_growth_kb']:,} kB")
@@ -91,7 +92,8 @@ def _verdict_001_5(figures: dict, rate: int) -> Verdict:
     fixed, faulty, load = figures["post"]["fixed"], figures["post"]["faulty"], figures["pub-and-proxy"]
     load_peak = load["queue_peak"].get("messages", 0)
     load_drops = load["dropped_mid"] + load["dropped_tail"]
-    bounded_post, drops_post = fixed["waiting_at_end"] <= WAIT_BOUND, fixed["eagain"] + fixed["lost_after_subscription"] > 0
+    bounded_post = fixed["waiting_at_end"] <= WAIT_BOUND
+    drops_post = fixed["eagain"] + fixed["lost_after_subscription"] > 0
     bounded_load, drops_load = load_peak <= WAIT_BOUND, load_drops > 0
     post_text = (f"the post's fixed code: {fixed['eagain']:,} \"Dropped\", {fixed['lost_after_subscription']:,} lost "
                  f"after the subscription, {fixed['waiting_at_end']:,} of {fixed['sent']:,} waiting when it finished "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from ..kernelq import TcpQueues
 from .framework import bounded
@@ -32,7 +33,7 @@ def _rss_kb() -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
-def run_post(variant: str, n_messages: int) -> dict:
+def run_post(variant: str, n_messages: int) -> dict[str, Any]:
     """The post's three functions, one variant. Returns the sends and the EAGAINs ("Dropped"
     lines), what the subscriber received while the publisher ran and in the drain, and what
     waited where when the publisher finished (kernel tcp bytes of the chain's two
@@ -42,9 +43,9 @@ def run_post(variant: str, n_messages: int) -> dict:
     context = zmq.Context()
     endpoints: dict[str, str] = {}
     proxy_ready, published = threading.Event(), threading.Event()
-    log: dict = {"sent": [], "dropped": [], "pub": None}
+    log: dict[str, Any] = {"sent": [], "dropped": [], "pub": None}
 
-    def proxy_thread():
+    def proxy_thread() -> None:
         xsub = context.socket(zmq.XSUB)
         xsub.bind("tcp://127.0.0.1:0")
         xpub = context.socket(zmq.XPUB)
@@ -62,7 +63,7 @@ def run_post(variant: str, n_messages: int) -> dict:
         xsub.close(0)
         xpub.close(0)
 
-    def publisher():
+    def publisher() -> None:
         pub = context.socket(zmq.PUB)
         pub.connect(endpoints["xsub"])
         pub.setsockopt(zmq.SNDHWM if fixed else zmq.RCVHWM, HWM)   # as posted: after connect
@@ -119,13 +120,13 @@ def run_post(variant: str, n_messages: int) -> dict:
     }
 
 
-def run_both(n_messages: int) -> dict:
+def run_both(n_messages: int) -> dict[str, dict[str, Any]]:
     """Both variants at once, each in its own context (the runs are paced by sleeps, so
     sharing the process costs them nothing measurable)."""
-    results: dict[str, dict] = {}
+    results: dict[str, dict[str, Any]] = {}
     errors: list[BaseException] = []
 
-    def one(variant):
+    def one(variant: str) -> None:
         try:
             results[variant] = run_post(variant, n_messages)
         except BaseException as e:                        # reported below, in this thread

@@ -378,8 +378,8 @@ def _holder_text(transport: str, held: dict, size: int | None) -> str:
         return ""
     h = held[transport][size]
     return (f"{transport}, {size:,} B: a non-reading SUB's path held {h['held']:,} of {h['sent']:,}, "
-            f"{h['kernel_bytes']:,} B in kernel buffers (~{h['kernel_messages']:,} messages), ~{h['libzmq_messages']:,} "
-            f"in libzmq")
+            f"{h['kernel_bytes']:,} B in kernel buffers (~{h['kernel_messages']:,} messages), "
+            f"~{h['libzmq_messages']:,} in libzmq")
 
 
 def _u2_verdict(figures: dict) -> Verdict:
