@@ -201,23 +201,26 @@ def test_hwm1_slow_subscriber(scenario_out, tmp_path):
     sizes = by_transport["tcp"]
     small, large = sizes[min(sizes)], sizes[max(sizes)]
     peak = small["queue_peak"]
-    # tcp, 64 B: a backlog builds and waits, mostly in the kernel's buffers (HWM 1 holds ~nothing)
-    assert small["drained"] > 10 and peak["messages"] > 10 and peak["kernel_messages"] >= peak["libzmq_messages"]
-    assert large["lost"] > small["lost"]              # 1 MiB x the backlog does not fit
-    assert large["queue_peak"]["kernel_peak_bytes"] > 1_000_000
-    assert all(f["lost"] > 0 for f in tiny.values())  # 4 KiB socket buffers: small messages lost too
+    # tcp, 64 B: a backlog builds and waits, mostly in the kernel's buffers (HWM 1 holds ~nothing). The
+    # kernel's share is its peak over the run: its value at the queue peak's instant hangs on when the
+    # kernel queues were last sampled (10/s), which is not what is asked here
+    assert small["drained"] > 10 and peak["messages"] > 10, (small, peak)
+    assert peak["kernel_peak_bytes"] // (small["size"] + 2) >= peak["messages"] / 2, peak
+    assert large["lost"] > small["lost"], (small, large)    # 1 MiB x the backlog does not fit
+    assert large["queue_peak"]["kernel_peak_bytes"] > 1_000_000, large
+    assert all(f["lost"] > 0 for f in tiny.values()), tiny  # 4 KiB socket buffers: small messages lost too
     # what held the backlog, per transport and size: every message the non-reading SUB's path kept is
     # either in the kernel's buffers or in libzmq; with HWM 1 the kernel holds most of a 64 B backlog
     for transport, by_size in held.items():
         for size, h in by_size.items():
-            assert h["subscribed"] and h["held"] + h["dropped"] == h["sent"]
-            assert h["kernel_messages"] + h["libzmq_messages"] == h["held"]
-            assert h["kernel_bytes"] <= h["held"] * (size + 9)
+            assert h["subscribed"] and h["held"] + h["dropped"] == h["sent"], h
+            assert h["kernel_messages"] + h["libzmq_messages"] == h["held"], h
+            assert h["kernel_bytes"] <= h["held"] * (size + 9), h
         smallest = by_size[min(by_size)]
         assert smallest["kernel_messages"] > smallest["libzmq_messages"], (transport, smallest)
     # ipc's kernel buffers hold far fewer bytes than tcp's: its backlog of large messages does not fit
     big = max(held["ipc"])
-    assert held["ipc"][big]["kernel_bytes"] < held["tcp"][big]["kernel_bytes"]
+    assert held["ipc"][big]["kernel_bytes"] < held["tcp"][big]["kernel_bytes"], (held["ipc"][big], held["tcp"][big])
     # the rule, from the numbers: per transport, sizes up to the first that lost most
     regimes = {}
     for transport, fs in by_transport.items():
