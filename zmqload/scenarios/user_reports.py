@@ -3,7 +3,8 @@
 U-1 (libzmq #4394) needs an HWM set after bind/connect, which a zmqload run never does
 (its workers set every option before): it is measured with the engine's own sockets, one
 PUB and one SUB in this process (two contexts), next to ordinary runs for the fates.
-U-2 and U-3 are ordinary runs.
+U-2 is ordinary runs plus that same pair for what holds a backlog (zmqload's runs sample
+the kernel queues of tcp only); U-3 is ordinary runs.
 """
 from __future__ import annotations
 
