@@ -111,6 +111,9 @@ def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, ver
     else:
         counted, span_s = unique, elapsed
     queue = queue_depth(run_dir, w, state.t0_ns, accounts["drops"], producers)
+    from ..generator import schedule_keeping
+    from ..patterns import get as pattern
+    generator = schedule_keeping(w.rate, state.t0_ns, list(producers.values()), pattern(w.pattern).round_trip)
     return RunResult(
         run_id=run_id, run_dir=run_dir, status=status, workload=w.to_dict(),
         attempted=attempted, sent=sum(p.get("sent", 0) for p in producers.values()),
@@ -126,6 +129,6 @@ def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, ver
         latency_intended=lat_i, latency_sent=lat_s, streams=accounts["streams"], round_trip=rtt,
         producers=[{k: v for k, v in p.items() if k not in ("sent_ok_map", "rtt")} for p in producers.values()],
         consumers=[{k: v for k, v in c.items() if k not in _CONSUMER_HIDDEN} for c in consumers.values()],
-        versions=versions, queue=queue)
+        versions=versions, queue=queue, generator=generator)
 
 

@@ -92,7 +92,7 @@ class Producer(WorkerLifecycle):
             return control.SendCounters(interrupted=self.interrupted)
         return control.SendCounters(sender.attempted, sender.sent, sender.eagain, sender.timeouts, sender.errors,
                                     sender.last_errno, sender.t_first_send_ns, sender.t_last_send_ns,
-                                    self.interrupted)
+                                    self.interrupted, sender.blocked_sends, sender.blocked_ns)
 
     def close(self, sock, linger_ms) -> tuple[int, int]:
         """Close with the configured linger (or 0 when interrupted) and time both steps."""
