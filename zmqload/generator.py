@@ -24,10 +24,10 @@ def schedule_keeping(rate: int, t0_ns: int, producers: list[dict], round_trip: b
     blocked_ns, as run.json keeps them per producer). Unpaced and round-trip runs have no
     schedule to keep (a REQ waits for every reply by design): `generator_limited` is False."""
     verdict = {"generator_limited": False, "scheduled_rate": rate * len(producers), "reached_rate": None,
-               "lag_ms": None, "blocked_ms": None}
+               "lag_ms": None, "blocked_ms": None, "scheduled_messages": None, "t0_ns": t0_ns}
     if not rate or round_trip or not t0_ns:
         return verdict
-    reached, lags, blocked, limited = 0.0, [], [], False
+    reached, lags, blocked, limited, scheduled = 0.0, [], [], False, 0
     for p in producers:
         attempted, t_last = p.get("attempted") or 0, p.get("t_last_send_ns") or 0
         if attempted < 2 or t_last <= t0_ns:
@@ -36,12 +36,15 @@ def schedule_keeping(rate: int, t0_ns: int, producers: list[dict], round_trip: b
         lag_ns = max(0, t_last - (t0_ns + (attempted - 1) * 10 ** 9 // rate))
         blocked_ns = p.get("blocked_ns") or 0
         reached += (attempted - 1) * 1e9 / span_ns
+        # what the schedule called for until the producer stopped (a run that ends early on
+        # a late wake-up skips the rest of its schedule: not offered, not lost)
+        scheduled += attempted + lag_ns * rate // 10 ** 9
         lags.append(lag_ns)
         blocked.append(blocked_ns)
         limited |= lag_ns - blocked_ns > max(LAG_FLOOR_NS, LAG_SHARE * span_ns)
     if lags:
         verdict.update(generator_limited=limited, reached_rate=round(reached, 1), lag_ms=max(lags) / 1e6,
-                       blocked_ms=max(blocked) / 1e6)
+                       blocked_ms=max(blocked) / 1e6, scheduled_messages=scheduled)
     return verdict
 
 

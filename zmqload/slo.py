@@ -40,17 +40,13 @@ class Breach:
 
 
 def offered(result: RunResult) -> int:
-    """Deliveries the load called for: a paced run's schedule (every producer's messages up to
-    its --count or --duration), an unpaced run's attempts; times the consumers under fan-out."""
+    """Deliveries the load called for: a paced run's schedule up to each producer's last send
+    (zmqload.generator: attempts plus the lag, so pushback that held a producer back counts),
+    an unpaced run's attempts; times the consumers under fan-out."""
     w = result.workload
-    copies = w["consumers"] if result.expected > result.sent else 1
-    if w["rate"]:
-        per_producer = w["count"] if w["count"] is not None else 0
-        if w["duration"] is not None:
-            scheduled = int(w["rate"] * w["duration"])
-            per_producer = min(per_producer, scheduled) if per_producer else scheduled
-        return per_producer * w["producers"] * copies
-    return result.attempted * copies
+    copies = w["consumers"] if w["consumers"] > 1 and result.expected > result.sent else 1
+    scheduled = (result.generator or {}).get("scheduled_messages")
+    return (scheduled if w["rate"] and scheduled is not None else result.attempted) * copies
 
 
 def backlog_growth(result: RunResult) -> Optional[tuple[float, float]]:
@@ -58,8 +54,9 @@ def backlog_growth(result: RunResult) -> Optional[tuple[float, float]]:
     through, and how much growth is tolerated. None when the run has no depth series."""
     series = result.queue.get("series") or {}
     t_end = max(((p.get("t_last_send_ns") or 0) for p in result.producers), default=0)
-    # the series counts from the run's t0, which is the first send of a producer on time
-    t0 = min(((p.get("t_first_send_ns") or 0) for p in result.producers if p.get("t_first_send_ns")), default=0)
+    # the series counts from the run's t0 (the schedule's; an unpaced run's first send)
+    t0 = (result.generator or {}).get("t0_ns") or min(
+        ((p.get("t_first_send_ns") or 0) for p in result.producers if p.get("t_first_send_ns")), default=0)
     if not len(series.get("t_s", ())) or not t0 or t_end <= t0:
         return None
     t_s, depth = np.asarray(series["t_s"]), np.asarray(series["depth"])
