@@ -255,3 +255,32 @@ def test_capacity_refuses_a_directory_that_holds_a_search(out_dir):
     open(os.path.join(out_dir, "capacity-search.json"), "w").close()
     r = zmqload_cli("capacity", "--out", out_dir)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--out" in r.stderr
+
+
+# -- the live line ------------------------------------------------------------------------------------
+def test_the_live_line_shows_rate_refusals_gaps_and_elapsed_of_total(out_dir):
+    import io
+
+    from rich.console import Console
+
+    from zmqload.display import LiveProgress
+
+    class Recording(LiveProgress):
+        snapshots: list = []
+
+        def update(self, snapshot):
+            self.snapshots.append(snapshot)
+            super().update(snapshot)
+
+    screen = io.StringIO()
+    live = Recording(Console(file=screen, force_terminal=True, width=200), total_s=2.0)
+    # a subscriber that cannot keep up with RCVHWM 10: messages go missing as the run goes on
+    result = zmqload.run(zmqload.Workload(pattern="pub-sub", rate=100_000, duration=2, rcvhwm=10, sndhwm=10,
+                                          consumer_delay_us=20, out=out_dir), progress=live)
+    running = [s for s in live.snapshots if s.phase == "running"]
+    assert running and max(s.gaps for s in running) > 0
+    sends, recvs = read_table(result.run_dir, "sends"), read_table(result.run_dir, "recvs")
+    never_came = int((sends.column("status").to_numpy() == 0).sum()) - len(np.unique(recvs.column("seq").to_numpy()))
+    assert 0 < max(s.gaps for s in live.snapshots) <= never_came     # gaps are messages that never came
+    shown = screen.getvalue()
+    assert "/ 2.0 s" in shown and "gaps " in shown and "msg/s)" in shown and "refused " in shown

@@ -15,19 +15,24 @@ not the system under test. The capacity search reads the same verdict from its p
 """
 from __future__ import annotations
 
+from typing import Any
+
 LAG_SHARE = 0.02          # unexplained lag above 2% of the sending span: the schedule was not kept
 LAG_FLOOR_NS = 2_000_000  # below 2 ms of lag, a scheduling hiccup at the very end, not a limit
 
 
-def schedule_keeping(rate: int, t0_ns: int, producers: list[dict], round_trip: bool = False) -> dict:
+def schedule_keeping(rate: int, t0_ns: int, producers: list[dict[str, Any]],
+                     round_trip: bool = False) -> dict[str, Any]:
     """The verdict on one run from the producers' counters (attempted, t_last_send_ns,
     blocked_ns, as run.json keeps them per producer). Unpaced and round-trip runs have no
     schedule to keep (a REQ waits for every reply by design): `generator_limited` is False."""
-    verdict = {"generator_limited": False, "scheduled_rate": rate * len(producers), "reached_rate": None,
+    verdict: dict[str, Any] = {"generator_limited": False, "scheduled_rate": rate * len(producers), "reached_rate": None,
                "lag_ms": None, "blocked_ms": None, "scheduled_messages": None, "t0_ns": t0_ns}
     if not rate or round_trip or not t0_ns:
         return verdict
-    reached, lags, blocked, limited, scheduled = 0.0, [], [], False, 0
+    reached, limited, scheduled = 0.0, False, 0
+    lags: list[int] = []
+    blocked: list[int] = []
     for p in producers:
         attempted, t_last = p.get("attempted") or 0, p.get("t_last_send_ns") or 0
         if attempted < 2 or t_last <= t0_ns:
@@ -48,7 +53,7 @@ def schedule_keeping(rate: int, t0_ns: int, producers: list[dict], round_trip: b
     return verdict
 
 
-def describe(verdict: dict) -> str | None:
+def describe(verdict: dict[str, Any]) -> str | None:
     """One line for a run whose generator could not keep its schedule, else None."""
     if not verdict.get("generator_limited"):
         return None

@@ -15,9 +15,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from .config import MAX_RATE, SearchPlan, Slos, Workload
+from .result import RunResult
+from .runner.state import ProgressListener
 from .slo import Breach, judge, offered
 
 RAMP_FACTOR = 2
@@ -28,12 +30,12 @@ class Probe:
     """One probe: its rate per producer and the verdict."""
     rate: int
     passed: bool
-    breaches: list = field(default_factory=list)         # slo.Breach, in slo.ORDER
+    breaches: list[Breach] = field(default_factory=list)  # in slo.ORDER
     generator_limited: bool = False
     confirm: bool = False                                 # the re-run of the final pass
     error: Optional[str] = None                           # the run itself failed (not a verdict)
     run_dir: Optional[str] = None
-    figures: dict = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed_slo(self) -> Optional[str]:
@@ -41,7 +43,7 @@ class Probe:
             return "generator"
         return self.breaches[0].slo if self.breaches else None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"rate": self.rate, "passed": self.passed, "confirm": self.confirm,
                 "generator_limited": self.generator_limited, "failed_slo": self.failed_slo,
                 "breaches": [b.to_dict() for b in self.breaches], "error": self.error, "run_dir": self.run_dir,
@@ -54,13 +56,13 @@ class Outcome:
     search converged; `bracket` is [highest passing, lowest failing], either may be None."""
     converged: bool
     max_sustainable_rate: Optional[int]
-    bracket: list
+    bracket: list[Optional[int]]
     failed_slo: Optional[str]
     generator_limited: bool
     reason: str
-    probes: list
+    probes: list[Probe]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"converged": self.converged, "max_sustainable_rate": self.max_sustainable_rate,
                 "bracket": self.bracket, "failed_slo": self.failed_slo,
                 "generator_limited": self.generator_limited, "reason": self.reason,
@@ -126,9 +128,9 @@ def probe_workload(template: Workload, rate: int, duration: float, run_name: str
     return Workload(**values).validate()
 
 
-def figures(result) -> dict:
+def figures(result: RunResult) -> dict[str, Any]:
     """What a probe shows of its run: rates, loss, latency, the queue and memory."""
-    def us(q):
+    def us(q: float) -> Optional[float]:
         value = result.latency_us(q)
         return None if value is None else round(value, 1)
     want = offered(result)
@@ -149,7 +151,7 @@ def figures(result) -> dict:
 
 
 def probe_once(template: Workload, slos: Slos, rate: int, duration: float, run_name: str,
-               progress=None) -> Probe:
+               progress: Optional[ProgressListener] = None) -> Probe:
     """One real run at `rate`, judged by `slos` (backlog check on)."""
     from .errors import RunError
     from .runner import run

@@ -9,7 +9,7 @@ drained at the end is not loss; a backlog that keeps growing is judged on its ow
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -35,7 +35,7 @@ class Breach:
     limit: float
     text: str             # one line: the SLO, the measured value and the limit
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"slo": self.slo, "measured": self.measured, "limit": self.limit, "text": self.text}
 
 

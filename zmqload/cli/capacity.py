@@ -11,11 +11,12 @@ import argparse
 import json
 import os
 import time
-from typing import Any
+from typing import Any, Optional
 
 from .. import sweep as sweeps
 from ..config import SEARCH_OPTIONS, SLO_OPTIONS, SearchPlan, Slos
 from ..errors import ConfigError, ExitStatus
+from ..search import Outcome, Probe
 from .options import add_workload_arguments
 
 NAME = "capacity"
@@ -56,19 +57,22 @@ def plan_searches(args: argparse.Namespace, plan: SearchPlan) -> sweeps.Sweep:
     return combos
 
 
-def _rate(value) -> str:
+def _rate(value: Optional[int]) -> str:
     return "-" if value is None else f"{value:,}"
 
 
-def probe_line(index: int, probe) -> str:
+def _us(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def probe_line(index: int, probe: Probe) -> str:
     f = probe.figures
     verdict = "pass" if probe.passed else ("GENERATOR" if probe.generator_limited else "FAIL")
     line = f"  probe {index:>2}{' (again)' if probe.confirm else ''}  {probe.rate:>12,} msg/s  {verdict:<9}"
     if probe.error:
         return f"{line}  {probe.error}"
-    p99 = "-" if f.get("p99_us") is None else f"{f['p99_us']:,.0f}"
     line += (f"  received {f.get('throughput_msgs') or 0:,.0f} msg/s, achieved {f.get('achieved') or 0:.3f}, "
-             f"loss {f.get('loss_ratio', 0):.2%}, p99 {p99} us")
+             f"loss {f.get('loss_ratio', 0):.2%}, p99 {_us(f.get('p99_us'))} us")
     if probe.breaches:
         line += f"  [{probe.breaches[0].text}]"
     elif probe.generator_limited:
@@ -77,7 +81,7 @@ def probe_line(index: int, probe) -> str:
     return line
 
 
-def answer_line(tag: str, outcome) -> str:
+def answer_line(tag: str, outcome: Outcome) -> str:
     lo, hi = outcome.bracket
     if not outcome.converged:
         return f"{tag}: no capacity found: {outcome.reason}; bracket {_rate(lo)} - {_rate(hi)} msg/s"
@@ -87,12 +91,13 @@ def answer_line(tag: str, outcome) -> str:
     peak = at.get("queue_peak") or {}
     rss = at.get("consumer_max_rss_kb")
     return (f"{tag}: max sustainable rate {lo:,} msg/s per producer (bracket {_rate(lo)} - {_rate(hi)}); {above}; "
-            f"at it: p99 {at.get('p99_us')} us, p99.9 {at.get('p99_9_us')} us, queue peak "
+            f"at it: p99 {_us(at.get('p99_us'))} us, p99.9 {_us(at.get('p99_9_us'))} us, queue peak "
             f"{peak.get('messages', 0) or 0:,} (kernel {peak.get('kernel_messages', 0) or 0:,} / libzmq "
             f"{peak.get('libzmq_messages', 0) or 0:,}), consumer RSS {(rss or 0) / 1024:,.1f} MiB")
 
 
 def run(args: argparse.Namespace) -> ExitStatus:
+    from ..display import LiveProgress
     from ..search import find_max_rate, probe_once
 
     plan = SearchPlan(**{name: getattr(args, name) for name in SEARCH_OPTIONS})
@@ -100,7 +105,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
     report = None
     if args.report or args.report_out:
         from .sweep import _report_module
-        report = _report_module()               # ConfigError (exit 2) before anything runs
+        report = _report_module()  # type: ignore[no-untyped-call]  # ConfigError (exit 2) before any run
     combos = plan_searches(args, plan)
     say = (lambda text: None) if args.quiet or args.json else print
     document: dict[str, Any] = {"search_id": combos.sweep_id, "out": args.out, "varying": combos.varying,
@@ -112,10 +117,11 @@ def run(args: argparse.Namespace) -> ExitStatus:
         started = time.monotonic()
         count = [0]
 
-        def probe(rate: int, point=point, count=count):
+        def probe(rate: int, point: sweeps.Point = point, count: list[int] = count) -> Probe:
             count[0] += 1
             name = f"{point.run_id}-p{count[0]:02d}-r{rate}"[:sweeps.MAX_RUN_NAME]
-            result = probe_once(point.workload, slos, rate, plan.probe_duration, name)
+            live = None if args.quiet or args.json else LiveProgress(total_s=plan.probe_duration)
+            result = probe_once(point.workload, slos, rate, plan.probe_duration, name, progress=live)
             say(probe_line(count[0], result))
             return result
 
