@@ -96,6 +96,36 @@ def test_the_probe_budget_bounds_the_search():
     assert not out.converged and len(out.probes) == 6 and "--max-probes" in out.reason
 
 
+# -- the generator verdict's logic on hand-made producers ----------------------------------------------
+def producer(rate: int, sent_s: float, lag_ms: float, blocked_ms: float, lateness_ms: list) -> dict:
+    from zmqload.histogram import Histogram
+    attempted = int(sent_s * rate)
+    late = Histogram()
+    late.record(np.array([int(x * 1e6) for x in lateness_ms], np.int64))
+    t_last = T0 + (attempted - 1) * 10 ** 9 // rate + int(lag_ms * 1e6)
+    return {"attempted": attempted, "t_last_send_ns": t_last, "blocked_ns": int(blocked_ms * 1e6),
+            "lateness": late.to_payload()}
+
+
+T0 = 10 ** 12
+
+
+@pytest.mark.parametrize("lag_ms, blocked_ms, lateness_ms, limited", [
+    (0.02, 0, [0.01] * 100, False),                         # on schedule
+    (500, 0, list(np.linspace(0, 500, 100)), True),         # CPU-bound: later and later
+    (500, 480, list(np.linspace(0, 500, 100)), False),      # pushback: the lag was spent blocked
+    (900, 600, list(np.linspace(0, 900, 100)), True),       # both, the generator short by 300 ms
+    (8.1, 0, [0.01] * 99 + [8.1], False),                   # one late wake-up just before the end
+])
+def test_generator_verdict(lag_ms, blocked_ms, lateness_ms, limited):
+    from zmqload.generator import schedule_keeping
+    verdict = schedule_keeping(2000, T0, [producer(2000, 1.0, lag_ms, blocked_ms, lateness_ms)])
+    assert verdict["generator_limited"] is limited
+    assert verdict["lag_ms"] == pytest.approx(lag_ms, abs=0.01)
+    offered = verdict["scheduled_messages"] - 2000        # the lag the sockets caused counts as offered
+    assert offered == int(min(lag_ms, blocked_ms) * 2)
+
+
 # -- what the Parquet records say, without zmqload ----------------------------------------------------
 def schedule_lag(run_dir: str) -> tuple[float, float, int]:
     """(lag of the last send in ms, sending span in ms, rows) from the sends records."""
@@ -131,6 +161,9 @@ def test_an_unreachable_rate_is_generator_limited_with_the_rate_reached(out_dir)
     assert gen["reached_rate"] == pytest.approx(reached, rel=0.05)
     assert gen["reached_rate"] < 0.2 * 100_000_000
     assert f"{gen['reached_rate']:,.0f} msg/s" in lines[0]
+    sends = read_table(run_dir, "sends")
+    lateness_ms = (sends.column("t_sent_ns").to_numpy() - sends.column("t_intended_ns").to_numpy()) / 1e6
+    assert gen["lateness_p90_ms"] == pytest.approx(np.percentile(lateness_ms, 90), rel=0.02)
 
 
 def test_a_slow_consumer_pushes_back_it_does_not_limit_the_generator(run_workload):

@@ -118,6 +118,7 @@ class ProducerFinal:
     unconverted_rows: int = 0
     writer_cpu_s: float = 0.0
     rtt: Optional[dict[str, Any]] = None  # req-rep: round-trip histogram payload
+    lateness: Optional[dict[str, Any]] = None  # histogram payload: t_sent - t_intended of every attempt
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,8 @@ class Producer(WorkerLifecycle):
             self.samples.flush()
         self.ctl.send(control.ProducerFinal(
             self.counters(sender), convert.sent_ok_map(), close_ns, term_ns, convert.sends.parts, max_rss_kb(),
-            unconverted, pipeline.writer_cpu_s, convert.rtt.to_payload() if round_trip else None))
+            unconverted, pipeline.writer_cpu_s, convert.rtt.to_payload() if round_trip else None,
+            convert.lateness.to_payload()))
 
     def before_close(self) -> None:
         """Shutdown semantics: an optional pause after the last send, and with
