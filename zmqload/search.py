@@ -15,12 +15,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .config import MAX_RATE, SearchPlan, Slos, Workload
-from .result import RunResult
-from .runner.state import ProgressListener
 from .slo import Breach, judge, offered
+
+if TYPE_CHECKING:
+    from .result import RunResult
+    from .runner.state import ProgressListener
 
 RAMP_FACTOR = 2
 

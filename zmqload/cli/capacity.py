@@ -11,13 +11,15 @@ import argparse
 import json
 import os
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .. import sweep as sweeps
 from ..config import SEARCH_OPTIONS, SLO_OPTIONS, SearchPlan, Slos
 from ..errors import ConfigError, ExitStatus
-from ..search import Outcome, Probe
 from .options import add_workload_arguments
+
+if TYPE_CHECKING:     # the search (numpy, the runner) is imported only when a search runs
+    from ..search import Outcome, Probe
 
 NAME = "capacity"
 HELP = "find the highest rate each combination of options sustains within the SLOs"
