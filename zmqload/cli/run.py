@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
+from ..config import SLO_OPTIONS, Slos
 from ..errors import ExitStatus
 from .options import add_workload_arguments, workload_from_args
 
@@ -15,6 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Run one workload and record every message to Parquet under --out. Rates and counts "
                           "take 10k / 1M; socket options left unset keep libzmq's defaults.")
     add_workload_arguments(parser)
+    add_workload_arguments(parser, table=SLO_OPTIONS)
     shown = parser.add_argument_group("output")
     shown.add_argument("--json", action="store_true", help="print the summary as JSON")
     shown.add_argument("--quiet", action="store_true", help="print nothing but errors")
@@ -27,13 +30,22 @@ def run(args: argparse.Namespace) -> ExitStatus:
     from ..runner import run as run_workload
 
     workload = workload_from_args(args).validate()
-    progress = None if args.json or args.quiet else LiveProgress()
+    slos = Slos(**{name: getattr(args, name) for name in SLO_OPTIONS})
+    from ..sweep import estimate_run_s
+    progress = None if args.json or args.quiet else LiveProgress(total_s=estimate_run_s(workload))
     try:
         result = run_workload(workload, progress=progress)
     except KeyboardInterrupt as exc:
         raise KeyboardInterrupt("what was recorded is kept (run.json status: interrupted)") from exc
+    from ..slo import judge
+    breaches = judge(result, slos) if result.status == "complete" else []
     if args.json:
-        print(json.dumps(result.summary(), default=str))
+        print(json.dumps({**result.summary(), "slo_breaches": [b.to_dict() for b in breaches]}, default=str))
     elif not args.quiet:
         print_summary(result, Console())
-    return ExitStatus.OK if result.status == "complete" else ExitStatus.FAILED
+    if result.status != "complete":
+        return ExitStatus.FAILED
+    if breaches:      # one line, the first SLO that broke first
+        print(f"zmqload run: SLO broken: {'; '.join(b.text for b in breaches)}", file=sys.stderr)
+        return ExitStatus.SLO_VIOLATED
+    return ExitStatus.OK
