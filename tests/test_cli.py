@@ -137,7 +137,7 @@ def test_a_command_without_its_action_shows_its_usage():
         assert proc.stderr.startswith(usage) and "Traceback" not in proc.stderr
         assert proc.stderr.strip().splitlines()[-1].endswith("error: missing command; accepted: "
                                                              + ("list, run" if args else
-                                                                "run, info, sweep, scenario, report, repair"))
+                                                                "run, info, sweep, capacity, scenario, report, repair"))
 
 
 def test_info_fits_80_columns_and_version():

@@ -127,19 +127,24 @@ def test_queue_depth_matches_the_records(run_workload):
     t0 = read_meta(result.run_dir)["schedule"]["t0_ns"]
     t_sent = read_table(result.run_dir, "sends").column("t_sent_ns").to_numpy()
     t_recv = read_table(result.run_dir, "recvs").column("t_recv_ns").to_numpy()
+    samples = read_table(result.run_dir, "samples")
+    sample_t = samples.column("t_ns").to_numpy()
+    sample_role = samples.column("role").to_numpy(zero_copy_only=False)
     checked = 0
     for t_s, depth in zip(series["t_s"], series["depth"]):
         if 0.2 <= t_s <= 1.0:
             t = t0 + int(t_s * 1e9)
             truth = int(np.count_nonzero(t_sent <= t)) - int(np.count_nonzero(t_recv <= t))
-            # samples come every slice (20 ms = 40 messages at this rate)
-            assert abs(depth - truth) <= 50, (t_s, depth, truth)
+            # the depth steps with the producer's samples (one per 20 ms slice, longer on a
+            # loaded machine): it may lag by what was sent since the last one before t
+            prior = sample_t[(sample_role == "producer") & (sample_t <= t)]
+            lag = int(np.count_nonzero((t_sent > prior.max()) & (t_sent <= t))) if len(prior) else len(t_sent)
+            assert abs(depth - truth) <= lag + 10, (t_s, depth, truth, lag)
             checked += 1
     assert checked >= 10
     peak = result.queue["peak"]
     assert 1900 <= peak["messages"] <= 2000 and result.dropped == 0
     assert peak["kernel_messages"] + peak["libzmq_messages"] == peak["messages"]
-    samples = read_table(result.run_dir, "samples")
     kernel_seen = max(samples.column("tcp_sendq_bytes").to_numpy().max(), 0) + \
         max(samples.column("tcp_recvq_bytes").to_numpy().max(), 0)
     assert peak["kernel_peak_bytes"] <= kernel_seen
@@ -182,3 +187,23 @@ def test_throughput_of_a_slow_consumer_is_not_its_fast_drain(run_workload):
     assert result.drained > 1000
     assert 100 <= result.throughput_msgs <= 220, result.throughput_msgs
     assert result.unique_received / result.elapsed_s > 2 * result.throughput_msgs
+
+
+def test_kernel_part_never_exceeds_what_is_in_flight():
+    """Samples of the two ends taken at different instants can hold the same bytes twice
+    (found by the U-2 scenario: 243 KB counted with 132 KB sent). 100 messages of 64 B are
+    in flight; the sender's and the receiver's queues each report 6,600 bytes."""
+    from zmqload import queues
+    samples = {"t_ns": np.array([0, 10, 0, 10], np.int64),
+               "role": np.array(["producer", "producer", "consumer", "consumer"], object),
+               "worker": np.array([0, 0, 0, 0]),
+               "messages": np.array([0, 100, 0, 0]),
+               "tcp_sendq_bytes": np.array([0, 6600, 0, 0]),
+               "tcp_recvq_bytes": np.array([0, 0, 0, 6600])}
+    depth = queues.depth_over_time(samples, producers=1, consumers=1, copies=1, size=64,
+                                   drop_times_ns=np.zeros(0, np.int64), t0_ns=0)
+    frame = queues.frame_bytes(64)
+    assert frame == 66 and queues.frame_bytes(256) == 265
+    assert depth["depth"][-1] == 100
+    assert depth["kernel_bytes"][-1] == 100 * frame and depth["kernel"][-1] == 100
+    assert depth["libzmq"][-1] == 0

@@ -252,6 +252,9 @@ cdef class Sender:
     cdef readonly long long next_seq, count
     cdef readonly long long sent, eagain, timeouts, errors
     cdef readonly long long t_first_send_ns, t_last_send_ns
+    # Pushback: sends that found the socket full (block / timeout modes) and the time they
+    # waited. Read on the blocked path only, so a send that does not block costs nothing more.
+    cdef readonly long long blocked_sends, blocked_ns
     cdef readonly int last_errno
     cdef readonly bint finished
     cdef bint round_trip, awaiting_reply
@@ -291,6 +294,8 @@ cdef class Sender:
         cdef Py_ssize_t capacity = t_sent.shape[0]
         cdef long long now, due
         cdef int rc, err, flags, st
+        # block / timeout: each message is first offered without waiting, so a full socket
+        # (pushback) is seen as EAGAIN and only then waited for with SNDTIMEO.
         flags = ZMQ_DONTWAIT if self.mode == ZL_MODE_DONTWAIT else 0
         if status.shape[0] < capacity:
             raise ValueError("status column shorter than t_sent column")
@@ -340,10 +345,12 @@ cdef class Sender:
                     self.finished = True
                     break
                 zl_put_header(self.buf, self.stream, <uint64_t>self.next_seq, now)
-                rc = zmq_send(self.sock, self.buf, self.size, flags)
+                rc = zmq_send(self.sock, self.buf, self.size, flags if self.blocked_since else ZMQ_DONTWAIT)
                 if rc >= 0:
                     st = ZL_ST_OK
                     self.sent += 1
+                    if self.blocked_since:
+                        self.blocked_ns += zl_now_ns() - self.blocked_since
                     self.blocked_since = 0
                     if self.t_first_send_ns == 0:
                         self.t_first_send_ns = now
@@ -364,9 +371,11 @@ cdef class Sender:
                         # loop can come back to Python (stop, progress) while blocked.
                         if self.blocked_since == 0:
                             self.blocked_since = now
+                            self.blocked_sends += 1
                         if self.mode == ZL_MODE_TIMEOUT and zl_now_ns() - self.blocked_since >= self.timeout_ns:
                             st = ZL_ST_TIMEOUT
                             self.timeouts += 1
+                            self.blocked_ns += zl_now_ns() - self.blocked_since
                             self.blocked_since = 0
                         elif zl_now_ns() >= slice_end_ns:
                             break

@@ -334,11 +334,71 @@ class Workload:
         return patterns.get(self.pattern).binding_sockets(self.producers, self.consumers)
 
 
-OPTIONS: dict[str, Option] = {
-    f.name: dataclasses.replace(f.metadata["option"], field=f.name, default=f.default,
-                                flag=f.metadata["option"].flag or "--" + f.name.replace("_", "-"))
-    for f in dataclasses.fields(Workload) if "option" in f.metadata}
+def _option_table(cls) -> dict[str, Option]:
+    return {f.name: dataclasses.replace(f.metadata["option"], field=f.name, default=f.default,
+                                        flag=f.metadata["option"].flag or "--" + f.name.replace("_", "-"))
+            for f in dataclasses.fields(cls) if "option" in f.metadata}
+
+
+OPTIONS: dict[str, Option] = _option_table(Workload)
 """field name -> Option, in field order: the one option table."""
+
+SLO_GROUP = "service-level objectives (run: unset = not checked, exit 3 when broken)"
+
+
+@dataclass
+class Slos:
+    """The service-level objectives a run is judged by (`run` gates, exit status 3; every
+    probe of `capacity`, which sets max_loss 0 and min_achieved 0.99 when they are unset).
+    Not part of the Workload: they judge a run, they do not change it."""
+    max_loss: Optional[float] = option(
+        None, float, "a ratio from 0 to 1 (0 = nothing lost)", "largest share of expected deliveries lost "
+        "(dropped + stranded)", low=0, high=1, nullable=True, group=SLO_GROUP, default_text="capacity: 0")
+    slo_p99_us: Optional[float] = option(
+        None, float, "microseconds > 0", "largest p99 latency from the intended send time", low=0, low_open=True,
+        nullable=True, group=SLO_GROUP)
+    min_achieved: Optional[float] = option(
+        None, float, "a ratio from 0 to 1", "smallest share of the offered messages received (paced: what the "
+        "schedule called for)", low=0, high=1, nullable=True, group=SLO_GROUP, default_text="capacity: 0.99")
+
+    def __post_init__(self) -> None:
+        for name, opt in SLO_OPTIONS.items():
+            setattr(self, name, opt.convert(getattr(self, name)))
+
+    def with_search_defaults(self) -> "Slos":
+        """The capacity search's SLOs: nothing lost and 99% received unless told otherwise."""
+        return Slos(max_loss=0.0 if self.max_loss is None else self.max_loss, slo_p99_us=self.slo_p99_us,
+                    min_achieved=0.99 if self.min_achieved is None else self.min_achieved)
+
+
+SLO_OPTIONS: dict[str, Option] = _option_table(Slos)
+
+SEARCH_GROUP = "search"
+
+
+@dataclass
+class SearchPlan:
+    """How `zmqload capacity` looks for the highest rate that meets the SLOs."""
+    start_rate: int = option(
+        10_000, int, f"messages per second per producer from 1 to {MAX_RATE} (e.g. 5000, 10k)",
+        "first probe's rate; the search doubles it until a probe fails, then bisects", low=1, high=MAX_RATE,
+        group=SEARCH_GROUP)
+    precision: float = option(
+        0.05, float, "a ratio from 0.001 to 1", "stop when the bracket [highest passing, lowest failing] is "
+        "this close (0.05 = within 5%)", low=0.001, high=1, group=SEARCH_GROUP)
+    probe_duration: float = option(
+        3.0, float, "seconds from 0.2 to 3600", "sending time of each probe (an open-loop --duration run)",
+        low=0.2, high=3600, group=SEARCH_GROUP)
+    max_probes: int = option(
+        20, int, "an integer from 2 to 200", "give up (exit 1) after this many probes per combination",
+        low=2, high=200, group=SEARCH_GROUP)
+
+    def __post_init__(self) -> None:
+        for name, opt in SEARCH_OPTIONS.items():
+            setattr(self, name, opt.convert(getattr(self, name)))
+
+
+SEARCH_OPTIONS: dict[str, Option] = _option_table(SearchPlan)
 
 
 def _check_port_free(option: str, host: str, port: int) -> None:

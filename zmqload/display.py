@@ -20,11 +20,14 @@ def _ns_to_us(ns) -> str:
 class LiveProgress:
     """Progress of a run, shown on a terminal once the run has lasted a second."""
 
-    def __init__(self, console: Console | None = None):
+    def __init__(self, console: Console | None = None, total_s: float | None = None):
         self.console = console or Console(stderr=True)
         self.live: Live | None = None
         self.started = 0.0
+        self.total_s = total_s          # the planned sending time, when known (sweep.estimate_run_s)
         self._last = 0.0
+        self._rate_from = (0.0, 0)      # (time, received) a second or so ago: the receive rate
+        self._rate = 0.0
 
     def start(self, snapshot) -> None:
         self.started = time.monotonic()
@@ -34,6 +37,10 @@ class LiveProgress:
         if now - self.started < SHOW_AFTER_S or now - self._last < 0.1:
             return
         self._last = now
+        then, received = self._rate_from
+        if now - then >= 1.0:
+            self._rate = (snapshot.received - received) / (now - then) if then else 0.0
+            self._rate_from = (now, snapshot.received)
         if self.live is None:
             if not self.console.is_terminal:
                 return
@@ -43,8 +50,10 @@ class LiveProgress:
 
     def _render(self, snap, elapsed: float):
         table = Table.grid(padding=(0, 2))
-        table.add_row(f"[bold]{snap.pattern}[/] over {snap.transport}", snap.phase, f"{elapsed:6.1f} s",
-                      f"sent {snap.sent:,}", f"received {snap.received:,}", f"refused {snap.dropped:,}")
+        total = f" / {self.total_s:,.1f}" if self.total_s else ""
+        table.add_row(f"[bold]{snap.pattern}[/] over {snap.transport}", snap.phase, f"{elapsed:6.1f}{total} s",
+                      f"sent {snap.sent:,}", f"received {snap.received:,} ({self._rate:,.0f} msg/s)",
+                      f"refused {snap.dropped:,}", f"gaps {snap.gaps:,}")
         return table
 
     def stop(self) -> None:
@@ -111,6 +120,10 @@ def print_summary(result: RunResult, console: Console | None = None) -> None:
                 who = "" if where == "all" else f" at consumer {where}"
                 console.print(f"missing seqs of stream {stream['stream']}{who}: {shown}"
                               f"{' ...' if len(ranges) > 8 else ''}")
+    from .generator import describe
+    limited = describe(result.generator)
+    if limited:
+        console.print(limited, soft_wrap=True)
     console.print(f"records: {result.run_dir}")
 
 

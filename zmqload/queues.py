@@ -11,7 +11,10 @@ Stranded messages stay in the depth: they were queued, or unknown.
 
 The depth is split into what the kernel's tcp buffers held (send queues of the sending
 side plus receive queues of the receiving side, in bytes from the samples, turned into
-messages of the run's size) and the rest, which libzmq's pipes held. Memory follows it:
+messages of the run's size plus the ZMTP frame header) and the rest, which libzmq's pipes
+held. The workers sample their queues at different instants, so the same bytes can be
+counted at both ends (in the sender's queue at one sample, the receiver's at the next); the
+kernel part is therefore capped at what was in flight, the depth times the frame size. Memory follows it:
 each role's resident size over time (VmRSS, sampled with the kernel queues) comes with the
 samples, so the memory cost of a backlog is visible next to it.
 """
@@ -25,6 +28,12 @@ import pyarrow.parquet as pq
 
 MAX_POINTS = 2000
 MIN_STEP_NS = 50_000_000
+
+
+def frame_bytes(size: int) -> int:
+    """Bytes of one single-frame message on a ZMTP 3 stream: a flags byte, then a 1-byte
+    length up to 255 or an 8-byte one beyond."""
+    return size + (2 if size <= 255 else 9)
 
 
 def read_samples(run_dir: str) -> dict:
@@ -76,7 +85,9 @@ def depth_over_time(samples: dict, *, producers: int, consumers: int, copies: in
     for role, worker, column in _kernel_series(samples):
         t, value = _series(samples, role, worker, column)
         kernel_bytes += np.maximum(_at(grid, t, value), 0)
-    kernel = np.minimum(np.floor(kernel_bytes / max(size, 1)), total)
+    frame = frame_bytes(size)
+    kernel_bytes = np.minimum(kernel_bytes, total * frame)
+    kernel = np.minimum(np.floor(kernel_bytes / frame), total)
     return {"t_s": (grid - t0_ns) / 1e9, "depth": total, "kernel": kernel, "libzmq": total - kernel,
             "kernel_bytes": kernel_bytes, "sent": sent * copies, "received": received, "dropped": dropped,
             **{f"rss_kb_{role}": rss for role, rss in _rss_by_role(samples, grid).items()}}

@@ -326,6 +326,7 @@ class SendConverter:
         self.replies = (PartWriter(os.path.join(run_dir, "replies"), name, REPLIES_SCHEMA, compression)
                         if round_trip else None)
         self.rtt = Histogram()
+        self.lateness = Histogram()     # t_sent - t_intended of every attempt (zmqload.generator)
         self.ok_bits: list[np.ndarray] = []
         self._ok_carry = np.zeros(0, bool)     # accepted-flags past the last whole byte
         self.first_seq = 0
@@ -345,6 +346,7 @@ class SendConverter:
         self.ok_bits.append(np.packbits(ok[:whole]))
         self._ok_carry = ok[whole:]
         t_intended = intended_times(self.t0_ns, seqs, self.rate, t_sent)
+        self.lateness.record(t_sent - t_intended)
         stream = np.full(rows, self.stream, np.int32)
         if self.replies is not None:
             t_reply = chunk["t_reply"][:rows]

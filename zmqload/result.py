@@ -104,12 +104,15 @@ class RunResult:
     """Per consumer: its counters and receive times (ns)."""
     versions: dict = field(default_factory=dict)
     """libzmq (engine and pyzmq's), pyzmq, Python and zmqload versions of the run."""
+    generator: dict = field(default_factory=dict)
+    """Whether the producers kept their open-loop schedule (zmqload.generator): `generator_limited`,
+    `scheduled_rate` and `reached_rate` (msg/s, all producers), `lag_ms` and `blocked_ms`."""
 
     # The figures run.json keeps under "counters" and "summary" (docs/RECORDS.md).
     COUNTERS: ClassVar[tuple] = ("attempted", "sent", "eagain", "timeout", "errors", "expected", "received", "unique_received",
                 "duplicates", "reordered", "lost", *FATES, "dropped")
     FIGURES: ClassVar[tuple] = ("queue_peak", "elapsed_s", "send_rate", "throughput_msgs", "throughput_mb", "loss_ratio",
-               "latency_intended_ns", "latency_sent_ns", "round_trip_ns")
+               "latency_intended_ns", "latency_sent_ns", "round_trip_ns", "generator_limited", "generator")
 
     def __repr__(self) -> str:
         return (f"RunResult({self.run_id!r}, status={self.status!r}, sent={self.sent}, received={self.received}, "
@@ -125,6 +128,12 @@ class RunResult:
     def dropped(self) -> int:
         """Accepted messages that never arrived although the drain ran to completion."""
         return self.dropped_start + self.dropped_mid + self.dropped_tail
+
+    @property
+    def generator_limited(self) -> bool:
+        """The producers fell behind their schedule without pushback from the sockets: the
+        load generator, not the system under test, set the pace (zmqload.generator)."""
+        return bool(self.generator.get("generator_limited"))
 
     @property
     def loss_ratio(self) -> float:
@@ -173,4 +182,5 @@ class RunResult:
             "streams": self.streams,
             "producers": [{k: v for k, v in p.items() if k != "sent_ok_map"} for p in self.producers],
             "consumers": self.consumers, "versions": self.versions,
+            "generator_limited": self.generator_limited, "generator": self.generator,
         }

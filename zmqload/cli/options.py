@@ -59,14 +59,16 @@ class _NegatedAxis(_Axis):
         super().__call__(parser, namespace, [False], option_string)
 
 
-def add_workload_arguments(parser: argparse.ArgumentParser, axes: bool = False, skip=()) -> None:
-    """One argument per command-line option of the table, in the table's groups. With
-    `axes`, every option takes a value or a list, is absent from the namespace unless
-    given, and `namespace.given` lists the options given, in order (zmqload sweep)."""
+def add_workload_arguments(parser: argparse.ArgumentParser, axes: bool = False, skip=(),
+                           table: dict[str, Option] = OPTIONS) -> None:
+    """One argument per command-line option of the table (default the Workload's; also
+    config.SLO_OPTIONS, SEARCH_OPTIONS), in the table's groups. With `axes`, every option
+    takes a value or a list, is absent from the namespace unless given, and
+    `namespace.given` lists the options given, in order (zmqload sweep)."""
     groups: dict[str, argparse._ArgumentGroup] = {}
     if axes:
         parser.set_defaults(given=None)
-    for opt in OPTIONS.values():
+    for opt in table.values():
         if not opt.cli or opt.field in skip:
             continue
         if opt.group not in groups:

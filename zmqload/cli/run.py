@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING
 
+from ..config import SLO_OPTIONS, Slos
 from ..errors import ExitStatus, RunError
+from .options import add_workload_arguments, workload_from_args
 
 if TYPE_CHECKING:
     from ..result import RunResult
-from .options import add_workload_arguments, workload_from_args
+    from ..slo import Breach
 
 NAME = "run"
 HELP = "run one workload and record every message"
@@ -19,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Run one workload and record every message to Parquet under --out. Rates and counts "
                           "take 10k / 1M; socket options left unset keep libzmq's defaults.")
     add_workload_arguments(parser)
+    add_workload_arguments(parser, table=SLO_OPTIONS)
     shown = parser.add_argument_group("output")
     shown.add_argument("--json", action="store_true", help="print the summary as JSON")
     shown.add_argument("--quiet", action="store_true", help="print nothing but errors")
@@ -29,7 +33,9 @@ def run(args: argparse.Namespace) -> ExitStatus:
     from ..runner import run as run_workload
 
     workload = workload_from_args(args).validate()
-    progress = None if args.json or args.quiet else LiveProgress()
+    slos = Slos(**{name: getattr(args, name) for name in SLO_OPTIONS})
+    from ..sweep import estimate_run_s
+    progress = None if args.json or args.quiet else LiveProgress(total_s=estimate_run_s(workload))
     try:
         result = run_workload(workload, progress=progress)
     except KeyboardInterrupt as exc:
@@ -37,17 +43,24 @@ def run(args: argparse.Namespace) -> ExitStatus:
     except RunError as exc:     # a failed run still has figures (from its records): show them, then the error
         failed: RunResult | None = getattr(exc, "result", None)
         if failed is not None:
-            show(failed, args)
+            show(failed, [], args)
         raise
-    show(result, args)
-    return ExitStatus.OK if result.status == "complete" else ExitStatus.FAILED
+    from ..slo import judge
+    breaches = judge(result, slos) if result.status == "complete" else []
+    show(result, breaches, args)
+    if result.status != "complete":
+        return ExitStatus.FAILED
+    if breaches:      # one line, the first SLO that broke first
+        print(f"zmqload run: SLO broken: {'; '.join(b.text for b in breaches)}", file=sys.stderr)
+        return ExitStatus.SLO_VIOLATED
+    return ExitStatus.OK
 
 
-def show(result: "RunResult", args: argparse.Namespace) -> None:
+def show(result: RunResult, breaches: list[Breach], args: argparse.Namespace) -> None:
     from rich.console import Console
 
     from ..display import print_summary
     if args.json:
-        print(json.dumps(result.summary(), default=str))
+        print(json.dumps({**result.summary(), "slo_breaches": [b.to_dict() for b in breaches]}, default=str))
     elif not args.quiet:
         print_summary(result, Console())

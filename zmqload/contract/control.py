@@ -84,6 +84,7 @@ class Progress:
     messages: int                         # sent (producer) or received (consumer) so far
     dropped: int = 0                      # producer: EAGAIN + SNDTIMEO so far
     t_last_recv_ns: int = 0
+    gaps: int = 0                         # consumer: seqs skipped so far (newest seq seen vs received)
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,8 @@ class SendCounters:
     t_first_send_ns: int = 0
     t_last_send_ns: int = 0
     interrupted: bool = False
+    blocked_sends: int = 0                # sends that found the socket full (pushback)
+    blocked_ns: int = 0                   # time those sends waited for room
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,7 @@ class ProducerFinal:
     unconverted_rows: int = 0
     writer_cpu_s: float = 0.0
     rtt: Optional[dict[str, Any]] = None  # req-rep: round-trip histogram payload
+    lateness: Optional[dict[str, Any]] = None  # histogram payload: t_sent - t_intended of every attempt
 
 
 @dataclass(frozen=True)

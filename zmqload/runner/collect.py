@@ -7,11 +7,12 @@ import numpy as np
 
 from ..accounting import FATES, reconcile
 from ..contract.ids import Role
+from ..generator import schedule_keeping
 from ..histogram import Histogram
 from ..result import RunResult
 from .state import RunState
 
-_PRODUCER_HIDDEN = ("sent_ok_map", "rtt", "counters")
+_PRODUCER_HIDDEN = ("sent_ok_map", "rtt", "counters", "lateness")
 _CONSUMER_HIDDEN = ("streams", "latency_intended", "latency_sent")
 
 
@@ -81,7 +82,7 @@ def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, ver
         done = state.done.get(worker)
         if final is not None:
             producers[worker.index] = dict(_plain(final, _PRODUCER_HIDDEN), worker=worker.index,
-                                           sent_ok_map=final.sent_ok_map, rtt=final.rtt)
+                                           sent_ok_map=final.sent_ok_map, rtt=final.rtt, lateness=final.lateness)
         elif done is not None:      # no final: nothing known beyond the done counters
             producers[worker.index] = dict(dataclasses.asdict(done.counters), worker=worker.index,
                                            sent_ok_map=np.zeros(0, np.uint8), rtt=None)
@@ -123,6 +124,8 @@ def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, ver
     else:
         counted, span_s = unique, elapsed
     queue = queue_depth(run_dir, w, state.t0_ns, accounts["drops"], producers)
+    from ..patterns import get as pattern
+    generator = schedule_keeping(w.rate, state.t0_ns, list(producers.values()), pattern(w.pattern).round_trip)
     return RunResult(
         run_id=run_id, run_dir=run_dir, status=status, workload=w.to_dict(),
         attempted=attempted, sent=sum(p.get("sent", 0) for p in producers.values()),
@@ -136,8 +139,9 @@ def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, ver
         throughput_msgs=counted / span_s if span_s else 0.0,
         throughput_mb=counted * w.size / 1e6 / span_s if span_s else 0.0,
         latency_intended=lat_i, latency_sent=lat_s, streams=accounts["streams"], round_trip=rtt,
-        producers=[{k: v for k, v in p.items() if k not in ("sent_ok_map", "rtt")} for p in producers.values()],
+        producers=[{k: v for k, v in p.items() if k not in ("sent_ok_map", "rtt", "lateness")}
+                   for p in producers.values()],
         consumers=[{k: v for k, v in c.items() if k not in _CONSUMER_HIDDEN} for c in consumers.values()],
-        versions=versions, queue=queue)
+        versions=versions, queue=queue, generator=generator)
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .. import _engine
 from ..contract import control
+from ..contract.wire import SEQ_BITS, SEQ_MASK
 from ..recorder import ChunkPipeline, RecvConverter
 from .lifecycle import WorkerLifecycle, max_rss_kb
 
@@ -26,11 +27,17 @@ class Consumer(WorkerLifecycle):
         warm_mask = (1 << w.producers) - 1
         warm_sent = False
         try:
+            latest: dict[int, int] = {}     # stream -> newest seq seen: the live gap count
             while not self.stop_requested and not receiver.terminated:
                 now = _engine.now_ns()
+                before = pipeline.row
                 row = receiver.run_slice(pipeline.current["words"], pipeline.current["t_sent"],
                                          pipeline.current["t_recv"], pipeline.current["size"],
                                          pipeline.row, now + w.slice_ms * 1_000_000)
+                if row > before:    # one row per slice, not per message: the display's gaps only
+                    word = int(pipeline.current["words"][row - 1])
+                    stream, seq = word >> SEQ_BITS, word & SEQ_MASK
+                    latest[stream] = max(latest.get(stream, -1), seq)
                 pipeline.advance(row)
                 if self.drain_mode == "fast":
                     receiver.delay_ns = 0
@@ -40,7 +47,8 @@ class Consumer(WorkerLifecycle):
                 if not warm_sent and receiver.warmup_mask & warm_mask == warm_mask:
                     self.ctl.send(control.Warm())
                     warm_sent = True
-                self.tick(now, control.Progress(receiver.received, t_last_recv_ns=receiver.t_last_recv_ns))
+                gaps = max(0, sum(latest.values()) + len(latest) - receiver.received)
+                self.tick(now, control.Progress(receiver.received, t_last_recv_ns=receiver.t_last_recv_ns, gaps=gaps))
         finally:
             sock.close(0)
             self.finish_context()

@@ -58,7 +58,8 @@ class Producer(WorkerLifecycle):
             self.samples.flush()
         self.ctl.send(control.ProducerFinal(
             self.counters(sender), convert.sent_ok_map(), close_ns, term_ns, convert.sends.parts, max_rss_kb(),
-            unconverted, pipeline.writer_cpu_s, convert.rtt.to_payload() if round_trip else None))
+            unconverted, pipeline.writer_cpu_s, convert.rtt.to_payload() if round_trip else None,
+            convert.lateness.to_payload()))
 
     def before_close(self) -> None:
         """Shutdown semantics: an optional pause after the last send, and with
@@ -92,7 +93,7 @@ class Producer(WorkerLifecycle):
             return control.SendCounters(interrupted=self.interrupted)
         return control.SendCounters(sender.attempted, sender.sent, sender.eagain, sender.timeouts, sender.errors,
                                     sender.last_errno, sender.t_first_send_ns, sender.t_last_send_ns,
-                                    self.interrupted)
+                                    self.interrupted, sender.blocked_sends, sender.blocked_ns)
 
     def close(self, sock, linger_ms) -> tuple[int, int]:
         """Close with the configured linger (or 0 when interrupted) and time both steps."""

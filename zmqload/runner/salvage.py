@@ -139,11 +139,13 @@ def producer_final(run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 
     from .. import patterns
     parts = parts_of(run_dir, "sends", str(worker))
     seqs, status, t_sent = [], [], []
+    lateness = Histogram()      # as the producer's own converter keeps it (zmqload.generator)
     for part in parts:
-        cols = _read(part, ["seq", "status", "t_sent_ns"])
+        cols = _read(part, ["seq", "status", "t_sent_ns", "t_intended_ns"])
         seqs.append(cols["seq"])
         status.append(cols["status"])
         t_sent.append(cols["t_sent_ns"])
+        lateness.record(cols["t_sent_ns"] - cols["t_intended_ns"])
     seq = np.concatenate(seqs) if seqs else np.zeros(0, np.int64)
     st = np.concatenate(status) if status else np.zeros(0, np.int8)
     ts = np.concatenate(t_sent) if t_sent else np.zeros(0, np.int64)
@@ -162,7 +164,8 @@ def producer_final(run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 
         timeout=int((st == SendStatus.TIMEOUT).sum()), errors=int((st == SendStatus.ERROR).sum()),
         t_first_send_ns=int(ts.min()) if len(ts) else 0, t_last_send_ns=int(ts.max()) if len(ts) else 0,
         interrupted=True)
-    return control.ProducerFinal(counters, np.packbits(ok), close_ns=close_ns, parts=len(parts))
+    return control.ProducerFinal(counters, np.packbits(ok), close_ns=close_ns, parts=len(parts), rtt=rtt,
+                                 lateness=lateness.to_payload())
 
 
 def consumer_final(run_dir: str, worker: WorkerId, w: Workload, t_drain_ns: int) -> control.ConsumerFinal:
@@ -207,10 +210,8 @@ def with_received(final: control.ProducerFinal, seen_maps: list[np.ndarray]) -> 
     ok[:c.attempted] = np.unpackbits(final.sent_ok_map)[:c.attempted].astype(bool)
     for seqs in received:
         ok[seqs] = True
-    counters = control.SendCounters(attempted, int(ok.sum()), c.eagain, c.timeout, c.errors, c.last_errno,
-                                    c.t_first_send_ns, c.t_last_send_ns, True)
-    return control.ProducerFinal(counters, np.packbits(ok), final.close_ns, final.term_ns, final.parts,
-                                 final.max_rss_kb)
+    counters = dataclasses.replace(c, attempted=attempted, sent=int(ok.sum()), interrupted=True)
+    return dataclasses.replace(final, counters=counters, sent_ok_map=np.packbits(ok))
 
 
 def salvage_run(run_dir: str, w: Workload, t0_ns: int, producers: list[WorkerId], consumers: list[WorkerId],
@@ -233,7 +234,7 @@ def salvage_run(run_dir: str, w: Workload, t0_ns: int, producers: list[WorkerId]
             sends = producer_final(run_dir, worker, w)
             # a live producer's own counters are complete; only its map lacked chunks
             rebuilt[worker] = sends if final is None else dataclasses.replace(
-                final, sent_ok_map=sends.sent_ok_map, parts=sends.parts, unconverted_rows=0)
+                final, sent_ok_map=sends.sent_ok_map, parts=sends.parts, lateness=sends.lateness, unconverted_rows=0)
         else:
             recvs = consumer_final(run_dir, worker, w, t_drain)
             rebuilt[worker] = recvs if final is None else dataclasses.replace(

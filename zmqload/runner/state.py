@@ -21,6 +21,7 @@ class ProgressSnapshot:
     received: int                 # messages the consumers received so far (copies included)
     producers: int
     producers_done: int
+    gaps: int = 0                 # seqs the consumers skipped so far (live estimate, copies included)
 
 
 class ProgressListener(Protocol):
@@ -88,5 +89,6 @@ class RunState:
     def snapshot(self, pattern: str, transport: str, elapsed_s: float) -> ProgressSnapshot:
         sent = sum(self.live[p].messages for p in self.producers if p in self.live)
         dropped = sum(self.live[p].dropped for p in self.producers if p in self.live)
+        gaps = sum(self.live[c].gaps for c in self.consumers if c in self.live)
         return ProgressSnapshot(pattern, transport, self.phase, elapsed_s, sent, dropped, self.received_so_far(),
-                                len(self.producers), len(self.done))
+                                len(self.producers), len(self.done), gaps)

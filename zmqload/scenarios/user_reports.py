@@ -3,7 +3,8 @@
 U-1 (libzmq #4394) needs an HWM set after bind/connect, which a zmqload run never does
 (its workers set every option before): it is measured with the engine's own sockets, one
 PUB and one SUB in this process (two contexts), next to ordinary runs for the fates.
-U-2 and U-3 are ordinary runs.
+U-2 is ordinary runs plus that same pair for what holds a backlog (zmqload's runs sample
+the kernel queues of tcp only); U-3 is ordinary runs.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ..kernelq import TcpQueues, ports_of
 from .framework import DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, depends, facts, fates_line
 
 _SEQ = struct.Struct("<q")
+_INT = struct.Struct("i")              # an ioctl's int
 WHEN = ("before", "after")            # an HWM set before or after the socket's bind/connect
 PROBE_DEADLINE_S = 20                 # every probe wait is bounded by this
 
@@ -46,6 +48,7 @@ class _PubSub:
         _set(self.sub, sub_before)
         self.sub.connect(endpoint)
         _set(self.sub, sub_after)
+        self.endpoint = endpoint
         self.kernel = TcpQueues(ports_of([endpoint]))
         return self._await_subscription()
 
@@ -211,32 +214,129 @@ def _u1_verdict(figures: dict, n: int) -> Verdict:
 
 
 # ---------------------------------------------------------------------------- U-2
+U2_SIZES = (64, 1024, 4096, 16384, 65536, 262144, 1048576)
+U2_TRANSPORTS = ("tcp", "ipc")
+
+
 def hwm1_slow_subscriber(r: ScenarioRunner) -> Outcome:
     """The pyzmq reports' setup: HWM 1 on PUB and SUB, a subscriber 10x slower than the
-    publisher, swept over message sizes; then with 4 KiB kernel socket buffers. The queue
-    peak's kernel/libzmq split (tcp: the kernel queues are sampled there only) says what held
-    the backlog."""
+    publisher, swept over message sizes, tcp and ipc; the producers keep their sockets open
+    until the SUB has drained (close order after-drain), so a loss is a drop during the run,
+    not at close. Controls: tcp with 4 KiB kernel socket buffers, and ipc closing right after
+    the last send (the default order), which loses at close what the kernel still held.
+    What held the backlog is measured apart (`_held_by_path`: the same HWM 1 pair of engine
+    sockets in this process, a SUB that does not read, both ends' kernel queues read with
+    ioctls): zmqload's runs sample the kernel queues of tcp connections only."""
     rate, count = r.scale(100, 200), r.scale(200, 60)
-    # tcp only: zmqload runs over ipc with RCVHWM 1 and this slow SUB stopped receiving after ~11
-    # messages (49 of 60 lost, even with SNDHWM 1000) where the engine's sockets in one process
-    # and plain pyzmq lost 0-1 of 60: until that is understood, ipc figures here would mislead.
-    sizes = {"tcp": r.scale((64, 1024, 4096, 16384, 65536, 262144, 1048576), (64, 16384, 65536, 1048576))}
-    plan = [(t, s, None) for t, ss in sizes.items() for s in ss] + [("tcp", s, 4096) for s in r.scale((64, 1024),
-                                                                                                      (1024,))]
+    sizes = r.scale(U2_SIZES, (64, 16384, 65536, 1048576))
+    plan = ([(t, s, None, "after-drain") for t in U2_TRANSPORTS for s in sizes]
+            + [("tcp", s, 4096, "after-drain") for s in r.scale((64, 1024), (1024,))]
+            + [("ipc", min(sizes), None, "producer-first")])
     delay_us = 10 * 1e6 / rate
     measured: list[str] = []
-    figures: dict[str, dict[str, Any]] = {"sizes": {t: {} for t in sizes}, "tiny_buffers": {}}
-    for transport, size, buf in plan:
-        res = r.run(f"{transport}-size-{size}" + (f"-buffers-{buf}" if buf else ""), pattern="pub-sub",
+    figures: dict[str, dict[str, Any]] = {"sizes": {t: {} for t in U2_TRANSPORTS}, "tiny_buffers": {},
+                                          "close_at_once": {}, "held": {t: {} for t in U2_TRANSPORTS}}
+    for transport, size, buf, order in plan:
+        res = r.run(f"{transport}-size-{size}" + (f"-buffers-{buf}" if buf else "") + f"-{order}", pattern="pub-sub",
                     transport=transport, size=size, rate=rate, count=count, sndhwm=1, rcvhwm=1, sndbuf=buf,
-                    rcvbuf=buf, consumer_delay_us=delay_us, drain_timeout_ms=300)
+                    rcvbuf=buf, consumer_delay_us=delay_us, drain_timeout_ms=300, close_order=order)
         f = facts(res)
+        f["close_order"] = order
         f["lost"] = _dropped(f) + f["stranded"]
         f["longest_gap"] = max((b - a + 1 for a, b in res.streams[0]["missing_ranges"].get(0, [])), default=0)
-        (figures["tiny_buffers"] if buf else figures["sizes"][transport])[size] = f
+        place = "tiny_buffers" if buf else "close_at_once" if order != "after-drain" else None
+        (figures[place] if place else figures["sizes"][transport])[size] = f
         measured.append(f"{transport}, {size:,} B{f', SNDBUF=RCVBUF={buf}' if buf else ''}, HWM 1, {rate} msg/s, "
-                        f"SUB at {delay_us / 1000:g} ms/message: {fates_line(f)}; {_held(f)}")
+                        f"SUB at {delay_us / 1000:g} ms/message, close {order}: {fates_line(f)}; {_held(f)}")
+    for transport in U2_TRANSPORTS:
+        for size in sizes:
+            h = _held_by_path(transport, size, count, rate)
+            figures["held"][transport][size] = h
+            measured.append(f"what holds them, {transport}, {size:,} B, HWM 1, {count} messages at {rate} msg/s to a "
+                            f"SUB that does not read: {_held_text(h)}")
     return Outcome([_u2_verdict(figures)], measured, figures)
+
+
+def _stream_queues(transport: str, endpoint: str) -> dict:
+    """Kernel queue bytes of this process's connections on `endpoint`, by side: the binding
+    PUB's end ("sender") and the connecting SUB's ("receiver"). SIOCINQ: bytes received and
+    not yet read (payload bytes, tcp and unix alike); SIOCOUTQ: tcp, bytes not yet
+    acknowledged; unix, the memory the sent data is charged (it sits in the peer's receive
+    queue, so it is not added again)."""
+    import fcntl
+    import socket
+    import termios
+    out = {"sender_inq": 0, "sender_outq": 0, "receiver_inq": 0, "receiver_outq": 0, "connections": 0}
+    address: Any = int(endpoint.rsplit(":", 1)[1]) if transport == "tcp" else endpoint[len("ipc://"):]
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:["):
+                continue
+            with socket.socket(fileno=os.dup(int(name))) as s:
+                if s.type != socket.SOCK_STREAM:
+                    continue
+                if transport == "tcp" and s.family in (socket.AF_INET, socket.AF_INET6):
+                    here, there = s.getsockname()[1], s.getpeername()[1]
+                elif transport == "ipc" and s.family == socket.AF_UNIX:
+                    here, there = s.getsockname(), s.getpeername()
+                else:
+                    continue
+                side = "sender" if here == address else "receiver" if there == address else None
+                if side is None:
+                    continue
+                inq = _INT.unpack(fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+                outq = _INT.unpack(fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+        except OSError:                  # gone meanwhile, a listener (no peer), not ours
+            continue
+        out[f"{side}_inq"] += inq
+        out[f"{side}_outq"] += outq
+        out["connections"] += 1
+    return out
+
+
+def _held_by_path(transport: str, size: int, n: int, rate: float) -> dict:
+    """HWM 1 on the PUB and the SUB (set before bind/connect, engine sockets in this process),
+    n messages of `size` bytes at `rate` to a SUB that does not read; 300 ms for the I/O
+    threads to settle, the kernel queues of the connection, then the drain. What arrived
+    was held somewhere on the path: in the kernel's buffers (bytes, turned into messages
+    with ZMTP's frame header) or in libzmq (the rest)."""
+    ipc_dir = tempfile.mkdtemp(prefix="zmqload-u2-")
+    pair = _PubSub()
+    try:
+        endpoint = "tcp://127.0.0.1:*" if transport == "tcp" else f"ipc://{os.path.join(ipc_dir, 'u2')}"
+        hwm1 = {"SNDHWM": 1, "RCVHWM": 1}
+        subscribed = pair.connect(endpoint, pub_before=hwm1, sub_before=hwm1)
+        body = b"x" * (size - _SEQ.size)
+        start = time.monotonic()
+        for seq in range(n):
+            time.sleep(max(0.0, start + seq / rate - time.monotonic()))
+            pair.pub.send_bytes(_SEQ.pack(seq) + body)
+        time.sleep(0.3)
+        queues = _stream_queues(transport, pair.endpoint)
+        seen = set()
+        deadline = time.monotonic() + PROBE_DEADLINE_S
+        while time.monotonic() < deadline:
+            message = pair.sub.recv_bytes(300)
+            if message is None:
+                break
+            if len(message) >= _SEQ.size:
+                seen.add(_SEQ.unpack_from(message)[0])
+    finally:
+        pair.close()
+        shutil.rmtree(ipc_dir, ignore_errors=True)
+    kernel_bytes = queues["receiver_inq"] + (queues["sender_outq"] if transport == "tcp" else queues["sender_inq"])
+    frame = size + (2 if size < 256 else 9)          # ZMTP short / long frame header
+    kernel_messages = min(len(seen), kernel_bytes // frame)
+    return {"transport": transport, "size": size, "sent": n, "subscribed": subscribed, "held": len(seen),
+            "dropped": n - len(seen), "kernel_bytes": kernel_bytes, "kernel_messages": kernel_messages,
+            "libzmq_messages": len(seen) - kernel_messages, **queues}
+
+
+def _held_text(h: dict) -> str:
+    charged = (f", {h['sender_outq']:,} B of kernel memory charged to the PUB" if h["transport"] == "ipc" else "")
+    return (f"{h['held']:,} of {h['sent']:,} held ({h['held'] * h['size']:,} B), {h['dropped']:,} dropped; kernel "
+            f"buffers {h['kernel_bytes']:,} B (~{h['kernel_messages']:,} messages){charged}, libzmq "
+            f"~{h['libzmq_messages']:,} messages")
 
 
 def _held(f: dict) -> str:
@@ -273,16 +373,36 @@ def _regime_text(transport: str, g: dict) -> str:
             + (f", from {g['most_lost_from']:,} B most were lost" if g["most_lost_from"] else ""))
 
 
+def _holder_text(transport: str, held: dict, size: int | None) -> str:
+    """What held the backlog of `size`-byte messages over `transport` (from _held_by_path)."""
+    if size is None or size not in held.get(transport, {}):
+        return ""
+    h = held[transport][size]
+    return (f"{transport}, {size:,} B: a non-reading SUB's path held {h['held']:,} of {h['sent']:,}, "
+            f"{h['kernel_bytes']:,} B in kernel buffers (~{h['kernel_messages']:,} messages), "
+            f"~{h['libzmq_messages']:,} in libzmq")
+
+
 def _u2_verdict(figures: dict) -> Verdict:
-    by_transport, tiny = figures["sizes"], figures["tiny_buffers"]
+    by_transport, tiny, held = figures["sizes"], figures["tiny_buffers"], figures["held"]
     every = [f for sizes in by_transport.values() for f in sizes.values()] + list(tiny.values())
     regimes = {t: _regimes(sizes) for t, sizes in by_transport.items()}
     measurements = {"regimes": regimes,
                     "lost": {t: {s: f["lost"] for s, f in sizes.items()} for t, sizes in by_transport.items()},
+                    "lost_at_close": {t: {s: f["dropped_tail"] for s, f in sizes.items()}
+                                      for t, sizes in by_transport.items()},
                     "lost_tiny_buffers": {s: f["lost"] for s, f in tiny.items()},
+                    "lost_closing_at_once": {s: f["lost"] for s, f in figures["close_at_once"].items()},
+                    "held": {t: {s: {k: h[k] for k in ("held", "kernel_bytes", "kernel_messages", "libzmq_messages")}
+                                 for s, h in hs.items()} for t, hs in held.items()},
                     "peak_tcp": {s: f["queue_peak"] for s, f in by_transport.get("tcp", {}).items()}}
     tiny_lost = ("tcp with 4 KiB socket buffers: " + ", ".join(f"{f['lost']:,} of {f['sent']:,} {s:,} B messages"
                                                               for s, f in tiny.items()) + " lost") if tiny else ""
+    # the twin run kept its sockets open until the drain: what the close-at-once run lost beyond it, the close lost
+    # (the fates call a PUB's losses with LINGER -1 mid-run, so dropped_tail does not show it)
+    close_lost = "; ".join(f"ipc closing right after the last send, {s:,} B: {f['lost']:,} of {f['sent']:,} lost, "
+                           f"{by_transport['ipc'][s]['lost']:,} when the sockets stayed open until the drain"
+                           for s, f in figures["close_at_once"].items())
     if not any(f["lost"] for f in every):
         return Verdict("U-2", HOLDS, "no loss at any size, transport or buffer size: " + ", ".join(
             f"{t} up to {max(sizes):,} B" for t, sizes in by_transport.items()), measurements)
@@ -290,14 +410,17 @@ def _u2_verdict(figures: dict) -> Verdict:
         return Verdict("U-2", DOES_NOT_HOLD, "; ".join(
             f"{t}, {min(sizes):,} B: {sizes[min(sizes)]['lost']:,} of {sizes[min(sizes)]['sent']:,} lost"
             for t, sizes in by_transport.items()), measurements)
-    condition = "on the message size and transport (does the backlog fit in the socket buffers): " + "; ".join(
-        _regime_text(t, g) for t, g in regimes.items())
-    tcp, g = by_transport.get("tcp", {}), regimes.get("tcp", {})
-    because = "; ".join(
-        [f"tcp, {g['kept_up_to']:,} B: {_held(tcp[g['kept_up_to']])}"] if g.get("kept_up_to") else []) + (
-        f"; tcp, {g['most_lost_from']:,} B: {tcp[g['most_lost_from']]['lost']:,} of "
-        f"{tcp[g['most_lost_from']]['sent']:,} lost, {_held(tcp[g['most_lost_from']])}" if g.get("most_lost_from")
-        else "") + (f"; {tiny_lost}" if tiny_lost else "")
+    condition = "on the message size and transport (does the backlog fit in the kernel's socket buffers): " + \
+        "; ".join(_regime_text(t, g) for t, g in regimes.items())
+    parts = []
+    for t, g in regimes.items():
+        sizes = by_transport[t]
+        if g["most_lost_from"]:
+            f = sizes[g["most_lost_from"]]
+            parts.append(f"{t}, {g['most_lost_from']:,} B: {f['lost']:,} of {f['sent']:,} lost "
+                         f"({f['dropped_mid']:,} during the run, {f['dropped_tail']:,} at close)")
+        parts += [x for x in (_holder_text(t, held, g["kept_up_to"]), _holder_text(t, held, g["most_lost_from"])) if x]
+    because = "; ".join(parts + [x for x in (tiny_lost, close_lost) if x])
     return Verdict("U-2", depends(condition), because, measurements)
 
 

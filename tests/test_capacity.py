@@ -1,0 +1,326 @@
+"""The capacity search, the generator-limited verdict and the SLO gates of `run`.
+
+The search's logic (ramp, bisect, the re-run of the final pass) is tested on fake probe
+functions; everything else on real runs over loopback, each answer checked against the
+Parquet records read with pyarrow/numpy (no zmqload code in the check).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+import zmqload
+from conftest import read_meta, read_table, zmqload_cli
+from zmqload.config import SearchPlan, Slos
+from zmqload.search import Probe, find_max_rate, probe_once
+from zmqload.slo import Breach
+
+
+# -- the search's logic on fake probes ---------------------------------------------------------------
+def threshold(capacity: int, generator_limit: int | None = None, calls: list | None = None):
+    """A system that sustains every rate up to `capacity`; a generator that cannot send
+    above `generator_limit`."""
+    def probe(rate: int) -> Probe:
+        if calls is not None:
+            calls.append(rate)
+        if generator_limit is not None and rate > generator_limit:
+            return Probe(rate, False, generator_limited=True, figures={"reached_rate": generator_limit})
+        if rate <= capacity:
+            return Probe(rate, True)
+        return Probe(rate, False, [Breach("max-loss", 0.1, 0.0, "lost")])
+    return probe
+
+
+@pytest.mark.parametrize("capacity, start", [(15_000, 1_000), (15_000, 10_000), (15_000, 14_999),
+                                             (15_000, 400_000), (3_000_000, 10_000), (7, 1)])
+def test_search_brackets_the_capacity_within_the_precision(capacity, start):
+    plan = SearchPlan(start_rate=start, precision=0.05)
+    out = find_max_rate(threshold(capacity), plan)
+    lo, hi = out.bracket
+    assert out.converged and out.max_sustainable_rate == lo
+    assert lo <= capacity < hi
+    assert hi - lo <= 0.05 * lo or hi == lo + 1
+    assert out.failed_slo == "max-loss" and not out.generator_limited
+    assert out.probes[-1].confirm and out.probes[-1].rate == lo and out.probes[-1].passed
+    ramp = math.ceil(abs(math.log2(capacity / start))) + 1       # doubling (or halving) to the bracket
+    assert len(out.probes) <= ramp + 5 + 1, [p.rate for p in out.probes]     # bisect 2x to 5%, confirm
+
+
+def test_search_from_a_start_near_the_answer_needs_at_most_12_probes():
+    for capacity in (9_000, 12_345, 15_000, 19_999, 31_000):
+        out = find_max_rate(threshold(capacity), SearchPlan(start_rate=5_000, precision=0.05))
+        assert out.converged and len(out.probes) <= 12, (capacity, [p.rate for p in out.probes])
+
+
+def test_a_final_pass_that_does_not_repeat_moves_the_answer_down():
+    seen: dict[int, int] = {}
+
+    def flaky(rate: int) -> Probe:          # 15k passes the first time only (noise)
+        seen[rate] = seen.get(rate, 0) + 1
+        ok = rate <= 14_000 or (rate <= 15_000 and seen[rate] == 1)
+        return Probe(rate, ok, [] if ok else [Breach("backlog", 1, 0, "grew")])
+    out = find_max_rate(flaky, SearchPlan(start_rate=15_000, precision=0.05))
+    assert out.converged
+    assert out.max_sustainable_rate <= 14_000 < out.bracket[1] <= 15_000
+    confirms = [p for p in out.probes if p.confirm]
+    assert confirms[0].rate == 15_000 and not confirms[0].passed and confirms[-1].passed
+
+
+def test_the_generator_limit_ends_the_search_without_a_capacity():
+    calls: list = []
+    out = find_max_rate(threshold(10 ** 9, generator_limit=2_000_000, calls=calls),
+                        SearchPlan(start_rate=500_000))
+    assert not out.converged and out.generator_limited
+    assert out.max_sustainable_rate is None and out.failed_slo == "generator"
+    assert calls == [500_000, 1_000_000, 2_000_000, 4_000_000]
+    assert out.bracket == [2_000_000, 4_000_000]
+    assert "--producers" in out.reason
+
+
+@pytest.mark.parametrize("probe, why", [
+    (threshold(10 ** 9), "every probe passed"),
+    (threshold(0), "every probe failed"),
+])
+def test_a_search_without_a_bracket_does_not_converge(probe, why):
+    out = find_max_rate(probe, SearchPlan(start_rate=1000, max_probes=200), max_rate=50_000)
+    assert not out.converged and out.max_sustainable_rate is None and why in out.reason
+
+
+def test_the_probe_budget_bounds_the_search():
+    out = find_max_rate(threshold(15_000), SearchPlan(start_rate=1, precision=0.001, max_probes=6))
+    assert not out.converged and len(out.probes) == 6 and "--max-probes" in out.reason
+
+
+# -- the generator verdict's logic on hand-made producers ----------------------------------------------
+def producer(rate: int, sent_s: float, lag_ms: float, blocked_ms: float, lateness_ms: list) -> dict:
+    from zmqload.histogram import Histogram
+    attempted = int(sent_s * rate)
+    late = Histogram()
+    late.record(np.array([int(x * 1e6) for x in lateness_ms], np.int64))
+    t_last = T0 + (attempted - 1) * 10 ** 9 // rate + int(lag_ms * 1e6)
+    return {"attempted": attempted, "t_last_send_ns": t_last, "blocked_ns": int(blocked_ms * 1e6),
+            "lateness": late.to_payload()}
+
+
+T0 = 10 ** 12
+
+
+@pytest.mark.parametrize("lag_ms, blocked_ms, lateness_ms, limited", [
+    (0.02, 0, [0.01] * 100, False),                         # on schedule
+    (500, 0, list(np.linspace(0, 500, 100)), True),         # CPU-bound: later and later
+    (500, 480, list(np.linspace(0, 500, 100)), False),      # pushback: the lag was spent blocked
+    (900, 600, list(np.linspace(0, 900, 100)), True),       # both, the generator short by 300 ms
+    (8.1, 0, [0.01] * 99 + [8.1], False),                   # one late wake-up just before the end
+])
+def test_generator_verdict(lag_ms, blocked_ms, lateness_ms, limited):
+    from zmqload.generator import schedule_keeping
+    verdict = schedule_keeping(2000, T0, [producer(2000, 1.0, lag_ms, blocked_ms, lateness_ms)])
+    assert verdict["generator_limited"] is limited
+    assert verdict["lag_ms"] == pytest.approx(lag_ms, abs=0.01)
+    offered = verdict["scheduled_messages"] - 2000        # the lag the sockets caused counts as offered
+    assert offered == int(min(lag_ms, blocked_ms) * 2)
+
+
+# -- what the Parquet records say, without zmqload ----------------------------------------------------
+def schedule_lag(run_dir: str) -> tuple[float, float, int]:
+    """(lag of the last send in ms, sending span in ms, rows) from the sends records."""
+    sends = read_table(run_dir, "sends")
+    t_sent = sends.column("t_sent_ns").to_numpy()
+    intended = sends.column("t_intended_ns").to_numpy()
+    last = int(np.argmax(sends.column("seq").to_numpy()))
+    return (t_sent[last] - intended[last]) / 1e6, (t_sent.max() - intended.min()) / 1e6, len(t_sent)
+
+
+def kept_up(run_dir: str) -> float:
+    """Share of the accepted sends that had arrived by the time sending ended."""
+    sends, recvs = read_table(run_dir, "sends"), read_table(run_dir, "recvs")
+    ok = sends.column("status").to_numpy() == 0
+    end = sends.column("t_sent_ns").to_numpy()[ok].max()
+    return float((recvs.column("t_recv_ns").to_numpy() <= end).sum()) / int(ok.sum())
+
+
+# -- generator limit vs pushback on real runs ---------------------------------------------------------
+def test_an_unreachable_rate_is_generator_limited_with_the_rate_reached(out_dir):
+    r = zmqload_cli("run", "--rate", "100000000", "--duration", "1", "--out", out_dir)
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.startswith("generator limited")]
+    assert len(lines) == 1, r.stdout
+    (run_dir,) = glob.glob(os.path.join(out_dir, "run=*"))
+    meta = read_meta(run_dir)
+    gen = meta["summary"]["generator"]
+    assert meta["summary"]["generator_limited"] is True and gen["generator_limited"] is True
+    lag_ms, span_ms, rows = schedule_lag(run_dir)
+    assert lag_ms > 0.5 * span_ms                       # the schedule was out of reach
+    assert gen["lag_ms"] == pytest.approx(lag_ms, rel=0.01)
+    reached = rows / (span_ms / 1e3)
+    assert gen["reached_rate"] == pytest.approx(reached, rel=0.05)
+    assert gen["reached_rate"] < 0.2 * 100_000_000
+    assert f"{gen['reached_rate']:,.0f} msg/s" in lines[0]
+    sends = read_table(run_dir, "sends")
+    lateness_ms = (sends.column("t_sent_ns").to_numpy() - sends.column("t_intended_ns").to_numpy()) / 1e6
+    assert gen["lateness_p90_ms"] == pytest.approx(np.percentile(lateness_ms, 90), rel=0.02)
+
+
+def test_a_slow_consumer_pushes_back_it_does_not_limit_the_generator(run_workload):
+    # 50 us of work per message: at most ~20k msg/s; 60k msg/s of 4 KiB in block mode fills the
+    # pipes (HWM 100 each side) and the kernel's buffers within a fraction of a second
+    r = run_workload(pattern="push-pull", rate=60_000, duration=1.5, consumer_delay_us=50, send_mode="block",
+                     size=4096, sndhwm=100, rcvhwm=100)
+    lag_ms, span_ms, _ = schedule_lag(r.run_dir)
+    assert lag_ms > 0.2 * span_ms                       # behind schedule, as the records show
+    assert r.generator["blocked_ms"] > 0.5 * r.generator["lag_ms"]
+    assert not r.generator_limited and read_meta(r.run_dir)["summary"]["generator_limited"] is False
+
+
+def test_a_modest_paced_run_is_neither(run_workload):
+    r = run_workload(pattern="push-pull", rate=2_000, duration=1)
+    lag_ms, span_ms, rows = schedule_lag(r.run_dir)
+    sends = read_table(r.run_dir, "sends")
+    lateness_ms = (sends.column("t_sent_ns").to_numpy() - sends.column("t_intended_ns").to_numpy()) / 1e6
+    # on schedule, as the records show, within the verdict's tolerance (2% of the span; a busy
+    # machine makes a paced producer wake up late now and then)
+    assert lag_ms < 0.02 * span_ms and np.percentile(lateness_ms, 90) < 0.02 * span_ms
+    assert r.generator["blocked_ms"] == 0 and r.producers[0]["blocked_sends"] == 0       # no pushback
+    assert not r.generator_limited and r.generator["lag_ms"] == pytest.approx(lag_ms, abs=0.01)
+
+
+# -- the search on real runs -----------------------------------------------------------------------
+def test_the_search_finds_a_slow_consumers_ceiling(out_dir):
+    """R, the answer, passes at 0.9 R and fails at 1.25 R; the ceiling is measured first."""
+    template = zmqload.Workload(pattern="push-pull", consumer_delay_us=50, out=out_dir)
+    # unpaced, and the consumer keeps its work through the drain: it reads as fast as it can throughout
+    ceiling_run = zmqload.run(zmqload.Workload(**{**template.to_dict(), "rate": 0, "count": 20_000,
+                                                  "drain": "slow", "run_name": "ceiling"}))
+    recvs = np.sort(read_table(ceiling_run.run_dir, "recvs").column("t_recv_ns").to_numpy())
+    ceiling = len(recvs) / ((recvs[-1] - recvs[0]) / 1e9)          # msg/s, straight from the records
+    assert ceiling == pytest.approx(ceiling_run.throughput_msgs, rel=0.1)
+
+    slos = Slos().with_search_defaults()
+    # the default probe budget: on a busy machine the consumer's speed moves between probes,
+    # and every re-run that fails costs probes (bench/bench_capacity.py counts them when quiet)
+    plan = SearchPlan(start_rate=max(1000, int(ceiling / 3)), precision=0.05, probe_duration=1.0)
+    names = iter(range(100))
+    out = find_max_rate(lambda rate: probe_once(template, slos, rate, plan.probe_duration,
+                                                f"probe-{next(names)}"), plan)
+    assert out.converged, [p.to_dict() for p in out.probes]
+    answer = out.max_sustainable_rate
+    assert 0.3 * ceiling < answer < 1.2 * ceiling, (answer, ceiling)
+    below = probe_once(template, slos, int(0.9 * answer), 1.0, "check-0.9")
+    above = probe_once(template, slos, int(1.25 * answer), 1.0, "check-1.25")
+    assert below.passed, below.to_dict()
+    assert not above.passed and above.breaches and not above.generator_limited, above.to_dict()
+    assert kept_up(below.run_dir) > 0.95 > kept_up(above.run_dir)
+
+
+def test_a_search_far_above_one_producer_reports_the_generator_limit(out_dir):
+    r = zmqload_cli("capacity", "--start-rate", "50M", "--probe-duration", "1", "--out", out_dir, "--json")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc == json.load(open(os.path.join(out_dir, "capacity-search.json")))
+    (search,) = doc["searches"]
+    assert search["generator_limited"] is True and search["max_sustainable_rate"] is None
+    assert search["failed_slo"] == "generator" and search["converged"] is False
+    (probe,) = search["probes"]
+    lag_ms, span_ms, rows = schedule_lag(probe["run_dir"])
+    assert rows / (span_ms / 1e3) < 0.2 * 50_000_000 and lag_ms > 0.5 * span_ms
+
+
+def test_capacity_cli_answers_and_writes_its_result(out_dir):
+    r = zmqload_cli("capacity", "--start-rate", "1k", "--probe-duration", "0.5", "--precision", "0.5",
+                    "--consumer-delay-us", "200", "--out", out_dir, timeout=300)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    doc = json.load(open(os.path.join(out_dir, "capacity-search.json")))
+    (search,) = doc["searches"]
+    assert set(search) >= {"max_sustainable_rate", "bracket", "failed_slo", "probes", "generator_limited"}
+    assert len([line for line in r.stdout.splitlines() if line.lstrip().startswith("probe ")]) \
+        == len(search["probes"])
+    for probe in search["probes"]:
+        assert os.path.isfile(os.path.join(probe["run_dir"], "run.json"))
+    assert search["converged"] and search["max_sustainable_rate"] == search["bracket"][0]
+    assert f"max sustainable rate {search['max_sustainable_rate']:,} msg/s" in r.stdout
+
+
+# -- the SLO gates of run ---------------------------------------------------------------------------
+def test_run_exits_3_naming_the_broken_loss_slo(out_dir):
+    r = zmqload_cli("run", "--pattern", "pub-sub", "--rcvhwm", "10", "--sndhwm", "10", "--rate", "100k",
+                    "--duration", "1", "--consumer-delay-us", "20", "--max-loss", "0", "--json", "--out", out_dir)
+    assert r.returncode == 3, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "--max-loss 0" in r.stderr
+    summary = json.loads(r.stdout)
+    sends, recvs = read_table(summary["run_dir"], "sends"), read_table(summary["run_dir"], "recvs")
+    accepted = int((sends.column("status").to_numpy() == 0).sum())
+    lost = accepted - len(np.unique(recvs.column("seq").to_numpy()))
+    assert lost > 0 and summary["lost"] == lost
+    assert f"{lost / accepted:.4%}" in r.stderr
+
+
+def test_run_exits_3_naming_the_broken_latency_slo_and_0_within_it(out_dir):
+    r = zmqload_cli("run", "--rate", "2k", "--duration", "0.5", "--slo-p99-us", "1", "--quiet", "--out", out_dir)
+    assert r.returncode == 3 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "--slo-p99-us 1: p99 from the intended send time" in r.stderr
+    measured = float(r.stderr.split("send time ")[1].split(" us")[0].replace(",", ""))
+    ok = zmqload_cli("run", "--rate", "2k", "--duration", "0.5", "--slo-p99-us", "10000000", "--max-loss", "0",
+                     "--json", "--out", out_dir)
+    assert ok.returncode == 0, ok.stderr
+    recvs = read_table(json.loads(ok.stdout)["run_dir"], "recvs")
+    latency_us = (recvs.column("t_recv_ns").to_numpy() - recvs.column("t_intended_ns").to_numpy()) / 1e3
+    assert measured > 1 and np.percentile(latency_us, 99) < 10_000_000
+
+
+@pytest.mark.parametrize("args, option", [
+    (["capacity", "--precision", "0"], "--precision"),
+    (["capacity", "--max-loss", "2"], "--max-loss"),
+    (["capacity", "--min-achieved", "x"], "--min-achieved"),
+    (["capacity", "--start-rate", "0"], "--start-rate"),
+    (["capacity", "--probe-duration", "0.01"], "--probe-duration"),
+    (["capacity", "--rate", "5k"], "--rate"),
+    (["capacity", "--size", "64,8"], "--size"),
+    (["run", "--slo-p99-us", "-1"], "--slo-p99-us"),
+    (["run", "--max-loss", "1.5"], "--max-loss"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, option, out_dir):
+    r = zmqload_cli(*args, "--out", out_dir)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and option in r.stderr and "Traceback" not in r.stderr
+    assert not os.path.exists(out_dir) or not os.listdir(out_dir)
+
+
+def test_capacity_refuses_a_directory_that_holds_a_search(out_dir):
+    os.makedirs(out_dir)
+    open(os.path.join(out_dir, "capacity-search.json"), "w").close()
+    r = zmqload_cli("capacity", "--out", out_dir)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--out" in r.stderr
+
+
+# -- the live line ------------------------------------------------------------------------------------
+def test_the_live_line_shows_rate_refusals_gaps_and_elapsed_of_total(out_dir):
+    import io
+
+    from rich.console import Console
+
+    from zmqload.display import LiveProgress
+
+    class Recording(LiveProgress):
+        snapshots: list = []
+
+        def update(self, snapshot):
+            self.snapshots.append(snapshot)
+            super().update(snapshot)
+
+    screen = io.StringIO()
+    live = Recording(Console(file=screen, force_terminal=True, width=200), total_s=2.0)
+    # a subscriber that cannot keep up with RCVHWM 10: messages go missing as the run goes on
+    result = zmqload.run(zmqload.Workload(pattern="pub-sub", rate=100_000, duration=2, rcvhwm=10, sndhwm=10,
+                                          consumer_delay_us=20, out=out_dir), progress=live)
+    running = [s for s in live.snapshots if s.phase == "running"]
+    assert running and max(s.gaps for s in running) > 0
+    sends, recvs = read_table(result.run_dir, "sends"), read_table(result.run_dir, "recvs")
+    never_came = int((sends.column("status").to_numpy() == 0).sum()) - len(np.unique(recvs.column("seq").to_numpy()))
+    assert 0 < max(s.gaps for s in live.snapshots) <= never_came     # gaps are messages that never came
+    shown = screen.getvalue()
+    assert "/ 2.0 s" in shown and "gaps " in shown and "msg/s)" in shown and "refused " in shown

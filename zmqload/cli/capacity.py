@@ -1,0 +1,151 @@
+"""`zmqload capacity`: the highest rate each combination of options sustains within the SLOs.
+
+    zmqload capacity --pattern pub-sub --size 256 --consumer-delay-us 20 --slo-p99-us 2000 --out runs/cap
+    zmqload capacity --pattern pub-sub --rcvhwm 10,100,1000 --size 64,1024 --probe-duration 2
+
+Lists make one search per combination (as in `zmqload sweep`). docs/CAPACITY.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from typing import TYPE_CHECKING, Any, Optional
+
+from .. import sweep as sweeps
+from ..config import SEARCH_OPTIONS, SLO_OPTIONS, SearchPlan, Slos
+from ..errors import ConfigError, ExitStatus
+from .options import add_workload_arguments
+
+if TYPE_CHECKING:     # the search (numpy, the runner) is imported only when a search runs
+    from ..search import Outcome, Probe
+
+NAME = "capacity"
+HELP = "find the highest rate each combination of options sustains within the SLOs"
+RESULT_FILE = "capacity-search.json"
+SET_BY_SEARCH = ("rate", "duration", "count")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Search the max sustainable rate (per producer) of each combination of options: "
+                          "open-loop probes ramp up from --start-rate to the first failing rate, then bisect "
+                          "to --precision; the final pass is run again. Any option of `run` but "
+                          f"{', '.join('--' + n for n in SET_BY_SEARCH)} takes a comma-separated list.")
+    parser.epilog = ("Exit status: 0 every search converged, 1 one could not (or the load generator was the "
+                     f"limit), 2 bad input. Writes {RESULT_FILE} beside the probes' run directories.")
+    add_workload_arguments(parser, table=SEARCH_OPTIONS)
+    add_workload_arguments(parser, table=SLO_OPTIONS)
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", default="runs/capacity",
+                     help=f"directory of the probes' run directories and {RESULT_FILE} (default runs/capacity)")
+    out.add_argument("--name", default=None, help="search id, the prefix of every probe's run name")
+    out.add_argument("--json", action="store_true", help=f"print the result ({RESULT_FILE}) as JSON")
+    out.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    out.add_argument("--report", action="store_true", help="afterwards, run the Spark report over --out")
+    out.add_argument("--report-out", default=None, metavar="DIR", help="where the report goes (its --out)")
+    add_workload_arguments(parser, axes=True, skip=sweeps.RESERVED + SET_BY_SEARCH)
+
+
+def plan_searches(args: argparse.Namespace, plan: SearchPlan) -> sweeps.Sweep:
+    """One validated template Workload per combination (ConfigError before anything runs)."""
+    spec = sweeps.SweepSpec(out=args.out, name=args.name)
+    for name in args.given or []:
+        spec.set_option(name, getattr(args, name))
+    spec.fixed.update(rate=plan.start_rate, duration=plan.probe_duration)
+    combos = sweeps.plan(spec)
+    if os.path.exists(os.path.join(args.out, RESULT_FILE)):
+        raise ConfigError("--out", f"{args.out} already holds a {RESULT_FILE}; accepted: a directory without one")
+    return combos
+
+
+def _rate(value: Optional[int]) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _us(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def probe_line(index: int, probe: Probe) -> str:
+    f = probe.figures
+    verdict = "pass" if probe.passed else ("GENERATOR" if probe.generator_limited else "FAIL")
+    line = f"  probe {index:>2}{' (again)' if probe.confirm else ''}  {probe.rate:>12,} msg/s  {verdict:<9}"
+    if probe.error:
+        return f"{line}  {probe.error}"
+    line += (f"  received {f.get('throughput_msgs') or 0:,.0f} msg/s, achieved {f.get('achieved') or 0:.3f}, "
+             f"loss {f.get('loss_ratio', 0):.2%}, p99 {_us(f.get('p99_us'))} us")
+    if probe.breaches:
+        line += f"  [{probe.breaches[0].text}]"
+    elif probe.generator_limited:
+        line += f"  [reached {f.get('reached_rate') or 0:,.0f} msg/s, blocked {f.get('blocked_ms') or 0:,.0f} ms " \
+                f"of a {f.get('lag_ms') or 0:,.0f} ms lag]"
+    return line
+
+
+def answer_line(tag: str, outcome: Outcome) -> str:
+    lo, hi = outcome.bracket
+    if not outcome.converged:
+        return f"{tag}: no capacity found: {outcome.reason}; bracket {_rate(lo)} - {_rate(hi)} msg/s"
+    at = [p for p in outcome.probes if p.rate == lo and p.passed][-1].figures
+    failing = [p for p in outcome.probes if p.rate == hi and not p.passed]
+    above = f"above it {failing[-1].breaches[0].text}" if failing and failing[-1].breaches else "above it: -"
+    peak = at.get("queue_peak") or {}
+    rss = at.get("consumer_max_rss_kb")
+    return (f"{tag}: max sustainable rate {lo:,} msg/s per producer (bracket {_rate(lo)} - {_rate(hi)}); {above}; "
+            f"at it: p99 {_us(at.get('p99_us'))} us, p99.9 {_us(at.get('p99_9_us'))} us, queue peak "
+            f"{peak.get('messages', 0) or 0:,} (kernel {peak.get('kernel_messages', 0) or 0:,} / libzmq "
+            f"{peak.get('libzmq_messages', 0) or 0:,}), consumer RSS {(rss or 0) / 1024:,.1f} MiB")
+
+
+def run(args: argparse.Namespace) -> ExitStatus:
+    from ..display import LiveProgress
+    from ..search import find_max_rate, probe_once
+
+    plan = SearchPlan(**{name: getattr(args, name) for name in SEARCH_OPTIONS})
+    slos = Slos(**{name: getattr(args, name) for name in SLO_OPTIONS}).with_search_defaults()
+    report = None
+    if args.report or args.report_out:
+        from .sweep import _report_module
+        report = _report_module()  # type: ignore[no-untyped-call]  # ConfigError (exit 2) before any run
+    combos = plan_searches(args, plan)
+    say = (lambda text: None) if args.quiet or args.json else print
+    document: dict[str, Any] = {"search_id": combos.sweep_id, "out": args.out, "varying": combos.varying,
+                                "slos": vars(slos), "plan": vars(plan), "searches": []}
+    status = ExitStatus.OK
+    for point in combos.points:
+        tag = sweeps.point_tag(point.values) or point.workload.pattern
+        say(f"search {point.index + 1}/{len(combos.points)}: {tag}")
+        started = time.monotonic()
+        count = [0]
+
+        def probe(rate: int, point: sweeps.Point = point, count: list[int] = count) -> Probe:
+            count[0] += 1
+            name = f"{point.run_id}-p{count[0]:02d}-r{rate}"[:sweeps.MAX_RUN_NAME]
+            live = None if args.quiet or args.json else LiveProgress(total_s=plan.probe_duration)
+            result = probe_once(point.workload, slos, rate, plan.probe_duration, name, progress=live)
+            say(probe_line(count[0], result))
+            return result
+
+        try:
+            outcome = find_max_rate(probe, plan)
+        except KeyboardInterrupt as exc:
+            raise KeyboardInterrupt("the probes' records are kept") from exc
+        say(answer_line(tag, outcome))
+        if not outcome.converged:
+            status = ExitStatus.FAILED
+        template = point.workload.to_dict()
+        document["searches"].append({
+            "values": point.values, "workload": {k: v for k, v in template.items()
+                                                 if k not in SET_BY_SEARCH + ("run_name", "label")},
+            "producers": point.workload.producers, "wall_s": round(time.monotonic() - started, 2),
+            **outcome.to_dict()})
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, RESULT_FILE), "w") as fh:
+        json.dump(document, fh, indent=1, default=str)
+    if args.json:
+        print(json.dumps(document, default=str))
+    if report is not None:
+        from .sweep import _run_report
+        status = status or _run_report(report, args.out, args.report_out)
+    return status

@@ -1,0 +1,75 @@
+"""Did the load generator keep its open-loop schedule, and if not, whose fault was it?
+
+A paced producer's lag is how late its last send was against the schedule
+(t_intended = t0 + seq * 1e9 / rate, docs/ARCHITECTURE.md). Lag has two causes:
+
+- pushback: the socket was full (HWM reached, a slow consumer) and the send waited. The
+  engine offers every message without waiting first, so such a send shows as EAGAIN and the
+  wait that follows is timed (`blocked_ns`; nothing is read on the path of a send that did
+  not block);
+- the generator itself: the CPU (or the scheduler) could not run the send loop fast enough.
+
+Lag that the blocked time does not explain is the generator's own. When it exceeds a small
+share of the run, and the producer was late for a sustained part of it (p90 of its lateness,
+t_sent - t_intended of every attempt, over the same share: one late wake-up just before the
+end leaves the last send late but not the run), the run says `generator_limited`: its figures
+measure zmqload's producer, not the system under test. The capacity search reads the same
+verdict from its probes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .histogram import Histogram
+
+LAG_SHARE = 0.02          # unexplained lag above 2% of the sending span: the schedule was not kept
+LAG_FLOOR_NS = 2_000_000  # below 2 ms of lag, a scheduling hiccup at the very end, not a limit
+
+
+def schedule_keeping(rate: int, t0_ns: int, producers: list[dict[str, Any]],
+                     round_trip: bool = False) -> dict[str, Any]:
+    """The verdict on one run from the producers' counters (attempted, t_last_send_ns,
+    blocked_ns, as run.json keeps them per producer). Unpaced and round-trip runs have no
+    schedule to keep (a REQ waits for every reply by design): `generator_limited` is False."""
+    verdict: dict[str, Any] = {"generator_limited": False, "scheduled_rate": rate * len(producers),
+                               "reached_rate": None, "lag_ms": None, "blocked_ms": None, "lateness_p90_ms": None,
+                               "scheduled_messages": None, "t0_ns": t0_ns}
+    if not rate or round_trip or not t0_ns:
+        return verdict
+    reached, limited, scheduled = 0.0, False, 0
+    lags: list[int] = []
+    blocked: list[int] = []
+    late_p90: list[int] = []
+    for p in producers:
+        attempted, t_last = p.get("attempted") or 0, p.get("t_last_send_ns") or 0
+        if attempted < 2 or t_last <= t0_ns:
+            continue
+        span_ns = t_last - t0_ns
+        lag_ns = max(0, t_last - (t0_ns + (attempted - 1) * 10 ** 9 // rate))
+        blocked_ns = p.get("blocked_ns") or 0
+        reached += (attempted - 1) * 1e9 / span_ns
+        # what the schedule called for until the producer stopped, counting the lag the sockets
+        # caused (pushback held back load that was offered) but not the generator's own (a late
+        # wake-up just before the end skips the rest of the schedule: never offered)
+        scheduled += attempted + min(lag_ns, blocked_ns) * rate // 10 ** 9
+        lateness = Histogram.from_payload(p["lateness"]).percentile(90) if p.get("lateness") else lag_ns
+        lags.append(lag_ns)
+        blocked.append(blocked_ns)
+        late_p90.append(lateness or 0)
+        tolerated = max(LAG_FLOOR_NS, LAG_SHARE * span_ns)
+        limited |= lag_ns - blocked_ns > tolerated and (lateness or 0) > tolerated
+    if lags:
+        verdict.update(generator_limited=limited, reached_rate=round(reached, 1), lag_ms=max(lags) / 1e6,
+                       blocked_ms=max(blocked) / 1e6, lateness_p90_ms=max(late_p90) / 1e6,
+                       scheduled_messages=scheduled)
+    return verdict
+
+
+def describe(verdict: dict[str, Any]) -> str | None:
+    """One line for a run whose generator could not keep its schedule, else None."""
+    if not verdict.get("generator_limited"):
+        return None
+    return (f"generator limited: the producers reached {verdict['reached_rate']:,.0f} msg/s of the "
+            f"{verdict['scheduled_rate']:,} scheduled, {verdict['lag_ms']:,.1f} ms behind with only "
+            f"{verdict['blocked_ms']:,.1f} ms blocked by the sockets (the load generator, not the system "
+            f"under test, set the pace: add --producers or lower --rate)")
