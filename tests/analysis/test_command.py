@@ -125,7 +125,7 @@ def test_report_on_a_sweep_writes_every_output(spark, sweep, tmp_path, capsys):
     table = pq.read_table(out / "summary.parquet").to_pylist()
     totals = {r["run"]: r for r in table if r["stream"] == -1 and r["consumer"] == -1}
     assert set(totals) == {"s0", "s1", "s2", "s3", "cut"}
-    assert totals["s1"]["lost"] == 30 and totals["s1"]["lost_middle"] == 30 and totals["s0"]["lost"] == 0
+    assert totals["s1"]["lost"] == 30 and totals["s1"]["dropped_mid"] == 30 and totals["s0"]["lost"] == 0
     assert totals["cut"]["interrupted"] is True
     for r in runs:
         assert totals[r.run_id]["received"] == len(r.recvs["seq"])
@@ -154,7 +154,7 @@ def test_script_entry_point_as_spark_submit_runs_it(tmp_path):
                        capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
     assert p.returncode == 0, p.stderr[-1500:]
     rows = pq.read_table(tmp_path / "out" / "summary.parquet").to_pylist()
-    assert [(x["lost"], x["lost_tail"]) for x in rows if x["stream"] == -1] == [(4, 4)]
+    assert [(x["lost"], x["dropped_tail"]) for x in rows if x["stream"] == -1] == [(4, 4)]
 
 
 @pytest.mark.parametrize("option, value", [("--window-ms", "0"), ("--slo-p99-us", "-5"), ("--target-rate", "fast")])

@@ -15,9 +15,17 @@ def _load(spark, synth):
     return runs, load_records(spark, runs, "sends"), load_records(spark, runs, "recvs")
 
 
-def _keys(spark, run, consumers):
-    """(run, consumer) keys; `run` is the run's number, its index in the loaded runs."""
-    return spark.createDataFrame([(run, c) for c in consumers], "run int, consumer int")
+def _views(spark, run, consumers, completed=True, tail_at_shutdown=True):
+    """(run, consumer, completed, tail_at_shutdown) views; `run` is the run's number, its
+    index in the loaded runs."""
+    return spark.createDataFrame([(run, c, completed, tail_at_shutdown) for c in consumers],
+                                 "run int, consumer int, completed boolean, tail_at_shutdown boolean")
+
+
+def _no_lines(rs):
+    """A receive summary for a completed drain: no certain line."""
+    from pyspark.sql import functions as F
+    return rs.withColumn("limit", F.lit(None).cast("long")).withColumn("got_below_limit", F.lit(0).cast("long"))
 
 
 def _truth_loss(synth, fanout):
@@ -40,47 +48,61 @@ def _truth_loss(synth, fanout):
 
 
 def _edges(rs):
-    return [(r["run"], r["consumer"], r["stream"], r["seq_min"], r["seq_max"]) for r in rs.collect()]
+    return [(r["run"], r["consumer"], r["stream"], r["seq_min"], r["seq_max"], None) for r in rs.collect()]
 
 
 @pytest.mark.parametrize("form", ["join", "send cells"])
 def test_loss_where_duplicates_and_drops_match_numpy(spark, lossy_run, form):
     runs, sends, recvs = _load(spark, lossy_run)
-    rs = metrics.recv_summary(recvs)
+    rs = _no_lines(metrics.recv_summary(recvs))
     if form == "join":
         counts = metrics.send_counts(sends, rs)
     else:
         assert metrics.single_consumer_edges(_edges(rs))
         counts = metrics.send_counts_from_cells(metrics.send_cells(sends, 10**7, _edges(rs)))
     got = {(r["consumer"], r["stream"]): r.asDict()
-           for r in metrics.loss(counts, rs, _keys(spark, 0, [metrics.ALL])).collect()}
+           for r in metrics.fates(counts, rs, _views(spark, 0, [metrics.ALL])).collect()}
     truth = _truth_loss(lossy_run, fanout=False)
     assert set(got) == set(truth)
     for key, t in truth.items():
         g = got[key]
-        for k in ("sent", "received", "unique", "duplicates", "lost", "lost_start", "lost_tail", "eagain", "timeout"):
+        for k in ("sent", "received", "unique", "duplicates", "lost", "eagain", "timeout"):
             assert g[k] == t[k], (key, k)
-        assert g["lost_middle"] == t["lost"] - t["lost_start"] - t["lost_tail"]
+        assert (g["dropped_start"], g["dropped_tail"]) == (t["lost_start"], t["lost_tail"])
+        assert g["dropped_mid"] == t["lost"] - t["lost_start"] - t["lost_tail"]
+        # no drain in this run: everything arrived is delivered, every missing one dropped
+        assert (g["delivered"], g["drained"], g["stranded"]) == (t["unique"], 0, 0)
         assert g["dropped_sender"] == t["eagain"] + t["timeout"]
         assert g["loss_ratio"] == pytest.approx(t["lost"] / t["sent"])
         # ... and the numpy truth is what the generator injected.
-        assert (t["lost_start"], t["lost_tail"], g["lost_middle"]) == (37, 23, 41)
+        assert (t["lost_start"], t["lost_tail"], g["dropped_mid"]) == (37, 23, 41)
         assert (t["eagain"], t["timeout"], t["duplicates"]) == (17, 5, 11)
 
 
 def test_fanout_loss_is_per_consumer_and_silent_consumer_is_all_lost(spark, fanout_run, tmp_path):
     runs, sends, recvs = _load(spark, fanout_run)
-    rs = metrics.recv_summary(recvs, fanout_runs=[0])
+    rs = _no_lines(metrics.recv_summary(recvs, fanout_runs=[0]))
     # Consumer 2 is expected (3 consumers subscribed) but received nothing.
-    rows = metrics.loss(metrics.send_counts(sends, rs), rs, _keys(spark, 0, [0, 1, 2])).collect()
+    rows = metrics.fates(metrics.send_counts(sends, rs), rs, _views(spark, 0, [0, 1, 2])).collect()
     got = {(r["consumer"], r["stream"]): r for r in rows}
     truth = _truth_loss(fanout_run, fanout=True)
     for key, t in truth.items():
-        assert (got[key]["lost"], got[key]["lost_start"], got[key]["lost_tail"], got[key]["duplicates"]) == \
+        assert (got[key]["lost"], got[key]["dropped_start"], got[key]["dropped_tail"], got[key]["duplicates"]) == \
             (t["lost"], t["lost_start"], t["lost_tail"], t["duplicates"])
         assert t["lost_start"] == 100 and t["lost_tail"] == 3 and t["lost"] == 112
     silent = got[(2, 0)]
-    assert silent["unique"] == 0 and silent["lost"] == silent["sent"] == 4000 and silent["lost_start"] == 4000
+    assert silent["unique"] == 0 and silent["lost"] == silent["sent"] == 4000 and silent["dropped_start"] == 4000
+    # the same views with the drain cut short: a consumer's missing seqs above its last
+    # arrival may still be queued (stranded); below it they are drops
+    cut = _views(spark, 0, [0, 1, 2], completed=False)
+    lines = rs.drop("limit", "got_below_limit").selectExpr("*", "seq_max as limit", "unique - 1 as got_below_limit")
+    got = {(r["consumer"], r["stream"]): r for r in
+           metrics.fates(metrics.send_counts(sends, lines), lines, cut).collect()}
+    for key, t in truth.items():
+        g = got[key]
+        assert (g["dropped_start"], g["dropped_tail"], g["stranded"]) == (t["lost_start"], 0, t["lost_tail"])
+        assert g["dropped_mid"] == t["lost"] - t["lost_start"] - t["lost_tail"]
+    assert got[(2, 0)]["stranded"] == 4000 and got[(2, 0)]["dropped"] == 0
 
 
 def _truth_late(r, fanout):
@@ -136,17 +158,17 @@ def test_latency_percentiles_within_one_percent(spark, lossy_run, metric, fn):
 def test_rates_over_time_and_queue_depth(spark, lossy_run):
     window = 10_000_000
     _, sends, recvs = _load(spark, lossy_run)
-    rates = metrics.rates_over_time(metrics.send_windows(metrics.send_cells(sends, window)),
-                                    metrics.recv_windows(metrics.recv_cells(recvs, window)))
+    recv_w = metrics.recv_windows(metrics.recv_cells(recvs, window))
+    rates = metrics.rates_over_time(metrics.send_windows(metrics.send_cells(sends, window)), recv_w)
     rows = {(r["stream"], r["window"]): r for r in rates.collect()}
     s, r = lossy_run.sends, lossy_run.recvs
     for stream in (0, 1):
         ms, mr = s["stream"] == stream, r["stream"] == stream
         for col, t in (("offered", s["t_intended_ns"][ms]), ("sent", s["t_sent_ns"][ms & (s["status"] == 0)]),
-                       ("received", r["t_recv_ns"][mr]), ("delivered_sent", r["t_sent_ns"][mr])):
+                       ("received", r["t_recv_ns"][mr])):
             w, n = np.unique(t // window, return_counts=True)
             assert {int(k): int(v) for k, v in zip(w, n)} == {k[1]: v[col] for k, v in rows.items() if k[0] == stream and v[col]}, col
-    depth = metrics.queue_depth(rates)
+    depth = metrics.queue_depth(recv_w)
     drows = {(d["stream"], d["window"]): d["depth"] for d in depth.collect()}
     # Ground truth: in flight at the end of window w = sent by then - received by then.
     ends = (np.unique(np.concatenate([r["t_sent_ns"], r["t_recv_ns"]]) // window) + 1) * window - 1
@@ -162,6 +184,41 @@ def test_rates_over_time_and_queue_depth(spark, lossy_run):
     assert stats[metrics.ALL]["depth_max"] == d_all.max()
     assert stats[metrics.ALL]["depth_mean"] == pytest.approx(d_all.mean())
     assert stats[metrics.ALL]["queued_bytes_max"] == pytest.approx(d_all.max() * 64)
+
+
+def test_fanout_latency_and_depth_are_each_consumers_own(spark, tmp_path):
+    """Two fan-out consumers of one stream, the second 5 ms later on every message: each
+    consumer's percentiles and queue depth are its own, not the stream's (issue 14 item 2)."""
+    import pyarrow as pa
+    from .synth import RECV_SCHEMA, write_parts
+    n = 2000
+    seq = np.arange(n, dtype=np.int64)
+    t_sent = 10**12 + seq * 100_000
+    lag = {0: 200_000, 1: 5_200_000}
+    d = tmp_path / "run=fan"
+    table = {k: np.concatenate([v(c) for c in (0, 1)]) for k, v in {
+        "consumer": lambda c: np.full(n, c, np.int32), "stream": lambda c: np.zeros(n, np.int32),
+        "seq": lambda c: seq, "t_intended_ns": lambda c: t_sent, "t_sent_ns": lambda c: t_sent,
+        "t_recv_ns": lambda c: t_sent + lag[c], "size": lambda c: np.full(n, 16, np.int32)}.items()}
+    write_parts(str(d / "recvs"), pa.table(table, schema=RECV_SCHEMA), 1000, "c000")
+    (d / "run.json").write_text('{"schema_version": 1, "run_id": "fan", "status": "complete"}')
+    runs, _ = discover_runs([str(d)])
+    recvs = load_records(spark, runs, "recvs")
+    cells = metrics.recv_cells(recvs, 1_000_000, fanout_runs=[0])
+    pct = {(r["consumer"], r["metric"]): r for r in
+           metrics.percentiles(metrics.latency_histograms(metrics.latency_pairs(cells))).collect()}
+    for c in (0, 1):
+        assert pct[(c, "latency_intended")]["p50"] == pytest.approx(lag[c], rel=0.0101)
+        assert pct[(c, "latency_intended")]["max"] == lag[c]
+    depth = metrics.queue_depth(metrics.recv_windows(cells))
+    stats = {x["consumer"]: x for x in metrics.queue_depth_stats(depth).collect()}
+    # one message per 0.1 ms: 2 in flight for a 0.2 ms lag, 52 for 5.2 ms (at window ends)
+    assert stats[0]["depth_max"] <= 3 and 50 <= stats[1]["depth_max"] <= 53
+    # the run's queue is both consumers' together, window by window
+    per = {(d["consumer"], d["window"]): d["depth"] for d in depth.collect()}
+    for (c, w), v in per.items():
+        if c == metrics.ALL and (0, w) in per and (1, w) in per:
+            assert v == per[(0, w)] + per[(1, w)]
 
 
 def test_multi_run_load_adds_run_column(spark, tmp_path):
@@ -191,50 +248,76 @@ def _recvs_of_seqs(spark, tmp_path, run_id, seq, rows_per_part, stream=None):
     return load_records(spark, runs, "recvs")
 
 
-def test_duplicate_hidden_by_a_gap_is_still_found(spark, tmp_path):
-    """A block with one duplicate and one gap has n = max - min + 1: the power sums must flag it."""
-    seq = np.array([0, 1, 2, 2, 4, 5] + list(range(1024, 1030)), np.int64)   # 3 is missing, 2 twice
-    recvs = _recvs_of_seqs(spark, tmp_path, "gap", seq, rows_per_part=100)
-    blocks = {b["block"]: b for b in metrics.recv_blocks(recvs).collect()}
-    assert blocks[0]["exact"] is False and blocks[1]["exact"] is True
-    for form in ([(0, metrics.ALL, 0, 0)], metrics.recv_blocks(recvs).where("not exact")):
-        summary = metrics.recv_summary_from_blocks(metrics.recv_blocks(recvs),
-                                                   metrics.distinct_in_blocks(recvs, form)).collect()[0]
-        assert (summary["received"], summary["unique"], summary["duplicates"]) == (12, 11, 1)
+def _summary_of_cases(spark, cases):
+    """recv_summary over many blocks at once: case i is stream i, its seqs in order given."""
+    rows = [(0, 0, i, int(q), 10**9 + j, 16) for i, seqs in enumerate(cases) for j, q in enumerate(seqs)]
+    df = spark.createDataFrame(rows, "run int, consumer int, stream int, seq long, t_recv_ns long, size int")
+    return {r["stream"]: r for r in metrics.recv_summary(df).collect()}
 
 
-@pytest.mark.parametrize("block,missing,dups,certain", [
-    (0, [7], [], True),                       # one drop
-    (1, [3, 900], [], True),                  # two drops
-    (2, list(range(100, 400)), [], True),     # an HWM burst: one contiguous run
-    (3, [5, 50, 500], [], False),             # three scattered: needs the exact count
-    (4, [7, 9], [8], False),                  # a duplicate among gaps: never called certain
-    (5, [10], [11, 12], False),               # n fits "one missing", the sums do not
-    (6, list(range(20, 30)), [40], False),    # a run plus a duplicate
-])
-def test_gaps_explained_by_power_sums(spark, tmp_path, block, missing, dups, certain):
-    """Blocks with gaps skip the exact distinct pass only when their power sums prove there are
-    no duplicates; whatever the flag, unique counts stay exact."""
-    base = block * metrics.SEQ_BLOCK
-    seq = np.array(sorted(set(range(base, base + metrics.SEQ_BLOCK)) - {base + m for m in missing})
-                   + [base + d for d in dups], np.int64)
-    n = len(seq)
-    recvs = _recvs_of_seqs(spark, tmp_path, "gaps", seq, rows_per_part=400)
-    (b,) = metrics.recv_blocks(recvs).collect()
-    assert b["exact"] is certain
-    summary = metrics.recv_summary(recvs).collect()[0]
-    assert (summary["received"], summary["unique"], summary["duplicates"]) == (n, len(set(seq.tolist())), len(dups))
+def _truth(seqs):
+    return len(seqs) - len(set(seqs)), len(set(seqs))
 
 
-@pytest.mark.parametrize("switch_max", [metrics.SWITCH_MAX, 0])
-def test_exact_pass_counts_only_the_named_blocks(spark, tmp_path, monkeypatch, switch_max):
-    """The coarse filter on the block number lets the same block number of another stream
-    through; the exact key must still keep the result to the named (stream, block) only,
-    with or without the coarse filter (more blocks than an int switch takes)."""
-    monkeypatch.setattr(metrics, "SWITCH_MAX", switch_max)
-    s0 = np.array(list(range(0, 50)) + [7, 7, 9], np.int64)        # stream 0, block 0: 3 duplicates
-    s1 = np.arange(0, 60, dtype=np.int64)                         # stream 1, block 0: clean
-    stream = np.concatenate([np.zeros(len(s0), np.int32), np.ones(len(s1), np.int32)])
-    recvs = _recvs_of_seqs(spark, tmp_path, "two", np.concatenate([s0, s1]), 40, stream=stream)
-    got = [r.asDict() for r in metrics.distinct_in_blocks(recvs, [(0, metrics.ALL, 0, 0)]).collect()]
-    assert got == [{"run": 0, "consumer": metrics.ALL, "stream": 0, "block": 0, "unique": 50}]
+ISSUE_CASES = [   # (missing, duplicated) in a block 0..11 (issue 14 item 3, and a 3-power-sum collision)
+    ({1, 4, 5, 8}, [2, 7]), ({1, 4, 5, 8}, [2, 2, 7]), ({1, 2, 5, 6, 9, 10}, [0, 11]),
+    ({1, 5, 8, 12}, [2, 3, 10, 11]),       # equal sums of k, k^2, k^3: the old shortcut's blind spot
+]
+
+
+def test_duplicates_exact_on_the_issue_cases(spark):
+    cases = [[k for k in range(14) if k not in missing] + dups for missing, dups in ISSUE_CASES]
+    got = _summary_of_cases(spark, cases)
+    for i, seqs in enumerate(cases):
+        dups, unique = _truth(seqs)
+        assert (got[i]["duplicates"], got[i]["unique"], got[i]["received"]) == (dups, unique, len(seqs)), ISSUE_CASES[i]
+    # lost as the issue counts it: the block's 12 or 14 seqs minus the distinct ones that arrived
+    assert [14 - got[i]["unique"] for i in range(3)] == [4, 4, 6]
+
+
+def test_duplicates_exact_in_a_randomized_collision_search(spark):
+    """6000 random 64-seq blocks at random offsets (so they straddle bitmap words), each with
+    0-6 missing seqs and 0-3 duplicates (repeats allowed), in shuffled arrival order; plus
+    every block where the missing and duplicated seqs have equal sums of k, k^2 and k^3 that
+    a search over small shapes finds. Duplicates and unique counts must equal a set's."""
+    import itertools
+    rng = np.random.default_rng(14)
+    cases = []
+    for _ in range(6000):
+        base = int(rng.integers(0, 10_000))
+        block = np.arange(base, base + 64)
+        missing = rng.choice(block[1:-1], int(rng.integers(0, 7)), replace=False)
+        present = np.setdiff1d(block, missing)
+        dups = rng.choice(present, int(rng.integers(0, 4)), replace=True)
+        seqs = np.concatenate([present, dups])
+        rng.shuffle(seqs)
+        cases.append(seqs.tolist())
+    # collisions of the three power sums, 4 missing against 4 duplicated, in 0..15
+    sums = {}
+    for quad in itertools.combinations(range(1, 15), 4):
+        sums.setdefault(tuple(sum(k ** p for k in quad) for p in (1, 2, 3)), []).append(quad)
+    collisions = [(a, b) for group in sums.values() for a, b in itertools.combinations(group, 2) if not set(a) & set(b)]
+    assert collisions, "the search must find the shapes that fooled the power sums"
+    for missing, dups in collisions:
+        cases.append([k for k in range(16) if k not in missing] + list(dups))
+    got = _summary_of_cases(spark, cases)
+    wrong = [i for i, seqs in enumerate(cases) if (got[i]["duplicates"], got[i]["unique"]) != _truth(seqs)]
+    assert not wrong, [cases[i] for i in wrong[:3]]
+    assert sum(_truth(c)[0] > 0 for c in cases) > 4000      # most blocks do carry duplicates
+
+
+def test_drained_counts_seqs_whose_every_arrival_came_in_the_drain(spark):
+    """drained = distinct seqs with no arrival before their consumer's drain began; a
+    round-robin seq that reached one consumer before its drain is not drained anywhere."""
+    # consumer 0 drains from t=100, consumer 1 from t=50
+    rows = [(0, 0, 0, 1, 10), (0, 0, 0, 2, 101), (0, 0, 0, 2, 102),     # 1 delivered, 2 drained (twice)
+            (0, 0, 0, 3, 90), (0, 0, 0, 3, 110),                        # 3: first before the drain
+            (0, 1, 0, 4, 60), (0, 0, 0, 4, 99),                         # 4: c1 in its drain, c0 before its
+            (0, 1, 0, 5, 70)]                                           # 5: drained at c1
+    df = spark.createDataFrame([r + (16,) for r in rows],
+                               "run int, consumer int, stream int, seq long, t_recv_ns long, size int")
+    starts = {(0, 0): 100, (0, 1): 50}
+    (rr,) = metrics.recv_summary(df, drain_starts=starts).collect()
+    assert (rr["unique"], rr["duplicates"], rr["drained"]) == (5, 3, 2)
+    fan = {r["consumer"]: r for r in metrics.recv_summary(df, fanout_runs=[0], drain_starts=starts).collect()}
+    assert (fan[0]["unique"], fan[0]["drained"]) == (4, 1) and (fan[1]["unique"], fan[1]["drained"]) == (2, 2)

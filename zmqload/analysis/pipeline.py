@@ -20,7 +20,7 @@ from . import metrics
 from .runs import RunInfo, load_records
 
 ALL = metrics.ALL
-LATENCY_METRICS = ("latency_intended", "latency_sent", "stall")
+LATENCY_METRICS = (*metrics.RECV_METRICS, "stall")
 STAT_NAMES = [n for n, _ in metrics.PERCENTILES] + ["max", "mean"]
 LATENCY_COLUMNS = [f"{m}_{s}_us" for m in LATENCY_METRICS for s in STAT_NAMES]
 
@@ -30,7 +30,7 @@ RUN_COLUMNS = ["run", "status", "interrupted", "pattern", "transport", "size", "
 SUMMARY_COLUMNS = (RUN_COLUMNS + [
     "consumer", "stream", "duration_s", "offered_rate", "send_rate", "recv_rate", "recv_mb_s",
     "attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected", "received", "unique",
-    "duplicates", "reordered", "lost", "loss_ratio", "lost_start", "lost_middle", "lost_tail"]
+    "duplicates", "reordered", "lost", "loss_ratio", *metrics.FATES, "dropped"]
     + LATENCY_COLUMNS +
     ["depth_max", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean", "mean_size"])
 
@@ -39,25 +39,23 @@ SUMMARY_COLUMNS = (RUN_COLUMNS + [
 REORDER_AUTO_MAX = 20_000_000
 
 # The intermediate tables handed back to Spark (see _small).
-KEYS_SCHEMA = Schema.of(run=INT32, consumer=INT32)
-RS_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, received=INT64, unique=INT64, seq_min=INT64,
-                      seq_max=INT64, t_first_recv_ns=INT64, t_last_recv_ns=INT64, bytes=INT64, duplicates=INT64)
+VIEWS_SCHEMA = Schema.of(run=INT32, consumer=INT32, completed=BOOL, tail_at_shutdown=BOOL)
+RS_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, received=INT64, unique=INT64, drained=INT64,
+                      seq_min=INT64, seq_max=INT64, t_first_recv_ns=INT64, t_last_recv_ns=INT64, bytes=INT64,
+                      duplicates=INT64, limit=INT64, got_below_limit=INT64)
 COUNTS_SCHEMA = Schema.of(run=INT32, stream=INT32, consumer=INT32, attempted=INT64, sent=INT64, eagain=INT64,
                           timeout=INT64, errors=INT64, sent_before_first=INT64, sent_after_last=INT64,
-                          t_first_intended_ns=INT64, t_last_intended_ns=INT64, t_first_send_ns=INT64,
-                          t_last_send_ns=INT64)
-BLOCKS_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, block=INT64, received=INT64, seq_min=INT64,
-                          seq_max=INT64, t_first_recv_ns=INT64, t_last_recv_ns=INT64, bytes=INT64, exact=BOOL)
-DISTINCT_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, block=INT64, unique=INT64)
-PAIRS_SCHEMA = Schema.of(run=INT32, stream=INT32, bi=INT32, bs=INT32, n=INT64, mi=INT64, ms=INT64, si=INT64,
-                         ss=INT64)
-STALL_SCHEMA = Schema.of(run=INT32, stream=INT32, bucket=INT32, count=INT64, max=INT64, sum=INT64, metric=STRING)
+                          sent_below_limit=INT64, t_first_intended_ns=INT64, t_last_intended_ns=INT64,
+                          t_first_send_ns=INT64, t_last_send_ns=INT64)
+PAIRS_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, drain=BOOL, bi=INT32, bs=INT32, n=INT64, mi=INT64,
+                         ms=INT64, si=INT64, ss=INT64)
+STALL_SCHEMA = Schema.of(run=INT32, stream=INT32, bucket=INT32, count=INT64, max=INT64, sum=INT64, metric=STRING,
+                         consumer=INT32)
 SEND_W_SCHEMA = Schema.of(run=INT32, stream=INT32, wi=INT64, ws=INT64, ok=BOOL, n=INT64)
-RECV_W_SCHEMA = Schema.of(run=INT32, stream=INT32, ws=INT64, wr=INT64, n=INT64, bytes=INT64)
-HIST_SCHEMA = Schema.of(run=INT32, stream=INT32, metric=STRING, bucket=INT32, count=INT64, max=INT64, sum=INT64)
-RATES_SCHEMA = Schema.of(run=INT32, stream=INT32, window=INT64, offered=INT64, sent=INT64, received=INT64,
-                         delivered_sent=INT64, received_bytes=INT64)
-DEPTH_SCHEMA = Schema.of(run=INT32, stream=INT32, window=INT64, depth=INT64, depth_bytes=FLOAT64,
+RECV_W_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, ws=INT64, wr=INT64, n=INT64, bytes=INT64)
+HIST_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, metric=STRING, bucket=INT32, count=INT64, max=INT64,
+                        sum=INT64)
+DEPTH_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, window=INT64, depth=INT64, depth_bytes=FLOAT64,
                          mean_size=FLOAT64)
 
 
@@ -67,8 +65,8 @@ class Analysis:
     window_ns: int
     summary: list                 # dicts, one per (run, consumer, stream), plus run totals (ALL, ALL)
     rates: list                   # dicts per (run, stream, window), sorted
-    depth: list                   # dicts per (run, stream|ALL, window), sorted
-    hist: list                    # dicts per (run, stream|ALL, metric, bucket)
+    depth: list                   # dicts per (run, consumer, stream, window) and (run, ALL, ALL, window), sorted
+    hist: list                    # dicts per (run, consumer, stream, metric, bucket) and (run, ALL, ALL, ...)
     warnings: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
     reorder_measured: bool = True
@@ -116,6 +114,70 @@ def _run_columns(info: RunInfo) -> dict:
     }
 
 
+def drain_completed(info: RunInfo) -> bool:
+    """Whether every unreceived message counts as dropped (accounting.py's rule): the drain
+    ran to completion and the run completed. Runs recorded before the drain existed have no
+    "drain" entry: their consumers read until idle, as a completed drain does."""
+    return bool((info.meta.get("drain") or {}).get("completed", True)) and info.status == "complete"
+
+
+def tail_at_shutdown(info: RunInfo) -> bool:
+    """Whether drops after a consumer's last arrival were lost at shutdown, as the run
+    decided it (run.json drain.tail_at_shutdown; a PUB with LINGER -1 says no)."""
+    return bool((info.meta.get("drain") or {}).get("tail_at_shutdown", True))
+
+
+def consumer_indices(info: RunInfo) -> list[int]:
+    """The consumers that reported (run.json's consumers), else all the workload names."""
+    return sorted(int(c["worker"]) for c in info.meta.get("consumers") or () if "worker" in c) \
+        or list(range(info.consumers))
+
+
+def drain_starts(runs: list[RunInfo]) -> dict[tuple[int, int], int]:
+    """{(run number, consumer): t_drain_ns} of the consumers that began draining."""
+    return {(i, int(c["worker"])): int(c["t_drain_ns"]) for i, r in enumerate(runs)
+            for c in r.meta.get("consumers") or () if c.get("t_drain_ns") and "worker" in c}
+
+
+def certain_lines(spark_recvs, runs: list[RunInfo], rs: list[dict], fanout_runs) -> None:
+    """Sets `limit` and `got_below_limit` on each receive summary row (in place): for runs
+    whose drain was cut short, the seq below which an unreceived message cannot still be
+    queued (accounting.py: one connection delivers in order), and how many distinct seqs
+    arrived below it. A fan-out consumer's line is its own last arrival; a round-robin
+    stream's is the lowest of every consumer's last arrival (-1, so 0, if one got none)."""
+    cut = {i for i, r in enumerate(runs) if not drain_completed(r)}
+    for r in rs:
+        r["limit"], r["got_below_limit"] = None, 0
+    round_robin = [i for i in cut if i not in fanout_runs and len(consumer_indices(runs[i])) > 1]
+    lasts: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
+    if round_robin:
+        for x in collect(metrics.last_seq_per_consumer(spark_recvs, round_robin)):
+            lasts[(x["run"], x["stream"])][x["consumer"]] = x["seq_max"]
+    exact_needed = {}
+    for r in rs:
+        if r["run"] not in cut:
+            continue
+        if r["run"] in round_robin:
+            got = lasts[(r["run"], r["stream"])]
+            certain = min(got.get(c, -1) for c in consumer_indices(runs[r["run"]]))
+        else:
+            certain = r["seq_max"]
+        r["limit"] = max(certain, 0)
+        if r["limit"] <= r["seq_min"]:
+            r["got_below_limit"] = 0
+        elif r["limit"] == r["seq_max"]:
+            r["got_below_limit"] = r["unique"] - 1
+        else:
+            exact_needed[(r["run"], r["consumer"], r["stream"])] = r["limit"]
+    if exact_needed:
+        got_below = {(x["run"], x["consumer"], x["stream"]): x["got_below_limit"]
+                     for x in collect(metrics.distinct_below(spark_recvs, exact_needed, fanout_runs))}
+        for r in rs:
+            key = (r["run"], r["consumer"], r["stream"])
+            if key in exact_needed:
+                r["got_below_limit"] = got_below.get(key, 0)
+
+
 class _Steps:
     """Wall time per step, for --timings and the benchmark."""
     def __init__(self, log):
@@ -137,24 +199,18 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
     recvs = load_records(spark, runs, "recvs")
     # Runs are numbered (their index in `runs`) inside Spark; ids come back in `_name_runs`.
     fanout_runs = [i for i, r in enumerate(runs) if r.fanout]
-    keys = [(i, c) for i, r in enumerate(runs) for c in (range(r.consumers) if r.fanout else [ALL])]
-    keys_df = spark.createDataFrame(keys, KEYS_SCHEMA.ddl)
+    starts = drain_starts(runs)
+    views = [(i, c, drain_completed(r), tail_at_shutdown(r)) for i, r in enumerate(runs)
+             for c in (consumer_indices(r) if r.fanout else [ALL])]
+    views_df = spark.createDataFrame(views, VIEWS_SCHEMA.ddl)
 
-    block_rows = collect(metrics.recv_blocks(recvs, fanout_runs))
-    blocks = _small(spark, block_rows, BLOCKS_SCHEMA)
-    inexact = [b for b in block_rows if not b["exact"]]
-    n_inexact = len(inexact)
-    step("receive blocks")
-    # Collected before it meets the blocks: joined inside one query with the filtered scan,
-    # the plan was slower (measured 2.5 s vs 1.9 s for the two steps at 100M records).
-    distinct = (_small(spark, collect(metrics.distinct_in_blocks(
-        recvs, [(b["run"], b["consumer"], b["stream"], b["block"]) for b in inexact], fanout_runs)), DISTINCT_SCHEMA)
-        if n_inexact else None)
-    rs = collect(metrics.recv_summary_from_blocks(blocks, distinct))
+    rs = collect(metrics.recv_summary(recvs, fanout_runs, starts))
     total_recvs = sum(r["received"] for r in rs)
-    step(f"exact distinct ({n_inexact} blocks)")
+    step("receive summary")
+    certain_lines(recvs, runs, rs, fanout_runs)
+    step("certain lines")
     rs_df = _small(spark, rs, RS_SCHEMA)
-    edges = [(r["run"], r["consumer"], r["stream"], r["seq_min"], r["seq_max"]) for r in rs]
+    edges = [(r["run"], r["consumer"], r["stream"], r["seq_min"], r["seq_max"], r["limit"]) for r in rs]
     # One scan of the sends for counts, stall and windows; cached, as three small queries read it.
     send_cells = metrics.send_cells(sends, window_ns, edges).persist()
     if metrics.single_consumer_edges(edges):
@@ -162,9 +218,9 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
     else:       # fan-out or several runs: the ranges per consumer need a join, so a scan of their own
         counts = collect(metrics.send_counts(sends, rs_df))
     step("send counts")
-    loss = collect(metrics.loss(_small(spark, counts, COUNTS_SCHEMA), rs_df, keys_df))
+    loss = collect(metrics.fates(_small(spark, counts, COUNTS_SCHEMA), rs_df, views_df))
     rs_by = {(r["run"], r["consumer"], r["stream"]): r for r in rs}
-    step("loss")
+    step("fates")
     late = {}
     if reorder == "auto":
         reorder = total_recvs <= REORDER_AUTO_MAX
@@ -179,7 +235,7 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
         row["reordered"] = late.get(key, 0) if reorder else None
 
     step("reordering" if reorder else "reordering (skipped)")
-    recv_cells = metrics.recv_cells(recvs, window_ns).persist()
+    recv_cells = metrics.recv_cells(recvs, window_ns, fanout_runs, starts).persist()
     pairs = _small(spark, collect(metrics.latency_pairs(recv_cells)), PAIRS_SCHEMA)
     stall = _small(spark, collect(metrics.stall_histogram(send_cells)), STALL_SCHEMA)
     hist = collect(metrics.latency_histograms(pairs, stall))
@@ -190,8 +246,8 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
         m[0] += h["count"]
         m[1] = h["max"] if m[1] is None else max(m[1], h["max"])
         m[2] += h["sum"] or 0
-    hist += [{"run": k[0], "stream": ALL, "metric": k[1], "bucket": k[2], "count": v[0], "max": v[1], "sum": v[2]}
-             for k, v in merged.items()]
+    hist += [{"run": k[0], "consumer": ALL, "stream": ALL, "metric": k[1], "bucket": k[2], "count": v[0],
+              "max": v[1], "sum": v[2]} for k, v in merged.items()]
     pct = collect(metrics.percentiles(_small(spark, hist, HIST_SCHEMA)))
 
     step("percentiles")
@@ -201,16 +257,16 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
     recv_cells.unpersist()
     rates = collect(metrics.rates_over_time(send_w, recv_w))
     step("rates over time")
-    depth = collect(metrics.queue_depth(_small(spark, rates, RATES_SCHEMA)))
+    depth = collect(metrics.queue_depth(recv_w))
     dstats = collect(metrics.queue_depth_stats(_small(spark, depth, DEPTH_SCHEMA)))
 
     step("queue depth")
-    summary = summarise(runs, loss, pct, dstats)
+    summary = summarise(runs, loss, pct, dstats, starts)
     for rows in (summary, rates, depth, hist):
         _name_runs(rows, runs)
     summary.sort(key=lambda r: (r["run"], r["stream"] != ALL, r["stream"], r["consumer"]))
     rates.sort(key=lambda r: (r["run"], r["stream"], r["window"]))
-    depth.sort(key=lambda r: (r["run"], r["stream"], r["window"]))
+    depth.sort(key=lambda r: (r["run"], r["consumer"], r["stream"], r["window"]))
     step("summary")
     return Analysis(runs=runs, window_ns=window_ns, summary=summary, rates=rates, depth=depth, hist=hist,
                     timings=step.times, reorder_measured=bool(reorder))
@@ -237,7 +293,23 @@ def _max(values):
     return max(values) if values else None
 
 
-def summarise(runs, loss: list[dict], pct: list[dict], dstats: list[dict]) -> list[dict]:
+def throughput(info: RunInfo, row: dict, drain_began: int | None) -> float | None:
+    """Distinct messages received per second, as `run` computes its throughput_msgs
+    (runner/collect.py): over the span from the first ok send to the last receive; with
+    --consumer-delay-us and the fast drain (which skips that work) only what was delivered
+    before the drain, over the time until the drain began."""
+    first = row.get("t_first_send_ns")
+    w = info.workload
+    if w.get("consumer_delay_us") and w.get("drain", "fast") == "fast" and drain_began and first \
+            and drain_began > first:
+        return row.get("delivered", 0) * 1e9 / (drain_began - first)
+    last = row.get("t_last_recv_ns")
+    if not first or not last or last <= first:
+        return None
+    return row.get("unique", 0) * 1e9 / (last - first)
+
+
+def summarise(runs, loss: list[dict], pct: list[dict], dstats: list[dict], starts: dict | None = None) -> list[dict]:
     """One row per (run, consumer, stream) and a run total (consumer ALL, stream ALL); `run`
     is still the run's number here."""
     by_run = defaultdict(list)
@@ -254,7 +326,7 @@ def summarise(runs, loss: list[dict], pct: list[dict], dstats: list[dict]) -> li
         t = {"run": run, "consumer": ALL, "stream": ALL}
         for c in ("attempted", "sent", "eagain", "timeout", "errors", "dropped_sender"):
             t[c] = _sum(r[c] for r in s)
-        for c in ("received", "unique", "duplicates", "lost", "lost_start", "lost_middle", "lost_tail", "bytes"):
+        for c in ("received", "unique", "duplicates", "lost", *metrics.FATES, "dropped", "bytes"):
             t[c] = _sum(r[c] for r in rows)
         t["reordered"] = None if any(r["reordered"] is None for r in rows) else _sum(r["reordered"] for r in rows)
         for c in ("t_first_intended_ns", "t_first_send_ns", "t_first_recv_ns"):
@@ -262,17 +334,19 @@ def summarise(runs, loss: list[dict], pct: list[dict], dstats: list[dict]) -> li
         for c in ("t_last_intended_ns", "t_last_send_ns", "t_last_recv_ns"):
             t[c] = _max(r[c] for r in rows)
         t["expected"] = t["sent"] * copies
+        t["copies"] = copies
         t["loss_ratio"] = t["lost"] / t["expected"] if t["expected"] else 0.0
         totals.append(t)
     rows = loss + totals
 
-    pct_by: defaultdict[tuple[int, int], dict[str, Any]] = defaultdict(dict)
+    pct_by: defaultdict[tuple[int, int, int], dict[str, Any]] = defaultdict(dict)
     for p in pct:
         for stat in STAT_NAMES:
             v = p.get(stat)
-            pct_by[(p["run"], p["stream"])][f"{p['metric']}_{stat}_us"] = None if v is None else v / 1e3
-    dstats_by = {(d["run"], d["stream"]): d for d in dstats}
+            pct_by[(p["run"], p["consumer"], p["stream"])][f"{p['metric']}_{stat}_us"] = None if v is None else v / 1e3
+    dstats_by = {(d["run"], d["consumer"], d["stream"]): d for d in dstats}
     meta = {i: _run_columns(r) for i, r in enumerate(runs)}
+    began = {i: min((v for (run, _), v in (starts or {}).items() if run == i), default=None) for i in range(len(runs))}
     out = []
     for r in rows:
         row = dict(meta.get(r["run"], {}))
@@ -280,13 +354,17 @@ def summarise(runs, loss: list[dict], pct: list[dict], dstats: list[dict]) -> li
         first = r.get("t_first_intended_ns")
         last = _max([r.get("t_last_recv_ns"), r.get("t_last_send_ns")])
         row["duration_s"] = (last - first) / 1e9 if first is not None and last is not None else None
-        row["offered_rate"] = rate(r["attempted"], r.get("t_first_intended_ns"), r.get("t_last_intended_ns"))
+        offered = rate(r["attempted"], r.get("t_first_intended_ns"), r.get("t_last_intended_ns"))
+        # a fan-out run offers every message to each consumer: its total counts every copy
+        row["offered_rate"] = offered * r.get("copies", 1) if offered is not None else None
         row["send_rate"] = rate(r["sent"], r.get("t_first_send_ns"), r.get("t_last_send_ns"))
-        row["recv_rate"] = rate(r["received"], r.get("t_first_recv_ns"), r.get("t_last_recv_ns"))
+        row["recv_rate"] = throughput(runs[r["run"]], r, began.get(r["run"]))
         row["recv_mb_s"] = (row["recv_rate"] * r["bytes"] / r["received"] / 1e6
                             if row["recv_rate"] and r["received"] else None)
-        row.update(pct_by.get((r["run"], r["stream"]), {}))
-        d = dstats_by.get((r["run"], r["stream"]), {})
+        # a send has no consumer: a fan-out consumer's row takes its stream's stall
+        row.update(pct_by.get((r["run"], ALL, r["stream"]), {}))
+        row.update(pct_by.get((r["run"], r["consumer"], r["stream"]), {}))
+        d = dstats_by.get((r["run"], r["consumer"], r["stream"]), {})
         for c in ("depth_max", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean", "mean_size"):
             row[c] = d.get(c)
         out.append({c: row.get(c) for c in SUMMARY_COLUMNS})

@@ -23,10 +23,14 @@ img{max-width:100%;display:block;margin:6px 0 12px} .note{color:#555;font-size:1
 
 ROW_COLUMNS = [
     ("consumer", "consumer"), ("stream", "stream"), ("offered_rate", "offered/s"), ("send_rate", "sent/s"),
-    ("recv_rate", "received/s"), ("sent", "sent ok"), ("dropped_sender", "EAGAIN+timeout"),
-    ("received", "received"), ("lost", "lost"), ("loss_ratio", "loss %"), ("lost_start", "lost at start"),
-    ("lost_middle", "lost mid-run"), ("lost_tail", "lost at tail"), ("duplicates", "dup"), ("reordered", "reord"),
+    ("recv_rate", "throughput/s"), ("sent", "sent ok"), ("dropped_sender", "EAGAIN+timeout"),
+    ("received", "received"), ("delivered", "delivered"), ("drained", "drained"), ("dropped_start", "dropped start"),
+    ("dropped_mid", "dropped mid"), ("dropped_tail", "dropped tail"), ("stranded", "stranded"), ("lost", "lost"),
+    ("loss_ratio", "loss %"), ("duplicates", "dup"), ("reordered", "reord"),
+    ("latency_intended_p50_us", "p50 &micro;s"), ("latency_intended_p99_us", "p99 &micro;s"),
+    ("depth_max", "queue max"),
 ]
+LAT_METRICS = ("latency_intended", "latency_delivered", "latency_drained", "latency_sent", "stall")
 LAT_COLUMNS = [("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99_9", "p99.9"), ("p99_99", "p99.99"), ("max", "max")]
 
 
@@ -68,8 +72,8 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
         out.append("<p class='note'>Reordering was not measured (it sorts every record; use --reorder on).</p>")
 
     out.append("<h2>Runs</h2><table><tr><th class='l'>run</th><th>status</th><th class='l'>pattern / transport</th>"
-               "<th>size</th><th>HWM snd/rcv</th><th>offered/s</th><th>received/s</th><th>loss %</th>"
-               "<th>EAGAIN+timeout</th><th>p99 (&micro;s)</th><th>p99.9 (&micro;s)</th><th>peak queued</th></tr>")
+               "<th>size</th><th>HWM snd/rcv</th><th>offered/s</th><th>throughput/s</th><th>loss %</th>"
+               "<th>drained</th><th>dropped</th><th>stranded</th><th>EAGAIN+timeout</th><th>p99 (&micro;s)</th><th>p99.9 (&micro;s)</th><th>peak queued</th></tr>")
     for info in runs:
         r = run_rows.get(info.run_id, {})
         status = info.status + ("<span class='tag'>interrupted</span>" if info.interrupted else "")
@@ -78,8 +82,10 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
         out.append(
             f"<tr><td class='l'><a href='#{_e(info.run_id)}'>{_e(info.run_id)}</a></td><td>{status}</td>"
             f"<td class='l'>{_e(r.get('pattern'))} / {_e(r.get('transport'))}</td><td>{_e(r.get('size'))}</td>"
-            f"<td>{_hwm(r.get('sndhwm'))}/{_hwm(r.get('rcvhwm'))}</td><td>{fmt_rate(plots_offered(r))}</td>"
+            f"<td>{_hwm(r.get('sndhwm'))}/{_hwm(r.get('rcvhwm'))}</td><td>{fmt_rate(offered_to_consumers(r))}</td>"
             f"<td>{fmt_rate(r.get('recv_rate'))}</td><td class='{loss_cls}'>{_cell('loss_ratio', loss)}</td>"
+            f"<td>{_cell('x', r.get('drained'))}</td><td>{_cell('x', r.get('dropped'))}</td>"
+            f"<td>{_cell('x', r.get('stranded'))}</td>"
             f"<td>{_cell('x', r.get('dropped_sender'))}</td><td>{_cell('x', r.get('latency_intended_p99_us'))}</td>"
             f"<td>{_cell('x', r.get('latency_intended_p99_9_us'))}</td><td>{fmt_bytes(r.get('queued_bytes_max'))}</td></tr>")
     out.append("</table>")
@@ -128,11 +134,12 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
         out.append("</table>")
         out.append("<table><tr><th class='l'>&micro;s</th>" + "".join(f"<th>{h}</th>" for _, h in LAT_COLUMNS)
                    + "<th>queue depth max / mean / p99</th><th>queued memory max</th></tr>")
-        for m in ("latency_intended", "latency_sent", "stall"):
+        for m in LAT_METRICS:
             out.append(f"<tr><td class='l'>{_e(plots.LABELS[m])}</td>" +
                        "".join(f"<td>{_cell('x', r.get(f'{m}_{k}_us'))}</td>" for k, _ in LAT_COLUMNS) +
-                       (f"<td rowspan=3>{_cell('x', r.get('depth_max'))} / {_cell('x', r.get('depth_mean'))} / "
-                        f"{_cell('x', r.get('depth_p99'))}</td><td rowspan=3>{fmt_bytes(r.get('queued_bytes_max'))}</td>"
+                       (f"<td rowspan={len(LAT_METRICS)}>{_cell('x', r.get('depth_max'))} / "
+                        f"{_cell('x', r.get('depth_mean'))} / {_cell('x', r.get('depth_p99'))}</td>"
+                        f"<td rowspan={len(LAT_METRICS)}>{fmt_bytes(r.get('queued_bytes_max'))}</td>"
                         if m == "latency_intended" else "") + "</tr>")
         out.append("</table>")
         if i >= max_runs_plotted:
@@ -147,17 +154,29 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
                "<li><b>Latency from intended send</b> measures from the time the message was scheduled, so a "
                "sender held up by backpressure still counts the wait (no coordinated omission); <b>from actual "
                "send</b> measures from the send call; <b>stall</b> is the difference.</li>"
-               "<li><b>Lost at start</b>: sent before the first message that consumer received (slow joiner). "
-               "<b>At tail</b>: after its last one (shutdown, linger). <b>Mid-run</b>: the rest (HWM drops). "
+               "<li><b>The fate of every sent message</b> (as the run reconciles it, docs/RECORDS.md): "
+               "<b>delivered</b> while the consumers worked; <b>drained</b>: still queued when the producers "
+               "finished, received in the drain (its latency shows how long the backlog waited); "
+               "<b>dropped</b> (only when the drain completed, or below a later arrival of the same stream): "
+               "<b>start</b> before the consumer's first arrival (slow joiner), <b>mid</b> between arrivals (a full "
+               "pipe), <b>tail</b> after its last one (close, linger, term); <b>stranded</b>: not received because "
+               "the drain was cut short, queued or dropped, unknown. lost = dropped + stranded. "
                "<b>EAGAIN+timeout</b>: dropped by the sender, never on the wire.</li>"
+               "<li><b>Throughput</b> is `run`'s own: distinct messages received per second from the first send "
+               "to the last receive (with a simulated consumer delay and the fast drain, what was delivered "
+               "before the drain, up to its start). A fan-out run offers every message to each consumer.</li>"
                "<li><b>Queue depth</b> counts messages sent but not yet received (of those that arrived), at "
-               "the end of each window; memory is depth &times; mean message size (payload only, not libzmq's "
+               "the end of each window, per consumer in fan-out runs; memory is depth &times; mean message size (payload only, not libzmq's "
                "per-message overhead).</li>"
                "<li>Latency across hosts is only meaningful with synchronised clocks.</li></ul>")
     out.append("</body></html>")
     return "\n".join(out)
 
 
-def plots_offered(r):
+def offered_to_consumers(r):
+    """The offered rate of a run as its consumers see it: a fan-out run offers every message
+    to each consumer, so received/s and offered/s compare."""
     from ..analysis.capacity import offered
-    return offered(r) if r else None
+    if not r or offered(r) is None:
+        return None
+    return offered(r) * ((r.get("consumers") or 1) if r.get("fanout") else 1)

@@ -1,7 +1,8 @@
 """The short Markdown summary printed on stdout."""
 from __future__ import annotations
 
-from ..analysis.capacity import fmt_bytes, fmt_rate, offered
+from ..analysis.capacity import fmt_bytes, fmt_rate
+from .html import offered_to_consumers
 
 
 def _f(x, fmt="{:.0f}"):
@@ -10,13 +11,14 @@ def _f(x, fmt="{:.0f}"):
 
 def summary(analysis, capacity, recommendations, out_dir: str) -> str:
     lines = ["# zmqload report", "",
-             "| run | status | pattern/transport | size | offered | received | loss % | sender drops | p99 us | p99.9 us | peak queued |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| run | status | pattern/transport | size | offered | throughput | loss % | drained | dropped | stranded | sender drops | p99 us | p99.9 us | peak queued |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in analysis.run_rows():
         loss = r.get("loss_ratio")
         lines.append(f"| {r['run']} | {r.get('status')}{' (interrupted)' if r.get('interrupted') else ''} | "
-                     f"{r.get('pattern')}/{r.get('transport')} | {r.get('size')} | {fmt_rate(offered(r))} | "
+                     f"{r.get('pattern')}/{r.get('transport')} | {r.get('size')} | {fmt_rate(offered_to_consumers(r))} | "
                      f"{fmt_rate(r.get('recv_rate'))} | {_f(None if loss is None else 100 * loss, '{:.3g}')} | "
+                     f"{_f(r.get('drained'), '{}')} | {_f(r.get('dropped'), '{}')} | {_f(r.get('stranded'), '{}')} | "
                      f"{_f(r.get('dropped_sender'), '{}')} | {_f(r.get('latency_intended_p99_us'))} | "
                      f"{_f(r.get('latency_intended_p99_9_us'))} | {fmt_bytes(r.get('queued_bytes_max'))} |")
     if capacity:

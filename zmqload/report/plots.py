@@ -17,9 +17,12 @@ from ..analysis.capacity import GROUP_KEYS, hwm_label, offered  # noqa: E402
 from ..analysis.metrics import ALL, HIST_GROWTH  # noqa: E402
 
 COLORS = {"offered": "#9e9e9e", "sent": "#1f77b4", "received": "#2ca02c",
-          "latency_intended": "#d62728", "latency_sent": "#1f77b4", "stall": "#ff7f0e"}
+          "latency_intended": "#d62728", "latency_sent": "#1f77b4", "stall": "#ff7f0e",
+          "latency_delivered": "#2ca02c", "latency_drained": "#8c564b"}
 LABELS = {"latency_intended": "latency from intended send (no coordinated omission)",
-          "latency_sent": "latency from actual send", "stall": "sender stall (actual - intended)"}
+          "latency_sent": "latency from actual send", "stall": "sender stall (actual - intended)",
+          "latency_delivered": "  of it, delivered while the consumers worked",
+          "latency_drained": "  of it, drained (how long the backlog waited)"}
 
 
 def _png(fig) -> str:

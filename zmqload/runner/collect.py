@@ -97,9 +97,10 @@ def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, ver
                                     "seen_map": s.seen_map, "drained_map": s.drained_map} for s in final.streams})
     usable = any(len(p["sent_ok_map"]) or not p.get("attempted") for p in producers.values())
     drain_completed = bool(state.drain.get("completed")) and status == "complete"
-    accounts = reconcile(producers if usable else {}, consumers, w.fanout, drain_completed,
-                         tail_at_shutdown(w, producers.values()),
-                         **dead_paths(state))
+    tail = tail_at_shutdown(w, producers.values())
+    # run.json keeps the rule, so the report places tail drops the same way (analysis/ cannot ask patterns)
+    state.drain["tail_at_shutdown"] = tail
+    accounts = reconcile(producers if usable else {}, consumers, w.fanout, drain_completed, tail, **dead_paths(state))
     totals = accounts["totals"]
     lat_i, lat_s, rtt = Histogram(), Histogram(), Histogram()
     for p in producers.values():
