@@ -1,6 +1,7 @@
 """The command line as a user meets it: bad input, interrupts, info, JSON output."""
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -78,14 +79,16 @@ def test_interrupt_stops_promptly_and_keeps_readable_records(tmp_path, sig):
                              "--out", str(tmp_path), "--quiet"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    sends = []
-    while time.monotonic() < deadline and not sends:   # wait until the run is recording
-        time.sleep(0.2)
-        metas = glob.glob(str(tmp_path / "run=*" / "samples" / "*.parquet")) or \
-            glob.glob(str(tmp_path / "run=*" / "run.json"))
-        if metas:
-            time.sleep(1.5)
-            sends = metas
+    t0_ns = None
+    while time.monotonic() < deadline and t0_ns is None:   # wait until the schedule began
+        time.sleep(0.1)
+        for path in glob.glob(str(tmp_path / "run=*" / "run.json")):
+            with contextlib.suppress(ValueError, OSError):
+                t0_ns = (read_meta(os.path.dirname(path)).get("schedule") or {}).get("t0_ns")
+    assert t0_ns is not None, "the run never started"
+    # t0 is CLOCK_MONOTONIC, as time.monotonic_ns(): let 1.5 s of the schedule (30k messages) pass
+    while time.monotonic_ns() < t0_ns + 1_500_000_000:
+        time.sleep(0.05)
     proc.send_signal(sig)
     sent_at = time.monotonic()
     _, stderr = proc.communicate(timeout=30)
