@@ -95,6 +95,7 @@ class RunView:
         self.sender_drops = (row.get("eagain") or 0) + (row.get("timeout") or 0)
         summary = self.meta.get("summary") or {}
         self.generator_limited = self.meta.get("generator_limited", summary.get("generator_limited"))
+        self.reached_rate = (summary.get("generator") or {}).get("reached_rate") or row.get("send_rate")
         self.queue_peak = summary.get("queue_peak") or {}
         self.p99 = row.get("latency_intended_p99_us")
 
@@ -129,7 +130,7 @@ class RunView:
         elif self.p99 > slo_p99_us:
             out.append((P99, f"p99 {self.p99:,.0f} us > SLO {slo_p99_us:g} us"))
         if self.generator_limited:
-            out.append((GENERATOR, f"the producers sent {fmt_rate(self.row.get('send_rate'))} "
+            out.append((GENERATOR, f"the producers reached {fmt_rate(self.reached_rate)} "
                                    f"of the {fmt_rate(self.offered)} scheduled"))
         return out
 
