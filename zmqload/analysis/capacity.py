@@ -1,15 +1,32 @@
-"""Capacity planning across the runs of a sweep, from the per-run summary rows.
+"""The report's verdicts: per setting, which offered rates were carried cleanly, where it broke,
+which SLO broke and what to change, from the per-run summary rows and each run's run.json.
 
-Runs are grouped by what a user would tune or cannot change (pattern, transport, message
-size, high-water marks); within a group they are ordered by offered rate. Plain Python on
-a handful of rows: the heavy lifting is already aggregated by Spark.
+A setting (a group) is every workload field that varies across the runs, and the libzmq
+version, except the offered rate (the x axis) and bookkeeping (where records go). Within a
+group, paced runs are ordered by offered rate; unpaced runs are max-throughput tests and
+get no knee and no rate advice. Loss follows the fates of docs/RECORDS.md: drained messages
+arrived late, not lost; dropped and stranded ones are lost. Plain Python on a handful of
+rows: Spark already aggregated the records.
 """
 from __future__ import annotations
 
 import re
 from collections import defaultdict
+from typing import Any
 
-GROUP_KEYS = ("pattern", "transport", "size", "sndhwm", "rcvhwm", "proxy_sndhwm", "proxy_rcvhwm")
+# Workload fields that do not change what is measured, so never split a group; `rate` is the
+# axis the verdict is about; `label` holds a sweep point's axis values, fields themselves.
+NOT_SETTINGS = frozenset({"rate", "out", "run_name", "compression", "chunk_rows", "slice_ms", "port", "label"})
+# When the run.json is not at hand, the workload fields the summary rows carry.
+ROW_SETTINGS = ("pattern", "transport", "size", "sndhwm", "rcvhwm", "proxy_sndhwm", "proxy_rcvhwm", "linger_ms",
+                "send_mode", "producers", "consumers")
+# The SLO names a verdict reports (failed_slo).
+LOSS, P99, GENERATOR, INCOMPLETE = "loss", "p99", "generator", "incomplete run"
+# A consumer keeps up when it received this share of what was offered to it.
+KEEPS_UP = 0.95
+# The machine-readable verdict of a group (summary.parquet/csv, capacity.json), after its keys.
+VERDICT_COLUMNS = ("group", "highest_clean_rate", "lowest_failing_rate", "failed_slo", "monotone")
+
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
           "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
 
@@ -42,110 +59,252 @@ def fmt_rate(r) -> str:
     return f"{r:.0f}/s"
 
 
-def hwm_label(row) -> str:
-    parts = [f"SNDHWM={_v(row.get('sndhwm'))}", f"RCVHWM={_v(row.get('rcvhwm'))}"]
-    if row.get("proxy_sndhwm") is not None or row.get("proxy_rcvhwm") is not None:
-        parts.append(f"proxy {_v(row.get('proxy_sndhwm'))}/{_v(row.get('proxy_rcvhwm'))}")
-    return " ".join(parts)
-
-
-def _v(x):
-    return "default" if x is None else x
+def key_text(name: str, value) -> str:
+    """One grouping key as a user would type it: 'rcvhwm=10', 'consumer_delay_us=40'."""
+    return f"{name}={'default' if value is None else value}"
 
 
 def offered(row):
-    """Offered rate of a run: the schedule's (rate x producers) if paced, else what was attempted."""
-    r = row.get("offered_rate")
-    if row.get("rate_per_producer"):
-        r = row["rate_per_producer"] * (row.get("producers") or 1)
-    return r
+    """The offered rate of a paced run (the schedule's rate x producers); None when unpaced:
+    a max-throughput test offers whatever the producers manage, which is no offered rate."""
+    per = row.get("rate_per_producer")
+    if not per:
+        return None
+    return per * (row.get("producers") or 1)
 
 
-def is_clean(row, slo_p99_us) -> bool:
-    p99 = row.get("latency_intended_p99_us")
-    return (not row.get("interrupted") and (row.get("lost") or 0) == 0 and (row.get("dropped_sender") or 0) == 0
-            and (row.get("errors") or 0) == 0 and (row.get("received") or 0) > 0
-            and p99 is not None and p99 <= slo_p99_us)
+class RunView:
+    """One run as the verdicts see it: its summary row, its workload and run.json figures."""
+
+    def __init__(self, row: dict, meta: dict | None):
+        self.row, self.meta = row, meta or {}
+        w = self.meta.get("workload")
+        self.workload = dict(w) if w else {k: row.get(k) for k in ROW_SETTINGS}
+        self.workload["libzmq"] = (self.meta.get("versions") or {}).get("libzmq")
+        self.id = row.get("run")
+        self.offered = offered(row)
+        counters = self.meta.get("counters") or {}
+        if "dropped_mid" in counters:       # the fates (docs/RECORDS.md)
+            self.fates = {k: counters.get(k) or 0 for k in
+                          ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail", "stranded")}
+        else:                               # no run.json fates: every unreceived message counts as dropped
+            self.fates = {"delivered": row.get("unique") or 0, "drained": 0, "dropped_start": row.get("lost_start") or 0,
+                          "dropped_mid": row.get("lost_middle") or 0, "dropped_tail": row.get("lost_tail") or 0,
+                          "stranded": 0}
+        self.dropped = self.fates["dropped_start"] + self.fates["dropped_mid"] + self.fates["dropped_tail"]
+        self.sender_drops = (row.get("eagain") or 0) + (row.get("timeout") or 0)
+        summary = self.meta.get("summary") or {}
+        self.generator_limited = self.meta.get("generator_limited", summary.get("generator_limited"))
+        self.reached_rate = (summary.get("generator") or {}).get("reached_rate") or row.get("send_rate")
+        self.queue_peak = summary.get("queue_peak") or {}
+        self.p99 = row.get("latency_intended_p99_us")
+
+    @property
+    def copies(self) -> int:
+        return (self.row.get("consumers") or 1) if self.row.get("fanout") else 1
+
+    def keeps_up(self) -> bool:
+        """The consumers took what was offered as it came: received at >= 95% of the offered
+        rate (x copies for fan-out), with no more than 1% of it left for the drain."""
+        o, r = self.offered, self.row.get("recv_rate")
+        expected = self.row.get("expected") or 0
+        return bool(o and r and r >= KEEPS_UP * o * self.copies
+                    and self.fates["drained"] <= 0.01 * max(expected, 1))
+
+    def failures(self, slo_p99_us: float) -> list[tuple[str, str]]:
+        """(SLO, what was measured) for every SLO this run broke; empty when clean."""
+        out = []
+        if self.row.get("interrupted") or self.row.get("status") not in (None, "complete"):
+            out.append((INCOMPLETE, f"status {self.row.get('status')}"))
+        if not self.row.get("received"):
+            out.append((LOSS, "nothing received"))
+        elif self.dropped or self.fates["stranded"] or self.sender_drops or self.row.get("errors"):
+            parts = [f"{n:,} {what}" for n, what in (
+                (self.fates["dropped_start"], "dropped at start"), (self.fates["dropped_mid"], "dropped mid-run"),
+                (self.fates["dropped_tail"], "dropped at tail"), (self.fates["stranded"], "stranded"),
+                (self.sender_drops, "refused by the sender (EAGAIN/timeout)"),
+                (self.row.get("errors") or 0, "send errors")) if n]
+            out.append((LOSS, ", ".join(parts)))
+        if self.p99 is None:
+            out.append((P99, "no latency measured"))
+        elif self.p99 > slo_p99_us:
+            out.append((P99, f"p99 {self.p99:,.0f} us > SLO {slo_p99_us:g} us"))
+        if self.generator_limited:
+            out.append((GENERATOR, f"the producers reached {fmt_rate(self.reached_rate)} "
+                                   f"of the {fmt_rate(self.offered)} scheduled"))
+        return out
 
 
-def capacity_table(run_rows: list[dict], slo_p99_us: float = 1000.0) -> list[dict]:
-    """One row per group: highest clean offered rate, the knee, peak queued memory there."""
-    groups = defaultdict(list)
-    for r in run_rows:
-        if r.get("received") is None and r.get("attempted") is None:
-            continue
-        groups[tuple(r.get(k) for k in GROUP_KEYS)].append(r)
-    table = []
-    for key, rows in groups.items():
-        rows = sorted(rows, key=lambda r: offered(r) or 0)
-        clean = [r for r in rows if is_clean(r, slo_p99_us)]
-        best = max(clean, key=lambda r: offered(r) or 0) if clean else None
-        knee, why = None, None
-        base_p99 = next((r.get("latency_intended_p99_us") for r in rows if r.get("latency_intended_p99_us")), None)
-        for r in rows:
-            reasons = []
-            if (r.get("lost") or 0) or (r.get("dropped_sender") or 0):
-                reasons.append("loss starts")
-            p99 = r.get("latency_intended_p99_us")
-            if p99 is not None and p99 > slo_p99_us:
-                reasons.append("p99 over SLO")
-            elif p99 is not None and base_p99 and p99 > 4 * base_p99 and r is not rows[0]:
-                reasons.append("p99 rises 4x")
-            o, a = offered(r), r.get("recv_rate")
-            if o and a and a < 0.95 * o * (r.get("consumers") if r.get("fanout") else 1):
-                reasons.append("achieved < 95% of offered")
-            if reasons:
-                knee, why = r, ", ".join(reasons)
-                break
-        g = dict(zip(GROUP_KEYS, key))
-        g.update({
-            "hwm": hwm_label(g), "runs": len(rows),
-            "rates_tested": [offered(r) for r in rows],
-            "max_clean_rate": offered(best) if best else None,
-            "max_clean_run": best["run"] if best else None,
-            "p99_at_max_us": best.get("latency_intended_p99_us") if best else None,
-            "peak_queued_bytes_at_max": best.get("queued_bytes_max") if best else None,
-            "knee_rate": offered(knee) if knee else None, "knee_reason": why,
-            "max_achieved_rate": max((r.get("recv_rate") or 0) for r in rows) or None,
-        })
-        table.append(g)
-    table.sort(key=lambda g: tuple(str(g.get(k)) for k in GROUP_KEYS))
+def grouping_keys(views: list[RunView]) -> list[str]:
+    """The workload fields (and libzmq) whose value differs between the runs, in workload order."""
+    names: list[str] = []
+    for v in views:
+        names += [k for k in v.workload if k not in names and k not in NOT_SETTINGS]
+    return [k for k in names if len({repr(v.workload.get(k)) for v in views}) > 1]
+
+
+def capacity_table(run_rows: list[dict], slo_p99_us: float = 1000.0, runs=None) -> list[dict]:
+    """One verdict per group. `runs`: the RunInfo list (run.json of each run); without it the
+    groups come from the summary rows' workload columns and loss from their seq counts."""
+    metas = {r.run_id: r.meta for r in runs or ()}
+    views = [RunView(r, metas.get(r.get("run"))) for r in run_rows
+             if r.get("received") is not None or r.get("attempted") is not None]
+    keys = grouping_keys(views)
+    groups: dict[tuple, list[RunView]] = defaultdict(list)
+    for v in views:
+        groups[tuple(repr(v.workload.get(k)) for k in keys)].append(v)
+    table = [group_verdict(members, keys, slo_p99_us) for members in groups.values()]
+    table.sort(key=lambda g: tuple(_sort_key(g["keys"][k]) for k in keys))
     return table
+
+
+def _sort_key(value):
+    """None last, numbers in order, then anything else by its text."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return (value is None, not number, value if number else repr(value))
+
+
+def group_verdict(views: list[RunView], keys: list[str], slo_p99_us: float) -> dict[str, Any]:
+    """The bracket [highest clean rate, lowest failing rate above it], the SLO that broke
+    there, whether the results are monotone in rate, the max-throughput tests and advice."""
+    first = views[0].workload
+    g: dict[str, Any] = {"keys": {k: first.get(k) for k in keys}, "key_names": list(keys)}
+    g["group"] = ", ".join(key_text(k, first.get(k)) for k in keys) or "all runs"
+    g["runs"] = len(views)
+    g["run_ids"] = [v.id for v in views]
+    paced = sorted((v for v in views if v.offered), key=lambda v: v.offered)
+    floods = [v for v in views if not v.offered]
+    by_rate: dict[float, list[RunView]] = defaultdict(list)
+    for v in paced:
+        by_rate[v.offered].append(v)
+    failing = {rate: [(v, f) for v in vs for f in [v.failures(slo_p99_us)] if f] for rate, vs in by_rate.items()}
+    clean = sorted(rate for rate in by_rate if not failing[rate])
+    bad = sorted(rate for rate in by_rate if failing[rate])
+    high = clean[-1] if clean else None
+    above = [r for r in bad if high is None or r > high]
+    low = above[0] if above else None
+    below = [r for r in bad if high is not None and r < high]
+    g.update({"rates_tested": sorted(by_rate), "highest_clean_rate": high, "lowest_failing_rate": low,
+              "monotone": not below, "failed_slo": None, "failure": None, "cause": None, "advice": None,
+              "runs_at_clean": [v.id for v in (by_rate[high] if high is not None else ())],
+              "max_throughput": [_flood(v) for v in floods]})
+    at_high = by_rate[high] if high is not None else []
+    g["p99_at_clean_us"] = max((v.p99 for v in at_high if v.p99 is not None), default=None)
+    g["queued_bytes_at_clean"] = max((v.row.get("queued_bytes_max") or 0 for v in at_high), default=None)
+    g["queue_peak_at_clean"] = max((v.queue_peak.get("messages") or 0 for v in at_high), default=None)
+    if low is not None:
+        view, fails = failing[low][0]
+        g["failed_slo"] = "+".join(name for name, _ in fails)
+        g["failure"] = "; ".join(text for _, text in fails)
+        g["failing_run"] = view.id
+        g["cause"], g["advice"] = advice(view, fails, slo_p99_us)
+    if not paced:
+        g["verdict"] = "max throughput tests only (unpaced): no offered rate, no knee"
+    elif low is None:
+        g["verdict"] = f"no failure up to {fmt_rate(high)} (the highest rate tested)"
+    elif high is None:
+        g["verdict"] = f"fails at every tested rate, lowest {fmt_rate(low)}: {g['failed_slo']} ({g['failure']})"
+    else:
+        g["verdict"] = (f"clean up to {fmt_rate(high)}, fails at {fmt_rate(low)}: {g['failed_slo']} "
+                        f"({g['failure']}); the limit lies in between")
+    if below:
+        worst = failing[below[0]][0][1]
+        g["monotone_note"] = (f"not monotone in rate: {fmt_rate(below[0])} failed ({'+'.join(n for n, _ in worst)}) "
+                              f"below the clean {fmt_rate(high)}; repeat the runs before trusting the bracket")
+    return g
+
+
+def _flood(v: RunView) -> dict:
+    return {"run": v.id, "send_rate": v.row.get("send_rate"), "recv_rate": v.row.get("recv_rate"),
+            "dropped": v.dropped, "stranded": v.fates["stranded"], "p99_us": v.p99}
+
+
+def advice(v: RunView, fails: list[tuple[str, str]], slo_p99_us: float) -> tuple[str, str]:
+    """(the measured cause, what to change) at a failing run, each with its numbers."""
+    names = {n for n, _ in fails}
+    w, rate = v.workload, fmt_rate(v.offered)
+    delay = w.get("consumer_delay_us") or 0
+    per_consumer = f"; {delay:g} us of work per message caps a consumer near {fmt_rate(1e6 / delay)}" if delay else ""
+    peak = v.queue_peak
+    where = (f"queue peak {peak.get('messages', 0):,} messages ({peak.get('kernel_messages', 0):,} in kernel "
+             f"buffers, {peak.get('libzmq_messages', 0):,} in libzmq)" if peak else
+             f"queue peak {v.row.get('depth_max') or 0:,} messages")
+    hwm = f"SNDHWM {_hwm(w.get('sndhwm'))}, RCVHWM {_hwm(w.get('rcvhwm'))}"
+    if GENERATOR in names:
+        producers = w.get("producers") or 1
+        return ("the load generator could not keep its schedule: " + dict(fails)[GENERATOR],
+                f"add producers (now {producers}) to offer {rate}; this is not the system's limit")
+    if INCOMPLETE in names:
+        return ("the run did not complete", "rerun it")
+    if LOSS in names and (v.dropped or v.sender_drops):
+        received = f"received {fmt_rate(v.row.get('recv_rate'))} of {fmt_rate((v.offered or 0) * v.copies)} offered"
+        if v.fates["dropped_tail"] and not (v.fates["dropped_start"] or v.fates["dropped_mid"] or v.sender_drops):
+            return (f"{v.fates['dropped_tail']:,} lost at close ({where})",
+                    "keep the producers open until the consumers drained (--close-order after-drain) or "
+                    "give the close a longer --linger")
+        if v.keeps_up():
+            return (f"drops while the consumer kept up ({received}; {where}, {hwm})",
+                    "bursts overflow the pipe: a larger HWM absorbs them")
+        return (f"drops because the consumer falls behind ({received}{per_consumer}; {where}, {hwm})",
+                f"a larger HWM only delays the drops: faster or more consumers, or a rate below {rate}")
+    if LOSS in names and v.fates["stranded"]:
+        return (f"{v.fates['stranded']:,} stranded: the drain was cut short",
+                "raise --drain-limit-s to tell queued from dropped")
+    if P99 in names:
+        drained = f"; {v.fates['drained']:,} drained after the producers finished" if v.fates["drained"] else ""
+        return (f"{v.row.get('latency_intended_p99_us') or 0:,.0f} us p99 with nothing dropped: a backlog "
+                f"({where}{drained}{per_consumer})",
+                f"a rate below {rate}, a smaller HWM (now {hwm}; it bounds the wait but drops instead), "
+                "or faster or more consumers")
+    return ("; ".join(t for _, t in fails), "see the run")
+
+
+def _hwm(x):
+    return "default" if x is None else x
+
+
+def verdict_columns(table: list[dict]) -> dict[str, dict[str, Any]]:
+    """run id -> its group's keys and verdict (VERDICT_COLUMNS), for the summary files."""
+    out = {}
+    for g in table:
+        cols = {**{f"group_{k}": _plain(v) for k, v in g["keys"].items()},
+                **{c: g.get(c) for c in VERDICT_COLUMNS}}
+        for rid in g["run_ids"]:
+            out[rid] = cols
+    return out
+
+
+def _plain(v):
+    return v if v is None or isinstance(v, (int, float, str, bool)) else str(v)
 
 
 def recommend(table: list[dict], memory_budget: int | None = None, target_rate: float | None = None,
               slo_p99_us: float = 1000.0) -> list[str]:
-    """Plain-words recommendations, one per (pattern, transport, size)."""
-    by = defaultdict(list)
-    for g in table:
-        by[(g["pattern"], g["transport"], g["size"])].append(g)
+    """Plain-words verdicts, one per group with its cause and advice, then the cheapest group
+    that carries the target rate cleanly (within the memory budget) when there is a choice."""
     out = []
-    budget_txt = f" within {fmt_bytes(memory_budget)}" if memory_budget else ""
-    for (pattern, transport, size), gs in sorted(by.items(), key=lambda kv: tuple(map(str, kv[0]))):
-        what = f"{pattern} over {transport}, {size} B messages"
-        target = target_rate or max((g["max_clean_rate"] or 0) for g in gs) or None
-        fits = [g for g in gs if g["max_clean_rate"] and target and g["max_clean_rate"] >= target * 0.999
-                and (memory_budget is None or (g["peak_queued_bytes_at_max"] or 0) <= memory_budget)]
-        if not target:
-            worst = gs[0]
-            out.append(f"{what}: no tested rate was free of loss with p99 under {slo_p99_us:g} us "
-                       f"(first trouble at {fmt_rate(worst['knee_rate'])}: {worst['knee_reason'] or 'no data'}); "
-                       f"test lower rates or larger HWM.")
-            continue
+    for g in table:
+        line = f"{g['group']}: {g['verdict']}"
+        if g.get("cause"):
+            line += f". Cause: {g['cause']}. Advice: {g['advice']}"
+        if g.get("monotone_note"):
+            line += f". Note: {g['monotone_note']}"
+        for f in g["max_throughput"]:
+            line += (f". Max throughput test {f['run']}: received {fmt_rate(f['recv_rate'])} "
+                     f"(sent {fmt_rate(f['send_rate'])}), {f['dropped']:,} dropped")
+        out.append(line + ".")
+    carried = [g for g in table if g["highest_clean_rate"]]
+    if len(table) > 1 and carried:
+        target = target_rate or max(g["highest_clean_rate"] for g in carried)
+        budget = f" within {fmt_bytes(memory_budget)}" if memory_budget else ""
+        fits = [g for g in carried if g["highest_clean_rate"] >= target * 0.999
+                and (memory_budget is None or (g["queued_bytes_at_clean"] or 0) <= memory_budget)]
         if fits:
-            pick = min(fits, key=lambda g: (g["peak_queued_bytes_at_max"] or 0))
-            knee = f"; trouble starts at {fmt_rate(pick['knee_rate'])} ({pick['knee_reason']})" if pick["knee_rate"] else ""
-            out.append(f"{what}: {pick['hwm']} carries {fmt_rate(target)} with zero loss and p99 "
-                       f"{pick['p99_at_max_us']:.0f} us (SLO {slo_p99_us:g} us), peak queued "
-                       f"{fmt_bytes(pick['peak_queued_bytes_at_max'])}{budget_txt}{knee}.")
+            pick = min(fits, key=lambda g: g["queued_bytes_at_clean"] or 0)
+            p99 = pick["p99_at_clean_us"]
+            out.append(f"To carry {fmt_rate(target)}{budget}: {pick['group']} (clean at "
+                       f"{fmt_rate(pick['highest_clean_rate'])}, p99 {'-' if p99 is None else f'{p99:,.0f}'} us, "
+                       f"peak queued {fmt_bytes(pick['queued_bytes_at_clean'])}).")
         else:
-            cands = [g for g in gs if g["max_clean_rate"] and (memory_budget is None or
-                     (g["peak_queued_bytes_at_max"] or 0) <= memory_budget)]
-            if cands:
-                best = max(cands, key=lambda g: g["max_clean_rate"])
-                out.append(f"{what}: no tested HWM setting carries {fmt_rate(target)} cleanly{budget_txt}; "
-                           f"the best is {best['hwm']} at {fmt_rate(best['max_clean_rate'])} "
-                           f"(peak queued {fmt_bytes(best['peak_queued_bytes_at_max'])}).")
-            else:
-                out.append(f"{what}: nothing tested stays{budget_txt} at a clean rate; raise the budget or lower the rate.")
+            out.append(f"No tested setting carries {fmt_rate(target)} cleanly{budget}.")
     return out

@@ -118,10 +118,10 @@ def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], 
         log(f"spark session: {time.perf_counter() - t0:.2f} s")
     analysis = analyze(spark, runs, window_ms=args.window_ms, reorder={"on": True, "off": False}.get(args.reorder, "auto"), log=log)
     run_rows = analysis.run_rows()
-    capacity = capacity_table(run_rows, args.slo_p99_us)
+    capacity = capacity_table(run_rows, args.slo_p99_us, runs)
     recs = recommend(capacity, budget, args.target_rate, args.slo_p99_us)
     os.makedirs(args.out, exist_ok=True)
-    outputs.write_summary(analysis.summary, args.out)
+    outputs.write_summary(analysis.summary, args.out, capacity, args.slo_p99_us)
     page = html.render(analysis, capacity, recs, warnings, slo_p99_us=args.slo_p99_us, memory_budget=budget)
     tmp = os.path.join(args.out, ".index.html.tmp")
     with open(tmp, "w") as f:

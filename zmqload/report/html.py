@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime
 import html
 
-from ..analysis.capacity import fmt_bytes, fmt_rate
+from ..analysis.capacity import fmt_bytes, fmt_rate, offered
 from ..analysis.metrics import ALL
 from . import plots
 
@@ -71,9 +71,13 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
     if not getattr(analysis, "reorder_measured", True):
         out.append("<p class='note'>Reordering was not measured (it sorts every record; use --reorder on).</p>")
 
-    out.append("<h2>Runs</h2><table><tr><th class='l'>run</th><th>status</th><th class='l'>pattern / transport</th>"
+    group_of = {rid: g["group"] for g in capacity for rid in g["run_ids"]}
+    keys = ", ".join(capacity[0]["key_names"]) if capacity else ""
+    out.append("<h2>Runs</h2><table><tr><th class='l'>run</th><th>status</th>"
+               f"<th class='l'>group ({_e(keys or 'one setting')})</th><th class='l'>pattern / transport</th>"
                "<th>size</th><th>HWM snd/rcv</th><th>offered/s</th><th>throughput/s</th><th>loss %</th>"
-               "<th>drained</th><th>dropped</th><th>stranded</th><th>EAGAIN+timeout</th><th>p99 (&micro;s)</th><th>p99.9 (&micro;s)</th><th>peak queued</th></tr>")
+               "<th>drained</th><th>dropped</th><th>stranded</th><th>EAGAIN+timeout</th><th>p99 (&micro;s)</th>"
+               "<th>p99.9 (&micro;s)</th><th>peak queued</th></tr>")
     for info in runs:
         r = run_rows.get(info.run_id, {})
         status = info.status + ("<span class='tag'>interrupted</span>" if info.interrupted else "")
@@ -81,8 +85,9 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
         loss_cls = "ok" if loss == 0 else "bad" if loss else ""
         out.append(
             f"<tr><td class='l'><a href='#{_e(info.run_id)}'>{_e(info.run_id)}</a></td><td>{status}</td>"
+            f"<td class='l'>{_e(group_of.get(info.run_id, '-'))}</td>"
             f"<td class='l'>{_e(r.get('pattern'))} / {_e(r.get('transport'))}</td><td>{_e(r.get('size'))}</td>"
-            f"<td>{_hwm(r.get('sndhwm'))}/{_hwm(r.get('rcvhwm'))}</td><td>{fmt_rate(offered_to_consumers(r))}</td>"
+            f"<td>{_hwm(r.get('sndhwm'))}/{_hwm(r.get('rcvhwm'))}</td><td>{_offered_cell(r)}</td>"
             f"<td>{fmt_rate(r.get('recv_rate'))}</td><td class='{loss_cls}'>{_cell('loss_ratio', loss)}</td>"
             f"<td>{_cell('x', r.get('drained'))}</td><td>{_cell('x', r.get('dropped'))}</td>"
             f"<td>{_cell('x', r.get('stranded'))}</td>"
@@ -90,28 +95,7 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
             f"<td>{_cell('x', r.get('latency_intended_p99_9_us'))}</td><td>{fmt_bytes(r.get('queued_bytes_max'))}</td></tr>")
     out.append("</table>")
 
-    out.append("<h2>Capacity planning</h2>")
-    for rec in recommendations:
-        cls = "rec" if " carries " in rec and "no tested" not in rec else "warn"
-        out.append(f"<div class='{cls}'>{_e(rec)}</div>")
-    out.append("<table><tr><th class='l'>pattern / transport</th><th>size</th><th class='l'>HWM</th><th>runs</th>"
-               "<th>highest clean rate</th><th>p99 there (&micro;s)</th><th>peak queued there</th>"
-               "<th>knee</th><th class='l'>what turns at the knee</th></tr>")
-    for g in capacity:
-        out.append(f"<tr><td class='l'>{_e(g['pattern'])} / {_e(g['transport'])}</td><td>{_e(g['size'])}</td>"
-                   f"<td class='l'>{_e(g['hwm'])}</td><td>{g['runs']}</td><td>{fmt_rate(g['max_clean_rate'])}</td>"
-                   f"<td>{_cell('x', g['p99_at_max_us'])}</td><td>{fmt_bytes(g['peak_queued_bytes_at_max'])}</td>"
-                   f"<td>{fmt_rate(g['knee_rate'])}</td><td class='l'>{_e(g['knee_reason'] or 'none seen')}</td></tr>")
-    out.append("</table><p class='note'>A clean rate has zero loss, no sender drops and p99 latency (from the "
-               "intended send time) within the SLO. The knee is the lowest tested rate where loss appears, p99 "
-               "leaves the SLO or rises 4x over the lowest rate's, or received falls below 95% of offered.</p>")
-    all_rows = list(run_rows.values())
-    cap_png = plots.capacity_curves(all_rows, slo_p99_us)
-    out.append(_img(cap_png, "capacity curves") or "<p class='note'>Capacity curves need two or more rates of one setting.</p>")
-    loss_png = plots.loss_vs_hwm(all_rows)
-    if loss_png:
-        out.append("<h3>Loss vs high-water mark</h3>" + _img(loss_png, "loss vs HWM"))
-
+    out += capacity_section(analysis, capacity, recommendations, slo_p99_us)
     out.append("<h2>Per run</h2>")
     for i, info in enumerate(runs):
         r = run_rows.get(info.run_id, {})
@@ -149,6 +133,7 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
         out.append(_img(plots.throughput(analysis.rates, info.run_id, analysis.window_ns), "throughput"))
         out.append(_img(plots.latency_curve(analysis.hist, info.run_id), "latency percentiles"))
         out.append(_img(plots.queue_depth(analysis.depth, info.run_id, analysis.window_ns), "queue depth"))
+        out += where_and_when(analysis, info)
 
     out.append("<h2>Reading this report</h2><ul class='note'>"
                "<li><b>Latency from intended send</b> measures from the time the message was scheduled, so a "
@@ -176,7 +161,78 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
 def offered_to_consumers(r):
     """The offered rate of a run as its consumers see it: a fan-out run offers every message
     to each consumer, so received/s and offered/s compare."""
-    from ..analysis.capacity import offered
     if not r or offered(r) is None:
         return None
     return offered(r) * ((r.get("consumers") or 1) if r.get("fanout") else 1)
+
+
+def _offered_cell(r) -> str:
+    """The offered rate of a paced run; an unpaced run offers none (a max-throughput test)."""
+    if not r:
+        return "-"
+    o = offered_to_consumers(r)
+    return fmt_rate(o) if o else "max (unpaced)"
+
+
+def capacity_section(analysis, capacity: list[dict], recommendations: list[str], slo_p99_us: float) -> list[str]:
+    """The verdict per group: a table naming the grouping keys, the sentences, the curves."""
+    out = ["<h2>Capacity verdicts</h2>"]
+    keys = capacity[0]["key_names"] if capacity else []
+    out.append("<p class='note'>Runs are grouped by " + (", ".join(f"<b>{_e(k)}</b>" for k in keys) if keys else
+               "nothing: every workload field is the same in all runs") +
+               " (every workload field and the libzmq version that differ between the runs; the offered rate "
+               "is the axis).</p>")
+    for rec in recommendations:
+        clean = "no failure up to" in rec or rec.startswith("To carry")
+        out.append(f"<div class='{'rec' if clean else 'warn'}'>{_e(rec)}</div>")
+    out.append("<table><tr>" + "".join(f"<th class='l'>{_e(k)}</th>" for k in keys) +
+               "<th>runs</th><th>rates tested</th><th>highest clean rate</th><th>lowest failing rate</th>"
+               "<th class='l'>failed SLO</th><th>p99 at clean (&micro;s)</th><th>peak queued at clean</th>"
+               "<th class='l'>cause</th><th class='l'>advice</th><th class='l'>max throughput (unpaced)</th></tr>")
+    for g in capacity:
+        flood = "; ".join(f"{fmt_rate(f['recv_rate'])} received" for f in g["max_throughput"]) or "-"
+        slo = _e(g["failed_slo"] or "-") + ("" if g["monotone"] else " <span class='tag'>not monotone</span>")
+        out.append("<tr>" + "".join(f"<td class='l'>{_hwm(g['keys'][k])}</td>" for k in keys) +
+                   f"<td>{g['runs']}</td><td>{_e(', '.join(fmt_rate(r) for r in g['rates_tested']) or '-')}</td>"
+                   f"<td>{fmt_rate(g['highest_clean_rate'])}</td><td>{fmt_rate(g['lowest_failing_rate'])}</td>"
+                   f"<td class='l'>{slo}</td><td>{_cell('x', g['p99_at_clean_us'])}</td>"
+                   f"<td>{fmt_bytes(g['queued_bytes_at_clean'])}</td><td class='l'>{_e(g['cause'] or '-')}</td>"
+                   f"<td class='l'>{_e(g['advice'] or '-')}</td><td class='l'>{_e(flood)}</td></tr>")
+    out.append(f"</table><p class='note'>A clean run lost nothing (no message dropped or stranded; drained ones "
+               f"arrived late and count as delivered), refused nothing at the sender, and kept p99 from the "
+               f"intended send time within {slo_p99_us:g} &micro;s. The limit lies between the highest clean rate "
+               f"and the lowest failing rate above it; <i>failed SLO</i> is what broke there. Unpaced runs "
+               f"(--rate max) are max-throughput tests: they offer no rate, so they get no knee.</p>")
+    rows = analysis.run_rows()
+    out.append(_img(plots.capacity_curves(rows, slo_p99_us, capacity), "capacity curves")
+               or "<p class='note'>Capacity curves need two or more paced rates of one setting.</p>")
+    loss_png = plots.loss_vs_hwm(rows, capacity)
+    if loss_png:
+        out.append("<h3>Loss vs high-water mark</h3>" + _img(loss_png, "loss vs HWM"))
+    return out
+
+
+MISSING_SHOWN = 5      # missing seq ranges listed per stream and consumer
+
+
+def where_and_when(analysis, info) -> list[str]:
+    """Where messages were lost, and when: fates over time, the first missing seq ranges per
+    stream (run.json keeps the first 20), the queue split kernel / libzmq against the HWMs."""
+    meta = info.meta
+    copies = info.consumers if info.fanout else 1
+    out = [_img(plots.fates_over_time(analysis.rates, info.run_id, meta, copies, analysis.window_ns),
+                "fates over time")]
+    rows = []
+    for s in meta.get("streams") or ():
+        for who, ranges in (s.get("missing_ranges") or {}).items():
+            if ranges:
+                shown = ", ".join(f"{a:,}" if a == b else f"{a:,}-{b:,}" for a, b in ranges[:MISSING_SHOWN])
+                more = f" (+{len(ranges) - MISSING_SHOWN} more listed)" if len(ranges) > MISSING_SHOWN else ""
+                rows.append(f"<tr><td>{_e(s.get('stream'))}</td><td>{_e(who)}</td><td class='l'>{shown}{more}</td>"
+                            f"<td>{_cell('x', s.get('dropped'))}</td><td>{_cell('x', s.get('stranded'))}</td></tr>")
+    if rows:
+        out.append("<table><tr><th>stream</th><th>consumer</th><th class='l'>first missing seq ranges</th>"
+                   "<th>dropped</th><th>stranded</th></tr>" + "".join(rows) + "</table>")
+    out.append(_img(plots.queue_split(analysis.depth, info.run_id, info.path, meta, analysis.window_ns),
+                    "queue depth kernel / libzmq"))
+    return out

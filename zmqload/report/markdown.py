@@ -10,19 +10,23 @@ def _f(x, fmt="{:.0f}"):
 
 
 def summary(analysis, capacity, recommendations, out_dir: str) -> str:
+    group_of = {rid: g["group"] for g in capacity for rid in g["run_ids"]}
     lines = ["# zmqload report", "",
-             "| run | status | pattern/transport | size | offered | throughput | loss % | drained | dropped | stranded | sender drops | p99 us | p99.9 us | peak queued |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| run | status | group | pattern/transport | size | offered | throughput | loss % | drained | dropped | stranded | sender drops | p99 us | p99.9 us | peak queued |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in analysis.run_rows():
         loss = r.get("loss_ratio")
+        offered = offered_to_consumers(r)
         lines.append(f"| {r['run']} | {r.get('status')}{' (interrupted)' if r.get('interrupted') else ''} | "
-                     f"{r.get('pattern')}/{r.get('transport')} | {r.get('size')} | {fmt_rate(offered_to_consumers(r))} | "
+                     f"{group_of.get(r['run'], '-')} | "
+                     f"{r.get('pattern')}/{r.get('transport')} | {r.get('size')} | {fmt_rate(offered) if offered else 'max (unpaced)'} | "
                      f"{fmt_rate(r.get('recv_rate'))} | {_f(None if loss is None else 100 * loss, '{:.3g}')} | "
                      f"{_f(r.get('drained'), '{}')} | {_f(r.get('dropped'), '{}')} | {_f(r.get('stranded'), '{}')} | "
                      f"{_f(r.get('dropped_sender'), '{}')} | {_f(r.get('latency_intended_p99_us'))} | "
                      f"{_f(r.get('latency_intended_p99_9_us'))} | {fmt_bytes(r.get('queued_bytes_max'))} |")
     if capacity:
-        lines += ["", "## Capacity", ""]
+        keys = ", ".join(capacity[0]["key_names"]) or "nothing (one setting)"
+        lines += ["", "## Capacity verdicts", "", f"Grouped by: {keys}", ""]
         lines += [f"- {rec}" for rec in recommendations]
-    lines += ["", f"Report: {out_dir}/index.html (also summary.parquet, summary.csv)"]
+    lines += ["", f"Report: {out_dir}/index.html (also summary.parquet, summary.csv, capacity.json)"]
     return "\n".join(lines)

@@ -1,6 +1,8 @@
-"""summary.parquet and summary.csv: every figure, one row per (run, consumer, stream)."""
+"""summary.parquet and summary.csv: every figure, one row per (run, consumer, stream), with the
+verdict of the run's group; capacity.json: the verdicts, one per group."""
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -8,31 +10,60 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from ..analysis.capacity import VERDICT_COLUMNS, verdict_columns
 from ..analysis.pipeline import SUMMARY_COLUMNS
 
 _TYPES = {"run": pa.string(), "status": pa.string(), "pattern": pa.string(), "transport": pa.string(),
-          "send_mode": pa.string(), "interrupted": pa.bool_(), "fanout": pa.bool_()}
+          "send_mode": pa.string(), "interrupted": pa.bool_(), "fanout": pa.bool_(), "group": pa.string(),
+          "highest_clean_rate": pa.float64(), "lowest_failing_rate": pa.float64(), "failed_slo": pa.string(),
+          "monotone": pa.bool_()}
 _FLOAT = ("rate_per_producer", "_rate", "_us", "_s", "ratio", "mb_s", "depth_mean", "depth_p99", "queued_bytes", "mean_size")
+# What capacity.json keeps of a group (capacity.capacity_table), beside its keys.
+CAPACITY_FIELDS = ("group", "highest_clean_rate", "lowest_failing_rate", "failed_slo", "failure", "monotone",
+                   "monotone_note", "verdict", "cause", "advice", "rates_tested", "run_ids", "max_throughput")
 
 
-def summary_table(rows: list[dict[str, Any]]) -> pa.Table:
+def _column(name: str, vals: list[Any]) -> pa.Array:
+    """A group key column: its values' own type, text when the runs disagree (e.g. 'max' and 10)."""
+    try:
+        return pa.array(vals)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([None if v is None else str(v) for v in vals], type=pa.string())
+
+
+def summary_table(rows: list[dict[str, Any]], capacity: list[dict[str, Any]] | None = None) -> pa.Table:
     fields = []
     for c in SUMMARY_COLUMNS:
         t = _TYPES.get(c) or (pa.float64() if c.endswith(_FLOAT) or c.startswith("queued") else pa.int64())
         fields.append(pa.field(c, t))
-    schema = pa.schema(fields)
     cols = {}
-    for f in schema:
+    for f in fields:
         vals = [r.get(f.name) for r in rows]
         if pa.types.is_floating(f.type):
             vals = [None if v is None else float(v) for v in vals]
         elif pa.types.is_integer(f.type):
             vals = [None if v is None else int(v) for v in vals]
         cols[f.name] = pa.array(vals, type=f.type)
-    return pa.table(cols, schema=schema)
+    if capacity:
+        by_run = verdict_columns(capacity)
+        names = [n for g in capacity for n in (f"group_{k}" for k in g["key_names"])]
+        for name in list(dict.fromkeys(names)) + list(VERDICT_COLUMNS):
+            vals = [by_run.get(str(r.get("run")), {}).get(name) for r in rows]
+            cols[name] = pa.array(vals, type=_TYPES[name]) if name in _TYPES else _column(name, vals)
+    return pa.table(cols)
 
 
-def write_summary(rows: list[dict[str, Any]], out_dir: str) -> None:
-    table = summary_table(rows)
+def capacity_json(capacity: list[dict[str, Any]], slo_p99_us: float | None = None) -> dict[str, Any]:
+    return {"slo_p99_us": slo_p99_us, "groups": [
+        {"keys": g["keys"], **{k: g.get(k) for k in CAPACITY_FIELDS}} for g in capacity]}
+
+
+def write_summary(rows: list[dict[str, Any]], out_dir: str, capacity: list[dict[str, Any]] | None = None,
+                  slo_p99_us: float | None = None) -> None:
+    table = summary_table(rows, capacity)
     pq.write_table(table, os.path.join(out_dir, "summary.parquet"))
     pacsv.write_csv(table, os.path.join(out_dir, "summary.csv"))
+    if capacity is not None:
+        with open(os.path.join(out_dir, "capacity.json"), "w") as f:
+            json.dump(capacity_json(capacity, slo_p99_us), f, indent=1, default=str)
+            f.write("\n")

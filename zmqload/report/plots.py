@@ -13,7 +13,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from ..analysis.capacity import GROUP_KEYS, hwm_label, offered  # noqa: E402
+import numpy as np  # noqa: E402
+
+from ..analysis.capacity import key_text, offered  # noqa: E402
 from ..analysis.metrics import ALL, HIST_GROWTH  # noqa: E402
 
 COLORS = {"offered": "#9e9e9e", "sent": "#1f77b4", "received": "#2ca02c",
@@ -147,49 +149,72 @@ def queue_depth(depth: list[dict], run: str, window_ns: int):
     return _png(fig)
 
 
-def loss_vs_hwm(run_rows: list[dict]):
-    rows = [r for r in run_rows if r.get("expected")]
-    labels = sorted({hwm_label(r) for r in rows})
-    if len(labels) < 2:
+def _group_of(capacity: list[dict]) -> dict:
+    """run id -> its group (capacity.capacity_table)."""
+    return {rid: g for g in capacity for rid in g["run_ids"]}
+
+
+def loss_vs_hwm(run_rows: list[dict], capacity: list[dict]):
+    """Loss (dropped + stranded + refused by the sender) of paced runs against RCVHWM, one
+    line per group of everything but the HWMs and offered rate."""
+    hwm_keys = [k for k in ("sndhwm", "rcvhwm", "proxy_sndhwm", "proxy_rcvhwm")
+                if capacity and k in capacity[0]["key_names"]]
+    if not hwm_keys:
         return None
-    fig, ax = plt.subplots(figsize=(10, 3.4))
+    group = _group_of(capacity)
+    rows = [r for r in run_rows if r.get("expected") and offered(r) and r["run"] in group]
+    labels = sorted({", ".join(key_text(k, group[r["run"]]["keys"][k]) for k in hwm_keys) for r in rows})
     series = defaultdict(list)
     for r in rows:
-        series[(r.get("pattern"), r.get("transport"), r.get("size"), offered(r))].append(r)
-    for (pattern, transport, size, rate), rs in sorted(series.items(), key=lambda kv: tuple(map(str, kv[0]))):
-        pts = sorted(((labels.index(hwm_label(r)), 100 * ((r["lost"] or 0) + (r["dropped_sender"] or 0))
-                       / max(r["expected"] + (r["dropped_sender"] or 0), 1)) for r in rs))
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                label=f"{pattern}/{transport} {size} B @ {_si(rate or 0)}/s")
+        g = group[r["run"]]
+        rest = ", ".join(key_text(k, v) for k, v in g["keys"].items() if k not in hwm_keys)
+        series[(rest, offered(r))].append((labels.index(", ".join(key_text(k, g["keys"][k]) for k in hwm_keys)), r))
+    fig, ax = plt.subplots(figsize=(10, 3.4))
+    for (rest, rate), pts in sorted(series.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        pts.sort(key=lambda p: p[0])
+        ax.plot([p[0] for p in pts], [100 * ((r.get("lost") or 0) + (r.get("dropped_sender") or 0))
+                                      / max(r["expected"] + (r.get("dropped_sender") or 0), 1) for _, r in pts],
+                marker="o", label=f"{rest + ' ' if rest else ''}@ {_si(rate)}/s")
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels, rotation=15, fontsize=8)
-    ax.set_ylabel("lost + dropped, % of attempted")
-    ax.set_title("Loss vs high-water mark")
+    ax.set_ylabel("lost + refused, % of attempted")
+    ax.set_title("Loss vs high-water mark (paced runs)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, title=", ".join(k for k in capacity[0]["key_names"] if k not in hwm_keys) or None,
+              title_fontsize=7)
     return _png(fig)
 
 
-def capacity_curves(run_rows: list[dict], slo_p99_us: float):
-    groups = defaultdict(list)
+def capacity_curves(run_rows: list[dict], slo_p99_us: float, capacity: list[dict]):
+    """Achieved vs offered and p99 vs offered, one line per group (named by its keys), paced
+    runs only; the bracket [highest clean, lowest failing] is marked on each line."""
+    group = _group_of(capacity)
+    lines = defaultdict(list)
     for r in run_rows:
-        if offered(r) and r.get("recv_rate"):
-            groups[tuple(r.get(k) for k in GROUP_KEYS)].append(r)
-    if not groups or max(len(g) for g in groups.values()) < 2:
+        if offered(r) and r.get("recv_rate") and r["run"] in group:
+            lines[group[r["run"]]["group"]].append(r)
+    if not lines or max(len(rs) for rs in lines.values()) < 2:
         return None
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    by_name = {g["group"]: g for g in capacity}
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
     top = 0
-    for key, rs in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
+    for name, rs in sorted(lines.items()):
         rs.sort(key=offered)
-        label = f"{key[0]}/{key[1]} {key[2]} B {hwm_label(dict(zip(GROUP_KEYS, key)))}"
         x = [offered(r) for r in rs]
         top = max(top, max(x))
-        a1.plot(x, [r["recv_rate"] for r in rs], marker="o", label=label)
-        a2.plot(x, [max(r.get("latency_intended_p99_us") or 0, 0.1) for r in rs], marker="o", label=label)
+        line, = a1.plot(x, [r["recv_rate"] for r in rs], marker="o", label=name)
+        a2.plot(x, [max(r.get("latency_intended_p99_us") or 0, FLOOR_US) for r in rs], marker="o", label=name,
+                color=line.get_color())
+        g = by_name[name]
+        for a in (a1, a2):
+            if g["highest_clean_rate"]:
+                a.axvline(g["highest_clean_rate"], color=line.get_color(), ls=":", lw=1)
+            if g["lowest_failing_rate"]:
+                a.axvline(g["lowest_failing_rate"], color=line.get_color(), ls="--", lw=1)
     a1.plot([0, top], [0, top], color="#999", ls=":", label="achieved = offered")
     a1.set_xlabel("offered msgs/s")
-    a1.set_ylabel("received msgs/s")
-    a1.set_title("Achieved vs offered")
+    a1.set_ylabel("received msgs/s (all consumers)")
+    a1.set_title("Achieved vs offered (dotted: highest clean, dashed: lowest failing)", fontsize=9)
     a2.axhline(slo_p99_us, color="#d62728", ls="--", lw=1, label=f"SLO {slo_p99_us:g} us")
     a2.set_yscale("log")
     a2.set_xlabel("offered msgs/s")
@@ -199,9 +224,107 @@ def capacity_curves(run_rows: list[dict], slo_p99_us: float):
         a.xaxis.set_major_formatter(FuncFormatter(_si))
         a.grid(alpha=0.3)
     a1.yaxis.set_major_formatter(FuncFormatter(_si))
-    a1.legend(fontsize=7)
-    a2.legend(fontsize=7)
+    keys = ", ".join(capacity[0]["key_names"]) or None
+    a1.legend(fontsize=7, title=keys, title_fontsize=7)
+    a2.legend(fontsize=7, title=keys, title_fontsize=7)
     fig.tight_layout()
+    return _png(fig)
+
+
+FATE_COLORS = {"dropped_start": "#8c564b", "dropped_mid": "#d62728", "dropped_tail": "#ff7f0e",
+               "stranded or dropped": "#7f7f7f", "drained": "#1f77b4"}
+
+
+def fates_over_time(rates: list[dict], run: str, meta: dict, copies: int, window_ns: int):
+    """Per send-time window, messages that never arrived, placed like their fate (before the
+    first window with an arrival: start; after the last: tail; else mid; all of them
+    'stranded or dropped' when the drain was cut short); and per receive-time window, what
+    arrived in the drain. None when nothing was lost or drained."""
+    rows = [r for r in rates if r["run"] == run]
+    if not rows:
+        return None
+    sent: defaultdict[int, int] = defaultdict(int)
+    arrived: defaultdict[int, int] = defaultdict(int)
+    received: defaultdict[int, int] = defaultdict(int)
+    for r in rows:
+        sent[r["window"]] += r["sent"]
+        arrived[r["window"]] += r["delivered_sent"]
+        received[r["window"]] += r["received"]
+    windows = sorted(set(sent) | set(received))
+    w0 = windows[0]
+    with_arrivals = [w for w in windows if arrived[w]]
+    cut_short = (meta.get("drain") or {}).get("ended") == "limit"
+    lost: dict[str, dict[int, int]] = defaultdict(dict)
+    for w in windows:
+        n = max(sent[w] * copies - arrived[w], 0)
+        if not n:
+            continue
+        place = ("stranded or dropped" if cut_short else "dropped_start" if not with_arrivals or w < with_arrivals[0]
+                 else "dropped_tail" if w > with_arrivals[-1] else "dropped_mid")
+        lost[place][w] = n
+    drain_ns = min((c.get("t_drain_ns") for c in meta.get("consumers") or () if c.get("t_drain_ns")), default=None)
+    drained = {w: received[w] for w in windows if drain_ns is not None and w * window_ns >= drain_ns and received[w]}
+    if not lost and not drained:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 2.8))
+    width = window_ns / 1e9
+    bottom: defaultdict[int, int] = defaultdict(int)
+    for place, per in lost.items():
+        xs = sorted(per)
+        ax.bar([(w - w0) * width for w in xs], [per[w] for w in xs], width=width, align="edge",
+               bottom=[bottom[w] for w in xs], color=FATE_COLORS[place], label=f"{place} (by send time)")
+        for w in xs:
+            bottom[w] += per[w]
+    if drained:
+        xs = sorted(drained)
+        ax.step([(w - w0) * width for w in xs], [drained[w] for w in xs], where="post",
+                color=FATE_COLORS["drained"], label="drained (arrived in the drain, by receive time)")
+    ax.set_xlabel("seconds since first scheduled send")
+    ax.set_ylabel(f"messages per {window_ns / 1e6:g} ms")
+    ax.set_xlim(0, (windows[-1] - w0 + 1) * width)      # the whole run, so "when" reads at a glance
+    ax.yaxis.set_major_formatter(FuncFormatter(_si))
+    ax.set_title("Where messages went over time: lost by fate, drained")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def queue_split(depth: list[dict], run: str, run_path: str, meta: dict, window_ns: int):
+    """Messages in flight (Spark's depth, of messages that arrived) split into the kernel's tcp
+    buffers and libzmq's pipes by zmqload.queues' rule (kernel bytes from the samples / size,
+    capped at the depth), with the HWMs as reference lines."""
+    from .. import queues
+    rows = sorted((d for d in depth if d["run"] == run and d["stream"] == ALL),
+                  key=lambda d: d["window"])
+    if not rows:
+        return None
+    w = meta.get("workload") or {}
+    t0 = (meta.get("schedule") or {}).get("t0_ns") or rows[0]["window"] * window_ns
+    t = np.array([((d["window"] + 1) * window_ns - t0) / 1e9 for d in rows])
+    total = np.array([max(d["depth"], 0) for d in rows], dtype=float)
+    kernel = np.zeros(len(rows))
+    samples = queues.read_samples(run_path)
+    if samples:
+        fanout = (meta.get("schedule") or {}).get("fanout")
+        series = queues.depth_over_time(samples, producers=w.get("producers") or 1, consumers=w.get("consumers") or 1,
+                                        copies=(w.get("consumers") or 1) if fanout else 1, size=w.get("size") or 1,
+                                        drop_times_ns=np.zeros(0, np.int64), t0_ns=t0)
+        if series:
+            index = np.searchsorted(series["t_s"], t, side="right") - 1
+            kbytes = np.where(index >= 0, series["kernel_bytes"][np.maximum(index, 0)], 0)
+            kernel = np.minimum(np.floor(kbytes / max(w.get("size") or 1, 1)), total)
+    fig, ax = plt.subplots(figsize=(10, 3.0))
+    ax.stackplot(t, kernel, total - kernel, labels=["kernel tcp buffers", "libzmq pipes"],
+                 colors=["#17becf", "#9467bd"], alpha=0.6, step="post")
+    for name, color in (("sndhwm", "#2ca02c"), ("rcvhwm", "#d62728")):
+        if w.get(name) is not None:
+            ax.axhline(w[name], color=color, ls="--", lw=1, label=f"{name.upper()} {w[name]:,}")
+    ax.set_xlabel("seconds since first scheduled send")
+    ax.set_ylabel("messages in flight")
+    ax.yaxis.set_major_formatter(FuncFormatter(_si))
+    ax.set_title("Queue depth over time, kernel / libzmq (messages that arrived; HWMs for reference)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")
     return _png(fig)
 
 
