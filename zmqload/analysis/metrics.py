@@ -404,21 +404,21 @@ def recv_windows(cells: DataFrame) -> DataFrame:
 def rates_over_time(send_w: DataFrame, recv_w: DataFrame) -> DataFrame:
     """Counts per (run, stream, window) (window = t_ns div window_ns, absolute) from
     `send_windows` and `recv_windows`: offered (send attempts by intended time), sent (ok
-    sends by actual send time), received (deliveries to every consumer, by receive time)."""
+    sends by actual send time), received (deliveries to every consumer, by receive time) and
+    delivered_sent (the same deliveries by their send time: what never arrived, placed by
+    send time, is sent x copies minus delivered_sent; the report's fates-over-time plot)."""
     s, r = send_w, recv_w
     zero = F.lit(0).cast("long")
-    cols = ["run", "stream", "window", "offered", "sent", "received", "received_bytes"]
-    parts = [
-        s.groupBy("run", "stream", F.col("wi").alias("window")).agg(F.sum("n").alias("offered"))
-         .select("run", "stream", "window", "offered", zero.alias("sent"), zero.alias("received"), zero.alias("received_bytes")),
-        s.where("ok").groupBy("run", "stream", F.col("ws").alias("window")).agg(F.sum("n").alias("sent"))
-         .select("run", "stream", "window", zero.alias("offered"), "sent", zero.alias("received"), zero.alias("received_bytes")),
-        r.groupBy("run", "stream", F.col("wr").alias("window")).agg(F.sum("n").alias("received"), F.sum("bytes").alias("received_bytes"))
-         .select("run", "stream", "window", zero.alias("offered"), zero.alias("sent"), "received", "received_bytes"),
-    ]
-    u = parts[0]
-    for p in parts[1:]:
-        u = u.unionByName(p)
+    cols = ["run", "stream", "window", "offered", "sent", "received", "delivered_sent", "received_bytes"]
+
+    def part(df, window, **named):
+        return (df.groupBy("run", "stream", F.col(window).alias("window"))
+                .agg(*[F.sum(src).alias(name) for name, src in named.items()])
+                .select("run", "stream", "window", *[F.col(c) if c in named else zero.alias(c) for c in cols[3:]]))
+    u = (part(s, "wi", offered="n")
+         .unionByName(part(s.where("ok"), "ws", sent="n"))
+         .unionByName(part(r, "wr", received="n", received_bytes="bytes"))
+         .unionByName(part(r, "ws", delivered_sent="n")))
     return (u.groupBy("run", "stream", "window")
             .agg(*[F.sum(c).cast("long").alias(c) for c in cols[3:]]).select(*cols))
 
