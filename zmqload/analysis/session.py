@@ -182,7 +182,8 @@ def _wait_for_executor(spark: SparkSession, master: str, deadline: float, timeou
 
 
 def get_spark(master: str | None = None, app_name: str = "zmqload-report", driver_memory: str | None = None,
-              master_timeout_s: float = DEFAULT_MASTER_TIMEOUT_S, debug: bool = False) -> SparkSession:
+              master_timeout_s: float = DEFAULT_MASTER_TIMEOUT_S, debug: bool = False,
+              log: Callable[[str], None] | None = None) -> SparkSession:
     """The active SparkSession, or a new one on `master` (default local[*]).
 
     Under spark-submit the master and memory come from spark-submit; we only add settings
@@ -243,8 +244,12 @@ def get_spark(master: str | None = None, app_name: str = "zmqload-report", drive
         settings["spark.sql.sources.parallelPartitionDiscovery.threshold"] = "100000"
     if driver_memory or not under_submit:
         settings["spark.driver.memory"] = driver_memory or env_memory or DEFAULT_DRIVER_MEMORY
+    t0 = time.perf_counter()
     if not under_submit:
         _launch_gateway(SparkConf(loadDefaults=False).setAll(list(settings.items())), _jvm_log_path(), debug)
+    if log:
+        log(f"jvm start: {time.perf_counter() - t0:.2f} s")
+        t0 = time.perf_counter()
     builder = SparkSession.builder
     for k, v in settings.items():
         builder = builder.config(k, v)
@@ -253,6 +258,8 @@ def get_spark(master: str | None = None, app_name: str = "zmqload-report", drive
     spark = _bounded(f"no answer from {target}", master_timeout_s, builder.getOrCreate) if remote \
         else builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if log:
+        log(f"spark context: {time.perf_counter() - t0:.2f} s")
     if remote:
         _wait_for_executor(spark, target, deadline, master_timeout_s)
     return spark

@@ -58,6 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true",
                         help="an unreadable file (a run.json, a Parquet part) is an error (exit 2), not a warning")
     parser.add_argument("--timings", action="store_true", help="print the wall time of each Spark step on stderr")
+    parser.add_argument("--no-server", action="store_true",
+                        help="run Spark in this process, not in the warm report server (docs/REPORT.md)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
 
 
@@ -88,6 +90,22 @@ def run(args: argparse.Namespace) -> ExitStatus:
     return guarded(PROG, _run, args)
 
 
+def _server_may_run(args: argparse.Namespace) -> bool:
+    """Whether the warm report server (zmqload.report.server) may run this report: the
+    embedded local Spark with its default memory, from a process without a session of its own."""
+    if getattr(args, "in_server", False) or args.no_server or args.debug:
+        return False
+    if args.master is not None or args.driver_memory is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return False
+    if os.environ.get("ZMQLOAD_SPARK_DRIVER_MEMORY") or os.environ.get("ZMQLOAD_REPORT_SERVER", "1") == "0":
+        return False
+    if "pyspark.sql" in sys.modules:
+        from pyspark.sql import SparkSession
+        if SparkSession.getActiveSession() is not None:
+            return False
+    return True
+
+
 def _run(args: argparse.Namespace) -> ExitStatus:
     check_installed()
     from ..analysis.capacity import parse_bytes
@@ -115,6 +133,13 @@ def _run(args: argparse.Namespace) -> ExitStatus:
                 _warn(w)
         raise ReportInputError("nothing to report: " + ("the run has" if len(runs) == 1 else "every run has")
                                + " no send or receive records")
+    if _server_may_run(args):
+        from . import server
+        # The report's own options only (the CLI adds its handler); the server says the warnings.
+        status = server.run_remote({k: v for k, v in vars(args).items()
+                                    if isinstance(v, (str, int, float, bool, list, type(None)))})
+        if status is not None:
+            return ExitStatus(status)
     for w in warnings:
         _warn(w)
     progress = Progress(enabled=sys.stderr.isatty() and not args.timings)
@@ -221,7 +246,7 @@ def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], 
     log = (lambda m: print(f"{PROG}: {m}", file=sys.stderr)) if args.timings else progress
     progress("starting Spark")
     spark = get_spark(args.master, driver_memory=args.driver_memory, master_timeout_s=args.master_timeout,
-                      debug=args.debug)
+                      debug=args.debug, log=log if args.timings else None)
     log(f"spark session: {time.perf_counter() - t0:.2f} s" if args.timings else "reading the records")
     analysis = analyze(spark, runs, window_ms=args.window_ms, reorder={"on": True, "off": False}.get(args.reorder, "auto"), log=log)
     damaged = mark_damaged(analysis, runs)
