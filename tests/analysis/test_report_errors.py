@@ -214,3 +214,19 @@ def test_only_damaged_parts_is_nothing_to_report(good_run, tmp_path):
     rc, _, err, _ = report(str(run), "--out", str(tmp_path / "out"))
     assert rc == 2 and err[-1].startswith("zmqload report: error: nothing to report"), err
     assert json.loads((run / "run.json").read_text())["run_id"] == "good"
+
+
+def test_corrupt_pages_behind_a_sound_footer_are_one_line_naming_the_file(good_run, tmp_path):
+    """The footer check cannot see damage inside the pages; Spark fails on it, and the error
+    is still one line naming the file (exit 1: the report could not be carried out)."""
+    run = tmp_path / "run=good"
+    shutil.copytree(good_run, run)
+    [part] = list((run / "recvs").iterdir())
+    size = part.stat().st_size
+    with open(part, "r+b") as f:
+        f.seek(64)
+        f.write(bytes(range(256)) * ((size // 2) // 256))
+    assert pq.ParquetFile(part).metadata.num_rows > 0          # the footer still reads
+    rc, _, err, _ = report(str(run), "--out", str(tmp_path / "out"), "--master", "local[1]")
+    assert rc == 1 and len(err) == 1, err
+    assert err[0].startswith("zmqload report: error: ") and str(part) in err[0] and "Traceback" not in err[0]

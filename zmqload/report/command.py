@@ -156,17 +156,22 @@ def _run(args: argparse.Namespace) -> ExitStatus:
 
 
 def _one_line(e: BaseException) -> str:
-    """The first line that says what went wrong: for an error thrown in the JVM, the Java
-    exception's own message rather than py4j's "An error occurred while calling o123"."""
+    """The first line that says what went wrong. For an error thrown in the JVM, not py4j's
+    "An error occurred while calling o123" nor Spark's wrappers ("Exception thrown in
+    awaitResult"): the cause that names a file, if one does, and the root cause."""
     java = getattr(e, "java_exception", None)
-    if java is not None:
-        try:
-            text = str(java.toString())
-        except Exception:  # noqa: BLE001 - the JVM may be gone
-            text = str(e)
-    else:
-        text = f"{e.__class__.__name__}: {e}"
-    return (text.strip().splitlines() or [""])[0][:300]
+    if java is None:
+        return (f"{e.__class__.__name__}: {e}".strip().splitlines() or [""])[0][:300]
+    causes: list[str] = []
+    try:
+        while java is not None and len(causes) < 20:
+            causes.append((str(java.toString()).strip().splitlines() or [""])[0])
+            java = java.getCause()
+    except Exception:  # noqa: BLE001 - the JVM may be gone
+        causes = causes or [(str(e).strip().splitlines() or [""])[0]]
+    on_file = next((c for c in causes if ".parquet" in c), None)
+    root = causes[-1]
+    return (root if on_file in (None, root) else f"{on_file}; cause: {root}")[:400]
 
 
 class Progress:
