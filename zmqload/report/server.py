@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -155,6 +156,9 @@ def serve(idle_s: float = IDLE_S) -> None:
     """Accept reports one at a time until `idle_s` pass without one, then stop Spark."""
     from ..analysis.session import get_spark
 
+    # SIGTERM (a shutdown, `kill PID`) ends it like the idle timeout: socket, pid file and
+    # the JVM's log removed, Spark stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     spark = get_spark()        # warm before the first report's request is accepted
     spark.range(1).count()
     path = socket_path()
