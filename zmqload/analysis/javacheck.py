@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 
+from ..errors import ConfigError
 from .errors import ReportInputError
 
 MIN_JAVA = 17
@@ -14,11 +15,15 @@ INSTALL_HINT = "install a Java 17+ runtime: sudo apt-get install openjdk-17-jre-
 
 
 def find_java() -> str | None:
+    """The java Spark's launcher will run: $JAVA_HOME/bin/java whenever JAVA_HOME is set
+    (spark-class never falls back to PATH then, so neither may we), else java on PATH."""
     home = os.environ.get("JAVA_HOME")
     if home:
         candidate = os.path.join(home, "bin", "java")
-        if os.access(candidate, os.X_OK):
-            return candidate
+        if not os.access(candidate, os.X_OK):
+            raise ConfigError("JAVA_HOME", f"got {home!r}, which has no bin/java; accepted: the directory of a "
+                                           f"Java {MIN_JAVA}+ runtime, or unset JAVA_HOME to use java on PATH")
+        return candidate
     return shutil.which("java")
 
 

@@ -4,6 +4,10 @@ A path may be a run directory (holds run.json), a parent of `run=*/` directories
 or a runs/ folder), or several of either. Parts are listed here rather than by Spark so a
 run with no parts of a kind is an empty DataFrame, not an "unable to infer schema" error,
 and names starting with `.` or `_` (parts being written) are skipped as RECORDS.md says.
+
+Every part's footer is read here with pyarrow (a few hundred bytes each) before Spark sees
+it: a truncated, empty or foreign file is left out and named, so one bad part costs its own
+figures, not the report (Spark would abort the whole job with a Java trace).
 """
 from __future__ import annotations
 
@@ -12,10 +16,17 @@ import json
 import os
 from dataclasses import dataclass, field
 
+import pyarrow.parquet as pq
+
 from ..contract.records import SCHEMA_VERSION, SCHEMAS
 from .errors import ReportInputError
 
 KINDS = ("sends", "recvs", "samples")      # the record kinds the report reads
+
+
+class BadFileWarning(str):
+    """A warning about a file the report could not read (a run skipped, a part left out):
+    `--strict` turns these, and only these, into bad input."""
 
 
 @dataclass
@@ -25,6 +36,12 @@ class RunInfo:
     meta: dict
     parts: dict = field(default_factory=dict)   # kind -> list of part files
     warnings: list = field(default_factory=list)
+    unreadable: dict = field(default_factory=dict)   # kind -> list of (part file, why) left out
+
+    @property
+    def damaged(self) -> bool:
+        """Some part could not be read: the figures that need that kind are not computed."""
+        return any(self.unreadable.values())
 
     @property
     def status(self) -> str:
@@ -62,6 +79,38 @@ def _list_parts(run_dir: str, kind: str) -> list[str]:
     return sorted(f for f in files if not os.path.basename(f).startswith((".", "_")))
 
 
+def unreadable_reason(part: str, kind: str) -> str | None:
+    """Why Spark could not read `part` as `kind` records, or None when its footer and
+    columns are fine. Reads only the footer."""
+    try:
+        if os.path.getsize(part) == 0:
+            return "empty file"
+        names = set(pq.ParquetFile(part).schema_arrow.names)
+    except OSError as e:
+        return f"unreadable: {e.strerror or str(e).splitlines()[0]}"
+    except Exception as e:  # noqa: BLE001 - pyarrow raises ArrowInvalid and others on bad bytes
+        first = (str(e).splitlines() or [e.__class__.__name__])[0].split(". ")[0].rstrip(".")
+        return f"not readable as Parquet, truncated or corrupt: {first[:120]}"
+    missing = [n for n in SCHEMAS[kind].names if n not in names]
+    if missing:
+        return f"not {kind} records (no column {', '.join(missing)})"
+    return None
+
+
+def _sort_out_parts(info: RunInfo, kind: str) -> None:
+    """info.parts[kind] = the readable parts; the others go to info.unreadable with why."""
+    good, bad = [], []
+    for part in _list_parts(info.path, kind):
+        why = unreadable_reason(part, kind)
+        if why is None:
+            good.append(part)
+        else:
+            bad.append((part, why))
+    info.parts[kind] = good
+    if bad:
+        info.unreadable[kind] = bad
+
+
 def read_run(path: str) -> RunInfo:
     """One run directory, validated. Raises ReportInputError (one line) if unusable."""
     meta_path = os.path.join(path, "run.json")
@@ -71,7 +120,8 @@ def read_run(path: str) -> RunInfo:
     except FileNotFoundError:
         raise ReportInputError(f"{path}: not a zmqload run (no run.json)") from None
     except (OSError, ValueError) as e:
-        raise ReportInputError(f"{path}: unreadable run.json ({e.__class__.__name__}: {str(e).splitlines()[0]})") from None
+        raise ReportInputError(f"{meta_path}: unreadable ({e.__class__.__name__}: "
+                               f"{(str(e).splitlines() or [''])[0]})") from None
     if not isinstance(meta, dict) or "schema_version" not in meta:
         raise ReportInputError(f"{path}: not a zmqload run (run.json has no schema_version)")
     if meta["schema_version"] != SCHEMA_VERSION:
@@ -82,7 +132,14 @@ def read_run(path: str) -> RunInfo:
     run_id = str(meta.get("run_id") or (base[4:] if base.startswith("run=") else base))
     info = RunInfo(path=os.path.abspath(path), run_id=run_id, meta=meta)
     for kind in KINDS:
-        info.parts[kind] = _list_parts(path, kind)
+        _sort_out_parts(info, kind)
+    if info.damaged:
+        bad = [(p, why) for kind in KINDS for p, why in info.unreadable.get(kind, ())]
+        lost = [k for k in ("recvs", "sends") if info.unreadable.get(k)]
+        info.warnings.append(BadFileWarning(
+            f"run {run_id}: {len(bad)} unreadable part{'s' * (len(bad) > 1)} left out: "
+            + "; ".join(f"{os.path.relpath(p, info.path)} ({why})" for p, why in bad)
+            + (f"; its {' and '.join(lost)} figures are marked not computed (-)" if lost else "")))
     if info.status in ("interrupted", "running"):
         info.warnings.append(f"run {run_id} was interrupted (status {info.status}): figures cover what was recorded")
     elif info.status == "failed":
@@ -128,7 +185,7 @@ def discover_runs(paths) -> tuple[list[RunInfo], list[str]]:
             except ReportInputError as e:
                 if single and len(paths) == 1:
                     raise
-                warnings.append(f"skipped: {e}")
+                warnings.append(BadFileWarning(f"skipped run {os.path.basename(os.path.normpath(d))}: {e}"))
                 continue
             runs.append(info)
             warnings.extend(info.warnings)

@@ -1,15 +1,31 @@
-"""One SparkSession for the report, sized for a small machine unless --master says otherwise."""
+"""One SparkSession for the report, sized for a small machine unless --master says otherwise.
+
+Every way Spark can fail to start is turned into one line before the JVM can print a stack
+trace: the master URL and driver memory are checked here (ConfigError naming the option),
+the JVM's own output goes to a log file (its startup notices are not the report's output),
+and reaching a cluster is bounded by a timeout.
+"""
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
+import re
+import socket
 import sys
 import tempfile
-from typing import TYPE_CHECKING
+import threading
+import time
+from typing import TYPE_CHECKING, Callable, TypeVar
 
+from ..errors import ConfigError, RunError
 from .javacheck import check_java
 
 if TYPE_CHECKING:
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
+
+T = TypeVar("T")
 
 
 _LOG4J = """rootLogger.level = error
@@ -20,6 +36,56 @@ appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
 """
+
+DEFAULT_MASTER_TIMEOUT_S = 20.0
+DEFAULT_DRIVER_MEMORY = "4g"
+MASTERS_ACCEPTED = ("local, local[N], local[*], local[N,F], spark://HOST:PORT[,HOST:PORT...], "
+                    "yarn (with HADOOP_CONF_DIR or YARN_CONF_DIR set), k8s://https://HOST:PORT")
+_LOCAL = re.compile(r"^local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?$|^local-cluster\[\d+,\d+,\d+\]$")
+_STANDALONE = re.compile(r"^spark://([^,:/\s]+:\d{1,5})(,[^,:/\s]+:\d{1,5})*$")
+_K8S = re.compile(r"^k8s://(https?://)?[^\s/]+(:\d+)?/?$")
+# The JVM takes -Xmx<digits><k|m|g|t>; Spark passes spark.driver.memory through as -Xmx
+# (a bare number would be bytes), and refuses a heap under ~450 MiB.
+_MEMORY = re.compile(r"^(\d+)([kmgt])$", re.IGNORECASE)
+_MIN_MEMORY_MIB = 512
+_MIB_PER_UNIT = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+def check_master(master: str) -> str:
+    """The master URL if Spark would accept its form, else ConfigError('--master')."""
+    if _LOCAL.match(master) or _STANDALONE.match(master) or _K8S.match(master) or master == "yarn":
+        return master
+    raise ConfigError("--master", f"got {master!r}; accepted: {MASTERS_ACCEPTED}")
+
+
+def check_driver_memory(value: str, option: str = "--driver-memory") -> str:
+    """A JVM heap size Spark can start with (e.g. 4g, 2048m), else ConfigError(option)."""
+    m = _MEMORY.match(value.strip())
+    if not m or int(m.group(1)) * _MIB_PER_UNIT[m.group(2).lower()] < _MIN_MEMORY_MIB:
+        raise ConfigError(option, f"got {value!r}; accepted: a JVM heap size of at least "
+                                  f"{_MIN_MEMORY_MIB}m, a number and k, m, g or t (e.g. 2g, 4096m)")
+    return value.strip()
+
+
+def _check_reachable(master: str, timeout_s: float) -> None:
+    """Fail fast where nothing listens at the master's address (Spark retries for ~60 s)."""
+    if master == "yarn":
+        if not (os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")):
+            raise ConfigError("--master", "got 'yarn' but neither HADOOP_CONF_DIR nor YARN_CONF_DIR is set; "
+                                          f"accepted: {MASTERS_ACCEPTED}")
+        return
+    if not master.startswith("spark://"):
+        return
+    reasons = []
+    for hostport in master[len("spark://"):].split(","):
+        host, _, port = hostport.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=min(timeout_s, 5.0)):
+                return
+        except OSError as e:
+            reasons.append(f"{hostport}: {e.strerror or e.__class__.__name__}")
+    raise ConfigError("--master", f"no Spark master answers at {master} ({'; '.join(reasons)}); "
+                                  "start it or give a reachable one, or leave --master out for the embedded local Spark")
 
 
 def _quiet_log4j() -> str:
@@ -33,33 +99,125 @@ def _quiet_log4j() -> str:
     return path
 
 
-def get_spark(master: str | None = None, app_name: str = "zmqload-report",
-              driver_memory: str | None = None) -> SparkSession:
+def _jvm_log_path() -> str:
+    return os.path.join(tempfile.gettempdir(), f"zmqload-spark-{os.getuid()}-{os.getpid()}.log")
+
+
+def _jvm_failure(log_path: str) -> str:
+    """The line of the JVM's log that says why it stopped (first error or exception)."""
+    try:
+        with open(log_path, errors="replace") as f:
+            lines = [ln.strip() for ln in f if ln.strip()]
+    except OSError:
+        return "no output"
+    for ln in lines:
+        if re.search(r"Exception|Error|Invalid|[Cc]ould not", ln) and not ln.startswith("at "):
+            return ln[:300]
+    return lines[-1][:300] if lines else "no output"
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.remove(path)
+
+
+def _launch_gateway(conf: SparkConf, log_path: str, debug: bool) -> None:
+    """Start the JVM with its stdout/stderr in `log_path` (or inherited with --debug), as
+    pyspark would; `conf` reaches spark-submit, so the driver memory applies at launch."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:     # a JVM from an earlier session in this process
+        return
+    if debug:
+        gateway = launch_gateway(conf)  # type: ignore[no-untyped-call]
+    else:
+        with open(log_path, "ab") as log:
+            try:
+                gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})  # type: ignore[no-untyped-call]
+            except Exception:       # noqa: BLE001 - pyspark's error names no cause; the log does
+                raise RunError(f"Spark did not start: {_jvm_failure(log_path)} (log: {log_path})") from None
+        # Kept only when the JVM did not start (the error names it); the JVM may write to it
+        # until this process exits, which on Linux an unlink does not disturb.
+        atexit.register(_remove, log_path)
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _bounded(what: str, timeout_s: float, call: Callable[[], T]) -> T:
+    """call(), or ConfigError('--master') once `timeout_s` has passed: the JVM is killed, which
+    ends the call blocked in it (Spark retries an unreachable master for ~60 s)."""
+    from pyspark import SparkContext
+
+    expired = threading.Event()
+
+    def kill() -> None:
+        expired.set()
+        proc = getattr(SparkContext._gateway, "proc", None)
+        if proc is not None:
+            proc.kill()
+    timer = threading.Timer(timeout_s, kill)
+    timer.daemon = True
+    timer.start()
+    try:
+        return call()
+    except Exception:       # noqa: BLE001 - after the kill any error is the timeout's
+        if expired.is_set():
+            raise ConfigError("--master", f"{what} within {timeout_s:g} s (--master-timeout); accepted: a master "
+                                          "that answers and has a worker free") from None
+        raise
+    finally:
+        timer.cancel()
+
+
+def _wait_for_executor(spark: SparkSession, master: str, deadline: float, timeout_s: float) -> None:
+    """A cluster master can accept the application and give it no executor (no worker, no
+    room): jobs would wait forever, so wait for one here, boundedly."""
+    sc = spark.sparkContext._jsc.sc()
+    while sc.getExecutorMemoryStatus().size() < 2:      # the driver counts as one
+        if time.monotonic() > deadline:
+            spark.stop()
+            raise ConfigError("--master", f"{master} gave no executor within {timeout_s:g} s (--master-timeout); "
+                                          "accepted: a master with a worker free")
+        time.sleep(0.2)
+
+
+def get_spark(master: str | None = None, app_name: str = "zmqload-report", driver_memory: str | None = None,
+              master_timeout_s: float = DEFAULT_MASTER_TIMEOUT_S, debug: bool = False,
+              log: Callable[[str], None] | None = None) -> SparkSession:
     """The active SparkSession, or a new one on `master` (default local[*]).
 
     Under spark-submit the master and memory come from spark-submit; we only add settings
     that are not already set. Shuffle partitions stay small: after the per-stream partial
     aggregation only aggregates move, and 200 default partitions would be 200 tiny tasks.
     """
-    check_java()
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
+    if master is not None:
+        check_master(master)
+    if driver_memory is not None:
+        check_driver_memory(driver_memory)
+    env_memory = os.environ.get("ZMQLOAD_SPARK_DRIVER_MEMORY")
+    if env_memory:
+        check_driver_memory(env_memory, "ZMQLOAD_SPARK_DRIVER_MEMORY")
+    if not under_submit:
+        check_java()
+    if master is not None:
+        _check_reachable(master, master_timeout_s)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active
-    builder = SparkSession.builder.appName(app_name)
-    # spark-submit runs the script with a gateway already up; its --master and memory win.
-    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
-    if master:
-        builder = builder.master(master)
-    elif not under_submit:
-        builder = builder.master("local[*]")
     cores = os.cpu_count() or 2
     settings = {
+        "spark.app.name": app_name,
         "spark.sql.shuffle.partitions": str(max(4, 2 * cores)),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        # Applied as the context starts: under spark-submit, whose JVM (and log4j setup) is
+        # up before this script runs, it is what quiets the context's ~40 INFO lines.
+        "spark.log.level": "ERROR",
         "spark.sql.adaptive.enabled": "true",
         # Overflow checks on every arithmetic op cost ~40% of the aggregation time (measured
         # 21.8 -> 13.6 s per 100M rows); the metric arithmetic is bounded by construction.
@@ -73,15 +231,35 @@ def get_spark(master: str | None = None, app_name: str = "zmqload-report",
         "spark.driver.extraJavaOptions": (f"-Dlog4j.configurationFile=file:{_quiet_log4j()} "
                                           "-XX:+UseParallelGC -XX:MetaspaceSize=256m"),
     }
-    if (master or "local").startswith("local") and not under_submit:
+    # spark-submit runs the script with a gateway already up; its --master and memory win.
+    if master:
+        settings["spark.master"] = master
+    elif not under_submit:
+        settings["spark.master"] = "local[*]"
+    target = settings.get("spark.master", "")
+    if target.startswith("local") and not under_submit:
         # The part files are listed by us and passed by name; above 32 paths Spark would
         # start a whole job just to stat them (measured ~1.7 s per report). On a cluster,
         # with files on a remote store, that parallel listing pays, so it stays there.
         settings["spark.sql.sources.parallelPartitionDiscovery.threshold"] = "100000"
     if driver_memory or not under_submit:
-        settings["spark.driver.memory"] = driver_memory or os.environ.get("ZMQLOAD_SPARK_DRIVER_MEMORY", "4g")
+        settings["spark.driver.memory"] = driver_memory or env_memory or DEFAULT_DRIVER_MEMORY
+    t0 = time.perf_counter()
+    if not under_submit:
+        _launch_gateway(SparkConf(loadDefaults=False).setAll(list(settings.items())), _jvm_log_path(), debug)
+    if log:
+        log(f"jvm start: {time.perf_counter() - t0:.2f} s")
+        t0 = time.perf_counter()
+    builder = SparkSession.builder
     for k, v in settings.items():
         builder = builder.config(k, v)
-    spark = builder.getOrCreate()
+    deadline = time.monotonic() + master_timeout_s
+    remote = bool(target) and not target.startswith("local")
+    spark = _bounded(f"no answer from {target}", master_timeout_s, builder.getOrCreate) if remote \
+        else builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if log:
+        log(f"spark context: {time.perf_counter() - t0:.2f} s")
+    if remote:
+        _wait_for_executor(spark, target, deadline, master_timeout_s)
     return spark

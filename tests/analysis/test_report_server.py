@@ -1,0 +1,106 @@
+"""The warm report server on real `python -m zmqload report` invocations: reused by the next
+report, replaced when it died, gone (with its JVM) after its idle time. Its figures are the
+synthetic run's known truth. Speed is measured in bench/, not here."""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pyarrow.parquet as pq
+import pytest
+
+from .synth import make_run
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HANG_GUARD_S = 900          # a cold report of 10k records took 200-300 s on the loaded 2-core test machine
+IDLE_S = 25
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:            # a zombie is not alive
+        return f.read().split(") ")[-1][0] != "Z"
+
+
+def children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def wait_until(cond, timeout_s: float) -> bool:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.2)
+    return cond()
+
+
+@pytest.fixture
+def private_tmp():
+    """The server's socket and pid file live under TMPDIR: this test's own, so it never
+    meets a user's server, and its leftovers are visible. Not under pytest's basetemp,
+    which another pytest session of the same user may prune while this test waits."""
+    d = tempfile.mkdtemp(prefix="zmqload-server-test-")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def report(run_path, out, tmpdir):
+    env = dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmpdir), ZMQLOAD_REPORT_SERVER_IDLE_S=str(IDLE_S))
+    env.pop("ZMQLOAD_REPORT_SERVER", None)
+    p = subprocess.run([sys.executable, "-m", "zmqload", "report", run_path, "--out", str(out)],
+                       capture_output=True, text=True, timeout=HANG_GUARD_S, env=env, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stderr == "", p.stderr                    # no JVM noise, no server chatter
+    return p
+
+
+def server_pid(tmpdir) -> int:
+    [pidfile] = glob.glob(os.path.join(tmpdir, "zmqload-report-*", "*", "server.pid"))
+    return int(open(pidfile).read())
+
+
+def check_figures(out, synth):
+    rows = pq.read_table(os.path.join(out, "summary.parquet")).to_pylist()
+    total = [r for r in rows if r["stream"] == -1 and r["consumer"] == -1]
+    assert len(total) == 1
+    assert total[0]["received"] == len(synth.recvs["seq"]) and total[0]["lost"] == 7
+
+
+def test_server_is_reused_replaced_and_stops_when_idle(private_tmp):
+    tmp_path = os.path.join(private_tmp, "data")
+    os.makedirs(tmp_path)
+    synth = make_run(tmp_path, "srv", streams=1, count=2000, lost_middle=7, seed=5)
+
+    report(synth.path, os.path.join(tmp_path, "r1"), private_tmp)              # starts the server
+    first = server_pid(private_tmp)
+    assert alive(first)
+    check_figures(os.path.join(tmp_path, "r1"), synth)
+
+    report(synth.path, os.path.join(tmp_path, "r2"), private_tmp)              # reuses it
+    assert server_pid(private_tmp) == first
+    check_figures(os.path.join(tmp_path, "r2"), synth)
+
+    jvms = children(first)
+    assert jvms, "the server's Spark runs in a JVM it started"
+    os.kill(first, signal.SIGKILL)                                 # a crashed server...
+    assert wait_until(lambda: not any(alive(p) for p in jvms), 60), "its JVM outlived it"
+    report(synth.path, os.path.join(tmp_path, "r3"), private_tmp)              # ...is replaced
+    second = server_pid(private_tmp)
+    assert second != first and alive(second)
+    check_figures(os.path.join(tmp_path, "r3"), synth)
+
+    jvms = children(second)
+    assert wait_until(lambda: not alive(second), IDLE_S + 60), "the idle server did not stop"
+    assert wait_until(lambda: not any(alive(p) for p in jvms), 60), "its JVM outlived it"
+    assert not glob.glob(os.path.join(private_tmp, "zmqload-report-*", "*", "server.sock"))

@@ -1,0 +1,194 @@
+"""A warm Spark for `zmqload report`: one local process keeps a SparkSession between reports.
+
+Most of a small report's time is fixed cost (JVM start, session, the JIT warming up on the
+first queries), paid again by every `report` process. The first report that may use the
+embedded local Spark starts this server (a detached `python -m zmqload.report.server`); it
+and later reports send their arguments over a Unix socket, the server runs the report in its
+warm session and sends back the exit status and output. Nothing to set up: the socket lives
+in a private directory per user and per zmqload installation, the server exits after
+`IDLE_S` seconds without a report (its JVM with it), a dead server is replaced by the next
+report, and anything else (a cluster --master, --driver-memory, spark-submit, --no-server)
+runs in-process as before.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import zmqload
+
+IDLE_S = float(os.environ.get("ZMQLOAD_REPORT_SERVER_IDLE_S", "600"))
+START_TIMEOUT_S = 180.0       # a JVM start on a loaded 2-core machine took up to ~60 s
+
+
+def _state_dir() -> str:
+    """Private (0700) directory of this user and this zmqload checkout: two checkouts never
+    share a server, so a report always runs the code it was started from."""
+    where = os.path.dirname(os.path.abspath(zmqload.__file__))
+    key = hashlib.sha1(f"{where}\0{sys.executable}".encode()).hexdigest()[:12]
+    path = os.path.join(tempfile.gettempdir(), f"zmqload-report-{os.getuid()}", key)
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def socket_path() -> str:
+    return os.path.join(_state_dir(), "server.sock")
+
+
+def _send(sock: socket.socket, obj: Any) -> None:
+    sock.sendall(json.dumps(obj).encode() + b"\n")
+
+
+def _recv(sock: socket.socket) -> Any:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("the report server closed the connection")
+        data += chunk
+    return json.loads(data)
+
+
+# ---- the client side: `zmqload report` -------------------------------------------------------
+
+def _connect() -> socket.socket | None:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(socket_path())
+        return s
+    except OSError:
+        s.close()
+        return None
+
+
+def _start_server() -> None:
+    """Start a detached server (own session, no terminal), unless another report is just
+    starting one; wait until it accepts. The lock serialises concurrent first reports."""
+    with open(os.path.join(_state_dir(), "start.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        probe = _connect()
+        if probe is not None:
+            probe.close()
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(socket_path())          # left by a server that died
+        log = open(os.path.join(_state_dir(), "server.log"), "ab")
+        # The zmqload this report imported, wherever it came from (a checkout on the cwd too).
+        here = os.path.dirname(os.path.dirname(os.path.abspath(zmqload.__file__)))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
+        proc = subprocess.Popen([sys.executable, "-m", "zmqload.report.server"], stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=log, env=env, start_new_session=True, cwd="/")
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise ConnectionError(f"the report server exited with status {proc.returncode}")
+            probe = _connect()
+            if probe is not None:
+                probe.close()
+                return
+            time.sleep(0.1)
+        proc.kill()
+        raise ConnectionError(f"the report server did not start within {START_TIMEOUT_S:g} s")
+
+
+def run_remote(args: dict[str, Any]) -> int | None:
+    """The report (its parsed arguments) run by the warm server: its exit status, its output
+    replayed here; None when no server could be reached or started (the caller then runs it
+    in-process). Java is checked before a server is started, so bad Java is one line here."""
+    request = {"args": args, "cwd": os.getcwd()}
+    for attempt in range(2):
+        sock = _connect()
+        if sock is None:
+            from ..analysis.javacheck import check_java
+            check_java()
+            try:
+                _start_server()
+            except (OSError, ConnectionError):
+                return None
+            continue
+        try:
+            with sock:
+                _send(sock, request)
+                reply = _recv(sock)
+        except (OSError, ConnectionError, ValueError):
+            if attempt:
+                return None
+            continue                            # it died mid-report: a new one takes it
+        sys.stdout.write(reply["stdout"])
+        sys.stderr.write(reply["stderr"])
+        return int(reply["status"])
+    return None
+
+
+# ---- the server side ---------------------------------------------------------------------
+
+def _serve_one(conn: socket.socket) -> None:
+    import argparse
+
+    from . import command
+
+    request = _recv(conn)
+    out, err = io.StringIO(), io.StringIO()
+    os.chdir(request["cwd"])
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = int(command.run(argparse.Namespace(**request["args"], in_server=True)))
+        except BaseException as e:  # noqa: BLE001 - the client gets one line, the server lives on
+            print(f"zmqload report: error: report server: {e.__class__.__name__}: {e}", file=sys.stderr)
+            status = 1
+    os.chdir("/")
+    _send(conn, {"status": status, "stdout": out.getvalue(), "stderr": err.getvalue()})
+
+
+def serve(idle_s: float = IDLE_S) -> None:
+    """Accept reports one at a time until `idle_s` pass without one, then stop Spark."""
+    from ..analysis.session import get_spark
+
+    # SIGTERM (a shutdown, `kill PID`) ends it like the idle timeout: socket, pid file and
+    # the JVM's log removed, Spark stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    spark = get_spark()        # warm before the first report's request is accepted
+    spark.range(1).count()
+    path = socket_path()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path + ".new")
+    os.replace(path + ".new", path)
+    ours = os.stat(path).st_ino
+    with open(os.path.join(_state_dir(), "server.pid"), "w") as f:
+        f.write(str(os.getpid()))
+    listener.listen(8)
+    listener.settimeout(idle_s)
+    try:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except socket.timeout:
+                break
+            with conn:
+                try:
+                    _serve_one(conn)
+                except (OSError, ConnectionError, ValueError):
+                    pass        # the client went away; the next one is served
+    finally:
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == ours:       # not a newer server's
+                os.remove(path)
+                os.remove(os.path.join(_state_dir(), "server.pid"))
+        listener.close()
+        spark.stop()
+
+
+if __name__ == "__main__":
+    serve()
