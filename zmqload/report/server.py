@@ -36,10 +36,43 @@ def _state_dir() -> str:
     """Private (0700) directory of this user and this zmqload checkout: two checkouts never
     share a server, so a report always runs the code it was started from."""
     where = os.path.dirname(os.path.abspath(zmqload.__file__))
-    key = hashlib.sha1(f"{where}\0{sys.executable}".encode()).hexdigest()[:12]
+    key = hashlib.sha1(f"{where}\0{sys.executable}\0{_source_stamp(where)}".encode()).hexdigest()[:12]
     path = os.path.join(tempfile.gettempdir(), f"zmqload-report-{os.getuid()}", key)
     os.makedirs(path, mode=0o700, exist_ok=True)
     return path
+
+
+def _source_stamp(where: str) -> int:
+    """The newest modification time of the package's Python files: an edited checkout gets a
+    new server instead of one still running the code it was started with."""
+    newest = 0
+    for root, _dirs, files in os.walk(where):
+        for name in files:
+            if name.endswith(".py"):
+                with contextlib.suppress(OSError):
+                    newest = max(newest, os.stat(os.path.join(root, name)).st_mtime_ns)
+    return newest
+
+
+def stop_server() -> bool:
+    """Stop this checkout's server, if one runs (SIGTERM: it removes its socket and stops
+    its JVM); True if there was one. Test sessions call it so that none outlives them."""
+    try:
+        with open(os.path.join(_state_dir(), "server.pid")) as f:
+            pid = int(f.read().strip())
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError):
+        return False
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return True
+        time.sleep(0.1)
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    return True
 
 
 def socket_path() -> str:
