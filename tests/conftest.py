@@ -21,7 +21,7 @@ def out_dir(tmp_path):
 
 def check_identity(result) -> None:
     """Every accepted message has exactly one fate, per stream and in total."""
-    from zmqload.accounting import FATES
+    from zmqload.contract.fates import FATES
     assert result.expected == sum(getattr(result, f) for f in FATES), result.summary()
     assert result.lost == result.dropped + result.stranded + result.unknown
     for stream in result.streams:

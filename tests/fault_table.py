@@ -24,10 +24,12 @@ import numpy as np
 import pyarrow.parquet as pq
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:        # run as a script (make faults): this checkout's fate names
+    sys.path.insert(0, REPO)
+from zmqload.contract.fates import FATES, LOST  # noqa: E402  (names only: nothing here reads records with zmqload)
 PACED = ["--pattern", "push-pull", "--transport", "tcp", "--rate", "50k", "--duration", "4"]
 PACED_PROXY = ["--pattern", "proxy", "--transport", "tcp", "--rate", "50k", "--duration", "4"]
 KILL_AFTER_S = 1.5
-FATES = ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail", "stranded", "unknown")
 
 
 def environment() -> dict:
@@ -128,7 +130,7 @@ def figures_from_records(run_dir: str) -> dict:
 def identity_holds(counters: dict) -> bool:
     return (counters["expected"] == sum(counters[f] for f in FATES)
             and counters["lost"] == counters["expected"] - counters["unique_received"]
-            and counters["lost"] == counters["dropped"] + counters["stranded"] + counters["unknown"])
+            and counters["lost"] == sum(counters[f] for f in LOST))
 
 
 def leftovers(run_dir: str, meta: dict) -> list[str]:

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import check_identity, read_meta, read_table
-from zmqload.accounting import FATES, bits_in, fates, first_last
+from zmqload.accounting import bits_in, fates, first_last
+from zmqload.contract.fates import FATES
 
 
 def fates_from_records(run_dir: str) -> dict:

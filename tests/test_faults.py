@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import fault_table as ft
-from zmqload.accounting import FATES, fates
+from zmqload.accounting import fates
+from zmqload.contract.fates import FATES
 
 
 def one_error_line(stderr: str) -> str:

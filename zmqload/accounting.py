@@ -36,8 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from .contract.fates import DROPPED, FATES
+
 MAX_RANGES = 20
-FATES = ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail", "stranded", "unknown")
 
 
 def _popcount(packed: np.ndarray) -> int:
@@ -227,7 +228,7 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
             delivered = _popcount(union & sent_ok)
             missing = {"all": missing_ranges(sent_ok & ~union)}
             expected = prod["sent"]
-        dropped = fate_totals["dropped_start"] + fate_totals["dropped_mid"] + fate_totals["dropped_tail"]
+        dropped = sum(fate_totals[f] for f in DROPPED)
         drops[stream] = [(sent_ok, early, tail) for early, tail in drops.get(stream, [])]
         streams.append({
             "stream": stream, "attempted": nbits, "sent": prod["sent"], "expected": expected,

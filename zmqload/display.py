@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from .contract.fates import LOST_BRIEF
 from .result import RunResult
 
 SHOW_AFTER_S = 1.0      # short runs print only their summary
@@ -70,7 +71,8 @@ def _queue(peak: dict) -> str:
 
 
 def _drain(drain: dict) -> str:
-    if not drain:
+    # a failed run's drain may hold only the run's tail rule: it never began or never ended
+    if "t_end_ns" not in drain:
         return "not reached"
     seconds = (drain["t_end_ns"] - drain["t_start_ns"]) / 1e9
     return f"{drain['mode']}, ended {drain['ended']} after {seconds:.2f} s"
@@ -94,7 +96,9 @@ def summary_table(result: RunResult) -> Table:
         ("delivered / drained", f"{result.delivered:,} / {result.drained:,}  (drain {_drain(result.drain)})"),
         ("dropped start / mid / tail", f"{result.dropped_start:,} / {result.dropped_mid:,} / {result.dropped_tail:,}"),
         ("stranded (drain cut short)", f"{result.stranded:,}"),
-        ("lost", f"{result.lost:,} ({result.loss_ratio:.4%}) = dropped + stranded"),
+        # only a failed run can have any: a worker on the message's path died
+        *([("unknown (a worker died)", f"{result.unknown:,}")] if result.unknown else []),
+        ("lost", f"{result.lost:,} ({result.loss_ratio:.4%}) = {' + '.join(LOST_BRIEF)}"),
         ("queue peak (kernel / libzmq)", _queue(result.queue.get("peak") or {})),
         ("duplicates / reordered", f"{result.duplicates:,} / {result.reordered:,}"),
         ("send rate", f"{result.send_rate:,.0f} msg/s"),

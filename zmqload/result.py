@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from .accounting import FATES
+from .contract.fates import DROPPED, FATES
 from .histogram import Histogram
 
 PERCENTILES = (50, 90, 99, 99.9, 99.99, 100)
@@ -57,7 +57,7 @@ class RunResult:
     """Messages that arrived with a lower seq than one already received from their stream."""
     lost: int = 0
     """Accepted messages no (expected) consumer received: `expected - unique_received`, the
-    sum of the dropped_* fates, `stranded` and `unknown`."""
+    sum of the fates in `zmqload.contract.fates.LOST` (dropped_*, `stranded`, `unknown`)."""
     # the fate of every accepted message (zmqload.accounting, docs/RECORDS.md)
     delivered: int = 0
     """Messages that arrived while the consumers worked normally."""
@@ -127,7 +127,7 @@ class RunResult:
     @property
     def dropped(self) -> int:
         """Accepted messages that never arrived although the drain ran to completion."""
-        return self.dropped_start + self.dropped_mid + self.dropped_tail
+        return sum(getattr(self, name) for name in DROPPED)
 
     @property
     def generator_limited(self) -> bool:

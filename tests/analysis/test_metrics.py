@@ -15,11 +15,11 @@ def _load(spark, synth):
     return runs, load_records(spark, runs, "sends"), load_records(spark, runs, "recvs")
 
 
-def _views(spark, run, consumers, completed=True, tail_at_shutdown=True):
-    """(run, consumer, completed, tail_at_shutdown) views; `run` is the run's number, its
-    index in the loaded runs."""
-    return spark.createDataFrame([(run, c, completed, tail_at_shutdown) for c in consumers],
-                                 "run int, consumer int, completed boolean, tail_at_shutdown boolean")
+def _views(spark, run, consumers, completed=True, tail_at_shutdown=True, died=()):
+    """(run, consumer, completed, tail_at_shutdown, died) views; `run` is the run's number, its
+    index in the loaded runs; `died`: the consumers whose worker died."""
+    return spark.createDataFrame([(run, c, completed, tail_at_shutdown, c in died) for c in consumers],
+                                 "run int, consumer int, completed boolean, tail_at_shutdown boolean, died boolean")
 
 
 def _no_lines(rs):
@@ -103,6 +103,18 @@ def test_fanout_loss_is_per_consumer_and_silent_consumer_is_all_lost(spark, fano
         assert (g["dropped_start"], g["dropped_tail"], g["stranded"]) == (t["lost_start"], 0, t["lost_tail"])
         assert g["dropped_mid"] == t["lost"] - t["lost_start"] - t["lost_tail"]
     assert got[(2, 0)]["stranded"] == 4000 and got[(2, 0)]["dropped"] == 0
+    # consumer 1 died (and stream 0's producer in another run): what was stranded on its path is unknown,
+    # drops stay drops
+    dead = {(r["consumer"], r["stream"]): r for r in metrics.fates(
+        metrics.send_counts(sends, lines), lines, _views(spark, 0, [0, 1, 2], completed=False, died={1}),
+        {1: [0]}).collect()}
+    for key, g in got.items():
+        d = dead[key]
+        on_dead_path = key[0] == 1
+        assert (d["unknown"], d["stranded"]) == ((g["stranded"], 0) if on_dead_path else (0, g["stranded"])), key
+        assert [d[f] for f in ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail")] == \
+            [g[f] for f in ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail")], key
+    assert sum(d["unknown"] for d in dead.values()) > 0 and any(d["stranded"] for d in dead.values())
 
 
 def _truth_late(r, fanout):

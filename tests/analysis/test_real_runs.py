@@ -15,7 +15,8 @@ import pytest
 
 import zmqload
 from zmqload.analysis import analyze, discover_runs
-from zmqload.analysis.metrics import ALL, FATES
+from zmqload.analysis.metrics import ALL
+from zmqload.contract.fates import FATES, LOST
 
 PAIRS = (("attempted", "attempted"), ("sent", "sent"), ("eagain", "eagain"), ("timeout", "timeout"),
          ("expected", "expected"), ("received", "received"), ("unique", "unique_received"),
@@ -76,7 +77,8 @@ def test_report_totals_equal_run_json(analysis, real_runs):
         row = totals[run_id]
         for report_name, run_name in PAIRS:
             assert row[report_name] == getattr(result, run_name), (run_id, report_name)
-        assert row["lost"] == result.dropped + result.stranded
+        assert row["lost"] == sum(row[f] for f in LOST) == result.dropped + result.stranded + result.unknown
+        assert row["unknown"] == result.unknown == 0, run_id        # complete runs: no worker died
         assert row["expected"] == sum(row[f] for f in FATES), run_id
         # throughput by run's own definition, from the records
         assert row["recv_rate"] == pytest.approx(result.throughput_msgs, rel=1e-9), run_id
@@ -95,7 +97,7 @@ def test_report_streams_and_consumers_equal_run_json(analysis, real_runs):
             for r in rows:      # the identity per row: every sent message has one fate
                 assert r["sent"] == sum(r[f] for f in FATES), (run_id, r["consumer"], r["stream"])
             if fanout:
-                # `unknown` (a worker died) is run.json's alone so far: these runs are complete, so it is 0
+                # these runs are complete: no worker died, nothing is unknown (failed runs: test_failed_runs.py)
                 assert all(f["unknown"] == 0 for f in stream["fates_by_consumer"].values()), run_id
                 by_consumer = {int(c): {name: f[name] for name in FATES} for c, f in stream["fates_by_consumer"].items()}
                 assert {r["consumer"]: {f: r[f] for f in FATES} for r in rows} == by_consumer, run_id
@@ -132,7 +134,7 @@ def test_fates_from_numpy_over_the_parquet(analysis, real_runs):
             missing = np.setdiff1d(ok, got)
             start = int((missing < got.min()).sum()) if len(got) else len(missing)
             truth = {"delivered": len(early), "drained": len(got) - len(early), "dropped_start": start,
-                     "dropped_mid": len(missing) - start, "dropped_tail": 0, "stranded": 0}
+                     "dropped_mid": len(missing) - start, "dropped_tail": 0, "stranded": 0, "unknown": 0}
             assert {f: row[f] for f in FATES} == truth, (run_id, c, stream)
     assert analysis and results["slow-sub"].drained > 0
 

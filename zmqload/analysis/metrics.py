@@ -15,6 +15,7 @@ import math
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from ..contract.fates import DROPPED
 from ..contract.wire import SendStatus
 
 # Log-bucket histogram: bucket b holds values in (G^(b-1), G^b]; G = 1.01 gives < 1% error.
@@ -169,28 +170,53 @@ def send_counts_from_cells(rows: DataFrame) -> DataFrame:
                  F.max(F.when(ok, F.col("t_last_send_ns"))).alias("t_last_send_ns")))
 
 
-FATES = ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail", "stranded")
+def _on_dead_stream(dead_streams: dict[int, list[int]] | None) -> Column:
+    """Whether a row's stream is one whose producer died: {run number: [streams]}."""
+    died = F.lit(False)
+    for run, streams in (dead_streams or {}).items():
+        if streams:
+            died = died | ((F.col("run") == F.lit(run)) & F.col("stream").isin(list(streams)))
+    return died
 
 
-def fates(counts: DataFrame, recv_sum: DataFrame, views: DataFrame) -> DataFrame:
+def with_received_sends(sends: DataFrame, recvs: DataFrame, dead_streams: dict[int, list[int]]) -> DataFrame:
+    """The send records with those a dead producer lost rebuilt from its consumers' receive
+    records (which carry the send times and size): a message that arrived was evidently
+    sent, as the run counts it (runner/salvage.py). Only dead producers' streams are
+    joined, so complete runs pay nothing."""
+    on_dead = _on_dead_stream(dead_streams)
+    ok = sends.where(on_dead & (F.col("status") == SendStatus.OK)).select("run", "stream", "seq")
+    got = (recvs.where(on_dead).groupBy("run", "stream", "seq")
+           .agg(F.min("t_intended_ns").alias("t_intended_ns"), F.min("t_sent_ns").alias("t_sent_ns"),
+                F.first("size").alias("size")))
+    lost_records = (got.join(ok, ["run", "stream", "seq"], "left_anti")
+                    .withColumn("status", F.lit(int(SendStatus.OK)).cast(sends.schema["status"].dataType)))
+    return sends.unionByName(lost_records.select(*sends.columns))
+
+
+def fates(counts: DataFrame, recv_sum: DataFrame, views: DataFrame,
+          dead_streams: dict[int, list[int]] | None = None) -> DataFrame:
     """Per (run, consumer, stream): what was sent, what arrived, and the fate of every sent
     message, by the rules of zmqload/accounting.py (restated here on counts, not imported:
-    analysis/ reads records only). The identity sent = delivered + drained + dropped_start +
-    dropped_mid + dropped_tail + stranded holds per row.
+    analysis/ reads records only). The identity sent = the sum of
+    zmqload.contract.fates.FATES holds per row.
 
     `counts` is `send_counts(...)`, `recv_sum` is `recv_summary(...)` with the view's certain
     line (`limit`: unreceived seqs below it cannot still be queued; null when the drain
     completed, so every missing message is a drop) and `got_below_limit` (distinct received
-    below it). `views` is (run, consumer, completed, tail_at_shutdown): ALL for
+    below it). `views` is (run, consumer, completed, tail_at_shutdown, died): ALL for
     non-fan-out runs, every consumer index for fan-out runs (so a consumer that got nothing
     still shows); completed = the drain completed, tail_at_shutdown = drops after the last
-    arrival were lost at shutdown (else at a full pipe: a PUB with LINGER -1).
+    arrival were lost at shutdown (else at a full pipe: a PUB with LINGER -1), died = a
+    worker on the view's path died (its consumer, any consumer for round robin, a proxy).
+    `dead_streams`: {run number: streams whose producer died}.
 
     A message counts as sent when its send call succeeded (status 0); EAGAIN / timeout drops
     are the sender's, counted apart. Missing messages (sent - unique) are placed by seq:
     start = before the first arrival, tail = after the last, mid = in between; with a drain
     cut short only those below the certain line are drops, the rest is stranded. Nothing
-    received: all dropped at the start, or all stranded.
+    received: all dropped at the start, or all stranded. What is not a drop is `unknown`
+    instead of stranded when a worker on its path died (run.json's salvaged.died).
     """
     send_cols = ["attempted", "sent", "eagain", "timeout", "errors",
                  "t_first_intended_ns", "t_last_intended_ns", "t_first_send_ns", "t_last_send_ns"]
@@ -222,12 +248,14 @@ def fates(counts: DataFrame, recv_sum: DataFrame, views: DataFrame) -> DataFrame
             .withColumn("dropped_start", start.cast("long"))
             .withColumn("dropped_mid", F.when(at_shutdown, mid).otherwise(mid + tail).cast("long"))
             .withColumn("dropped_tail", F.when(at_shutdown, tail).otherwise(F.lit(0)).cast("long"))
-            .withColumn("dropped", (c("dropped_start") + c("dropped_mid") + c("dropped_tail")).cast("long"))
-            .withColumn("stranded", (c("lost") - c("dropped")).cast("long"))
+            .withColumn("dropped", sum((c(f) for f in DROPPED), F.lit(0)).cast("long"))
+            .withColumn("died", c("died") | _on_dead_stream(dead_streams))
+            .withColumn("stranded", F.when(c("died"), F.lit(0)).otherwise(c("lost") - c("dropped")).cast("long"))
+            .withColumn("unknown", F.when(c("died"), c("lost") - c("dropped")).otherwise(F.lit(0)).cast("long"))
             .withColumn("loss_ratio", F.when(c("sent") > 0, c("lost") / c("sent")).otherwise(F.lit(0.0)))
             .withColumn("dropped_sender", (c("eagain") + c("timeout")).cast("long"))
             .drop("sent_before_first", "sent_after_last", "sent_below_limit", "got_below_limit", "seq_min",
-                  "limit", "completed", "tail_at_shutdown"))
+                  "limit", "completed", "tail_at_shutdown", "died"))
 
 
 def reordering(recvs: DataFrame, fanout_runs=()) -> DataFrame:

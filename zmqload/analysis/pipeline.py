@@ -15,6 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..contract.fates import FATES
+from ..contract.ids import Role
 from ..contract.records import BOOL, FLOAT64, INT32, INT64, STRING, Schema
 from . import metrics
 from .runs import RunInfo, load_records
@@ -30,7 +32,7 @@ RUN_COLUMNS = ["run", "status", "interrupted", "pattern", "transport", "size", "
 SUMMARY_COLUMNS = (RUN_COLUMNS + [
     "consumer", "stream", "duration_s", "offered_rate", "send_rate", "recv_rate", "recv_mb_s",
     "attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected", "received", "unique",
-    "duplicates", "reordered", "lost", "loss_ratio", *metrics.FATES, "dropped"]
+    "duplicates", "reordered", "lost", "loss_ratio", *FATES, "dropped"]
     + LATENCY_COLUMNS +
     ["depth_max", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean", "mean_size"])
 
@@ -39,7 +41,7 @@ SUMMARY_COLUMNS = (RUN_COLUMNS + [
 REORDER_AUTO_MAX = 20_000_000
 
 # The intermediate tables handed back to Spark (see _small).
-VIEWS_SCHEMA = Schema.of(run=INT32, consumer=INT32, completed=BOOL, tail_at_shutdown=BOOL)
+VIEWS_SCHEMA = Schema.of(run=INT32, consumer=INT32, completed=BOOL, tail_at_shutdown=BOOL, died=BOOL)
 RS_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, received=INT64, unique=INT64, drained=INT64,
                       seq_min=INT64, seq_max=INT64, t_first_recv_ns=INT64, t_last_recv_ns=INT64, bytes=INT64,
                       duplicates=INT64, limit=INT64, got_below_limit=INT64)
@@ -127,6 +129,15 @@ def tail_at_shutdown(info: RunInfo) -> bool:
     return bool((info.meta.get("drain") or {}).get("tail_at_shutdown", True))
 
 
+def view_died(info: RunInfo, consumer: int) -> bool:
+    """Whether a worker on a view's path died (accounting.reconcile's rule): a proxy, the
+    view's consumer, or for round robin (ALL) any consumer, as any could hold a message."""
+    died = info.died
+    if died[Role.PROXY]:
+        return True
+    return bool(died[Role.CONSUMER]) if consumer == ALL else consumer in died[Role.CONSUMER]
+
+
 def consumer_indices(info: RunInfo) -> list[int]:
     """The consumers that reported (run.json's consumers), else all the workload names."""
     return sorted(int(c["worker"]) for c in info.meta.get("consumers") or () if "worker" in c) \
@@ -200,8 +211,11 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
     # Runs are numbered (their index in `runs`) inside Spark; ids come back in `_name_runs`.
     fanout_runs = [i for i, r in enumerate(runs) if r.fanout]
     starts = drain_starts(runs)
-    views = [(i, c, drain_completed(r), tail_at_shutdown(r)) for i, r in enumerate(runs)
+    views = [(i, c, drain_completed(r), tail_at_shutdown(r), view_died(r, c)) for i, r in enumerate(runs)
              for c in (consumer_indices(r) if r.fanout else [ALL])]
+    dead_streams = {i: sorted(r.died[Role.PRODUCER]) for i, r in enumerate(runs) if r.died[Role.PRODUCER]}
+    if dead_streams:
+        sends = metrics.with_received_sends(sends, recvs, dead_streams)
     views_df = spark.createDataFrame(views, VIEWS_SCHEMA.ddl)
 
     rs = collect(metrics.recv_summary(recvs, fanout_runs, starts))
@@ -218,7 +232,7 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
     else:       # fan-out or several runs: the ranges per consumer need a join, so a scan of their own
         counts = collect(metrics.send_counts(sends, rs_df))
     step("send counts")
-    loss = collect(metrics.fates(_small(spark, counts, COUNTS_SCHEMA), rs_df, views_df))
+    loss = collect(metrics.fates(_small(spark, counts, COUNTS_SCHEMA), rs_df, views_df, dead_streams))
     rs_by = {(r["run"], r["consumer"], r["stream"]): r for r in rs}
     step("fates")
     late = {}
@@ -326,7 +340,7 @@ def summarise(runs, loss: list[dict], pct: list[dict], dstats: list[dict], start
         t = {"run": run, "consumer": ALL, "stream": ALL}
         for c in ("attempted", "sent", "eagain", "timeout", "errors", "dropped_sender"):
             t[c] = _sum(r[c] for r in s)
-        for c in ("received", "unique", "duplicates", "lost", *metrics.FATES, "dropped", "bytes"):
+        for c in ("received", "unique", "duplicates", "lost", *FATES, "dropped", "bytes"):
             t[c] = _sum(r[c] for r in rows)
         t["reordered"] = None if any(r["reordered"] is None for r in rows) else _sum(r["reordered"] for r in rows)
         for c in ("t_first_intended_ns", "t_first_send_ns", "t_first_recv_ns"):

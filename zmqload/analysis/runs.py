@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
 
+from ..contract.ids import Role, WorkerId
 from ..contract.records import SCHEMA_VERSION, SCHEMAS
 from .errors import ReportInputError
 
@@ -64,6 +65,16 @@ class RunInfo:
     @property
     def interrupted(self) -> bool:
         return self.status in ("interrupted", "running")
+
+    @property
+    def died(self) -> dict[Role, set[int]]:
+        """The workers that died in the run (run.json salvaged.died: killed, crashed), by
+        role: what they may have held has the fate `unknown`."""
+        names = (self.meta.get("salvaged") or {}).get("died") or ()
+        out: dict[Role, set[int]] = {role: set() for role in Role}
+        for worker in map(WorkerId.parse, names):
+            out[worker.role].add(worker.index)
+        return out
 
     @property
     def rows(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..contract.fates import BRIEF
 from ..errors import ConfigError, ExitStatus
 
 NAME = "repair"
@@ -32,6 +33,6 @@ def run(args: argparse.Namespace) -> ExitStatus:
     if args.json:
         print(json.dumps(summary, default=str))
     else:
-        fates = ", ".join(f"{k} {summary[k]:,}" for k in ("delivered", "drained", "dropped", "stranded", "unknown"))
+        fates = ", ".join(f"{k} {summary[k]:,}" for k in BRIEF)
         print(f"{args.run_dir}: marked failed; sent {summary['sent']:,}, received {summary['received']:,} ({fates})")
     return ExitStatus.OK

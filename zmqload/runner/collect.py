@@ -5,7 +5,8 @@ import dataclasses
 
 import numpy as np
 
-from ..accounting import FATES, reconcile
+from ..accounting import reconcile
+from ..contract.fates import FATES
 from ..contract.ids import Role
 from ..generator import schedule_keeping
 from ..histogram import Histogram
