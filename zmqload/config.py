@@ -353,7 +353,7 @@ class Slos:
     Not part of the Workload: they judge a run, they do not change it."""
     max_loss: Optional[float] = option(
         None, float, "a ratio from 0 to 1 (0 = nothing lost)", "largest share of expected deliveries lost "
-        "(dropped + stranded)", low=0, high=1, nullable=True, group=SLO_GROUP, default_text="capacity: 0")
+        "(dropped + stranded + unknown)", low=0, high=1, nullable=True, group=SLO_GROUP, default_text="capacity: 0")
     slo_p99_us: Optional[float] = option(
         None, float, "microseconds > 0", "largest p99 latency from the intended send time", low=0, low_open=True,
         nullable=True, group=SLO_GROUP)

@@ -2,7 +2,7 @@
 
 The same judgement gates `zmqload run` (exit status 3) and decides whether a capacity probe
 passed. Every breach names its SLO, the measured value and the limit, in one line.
-Loss counts the fates that never arrived (dropped + stranded), so a backlog that was
+Loss counts the fates that never arrived (dropped + stranded + unknown), so a backlog that was
 drained at the end is not loss; a backlog that keeps growing is judged on its own
 (`backlog`): it is not sustainable even when nothing is dropped.
 """
@@ -78,7 +78,8 @@ def judge(result: RunResult, slos: Slos, backlog: bool = False) -> list[Breach]:
     if slos.max_loss is not None and result.loss_ratio > slos.max_loss:
         breaches.append(Breach("max-loss", result.loss_ratio, slos.max_loss,
                                f"--max-loss {slos.max_loss:g}: lost {result.loss_ratio:.4%} ({result.lost:,} of "
-                               f"{result.expected:,}: {result.dropped:,} dropped, {result.stranded:,} stranded)"))
+                               f"{result.expected:,}: {result.dropped:,} dropped, {result.stranded:,} stranded, "
+                               f"{result.unknown:,} unknown)"))
     want = offered(result)
     if slos.min_achieved is not None and want:
         achieved = result.unique_received / want

@@ -28,9 +28,10 @@ def _run(run_id, rate, *, p99=100.0, dropped_mid=0, dropped_tail=0, drained=0, s
            "dropped_sender": eagain, "send_rate": rate or 500_000.0,
            "recv_rate": recv_rate if recv_rate is not None else (rate or 500_000.0),
            "latency_intended_p99_us": p99, "queued_bytes_max": 64.0 * 100, "depth_max": 100}
-    meta = {"workload": w, "versions": {"libzmq": w.pop("libzmq", "4.3.4")},
-            "counters": {"delivered": sent - lost - drained, "drained": drained, "dropped_start": 0,
-                         "dropped_mid": dropped_mid, "dropped_tail": dropped_tail, "stranded": stranded},
+    fates = {"delivered": sent - lost - drained, "drained": drained, "dropped_start": 0,
+             "dropped_mid": dropped_mid, "dropped_tail": dropped_tail, "stranded": stranded, "unknown": 0}
+    row.update(fates, dropped=dropped_mid + dropped_tail)        # the report's own fates
+    meta = {"workload": w, "versions": {"libzmq": w.pop("libzmq", "4.3.4")}, "counters": dict(fates),
             "summary": {"queue_peak": {"messages": 100, "kernel_messages": 40, "libzmq_messages": 60}}}
     if generator_limited is not None:       # where zmqload.generator's verdict goes in run.json
         meta["summary"].update(generator_limited=generator_limited,
@@ -141,7 +142,7 @@ def test_a_latency_failure_never_advises_a_larger_hwm():
 
 def test_without_run_json_groups_come_from_the_summary_rows():
     rows = [_run(f"{h}-{r}", r, rcvhwm=h)[0] for h in (10, 1000) for r in (1000, 2000)]
-    rows[1]["lost"] = rows[1]["lost_middle"] = 5
+    rows[1]["lost"] = rows[1]["dropped_mid"] = rows[1]["dropped"] = 5
     t = capacity_table(rows, SLO)
     assert [g["group"] for g in t] == ["rcvhwm=10", "rcvhwm=1000"]
     assert (t[0]["highest_clean_rate"], t[0]["lowest_failing_rate"]) == (1000, 2000)

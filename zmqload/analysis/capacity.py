@@ -14,6 +14,8 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from ..contract.fates import DROPPED, FATES
+
 # Workload fields that do not change what is measured, so never split a group; `rate` is the
 # axis the verdict is about; `label` holds a sweep point's axis values, fields themselves.
 NOT_SETTINGS = frozenset({"rate", "out", "run_name", "compression", "chunk_rows", "slice_ms", "port", "label"})
@@ -83,15 +85,9 @@ class RunView:
         self.workload["libzmq"] = (self.meta.get("versions") or {}).get("libzmq")
         self.id = row.get("run")
         self.offered = offered(row)
-        counters = self.meta.get("counters") or {}
-        if "dropped_mid" in counters:       # the fates (docs/RECORDS.md)
-            self.fates = {k: counters.get(k) or 0 for k in
-                          ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail", "stranded")}
-        else:                               # no run.json fates: every unreceived message counts as dropped
-            self.fates = {"delivered": row.get("unique") or 0, "drained": 0, "dropped_start": row.get("lost_start") or 0,
-                          "dropped_mid": row.get("lost_middle") or 0, "dropped_tail": row.get("lost_tail") or 0,
-                          "stranded": 0}
-        self.dropped = self.fates["dropped_start"] + self.fates["dropped_mid"] + self.fates["dropped_tail"]
+        # the fates as the report computed them from the records (the same rules as the run's)
+        self.fates = {k: row.get(k) or 0 for k in FATES}
+        self.dropped = sum(self.fates[k] for k in DROPPED)
         self.sender_drops = (row.get("eagain") or 0) + (row.get("timeout") or 0)
         summary = self.meta.get("summary") or {}
         self.generator_limited = self.meta.get("generator_limited", summary.get("generator_limited"))
@@ -118,10 +114,11 @@ class RunView:
             out.append((INCOMPLETE, f"status {self.row.get('status')}"))
         if not self.row.get("received"):
             out.append((LOSS, "nothing received"))
-        elif self.dropped or self.fates["stranded"] or self.sender_drops or self.row.get("errors"):
+        elif self.dropped or self.fates["stranded"] or self.fates["unknown"] or self.sender_drops or self.row.get("errors"):
             parts = [f"{n:,} {what}" for n, what in (
                 (self.fates["dropped_start"], "dropped at start"), (self.fates["dropped_mid"], "dropped mid-run"),
                 (self.fates["dropped_tail"], "dropped at tail"), (self.fates["stranded"], "stranded"),
+                (self.fates["unknown"], "unknown (a worker died)"),
                 (self.sender_drops, "refused by the sender (EAGAIN/timeout)"),
                 (self.row.get("errors") or 0, "send errors")) if n]
             out.append((LOSS, ", ".join(parts)))

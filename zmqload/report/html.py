@@ -25,7 +25,7 @@ ROW_COLUMNS = [
     ("consumer", "consumer"), ("stream", "stream"), ("offered_rate", "offered/s"), ("send_rate", "sent/s"),
     ("recv_rate", "throughput/s"), ("sent", "sent ok"), ("dropped_sender", "EAGAIN+timeout"),
     ("received", "received"), ("delivered", "delivered"), ("drained", "drained"), ("dropped_start", "dropped start"),
-    ("dropped_mid", "dropped mid"), ("dropped_tail", "dropped tail"), ("stranded", "stranded"), ("lost", "lost"),
+    ("dropped_mid", "dropped mid"), ("dropped_tail", "dropped tail"), ("stranded", "stranded"), ("unknown", "unknown"), ("lost", "lost"),
     ("loss_ratio", "loss %"), ("duplicates", "dup"), ("reordered", "reord"),
     ("latency_intended_p50_us", "p50 &micro;s"), ("latency_intended_p99_us", "p99 &micro;s"),
     ("depth_max", "queue max"),
@@ -145,7 +145,8 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
                "<b>dropped</b> (only when the drain completed, or below a later arrival of the same stream): "
                "<b>start</b> before the consumer's first arrival (slow joiner), <b>mid</b> between arrivals (a full "
                "pipe), <b>tail</b> after its last one (close, linger, term); <b>stranded</b>: not received because "
-               "the drain was cut short, queued or dropped, unknown. lost = dropped + stranded. "
+               "the drain was cut short, queued or dropped, unknown; <b>unknown</b>: not received while a process on its "
+               "path died (its producer, consumer or the proxy). lost = dropped + stranded + unknown. "
                "<b>EAGAIN+timeout</b>: dropped by the sender, never on the wire.</li>"
                "<li><b>Throughput</b> is `run`'s own: distinct messages received per second from the first send "
                "to the last receive (with a simulated consumer delay and the fast drain, what was delivered "
