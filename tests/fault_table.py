@@ -2,11 +2,13 @@
 with numpy and pyarrow alone (no zmqload code reads them here), and the fault table
 `make faults` prints (docs/RELIABILITY.md).
 
-    python tests/fault_table.py [--markdown]
+    python tests/fault_table.py [--markdown] [--no-report]
 
 Each fault: a `zmqload run` process on loopback; a SIGKILL by process id of the consumer,
 the producer (ids from run.json's `worker_pids`, checked against the controller's children
-in /proc) or the controller itself; or a disk that fills (a 5 MiB tmpfs, root only).
+in /proc) or the controller itself; a disk that fills (a 5 MiB tmpfs, root only); a rate
+no producer can reach; a truncated Parquet part under `zmqload report` (Spark; --no-report
+skips it).
 """
 from __future__ import annotations
 
@@ -156,6 +158,10 @@ class Outcome:
     stdout: str = ""        # the run's --json summary, if it printed one
 
     @property
+    def ok(self) -> bool:
+        return self.consistent and not self.left
+
+    @property
     def consistent(self) -> bool:
         c = self.meta.get("counters") or {}
         return bool(c) and identity_holds(c) and all(c[k] == v for k, v in self.records.items())
@@ -273,6 +279,74 @@ def disk_full(disk: str, name: str = "disk-full") -> Outcome:
                    figures_from_records(run_dir), leftovers(run_dir, meta), stdout)
 
 
+def unreachable_schedule(out: str) -> Outcome:
+    """A rate one producer cannot reach: the run says so (generator_limited, the rate reached)."""
+    name = "unreachable-rate"
+    run_dir = os.path.join(out, f"run={name}")
+    proc = start_run(out, name, ["--pattern", "push-pull", "--transport", "tcp", "--rate", "100000000",
+                                 "--duration", "1"])
+    start = time.monotonic()
+    stdout, err = proc.communicate(timeout=120)
+    meta = read_meta(run_dir)
+    generator = (meta.get("summary") or {}).get("generator") or {}
+    said = bool((meta.get("summary") or {}).get("generator_limited")) and "generator" in stdout + err
+    outcome = Outcome(f"--rate 100000000 (unreachable): generator_limited "
+                      f"{'said, reached ' + format(round(generator.get('reached_rate') or 0), ',') + ' msg/s' if said else 'NOT SAID'}",
+                      proc.returncode, time.monotonic() - start, meta, err, figures_from_records(run_dir),
+                      leftovers(run_dir, meta), stdout)
+    if not said:
+        outcome.left.append("no generator-limit verdict")
+    return outcome
+
+
+@dataclass
+class ReportOutcome:
+    """`zmqload report` over a good run and one with a truncated receive part."""
+    fault: str
+    exit: int | None
+    seconds_to_end: float
+    good_matches: bool
+    warned: bool
+    left: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit == 0 and self.good_matches and self.warned and not self.left
+
+    def row(self) -> list[str]:
+        return [self.fault, str(self.exit), f"{self.seconds_to_end:.1f} s", "report written" if self.exit == 0 else "?",
+                ("good run == numpy over Parquet" if self.good_matches else "good run WRONG")
+                + ("; one warning names the file and the run" if self.warned else "; NO WARNING"),
+                ", ".join(self.left) or "none"]
+
+
+def truncated_part(out: str) -> ReportOutcome:
+    """Two runs; one receive part of the second cut in half; the report on both."""
+    for name in ("good", "cut-part"):
+        proc = start_run(out, name, ["--pattern", "push-pull", "--transport", "tcp", "--rate", "20k", "--duration", "1"])
+        proc.communicate(timeout=120)
+    part = sorted(glob.glob(os.path.join(out, "run=cut-part", "recvs", "part-*.parquet")))[0]
+    with open(part, "r+b") as f:
+        f.truncate(os.path.getsize(part) // 2)
+    report_dir = os.path.join(out, "report")
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "zmqload", "report", os.path.join(out, "run=good"),
+                           os.path.join(out, "run=cut-part"), "--out", report_dir, "--no-server"],
+                          capture_output=True, text=True, env=environment(), timeout=600)
+    seconds = time.monotonic() - start
+    good_matches = False
+    if done.returncode == 0:
+        rows = pq.read_table(os.path.join(report_dir, "summary.parquet")).to_pylist()
+        total = [r for r in rows if r["run"] == "good" and r["stream"] == -1 and r["consumer"] == -1]
+        truth = figures_from_records(os.path.join(out, "run=good"))
+        good_matches = bool(total) and total[0]["received"] == truth["received"] and \
+            total[0]["unique"] == truth["unique_received"]
+    warnings = [line for line in done.stderr.splitlines() if "warning" in line]
+    warned = len(warnings) == 1 and "cut-part" in warnings[0] and os.path.basename(part) in warnings[0]
+    return ReportOutcome("one receive Parquet part truncated, then `zmqload report`", done.returncode, seconds,
+                         good_matches, warned)
+
+
 def main() -> None:
     markdown = "--markdown" in sys.argv
     rows = []
@@ -289,6 +363,10 @@ def main() -> None:
         rows.append(Outcome("controller and workers killed, then `zmqload repair`", done.returncode,
                             time.monotonic() - start, meta, done.stderr, figures_from_records(run_dir),
                             leftovers(run_dir, meta)))
+        rows.append(unreachable_schedule(out))
+        if "--no-report" not in sys.argv:
+            with tempfile.TemporaryDirectory(prefix="zmqload-faults-report-") as report_out:
+                rows.append(truncated_part(report_out))
     reason = can_mount()
     if reason is None:
         with SmallDisk() as disk:
@@ -305,10 +383,12 @@ def main() -> None:
     else:
         for r in rows:
             print("\n".join(f"{h:>12}: {v}" for h, v in zip(head, r.row())))
-            print(f"{'error':>12}: {r.meta.get('error')}\n")
+            if isinstance(r, Outcome):
+                print(f"{'error':>12}: {r.meta.get('error')}")
+            print()
     if reason is not None:
         print(f"disk full: not run ({reason})")
-    sys.exit(0 if all(r.consistent and not r.left for r in rows) else 1)
+    sys.exit(0 if all(r.ok for r in rows) else 1)
 
 
 if __name__ == "__main__":

@@ -245,8 +245,10 @@ def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], 
     from ..analysis.capacity import capacity_table, recommend
     from ..analysis.pipeline import analyze
     from ..analysis.session import get_spark
-    from . import html, markdown, outputs
+    from . import html, markdown, outputs, search
 
+    searches, search_warnings = search.load(args.paths)
+    warnings = [*warnings, *search_warnings]
     t0 = time.perf_counter()
     log = (lambda m: print(f"{PROG}: {m}", file=sys.stderr)) if args.timings else progress
     progress("starting Spark")
@@ -262,7 +264,8 @@ def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], 
     recs = recommend(capacity, budget, args.target_rate, args.slo_p99_us)
     os.makedirs(args.out, exist_ok=True)
     outputs.write_summary(analysis.summary, args.out, capacity, args.slo_p99_us)
-    page = html.render(analysis, capacity, recs, warnings, slo_p99_us=args.slo_p99_us, memory_budget=budget)
+    page = html.render(analysis, capacity, recs, warnings, slo_p99_us=args.slo_p99_us, memory_budget=budget,
+                       searches=searches)
     tmp = os.path.join(args.out, ".index.html.tmp")
     with open(tmp, "w") as f:
         f.write(page)
@@ -270,7 +273,7 @@ def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], 
     if args.timings:
         log(f"total: {time.perf_counter() - t0:.2f} s")
     progress.done()
-    print(markdown.summary(analysis, capacity, recs, args.out))
+    print(markdown.summary(analysis, capacity, recs, args.out, searches))
     return ExitStatus.OK
 
 

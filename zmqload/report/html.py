@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import datetime
 import html
+import os
 
 from ..analysis.capacity import fmt_bytes, fmt_rate, offered
 from ..analysis.metrics import ALL
-from . import plots
+from . import plots, search
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1150px;color:#222;line-height:1.45}
@@ -57,7 +58,7 @@ def _img(b64, alt):
 
 
 def render(analysis, capacity: list[dict], recommendations: list[str], warnings: list[str], *, slo_p99_us: float,
-           memory_budget: int | None, max_runs_plotted: int = 24) -> str:
+           memory_budget: int | None, max_runs_plotted: int = 24, searches=()) -> str:
     runs = analysis.runs
     run_rows = {r["run"]: r for r in analysis.run_rows()}
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -68,6 +69,7 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
            f"Time windows: {analysis.window_ns / 1e6:g} ms.</p>"]
     for w in warnings:
         out.append(f"<div class='warn'>{_e(w)}</div>")
+    out += search_section(searches)
     if not getattr(analysis, "reorder_measured", True):
         out.append("<p class='note'>Reordering was not measured (it sorts every record; use --reorder on).</p>")
 
@@ -157,6 +159,30 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
                "<li>Latency across hosts is only meaningful with synchronised clocks.</li></ul>")
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def search_section(searches) -> list[str]:
+    """The capacity search's answer per setting (report/search.py), then its probes."""
+    found = [s for doc in searches for s in doc["searches"]]
+    if not found:
+        return []
+    out = ["<h2>Capacity search</h2>"]
+    for s in found:
+        out.append(f"<div class='rec'>{_e(search.sentence(s))}</div>")
+        out.append("<table><tr><th>probe</th><th>rate (per producer)</th><th>outcome</th><th>achieved</th>"
+                   "<th>loss %</th><th>p99 (&micro;s)</th><th class='l'>failed SLO</th><th class='l'>run</th></tr>")
+        for i, p in enumerate(search.probe_rows(s), 1):
+            outcome = ("pass" if p["passed"] else "FAIL") + (" (re-run)" if p["confirm"] else "")
+            out.append(f"<tr><td>{i}</td><td>{fmt_rate(p['rate'])}</td><td class='{'ok' if p['passed'] else 'bad'}'>"
+                       f"{outcome}</td><td>{_cell('x', None if p['achieved'] is None else round(p['achieved'], 4))}</td>"
+                       f"<td>{_cell('loss_ratio', p['loss_ratio'])}</td><td>{_cell('x', p['p99_us'])}</td>"
+                       f"<td class='l'>{_e(p['failed_slo'] or '-')}</td>"
+                       f"<td class='l'>{_e(os.path.basename(p['run_dir'] or '-'))}</td></tr>")
+        out.append("</table>")
+    out.append("<p class='note'>Each probe is a real open-loop run at one rate (docs/CAPACITY.md): it passes when "
+               "every SLO holds and no backlog grows. The answer is the highest passing rate, confirmed by a "
+               "re-run; the bracket is [highest passing, lowest failing].</p>")
+    return out
 
 
 def offered_to_consumers(r):

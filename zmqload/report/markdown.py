@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..analysis.capacity import fmt_bytes, fmt_rate
+from . import search
 from .html import offered_to_consumers
 
 
@@ -9,9 +10,13 @@ def _f(x, fmt="{:.0f}"):
     return "-" if x is None else fmt.format(x)
 
 
-def summary(analysis, capacity, recommendations, out_dir: str) -> str:
+def summary(analysis, capacity, recommendations, out_dir: str, searches=()) -> str:
     group_of = {rid: g["group"] for g in capacity for rid in g["run_ids"]}
-    lines = ["# zmqload report", "",
+    lines = ["# zmqload report", ""]
+    answers = [search.sentence(s) for doc in searches for s in doc["searches"]]
+    if answers:         # the capacity search's answer comes first
+        lines += ["## Capacity search", "", *(f"- {a}" for a in answers), ""]
+    lines += [
              "| run | status | group | pattern/transport | size | offered | throughput | loss % | drained | dropped | stranded | sender drops | p99 us | p99.9 us | peak queued |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in analysis.run_rows():

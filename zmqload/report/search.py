@@ -1,0 +1,110 @@
+"""The capacity search's answer, as the report opens with it.
+
+`zmqload capacity` writes `capacity-search.json` beside its probes' run directories
+(docs/CAPACITY.md). A report over such a directory starts with one sentence per searched
+setting: the max sustainable rate, its bracket, what broke above it (the measured value of
+the first broken SLO), what the consumer's simulated work allows, and at the answer the p99,
+the queue peak by place and the consumer's memory. The sentence restates the search's own
+figures; it computes nothing new.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Any
+
+from ..analysis.capacity import fmt_rate
+
+FILE = "capacity-search.json"
+
+
+def load(paths: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The searches under the report's input paths (the path itself or one level below),
+    and a warning for each file that cannot be read."""
+    docs, warnings = [], []
+    seen = set()
+    for path in paths:
+        for f in sorted({os.path.join(path, FILE), *glob.glob(os.path.join(path, "*", FILE))}):
+            real = os.path.realpath(f)
+            if real in seen or not os.path.isfile(f):
+                continue
+            seen.add(real)
+            try:
+                with open(f) as fh:
+                    doc = json.load(fh)
+                if not isinstance(doc.get("searches"), list):
+                    raise ValueError("no 'searches' list")
+                docs.append(doc)
+            except (OSError, ValueError, AttributeError) as e:
+                warnings.append(f"capacity search {f} skipped: {e}")
+    return docs, warnings
+
+
+def setting(search: dict[str, Any]) -> str:
+    """'pub-sub tcp 256 B, rcvhwm=100': the pattern, transport, size and what the search varied."""
+    w = search.get("workload") or {}
+    head = f"{w.get('pattern', '?')} {w.get('transport', '?')} {w.get('size', '?')} B"
+    values = search.get("values") or {}
+    varied = ", ".join(f"{k}={v}" for k, v in values.items() if k not in ("pattern", "transport", "size"))
+    return head + (f", {varied}" if varied else "")
+
+
+def _probe_at(search: dict[str, Any], rate: float | None, passed: bool) -> dict[str, Any] | None:
+    """The last probe at `rate` with that outcome (a re-run counts over the first one)."""
+    if rate is None:
+        return None
+    found = None
+    for p in search.get("probes") or ():
+        if p.get("rate") == rate and bool(p.get("passed")) == passed:
+            found = p
+    return found
+
+
+def _mib(kb: float | None) -> str:
+    return "-" if kb is None else f"{kb / 1024:,.0f} MiB"
+
+
+def sentence(search: dict[str, Any]) -> str:
+    """One sentence: the answer and why it is there."""
+    name = setting(search)
+    lo, hi = (list(search.get("bracket") or []) + [None, None])[:2]
+    producers = search.get("producers") or 1
+    if search.get("generator_limited"):
+        probe: dict[str, Any] = next((p for p in search.get("probes") or () if p.get("generator_limited")), {})
+        reached = (probe.get("figures") or {}).get("reached_rate")
+        return (f"{name}: no capacity measured: the load generator could not keep its schedule at "
+                f"{fmt_rate(probe.get('rate'))} (it reached {fmt_rate(reached)}, without pushback from the "
+                f"sockets); add --producers to offer more load.")
+    if not search.get("converged"):
+        return f"{name}: no answer: {search.get('reason') or 'the search did not converge'}."
+    rate = search.get("max_sustainable_rate")
+    total = f" per producer ({fmt_rate(rate * producers)} in total)" if producers > 1 and rate else ""
+    parts = [f"{name}: {fmt_rate(rate)} sustainable{total} (bracket {fmt_rate(lo)} - {fmt_rate(hi)})"]
+    failing = _probe_at(search, hi, passed=False)
+    breaches = (failing or {}).get("breaches") or []
+    if breaches:
+        parts.append(f"above it at {fmt_rate(hi)}: {breaches[0].get('text') or breaches[0].get('slo')}")
+    delay = (search.get("workload") or {}).get("consumer_delay_us")
+    if delay:
+        consumers = (search.get("workload") or {}).get("consumers") or 1
+        parts.append(f"each consumer does {delay:g} us of work per message (at most {fmt_rate(1e6 / delay)} "
+                     f"each, {consumers} consumer{'s' * (consumers > 1)})")
+    at = (_probe_at(search, rate, passed=True) or {}).get("figures") or {}
+    if at:
+        peak = at.get("queue_peak") or {}
+        parts.append(f"at that rate p99 {at.get('p99_us', 0) or 0:,.0f} us, queue peak {peak.get('messages', 0):,} "
+                     f"messages ({peak.get('kernel_messages', 0):,} in kernel buffers, "
+                     f"{peak.get('libzmq_messages', 0):,} in libzmq), consumer RSS {_mib(at.get('consumer_max_rss_kb'))}")
+    return "; ".join(parts) + "."
+
+
+def probe_rows(search: dict[str, Any]) -> list[dict[str, Any]]:
+    """The probes in the order run, for the report's table."""
+    rows = []
+    for p in search.get("probes") or ():
+        f = p.get("figures") or {}
+        rows.append({"rate": p.get("rate"), "passed": bool(p.get("passed")), "confirm": bool(p.get("confirm")),
+                     "achieved": f.get("achieved"), "loss_ratio": f.get("loss_ratio"), "p99_us": f.get("p99_us"),
+                     "failed_slo": p.get("failed_slo"), "run_dir": p.get("run_dir")})
+    return rows
