@@ -85,3 +85,10 @@ def test_report_over_a_real_search_opens_with_its_answer(tmp_path):
            f"{fmt_rate(found['bracket'][1])})" in head[1]
     page = (tmp_path / "report" / "index.html").read_text()
     assert "<h2>Capacity search</h2>" in page and page.count("(re-run)") >= 1
+
+
+def test_the_report_judges_probes_by_the_searchs_own_p99_slo():
+    docs = [{"slos": {"slo_p99_us": 5000.0}, "searches": []}, {"slos": {"slo_p99_us": None}, "searches": []},
+            {"slos": {"slo_p99_us": 8000.0}, "searches": []}]
+    assert search.slo_p99_us(docs) == 5000.0         # the strictest of those given
+    assert search.slo_p99_us([{"slos": {}, "searches": []}]) is None

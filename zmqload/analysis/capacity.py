@@ -17,8 +17,11 @@ from typing import Any
 from ..contract.fates import DROPPED, FATES
 
 # Workload fields that do not change what is measured, so never split a group; `rate` is the
-# axis the verdict is about; `label` holds a sweep point's axis values, fields themselves.
-NOT_SETTINGS = frozenset({"rate", "out", "run_name", "compression", "chunk_rows", "slice_ms", "port", "label"})
+# axis the verdict is about; `label` holds a sweep point's axis values, fields themselves;
+# `count` and `duration` set how long a run lasts, not what the system under test is (a
+# capacity search's 1 s probes and a 2M-message max-throughput run are not two settings).
+NOT_SETTINGS = frozenset({"rate", "out", "run_name", "compression", "chunk_rows", "slice_ms", "port", "label",
+                          "count", "duration"})
 # When the run.json is not at hand, the workload fields the summary rows carry.
 ROW_SETTINGS = ("pattern", "transport", "size", "sndhwm", "rcvhwm", "proxy_sndhwm", "proxy_rcvhwm", "linger_ms",
                 "send_mode", "producers", "consumers")

@@ -33,7 +33,8 @@ TARGET_RATE = Option(float, "messages per second > 0 (e.g. 200000, 200k, 1M), as
                      "msgs/s the recommendation must carry", low=0, low_open=True, flag="--target-rate",
                      default_text="the highest clean rate seen")
 SLO_P99_US = Option(float, "microseconds > 0", "latency SLO for capacity planning: p99 from intended send, "
-                    "microseconds", low=0, low_open=True, flag="--slo-p99-us", default=1000.0)
+                    "microseconds", low=0, low_open=True, flag="--slo-p99-us", default=1000.0,
+                    default_text="the SLO of the capacity search among the inputs, else 1000")
 MASTER_TIMEOUT_S = Option(float, "seconds > 0", "seconds to reach a cluster master (--master) and get an executor",
                           low=0, low_open=True, flag="--master-timeout", default=20.0)
 WINDOW_MS = Option(float, "milliseconds > 0", "time window for rates and queue depth", low=0, low_open=True,
@@ -47,7 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default=None, type=_checked(check_master),
                         help="Spark master URL, e.g. spark://host:7077 (default: embedded local[*])")
     for opt in (MASTER_TIMEOUT_S, SLO_P99_US, TARGET_RATE, WINDOW_MS):
-        parser.add_argument(opt.flag, type=option_type(opt), default=opt.default, help=help_text(opt))
+        # the SLO stays None when not given: a capacity search's own SLO then applies (_report)
+        parser.add_argument(opt.flag, type=option_type(opt), default=None if opt is SLO_P99_US else opt.default,
+                            help=help_text(opt))
     parser.add_argument("--memory-budget", default=None,
                         help="memory budget for queued messages when recommending HWM, e.g. 64MiB, 1GiB")
     parser.add_argument("--reorder", choices=("auto", "on", "off"), default="auto",
@@ -249,6 +252,8 @@ def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], 
 
     searches, search_warnings = search.load(args.paths)
     warnings = [*warnings, *search_warnings]
+    if args.slo_p99_us is None:     # judge the probes by the SLO they were searched with
+        args.slo_p99_us = search.slo_p99_us(searches) or SLO_P99_US.default
     t0 = time.perf_counter()
     log = (lambda m: print(f"{PROG}: {m}", file=sys.stderr)) if args.timings else progress
     progress("starting Spark")

@@ -41,6 +41,12 @@ def load(paths: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     return docs, warnings
 
 
+def slo_p99_us(docs: list[dict[str, Any]]) -> float | None:
+    """The p99 SLO the searches used (the strictest, if they differ), or None."""
+    given = [d["slos"]["slo_p99_us"] for d in docs if (d.get("slos") or {}).get("slo_p99_us")]
+    return min(given) if given else None
+
+
 def setting(search: dict[str, Any]) -> str:
     """'pub-sub tcp 256 B, rcvhwm=100': the pattern, transport, size and what the search varied."""
     w = search.get("workload") or {}
