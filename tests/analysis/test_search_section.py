@@ -1,4 +1,4 @@
-"""The report opens with the capacity search's answer (zmqload/report/search.py)."""
+"""The report opens with the capacity search's answer (zmqload/report/search_answer.py)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from zmqload.analysis.capacity import fmt_rate
-from zmqload.report import search
+from zmqload.report import search_answer as search
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

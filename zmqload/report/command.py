@@ -248,12 +248,12 @@ def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], 
     from ..analysis.capacity import capacity_table, recommend
     from ..analysis.pipeline import analyze
     from ..analysis.session import get_spark
-    from . import html, markdown, outputs, search
+    from . import html, markdown, outputs, search_answer
 
-    searches, search_warnings = search.load(args.paths)
+    searches, search_warnings = search_answer.load(args.paths)
     warnings = [*warnings, *search_warnings]
     if args.slo_p99_us is None:     # judge the probes by the SLO they were searched with
-        args.slo_p99_us = search.slo_p99_us(searches) or SLO_P99_US.default
+        args.slo_p99_us = search_answer.slo_p99_us(searches) or SLO_P99_US.default
     t0 = time.perf_counter()
     log = (lambda m: print(f"{PROG}: {m}", file=sys.stderr)) if args.timings else progress
     progress("starting Spark")

@@ -7,7 +7,7 @@ import os
 
 from ..analysis.capacity import fmt_bytes, fmt_rate, offered
 from ..analysis.metrics import ALL
-from . import plots, search
+from . import plots, search_answer
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1150px;color:#222;line-height:1.45}
@@ -162,16 +162,16 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
 
 
 def search_section(searches) -> list[str]:
-    """The capacity search's answer per setting (report/search.py), then its probes."""
+    """The capacity search's answer per setting (report/search_answer.py), then its probes."""
     found = [s for doc in searches for s in doc["searches"]]
     if not found:
         return []
     out = ["<h2>Capacity search</h2>"]
     for s in found:
-        out.append(f"<div class='rec'>{_e(search.sentence(s))}</div>")
+        out.append(f"<div class='rec'>{_e(search_answer.sentence(s))}</div>")
         out.append("<table><tr><th>probe</th><th>rate (per producer)</th><th>outcome</th><th>achieved</th>"
                    "<th>loss %</th><th>p99 (&micro;s)</th><th class='l'>failed SLO</th><th class='l'>run</th></tr>")
-        for i, p in enumerate(search.probe_rows(s), 1):
+        for i, p in enumerate(search_answer.probe_rows(s), 1):
             outcome = ("pass" if p["passed"] else "FAIL") + (" (re-run)" if p["confirm"] else "")
             out.append(f"<tr><td>{i}</td><td>{fmt_rate(p['rate'])}</td><td class='{'ok' if p['passed'] else 'bad'}'>"
                        f"{outcome}</td><td>{_cell('x', None if p['achieved'] is None else round(p['achieved'], 4))}</td>"

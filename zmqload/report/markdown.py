@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..analysis.capacity import fmt_bytes, fmt_rate
-from . import search
+from . import search_answer
 from .html import offered_to_consumers
 
 
@@ -13,7 +13,7 @@ def _f(x, fmt="{:.0f}"):
 def summary(analysis, capacity, recommendations, out_dir: str, searches=()) -> str:
     group_of = {rid: g["group"] for g in capacity for rid in g["run_ids"]}
     lines = ["# zmqload report", ""]
-    answers = [search.sentence(s) for doc in searches for s in doc["searches"]]
+    answers = [search_answer.sentence(s) for doc in searches for s in doc["searches"]]
     if answers:         # the capacity search's answer comes first
         lines += ["## Capacity search", "", *(f"- {a}" for a in answers), ""]
     lines += [
