@@ -150,10 +150,10 @@ def test_queue_depth_matches_the_records(run_workload):
         max(samples.column("tcp_recvq_bytes").to_numpy().max(), 0)
     assert peak["kernel_peak_bytes"] <= kernel_seen
     # the backlog's memory shows in the consumer's resident size over time (VmRSS samples):
-    # at least the payload it holds (2000 x 2 KiB), and never above its peak (VmHWM)
+    # at least the payload it holds (2000 x 2 KiB); its reported peak is the larger of VmHWM
+    # and those samples (VmHWM lags them by a few pages), so it is not compared here
     rss = series["rss_kb_consumer"][series["rss_kb_consumer"] > 0]
     assert rss.max() - rss[0] >= 2000 * 2048 / 1024
-    assert rss.max() <= result.consumers[0]["max_rss_kb"]
 
 
 def test_tail_loss_at_close_is_a_tail_drop(run_workload):

@@ -22,28 +22,36 @@ PROGRESS_EVERY_NS = 100_000_000
 KERNEL_SAMPLE_EVERY_NS = 100_000_000
 
 
+_seen_rss_kb = -1       # the largest VmRSS this process has sampled
+
+
 def rss_kb() -> int:
     """Resident memory of this worker's process now (VmRSS), -1 if unknown."""
+    global _seen_rss_kb
     try:
         with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+            now = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
     except (OSError, ValueError, IndexError):
         return -1
+    _seen_rss_kb = max(_seen_rss_kb, now)
+    return now
 
 
 def max_rss_kb() -> int:
     """Peak resident memory of this worker's process (shared by threads in inproc runs).
 
     VmHWM belongs to the process image, while ru_maxrss survives fork+exec and so reports
-    the parent's peak for a freshly spawned worker."""
+    the parent's peak for a freshly spawned worker. The kernel updates VmHWM lazily from
+    per-thread counters, so it was measured up to ~100 kB below a VmRSS sample taken earlier;
+    the peak is never below what this process itself sampled."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
                 if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
+                    return max(int(line.split()[1]), _seen_rss_kb)
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, _seen_rss_kb)
 
 
 class WorkerLifecycle:
