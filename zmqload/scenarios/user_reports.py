@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from .. import _engine
+from .. import queues as queues_mod
 from ..kernelq import TcpQueues, ports_of
 from .framework import DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, depends, facts, fates_line
 
@@ -28,6 +29,19 @@ PROBE_DEADLINE_S = 20                 # every probe wait is bounded by this
 
 
 # ---------------------------------------------------------------------------- U-1
+def _read_seqs(sub) -> set:
+    """The seqs a SUB receives until it stays idle 300 ms (bounded by PROBE_DEADLINE_S)."""
+    seen = set()
+    deadline = time.monotonic() + PROBE_DEADLINE_S
+    while time.monotonic() < deadline:
+        message = sub.recv_bytes(300)
+        if message is None:
+            break
+        if len(message) >= _SEQ.size:
+            seen.add(_SEQ.unpack_from(message)[0])
+    return seen
+
+
 class _PubSub:
     """A PUB (binds) and a SUB (connects) in this process, each with its own context, whose
     options are set before or after bind/connect as asked."""
@@ -77,14 +91,7 @@ class _PubSub:
             self.pub.send_bytes(_SEQ.pack(seq) + body)
         time.sleep(0.3)
         sendq, recvq = self.kernel.sample()
-        seen = set()
-        deadline = time.monotonic() + PROBE_DEADLINE_S
-        while time.monotonic() < deadline:
-            message = self.sub.recv_bytes(300)
-            if message is None:
-                break
-            if len(message) >= _SEQ.size:
-                seen.add(_SEQ.unpack_from(message)[0])
+        seen = _read_seqs(self.sub)
         kernel = sendq + recvq if sendq >= 0 else None
         return {"sent": n, "arrived": len(seen), "dropped": n - len(seen), "kernel_bytes": kernel,
                 "kernel_messages": None if kernel is None else kernel // (size + 9)}   # 9: ZMTP long frame header
@@ -313,19 +320,12 @@ def _held_by_path(transport: str, size: int, n: int, rate: float) -> dict:
             pair.pub.send_bytes(_SEQ.pack(seq) + body)
         time.sleep(0.3)
         queues = _stream_queues(transport, pair.endpoint)
-        seen = set()
-        deadline = time.monotonic() + PROBE_DEADLINE_S
-        while time.monotonic() < deadline:
-            message = pair.sub.recv_bytes(300)
-            if message is None:
-                break
-            if len(message) >= _SEQ.size:
-                seen.add(_SEQ.unpack_from(message)[0])
+        seen = _read_seqs(pair.sub)
     finally:
         pair.close()
         shutil.rmtree(ipc_dir, ignore_errors=True)
     kernel_bytes = queues["receiver_inq"] + (queues["sender_outq"] if transport == "tcp" else queues["sender_inq"])
-    frame = size + (2 if size < 256 else 9)          # ZMTP short / long frame header
+    frame = queues_mod.frame_bytes(size)
     kernel_messages = min(len(seen), kernel_bytes // frame)
     return {"transport": transport, "size": size, "sent": n, "subscribed": subscribed, "held": len(seen),
             "dropped": n - len(seen), "kernel_bytes": kernel_bytes, "kernel_messages": kernel_messages,
