@@ -89,7 +89,7 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
             f"<tr><td class='l'><a href='#{_e(info.run_id)}'>{_e(info.run_id)}</a></td><td>{status}</td>"
             f"<td class='l'>{_e(group_of.get(info.run_id, '-'))}</td>"
             f"<td class='l'>{_e(r.get('pattern'))} / {_e(r.get('transport'))}</td><td>{_e(r.get('size'))}</td>"
-            f"<td>{_hwm(r.get('sndhwm'))}/{_hwm(r.get('rcvhwm'))}</td><td>{_offered_cell(r)}</td>"
+            f"<td>{_hwm(r.get('sndhwm'))}/{_hwm(r.get('rcvhwm'))}</td><td>{offered_cell(r)}</td>"
             f"<td>{fmt_rate(r.get('recv_rate'))}</td><td class='{loss_cls}'>{_cell('loss_ratio', loss)}</td>"
             f"<td>{_cell('x', r.get('drained'))}</td><td>{_cell('x', r.get('dropped'))}</td>"
             f"<td>{_cell('x', r.get('stranded'))}</td>"
@@ -193,7 +193,7 @@ def offered_to_consumers(r):
     return offered(r) * ((r.get("consumers") or 1) if r.get("fanout") else 1)
 
 
-def _offered_cell(r) -> str:
+def offered_cell(r) -> str:
     """The offered rate of a paced run; an unpaced run offers none (a max-throughput test)."""
     if not r:
         return "-"

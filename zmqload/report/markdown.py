@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..analysis.capacity import fmt_bytes, fmt_rate
 from . import search_answer
-from .html import offered_to_consumers
+from .html import offered_cell
 
 
 def _f(x, fmt="{:.0f}"):
@@ -21,10 +21,9 @@ def summary(analysis, capacity, recommendations, out_dir: str, searches=()) -> s
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in analysis.run_rows():
         loss = r.get("loss_ratio")
-        offered = offered_to_consumers(r)
         lines.append(f"| {r['run']} | {r.get('status')}{' (interrupted)' if r.get('interrupted') else ''} | "
                      f"{group_of.get(r['run'], '-')} | "
-                     f"{r.get('pattern')}/{r.get('transport')} | {r.get('size')} | {fmt_rate(offered) if offered else 'max (unpaced)'} | "
+                     f"{r.get('pattern')}/{r.get('transport')} | {r.get('size')} | {offered_cell(r)} | "
                      f"{fmt_rate(r.get('recv_rate'))} | {_f(None if loss is None else 100 * loss, '{:.3g}')} | "
                      f"{_f(r.get('drained'), '{}')} | {_f(r.get('dropped'), '{}')} | {_f(r.get('stranded'), '{}')} | "
                      f"{_f(r.get('dropped_sender'), '{}')} | {_f(r.get('latency_intended_p99_us'))} | "
