@@ -487,7 +487,7 @@ cdef class Receiver:
                     self.t_first_recv_ns = now
                 self.t_last_recv_ns = now
                 if self.delay_ns:
-                    now = zl_wait_until(now + self.delay_ns)
+                    now = zl_work_until(now + self.delay_ns)   # busy, no yield: zl_clock.h
                 if self.echo:
                     # REP: the reply carries the request's header back (after the work).
                     while zmq_send(self.sock, self.buf, ZL_HEADER_SIZE, 0) < 0:

@@ -55,6 +55,7 @@ cdef extern from "zmq.h" nogil:
 cdef extern from "zl_clock.h" nogil:
     long long zl_now_ns()
     long long zl_wait_until(long long due_ns)
+    long long zl_work_until(long long due_ns)
     long long zl_intended_ns(long long t0_ns, long long seq, long long rate)
 
 
