@@ -324,3 +324,47 @@ def test_the_live_line_shows_rate_refusals_gaps_and_elapsed_of_total(out_dir):
     assert 0 < max(s.gaps for s in live.snapshots) <= never_came     # gaps are messages that never came
     shown = screen.getvalue()
     assert "/ 2.0 s" in shown and "gaps " in shown and "msg/s)" in shown and "refused " in shown
+
+
+# -- the cause the report's answer names (report/search_answer.py), on hand-made searches ---------------
+def demo_search(hwm: int, failing_figures: dict, breaches: list) -> dict:
+    """A converged pub-sub search (20 us of work per message) whose lowest failing probe broke
+    `breaches` with `failing_figures`."""
+    passing = {"rate": 15_400, "passed": True, "breaches": [],
+               "figures": {"p99_us": 3170.0, "achieved": 1.0, "queue_peak": {"messages": 240, "kernel_messages": 1,
+                                                                             "libzmq_messages": 239}}}
+    failing = {"rate": 16_100, "passed": False, "breaches": breaches, "figures": failing_figures}
+    return {"values": {}, "workload": {"pattern": "pub-sub", "transport": "tcp", "size": 256, "sndhwm": hwm,
+                                       "rcvhwm": hwm, "consumer_delay_us": 20.0, "consumers": 1},
+            "producers": 1, "converged": True, "max_sustainable_rate": 15_400, "bracket": [15_400, 16_100],
+            "generator_limited": False, "probes": [passing, failing]}
+
+
+def test_drops_while_the_consumer_kept_up_are_put_on_the_hwm_not_the_consumer():
+    # the README's first demo (HWM 100): 8 of 16,105 dropped at 16.1k/s, everything else received in time
+    from zmqload.report.search_answer import sentence
+    text = sentence(demo_search(100, {"achieved": 0.9995, "loss_ratio": 8 / 16105, "dropped": 8},
+                                [{"slo": "max-loss", "text": "--max-loss 0: lost 0.0497% (8 of 16,105)"}]))
+    assert text.startswith("pub-sub tcp 256 B, SNDHWM 100, RCVHWM 100: 15.4k/s sustainable")
+    assert "limited by drops at the HWM while the consumer kept up on average" in text
+    assert "received 99.95% of the offered load" in text and "a larger HWM absorbs them" in text
+    assert "limited by the consumer" not in text
+
+
+@pytest.mark.parametrize("figures, breaches", [
+    ({"achieved": 0.62, "loss_ratio": 0.38}, [{"slo": "max-loss"}, {"slo": "min-achieved"}]),   # drops: fell behind
+    ({"achieved": 0.999, "loss_ratio": 0.0}, [{"slo": "backlog"}]),                           # nothing lost, queue grew
+])
+def test_a_consumer_that_fell_behind_is_named_as_the_limit(figures, breaches):
+    from zmqload.report.search_answer import sentence
+    text = sentence(demo_search(1000, figures, breaches))
+    assert "limited by the consumer, doing 20 us of work per message (at most 50.0k/s each, 1 consumer)" in text
+    # 16.1k/s is a third of what 20 us allows: the sentence says the work alone did not set the pace
+    assert "fell behind at 16.1k/s per consumer, below what its work alone allows" in text
+    assert "larger HWM" not in text
+
+
+def test_a_latency_breach_alone_is_queueing():
+    from zmqload.report.search_answer import cause
+    search = demo_search(1000, {"achieved": 1.0, "loss_ratio": 0.0}, [{"slo": "slo-p99-us"}])
+    assert cause(search, search["probes"][1]).startswith("limited by latency")

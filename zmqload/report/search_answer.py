@@ -3,9 +3,10 @@
 `zmqload capacity` writes `capacity-search.json` beside its probes' run directories
 (docs/CAPACITY.md). A report over such a directory starts with one sentence per searched
 setting: the max sustainable rate, its bracket, what broke above it (the measured value of
-the first broken SLO), what the consumer's simulated work allows, and at the answer the p99,
-the queue peak by place and the consumer's memory. The sentence restates the search's own
-figures; it computes nothing new.
+the first broken SLO), the cause read from the failing probe's figures (issue 12: drops while
+the consumers kept up -> a larger HWM; consumers falling behind -> the consumer, with what its
+simulated work allows), and at the answer the p99, the queue peak by place and the consumer's
+memory. The sentence restates the search's own figures; it computes nothing new.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import json
 import os
 from typing import Any
 
-from ..analysis.capacity import fmt_rate
+from ..analysis.capacity import KEEPS_UP, fmt_rate
+from ..patterns import get as get_pattern
 
 FILE = "capacity-search.json"
 
@@ -48,12 +50,15 @@ def slo_p99_us(docs: list[dict[str, Any]]) -> float | None:
 
 
 def setting(search: dict[str, Any]) -> str:
-    """'pub-sub tcp 256 B, rcvhwm=100': the pattern, transport, size and what the search varied."""
+    """'pub-sub tcp 256 B, rcvhwm=100': the pattern, transport, size, what the search varied and
+    the HWMs it set (they decide whether bursts drop)."""
     w = search.get("workload") or {}
     head = f"{w.get('pattern', '?')} {w.get('transport', '?')} {w.get('size', '?')} B"
     values = search.get("values") or {}
     varied = ", ".join(f"{k}={v}" for k, v in values.items() if k not in ("pattern", "transport", "size"))
-    return head + (f", {varied}" if varied else "")
+    hwms = ", ".join(f"{k.upper()} {w[k]:,}" for k in ("sndhwm", "rcvhwm")
+                     if w.get(k) is not None and k not in values)
+    return head + "".join(f", {part}" for part in (varied, hwms) if part)
 
 
 def _probe_at(search: dict[str, Any], rate: float | None, passed: bool) -> dict[str, Any] | None:
@@ -71,6 +76,56 @@ def _mib(kb: float | None) -> str:
     return "-" if kb is None else f"{kb / 1024:,.0f} MiB"
 
 
+def _consumer_load(search: dict[str, Any], rate: float) -> float:
+    """Messages per second each consumer must take at `rate` per producer."""
+    w = search.get("workload") or {}
+    producers, consumers = search.get("producers") or 1, w.get("consumers") or 1
+    try:
+        fanout = get_pattern(w.get("pattern") or "").fanout
+    except Exception:       # an unknown pattern in a foreign file: assume the load is shared
+        fanout = False
+    return rate * producers / (1 if fanout else consumers)
+
+
+def cause(search: dict[str, Any], failing: dict[str, Any] | None) -> str | None:
+    """What limited the answer, from the lowest failing probe: drops while the consumers kept up
+    on average (received >= KEEPS_UP of the offered load, no growing backlog) are bursts
+    overflowing the HWM; consumers that fell behind are the limit, said with what their
+    simulated work allows; a p99 breach alone is queueing. None when nothing says."""
+    if not failing:
+        return None
+    slos = [b.get("slo") for b in failing.get("breaches") or ()]
+    f = failing.get("figures") or {}
+    achieved, hi = f.get("achieved"), failing.get("rate")
+    w = search.get("workload") or {}
+    hwm = f"SNDHWM {_hwm(w.get('sndhwm'))}, RCVHWM {_hwm(w.get('rcvhwm'))}"
+    kept_up = achieved is not None and achieved >= KEEPS_UP and "backlog" not in slos
+    if slos and slos[0] == "max-loss" and kept_up:
+        return (f"limited by drops at the HWM while the consumer kept up on average (at {fmt_rate(hi)} it "
+                f"received {achieved:.2%} of the offered load, no growing backlog; {hwm}): bursts overflow the "
+                f"pipes, a larger HWM absorbs them")
+    delay = w.get("consumer_delay_us")
+    if not kept_up and ("min-achieved" in slos or "backlog" in slos or "max-loss" in slos):
+        if not delay:
+            return "limited by the consumer (it fell behind" + (
+                f": received {achieved:.2%} of the offered load at {fmt_rate(hi)})" if achieved is not None else ")")
+        ceiling, consumers = 1e6 / delay, w.get("consumers") or 1
+        text = (f"limited by the consumer, doing {delay:g} us of work per message (at most {fmt_rate(ceiling)} "
+                f"each, {consumers} consumer{'s' * (consumers > 1)})")
+        if hi and _consumer_load(search, hi) < 0.8 * ceiling:
+            # the work alone would carry this load: the consumer's share of the CPU did not
+            text += (f", and it fell behind at {fmt_rate(_consumer_load(search, hi))} per consumer, below what its "
+                     f"work alone allows (it shares the CPU with the producers and libzmq's I/O threads)")
+        return text
+    if slos == ["slo-p99-us"]:
+        return "limited by latency: p99 over the SLO while nothing was lost (queueing)"
+    return None
+
+
+def _hwm(value: Any) -> str:
+    return "default" if value is None else f"{value:,}"
+
+
 def sentence(search: dict[str, Any]) -> str:
     """One sentence: the answer and why it is there."""
     name = setting(search)
@@ -86,13 +141,15 @@ def sentence(search: dict[str, Any]) -> str:
         return f"{name}: no answer: {search.get('reason') or 'the search did not converge'}."
     rate = search.get("max_sustainable_rate")
     total = f" per producer ({fmt_rate(rate * producers)} in total)" if producers > 1 and rate else ""
-    parts = [f"{name}: {fmt_rate(rate)} sustainable{total} (bracket {fmt_rate(lo)} - {fmt_rate(hi)})"]
     failing = _probe_at(search, hi, passed=False)
+    why = cause(search, failing)
+    parts = [f"{name}: {fmt_rate(rate)} sustainable{total} (bracket {fmt_rate(lo)} - {fmt_rate(hi)})"
+             + (f", {why}" if why else "")]
     breaches = (failing or {}).get("breaches") or []
     if breaches:
         parts.append(f"above it at {fmt_rate(hi)}: {breaches[0].get('text') or breaches[0].get('slo')}")
     delay = (search.get("workload") or {}).get("consumer_delay_us")
-    if delay:
+    if delay and not (why or "").startswith("limited by the consumer"):
         consumers = (search.get("workload") or {}).get("consumers") or 1
         parts.append(f"each consumer does {delay:g} us of work per message (at most {fmt_rate(1e6 / delay)} "
                      f"each, {consumers} consumer{'s' * (consumers > 1)})")
