@@ -353,6 +353,7 @@ def test_drops_while_the_consumer_kept_up_are_put_on_the_hwm_not_the_consumer():
 
 @pytest.mark.parametrize("figures, breaches", [
     ({"achieved": 0.62, "loss_ratio": 0.38}, [{"slo": "max-loss"}, {"slo": "min-achieved"}]),   # drops: fell behind
+    ({"achieved": 0.96, "loss_ratio": 0.04}, [{"slo": "max-loss"}, {"slo": "min-achieved"}]),   # 4% dropped
     ({"achieved": 0.999, "loss_ratio": 0.0}, [{"slo": "backlog"}]),                           # nothing lost, queue grew
 ])
 def test_a_consumer_that_fell_behind_is_named_as_the_limit(figures, breaches):

@@ -15,7 +15,7 @@ import json
 import os
 from typing import Any
 
-from ..analysis.capacity import KEEPS_UP, fmt_rate
+from ..analysis.capacity import fmt_rate
 from ..patterns import get as get_pattern
 
 FILE = "capacity-search.json"
@@ -89,9 +89,9 @@ def _consumer_load(search: dict[str, Any], rate: float) -> float:
 
 def cause(search: dict[str, Any], failing: dict[str, Any] | None) -> str | None:
     """What limited the answer, from the lowest failing probe: drops while the consumers kept up
-    on average (received >= KEEPS_UP of the offered load, no growing backlog) are bursts
-    overflowing the HWM; consumers that fell behind are the limit, said with what their
-    simulated work allows; a p99 breach alone is queueing. None when nothing says."""
+    on average (the search's own --min-achieved and backlog checks held) are bursts overflowing
+    the HWM; consumers that fell behind are the limit, said with what their simulated work
+    allows; a p99 breach alone is queueing. None when nothing says."""
     if not failing:
         return None
     slos = [b.get("slo") for b in failing.get("breaches") or ()]
@@ -99,7 +99,9 @@ def cause(search: dict[str, Any], failing: dict[str, Any] | None) -> str | None:
     achieved, hi = f.get("achieved"), failing.get("rate")
     w = search.get("workload") or {}
     hwm = f"SNDHWM {_hwm(w.get('sndhwm'))}, RCVHWM {_hwm(w.get('rcvhwm'))}"
-    kept_up = achieved is not None and achieved >= KEEPS_UP and "backlog" not in slos
+    # the search's own --min-achieved (default 0.99), not the sweep verdicts' looser KEEPS_UP
+    # (0.95, which would call 4% dropped "kept up"): the line the probe was already judged by
+    kept_up = achieved is not None and "min-achieved" not in slos and "backlog" not in slos
     if slos and slos[0] == "max-loss" and kept_up:
         return (f"limited by drops at the HWM while the consumer kept up on average (at {fmt_rate(hi)} it "
                 f"received {achieved:.2%} of the offered load, no growing backlog; {hwm}): bursts overflow the "
@@ -118,7 +120,7 @@ def cause(search: dict[str, Any], failing: dict[str, Any] | None) -> str | None:
                      f"work alone allows (it shares the CPU with the producers and libzmq's I/O threads)")
         return text
     if slos == ["slo-p99-us"]:
-        return "limited by latency: p99 over the SLO while nothing was lost (queueing)"
+        return "limited by latency: p99 over the SLO while nothing was lost and no backlog grew (queueing)"
     return None
 
 
