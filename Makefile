@@ -45,12 +45,15 @@ build: venv
 	@$(PY) setup.py -q build_ext --inplace 2>&1 | grep -v -e "^running" -e "^copying" -e "Warning" -e "warnings.warn" || true
 	@$(PY) -c "import zmqload._engine as e; print('zmqload engine built against libzmq', '.'.join(map(str, e.libzmq_version())))"
 
-# The demo: a capacity search (1 s probes, p99 <= 5 ms, about a minute) for a pub-sub consumer doing 20 us
+# The demo: a capacity search (1 s probes, about a minute) for a pub-sub consumer doing 20 us
 # of work per message, an unpaced max-throughput run, and the report, which opens with the
-# search's answer in one sentence.
+# search's answer in one sentence. HWM 1000 (libzmq's default), not 100: with 100 the PUB's pipe
+# overflows on a few ms of scheduling stall at any rate, and the answer measured that jitter
+# instead of the consumer (README). A loose p99 SLO (50 ms): the question is what the consumer
+# carries, and the answer states the p99 it costs (the report judges its runs by the same SLO).
 demo: build
 	@rm -rf $(DEMO)
-	$(PY) -m zmqload capacity --pattern pub-sub --transport tcp --size 256 --rcvhwm 100 --sndhwm 100 --consumer-delay-us 20 --slo-p99-us 5000 --start-rate 20k --probe-duration 1 --out $(DEMO)/capacity
+	$(PY) -m zmqload capacity --pattern pub-sub --transport tcp --size 256 --rcvhwm 1000 --sndhwm 1000 --consumer-delay-us 20 --slo-p99-us 50000 --start-rate 20k --probe-duration 1 --out $(DEMO)/capacity
 	$(PY) -m zmqload run --pattern push-pull --transport tcp --size 64 --count 2000000 --out $(DEMO)/max
 	$(PY) -m zmqload report $(DEMO)/capacity $(DEMO)/max --out report
 	@echo "report: file://$$(pwd)/report/index.html"
