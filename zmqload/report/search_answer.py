@@ -15,7 +15,7 @@ import json
 import os
 from typing import Any
 
-from ..analysis.capacity import fmt_rate
+from ..analysis.capacity import KEEPS_UP, fmt_rate
 from ..patterns import get as get_pattern
 
 FILE = "capacity-search.json"
@@ -89,9 +89,10 @@ def _consumer_load(search: dict[str, Any], rate: float) -> float:
 
 def cause(search: dict[str, Any], failing: dict[str, Any] | None) -> str | None:
     """What limited the answer, from the lowest failing probe: drops while the consumers kept up
-    on average (the search's own --min-achieved and backlog checks held) are bursts overflowing
-    the HWM; consumers that fell behind are the limit, said with what their simulated work
-    allows; a p99 breach alone is queueing. None when nothing says."""
+    on average (they received at KEEPS_UP of the offered rate until the drain, and the search's
+    own --min-achieved and backlog checks held) are bursts overflowing the HWM; consumers that
+    fell behind are the limit, said with what their simulated work allows; a p99 breach alone
+    is queueing. None when nothing says."""
     if not failing:
         return None
     slos = [b.get("slo") for b in failing.get("breaches") or ()]
@@ -99,13 +100,16 @@ def cause(search: dict[str, Any], failing: dict[str, Any] | None) -> str | None:
     achieved, hi = f.get("achieved"), failing.get("rate")
     w = search.get("workload") or {}
     hwm = f"SNDHWM {_hwm(w.get('sndhwm'))}, RCVHWM {_hwm(w.get('rcvhwm'))}"
-    # the search's own --min-achieved (default 0.99), not the sweep verdicts' looser KEEPS_UP
-    # (0.95, which would call 4% dropped "kept up"): the line the probe was already judged by
-    kept_up = achieved is not None and "min-achieved" not in slos and "backlog" not in slos
+    # The receive rate until the drain (throughput_msgs): achieved counts what the drain read, and
+    # a queue that filled in the first half and then dropped no longer grows (no backlog breach).
+    # Plus the search's own --min-achieved (default 0.99, stricter than KEEPS_UP on what arrived).
+    offered_rate, received_rate = f.get("offered_rate"), f.get("throughput_msgs")
+    kept_up = (achieved is not None and "min-achieved" not in slos and "backlog" not in slos
+               and bool(offered_rate and received_rate and received_rate >= KEEPS_UP * offered_rate))
     if slos and slos[0] == "max-loss" and kept_up:
         return (f"limited by drops at the HWM while the consumer kept up on average (at {fmt_rate(hi)} it "
-                f"received {achieved:.2%} of the offered load, no growing backlog; {hwm}): bursts overflow the "
-                f"pipes, a larger HWM absorbs them")
+                f"received {fmt_rate(received_rate)}, {achieved:.2%} of the offered load, no growing backlog; "
+                f"{hwm}): bursts overflow the pipes, a larger HWM absorbs them")
     delay = w.get("consumer_delay_us")
     if not kept_up and ("min-achieved" in slos or "backlog" in slos or "max-loss" in slos):
         if not delay:
