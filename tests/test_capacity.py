@@ -376,17 +376,23 @@ def test_drops_while_the_consumer_kept_up_are_put_on_the_hwm_not_the_consumer():
     # the rest read by the drain (achieved 0.995), but until the drain it took 10.7k/s of 16.1k/s
     ({"achieved": 0.995, "loss_ratio": 0.005, "offered_rate": 16_100, "throughput_msgs": 10_690.0},
      [{"slo": "max-loss"}]),
+    # only p99 broke, nothing lost, no backlog breach, but the consumer took 90% of the offered rate
+    ({"achieved": 1.0, "loss_ratio": 0.0, "offered_rate": 16_100, "throughput_msgs": 14_500.0},
+     [{"slo": "slo-p99-us"}]),
 ])
 def test_a_consumer_that_fell_behind_is_named_as_the_limit(figures, breaches):
     from zmqload.report.search_answer import sentence
     text = sentence(demo_search(1000, figures, breaches))
+    if "throughput_msgs" in figures:
+        assert f"took {figures['throughput_msgs'] / 1e3:.1f}k/s of the 16.1k/s offered" in text
     assert "limited by the consumer, doing 20 us of work per message (at most 50.0k/s each, 1 consumer)" in text
     # 16.1k/s is a third of what 20 us allows: the sentence says the work alone did not set the pace
-    assert "fell behind at 16.1k/s per consumer, below what its work alone allows" in text
+    assert "fell behind at 16.1k/s per consumer" in text and "below what its work alone allows" in text
     assert "larger HWM" not in text
 
 
 def test_a_latency_breach_alone_is_queueing():
     from zmqload.report.search_answer import cause
-    search = demo_search(1000, {"achieved": 1.0, "loss_ratio": 0.0}, [{"slo": "slo-p99-us"}])
+    search = demo_search(1000, {"achieved": 1.0, "loss_ratio": 0.0, "offered_rate": 16_100, "throughput_msgs": 16_050.0},
+                         [{"slo": "slo-p99-us"}])
     assert cause(search, search["probes"][1]).startswith("limited by latency")

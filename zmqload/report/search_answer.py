@@ -88,11 +88,11 @@ def _consumer_load(search: dict[str, Any], rate: float) -> float:
 
 
 def cause(search: dict[str, Any], failing: dict[str, Any] | None) -> str | None:
-    """What limited the answer, from the lowest failing probe: drops while the consumers kept up
-    on average (they received at KEEPS_UP of the offered rate until the drain, and the search's
-    own --min-achieved and backlog checks held) are bursts overflowing the HWM; consumers that
-    fell behind are the limit, said with what their simulated work allows; a p99 breach alone
-    is queueing. None when nothing says."""
+    """What limited the answer, from the lowest failing probe. The consumers fell behind when they
+    received less than KEEPS_UP of the offered rate until the drain, or the search's own
+    --min-achieved or backlog check broke: they are the limit, said with what their simulated
+    work allows. Drops while they kept up are bursts overflowing the HWM; a p99 breach while
+    they kept up is queueing. None when nothing says."""
     if not failing:
         return None
     slos = [b.get("slo") for b in failing.get("breaches") or ()]
@@ -100,28 +100,29 @@ def cause(search: dict[str, Any], failing: dict[str, Any] | None) -> str | None:
     achieved, hi = f.get("achieved"), failing.get("rate")
     w = search.get("workload") or {}
     hwm = f"SNDHWM {_hwm(w.get('sndhwm'))}, RCVHWM {_hwm(w.get('rcvhwm'))}"
-    # The receive rate until the drain (throughput_msgs): achieved counts what the drain read, and
-    # a queue that filled in the first half and then dropped no longer grows (no backlog breach).
-    # Plus the search's own --min-achieved (default 0.99, stricter than KEEPS_UP on what arrived).
+    # The receive rate until the drain (throughput_msgs) decides: achieved counts what the fast
+    # drain read, and a queue that filled in the first half and then dropped (or only grew into
+    # latency) need not break the backlog check.
     offered_rate, received_rate = f.get("offered_rate"), f.get("throughput_msgs")
-    kept_up = (achieved is not None and "min-achieved" not in slos and "backlog" not in slos
-               and bool(offered_rate and received_rate and received_rate >= KEEPS_UP * offered_rate))
-    if slos and slos[0] == "max-loss" and kept_up:
+    slow = bool(offered_rate and received_rate is not None and received_rate < KEEPS_UP * offered_rate)
+    fell_behind = slow or "min-achieved" in slos or "backlog" in slos
+    if slos and slos[0] == "max-loss" and not fell_behind and achieved is not None:
         return (f"limited by drops at the HWM while the consumer kept up on average (at {fmt_rate(hi)} it "
                 f"received {fmt_rate(received_rate)}, {achieved:.2%} of the offered load, no growing backlog; "
                 f"{hwm}): bursts overflow the pipes, a larger HWM absorbs them")
     delay = w.get("consumer_delay_us")
-    if not kept_up and ("min-achieved" in slos or "backlog" in slos or "max-loss" in slos):
+    if fell_behind:
+        took = f"took {fmt_rate(received_rate)} of the {fmt_rate(offered_rate)} offered" if slow else ""
         if not delay:
-            return "limited by the consumer (it fell behind" + (
-                f": received {achieved:.2%} of the offered load at {fmt_rate(hi)})" if achieved is not None else ")")
+            return "limited by the consumer (it fell behind" + (f": {took})" if took else ")")
         ceiling, consumers = 1e6 / delay, w.get("consumers") or 1
         text = (f"limited by the consumer, doing {delay:g} us of work per message (at most {fmt_rate(ceiling)} "
                 f"each, {consumers} consumer{'s' * (consumers > 1)})")
         if hi and _consumer_load(search, hi) < 0.8 * ceiling:
             # the work alone would carry this load: the consumer's share of the CPU did not
-            text += (f", and it fell behind at {fmt_rate(_consumer_load(search, hi))} per consumer, below what its "
-                     f"work alone allows (it shares the CPU with the producers and libzmq's I/O threads)")
+            text += (f", and it fell behind at {fmt_rate(_consumer_load(search, hi))} per consumer"
+                     + (f" ({took})" if took else "") + ", below what its work alone allows (it shares the CPU "
+                     "with the producers and libzmq's I/O threads)")
         return text
     if slos == ["slo-p99-us"]:
         return "limited by latency: p99 over the SLO while nothing was lost and no backlog grew (queueing)"
