@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 from ..analysis.capacity import KEEPS_UP, fmt_rate
+from ..errors import ConfigError
 from ..patterns import get as get_pattern
 
 FILE = "capacity-search.json"
@@ -82,7 +83,7 @@ def _consumer_load(search: dict[str, Any], rate: float) -> float:
     producers, consumers = search.get("producers") or 1, w.get("consumers") or 1
     try:
         fanout = get_pattern(w.get("pattern") or "").fanout
-    except Exception:       # an unknown pattern in a foreign file: assume the load is shared
+    except ConfigError:     # an unknown pattern in a foreign file: assume the load is shared
         fanout = False
     return rate * producers / (1 if fanout else consumers)
 
@@ -107,9 +108,10 @@ def cause(search: dict[str, Any], failing: dict[str, Any] | None) -> str | None:
     slow = bool(offered_rate and received_rate is not None and received_rate < KEEPS_UP * offered_rate)
     fell_behind = slow or "min-achieved" in slos or "backlog" in slos
     if slos and slos[0] == "max-loss" and not fell_behind and achieved is not None:
+        rate = f"{fmt_rate(received_rate)}, " if received_rate is not None else ""
         return (f"limited by drops at the HWM while the consumer kept up on average (at {fmt_rate(hi)} it "
-                f"received {fmt_rate(received_rate)}, {achieved:.2%} of the offered load, no growing backlog; "
-                f"{hwm}): bursts overflow the pipes, a larger HWM absorbs them")
+                f"received {rate}{achieved:.2%} of the offered load, no growing backlog; {hwm}): bursts "
+                f"overflow the pipes, a larger HWM absorbs them")
     delay = w.get("consumer_delay_us")
     if fell_behind:
         took = f"took {fmt_rate(received_rate)} of the {fmt_rate(offered_rate)} offered" if slow else ""
