@@ -16,8 +16,7 @@ import os
 from typing import Any
 
 from ..analysis.capacity import KEEPS_UP, fmt_rate
-from ..errors import ConfigError
-from ..patterns import get as get_pattern
+from ..patterns import PATTERNS
 
 FILE = "capacity-search.json"
 
@@ -81,11 +80,8 @@ def _consumer_load(search: dict[str, Any], rate: float) -> float:
     """Messages per second each consumer must take at `rate` per producer."""
     w = search.get("workload") or {}
     producers, consumers = search.get("producers") or 1, w.get("consumers") or 1
-    try:
-        fanout = get_pattern(w.get("pattern") or "").fanout
-    except ConfigError:     # an unknown pattern in a foreign file: assume the load is shared
-        fanout = False
-    return rate * producers / (1 if fanout else consumers)
+    pattern = PATTERNS.get(w.get("pattern") or "")      # unknown in a foreign file: the load is shared
+    return rate * producers / (1 if pattern and pattern.fanout else consumers)
 
 
 def cause(search: dict[str, Any], failing: dict[str, Any] | None) -> str | None:
