@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -55,7 +55,7 @@ def summary_table(rows: list[dict[str, Any]], capacity: list[dict[str, Any]] | N
 
 
 def capacity_json(capacity: list[dict[str, Any]], slo_p99_us: float | None = None,
-                  searches: list[dict[str, Any]] = ()) -> dict[str, Any]:
+                  searches: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """The verdicts per group and, for a capacity search's directory, its table per combination
     (report/search_answer.table: max sustainable rate with its memory and latency cost)."""
     return {"slo_p99_us": slo_p99_us, "groups": [
@@ -64,7 +64,7 @@ def capacity_json(capacity: list[dict[str, Any]], slo_p99_us: float | None = Non
 
 
 def write_summary(rows: list[dict[str, Any]], out_dir: str, capacity: list[dict[str, Any]] | None = None,
-                  slo_p99_us: float | None = None, searches: list[dict[str, Any]] = ()) -> None:
+                  slo_p99_us: float | None = None, searches: Sequence[dict[str, Any]] = ()) -> None:
     table = summary_table(rows, capacity)
     pq.write_table(table, os.path.join(out_dir, "summary.parquet"))
     pacsv.write_csv(table, os.path.join(out_dir, "summary.csv"))

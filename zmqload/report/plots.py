@@ -345,10 +345,11 @@ def si_short(x, _=None) -> str:
     """1234567 -> '1.23M', 7071 -> '7.07k', 2.5 -> '2.5': at most 3 significant digits."""
     if x is None or not math.isfinite(x):
         return "-"
+    x = float(f"{x:.3g}")        # rounded first, so 999.6 is '1k', not '1000'
     for f, s in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= f:
             return f"{float(f'{x / f:.3g}'):g}{s}"
-    return f"{float(f'{x:.3g}'):g}"
+    return f"{x:g}"
 
 
 PROBE_STYLES = {   # outcome -> marker style; colour tells pass from fail even without the shape
@@ -366,7 +367,7 @@ def _log_ticks(lo: float, hi: float) -> list[float]:
     """Round tick values inside [lo, hi] on a log axis: powers of ten, else 1-2-5 per decade,
     else (a range narrower than a decade, e.g. one probe) denser round values, at most 7."""
     decades = range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
-    for subs in ((1,), (1, 2, 5), (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8)):
+    for subs in ((1,), (1, 2, 5), (1, 1.5, 2, 3, 5, 7), (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8)):
         ticks = [float(f"{m * 10.0 ** d:.3g}") for d in decades for m in subs if lo <= m * 10.0 ** d <= hi]
         if len(ticks) >= 3:
             return ticks[::math.ceil(len(ticks) / 7)]
@@ -443,11 +444,11 @@ def search_probes(search: dict, slo_p99_us: float | None, title: str):
     a2.set_ylabel("p99 latency from intended send (us)")
     a2.set_title("p99 vs offered", fontsize=10)
     fig.suptitle(title, fontsize=10)
-    handles = {}     # one legend for both plots, below them: the markers never hide a probe
+    handles: dict[str, Any] = {}     # one legend for both plots, below them: the markers never hide a probe
     for a in (a1, a2):
         for h, name in zip(*a.get_legend_handles_labels()):
             handles.setdefault(name, h)
     fig.tight_layout(rect=(0, 0.1, 1, 1))
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=min(len(handles), 4), fontsize=8,
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(len(handles), 4), fontsize=8,
                frameon=False)
     return _png(fig)

@@ -68,7 +68,7 @@ def setting(search: dict[str, Any]) -> str:
     return head(search) + (f", {varied}" if varied else "")
 
 
-def probe_at(search: dict[str, Any], rate: float | None, passed: bool) -> dict[str, Any] | None:
+def _probe_at(search: dict[str, Any], rate: float | None, passed: bool) -> dict[str, Any] | None:
     """The last probe at `rate` with that outcome (a re-run counts over the first one)."""
     if rate is None:
         return None
@@ -79,8 +79,8 @@ def probe_at(search: dict[str, Any], rate: float | None, passed: bool) -> dict[s
     return found
 
 
-def _mib(kb: float | None) -> str:
-    return "-" if kb is None else f"{kb / 1024:,.0f} MiB"
+def _mib(kb: float | None, decimals: int = 0) -> str:
+    return "-" if kb is None else f"{kb / 1024:,.{decimals}f} MiB"
 
 
 def sentence(search: dict[str, Any]) -> str:
@@ -99,7 +99,7 @@ def sentence(search: dict[str, Any]) -> str:
     rate = search.get("max_sustainable_rate")
     total = f" per producer ({fmt_rate(rate * producers)} in total)" if producers > 1 and rate else ""
     parts = [f"{name}: {fmt_rate(rate)} sustainable{total} (bracket {fmt_rate(lo)} - {fmt_rate(hi)})"]
-    failing = probe_at(search, hi, passed=False)
+    failing = _probe_at(search, hi, passed=False)
     breaches = (failing or {}).get("breaches") or []
     if breaches:
         parts.append(f"above it at {fmt_rate(hi)}: {breaches[0].get('text') or breaches[0].get('slo')}")
@@ -108,7 +108,7 @@ def sentence(search: dict[str, Any]) -> str:
         consumers = (search.get("workload") or {}).get("consumers") or 1
         parts.append(f"each consumer does {delay:g} us of work per message (at most {fmt_rate(1e6 / delay)} "
                      f"each, {consumers} consumer{'s' * (consumers > 1)})")
-    at = (probe_at(search, rate, passed=True) or {}).get("figures") or {}
+    at = (_probe_at(search, rate, passed=True) or {}).get("figures") or {}
     if at:
         peak = at.get("queue_peak") or {}
         parts.append(f"at that rate p99 {at.get('p99_us', 0) or 0:,.0f} us, queue peak {peak.get('messages', 0):,} "
@@ -142,7 +142,7 @@ def answer_probe(search: dict[str, Any]) -> dict[str, Any] | None:
     """The probe the answer stands on: the last pass at the max sustainable rate (its re-run)."""
     if status(search) != CONVERGED:
         return None
-    return probe_at(search, search.get("max_sustainable_rate"), passed=True)
+    return _probe_at(search, search.get("max_sustainable_rate"), passed=True)
 
 
 def run_id(run_dir: str | None) -> str | None:
@@ -214,11 +214,7 @@ def cells(row: dict[str, Any]) -> dict[str, str]:
             "p99_9_us": _count(row["p99_9_us"]),
             "queue_peak": "-" if peak is None else (f"{_count(peak)} ({_count(row['queue_peak_kernel_messages'])} / "
                                                     f"{_count(row['queue_peak_libzmq_messages'])})"),
-            "consumer_rss": _mib1(row["consumer_max_rss_kb"]), "answer_run": row["answer_run"] or "-"}
-
-
-def _mib1(kb: float | None) -> str:
-    return "-" if kb is None else f"{kb / 1024:,.1f} MiB"
+            "consumer_rss": _mib(row["consumer_max_rss_kb"], 1), "answer_run": row["answer_run"] or "-"}
 
 
 TABLE_TITLE = "Max sustainable rate by HWM, with its memory and latency cost"
