@@ -148,6 +148,8 @@ def test_the_search_table_restates_each_answer_probes_run(searched):
         intended = schedule["t0_ns"] + recvs["seq"] * 1_000_000_000 // schedule["rate_per_producer"]
         exact = _p(recvs["t_recv_ns"] - intended, 0.99) / 1e3
         assert len(recvs["seq"]) >= 100, "too few messages for a p99"
+        sends = _records(probe["run_dir"], "sends")       # a pass lost nothing: every ok send arrived
+        assert len(np.unique(recvs["seq"])) == int((sends["status"] == 0).sum())
         assert row["p99_us"] == pytest.approx(exact, rel=0.0101)
         assert spark_p99[row["answer_run"]] == pytest.approx(exact, rel=0.0101)
 
