@@ -268,7 +268,7 @@ def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], 
     capacity = capacity_table(run_rows, args.slo_p99_us, runs)
     recs = recommend(capacity, budget, args.target_rate, args.slo_p99_us)
     os.makedirs(args.out, exist_ok=True)
-    outputs.write_summary(analysis.summary, args.out, capacity, args.slo_p99_us)
+    outputs.write_summary(analysis.summary, args.out, capacity, args.slo_p99_us, searches)
     page = html.render(analysis, capacity, recs, warnings, slo_p99_us=args.slo_p99_us, memory_budget=budget,
                        searches=searches)
     tmp = os.path.join(args.out, ".index.html.tmp")

@@ -162,13 +162,24 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
 
 
 def search_section(searches) -> list[str]:
-    """The capacity search's answer per setting (report/search_answer.py), then its probes."""
-    found = [s for doc in searches for s in doc["searches"]]
+    """The capacity search (report/search_answer.py): its answer per setting, the table of max
+    sustainable rate with its memory and latency cost, then per combination its probes on the
+    achieved / p99 vs offered plots (bracket shaded, SLO line) and in a table."""
+    found = [(doc, s) for doc in searches for s in doc["searches"]]
     if not found:
         return []
     out = ["<h2>Capacity search</h2>"]
-    for s in found:
-        out.append(f"<div class='rec'>{_e(search_answer.sentence(s))}</div>")
+    for _, s in found:
+        answered = search_answer.status(s) == search_answer.CONVERGED
+        out.append(f"<div class='{'rec' if answered else 'warn'}'>{_e(search_answer.sentence(s))}</div>")
+    out += search_table(search_answer.table(searches))
+    for doc, s in found:
+        state = search_answer.status(s)
+        out.append(f"<h3>{_e(search_answer.setting(s))}{'' if state == search_answer.CONVERGED else ': ' + _e(state)}"
+                   "</h3>")
+        title = search_answer.setting(s) + ("" if state == search_answer.CONVERGED else f": {state}, no capacity")
+        out.append(_img(plots.search_probes(s, (doc.get("slos") or {}).get("slo_p99_us"), title),
+                        f"probes of {search_answer.setting(s)}"))
         out.append("<table><tr><th>probe</th><th>rate (per producer)</th><th>outcome</th><th>achieved</th>"
                    "<th>loss %</th><th>p99 (&micro;s)</th><th class='l'>failed SLO</th><th class='l'>run</th></tr>")
         for i, p in enumerate(search_answer.probe_rows(s), 1):
@@ -181,8 +192,37 @@ def search_section(searches) -> list[str]:
         out.append("</table>")
     out.append("<p class='note'>Each probe is a real open-loop run at one rate (docs/CAPACITY.md): it passes when "
                "every SLO holds and no backlog grows. The answer is the highest passing rate, confirmed by a "
-               "re-run; the bracket is [highest passing, lowest failing].</p>")
+               "re-run; the bracket is [highest passing, lowest failing]. The plots show every probe as the "
+               "search measured it (received msg/s and p99 from the intended send time, all producers).</p>")
     return out
+
+
+def search_table(rows: list[dict]) -> list[str]:
+    """'Max sustainable rate by HWM, with its memory and latency cost': one row per searched
+    combination, its grouping keys after the setting (search_answer.cells, as in Markdown)."""
+    keys = search_answer.key_names(rows)
+    (setting, setting_head), *figures = search_answer.TABLE_COLUMNS
+    out = [f"<h3>{_e(search_answer.TABLE_TITLE)}</h3>", "<table><tr>" +
+           "".join(f"<th class='l'>{_e(h)}</th>" for h in (setting_head, *keys)) +
+           "".join(f"<th>{_e(h)}</th>" for _, h in figures) + "</tr>"]
+    for r in rows:
+        c = search_answer.cells(r)
+        out.append(f"<tr><td class='l'>{_e(c[setting])}</td>" +
+                   "".join(f"<td class='l'>{_e(search_answer.key_cell(r, k))}</td>" for k in keys) +
+                   "".join(_search_cell(k, r, c) for k, _ in figures) + "</tr>")
+    out.append("</table><p class='note'>Rates per producer, as the search ran them; the figures at the answer "
+               "are those of its confirming probe (capacity-search.json; capacity.json's <code>searches</code> "
+               "has them unrounded). Queue peak in messages, split kernel socket buffers / libzmq pipes.</p>")
+    return out
+
+
+def _search_cell(key: str, row: dict, cells: dict) -> str:
+    """One cell of the search table: the answer probe links to its run below; no capacity is bad."""
+    if key == "answer_run" and row["answer_run"]:
+        return f"<td class='l'><a href='#{_e(row['answer_run'])}'>{_e(cells[key])}</a></td>"
+    if key == "max_sustainable_rate" and row["status"] != search_answer.CONVERGED:
+        return f"<td class='bad'>{_e(cells[key])}</td>"
+    return f"<td>{_e(cells[key])}</td>"
 
 
 def offered_to_consumers(r):

@@ -15,7 +15,8 @@ def summary(analysis, capacity, recommendations, out_dir: str, searches=()) -> s
     lines = ["# zmqload report", ""]
     answers = [search_answer.sentence(s) for doc in searches for s in doc["searches"]]
     if answers:         # the capacity search's answer comes first
-        lines += ["## Capacity search", "", *(f"- {a}" for a in answers), ""]
+        lines += ["## Capacity search", "", *(f"- {a}" for a in answers), "",
+                  *search_table(search_answer.table(searches)), ""]
     lines += [
              "| run | status | group | pattern/transport | size | offered | throughput | loss % | drained | dropped | stranded | sender drops | p99 us | p99.9 us | peak queued |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -34,3 +35,18 @@ def summary(analysis, capacity, recommendations, out_dir: str, searches=()) -> s
         lines += [f"- {rec}" for rec in recommendations]
     lines += ["", f"Report: {out_dir}/index.html (also summary.parquet, summary.csv, capacity.json)"]
     return "\n".join(lines)
+
+
+def search_table(rows) -> list[str]:
+    """The capacity search's table, the cells of the HTML report's (search_answer.cells)."""
+    keys = search_answer.key_names(rows)
+    (setting, setting_head), *figures = search_answer.TABLE_COLUMNS
+    out = [f"### {search_answer.TABLE_TITLE}", "",
+           "| " + " | ".join([setting_head, *keys, *(h for _, h in figures)]) + " |",
+           "|" + "---|" * (1 + len(keys) + len(figures))]
+    for r in rows:
+        c = search_answer.cells(r)
+        values = [c[setting], *(search_answer.key_cell(r, k) for k in keys), *(c[k] for k, _ in figures)]
+        out.append("| " + " | ".join(v.replace("|", "\\|") for v in values) + " |")
+    return out
+

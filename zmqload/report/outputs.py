@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from ..analysis.capacity import VERDICT_COLUMNS, verdict_columns
 from ..analysis.pipeline import SUMMARY_COLUMNS
+from . import search_answer
 
 _TYPES = {"run": pa.string(), "status": pa.string(), "pattern": pa.string(), "transport": pa.string(),
           "send_mode": pa.string(), "interrupted": pa.bool_(), "fanout": pa.bool_(), "group": pa.string(),
@@ -53,17 +54,21 @@ def summary_table(rows: list[dict[str, Any]], capacity: list[dict[str, Any]] | N
     return pa.table(cols)
 
 
-def capacity_json(capacity: list[dict[str, Any]], slo_p99_us: float | None = None) -> dict[str, Any]:
+def capacity_json(capacity: list[dict[str, Any]], slo_p99_us: float | None = None,
+                  searches: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The verdicts per group and, for a capacity search's directory, its table per combination
+    (report/search_answer.table: max sustainable rate with its memory and latency cost)."""
     return {"slo_p99_us": slo_p99_us, "groups": [
-        {"keys": g["keys"], **{k: g.get(k) for k in CAPACITY_FIELDS}} for g in capacity]}
+        {"keys": g["keys"], **{k: g.get(k) for k in CAPACITY_FIELDS}} for g in capacity],
+        "searches": search_answer.table(list(searches))}
 
 
 def write_summary(rows: list[dict[str, Any]], out_dir: str, capacity: list[dict[str, Any]] | None = None,
-                  slo_p99_us: float | None = None) -> None:
+                  slo_p99_us: float | None = None, searches: Sequence[dict[str, Any]] = ()) -> None:
     table = summary_table(rows, capacity)
     pq.write_table(table, os.path.join(out_dir, "summary.parquet"))
     pacsv.write_csv(table, os.path.join(out_dir, "summary.csv"))
     if capacity is not None:
         with open(os.path.join(out_dir, "capacity.json"), "w") as f:
-            json.dump(capacity_json(capacity, slo_p99_us), f, indent=1, default=str)
+            json.dump(capacity_json(capacity, slo_p99_us, searches), f, indent=1, default=str)
             f.write("\n")

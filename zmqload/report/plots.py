@@ -338,3 +338,117 @@ def nice_number(x) -> str:
     if isinstance(x, int) and not isinstance(x, bool):
         return f"{x:,}"
     return str(x)
+
+
+# -- a capacity search's probes (report/search_answer.py) -----------------------------------------
+def si_short(x, _=None) -> str:
+    """1234567 -> '1.23M', 7071 -> '7.07k', 2.5 -> '2.5': at most 3 significant digits."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    x = float(f"{x:.3g}")        # rounded first, so 999.6 is '1k', not '1000'
+    for f, s in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= f:
+            return f"{float(f'{x / f:.3g}'):g}{s}"
+    return f"{x:g}"
+
+
+PROBE_STYLES = {   # outcome -> marker style; colour tells pass from fail even without the shape
+    "pass": dict(marker="o", color="#2ca02c", label="passed"),
+    "fail": dict(marker="X", color="#d62728", label="failed an SLO"),
+    "generator": dict(marker="^", color="#ff7f0e", label="generator limited (no verdict on the system)"),
+}
+
+
+def _outcome(probe: dict) -> str:
+    return "generator" if probe.get("generator_limited") else "pass" if probe.get("passed") else "fail"
+
+
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    """Round tick values inside [lo, hi] on a log axis: powers of ten, else 1-2-5 per decade,
+    else (a range narrower than a decade, e.g. one probe) denser round values, at most 7."""
+    decades = range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+    for subs in ((1,), (1, 2, 5), (1, 1.5, 2, 3, 5, 7), (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8)):
+        ticks = [float(f"{m * 10.0 ** d:.3g}") for d in decades for m in subs if lo <= m * 10.0 ** d <= hi]
+        if len(ticks) >= 3:
+            return ticks[::math.ceil(len(ticks) / 7)]
+    return [float(f"{v:.2g}") for v in np.geomspace(lo, hi, 5)[1:-1]]
+
+
+def _log_limits(values: list[float]) -> tuple[float, float]:
+    """Log-axis limits around `values` with room on both sides, also for one value."""
+    lo, hi = min(values), max(values)
+    return lo / 1.6, hi * 1.6
+
+
+def search_probes(search: dict, slo_p99_us: float | None, title: str):
+    """Achieved vs offered and p99 vs offered for one searched combination: every probe a
+    marker by outcome (a re-run ringed), the bracket [highest passing, lowest failing] shaded,
+    the p99 SLO as a line. Rates are the probes' figures (all producers); log axes, as the
+    search ramps geometrically. None when no probe has figures."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+    producers = search.get("producers") or 1
+    probes = [p for p in search.get("probes") or () if (p.get("figures") or {}).get("offered_rate")]
+    if not probes:
+        return None
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.0))
+    xs = [p["figures"]["offered_rate"] for p in probes]
+    ys_achieved = [p["figures"].get("throughput_msgs") for p in probes]
+    ys_p99 = [p["figures"].get("p99_us") for p in probes]
+    lo, hi = (list(search.get("bracket") or []) + [None, None])[:2]
+    for a in (a1, a2):
+        if lo is not None and hi is not None and hi > lo:
+            a.axvspan(lo * producers, hi * producers, color="#f0c040", alpha=0.35, lw=0,
+                      label=f"bracket {si_short(lo * producers)} - {si_short(hi * producers)} msg/s")
+        elif lo is not None and hi is not None:      # a bracket of width 0: one rate passed and failed
+            a.axvline(lo * producers, color="#c09000", lw=2, label=f"bracket at {si_short(lo * producers)} msg/s (width 0)")
+        elif lo is not None or hi is not None:       # one end only: no bracket, the end is marked
+            end = lo if lo is not None else hi
+            a.axvline(end * producers, color="#c09000", lw=1.5, ls="--",
+                      label=f"{'highest pass' if lo is not None else 'lowest fail'} {si_short(end * producers)} "
+                            "(no bracket)")
+    for outcome, style in PROBE_STYLES.items():
+        pts = [(x, ya, yp) for p, x, ya, yp in zip(probes, xs, ys_achieved, ys_p99) if _outcome(p) == outcome]
+        if not pts:
+            continue
+        a1.scatter([x for x, ya, _ in pts if ya], [ya for _, ya, _ in pts if ya], s=42, zorder=3, **style)
+        a2.scatter([x for x, _, yp in pts if yp is not None], [max(yp, FLOOR_US) for _, _, yp in pts if yp is not None],
+                   s=42, zorder=3, **style)
+    reruns = [(x, ya, yp) for p, x, ya, yp in zip(probes, xs, ys_achieved, ys_p99) if p.get("confirm")]
+    if reruns:
+        ring = dict(s=150, facecolors="none", edgecolors="#333", linewidths=1.2, zorder=4, label="re-run")
+        a1.scatter([x for x, ya, _ in reruns if ya], [ya for _, ya, _ in reruns if ya], **ring)
+        a2.scatter([x for x, _, yp in reruns if yp is not None],
+                   [max(yp, FLOOR_US) for _, _, yp in reruns if yp is not None], **ring)
+    seen = [v for v in xs + [y for y in ys_achieved if y]] + [b * producers for b in (lo, hi) if b]
+    x0, x1 = _log_limits(seen)
+    a1.plot([x0, x1], [x0, x1], color="#999", ls=":", lw=1, label="received = offered")
+    a1.set_ylim(x0, x1)
+    p99s = [max(y, FLOOR_US) for y in ys_p99 if y is not None]
+    if slo_p99_us:
+        a2.axhline(slo_p99_us, color="#d62728", ls="--", lw=1, label=f"SLO p99 {si_short(slo_p99_us)} us")
+        p99s.append(slo_p99_us)
+    if p99s:
+        a2.set_ylim(*_log_limits(p99s))
+    for a in (a1, a2):
+        a.set_xscale("log")
+        a.set_yscale("log")
+        a.set_xlim(x0, x1)
+        for axis, limits in ((a.xaxis, a.get_xlim()), (a.yaxis, a.get_ylim())):
+            axis.set_major_locator(FixedLocator(_log_ticks(*limits)))
+            axis.set_major_formatter(FuncFormatter(si_short))
+            axis.set_minor_locator(NullLocator())
+        a.set_xlabel(f"offered msg/s{f' ({producers} producers)' if producers > 1 else ''}")
+        a.grid(alpha=0.3, which="both")
+    a1.set_ylabel("received msg/s")
+    a1.set_title("Achieved vs offered", fontsize=10)
+    a2.set_ylabel("p99 latency from intended send (us)")
+    a2.set_title("p99 vs offered", fontsize=10)
+    fig.suptitle(title, fontsize=10)
+    handles: dict[str, Any] = {}     # one legend for both plots, below them: the markers never hide a probe
+    for a in (a1, a2):
+        for h, name in zip(*a.get_legend_handles_labels()):
+            handles.setdefault(name, h)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(len(handles), 4), fontsize=8,
+               frameon=False)
+    return _png(fig)

@@ -49,16 +49,30 @@ def slo_p99_us(docs: list[dict[str, Any]]) -> float | None:
     return min(given) if given else None
 
 
+# Named by the setting's head ('pub-sub tcp 256 B'), never as grouping keys of their own.
+HEAD = ("pattern", "transport", "size")
+
+
+def head(search: dict[str, Any]) -> str:
+    """'pub-sub tcp 256 B': the pattern, transport and size of the searched setting."""
+    w = search.get("workload") or {}
+    return f"{w.get('pattern', '?')} {w.get('transport', '?')} {w.get('size', '?')} B"
+
+
+def keys(search: dict[str, Any]) -> dict[str, Any]:
+    """What this combination's search varied, beyond the head: {'rcvhwm': 100}."""
+    return {k: v for k, v in (search.get("values") or {}).items() if k not in HEAD}
+
+
 def setting(search: dict[str, Any]) -> str:
     """'pub-sub tcp 256 B, rcvhwm=100': the pattern, transport, size, what the search varied and
     the HWMs it set (they decide whether bursts drop)."""
     w = search.get("workload") or {}
-    head = f"{w.get('pattern', '?')} {w.get('transport', '?')} {w.get('size', '?')} B"
-    values = search.get("values") or {}
-    varied = ", ".join(f"{k}={v}" for k, v in values.items() if k not in ("pattern", "transport", "size"))
+    values = keys(search)
+    varied = ", ".join(f"{k}={v}" for k, v in values.items())
     hwms = ", ".join(f"{k.upper()} {w[k]:,}" for k in ("sndhwm", "rcvhwm")
                      if w.get(k) is not None and k not in values)
-    return head + "".join(f", {part}" for part in (varied, hwms) if part)
+    return head(search) + "".join(f", {part}" for part in (varied, hwms) if part)
 
 
 def _probe_at(search: dict[str, Any], rate: float | None, passed: bool) -> dict[str, Any] | None:
@@ -72,8 +86,8 @@ def _probe_at(search: dict[str, Any], rate: float | None, passed: bool) -> dict[
     return found
 
 
-def _mib(kb: float | None) -> str:
-    return "-" if kb is None else f"{kb / 1024:,.0f} MiB"
+def _mib(kb: float | None, decimals: int = 0) -> str:
+    return "-" if kb is None else f"{kb / 1024:,.{decimals}f} MiB"
 
 
 def _consumer_load(search: dict[str, Any], rate: float) -> float:
@@ -176,3 +190,101 @@ def probe_rows(search: dict[str, Any]) -> list[dict[str, Any]]:
                      "achieved": f.get("achieved"), "loss_ratio": f.get("loss_ratio"), "p99_us": f.get("p99_us"),
                      "failed_slo": p.get("failed_slo"), "run_dir": p.get("run_dir")})
     return rows
+
+
+# What a search ended with, as the table says it: only a converged search has a capacity.
+CONVERGED, GENERATOR_LIMITED, NO_ANSWER = "converged", "generator limited", "no answer"
+
+
+def status(search: dict[str, Any]) -> str:
+    if search.get("generator_limited"):
+        return GENERATOR_LIMITED
+    return CONVERGED if search.get("converged") else NO_ANSWER
+
+
+def answer_probe(search: dict[str, Any]) -> dict[str, Any] | None:
+    """The probe the answer stands on: the last pass at the max sustainable rate (its re-run)."""
+    if status(search) != CONVERGED:
+        return None
+    return _probe_at(search, search.get("max_sustainable_rate"), passed=True)
+
+
+def run_id(run_dir: str | None) -> str | None:
+    """The run id of a probe's run directory (runs/run=<id>), as the report names its runs."""
+    if not run_dir:
+        return None
+    base = os.path.basename(os.path.normpath(run_dir))
+    return base[len("run="):] if base.startswith("run=") else base
+
+
+def table_row(search: dict[str, Any], search_id: str | None = None) -> dict[str, Any]:
+    """One row of "max sustainable rate by HWM, with its memory and latency cost": the grouping
+    keys, the answer and its bracket, the SLO that broke above it, and at the answer probe its
+    p99 / p99.9, queue peak by place and the consumer's peak RSS. Figures as the search wrote
+    them (capacity-search.json), unrounded; None where there is no answer."""
+    lo, hi = (list(search.get("bracket") or []) + [None, None])[:2]
+    probe = answer_probe(search)
+    at = (probe or {}).get("figures") or {}
+    peak = at.get("queue_peak") or {}
+    state = status(search)
+    return {"search_id": search_id, "setting": head(search), "keys": keys(search),
+            "producers": search.get("producers") or 1, "status": state,
+            "reason": None if state == CONVERGED else (search.get("reason") or state),
+            "max_sustainable_rate": search.get("max_sustainable_rate") if state == CONVERGED else None,
+            "bracket": [lo, hi], "failed_slo": search.get("failed_slo"),
+            "answer_run": run_id(probe.get("run_dir")) if probe else None,
+            "p99_us": at.get("p99_us"), "p99_9_us": at.get("p99_9_us"),
+            "queue_peak_messages": peak.get("messages"), "queue_peak_kernel_messages": peak.get("kernel_messages"),
+            "queue_peak_libzmq_messages": peak.get("libzmq_messages"),
+            "consumer_max_rss_kb": at.get("consumer_max_rss_kb")}
+
+
+def table(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The table's rows, one per searched combination of every search among the inputs."""
+    return [table_row(s, doc.get("search_id")) for doc in docs for s in doc["searches"]]
+
+
+def key_names(rows: list[dict[str, Any]]) -> list[str]:
+    """The grouping keys of the table's rows, in the order the searches name them."""
+    return list(dict.fromkeys(k for r in rows for k in r["keys"]))
+
+
+def key_cell(row: dict[str, Any], name: str) -> str:
+    """A grouping key's value in the table: 'default' when unset, '-' when not varied there."""
+    if name not in row["keys"]:
+        return "-"
+    value = row["keys"][name]
+    return "default" if value is None else str(value)
+
+
+def _count(n: Any) -> str:
+    return "-" if n is None else f"{n:,.0f}"
+
+
+def cells(row: dict[str, Any]) -> dict[str, str]:
+    """A table row as text, the same in the HTML and the Markdown report: rates in msg/s per
+    producer as the search ran them (exact), latency in whole us, RSS in MiB."""
+    lo, hi = row["bracket"]
+    rate = row["max_sustainable_rate"]
+    if row["status"] == CONVERGED:
+        answer = f"{_count(rate)}" + (f" ({_count(rate * row['producers'])} in total)" if row["producers"] > 1 else "")
+    elif row["status"] == GENERATOR_LIMITED:
+        answer = "no capacity: the load generator was the limit (add --producers)"
+    else:
+        answer = f"no capacity: {row['reason']}"
+    peak = row["queue_peak_messages"]
+    return {"setting": row["setting"], "max_sustainable_rate": answer, "bracket": f"{_count(lo)} - {_count(hi)}",
+            "failed_slo": row["failed_slo"] or "-", "p99_us": _count(row["p99_us"]),
+            "p99_9_us": _count(row["p99_9_us"]),
+            "queue_peak": "-" if peak is None else (f"{_count(peak)} ({_count(row['queue_peak_kernel_messages'])} / "
+                                                    f"{_count(row['queue_peak_libzmq_messages'])})"),
+            "consumer_rss": _mib(row["consumer_max_rss_kb"], 1), "answer_run": row["answer_run"] or "-"}
+
+
+TABLE_TITLE = "Max sustainable rate by HWM, with its memory and latency cost"
+# (cells() key, column heading); the grouping keys go between the setting and the answer.
+TABLE_COLUMNS = (("setting", "setting"), ("max_sustainable_rate", "max sustainable rate (msg/s per producer)"),
+                 ("bracket", "bracket [highest pass - lowest fail]"), ("failed_slo", "failed SLO above it"),
+                 ("p99_us", "p99 at it (us)"), ("p99_9_us", "p99.9 at it (us)"),
+                 ("queue_peak", "queue peak, msgs (kernel / libzmq)"), ("consumer_rss", "consumer peak RSS"),
+                 ("answer_run", "answer probe"))
