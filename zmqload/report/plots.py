@@ -16,7 +16,8 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..analysis.capacity import key_text, offered  # noqa: E402
-from ..analysis.metrics import ALL, HIST_GROWTH  # noqa: E402
+from ..analysis.metrics import ALL  # noqa: E402
+from ..contract.histogram import bucket_value  # noqa: E402
 
 COLORS = {"offered": "#9e9e9e", "sent": "#1f77b4", "received": "#2ca02c",
           "latency_intended": "#d62728", "latency_sent": "#1f77b4", "stall": "#ff7f0e",
@@ -93,7 +94,7 @@ def latency_curve(hist: list[dict], run: str):
         for h in hs:
             cum += h["count"]
             xs.append(total / max(total - cum, 1))      # 1 / (1 - q), the last one capped at count
-            v = 0 if h["bucket"] < 0 else min(HIST_GROWTH ** h["bucket"], max(h["max"], 0))
+            v = min(bucket_value(h["bucket"]), max(h["max"], 0))
             ys.append(max(v / 1e3, FLOOR_US))
         xs, ys = [1.0] + xs, [ys[0]] + ys
         x_max = max(x_max, xs[-1])
