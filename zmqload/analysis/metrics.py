@@ -10,6 +10,8 @@ receive order per stream, and is partitioned by stream.
 """
 from __future__ import annotations
 
+import math
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -433,6 +435,23 @@ def percentiles(hist: DataFrame, keys=("run", "consumer", "stream", "metric")) -
         rank = F.expr(f"greatest(1, ({q_ppm} * total + {rule.PPM - 1}) div {rule.PPM})")
         aggs.append(F.min(F.when(F.col("cum") >= rank, F.col("value"))).alias(name))
     return h.groupBy(*keys).agg(*aggs)
+
+
+DEFAULT_WINDOW_MS = 100.0
+MIN_WINDOWS = 30        # a run gets at least this many windows when --window-ms is not given
+_NICE_MS = (1, 2, 5, 10, 20, 50, 100)
+
+
+def window_ns_for(window_ms: float | None, run_seconds) -> int:
+    """The time window for rates and queue depth: --window-ms when given; otherwise 100 ms,
+    or the largest of 1, 2, 5, 10, 20, 50 ms that gives the shortest run (its run.json
+    elapsed_s) MIN_WINDOWS windows, so a 0.6 s run is drawn in 30 windows of 20 ms, not 6."""
+    if window_ms is not None:
+        return max(1, int(round(window_ms * 1e6)))
+    known = [s for s in run_seconds if s and s > 0]
+    shortest_ms = 1000 * min(known) if known else math.inf
+    fits = [w for w in _NICE_MS if w <= DEFAULT_WINDOW_MS and shortest_ms / w >= MIN_WINDOWS]
+    return int((max(fits) if fits else _NICE_MS[0]) * 1e6)
 
 
 def send_windows(cells: DataFrame) -> DataFrame:

@@ -203,9 +203,9 @@ class _Steps:
         self.t = now
 
 
-def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto", log=None) -> Analysis:
+def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder="auto", log=None) -> Analysis:
     step = _Steps(log)
-    window_ns = max(1, int(round(window_ms * 1e6)))
+    window_ns = metrics.window_ns_for(window_ms, [(r.meta.get("summary") or {}).get("elapsed_s") for r in runs])
     sends = load_records(spark, runs, "sends")
     recvs = load_records(spark, runs, "recvs")
     # Runs are numbered (their index in `runs`) inside Spark; ids come back in `_name_runs`.
