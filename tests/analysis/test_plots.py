@@ -160,3 +160,72 @@ def test_auto_window_gives_short_runs_enough_windows():
     assert metrics.window_ns_for(None, [0.005]) == 1_000_000
     assert metrics.window_ns_for(None, [None]) == 100_000_000
     assert metrics.window_ns_for(250, [0.6]) == 250_000_000           # --window-ms wins
+
+
+@pytest.fixture(scope="module")
+def real_analysis(spark, tmp_path_factory):
+    """Real libzmq runs through the real Spark analysis: a paced run that keeps up, a 0.6 s
+    unpaced one, and an ipc run whose queue holds a message or two."""
+    import zmqload
+    from zmqload.analysis import analyze, discover_runs
+    out = str(tmp_path_factory.mktemp("plots"))
+    zmqload.run(pattern="push-pull", rate=5000, duration=1.0, size=64, out=out, run_name="paced")
+    zmqload.run(pattern="push-pull", duration=0.6, count=50_000_000, size=64, out=out, run_name="short")
+    zmqload.run(pattern="push-pull", transport="ipc", rate=2000, duration=1.0, size=64, out=out, run_name="ipc")
+    runs, _ = discover_runs(out)
+    return analyze(spark, runs), {r.run_id: r for r in runs}
+
+
+def test_real_paced_run_draws_no_dip(real_analysis):
+    """A run that kept up: no drawn window of the offered schedule off 5000/s, edges included
+    (the old plot drew the first and last windows at the fraction they covered); sent and
+    received windows carry exactly the run's messages (rate x time covered) and sit at the
+    offered rate in the median (single 10 ms windows swing on a busy 2-core machine)."""
+    analysis, runs = real_analysis
+    info = runs["paced"]
+    row = {r["run"]: r for r in analysis.run_rows()}["paced"]
+    assert row["lost"] == 0 and not (info.meta.get("summary") or {}).get("generator_limited")
+    data = plots.throughput_series(analysis.rates, "paced", analysis.window_ns, row,
+                                   info.meta["schedule"]["t0_ns"])
+    offered_edges, offered = data["series"]["offered"]
+    assert min(offered) >= 0.98 * 5000 and max(offered) <= 1.02 * 5000
+    assert offered_edges[0] == pytest.approx(0.0, abs=1e-3)     # t0 is the first scheduled send
+    for name, count in (("offered", row["attempted"]), ("sent", row["sent"]), ("received", row["received"])):
+        edges, values = data["series"][name]
+        assert sum(v * (b - a) for v, a, b in zip(values, edges, edges[1:])) == pytest.approx(count, rel=1e-6)
+        assert np.median(values) >= 0.9 * 5000, (name, values)
+
+
+def test_real_short_run_gets_enough_windows(real_analysis):
+    analysis, runs = real_analysis
+    assert analysis.window_ns <= 20_000_000
+    row = {r["run"]: r for r in analysis.run_rows()}["short"]
+    values = plots.throughput_series(analysis.rates, "short", analysis.window_ns, row)["series"]["received"][1]
+    assert len(values) >= 25
+
+
+def test_real_ipc_queue_axis_has_whole_messages_and_bytes(real_analysis):
+    analysis, runs = real_analysis
+    rows = [d for d in analysis.depth if d["run"] == "ipc" and d["stream"] == metrics.ALL]
+    peak = max(d["depth"] for d in rows)
+    fig, ax = plt.subplots()
+    plots.messages_axis(ax, peak, rows[0]["mean_size"])
+    fig.canvas.draw()
+    ticks = [t for t in ax.get_yticks() if ax.get_ylim()[0] <= t <= ax.get_ylim()[1]]
+    assert all(float(t).is_integer() for t in ticks)
+    assert ax.child_axes[0].get_ylabel().split()[0] in ("bytes", "KiB")     # 64 B messages, a small queue
+    plt.close(fig)
+    assert plots.queue_depth(analysis.depth, "ipc", analysis.window_ns)
+    assert plots.queue_split(analysis.depth, "ipc", runs["ipc"].path, runs["ipc"].meta, analysis.window_ns)
+
+
+def test_a_drain_burst_does_not_flatten_the_run():
+    """A slow subscriber's drain (fast, a few ms) must not set the scale: the run at 50k/s
+    stays readable and the peak is named."""
+    t = _paced(50_000, 3.0, 10**12)
+    burst = 10**12 + 3_000_000_000 + np.arange(20_000) * 600           # 20k messages in 12 ms
+    rates, span = _rates({"offered": t, "sent": t, "received": np.concatenate([t + 1000, burst])}, 10_000_000)
+    data = plots.throughput_series(rates, "r", 10_000_000, span)
+    top, peak = plots.y_top(data)
+    assert 50_000 < top < 200_000
+    assert peak and peak[0] == "received" and peak[1] > 1e6

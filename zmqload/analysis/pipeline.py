@@ -29,8 +29,12 @@ LATENCY_COLUMNS = [f"{m}_{s}_us" for m in LATENCY_METRICS for s in STAT_NAMES]
 RUN_COLUMNS = ["run", "status", "interrupted", "pattern", "transport", "size", "sndhwm", "rcvhwm",
                "proxy_sndhwm", "proxy_rcvhwm", "linger_ms", "send_mode", "producers", "consumers", "fanout",
                "rate_per_producer"]
+# The first and last intended, actual send and receive times (CLOCK_MONOTONIC ns): the spans
+# the throughput plot divides its first and last windows by.
+SPAN_COLUMNS = ("t_first_intended_ns", "t_last_intended_ns", "t_first_send_ns", "t_last_send_ns",
+                "t_first_recv_ns", "t_last_recv_ns")
 SUMMARY_COLUMNS = (RUN_COLUMNS + [
-    "consumer", "stream", "duration_s", "offered_rate", "send_rate", "recv_rate", "recv_mb_s",
+    "consumer", "stream", "duration_s", *SPAN_COLUMNS, "offered_rate", "send_rate", "recv_rate", "recv_mb_s",
     "attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected", "received", "unique",
     "duplicates", "reordered", "lost", "loss_ratio", *FATES, "dropped"]
     + LATENCY_COLUMNS +

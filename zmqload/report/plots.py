@@ -117,20 +117,37 @@ def throughput_figure(data: dict):
     style = {"sent": dict(color=COLORS["sent"], lw=2.6, alpha=0.75),
              "received": dict(color=COLORS["received"], lw=1.6),
              "offered": dict(color="#222", lw=1.4, ls=(0, (4, 3)), zorder=5)}
-    top = 0.0
     for k in ("sent", "received", "offered"):
         if k in data["series"]:
             edges, values = data["series"][k]
             ax.stairs(values, edges, baseline=None, label=SERIES[k][0], **style[k])
-            top = max(top, max(values))
+    top, peak = y_top(data)
+    if peak:        # e.g. a fast drain's few ms at 30x the run's rate: named, so the run stays readable
+        ax.text(0.99, 0.97, f"{peak[0]} peaks above the scale: {_si(peak[1])}/s at {peak[2]:.3g} s",
+                transform=ax.transAxes, ha="right", va="top", fontsize=8, color="#555")
     ax.set_xlabel("seconds since the first scheduled send")
     ax.set_ylabel("messages / s")
-    ax.set_ylim(0, top * 1.12 if top > 0 else 1)
+    ax.set_ylim(0, top)
     ax.yaxis.set_major_formatter(FuncFormatter(_si))
     ax.set_title(f"Throughput over time ({_duration(data['window_ns'])} windows; first and last by the time they cover)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, frameon=False)
     return fig
+
+
+PEAK_SCALE = 3.0    # a window above 3x the 95th percentile of all windows is not allowed to set the scale
+
+
+def y_top(data: dict) -> tuple[float, tuple | None]:
+    """The throughput plot's y limit, and the highest peak left above it (series, rate, s) if any."""
+    values = [(v, name, (e[i] + e[i + 1]) / 2) for name, (e, vs) in data["series"].items() for i, v in enumerate(vs)]
+    if not values:
+        return 1.0, None
+    highest = max(values)
+    typical = float(np.percentile([v for v, _, _ in values], 95))
+    if typical > 0 and highest[0] > PEAK_SCALE * typical:
+        return PEAK_SCALE * typical * 1.05, (SERIES[highest[1]][0], highest[0], highest[2])
+    return (highest[0] * 1.12) or 1.0, None
 
 
 def _duration(ns: float) -> str:
@@ -310,13 +327,14 @@ def capacity_curves(run_rows: list[dict], slo_p99_us: float, capacity: list[dict
     by_name = {g["group"]: g for g in capacity}
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
     top = 0
-    for name, rs in sorted(lines.items()):
+    for i, (name, rs) in enumerate(sorted(lines.items())):
         rs.sort(key=offered)
         x = [offered(r) for r in rs]
         top = max(top, max(x))
-        line, = a1.plot(x, [r["recv_rate"] for r in rs], marker="o", label=name)
-        a2.plot(x, [max(r.get("latency_intended_p99_us") or 0, FLOOR_US) for r in rs], marker="o", label=name,
-                color=line.get_color())
+        marker = MARKERS[i % len(MARKERS)]      # its own marker, so equal points of two groups both show
+        line, = a1.plot(x, [r["recv_rate"] for r in rs], marker=marker, ms=7, alpha=0.85, label=name)
+        a2.plot(x, [max(r.get("latency_intended_p99_us") or 0, FLOOR_US) for r in rs], marker=marker, ms=7,
+                alpha=0.85, color=line.get_color())
         g = by_name[name]
         for a in (a1, a2):
             if g["highest_clean_rate"]:
@@ -337,9 +355,13 @@ def capacity_curves(run_rows: list[dict], slo_p99_us: float, capacity: list[dict
         a.grid(alpha=0.3)
     a1.yaxis.set_major_formatter(FuncFormatter(_si))
     keys = ", ".join(capacity[0]["key_names"]) or None
-    a1.legend(fontsize=7, title=keys, title_fontsize=7)
-    a2.legend(fontsize=7, title=keys, title_fontsize=7)
+    a2.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}" if y >= 1 else f"{y:g}"))
     fig.tight_layout()
+    # one legend for both, under them: inside, it hid points
+    handles = a1.get_legend_handles_labels()[0] + [h for h, lab in zip(*a2.get_legend_handles_labels())
+                                                   if lab.startswith("SLO")]
+    fig.legend(handles=handles, fontsize=8, title=keys, title_fontsize=8, loc="upper center",
+               bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
     return _png(fig)
 
 
@@ -380,20 +402,23 @@ def fates_over_time(rates: list[dict], run: str, meta: dict, copies: int, window
         return None
     fig, ax = plt.subplots(figsize=(10, 2.8))
     width = window_ns / 1e9
+    t0 = (meta.get("schedule") or {}).get("t0_ns")
+    at = (lambda w: (w * window_ns - t0) / 1e9) if t0 is not None else (lambda w: (w - w0) * width)
     bottom: defaultdict[int, int] = defaultdict(int)
     for place, per in lost.items():
         xs = sorted(per)
-        ax.bar([(w - w0) * width for w in xs], [per[w] for w in xs], width=width, align="edge",
+        ax.bar([at(w) for w in xs], [per[w] for w in xs], width=width, align="edge",
                bottom=[bottom[w] for w in xs], color=FATE_COLORS[place], label=f"{place} (by send time)")
         for w in xs:
             bottom[w] += per[w]
-    if drained:
-        xs = sorted(drained)
-        ax.step([(w - w0) * width for w in xs], [drained[w] for w in xs], where="post",
-                color=FATE_COLORS["drained"], label="drained (arrived in the drain, by receive time)")
-    ax.set_xlabel("seconds since first scheduled send")
+    if drained:     # every window from the first to the last drained one, so a short drain has a width
+        xs = list(range(min(drained), max(drained) + 1))
+        ax.stairs([drained.get(w, 0) for w in xs], [at(w) for w in xs] + [at(xs[-1] + 1)], baseline=0,
+                  color=FATE_COLORS["drained"], lw=1.8, label="drained (arrived in the drain, by receive time)")
+    ax.set_xlabel("seconds since the first scheduled send")
     ax.set_ylabel(f"messages per {window_ns / 1e6:g} ms")
-    ax.set_xlim(0, (windows[-1] - w0 + 1) * width)      # the whole run, so "when" reads at a glance
+    ax.set_xlim(min(0, at(w0)), at(windows[-1] + 1))      # the whole run, so "when" reads at a glance
+    ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(FuncFormatter(_si))
     ax.set_title("Where messages went over time: lost by fate, drained")
     ax.grid(alpha=0.3)
