@@ -82,8 +82,9 @@ def throughput_series(rates: list[dict], run: str, window_ns: int, row: dict | N
         windows = [w for w, n in per.items() if n]
         if not windows:
             continue
-        start = row.get(first_key) if row.get(first_key) is not None else min(windows) * window_ns
-        end = (row.get(last_key) + 1) if row.get(last_key) is not None else (max(windows) + 1) * window_ns
+        first, last = row.get(first_key), row.get(last_key)
+        start: int = first if first is not None else min(windows) * window_ns
+        end: int = last + 1 if last is not None else (max(windows) + 1) * window_ns
         start = min(start, (min(windows) + 1) * window_ns - 1)     # the span holds every counted window
         end = max(end, max(windows) * window_ns + 1)
         n_per_bin: defaultdict[int, int] = defaultdict(int)
@@ -114,7 +115,7 @@ def throughput(rates: list[dict], run: str, window_ns: int, row: dict | None = N
 def throughput_figure(data: dict):
     fig, ax = plt.subplots(figsize=(10, 3.4))
     # offered last and on top, dashed and dark: it is the reference the others are read against
-    style = {"sent": dict(color=COLORS["sent"], lw=2.6, alpha=0.75),
+    style: dict[str, dict[str, Any]] = {"sent": dict(color=COLORS["sent"], lw=2.6, alpha=0.75),
              "received": dict(color=COLORS["received"], lw=1.6),
              "offered": dict(color="#222", lw=1.4, ls=(0, (4, 3)), zorder=5)}
     for k in ("sent", "received", "offered"):
