@@ -1,9 +1,9 @@
 """Log-linear latency histogram (HdrHistogram-like), filled with numpy off the hot path.
 
-Buckets: values below 128 ns are exact; above, each power of two is split into 128
-sub-buckets, so any reported percentile is within 1/128 (< 0.8%) of the true value.
-Counts are int64 arrays, so consumers can ship them to the controller and histograms
-merge by addition.
+The layout and the percentile rule are zmqload/contract/histogram.py's, the report's too:
+values below 256 ns are exact; above, each power of two is split into 128 sub-buckets, so
+any reported percentile is within 1/128 (< 0.8%) of the true value. Counts are int64
+arrays, so consumers can ship them to the controller and histograms merge by addition.
 """
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from typing import Any, Callable
 
 import numpy as np
 import numpy.typing as npt
+
+from .contract import histogram as rule
+from .contract.histogram import MAX_SHIFT, N_BUCKETS, SIGNIFICANT_BITS, SUB_BUCKETS
 
 _Add = Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], "tuple[int, int, int] | tuple[None, None, int]"]
 
@@ -26,30 +29,25 @@ def _compiled_add() -> _Add | None:
 
 _histogram_add = _compiled_add()
 
-SUB_BUCKETS = 128
-MAX_EXPONENT = 48                       # values up to 2**55 ns (over a year)
-N_BUCKETS = SUB_BUCKETS * (MAX_EXPONENT + 1)
-
 
 def bucket_index(values: npt.ArrayLike) -> npt.NDArray[np.int64]:
     """Bucket of each non-negative int64 value (negative values count as 0)."""
     v = np.maximum(np.asarray(values, dtype=np.int64), 0)
     # bit_length(v) via frexp is exact for v < 2**53
     _, bit_length = np.frexp(v.astype(np.float64))
-    shift = np.maximum(bit_length.astype(np.int64) - 8, 0)    # keep 8 significant bits
-    shift = np.minimum(shift, MAX_EXPONENT - 1)
+    shift = np.maximum(bit_length.astype(np.int64) - SIGNIFICANT_BITS, 0)
+    shift = np.minimum(shift, MAX_SHIFT)
     top = v >> shift                                          # in [128, 256) when shift > 0
     index: npt.NDArray[np.int64] = np.where(shift == 0, v, (shift + 1) * SUB_BUCKETS + (top - SUB_BUCKETS)).clip(0, N_BUCKETS - 1)
     return index
 
 
+_VALUES = np.array([rule.bucket_value(i) for i in range(N_BUCKETS)], dtype=np.int64)
+
+
 def bucket_value(index: npt.ArrayLike) -> npt.NDArray[np.int64]:
-    """Midpoint of each bucket: the value reported for it."""
-    index = np.asarray(index, dtype=np.int64)
-    shift = np.maximum(index // SUB_BUCKETS - 1, 0)
-    low = np.where(index < SUB_BUCKETS, index, (SUB_BUCKETS + index % SUB_BUCKETS) << shift)
-    width = np.where(index < SUB_BUCKETS, 1, np.int64(1) << shift)
-    value: npt.NDArray[np.int64] = low + (width - 1) // 2
+    """Midpoint of each bucket: the value reported for it (contract/histogram.py)."""
+    value: npt.NDArray[np.int64] = _VALUES[np.asarray(index, dtype=np.int64)]
     return value
 
 
@@ -91,17 +89,16 @@ class Histogram:
         return int(self.counts.sum())
 
     def percentile(self, q: float) -> int | None:
-        """Value at percentile q (0-100); the exact max for q=100; None if empty."""
+        """Value at percentile q (0-100) by contract/histogram.py's rule (the report's);
+        the exact max for q=100; None if empty."""
         n = self.count
         if n == 0:
             return None
         if q >= 100:
             return self.maximum
-        rank = max(1, int(np.ceil(q / 100.0 * n)))
-        index = int(np.searchsorted(np.cumsum(self.counts), rank))
-        value = int(bucket_value(index))
-        assert self.minimum is not None and self.maximum is not None     # set with the counts
-        return min(max(value, self.minimum), self.maximum)
+        index = int(np.searchsorted(np.cumsum(self.counts), rule.rank(rule.ppm(q), n)))
+        assert self.maximum is not None     # set with the counts
+        return min(int(_VALUES[index]), self.maximum)
 
     def mean(self) -> float | None:
         n = self.count

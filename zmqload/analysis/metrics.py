@@ -15,12 +15,12 @@ import math
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from ..contract import histogram as rule
 from ..contract.fates import DROPPED
 from ..contract.wire import SendStatus
 
-# Log-bucket histogram: bucket b holds values in (G^(b-1), G^b]; G = 1.01 gives < 1% error.
-HIST_GROWTH = 1.01
-_LN_G = math.log(HIST_GROWTH)
+# Latency histograms: `run`'s layout and percentile rule (zmqload/contract/histogram.py), so
+# the report's percentiles of a run equal run.json's.
 PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("p99_9", 0.999), ("p99_99", 0.9999))
 
 ALL = -1   # consumer (or stream) key meaning "all of them"
@@ -275,13 +275,32 @@ def reordering(recvs: DataFrame, fanout_runs=()) -> DataFrame:
         F.sum("reordered").alias("reordered"))
 
 
+def _shiftright(value: Column, bits: Column) -> Column:
+    return F.call_function("shiftright", value, bits)
+
+
 def log_bucket(value: Column) -> Column:
-    """Histogram bucket of a non-negative value; values <= 0 share bucket -1 (reported as 0)."""
-    return F.when(value <= 0, F.lit(-1)).otherwise(F.ceil(F.log(value.cast("double")) / F.lit(_LN_G)) + F.lit(0)).cast("int")
+    """Histogram bucket of a value (contract/histogram.py's layout, as zmqload.histogram and
+    the engine fill it; values <= 0 are bucket 0). The bit length comes from log2, corrected
+    by one either way, so it is exact for any long."""
+    v = F.greatest(value.cast("long"), F.lit(0).cast("long"))
+    guess = (F.floor(F.log2(v.cast("double"))) + F.lit(1)).cast("int")
+    bits = (F.when(_shiftright(v, guess - F.lit(1)) == 0, guess - F.lit(1))
+            .when(_shiftright(v, guess) > 0, guess + F.lit(1)).otherwise(guess))
+    shift = F.least(bits - F.lit(rule.SIGNIFICANT_BITS), F.lit(rule.MAX_SHIFT))
+    wide = (shift + F.lit(1)) * F.lit(rule.SUB_BUCKETS) + _shiftright(v, shift) - F.lit(rule.SUB_BUCKETS)
+    narrow = v < F.lit(2 * rule.SUB_BUCKETS)
+    return F.when(narrow, v).otherwise(F.least(wide, F.lit(rule.N_BUCKETS - 1))).cast("int")
 
 
-def bucket_upper(bucket: Column) -> Column:
-    return F.when(bucket < 0, F.lit(0.0)).otherwise(F.exp(bucket.cast("double") * F.lit(_LN_G)))
+def bucket_value(bucket: str) -> Column:
+    """The value the bucket in column `bucket` reports (contract/histogram.bucket_value: its
+    midpoint; exact below 256)."""
+    n = rule.SUB_BUCKETS
+    shift = f"cast({bucket} div {n} - 1 as int)"
+    return F.expr(f"CASE WHEN {bucket} < {n} THEN cast({bucket} as bigint) ELSE "
+                  f"shiftleft(cast({n} + {bucket} % {n} as bigint), {shift}) "
+                  f"+ (shiftleft(cast(1 as bigint), {shift}) - 1) div 2 END")
 
 
 def recv_cells(recvs: DataFrame, window_ns: int, fanout_runs=(), drain_starts: dict | None = None) -> DataFrame:
@@ -400,8 +419,8 @@ def latency_histograms(pairs: DataFrame, stall: DataFrame | None = None) -> Data
 def percentiles(hist: DataFrame, keys=("run", "consumer", "stream", "metric")) -> DataFrame:
     """Percentiles from `latency_histograms` rows: per key, count, mean, p50..p99.99 and max.
 
-    A percentile is the upper edge of the first bucket whose cumulative count reaches
-    q * count (HdrHistogram's rule), capped by the exact max seen in that bucket.
+    `run`'s rule (contract/histogram.py): the percentile q is the value of rank
+    max(1, ceil(q * count)), reported as its bucket's midpoint, capped by the exact max.
     """
     keys = list(keys)
     h = hist.groupBy(*keys, "bucket").agg(F.sum("count").alias("count"), F.max("max").alias("max"), F.sum("sum").alias("sum"))
@@ -409,11 +428,30 @@ def percentiles(hist: DataFrame, keys=("run", "consumer", "stream", "metric")) -
     wall = Window.partitionBy(*keys)
     h = (h.withColumn("cum", F.sum("count").over(w))
          .withColumn("total", F.sum("count").over(wall))
-         .withColumn("value", F.least(bucket_upper(F.col("bucket")), F.greatest(F.col("max").cast("double"), F.lit(0.0)))))
+         .withColumn("value", F.least(bucket_value("bucket"), F.max("max").over(wall)).cast("double")))
     aggs = [F.first("total").alias("count"), (F.sum("sum") / F.sum("count")).alias("mean"), F.max("max").cast("double").alias("max")]
     for name, q in PERCENTILES:
-        aggs.append(F.min(F.when(F.col("cum") >= F.lit(q) * F.col("total"), F.col("value"))).alias(name))
+        q_ppm = round(q * rule.PPM)     # rule.rank, in long arithmetic
+        rank = F.expr(f"greatest(1, ({q_ppm} * total + {rule.PPM - 1}) div {rule.PPM})")
+        aggs.append(F.min(F.when(F.col("cum") >= rank, F.col("value"))).alias(name))
     return h.groupBy(*keys).agg(*aggs)
+
+
+DEFAULT_WINDOW_MS = 100.0
+MIN_WINDOWS = 30        # a run gets at least this many windows when --window-ms is not given
+_NICE_MS = (1, 2, 5, 10, 20, 50, 100)
+
+
+def window_ns_for(window_ms: float | None, run_seconds) -> int:
+    """The time window for rates and queue depth: --window-ms when given; otherwise 100 ms,
+    or the largest of 1, 2, 5, 10, 20, 50 ms that gives the shortest run (its run.json
+    elapsed_s) MIN_WINDOWS windows, so a 0.6 s run is drawn in 30 windows of 20 ms, not 6."""
+    if window_ms is not None:
+        return max(1, int(round(window_ms * 1e6)))
+    known = [s for s in run_seconds if s and s > 0]
+    shortest_ms = 1000 * min(known) if known else math.inf
+    fits = [w for w in _NICE_MS if w <= DEFAULT_WINDOW_MS and shortest_ms / w >= MIN_WINDOWS]
+    return int((max(fits) if fits else _NICE_MS[0]) * 1e6)
 
 
 def send_windows(cells: DataFrame) -> DataFrame:

@@ -29,8 +29,12 @@ LATENCY_COLUMNS = [f"{m}_{s}_us" for m in LATENCY_METRICS for s in STAT_NAMES]
 RUN_COLUMNS = ["run", "status", "interrupted", "pattern", "transport", "size", "sndhwm", "rcvhwm",
                "proxy_sndhwm", "proxy_rcvhwm", "linger_ms", "send_mode", "producers", "consumers", "fanout",
                "rate_per_producer"]
+# The first and last intended, actual send and receive times (CLOCK_MONOTONIC ns): the spans
+# the throughput plot divides its first and last windows by.
+SPAN_COLUMNS = ("t_first_intended_ns", "t_last_intended_ns", "t_first_send_ns", "t_last_send_ns",
+                "t_first_recv_ns", "t_last_recv_ns")
 SUMMARY_COLUMNS = (RUN_COLUMNS + [
-    "consumer", "stream", "duration_s", "offered_rate", "send_rate", "recv_rate", "recv_mb_s",
+    "consumer", "stream", "duration_s", *SPAN_COLUMNS, "offered_rate", "send_rate", "recv_rate", "recv_mb_s",
     "attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected", "received", "unique",
     "duplicates", "reordered", "lost", "loss_ratio", *FATES, "dropped"]
     + LATENCY_COLUMNS +
@@ -203,9 +207,9 @@ class _Steps:
         self.t = now
 
 
-def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto", log=None) -> Analysis:
+def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder="auto", log=None) -> Analysis:
     step = _Steps(log)
-    window_ns = max(1, int(round(window_ms * 1e6)))
+    window_ns = metrics.window_ns_for(window_ms, [(r.meta.get("summary") or {}).get("elapsed_s") for r in runs])
     sends = load_records(spark, runs, "sends")
     recvs = load_records(spark, runs, "recvs")
     # Runs are numbered (their index in `runs`) inside Spark; ids come back in `_name_runs`.

@@ -38,7 +38,8 @@ SLO_P99_US = Option(float, "microseconds > 0", "latency SLO for capacity plannin
 MASTER_TIMEOUT_S = Option(float, "seconds > 0", "seconds to reach a cluster master (--master) and get an executor",
                           low=0, low_open=True, flag="--master-timeout", default=20.0)
 WINDOW_MS = Option(float, "milliseconds > 0", "time window for rates and queue depth", low=0, low_open=True,
-                   flag="--window-ms", default=100.0)
+                   flag="--window-ms", default=None,
+                   default_text="100, finer (down to 1) so that the shortest run has 30 windows")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -132,9 +132,10 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
             if i == max_runs_plotted:
                 out.append(f"<p class='note'>Plots shown for the first {max_runs_plotted} runs only.</p>")
             continue
-        out.append(_img(plots.throughput(analysis.rates, info.run_id, analysis.window_ns), "throughput"))
+        t0 = (info.meta.get("schedule") or {}).get("t0_ns")
+        out.append(_img(plots.throughput(analysis.rates, info.run_id, analysis.window_ns, r, t0), "throughput"))
         out.append(_img(plots.latency_curve(analysis.hist, info.run_id), "latency percentiles"))
-        out.append(_img(plots.queue_depth(analysis.depth, info.run_id, analysis.window_ns), "queue depth"))
+        out.append(_img(plots.queue_depth(analysis.depth, info.run_id, analysis.window_ns, t0), "queue depth"))
         out += where_and_when(analysis, info)
 
     out.append("<h2>Reading this report</h2><ul class='note'>"

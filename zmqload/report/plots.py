@@ -11,12 +11,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from ..analysis.capacity import key_text, offered  # noqa: E402
-from ..analysis.metrics import ALL, HIST_GROWTH  # noqa: E402
+from ..analysis.capacity import fmt_rate, key_text, offered  # noqa: E402
+from ..analysis.metrics import ALL  # noqa: E402
+from ..contract.histogram import bucket_value  # noqa: E402
 
 COLORS = {"offered": "#9e9e9e", "sent": "#1f77b4", "received": "#2ca02c",
           "latency_intended": "#d62728", "latency_sent": "#1f77b4", "stall": "#ff7f0e",
@@ -35,36 +36,123 @@ def _png(fig) -> str:
 
 
 def _si(x, _=None):
+    """1.5k, 3.36M: three significant digits at most (an axis tick or a legend's rate)."""
     for f, s in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= f:
-            return f"{x / f:g}{s}"
-    return f"{x:g}"
+            return f"{x / f:.3g}{s}"
+    return f"{x:.3g}"
 
 
-def throughput(rates: list[dict], run: str, window_ns: int):
+MOST_STEPS = 200      # windows drawn per run at most: longer runs are drawn in merged windows
+# Which times each throughput series counts by, and the span of those times in the run row.
+SERIES = {"offered": ("offered (by intended time)", "t_first_intended_ns", "t_last_intended_ns"),
+          "sent": ("achieved send", "t_first_send_ns", "t_last_send_ns"),
+          "received": ("received", "t_first_recv_ns", "t_last_recv_ns")}
+
+
+def throughput_series(rates: list[dict], run: str, window_ns: int, row: dict | None = None,
+                      t0_ns: int | None = None) -> dict:
+    """The throughput plot's data: per series (offered, sent, received), the window edges in
+    seconds since t0 (default: the first intended send) and the rate in each window.
+
+    A window only partly inside the series' span (its first / last time in `row`) is
+    divided by the time it covers, not by its length, so the first and last windows are not
+    drawn as dips; one covering less than half a window is merged into its neighbour, so a
+    sliver of a few messages is not drawn as a spike either. Windows inside the span
+    without a message are 0. Long runs are drawn in MOST_STEPS windows at most, each a
+    whole number of the analysis windows. {"window_ns": drawn window, "series": {name:
+    (edges, rates)}}."""
     rows = [r for r in rates if r["run"] == run]
     if not rows:
-        return None
-    w0 = min(r["window"] for r in rows)
-    per: defaultdict[str, defaultdict[int, int]] = defaultdict(lambda: defaultdict(int))
+        return {"window_ns": window_ns, "series": {}}
+    row = row or {}
+    counts: dict[str, defaultdict[int, int]] = {k: defaultdict(int) for k in SERIES}
     for r in rows:
-        for k in ("offered", "sent", "received"):
-            per[k][r["window"]] += r[k]
-    fig, ax = plt.subplots(figsize=(10, 3.2))
-    scale = 1e9 / window_ns
-    for k in ("offered", "sent", "received"):
-        ws = sorted(per[k])
-        ax.step([(w - w0) * window_ns / 1e9 for w in ws], [per[k][w] * scale for w in ws], where="post",
-                label={"offered": "offered (by intended time)", "sent": "achieved send", "received": "received"}[k],
-                color=COLORS[k], lw=2 if k == "received" else 1.3, ls="--" if k == "offered" else "-")
-    ax.set_xlabel("seconds since first scheduled send")
+        for k in SERIES:
+            counts[k][r["window"]] += r[k] or 0
+    first_w = min(r["window"] for r in rows)
+    last_w = max(r["window"] for r in rows)
+    factor = max(1, math.ceil((last_w - first_w + 1) / MOST_STEPS))
+    width = window_ns * factor
+    origin = first_w * window_ns
+    t0 = t0_ns if t0_ns is not None else row.get("t_first_intended_ns") or origin
+    series = {}
+    for k, (_, first_key, last_key) in SERIES.items():
+        per = counts[k]
+        windows = [w for w, n in per.items() if n]
+        if not windows:
+            continue
+        first, last = row.get(first_key), row.get(last_key)
+        start: int = first if first is not None else min(windows) * window_ns
+        end: int = last + 1 if last is not None else (max(windows) + 1) * window_ns
+        start = min(start, (min(windows) + 1) * window_ns - 1)     # the span holds every counted window
+        end = max(end, max(windows) * window_ns + 1)
+        n_per_bin: defaultdict[int, int] = defaultdict(int)
+        for w, n in per.items():
+            n_per_bin[(w * window_ns - origin) // width] += n
+        bins = range((start - origin) // width, (end - 1 - origin) // width + 1)
+        # [from, to) of each bin inside the span, and its count
+        cells = [[max(origin + b * width, start), min(origin + (b + 1) * width, end), n_per_bin.get(b, 0)]
+                 for b in bins]
+        if len(cells) > 1 and cells[0][1] - cells[0][0] < width / 2:
+            cells[1] = [cells[0][0], cells[1][1], cells[0][2] + cells[1][2]]
+            cells.pop(0)
+        if len(cells) > 1 and cells[-1][1] - cells[-1][0] < width / 2:
+            cells[-2] = [cells[-2][0], cells[-1][1], cells[-2][2] + cells[-1][2]]
+            cells.pop()
+        if len(cells) == 1 and cells[0][1] - cells[0][0] < width:
+            cells[0][1] = cells[0][0] + width     # a span shorter than a window: its count per window
+        edges = [(c[0] - t0) / 1e9 for c in cells] + [(cells[-1][1] - t0) / 1e9]
+        series[k] = (edges, [c[2] * 1e9 / (c[1] - c[0]) for c in cells])
+    return {"window_ns": width, "series": series}
+
+
+def throughput(rates: list[dict], run: str, window_ns: int, row: dict | None = None, t0_ns: int | None = None):
+    data = throughput_series(rates, run, window_ns, row, t0_ns)
+    return _png(throughput_figure(data)) if data["series"] else None
+
+
+def throughput_figure(data: dict):
+    fig, ax = plt.subplots(figsize=(10, 3.4))
+    # offered last and on top, dashed and dark: it is the reference the others are read against
+    style: dict[str, dict[str, Any]] = {"sent": dict(color=COLORS["sent"], lw=2.6, alpha=0.75),
+             "received": dict(color=COLORS["received"], lw=1.6),
+             "offered": dict(color="#222", lw=1.4, ls=(0, (4, 3)), zorder=5)}
+    for k in ("sent", "received", "offered"):
+        if k in data["series"]:
+            edges, values = data["series"][k]
+            ax.stairs(values, edges, baseline=None, label=SERIES[k][0], **style[k])
+    top, peak = y_top(data)
+    if peak:        # e.g. a fast drain's few ms at 30x the run's rate: named, so the run stays readable
+        ax.text(0.99, 0.97, f"{peak[0]} peaks above the scale: {_si(peak[1])}/s at {peak[2]:.3g} s",
+                transform=ax.transAxes, ha="right", va="top", fontsize=8, color="#555")
+    ax.set_xlabel("seconds since the first scheduled send")
     ax.set_ylabel("messages / s")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, top)
     ax.yaxis.set_major_formatter(FuncFormatter(_si))
-    ax.set_title(f"Throughput over time ({window_ns / 1e6:g} ms windows)")
+    ax.set_title(f"Throughput over time ({_duration(data['window_ns'])} windows; first and last by the time they cover)")
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower center", fontsize=8, ncol=3)
-    return _png(fig)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, frameon=False)
+    return fig
+
+
+PEAK_SCALE = 3.0    # a window above 3x the 95th percentile of all windows is not allowed to set the scale
+
+
+def y_top(data: dict) -> tuple[float, tuple | None]:
+    """The throughput plot's y limit, and the highest peak left above it (series, rate, s) if any."""
+    values = [(v, name, (e[i] + e[i + 1]) / 2) for name, (e, vs) in data["series"].items() for i, v in enumerate(vs)]
+    if not values:
+        return 1.0, None
+    highest = max(values)
+    typical = float(np.percentile([v for v, _, _ in values], 95))
+    if typical > 0 and highest[0] > PEAK_SCALE * typical:
+        return PEAK_SCALE * typical * 1.05, (SERIES[highest[1]][0], highest[0], highest[2])
+    return (highest[0] * 1.12) or 1.0, None
+
+
+def _duration(ns: float) -> str:
+    return f"{ns / 1e9:g} s" if ns >= 1e9 else f"{ns / 1e6:g} ms" if ns >= 1e6 else f"{ns / 1e3:g} us"
 
 
 FLOOR_US = 0.1     # values below (0 ns stalls: a send on time) are drawn here on the log axis
@@ -93,7 +181,7 @@ def latency_curve(hist: list[dict], run: str):
         for h in hs:
             cum += h["count"]
             xs.append(total / max(total - cum, 1))      # 1 / (1 - q), the last one capped at count
-            v = 0 if h["bucket"] < 0 else min(HIST_GROWTH ** h["bucket"], max(h["max"], 0))
+            v = min(bucket_value(h["bucket"]), max(h["max"], 0))
             ys.append(max(v / 1e3, FLOOR_US))
         xs, ys = [1.0] + xs, [ys[0]] + ys
         x_max = max(x_max, xs[-1])
@@ -122,28 +210,40 @@ def latency_curve(hist: list[dict], run: str):
     return _png(fig)
 
 
-def queue_depth(depth: list[dict], run: str, window_ns: int):
+BYTE_UNITS = ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "bytes"))
+
+
+def byte_unit(most_bytes: float) -> tuple[int, str]:
+    """The unit an axis reaching `most_bytes` reads best in: 2 KiB, not 0.0020 MiB."""
+    return next(((f, name) for f, name in BYTE_UNITS if most_bytes >= f), BYTE_UNITS[-1])
+
+
+def messages_axis(ax, top: float, mean_size: float | None = None) -> None:
+    """A y axis of message counts: whole-number ticks only (half a message is not a
+    depth), from 0 to at least 1; with the queued bytes on the right in a unit fitting them."""
+    ax.set_ylim(0, max(top * 1.1, 1))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=2))
+    ax.yaxis.set_major_formatter(FuncFormatter(_si))
+    ax.set_ylabel("messages in flight")
+    if mean_size:
+        factor, unit = byte_unit(max(top, 1) * mean_size)
+        sec = ax.secondary_yaxis("right", functions=(lambda d: d * mean_size / factor, lambda b: b * factor / mean_size))
+        sec.set_ylabel(f"{unit} queued (x mean size {mean_size:,.0f} B)")
+        sec.yaxis.set_major_formatter(FuncFormatter(_si))
+
+
+def queue_depth(depth: list[dict], run: str, window_ns: int, t0_ns: int | None = None):
     rows = [d for d in depth if d["run"] == run and d["stream"] == ALL]
     if not rows:
         return None
-    w0 = min(d["window"] for d in rows)
-    t = [(d["window"] - w0 + 1) * window_ns / 1e9 for d in rows]
+    t0 = t0_ns if t0_ns is not None else min(d["window"] for d in rows) * window_ns
+    t = [((d["window"] + 1) * window_ns - t0) / 1e9 for d in rows]       # the end of each window
     fig, ax = plt.subplots(figsize=(10, 3.0))
-    ax.fill_between(t, [d["depth"] for d in rows], step="post", alpha=0.35, color="#9467bd")
-    ax.step(t, [d["depth"] for d in rows], where="post", color="#9467bd")
-    ax.set_xlabel("seconds since first scheduled send")
-    ax.set_ylabel("messages in flight")
-    ax.yaxis.set_major_formatter(FuncFormatter(_si))
-    mean_size = rows[0].get("mean_size") or 0
-    if mean_size:
-        def to_mib(d: Any) -> Any:       # messages -> MiB, for numbers and numpy arrays alike
-            return d * mean_size / 2**20
-
-        def to_messages(b: Any) -> Any:
-            return b * 2**20 / mean_size
-
-        sec = ax.secondary_yaxis("right", functions=(to_mib, to_messages))
-        sec.set_ylabel("MiB queued")
+    values = [max(d["depth"], 0) for d in rows]
+    ax.fill_between(t, values, step="post", alpha=0.35, color="#9467bd")
+    ax.step(t, values, where="post", color="#9467bd")
+    ax.set_xlabel("seconds since the first scheduled send")
+    messages_axis(ax, max(values), rows[0].get("mean_size"))
     ax.set_title("Queue depth over time: sent by t - received by t (messages that arrived)")
     ax.grid(alpha=0.3)
     return _png(fig)
@@ -154,34 +254,64 @@ def _group_of(capacity: list[dict]) -> dict:
     return {rid: g for g in capacity for rid in g["run_ids"]}
 
 
-def loss_vs_hwm(run_rows: list[dict], capacity: list[dict]):
-    """Loss (dropped + stranded + refused by the sender) of paced runs against RCVHWM, one
-    line per group of everything but the HWMs and offered rate."""
+def loss_vs_hwm_series(run_rows: list[dict], capacity: list[dict]) -> dict | None:
+    """The loss-vs-HWM plot's data: the HWM settings tested (the x categories, in order) and
+    one series per setup (every other grouping key and the offered rate), each a list of
+    (category index, loss %) where loss = lost + refused by the sender, % of attempted.
+    Points of one series only are ever joined. None without an HWM among the grouping keys."""
     hwm_keys = [k for k in ("sndhwm", "rcvhwm", "proxy_sndhwm", "proxy_rcvhwm")
                 if capacity and k in capacity[0]["key_names"]]
     if not hwm_keys:
         return None
     group = _group_of(capacity)
     rows = [r for r in run_rows if r.get("expected") and offered(r) and r["run"] in group]
-    labels = sorted({", ".join(key_text(k, group[r["run"]]["keys"][k]) for k in hwm_keys) for r in rows})
-    series = defaultdict(list)
+
+    def hwm_sort(keys):         # numeric order, libzmq's default last
+        return tuple((keys[k] is None, keys[k] or 0) for k in hwm_keys)
+    settings = sorted({tuple((k, group[r["run"]]["keys"][k]) for k in hwm_keys) for r in rows},
+                      key=lambda t: hwm_sort(dict(t)))
+    labels = [", ".join(key_text(k, v) for k, v in t) for t in settings]
+    series: defaultdict[str, list] = defaultdict(list)
     for r in rows:
-        g = group[r["run"]]
-        rest = ", ".join(key_text(k, v) for k, v in g["keys"].items() if k not in hwm_keys)
-        series[(rest, offered(r))].append((labels.index(", ".join(key_text(k, g["keys"][k]) for k in hwm_keys)), r))
-    fig, ax = plt.subplots(figsize=(10, 3.4))
-    for (rest, rate), pts in sorted(series.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        pts.sort(key=lambda p: p[0])
-        ax.plot([p[0] for p in pts], [100 * ((r.get("lost") or 0) + (r.get("dropped_sender") or 0))
-                                      / max(r["expected"] + (r.get("dropped_sender") or 0), 1) for _, r in pts],
-                marker="o", label=f"{rest + ' ' if rest else ''}@ {_si(rate)}/s")
-    ax.set_xticks(range(len(labels)))
-    ax.set_xticklabels(labels, rotation=15, fontsize=8)
-    ax.set_ylabel("lost + refused, % of attempted")
-    ax.set_title("Loss vs high-water mark (paced runs)")
+        keys = group[r["run"]]["keys"]
+        rest = ", ".join(key_text(k, v) for k, v in keys.items() if k not in hwm_keys)
+        name = f"{rest + ' ' if rest else ''}@ {fmt_rate(offered(r))}"
+        refused = r.get("dropped_sender") or 0
+        loss = 100 * ((r.get("lost") or 0) + refused) / max(r["expected"] + refused, 1)
+        series[name].append((settings.index(tuple((k, keys[k]) for k in hwm_keys)), loss))
+    return {"labels": labels, "series": {name: sorted(pts) for name, pts in sorted(series.items())},
+            "keys": [k for k in capacity[0]["key_names"] if k not in hwm_keys]}
+
+
+MARKERS = "osD^vP*Xh<>"
+
+
+def loss_vs_hwm(run_rows: list[dict], capacity: list[dict]):
+    """Loss of paced runs against the HWM settings, one series per setup; series are
+    shifted sideways a little and marked differently, so equal values stay visible."""
+    data = loss_vs_hwm_series(run_rows, capacity)
+    if not data or not data["series"]:
+        return None
+    names = list(data["series"])
+    fig, ax = plt.subplots(figsize=(10, 3.6))
+    spread = min(0.3, 0.06 * (len(names) - 1))
+    for i, name in enumerate(names):
+        shift = (i / max(len(names) - 1, 1) - 0.5) * spread * 2 if len(names) > 1 else 0.0
+        pts = data["series"][name]
+        ax.plot([x + shift for x, _ in pts], [y for _, y in pts], marker=MARKERS[i % len(MARKERS)], ms=7,
+                lw=1.2, ls="-" if len(pts) > 1 else "none", label=name, alpha=0.9)
+    ax.set_xticks(range(len(data["labels"])))
+    ax.set_xticklabels(data["labels"], fontsize=8)
+    ax.set_xlim(-0.5, len(data["labels"]) - 0.5)
+    top = max(y for pts in data["series"].values() for _, y in pts)
+    ax.set_ylim(-0.04 * (top or 1), (top or 1) * 1.12)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:.3g}"))
+    ax.set_ylabel("lost + refused (%)")
+    ax.set_xlabel("high-water mark")
+    ax.set_title("Loss vs high-water mark (paced runs; one line per setup)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, title=", ".join(k for k in capacity[0]["key_names"] if k not in hwm_keys) or None,
-              title_fontsize=7)
+    ax.legend(fontsize=8, title=", ".join(data["keys"]) or None, title_fontsize=8, loc="upper center",
+              bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     return _png(fig)
 
 
@@ -198,13 +328,14 @@ def capacity_curves(run_rows: list[dict], slo_p99_us: float, capacity: list[dict
     by_name = {g["group"]: g for g in capacity}
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
     top = 0
-    for name, rs in sorted(lines.items()):
+    for i, (name, rs) in enumerate(sorted(lines.items())):
         rs.sort(key=offered)
         x = [offered(r) for r in rs]
         top = max(top, max(x))
-        line, = a1.plot(x, [r["recv_rate"] for r in rs], marker="o", label=name)
-        a2.plot(x, [max(r.get("latency_intended_p99_us") or 0, FLOOR_US) for r in rs], marker="o", label=name,
-                color=line.get_color())
+        marker = MARKERS[i % len(MARKERS)]      # its own marker, so equal points of two groups both show
+        line, = a1.plot(x, [r["recv_rate"] for r in rs], marker=marker, ms=7, alpha=0.85, label=name)
+        a2.plot(x, [max(r.get("latency_intended_p99_us") or 0, FLOOR_US) for r in rs], marker=marker, ms=7,
+                alpha=0.85, color=line.get_color())
         g = by_name[name]
         for a in (a1, a2):
             if g["highest_clean_rate"]:
@@ -225,9 +356,13 @@ def capacity_curves(run_rows: list[dict], slo_p99_us: float, capacity: list[dict
         a.grid(alpha=0.3)
     a1.yaxis.set_major_formatter(FuncFormatter(_si))
     keys = ", ".join(capacity[0]["key_names"]) or None
-    a1.legend(fontsize=7, title=keys, title_fontsize=7)
-    a2.legend(fontsize=7, title=keys, title_fontsize=7)
+    a2.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}" if y >= 1 else f"{y:g}"))
     fig.tight_layout()
+    # one legend for both, under them: inside, it hid points
+    handles = a1.get_legend_handles_labels()[0] + [h for h, lab in zip(*a2.get_legend_handles_labels())
+                                                   if lab.startswith("SLO")]
+    fig.legend(handles=handles, fontsize=8, title=keys, title_fontsize=8, loc="upper center",
+               bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
     return _png(fig)
 
 
@@ -268,25 +403,31 @@ def fates_over_time(rates: list[dict], run: str, meta: dict, copies: int, window
         return None
     fig, ax = plt.subplots(figsize=(10, 2.8))
     width = window_ns / 1e9
+    t0 = (meta.get("schedule") or {}).get("t0_ns")
+    at = (lambda w: (w * window_ns - t0) / 1e9) if t0 is not None else (lambda w: (w - w0) * width)
     bottom: defaultdict[int, int] = defaultdict(int)
     for place, per in lost.items():
         xs = sorted(per)
-        ax.bar([(w - w0) * width for w in xs], [per[w] for w in xs], width=width, align="edge",
+        ax.bar([at(w) for w in xs], [per[w] for w in xs], width=width, align="edge",
                bottom=[bottom[w] for w in xs], color=FATE_COLORS[place], label=f"{place} (by send time)")
         for w in xs:
             bottom[w] += per[w]
-    if drained:
-        xs = sorted(drained)
-        ax.step([(w - w0) * width for w in xs], [drained[w] for w in xs], where="post",
-                color=FATE_COLORS["drained"], label="drained (arrived in the drain, by receive time)")
-    ax.set_xlabel("seconds since first scheduled send")
+    if drained:     # every window from the first to the last drained one, so a short drain has a width
+        xs = list(range(min(drained), max(drained) + 1))
+        ax.stairs([drained.get(w, 0) for w in xs], [at(w) for w in xs] + [at(xs[-1] + 1)], baseline=0,
+                  color=FATE_COLORS["drained"], lw=1.8, label="drained (arrived in the drain, by receive time)")
+    ax.set_xlabel("seconds since the first scheduled send")
     ax.set_ylabel(f"messages per {window_ns / 1e6:g} ms")
-    ax.set_xlim(0, (windows[-1] - w0 + 1) * width)      # the whole run, so "when" reads at a glance
+    ax.set_xlim(min(0, at(w0)), at(windows[-1] + 1))      # the whole run, so "when" reads at a glance
+    ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(FuncFormatter(_si))
     ax.set_title("Where messages went over time: lost by fate, drained")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _png(fig)
+
+
+HWM_SCALE = 4      # an HWM above 4x the peak depth is named, not drawn
 
 
 def queue_split(depth: list[dict], run: str, run_path: str, meta: dict, window_ns: int):
@@ -316,15 +457,22 @@ def queue_split(depth: list[dict], run: str, run_path: str, meta: dict, window_n
     fig, ax = plt.subplots(figsize=(10, 3.0))
     ax.stackplot(t, kernel, total - kernel, labels=["kernel tcp buffers", "libzmq pipes"],
                  colors=["#17becf", "#9467bd"], alpha=0.6, step="post")
+    peak = max(float(total.max()), 1.0)
+    shown = []
     for name, color in (("sndhwm", "#2ca02c"), ("rcvhwm", "#d62728")):
-        if w.get(name) is not None:
-            ax.axhline(w[name], color=color, ls="--", lw=1, label=f"{name.upper()} {w[name]:,}")
-    ax.set_xlabel("seconds since first scheduled send")
-    ax.set_ylabel("messages in flight")
-    ax.yaxis.set_major_formatter(FuncFormatter(_si))
+        hwm = w.get(name)
+        if hwm is None:
+            continue
+        if hwm <= HWM_SCALE * peak:      # a reference line, not one that squashes the depth flat
+            ax.axhline(hwm, color=color, ls="--", lw=1, label=f"{name.upper()} {hwm:,}")
+            shown.append(hwm)
+        else:
+            ax.plot([], [], color=color, ls="--", lw=1, label=f"{name.upper()} {hwm:,} (above the scale)")
+    ax.set_xlabel("seconds since the first scheduled send")
+    messages_axis(ax, max([peak, *shown]))
     ax.set_title("Queue depth over time, kernel / libzmq (messages that arrived; HWMs for reference)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4, frameon=False)
     return _png(fig)
 
 
