@@ -24,6 +24,8 @@ class Consumer(WorkerLifecycle):
         self.receiver = receiver = _engine.Receiver(sock, int(w.consumer_delay_us * 1000),
                                                     self.pattern.envelope_frames, self.pattern.round_trip)
         pipeline = ChunkPipeline(RecvConverter.COLUMNS, w.chunk_rows, self.convert, self.spill_dir())
+        if not w.rate:      # unpaced: the loops fill the cores; convert after them (recorder.HOLD_BACKLOG_BYTES)
+            pipeline.hold()
         warm_mask = (1 << w.producers) - 1
         warm_sent = False
         try:
