@@ -51,7 +51,9 @@ def test_pacing_one_producer_tcp(benchmark, rate):
                        lateness_p50_us=round(float(np.percentile(late_us, 50)), 2),
                        lateness_p99_us=round(float(np.percentile(late_us, 99)), 2),
                        lateness_max_us=round(float(late_us.max()), 1),
-                       generator_limited=result.generator_limited)
+                       generator_limited=result.generator_limited,
+                       # why a schedule was not kept: time blocked in a full socket (pushback) or not
+                       lag_ms=result.generator.get("lag_ms"), blocked_ms=result.generator.get("blocked_ms"))
 
     try:
         benchmark.pedantic(one_run, rounds=1, iterations=1)

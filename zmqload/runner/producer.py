@@ -7,6 +7,7 @@ from .. import _engine
 from ..contract import control
 from ..recorder import ChunkPipeline, SendConverter
 from .lifecycle import WorkerLifecycle, max_rss_kb
+from .placement import place_this_worker
 
 WARMUP_EVERY_MS = 2
 
@@ -14,6 +15,8 @@ WARMUP_EVERY_MS = 2
 class Producer(WorkerLifecycle):
     def run(self) -> None:
         w = self.workload
+        if not w.rate and self.own_context and not self.pattern.proxy:     # before the first socket
+            place_this_worker("producer", self.spec.worker.index, w.producers, w.consumers)
         sndtimeo = None if w.send_mode == "dontwait" else (
             min(w.sndtimeo_ms, w.slice_ms) if w.send_mode == "timeout" else w.slice_ms)
         sock = self.open_socket(self.pattern.producer_socket, {
