@@ -1,4 +1,5 @@
-"""Engine throughput against a bare C loop and two pure-pyzmq loops, side by side.
+"""Engine throughput against a bare C loop (placed by the scheduler, and placed like zmqload's
+unpaced workers) and two pure-pyzmq loops, side by side.
 
 Each round runs every implementation back to back (rotating the order), so machine noise
 hits them alike. What counts (issue 15): the median of per-round ratios over >= 9 rounds and
@@ -31,9 +32,12 @@ def _count(size: int) -> int:
 def test_push_pull_tcp_throughput(benchmark, c_baseline_binary, size):
     count = _count(size)
     py_count = max(count // 10, 10_000)      # the Python loops are slow; msg/s is still comparable
-    rates: dict[str, list[float]] = {"c_baseline": [], "zmqload": [], "pyzmq_plain": [], "pyzmq_loop": []}
+    rates: dict[str, list[float]] = {"c_baseline": [], "c_placed": [], "zmqload": [], "pyzmq_plain": [],
+                                     "pyzmq_loop": []}
     runners = {
         "c_baseline": lambda: c_baseline(c_baseline_binary, size, count),
+        # each process and its I/O thread on a CPU of its own: libzmq's own fast mode
+        "c_placed": lambda: c_baseline(c_baseline_binary, size, count, placement="0011"),
         "zmqload": lambda: zmqload_run(size, count),
         "pyzmq_plain": lambda: pyzmq_plain(size, py_count),
         "pyzmq_loop": lambda: pyzmq_loop(size, py_count),

@@ -1,7 +1,8 @@
-"""Four ways to push N messages PUSH -> PULL over tcp loopback, each returning msg/s
+"""Five ways to push N messages PUSH -> PULL over tcp loopback, each returning msg/s
 over the same span (first send to last receive, CLOCK_MONOTONIC):
 
 - c_baseline: bench/baseline_pushpull.c, a bare zmq_send/zmq_recv pair, no recording
+  (as the scheduler places it, or placed like zmqload's unpaced workers: c_placed)
 - zmqload: the engine with full recording on both ends (Parquet, histograms, accounting)
 - pyzmq_loop: a pure-Python pyzmq sender and receiver that stamp and record like zmqload
 - pyzmq_plain: the loop a user writes first: send / recv in pyzmq, nothing stamped or kept
@@ -41,8 +42,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def c_baseline(binary: str, size: int, count: int) -> float:
-    out = subprocess.run([binary, f"tcp://127.0.0.1:{free_port()}", str(count), str(size)],
+def c_baseline(binary: str, size: int, count: int, placement: str | None = None) -> float:
+    """The bare C pair; placement "0011" puts each process with its I/O thread on a CPU of its
+    own (the fast mode, as zmqload places unpaced workers), None leaves it to the scheduler."""
+    out = subprocess.run([binary, f"tcp://127.0.0.1:{free_port()}", str(count), str(size), *filter(None, [placement])],
                          check=True, capture_output=True, text=True, timeout=600).stdout.split()
     return int(out[0]) / (int(out[1]) / 1e9)
 
