@@ -1,11 +1,17 @@
 /* The yardstick for zmqload's engine: a minimal PUSH -> PULL over one libzmq, no recording.
  *
- *   baseline_pushpull ENDPOINT COUNT SIZE
+ *   baseline_pushpull ENDPOINT COUNT SIZE [PLACEMENT]
  *
  * Forks a PULL receiver (binds) and a PUSH sender (connects); the sender stamps nothing,
  * the receiver only counts. Prints "msgs elapsed_ns" where elapsed runs from the first send
  * to the last receive on CLOCK_MONOTONIC (the same span zmqload reports as throughput).
+ *
+ * PLACEMENT (optional, for finding what the two throughput modes are): four CPU numbers,
+ * e.g. "0011", for the sender's thread, the sender's libzmq I/O thread, the receiver's
+ * thread and the receiver's I/O thread. Without it the scheduler places all four.
  */
+#define _GNU_SOURCE
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,12 +28,26 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* Pin the calling thread to `cpu` and the I/O thread that `ctx` will start to `io_cpu`
+ * (the I/O thread starts with the first socket, so this runs before it). */
+static void place(void *ctx, const char *placement, int which)
+{
+    if (placement == NULL)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(placement[2 * which] - '0', &set);
+    sched_setaffinity(0, sizeof set, &set);
+    zmq_ctx_set(ctx, ZMQ_THREAD_AFFINITY_CPU_ADD, placement[2 * which + 1] - '0');
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s ENDPOINT COUNT SIZE\n", argv[0]);
+    if (argc != 4 && !(argc == 5 && strlen(argv[4]) == 4)) {
+        fprintf(stderr, "usage: %s ENDPOINT COUNT SIZE [PLACEMENT, e.g. 0011]\n", argv[0]);
         return 2;
     }
+    const char *placement = argc == 5 ? argv[4] : NULL;
     const char *endpoint = argv[1];
     long count = atol(argv[2]);
     size_t size = (size_t)atol(argv[3]);
@@ -38,6 +58,7 @@ int main(int argc, char **argv)
     pid_t pid = fork();
     if (pid == 0) {                       /* receiver */
         void *ctx = zmq_ctx_new();
+        place(ctx, placement, 1);
         void *pull = zmq_socket(ctx, ZMQ_PULL);
         if (zmq_bind(pull, endpoint) != 0) {
             fprintf(stderr, "bind %s: %s\n", endpoint, zmq_strerror(zmq_errno()));
@@ -65,6 +86,7 @@ int main(int argc, char **argv)
     if (read(ready[0], &byte, 1) != 1)
         return 1;
     void *ctx = zmq_ctx_new();
+    place(ctx, placement, 0);
     void *push = zmq_socket(ctx, ZMQ_PUSH);
     if (zmq_connect(push, endpoint) != 0)
         return 1;

@@ -1,9 +1,13 @@
-"""Three ways to push N messages PUSH -> PULL over tcp loopback, each returning msg/s
+"""Five ways to push N messages PUSH -> PULL over tcp loopback, each returning msg/s
 over the same span (first send to last receive, CLOCK_MONOTONIC):
 
 - c_baseline: bench/baseline_pushpull.c, a bare zmq_send/zmq_recv pair, no recording
+  (as the scheduler places it, or placed like zmqload's unpaced workers: c_placed)
 - zmqload: the engine with full recording on both ends (Parquet, histograms, accounting)
 - pyzmq_loop: a pure-Python pyzmq sender and receiver that stamp and record like zmqload
+- pyzmq_plain: the loop a user writes first: send / recv in pyzmq, nothing stamped or kept
+
+and how to read side-by-side rounds of them (modes, per-round ratios, best vs best).
 """
 from __future__ import annotations
 
@@ -38,8 +42,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def c_baseline(binary: str, size: int, count: int) -> float:
-    out = subprocess.run([binary, f"tcp://127.0.0.1:{free_port()}", str(count), str(size)],
+def c_baseline(binary: str, size: int, count: int, placement: str | None = None) -> float:
+    """The bare C pair; placement "0011" puts each process with its I/O thread on a CPU of its
+    own (the fast mode, as zmqload places unpaced workers), None leaves it to the scheduler."""
+    out = subprocess.run([binary, f"tcp://127.0.0.1:{free_port()}", str(count), str(size), *filter(None, [placement])],
                          check=True, capture_output=True, text=True, timeout=600).stdout.split()
     return int(out[0]) / (int(out[1]) / 1e9)
 
@@ -75,13 +81,35 @@ def _pyzmq_receiver(endpoint: str, count: int, ready, result) -> None:
     ctx.term()
 
 
+def _pyzmq_plain_receiver(endpoint: str, count: int, ready, result) -> None:
+    import zmq
+    ctx = zmq.Context()
+    pull = ctx.socket(zmq.PULL)
+    pull.bind(endpoint)
+    ready.set()
+    for _ in range(count):
+        pull.recv()
+    result.put(time.monotonic_ns())
+    pull.close()
+    ctx.term()
+
+
+def pyzmq_plain(size: int, count: int) -> float:
+    """send / recv in pyzmq and nothing else: no timestamps, no records."""
+    return _pyzmq_pair(_pyzmq_plain_receiver, size, count, stamp=False)
+
+
 def pyzmq_loop(size: int, count: int) -> float:
-    """The same job in pure Python: the loop a user would write without zmqload."""
+    """The same job as zmqload in pure Python: stamps and records every message."""
+    return _pyzmq_pair(_pyzmq_receiver, size, count, stamp=True)
+
+
+def _pyzmq_pair(receiver_main, size: int, count: int, stamp: bool) -> float:
     import zmq
     mp = multiprocessing.get_context("spawn")
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     ready, result = mp.Event(), mp.Queue()
-    receiver = mp.Process(target=_pyzmq_receiver, args=(endpoint, count, ready, result))
+    receiver = mp.Process(target=receiver_main, args=(endpoint, count, ready, result))
     receiver.start()
     ready.wait(30)
     ctx = zmq.Context()
@@ -91,11 +119,54 @@ def pyzmq_loop(size: int, count: int) -> float:
     buf = bytearray(size)
     pack = struct.Struct("<Qq").pack_into
     first = time.monotonic_ns()
-    for seq in range(count):
-        pack(buf, 0, seq, time.monotonic_ns())
-        push.send(buf, copy=True)
+    if stamp:
+        for seq in range(count):
+            pack(buf, 0, seq, time.monotonic_ns())
+            push.send(buf, copy=True)
+    else:
+        message = bytes(buf)
+        for _ in range(count):
+            push.send(message)
     last = result.get(timeout=600)
     receiver.join()
     push.close()
     ctx.term()
     return count / ((last - first) / 1e9)
+
+
+# --- reading side-by-side rounds ------------------------------------------------------------
+
+MODE_GAP = 1.4
+"""Rounds of one implementation form two modes when, sorted, two neighbours differ by more
+than this factor (the C pair's ~3M / ~7M msg/s at 64 B, set by where the scheduler puts its
+four threads); closer values are one mode with noise."""
+
+
+def modes(values: list[float]) -> list[str]:
+    """'fast' / 'slow' per round when the values split into two modes, else 'one'."""
+    ordered = sorted(values)
+    gaps = [(b / a, b) for a, b in zip(ordered, ordered[1:]) if a > 0]
+    if not gaps or max(gaps)[0] < MODE_GAP:
+        return ["one"] * len(values)
+    split = max(gaps)[1]
+    return ["fast" if v >= split else "slow" for v in values]
+
+
+def compare(rounds: dict[str, list[float]], subject: str = "zmqload") -> dict:
+    """What the rounds say about `subject` against every other implementation: the median of
+    per-round ratios (each round's pair ran back to back, so machine noise hits both) and
+    best round against best round (the ceiling each reached)."""
+    import statistics
+    out: dict = {name: {"all": [round(v) for v in values], "median": round(statistics.median(values)),
+                        "best": round(max(values)), "worst": round(min(values)), "modes": modes(values)}
+                 for name, values in rounds.items()}
+    for other, values in rounds.items():
+        if other == subject:
+            continue
+        ratios = [a / b for a, b in zip(rounds[subject], values)]
+        out[f"{subject}/{other}"] = {
+            "per_round": [round(r, 3) for r in ratios],
+            "median_of_ratios": round(statistics.median(ratios), 3),
+            "best_vs_best": round(max(rounds[subject]) / max(values), 3),
+        }
+    return out

@@ -31,6 +31,12 @@ SPILL_EVERY_S = 1.0
 """A partly filled chunk is spilled after this long, so a worker killed mid-run loses at
 most its last second of records (or one chunk), not a whole chunk."""
 
+HOLD_BACKLOG_BYTES = 256 << 20
+"""While an unpaced loop runs, the converter waits until this much raw chunk data is spilled
+(about 9.6M received messages): those loops fill both cores of a small machine, and a
+converter running beside them took ~1,300 instructions per message (valgrind) from the
+thing being measured. Beyond it, the converter runs (nice 19) so that disk use stays bounded."""
+
 # The writers' pyarrow schemas, derived from the one statement in zmqload.contract.records.
 SENDS_SCHEMA = SENDS.arrow
 RECVS_SCHEMA = RECVS.arrow
@@ -157,6 +163,9 @@ class ChunkPipeline:
         self._spilled = 0
         self._spilled_at = time.monotonic()
         self._pending: queue.Queue = queue.Queue()
+        self._released = threading.Event()
+        self._released.set()
+        self._chunk_bytes = rows * sum(d.itemsize for _, d in self.columns)
         self._process = process
         self.error: BaseException | None = None
         self.writer_cpu_s = 0.0          # CPU time the converter spent (recording overhead)
@@ -168,6 +177,13 @@ class ChunkPipeline:
         self.row = row
         if row >= self.capacity or (row and time.monotonic() - self._spilled_at >= SPILL_EVERY_S):
             self._spill()
+
+    def hold(self) -> None:
+        """Converter: wait (up to HOLD_BACKLOG_BYTES spilled) until release() or close()."""
+        self._released.clear()
+
+    def release(self) -> None:
+        self._released.set()
 
     def _spill(self) -> None:
         if self.error is not None:
@@ -192,6 +208,7 @@ class ChunkPipeline:
         if self.row:
             self._spill()
         self._stop_at = None if abandon_after_s is None else time.monotonic() + abandon_after_s
+        self._released.set()
         self._pending.put(None)
         self._thread.join()
         if self.error is not None:
@@ -215,6 +232,9 @@ class ChunkPipeline:
             pass
         while True:
             item = self._pending.get()
+            # spilled chunks counted as full: the bound holds however the chunks were cut
+            while not self._released.wait(0.05) and (self._pending.qsize() + 1) * self._chunk_bytes < HOLD_BACKLOG_BYTES:
+                pass
             if item is None:
                 self.writer_cpu_s = time.thread_time()
                 return

@@ -6,11 +6,14 @@ from ..contract import control
 from ..contract.wire import SEQ_BITS, SEQ_MASK
 from ..recorder import ChunkPipeline, RecvConverter
 from .lifecycle import WorkerLifecycle, max_rss_kb
+from .placement import place_this_worker
 
 
 class Consumer(WorkerLifecycle):
     def run(self) -> None:
         w = self.workload
+        if not w.rate and self.own_context and not self.pattern.proxy:     # before the first socket
+            place_this_worker("consumer", self.spec.worker.index, w.producers, w.consumers)
         # Before the socket: commands (Start, even ProducersDone for a late joiner) may
         # arrive while it connects, and they set the converter's times.
         self.t_drain_ns = 0
@@ -24,6 +27,8 @@ class Consumer(WorkerLifecycle):
         self.receiver = receiver = _engine.Receiver(sock, int(w.consumer_delay_us * 1000),
                                                     self.pattern.envelope_frames, self.pattern.round_trip)
         pipeline = ChunkPipeline(RecvConverter.COLUMNS, w.chunk_rows, self.convert, self.spill_dir())
+        if not w.rate:      # unpaced: the loops fill the cores; convert after them (recorder.HOLD_BACKLOG_BYTES)
+            pipeline.hold()
         warm_mask = (1 << w.producers) - 1
         warm_sent = False
         try:

@@ -7,6 +7,7 @@ from .. import _engine
 from ..contract import control
 from ..recorder import ChunkPipeline, SendConverter
 from .lifecycle import WorkerLifecycle, max_rss_kb
+from .placement import place_this_worker
 
 WARMUP_EVERY_MS = 2
 
@@ -14,6 +15,8 @@ WARMUP_EVERY_MS = 2
 class Producer(WorkerLifecycle):
     def run(self) -> None:
         w = self.workload
+        if not w.rate and self.own_context and not self.pattern.proxy:     # before the first socket
+            place_this_worker("producer", self.spec.worker.index, w.producers, w.consumers)
         sndtimeo = None if w.send_mode == "dontwait" else (
             min(w.sndtimeo_ms, w.slice_ms) if w.send_mode == "timeout" else w.slice_ms)
         sock = self.open_socket(self.pattern.producer_socket, {
@@ -36,7 +39,8 @@ class Producer(WorkerLifecycle):
                                 self.t0_ns, w.compression, round_trip)
         chunk_rows = (w.chunk_rows + 7) // 8 * 8     # whole bytes of the packed ok-map per chunk
         pipeline = ChunkPipeline(convert.columns(), chunk_rows, convert, self.spill_dir())
-        if not w.rate:
+        if not w.rate:      # unpaced: the loops fill the cores; convert after them (recorder.HOLD_BACKLOG_BYTES)
+            pipeline.hold()
             time.sleep(max(0.0, (self.t0_ns - _engine.now_ns()) / 1e9))
         try:
             while not sender.finished:

@@ -1,0 +1,38 @@
+"""Where an unpaced worker process runs: on a CPU of its own, with its libzmq I/O thread.
+
+Measured on the 2-core development machine (docs/BENCHMARKS.md, 1.2): the bare C PUSH/PULL
+pair's two modes are thread placement. With each process's loop thread and its I/O thread
+on one CPU, and the two processes on different CPUs, it ran 2.7-3.6M msg/s at 64 B; with a
+loop thread and its I/O thread on different CPUs, 0.14-0.19M; left to the scheduler,
+0.7-0.9M (the same minutes, a busy machine). A loop thread and its I/O thread hand every
+message over through a shared pipe and wake each other: on one CPU that stays in its cache.
+
+Only when every worker gets a CPU of its own (producers + consumers <= the CPUs this process
+may use), only for worker processes (inproc workers share one I/O thread) and only for
+unpaced runs, whose loops keep their CPUs busy; otherwise the scheduler places them.
+"""
+from __future__ import annotations
+
+import os
+
+
+def worker_cpu(role: str, index: int, producers: int, consumers: int, cpus: list[int]) -> int | None:
+    """The CPU for producer / consumer `index`, or None to leave placement to the scheduler.
+    Producers take the first CPUs, consumers the next."""
+    if producers + consumers > len(cpus):
+        return None
+    return cpus[index] if role == "producer" else cpus[producers + index]
+
+
+def place_this_worker(role: str, index: int, producers: int, consumers: int) -> int | None:
+    """Pin the calling thread (and the threads it starts later: libzmq's I/O thread, at the
+    first socket, and the converter) to its CPU; returns the CPU, or None if not placed."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cpu = worker_cpu(role, index, producers, consumers, sorted(os.sched_getaffinity(0)))
+    if cpu is not None:
+        try:
+            os.sched_setaffinity(0, {cpu})
+        except OSError:
+            return None
+    return cpu
