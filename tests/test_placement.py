@@ -40,12 +40,13 @@ def _io_threads(pid: str) -> int:
     return sum(name.startswith("ZMQbg/IO") for name in names)
 
 
-def _worker_affinities(paced: bool) -> dict[str, dict[str, str]]:
+def _worker_affinities(paced: bool, extra: list[str] = []) -> dict[str, dict[str, str]]:
     """Start a real run, and read each worker process's thread affinities while it sends."""
     args = [sys.executable, "-m", "zmqload", "run", "--transport", "tcp", "--size", "64", "--duration", "3",
             "--count", "50000000", "--quiet", "--out", os.path.join(os.environ.get("TMPDIR", "/tmp"), "zl-placement")]
     if paced:
         args += ["--rate", "10k"]
+    args += extra
     run = subprocess.Popen(args, cwd=os.path.dirname(os.path.dirname(__file__)))
     try:
         seen: dict[str, dict[str, str]] = {}
@@ -88,3 +89,29 @@ def test_paced_workers_are_left_to_the_scheduler():
                 lo, _, hi = part.partition("-")
                 expanded += list(range(int(lo), int(hi or lo) + 1))
             assert ",".join(map(str, expanded)) == everywhere, seen
+
+
+def test_the_plan_is_in_run_json_and_none_leaves_the_scheduler(tmp_path):
+    """run.json names each worker's CPU; --cpu-placement none pins nothing (and says so)."""
+    import json
+    import glob
+    runs = {}
+    for choice in ("auto", "none"):
+        out = tmp_path / choice
+        subprocess.run([sys.executable, "-m", "zmqload", "run", "--transport", "tcp", "--size", "64",
+                        "--count", "20000", "--quiet", "--cpu-placement", choice, "--out", str(out)],
+                       check=True, cwd=os.path.dirname(os.path.dirname(__file__)), timeout=120)
+        (run_json,) = glob.glob(str(out / "run=*" / "run.json"))
+        runs[choice] = json.load(open(run_json))
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) >= 2:
+        assert runs["auto"]["cpu_placement"] == {"p0": cpus[0], "c0": cpus[1]}
+    assert runs["none"]["cpu_placement"] == {}
+    assert runs["none"]["workload"]["cpu_placement"] == "none"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to place two workers")
+def test_cpu_placement_none_leaves_unpaced_workers_to_the_scheduler():
+    seen = _worker_affinities(paced=False, extra=["--cpu-placement", "none"])
+    assert len(seen) == 2
+    assert all(not threads[pid].isdigit() for pid, threads in seen.items()), seen

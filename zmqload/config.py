@@ -30,6 +30,7 @@ TRANSPORTS = ("tcp", "ipc", "inproc")
 COMPRESSIONS = ("none", "snappy", "lz4", "zstd")
 CLOSE_ORDERS = ("producer-first", "consumer-first", "after-drain")
 DRAIN_MODES = ("fast", "slow", "none")
+CPU_PLACEMENTS = ("auto", "none")
 DEFAULT_COUNT = 100_000
 SOCKET_OPTIONS = "socket options (unset: libzmq's default)"     # a help group
 
@@ -210,6 +211,11 @@ class Workload:
     io_threads: int = option(
         1, int, "an integer from 1 to 64", "libzmq I/O threads per context (one context per process)",
         low=1, high=64, group=SOCKET_OPTIONS)
+    cpu_placement: str = option(
+        "auto", str, "",
+        "auto: an unpaced run whose workers fit the CPUs pins each worker process (with its libzmq I/O "
+        "thread) to a CPU of its own, libzmq's fast placement; none: the scheduler places every thread",
+        choices=CPU_PLACEMENTS, group=SOCKET_OPTIONS)
     consumer_delay_us: float = option(
         0.0, float, "microseconds from 0 to 60000000", "simulated work per received message, a slow consumer",
         low=0, high=60_000_000)

@@ -6,13 +6,13 @@ from ..contract import control
 from ..contract.wire import SEQ_BITS, SEQ_MASK
 from ..recorder import ChunkPipeline, RecvConverter
 from .lifecycle import WorkerLifecycle, max_rss_kb
-from .placement import place_this_worker
+from .placement import place_this_worker, placed
 
 
 class Consumer(WorkerLifecycle):
     def run(self) -> None:
         w = self.workload
-        if not w.rate and self.own_context and not self.pattern.proxy:     # before the first socket
+        if placed(w):     # before the first socket, so libzmq's I/O thread inherits the CPU
             place_this_worker("consumer", self.spec.worker.index, w.producers, w.consumers)
         # Before the socket: commands (Start, even ProducersDone for a late joiner) may
         # arrive while it connects, and they set the converter's times.

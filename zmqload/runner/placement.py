@@ -9,11 +9,32 @@ message over through a shared pipe and wake each other: on one CPU that stays in
 
 Only when every worker gets a CPU of its own (producers + consumers <= the CPUs this process
 may use), only for worker processes (inproc workers share one I/O thread) and only for
-unpaced runs, whose loops keep their CPUs busy; otherwise the scheduler places them.
+unpaced runs, whose loops keep their CPUs busy; otherwise (or with --cpu-placement none) the
+scheduler places them. run.json records the plan (`cpu_placement`).
 """
 from __future__ import annotations
 
 import os
+
+
+def placed(workload) -> bool:
+    """Whether this run's workers are pinned: --cpu-placement auto, unpaced, worker processes
+    (inproc workers share one process and I/O thread), no proxy in the path."""
+    from .. import patterns
+    return (workload.cpu_placement == "auto" and not workload.rate and workload.transport != "inproc"
+            and not patterns.get(workload.pattern).proxy)
+
+
+def plan(workload) -> dict[str, int]:
+    """{'p0': 0, 'c0': 1}: each worker's CPU, {} when the scheduler places them (run.json)."""
+    if not placed(workload) or not hasattr(os, "sched_getaffinity"):
+        return {}
+    cpus = sorted(os.sched_getaffinity(0))
+    found = {f"p{i}": worker_cpu("producer", i, workload.producers, workload.consumers, cpus)
+             for i in range(workload.producers)}
+    found.update({f"c{i}": worker_cpu("consumer", i, workload.producers, workload.consumers, cpus)
+                  for i in range(workload.consumers)})
+    return {name: cpu for name, cpu in found.items() if cpu is not None}
 
 
 def worker_cpu(role: str, index: int, producers: int, consumers: int, cpus: list[int]) -> int | None:

@@ -7,7 +7,7 @@ from .. import _engine
 from ..contract import control
 from ..recorder import ChunkPipeline, SendConverter
 from .lifecycle import WorkerLifecycle, max_rss_kb
-from .placement import place_this_worker
+from .placement import place_this_worker, placed
 
 WARMUP_EVERY_MS = 2
 
@@ -15,7 +15,7 @@ WARMUP_EVERY_MS = 2
 class Producer(WorkerLifecycle):
     def run(self) -> None:
         w = self.workload
-        if not w.rate and self.own_context and not self.pattern.proxy:     # before the first socket
+        if placed(w):     # before the first socket, so libzmq's I/O thread inherits the CPU
             place_this_worker("producer", self.spec.worker.index, w.producers, w.consumers)
         sndtimeo = None if w.send_mode == "dontwait" else (
             min(w.sndtimeo_ms, w.slice_ms) if w.send_mode == "timeout" else w.slice_ms)

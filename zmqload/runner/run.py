@@ -22,6 +22,7 @@ from ..versions import clock_pair, host, versions
 from .channel import ControlServer, new_endpoint
 from .collect import build_result
 from .controller import FINAL_TIMEOUT_S, Controller
+from . import placement
 from .launch import Launcher
 from .salvage import salvage_run
 from .state import ProgressListener, RunState, WorkerFailed
@@ -124,6 +125,7 @@ def run(workload: Workload, progress: ProgressListener | None = None) -> RunResu
         meta["schedule"] = {"t0_ns": t0_ns, "rate_per_producer": w.rate, "fanout": w.fanout}
         meta["controller_pid"] = os.getpid()
         meta["worker_pids"] = launcher.pids()
+        meta["cpu_placement"] = placement.plan(w)     # {} = the scheduler's
         meta["control_dir"] = control_dir      # private control and ipc socket files, removed at the end
         try:
             write_json_atomic(meta_path, meta)
