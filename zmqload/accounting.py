@@ -117,13 +117,14 @@ def below(packed: np.ndarray, limit: int) -> np.ndarray:
 
 def dropped_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain_completed: bool,
                  tail_placement: str) -> tuple[np.ndarray, np.ndarray]:
-    """Packed maps of the seqs fates() counts as dropped: (leaving the queue at their send
-    time, at close). Only tail drops certainly lost at close leave at close; an ambiguous
-    tail drop leaves at its send time like every drop of a PUB (the depth's lower bound)."""
+    """Packed maps of the seqs fates() counts as dropped: (start and mid-run drops, tail
+    drops). The queue depth lets the first leave at their send time, the second when the
+    producer closed: an ambiguous tail drop may have waited until then (over ipc most did),
+    so the depth keeps it, as it keeps what is stranded."""
     missing = sent_ok & ~got
     dropped = missing if drain_completed else below(missing, certain_below)
     span = first_last(got & sent_ok)
-    if span is None or tail_placement != TAIL_AT_CLOSE:
+    if span is None or tail_placement == TAIL_MID_RUN:
         return dropped, np.zeros_like(dropped)
     early = below(dropped, span[1] + 1)
     return early, dropped & ~early
