@@ -273,7 +273,7 @@ def test_hwm1_slow_subscriber(scenario_out, tmp_path):
         (at_once[AMBIGUOUS_TAIL] > at_once["sent"] / 2), (py_at_once, at_once)
     py_held = close_order_run("ipc", "after-drain", n=at_once["sent"], rate=at_once["rate"],
                               delay_s=10 / at_once["rate"], size=at_once["size"])
-    assert py_held["arrived_after_close"] == py_held["missing_after_last_arrival"] == 0, py_held
+    assert py_held["arrived_after_close"] == 0, py_held          # nothing in flight at the close
     # ... and what a non-reading SUB's path holds lands on the same side of half the messages
     for transport, size in (("ipc", 64), ("ipc", 16384), ("tcp", 16384)):
         h = held[transport][size]

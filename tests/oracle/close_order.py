@@ -157,7 +157,6 @@ def close_order_run(transport: str = "ipc", order: str = "producer-first", n: in
             "arrived": len(seen), "missing": len(missing),
             "missing_after_last_arrival": sum(1 for s in missing if s > last),
             "missing_at_close": len(set(range(n)) - had_at_close),
-            "missing_at_close_and_end": len(set(missing) - had_at_close),
             "arrived_after_close": len(seen - had_at_close), "arrived_before_done": len(had_at_done),
             "close_ns": events.get("closed"), "term_ns": events.get("termed")}
 
