@@ -264,16 +264,17 @@ def test_hwm1_slow_subscriber(scenario_out, tmp_path):
                               for f in (lo, hi))
         assert py_small / lo["sent"] <= MOST_LOST and share[min(fs)] <= MOST_LOST, (transport, py_small, lo["lost"])
         assert (py_large / hi["sent"] > MOST_LOST) == (share[max(fs)] > MOST_LOST), (transport, py_large, hi["lost"])
-    # ... and closing at once over ipc: plain pyzmq (the PUB in its own process) loses most of the tail
-    # too, none of it after the SUB drained to idle before the close (tests/oracle/close_order.py; the SUB
-    # 10x slower than the PUB, as in the scenario)
+    # ... and closing at once over ipc: plain pyzmq (the PUB in its own process) loses a tail too, and more
+    # than when the SUB drained to idle before the close, with nothing in flight then (tests/oracle/
+    # close_order.py; the SUB 10x slower than the PUB, as in the scenario). How many were still in flight
+    # at the close varies with load (zmqload: 25 to 50 of 60 lost), so the counts are not compared.
     py_at_once = close_order_run("ipc", "producer-first", n=at_once["sent"], rate=at_once["rate"],
                                  delay_s=10 / at_once["rate"], size=at_once["size"])
-    assert (py_at_once["missing_after_last_arrival"] > py_at_once["sent"] / 2) == \
-        (at_once[AMBIGUOUS_TAIL] > at_once["sent"] / 2), (py_at_once, at_once)
     py_held = close_order_run("ipc", "after-drain", n=at_once["sent"], rate=at_once["rate"],
                               delay_s=10 / at_once["rate"], size=at_once["size"])
-    assert py_held["arrived_after_close"] == 0, py_held          # nothing in flight at the close
+    assert py_held["arrived_after_close"] == 0, py_held
+    assert py_at_once["missing_after_last_arrival"] > py_held["missing"], (py_at_once, py_held)
+    assert at_once[AMBIGUOUS_TAIL] > by_transport["ipc"][min(closing)]["lost"], at_once
     # ... and what a non-reading SUB's path holds lands on the same side of half the messages
     for transport, size in (("ipc", 64), ("ipc", 16384), ("tcp", 16384)):
         h = held[transport][size]

@@ -80,15 +80,24 @@ def test_the_run_says_which_rule_it_used_and_why(runs):
             assert drain["tail_placement"] == TAIL_AMBIGUOUS, drain
             assert drain[AMBIGUOUS_TAIL] == summary["dropped_tail"] == sum(s[AMBIGUOUS_TAIL] for s in summary["streams"])
             assert "producer-first" in drain["tail_placement_why"]
-    # ipc's close loses what the kernel still held: the ambiguous tail is real here, not a rounding
-    ipc = found["ipc-producer-first"][0]
-    assert ipc["dropped_tail"] > ipc["sent"] / 2, ipc
+    # ipc's close loses what the kernel still held: the ambiguous tail is most of what was in flight
+    ipc, ipc_meta = found["ipc-producer-first"]
+    assert ipc["dropped_tail"] > _in_flight_at_close(ipc, ipc_meta) / 2, ipc
     assert found["pair-linger-0"][0]["dropped_mid"] == 0
 
 
 def _parts(run_dir: str, kind: str) -> dict:
     files = sorted(glob.glob(os.path.join(run_dir, kind, "*.parquet")))
     return {k: np.asarray(v) for k, v in pq.ParquetDataset(files).read().to_pydict().items()}
+
+
+def _in_flight_at_close(summary: dict, meta: dict) -> int:
+    """Messages sent and not yet received when the producer began to close (right after its
+    last send: close order producer-first, no pause), from the records. How many that is
+    varies with how far the consumer got before the close (54 of 60 on a quiet run)."""
+    (producer,) = meta["producers"]
+    t_recv = _parts(summary["run_dir"], "recvs")["t_recv_ns"]
+    return summary["sent"] - int((t_recv <= producer["t_last_send_ns"]).sum())
 
 
 def test_fates_from_numpy_over_the_parquet(runs):
@@ -160,9 +169,9 @@ def test_close_orders_against_plain_pyzmq(runs):
                 # both lose at most a few here (HWM 1 drops now and then under CPU load, 0-12 of 60 measured)
                 assert py["missing"] <= py["sent"] / 2 and ours["lost"] <= ours["sent"] / 2, (py, ours["lost"])
             elif transport == "ipc":
-                assert py["arrived_after_close"] < py["missing"], py          # the close cut the backlog off
-                assert py["missing_after_last_arrival"] > py["sent"] / 2, py
-                assert ours["dropped_tail"] > ours["sent"] / 2, ours
+                # the close cut the backlog off: most of what was in flight then never arrived, in both
+                assert py["missing_after_last_arrival"] > py["missing_at_close"] / 2, py
+                assert ours["dropped_tail"] > _in_flight_at_close(ours, found["ipc-producer-first"][1]) / 2, ours
                 assert found["ipc-after-drain"][0]["lost"] < ours["lost"]
             else:
                 assert py["arrived_after_close"] > py["sent"] / 2 and py["missing"] <= py["sent"] / 2, py
