@@ -132,7 +132,9 @@ def test_rcvhwm_full(scenario):
         assert f["producer_rss_kb"] > default[k.replace("sndhwm=0", "sndhwm=default")]["producer_rss_kb"]
     pub_default = [f for k, f in default.items() if "/PUB/" in k]
     push_default = [f for k, f in default.items() if "/PUSH/" in k]
-    assert all(f["dropped_mid"] > 0 for f in pub_default)          # a PUB at its own SNDHWM drops
+    # a PUB at its own SNDHWM drops; closed right after its last send, those after the SUB's last arrival
+    # (here all of them: the SUB read too few to free the pipe again) are dropped_tail, placement ambiguous
+    assert all(f["dropped_mid"] + f["dropped_tail"] > 0 for f in pub_default)
     assert all(f["dropped_mid"] + f["dropped_tail"] == 0 for f in push_default)
     assert all(f["attempted"] < 0.8 * f["scheduled"] for f in push_default)   # ... a PUSH blocks instead
 

@@ -23,12 +23,13 @@ idle) or when a later message of the same stream already reached every consumer 
 could hold it: one connection delivers in order, so an earlier message cannot still be
 queued behind it. Everything else unreceived is stranded, never dropped.
 
-Drops after the last arrival are placed by what the producer's socket does at HWM: one
-that blocks (PUSH, DEALER, PAIR, REQ) had queued every message it accepted, so such a
-message can only have been lost at shutdown (tail). One that drops (PUB) also drops at
-send time when its pipe is full; its close can only discard what is queued when its
-linger is finite (0, or a linger that expired), so with LINGER -1 (close waits) those
-drops are mid-run drops at a full pipe, and tail drops otherwise.
+Drops after the last arrival are placed by the rule the run chose (zmqload.contract.fates,
+runner/collect.tail_placement): when the consumers had drained to idle before the producers
+closed (after-drain close), nothing was in flight at the close, so they are mid-run drops;
+otherwise a producer socket that blocks at HWM (PUSH, DEALER, PAIR, REQ) dropped nothing
+while running, so they were lost at close; one that drops at HWM (PUB) may have dropped them
+at a full pipe or lost them at close (measured: over ipc a close loses what the kernel still
+held even with LINGER -1), so they are tail drops flagged ambiguous.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from .contract.fates import DROPPED, FATES
+from .contract.fates import AMBIGUOUS_TAIL, DROPPED, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 
 MAX_RANGES = 20
 
@@ -115,25 +116,28 @@ def below(packed: np.ndarray, limit: int) -> np.ndarray:
 
 
 def dropped_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain_completed: bool,
-                 tail_at_shutdown: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Packed maps of the seqs fates() counts as dropped: (at the start or mid-run, at
-    shutdown). The queue depth lets the first leave at their send time, the second at close."""
+                 tail_placement: str) -> tuple[np.ndarray, np.ndarray]:
+    """Packed maps of the seqs fates() counts as dropped: (start and mid-run drops, tail
+    drops). The queue depth lets the first leave at their send time, the second when the
+    producer closed: an ambiguous tail drop may have waited until then (over ipc most did),
+    so the depth keeps it, as it keeps what is stranded."""
     missing = sent_ok & ~got
     dropped = missing if drain_completed else below(missing, certain_below)
     span = first_last(got & sent_ok)
-    if span is None or not tail_at_shutdown:
+    if span is None or tail_placement == TAIL_MID_RUN:
         return dropped, np.zeros_like(dropped)
     early = below(dropped, span[1] + 1)
     return early, dropped & ~early
 
 
 def fates(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, certain_below: int,
-          drain_completed: bool, tail_at_shutdown: bool = True, died: bool = False) -> dict[str, int]:
+          drain_completed: bool, tail_placement: str = TAIL_AT_CLOSE, died: bool = False) -> dict[str, int]:
     """Fates of one stream's accepted messages as seen by one view (a consumer, or the
     union of round-robin consumers). `certain_below`: unreceived seqs below it cannot be
-    queued any more (-1: none certain). `tail_at_shutdown`: whether drops after the last
-    arrival were lost at shutdown (else at a full pipe, mid-run). `died`: a process on
-    the path died, so what is neither received nor certainly dropped is `unknown`."""
+    queued any more (-1: none certain). `tail_placement`: where drops after the last
+    arrival happened (contract.fates.TAIL_PLACEMENTS; mid-run folds them into dropped_mid).
+    `died`: a process on the path died, so what is neither received nor certainly dropped
+    is `unknown`."""
     got = got & sent_ok
     drained = drained & got
     missing = sent_ok & ~got
@@ -154,10 +158,15 @@ def fates(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, certain_bel
     result["dropped_tail"] = bits_in(missing, last + 1, limit)
     uncertain = n_missing - result["dropped_start"] - result["dropped_mid"] - result["dropped_tail"]
     result["unknown" if died else "stranded"] = uncertain
-    if not tail_at_shutdown:
+    if tail_placement == TAIL_MID_RUN:
         result["dropped_mid"] += result["dropped_tail"]
         result["dropped_tail"] = 0
     return result
+
+
+def ambiguous_tail(fate_counts: dict[str, int], tail_placement: str) -> int:
+    """How many of fate_counts' dropped_tail are placed by guess (AMBIGUOUS_TAIL)."""
+    return fate_counts["dropped_tail"] if tail_placement == TAIL_AMBIGUOUS else 0
 
 
 def _add(total: dict[str, int], part: dict[str, int]) -> None:
@@ -166,7 +175,7 @@ def _add(total: dict[str, int], part: dict[str, int]) -> None:
 
 
 def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[str, Any]], fanout: bool,
-              drain_completed: bool = True, tail_at_shutdown: bool = True,
+              drain_completed: bool = True, tail_placement: str = TAIL_AT_CLOSE,
               dead_producers: frozenset[int] = frozenset(), dead_consumers: frozenset[int] = frozenset()) -> dict[str, Any]:
     """Per-stream and total counters and fates from the producers' and consumers' finals.
 
@@ -201,11 +210,11 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
             for index in indices:
                 span = first_last(seen[index] & sent_ok)
                 f = fates(sent_ok, seen[index], drained[index], span[1] if span else -1, drain_completed,
-                          tail_at_shutdown, stream in dead_producers or index in dead_consumers)
-                by_consumer[index] = f
+                          tail_placement, stream in dead_producers or index in dead_consumers)
+                by_consumer[index] = {**f, AMBIGUOUS_TAIL: ambiguous_tail(f, tail_placement)}
                 _add(fate_totals, f)
                 drops.setdefault(stream, []).append(
-                    dropped_maps(sent_ok, seen[index], span[1] if span else -1, drain_completed, tail_at_shutdown))
+                    dropped_maps(sent_ok, seen[index], span[1] if span else -1, drain_completed, tail_placement))
             delivered = sum(_popcount(seen[i] & sent_ok) for i in indices)
             missing = {index: missing_ranges(sent_ok & ~seen[index]) for index in indices}
             expected = prod["sent"] * len(indices)
@@ -223,8 +232,8 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
             certain = min(span[1] if span else -1 for span in lasts)
             # round robin: any consumer may have held a missing message, the dead one too
             died = stream in dead_producers or bool(dead_consumers & set(indices))
-            _add(fate_totals, fates(sent_ok, union, union_drained, certain, drain_completed, tail_at_shutdown, died))
-            drops[stream] = [dropped_maps(sent_ok, union, certain, drain_completed, tail_at_shutdown)]
+            _add(fate_totals, fates(sent_ok, union, union_drained, certain, drain_completed, tail_placement, died))
+            drops[stream] = [dropped_maps(sent_ok, union, certain, drain_completed, tail_placement)]
             delivered = _popcount(union & sent_ok)
             missing = {"all": missing_ranges(sent_ok & ~union)}
             expected = prod["sent"]
@@ -234,11 +243,11 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
             "stream": stream, "attempted": nbits, "sent": prod["sent"], "expected": expected,
             "received": received, "unique_received": delivered, "duplicates": duplicates,
             "reordered": reordered, "lost": expected - delivered, "missing_ranges": missing,
-            **fate_totals, "dropped": dropped,
+            **fate_totals, "dropped": dropped, AMBIGUOUS_TAIL: ambiguous_tail(fate_totals, tail_placement),
             **({"fates_by_consumer": by_consumer} if fanout else {}),
         })
     keys = ("attempted", "sent", "expected", "received", "unique_received", "duplicates", "reordered", "lost",
-            *FATES, "dropped")
+            *FATES, "dropped", AMBIGUOUS_TAIL)
     totals = {key: sum(s[key] for s in streams) for key in keys}
     return {"streams": streams, "totals": totals, "drops": drops}
 

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from .contract.fates import LOST_BRIEF
+from .contract.fates import AMBIGUOUS_TAIL, LOST_BRIEF
 from .result import RunResult
 
 SHOW_AFTER_S = 1.0      # short runs print only their summary
@@ -78,6 +78,12 @@ def _drain(drain: dict) -> str:
     return f"{drain['mode']}, ended {drain['ended']} after {seconds:.2f} s"
 
 
+def _ambiguous(drain: dict) -> str:
+    # the tail drops a PUB's run cannot place (mid-run or at close): said, not hidden in the count
+    n = drain.get(AMBIGUOUS_TAIL) or 0
+    return f"  ({n:,} of the tail: mid-run or at close, ambiguous)" if n else ""
+
+
 def summary_table(result: RunResult) -> Table:
     w = result.workload
     title = (f"{w['pattern']} over {w['transport']}, {w['size']} B, "
@@ -94,7 +100,8 @@ def summary_table(result: RunResult) -> Table:
         ("expected deliveries", f"{result.expected:,}"),
         ("received", f"{result.received:,}"),
         ("delivered / drained", f"{result.delivered:,} / {result.drained:,}  (drain {_drain(result.drain)})"),
-        ("dropped start / mid / tail", f"{result.dropped_start:,} / {result.dropped_mid:,} / {result.dropped_tail:,}"),
+        ("dropped start / mid / tail", f"{result.dropped_start:,} / {result.dropped_mid:,} / {result.dropped_tail:,}"
+                                       + _ambiguous(result.drain)),
         ("stranded (drain cut short)", f"{result.stranded:,}"),
         # only a failed run can have any: a worker on the message's path died
         *([("unknown (a worker died)", f"{result.unknown:,}")] if result.unknown else []),

@@ -6,6 +6,7 @@ import pytest
 
 from zmqload.analysis import metrics
 from zmqload.analysis.runs import discover_runs, load_records
+from zmqload.contract.fates import TAIL_AT_CLOSE
 
 from .synth import make_run
 
@@ -15,11 +16,11 @@ def _load(spark, synth):
     return runs, load_records(spark, runs, "sends"), load_records(spark, runs, "recvs")
 
 
-def _views(spark, run, consumers, completed=True, tail_at_shutdown=True, died=()):
-    """(run, consumer, completed, tail_at_shutdown, died) views; `run` is the run's number, its
+def _views(spark, run, consumers, completed=True, tail_placement=TAIL_AT_CLOSE, died=()):
+    """(run, consumer, completed, tail_placement, died) views; `run` is the run's number, its
     index in the loaded runs; `died`: the consumers whose worker died."""
-    return spark.createDataFrame([(run, c, completed, tail_at_shutdown, c in died) for c in consumers],
-                                 "run int, consumer int, completed boolean, tail_at_shutdown boolean, died boolean")
+    return spark.createDataFrame([(run, c, completed, tail_placement, c in died) for c in consumers],
+                                 "run int, consumer int, completed boolean, tail_placement string, died boolean")
 
 
 def _no_lines(rs):

@@ -16,11 +16,12 @@ import pytest
 import zmqload
 from zmqload.analysis import analyze, discover_runs
 from zmqload.analysis.metrics import ALL
-from zmqload.contract.fates import FATES, LOST
+from zmqload.contract.fates import AMBIGUOUS_TAIL, FATES, LOST, TAIL_AMBIGUOUS
 
 PAIRS = (("attempted", "attempted"), ("sent", "sent"), ("eagain", "eagain"), ("timeout", "timeout"),
          ("expected", "expected"), ("received", "received"), ("unique", "unique_received"),
          ("duplicates", "duplicates"), ("lost", "lost"), *((f, f) for f in FATES), ("dropped", "dropped"))
+DRAIN_PAIRS = ((AMBIGUOUS_TAIL, AMBIGUOUS_TAIL),)      # run.json keeps the run's total under "drain"
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +78,8 @@ def test_report_totals_equal_run_json(analysis, real_runs):
         row = totals[run_id]
         for report_name, run_name in PAIRS:
             assert row[report_name] == getattr(result, run_name), (run_id, report_name)
+        for report_name, run_name in DRAIN_PAIRS:
+            assert row[report_name] == result.drain[run_name], (run_id, report_name)
         assert row["lost"] == sum(row[f] for f in LOST) == result.dropped + result.stranded + result.unknown
         assert row["unknown"] == result.unknown == 0, run_id        # complete runs: no worker died
         assert row["expected"] == sum(row[f] for f in FATES), run_id
@@ -91,7 +94,7 @@ def test_report_streams_and_consumers_equal_run_json(analysis, real_runs):
         for stream in result.streams:
             rows = [r for r in analysis.summary if r["run"] == run_id and r["stream"] == stream["stream"]]
             assert rows, (run_id, stream["stream"])
-            for name in ("lost", *FATES, "dropped"):
+            for name in ("lost", *FATES, "dropped", AMBIGUOUS_TAIL):
                 assert sum(r[name] for r in rows) == stream[name], (run_id, stream["stream"], name)
             assert sum(r["unique"] for r in rows) == stream["unique_received"]
             for r in rows:      # the identity per row: every sent message has one fate
@@ -116,13 +119,14 @@ def _np(run_dir, kind):
 
 def test_fates_from_numpy_over_the_parquet(analysis, real_runs):
     """The fan-out runs' fates per consumer straight from the Parquet files and run.json
-    (drain complete: every missing message is a drop, placed by seq; a PUB with LINGER -1
-    counts tail drops as mid-run)."""
+    (drain complete: every missing message is a drop, placed by seq; a PUB closed right after
+    its last send cannot tell a tail drop at a full pipe from one at close: dropped_tail,
+    every one of them counted again as ambiguous)."""
     _, results = real_runs
     for run_id in ("fanout-drops", "slow-sub", "fanout-2x2"):
         run_dir = results[run_id].run_dir
         meta = json.load(open(os.path.join(run_dir, "run.json")))
-        assert meta["drain"]["completed"] and meta["drain"]["tail_at_shutdown"] is False
+        assert meta["drain"]["completed"] and meta["drain"]["tail_placement"] == TAIL_AMBIGUOUS
         s, r = _np(run_dir, "sends"), _np(run_dir, "recvs")
         t_drain = {c["worker"]: c["t_drain_ns"] for c in meta["consumers"]}
         for row in (x for x in analysis.summary if x["run"] == run_id and x["stream"] != ALL):
@@ -133,9 +137,11 @@ def test_fates_from_numpy_over_the_parquet(analysis, real_runs):
             early = np.unique(r["seq"][mine & (r["t_recv_ns"] < t_drain[0 if c == ALL else c])])
             missing = np.setdiff1d(ok, got)
             start = int((missing < got.min()).sum()) if len(got) else len(missing)
+            tail = int((missing > got.max()).sum()) if len(got) else 0
             truth = {"delivered": len(early), "drained": len(got) - len(early), "dropped_start": start,
-                     "dropped_mid": len(missing) - start, "dropped_tail": 0, "stranded": 0, "unknown": 0}
+                     "dropped_mid": len(missing) - start - tail, "dropped_tail": tail, "stranded": 0, "unknown": 0}
             assert {f: row[f] for f in FATES} == truth, (run_id, c, stream)
+            assert row[AMBIGUOUS_TAIL] == tail, (run_id, c, stream)
     assert analysis and results["slow-sub"].drained > 0
 
 

@@ -6,12 +6,13 @@ from types import SimpleNamespace
 import pytest
 
 from zmqload.analysis.capacity import GENERATOR, LOSS, P99, capacity_table, recommend, verdict_columns
+from zmqload.contract.fates import AMBIGUOUS_TAIL
 
 SLO = 1000.0
 
 
 def _run(run_id, rate, *, p99=100.0, dropped_mid=0, dropped_tail=0, drained=0, stranded=0, eagain=0,
-         recv_rate=None, generator_limited=None, **workload):
+         recv_rate=None, generator_limited=None, ambiguous=0, **workload):
     """A summary row (as pipeline.analyze makes it) and its run.json, for one run."""
     w = {"pattern": "pub-sub", "transport": "tcp", "size": 64, "rate": rate, "producers": 1, "consumers": 1,
          "sndhwm": None, "rcvhwm": 1000, "consumer_delay_us": 0.0, "send_mode": "block", "linger_ms": None,
@@ -31,6 +32,7 @@ def _run(run_id, rate, *, p99=100.0, dropped_mid=0, dropped_tail=0, drained=0, s
     fates = {"delivered": sent - lost - drained, "drained": drained, "dropped_start": 0,
              "dropped_mid": dropped_mid, "dropped_tail": dropped_tail, "stranded": stranded, "unknown": 0}
     row.update(fates, dropped=dropped_mid + dropped_tail)        # the report's own fates
+    row[AMBIGUOUS_TAIL] = ambiguous                               # of dropped_tail: a PUB closed at once
     meta = {"workload": w, "versions": {"libzmq": w.pop("libzmq", "4.3.4")}, "counters": dict(fates),
             "summary": {"queue_peak": {"messages": 100, "kernel_messages": 40, "libzmq_messages": 60}}}
     if generator_limited is not None:       # where zmqload.generator's verdict goes in run.json
@@ -123,6 +125,7 @@ def test_several_axes_and_libzmq_version_each_split_the_groups():
      ("consumer falls behind", "a larger HWM only delays the drops")),
     (dict(p99=5000.0, recv_rate=90_000, generator_limited=True), ("could not keep its schedule", "add producers")),
     (dict(dropped_tail=30), ("lost at close", "--close-order after-drain")),
+    (dict(dropped_tail=30, ambiguous=30), ("at a full pipe or at close", "--close-order after-drain) to tell")),
 ])
 def test_advice_follows_the_measured_cause(case, expect):
     same = {k: v for k, v in case.items() if k == "consumer_delay_us"}     # one setting, two rates

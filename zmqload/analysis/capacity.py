@@ -14,7 +14,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from ..contract.fates import DROPPED, FATES
+from ..contract.fates import AMBIGUOUS_TAIL, DROPPED, FATES
 
 # Workload fields that do not change what is measured, so never split a group; `rate` is the
 # axis the verdict is about; `label` holds a sweep point's axis values, fields themselves;
@@ -239,6 +239,10 @@ def advice(v: RunView, fails: list[tuple[str, str]], slo_p99_us: float) -> tuple
     if LOSS in names and (v.dropped or v.sender_drops):
         received = f"received {fmt_rate(v.row.get('recv_rate'))} of {fmt_rate((v.offered or 0) * v.copies)} offered"
         if v.fates["dropped_tail"] and not (v.fates["dropped_start"] or v.fates["dropped_mid"] or v.sender_drops):
+            if v.row.get(AMBIGUOUS_TAIL):       # a PUB closed at once: a full pipe or the close (docs/RECORDS.md)
+                return (f"{v.fates['dropped_tail']:,} lost after the last arrival, at a full pipe or at close ({where})",
+                        "keep the producers open until the consumers drained (--close-order after-drain) to tell "
+                        "which")
             return (f"{v.fates['dropped_tail']:,} lost at close ({where})",
                     "keep the producers open until the consumers drained (--close-order after-drain) or "
                     "give the close a longer --linger")

@@ -16,7 +16,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..contract import histogram as rule
-from ..contract.fates import DROPPED
+from ..contract.fates import AMBIGUOUS_TAIL, DROPPED, TAIL_AMBIGUOUS, TAIL_MID_RUN
 from ..contract.wire import SendStatus
 
 # Latency histograms: `run`'s layout and percentile rule (zmqload/contract/histogram.py), so
@@ -204,11 +204,13 @@ def fates(counts: DataFrame, recv_sum: DataFrame, views: DataFrame,
     `counts` is `send_counts(...)`, `recv_sum` is `recv_summary(...)` with the view's certain
     line (`limit`: unreceived seqs below it cannot still be queued; null when the drain
     completed, so every missing message is a drop) and `got_below_limit` (distinct received
-    below it). `views` is (run, consumer, completed, tail_at_shutdown, died): ALL for
+    below it). `views` is (run, consumer, completed, tail_placement, died): ALL for
     non-fan-out runs, every consumer index for fan-out runs (so a consumer that got nothing
-    still shows); completed = the drain completed, tail_at_shutdown = drops after the last
-    arrival were lost at shutdown (else at a full pipe: a PUB with LINGER -1), died = a
-    worker on the view's path died (its consumer, any consumer for round robin, a proxy).
+    still shows); completed = the drain completed, tail_placement = where drops after the
+    last arrival happened as the run decided it (zmqload.contract.fates: mid-run folds them
+    into dropped_mid; ambiguous keeps them in dropped_tail and counts them again in
+    dropped_tail_ambiguous), died = a worker on the view's path died (its consumer, any
+    consumer for round robin, a proxy).
     `dead_streams`: {run number: streams whose producer died}.
 
     A message counts as sent when its send call succeeded (status 0); EAGAIN / timeout drops
@@ -242,20 +244,22 @@ def fates(counts: DataFrame, recv_sum: DataFrame, views: DataFrame,
     tail = F.when(nothing | ~c("completed"), F.lit(0)).otherwise(c("sent_after_last"))
     mid = (F.when(nothing, F.lit(0)).when(c("completed"), lost - c("sent_before_first") - c("sent_after_last"))
            .otherwise(cut_mid))
-    at_shutdown = c("tail_at_shutdown")
+    mid_run = c("tail_placement") == F.lit(TAIL_MID_RUN)
     return (out.withColumn("lost", lost.cast("long"))
             .withColumn("delivered", (c("unique") - c("drained")).cast("long"))
             .withColumn("dropped_start", start.cast("long"))
-            .withColumn("dropped_mid", F.when(at_shutdown, mid).otherwise(mid + tail).cast("long"))
-            .withColumn("dropped_tail", F.when(at_shutdown, tail).otherwise(F.lit(0)).cast("long"))
+            .withColumn("dropped_mid", F.when(mid_run, mid + tail).otherwise(mid).cast("long"))
+            .withColumn("dropped_tail", F.when(mid_run, F.lit(0)).otherwise(tail).cast("long"))
             .withColumn("dropped", sum((c(f) for f in DROPPED), F.lit(0)).cast("long"))
+            .withColumn(AMBIGUOUS_TAIL, F.when(c("tail_placement") == F.lit(TAIL_AMBIGUOUS), c("dropped_tail"))
+                        .otherwise(F.lit(0)).cast("long"))
             .withColumn("died", c("died") | _on_dead_stream(dead_streams))
             .withColumn("stranded", F.when(c("died"), F.lit(0)).otherwise(c("lost") - c("dropped")).cast("long"))
             .withColumn("unknown", F.when(c("died"), c("lost") - c("dropped")).otherwise(F.lit(0)).cast("long"))
             .withColumn("loss_ratio", F.when(c("sent") > 0, c("lost") / c("sent")).otherwise(F.lit(0.0)))
             .withColumn("dropped_sender", (c("eagain") + c("timeout")).cast("long"))
             .drop("sent_before_first", "sent_after_last", "sent_below_limit", "got_below_limit", "seq_min",
-                  "limit", "completed", "tail_at_shutdown", "died"))
+                  "limit", "completed", "tail_placement", "died"))
 
 
 def reordering(recvs: DataFrame, fanout_runs=()) -> DataFrame:

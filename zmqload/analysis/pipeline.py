@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..contract.fates import FATES
+from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AT_CLOSE, TAIL_MID_RUN
 from ..contract.ids import Role
 from ..contract.records import BOOL, FLOAT64, INT32, INT64, STRING, Schema
 from . import metrics
@@ -36,7 +36,7 @@ SPAN_COLUMNS = ("t_first_intended_ns", "t_last_intended_ns", "t_first_send_ns", 
 SUMMARY_COLUMNS = (RUN_COLUMNS + [
     "consumer", "stream", "duration_s", *SPAN_COLUMNS, "offered_rate", "send_rate", "recv_rate", "recv_mb_s",
     "attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected", "received", "unique",
-    "duplicates", "reordered", "lost", "loss_ratio", *FATES, "dropped"]
+    "duplicates", "reordered", "lost", "loss_ratio", *FATES, "dropped", AMBIGUOUS_TAIL]
     + LATENCY_COLUMNS +
     ["depth_max", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean", "mean_size"])
 
@@ -45,7 +45,7 @@ SUMMARY_COLUMNS = (RUN_COLUMNS + [
 REORDER_AUTO_MAX = 20_000_000
 
 # The intermediate tables handed back to Spark (see _small).
-VIEWS_SCHEMA = Schema.of(run=INT32, consumer=INT32, completed=BOOL, tail_at_shutdown=BOOL, died=BOOL)
+VIEWS_SCHEMA = Schema.of(run=INT32, consumer=INT32, completed=BOOL, tail_placement=STRING, died=BOOL)
 RS_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, received=INT64, unique=INT64, drained=INT64,
                       seq_min=INT64, seq_max=INT64, t_first_recv_ns=INT64, t_last_recv_ns=INT64, bytes=INT64,
                       duplicates=INT64, limit=INT64, got_below_limit=INT64)
@@ -127,10 +127,11 @@ def drain_completed(info: RunInfo) -> bool:
     return bool((info.meta.get("drain") or {}).get("completed", True)) and info.status == "complete"
 
 
-def tail_at_shutdown(info: RunInfo) -> bool:
-    """Whether drops after a consumer's last arrival were lost at shutdown, as the run
-    decided it (run.json drain.tail_at_shutdown; a PUB with LINGER -1 says no)."""
-    return bool((info.meta.get("drain") or {}).get("tail_at_shutdown", True))
+def tail_placement(info: RunInfo) -> str:
+    """Where drops after a consumer's last arrival happened, as the run decided it (run.json
+    drain.tail_placement; runs recorded before it have the boolean drain.tail_at_shutdown)."""
+    drain = info.meta.get("drain") or {}
+    return drain.get("tail_placement") or (TAIL_AT_CLOSE if drain.get("tail_at_shutdown", True) else TAIL_MID_RUN)
 
 
 def view_died(info: RunInfo, consumer: int) -> bool:
@@ -215,7 +216,7 @@ def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder=
     # Runs are numbered (their index in `runs`) inside Spark; ids come back in `_name_runs`.
     fanout_runs = [i for i, r in enumerate(runs) if r.fanout]
     starts = drain_starts(runs)
-    views = [(i, c, drain_completed(r), tail_at_shutdown(r), view_died(r, c)) for i, r in enumerate(runs)
+    views = [(i, c, drain_completed(r), tail_placement(r), view_died(r, c)) for i, r in enumerate(runs)
              for c in (consumer_indices(r) if r.fanout else [ALL])]
     dead_streams = {i: sorted(r.died[Role.PRODUCER]) for i, r in enumerate(runs) if r.died[Role.PRODUCER]}
     if dead_streams:
@@ -344,7 +345,7 @@ def summarise(runs, loss: list[dict], pct: list[dict], dstats: list[dict], start
         t = {"run": run, "consumer": ALL, "stream": ALL}
         for c in ("attempted", "sent", "eagain", "timeout", "errors", "dropped_sender"):
             t[c] = _sum(r[c] for r in s)
-        for c in ("received", "unique", "duplicates", "lost", *FATES, "dropped", "bytes"):
+        for c in ("received", "unique", "duplicates", "lost", *FATES, "dropped", AMBIGUOUS_TAIL, "bytes"):
             t[c] = _sum(r[c] for r in rows)
         t["reordered"] = None if any(r["reordered"] is None for r in rows) else _sum(r["reordered"] for r in rows)
         for c in ("t_first_intended_ns", "t_first_send_ns", "t_first_recv_ns"):

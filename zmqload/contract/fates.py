@@ -21,3 +21,26 @@ BRIEF: Final = tuple("dropped" if f == DROPPED[0] else f for f in FATES if f not
 
 LOST_BRIEF: Final = tuple(f for f in BRIEF if f == "dropped" or f in LOST)
 """`lost` as the summary writes it: dropped + stranded + unknown."""
+
+# Where `dropped_tail` comes from: a message that never arrived although sent after the
+# last one that did was either lost at the producer's close or dropped mid-run at a full
+# pipe. The run decides which from the socket and the close order it used, and records the
+# rule in run.json["drain"]["tail_placement"] (docs/RECORDS.md) so the report applies it too.
+TAIL_AT_CLOSE: Final = "at-close"
+"""The producer's socket blocks at HWM (PUSH, DEALER, PAIR, REQ): it dropped nothing while
+running, so a message missing after the last arrival was lost at close: `dropped_tail`."""
+
+TAIL_MID_RUN: Final = "mid-run"
+"""The consumers had drained to idle before the producers closed (--close-order after-drain):
+nothing was in flight at the close, so a missing message was dropped mid-run: `dropped_mid`."""
+
+TAIL_AMBIGUOUS: Final = "ambiguous"
+"""A socket that drops at HWM (PUB, XPUB) closed before the drain could show the pipe empty:
+a missing message may have died at a full pipe or at close (over ipc even with LINGER -1).
+Counted as `dropped_tail` and also as `AMBIGUOUS_TAIL`."""
+
+TAIL_PLACEMENTS: Final = (TAIL_AT_CLOSE, TAIL_MID_RUN, TAIL_AMBIGUOUS)
+
+AMBIGUOUS_TAIL: Final = "dropped_tail_ambiguous"
+"""The part of `dropped_tail` whose place the run cannot tell (TAIL_AMBIGUOUS): not a fate of
+its own (the fates still sum to expected), a flag on how many of the tail drops are a guess."""

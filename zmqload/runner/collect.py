@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 
 from ..accounting import reconcile
-from ..contract.fates import FATES
+from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 from ..contract.ids import Role
 from ..generator import schedule_keeping
 from ..histogram import Histogram
@@ -30,19 +30,22 @@ def _plain(final, hidden) -> dict:
 DROP_AT_HWM = ("PUB", "XPUB")
 
 
-def tail_at_shutdown(w, producer_rows) -> bool:
-    """Whether unreceived messages sent after the last arrival were lost at shutdown."""
+def tail_placement(w, drain: dict) -> tuple[str, str]:
+    """Where unreceived messages sent after a consumer's last arrival were lost, and why
+    (zmqload.contract.fates: TAIL_AT_CLOSE, TAIL_MID_RUN or TAIL_AMBIGUOUS), from the close
+    order the run used and how its first drain ended (`drain` as the controller left it)."""
     from .. import patterns
-    from ..info import socket_defaults
     socket = patterns.get(w.pattern).producer_socket
+    if w.close_order == "after-drain" and drain.get("ended") in ("complete", "idle"):
+        return TAIL_MID_RUN, ("the consumers drained to idle before the producers closed (close order after-drain): "
+                              "nothing was in flight at the close, so a message missing at the end was dropped mid-run")
     if socket not in DROP_AT_HWM:
-        return True
-    linger = w.linger_ms if w.linger_ms is not None else socket_defaults()[socket]["LINGER"]
-    if linger < 0:
-        return False
-    # a finite linger discards only if it ran out before the pipes were empty
-    return linger == 0 or any(max(p.get("close_ns", 0), p.get("term_ns", 0)) >= linger * 1_000_000
-                              for p in producer_rows)
+        return TAIL_AT_CLOSE, (f"{socket} blocks at HWM, it drops nothing while running: a message missing after the "
+                               "last arrival was lost at close")
+    return TAIL_AMBIGUOUS, (f"{socket} drops at a full pipe and closed before the drain showed its pipe empty (close "
+                            f"order {w.close_order}): a message missing after the last arrival was dropped mid-run or "
+                            "lost at close (over ipc even with LINGER -1); counted as dropped_tail, placement "
+                            "ambiguous (--close-order after-drain tells them apart)")
 
 
 def queue_depth(run_dir: str, w, t0_ns: int, drops: dict, producers: dict) -> dict:
@@ -98,11 +101,12 @@ def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, ver
                                     "seen_map": s.seen_map, "drained_map": s.drained_map} for s in final.streams})
     usable = any(len(p["sent_ok_map"]) or not p.get("attempted") for p in producers.values())
     drain_completed = bool(state.drain.get("completed")) and status == "complete"
-    tail = tail_at_shutdown(w, producers.values())
-    # run.json keeps the rule, so the report places tail drops the same way (analysis/ cannot ask patterns)
-    state.drain["tail_at_shutdown"] = tail
-    accounts = reconcile(producers if usable else {}, consumers, w.fanout, drain_completed, tail, **dead_paths(state))
+    placement, why = tail_placement(w, state.drain)
+    accounts = reconcile(producers if usable else {}, consumers, w.fanout, drain_completed, placement,
+                         **dead_paths(state))
     totals = accounts["totals"]
+    # run.json keeps the rule, so the report places tail drops the same way (analysis/ cannot ask patterns)
+    state.drain.update(tail_placement=placement, tail_placement_why=why, **{AMBIGUOUS_TAIL: totals[AMBIGUOUS_TAIL]})
     lat_i, lat_s, rtt = Histogram(), Histogram(), Histogram()
     for p in producers.values():
         if p.get("rtt"):

@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import _engine
 from .. import queues as queues_mod
+from ..contract.fates import AMBIGUOUS_TAIL
 from ..kernelq import TcpQueues, ports_of
 from .framework import DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, depends, facts, fates_line
 
@@ -249,6 +250,8 @@ def hwm1_slow_subscriber(r: ScenarioRunner) -> Outcome:
                     rcvbuf=buf, consumer_delay_us=delay_us, drain_timeout_ms=300, close_order=order)
         f = facts(res)
         f["close_order"] = order
+        # where the run placed what went missing after the last arrival, and why (docs/RECORDS.md)
+        f["tail_placement"], f[AMBIGUOUS_TAIL] = res.drain["tail_placement"], res.drain[AMBIGUOUS_TAIL]
         f["lost"] = _dropped(f) + f["stranded"]
         f["longest_gap"] = max((b - a + 1 for a, b in res.streams[0]["missing_ranges"].get(0, [])), default=0)
         place = "tiny_buffers" if buf else "close_at_once" if order != "after-drain" else None
@@ -389,18 +392,21 @@ def _u2_verdict(figures: dict) -> Verdict:
     regimes = {t: _regimes(sizes) for t, sizes in by_transport.items()}
     measurements = {"regimes": regimes,
                     "lost": {t: {s: f["lost"] for s, f in sizes.items()} for t, sizes in by_transport.items()},
-                    "lost_at_close": {t: {s: f["dropped_tail"] for s, f in sizes.items()}
-                                      for t, sizes in by_transport.items()},
                     "lost_tiny_buffers": {s: f["lost"] for s, f in tiny.items()},
                     "lost_closing_at_once": {s: f["lost"] for s, f in figures["close_at_once"].items()},
+                    # closing at once, a PUB's tail drops may be mid-run or at close: the run flags them
+                    "closing_at_once_tail": {s: {"dropped_tail": f["dropped_tail"], AMBIGUOUS_TAIL: f[AMBIGUOUS_TAIL],
+                                                 "tail_placement": f["tail_placement"]}
+                                             for s, f in figures["close_at_once"].items()},
                     "held": {t: {s: {k: h[k] for k in ("held", "kernel_bytes", "kernel_messages", "libzmq_messages")}
                                  for s, h in hs.items()} for t, hs in held.items()},
                     "peak_tcp": {s: f["queue_peak"] for s, f in by_transport.get("tcp", {}).items()}}
     tiny_lost = ("tcp with 4 KiB socket buffers: " + ", ".join(f"{f['lost']:,} of {f['sent']:,} {s:,} B messages"
                                                               for s, f in tiny.items()) + " lost") if tiny else ""
-    # the twin run kept its sockets open until the drain: what the close-at-once run lost beyond it, the close lost
-    # (the fates call a PUB's losses with LINGER -1 mid-run, so dropped_tail does not show it)
-    close_lost = "; ".join(f"ipc closing right after the last send, {s:,} B: {f['lost']:,} of {f['sent']:,} lost, "
+    # the twin run kept its sockets open until the drain: what the close-at-once run lost beyond it, the close
+    # lost (its own fates cannot tell: a PUB's drops after the last arrival are dropped_tail, flagged ambiguous)
+    close_lost = "; ".join(f"ipc closing right after the last send, {s:,} B: {f['lost']:,} of {f['sent']:,} lost "
+                           f"({f[AMBIGUOUS_TAIL]:,} after the last arrival: mid-run or at close), "
                            f"{by_transport['ipc'][s]['lost']:,} when the sockets stayed open until the drain"
                            for s, f in figures["close_at_once"].items())
     if not any(f["lost"] for f in every):
@@ -417,8 +423,9 @@ def _u2_verdict(figures: dict) -> Verdict:
         sizes = by_transport[t]
         if g["most_lost_from"]:
             f = sizes[g["most_lost_from"]]
-            parts.append(f"{t}, {g['most_lost_from']:,} B: {f['lost']:,} of {f['sent']:,} lost "
-                         f"({f['dropped_mid']:,} during the run, {f['dropped_tail']:,} at close)")
+            # the sockets stayed open until the drain: every drop is mid-run (the run's tail_placement)
+            parts.append(f"{t}, {g['most_lost_from']:,} B: {f['lost']:,} of {f['sent']:,} lost ({_dropped(f):,} "
+                         f"dropped during the run, the sockets open until the drain)")
         parts += [x for x in (_holder_text(t, held, g["kept_up_to"]), _holder_text(t, held, g["most_lost_from"])) if x]
     because = "; ".join(parts + [x for x in (tiny_lost, close_lost) if x])
     return Verdict("U-2", depends(condition), because, measurements)
