@@ -15,9 +15,13 @@ scheduler places them. run.json records the plan (`cpu_placement`).
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..config import Workload
 
 
-def placed(workload) -> bool:
+def placed(workload: "Workload") -> bool:
     """Whether this run's workers are pinned: --cpu-placement auto, unpaced, worker processes
     (inproc workers share one process and I/O thread), no proxy in the path."""
     from .. import patterns
@@ -25,7 +29,7 @@ def placed(workload) -> bool:
             and not patterns.get(workload.pattern).proxy)
 
 
-def plan(workload) -> dict[str, int]:
+def plan(workload: "Workload") -> dict[str, int]:
     """{'p0': 0, 'c0': 1}: each worker's CPU, {} when the scheduler places them (run.json)."""
     if not placed(workload) or not hasattr(os, "sched_getaffinity"):
         return {}
