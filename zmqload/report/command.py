@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..cli.common import OneLineParser, guarded
 from ..cli.options import help_text, option_type
-from ..config import Option
+from ..config import Option, rate_option
 from ..analysis.session import check_driver_memory, check_master
 from ..errors import ConfigError, ExitStatus, ReportInputError, RunError, ZmqloadError
 
@@ -29,9 +29,8 @@ if TYPE_CHECKING:
 PROG = "zmqload report"
 NEEDS = ("pyspark", "matplotlib")        # the `report` extra of pyproject.toml
 
-TARGET_RATE = Option(float, "messages per second > 0 (e.g. 200000, 200k, 1M), as --rate of run",
-                     "msgs/s the recommendation must carry", low=0, low_open=True, flag="--target-rate",
-                     default_text="the highest clean rate seen")
+TARGET_RATE = rate_option("msgs/s (all producers) the recommendation must carry", per_producer=False,
+                          flag="--target-rate", default_text="the highest clean rate seen")
 SLO_P99_US = Option(float, "microseconds > 0", "latency SLO for capacity planning: p99 from intended send, "
                     "microseconds", low=0, low_open=True, flag="--slo-p99-us", default=1000.0,
                     default_text="the SLO of the capacity search among the inputs, else 1000")
