@@ -218,7 +218,7 @@ def _hit_rows(info: RunInfo, kind: str) -> Callable[[dict[str, Any]], bool]:
             workers.add(WorkerId.parse(os.path.basename(part).split("-")[1]).index)
         except (ValueError, IndexError):
             return lambda row: True
-    if kind == "sends":
+    if kind in ("sends", "replies"):        # both written by the stream's producer
         return lambda row: row["stream"] == ALL or row["stream"] in workers
     if info.fanout:
         return lambda row: row["consumer"] == ALL or row["consumer"] in workers
@@ -229,7 +229,8 @@ def mark_damaged(analysis: Analysis, runs: list[RunInfo]) -> set[str]:
     """Blank the figures that unreadable parts would have fed (in the rows they feed) and
     the queue depth over time of those runs; the ids of the runs with such parts."""
     from ..analysis.pipeline import LATENCY_COLUMNS
-    needs = {"recvs": NEEDS_RECVS, "sends": NEEDS_SENDS + tuple(c for c in LATENCY_COLUMNS if c.startswith("stall_"))}
+    needs = {"recvs": NEEDS_RECVS, "sends": NEEDS_SENDS + tuple(c for c in LATENCY_COLUMNS if c.startswith("stall_")),
+             "replies": ("round_trips", *(c for c in LATENCY_COLUMNS if c.startswith("round_trip_")))}
     damaged = {r.run_id: [(_hit_rows(r, kind), cols) for kind, cols in needs.items() if r.unreadable.get(kind)]
                for r in runs if r.damaged}
     for row in analysis.summary:
