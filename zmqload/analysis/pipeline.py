@@ -51,8 +51,6 @@ COUNTS_SCHEMA = Schema.of(run=INT32, stream=INT32, consumer=INT32, attempted=INT
                           t_first_send_ns=INT64, t_last_send_ns=INT64)
 PAIRS_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, drain=BOOL, bi=INT32, bs=INT32, n=INT64, mi=INT64,
                          ms=INT64, si=INT64, ss=INT64)
-STALL_SCHEMA = Schema.of(run=INT32, stream=INT32, bucket=INT32, count=INT64, max=INT64, sum=INT64, metric=STRING,
-                         consumer=INT32)
 SEND_W_SCHEMA = Schema.of(run=INT32, stream=INT32, wi=INT64, ws=INT64, ok=BOOL, n=INT64)
 RECV_W_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, ws=INT64, wr=INT64, n=INT64, bytes=INT64)
 HIST_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, metric=STRING, bucket=INT32, count=INT64, max=INT64,
@@ -251,7 +249,9 @@ def analyze(spark, runs: list[RunInfo], window_ms: float = 100.0, reorder="auto"
     step("reordering" if reorder else "reordering (skipped)")
     recv_cells = metrics.recv_cells(recvs, window_ns, fanout_runs, starts).persist()
     pairs = _small(spark, collect(metrics.latency_pairs(recv_cells)), PAIRS_SCHEMA)
-    stall = _small(spark, collect(metrics.stall_histogram(send_cells)), STALL_SCHEMA)
+    # The stall histogram from the cached send cells, in the histograms' own job (collecting
+    # it first and handing it back cost one more Spark job and an Arrow round trip per report).
+    stall = metrics.stall_histogram(send_cells)
     # req-rep round trips: one more small histogram in the same job, only where replies exist
     replies = ([metrics.round_trip_histogram(load_records(spark, runs, "replies"))]
                if any(r.parts.get("replies") for r in runs) else [])
