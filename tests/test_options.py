@@ -178,3 +178,61 @@ def test_latency_us_takes_a_percent_not_a_fraction():
     for q in (0, -1, 100.5, 1000):
         with pytest.raises(ValueError, match="from 1 to 100"):
             result.latency_us(q)
+
+
+# Every option that takes a rate, as (command line before the flag, flag, argparse dest, what
+# the parsed value holds: a sweep axis is a list). One parser (config.rate_option) for all.
+RATE_OPTIONS = [
+    (["run"], "--rate", "rate", lambda v: v),
+    (["sweep"], "--rate", "rate", lambda v: v[0]),
+    (["capacity"], "--start-rate", "start_rate", lambda v: v),
+    (["report", "runs"], "--target-rate", "target_rate", lambda v: v),
+]
+RATE_SPELLINGS = [("200k", 200_000), ("200K", 200_000), ("1.5M", 1_500_000), ("1.5m", 1_500_000),
+                  ("250000", 250_000), ("250_000", 250_000), ("1e5", 100_000), ("2.5k", 2_500)]
+RATE_COMMON = "a whole number, k/M suffixes allowed (e.g. 50000, 10k, 1.5M)"
+
+
+@pytest.mark.parametrize("before, flag, dest, value_of", RATE_OPTIONS, ids=lambda x: x if isinstance(x, str) else None)
+@pytest.mark.parametrize("text, value", RATE_SPELLINGS)
+def test_every_rate_option_takes_the_same_spellings(before, flag, dest, value_of, text, value):
+    args = cli.build_parser().parse_args([*before, flag, text])
+    got = value_of(getattr(args, dest))
+    assert got == value and isinstance(got, int)
+
+
+def test_sweep_files_and_the_api_take_rate_spellings_too():
+    assert sweeps.parse_value("rate", "200k") == Workload(rate="200k").rate == 200_000
+    from zmqload.config import SearchPlan
+    assert SearchPlan(start_rate="1.5M").start_rate == 1_500_000
+
+
+@pytest.mark.parametrize("before, flag, dest, value_of", RATE_OPTIONS, ids=lambda x: x if isinstance(x, str) else None)
+@pytest.mark.parametrize("text", ["2x", "fast", "-5", "0.5", "1.0001k", "k", "1e12"])
+def test_every_rate_option_refuses_alike_in_one_line_with_exit_2(before, flag, dest, value_of, text):
+    from conftest import zmqload_cli
+    proc = zmqload_cli(*before, f"{flag}={text}")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    command = before[0]
+    # an out-of-range number is quoted as parsed (got -5), text that is no number as given
+    assert re.match(rf"zmqload {command}: error: {flag}: got ('{re.escape(text)}'|-?[0-9.e+]+); "
+                    r"accepted: messages per second", lines[0]), lines[0]
+    assert RATE_COMMON in lines[0]
+
+
+@pytest.mark.parametrize("before, flag, accepted", [(["run"], "--rate", True), (["sweep"], "--rate", True),
+                                                   (["capacity"], "--start-rate", False),
+                                                   (["report", "runs"], "--target-rate", False)])
+def test_zero_and_max_mean_unpaced_only_where_a_run_can_be_unpaced(before, flag, accepted):
+    parser = cli.build_parser()
+    for text in ("0", "max"):
+        if accepted:
+            assert parser.parse_args([*before, flag, text]) is not None
+        else:
+            with pytest.raises(SystemExit) as info, contextlib.redirect_stderr(io.StringIO()) as err:
+                parser.parse_args([*before, flag, text])
+            assert info.value.code == 2
+            assert f"{flag}: got" in err.getvalue() and "accepted: messages per second" in err.getvalue()

@@ -139,6 +139,19 @@ class Option:
             raise self.refuse(value)
 
 
+def rate_option(help: str, *, unpaced: bool = False, per_producer: bool = True, **details) -> Option:
+    """Every option that takes a rate (run and sweep --rate, capacity --start-rate, report
+    --target-rate): one parser (whole messages per second, k/M/G suffixes, see parse_number)
+    and one "accepted" text, so `200k` means the same and is refused the same everywhere.
+    `unpaced`: max or 0 mean no schedule. A total over producers (not `per_producer`) may
+    reach MAX_RATE per stream."""
+    low, high = (0, MAX_RATE) if unpaced else (1, MAX_RATE if per_producer else MAX_RATE * MAX_STREAMS)
+    accepted = (f"messages per second{' per producer' if per_producer else ''} from {low} to {high}, "
+                f"a whole number, k/M suffixes allowed (e.g. 50000, 10k, 1.5M)"
+                + ("; max or 0: unpaced" if unpaced else ""))
+    return Option(int, accepted, help, low=low, high=high, words={"max": 0} if unpaced else {}, **details)
+
+
 def option(default, kind: type, accepted: str, help: str, **details):
     """A Workload field that is an option (see Option for `details`)."""
     return field(default=default, metadata={"option": Option(kind, accepted, help, **details)})
@@ -182,10 +195,9 @@ class Workload:
     duration: Optional[float] = option(
         None, float, "seconds > 0, up to 7 days", "wall-clock seconds; with --count, whichever ends first",
         low=0, low_open=True, high=7 * 86400, nullable=True)
-    rate: int = option(
-        0, int, f"messages per second per producer up to {MAX_RATE} (e.g. 50000, 10k, 1M), or max or 0 for unpaced",
+    rate: int = field(default=0, metadata={"option": rate_option(
         "messages per second per producer on an open-loop schedule; max or 0: unpaced, as fast as possible",
-        low=0, high=MAX_RATE, words={"max": 0}, default_text="max")
+        unpaced=True, default_text="max")})
     producers: int = option(
         1, int, f"an integer from 1 to {MAX_STREAMS}", "number of producer processes, threads with inproc",
         low=1, high=MAX_STREAMS)
@@ -385,10 +397,8 @@ SEARCH_GROUP = "search"
 @dataclass
 class SearchPlan:
     """How `zmqload capacity` looks for the highest rate that meets the SLOs."""
-    start_rate: int = option(
-        10_000, int, f"messages per second per producer from 1 to {MAX_RATE} (e.g. 5000, 10k)",
-        "first probe's rate; the search doubles it until a probe fails, then bisects", low=1, high=MAX_RATE,
-        group=SEARCH_GROUP)
+    start_rate: int = field(default=10_000, metadata={"option": rate_option(
+        "first probe's rate; the search doubles it until a probe fails, then bisects", group=SEARCH_GROUP)})
     precision: float = option(
         0.05, float, "a ratio from 0.001 to 1", "stop when the bracket [highest passing, lowest failing] is "
         "this close (0.05 = within 5%)", low=0.001, high=1, group=SEARCH_GROUP)

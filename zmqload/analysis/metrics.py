@@ -391,16 +391,29 @@ def stall_histogram(cells: DataFrame) -> DataFrame:
             .withColumn("metric", F.lit("stall")).withColumn("consumer", F.lit(ALL)))
 
 
+def round_trip_histogram(replies: DataFrame) -> DataFrame:
+    """req-rep round trips (`replies/` records): t_reply - t_intended per (run, stream, bucket),
+    from the intended send time as run.json's round_trip_ns (a request held back by the one
+    before it still counts its wait); consumer ALL (a producer's stream is its own). One
+    scan, rows per bucket: as small as `stall_histogram`."""
+    rtt = F.col("t_reply_ns") - F.col("t_intended_ns")
+    return (replies.select("run", "stream", log_bucket(rtt).alias("bucket"), rtt.alias("v"))
+            .groupBy("run", "stream", "bucket")
+            .agg(F.count(F.lit(1)).alias("count"), F.max("v").alias("max"), F.sum("v").cast("long").alias("sum"))
+            .withColumn("metric", F.lit("round_trip")).withColumn("consumer", F.lit(ALL)))
+
+
 # Receive latency metrics: from the intended send time (free of coordinated omission), from
 # the actual send time, and the first split by whether the record came in the drain (how
 # long the backlog waited, against the messages delivered while the consumers worked).
 RECV_METRICS = ("latency_intended", "latency_sent", "latency_delivered", "latency_drained")
 
 
-def latency_histograms(pairs: DataFrame, stall: DataFrame | None = None) -> DataFrame:
+def latency_histograms(pairs: DataFrame, stall: DataFrame | None = None, extra=()) -> DataFrame:
     """Log-bucket histograms per (run, consumer, stream, metric, bucket): count, exact max
     and sum in it. Metrics: RECV_METRICS, and `stall` (t_sent - t_intended, ok sends).
-    Inputs are `latency_pairs(recv_cells)` and `stall_histogram(send_cells)` (small).
+    Inputs are `latency_pairs(recv_cells)` and `stall_histogram(send_cells)` (small);
+    `extra`: more histograms of the same columns (`round_trip_histogram`).
     """
     keys = ("run", "consumer", "stream")
 
@@ -413,6 +426,7 @@ def latency_histograms(pairs: DataFrame, stall: DataFrame | None = None) -> Data
              part(pairs.where(F.col("drain")), "bi", "mi", "si", "latency_drained")]
     if stall is not None:
         parts.append(stall)
+    parts.extend(extra)
     cols = ["run", "consumer", "stream", "metric", "bucket", "count", "max", "sum"]
     out = parts[0].select(*cols)
     for p in parts[1:]:

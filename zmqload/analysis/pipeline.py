@@ -22,7 +22,7 @@ from . import metrics
 from .runs import RunInfo, load_records
 
 ALL = metrics.ALL
-LATENCY_METRICS = (*metrics.RECV_METRICS, "stall")
+LATENCY_METRICS = (*metrics.RECV_METRICS, "stall", "round_trip")
 STAT_NAMES = [n for n, _ in metrics.PERCENTILES] + ["max", "mean"]
 LATENCY_COLUMNS = [f"{m}_{s}_us" for m in LATENCY_METRICS for s in STAT_NAMES]
 
@@ -36,7 +36,7 @@ SPAN_COLUMNS = ("t_first_intended_ns", "t_last_intended_ns", "t_first_send_ns", 
 SUMMARY_COLUMNS = (RUN_COLUMNS + [
     "consumer", "stream", "duration_s", *SPAN_COLUMNS, "offered_rate", "send_rate", "recv_rate", "recv_mb_s",
     "attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected", "received", "unique",
-    "duplicates", "reordered", "lost", "loss_ratio", *FATES, "dropped", AMBIGUOUS_TAIL]
+    "duplicates", "reordered", "lost", "loss_ratio", *FATES, "dropped", AMBIGUOUS_TAIL, "round_trips"]
     + LATENCY_COLUMNS +
     ["depth_max", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean", "mean_size"])
 
@@ -55,8 +55,6 @@ COUNTS_SCHEMA = Schema.of(run=INT32, stream=INT32, consumer=INT32, attempted=INT
                           t_first_send_ns=INT64, t_last_send_ns=INT64)
 PAIRS_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, drain=BOOL, bi=INT32, bs=INT32, n=INT64, mi=INT64,
                          ms=INT64, si=INT64, ss=INT64)
-STALL_SCHEMA = Schema.of(run=INT32, stream=INT32, bucket=INT32, count=INT64, max=INT64, sum=INT64, metric=STRING,
-                         consumer=INT32)
 SEND_W_SCHEMA = Schema.of(run=INT32, stream=INT32, wi=INT64, ws=INT64, ok=BOOL, n=INT64)
 RECV_W_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, ws=INT64, wr=INT64, n=INT64, bytes=INT64)
 HIST_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, metric=STRING, bucket=INT32, count=INT64, max=INT64,
@@ -256,8 +254,13 @@ def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder=
     step("reordering" if reorder else "reordering (skipped)")
     recv_cells = metrics.recv_cells(recvs, window_ns, fanout_runs, starts).persist()
     pairs = _small(spark, collect(metrics.latency_pairs(recv_cells)), PAIRS_SCHEMA)
-    stall = _small(spark, collect(metrics.stall_histogram(send_cells)), STALL_SCHEMA)
-    hist = collect(metrics.latency_histograms(pairs, stall))
+    # The stall histogram from the cached send cells, in the histograms' own job (collecting
+    # it first and handing it back cost one more Spark job and an Arrow round trip per report).
+    stall = metrics.stall_histogram(send_cells)
+    # req-rep round trips: one more small histogram in the same job, only where replies exist
+    replies = ([metrics.round_trip_histogram(load_records(spark, runs, "replies"))]
+               if any(r.parts.get("replies") for r in runs) else [])
+    hist = collect(metrics.latency_histograms(pairs, stall, replies))
     step("latency histograms")
     merged: defaultdict[tuple[int, str, int], list[Any]] = defaultdict(lambda: [0, None, 0])
     for h in hist:
@@ -363,6 +366,8 @@ def summarise(runs, loss: list[dict], pct: list[dict], dstats: list[dict], start
         for stat in STAT_NAMES:
             v = p.get(stat)
             pct_by[(p["run"], p["consumer"], p["stream"])][f"{p['metric']}_{stat}_us"] = None if v is None else v / 1e3
+        if p["metric"] == "round_trip":      # completed requests: the replies counted
+            pct_by[(p["run"], p["consumer"], p["stream"])]["round_trips"] = p["count"]
     dstats_by = {(d["run"], d["consumer"], d["stream"]): d for d in dstats}
     meta = {i: _run_columns(r) for i, r in enumerate(runs)}
     began = {i: min((v for (run, _), v in (starts or {}).items() if run == i), default=None) for i in range(len(runs))}

@@ -22,7 +22,7 @@ from ..contract.ids import Role, WorkerId
 from ..contract.records import SCHEMA_VERSION, SCHEMAS
 from .errors import ReportInputError
 
-KINDS = ("sends", "recvs", "samples")      # the record kinds the report reads
+KINDS = ("sends", "recvs", "replies", "samples")      # the record kinds the report reads
 
 
 class BadFileWarning(str):
@@ -146,7 +146,7 @@ def read_run(path: str) -> RunInfo:
         _sort_out_parts(info, kind)
     if info.damaged:
         bad = [(p, why) for kind in KINDS for p, why in info.unreadable.get(kind, ())]
-        lost = [k for k in ("recvs", "sends") if info.unreadable.get(k)]
+        lost = [k for k in ("recvs", "sends", "replies") if info.unreadable.get(k)]
         info.warnings.append(BadFileWarning(
             f"run {run_id}: {len(bad)} unreadable part{'s' * (len(bad) > 1)} left out: "
             + "; ".join(f"{os.path.relpath(p, info.path)} ({why})" for p, why in bad)

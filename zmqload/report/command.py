@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..cli.common import OneLineParser, guarded
 from ..cli.options import help_text, option_type
-from ..config import Option
+from ..config import Option, rate_option
 from ..analysis.session import check_driver_memory, check_master
 from ..errors import ConfigError, ExitStatus, ReportInputError, RunError, ZmqloadError
 
@@ -29,9 +29,8 @@ if TYPE_CHECKING:
 PROG = "zmqload report"
 NEEDS = ("pyspark", "matplotlib")        # the `report` extra of pyproject.toml
 
-TARGET_RATE = Option(float, "messages per second > 0 (e.g. 200000, 200k, 1M), as --rate of run",
-                     "msgs/s the recommendation must carry", low=0, low_open=True, flag="--target-rate",
-                     default_text="the highest clean rate seen")
+TARGET_RATE = rate_option("msgs/s (all producers) the recommendation must carry", per_producer=False,
+                          flag="--target-rate", default_text="the highest clean rate seen")
 SLO_P99_US = Option(float, "microseconds > 0", "latency SLO for capacity planning: p99 from intended send, "
                     "microseconds", low=0, low_open=True, flag="--slo-p99-us", default=1000.0,
                     default_text="the SLO of the capacity search among the inputs, else 1000")
@@ -220,7 +219,7 @@ def _hit_rows(info: RunInfo, kind: str) -> Callable[[dict[str, Any]], bool]:
             workers.add(WorkerId.parse(os.path.basename(part).split("-")[1]).index)
         except (ValueError, IndexError):
             return lambda row: True
-    if kind == "sends":
+    if kind in ("sends", "replies"):        # both written by the stream's producer
         return lambda row: row["stream"] == ALL or row["stream"] in workers
     if info.fanout:
         return lambda row: row["consumer"] == ALL or row["consumer"] in workers
@@ -231,7 +230,8 @@ def mark_damaged(analysis: Analysis, runs: list[RunInfo]) -> set[str]:
     """Blank the figures that unreadable parts would have fed (in the rows they feed) and
     the queue depth over time of those runs; the ids of the runs with such parts."""
     from ..analysis.pipeline import LATENCY_COLUMNS
-    needs = {"recvs": NEEDS_RECVS, "sends": NEEDS_SENDS + tuple(c for c in LATENCY_COLUMNS if c.startswith("stall_"))}
+    needs = {"recvs": NEEDS_RECVS, "sends": NEEDS_SENDS + tuple(c for c in LATENCY_COLUMNS if c.startswith("stall_")),
+             "replies": ("round_trips", *(c for c in LATENCY_COLUMNS if c.startswith("round_trip_")))}
     damaged = {r.run_id: [(_hit_rows(r, kind), cols) for kind, cols in needs.items() if r.unreadable.get(kind)]
                for r in runs if r.damaged}
     for row in analysis.summary:

@@ -33,6 +33,16 @@ ROW_COLUMNS = [
 ]
 LAT_METRICS = ("latency_intended", "latency_delivered", "latency_drained", "latency_sent", "stall")
 LAT_COLUMNS = [("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99_9", "p99.9"), ("p99_99", "p99.99"), ("max", "max")]
+# req-rep round trips, in the runs section of the page and of the Markdown summary
+ROUND_TRIP_COLUMNS = [("round_trips", "replies"), ("round_trip_p50_us", "p50"), ("round_trip_p99_us", "p99"),
+                      ("round_trip_p99_9_us", "p99.9"), ("round_trip_max_us", "max")]
+ROUND_TRIP_NOTE = ("Round trip: reply time minus intended send time (req-rep, one request in flight per producer), "
+                   "as run.json measures it; &micro;s.")
+
+
+def round_trip_runs(analysis) -> list[dict]:
+    """The run-total rows of the runs that recorded round trips (req-rep)."""
+    return [r for r in analysis.run_rows() if r.get("round_trips")]
 
 
 def _e(x) -> str:
@@ -96,6 +106,14 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
             f"<td>{_cell('x', r.get('dropped_sender'))}</td><td>{_cell('x', r.get('latency_intended_p99_us'))}</td>"
             f"<td>{_cell('x', r.get('latency_intended_p99_9_us'))}</td><td>{fmt_bytes(r.get('queued_bytes_max'))}</td></tr>")
     out.append("</table>")
+    rtt_rows = round_trip_runs(analysis)
+    if rtt_rows:
+        out.append("<h3>Round trips</h3><table><tr><th class='l'>run</th>"
+                   + "".join(f"<th>{h}</th>" for _, h in ROUND_TRIP_COLUMNS) + "</tr>")
+        for r in rtt_rows:
+            out.append(f"<tr><td class='l'>{_e(r['run'])}</td>"
+                       + "".join(f"<td>{_cell('x', r.get(k))}</td>" for k, _ in ROUND_TRIP_COLUMNS) + "</tr>")
+        out.append(f"</table><p class='note'>{ROUND_TRIP_NOTE}</p>")
 
     out += capacity_section(analysis, capacity, recommendations, slo_p99_us)
     out.append("<h2>Per run</h2>")
@@ -127,6 +145,10 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
                         f"{_cell('x', r.get('depth_mean'))} / {_cell('x', r.get('depth_p99'))}</td>"
                         f"<td rowspan={len(LAT_METRICS)}>{fmt_bytes(r.get('queued_bytes_max'))}</td>"
                         if m == "latency_intended" else "") + "</tr>")
+        if r.get("round_trips"):
+            out.append(f"<tr><td class='l'>round trip (req-rep, {_cell('x', r['round_trips'])} replies)</td>" +
+                       "".join(f"<td>{_cell('x', r.get(f'round_trip_{k}_us'))}</td>" for k, _ in LAT_COLUMNS) +
+                       "</tr>")
         out.append("</table>")
         if i >= max_runs_plotted:
             if i == max_runs_plotted:

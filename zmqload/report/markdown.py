@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..analysis.capacity import fmt_bytes, fmt_rate
 from . import search_answer
-from .html import offered_cell
+from .html import ROUND_TRIP_COLUMNS, offered_cell, round_trip_runs
 
 
 def _f(x, fmt="{:.0f}"):
@@ -29,6 +29,13 @@ def summary(analysis, capacity, recommendations, out_dir: str, searches=()) -> s
                      f"{_f(r.get('drained'), '{}')} | {_f(r.get('dropped'), '{}')} | {_f(r.get('stranded'), '{}')} | "
                      f"{_f(r.get('dropped_sender'), '{}')} | {_f(r.get('latency_intended_p99_us'))} | "
                      f"{_f(r.get('latency_intended_p99_9_us'))} | {fmt_bytes(r.get('queued_bytes_max'))} |")
+    rtt_rows = round_trip_runs(analysis)
+    if rtt_rows:
+        lines += ["", "## Round trips (req-rep, from the intended send time, us)", "",
+                  "| run | " + " | ".join(h for _, h in ROUND_TRIP_COLUMNS) + " |",
+                  "|---|" + "---|" * len(ROUND_TRIP_COLUMNS)]
+        lines += [f"| {r['run']} | " + " | ".join(_f(r.get(k)) for k, _ in ROUND_TRIP_COLUMNS) + " |"
+                  for r in rtt_rows]
     if capacity:
         keys = ", ".join(capacity[0]["key_names"]) or "nothing (one setting)"
         lines += ["", "## Capacity verdicts", "", f"Grouped by: {keys}", ""]
