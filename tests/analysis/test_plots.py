@@ -229,3 +229,21 @@ def test_a_drain_burst_does_not_flatten_the_run():
     top, peak = plots.y_top(data)
     assert 50_000 < top < 200_000
     assert peak and peak[0] == "received" and peak[1] > 1e6
+
+
+@pytest.mark.parametrize("placement, tail", [("mid-run", "dropped_mid"), ("at-close", "dropped_tail"),
+                                             ("ambiguous", plots.AMBIGUOUS_LABEL), (None, "dropped_tail")])
+def test_fates_over_time_places_the_tail_by_the_runs_rule(placement, tail):
+    """Messages lost after the last arrival are drawn as the run's fates count them: mid-run
+    after an after-drain close, ambiguous for a PUB closed at once (docs/RECORDS.md)."""
+    rows = [{"window": w, "sent": 10, "delivered_sent": a, "received": a} for w, a in
+            [(0, 0), (1, 10), (2, 7), (3, 10), (4, 0), (5, 0)]]
+    meta = {"drain": {"ended": "idle", "tail_placement": placement}}
+    lost, windows, _ = plots.lost_by_place(rows, meta, copies=1)
+    assert windows == [0, 1, 2, 3, 4, 5]
+    expected = {"dropped_start": {0: 10}, "dropped_mid": {2: 3}}
+    expected.setdefault(tail, {}).update({4: 10, 5: 10})
+    assert dict(lost) == expected
+    meta["drain"]["ended"] = "limit"        # cut short: none of it can be told apart
+    lost, _, _ = plots.lost_by_place(rows, meta, copies=1)
+    assert dict(lost) == {"stranded or dropped": {0: 10, 2: 3, 4: 10, 5: 10}}

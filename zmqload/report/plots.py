@@ -17,6 +17,7 @@ import numpy as np  # noqa: E402
 
 from ..analysis.capacity import fmt_rate, key_text, offered  # noqa: E402
 from ..analysis.metrics import ALL  # noqa: E402
+from ..contract.fates import TAIL_AMBIGUOUS, TAIL_MID_RUN  # noqa: E402
 from ..contract.histogram import bucket_value  # noqa: E402
 
 COLORS = {"offered": "#9e9e9e", "sent": "#1f77b4", "received": "#2ca02c",
@@ -366,18 +367,16 @@ def capacity_curves(run_rows: list[dict], slo_p99_us: float, capacity: list[dict
     return _png(fig)
 
 
+AMBIGUOUS_LABEL = "dropped_tail (or mid-run: ambiguous)"
 FATE_COLORS = {"dropped_start": "#8c564b", "dropped_mid": "#d62728", "dropped_tail": "#ff7f0e",
-               "stranded or dropped": "#7f7f7f", "drained": "#1f77b4"}
+               AMBIGUOUS_LABEL: "#ffbb78", "stranded or dropped": "#7f7f7f", "drained": "#1f77b4"}
 
 
-def fates_over_time(rates: list[dict], run: str, meta: dict, copies: int, window_ns: int):
-    """Per send-time window, messages that never arrived, placed like their fate (before the
-    first window with an arrival: start; after the last: tail; else mid; all of them
-    'stranded or dropped' when the drain was cut short); and per receive-time window, what
-    arrived in the drain. None when nothing was lost or drained."""
-    rows = [r for r in rates if r["run"] == run]
-    if not rows:
-        return None
+def lost_by_place(rows: list[dict], meta: dict, copies: int) -> tuple[dict[str, dict[int, int]], list[int], dict[int, int]]:
+    """({place: {send window: messages that never arrived}}, every window, {window: received}).
+    Place as the fates: before the first window with an arrival, start; after the last, the
+    run's tail placement rule (docs/RECORDS.md: mid-run, ambiguous or at close); else mid;
+    'stranded or dropped' when the drain was cut short."""
     sent: defaultdict[int, int] = defaultdict(int)
     arrived: defaultdict[int, int] = defaultdict(int)
     received: defaultdict[int, int] = defaultdict(int)
@@ -386,17 +385,31 @@ def fates_over_time(rates: list[dict], run: str, meta: dict, copies: int, window
         arrived[r["window"]] += r["delivered_sent"]
         received[r["window"]] += r["received"]
     windows = sorted(set(sent) | set(received))
-    w0 = windows[0]
     with_arrivals = [w for w in windows if arrived[w]]
     cut_short = (meta.get("drain") or {}).get("ended") == "limit"
+    # after the last arrival: the run's tail placement rule (docs/RECORDS.md), as in its fates
+    placement = (meta.get("drain") or {}).get("tail_placement")
+    tail = {TAIL_MID_RUN: "dropped_mid", TAIL_AMBIGUOUS: AMBIGUOUS_LABEL}.get(placement or "", "dropped_tail")
     lost: dict[str, dict[int, int]] = defaultdict(dict)
     for w in windows:
         n = max(sent[w] * copies - arrived[w], 0)
         if not n:
             continue
         place = ("stranded or dropped" if cut_short else "dropped_start" if not with_arrivals or w < with_arrivals[0]
-                 else "dropped_tail" if w > with_arrivals[-1] else "dropped_mid")
+                 else tail if w > with_arrivals[-1] else "dropped_mid")
         lost[place][w] = n
+    return lost, windows, received
+
+
+def fates_over_time(rates: list[dict], run: str, meta: dict, copies: int, window_ns: int):
+    """Per send-time window, messages that never arrived, placed like their fate
+    (`lost_by_place`); and per receive-time window, what arrived in the drain. None when
+    nothing was lost or drained."""
+    rows = [r for r in rates if r["run"] == run]
+    if not rows:
+        return None
+    lost, windows, received = lost_by_place(rows, meta, copies)
+    w0 = windows[0]
     drain_ns = min((c.get("t_drain_ns") for c in meta.get("consumers") or () if c.get("t_drain_ns")), default=None)
     drained = {w: received[w] for w in windows if drain_ns is not None and w * window_ns >= drain_ns and received[w]}
     if not lost and not drained:
