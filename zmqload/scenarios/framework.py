@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..contract.fates import AMBIGUOUS_TAIL
 from ..config import Workload
 
 HOLDS, DOES_NOT_HOLD = "holds", "does not hold"
@@ -94,7 +95,12 @@ def facts(result) -> dict:
 def fates_line(f: dict) -> str:
     return (f"sent {f['sent']:,}: delivered {f['delivered']:,}, drained {f['drained']:,}, dropped "
             f"{f['dropped_start'] + f['dropped_mid'] + f['dropped_tail']:,} (start {f['dropped_start']:,} / mid "
-            f"{f['dropped_mid']:,} / tail {f['dropped_tail']:,}), stranded {f['stranded']:,}")
+            f"{f['dropped_mid']:,} / tail {f['dropped_tail']:,}{_ambiguous(f)}), stranded {f['stranded']:,}")
+
+
+def _ambiguous(f: dict) -> str:
+    n = f.get(AMBIGUOUS_TAIL) or 0
+    return f", {n:,} of the tail ambiguous: mid-run or at close" if n else ""
 
 
 def bounded(call: Callable[[], object], limit_s: float) -> tuple[float, bool]:
