@@ -35,19 +35,12 @@ BUILD_DIR = os.path.join(HERE, ".build")
 HWM = 1000
 SIZE = 256
 sys.path.insert(0, HERE)
-from paired import free_port  # noqa: E402
+from paired import build_c, free_port  # noqa: E402
 
 
 def build_yardstick() -> str:
     """Compile the yardstick against the system libzmq (pkg-config), as paired.py does."""
-    os.makedirs(BUILD_DIR, exist_ok=True)
-    binary = os.path.join(BUILD_DIR, "baseline_busy_consumer")
-    source = os.path.join(HERE, "baseline_busy_consumer.c")
-    if not os.path.exists(binary) or os.path.getmtime(binary) < os.path.getmtime(source):
-        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libzmq"], check=True,
-                               capture_output=True, text=True).stdout.split()
-        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-o", binary, source, *flags], check=True)
-    return binary
+    return build_c("baseline_busy_consumer")
 
 
 def parse_rate(text: str) -> int:

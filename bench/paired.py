@@ -26,9 +26,15 @@ BUILD_DIR = os.path.join(HERE, ".build")
 
 def build_c_baseline() -> str:
     """Compile the baseline against the same system libzmq as the engine (pkg-config)."""
+    return build_c("baseline_pushpull")
+
+
+def build_c(name: str) -> str:
+    """bench/NAME.c compiled against the system libzmq (pkg-config) into bench/.build/NAME,
+    again only when the source is newer."""
     os.makedirs(BUILD_DIR, exist_ok=True)
-    binary = os.path.join(BUILD_DIR, "baseline_pushpull")
-    source = os.path.join(HERE, "baseline_pushpull.c")
+    binary = os.path.join(BUILD_DIR, name)
+    source = os.path.join(HERE, f"{name}.c")
     if not os.path.exists(binary) or os.path.getmtime(binary) < os.path.getmtime(source):
         flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libzmq"], check=True,
                                capture_output=True, text=True).stdout.split()
