@@ -167,9 +167,10 @@ def hwm_zero(r: ScenarioRunner) -> Outcome:
     measured.append("tcp, the SUB's HWM in force behind an unlimited PUB (a limited SUB stops reading and leaves the "
                     "kernel buffers full): " + ", ".join(f"0 set {_when(k.split('-')[-1], 'connect')}: {v}" for k, v in
                                                          _sub_in_force(figures["matrix"]).items()))
+    # closed after the drain, so a PUB's drops are placed (mid-run), never "ambiguous" (docs/RECORDS.md)
     for variant, hwm in (("hwm-0", 0), ("hwm-default", None)):
         res = r.run(variant, pattern="pub-sub", transport="tcp", size=size, count=n, sndhwm=hwm, rcvhwm=hwm,
-                    consumer_delay_us=20, drain_timeout_ms=300)
+                    consumer_delay_us=20, drain_timeout_ms=300, close_order="after-drain")
         f = facts(res)
         figures["runs"][variant] = f
         measured.append(f"zmqload run, SNDHWM=RCVHWM={'0' if hwm == 0 else 'default'} set before bind/connect, "
