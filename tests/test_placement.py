@@ -40,13 +40,13 @@ def _io_threads(pid: str) -> int:
     return sum(name.startswith("ZMQbg/IO") for name in names)
 
 
-def _worker_affinities(paced: bool, extra: list[str] = []) -> dict[str, dict[str, str]]:
+def _worker_affinities(paced: bool, extra: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
     """Start a real run, and read each worker process's thread affinities while it sends."""
     args = [sys.executable, "-m", "zmqload", "run", "--transport", "tcp", "--size", "64", "--duration", "3",
             "--count", "50000000", "--quiet", "--out", os.path.join(os.environ.get("TMPDIR", "/tmp"), "zl-placement")]
     if paced:
         args += ["--rate", "10k"]
-    args += extra
+    args += list(extra)
     run = subprocess.Popen(args, cwd=os.path.dirname(os.path.dirname(__file__)))
     try:
         seen: dict[str, dict[str, str]] = {}
@@ -112,6 +112,6 @@ def test_the_plan_is_in_run_json_and_none_leaves_the_scheduler(tmp_path):
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to place two workers")
 def test_cpu_placement_none_leaves_unpaced_workers_to_the_scheduler():
-    seen = _worker_affinities(paced=False, extra=["--cpu-placement", "none"])
+    seen = _worker_affinities(paced=False, extra=("--cpu-placement", "none"))
     assert len(seen) == 2
     assert all(not threads[pid].isdigit() for pid, threads in seen.items()), seen
