@@ -129,14 +129,16 @@ def _report(path: str, out: str, timings: dict, server: bool, pythonpath: str = 
 
 
 def _check_report(out: str, truth: dict) -> None:
-    """The report's run total against numpy: counts exact, percentiles within the histogram's 1%."""
+    """The report's run total against numpy: counts exact, percentiles within their histogram bucket."""
     rows = pq.read_table(os.path.join(out, "summary.parquet")).to_pylist()
     total = next(r for r in rows if r["consumer"] == -1 and r["stream"] == -1)
     assert {k: total[k] for k in ("received", "unique", "duplicates")} == \
         {k: truth[k] for k in ("received", "unique", "duplicates")}
     for name, _ in QUANTILES:
         got_ns = total[f"latency_intended_{name}_us"] * 1e3
-        assert truth[name] * (1 - 1e-9) <= got_ns <= truth[name] * 1.01 + 1, (name, got_ns, truth[name])
+        # the report gives the midpoint of the true value's bucket (contract/histogram.py): a
+        # bucket is < 1/128 of its values wide, so the midpoint is within 1/256 either side
+        assert abs(got_ns - truth[name]) <= truth[name] / 256 + 1, (name, got_ns, truth[name])
 
 
 def _median(values):
