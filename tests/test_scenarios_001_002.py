@@ -12,6 +12,7 @@ import time
 import pytest
 import zmq
 
+from zmqload.contract.fates import AMBIGUOUS_TAIL, TAIL_MID_RUN
 from zmqload.scenarios import SCENARIOS, run_scenario
 from zmqload.scenarios.framework import DOES_NOT_HOLD, HOLDS
 
@@ -121,6 +122,8 @@ def test_rcvhwm_full(scenario):
     fig = outcome.figures
     for f in fig.values():
         assert _fates_add_up(f) and f["stranded"] == 0 and f["rcvhwm"] == 10
+        # closed after a drain that ran out: every drop is placed during the run, none at close
+        assert f["tail_placement"] == TAIL_MID_RUN and f[AMBIGUOUS_TAIL] == 0, f
     unlimited = {k: f for k, f in fig.items() if k.endswith("sndhwm=0")}
     default = {k: f for k, f in fig.items() if k.endswith("sndhwm=default")}
     lost = {k: f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"] for k, f in unlimited.items()}
@@ -132,8 +135,7 @@ def test_rcvhwm_full(scenario):
         assert f["producer_rss_kb"] > default[k.replace("sndhwm=0", "sndhwm=default")]["producer_rss_kb"]
     pub_default = [f for k, f in default.items() if "/PUB/" in k]
     push_default = [f for k, f in default.items() if "/PUSH/" in k]
-    # a PUB at its own SNDHWM drops; closed right after its last send, those after the SUB's last arrival
-    # (here all of them: the SUB read too few to free the pipe again) are dropped_tail, placement ambiguous
+    # a PUB at its own SNDHWM drops (after the SUB's last arrival too: it read too few to free the pipe)
     assert all(f["dropped_mid"] + f["dropped_tail"] > 0 for f in pub_default)
     assert all(f["dropped_mid"] + f["dropped_tail"] == 0 for f in push_default)
     assert all(f["attempted"] < 0.8 * f["scheduled"] for f in push_default)   # ... a PUSH blocks instead

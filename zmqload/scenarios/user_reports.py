@@ -251,8 +251,6 @@ def hwm1_slow_subscriber(r: ScenarioRunner) -> Outcome:
                     rcvbuf=buf, consumer_delay_us=delay_us, drain_timeout_ms=300, close_order=order)
         f = facts(res)
         f["close_order"] = order
-        # where the run placed what went missing after the last arrival, and why (docs/RECORDS.md)
-        f["tail_placement"], f[AMBIGUOUS_TAIL] = res.drain["tail_placement"], res.drain[AMBIGUOUS_TAIL]
         f["lost"] = _dropped(f) + f["stranded"]
         f["longest_gap"] = max((b - a + 1 for a, b in res.streams[0]["missing_ranges"].get(0, [])), default=0)
         place = "tiny_buffers" if buf else "close_at_once" if order != "after-drain" else None
