@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from zmqload.analysis import metrics
+from zmqload.analysis import finish, metrics
+from zmqload.analysis.pipeline import collect
 from zmqload.analysis.runs import discover_runs, load_records
 from zmqload.contract.fates import TAIL_AT_CLOSE
 
@@ -16,11 +17,10 @@ def _load(spark, synth):
     return runs, load_records(spark, runs, "sends"), load_records(spark, runs, "recvs")
 
 
-def _views(spark, run, consumers, completed=True, tail_placement=TAIL_AT_CLOSE, died=()):
+def _views(run, consumers, completed=True, tail_placement=TAIL_AT_CLOSE, died=()):
     """(run, consumer, completed, tail_placement, died) views; `run` is the run's number, its
     index in the loaded runs; `died`: the consumers whose worker died."""
-    return spark.createDataFrame([(run, c, completed, tail_placement, c in died) for c in consumers],
-                                 "run int, consumer int, completed boolean, tail_placement string, died boolean")
+    return [(run, c, completed, tail_placement, c in died) for c in consumers]
 
 
 def _no_lines(rs):
@@ -61,8 +61,7 @@ def test_loss_where_duplicates_and_drops_match_numpy(spark, lossy_run, form):
     else:
         assert metrics.single_consumer_edges(_edges(rs))
         counts = metrics.send_counts_from_cells(metrics.send_cells(sends, 10**7, _edges(rs)))
-    got = {(r["consumer"], r["stream"]): r.asDict()
-           for r in metrics.fates(counts, rs, _views(spark, 0, [metrics.ALL])).collect()}
+    got = {(r["consumer"], r["stream"]): r for r in finish.fates(collect(counts), collect(rs), _views(0, [metrics.ALL]))}
     truth = _truth_loss(lossy_run, fanout=False)
     assert set(got) == set(truth)
     for key, t in truth.items():
@@ -84,7 +83,7 @@ def test_fanout_loss_is_per_consumer_and_silent_consumer_is_all_lost(spark, fano
     runs, sends, recvs = _load(spark, fanout_run)
     rs = _no_lines(metrics.recv_summary(recvs, fanout_runs=[0]))
     # Consumer 2 is expected (3 consumers subscribed) but received nothing.
-    rows = metrics.fates(metrics.send_counts(sends, rs), rs, _views(spark, 0, [0, 1, 2])).collect()
+    rows = finish.fates(collect(metrics.send_counts(sends, rs)), collect(rs), _views(0, [0, 1, 2]))
     got = {(r["consumer"], r["stream"]): r for r in rows}
     truth = _truth_loss(fanout_run, fanout=True)
     for key, t in truth.items():
@@ -95,10 +94,10 @@ def test_fanout_loss_is_per_consumer_and_silent_consumer_is_all_lost(spark, fano
     assert silent["unique"] == 0 and silent["lost"] == silent["sent"] == 4000 and silent["dropped_start"] == 4000
     # the same views with the drain cut short: a consumer's missing seqs above its last
     # arrival may still be queued (stranded); below it they are drops
-    cut = _views(spark, 0, [0, 1, 2], completed=False)
+    cut = _views(0, [0, 1, 2], completed=False)
     lines = rs.drop("limit", "got_below_limit").selectExpr("*", "seq_max as limit", "unique - 1 as got_below_limit")
     got = {(r["consumer"], r["stream"]): r for r in
-           metrics.fates(metrics.send_counts(sends, lines), lines, cut).collect()}
+           finish.fates(collect(metrics.send_counts(sends, lines)), collect(lines), cut)}
     for key, t in truth.items():
         g = got[key]
         assert (g["dropped_start"], g["dropped_tail"], g["stranded"]) == (t["lost_start"], 0, t["lost_tail"])
@@ -106,9 +105,9 @@ def test_fanout_loss_is_per_consumer_and_silent_consumer_is_all_lost(spark, fano
     assert got[(2, 0)]["stranded"] == 4000 and got[(2, 0)]["dropped"] == 0
     # consumer 1 died (and stream 0's producer in another run): what was stranded on its path is unknown,
     # drops stay drops
-    dead = {(r["consumer"], r["stream"]): r for r in metrics.fates(
-        metrics.send_counts(sends, lines), lines, _views(spark, 0, [0, 1, 2], completed=False, died={1}),
-        {1: [0]}).collect()}
+    dead = {(r["consumer"], r["stream"]): r for r in finish.fates(
+        collect(metrics.send_counts(sends, lines)), collect(lines), _views(0, [0, 1, 2], completed=False, died={1}),
+        {1: [0]})}
     for key, g in got.items():
         d = dead[key]
         on_dead_path = key[0] == 1
@@ -151,9 +150,9 @@ def _np_percentile_hdr(values, q):
 ])
 def test_latency_percentiles_within_one_percent(spark, lossy_run, metric, fn):
     _, sends, recvs = _load(spark, lossy_run)
-    hist = metrics.latency_histograms(metrics.latency_pairs(metrics.recv_cells(recvs, 10**8)),
-                                      metrics.stall_histogram(metrics.send_cells(sends, 10**8)))
-    got = {(r["stream"]): r for r in metrics.percentiles(hist).where(f"metric = '{metric}'").collect()}
+    hist = finish.latency_histograms(collect(metrics.latency_pairs(metrics.recv_cells(recvs, 10**8))),
+                                     collect(metrics.stall_histogram(metrics.send_cells(sends, 10**8))))
+    got = {r["stream"]: r for r in finish.percentiles(hist) if r["metric"] == metric}
     s, r = lossy_run.sends, lossy_run.recvs
     for stream in (0, 1):
         ss = {k: v[s["stream"] == stream] for k, v in s.items()}
@@ -171,9 +170,9 @@ def test_latency_percentiles_within_one_percent(spark, lossy_run, metric, fn):
 def test_rates_over_time_and_queue_depth(spark, lossy_run):
     window = 10_000_000
     _, sends, recvs = _load(spark, lossy_run)
-    recv_w = metrics.recv_windows(metrics.recv_cells(recvs, window))
-    rates = metrics.rates_over_time(metrics.send_windows(metrics.send_cells(sends, window)), recv_w)
-    rows = {(r["stream"], r["window"]): r for r in rates.collect()}
+    recv_w = collect(metrics.recv_windows(metrics.recv_cells(recvs, window)))
+    rates = finish.rates_over_time(collect(metrics.send_windows(metrics.send_cells(sends, window))), recv_w)
+    rows = {(r["stream"], r["window"]): r for r in rates}
     s, r = lossy_run.sends, lossy_run.recvs
     for stream in (0, 1):
         ms, mr = s["stream"] == stream, r["stream"] == stream
@@ -181,8 +180,8 @@ def test_rates_over_time_and_queue_depth(spark, lossy_run):
                        ("received", r["t_recv_ns"][mr])):
             w, n = np.unique(t // window, return_counts=True)
             assert {int(k): int(v) for k, v in zip(w, n)} == {k[1]: v[col] for k, v in rows.items() if k[0] == stream and v[col]}, col
-    depth = metrics.queue_depth(recv_w)
-    drows = {(d["stream"], d["window"]): d["depth"] for d in depth.collect()}
+    depth = finish.queue_depth(recv_w)
+    drows = {(d["stream"], d["window"]): d["depth"] for d in depth}
     # Ground truth: in flight at the end of window w = sent by then - received by then.
     ends = (np.unique(np.concatenate([r["t_sent_ns"], r["t_recv_ns"]]) // window) + 1) * window - 1
     for stream in (0, 1, metrics.ALL):
@@ -192,7 +191,7 @@ def test_rates_over_time_and_queue_depth(spark, lossy_run):
             key = (stream, int(e // window))
             if key in drows:
                 assert drows[key] == np.searchsorted(ts, e, "right") - np.searchsorted(tr, e, "right")
-    stats = {x["stream"]: x for x in metrics.queue_depth_stats(depth).collect()}
+    stats = {x["stream"]: x for x in finish.queue_depth_stats(depth)}
     d_all = np.array([v for (st, _), v in drows.items() if st == metrics.ALL])
     assert stats[metrics.ALL]["depth_max"] == d_all.max()
     assert stats[metrics.ALL]["depth_mean"] == pytest.approx(d_all.mean())
@@ -219,16 +218,16 @@ def test_fanout_latency_and_depth_are_each_consumers_own(spark, tmp_path):
     recvs = load_records(spark, runs, "recvs")
     cells = metrics.recv_cells(recvs, 1_000_000, fanout_runs=[0])
     pct = {(r["consumer"], r["metric"]): r for r in
-           metrics.percentiles(metrics.latency_histograms(metrics.latency_pairs(cells))).collect()}
+           finish.percentiles(finish.latency_histograms(collect(metrics.latency_pairs(cells))))}
     for c in (0, 1):
         assert pct[(c, "latency_intended")]["p50"] == pytest.approx(lag[c], rel=0.0101)
         assert pct[(c, "latency_intended")]["max"] == lag[c]
-    depth = metrics.queue_depth(metrics.recv_windows(cells))
-    stats = {x["consumer"]: x for x in metrics.queue_depth_stats(depth).collect()}
+    depth = finish.queue_depth(collect(metrics.recv_windows(cells)))
+    stats = {x["consumer"]: x for x in finish.queue_depth_stats(depth)}
     # one message per 0.1 ms: 2 in flight for a 0.2 ms lag, 52 for 5.2 ms (at window ends)
     assert stats[0]["depth_max"] <= 3 and 50 <= stats[1]["depth_max"] <= 53
     # the run's queue is both consumers' together, window by window
-    per = {(d["consumer"], d["window"]): d["depth"] for d in depth.collect()}
+    per = {(d["consumer"], d["window"]): d["depth"] for d in depth}
     for (c, w), v in per.items():
         if c == metrics.ALL and (0, w) in per and (1, w) in per:
             assert v == per[(0, w)] + per[(1, w)]

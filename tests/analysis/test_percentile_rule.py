@@ -1,5 +1,5 @@
 """One histogram rule for `run` and the report (contract/histogram.py, issue 14 item 6): the
-Spark buckets, bucket values and percentiles equal zmqload.histogram's on the same values,
+Spark buckets and the report's percentiles equal zmqload.histogram's on the same values,
 and on a real run the report's p50 / p99 / p99.9 equal run.json's exactly."""
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from zmqload.contract import histogram as rule
-from zmqload.histogram import Histogram, bucket_index, bucket_value
+from zmqload.histogram import Histogram, bucket_index
 
 from pyspark.sql import functions as F
 
-from zmqload.analysis import metrics
+from zmqload.analysis import finish, metrics
 
 
 def _edge_values() -> np.ndarray:
@@ -34,13 +34,6 @@ def test_spark_buckets_are_the_runs_buckets(spark):
     assert np.array_equal(got, bucket_index(values))
 
 
-def test_spark_bucket_values_are_the_contracts(spark):
-    df = spark.range(rule.N_BUCKETS).withColumnRenamed("id", "bucket")
-    got = {r["bucket"]: r["v"] for r in df.select("bucket", metrics.bucket_value("bucket").alias("v")).collect()}
-    assert [got[i] for i in range(rule.N_BUCKETS)] == [rule.bucket_value(i) for i in range(rule.N_BUCKETS)]
-    assert np.array_equal(bucket_value(np.arange(rule.N_BUCKETS)), [got[i] for i in range(rule.N_BUCKETS)])
-
-
 def test_rank_is_exact_where_floating_point_is_not():
     # 99.9 / 100 * 1000 = 999.0000000000001 in floating point: ceil would give 1000
     assert rule.rank(rule.ppm(99.9), 1000) == 999
@@ -49,7 +42,7 @@ def test_rank_is_exact_where_floating_point_is_not():
 
 
 @pytest.mark.parametrize("n", [1, 2, 999, 1000, 100_000])
-def test_spark_percentiles_equal_the_runs(spark, n):
+def test_report_percentiles_equal_the_runs(n):
     """Same values, both sides: identical percentiles (lognormal latencies, counts where
     q * n is an integer, just under one, and a single value)."""
     rng = np.random.default_rng(n)
@@ -57,11 +50,10 @@ def test_spark_percentiles_equal_the_runs(spark, n):
     hist = Histogram()
     hist.record(values)
     idx, counts = np.unique(bucket_index(values), return_counts=True)
-    rows = [(0, 0, 0, "latency_intended", int(b), int(c), int(values[bucket_index(values) == b].max()),
-             int(values[bucket_index(values) == b].sum())) for b, c in zip(idx, counts)]
-    df = spark.createDataFrame(rows, "run int, consumer int, stream int, metric string, bucket int, count long, "
-                                     "max long, sum long")
-    got = metrics.percentiles(df).collect()[0]
+    rows = [{"run": 0, "consumer": 0, "stream": 0, "metric": "latency_intended", "bucket": int(b), "count": int(c),
+             "max": int(values[bucket_index(values) == b].max()), "sum": int(values[bucket_index(values) == b].sum())}
+            for b, c in zip(idx, counts)]
+    [got] = finish.percentiles(rows)
     for name, q in metrics.PERCENTILES:
         assert got[name] == hist.percentile(q * 100), (name, n)
     assert got["max"] == hist.percentile(100) == values.max()

@@ -16,7 +16,6 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..contract import histogram as rule
-from ..contract.fates import AMBIGUOUS_TAIL, DROPPED, TAIL_AMBIGUOUS, TAIL_MID_RUN
 from ..contract.wire import SendStatus
 
 # Latency histograms: `run`'s layout and percentile rule (zmqload/contract/histogram.py), so
@@ -194,74 +193,6 @@ def with_received_sends(sends: DataFrame, recvs: DataFrame, dead_streams: dict[i
     return sends.unionByName(lost_records.select(*sends.columns))
 
 
-def fates(counts: DataFrame, recv_sum: DataFrame, views: DataFrame,
-          dead_streams: dict[int, list[int]] | None = None) -> DataFrame:
-    """Per (run, consumer, stream): what was sent, what arrived, and the fate of every sent
-    message, by the rules of zmqload/accounting.py (restated here on counts, not imported:
-    analysis/ reads records only). The identity sent = the sum of
-    zmqload.contract.fates.FATES holds per row.
-
-    `counts` is `send_counts(...)`, `recv_sum` is `recv_summary(...)` with the view's certain
-    line (`limit`: unreceived seqs below it cannot still be queued; null when the drain
-    completed, so every missing message is a drop) and `got_below_limit` (distinct received
-    below it). `views` is (run, consumer, completed, tail_placement, died): ALL for
-    non-fan-out runs, every consumer index for fan-out runs (so a consumer that got nothing
-    still shows); completed = the drain completed, tail_placement = where drops after the
-    last arrival happened as the run decided it (zmqload.contract.fates: mid-run folds them
-    into dropped_mid; ambiguous keeps them in dropped_tail and counts them again in
-    dropped_tail_ambiguous), died = a worker on the view's path died (its consumer, any
-    consumer for round robin, a proxy).
-    `dead_streams`: {run number: streams whose producer died}.
-
-    A message counts as sent when its send call succeeded (status 0); EAGAIN / timeout drops
-    are the sender's, counted apart. Missing messages (sent - unique) are placed by seq:
-    start = before the first arrival, tail = after the last, mid = in between; with a drain
-    cut short only those below the certain line are drops, the rest is stranded. Nothing
-    received: all dropped at the start, or all stranded. What is not a drop is `unknown`
-    instead of stranded when a worker on its path died (run.json's salvaged.died).
-    """
-    send_cols = ["attempted", "sent", "eagain", "timeout", "errors",
-                 "t_first_intended_ns", "t_last_intended_ns", "t_first_send_ns", "t_last_send_ns"]
-    per_stream = counts.groupBy("run", "stream").agg(*[F.first(c, ignorenulls=True).alias(c) for c in send_cols])
-    expected = per_stream.join(views, ["run"], "inner")
-    got = counts.where(F.col("consumer").isNotNull()).select(
-        "run", "stream", "consumer", "sent_before_first", "sent_after_last", "sent_below_limit")
-    rs = recv_sum.select("run", "stream", "consumer", "received", "unique", "duplicates", "drained",
-                         "seq_min", "limit", "got_below_limit")
-    out = (expected.join(got, ["run", "stream", "consumer"], "left")
-           .join(rs, ["run", "stream", "consumer"], "left")
-           .fillna(0, subset=["received", "unique", "duplicates", "drained", "sent_before_first",
-                              "sent_after_last", "sent_below_limit", "got_below_limit"]))
-    c = F.col
-    nothing = c("unique") == 0
-    lost = F.greatest(c("sent") - c("unique"), F.lit(0))
-    # drain cut short: the certain line L; start = sent below min(first, L), mid = missing in [first, L)
-    cut_start = F.when(c("limit") <= c("seq_min"), c("sent_below_limit")).otherwise(c("sent_before_first"))
-    cut_mid = F.when(c("limit") > c("seq_min"),
-                     c("sent_below_limit") - c("sent_before_first") - c("got_below_limit")).otherwise(F.lit(0))
-    start = (F.when(nothing, F.when(c("completed"), lost).otherwise(F.lit(0)))
-             .when(c("completed"), c("sent_before_first")).otherwise(cut_start))
-    tail = F.when(nothing | ~c("completed"), F.lit(0)).otherwise(c("sent_after_last"))
-    mid = (F.when(nothing, F.lit(0)).when(c("completed"), lost - c("sent_before_first") - c("sent_after_last"))
-           .otherwise(cut_mid))
-    mid_run = c("tail_placement") == F.lit(TAIL_MID_RUN)
-    return (out.withColumn("lost", lost.cast("long"))
-            .withColumn("delivered", (c("unique") - c("drained")).cast("long"))
-            .withColumn("dropped_start", start.cast("long"))
-            .withColumn("dropped_mid", F.when(mid_run, mid + tail).otherwise(mid).cast("long"))
-            .withColumn("dropped_tail", F.when(mid_run, F.lit(0)).otherwise(tail).cast("long"))
-            .withColumn("dropped", sum((c(f) for f in DROPPED), F.lit(0)).cast("long"))
-            .withColumn(AMBIGUOUS_TAIL, F.when(c("tail_placement") == F.lit(TAIL_AMBIGUOUS), c("dropped_tail"))
-                        .otherwise(F.lit(0)).cast("long"))
-            .withColumn("died", c("died") | _on_dead_stream(dead_streams))
-            .withColumn("stranded", F.when(c("died"), F.lit(0)).otherwise(c("lost") - c("dropped")).cast("long"))
-            .withColumn("unknown", F.when(c("died"), c("lost") - c("dropped")).otherwise(F.lit(0)).cast("long"))
-            .withColumn("loss_ratio", F.when(c("sent") > 0, c("lost") / c("sent")).otherwise(F.lit(0.0)))
-            .withColumn("dropped_sender", (c("eagain") + c("timeout")).cast("long"))
-            .drop("sent_before_first", "sent_after_last", "sent_below_limit", "got_below_limit", "seq_min",
-                  "limit", "completed", "tail_placement", "died"))
-
-
 def reordering(recvs: DataFrame, fanout_runs=()) -> DataFrame:
     """Per (run, consumer, stream): messages that arrived after a higher seq of the same stream
     at the same consumer ("late"; a duplicate arriving later counts too), in receive order.
@@ -297,16 +228,6 @@ def log_bucket(value: Column) -> Column:
     return F.when(narrow, v).otherwise(F.least(wide, F.lit(rule.N_BUCKETS - 1))).cast("int")
 
 
-def bucket_value(bucket: str) -> Column:
-    """The value the bucket in column `bucket` reports (contract/histogram.bucket_value: its
-    midpoint; exact below 256)."""
-    n = rule.SUB_BUCKETS
-    shift = f"cast({bucket} div {n} - 1 as int)"
-    return F.expr(f"CASE WHEN {bucket} < {n} THEN cast({bucket} as bigint) ELSE "
-                  f"shiftleft(cast({n} + {bucket} % {n} as bigint), {shift}) "
-                  f"+ (shiftleft(cast(1 as bigint), {shift}) - 1) div 2 END")
-
-
 def recv_cells(recvs: DataFrame, window_ns: int, fanout_runs=(), drain_starts: dict | None = None) -> DataFrame:
     """One scan of the receive records for both latency histograms and receive windows: per
     (run, consumer key, stream, drain, bi, bs, ws, wr) the count, max and sum of each latency
@@ -331,7 +252,7 @@ def recv_cells(recvs: DataFrame, window_ns: int, fanout_runs=(), drain_starts: d
 
 def latency_pairs(cells: DataFrame) -> DataFrame:
     """Both receive latencies from `recv_cells`: per (run, consumer, stream, drain, bi, bs)
-    bucket pair, the count, max and sum of each; `latency_histograms` splits the pairs."""
+    bucket pair, the count, max and sum of each; `finish.latency_histograms` splits the pairs."""
     return (cells.groupBy("run", "consumer", "stream", "drain", "bi", "bs")
             .agg(F.sum("n").alias("n"), F.max("mi").alias("mi"), F.max("ms").alias("ms"),
                  F.sum("si").alias("si"), F.sum("ss").alias("ss")))
@@ -409,52 +330,6 @@ def round_trip_histogram(replies: DataFrame) -> DataFrame:
 RECV_METRICS = ("latency_intended", "latency_sent", "latency_delivered", "latency_drained")
 
 
-def latency_histograms(pairs: DataFrame, stall: DataFrame | None = None, extra=()) -> DataFrame:
-    """Log-bucket histograms per (run, consumer, stream, metric, bucket): count, exact max
-    and sum in it. Metrics: RECV_METRICS, and `stall` (t_sent - t_intended, ok sends).
-    Inputs are `latency_pairs(recv_cells)` and `stall_histogram(send_cells)` (small);
-    `extra`: more histograms of the same columns (`round_trip_histogram`).
-    """
-    keys = ("run", "consumer", "stream")
-
-    def part(rows, bucket, mx, sm, metric):
-        return (rows.groupBy(*keys, F.col(bucket).alias("bucket"))
-                .agg(F.sum("n").alias("count"), F.max(mx).alias("max"), F.sum(sm).alias("sum"))
-                .withColumn("metric", F.lit(metric)))
-    parts = [part(pairs, "bi", "mi", "si", "latency_intended"), part(pairs, "bs", "ms", "ss", "latency_sent"),
-             part(pairs.where(~F.col("drain")), "bi", "mi", "si", "latency_delivered"),
-             part(pairs.where(F.col("drain")), "bi", "mi", "si", "latency_drained")]
-    if stall is not None:
-        parts.append(stall)
-    parts.extend(extra)
-    cols = ["run", "consumer", "stream", "metric", "bucket", "count", "max", "sum"]
-    out = parts[0].select(*cols)
-    for p in parts[1:]:
-        out = out.unionByName(p.select(*cols))
-    return out
-
-
-def percentiles(hist: DataFrame, keys=("run", "consumer", "stream", "metric")) -> DataFrame:
-    """Percentiles from `latency_histograms` rows: per key, count, mean, p50..p99.99 and max.
-
-    `run`'s rule (contract/histogram.py): the percentile q is the value of rank
-    max(1, ceil(q * count)), reported as its bucket's midpoint, capped by the exact max.
-    """
-    keys = list(keys)
-    h = hist.groupBy(*keys, "bucket").agg(F.sum("count").alias("count"), F.max("max").alias("max"), F.sum("sum").alias("sum"))
-    w = Window.partitionBy(*keys).orderBy("bucket").rowsBetween(Window.unboundedPreceding, 0)
-    wall = Window.partitionBy(*keys)
-    h = (h.withColumn("cum", F.sum("count").over(w))
-         .withColumn("total", F.sum("count").over(wall))
-         .withColumn("value", F.least(bucket_value("bucket"), F.max("max").over(wall)).cast("double")))
-    aggs = [F.first("total").alias("count"), (F.sum("sum") / F.sum("count")).alias("mean"), F.max("max").cast("double").alias("max")]
-    for name, q in PERCENTILES:
-        q_ppm = round(q * rule.PPM)     # rule.rank, in long arithmetic
-        rank = F.expr(f"greatest(1, ({q_ppm} * total + {rule.PPM - 1}) div {rule.PPM})")
-        aggs.append(F.min(F.when(F.col("cum") >= rank, F.col("value"))).alias(name))
-    return h.groupBy(*keys).agg(*aggs)
-
-
 DEFAULT_WINDOW_MS = 100.0
 MIN_WINDOWS = 30        # a run gets at least this many windows when --window-ms is not given
 _NICE_MS = (1, 2, 5, 10, 20, 50, 100)
@@ -483,61 +358,3 @@ def recv_windows(cells: DataFrame) -> DataFrame:
     with bytes, from `recv_cells`."""
     return (cells.groupBy("run", "consumer", "stream", "ws", "wr")
             .agg(F.sum("n").alias("n"), F.sum("bytes").alias("bytes")))
-
-
-def rates_over_time(send_w: DataFrame, recv_w: DataFrame) -> DataFrame:
-    """Counts per (run, stream, window) (window = t_ns div window_ns, absolute) from
-    `send_windows` and `recv_windows`: offered (send attempts by intended time), sent (ok
-    sends by actual send time), received (deliveries to every consumer, by receive time) and
-    delivered_sent (the same deliveries by their send time: what never arrived, placed by
-    send time, is sent x copies minus delivered_sent; the report's fates-over-time plot)."""
-    s, r = send_w, recv_w
-    zero = F.lit(0).cast("long")
-    cols = ["run", "stream", "window", "offered", "sent", "received", "delivered_sent", "received_bytes"]
-
-    def part(df, window, **named):
-        return (df.groupBy("run", "stream", F.col(window).alias("window"))
-                .agg(*[F.sum(src).alias(name) for name, src in named.items()])
-                .select("run", "stream", "window", *[F.col(c) if c in named else zero.alias(c) for c in cols[3:]]))
-    u = (part(s, "wi", offered="n")
-         .unionByName(part(s.where("ok"), "ws", sent="n"))
-         .unionByName(part(r, "wr", received="n", received_bytes="bytes"))
-         .unionByName(part(r, "ws", delivered_sent="n")))
-    return (u.groupBy("run", "stream", "window")
-            .agg(*[F.sum(c).cast("long").alias(c) for c in cols[3:]]).select(*cols))
-
-
-def queue_depth(recv_w: DataFrame) -> DataFrame:
-    """Messages in flight at the end of each window, per (run, consumer key, stream) (each
-    fan-out consumer has its own queue) and for the whole run (consumer and stream ALL):
-    sent by t minus received by t, over messages that eventually arrived (lost ones are
-    counted as loss, not as a queue that never drains), from `recv_windows`. Adds mean size."""
-    r = recv_w
-    zero = F.lit(0).cast("long")
-    events = (r.groupBy("run", "consumer", "stream", F.col("ws").alias("window"))
-              .agg(F.sum("n").alias("delivered_sent")).select("*", zero.alias("received"), zero.alias("received_bytes"))
-              .unionByName(r.groupBy("run", "consumer", "stream", F.col("wr").alias("window"))
-                           .agg(F.sum("n").alias("received"), F.sum("bytes").alias("received_bytes"))
-                           .select("run", "consumer", "stream", "window", zero.alias("delivered_sent"), "received",
-                                   "received_bytes")))
-    cols = ("delivered_sent", "received", "received_bytes")
-    per_view = events.groupBy("run", "consumer", "stream", "window").agg(*[F.sum(c).alias(c) for c in cols])
-    per_run = (events.groupBy("run", "window").agg(*[F.sum(c).alias(c) for c in cols])
-               .select("run", F.lit(ALL).alias("consumer"), F.lit(ALL).alias("stream"), "window", *cols))
-    both = per_view.unionByName(per_run)
-    w = Window.partitionBy("run", "consumer", "stream").orderBy("window").rowsBetween(Window.unboundedPreceding, 0)
-    wall = Window.partitionBy("run", "consumer", "stream")
-    return (both.withColumn("depth", (F.sum("delivered_sent").over(w) - F.sum("received").over(w)).cast("long"))
-            .withColumn("mean_size", F.sum("received_bytes").over(wall) / F.greatest(F.sum("received").over(wall), F.lit(1)))
-            .withColumn("depth_bytes", F.col("depth") * F.col("mean_size"))
-            .select("run", "consumer", "stream", "window", "depth", "depth_bytes", "mean_size"))
-
-
-def queue_depth_stats(depth: DataFrame) -> DataFrame:
-    """max / mean / p99 of the in-flight depth over windows, per (run, consumer, stream),
-    and the memory that represents."""
-    return (depth.groupBy("run", "consumer", "stream")
-            .agg(F.max("depth").alias("depth_max"), F.avg("depth").alias("depth_mean"),
-                 F.percentile(F.col("depth").cast("double"), F.lit(0.99)).alias("depth_p99"),
-                 F.max("depth_bytes").alias("queued_bytes_max"), F.avg("depth_bytes").alias("queued_bytes_mean"),
-                 F.first("mean_size").alias("mean_size")))

@@ -1,9 +1,10 @@
 """The report's Spark job: every metric over every run, collected as small lists of dicts.
 
-Only aggregates are collected: per-stream summaries, histogram buckets, per-window counts.
-Where one aggregate feeds another Spark step (recv summary -> loss, histograms ->
-percentiles, window counts -> queue depth), it is collected once and handed back as a
-small DataFrame, so the big scans are not repeated. No pandas: the collected data are
+Only aggregates are collected: per-stream summaries, histogram cells, per-window counts.
+Spark does the scans over records; what is derived from collected aggregates (histograms,
+percentiles, rates over time, queue depth) is finished on the driver (finish.py), where it
+takes milliseconds instead of a Spark job each. The receive summary is handed back to
+Spark only where the send counts need a join (see _small). No pandas: the collected data are
 thousands of rows, and the package does not depend on it.
 """
 from __future__ import annotations
@@ -17,8 +18,8 @@ import pyarrow as pa
 
 from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AT_CLOSE, TAIL_MID_RUN
 from ..contract.ids import Role
-from ..contract.records import BOOL, FLOAT64, INT32, INT64, STRING, Schema
-from . import metrics
+from ..contract.records import INT32, INT64, Schema
+from . import finish, metrics
 from .runs import RunInfo, load_records
 
 ALL = metrics.ALL
@@ -45,22 +46,10 @@ SUMMARY_COLUMNS = (RUN_COLUMNS + [
 REORDER_AUTO_MAX = 20_000_000
 
 # The intermediate tables handed back to Spark (see _small).
-VIEWS_SCHEMA = Schema.of(run=INT32, consumer=INT32, completed=BOOL, tail_placement=STRING, died=BOOL)
 RS_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, received=INT64, unique=INT64, drained=INT64,
                       seq_min=INT64, seq_max=INT64, t_first_recv_ns=INT64, t_last_recv_ns=INT64, bytes=INT64,
                       duplicates=INT64, limit=INT64, got_below_limit=INT64)
-COUNTS_SCHEMA = Schema.of(run=INT32, stream=INT32, consumer=INT32, attempted=INT64, sent=INT64, eagain=INT64,
-                          timeout=INT64, errors=INT64, sent_before_first=INT64, sent_after_last=INT64,
-                          sent_below_limit=INT64, t_first_intended_ns=INT64, t_last_intended_ns=INT64,
-                          t_first_send_ns=INT64, t_last_send_ns=INT64)
-PAIRS_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, drain=BOOL, bi=INT32, bs=INT32, n=INT64, mi=INT64,
-                         ms=INT64, si=INT64, ss=INT64)
-SEND_W_SCHEMA = Schema.of(run=INT32, stream=INT32, wi=INT64, ws=INT64, ok=BOOL, n=INT64)
-RECV_W_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, ws=INT64, wr=INT64, n=INT64, bytes=INT64)
-HIST_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, metric=STRING, bucket=INT32, count=INT64, max=INT64,
-                        sum=INT64)
-DEPTH_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, window=INT64, depth=INT64, depth_bytes=FLOAT64,
-                         mean_size=FLOAT64)
+
 
 
 @dataclass
@@ -219,23 +208,21 @@ def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder=
     dead_streams = {i: sorted(r.died[Role.PRODUCER]) for i, r in enumerate(runs) if r.died[Role.PRODUCER]}
     if dead_streams:
         sends = metrics.with_received_sends(sends, recvs, dead_streams)
-    views_df = spark.createDataFrame(views, VIEWS_SCHEMA.ddl)
 
     rs = collect(metrics.recv_summary(recvs, fanout_runs, starts))
     total_recvs = sum(r["received"] for r in rs)
     step("receive summary")
     certain_lines(recvs, runs, rs, fanout_runs)
     step("certain lines")
-    rs_df = _small(spark, rs, RS_SCHEMA)
     edges = [(r["run"], r["consumer"], r["stream"], r["seq_min"], r["seq_max"], r["limit"]) for r in rs]
     # One scan of the sends for counts, stall and windows; cached, as three small queries read it.
     send_cells = metrics.send_cells(sends, window_ns, edges).persist()
     if metrics.single_consumer_edges(edges):
         counts = collect(metrics.send_counts_from_cells(send_cells))
     else:       # fan-out or several runs: the ranges per consumer need a join, so a scan of their own
-        counts = collect(metrics.send_counts(sends, rs_df))
+        counts = collect(metrics.send_counts(sends, _small(spark, rs, RS_SCHEMA)))
     step("send counts")
-    loss = collect(metrics.fates(_small(spark, counts, COUNTS_SCHEMA), rs_df, views_df, dead_streams))
+    loss = finish.fates(counts, rs, views, dead_streams)
     rs_by = {(r["run"], r["consumer"], r["stream"]): r for r in rs}
     step("fates")
     late = {}
@@ -253,14 +240,13 @@ def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder=
 
     step("reordering" if reorder else "reordering (skipped)")
     recv_cells = metrics.recv_cells(recvs, window_ns, fanout_runs, starts).persist()
-    pairs = _small(spark, collect(metrics.latency_pairs(recv_cells)), PAIRS_SCHEMA)
-    # The stall histogram from the cached send cells, in the histograms' own job (collecting
-    # it first and handing it back cost one more Spark job and an Arrow round trip per report).
-    stall = metrics.stall_histogram(send_cells)
-    # req-rep round trips: one more small histogram in the same job, only where replies exist
-    replies = ([metrics.round_trip_histogram(load_records(spark, runs, "replies"))]
-               if any(r.parts.get("replies") for r in runs) else [])
-    hist = collect(metrics.latency_histograms(pairs, stall, replies))
+    pairs = collect(metrics.latency_pairs(recv_cells))
+    # The stall histogram from the cached send cells and, where replies exist, the req-rep
+    # round trips: both small, collected in one job; the rest happens on the driver.
+    others = metrics.stall_histogram(send_cells)
+    if any(r.parts.get("replies") for r in runs):
+        others = others.unionByName(metrics.round_trip_histogram(load_records(spark, runs, "replies")))
+    hist = finish.latency_histograms(pairs, collect(others))
     step("latency histograms")
     merged: defaultdict[tuple[int, str, int], list[Any]] = defaultdict(lambda: [0, None, 0])
     for h in hist:
@@ -270,17 +256,17 @@ def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder=
         m[2] += h["sum"] or 0
     hist += [{"run": k[0], "consumer": ALL, "stream": ALL, "metric": k[1], "bucket": k[2], "count": v[0],
               "max": v[1], "sum": v[2]} for k, v in merged.items()]
-    pct = collect(metrics.percentiles(_small(spark, hist, HIST_SCHEMA)))
+    pct = finish.percentiles(hist)
 
     step("percentiles")
-    send_w = _small(spark, collect(metrics.send_windows(send_cells)), SEND_W_SCHEMA)
-    recv_w = _small(spark, collect(metrics.recv_windows(recv_cells)), RECV_W_SCHEMA)
+    send_w = collect(metrics.send_windows(send_cells))
+    recv_w = collect(metrics.recv_windows(recv_cells))
     send_cells.unpersist()
     recv_cells.unpersist()
-    rates = collect(metrics.rates_over_time(send_w, recv_w))
+    rates = finish.rates_over_time(send_w, recv_w)
     step("rates over time")
-    depth = collect(metrics.queue_depth(recv_w))
-    dstats = collect(metrics.queue_depth_stats(_small(spark, depth, DEPTH_SCHEMA)))
+    depth = finish.queue_depth(recv_w)
+    dstats = finish.queue_depth_stats(depth)
 
     step("queue depth")
     summary = summarise(runs, loss, pct, dstats, starts)

@@ -1,0 +1,231 @@
+"""The report's last steps, on the driver: figures derived from aggregates already collected
+(histogram cells, window counts), with no more Spark jobs.
+
+Spark does the work over records (metrics.py); what reaches the driver is thousands of rows
+at any run length (buckets x keys, windows x keys). Handing those back to Spark for the last
+steps cost a DataFrame built from Arrow and one or two jobs per step, about a second each in
+a warm session at any size (issue 14: most of a warm report's time), for work that takes
+milliseconds here. Each function states the rule it computes; tests/analysis/test_metrics.py
+holds them against numpy over the records.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable
+
+Row = dict[str, Any]         # one collected aggregate row
+Key = tuple[Any, ...]
+
+import numpy as np
+
+from ..contract import histogram as rule
+from ..contract.fates import AMBIGUOUS_TAIL, TAIL_AMBIGUOUS, TAIL_MID_RUN
+from .metrics import ALL, PERCENTILES
+
+_HIST_KEYS = ("run", "consumer", "stream", "metric", "bucket")
+
+
+def _max(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def latency_histograms(pairs: Iterable[Row], others: Iterable[Row] = ()) -> list[Row]:
+    """Log-bucket histograms per (run, consumer, stream, metric, bucket): count, exact max and
+    sum in it, for RECV_METRICS from `metrics.latency_pairs` rows, plus histograms already in
+    that shape (`others`: the stall and round-trip histograms)."""
+    out: dict[Key, list[Any]] = {}
+
+    def add(key: Key, n: int, mx: Any, sm: Any) -> None:
+        h = out.setdefault(key, [0, None, None])
+        h[0] += n
+        h[1] = _max(h[1], mx)
+        h[2] = sm if h[2] is None else h[2] + (sm or 0)
+    for p in pairs:
+        view = (p["run"], p["consumer"], p["stream"])
+        add((*view, "latency_intended", p["bi"]), p["n"], p["mi"], p["si"])
+        add((*view, "latency_sent", p["bs"]), p["n"], p["ms"], p["ss"])
+        add((*view, "latency_drained" if p["drain"] else "latency_delivered", p["bi"]), p["n"], p["mi"], p["si"])
+    for h in others:
+        add(tuple(h[k] for k in _HIST_KEYS), h["count"], h["max"], h["sum"])
+    return [dict(zip(_HIST_KEYS, key), count=v[0], max=v[1], sum=v[2]) for key, v in out.items()]
+
+
+def percentiles(hist: Iterable[Row], keys: tuple[str, ...] = ("run", "consumer", "stream", "metric")) -> list[Row]:
+    """Per key: count, mean, max and every PERCENTILES value of histogram rows (count, max,
+    sum per bucket). `run`'s rule (contract/histogram.py): the percentile q of n values is the
+    value of rank max(1, ceil(q * n)), reported as its bucket's midpoint, capped by the exact
+    maximum; so the report's percentiles of a run equal run.json's to the nanosecond."""
+    groups: defaultdict[Key, dict[int, list[Any]]] = defaultdict(dict)
+    for h in hist:
+        cell = groups[tuple(h[k] for k in keys)].setdefault(h["bucket"], [0, None, None])
+        cell[0] += h["count"]
+        cell[1] = _max(cell[1], h["max"])
+        cell[2] = h["sum"] if cell[2] is None else cell[2] + (h["sum"] or 0)
+    out = []
+    for key, buckets in groups.items():
+        order = sorted(buckets)
+        counts = np.array([buckets[b][0] for b in order], dtype=np.int64)
+        cum = np.cumsum(counts)
+        total = int(cum[-1])
+        top = None
+        for b in order:
+            top = _max(top, buckets[b][1])
+        sums = [buckets[b][2] for b in order if buckets[b][2] is not None]
+        row: dict[str, Any] = dict(zip(keys, key))
+        row.update(count=total, mean=sum(sums) / total if sums and total else None,
+                   max=None if top is None else float(top))
+        for name, q in PERCENTILES:
+            i = int(np.searchsorted(cum, rule.rank(rule.ppm(q * 100), total)))
+            value = rule.bucket_value(order[i])
+            row[name] = float(value if top is None else min(value, top))
+        out.append(row)
+    return out
+
+
+def rates_over_time(send_w: Iterable[Row], recv_w: Iterable[Row]) -> list[Row]:
+    """Counts per (run, stream, window) (window = t_ns div window_ns, absolute) from
+    `metrics.send_windows` and `metrics.recv_windows` rows: offered (send attempts by
+    intended time), sent (ok sends by actual send time), received (deliveries to every
+    consumer, by receive time) and delivered_sent (the same deliveries by their send time:
+    what never arrived, placed by send time, is sent x copies minus delivered_sent; the
+    report's fates-over-time plot)."""
+    cols = ("offered", "sent", "received", "delivered_sent", "received_bytes")
+    out: dict[Key, dict[str, int]] = {}
+
+    def add(run: int, stream: int, window: int, col: str, n: int) -> None:
+        row = out.setdefault((run, stream, window), dict.fromkeys(cols, 0))
+        row[col] += n
+    for s in send_w:
+        add(s["run"], s["stream"], s["wi"], "offered", s["n"])
+        if s["ok"]:
+            add(s["run"], s["stream"], s["ws"], "sent", s["n"])
+    for r in recv_w:
+        add(r["run"], r["stream"], r["wr"], "received", r["n"])
+        add(r["run"], r["stream"], r["wr"], "received_bytes", r["bytes"] or 0)
+        add(r["run"], r["stream"], r["ws"], "delivered_sent", r["n"])
+    return [{"run": k[0], "stream": k[1], "window": k[2], **v} for k, v in out.items()]
+
+
+def queue_depth(recv_w: Iterable[Row]) -> list[Row]:
+    """Messages in flight at the end of each window, per (run, consumer key, stream) (each
+    fan-out consumer has its own queue) and for the whole run (consumer and stream ALL):
+    sent by t minus received by t, over messages that eventually arrived (lost ones are
+    counted as loss, not as a queue that never drains), from `metrics.recv_windows` rows.
+    A view has a row for every window in which one of its messages was sent or received.
+    depth_bytes is the depth at the view's mean received size."""
+    events: defaultdict[Key, defaultdict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
+    for r in recv_w:
+        for view in ((r["run"], r["consumer"], r["stream"]), (r["run"], ALL, ALL)):
+            e = events[view]
+            e[r["ws"]][0] += r["n"]
+            e[r["wr"]][1] += r["n"]
+            e[r["wr"]][2] += r["bytes"] or 0
+    out: list[Row] = []
+    for (run, consumer, stream), by_window in events.items():
+        windows = sorted(by_window)
+        sent, received, nbytes = (np.array([by_window[w][i] for w in windows], dtype=np.int64) for i in range(3))
+        depth = np.cumsum(sent) - np.cumsum(received)
+        mean_size = int(nbytes.sum()) / max(int(received.sum()), 1)
+        out.extend({"run": run, "consumer": consumer, "stream": stream, "window": w, "depth": int(d),
+                    "depth_bytes": int(d) * mean_size, "mean_size": mean_size}
+                   for w, d in zip(windows, depth.tolist()))
+    return out
+
+
+def queue_depth_stats(depth: Iterable[Row]) -> list[Row]:
+    """max / mean / p99 (linear between ranks) of the in-flight depth over a view's windows,
+    and the memory that represents, per (run, consumer, stream)."""
+    views: defaultdict[Key, list[Row]] = defaultdict(list)
+    for d in depth:
+        views[(d["run"], d["consumer"], d["stream"])].append(d)
+    out = []
+    for (run, consumer, stream), rows in views.items():
+        values = np.array([d["depth"] for d in rows], dtype=np.int64)
+        in_bytes = np.array([d["depth_bytes"] for d in rows], dtype=np.float64)
+        out.append({"run": run, "consumer": consumer, "stream": stream, "depth_max": int(values.max()),
+                    "depth_mean": float(values.mean()), "depth_p99": float(np.percentile(values, 99)),
+                    "queued_bytes_max": float(in_bytes.max()), "queued_bytes_mean": float(in_bytes.mean()),
+                    "mean_size": rows[0]["mean_size"]})
+    return out
+
+
+# The send outcome columns of `metrics.send_counts`, the same for every consumer of a stream.
+_SEND_COLUMNS = ("attempted", "sent", "eagain", "timeout", "errors",
+                 "t_first_intended_ns", "t_last_intended_ns", "t_first_send_ns", "t_last_send_ns")
+_ZERO_IF_ABSENT = ("received", "unique", "duplicates", "drained", "sent_before_first", "sent_after_last",
+                   "sent_below_limit", "got_below_limit")
+
+
+def fates(counts: Iterable[Row], recv_sum: Iterable[Row], views: Iterable[tuple[int, int, bool, str, bool]],
+          dead_streams: dict[int, list[int]] | None = None) -> list[Row]:
+    """Per (run, consumer, stream): what was sent, what arrived, and the fate of every sent
+    message, by the rules of zmqload/accounting.py (restated here on counts, not imported:
+    analysis/ reads records only). The identity sent = the sum of
+    zmqload.contract.fates.FATES holds per row.
+
+    `counts` are `metrics.send_counts` rows, `recv_sum` `metrics.recv_summary` rows with the
+    view's certain line (`limit`: unreceived seqs below it cannot still be queued; None when
+    the drain completed, so every missing message is a drop) and `got_below_limit` (distinct
+    received below it). `views` are (run, consumer, completed, tail_placement, died): ALL for
+    non-fan-out runs, every consumer index for fan-out runs (so a consumer that got nothing
+    still shows); completed = the drain completed, tail_placement = where drops after the
+    last arrival happened as the run decided it (zmqload.contract.fates: mid-run folds them
+    into dropped_mid; ambiguous keeps them in dropped_tail and counts them again in
+    dropped_tail_ambiguous), died = a worker on the view's path died (its consumer, any
+    consumer for round robin, a proxy). `dead_streams`: {run number: streams whose producer died}.
+
+    A message counts as sent when its send call succeeded (status 0); EAGAIN / timeout drops
+    are the sender's, counted apart. Missing messages (sent - unique) are placed by seq:
+    start = before the first arrival, tail = after the last, mid = in between; with a drain
+    cut short only those below the certain line are drops, the rest is stranded. Nothing
+    received: all dropped at the start, or all stranded. What is not a drop is `unknown`
+    instead of stranded when a worker on its path died (run.json's salvaged.died).
+    """
+    counts = list(counts)
+    per_stream: dict[Key, Row] = {}
+    for c in counts:
+        s = per_stream.setdefault((c["run"], c["stream"]), dict.fromkeys(_SEND_COLUMNS))
+        for col in _SEND_COLUMNS:
+            if s[col] is None:
+                s[col] = c[col]
+    got = {(c["run"], c["stream"], c["consumer"]): c for c in counts if c["consumer"] is not None}
+    rs = {(r["run"], r["stream"], r["consumer"]): r for r in recv_sum}
+    dead = {(run, s) for run, streams in (dead_streams or {}).items() for s in streams}
+    out = []
+    for run, consumer, completed, placement, died in views:
+        for (srun, stream), sends in per_stream.items():
+            if srun != run:
+                continue
+            key = (run, stream, consumer)
+            row: Row = {"run": run, "stream": stream, "consumer": consumer, **sends}
+            r = rs.get(key, {})
+            for col in _ZERO_IF_ABSENT:
+                row[col] = r.get(col) or got.get(key, {}).get(col) or 0
+            limit, seq_min = r.get("limit"), r.get("seq_min")
+            lost = max(row["sent"] - row["unique"], 0)
+            before, after = row["sent_before_first"], row["sent_after_last"]
+            below, got_below = row["sent_below_limit"], row["got_below_limit"]
+            # the certain line at or below the first arrival: every send below it is a start drop
+            line_first = None if limit is None or seq_min is None else limit <= seq_min
+            if row["unique"] == 0:
+                start, mid, tail = (lost if completed else 0), 0, 0
+            elif completed:
+                start, mid, tail = before, lost - before - after, after
+            else:       # drain cut short: the certain line L; start below min(first, L), mid in [first, L)
+                start = below if line_first else before
+                mid = below - before - got_below if line_first is False else 0
+                tail = 0
+            if placement == TAIL_MID_RUN:
+                mid, tail = mid + tail, 0
+            died = bool(died) or (run, stream) in dead
+            dropped = start + mid + tail
+            row.update(lost=lost, delivered=row["unique"] - row["drained"], dropped_start=start, dropped_mid=mid,
+                       dropped_tail=tail, dropped=dropped,
+                       **{AMBIGUOUS_TAIL: tail if placement == TAIL_AMBIGUOUS else 0},
+                       stranded=0 if died else lost - dropped, unknown=lost - dropped if died else 0,
+                       loss_ratio=lost / row["sent"] if row["sent"] else 0.0,
+                       dropped_sender=(row["eagain"] or 0) + (row["timeout"] or 0))
+            for col in ("sent_before_first", "sent_after_last", "sent_below_limit", "got_below_limit"):
+                del row[col]
+            out.append(row)
+    return out
