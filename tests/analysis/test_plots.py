@@ -219,6 +219,16 @@ def test_real_ipc_queue_axis_has_whole_messages_and_bytes(real_analysis):
     assert plots.queue_split(analysis.depth, "ipc", runs["ipc"].path, runs["ipc"].meta, analysis.window_ns)
 
 
+def test_the_queue_split_follows_the_transport():
+    """Only tcp connections have their kernel queues sampled (zmqload.kernelq): an ipc run's
+    depth is not called 'kernel tcp buffers', an inproc run's has no kernel part."""
+    assert plots.split_parts("tcp") == ("kernel tcp buffers", "libzmq pipes")
+    for transport in ("ipc", "inproc"):
+        (only,) = plots.split_parts(transport)
+        assert "tcp" not in only.split(" (")[0] and "libzmq pipes" in only
+    assert "unix-socket" in plots.split_parts("ipc")[0] and "kernel" not in plots.split_parts("inproc")[0].split(" (")[0]
+
+
 def test_a_drain_burst_does_not_flatten_the_run():
     """A slow subscriber's drain (fast, a few ms) must not set the scale: the run at 50k/s
     stays readable and the peak is named."""

@@ -443,10 +443,22 @@ def fates_over_time(rates: list[dict], run: str, meta: dict, copies: int, window
 HWM_SCALE = 4      # an HWM above 4x the peak depth is named, not drawn
 
 
+def split_parts(transport: str | None) -> tuple[str, ...]:
+    """The areas the queue plot splits the depth into: the kernel's part is sampled only for
+    tcp connections (zmqload.kernelq); over ipc the unix-socket buffers are not, and inproc
+    has no kernel part, so those are drawn as one area named for what it holds."""
+    if transport == "tcp":
+        return ("kernel tcp buffers", "libzmq pipes")
+    if transport == "inproc":
+        return ("libzmq pipes (inproc: no kernel buffers)",)
+    return ("libzmq pipes and unix-socket buffers (the kernel's part is sampled over tcp only)",)
+
+
 def queue_split(depth: list[dict], run: str, run_path: str, meta: dict, window_ns: int):
     """Messages in flight (Spark's depth, of messages that arrived) split into the kernel's tcp
     buffers and libzmq's pipes by zmqload.queues' rule (kernel bytes from the samples / size,
-    capped at the depth), with the HWMs as reference lines."""
+    capped at the depth), with the HWMs as reference lines; one area where the kernel's part
+    is not sampled (split_parts)."""
     from .. import queues
     rows = sorted((d for d in depth if d["run"] == run and d["stream"] == ALL),
                   key=lambda d: d["window"])
@@ -467,9 +479,12 @@ def queue_split(depth: list[dict], run: str, run_path: str, meta: dict, window_n
             index = np.searchsorted(series["t_s"], t, side="right") - 1
             kbytes = np.where(index >= 0, series["kernel_bytes"][np.maximum(index, 0)], 0)
             kernel = np.minimum(np.floor(kbytes / max(w.get("size") or 1, 1)), total)
+    parts = split_parts(w.get("transport"))
     fig, ax = plt.subplots(figsize=(10, 3.0))
-    ax.stackplot(t, kernel, total - kernel, labels=["kernel tcp buffers", "libzmq pipes"],
-                 colors=["#17becf", "#9467bd"], alpha=0.6, step="post")
+    if len(parts) == 2:
+        ax.stackplot(t, kernel, total - kernel, labels=parts, colors=["#17becf", "#9467bd"], alpha=0.6, step="post")
+    else:
+        ax.stackplot(t, total, labels=parts, colors=["#9467bd"], alpha=0.6, step="post")
     peak = max(float(total.max()), 1.0)
     shown = []
     for name, color in (("sndhwm", "#2ca02c"), ("rcvhwm", "#d62728")):
@@ -483,7 +498,8 @@ def queue_split(depth: list[dict], run: str, run_path: str, meta: dict, window_n
             ax.plot([], [], color=color, ls="--", lw=1, label=f"{name.upper()} {hwm:,} (above the scale)")
     ax.set_xlabel("seconds since the first scheduled send")
     messages_axis(ax, max([peak, *shown]))
-    ax.set_title("Queue depth over time, kernel / libzmq (messages that arrived; HWMs for reference)")
+    ax.set_title(("Queue depth over time, kernel / libzmq" if len(parts) == 2 else "Queue depth over time")
+                 + " (messages that arrived; HWMs for reference)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4, frameon=False)
     return _png(fig)
