@@ -57,6 +57,16 @@ def test_hwm_behaviour_push_and_dealer_block_pub_drops(scenario_out):
     assert figures["pub-sub"]["dropped_dontwait"] > 0     # the PUB dropped silently instead
     assert figures["push-pull"]["dropped_dontwait"] == 0  # a PUSH that says EAGAIN drops nothing it accepted
     assert outcome.verdict("001-4").verdict == DOES_NOT_HOLD
+    # the senders closed after the drain: every drop is placed at the HWM, none at close
+    for pattern in ("push-pull", "dealer-router", "pub-sub"):
+        assert figures[pattern]["blocking"]["dropped_tail"] == 0, pattern
+    # cross-check: plain pyzmq (tests/oracle, no zmqload code), the same HWM 1 over tcp
+    from tests.oracle.seed_001 import hwm_behaviour as plain
+    for pattern, sender in (("push-pull", "PUSH"), ("dealer-router", "DEALER"), ("pub-sub", "PUB")):
+        found = plain(sender=sender, transport="tcp", sndhwm=1, rcvhwm=1, max_messages=5_000, sndtimeo_ms=50,
+                      idle_s=0.3)["behaviour"]
+        assert found == figures[pattern]["behaviour"] or (found, figures[pattern]["behaviour"]) == (
+            "delivered_all", "neither (queues had room)"), (pattern, found)
 
 
 def test_slow_joiner_misses_the_first_messages(scenario_out):
@@ -137,6 +147,16 @@ def test_linger_on_close_discards_only_with_linger_0(scenario_out):
     assert zero["dropped_tail"] > 0.5 * zero["queue_peak"]["messages"]
     assert forever["dropped_tail"] * 100 <= zero["dropped_tail"]
     assert outcome.verdict("003-3").verdict == HOLDS
+    # 003-1 against plain pyzmq, asked here: a fresh PUB's and SUB's LINGER
+    import zmq
+    ctx = zmq.Context()
+    pub, sub = ctx.socket(zmq.PUB), ctx.socket(zmq.SUB)
+    pub_linger, sub_linger = pub.getsockopt(zmq.LINGER), sub.getsockopt(zmq.LINGER)
+    pub.close(0), sub.close(0), ctx.term()
+    assert outcome.figures["pyzmq_defaults"]["PUB"] == pub_linger
+    v1 = outcome.verdict("003-1")
+    assert v1.verdict == (HOLDS if pub_linger == 0 == outcome.figures["default_linger"] else DOES_NOT_HOLD)
+    assert f"{sub_linger} on" in v1.because and "PUB" in v1.because
 
 
 def test_scenario_cli_list_and_markdown(tmp_path):
