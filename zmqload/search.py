@@ -5,7 +5,8 @@ the backlog check on. The search ramps the rate geometrically from the start rat
 probe fails (or down until one passes), bisects the bracket [highest passing, lowest
 failing] until it is within the precision, then runs the highest passing rate once more:
 a pass there is the answer, a failure (noise) makes it the new lowest failing rate and the
-search goes on. A probe whose producers could not keep their own schedule without pushback
+search goes on, trying one precision step below it first (a pass that did not repeat sits at
+the system's edge, where the answer most likely is) before bisecting down to the last pass. A probe whose producers could not keep their own schedule without pushback
 (zmqload.generator) ends the search: what it measured is the load generator, not a capacity.
 
 `find_max_rate` is the pure search over any probe function; `probe_once` is the real probe.
@@ -83,9 +84,13 @@ def find_max_rate(probe: Callable[[int], Probe], plan: SearchPlan, max_rate: int
         failed = at_hi[-1].failed_slo if at_hi else None
         return Outcome(converged, lo if converged else None, [lo, hi], failed, generator, reason, probes)
 
+    step_down = False                 # the next probe is one precision step below a failed re-run
     while len(probes) < plan.max_probes:
         confirm = False
-        if hi is None:
+        below_hi = math.ceil(hi / (1 + plan.precision)) if hi is not None else 0
+        if step_down and lo is not None and hi is not None and lo < below_hi < hi:
+            rate = below_hi
+        elif hi is None:
             if lo is not None and lo >= max_rate:
                 return outcome(False, f"every probe passed, up to the highest rate {max_rate:,} msg/s")
             rate = plan.start_rate if lo is None else min(lo * RAMP_FACTOR, max_rate)
@@ -99,6 +104,7 @@ def find_max_rate(probe: Callable[[int], Probe], plan: SearchPlan, max_rate: int
                 rate = mid
             else:
                 rate, confirm = lo, True
+        step_down = False
         result = probe(rate)
         result.confirm = confirm
         probes.append(result)
@@ -119,6 +125,7 @@ def find_max_rate(probe: Callable[[int], Probe], plan: SearchPlan, max_rate: int
                 failed_rates = {p.rate for p in probes if not p.passed}
                 passes = [p.rate for p in probes if p.passed and p.rate < hi and p.rate not in failed_rates]
                 lo = max(passes, default=None)
+                step_down = True
     return outcome(False, f"no answer within --max-probes {plan.max_probes}")
 
 
