@@ -4,7 +4,8 @@
  *
  *   baseline_inproc COUNT SIZE
  *
- * Prints "msgs elapsed_ns", elapsed from the first send to the last receive (CLOCK_MONOTONIC).
+ * Prints "msgs elapsed_ns first_ns last_ns", elapsed from the first send (first_ns) to the last
+ * receive (last_ns) on CLOCK_MONOTONIC.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -61,7 +62,7 @@ int main(int argc, char **argv)
         if (zmq_send(push, buf, size, 0) < 0)
             return 1;
     pthread_join(thread, NULL);
-    printf("%ld %lld\n", count, (long long)(last - first));
+    printf("%ld %lld %lld %lld\n", count, (long long)(last - first), (long long)first, (long long)last);
     zmq_close(push);
     zmq_close(pull);
     zmq_ctx_term(ctx);

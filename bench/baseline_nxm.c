@@ -10,9 +10,10 @@
  * behind its sender's data on one connection, so all of that sender's data came first).
  * Every process has its own context with one I/O thread, as zmqload's workers do.
  *
- * Prints "msgs elapsed_ns": msgs received in total, elapsed from the earliest first send to
- * the latest last receive on CLOCK_MONOTONIC (the same host, so the values compare; they go
- * back to the parent through a pipe). Exit 1 if any receiver counted a different total.
+ * Prints "msgs elapsed_ns first_ns last_ns": msgs received in total, elapsed from the earliest
+ * first send (first_ns) to the latest last receive (last_ns) on CLOCK_MONOTONIC (one host, so
+ * the values compare; they go back to the parent through a pipe). Exit 1 if any process
+ * failed or the receivers counted a different total.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -143,6 +144,6 @@ int main(int argc, char **argv)
     int status, failed = 0;
     while (wait(&status) > 0)
         failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-    printf("%lld %lld\n", (long long)msgs, (long long)(last - first));
+    printf("%lld %lld %lld %lld\n", (long long)msgs, (long long)(last - first), (long long)first, (long long)last);
     return failed || msgs != (int64_t)n * count;
 }
