@@ -118,7 +118,8 @@ def rounds_side_by_side(benchmark, runners: dict, label: str) -> dict:
         print(f"  {name:8s} median {s['median']:>10,} best {s['best']:>10,}   rounds: "
               + " ".join(f"{f['rate'] / 1e6:.2f}M" for f in figs))
         print(f"  {'':8s} cores ours/machine: " + " ".join(f"{f['cores']:.2f}/{f['machine_cores']:.2f}" for f in figs)
-              + f"   CPU us/msg in span: {statistics.median(f['cpu_s'] for f in figs) / (TOTAL / 1e6):.3f}")
+              + f"   CPU us/msg in span: {statistics.median(f['cpu_s'] for f in figs) / (TOTAL / 1e6):.3f}"
+              + f"   this process: {statistics.median(f['self_cores'] for f in figs):.2f} cores")
     z = figures["zmqload"]
     print(f"  zmqload RunResult.throughput_msgs / Parquet aggregate: " + " ".join(f"{f['reported_ratio']:.4f}" for f in z)
           + f"; converter CPU-s (after the span): {statistics.median(f['converter_cpu_s'] for f in z):.2f}"

@@ -55,7 +55,7 @@ def _machine_ticks() -> tuple[int, int]:
 class CpuSampler:
     def __init__(self, interval: float = INTERVAL):
         self.interval = interval
-        self.samples: list[tuple[int, float, float, float]] = []   # t_ns, ours_s, machine_busy_s, steal_s
+        self.samples: list[tuple[int, float, float, float, float]] = []   # t_ns, ours_s, machine_busy_s, steal_s, self_s
         self._last: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -72,7 +72,8 @@ class CpuSampler:
                 self._last[pid] = max(ticks, self._last.get(pid, 0))
             stack.extend(_children(pid))
         busy, steal = _machine_ticks()
-        self.samples.append((time.monotonic_ns(), sum(self._last.values()) / TICK, busy / TICK, steal / TICK))
+        self.samples.append((time.monotonic_ns(), sum(self._last.values()) / TICK, busy / TICK, steal / TICK,
+                             self._last.get(os.getpid(), 0) / TICK))
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -99,11 +100,14 @@ class CpuSampler:
         return s[-1][col]
 
     def in_span(self, t0_ns: int, t1_ns: int) -> dict:
-        """CPU-seconds between t0 and t1: ours (this process tree), the machine's, steal."""
+        """CPU-seconds between t0 and t1: ours (this process tree), the machine's, steal, and the
+        cores this process alone kept busy (the zmqload controller, inproc workers, the sampler)."""
         span = (t1_ns - t0_ns) / 1e9
         ours = self._at(t1_ns, 1) - self._at(t0_ns, 1)
         machine = self._at(t1_ns, 2) - self._at(t0_ns, 2)
         steal = self._at(t1_ns, 3) - self._at(t0_ns, 3)
+        own = self._at(t1_ns, 4) - self._at(t0_ns, 4)
         return {"span_s": span, "cpu_s": ours, "cores": ours / span if span > 0 else 0.0,
                 "machine_cores": machine / span if span > 0 else 0.0, "steal_cores": steal / span if span > 0 else 0.0,
+                "self_cores": own / span if span > 0 else 0.0,
                 "total_cpu_s": self.samples[-1][1] - self.samples[0][1]}
