@@ -86,7 +86,7 @@ class ThreadSampler:
                 last_seen.update(snap)
         out = {}
         for key, (comm, ticks) in last_seen.items():
-            start = before[1].get(key, (comm, 0))[1] if key in before[1] or t0 > self.samples[0][0] else 0
+            start = before[1].get(key, (comm, 0))[1]        # a thread started after `before` from 0
             out[key] = (comm, (ticks - start) / TICK)
         return out, (after[0] - before[0]) / 1e9
 
