@@ -1,0 +1,107 @@
+"""Engine ceiling (2): the latency zmqload adds, against half the round trip of bare C.
+
+zmqload: push-pull, 1 producer, 1 consumer, paced at 10k msg/s, 64 B, ~3 s, over tcp loopback
+and ipc; one-way latency p50 computed with numpy from the run's Parquet (recvs/: t_recv_ns -
+t_sent_ns, the send time carried in the wire header; docs/RECORDS.md), and checked against
+`RunResult.latency_us(50, since="sent")` (a histogram, so within its bucket width).
+
+Yardstick: bench/baseline_pingpong.c, REQ/REP echo over the same transport, 10,000 timed
+round trips of 64 B, paced at 10k/s (open loop, clock_nanosleep to each slot: the receiver
+wakes from idle for every message, as zmqload's consumer does at 10k/s) and back to back;
+one-way = RTT / 2 (each leg is one send, one libzmq I/O-thread hop each side, one receive).
+Target (issue "Engine ceiling"): zmqload's p50 <= the C pair's paced p50(RTT)/2 + 2 us.
+
+    ZMQLOAD_BENCH_ROUNDS=5 .venv/bin/python -m pytest bench/bench_latency.py -o python_files="bench_*.py" \
+        -s --benchmark-only --benchmark-columns=median,min,max,rounds
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import SMOKE
+from paired import build_c, free_port
+
+SIZE = 64
+RATE = 10_000
+COUNT = 2_000 if SMOKE else 30_000            # zmqload messages: ~3 s at 10k/s
+TRIPS = 1_000 if SMOKE else 10_000            # C round trips
+ROUNDS = 1 if SMOKE else int(os.environ.get("ZMQLOAD_BENCH_ROUNDS", "3"))
+TARGET_US = 2.0
+
+
+def zmqload_p50(transport: str) -> dict:
+    import numpy as np
+    import pyarrow.parquet as pq
+    import zmqload
+    out = tempfile.mkdtemp(prefix="zmqload-latency-")
+    try:
+        result = zmqload.run(pattern="push-pull", transport=transport, size=SIZE, count=COUNT, rate=RATE, out=out)
+        assert result.lost == 0 and result.unique_received == COUNT, result
+        recvs = pq.read_table(os.path.join(result.run_dir, "recvs"), columns=["t_intended_ns", "t_sent_ns", "t_recv_ns"])
+        t_recv = recvs.column("t_recv_ns").to_numpy()
+        one_way = t_recv - recvs.column("t_sent_ns").to_numpy()
+        from_intended = t_recv - recvs.column("t_intended_ns").to_numpy()
+        return {"p50_us": float(np.median(one_way)) / 1e3, "p90_us": float(np.percentile(one_way, 90)) / 1e3,
+                "p99_us": float(np.percentile(one_way, 99)) / 1e3,
+                "p50_intended_us": float(np.median(from_intended)) / 1e3,
+                "histogram_p50_us": result.latency_us(50, since="sent"), "generator_limited": result.generator_limited}
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def c_half_rtt(binary: str, transport: str, rate: int) -> dict:
+    tmp = tempfile.mkdtemp(prefix="zmqload-pingpong-")
+    try:
+        endpoint = f"tcp://127.0.0.1:{free_port()}" if transport == "tcp" else f"ipc://{tmp}/pingpong"
+        out = subprocess.run([binary, endpoint, str(TRIPS), str(rate), str(SIZE)], check=True,
+                             capture_output=True, text=True, timeout=300).stdout.split()
+        count, p50, p90, p99 = map(int, out)
+        assert count == TRIPS
+        return {"p50_us": p50 / 2e3, "p90_us": p90 / 2e3, "p99_us": p99 / 2e3}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc"])
+def test_added_latency(benchmark, transport):
+    binary = build_c("baseline_pingpong")
+    runners = {
+        "zmqload": lambda: zmqload_p50(transport),
+        "c_paced": lambda: c_half_rtt(binary, transport, RATE),
+        "c_unpaced": lambda: c_half_rtt(binary, transport, 0),
+    }
+    figures: dict[str, list[dict]] = {name: [] for name in runners}
+    order = list(runners)
+
+    def one_round():
+        for name in order:
+            figures[name].append(runners[name]())
+        order.append(order.pop(0))
+
+    benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
+    med = {name: statistics.median(f["p50_us"] for f in figs) for name, figs in figures.items()}
+    print(f"\n{transport}, {SIZE} B, {ROUNDS} rounds: one-way p50 in us (zmqload: t_recv - t_sent from the Parquet, "
+          f"{COUNT:,} messages at {RATE:,}/s; C: RTT/2 of {TRIPS:,} REQ/REP trips)")
+    for name, figs in figures.items():
+        print(f"  {name:10s} median {med[name]:7.2f}   rounds p50: " + " ".join(f"{f['p50_us']:.2f}" for f in figs)
+              + "   p99: " + " ".join(f"{f['p99_us']:.1f}" for f in figs))
+    z = figures["zmqload"]
+    print("  zmqload histogram p50 (sent): " + " ".join(f"{f['histogram_p50_us']}" for f in z)
+          + "   p50 from intended: " + " ".join(f"{f['p50_intended_us']:.2f}" for f in z)
+          + f"   generator_limited: {[f['generator_limited'] for f in z]}")
+    added = {name: [a["p50_us"] - b["p50_us"] for a, b in zip(z, figures[name])] for name in ("c_paced", "c_unpaced")}
+    for name, diffs in added.items():
+        print(f"  zmqload - {name:9s} per round: " + " ".join(f"{d:+.2f}" for d in diffs)
+              + f"   median {statistics.median(diffs):+.2f} us, of medians {med['zmqload'] - med[name]:+.2f} us"
+              + (f"   (target <= +{TARGET_US:.0f} us: {'met' if statistics.median(diffs) <= TARGET_US else 'NOT met'})"
+                 if name == "c_paced" else "   (for reference)"))
+    benchmark.extra_info.update({"transport": transport, "size": SIZE, "rate": RATE, "count": COUNT, "trips": TRIPS,
+                                 "rounds": ROUNDS, "figures": figures, "median_p50_us": med,
+                                 "added_us": {k: statistics.median(v) for k, v in added.items()}})
+    assert all(f["p50_us"] > 0 for figs in figures.values() for f in figs)
