@@ -16,7 +16,7 @@ import os
 import pytest
 
 from conftest import SMOKE
-from paired import c_baseline, compare, pyzmq_loop, pyzmq_plain, zmqload_run
+from paired import c_baseline, compare, pyzmq_loop, pyzmq_plain, rotating_rounds, zmqload_run
 
 SIZES = [16, 64, 1024]
 ROUNDS = 1 if SMOKE else int(os.environ.get("ZMQLOAD_BENCH_ROUNDS", "9"))
@@ -32,8 +32,6 @@ def _count(size: int) -> int:
 def test_push_pull_tcp_throughput(benchmark, c_baseline_binary, size):
     count = _count(size)
     py_count = max(count // 10, 10_000)      # the Python loops are slow; msg/s is still comparable
-    rates: dict[str, list[float]] = {"c_baseline": [], "c_placed": [], "zmqload": [], "pyzmq_plain": [],
-                                     "pyzmq_loop": []}
     runners = {
         "c_baseline": lambda: c_baseline(c_baseline_binary, size, count),
         # each process and its I/O thread on a CPU of its own: libzmq's own fast mode
@@ -42,14 +40,7 @@ def test_push_pull_tcp_throughput(benchmark, c_baseline_binary, size):
         "pyzmq_plain": lambda: pyzmq_plain(size, py_count),
         "pyzmq_loop": lambda: pyzmq_loop(size, py_count),
     }
-    order = list(runners)
-
-    def one_round():
-        for name in order:
-            rates[name].append(runners[name]())
-        order.append(order.pop(0))
-
-    benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
+    rates = rotating_rounds(benchmark, runners, ROUNDS)
     summary = compare(rates)
     benchmark.extra_info.update({"size": size, "count": count, "python_count": py_count, "rounds": ROUNDS,
                                  **summary})

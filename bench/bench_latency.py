@@ -25,7 +25,7 @@ import tempfile
 import pytest
 
 from conftest import SMOKE
-from paired import build_c, free_port
+from paired import build_c, free_port, rotating_rounds
 
 SIZE = 64
 RATE = 10_000
@@ -76,15 +76,7 @@ def test_added_latency(benchmark, transport):
         "c_paced": lambda: c_half_rtt(binary, transport, RATE),
         "c_unpaced": lambda: c_half_rtt(binary, transport, 0),
     }
-    figures: dict[str, list[dict]] = {name: [] for name in runners}
-    order = list(runners)
-
-    def one_round():
-        for name in order:
-            figures[name].append(runners[name]())
-        order.append(order.pop(0))
-
-    benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
+    figures = rotating_rounds(benchmark, runners, ROUNDS)
     med = {name: statistics.median(f["p50_us"] for f in figs) for name, figs in figures.items()}
     print(f"\n{transport}, {SIZE} B, {ROUNDS} rounds: one-way p50 in us (zmqload: t_recv - t_sent from the Parquet, "
           f"{COUNT:,} messages at {RATE:,}/s; C: RTT/2 of {TRIPS:,} REQ/REP trips)")

@@ -32,7 +32,7 @@ import pytest
 
 from conftest import SMOKE
 from cpu_span import CpuSampler
-from paired import build_c, compare
+from paired import build_c, compare, rotating_rounds
 
 SIZE = 64
 TOTAL = 20_000 if SMOKE else 2_000_000          # messages per run, over all producers
@@ -101,15 +101,7 @@ def run_zmqload(transport: str, producers: int, consumers: int, per_producer: in
 
 
 def rounds_side_by_side(benchmark, runners: dict, label: str) -> dict:
-    figures: dict[str, list[dict]] = {name: [] for name in runners}
-    order = list(runners)
-
-    def one_round():
-        for name in order:
-            figures[name].append(runners[name]())
-        order.append(order.pop(0))
-
-    benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
+    figures = rotating_rounds(benchmark, runners, ROUNDS)
     summary = compare({name: [f["rate"] for f in figs] for name, figs in figures.items()})
     print(f"\n{label}: {ROUNDS} rounds, msg/s (latest receive - earliest send); cores = CPU-s of the run's "
           f"processes in that span / span (machine: all processes; 2 cores here)")

@@ -140,7 +140,22 @@ def _pyzmq_pair(receiver_main, size: int, count: int, stamp: bool) -> float:
     return count / ((last - first) / 1e9)
 
 
-# --- reading side-by-side rounds ------------------------------------------------------------
+# --- running and reading side-by-side rounds -------------------------------------------------
+
+def rotating_rounds(benchmark, runners: dict, rounds: int) -> dict[str, list]:
+    """Each round runs every runner back to back, the order rotating by one each round, so
+    machine noise and order effects hit every implementation alike; name -> results."""
+    results: dict[str, list] = {name: [] for name in runners}
+    order = list(runners)
+
+    def one_round():
+        for name in order:
+            results[name].append(runners[name]())
+        order.append(order.pop(0))
+
+    benchmark.pedantic(one_round, rounds=rounds, iterations=1)
+    return results
+
 
 MODE_GAP = 1.4
 """Rounds of one implementation form two modes when, sorted, two neighbours differ by more

@@ -74,26 +74,23 @@ def test_a_final_pass_that_does_not_repeat_moves_the_answer_down():
 def test_after_a_failed_re_run_one_step_below_it_is_tried_before_bisecting():
     # bench_capacity on the quiet machine: a consumer at its 20k/s edge passed 20,000 on the way
     # up and failed its re-run; bisecting down from 10,000 again cost 4 probes more (14 in all)
-    seen: dict[int, int] = {}
+    def passes_once_at(flaky: int, capacity: int):
+        """Every rate up to `capacity` passes; `flaky` passes its first probe only."""
+        seen: dict[int, int] = {}
 
-    def edge(rate: int) -> Probe:
-        seen[rate] = seen.get(rate, 0) + 1
-        ok = rate <= 19_500 or (rate == 20_000 and seen[rate] == 1)
-        return Probe(rate, ok, [] if ok else [Breach("backlog", 1, 0, "grew")])
-    out = find_max_rate(edge, SearchPlan(start_rate=5_000, precision=0.05))
+        def probe(rate: int) -> Probe:
+            seen[rate] = seen.get(rate, 0) + 1
+            ok = rate <= capacity or (rate == flaky and seen[rate] == 1)
+            return Probe(rate, ok, [] if ok else [Breach("backlog", 1, 0, "grew")])
+        return probe
+    out = find_max_rate(passes_once_at(20_000, 19_500), SearchPlan(start_rate=5_000, precision=0.05))
     rates = [p.rate for p in out.probes]
     assert out.converged and out.max_sustainable_rate == 19_048, rates      # 20,000 / 1.05, rounded up
     assert out.bracket == [19_048, 20_000] and (out.bracket[1] - out.bracket[0]) <= 0.05 * out.bracket[0]
     assert rates[-3:] == [20_000, 19_048, 19_048] and out.probes[-1].confirm, rates
     assert len(rates) <= 12, rates
     # a step below that fails too is not walked further: the search bisects down to the last pass
-    seen.clear()
-
-    def lower(rate: int) -> Probe:
-        seen[rate] = seen.get(rate, 0) + 1
-        ok = rate <= 15_000 or (rate == 20_000 and seen[rate] == 1)
-        return Probe(rate, ok, [] if ok else [Breach("backlog", 1, 0, "grew")])
-    out = find_max_rate(lower, SearchPlan(start_rate=5_000, precision=0.05))
+    out = find_max_rate(passes_once_at(20_000, 15_000), SearchPlan(start_rate=5_000, precision=0.05))
     rates = [p.rate for p in out.probes]
     assert out.converged and 15_000 / 1.05 <= out.max_sustainable_rate <= 15_000, rates
     assert rates.count(19_048) == 1 and all(p.passed == (p.rate <= 15_000) for p in out.probes
