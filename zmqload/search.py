@@ -6,8 +6,9 @@ probe fails (or down until one passes), bisects the bracket [highest passing, lo
 failing] until it is within the precision, then runs the highest passing rate once more:
 a pass there is the answer, a failure (noise) makes it the new lowest failing rate and the
 search goes on, trying one precision step below it first (a pass that did not repeat sits at
-the system's edge, where the answer most likely is) before bisecting down to the last pass. A probe whose producers could not keep their own schedule without pushback
-(zmqload.generator) ends the search: what it measured is the load generator, not a capacity.
+the system's edge, where the answer most likely is) before bisecting down to the last pass.
+A probe whose producers could not keep their own schedule without pushback (zmqload.generator)
+ends the search: what it measured is the load generator, not a capacity.
 
 `find_max_rate` is the pure search over any probe function; `probe_once` is the real probe.
 """

@@ -29,7 +29,8 @@ class Consumer(WorkerLifecycle):
         pipeline = ChunkPipeline(RecvConverter.COLUMNS, w.chunk_rows, self.convert, self.spill_dir())
         # Convert after the loop (up to recorder.HOLD_BACKLOG_BYTES): unpaced, the loops fill the
         # cores; paced, conversions compete with the loop for the GIL and the CPUs at each
-        # slice's end and delay the next receive (p99 at 10k/s over tcp 379 -> 208 us, docs/BENCHMARKS.md 1.5).
+        # slice's end and delay the next receive (p99 at 10k/s over tcp 328 -> 223 us,
+        # docs/BENCHMARKS.md 1.5).
         pipeline.hold()
         warm_mask = (1 << w.producers) - 1
         warm_sent = False
