@@ -2,8 +2,8 @@
 
 zmqload: push-pull, 1 producer, 1 consumer, paced at 10k msg/s, 64 B, ~3 s, over tcp loopback
 and ipc; one-way latency p50 computed with numpy from the run's Parquet (recvs/: t_recv_ns -
-t_sent_ns, the send time carried in the wire header; docs/RECORDS.md), and checked against
-`RunResult.latency_us(50, since="sent")` (a histogram, so within its bucket width).
+t_sent_ns, the send time carried in the wire header; docs/RECORDS.md), printed beside
+`RunResult.latency_us(50, since="sent")` (zmqload's own histogram figure) for comparison.
 
 Yardstick: bench/baseline_pingpong.c, REQ/REP echo over the same transport, 10,000 timed
 round trips of 64 B, paced at 10k/s (open loop, clock_nanosleep to each slot: the receiver

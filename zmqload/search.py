@@ -85,12 +85,11 @@ def find_max_rate(probe: Callable[[int], Probe], plan: SearchPlan, max_rate: int
         failed = at_hi[-1].failed_slo if at_hi else None
         return Outcome(converged, lo if converged else None, [lo, hi], failed, generator, reason, probes)
 
-    step_down = False                 # the next probe is one precision step below a failed re-run
+    step_to: Optional[int] = None     # one precision step below a failed re-run: the next probe
     while len(probes) < plan.max_probes:
         confirm = False
-        below_hi = math.ceil(hi / (1 + plan.precision)) if hi is not None else 0
-        if step_down and lo is not None and hi is not None and lo < below_hi < hi:
-            rate = below_hi
+        if step_to is not None:
+            rate, step_to = step_to, None
         elif hi is None:
             if lo is not None and lo >= max_rate:
                 return outcome(False, f"every probe passed, up to the highest rate {max_rate:,} msg/s")
@@ -105,7 +104,6 @@ def find_max_rate(probe: Callable[[int], Probe], plan: SearchPlan, max_rate: int
                 rate = mid
             else:
                 rate, confirm = lo, True
-        step_down = False
         result = probe(rate)
         result.confirm = confirm
         probes.append(result)
@@ -126,7 +124,9 @@ def find_max_rate(probe: Callable[[int], Probe], plan: SearchPlan, max_rate: int
                 failed_rates = {p.rate for p in probes if not p.passed}
                 passes = [p.rate for p in probes if p.passed and p.rate < hi and p.rate not in failed_rates]
                 lo = max(passes, default=None)
-                step_down = True
+                below = math.ceil(hi / (1 + plan.precision))
+                if lo is not None and lo < below < hi:
+                    step_to = below
     return outcome(False, f"no answer within --max-probes {plan.max_probes}")
 
 

@@ -64,7 +64,7 @@ def backlog_growth(result: RunResult) -> Optional[tuple[float, float]]:
         ((p.get("t_first_send_ns") or 0) for p in result.producers if p.get("t_first_send_ns")), default=0)
     if not t0 or t_end <= t0 or not result.run_dir:
         return None
-    files = sorted(glob.glob(os.path.join(result.run_dir, "recvs", "*.parquet")))
+    files = sorted(glob.glob(os.path.join(result.run_dir, "recvs", "part-*.parquet")))
     if not files:
         return None
     table = pq.ParquetDataset(files).read(columns=["t_sent_ns", "t_recv_ns"])

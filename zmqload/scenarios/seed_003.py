@@ -17,7 +17,9 @@ from .framework import (DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner,
 def linger_on_close(r: ScenarioRunner) -> Outcome:
     """A sender with a backlog queued at close (a PUSH well ahead of a slow PULL, with room
     in its pipe), closed with LINGER 0, 1000 and -1; the receiver drains what it can."""
+    import zmq
     from ..info import socket_defaults
+    from .seed_001 import pyzmq_defaults
     defaults = socket_defaults()
     version = ".".join(map(str, _engine.libzmq_version()))
     measured = [f"libzmq {version}: a fresh socket's LINGER is "
@@ -33,13 +35,13 @@ def linger_on_close(r: ScenarioRunner) -> Outcome:
         measured.append(f"LINGER={linger}: backlog at the sender's close up to {f['queue_peak'].get('messages', 0):,}; "
                         f"{fates_line(f)}; close blocked {ms(f['close_ns'])}, term blocked {ms(f['term_ns'])}")
     engine_lingers = {s: d["LINGER"] for s, d in defaults.items()}
-    pyzmq_version, pyzmq_lingers = _pyzmq_default_lingers(list(defaults))
+    pyzmq_version = zmq.zmq_version()
+    pyzmq_lingers = {s: d["LINGER"] for s, d in pyzmq_defaults(("LINGER",), list(defaults)).items()}
     figures["pyzmq_defaults"] = pyzmq_lingers
     measured.append(f"pyzmq (libzmq {pyzmq_version}): a fresh socket's LINGER is "
                     + ", ".join(f"{s} {v}" for s, v in pyzmq_lingers.items()))
-    # The post's sockets send (a PUB); the claim is about what a sender does with its queue at
-    # close, so it holds only if a sending socket's default is 0. libzmq gives (X)SUB 0: it
-    # sends only subscriptions, nothing worth lingering for.
+    # Holds only if every type's default is 0. libzmq gives (X)SUB 0 (it sends only
+    # subscriptions); the post's PUB, like every other type, lingers for ever.
     all_lingers = set(engine_lingers.values()) | set(pyzmq_lingers.values())
     v1 = Verdict("003-1", HOLDS if all_lingers == {0} else DOES_NOT_HOLD,
                  f"libzmq {version}: {_lingers_by_value(engine_lingers)}; pyzmq's libzmq {pyzmq_version}: "
@@ -58,21 +60,6 @@ def linger_on_close(r: ScenarioRunner) -> Outcome:
                  f"close() blocked {ms(forever['close_ns'])} with LINGER -1 and a backlog; the wait happens in "
                  f"context term ({ms(forever['term_ns'])})", {})
     return Outcome([v1, v2, v3], measured, figures)
-
-
-def _pyzmq_default_lingers(names: list[str]) -> tuple[str, dict[str, int]]:
-    """LINGER of fresh pyzmq sockets (pyzmq bundles its own libzmq, which may differ)."""
-    import zmq
-    ctx = zmq.Context()
-    lingers = {}
-    try:
-        for name in names:
-            sock = ctx.socket(getattr(zmq, name))
-            lingers[name] = int(sock.getsockopt(zmq.LINGER))
-            sock.close(0)
-    finally:
-        ctx.term()
-    return zmq.zmq_version(), lingers
 
 
 def _lingers_by_value(lingers: dict[str, int]) -> str:
