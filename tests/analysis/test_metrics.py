@@ -150,7 +150,7 @@ def _np_percentile_hdr(values, q):
 ])
 def test_latency_percentiles_within_one_percent(spark, lossy_run, metric, fn):
     _, sends, recvs = _load(spark, lossy_run)
-    hist = finish.latency_histograms(collect(metrics.latency_pairs(metrics.recv_cells(recvs, 10**8))),
+    hist = finish.latency_histograms(collect(metrics.latency_pairs(recvs)),
                                      collect(metrics.stall_histogram(metrics.send_cells(sends, 10**8))))
     got = {r["stream"]: r for r in finish.percentiles(hist) if r["metric"] == metric}
     s, r = lossy_run.sends, lossy_run.recvs
@@ -170,7 +170,7 @@ def test_latency_percentiles_within_one_percent(spark, lossy_run, metric, fn):
 def test_rates_over_time_and_queue_depth(spark, lossy_run):
     window = 10_000_000
     _, sends, recvs = _load(spark, lossy_run)
-    recv_w = collect(metrics.recv_windows(metrics.recv_cells(recvs, window)))
+    recv_w = collect(metrics.recv_windows(recvs, window))
     rates = finish.rates_over_time(collect(metrics.send_windows(metrics.send_cells(sends, window))), recv_w)
     rows = {(r["stream"], r["window"]): r for r in rates}
     s, r = lossy_run.sends, lossy_run.recvs
@@ -216,13 +216,12 @@ def test_fanout_latency_and_depth_are_each_consumers_own(spark, tmp_path):
     (d / "run.json").write_text('{"schema_version": 1, "run_id": "fan", "status": "complete"}')
     runs, _ = discover_runs([str(d)])
     recvs = load_records(spark, runs, "recvs")
-    cells = metrics.recv_cells(recvs, 1_000_000, fanout_runs=[0])
     pct = {(r["consumer"], r["metric"]): r for r in
-           finish.percentiles(finish.latency_histograms(collect(metrics.latency_pairs(cells))))}
+           finish.percentiles(finish.latency_histograms(collect(metrics.latency_pairs(recvs, fanout_runs=[0]))))}
     for c in (0, 1):
         assert pct[(c, "latency_intended")]["p50"] == pytest.approx(lag[c], rel=0.0101)
         assert pct[(c, "latency_intended")]["max"] == lag[c]
-    depth = finish.queue_depth(collect(metrics.recv_windows(cells)))
+    depth = finish.queue_depth(collect(metrics.recv_windows(recvs, 1_000_000, fanout_runs=[0])))
     stats = {x["consumer"]: x for x in finish.queue_depth_stats(depth)}
     # one message per 0.1 ms: 2 in flight for a 0.2 ms lag, 52 for 5.2 ms (at window ends)
     assert stats[0]["depth_max"] <= 3 and 50 <= stats[1]["depth_max"] <= 53

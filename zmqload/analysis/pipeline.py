@@ -239,8 +239,7 @@ def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder=
         row["reordered"] = late.get(key, 0) if reorder else None
 
     step("reordering" if reorder else "reordering (skipped)")
-    recv_cells = metrics.recv_cells(recvs, window_ns, fanout_runs, starts).persist()
-    pairs = collect(metrics.latency_pairs(recv_cells))
+    pairs = collect(metrics.latency_pairs(recvs, fanout_runs, starts))
     # The stall histogram from the cached send cells and, where replies exist, the req-rep
     # round trips: both small, collected in one job; the rest happens on the driver.
     others = metrics.stall_histogram(send_cells)
@@ -260,9 +259,8 @@ def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder=
 
     step("percentiles")
     send_w = collect(metrics.send_windows(send_cells))
-    recv_w = collect(metrics.recv_windows(recv_cells))
+    recv_w = collect(metrics.recv_windows(recvs, window_ns, fanout_runs))
     send_cells.unpersist()
-    recv_cells.unpersist()
     rates = finish.rates_over_time(send_w, recv_w)
     step("rates over time")
     depth = finish.queue_depth(recv_w)
