@@ -245,6 +245,10 @@ def get_spark(master: str | None = None, app_name: str = "zmqload-report", drive
         # start a whole job just to stat them (measured ~1.7 s per report). On a cluster,
         # with files on a remote store, that parallel listing pays, so it stays there.
         settings["spark.sql.sources.parallelPartitionDiscovery.threshold"] = "100000"
+    if target and not target.startswith("local") and not under_submit:
+        # A cluster's executors run the scans: they need the JIT setting above too. (Under
+        # spark-submit the JVMs' options are the submitter's.)
+        settings["spark.executor.extraJavaOptions"] = "-XX:-DontCompileHugeMethods"
     if driver_memory or not under_submit:
         settings["spark.driver.memory"] = driver_memory or env_memory or DEFAULT_DRIVER_MEMORY
     t0 = time.perf_counter()
