@@ -60,7 +60,7 @@ def test_loss_where_duplicates_and_drops_match_numpy(spark, lossy_run, form):
         counts = metrics.send_counts(sends, rs)
     else:
         assert metrics.single_consumer_edges(_edges(rs))
-        counts = metrics.send_counts_from_cells(metrics.send_cells(sends, 10**7, _edges(rs)))
+        counts = metrics.send_counts_from_cells(metrics.send_cells(sends, _edges(rs)))
     got = {(r["consumer"], r["stream"]): r for r in finish.fates(collect(counts), collect(rs), _views(0, [metrics.ALL]))}
     truth = _truth_loss(lossy_run, fanout=False)
     assert set(got) == set(truth)
@@ -151,7 +151,7 @@ def _np_percentile_hdr(values, q):
 def test_latency_percentiles_within_one_percent(spark, lossy_run, metric, fn):
     _, sends, recvs = _load(spark, lossy_run)
     hist = finish.latency_histograms(collect(metrics.latency_pairs(recvs)),
-                                     collect(metrics.stall_histogram(metrics.send_cells(sends, 10**8))))
+                                     collect(metrics.stall_histogram(metrics.send_cells(sends))))
     got = {r["stream"]: r for r in finish.percentiles(hist) if r["metric"] == metric}
     s, r = lossy_run.sends, lossy_run.recvs
     for stream in (0, 1):
@@ -171,7 +171,7 @@ def test_rates_over_time_and_queue_depth(spark, lossy_run):
     window = 10_000_000
     _, sends, recvs = _load(spark, lossy_run)
     recv_w = collect(metrics.recv_windows(recvs, window))
-    rates = finish.rates_over_time(collect(metrics.send_windows(metrics.send_cells(sends, window))), recv_w)
+    rates = finish.rates_over_time(collect(metrics.send_windows(sends, window)), recv_w)
     rows = {(r["stream"], r["window"]): r for r in rates}
     s, r = lossy_run.sends, lossy_run.recvs
     for stream in (0, 1):

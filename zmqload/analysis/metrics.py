@@ -260,27 +260,26 @@ def latency_pairs(recvs: DataFrame, fanout_runs=(), drain_starts: dict | None = 
                  F.sum("li").alias("si"), F.sum("ls").alias("ss")))
 
 
-def send_cells(sends: DataFrame, window_ns: int, edges: list | None = None) -> DataFrame:
-    """One scan of the send records for stall histogram, send windows and (when
+def send_cells(sends: DataFrame, edges: list | None = None) -> DataFrame:
+    """One scan of the send records for the stall histogram and (when
     `single_consumer_edges(edges)`) the send counts: per (run, stream, consumer, status,
-    bucket of the stall (ok sends; -2 otherwise), wi = t_intended div window, ws = t_sent div
-    window, pos = `_seq_position` against the stream's received range) the count, stall max
-    and sum, and first / last times.
+    bucket of the stall (ok sends; -2 otherwise), pos = `_seq_position` against the stream's
+    received range, below its certain line) the count, stall max and sum, and first / last
+    times: a few thousand cells at any run length.
 
     `edges` is the receive summary collected as (run, consumer, stream, seq_min, seq_max,
     limit) tuples; otherwise (fan-out, several runs) consumer and pos are null and the counts come
-    from `send_counts`."""
-    w = int(window_ns)
+    from `send_counts`. The time windows are a scan of their own (`send_windows`): crossed with
+    the stall buckets in this one they made 814k cells at 100M records, 10.3 s against 7.8 s
+    for the two scans (warm)."""
     ok = F.col("status") == SendStatus.OK
     stall = F.col("t_sent_ns") - F.col("t_intended_ns")
     consumer, seq_min, seq_max, limit = _edge_lookup(edges)
     rows = sends.select("run", "stream", consumer.alias("consumer"), "status", ok.alias("ok"),
-                        F.expr(f"t_intended_ns div {w}").alias("wi"), F.expr(f"t_sent_ns div {w}").alias("ws"),
                         _seq_position(seq_min, seq_max).alias("pos"), _below(limit).alias("below"),
                         stall.alias("v"), "t_intended_ns", "t_sent_ns")
     return (rows.groupBy("run", "stream", "consumer", "status",
-                         F.when(F.col("ok"), log_bucket("v")).otherwise(F.lit(-2)).alias("bucket"),
-                         "wi", "ws", "pos", "below")
+                         F.when(F.col("ok"), log_bucket("v")).otherwise(F.lit(-2)).alias("bucket"), "pos", "below")
             .agg(F.count(F.lit(1)).alias("n"), F.max("v").alias("max"), F.sum("v").alias("sum"),
                  *[(F.min if f.startswith("t_first") else F.max)(src).alias(f) for f, src in _SEND_TIME_COLUMNS]))
 
@@ -350,10 +349,13 @@ def window_ns_for(window_ms: float | None, run_seconds) -> int:
     return int((max(fits) if fits else _NICE_MS[0]) * 1e6)
 
 
-def send_windows(cells: DataFrame) -> DataFrame:
-    """Send attempts per (run, stream, wi, ws, ok) from `send_cells`."""
-    return (cells.withColumn("ok", F.col("status") == SendStatus.OK)
-            .groupBy("run", "stream", "wi", "ws", "ok").agg(F.sum("n").alias("n")))
+def send_windows(sends: DataFrame, window_ns: int) -> DataFrame:
+    """Send attempts per (run, stream, wi = t_intended div window, ws = t_sent div window,
+    ok): one scan of the send records."""
+    w = int(window_ns)
+    return (sends.select("run", "stream", F.expr(f"t_intended_ns div {w}").alias("wi"),
+                         F.expr(f"t_sent_ns div {w}").alias("ws"), (F.col("status") == SendStatus.OK).alias("ok"))
+            .groupBy("run", "stream", "wi", "ws", "ok").agg(F.count(F.lit(1)).alias("n")))
 
 
 def recv_windows(recvs: DataFrame, window_ns: int, fanout_runs=()) -> DataFrame:

@@ -215,8 +215,8 @@ def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder=
     certain_lines(recvs, runs, rs, fanout_runs)
     step("certain lines")
     edges = [(r["run"], r["consumer"], r["stream"], r["seq_min"], r["seq_max"], r["limit"]) for r in rs]
-    # One scan of the sends for counts, stall and windows; cached, as three small queries read it.
-    send_cells = metrics.send_cells(sends, window_ns, edges).persist()
+    # One scan of the sends for counts and stall; cached, as two small queries read it.
+    send_cells = metrics.send_cells(sends, edges).persist()
     if metrics.single_consumer_edges(edges):
         counts = collect(metrics.send_counts_from_cells(send_cells))
     else:       # fan-out or several runs: the ranges per consumer need a join, so a scan of their own
@@ -246,6 +246,7 @@ def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder=
     if any(r.parts.get("replies") for r in runs):
         others = others.unionByName(metrics.round_trip_histogram(load_records(spark, runs, "replies")))
     hist = finish.latency_histograms(pairs, collect(others))
+    send_cells.unpersist()
     step("latency histograms")
     merged: defaultdict[tuple[int, str, int], list[Any]] = defaultdict(lambda: [0, None, 0])
     for h in hist:
@@ -258,9 +259,8 @@ def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder=
     pct = finish.percentiles(hist)
 
     step("percentiles")
-    send_w = collect(metrics.send_windows(send_cells))
+    send_w = collect(metrics.send_windows(sends, window_ns))
     recv_w = collect(metrics.recv_windows(recvs, window_ns, fanout_runs))
-    send_cells.unpersist()
     rates = finish.rates_over_time(send_w, recv_w)
     step("rates over time")
     depth = finish.queue_depth(recv_w)
