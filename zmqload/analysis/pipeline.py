@@ -209,7 +209,9 @@ def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder=
     if dead_streams:
         sends = metrics.with_received_sends(sends, recvs, dead_streams)
 
-    rs = collect(metrics.recv_summary(recvs, fanout_runs, starts))
+    # One scan of the receives for the summary and the windows; cached, as both read it.
+    words = metrics.recv_words(recvs, fanout_runs, starts, window_ns).persist()
+    rs = collect(metrics.recv_summary(words))
     total_recvs = sum(r["received"] for r in rs)
     step("receive summary")
     certain_lines(recvs, runs, rs, fanout_runs)
@@ -260,7 +262,8 @@ def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder=
 
     step("percentiles")
     send_w = collect(metrics.send_windows(sends, window_ns))
-    recv_w = collect(metrics.recv_windows(recvs, window_ns, fanout_runs))
+    recv_w = collect(metrics.recv_windows(words))
+    words.unpersist()
     rates = finish.rates_over_time(send_w, recv_w)
     step("rates over time")
     depth = finish.queue_depth(recv_w)
