@@ -55,7 +55,7 @@ def _edges(rs):
 @pytest.mark.parametrize("form", ["join", "send cells"])
 def test_loss_where_duplicates_and_drops_match_numpy(spark, lossy_run, form):
     runs, sends, recvs = _load(spark, lossy_run)
-    rs = _no_lines(metrics.recv_summary(metrics.recv_words(recvs)))
+    rs = _no_lines(metrics.recv_summary(recvs))
     if form == "join":
         counts = metrics.send_counts(sends, rs)
     else:
@@ -81,7 +81,7 @@ def test_loss_where_duplicates_and_drops_match_numpy(spark, lossy_run, form):
 
 def test_fanout_loss_is_per_consumer_and_silent_consumer_is_all_lost(spark, fanout_run, tmp_path):
     runs, sends, recvs = _load(spark, fanout_run)
-    rs = _no_lines(metrics.recv_summary(metrics.recv_words(recvs, fanout_runs=[0])))
+    rs = _no_lines(metrics.recv_summary(recvs, fanout_runs=[0]))
     # Consumer 2 is expected (3 consumers subscribed) but received nothing.
     rows = finish.fates(collect(metrics.send_counts(sends, rs)), collect(rs), _views(0, [0, 1, 2]))
     got = {(r["consumer"], r["stream"]): r for r in rows}
@@ -170,7 +170,7 @@ def test_latency_percentiles_within_one_percent(spark, lossy_run, metric, fn):
 def test_rates_over_time_and_queue_depth(spark, lossy_run):
     window = 10_000_000
     _, sends, recvs = _load(spark, lossy_run)
-    recv_w = collect(metrics.recv_windows(metrics.recv_words(recvs, window_ns=window)))
+    recv_w = collect(metrics.recv_windows(recvs, window))
     rates = finish.rates_over_time(collect(metrics.send_windows(sends, window)), recv_w)
     rows = {(r["stream"], r["window"]): r for r in rates}
     s, r = lossy_run.sends, lossy_run.recvs
@@ -221,7 +221,7 @@ def test_fanout_latency_and_depth_are_each_consumers_own(spark, tmp_path):
     for c in (0, 1):
         assert pct[(c, "latency_intended")]["p50"] == pytest.approx(lag[c], rel=0.0101)
         assert pct[(c, "latency_intended")]["max"] == lag[c]
-    depth = finish.queue_depth(collect(metrics.recv_windows(metrics.recv_words(recvs, fanout_runs=[0], window_ns=1_000_000))))
+    depth = finish.queue_depth(collect(metrics.recv_windows(recvs, 1_000_000, fanout_runs=[0])))
     stats = {x["consumer"]: x for x in finish.queue_depth_stats(depth)}
     # one message per 0.1 ms: 2 in flight for a 0.2 ms lag, 52 for 5.2 ms (at window ends)
     assert stats[0]["depth_max"] <= 3 and 50 <= stats[1]["depth_max"] <= 53
@@ -263,7 +263,7 @@ def _summary_of_cases(spark, cases):
     """recv_summary over many blocks at once: case i is stream i, its seqs in order given."""
     rows = [(0, 0, i, int(q), 10**9 + j, 16) for i, seqs in enumerate(cases) for j, q in enumerate(seqs)]
     df = spark.createDataFrame(rows, "run int, consumer int, stream int, seq long, t_recv_ns long, size int")
-    return {r["stream"]: r for r in metrics.recv_summary(metrics.recv_words(df)).collect()}
+    return {r["stream"]: r for r in metrics.recv_summary(df).collect()}
 
 
 def _truth(seqs):
@@ -328,22 +328,7 @@ def test_drained_counts_seqs_whose_every_arrival_came_in_the_drain(spark):
     df = spark.createDataFrame([r + (16,) for r in rows],
                                "run int, consumer int, stream int, seq long, t_recv_ns long, size int")
     starts = {(0, 0): 100, (0, 1): 50}
-    (rr,) = metrics.recv_summary(metrics.recv_words(df, drain_starts=starts)).collect()
+    (rr,) = metrics.recv_summary(df, drain_starts=starts).collect()
     assert (rr["unique"], rr["duplicates"], rr["drained"]) == (5, 3, 2)
-    fan = {r["consumer"]: r for r in metrics.recv_summary(metrics.recv_words(df, fanout_runs=[0], drain_starts=starts)).collect()}
+    fan = {r["consumer"]: r for r in metrics.recv_summary(df, fanout_runs=[0], drain_starts=starts).collect()}
     assert (fan[0]["unique"], fan[0]["drained"]) == (4, 1) and (fan[1]["unique"], fan[1]["drained"]) == (2, 2)
-
-
-def test_a_word_split_over_windows_is_counted_whole(spark):
-    """recv_words keys words by (send window, receive window) too: a seq received twice in
-    two windows is one distinct seq and one duplicate, not two distinct ones."""
-    rows = [(0, 0, 0, 5, 10, 10, 16), (0, 0, 0, 5, 10, 2_000, 16), (0, 0, 0, 6, 1_500, 1_600, 16),
-            (0, 0, 0, 70, 3_000, 3_100, 16)]
-    df = spark.createDataFrame(rows, "run int, consumer int, stream int, seq long, t_sent_ns long, "
-                                     "t_recv_ns long, size int")
-    words = metrics.recv_words(df, window_ns=1_000)
-    (r,) = metrics.recv_summary(words).collect()
-    assert (r["received"], r["unique"], r["duplicates"], r["bytes"]) == (4, 3, 1, 64)
-    assert (r["seq_min"], r["seq_max"], r["t_first_recv_ns"], r["t_last_recv_ns"]) == (5, 70, 10, 3_100)
-    windows = sorted((w["ws"], w["wr"], w["n"]) for w in metrics.recv_windows(words).collect())
-    assert windows == [(0, 0, 1), (0, 2, 1), (1, 1, 1), (3, 3, 1)]

@@ -57,50 +57,30 @@ def in_drain(drain_starts: dict | None) -> Column:
     return F.col("t_recv_ns") >= _per_consumer(starts, NEVER)
 
 
-def _words(rows: DataFrame, extra=(), keys=()) -> DataFrame:
-    """Per (run, consumer, stream, word, *keys): which seqs arrived, as one long of bits, so
-    the distinct count of any group of words is exact (the sum of bit counts), whatever the
+def _words(rows: DataFrame, extra=()) -> DataFrame:
+    """Per (run, consumer, stream, word): which seqs arrived, as one long of bits, so the
+    distinct count of any group of words is exact (the sum of bit counts), whatever the
     duplicates. `early` holds the seqs with an arrival before the drain."""
     bit = F.expr(f"shiftleft(cast(1 as bigint), cast(seq % {WORD} as int))")
-    return (rows.groupBy("run", "consumer", "stream", F.expr(f"seq div {WORD}").alias("word"), *keys)
+    return (rows.groupBy("run", "consumer", "stream", F.expr(f"seq div {WORD}").alias("word"))
             .agg(F.count(F.lit(1)).alias("n"), F.bit_or(bit).alias("bits"),
                  F.bit_or(F.when(~F.col("drain"), bit).otherwise(F.lit(0).cast("long"))).alias("early"), *extra))
 
 
-def recv_words(recvs: DataFrame, fanout_runs=(), drain_starts: dict | None = None,
-               window_ns: int | None = None) -> DataFrame:
-    """The one scan of the receive records that `recv_summary` and `recv_windows` share: per
-    (run, consumer key, stream, word of 64 seqs, ws = t_sent div window, wr = t_recv div
-    window) the count, which seqs arrived (`_words`), seq and time range and bytes. A word's
-    64 seqs are sent and received within a window or two, so there are hardly more rows than
-    words (measured at 100M records: this scan and the two queries over it 8.9 s, against
-    9.8 s for the summary and the windows as scans of their own). Without `window_ns` there
-    is one window (ws = wr = 0). Meant to be cached: both readers query it."""
-    w = int(window_ns) if window_ns else None
-    rows = recvs.select("run", consumer_key(fanout_runs).alias("consumer"), "stream", "seq",
-                        in_drain(drain_starts).alias("drain"), "t_recv_ns", "size",
-                        (F.expr(f"t_sent_ns div {w}") if w else F.lit(0).cast("long")).alias("ws"),
-                        (F.expr(f"t_recv_ns div {w}") if w else F.lit(0).cast("long")).alias("wr"))
-    return _words(rows, (F.min("seq").alias("seq_min"), F.max("seq").alias("seq_max"),
-                         F.min("t_recv_ns").alias("t_first_recv_ns"), F.max("t_recv_ns").alias("t_last_recv_ns"),
-                         F.sum(F.col("size").cast("long")).alias("bytes")), keys=("ws", "wr"))
-
-
-def recv_summary(words: DataFrame) -> DataFrame:
-    """Per (run, consumer, stream) from `recv_words`: received, unique, duplicates, drained
-    (distinct seqs whose every arrival came in the drain, as accounting.py counts them), seq
-    and time range, bytes.
+def recv_summary(recvs: DataFrame, fanout_runs=(), drain_starts: dict | None = None) -> DataFrame:
+    """Per (run, consumer, stream): received, unique, duplicates, drained (distinct seqs whose
+    every arrival came in the drain, as accounting.py counts them), seq and time range, bytes.
 
     Exact by construction: seqs are OR-ed into 64-bit words and counted with bit_count, so
     duplicates can neither hide behind gaps nor be faked by them (issue 14: the earlier
-    power-sum shortcut could be fooled by 2+ duplicates). A word split over two windows is
-    OR-ed whole before its bits are counted."""
-    whole = (words.groupBy("run", "consumer", "stream", "word")
-             .agg(F.sum("n").alias("n"), F.bit_or("bits").alias("bits"), F.bit_or("early").alias("early"),
-                  F.min("seq_min").alias("seq_min"), F.max("seq_max").alias("seq_max"),
-                  F.min("t_first_recv_ns").alias("t_first_recv_ns"), F.max("t_last_recv_ns").alias("t_last_recv_ns"),
-                  F.sum("bytes").alias("bytes")))
-    return (whole.groupBy("run", "consumer", "stream")
+    power-sum shortcut could be fooled by 2+ duplicates). One scan; the words are a partial
+    aggregation (<= records / 64 rows, far fewer after the map side), then summed."""
+    rows = recvs.select("run", consumer_key(fanout_runs).alias("consumer"), "stream", "seq",
+                        in_drain(drain_starts).alias("drain"), "t_recv_ns", "size")
+    words = _words(rows, (F.min("seq").alias("seq_min"), F.max("seq").alias("seq_max"),
+                          F.min("t_recv_ns").alias("t_first_recv_ns"), F.max("t_recv_ns").alias("t_last_recv_ns"),
+                          F.sum(F.col("size").cast("long")).alias("bytes")))
+    return (words.groupBy("run", "consumer", "stream")
             .agg(F.sum("n").alias("received"), F.sum(F.bit_count("bits")).cast("long").alias("unique"),
                  F.sum(F.bit_count(F.col("bits").bitwiseAND(F.bitwise_not("early")))).cast("long").alias("drained"),
                  F.min("seq_min").alias("seq_min"), F.max("seq_max").alias("seq_max"),
@@ -378,7 +358,12 @@ def send_windows(sends: DataFrame, window_ns: int) -> DataFrame:
             .groupBy("run", "stream", "wi", "ws", "ok").agg(F.count(F.lit(1)).alias("n")))
 
 
-def recv_windows(words: DataFrame) -> DataFrame:
+def recv_windows(recvs: DataFrame, window_ns: int, fanout_runs=()) -> DataFrame:
     """Deliveries per (run, consumer key, stream, ws = t_sent div window, wr = t_recv div
-    window), with bytes, from `recv_words`."""
-    return words.groupBy("run", "consumer", "stream", "ws", "wr").agg(F.sum("n").alias("n"), F.sum("bytes").alias("bytes"))
+    window), with bytes: one scan of the receive records."""
+    w = int(window_ns)
+    return (recvs.select("run", consumer_key(fanout_runs).alias("consumer"), "stream",
+                         F.expr(f"t_sent_ns div {w}").alias("ws"), F.expr(f"t_recv_ns div {w}").alias("wr"),
+                         F.col("size").cast("long").alias("size"))
+            .groupBy("run", "consumer", "stream", "ws", "wr")
+            .agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes")))

@@ -209,9 +209,7 @@ def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder=
     if dead_streams:
         sends = metrics.with_received_sends(sends, recvs, dead_streams)
 
-    # One scan of the receives for the summary and the windows; cached, as both read it.
-    words = metrics.recv_words(recvs, fanout_runs, starts, window_ns).persist()
-    rs = collect(metrics.recv_summary(words))
+    rs = collect(metrics.recv_summary(recvs, fanout_runs, starts))
     total_recvs = sum(r["received"] for r in rs)
     step("receive summary")
     certain_lines(recvs, runs, rs, fanout_runs)
@@ -262,8 +260,7 @@ def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder=
 
     step("percentiles")
     send_w = collect(metrics.send_windows(sends, window_ns))
-    recv_w = collect(metrics.recv_windows(words))
-    words.unpersist()
+    recv_w = collect(metrics.recv_windows(recvs, window_ns, fanout_runs))
     rates = finish.rates_over_time(send_w, recv_w)
     step("rates over time")
     depth = finish.queue_depth(recv_w)
