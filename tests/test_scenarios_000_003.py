@@ -265,11 +265,15 @@ def test_bounded_reliable_repeats_each_candidate_and_names_the_condition(scenari
         # the close lost anything, which the transport decides
         assert (lost > 0) == (max(zmqload_lost) > 0) == (min(zmqload_lost) > 0), (transport, lost, zmqload_lost)
     # ... and a pause before close saves that backlog when it outlasts the PULL's work on it, not when shorter
+    # (pyzmq's backlog at its last send varies too: with the 250 ms pause it lost 84 and 342
+    # of 600 here, and once 0 in CI; so up to three tries, and whether any of them lost)
     for name in (SHORT_PAUSE, LONG_PAUSE):
         pause_s = CANDIDATES_000_4[name][1]["close_pause_ms"] / 1000
-        lost = _pyzmq_lost_at_close("ipc", count, 64, 10, rcvhwm=1, pause_s=pause_s)
+        tries: list[int] = []
+        while len(tries) < 3 and not any(tries):
+            tries.append(_pyzmq_lost_at_close("ipc", count, 64, 10, rcvhwm=1, pause_s=pause_s))
         zmqload_lost = [runs[("ipc 64 B", name, k)]["dropped_tail"] for k in range(1, repeats + 1)]
-        assert (lost > 0) == (min(zmqload_lost) > 0), (name, lost, zmqload_lost)
+        assert any(tries) == (min(zmqload_lost) > 0), (name, tries, zmqload_lost)
 
 
 # -- 003-4 -------------------------------------------------------------------------------------
