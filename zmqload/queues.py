@@ -20,11 +20,9 @@ samples, so the memory cost of a backlog is visible next to it.
 """
 from __future__ import annotations
 
-import glob
-import os
-
 import numpy as np
-import pyarrow.parquet as pq
+
+from .recorder import read_parts
 
 MAX_POINTS = 2000
 MIN_STEP_NS = 50_000_000
@@ -37,10 +35,9 @@ def frame_bytes(size: int) -> int:
 
 
 def read_samples(run_dir: str) -> dict:
-    files = sorted(glob.glob(os.path.join(run_dir, "samples", "part-*.parquet")))
-    if not files:
+    table = read_parts(run_dir, "samples")
+    if table is None:
         return {}
-    table = pq.ParquetDataset(files).read()
     return {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
 
 

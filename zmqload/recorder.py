@@ -10,6 +10,7 @@ working set, whatever the run length or backlog (docs/ARCHITECTURE.md).
 from __future__ import annotations
 
 import errno
+import glob
 import json
 import os
 import queue
@@ -91,6 +92,25 @@ def write_json_atomic(path: str, data: dict) -> None:
     os.replace(tmp, path)
 
 
+PART_NAME = "part-{worker}-{index}.parquet"
+"""A worker's Parquet parts of one record kind, numbered in the order written."""
+
+
+def part_name(worker: str, index: int) -> str:
+    return PART_NAME.format(worker=worker, index=f"{index:05d}")
+
+
+def part_files(run_dir: str, kind: str, worker: str = "*") -> list[str]:
+    """The whole Parquet parts of one record kind (of one worker, or all), in write order."""
+    return sorted(glob.glob(os.path.join(run_dir, kind, PART_NAME.format(worker=worker, index="*"))))
+
+
+def read_parts(run_dir: str, kind: str, columns: list[str] | None = None) -> pa.Table | None:
+    """All records of one kind of a run (only `columns`, if given), or None without parts."""
+    files = part_files(run_dir, kind)
+    return pq.ParquetDataset(files).read(columns=columns) if files else None
+
+
 class PartWriter:
     """Writes tables as numbered Parquet parts in one directory, atomically."""
 
@@ -105,8 +125,8 @@ class PartWriter:
 
     def write(self, columns: dict) -> None:
         table = pa.table(columns, schema=self.schema)
-        name = f"part-{self.prefix}-{self.parts:05d}.parquet"
-        tmp = os.path.join(self.directory, f".{name}.tmp")
+        name = part_name(self.prefix, self.parts)
+        tmp = os.path.join(self.directory, f".{name}.tmp")       # (salvage.remove_partial_parts finds it)
         try:
             # Delta encoding suits these columns (timestamps and seqs rise, ids are constant):
             # measured 2.2x faster to write than dictionary+snappy and several times smaller.

@@ -8,15 +8,13 @@ drained at the end is not loss; a backlog that keeps growing is judged on its ow
 """
 from __future__ import annotations
 
-import glob
-import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from .config import Slos
+from .recorder import read_parts
 from .result import RunResult
 
 # The backlog grew when, over the second half of sending, more messages went into the path
@@ -64,10 +62,9 @@ def backlog_growth(result: RunResult) -> Optional[tuple[float, float]]:
         ((p.get("t_first_send_ns") or 0) for p in result.producers if p.get("t_first_send_ns")), default=0)
     if not t0 or t_end <= t0 or not result.run_dir:
         return None
-    files = sorted(glob.glob(os.path.join(result.run_dir, "recvs", "part-*.parquet")))
-    if not files:
+    table = read_parts(result.run_dir, "recvs", ["t_sent_ns", "t_recv_ns"])
+    if table is None:
         return None
-    table = pq.ParquetDataset(files).read(columns=["t_sent_ns", "t_recv_ns"])
     t_sent, t_recv = table.column("t_sent_ns").to_numpy(), table.column("t_recv_ns").to_numpy()
     mid = t0 + (t_end - t0) // 2
     went_in = int(np.count_nonzero((t_sent >= mid) & (t_sent <= t_end)))

@@ -26,7 +26,7 @@ from ..contract import control
 from ..contract.ids import Role, WorkerId
 from ..contract.wire import SendStatus
 from ..histogram import Histogram
-from ..recorder import PartWriter, RecvConverter, SeenMap, SendConverter, is_write_error, spill_columns_of
+from ..recorder import PART_NAME, PartWriter, RecvConverter, part_files, SeenMap, SendConverter, is_write_error, spill_columns_of
 
 
 @dataclass
@@ -52,14 +52,9 @@ def record_kind(worker: WorkerId) -> str:
     return "sends" if worker.role is Role.PRODUCER else "recvs"
 
 
-def parts_of(run_dir: str, kind: str, name: str) -> list[str]:
-    """A worker's whole Parquet parts of one kind, in the order it wrote them."""
-    return sorted(glob.glob(os.path.join(run_dir, kind, f"part-{name}-*.parquet")))
-
-
 def remove_partial_parts(run_dir: str, name: str) -> None:
     """Parts a dead writer left under their temporary name (never whole)."""
-    for tmp in glob.glob(os.path.join(run_dir, "*", f".part-{name}-*.parquet.tmp")):
+    for tmp in glob.glob(os.path.join(run_dir, "*", f".{PART_NAME.format(worker=name, index='*')}.tmp")):
         os.remove(tmp)
 
 
@@ -91,7 +86,7 @@ def convert_spill(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int, t_dra
     chunks = sorted(glob.glob(os.path.join(spill_dir, "*.raw")))
     if chunks:
         convert, columns, writer = _converter(run_dir, worker, w, t0_ns, t_drain_ns)
-        existing = parts_of(run_dir, record_kind(worker), name)
+        existing = part_files(run_dir, record_kind(worker), name)
         writer.parts = len(existing)
         if isinstance(convert, SendConverter):      # seqs go on from the rows already written
             convert.first_seq = sum(pq.ParquetFile(p).metadata.num_rows for p in existing)
@@ -137,7 +132,7 @@ def _read(path: str, columns: list[str]) -> dict[str, np.ndarray]:
 def producer_final(run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 0) -> control.ProducerFinal:
     """A producer's final from its sends/ parts (one row per attempt, seqs from 0)."""
     from .. import patterns
-    parts = parts_of(run_dir, "sends", str(worker))
+    parts = part_files(run_dir, "sends", str(worker))
     seqs, status, t_sent = [], [], []
     lateness = Histogram()      # as the producer's own converter keeps it (zmqload.generator)
     for part in parts:
@@ -155,7 +150,7 @@ def producer_final(run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 
     rtt = None
     if patterns.get(w.pattern).round_trip:
         hist = Histogram()
-        for part in parts_of(run_dir, "replies", str(worker)):
+        for part in part_files(run_dir, "replies", str(worker)):
             cols = _read(part, ["t_intended_ns", "t_reply_ns"])
             hist.record(cols["t_reply_ns"] - cols["t_intended_ns"])
         rtt = hist.to_payload()
@@ -170,7 +165,7 @@ def producer_final(run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 
 
 def consumer_final(run_dir: str, worker: WorkerId, w: Workload, t_drain_ns: int) -> control.ConsumerFinal:
     """A consumer's final from its recvs/ parts: seen- and drained-maps, histograms."""
-    parts = parts_of(run_dir, "recvs", str(worker))
+    parts = part_files(run_dir, "recvs", str(worker))
     streams: dict[int, SeenMap] = {}
     lat_i, lat_s = Histogram(), Histogram()
     received, first, last = 0, 0, 0

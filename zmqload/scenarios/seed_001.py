@@ -306,14 +306,11 @@ def pyzmq_capacity(hwm=None, when="before", size=64) -> int:
 
 def first_refused(run_dir: str):
     """seq of the first send the producer's socket refused (EAGAIN / SNDTIMEO), or None."""
-    import glob
-    import os
     import numpy as np
-    import pyarrow.parquet as pq
-    files = sorted(glob.glob(os.path.join(run_dir, "sends", "part-*.parquet")))
-    if not files:
+    from ..recorder import read_parts
+    t = read_parts(run_dir, "sends", ["seq", "status"])
+    if t is None:
         return None
-    t = pq.ParquetDataset(files).read(columns=["seq", "status"])
     seq, status = t.column("seq").to_numpy(), t.column("status").to_numpy()
     bad = seq[status != 0]
     return int(bad.min()) if len(bad) else None
