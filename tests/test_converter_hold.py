@@ -1,5 +1,5 @@
-"""The converter waits while an unpaced loop runs (recorder.ChunkPipeline.hold), converts
-once released or closed, and stops waiting when the spilled backlog reaches its bound."""
+"""The converter waits while the loop runs (recorder.ChunkPipeline holds it from the start),
+converts once released or closed, and stops waiting when the spilled backlog reaches its bound."""
 from __future__ import annotations
 
 import threading
@@ -31,7 +31,6 @@ def _fill(pipeline, first: int) -> None:
 
 def test_held_converter_waits_for_release(tmp_path):
     pipeline, converted, done = _pipeline(tmp_path)
-    pipeline.hold()
     _fill(pipeline, 0)
     _fill(pipeline, ROWS)
     assert not done.wait(0.5), "the converter ran while held"
@@ -44,7 +43,6 @@ def test_held_converter_waits_for_release(tmp_path):
 
 def test_close_converts_a_held_backlog(tmp_path):
     pipeline, converted, _ = _pipeline(tmp_path)
-    pipeline.hold()
     _fill(pipeline, 0)
     pipeline.current["t"][:10] = np.arange(ROWS, ROWS + 10)
     pipeline.advance(10)
@@ -56,7 +54,6 @@ def test_backlog_bound_lets_the_converter_run(tmp_path, monkeypatch):
     chunk_bytes = ROWS * 8
     monkeypatch.setattr(recorder, "HOLD_BACKLOG_BYTES", 3 * chunk_bytes)
     pipeline, converted, done = _pipeline(tmp_path)
-    pipeline.hold()
     _fill(pipeline, 0)
     assert not done.wait(0.3), "one chunk is under the bound"
     _fill(pipeline, ROWS)

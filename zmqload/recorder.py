@@ -36,8 +36,9 @@ HOLD_BACKLOG_BYTES = 256 << 20
 """While a loop runs, the converter waits until this much raw chunk data is spilled (about
 9.6M received messages): unpaced loops fill both cores of a small machine, and a converter
 running beside them took ~1,300 instructions per message (valgrind) from the thing being
-measured; beside a paced loop, its conversions at a slice's end delay the next receive (the
-p99 latency at 10k msg/s nearly halves without them). Beyond it, the converter runs (nice 19)
+measured; beside a paced loop, its conversions compete for the GIL and the CPUs at a
+slice's end and delay the next receive (p99 at 10k msg/s over tcp 328 -> 223 us without
+them, docs/BENCHMARKS.md 1.5). Beyond it, the converter runs (nice 19)
 so that disk use stays bounded."""
 
 # The writers' pyarrow schemas, derived from the one statement in zmqload.contract.records.
@@ -168,9 +169,10 @@ class ChunkPipeline:
     turns spilled chunks into records.
 
     Everything costly (deriving columns, histograms, seen-maps, Parquet encoding) happens
-    in the converter thread at the lowest CPU priority, so on a saturated machine it waits
-    for idle cycles instead of slowing the loops being measured; the hand-over itself is a
-    raw write of the chunk's bytes (page cache speed). Memory stays one chunk per worker
+    in the converter thread at the lowest CPU priority, and only once the loop is over
+    (close() or release(); before, only when HOLD_BACKLOG_BYTES of raw chunks wait), so it
+    takes nothing from the loops being measured; the hand-over itself is a raw write of the
+    chunk's bytes (page cache speed). Memory stays one chunk per worker
     plus the converter's working set, however long the run and however far behind the
     converter is. `process(chunk, rows)` runs on the converter thread.
     """
@@ -185,8 +187,7 @@ class ChunkPipeline:
         self._spilled = 0
         self._spilled_at = time.monotonic()
         self._pending: queue.Queue = queue.Queue()
-        self._released = threading.Event()
-        self._released.set()
+        self._released = threading.Event()       # set: the converter may run (HOLD_BACKLOG_BYTES)
         self._chunk_bytes = rows * sum(d.itemsize for _, d in self.columns)
         self._process = process
         self.error: BaseException | None = None
@@ -200,11 +201,8 @@ class ChunkPipeline:
         if row >= self.capacity or (row and time.monotonic() - self._spilled_at >= SPILL_EVERY_S):
             self._spill()
 
-    def hold(self) -> None:
-        """Converter: wait (up to HOLD_BACKLOG_BYTES spilled) until release() or close()."""
-        self._released.clear()
-
     def release(self) -> None:
+        """Let the converter run before close()."""
         self._released.set()
 
     def _spill(self) -> None:

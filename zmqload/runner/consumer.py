@@ -27,11 +27,6 @@ class Consumer(WorkerLifecycle):
         self.receiver = receiver = _engine.Receiver(sock, int(w.consumer_delay_us * 1000),
                                                     self.pattern.envelope_frames, self.pattern.round_trip)
         pipeline = ChunkPipeline(RecvConverter.COLUMNS, w.chunk_rows, self.convert, self.spill_dir())
-        # Convert after the loop (up to recorder.HOLD_BACKLOG_BYTES): unpaced, the loops fill the
-        # cores; paced, conversions compete with the loop for the GIL and the CPUs at each
-        # slice's end and delay the next receive (p99 at 10k/s over tcp 328 -> 223 us,
-        # docs/BENCHMARKS.md 1.5).
-        pipeline.hold()
         warm_mask = (1 << w.producers) - 1
         warm_sent = False
         try:

@@ -39,7 +39,6 @@ class Producer(WorkerLifecycle):
                                 self.t0_ns, w.compression, round_trip)
         chunk_rows = (w.chunk_rows + 7) // 8 * 8     # whole bytes of the packed ok-map per chunk
         pipeline = ChunkPipeline(convert.columns(), chunk_rows, convert, self.spill_dir())
-        pipeline.hold()     # convert after the loop, as the consumer (consumer.py says why)
         if not w.rate:
             time.sleep(max(0.0, (self.t0_ns - _engine.now_ns()) / 1e9))
         try:
