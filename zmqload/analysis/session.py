@@ -38,6 +38,10 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
 """
 
 DEFAULT_MASTER_TIMEOUT_S = 20.0
+# Huge methods JIT-compiled too: a scan's generated method with the latency buckets'
+# comparisons passes HotSpot's 8000-byte limit and would run interpreted (a 1M-record latency
+# scan 1.25 s instead of 0.3-0.45 s). For the driver, and for a cluster's executors.
+JIT_OPTIONS = "-XX:-DontCompileHugeMethods"
 DEFAULT_DRIVER_MEMORY = "4g"
 MASTERS_ACCEPTED = ("local, local[N], local[*], local[N,F], spark://HOST:PORT[,HOST:PORT...], "
                     "yarn (with HADOOP_CONF_DIR or YARN_CONF_DIR set), k8s://https://HOST:PORT")
@@ -228,11 +232,8 @@ def get_spark(master: str | None = None, app_name: str = "zmqload-report", drive
         # a small machine while the JIT warms up (first 100M-record scan 15.1 s -> 10.3 s).
         # Metaspace starts large enough for Spark's classes: growing it cost 8 collections,
         # 4 of them full (0.24 s of pauses in a flight recording of a 100M-record report).
-        # Huge methods compiled too: a scan's generated method with the latency buckets'
-        # comparisons passes the JIT's 8000-byte limit and would run interpreted (a 1M-record
-        # latency scan 1.25 s instead of 0.3-0.45 s).
         "spark.driver.extraJavaOptions": (f"-Dlog4j.configurationFile=file:{_quiet_log4j()} "
-                                          "-XX:+UseParallelGC -XX:MetaspaceSize=256m -XX:-DontCompileHugeMethods"),
+                                          f"-XX:+UseParallelGC -XX:MetaspaceSize=256m {JIT_OPTIONS}"),
     }
     # spark-submit runs the script with a gateway already up; its --master and memory win.
     if master:
@@ -246,9 +247,8 @@ def get_spark(master: str | None = None, app_name: str = "zmqload-report", drive
         # with files on a remote store, that parallel listing pays, so it stays there.
         settings["spark.sql.sources.parallelPartitionDiscovery.threshold"] = "100000"
     if target and not target.startswith("local") and not under_submit:
-        # A cluster's executors run the scans: they need the JIT setting above too. (Under
-        # spark-submit the JVMs' options are the submitter's.)
-        settings["spark.executor.extraJavaOptions"] = "-XX:-DontCompileHugeMethods"
+        # A cluster's executors run the scans. (Under spark-submit the JVMs' options are the submitter's.)
+        settings["spark.executor.extraJavaOptions"] = JIT_OPTIONS
     if driver_memory or not under_submit:
         settings["spark.driver.memory"] = driver_memory or env_memory or DEFAULT_DRIVER_MEMORY
     t0 = time.perf_counter()
