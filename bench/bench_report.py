@@ -41,6 +41,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from paired import rotating_rounds
 from report_data import generate
 
 duckdb = pytest.importorskip("duckdb", reason="DuckDB is a bench-only dependency: pip install 'zmqload[bench]'")
@@ -250,22 +251,20 @@ def test_spark_floor_beside_duckdb(benchmark, bench_run):
         row = spark.sql(exact_sql).collect()[0]
         assert [int(v) for v in row] == [truth["received"], truth["unique"], *(truth[n] for n, _ in QUANTILES)]
 
+    def timed(call):
+        def run() -> float:
+            t = time.perf_counter()
+            call()
+            return time.perf_counter() - t
+        return run
+
     runners = {"duckdb": lambda: duckdb_figures(bench_run), "spark_floor": floor, "spark_exact_sql": exact,
                "spark_empty_job": lambda: spark.range(1).collect()}
-    times: dict[str, list] = {name: [] for name in runners}
     try:
         for _ in range(1 if SMOKE else 3):          # the JIT's first queries are not the floor
             floor(), exact()
-        order = list(runners)
-
-        def round_():
-            for name in order:
-                t = time.perf_counter()
-                runners[name]()
-                times[name].append(time.perf_counter() - t)
-            order.reverse()
-
-        benchmark.pedantic(round_, rounds=1 if SMOKE else max(ROUNDS, 5), iterations=1, warmup_rounds=0)
+        times = rotating_rounds(benchmark, {name: timed(call) for name, call in runners.items()},
+                                1 if SMOKE else max(ROUNDS, 5))
     finally:
         spark.stop()
     med = {name: _median(v) for name, v in times.items()}
