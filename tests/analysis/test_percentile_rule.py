@@ -86,3 +86,18 @@ def test_real_runs_report_percentiles_equal_run_json(spark, real_runs):
                               ("p99_99", "p99.99"), ("max", "max")):
                 got = row[f"latency_{since}_{ours}_us"]
                 assert round(got * 1000) == theirs[key], (run_id, since, key, got, theirs[key])
+
+
+def test_spark_buckets_follow_the_layout_written_out_here(spark):
+    """The same values against the layout as contract/histogram.py describes it, computed with
+    Python's int.bit_length (no zmqload code): a bucket per value below 256; above, 128 per
+    power of two (the value's top 8 bits), the last bucket (6271) for 2**55 and above."""
+    def bucket(v: int) -> int:
+        if v < 256:
+            return max(v, 0)
+        shift = min(v.bit_length() - 8, 47)
+        return min((shift + 1) * 128 + (v >> shift) - 128, 6271)
+    values = _edge_values()
+    df = spark.createDataFrame([(int(v),) for v in values], "v long")
+    got = [r[0] for r in df.select(metrics.log_bucket("v")).collect()]
+    assert got == [bucket(int(v)) for v in values]
