@@ -50,11 +50,13 @@ class ThreadSampler:
                 try:
                     with open(f"/proc/{pid}/task/{tid}/stat") as f:
                         text = f.read()
-                except OSError:
+                    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                        slices = int(f.read().split()[2])
+                except (OSError, IndexError, ValueError):
                     continue
                 comm = text[text.index("(") + 1:text.rindex(")")]
                 rest = text.rsplit(")", 1)[1].split()
-                snap[(pid, int(tid))] = (comm, int(rest[11]) + int(rest[12]))
+                snap[(pid, int(tid))] = (comm, (int(rest[11]), int(rest[12]), slices))
             for kid in _children(pid):
                 self.parents.setdefault(kid, pid)
                 stack.append(kid)
@@ -75,8 +77,8 @@ class ThreadSampler:
         self._thread.join()
 
     def in_span(self, t0: int, t1: int) -> dict:
-        """{(pid, tid): (comm, cpu_s)} between the last sample at or before t0 and the first at
-        or after t1; a thread gone by then counts up to its last sample."""
+        """{(pid, tid): (comm, (user_s, sys_s, slices))} between the last sample at or before t0
+        and the first at or after t1; a thread gone by then counts up to its last sample."""
         before = max((s for s in self.samples if s[0] <= t0), key=lambda s: s[0], default=self.samples[0])
         after_list = [s for s in self.samples if s[0] >= t1] or [self.samples[-1]]
         after = min(after_list, key=lambda s: s[0])
@@ -85,9 +87,10 @@ class ThreadSampler:
             if t <= after[0]:
                 last_seen.update(snap)
         out = {}
-        for key, (comm, ticks) in last_seen.items():
-            start = before[1].get(key, (comm, 0))[1]        # a thread started after `before` from 0
-            out[key] = (comm, (ticks - start) / TICK)
+        for key, (comm, (user, system, slices)) in last_seen.items():
+            # a thread started after `before` counts from 0
+            u0, s0, n0 = before[1].get(key, (comm, (0, 0, 0)))[1]
+            out[key] = (comm, ((user - u0) / TICK, (system - s0) / TICK, slices - n0))
         return out, (after[0] - before[0]) / 1e9
 
 
@@ -98,9 +101,12 @@ def kind(pid: int, tid: int, comm: str) -> str:
 
 
 def summarise(per_thread: dict, roles: dict[int, str]) -> dict:
-    totals: dict = defaultdict(float)
-    for (pid, tid), (comm, cpu) in per_thread.items():
-        totals[(roles.get(pid, "bench"), kind(pid, tid, comm))] += cpu
+    """{(role, kind): [user_s, sys_s, times scheduled in]}"""
+    totals: dict = defaultdict(lambda: [0.0, 0.0, 0])
+    for (pid, tid), (comm, figures) in per_thread.items():
+        cell = totals[(roles.get(pid, "bench"), kind(pid, tid, comm))]
+        for i, value in enumerate(figures):
+            cell[i] += value
     return totals
 
 
@@ -163,11 +169,16 @@ def main() -> None:
         keys = sorted({k for totals, _, _ in rounds for k in totals})
         print(f"  {name}: msg/s " + " ".join(f"{msgs / span / 1e6:.2f}M" for _, msgs, span in rounds))
         for key in keys:
-            ns = statistics.median(t.get(key, 0.0) / msgs * 1e9 for t, msgs, _ in rounds)
-            cores = statistics.median(t.get(key, 0.0) / span for t, _, span in rounds)
+            cells = [(t.get(key, [0.0, 0.0, 0]), msgs, span) for t, msgs, span in rounds]
+            ns = statistics.median((c[0] + c[1]) / msgs * 1e9 for c, msgs, _ in cells)
+            user = statistics.median(c[0] / msgs * 1e9 for c, msgs, _ in cells)
+            system = statistics.median(c[1] / msgs * 1e9 for c, msgs, _ in cells)
+            cores = statistics.median((c[0] + c[1]) / span for c, _, span in cells)
+            switches = statistics.median(c[2] / msgs * 1e6 for c, msgs, _ in cells)
             if ns >= 1:
-                print(f"    {key[0]:10s} {key[1]:5s} {ns:7.0f} ns/msg  {cores:5.2f} cores")
-        total = statistics.median(sum(t.values()) / msgs * 1e9 for t, msgs, _ in rounds)
+                print(f"    {key[0]:10s} {key[1]:5s} {ns:7.0f} ns/msg (user {user:4.0f}, sys {system:4.0f})"
+                      f"  {cores:5.2f} cores  {switches:7.0f} scheduled-in per 1M msgs")
+        total = statistics.median(sum(c[0] + c[1] for c in t.values()) / msgs * 1e9 for t, msgs, _ in rounds)
         print(f"    {'total':16s} {total:7.0f} ns/msg")
 
 

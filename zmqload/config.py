@@ -289,6 +289,13 @@ class Workload:
         return MAX_SEQ
 
     @property
+    def expected_receives_per_consumer(self) -> int:
+        """What one consumer receives if nothing is lost: every message with fan-out, its
+        share of them without."""
+        total = self.producers * self.messages_per_producer
+        return total if self.fanout else -(-total // self.consumers)
+
+    @property
     def fanout(self) -> bool:
         return patterns.get(self.pattern).fanout
 

@@ -41,6 +41,13 @@ slice's end and delay the next receive (p99 at 10k msg/s over tcp 328 -> 223 us 
 them, docs/BENCHMARKS.md 1.5). Beyond it, the converter runs (nice 19)
 so that disk use stays bounded."""
 
+SLOT_PREFIX = "slot-"
+"""A spill file written before the loop and not yet holding records (readers of the spill
+take `*.raw` only). On a VM, the first write into a page the guest has not touched lately
+costs a host fault per page (~15 ms per 7 MB chunk here against ~1.5 ms into pages in use:
+a third of an unpaced receive loop's CPU); a slot's pages are touched before the span, and
+each spill overwrites them in place (docs/BENCHMARKS.md 1.6)."""
+
 # The writers' pyarrow schemas, derived from the one statement in zmqload.contract.records.
 SENDS_SCHEMA = SENDS.arrow
 RECVS_SCHEMA = RECVS.arrow
@@ -172,12 +179,14 @@ class ChunkPipeline:
     in the converter thread at the lowest CPU priority, and only once the loop is over
     (close() or release(); before, only when HOLD_BACKLOG_BYTES of raw chunks wait), so it
     takes nothing from the loops being measured; the hand-over itself is a raw write of the
-    chunk's bytes (page cache speed). Memory stays one chunk per worker
+    chunk's bytes into a spill file prepared before the loop (SLOT_PREFIX: page cache speed,
+    `expected_rows` tells how many to prepare). Memory stays one chunk per worker
     plus the converter's working set, however long the run and however far behind the
     converter is. `process(chunk, rows)` runs on the converter thread.
     """
 
-    def __init__(self, columns: dict, rows: int, process: Callable[[dict, int], None], spill_dir: str):
+    def __init__(self, columns: dict, rows: int, process: Callable[[dict, int], None], spill_dir: str,
+                 expected_rows: int = 0):
         self.capacity = rows
         self.columns = [(name, np.dtype(dtype)) for name, dtype in columns.items()]
         self.current = {name: np.empty(rows, dtype=dtype) for name, dtype in self.columns}
@@ -194,6 +203,29 @@ class ChunkPipeline:
         self.writer_cpu_s = 0.0          # CPU time the converter spent (recording overhead)
         self._thread = threading.Thread(target=self._convert, name="zmqload-writer", daemon=True)
         self._thread.start()
+        self._slots = self._prepare_slots(expected_rows)
+
+    def _prepare_slots(self, expected_rows: int) -> list[str]:
+        """Spill files for the first `expected_rows` rows (up to the held backlog's bound:
+        past it, the converter frees pages as fast as spills take them), written before the
+        loop so that its spills write into pages already in use (SLOT_PREFIX). Best effort:
+        a disk without room for them gets fewer."""
+        row_bytes = self._chunk_bytes // self.capacity
+        left = min(expected_rows * row_bytes, max(HOLD_BACKLOG_BYTES, self._chunk_bytes))
+        slots: list[str] = []
+        zeros = np.zeros(min(left, self._chunk_bytes), np.uint8)
+        while left > 0:
+            path = os.path.join(self.spill_dir, f"{SLOT_PREFIX}{len(slots):06d}")
+            try:
+                with open(path, "wb") as f:
+                    zeros[:min(left, len(zeros))].tofile(f)
+            except OSError:
+                _remove(path)
+                break
+            slots.append(path)
+            left -= len(zeros)
+        slots.reverse()     # pop() takes them in order
+        return slots
 
     def advance(self, row: int) -> None:
         """The engine filled rows up to `row`; spill the chunk when it is full."""
@@ -209,12 +241,17 @@ class ChunkPipeline:
         if self.error is not None:
             raise self.error
         path = os.path.join(self.spill_dir, f"{self._spilled:06d}.raw")
+        slot = self._slots.pop() if self._slots else None
+        written = slot or path
         try:
-            with open(path, "wb") as f:
+            with open(written, "r+b" if slot else "wb") as f:
                 for name, _ in self.columns:
                     self.current[name][:self.row].tofile(f)
+                f.truncate()
+            if slot:    # a chunk becomes readable whole or not at all
+                os.replace(slot, path)
         except OSError as exc:
-            _remove(path)       # a partial chunk is unreadable; its rows are lost with the disk
+            _remove(written)       # a partial chunk is unreadable; its rows are lost with the disk
             raise write_error(exc, self.spill_dir, self.row * sum(d.itemsize for _, d in self.columns)) from None
         self._spilled_at = time.monotonic()
         self._pending.put((path, self.row))
@@ -227,6 +264,8 @@ class ChunkPipeline:
         (their raw spill files stay in the hidden spill directory)."""
         if self.row:
             self._spill()
+        while self._slots:
+            _remove(self._slots.pop())
         self._stop_at = None if abandon_after_s is None else time.monotonic() + abandon_after_s
         self._released.set()
         self._pending.put(None)

@@ -26,7 +26,8 @@ class Consumer(WorkerLifecycle):
             sock.subscribe(b"")
         self.receiver = receiver = _engine.Receiver(sock, int(w.consumer_delay_us * 1000),
                                                     self.pattern.envelope_frames, self.pattern.round_trip)
-        pipeline = ChunkPipeline(RecvConverter.COLUMNS, w.chunk_rows, self.convert, self.spill_dir())
+        pipeline = ChunkPipeline(RecvConverter.COLUMNS, w.chunk_rows, self.convert, self.spill_dir(),
+                                 expected_rows=w.expected_receives_per_consumer)
         warm_mask = (1 << w.producers) - 1
         warm_sent = False
         try:

@@ -22,10 +22,18 @@ class Producer(WorkerLifecycle):
         sock = self.open_socket(self.pattern.producer_socket, {
             "SNDHWM": w.sndhwm, "SNDBUF": w.sndbuf, "LINGER": w.linger_ms,
             "IMMEDIATE": int(w.immediate) if w.immediate else None, "SNDTIMEO": sndtimeo})
+        convert = SendConverter(self.spec.run_dir, self.spec.name, self.spec.worker.index, w.size, w.rate,
+                                0, w.compression, self.pattern.round_trip)
+        chunk_rows = (w.chunk_rows + 7) // 8 * 8     # whole bytes of the packed ok-map per chunk
+        # before the start: preparing its spill files takes time (ChunkPipeline)
+        pipeline = ChunkPipeline(convert.columns(), chunk_rows, convert, self.spill_dir(),
+                                 expected_rows=w.messages_per_producer)
         self.wait_for_start(sock)
+        convert.t0_ns = self.t0_ns
         if self.stop_requested:
             self.ctl.send(control.ProducerDone(self.counters(None)))
             close_ns, term_ns = self.close(sock, None)
+            self.close_pipeline(pipeline)
             self.ctl.send(control.ProducerFinal(self.counters(None), _empty_map(), close_ns, term_ns,
                                                 max_rss_kb=max_rss_kb()))
             return
@@ -35,10 +43,6 @@ class Producer(WorkerLifecycle):
             sock.set_option(_engine.OPTIONS["RCVTIMEO"], w.slice_ms)
         sender = _engine.Sender(sock, self.spec.worker.index, w.size, w.messages_per_producer, w.rate,
                                 self.t0_ns, end_ns, w.send_mode, w.sndtimeo_ms * 1_000_000, round_trip)
-        convert = SendConverter(self.spec.run_dir, self.spec.name, self.spec.worker.index, w.size, w.rate,
-                                self.t0_ns, w.compression, round_trip)
-        chunk_rows = (w.chunk_rows + 7) // 8 * 8     # whole bytes of the packed ok-map per chunk
-        pipeline = ChunkPipeline(convert.columns(), chunk_rows, convert, self.spill_dir())
         if not w.rate:
             time.sleep(max(0.0, (self.t0_ns - _engine.now_ns()) / 1e9))
         try:

@@ -16,7 +16,7 @@ from .. import patterns
 from ..config import Workload, check_output_dir
 from ..errors import ConfigError, RunError
 from ..contract.records import SCHEMA_VERSION
-from ..recorder import WRITE_ERRNOS, free_bytes, write_error, write_json_atomic
+from ..recorder import HOLD_BACKLOG_BYTES, WRITE_ERRNOS, free_bytes, write_error, write_json_atomic
 from ..result import RunResult
 from ..versions import clock_pair, host, versions
 from .channel import ControlServer, new_endpoint
@@ -44,14 +44,19 @@ def reserve_bytes(w: Workload) -> int:
 
 def expected_bytes(w: Workload) -> int | None:
     """The records a run will write, or None when its length is unbounded (unpaced with
-    --duration): Parquet rows of every send and every received copy, one raw chunk per worker."""
+    --duration): Parquet rows of every send and every received copy, and the raw chunks each
+    worker keeps in _spill/ while its converter is held (prepared before the loop, up to
+    recorder.HOLD_BACKLOG_BYTES, at least one chunk)."""
     from ..contract.wire import MAX_SEQ
     per_producer = w.messages_per_producer
     if per_producer >= MAX_SEQ:
         return None
     copies = w.consumers if w.fanout else 1
     rows = w.producers * per_producer
-    spill = w.chunk_rows * (w.producers * SPILL_BYTES_PER_ROW["producer"] + w.consumers * SPILL_BYTES_PER_ROW["consumer"])
+    def held(rows: int, row_bytes: int) -> int:
+        return max(min(rows, HOLD_BACKLOG_BYTES // row_bytes), w.chunk_rows) * row_bytes
+    spill = (w.producers * held(per_producer, SPILL_BYTES_PER_ROW["producer"])
+             + w.consumers * held(w.expected_receives_per_consumer, SPILL_BYTES_PER_ROW["consumer"]))
     return rows * PARQUET_BYTES_PER_ROW * (1 + copies) + spill + reserve_bytes(w)
 
 
