@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import os
+import time
 
 import numpy as np
 
@@ -98,3 +99,23 @@ def test_no_expected_rows_no_slots(tmp_path):
     _fill(pipeline, 0, ROWS + 0)
     assert pipeline.close() == 0
     assert np.array_equal(converted[0][0], np.arange(ROWS))
+
+
+def test_a_chunk_converted_while_the_loop_runs_becomes_a_slot_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(recorder, "HOLD_BACKLOG_BYTES", 2 * ROWS * ROW_BYTES)
+    pipeline, converted, spill = _pipeline(tmp_path, expected_rows=0)
+    _fill(pipeline, 0, ROWS)
+    _fill(pipeline, ROWS, ROWS)     # the bound: the converter runs beside the loop
+    deadline = time.monotonic() + 10
+    while not _names(spill, recorder.SLOT_PREFIX + "*") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # the held converter takes the backlog just under its bound: one chunk
+    [recycled] = _names(spill, recorder.SLOT_PREFIX + "*")
+    [waiting] = _names(spill, "*.raw")
+    inode = os.stat(spill / recycled).st_ino
+    _fill(pipeline, 2 * ROWS, ROWS)
+    assert not (spill / recycled).exists()
+    [new] = set(_names(spill, "*.raw")) - {waiting}
+    assert os.stat(spill / new).st_ino == inode, "the spill wrote into the recycled file"
+    assert pipeline.close() == 0 and not spill.exists()
+    assert np.array_equal(np.concatenate([c[0] for c in converted]), np.arange(3 * ROWS))

@@ -46,7 +46,8 @@ SLOT_PREFIX = "slot-"
 take `*.raw` only). On a VM, the first write into a page the guest has not touched lately
 costs a host fault per page (~15 ms per 7 MB chunk here against ~1.5 ms into pages in use:
 a third of an unpaced receive loop's CPU); a slot's pages are touched before the span, and
-each spill overwrites them in place (docs/BENCHMARKS.md 1.6)."""
+each spill overwrites them in place (docs/BENCHMARKS.md 1.6). A chunk converted while the
+loop still runs becomes a slot again instead of being deleted."""
 
 # The writers' pyarrow schemas, derived from the one statement in zmqload.contract.records.
 SENDS_SCHEMA = SENDS.arrow
@@ -201,9 +202,9 @@ class ChunkPipeline:
         self._process = process
         self.error: BaseException | None = None
         self.writer_cpu_s = 0.0          # CPU time the converter spent (recording overhead)
+        self._slots = self._prepare_slots(expected_rows)
         self._thread = threading.Thread(target=self._convert, name="zmqload-writer", daemon=True)
         self._thread.start()
-        self._slots = self._prepare_slots(expected_rows)
 
     def _prepare_slots(self, expected_rows: int) -> list[str]:
         """Spill files for the first `expected_rows` rows (up to the held backlog's bound:
@@ -262,14 +263,15 @@ class ChunkPipeline:
         """Spill what is left and wait for the converter. With abandon_after_s (after an
         interrupt), stop converting after that long; returns the rows left unconverted
         (their raw spill files stay in the hidden spill directory)."""
+        self._loop_over = True
         if self.row:
             self._spill()
-        while self._slots:
-            _remove(self._slots.pop())
         self._stop_at = None if abandon_after_s is None else time.monotonic() + abandon_after_s
         self._released.set()
         self._pending.put(None)
         self._thread.join()
+        while self._slots:
+            _remove(self._slots.pop())
         if self.error is not None:
             raise self.error
         left = self.unconverted_rows
@@ -283,6 +285,8 @@ class ChunkPipeline:
 
     unconverted_rows = 0
     _stop_at: float | None = None
+    _loop_over = False
+    _recycled = 0
 
     def _convert(self) -> None:
         try:    # the lowest priority for this thread only (Linux: a thread id is a pid)
@@ -307,8 +311,15 @@ class ChunkPipeline:
                     for name, dtype in self.columns:
                         chunk[name] = np.fromfile(f, dtype=dtype, count=rows)
                 self._process(chunk, rows)
-                # the part is whole (renamed into place): only now may its raw chunk go
-                os.remove(path)
+                # the part is whole (renamed into place): only now may its raw chunk go; while
+                # the loop spills (past the held backlog's bound), as a slot for the next spill
+                if self._loop_over:
+                    os.remove(path)
+                else:
+                    slot = os.path.join(self.spill_dir, f"{SLOT_PREFIX}r{self._recycled:06d}")
+                    os.replace(path, slot)
+                    self._recycled += 1
+                    self._slots.append(slot)
             except BaseException as exc:    # reported to the loop thread at the next spill
                 self.error = exc
 
