@@ -195,3 +195,19 @@ def test_repair_converts_raw_chunks_like_the_worker(tmp_path):
         assert repaired["counters"][key] == getattr(result, key) == ft.figures_from_records(run_dir)[key]
     assert repaired["counters"]["unknown"] == 0 and ft.identity_holds(repaired["counters"])
     assert not os.path.exists(os.path.join(run_dir, "_spill"))
+
+
+@pytest.mark.timeout(60, method="thread")
+def test_an_inproc_worker_that_fails_after_opening_its_socket_ends_the_run(tmp_path, monkeypatch):
+    """inproc workers are threads sharing the controller's context, whose termination waits
+    for every socket in it: a worker failing with its socket open once hung the run there."""
+    import zmqload
+    from zmqload.errors import RunError
+    from zmqload.runner import producer
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected: no pipeline")
+
+    monkeypatch.setattr(producer, "ChunkPipeline", broken)
+    with pytest.raises(RunError, match="injected: no pipeline"):
+        zmqload.run(pattern="push-pull", transport="inproc", count=1_000, out=str(tmp_path))

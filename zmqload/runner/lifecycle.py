@@ -64,6 +64,7 @@ class WorkerLifecycle:
         self.pattern = patterns.get(self.workload.pattern)
         self.own_context = context is None
         self.context = _engine.Context(self.workload.io_threads) if context is None else context
+        self.sockets: list[_engine.Socket] = []
         self.t0_ns = 0
         self.connect_to: list = []
         self.stop_requested = False
@@ -142,6 +143,7 @@ class WorkerLifecycle:
         """A socket with `options` set, bound (binders) or connected once the controller
         says where (the binders' tcp ports are only known after they bound)."""
         sock = _engine.Socket(self.context, _engine.SOCKET_TYPES[socket_type])
+        self.sockets.append(sock)
         for name, value in options.items():
             if value is not None:
                 sock.set_option(_engine.OPTIONS[name], int(value))
@@ -157,6 +159,12 @@ class WorkerLifecycle:
         self.tcp_queues = TcpQueues(ports_of(self.connect_to))
         self.ctl.send(control.Connected())
         return sock
+
+    def close_sockets(self) -> None:
+        """Close what a failure left open (linger 0): an inproc worker shares the controller's
+        context, whose termination waits for every socket of it, forever."""
+        for sock in self.sockets:
+            sock.close(0)
 
     def spill_dir(self) -> str:
         """Hidden (readers skip names starting with '_') home of raw chunks awaiting conversion."""

@@ -24,13 +24,17 @@ def run_worker(spec: WorkerSpec, context: _engine.Context | None = None) -> None
     process = context is None       # a worker process, not an inproc thread of the controller
     if process:
         _touch(_marker(spec))
+    worker = None
     try:
-        body(spec, ctl, context).run()
+        worker = body(spec, ctl, context)
+        worker.run()
     except BaseException as exc:
         # zmqload's own errors are already the one line a user reads (a full disk names itself)
         message = str(exc) if isinstance(exc, ZmqloadError) else f"{type(exc).__name__}: {exc}"
         ctl.send(control.Failed(message, getattr(exc, "errno", None), traceback.format_exc()))
     finally:
+        if worker is not None:
+            worker.close_sockets()
         orphan = process and not spec.controller_alive()
         ctl.close(linger_ms=0 if orphan else None)     # nobody would ever read it
         if process:
