@@ -32,6 +32,9 @@ CLOSE_ORDERS = ("producer-first", "consumer-first", "after-drain")
 DRAIN_MODES = ("fast", "slow", "none")
 CPU_PLACEMENTS = ("auto", "none")
 DEFAULT_COUNT = 100_000
+UNPACED_RATE_GUESS = 5_000_000
+"""Messages per second one unpaced producer is assumed to reach where only --duration bounds a
+run (loopback's ceiling here, docs/BENCHMARKS.md 1): what its workers prepare spill files for."""
 SOCKET_OPTIONS = "socket options (unset: libzmq's default)"     # a help group
 
 _ENDPOINT = re.compile(
@@ -289,10 +292,18 @@ class Workload:
         return MAX_SEQ
 
     @property
+    def expected_sends_per_producer(self) -> int:
+        """messages_per_producer, or where only --duration bounds it, what an unpaced producer
+        is likely to send (UNPACED_RATE_GUESS)."""
+        if self.messages_per_producer < MAX_SEQ or self.duration is None:
+            return self.messages_per_producer
+        return max(1, int(UNPACED_RATE_GUESS * self.duration))
+
+    @property
     def expected_receives_per_consumer(self) -> int:
         """What one consumer receives if nothing is lost: every message with fan-out, its
         share of them without."""
-        total = self.producers * self.messages_per_producer
+        total = self.producers * self.expected_sends_per_producer
         return total if self.fanout else -(-total // self.consumers)
 
     @property

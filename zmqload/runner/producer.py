@@ -27,7 +27,7 @@ class Producer(WorkerLifecycle):
         chunk_rows = (w.chunk_rows + 7) // 8 * 8     # whole bytes of the packed ok-map per chunk
         # before the start: preparing its spill files takes time (ChunkPipeline)
         pipeline = ChunkPipeline(convert.columns(), chunk_rows, convert, self.spill_dir(),
-                                 expected_rows=w.messages_per_producer)
+                                 expected_rows=w.expected_sends_per_producer)
         self.wait_for_start(sock)
         convert.t0_ns = self.t0_ns
         if self.stop_requested:
