@@ -409,3 +409,65 @@ def test_python_side_call_raises_engine_terminated(engine):
     pull.close(0)
     term.join(5)
     assert not term.is_alive()
+
+
+# --- stamps: the loops' clock (csrc/zl_clock.h) against the OS clock --------------------
+
+def test_stamps_fall_between_two_clock_reads_around_them():
+    """Each stamp, read a whole sleep after its slice's anchor, lies between clock_gettime
+    calls just before and after it (through the TSC where TICK_STAMPS, else the clock)."""
+    triples = _engine.stamp_brackets(40, 10 * MS)
+    rates = [rate for _, _, _, rate in triples]
+    if _engine.TICK_STAMPS:
+        assert rates[-1] > 0, "no tick rate after 400 ms"
+    for before, stamp, after, _ in triples:
+        assert before <= stamp <= after, (before, stamp, after)
+
+
+def test_receive_stamps_follow_the_senders_clock(engine, peer):
+    """A plain pyzmq sender stamps each message with Python's own monotonic clock just
+    before it sends: every t_recv the engine records is at or after that stamp, and before
+    Python's clock read after the slice; over 0.6 s, so tick stamps (if used) are past
+    their first rate."""
+    pull, push = connected_pull(engine, peer, RCVTIMEO=20)
+    receiver = _engine.Receiver(pull)
+    words, t_sent, t_recv, size = receiver_chunk(200)
+    row = 0
+    stop = threading.Event()
+
+    def send():
+        for seq in range(120):
+            push.send(header(0, seq, time.monotonic_ns()))
+            time.sleep(0.005)
+        stop.set()
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    bounds = []
+    while not (stop.is_set() and receiver.received == 120):
+        first = row
+        row = receiver.run_slice(words, t_sent, t_recv, size, row, _engine.now_ns() + 20 * MS)
+        bounds.append((first, row, time.monotonic_ns()))
+        assert len(bounds) < 1000
+    thread.join()
+    assert row == 120
+    assert np.all(t_recv[:row] >= t_sent[:row]), "received before it was sent"
+    for first, last, after in bounds:
+        assert np.all(t_recv[first:last] <= after)
+    assert np.all(np.diff(t_recv[:row]) >= 0)
+
+
+def test_unpaced_send_stamps_lie_in_their_slice_and_travel_in_the_header(engine, peer):
+    push, pull = connected_push(engine, peer, SNDHWM=100_000)
+    sender = _engine.Sender(push, 2, 64, 3_000, 0, 0)
+    t_sent, status = sender_chunk(3_001)    # a row to spare: a full chunk returns before the end
+    row = 0
+    while not sender.finished:
+        before = time.monotonic_ns()
+        first = row
+        row = sender.run_slice(t_sent, status, row, _engine.now_ns() + 2 * MS)
+        after = time.monotonic_ns()
+        assert np.all((t_sent[first:row] >= before) & (t_sent[first:row] <= after))
+        time.sleep(0.01)
+    frames = drain(pull)
+    assert [decode(f)[2] for f in frames] == t_sent[:row].tolist()

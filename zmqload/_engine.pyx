@@ -46,6 +46,42 @@ cdef inline object _error(str what):
     return _engine_error(err, what, zmq_strerror(err).decode())
 
 
+def _clock_is_ticks():
+    """The loops stamp through the TSC only where the kernel's CLOCK_MONOTONIC is the TSC
+    (csrc/zl_clock.h): then the kernel has found it synchronised across CPUs."""
+    if not ZL_HAVE_TICKS:
+        return False
+    try:
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
+            return f.read().strip() == "tsc"
+    except OSError:
+        return False
+
+
+cdef zl_stamp_clock _IMPORT_CLOCK     # every loop's clock starts from this first anchor
+memset(&_IMPORT_CLOCK, 0, sizeof(_IMPORT_CLOCK))
+_IMPORT_CLOCK.enabled = _clock_is_ticks()
+zl_stamp_anchor(&_IMPORT_CLOCK)
+TICK_STAMPS = bool(_IMPORT_CLOCK.enabled)
+
+
+def stamp_brackets(int n, long long gap_ns):
+    """(clock, stamp, clock) read back to back, one triple per `gap_ns` of sleep, each after a
+    new anchor as a loop's slice starts: the loops' stamps against the clock (tests)."""
+    cdef zl_stamp_clock clock = _IMPORT_CLOCK
+    out = []
+    cdef long long before, stamp, after
+    for _ in range(n):
+        with nogil:
+            zl_stamp_anchor(&clock)
+            zl_wait_until(zl_now_ns() + gap_ns)
+            before = zl_now_ns()
+            stamp = zl_stamp(&clock)
+            after = zl_now_ns()
+        out.append((before, stamp, after, clock.ns_per_tick))
+    return out
+
+
 def libzmq_version():
     """Version of the libzmq the engine is linked to, as (major, minor, patch)."""
     cdef int major, minor, patch
@@ -260,6 +296,7 @@ cdef class Sender:
     cdef bint round_trip, awaiting_reply
     cdef long long pending_t_sent
     cdef char reply[64]
+    cdef zl_stamp_clock clock
 
     def __cinit__(self, Socket socket not None, int stream, int size, long long count,
                   long long rate, long long t0_ns, long long end_ns=0,
@@ -282,6 +319,7 @@ cdef class Sender:
         self.mode = SEND_MODES[mode]
         self.timeout_ns = timeout_ns
         self.round_trip = round_trip
+        self.clock = _IMPORT_CLOCK
 
     def __dealloc__(self):
         free(self.buf)
@@ -305,6 +343,7 @@ cdef class Sender:
         # instead of handing libzmq a freed handle.
         self.sock = self.socket._live()
         with nogil:
+            zl_stamp_anchor(&self.clock)
             while row < capacity and not self.finished:
                 if self.awaiting_reply:
                     rc = zmq_recv(self.sock, self.reply, sizeof(self.reply), 0)
@@ -320,7 +359,7 @@ cdef class Sender:
                         self.last_errno = err
                         self.finished = True
                         break
-                    now = zl_now_ns()
+                    now = zl_stamp(&self.clock)
                     self.awaiting_reply = False
                     t_sent[row] = self.pending_t_sent
                     status[row] = ZL_ST_OK
@@ -340,7 +379,7 @@ cdef class Sender:
                         break
                     now = zl_wait_until(due)
                 else:
-                    now = zl_now_ns()
+                    now = zl_stamp(&self.clock)
                 if self.end_ns and now >= self.end_ns:
                     self.finished = True
                     break
@@ -423,6 +462,7 @@ cdef class Receiver:
     cdef readonly int last_errno
     cdef readonly bint terminated
     cdef bint echo
+    cdef zl_stamp_clock clock
 
     def __cinit__(self, Socket socket not None, long long delay_ns=0, int envelope_frames=0,
                   bint echo=False):
@@ -431,6 +471,7 @@ cdef class Receiver:
         self.delay_ns = delay_ns
         self.envelope_frames = envelope_frames
         self.echo = echo
+        self.clock = _IMPORT_CLOCK
 
     def run_slice(self, unsigned long long[::1] words not None, long long[::1] t_sent not None,
                   long long[::1] t_recv not None, int[::1] size not None,
@@ -445,6 +486,7 @@ cdef class Receiver:
             raise ValueError("record columns differ in length")
         self.sock = self.socket._live()     # as in Sender.run_slice
         with nogil:
+            zl_stamp_anchor(&self.clock)
             while row < capacity:
                 frame = 0
                 while frame < self.envelope_frames:
@@ -464,7 +506,7 @@ cdef class Receiver:
                         if err == ETERM:
                             self.terminated = True
                     break
-                now = zl_now_ns()
+                now = zl_stamp(&self.clock)
                 if rc < ZL_HEADER_SIZE:
                     self.foreign += 1
                     if now >= slice_end_ns:

@@ -53,7 +53,14 @@ cdef extern from "zmq.h" nogil:
 
 
 cdef extern from "zl_clock.h" nogil:
+    enum:
+        ZL_HAVE_TICKS
+    ctypedef struct zl_stamp_clock:
+        int enabled
+        double ns_per_tick
     long long zl_now_ns()
+    void zl_stamp_anchor(zl_stamp_clock *c)
+    long long zl_stamp(zl_stamp_clock *c)
     long long zl_wait_until(long long due_ns)
     long long zl_work_until(long long due_ns)
     long long zl_intended_ns(long long t0_ns, long long seq, long long rate)

@@ -37,5 +37,7 @@ def clock_pair() -> dict[str, Any]:
     before = _engine.now_ns()
     realtime = time.time_ns()
     after = _engine.now_ns()
+    # how the loops read it per message (csrc/zl_clock.h): "tsc" (CLOCK_MONOTONIC through one
+    # rdtsc, anchored each slice) or "clock_gettime"
     return {"source": "CLOCK_MONOTONIC", "realtime_ns": realtime, "monotonic_ns": (before + after) // 2,
-            "pair_uncertainty_ns": after - before}
+            "pair_uncertainty_ns": after - before, "stamps": "tsc" if _engine.TICK_STAMPS else "clock_gettime"}
