@@ -10,6 +10,9 @@ round trips of 64 B, paced at 10k/s (open loop, clock_nanosleep to each slot: th
 wakes from idle for every message, as zmqload's consumer does at 10k/s) and back to back;
 one-way = RTT / 2 (each leg is one send, one libzmq I/O-thread hop each side, one receive).
 Target (issue "Engine ceiling"): zmqload's p50 <= the C pair's paced p50(RTT)/2 + 2 us.
+Beside it, bench/baseline_oneway.c times the trip zmqload times, in C: a PUSH paced at 10k/s
+stamps each message before its send, the PULL takes t_recv after its receive (nothing
+recorded), COUNT messages as zmqload's run.
 
     ZMQLOAD_BENCH_ROUNDS=5 .venv/bin/python -m pytest bench/bench_latency.py -o python_files="bench_*.py" \
         -s --benchmark-only --benchmark-columns=median,min,max,rounds
@@ -68,18 +71,34 @@ def c_half_rtt(binary: str, transport: str, rate: int) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def c_one_way(binary: str, transport: str) -> dict:
+    tmp = tempfile.mkdtemp(prefix="zmqload-oneway-")
+    try:
+        endpoint = f"tcp://127.0.0.1:{free_port()}" if transport == "tcp" else f"ipc://{tmp}/oneway"
+        out = subprocess.run([binary, endpoint, str(COUNT), str(RATE), str(SIZE)], check=True,
+                             capture_output=True, text=True, timeout=300).stdout.split()
+        count, p50, p90, p99 = map(int, out)
+        assert count == COUNT
+        return {"p50_us": p50 / 1e3, "p90_us": p90 / 1e3, "p99_us": p99 / 1e3}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 @pytest.mark.parametrize("transport", ["tcp", "ipc"])
 def test_added_latency(benchmark, transport):
     binary = build_c("baseline_pingpong")
+    one_way = build_c("baseline_oneway")
     runners = {
         "zmqload": lambda: zmqload_p50(transport),
         "c_paced": lambda: c_half_rtt(binary, transport, RATE),
         "c_unpaced": lambda: c_half_rtt(binary, transport, 0),
+        "c_oneway": lambda: c_one_way(one_way, transport),
     }
     figures = rotating_rounds(benchmark, runners, ROUNDS)
     med = {name: statistics.median(f["p50_us"] for f in figs) for name, figs in figures.items()}
     print(f"\n{transport}, {SIZE} B, {ROUNDS} rounds: one-way p50 in us (zmqload: t_recv - t_sent from the Parquet, "
-          f"{COUNT:,} messages at {RATE:,}/s; C: RTT/2 of {TRIPS:,} REQ/REP trips)")
+          f"{COUNT:,} messages at {RATE:,}/s; C: RTT/2 of {TRIPS:,} REQ/REP trips; c_oneway: {COUNT:,} PUSH -> PULL "
+          f"messages at {RATE:,}/s, t_recv - t_sent)")
     for name, figs in figures.items():
         print(f"  {name:10s} median {med[name]:7.2f}   rounds p50: " + " ".join(f"{f['p50_us']:.2f}" for f in figs)
               + "   p99: " + " ".join(f"{f['p99_us']:.1f}" for f in figs))
@@ -87,12 +106,14 @@ def test_added_latency(benchmark, transport):
     print("  zmqload histogram p50 (sent): " + " ".join(f"{f['histogram_p50_us']}" for f in z)
           + "   p50 from intended: " + " ".join(f"{f['p50_intended_us']:.2f}" for f in z)
           + f"   generator_limited: {[f['generator_limited'] for f in z]}")
-    added = {name: [a["p50_us"] - b["p50_us"] for a, b in zip(z, figures[name])] for name in ("c_paced", "c_unpaced")}
+    added = {name: [a["p50_us"] - b["p50_us"] for a, b in zip(z, figures[name])]
+             for name in ("c_paced", "c_unpaced", "c_oneway")}
     for name, diffs in added.items():
         print(f"  zmqload - {name:9s} per round: " + " ".join(f"{d:+.2f}" for d in diffs)
               + f"   median {statistics.median(diffs):+.2f} us, of medians {med['zmqload'] - med[name]:+.2f} us"
               + (f"   (target <= +{TARGET_US:.0f} us: {'met' if statistics.median(diffs) <= TARGET_US else 'NOT met'})"
-                 if name == "c_paced" else "   (for reference)"))
+                 if name == "c_paced" else "   (the same one-way trip in C)" if name == "c_oneway"
+                 else "   (for reference)"))
     benchmark.extra_info.update({"transport": transport, "size": SIZE, "rate": RATE, "count": COUNT, "trips": TRIPS,
                                  "rounds": ROUNDS, "figures": figures, "median_p50_us": med,
                                  "added_us": {k: statistics.median(v) for k, v in added.items()}})

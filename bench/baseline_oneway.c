@@ -1,0 +1,111 @@
+/* A second yardstick for zmqload's added latency: the same one-way trip zmqload times, in bare C.
+ *
+ *   baseline_oneway ENDPOINT COUNT RATE SIZE
+ *
+ * Forks a PULL receiver (binds); the parent's PUSH (connects) sends 1,000 untimed messages,
+ * then COUNT of SIZE bytes, message i at its slot t0 + i / RATE (clock_nanosleep to an
+ * absolute CLOCK_MONOTONIC time, open loop like zmqload's pacing), each carrying the
+ * CLOCK_MONOTONIC time read just before its zmq_send in its first 8 bytes. The receiver
+ * takes t_recv after each zmq_recv and prints "count p50_ns p90_ns p99_ns" of t_recv - t_sent:
+ * what zmqload's t_recv_ns - t_sent_ns measures, with nothing recorded.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+#define WARMUP 1000
+
+int main(int argc, char **argv)
+{
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s ENDPOINT COUNT RATE SIZE\n", argv[0]);
+        return 2;
+    }
+    const char *endpoint = argv[1];
+    long count = atol(argv[2]);
+    double rate = atof(argv[3]);
+    size_t size = (size_t)atol(argv[4]);
+    if (size < sizeof(int64_t) || rate <= 0) {
+        fprintf(stderr, "SIZE must be >= 8 and RATE > 0\n");
+        return 2;
+    }
+    int ready[2];
+    if (pipe(ready))
+        return 1;
+    char *buf = calloc(size, 1);
+
+    pid_t pid = fork();
+    if (pid == 0) {                       /* receiver */
+        void *ctx = zmq_ctx_new();
+        void *pull = zmq_socket(ctx, ZMQ_PULL);
+        if (zmq_bind(pull, endpoint) != 0) {
+            fprintf(stderr, "bind %s: %s\n", endpoint, zmq_strerror(zmq_errno()));
+            return 1;
+        }
+        char byte = 1;
+        if (write(ready[1], &byte, 1) != 1)
+            return 1;
+        int64_t *lat = malloc((size_t)count * sizeof *lat);
+        for (long i = 0; i < count + WARMUP; i++) {
+            if (zmq_recv(pull, buf, size, 0) < 0)
+                return 1;
+            int64_t t_recv = now_ns();
+            if (i >= WARMUP) {
+                int64_t t_sent;
+                memcpy(&t_sent, buf, sizeof t_sent);
+                lat[i - WARMUP] = t_recv - t_sent;
+            }
+        }
+        qsort(lat, (size_t)count, sizeof *lat, cmp);
+        printf("%ld %lld %lld %lld\n", count, (long long)lat[count / 2], (long long)lat[count * 9 / 10],
+               (long long)lat[count * 99 / 100]);
+        zmq_close(pull);
+        zmq_ctx_term(ctx);
+        return 0;
+    }
+
+    char byte;
+    if (read(ready[0], &byte, 1) != 1)
+        return 1;
+    void *ctx = zmq_ctx_new();
+    void *push = zmq_socket(ctx, ZMQ_PUSH);
+    if (zmq_connect(push, endpoint) != 0)
+        return 1;
+    for (long i = 0; i < WARMUP; i++)
+        if (zmq_send(push, buf, size, 0) < 0)
+            return 1;
+    int64_t t0 = now_ns() + 10000000LL;   /* the warm-up drained */
+    for (long i = 0; i < count; i++) {
+        int64_t slot = t0 + (int64_t)((double)i * 1e9 / rate);
+        struct timespec ts = {slot / 1000000000LL, slot % 1000000000LL};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        int64_t t_sent = now_ns();
+        memcpy(buf, &t_sent, sizeof t_sent);
+        if (zmq_send(push, buf, size, 0) < 0)
+            return 1;
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    zmq_close(push);
+    zmq_ctx_term(ctx);
+    free(buf);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
