@@ -58,30 +58,27 @@ def zmqload_p50(transport: str) -> dict:
         shutil.rmtree(out, ignore_errors=True)
 
 
-def c_half_rtt(binary: str, transport: str, rate: int) -> dict:
-    tmp = tempfile.mkdtemp(prefix="zmqload-pingpong-")
+def c_p50s(binary: str, transport: str, count: int, rate: int, per_trip: int) -> dict:
+    """Run a C yardstick (prints "count p50 p90 p99" in ns) and return its figures in us,
+    divided by per_trip (2: half a round trip)."""
+    tmp = tempfile.mkdtemp(prefix="zmqload-c-latency-")
     try:
-        endpoint = f"tcp://127.0.0.1:{free_port()}" if transport == "tcp" else f"ipc://{tmp}/pingpong"
-        out = subprocess.run([binary, endpoint, str(TRIPS), str(rate), str(SIZE)], check=True,
+        endpoint = f"tcp://127.0.0.1:{free_port()}" if transport == "tcp" else f"ipc://{tmp}/latency"
+        out = subprocess.run([binary, endpoint, str(count), str(rate), str(SIZE)], check=True,
                              capture_output=True, text=True, timeout=300).stdout.split()
-        count, p50, p90, p99 = map(int, out)
-        assert count == TRIPS
-        return {"p50_us": p50 / 2e3, "p90_us": p90 / 2e3, "p99_us": p99 / 2e3}
+        done, p50, p90, p99 = map(int, out)
+        assert done == count
+        return {f"p{q}_us": ns / per_trip / 1e3 for q, ns in ((50, p50), (90, p90), (99, p99))}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def c_half_rtt(binary: str, transport: str, rate: int) -> dict:
+    return c_p50s(binary, transport, TRIPS, rate, 2)
 
 
 def c_one_way(binary: str, transport: str) -> dict:
-    tmp = tempfile.mkdtemp(prefix="zmqload-oneway-")
-    try:
-        endpoint = f"tcp://127.0.0.1:{free_port()}" if transport == "tcp" else f"ipc://{tmp}/oneway"
-        out = subprocess.run([binary, endpoint, str(COUNT), str(RATE), str(SIZE)], check=True,
-                             capture_output=True, text=True, timeout=300).stdout.split()
-        count, p50, p90, p99 = map(int, out)
-        assert count == COUNT
-        return {"p50_us": p50 / 1e3, "p90_us": p90 / 1e3, "p99_us": p99 / 1e3}
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return c_p50s(binary, transport, COUNT, RATE, 1)
 
 
 @pytest.mark.parametrize("transport", ["tcp", "ipc"])
