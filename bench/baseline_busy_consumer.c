@@ -25,18 +25,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
+#include "baseline_common.h"
 
 int main(int argc, char **argv)
 {
@@ -59,8 +48,7 @@ int main(int argc, char **argv)
 
     pid_t pid = fork();
     if (pid == 0) {                       /* producer */
-        char byte;
-        if (read(ready[0], &byte, 1) != 1)
+        if (await_ready(ready[0]))
             return 1;
         void *ctx = zmq_ctx_new();
         void *out = zmq_socket(ctx, pubsub ? ZMQ_PUB : ZMQ_PUSH);
@@ -94,12 +82,9 @@ int main(int argc, char **argv)
         zmq_setsockopt(in, ZMQ_SUBSCRIBE, "", 0);
     int timeout = 1000;
     zmq_setsockopt(in, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
-    if (zmq_bind(in, endpoint) != 0) {
-        fprintf(stderr, "bind %s: %s\n", endpoint, zmq_strerror(zmq_errno()));
+    if (bind_or_say(in, endpoint))
         return 1;
-    }
-    char byte = 1;
-    if (write(ready[1], &byte, 1) != 1)
+    if (signal_ready(ready[1]))
         return 1;
     char *buf = malloc(size);
     int64_t *t = malloc(sizeof(int64_t) * (size_t)count);

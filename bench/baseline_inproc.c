@@ -15,12 +15,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
+#include "baseline_common.h"
 
 static void *ctx;
 static long count;

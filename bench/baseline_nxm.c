@@ -23,12 +23,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
+#include "baseline_common.h"
 
 struct report { int64_t kind, msgs, t; };   /* kind 0: sender's first send, 1: receiver's last receive */
 
@@ -38,12 +33,9 @@ static int receiver(int port, int n, size_t size, int ready_fd, int result_fd)
     snprintf(endpoint, sizeof endpoint, "tcp://127.0.0.1:%d", port);
     void *ctx = zmq_ctx_new();
     void *pull = zmq_socket(ctx, ZMQ_PULL);
-    if (zmq_bind(pull, endpoint) != 0) {
-        fprintf(stderr, "bind %s: %s\n", endpoint, zmq_strerror(zmq_errno()));
+    if (bind_or_say(pull, endpoint))
         return 1;
-    }
-    char byte = 1;
-    if (write(ready_fd, &byte, 1) != 1)
+    if (signal_ready(ready_fd))
         return 1;
     char *buf = malloc(size);
     int64_t msgs = 0;
@@ -120,8 +112,7 @@ int main(int argc, char **argv)
         if (fork() == 0)
             return receiver(base_port + j, n, size, ready[1], result[1]);
     for (int j = 0; j < m; j++) {
-        char byte;
-        if (read(ready[0], &byte, 1) != 1)
+        if (await_ready(ready[0]))
             return 1;
     }
     for (int i = 0; i < n; i++)

@@ -18,18 +18,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
+#include "baseline_common.h"
 
 #define WARMUP 1000
 
@@ -56,12 +45,9 @@ int main(int argc, char **argv)
     if (pid == 0) {                       /* receiver */
         void *ctx = zmq_ctx_new();
         void *pull = zmq_socket(ctx, ZMQ_PULL);
-        if (zmq_bind(pull, endpoint) != 0) {
-            fprintf(stderr, "bind %s: %s\n", endpoint, zmq_strerror(zmq_errno()));
+        if (bind_or_say(pull, endpoint))
             return 1;
-        }
-        char byte = 1;
-        if (write(ready[1], &byte, 1) != 1)
+        if (signal_ready(ready[1]))
             return 1;
         int64_t *lat = malloc((size_t)count * sizeof *lat);
         for (long i = 0; i < count + WARMUP; i++) {
@@ -74,16 +60,13 @@ int main(int argc, char **argv)
                 lat[i - WARMUP] = t_recv - t_sent;
             }
         }
-        qsort(lat, (size_t)count, sizeof *lat, cmp);
-        printf("%ld %lld %lld %lld\n", count, (long long)lat[count / 2], (long long)lat[count * 9 / 10],
-               (long long)lat[count * 99 / 100]);
+        print_percentiles(lat, count);
         zmq_close(pull);
         zmq_ctx_term(ctx);
         return 0;
     }
 
-    char byte;
-    if (read(ready[0], &byte, 1) != 1)
+    if (await_ready(ready[0]))
         return 1;
     void *ctx = zmq_ctx_new();
     void *push = zmq_socket(ctx, ZMQ_PUSH);

@@ -16,18 +16,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
+#include "baseline_common.h"
 
 #define WARMUP 1000
 
@@ -50,12 +39,9 @@ int main(int argc, char **argv)
     if (pid == 0) {                       /* echo server */
         void *ctx = zmq_ctx_new();
         void *rep = zmq_socket(ctx, ZMQ_REP);
-        if (zmq_bind(rep, endpoint) != 0) {
-            fprintf(stderr, "bind %s: %s\n", endpoint, zmq_strerror(zmq_errno()));
+        if (bind_or_say(rep, endpoint))
             return 1;
-        }
-        char byte = 1;
-        if (write(ready[1], &byte, 1) != 1)
+        if (signal_ready(ready[1]))
             return 1;
         for (long i = 0; i < count + WARMUP; i++) {
             int got = zmq_recv(rep, buf, size, 0);
@@ -67,8 +53,7 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    char byte;
-    if (read(ready[0], &byte, 1) != 1)
+    if (await_ready(ready[0]))
         return 1;
     void *ctx = zmq_ctx_new();
     void *req = zmq_socket(ctx, ZMQ_REQ);
@@ -92,9 +77,7 @@ int main(int argc, char **argv)
     }
     int status;
     waitpid(pid, &status, 0);
-    qsort(rtt, (size_t)count, sizeof *rtt, cmp);
-    printf("%ld %lld %lld %lld\n", count, (long long)rtt[count / 2], (long long)rtt[count * 9 / 10],
-           (long long)rtt[count * 99 / 100]);
+    print_percentiles(rtt, count);
     zmq_close(req);
     zmq_ctx_term(ctx);
     free(rtt);

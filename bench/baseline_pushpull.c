@@ -21,12 +21,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
+#include "baseline_common.h"
 
 /* Pin the calling thread to `cpu` and the I/O thread that `ctx` will start to `io_cpu`
  * (the I/O thread starts with the first socket, so this runs before it). */
@@ -60,12 +55,9 @@ int main(int argc, char **argv)
         void *ctx = zmq_ctx_new();
         place(ctx, placement, 1);
         void *pull = zmq_socket(ctx, ZMQ_PULL);
-        if (zmq_bind(pull, endpoint) != 0) {
-            fprintf(stderr, "bind %s: %s\n", endpoint, zmq_strerror(zmq_errno()));
+        if (bind_or_say(pull, endpoint))
             return 1;
-        }
-        char byte = 1;
-        if (write(ready[1], &byte, 1) != 1)
+        if (signal_ready(ready[1]))
             return 1;
         char *buf = malloc(size);
         int64_t last = 0;
@@ -82,8 +74,7 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    char byte;
-    if (read(ready[0], &byte, 1) != 1)
+    if (await_ready(ready[0]))
         return 1;
     void *ctx = zmq_ctx_new();
     place(ctx, placement, 0);

@@ -31,11 +31,12 @@ def build_c_baseline() -> str:
 
 def build_c(name: str) -> str:
     """bench/NAME.c compiled against the system libzmq (pkg-config) into bench/.build/NAME,
-    again only when the source is newer."""
+    again only when it or the header the baselines share is newer."""
     os.makedirs(BUILD_DIR, exist_ok=True)
     binary = os.path.join(BUILD_DIR, name)
     source = os.path.join(HERE, f"{name}.c")
-    if not os.path.exists(binary) or os.path.getmtime(binary) < os.path.getmtime(source):
+    newest = max(os.path.getmtime(source), os.path.getmtime(os.path.join(HERE, "baseline_common.h")))
+    if not os.path.exists(binary) or os.path.getmtime(binary) < newest:
         flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libzmq"], check=True,
                                capture_output=True, text=True).stdout.split()
         subprocess.run([os.environ.get("CC", "cc"), "-O2", "-o", binary, source, *flags], check=True)
