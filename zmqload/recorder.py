@@ -49,6 +49,12 @@ a third of an unpaced receive loop's CPU); a slot's pages are touched before the
 each spill overwrites them in place (docs/BENCHMARKS.md 1.6). A chunk converted while the
 loop still runs becomes a slot again instead of being deleted."""
 
+def held_spill_bytes(rows: int, row_bytes: int, chunk_rows: int) -> int:
+    """Raw spill a worker holds while its converter waits: its rows, up to HOLD_BACKLOG_BYTES
+    (a whole chunk where one is larger). Its slots are prepared for this much."""
+    return min(rows * row_bytes, max(HOLD_BACKLOG_BYTES, chunk_rows * row_bytes))
+
+
 # The writers' pyarrow schemas, derived from the one statement in zmqload.contract.records.
 SENDS_SCHEMA = SENDS.arrow
 RECVS_SCHEMA = RECVS.arrow
@@ -198,7 +204,8 @@ class ChunkPipeline:
         self._spilled_at = time.monotonic()
         self._pending: queue.Queue = queue.Queue()
         self._released = threading.Event()       # set: the converter may run (HOLD_BACKLOG_BYTES)
-        self._chunk_bytes = rows * sum(d.itemsize for _, d in self.columns)
+        self._row_bytes = sum(d.itemsize for _, d in self.columns)
+        self._chunk_bytes = rows * self._row_bytes
         self._process = process
         self.error: BaseException | None = None
         self.writer_cpu_s = 0.0          # CPU time the converter spent (recording overhead)
@@ -211,8 +218,7 @@ class ChunkPipeline:
         past it, the converter frees pages as fast as spills take them), written before the
         loop so that its spills write into pages already in use (SLOT_PREFIX). Best effort:
         a disk without room for them gets fewer."""
-        row_bytes = self._chunk_bytes // self.capacity
-        left = min(expected_rows * row_bytes, max(HOLD_BACKLOG_BYTES, self._chunk_bytes))
+        left = held_spill_bytes(expected_rows, self._row_bytes, self.capacity)
         slots: list[str] = []
         zeros = np.zeros(min(left, self._chunk_bytes), np.uint8)
         while left > 0:
@@ -253,7 +259,7 @@ class ChunkPipeline:
                 os.replace(slot, path)
         except OSError as exc:
             _remove(written)       # a partial chunk is unreadable; its rows are lost with the disk
-            raise write_error(exc, self.spill_dir, self.row * sum(d.itemsize for _, d in self.columns)) from None
+            raise write_error(exc, self.spill_dir, self.row * self._row_bytes) from None
         self._spilled_at = time.monotonic()
         self._pending.put((path, self.row))
         self._spilled += 1

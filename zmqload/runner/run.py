@@ -16,7 +16,7 @@ from .. import patterns
 from ..config import Workload, check_output_dir
 from ..errors import ConfigError, RunError
 from ..contract.records import SCHEMA_VERSION
-from ..recorder import HOLD_BACKLOG_BYTES, WRITE_ERRNOS, free_bytes, write_error, write_json_atomic
+from ..recorder import WRITE_ERRNOS, free_bytes, held_spill_bytes, write_error, write_json_atomic
 from ..result import RunResult
 from ..versions import clock_pair, host, versions
 from .channel import ControlServer, new_endpoint
@@ -54,7 +54,7 @@ def expected_bytes(w: Workload) -> int | None:
     copies = w.consumers if w.fanout else 1
     rows = w.producers * per_producer
     def held(rows: int, row_bytes: int) -> int:
-        return max(min(rows, HOLD_BACKLOG_BYTES // row_bytes), w.chunk_rows) * row_bytes
+        return max(held_spill_bytes(rows, row_bytes, w.chunk_rows), w.chunk_rows * row_bytes)
     spill = (w.producers * held(per_producer, SPILL_BYTES_PER_ROW["producer"])
              + w.consumers * held(w.expected_receives_per_consumer, SPILL_BYTES_PER_ROW["consumer"]))
     return rows * PARQUET_BYTES_PER_ROW * (1 + copies) + spill + reserve_bytes(w)
