@@ -413,6 +413,20 @@ def test_python_side_call_raises_engine_terminated(engine):
 
 # --- stamps: the loops' clock (csrc/zl_clock.h) against the OS clock --------------------
 
+def test_stamps_go_through_the_tsc_exactly_where_the_kernels_clock_is_the_tsc():
+    """What run.json's clock.stamps says, against the machine as sysfs describes it."""
+    import platform
+    from zmqload.versions import clock_pair
+    try:
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
+            source = f.read().strip()
+    except OSError:
+        source = None
+    ticks = platform.machine() == "x86_64" and source == "tsc"
+    assert _engine.TICK_STAMPS is ticks
+    assert clock_pair()["stamps"] == ("tsc" if ticks else "clock_gettime")
+
+
 def test_stamps_fall_between_two_clock_reads_around_them():
     """Each stamp, read a whole sleep after its slice's anchor, lies between clock_gettime
     calls just before and after it (through the TSC where TICK_STAMPS, else the clock)."""
