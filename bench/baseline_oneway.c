@@ -1,14 +1,21 @@
 /* A second yardstick for zmqload's added latency: the same one-way trip zmqload times, in bare C.
  *
- *   baseline_oneway ENDPOINT COUNT RATE SIZE
+ *   baseline_oneway ENDPOINT COUNT RATE SIZE [sleep|spin]
  *
  * Forks a PULL receiver (binds); the parent's PUSH (connects) sends 1,000 untimed messages,
- * then COUNT of SIZE bytes, message i at its slot t0 + i / RATE (clock_nanosleep to an
- * absolute CLOCK_MONOTONIC time, open loop like zmqload's pacing), each carrying the
+ * then COUNT of SIZE bytes, message i at its slot t0 + i / RATE (open loop like zmqload's
+ * pacing), each carrying the
  * CLOCK_MONOTONIC time read just before its zmq_send in its first 8 bytes. The receiver
  * takes t_recv after each zmq_recv and prints "count p50_ns p90_ns p99_ns" of t_recv - t_sent:
  * what zmqload's t_recv_ns - t_sent_ns measures, with nothing recorded.
+ *
+ * How the sender waits for a slot moves the trip's p50 on a VM by more than the 2 us asked
+ * (docs/BENCHMARKS.md 1.5), so both ways are here: `sleep` (the default) clock_nanosleeps to
+ * the slot; `spin` waits as zmqload's producer does (csrc/zl_clock.h, written out again here):
+ * with more than 80 us left it sleeps to 40 us before the slot, then it spins, calling
+ * sched_yield while more than 4 us are left.
  */
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,10 +29,30 @@
 
 #define WARMUP 1000
 
+static void wait_until(int64_t due, int spin)
+{
+    int64_t now = now_ns();
+    while (now < due) {
+        if (!spin || due - now > 80000) {
+            int64_t target = spin ? due - 40000 : due;
+            struct timespec ts = {target / 1000000000LL, target % 1000000000LL};
+            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        } else if (due - now > 4000) {
+            sched_yield();
+        }
+        now = now_ns();
+    }
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: %s ENDPOINT COUNT RATE SIZE\n", argv[0]);
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: %s ENDPOINT COUNT RATE SIZE [sleep|spin]\n", argv[0]);
+        return 2;
+    }
+    int spin = argc == 6 && strcmp(argv[5], "spin") == 0;
+    if (argc == 6 && !spin && strcmp(argv[5], "sleep") != 0) {
+        fprintf(stderr, "the pacing must be sleep or spin\n");
         return 2;
     }
     const char *endpoint = argv[1];
@@ -78,8 +105,7 @@ int main(int argc, char **argv)
     int64_t t0 = now_ns() + 10000000LL;   /* the warm-up drained */
     for (long i = 0; i < count; i++) {
         int64_t slot = t0 + (int64_t)((double)i * 1e9 / rate);
-        struct timespec ts = {slot / 1000000000LL, slot % 1000000000LL};
-        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        wait_until(slot, spin);
         int64_t t_sent = now_ns();
         memcpy(buf, &t_sent, sizeof t_sent);
         if (zmq_send(push, buf, size, 0) < 0)
