@@ -10,6 +10,9 @@
 #include <time.h>
 #include <sched.h>
 #include <errno.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 static inline int64_t zl_now_ns(void)
 {
@@ -89,17 +92,29 @@ static inline int64_t zl_stamp(zl_stamp_clock *c)
 }
 
 /* The producer's pacing: sleep through long waits, spin through short ones: the kernel's wake-up latency
- * (tens of microseconds) would otherwise make rates above ~20k msg/s unreachable. */
+ * (tens of microseconds) would otherwise put every send that late, and rates above ~20k msg/s out of step.
+ * With spin_below_ns 0 it sleeps to the due time itself (--pacing sleep): each send as late as the kernel
+ * wakes the thread, as an application's sleeping sender; the spin changes how the kernel places the other
+ * side's wake-ups, and with it the one-way latency (docs/BENCHMARKS.md 1.5). */
 #define ZL_SPIN_BELOW_NS 80000LL
 #define ZL_YIELD_ABOVE_NS 4000LL
 
-static inline int64_t zl_wait_until(int64_t due_ns)
+/* The spin only covers the sleep's overshoot if the kernel may not add its default 50 us of
+ * timer slack to it: the spinning thread's slack is 1 ns (a sleeping sender keeps the default). */
+static inline void zl_tighten_timer_slack(void)
+{
+#if defined(__linux__)
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+#endif
+}
+
+static inline int64_t zl_wait_until(int64_t due_ns, int64_t spin_below_ns)
 {
     int64_t now = zl_now_ns();
     while (now < due_ns) {
         int64_t left = due_ns - now;
-        if (left > ZL_SPIN_BELOW_NS) {
-            int64_t target = due_ns - ZL_SPIN_BELOW_NS / 2;
+        if (left > spin_below_ns) {
+            int64_t target = due_ns - spin_below_ns / 2;
             struct timespec ts;
             ts.tv_sec = target / 1000000000LL;
             ts.tv_nsec = target % 1000000000LL;

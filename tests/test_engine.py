@@ -142,6 +142,35 @@ def test_sender_marks_the_run_finished_after_count(engine, peer):
     assert [decode(pull.recv())[1] for _ in range(5)] == list(range(5))
 
 
+def test_pacing_spin_keeps_the_schedule_and_pacing_sleep_spends_less_cpu(engine, peer):
+    """--pacing: spinning through the last stretch before each slot sends on time; sleeping to
+    the slot sends as late as the kernel wakes the thread (its default timer slack alone is
+    50 us) and spends no CPU spinning. Lateness against the schedule as plain arithmetic
+    (t0 + i / rate); CPU of this thread (the loop runs in it)."""
+    push, pull = connected_push(engine, peer, SNDTIMEO=1000)
+    rate, count = 5_000, 250         # 50 ms of slots, 200 us apart
+
+    def paced(spin_below_ns: int) -> tuple[float, int]:
+        t0 = _engine.now_ns() + 20 * MS
+        sender = _engine.Sender(push, 0, 16, count, rate, t0, spin_below_ns=spin_below_ns)
+        t_sent, status = sender_chunk(count + 1)     # room for the slice that finds the run done
+        cpu = time.thread_time_ns()
+        row = 0
+        while not sender.finished:
+            row = sender.run_slice(t_sent, status, row, _engine.now_ns() + 20 * MS)
+        cpu = time.thread_time_ns() - cpu
+        assert row == count and (status[:count] == SendStatus.OK).all()
+        assert [decode(pull.recv())[1] for _ in range(count)] == list(range(count))
+        late = t_sent[:count] - (t0 + np.arange(count) * 1_000_000_000 // rate)
+        assert (late >= 0).all()
+        return float(np.median(late)), cpu
+
+    late_spin, cpu_spin = paced(_engine.SPIN_BELOW_NS)
+    late_sleep, cpu_sleep = paced(0)
+    assert late_spin * 4 < late_sleep, (late_spin, late_sleep)
+    assert cpu_sleep < cpu_spin, (cpu_sleep, cpu_spin)
+
+
 def _small_pipe(engine, peer, **push_options):
     """PUSH -> PULL whose HWMs and kernel buffers fill after a few 16 KB messages, with the
     pyzmq side not reading."""
@@ -239,10 +268,10 @@ def test_receiver_slice_returns_when_its_chunk_is_full(engine, peer):
     assert size.tolist() == [24 + seq % 3 for seq in range(100)]
     assert (t_recv >= start).all() and np.all(np.diff(t_recv) >= 0)
 
-    # The next slice takes the rest and returns when RCVTIMEO passes with nothing to read.
+    # The next slice takes the rest and returns at its deadline with nothing left to read.
     words, t_sent, t_recv, size = receiver_chunk(100)
     start = _engine.now_ns()
-    assert receiver.run_slice(words, t_sent, t_recv, size, 0, start + 10_000 * MS) == 50
+    assert receiver.run_slice(words, t_sent, t_recv, size, 0, start + 300 * MS) == 50
     assert 300 * MS <= _engine.now_ns() - start < 5_000 * MS
     assert (words[:50] & np.uint64(SEQ_MASK)).tolist() == list(range(100, 150))
     assert receiver.received == 150 and receiver.errors == 0
@@ -263,14 +292,65 @@ def test_receiver_slice_returns_at_its_deadline_while_messages_keep_coming(engin
     assert (words[:rows] & np.uint64(SEQ_MASK)).tolist() == list(range(rows))
 
 
-def test_receiver_with_nothing_to_read_returns_after_rcvtimeo(engine):
-    pull = engine("PULL", RCVTIMEO=50)
+def _idle_slice(receiver, ms: int) -> int:
+    """Run one slice of `ms` with nothing to read; returns how long it took (ns)."""
+    start = _engine.now_ns()
+    assert receiver.run_slice(*receiver_chunk(10), 0, start + ms * MS) == 0
+    return _engine.now_ns() - start
+
+
+@pytest.mark.skipif(_engine.SLICE_SIGNAL is None, reason="no per-thread timer signals on this OS (Linux only)")
+def test_receiver_with_nothing_to_read_blocks_without_a_timeout_until_its_slice_ends(engine):
+    """The wait has no receive timeout (each wake-up would pay for one); the slice's own timer
+    ends it: RCVTIMEO set by the caller is replaced by -1, and the slice still ends on time."""
+    pull = engine("PULL", RCVTIMEO=10_000)
     pull.bind("tcp://127.0.0.1:*")
     receiver = _engine.Receiver(pull)
-    start = _engine.now_ns()
-    assert receiver.run_slice(*receiver_chunk(10), 0, start + 10_000 * MS) == 0
-    assert 50 * MS <= _engine.now_ns() - start < 2_000 * MS
+    for _ in range(3):
+        assert 50 * MS <= _idle_slice(receiver, 50) < 1_000 * MS
+    assert receiver.slice_timer and pull.get_option(_engine.OPTIONS["RCVTIMEO"]) == -1
     assert receiver.received == receiver.errors == 0 and not receiver.terminated
+
+
+@pytest.mark.skipif(_engine.SLICE_SIGNAL is None, reason="no per-thread timer signals on this OS (Linux only)")
+def test_a_signal_before_the_slice_ends_does_not_end_it(engine):
+    """Someone else's signal, or the slice signal itself arriving early, interrupts the wait;
+    the loop goes back to waiting until its deadline."""
+    import signal
+    pull = engine("PULL")
+    pull.bind("tcp://127.0.0.1:*")
+    receiver = _engine.Receiver(pull)
+    me = threading.get_ident()
+    previous = signal.signal(signal.SIGUSR1, lambda *_: None)
+    try:
+        kills = [threading.Timer(0.02 * k, signal.pthread_kill, (me, sig))
+                 for k, sig in enumerate((signal.SIGUSR1, _engine.SLICE_SIGNAL, signal.SIGUSR1), start=1)]
+        for kill in kills:
+            kill.start()
+        assert 150 * MS <= _idle_slice(receiver, 150) < 2_000 * MS
+        for kill in kills:
+            kill.join()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert receiver.slice_timer and receiver.errors == 0
+
+
+@pytest.mark.skipif(_engine.SLICE_SIGNAL is None, reason="no per-thread timer signals on this OS (Linux only)")
+def test_where_the_slice_signal_is_taken_the_receive_timeout_ends_the_slice(engine):
+    """A handler of someone else's on the engine's signal: the Receiver leaves it alone and
+    falls back to RCVTIMEO of the slice's length."""
+    import signal
+    pull = engine("PULL")
+    pull.bind("tcp://127.0.0.1:*")
+    signal.signal(_engine.SLICE_SIGNAL, lambda *_: None)
+    try:
+        receiver = _engine.Receiver(pull)
+        assert 60 * MS <= _idle_slice(receiver, 60) < 1_000 * MS
+        assert not receiver.slice_timer and pull.get_option(_engine.OPTIONS["RCVTIMEO"]) == 60
+    finally:
+        signal.signal(_engine.SLICE_SIGNAL, signal.SIG_DFL)
+    assert 60 * MS <= _idle_slice(receiver, 60) < 1_000 * MS       # its own again
+    assert receiver.slice_timer
 
 
 def test_round_trip_sender_records_when_each_reply_arrives(engine, peer):
@@ -312,7 +392,7 @@ def test_receiver_skips_envelope_frames(engine, peer):
         dealer.send(header(2, seq, 100 + seq, 32))
     receiver = _engine.Receiver(router, envelope_frames=1)     # ROUTER prepends the peer's id
     words, t_sent, t_recv, size = receiver_chunk(20)
-    assert receiver.run_slice(words, t_sent, t_recv, size, 0, _engine.now_ns() + 5_000 * MS) == 10
+    assert receiver.run_slice(words, t_sent, t_recv, size, 0, _engine.now_ns() + 300 * MS) == 10
     assert (words[:10] & np.uint64(SEQ_MASK)).tolist() == list(range(10))
     assert t_sent[:10].tolist() == [100 + seq for seq in range(10)] and (size[:10] == 32).all()
     assert receiver.foreign == 0

@@ -16,6 +16,8 @@ STATUS_EAGAIN: Final[int]
 STATUS_TIMEOUT: Final[int]
 STATUS_ERROR: Final[int]
 SEND_MODES: Final[dict[str, int]]
+SPIN_BELOW_NS: Final[int]
+SLICE_SIGNAL: Final[int | None]
 SOCKET_TYPES: Final[dict[str, int]]
 OPTIONS: Final[dict[str, int]]
 
@@ -56,7 +58,7 @@ class Socket:
 class Sender:
     def __new__(cls, socket: Socket, stream: int, size: int, count: int, rate: int, t0_ns: int,
                 end_ns: int = 0, mode: Literal["block", "dontwait", "timeout"] = "block",
-                timeout_ns: int = 0, round_trip: bool = False) -> Self: ...
+                timeout_ns: int = 0, round_trip: bool = False, spin_below_ns: int = ...) -> Self: ...
     @property
     def next_seq(self) -> int: ...
     @property
@@ -110,6 +112,8 @@ class Receiver:
     def last_errno(self) -> int: ...
     @property
     def terminated(self) -> bool: ...
+    @property
+    def slice_timer(self) -> bool: ...
     def run_slice(self, words: npt.NDArray[np.uint64], t_sent: npt.NDArray[np.int64],
                   t_recv: npt.NDArray[np.int64], size: npt.NDArray[np.intc], row: int,
                   slice_end_ns: int) -> int: ...

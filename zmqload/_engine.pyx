@@ -28,6 +28,8 @@ WARMUP_STREAM = ZL_WARMUP_STREAM
 MAX_STREAMS = ZL_MAX_STREAMS
 STATUS_OK, STATUS_EAGAIN, STATUS_TIMEOUT, STATUS_ERROR = ZL_ST_OK, ZL_ST_EAGAIN, ZL_ST_TIMEOUT, ZL_ST_ERROR
 SEND_MODES = {"block": ZL_MODE_BLOCK, "dontwait": ZL_MODE_DONTWAIT, "timeout": ZL_MODE_TIMEOUT}
+SPIN_BELOW_NS = ZL_SPIN_BELOW_NS    # a paced Sender spins through waits this short (0: sleeps only)
+SLICE_SIGNAL = zl_slice_signal_number() if zl_slice_signal_number() > 0 else None   # ends a Receiver's slice
 
 SOCKET_TYPES = {
     "PAIR": ZMQ_PAIR, "PUB": ZMQ_PUB, "SUB": ZMQ_SUB, "REQ": ZMQ_REQ, "REP": ZMQ_REP,
@@ -74,7 +76,7 @@ def stamp_brackets(int n, long long gap_ns):
     for _ in range(n):
         with nogil:
             zl_stamp_anchor(&clock)
-            zl_wait_until(zl_now_ns() + gap_ns)
+            zl_wait_until(zl_now_ns() + gap_ns, ZL_SPIN_BELOW_NS)
             before = zl_now_ns()
             stamp = zl_stamp(&clock)
             after = zl_now_ns()
@@ -284,7 +286,7 @@ cdef class Sender:
     cdef int size
     cdef int mode
     cdef uint64_t stream
-    cdef long long rate, t0_ns, end_ns, timeout_ns, blocked_since
+    cdef long long rate, t0_ns, end_ns, timeout_ns, blocked_since, spin_below_ns
     cdef readonly long long next_seq, count
     cdef readonly long long sent, eagain, timeouts, errors
     cdef readonly long long t_first_send_ns, t_last_send_ns
@@ -300,11 +302,14 @@ cdef class Sender:
 
     def __cinit__(self, Socket socket not None, int stream, int size, long long count,
                   long long rate, long long t0_ns, long long end_ns=0,
-                  str mode="block", long long timeout_ns=0, bint round_trip=False):
+                  str mode="block", long long timeout_ns=0, bint round_trip=False,
+                  long long spin_below_ns=ZL_SPIN_BELOW_NS):
         if size < ZL_HEADER_SIZE:
             raise ValueError(f"size must be >= {ZL_HEADER_SIZE}")
         if mode not in SEND_MODES:
             raise ValueError(f"unknown send mode {mode!r}")
+        if spin_below_ns < 0:
+            raise ValueError("spin_below_ns must be >= 0")
         self.socket = socket
         self.sock = socket._live()
         self.buf = <char *>calloc(size, 1)
@@ -319,6 +324,7 @@ cdef class Sender:
         self.mode = SEND_MODES[mode]
         self.timeout_ns = timeout_ns
         self.round_trip = round_trip
+        self.spin_below_ns = spin_below_ns
         self.clock = _IMPORT_CLOCK
 
     def __dealloc__(self):
@@ -342,6 +348,8 @@ cdef class Sender:
         # Per slice, not per message: a socket closed since the last slice raises here
         # instead of handing libzmq a freed handle.
         self.sock = self.socket._live()
+        if self.rate > 0 and self.spin_below_ns > 0:
+            zl_tighten_timer_slack()    # per slice: the thread calling may change
         with nogil:
             zl_stamp_anchor(&self.clock)
             while row < capacity and not self.finished:
@@ -375,9 +383,9 @@ cdef class Sender:
                 if self.rate > 0:
                     due = zl_intended_ns(self.t0_ns, self.next_seq, self.rate)
                     if due > slice_end_ns:
-                        zl_wait_until(slice_end_ns)
+                        zl_wait_until(slice_end_ns, self.spin_below_ns)
                         break
-                    now = zl_wait_until(due)
+                    now = zl_wait_until(due, self.spin_below_ns)
                 else:
                     now = zl_stamp(&self.clock)
                 if self.end_ns and now >= self.end_ns:
@@ -449,9 +457,16 @@ cdef class Receiver:
     Records per message: the raw header word (stream << 48 | seq), t_sent_ns from the header,
     t_recv_ns and the size. Warm-up messages and frames shorter than the header are counted,
     not recorded. `delay_ns` simulates work per message (a slow consumer).
+
+    The receive blocks without a timeout and a timer of the thread's own interrupts it at the
+    slice's end (csrc/zl_slice_timer.h: a receive timeout costs each wake-up microseconds);
+    where that timer cannot be had, ZMQ_RCVTIMEO of the slice's length ends the wait instead.
     """
     cdef void *sock
     cdef Socket socket
+    cdef zl_slice_timer timer
+    cdef int rcvtimeo_ms                # the value this loop last set (-2: not yet)
+    cdef readonly bint slice_timer      # the last slice ended by the timer, not by RCVTIMEO
     cdef char buf[64]
     cdef char scratch[256]
     cdef public long long delay_ns      # the drain sets it to 0 (fast drain)
@@ -468,10 +483,15 @@ cdef class Receiver:
                   bint echo=False):
         self.socket = socket
         self.sock = socket._live()
+        memset(&self.timer, 0, sizeof(self.timer))
+        self.rcvtimeo_ms = -2
         self.delay_ns = delay_ns
         self.envelope_frames = envelope_frames
         self.echo = echo
         self.clock = _IMPORT_CLOCK
+
+    def __dealloc__(self):
+        zl_slice_timer_free(&self.timer)
 
     def run_slice(self, unsigned long long[::1] words not None, long long[::1] t_sent not None,
                   long long[::1] t_recv not None, int[::1] size not None,
@@ -482,9 +502,13 @@ cdef class Receiver:
         cdef long long now
         cdef int rc = -1, err, frame
         cdef uint64_t word
+        cdef long long every
         if t_sent.shape[0] < capacity or t_recv.shape[0] < capacity or size.shape[0] < capacity:
             raise ValueError("record columns differ in length")
         self.sock = self.socket._live()     # as in Sender.run_slice
+        every = max(slice_end_ns - zl_now_ns(), 1_000_000)
+        self.slice_timer = zl_slice_timer_start(&self.timer, slice_end_ns, every) == 0
+        self._set_rcvtimeo(-1 if self.slice_timer else <int>((every + 999_999) // 1_000_000))
         with nogil:
             zl_stamp_anchor(&self.clock)
             while row < capacity:
@@ -498,7 +522,9 @@ cdef class Receiver:
                     rc = zmq_recv(self.sock, self.buf, ZL_HEADER_SIZE, 0)
                 if rc < 0:
                     err = zmq_errno()
-                    if err == EINTR:
+                    if err == EINTR:    # the slice timer, or a signal of someone else's
+                        if zl_now_ns() >= slice_end_ns:
+                            break
                         continue
                     if err != EAGAIN:
                         self.errors += 1
@@ -540,7 +566,14 @@ cdef class Receiver:
                             break
                 if now >= slice_end_ns:
                     break
+            zl_slice_timer_stop(&self.timer)
         return row
+
+    cdef _set_rcvtimeo(self, int ms):
+        if ms != self.rcvtimeo_ms:
+            if zmq_setsockopt(self.sock, ZMQ_RCVTIMEO, &ms, sizeof(ms)) != 0:
+                raise _error("zmq_setsockopt(RCVTIMEO)")
+            self.rcvtimeo_ms = ms
 
 
 def warmup_message(int producer, int size):

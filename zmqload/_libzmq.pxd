@@ -52,6 +52,15 @@ cdef extern from "zmq.h" nogil:
     int zmq_proxy_steerable(void *frontend, void *backend, void *capture, void *control)
 
 
+cdef extern from "zl_slice_timer.h" nogil:
+    ctypedef struct zl_slice_timer:
+        pass
+    int zl_slice_signal_number()
+    int zl_slice_timer_start(zl_slice_timer *t, long long end_ns, long long every_ns)
+    void zl_slice_timer_stop(zl_slice_timer *t)
+    void zl_slice_timer_free(zl_slice_timer *t)
+
+
 cdef extern from "zl_clock.h" nogil:
     enum:
         ZL_HAVE_TICKS
@@ -61,7 +70,10 @@ cdef extern from "zl_clock.h" nogil:
     long long zl_now_ns()
     void zl_stamp_anchor(zl_stamp_clock *c)
     long long zl_stamp(zl_stamp_clock *c)
-    long long zl_wait_until(long long due_ns)
+    enum:
+        ZL_SPIN_BELOW_NS
+    long long zl_wait_until(long long due_ns, long long spin_below_ns)
+    void zl_tighten_timer_slack()
     long long zl_work_until(long long due_ns)
     long long zl_intended_ns(long long t0_ns, long long seq, long long rate)
 

@@ -31,6 +31,7 @@ COMPRESSIONS = ("none", "snappy", "lz4", "zstd")
 CLOSE_ORDERS = ("producer-first", "consumer-first", "after-drain")
 DRAIN_MODES = ("fast", "slow", "none")
 CPU_PLACEMENTS = ("auto", "none")
+PACINGS = ("spin", "sleep")
 DEFAULT_COUNT = 100_000
 UNPACED_RATE_GUESS = 5_000_000
 """Messages per second one unpaced producer is assumed to reach where only --duration bounds a
@@ -201,6 +202,13 @@ class Workload:
     rate: int = field(default=0, metadata={"option": rate_option(
         "messages per second per producer on an open-loop schedule; max or 0: unpaced, as fast as possible",
         unpaced=True, default_text="max")})
+    pacing: str = option(
+        "spin", str, "",
+        "how a paced producer waits for each send's time: spin = sleep to 40 us before it, then spin (sends "
+        "within microseconds of the schedule; ~40% of a CPU at 10k msg/s); sleep = sleep to it (each send as "
+        "late as the kernel wakes the thread, tens of us, as an application's sleeping sender). The choice "
+        "moves the one-way latency at low rates, by transport: docs/BENCHMARKS.md 1.5",
+        choices=PACINGS)
     producers: int = option(
         1, int, f"an integer from 1 to {MAX_STREAMS}", "number of producer processes, threads with inproc",
         low=1, high=MAX_STREAMS)

@@ -21,7 +21,7 @@ class Consumer(WorkerLifecycle):
                                      min(w.messages_per_producer, 1 << 24), w.compression)
         sock = self.open_socket(self.pattern.consumer_socket, {
             "RCVHWM": w.rcvhwm, "RCVBUF": w.rcvbuf, "LINGER": 0,
-            "IMMEDIATE": int(w.immediate) if w.immediate else None, "RCVTIMEO": w.slice_ms})
+            "IMMEDIATE": int(w.immediate) if w.immediate else None})     # the Receiver ends each slice
         if self.pattern.subscribe:
             sock.subscribe(b"")
         self.receiver = receiver = _engine.Receiver(sock, int(w.consumer_delay_us * 1000),

@@ -42,7 +42,8 @@ class Producer(WorkerLifecycle):
         if round_trip:      # replies come back on the same socket: let recv return each slice
             sock.set_option(_engine.OPTIONS["RCVTIMEO"], w.slice_ms)
         sender = _engine.Sender(sock, self.spec.worker.index, w.size, w.messages_per_producer, w.rate,
-                                self.t0_ns, end_ns, w.send_mode, w.sndtimeo_ms * 1_000_000, round_trip)
+                                self.t0_ns, end_ns, w.send_mode, w.sndtimeo_ms * 1_000_000, round_trip,
+                                _engine.SPIN_BELOW_NS if w.pacing == "spin" else 0)
         if not w.rate:
             time.sleep(max(0.0, (self.t0_ns - _engine.now_ns()) / 1e9))
         try:
