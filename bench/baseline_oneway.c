@@ -12,11 +12,10 @@
  * How the sender waits for a slot moves the trip's p50 on a VM by more than the 2 us asked
  * (docs/BENCHMARKS.md 1.5), so both ways are here: `sleep` (the default) clock_nanosleeps to
  * the slot; `spin` waits as zmqload's producer does (csrc/zl_clock.h, written out again here):
- * with its timer slack at 1 ns, and more than 80 us left, it sleeps to 40 us before the slot,
- * then it spins, calling sched_yield while more than 4 us are left.
+ * with more than 80 us left it sleeps to 40 us before the slot, then it spins, calling
+ * sched_yield while more than 4 us are left.
  */
 #include <sched.h>
-#include <sys/prctl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,8 +102,6 @@ int main(int argc, char **argv)
     for (long i = 0; i < WARMUP; i++)
         if (zmq_send(push, buf, size, 0) < 0)
             return 1;
-    if (spin)       /* this thread only, as zmqload's producer (its I/O thread keeps the default) */
-        prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     int64_t t0 = now_ns() + 10000000LL;   /* the warm-up drained */
     for (long i = 0; i < count; i++) {
         int64_t slot = t0 + (int64_t)((double)i * 1e9 / rate);

@@ -10,9 +10,6 @@
 #include <time.h>
 #include <sched.h>
 #include <errno.h>
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
 
 static inline int64_t zl_now_ns(void)
 {
@@ -98,15 +95,6 @@ static inline int64_t zl_stamp(zl_stamp_clock *c)
  * side's wake-ups, and with it the one-way latency (docs/BENCHMARKS.md 1.5). */
 #define ZL_SPIN_BELOW_NS 80000LL
 #define ZL_YIELD_ABOVE_NS 4000LL
-
-/* The spin only covers the sleep's overshoot if the kernel may not add its default 50 us of
- * timer slack to it: the spinning thread's slack is 1 ns (a sleeping sender keeps the default). */
-static inline void zl_tighten_timer_slack(void)
-{
-#if defined(__linux__)
-    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-#endif
-}
 
 static inline int64_t zl_wait_until(int64_t due_ns, int64_t spin_below_ns)
 {

@@ -348,8 +348,6 @@ cdef class Sender:
         # Per slice, not per message: a socket closed since the last slice raises here
         # instead of handing libzmq a freed handle.
         self.sock = self.socket._live()
-        if self.rate > 0 and self.spin_below_ns > 0:
-            zl_tighten_timer_slack()    # per slice: the thread calling may change
         with nogil:
             zl_stamp_anchor(&self.clock)
             while row < capacity and not self.finished:

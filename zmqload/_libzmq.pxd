@@ -73,7 +73,6 @@ cdef extern from "zl_clock.h" nogil:
     enum:
         ZL_SPIN_BELOW_NS
     long long zl_wait_until(long long due_ns, long long spin_below_ns)
-    void zl_tighten_timer_slack()
     long long zl_work_until(long long due_ns)
     long long zl_intended_ns(long long t0_ns, long long seq, long long rate)
 

@@ -205,9 +205,9 @@ class Workload:
     pacing: str = option(
         "spin", str, "",
         "how a paced producer waits for each send's time: spin = sleep to 40 us before it, then spin (sends "
-        "within microseconds of the schedule; ~40% of a CPU at 10k msg/s); sleep = sleep to it (each send as "
-        "late as the kernel wakes the thread, tens of us, as an application's sleeping sender). The choice "
-        "moves the one-way latency at low rates, by transport: docs/BENCHMARKS.md 1.5",
+        "closer to the schedule, spending CPU on the spin); sleep = sleep to it (each send as late as the "
+        "kernel wakes the thread, tens of us, as an application's sleeping sender). The choice moves the "
+        "one-way latency at low rates, differently by transport: docs/BENCHMARKS.md 1.7",
         choices=PACINGS)
     producers: int = option(
         1, int, f"an integer from 1 to {MAX_STREAMS}", "number of producer processes, threads with inproc",
