@@ -46,6 +46,17 @@ static inline int await_ready(int fd)
     return read(fd, &byte, 1) == 1 ? 0 : -1;
 }
 
+/* The connecting side, once the binding side is ready: a socket of `type` in a new context
+ * (returned in *ctx), connected to `endpoint`; NULL if any step fails. */
+static inline void *connect_when_ready(int ready_fd, void **ctx, int type, const char *endpoint)
+{
+    if (await_ready(ready_fd))
+        return NULL;
+    *ctx = zmq_ctx_new();
+    void *sock = zmq_socket(*ctx, type);
+    return sock && zmq_connect(sock, endpoint) == 0 ? sock : NULL;
+}
+
 /* Sorts `values` and prints "count p50 p90 p99" (ns) on stdout. */
 static inline void print_percentiles(int64_t *values, long count)
 {

@@ -93,11 +93,9 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    if (await_ready(ready[0]))
-        return 1;
-    void *ctx = zmq_ctx_new();
-    void *push = zmq_socket(ctx, ZMQ_PUSH);
-    if (zmq_connect(push, endpoint) != 0)
+    void *ctx;
+    void *push = connect_when_ready(ready[0], &ctx, ZMQ_PUSH, endpoint);
+    if (!push)
         return 1;
     for (long i = 0; i < WARMUP; i++)
         if (zmq_send(push, buf, size, 0) < 0)

@@ -53,11 +53,9 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    if (await_ready(ready[0]))
-        return 1;
-    void *ctx = zmq_ctx_new();
-    void *req = zmq_socket(ctx, ZMQ_REQ);
-    if (zmq_connect(req, endpoint) != 0)
+    void *ctx;
+    void *req = connect_when_ready(ready[0], &ctx, ZMQ_REQ, endpoint);
+    if (!req)
         return 1;
     for (long i = 0; i < WARMUP; i++)
         if (zmq_send(req, buf, size, 0) < 0 || zmq_recv(req, buf, size, 0) < 0)

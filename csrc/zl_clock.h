@@ -92,7 +92,7 @@ static inline int64_t zl_stamp(zl_stamp_clock *c)
  * (tens of microseconds) would otherwise put every send that late, and rates above ~20k msg/s out of step.
  * With spin_below_ns 0 it sleeps to the due time itself (--pacing sleep): each send as late as the kernel
  * wakes the thread, as an application's sleeping sender; the spin changes how the kernel places the other
- * side's wake-ups, and with it the one-way latency (docs/BENCHMARKS.md 1.5). */
+ * side's wake-ups, and with it the one-way latency (docs/BENCHMARKS.md 1.7). */
 #define ZL_SPIN_BELOW_NS 80000LL
 #define ZL_YIELD_ABOVE_NS 4000LL
 

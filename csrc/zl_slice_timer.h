@@ -2,7 +2,7 @@
  *
  * A blocking zmq_recv with ZMQ_RCVTIMEO arms a kernel timer for each wait and cancels it at
  * each wake-up; on the development VM that made every paced message over ipc arrive 4-8 us
- * later than a receive without a timeout (docs/BENCHMARKS.md 1.5, bare C both ways). So the
+ * later than a receive without a timeout (docs/BENCHMARKS.md 1.7, bare C both ways). So the
  * receive loop blocks without a timeout, and one POSIX timer of its own thread interrupts the
  * wait (EINTR) at the slice's end, then again every `every_ns` (a signal that lands just
  * before the wait began is followed by another). The handler does nothing and the signal is
@@ -61,8 +61,10 @@ static int zl_slice_signal(void)
     struct sigaction old, sa;
     if (sigaction(sig, NULL, &old) != 0)
         return -1;
-    if ((old.sa_flags & SA_SIGINFO) || old.sa_handler == zl_slice_signal_noop)
-        return (old.sa_flags & SA_SIGINFO) ? -1 : sig;
+    if (old.sa_flags & SA_SIGINFO)
+        return -1;
+    if (old.sa_handler == zl_slice_signal_noop)
+        return sig;
     if (old.sa_handler != SIG_DFL)
         return -1;
     memset(&sa, 0, sizeof sa);

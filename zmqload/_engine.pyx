@@ -29,7 +29,9 @@ MAX_STREAMS = ZL_MAX_STREAMS
 STATUS_OK, STATUS_EAGAIN, STATUS_TIMEOUT, STATUS_ERROR = ZL_ST_OK, ZL_ST_EAGAIN, ZL_ST_TIMEOUT, ZL_ST_ERROR
 SEND_MODES = {"block": ZL_MODE_BLOCK, "dontwait": ZL_MODE_DONTWAIT, "timeout": ZL_MODE_TIMEOUT}
 SPIN_BELOW_NS = ZL_SPIN_BELOW_NS    # a paced Sender spins through waits this short (0: sleeps only)
-SLICE_SIGNAL = zl_slice_signal_number() if zl_slice_signal_number() > 0 else None   # ends a Receiver's slice
+SLICE_SIGNAL = zl_slice_signal_number()    # ends a Receiver's slice (csrc/zl_slice_timer.h)
+if SLICE_SIGNAL < 0:
+    SLICE_SIGNAL = None
 
 SOCKET_TYPES = {
     "PAIR": ZMQ_PAIR, "PUB": ZMQ_PUB, "SUB": ZMQ_SUB, "REQ": ZMQ_REQ, "REP": ZMQ_REP,
