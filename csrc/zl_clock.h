@@ -43,6 +43,8 @@ typedef struct {
     int64_t anchor_ns, anchor_ticks;
     int64_t base_ns, base_ticks;    /* the older anchor of the rate's pair */
     double ns_per_tick;             /* 0: no rate yet, stamps read the clock */
+    int64_t anchor_width, base_width;   /* ticks between the reads around each anchor's clock */
+    double rate_error;              /* the rate's relative error bound from its pair's widths */
     int64_t last;
 } zl_stamp_clock;
 
@@ -66,13 +68,17 @@ static inline void zl_stamp_anchor(zl_stamp_clock *c)
     if (c->base_ticks == 0) {
         c->base_ns = ns;
         c->base_ticks = t;
+        c->base_width = width;
     } else if (ns - c->base_ns >= ZL_RATE_BASE_NS && t > c->base_ticks) {
         c->ns_per_tick = (double)(ns - c->base_ns) / (double)(t - c->base_ticks);
+        c->rate_error = (double)(c->base_width + width) / 2.0 / (double)(t - c->base_ticks);
         c->base_ns = ns;
         c->base_ticks = t;
+        c->base_width = width;
     }
     c->anchor_ns = ns;
     c->anchor_ticks = t;
+    c->anchor_width = width;
 }
 
 static inline int64_t zl_stamp(zl_stamp_clock *c)
@@ -86,6 +92,21 @@ static inline int64_t zl_stamp(zl_stamp_clock *c)
         ns = c->last;
     c->last = ns;
     return ns;
+}
+
+/* How far a stamp taken at `ticks` can lie from the clock, given the clock's rate has not
+ * changed since the rate's pair: the anchor pairs its clock reading with the middle of the
+ * ticks read around it (off by up to half their width), the rate carries its pair's widths
+ * over the ticks since the anchor, and the stamp is truncated to whole ns. 0 where a stamp
+ * is a clock reading itself. What the tests hold every stamp to. */
+static inline int64_t zl_stamp_error_ns(const zl_stamp_clock *c, int64_t ticks)
+{
+    if (c->ns_per_tick == 0)
+        return 0;
+    double elapsed = (double)(ticks - c->anchor_ticks);
+    if (elapsed < 0)
+        elapsed = -elapsed;
+    return (int64_t)(((double)c->anchor_width / 2.0 + elapsed * c->rate_error) * c->ns_per_tick) + 2;
 }
 
 /* The producer's pacing: sleep through long waits, spin through short ones: the kernel's wake-up latency

@@ -70,19 +70,21 @@ TICK_STAMPS = bool(_IMPORT_CLOCK.enabled)
 
 
 def stamp_brackets(int n, long long gap_ns):
-    """(clock, stamp, clock) read back to back, one triple per `gap_ns` of sleep, each after a
-    new anchor as a loop's slice starts: the loops' stamps against the clock (tests)."""
+    """(clock, stamp, clock, rate, error bound) read back to back, one per `gap_ns` of sleep,
+    each after a new anchor as a loop's slice starts: the loops' stamps against the clock
+    (tests)."""
     cdef zl_stamp_clock clock = _IMPORT_CLOCK
     out = []
-    cdef long long before, stamp, after
+    cdef long long before, stamp, after, error
     for _ in range(n):
         with nogil:
             zl_stamp_anchor(&clock)
             zl_wait_until(zl_now_ns() + gap_ns, ZL_SPIN_BELOW_NS)
             before = zl_now_ns()
             stamp = zl_stamp(&clock)
+            error = zl_stamp_error_ns(&clock, zl_ticks())
             after = zl_now_ns()
-        out.append((before, stamp, after, clock.ns_per_tick))
+        out.append((before, stamp, after, clock.ns_per_tick, error))
     return out
 
 

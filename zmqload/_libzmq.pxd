@@ -70,6 +70,8 @@ cdef extern from "zl_clock.h" nogil:
     long long zl_now_ns()
     void zl_stamp_anchor(zl_stamp_clock *c)
     long long zl_stamp(zl_stamp_clock *c)
+    long long zl_stamp_error_ns(const zl_stamp_clock *c, long long ticks)
+    long long zl_ticks()
     enum:
         ZL_SPIN_BELOW_NS
     long long zl_wait_until(long long due_ns, long long spin_below_ns)
