@@ -158,6 +158,22 @@ def rotating_rounds(benchmark, runners: dict, rounds: int) -> dict[str, list]:
     return results
 
 
+def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """A distribution-free interval for the median of `values` (per-round differences): the
+    k-th smallest and k-th largest, k the largest with P(Binomial(n, 1/2) < k) <= (1 -
+    confidence) / 2. None when there are too few rounds for it (fewer than 6 at 95%)."""
+    from math import comb
+    n = len(values)
+    tail, k = 0.0, 0
+    while k < n and tail + comb(n, k) / 2 ** n <= (1 - confidence) / 2:
+        tail += comb(n, k) / 2 ** n
+        k += 1
+    if k == 0:
+        return None
+    ordered = sorted(values)
+    return ordered[k - 1], ordered[n - k]
+
+
 MODE_GAP = 1.4
 """Rounds of one implementation form two modes when, sorted, two neighbours differ by more
 than this factor (the C pair's ~3M / ~7M msg/s at 64 B, set by where the scheduler puts its
