@@ -57,12 +57,12 @@ static inline void *connect_when_ready(int ready_fd, void **ctx, int type, const
     return sock && zmq_connect(sock, endpoint) == 0 ? sock : NULL;
 }
 
-/* Sorts `values` and prints "count p50 p90 p99" (ns) on stdout. */
+/* Sorts `values` and prints "count p10 p50 p90 p99" (ns) on stdout. */
 static inline void print_percentiles(int64_t *values, long count)
 {
     qsort(values, (size_t)count, sizeof *values, cmp_i64);
-    printf("%ld %lld %lld %lld\n", count, (long long)values[count / 2], (long long)values[count * 9 / 10],
-           (long long)values[count * 99 / 100]);
+    printf("%ld %lld %lld %lld %lld\n", count, (long long)values[count / 10], (long long)values[count / 2],
+           (long long)values[count * 9 / 10], (long long)values[count * 99 / 100]);
 }
 
 #endif

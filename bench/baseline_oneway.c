@@ -6,7 +6,7 @@
  * then COUNT of SIZE bytes, message i at its slot t0 + i / RATE (open loop like zmqload's
  * pacing), each carrying the
  * CLOCK_MONOTONIC time read just before its zmq_send in its first 8 bytes. The receiver
- * takes t_recv after each zmq_recv and prints "count p50_ns p90_ns p99_ns" of t_recv - t_sent:
+ * takes t_recv after each zmq_recv and prints "count p10_ns p50_ns p90_ns p99_ns" of t_recv - t_sent:
  * what zmqload's t_recv_ns - t_sent_ns measures, with nothing recorded.
  *
  * How the sender waits for a slot moves the trip's p50 on a VM by more than the 2 us asked

@@ -6,7 +6,7 @@
  * round trips and then COUNT timed ones of SIZE bytes; with RATE > 0 trip i starts at its
  * slot t0 + i / RATE (clock_nanosleep to an absolute CLOCK_MONOTONIC time, open loop like
  * zmqload's pacing; a late trip starts at once), with RATE = 0 back to back.
- * Prints "count p50_rtt_ns p90_rtt_ns p99_rtt_ns": half of them is the one-way estimate.
+ * Prints "count p10_rtt_ns p50_rtt_ns p90_rtt_ns p99_rtt_ns": half of them is the one-way estimate.
  */
 #include <stdint.h>
 #include <stdio.h>

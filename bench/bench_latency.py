@@ -18,6 +18,14 @@ its default --pacing spin and with --pacing sleep: each against the C pair that 
 way is what the tool itself adds to the trip; how the sender waits moves the p50 by more than
 that on a VM (docs/BENCHMARKS.md 1.5, 1.7).
 
+Every difference is printed twice: of the p50 (the issue's figure) and of the p10. On this
+VM a paced trip's latencies are a mixture: a narrow fast mode (the wake-ups fall where the
+kernel wakes a thread soonest) and a broad slower spread, and the p50 lies on the spread, so
+run to run it moves by 5-15 us with the mixture's weights. The p10 lies in the fast mode, the
+same trip's floor: work a tool adds to every message shows there, run after run, within
+~0.2 us (docs/BENCHMARKS.md 1.8). Each median of per-round differences comes with a
+distribution-free 95% interval.
+
     ZMQLOAD_BENCH_ROUNDS=5 .venv/bin/python -m pytest bench/bench_latency.py -o python_files="bench_*.py" \
         -s --benchmark-only --benchmark-columns=median,min,max,rounds
 """
@@ -55,8 +63,8 @@ def zmqload_p50(transport: str, pacing: str = "spin") -> dict:
         t_recv = recvs.column("t_recv_ns").to_numpy()
         one_way = t_recv - recvs.column("t_sent_ns").to_numpy()
         from_intended = t_recv - recvs.column("t_intended_ns").to_numpy()
-        return {"p50_us": float(np.median(one_way)) / 1e3, "p90_us": float(np.percentile(one_way, 90)) / 1e3,
-                "p99_us": float(np.percentile(one_way, 99)) / 1e3,
+        figures = {f"p{q}_us": float(np.percentile(one_way, q)) / 1e3 for q in (10, 50, 90, 99)}
+        return {**figures,
                 "p50_intended_us": float(np.median(from_intended)) / 1e3,
                 "histogram_p50_us": result.latency_us(50, since="sent"), "generator_limited": result.generator_limited}
     finally:
@@ -64,16 +72,16 @@ def zmqload_p50(transport: str, pacing: str = "spin") -> dict:
 
 
 def c_p50s(binary: str, transport: str, count: int, rate: int, per_trip: int, *extra: str) -> dict:
-    """Run a C yardstick (prints "count p50 p90 p99" in ns) and return its figures in us,
+    """Run a C yardstick (prints "count p10 p50 p90 p99" in ns) and return its figures in us,
     divided by per_trip (2: half a round trip)."""
     tmp = tempfile.mkdtemp(prefix="zmqload-c-latency-")
     try:
         endpoint = f"tcp://127.0.0.1:{free_port()}" if transport == "tcp" else f"ipc://{tmp}/latency"
         out = subprocess.run([binary, endpoint, str(count), str(rate), str(SIZE), *extra], check=True,
                              capture_output=True, text=True, timeout=300).stdout.split()
-        done, p50, p90, p99 = map(int, out)
+        done, p10, p50, p90, p99 = map(int, out)
         assert done == count
-        return {f"p{q}_us": ns / per_trip / 1e3 for q, ns in ((50, p50), (90, p90), (99, p99))}
+        return {f"p{q}_us": ns / per_trip / 1e3 for q, ns in ((10, p10), (50, p50), (90, p90), (99, p99))}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -105,6 +113,7 @@ def test_added_latency(benchmark, transport):
           f"messages at {RATE:,}/s, t_recv - t_sent, the sender sleeping to each slot or (_spin) waiting as zmqload's does)")
     for name, figs in figures.items():
         print(f"  {name:13s} median {med[name]:7.2f}   rounds p50: " + " ".join(f"{f['p50_us']:.2f}" for f in figs)
+              + "   p10: " + " ".join(f"{f['p10_us']:.2f}" for f in figs)
               + "   p99: " + " ".join(f"{f['p99_us']:.1f}" for f in figs))
     for name in ("zmqload", "zmqload_sleep"):
         z = figures[name]
@@ -119,19 +128,20 @@ def test_added_latency(benchmark, transport):
         ("zmqload_sleep", "c_paced", f"--pacing sleep, {target}"),
     ]
     added = {}
-    for ours, theirs, says in comparisons:
-        diffs = [a["p50_us"] - b["p50_us"] for a, b in zip(figures[ours], figures[theirs])]
-        middle, interval = statistics.median(diffs), median_interval(diffs)
-        added[f"{ours} - {theirs}"] = {"median": middle, "interval95": interval}
-        verdict = ""
-        if target in says:      # the round-to-round noise on a VM is several us: say what the rounds can tell
-            verdict = ": met" if middle <= TARGET_US else ": NOT met"
-            if interval is not None and interval[0] <= TARGET_US < interval[1]:
-                verdict += f" (its 95% interval spans +{TARGET_US:.0f}: more rounds would be needed to decide)"
-        shown = f"[{interval[0]:+.2f}, {interval[1]:+.2f}]" if interval else "(too few rounds for an interval)"
-        print(f"  {ours + ' - ' + theirs:29s} per round: " + " ".join(f"{d:+.2f}" for d in diffs)
-              + f"   median {middle:+.2f} us, 95% interval {shown}, of medians {med[ours] - med[theirs]:+.2f} us"
-              + f"   ({says}{verdict})")
+    for stat in ("p50_us", "p10_us"):
+        print(f"  differences of {stat[:3]} (us):")
+        for ours, theirs, says in comparisons:
+            diffs = [a[stat] - b[stat] for a, b in zip(figures[ours], figures[theirs])]
+            middle, interval = statistics.median(diffs), median_interval(diffs)
+            added[f"{ours} - {theirs}, {stat[:3]}"] = {"median": middle, "interval95": interval}
+            verdict = ""
+            if target in says and stat == "p50_us":   # the issue's figure is the p50
+                verdict = ": met" if middle <= TARGET_US else ": NOT met"
+                if interval is not None and interval[0] <= TARGET_US < interval[1]:
+                    verdict += f" (its 95% interval spans +{TARGET_US:.0f}: more rounds would be needed to decide)"
+            shown = f"[{interval[0]:+.2f}, {interval[1]:+.2f}]" if interval else "(too few rounds for an interval)"
+            print(f"    {ours + ' - ' + theirs:29s} per round: " + " ".join(f"{d:+.2f}" for d in diffs)
+                  + f"   median {middle:+.2f}, 95% interval {shown}   ({says}{verdict})")
     benchmark.extra_info.update({"transport": transport, "size": SIZE, "rate": RATE, "count": COUNT, "trips": TRIPS,
                                  "rounds": ROUNDS, "figures": figures, "median_p50_us": med, "added_us": added})
     assert all(f["p50_us"] > 0 for figs in figures.values() for f in figs)
