@@ -29,6 +29,9 @@ p50's spread, 21 rounds decide a 2 us question only where the interval misses th
 
     ZMQLOAD_BENCH_ROUNDS=5 .venv/bin/python -m pytest bench/bench_latency.py -o python_files="bench_*.py" \
         -s --benchmark-only --benchmark-columns=median,min,max,rounds
+
+One question over many rounds (docs/BENCHMARKS.md 1.8): add -k tcp and
+ZMQLOAD_BENCH_LATENCY_RUNNERS=zmqload,c_paced,c_oneway_spin.
 """
 from __future__ import annotations
 
@@ -48,6 +51,9 @@ RATE = 10_000
 COUNT = 2_000 if SMOKE else 30_000            # zmqload messages: ~3 s at 10k/s
 TRIPS = 1_000 if SMOKE else 10_000            # C round trips
 ROUNDS = 1 if SMOKE else int(os.environ.get("ZMQLOAD_BENCH_ROUNDS", "3"))
+# A subset of the runners (comma-separated names), for long series on one question: 70 rounds
+# of the three that decide tcp's target take ~9 minutes, of all six ~25.
+RUNNERS = os.environ.get("ZMQLOAD_BENCH_LATENCY_RUNNERS", "")
 TARGET_US = 2.0
 
 
@@ -107,6 +113,10 @@ def test_added_latency(benchmark, transport):
         "c_oneway": lambda: c_one_way(one_way, transport, "sleep"),
         "c_oneway_spin": lambda: c_one_way(one_way, transport, "spin"),
     }
+    if RUNNERS:
+        unknown = set(RUNNERS.split(",")) - set(runners)
+        assert not unknown, f"ZMQLOAD_BENCH_LATENCY_RUNNERS: unknown {sorted(unknown)}; one of {sorted(runners)}"
+        runners = {name: run for name, run in runners.items() if name in RUNNERS.split(",")}
     figures = rotating_rounds(benchmark, runners, ROUNDS)
     med = {name: statistics.median(f["p50_us"] for f in figs) for name, figs in figures.items()}
     print(f"\n{transport}, {SIZE} B, {ROUNDS} rounds: one-way p50 in us (zmqload: t_recv - t_sent from the Parquet, "
@@ -117,6 +127,8 @@ def test_added_latency(benchmark, transport):
               + "   p10: " + " ".join(f"{f['p10_us']:.2f}" for f in figs)
               + "   p99: " + " ".join(f"{f['p99_us']:.1f}" for f in figs))
     for name in ("zmqload", "zmqload_sleep"):
+        if name not in figures:
+            continue
         z = figures[name]
         print(f"  {name} histogram p50 (sent): " + " ".join(f"{f['histogram_p50_us']}" for f in z)
               + "   p50 from intended: " + " ".join(f"{f['p50_intended_us']:.2f}" for f in z)
@@ -127,11 +139,14 @@ def test_added_latency(benchmark, transport):
         ("zmqload", "c_oneway_spin", "the same trip, both spinning to each slot: what the tool adds"),
         ("zmqload_sleep", "c_oneway", "the same trip, both sleeping to each slot: what the tool adds"),
         ("zmqload_sleep", "c_paced", f"--pacing sleep, {target}"),
+        ("c_oneway_spin", "c_paced", "no zmqload in it: bare C's one-way trip against the yardstick"),
     ]
     added = {}
     for stat in ("p50_us", "p10_us"):
         print(f"  differences of {stat[:3]} (us):")
         for ours, theirs, says in comparisons:
+            if ours not in figures or theirs not in figures:
+                continue
             diffs = [a[stat] - b[stat] for a, b in zip(figures[ours], figures[theirs])]
             middle, interval = statistics.median(diffs), median_interval(diffs)
             added[f"{ours} - {theirs}, {stat[:3]}"] = {"median": middle, "interval95": interval}
