@@ -1,6 +1,6 @@
 /* The yardstick for N producers x M consumers: bare PUSH -> PULL over tcp loopback, no recording.
  *
- *   baseline_nxm BASE_PORT N M COUNT_PER_PRODUCER SIZE
+ *   baseline_nxm BASE_PORT N M COUNT_PER_PRODUCER SIZE [PLACEMENT]
  *
  * Forks M receiver processes, receiver j binding a PULL on tcp://127.0.0.1:(BASE_PORT + j),
  * then N sender processes, each with one PUSH socket per receiver (connected to it), sending
@@ -10,14 +10,22 @@
  * behind its sender's data on one connection, so all of that sender's data came first).
  * Every process has its own context with one I/O thread, as zmqload's workers do.
  *
+ * PLACEMENT (optional): two CPU numbers, e.g. "01": every sender process on the first, every
+ * receiver process on the second, each with its libzmq I/O thread (pinned before its context
+ * starts it), as zmqload's --cpu-placement auto places workers that outnumber the CPUs.
+ * Without it the scheduler places them.
+ *
  * Prints "msgs elapsed_ns first_ns last_ns": msgs received in total, elapsed from the earliest
  * first send (first_ns) to the latest last receive (last_ns) on CLOCK_MONOTONIC (one host, so
  * the values compare; they go back to the parent through a pipe). Exit 1 if any process
  * failed or the receivers counted a different total.
  */
+#define _GNU_SOURCE
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,8 +35,20 @@
 
 struct report { int64_t kind, msgs, t; };   /* kind 0: sender's first send, 1: receiver's last receive */
 
-static int receiver(int port, int n, size_t size, int ready_fd, int result_fd)
+/* Pin this process's thread, and the I/O thread its context starts later, to `cpu` (< 0: not). */
+static void pin(int cpu)
 {
+    if (cpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof set, &set);
+}
+
+static int receiver(int port, int n, size_t size, int ready_fd, int result_fd, int cpu)
+{
+    pin(cpu);
     char endpoint[64];
     snprintf(endpoint, sizeof endpoint, "tcp://127.0.0.1:%d", port);
     void *ctx = zmq_ctx_new();
@@ -58,8 +78,9 @@ static int receiver(int port, int n, size_t size, int ready_fd, int result_fd)
     return 0;
 }
 
-static int sender(int base_port, int m, long count, size_t size, int result_fd)
+static int sender(int base_port, int m, long count, size_t size, int result_fd, int cpu)
 {
+    pin(cpu);
     void *ctx = zmq_ctx_new();
     void **push = calloc((size_t)m, sizeof *push);
     for (int j = 0; j < m; j++) {
@@ -94,13 +115,14 @@ static int sender(int base_port, int m, long count, size_t size, int result_fd)
 
 int main(int argc, char **argv)
 {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s BASE_PORT N M COUNT_PER_PRODUCER SIZE\n", argv[0]);
+    if (argc != 6 && !(argc == 7 && strlen(argv[6]) == 2)) {
+        fprintf(stderr, "usage: %s BASE_PORT N M COUNT_PER_PRODUCER SIZE [PLACEMENT, e.g. 01]\n", argv[0]);
         return 2;
     }
     int base_port = atoi(argv[1]), n = atoi(argv[2]), m = atoi(argv[3]);
     long count = atol(argv[4]);
     size_t size = (size_t)atol(argv[5]);
+    int sender_cpu = argc == 7 ? argv[6][0] - '0' : -1, receiver_cpu = argc == 7 ? argv[6][1] - '0' : -1;
     if (n < 1 || m < 1 || count < 1 || size < 2) {
         fprintf(stderr, "N, M, COUNT >= 1 and SIZE >= 2 (1-byte messages are end markers)\n");
         return 2;
@@ -110,14 +132,14 @@ int main(int argc, char **argv)
         return 1;
     for (int j = 0; j < m; j++)
         if (fork() == 0)
-            return receiver(base_port + j, n, size, ready[1], result[1]);
+            return receiver(base_port + j, n, size, ready[1], result[1], receiver_cpu);
     for (int j = 0; j < m; j++) {
         if (await_ready(ready[0]))
             return 1;
     }
     for (int i = 0; i < n; i++)
         if (fork() == 0)
-            return sender(base_port, m, count, size, result[1]);
+            return sender(base_port, m, count, size, result[1], sender_cpu);
 
     int64_t first = INT64_MAX, last = INT64_MIN, msgs = 0;
     for (int k = 0; k < n + m; k++) {

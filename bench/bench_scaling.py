@@ -5,7 +5,10 @@ inproc 1x1. Each round runs zmqload and its C yardstick back to back, rotating t
 
 - tcp N x M: bench/baseline_nxm.c, N sender processes each with one PUSH per receiver
   (round-robin, like a PUSH connected to all M) and M receiver processes, one context with
-  one I/O thread each, as zmqload's workers;
+  one I/O thread each, as zmqload's workers; twice: `c` as the scheduler places them, and
+  `c_placed` with every sender (and its I/O thread) on the first CPU this process may use and
+  every receiver on the second, as zmqload's --cpu-placement auto places push-pull workers on
+  two CPUs (zmqload/runner/placement.py; on more CPUs zmqload spreads each side further);
 - inproc: bench/baseline_inproc.c, two threads of one process sharing one context (zmqload's
   inproc workers are threads of one process too).
 
@@ -116,9 +119,12 @@ def rounds_side_by_side(benchmark, runners: dict, label: str) -> dict:
     print(f"  zmqload RunResult.throughput_msgs / Parquet aggregate: " + " ".join(f"{f['reported_ratio']:.4f}" for f in z)
           + f"; converter CPU-s (after the span): {statistics.median(f['converter_cpu_s'] for f in z):.2f}"
           + f"; cpu_placement {z[0]['placement']}")
-    r = summary["zmqload/c"]
-    print(f"  zmqload / c: median of per-round ratios {r['median_of_ratios']:.2f}, best vs best {r['best_vs_best']:.2f}"
-          f"   rounds: {' '.join(f'{x:.2f}' for x in r['per_round'])}")
+    for other in figures:
+        if other == "zmqload":
+            continue
+        r = summary[f"zmqload/{other}"]
+        print(f"  zmqload / {other}: median of per-round ratios {r['median_of_ratios']:.2f}, best vs best "
+              f"{r['best_vs_best']:.2f}   rounds: {' '.join(f'{x:.2f}' for x in r['per_round'])}")
     benchmark.extra_info.update({"label": label, "size": SIZE, "total": TOTAL, "rounds": ROUNDS, **summary,
                                  "cpu": {name: [{k: v for k, v in f.items() if k != "placement"} for f in figs]
                                          for name, figs in figures.items()}})
@@ -133,10 +139,15 @@ def test_scaling_tcp(benchmark, shape):
     n, m = shape
     per_producer = TOTAL // n
     binary = build_c("baseline_nxm")
-    rounds_side_by_side(benchmark, {
-        "zmqload": lambda: run_zmqload("tcp", n, m, per_producer),
-        "c": lambda: run_c([binary, str(free_ports(m)), str(n), str(m), str(per_producer), str(SIZE)], n * per_producer),
-    }, f"tcp {n}x{m}, {per_producer:,} per producer, {SIZE} B")
+    cpus = sorted(os.sched_getaffinity(0))
+
+    def c(placement: list[str]) -> dict:
+        return run_c([binary, str(free_ports(m)), str(n), str(m), str(per_producer), str(SIZE), *placement],
+                     n * per_producer)
+    runners = {"zmqload": lambda: run_zmqload("tcp", n, m, per_producer), "c": lambda: c([])}
+    if len(cpus) >= 2 and cpus[1] < 10:     # the C side takes one digit per CPU
+        runners["c_placed"] = lambda: c([f"{cpus[0]}{cpus[1]}"])
+    rounds_side_by_side(benchmark, runners, f"tcp {n}x{m}, {per_producer:,} per producer, {SIZE} B")
 
 
 def test_inproc(benchmark):

@@ -9,18 +9,35 @@ import time
 
 import pytest
 
+from zmqload import Workload
 from zmqload.runner.placement import worker_cpu
 
 
+def _cpus(pattern: str, producers: int, consumers: int, cpus: list[int]) -> tuple[list, list]:
+    w = Workload(pattern=pattern, producers=producers, consumers=consumers)
+    return ([worker_cpu(w, "producer", i, cpus) for i in range(producers)],
+            [worker_cpu(w, "consumer", i, cpus) for i in range(consumers)])
+
+
 def test_producers_take_the_first_cpus_consumers_the_next():
-    cpus = [2, 3, 5, 7]
-    assert [worker_cpu("producer", i, 2, 2, cpus) for i in range(2)] == [2, 3]
-    assert [worker_cpu("consumer", i, 2, 2, cpus) for i in range(2)] == [5, 7]
+    assert _cpus("push-pull", 2, 2, [2, 3, 5, 7]) == ([2, 3], [5, 7])
+    assert _cpus("pub-sub", 1, 3, [2, 3, 5, 7]) == ([2], [3, 5, 7])
 
 
-def test_more_workers_than_cpus_are_left_to_the_scheduler():
-    assert worker_cpu("producer", 0, 2, 1, [0, 1]) is None
-    assert worker_cpu("consumer", 0, 4, 4, [0, 1]) is None
+def test_workers_that_outnumber_the_cpus_share_them_by_side():
+    assert _cpus("push-pull", 4, 4, [0, 1]) == ([0] * 4, [1] * 4)
+    assert _cpus("push-pull", 2, 1, [0, 1]) == ([0, 0], [1])
+    assert _cpus("dealer-router", 1, 4, [0, 1]) == ([0], [1] * 4)
+    # a side's share follows its number of workers, at least one CPU each
+    assert _cpus("push-pull", 4, 4, [0, 1, 2, 3]) == ([0, 1, 0, 1], [2, 3, 2, 3])
+    assert _cpus("push-pull", 1, 4, [0, 1, 2, 3]) == ([0], [1, 2, 3, 1])
+    assert _cpus("push-pull", 8, 1, [4, 5, 6]) == ([4, 5] * 4, [6])
+
+
+def test_pub_sub_workers_that_outnumber_the_cpus_are_left_to_the_scheduler():
+    """Every subscriber receives every message: its side does M times the work."""
+    assert _cpus("pub-sub", 1, 4, [0, 1]) == ([None], [None] * 4)
+    assert _cpus("push-pull", 2, 1, [0]) == ([None, None], [None])
 
 
 def _allowed(pid: str) -> dict[str, str]:
@@ -40,10 +57,12 @@ def _io_threads(pid: str) -> int:
     return sum(name.startswith("ZMQbg/IO") for name in names)
 
 
-def _worker_affinities(paced: bool, extra: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
+def _worker_affinities(paced: bool, extra: tuple[str, ...] = (), workers: int = 2,
+                       out: str | None = None) -> dict[str, dict[str, str]]:
     """Start a real run, and read each worker process's thread affinities while it sends."""
+    out = out or os.path.join(os.environ.get("TMPDIR", "/tmp"), "zl-placement")
     args = [sys.executable, "-m", "zmqload", "run", "--transport", "tcp", "--size", "64", "--duration", "3",
-            "--count", "50000000", "--quiet", "--out", os.path.join(os.environ.get("TMPDIR", "/tmp"), "zl-placement")]
+            "--count", "50000000", "--quiet", "--out", out]
     if paced:
         args += ["--rate", "10k"]
     args += list(extra)
@@ -54,7 +73,7 @@ def _worker_affinities(paced: bool, extra: tuple[str, ...] = ()) -> dict[str, di
         while time.monotonic() < deadline and run.poll() is None:
             kids = subprocess.run(["pgrep", "-P", str(run.pid)], capture_output=True, text=True).stdout.split()
             # both libzmq contexts started (control channel and engine: two I/O threads each)
-            if len(kids) == 2 and all(_io_threads(pid) >= 2 for pid in kids):
+            if len(kids) == workers and all(_io_threads(pid) >= 2 for pid in kids):
                 seen = {pid: _allowed(pid) for pid in kids}
                 break
             time.sleep(0.05)
@@ -76,6 +95,26 @@ def test_unpaced_workers_each_get_a_cpu_of_their_own():
         # with it the engine's libzmq I/O and reaper threads (started at its first socket);
         # only the control channel's context, started before, is left to the scheduler
         assert sum(allowed == cpu for allowed in threads.values()) >= 3, seen
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) != 2, reason="the shares of two CPUs")
+def test_unpaced_workers_that_outnumber_two_cpus_run_by_side(tmp_path):
+    """2 producers x 2 consumers on two CPUs: both producers (and their I/O threads) on the
+    first, both consumers on the second; read from /proc during a real run, each process's
+    role from the run's run.json."""
+    import glob
+    import json
+    seen = _worker_affinities(paced=False, extra=("--producers", "2", "--consumers", "2"), workers=4,
+                              out=str(tmp_path))
+    assert len(seen) == 4
+    (run_json,) = glob.glob(str(tmp_path / "run=*" / "run.json"))
+    pids = json.load(open(run_json))["worker_pids"]
+    cpus = sorted(os.sched_getaffinity(0))
+    for name, cpu in (("p0", cpus[0]), ("p1", cpus[0]), ("c0", cpus[1]), ("c1", cpus[1])):
+        threads = seen[str(pids[name])]
+        assert threads[str(pids[name])] == str(cpu), (name, seen)      # the main thread ...
+        # ... and with it the engine's libzmq I/O and reaper threads
+        assert sum(allowed == str(cpu) for allowed in threads.values()) >= 3, (name, seen)
 
 
 def test_paced_workers_are_left_to_the_scheduler():

@@ -236,8 +236,9 @@ class Workload:
         low=1, high=64, group=SOCKET_OPTIONS)
     cpu_placement: str = option(
         "auto", str, "",
-        "auto: an unpaced run whose workers fit the CPUs pins each worker process (with its libzmq I/O "
-        "thread) to a CPU of its own, libzmq's fast placement; none: the scheduler places every thread",
+        "auto: an unpaced run pins each worker process (with its libzmq I/O thread) to a CPU of its own, "
+        "libzmq's fast placement, or where workers outnumber the CPUs, producers and consumers to CPUs of "
+        "their side's (not pub-sub); none: the scheduler places every thread",
         choices=CPU_PLACEMENTS, group=SOCKET_OPTIONS)
     consumer_delay_us: float = option(
         0.0, float, "microseconds from 0 to 60000000", "simulated work per received message, a slow consumer",

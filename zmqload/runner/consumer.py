@@ -13,7 +13,7 @@ class Consumer(WorkerLifecycle):
     def run(self) -> None:
         w = self.workload
         if placed(w):     # before the first socket, so libzmq's I/O thread inherits the CPU
-            place_this_worker("consumer", self.spec.worker.index, w.producers, w.consumers)
+            place_this_worker(w, "consumer", self.spec.worker.index)
         # Before the socket: commands (Start, even ProducersDone for a late joiner) may
         # arrive while it connects, and they set the converter's times.
         self.t_drain_ns = 0

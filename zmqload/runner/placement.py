@@ -7,10 +7,16 @@ loop thread and its I/O thread on different CPUs, 0.14-0.19M; left to the schedu
 0.7-0.9M (the same minutes, a busy machine). A loop thread and its I/O thread hand every
 message over through a shared pipe and wake each other: on one CPU that stays in its cache.
 
-Only when every worker gets a CPU of its own (producers + consumers <= the CPUs this process
-may use), only for worker processes (inproc workers share one I/O thread) and only for
-unpaced runs, whose loops keep their CPUs busy; otherwise (or with --cpu-placement none) the
-scheduler places them. run.json records the plan (`cpu_placement`).
+Workers that outnumber the CPUs share them by side: the producers the first CPUs, the
+consumers the rest, in proportion to their numbers (on two CPUs: every producer on the first,
+every consumer on the second), each process still with its I/O thread. Measured there
+(BENCHMARKS.md 1.9): push-pull 4x4 and 4x1 1.14x and 1.18x the scheduler's placement, 2x2
+the same. Not where every consumer receives every message (pub-sub): its consumers' side does
+M times the work, so one share would not fit it; the scheduler places those.
+
+Only for worker processes (inproc workers share one I/O thread) and only for unpaced runs,
+whose loops keep their CPUs busy; otherwise (or with --cpu-placement none) the scheduler
+places them. run.json records the plan (`cpu_placement`).
 """
 from __future__ import annotations
 
@@ -34,27 +40,32 @@ def plan(workload: "Workload") -> dict[str, int]:
     if not placed(workload) or not hasattr(os, "sched_getaffinity"):
         return {}
     cpus = sorted(os.sched_getaffinity(0))
-    found = {f"p{i}": worker_cpu("producer", i, workload.producers, workload.consumers, cpus)
-             for i in range(workload.producers)}
-    found.update({f"c{i}": worker_cpu("consumer", i, workload.producers, workload.consumers, cpus)
-                  for i in range(workload.consumers)})
+    found = {f"p{i}": worker_cpu(workload, "producer", i, cpus) for i in range(workload.producers)}
+    found.update({f"c{i}": worker_cpu(workload, "consumer", i, cpus) for i in range(workload.consumers)})
     return {name: cpu for name, cpu in found.items() if cpu is not None}
 
 
-def worker_cpu(role: str, index: int, producers: int, consumers: int, cpus: list[int]) -> int | None:
+def worker_cpu(workload: "Workload", role: str, index: int, cpus: list[int]) -> int | None:
     """The CPU for producer / consumer `index`, or None to leave placement to the scheduler.
-    Producers take the first CPUs, consumers the next."""
-    if producers + consumers > len(cpus):
+    One each while they fit (producers the first CPUs, consumers the next); past that, each
+    side a share of the CPUs in proportion to its workers, its workers in turn on it."""
+    from .. import patterns
+    producers, consumers = workload.producers, workload.consumers
+    if producers + consumers <= len(cpus):
+        return cpus[index] if role == "producer" else cpus[producers + index]
+    if len(cpus) < 2 or patterns.get(workload.pattern).fanout:
         return None
-    return cpus[index] if role == "producer" else cpus[producers + index]
+    share = min(max(1, round(len(cpus) * producers / (producers + consumers))), len(cpus) - 1)
+    side = cpus[:share] if role == "producer" else cpus[share:]
+    return side[index % len(side)]
 
 
-def place_this_worker(role: str, index: int, producers: int, consumers: int) -> int | None:
+def place_this_worker(workload: "Workload", role: str, index: int) -> int | None:
     """Pin the calling thread (and the threads it starts later: libzmq's I/O thread, at the
     first socket, and the converter) to its CPU; returns the CPU, or None if not placed."""
     if not hasattr(os, "sched_setaffinity"):
         return None
-    cpu = worker_cpu(role, index, producers, consumers, sorted(os.sched_getaffinity(0)))
+    cpu = worker_cpu(workload, role, index, sorted(os.sched_getaffinity(0)))
     if cpu is not None:
         try:
             os.sched_setaffinity(0, {cpu})

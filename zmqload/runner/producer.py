@@ -16,7 +16,7 @@ class Producer(WorkerLifecycle):
     def run(self) -> None:
         w = self.workload
         if placed(w):     # before the first socket, so libzmq's I/O thread inherits the CPU
-            place_this_worker("producer", self.spec.worker.index, w.producers, w.consumers)
+            place_this_worker(w, "producer", self.spec.worker.index)
         sndtimeo = None if w.send_mode == "dontwait" else (
             min(w.sndtimeo_ms, w.slice_ms) if w.send_mode == "timeout" else w.slice_ms)
         sock = self.open_socket(self.pattern.producer_socket, {
