@@ -13,8 +13,8 @@ from zmqload import Workload
 from zmqload.runner.placement import worker_cpu
 
 
-def _cpus(pattern: str, producers: int, consumers: int, cpus: list[int]) -> tuple[list, list]:
-    w = Workload(pattern=pattern, producers=producers, consumers=consumers)
+def _cpus(pattern: str, producers: int, consumers: int, cpus: list[int], delay_us: float = 0) -> tuple[list, list]:
+    w = Workload(pattern=pattern, producers=producers, consumers=consumers, consumer_delay_us=delay_us)
     return ([worker_cpu(w, "producer", i, cpus) for i in range(producers)],
             [worker_cpu(w, "consumer", i, cpus) for i in range(consumers)])
 
@@ -34,9 +34,12 @@ def test_workers_that_outnumber_the_cpus_share_them_by_side():
     assert _cpus("push-pull", 8, 1, [4, 5, 6]) == ([4, 5] * 4, [6])
 
 
-def test_pub_sub_workers_that_outnumber_the_cpus_are_left_to_the_scheduler():
-    """Every subscriber receives every message: its side does M times the work."""
+def test_sides_of_unequal_work_that_outnumber_the_cpus_are_left_to_the_scheduler():
+    """Every subscriber receives every message (its side does M times the work); simulated
+    consumer work would be capped by the consumers' share, the figure a run measures."""
     assert _cpus("pub-sub", 1, 4, [0, 1]) == ([None], [None] * 4)
+    assert _cpus("push-pull", 1, 2, [0, 1], delay_us=20) == ([None], [None, None])
+    assert _cpus("push-pull", 1, 1, [0, 1], delay_us=20) == ([0], [1])      # one each still
     assert _cpus("push-pull", 2, 1, [0]) == ([None, None], [None])
 
 

@@ -11,8 +11,10 @@ Workers that outnumber the CPUs share them by side: the producers the first CPUs
 consumers the rest, in proportion to their numbers (on two CPUs: every producer on the first,
 every consumer on the second), each process still with its I/O thread. Measured there
 (BENCHMARKS.md 1.9): push-pull 4x4 and 4x1 1.14x and 1.18x the scheduler's placement, 2x2
-the same. Not where every consumer receives every message (pub-sub): its consumers' side does
-M times the work, so one share would not fit it; the scheduler places those.
+the same. Only where both sides do alike per message: not where every consumer receives every
+message (pub-sub: its consumers' side does M times the work) nor with --consumer-delay-us
+(simulated work: the consumers' share would cap what they carry, the very figure measured);
+the scheduler places those.
 
 Only for worker processes (inproc workers share one I/O thread) and only for unpaced runs,
 whose loops keep their CPUs busy; otherwise (or with --cpu-placement none) the scheduler
@@ -53,7 +55,7 @@ def worker_cpu(workload: "Workload", role: str, index: int, cpus: list[int]) -> 
     producers, consumers = workload.producers, workload.consumers
     if producers + consumers <= len(cpus):
         return cpus[index] if role == "producer" else cpus[producers + index]
-    if len(cpus) < 2 or patterns.get(workload.pattern).fanout:
+    if len(cpus) < 2 or patterns.get(workload.pattern).fanout or workload.consumer_delay_us:
         return None
     share = min(max(1, round(len(cpus) * producers / (producers + consumers))), len(cpus) - 1)
     side = cpus[:share] if role == "producer" else cpus[share:]
