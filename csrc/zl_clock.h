@@ -26,7 +26,11 @@ static inline int64_t zl_now_ns(void)
  * two anchors at least ZL_RATE_BASE_NS apart (so NTP's slewing is followed; an anchor is
  * good to ~15 ns, so a stamp 20 ms past its anchor to ~6 ns). Until such a pair exists
  * (a loop's first base is an anchor taken when the engine is imported), and where ticks are
- * not the clock, a stamp is clock_gettime itself. Stamps never go backwards within a loop. */
+ * not the clock, a stamp is clock_gettime itself. Stamps never go backwards within a loop.
+ * The ticks since the anchor are scaled by an integer multiply (the rate in 32.32 fixed point,
+ * 0.01 ns off over a 20 ms slice), not through a double: a sender's stamp goes into the header
+ * its zmq_send copies at once, so the conversion's latency is the send's; 1.04x unpaced
+ * msg/s at 16 B here (docs/BENCHMARKS.md 1.9). */
 #if defined(__x86_64__)
 #include <x86intrin.h>
 static inline int64_t zl_ticks(void) { return (int64_t)__rdtsc(); }
@@ -43,6 +47,7 @@ typedef struct {
     int64_t anchor_ns, anchor_ticks;
     int64_t base_ns, base_ticks;    /* the older anchor of the rate's pair */
     double ns_per_tick;             /* 0: no rate yet, stamps read the clock */
+    int64_t mult;                   /* ns_per_tick in 32.32 fixed point: the stamp's integer multiply */
     int64_t anchor_width, base_width;   /* ticks between the reads around each anchor's clock */
     double rate_error;              /* the rate's relative error bound from its pair's widths */
     int64_t last;
@@ -71,6 +76,7 @@ static inline void zl_stamp_anchor(zl_stamp_clock *c)
         c->base_width = width;
     } else if (ns - c->base_ns >= ZL_RATE_BASE_NS && t > c->base_ticks) {
         c->ns_per_tick = (double)(ns - c->base_ns) / (double)(t - c->base_ticks);
+        c->mult = (int64_t)(c->ns_per_tick * 4294967296.0 + 0.5);
         c->rate_error = (double)(c->base_width + width) / 2.0 / (double)(t - c->base_ticks);
         c->base_ns = ns;
         c->base_ticks = t;
@@ -87,7 +93,7 @@ static inline int64_t zl_stamp(zl_stamp_clock *c)
     if (c->ns_per_tick == 0)
         ns = zl_now_ns();
     else
-        ns = c->anchor_ns + (int64_t)((double)(zl_ticks() - c->anchor_ticks) * c->ns_per_tick);
+        ns = c->anchor_ns + (int64_t)(((__int128)(zl_ticks() - c->anchor_ticks) * c->mult) >> 32);
     if (ns < c->last)
         ns = c->last;
     c->last = ns;
