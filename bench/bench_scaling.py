@@ -10,7 +10,8 @@ inproc 1x1. Each round runs zmqload and its C yardstick back to back, rotating t
   every receiver on the second, as zmqload's --cpu-placement auto places push-pull workers on
   two CPUs (zmqload/runner/placement.py; on more CPUs zmqload spreads each side further);
 - inproc: bench/baseline_inproc.c, two threads of one process sharing one context (zmqload's
-  inproc workers are threads of one process too).
+  inproc workers are threads of one process too); `c` as the scheduler places them, `c_placed`
+  with the process on the first CPU this process may use, as zmqload places its inproc pair.
 
 msg/s for both = messages received / (latest last receive - earliest first send), CLOCK_MONOTONIC.
 For zmqload it is computed from the run's Parquet (recvs/ t_recv_ns, sends/ t_sent_ns) and
@@ -66,9 +67,11 @@ def free_ports(n: int) -> int:
     raise RuntimeError("no run of free ports")
 
 
-def run_c(cmd: list[str], expected: int) -> dict:
+def run_c(cmd: list[str], expected: int, on_cpu: int | None = None) -> dict:
+    pin = None if on_cpu is None else (lambda: os.sched_setaffinity(0, {on_cpu}))
     with CpuSampler() as cpu:
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600).stdout.split()
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600,
+                             preexec_fn=pin).stdout.split()
     msgs, elapsed, first, last = map(int, out)
     assert msgs == expected, f"{cmd}: {msgs} of {expected} received"
     return {"rate": msgs / (elapsed / 1e9), **cpu.in_span(first, last)}
@@ -152,7 +155,9 @@ def test_scaling_tcp(benchmark, shape):
 
 def test_inproc(benchmark):
     binary = build_c("baseline_inproc")
+    first_cpu = min(os.sched_getaffinity(0))
     rounds_side_by_side(benchmark, {
         "zmqload": lambda: run_zmqload("inproc", 1, 1, TOTAL),
         "c": lambda: run_c([binary, str(TOTAL), str(SIZE)], TOTAL),
+        "c_placed": lambda: run_c([binary, str(TOTAL), str(SIZE)], TOTAL, on_cpu=first_cpu),
     }, f"inproc 1x1, {TOTAL:,} messages, {SIZE} B")

@@ -34,6 +34,16 @@ def test_workers_that_outnumber_the_cpus_share_them_by_side():
     assert _cpus("push-pull", 8, 1, [4, 5, 6]) == ([4, 5] * 4, [6])
 
 
+def test_an_inproc_pair_shares_one_cpu_and_only_the_pair():
+    from zmqload.runner.placement import placed
+    w = Workload(transport="inproc")
+    assert placed(w) and [worker_cpu(w, role, 0, [3, 5]) for role in ("producer", "consumer")] == [3, 3]
+    assert not placed(Workload(transport="inproc", producers=2, consumers=2))
+    assert not placed(Workload(transport="inproc", consumer_delay_us=5))
+    assert not placed(Workload(transport="inproc", rate="10k"))
+    assert not placed(Workload(transport="inproc", cpu_placement="none"))
+
+
 def test_sides_of_unequal_work_that_outnumber_the_cpus_are_left_to_the_scheduler():
     """Every subscriber receives every message (its side does M times the work); simulated
     consumer work would be capped by the consumers' share, the figure a run measures."""
@@ -50,6 +60,15 @@ def _allowed(pid: str) -> dict[str, str]:
         with open(f"/proc/{pid}/task/{tid}/status") as f:
             lists[tid] = next(line.split()[1] for line in f if line.startswith("Cpus_allowed_list:"))
     return lists
+
+
+def _expand(allowed: str) -> list[int]:
+    """A Cpus_allowed_list as CPU numbers: '0-2,5' -> [0, 1, 2, 5]."""
+    out = []
+    for part in allowed.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi or lo) + 1))
+    return out
 
 
 def _io_threads(pid: str) -> int:
@@ -121,16 +140,12 @@ def test_unpaced_workers_that_outnumber_two_cpus_run_by_side(tmp_path):
 
 
 def test_paced_workers_are_left_to_the_scheduler():
-    everywhere = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+    everywhere = sorted(os.sched_getaffinity(0))
     seen = _worker_affinities(paced=True)
     assert len(seen) == 2
     for threads in seen.values():
         for allowed in threads.values():
-            expanded = []
-            for part in allowed.split(","):
-                lo, _, hi = part.partition("-")
-                expanded += list(range(int(lo), int(hi or lo) + 1))
-            assert ",".join(map(str, expanded)) == everywhere, seen
+            assert _expand(allowed) == everywhere, seen
 
 
 def test_the_plan_is_in_run_json_and_none_leaves_the_scheduler(tmp_path):
@@ -157,3 +172,36 @@ def test_cpu_placement_none_leaves_unpaced_workers_to_the_scheduler():
     seen = _worker_affinities(paced=False, extra=("--cpu-placement", "none"))
     assert len(seen) == 2
     assert all(not threads[pid].isdigit() for pid, threads in seen.items()), seen
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: pinned and free look alike")
+def test_an_unpaced_inproc_pair_runs_on_one_cpu_the_controller_does_not(tmp_path):
+    """Inproc workers are threads of the run's process: during a real run, its two loop threads
+    (and what they started) are on the first CPU, its main thread (the controller) is not pinned."""
+    import glob
+    import json
+    cpus = sorted(os.sched_getaffinity(0))
+    run = subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--transport", "inproc", "--size", "64",
+                            "--duration", "3", "--count", "50000000", "--quiet", "--out", str(tmp_path)],
+                           cwd=os.path.dirname(os.path.dirname(__file__)))
+    try:
+        seen: dict[str, str] = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and run.poll() is None:
+            try:
+                threads = _allowed(str(run.pid))
+            except OSError:         # a thread ended between listing and reading
+                continue
+            if sum(allowed == str(cpus[0]) for allowed in threads.values()) >= 2:
+                seen = threads
+                break
+            time.sleep(0.05)
+        assert run.wait(120) == 0
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert sum(allowed == str(cpus[0]) for allowed in seen.values()) >= 2, seen
+    assert _expand(seen[str(run.pid)]) == cpus, seen          # the controller's own thread
+    (run_json,) = glob.glob(str(tmp_path / "run=*" / "run.json"))
+    assert json.load(open(run_json))["cpu_placement"] == {"p0": cpus[0], "c0": cpus[0]}
+

@@ -16,9 +16,14 @@ message (pub-sub: its consumers' side does M times the work) nor with --consumer
 (simulated work: the consumers' share would cap what they carry, the very figure measured);
 the scheduler places those.
 
-Only for worker processes (inproc workers share one I/O thread) and only for unpaced runs,
-whose loops keep their CPUs busy; otherwise (or with --cpu-placement none) the scheduler
-places them. run.json records the plan (`cpu_placement`).
+Inproc workers are threads of one process that hand every message to each other through
+libzmq's pipes, with no I/O thread between them: apart, every hand-over bounces the pipe's
+cache lines and wakes the other CPU. An unpaced inproc producer and consumer (1x1, no consumer
+delay) run on one CPU together: 2.0-2.2x the msg/s of the two left to the scheduler here, as
+for the bare C inproc pair (BENCHMARKS.md 1.9).
+
+Only for unpaced runs, whose loops keep their CPUs busy; otherwise (or with --cpu-placement
+none) the scheduler places them. run.json records the plan (`cpu_placement`).
 """
 from __future__ import annotations
 
@@ -30,11 +35,12 @@ if TYPE_CHECKING:
 
 
 def placed(workload: "Workload") -> bool:
-    """Whether this run's workers are pinned: --cpu-placement auto, unpaced, worker processes
-    (inproc workers share one process and I/O thread), no proxy in the path."""
+    """Whether this run's workers are pinned: --cpu-placement auto, unpaced, no proxy in the
+    path; inproc only as one producer and one consumer without a consumer delay."""
     from .. import patterns
-    return (workload.cpu_placement == "auto" and not workload.rate and workload.transport != "inproc"
-            and not patterns.get(workload.pattern).proxy)
+    if workload.transport == "inproc" and (workload.producers, workload.consumers, workload.consumer_delay_us) != (1, 1, 0):
+        return False
+    return workload.cpu_placement == "auto" and not workload.rate and not patterns.get(workload.pattern).proxy
 
 
 def plan(workload: "Workload") -> dict[str, int]:
@@ -53,6 +59,8 @@ def worker_cpu(workload: "Workload", role: str, index: int, cpus: list[int]) -> 
     side a share of the CPUs in proportion to its workers, its workers in turn on it."""
     from .. import patterns
     producers, consumers = workload.producers, workload.consumers
+    if workload.transport == "inproc":      # the pair together (placed() admits only 1x1)
+        return cpus[0]
     if producers + consumers <= len(cpus):
         return cpus[index] if role == "producer" else cpus[producers + index]
     if len(cpus) < 2 or patterns.get(workload.pattern).fanout or workload.consumer_delay_us:
@@ -64,7 +72,8 @@ def worker_cpu(workload: "Workload", role: str, index: int, cpus: list[int]) -> 
 
 def place_this_worker(workload: "Workload", role: str, index: int) -> int | None:
     """Pin the calling thread (and the threads it starts later: libzmq's I/O thread, at the
-    first socket, and the converter) to its CPU; returns the CPU, or None if not placed."""
+    first socket, and the converter) to its CPU; returns the CPU, or None if not placed. An
+    inproc worker is a thread of the controller's process: only that thread is pinned."""
     if not hasattr(os, "sched_setaffinity"):
         return None
     cpu = worker_cpu(workload, role, index, sorted(os.sched_getaffinity(0)))
