@@ -238,7 +238,8 @@ class Workload:
         "auto", str, "",
         "auto: an unpaced run pins each worker process (with its libzmq I/O thread) to a CPU of its own, "
         "libzmq's fast placement, or where workers outnumber the CPUs, producers and consumers to CPUs of "
-        "their side's (not pub-sub, not with a consumer delay), and an inproc pair on one CPU; none: the scheduler places every thread",
+        "their side's (not pub-sub, not with a consumer delay), and an inproc pair on one CPU; "
+        "none: the scheduler places every thread",
         choices=CPU_PLACEMENTS, group=SOCKET_OPTIONS)
     consumer_delay_us: float = option(
         0.0, float, "microseconds from 0 to 60000000", "simulated work per received message, a slow consumer",

@@ -38,7 +38,8 @@ def placed(workload: "Workload") -> bool:
     """Whether this run's workers are pinned: --cpu-placement auto, unpaced, no proxy in the
     path; inproc only as one producer and one consumer without a consumer delay."""
     from .. import patterns
-    if workload.transport == "inproc" and (workload.producers, workload.consumers, workload.consumer_delay_us) != (1, 1, 0):
+    inproc_pair = (workload.producers, workload.consumers, workload.consumer_delay_us) == (1, 1, 0)
+    if workload.transport == "inproc" and not inproc_pair:
         return False
     return workload.cpu_placement == "auto" and not workload.rate and not patterns.get(workload.pattern).proxy
 
