@@ -6,7 +6,6 @@ Never commit the data.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -15,12 +14,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from zmqload.config import Workload
+from zmqload.contract import run_record as rr
 from zmqload.contract.records import RECVS, SAMPLES, SENDS
+from zmqload.contract.states import RunStatus
 from zmqload.contract.wire import SendStatus
 
 SEND_SCHEMA, RECV_SCHEMA, SAMPLE_SCHEMA = SENDS.arrow, RECVS.arrow, SAMPLES.arrow
 CACHE = os.environ.get("ZMQLOAD_BENCH_CACHE", "/tmp/zmqload-bench-report")
-FORMAT = 2       # bump when the generated data changes
+FORMAT = 3       # bump when the generated data changes
 
 
 def _write(path, table):
@@ -89,19 +91,13 @@ def generate(records: int, producers: int = 2, rate_per_producer: int = 500_000,
          "tcp_sendq_bytes": np.full(len(ts), -1, np.int64), "tcp_recvq_bytes": np.full(len(ts), -1, np.int64),
          "rss_kb": np.full(len(ts), -1, np.int64)},
         schema=SAMPLE_SCHEMA))
-    meta = {"schema_version": 1, "run_id": f"bench-{records}", "status": "complete", "error": None,
-            "workload": {"pattern": "push-pull", "transport": "tcp", "size": size, "count": per_stream,
-                         "rate": rate_per_producer, "producers": producers, "consumers": 1, "send_mode": "dontwait",
-                         "sndhwm": 1000, "rcvhwm": 1000, "linger_ms": -1},
-            "pattern": {"fanout": False}, "versions": {"zmqload": "synthetic"},
-            "host": {"hostname": "synthetic", "cpus": os.cpu_count()},
-            "clock": {"source": "CLOCK_MONOTONIC", "realtime_ns": 0, "monotonic_ns": 0},
-            "schedule": {"t0_ns": t0, "rate_per_producer": rate_per_producer, "fanout": False},
-            "started_at": None, "finished_at": None}
-    tmp = os.path.join(path, ".run.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(meta, f)
-    os.replace(tmp, os.path.join(path, "run.json"))
+    rr.write_run(path, rr.RunRecord(
+        run_id=f"bench-{records}", status=RunStatus.COMPLETE,
+        workload=Workload(pattern="push-pull", transport="tcp", size=size, count=per_stream, rate=rate_per_producer,
+                          producers=producers, consumers=1, send_mode="dontwait", sndhwm=1000, rcvhwm=1000,
+                          linger_ms=-1),
+        versions=rr.Versions(zmqload="synthetic"), host=rr.Host(hostname="synthetic", cpus=os.cpu_count()),
+        schedule=rr.Schedule(t0_ns=t0, rate_per_producer=rate_per_producer, fanout=False)))
     return path
 
 

@@ -320,6 +320,12 @@ class Workload:
     def fanout(self) -> bool:
         return patterns.get(self.pattern).fanout
 
+    @property
+    def consumer_delay_ns(self) -> int:
+        """--consumer-delay-us in the engine's unit: whole nanoseconds of work per message
+        (the consumer's Receiver, and the slow drain's patience)."""
+        return round(self.consumer_delay_us * 1000)
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
@@ -410,6 +416,11 @@ class Slos:
     def __post_init__(self) -> None:
         for name, opt in SLO_OPTIONS.items():
             setattr(self, name, opt.convert(getattr(self, name)))
+
+    @property
+    def given(self) -> bool:
+        """Any SLO is set (a run made without any records none)."""
+        return any(getattr(self, name) is not None for name in SLO_OPTIONS)
 
     def with_search_defaults(self) -> "Slos":
         """The capacity search's SLOs: nothing lost and 99% received unless told otherwise."""

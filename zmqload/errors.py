@@ -43,6 +43,12 @@ class ReportInputError(ZmqloadError):
     exit_status = ExitStatus.BAD_INPUT
 
 
+class RecordError(ZmqloadError):
+    """A record file (run.json, capacity-search.json, ...) is missing, of another schema
+    version, or not what its type says; the message names the file."""
+    exit_status = ExitStatus.BAD_INPUT
+
+
 class EngineError(ZmqloadError, OSError):
     """A libzmq call made by the engine failed; `errno` and libzmq's message are attached."""
 

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import time
 from typing import Any
 
 from . import _engine
+from .analysis.javacheck import find_java
+from .errors import ConfigError
 from .versions import clock_pair, host, versions
 
 PROBED_SOCKETS = ("PUSH", "PULL", "PUB", "SUB", "DEALER", "ROUTER", "PAIR")
@@ -29,7 +30,13 @@ def socket_defaults() -> dict[str, dict[str, int]]:
 
 
 def java_version() -> str | None:
-    java = shutil.which("java")
+    """The version of the java a Spark report runs (analysis.javacheck.find_java: JAVA_HOME's
+    whenever it is set, else java on PATH); None when there is none, or JAVA_HOME names a
+    directory without bin/java (the report refuses it)."""
+    try:
+        java = find_java()
+    except ConfigError:
+        return None
     if java is None:
         return None
     try:

@@ -16,13 +16,16 @@ import glob
 import hashlib
 import importlib.util
 import io
-import json
 import os
 import re
 import shutil
 import statistics
+from typing import Optional
 
 import pytest
+
+from .contract.run_record import RunRecord, read_run
+from .errors import RecordError
 
 SECTION = "zmqload runs"
 TIMINGS = ("message", "wall")
@@ -126,9 +129,10 @@ class ZmqloadFixture:
             print_summary(result, console)
             console.print()
         for d in unfinished:      # runs that raised (RunError, interrupted): no RunResult, run.json says why
-            meta = _read_meta(d)
-            console.print(f"run {os.path.basename(d)[4:]}: status {meta.get('status', 'unknown')}"
-                          + (f", error: {meta['error']}" if meta.get("error") else ""))
+            record = _read_record(d)
+            status = "unknown" if record is None else record.status.value
+            error = record.error if record is not None else None
+            console.print(f"run {os.path.basename(d)[4:]}: status {status}" + (f", error: {error}" if error else ""))
             console.print(f"records: {d}")
             console.print()
         if self.keep:
@@ -150,12 +154,11 @@ class ZmqloadFixture:
         return False
 
 
-def _read_meta(run_dir: str) -> dict:
+def _read_record(run_dir: str) -> Optional[RunRecord]:
     try:
-        with open(os.path.join(run_dir, "run.json")) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
+        return read_run(run_dir)
+    except RecordError:
+        return None
 
 
 def _base_dir(config, tmp_path_factory) -> str:

@@ -167,7 +167,7 @@ def probe_once(template: Workload, slos: Slos, rate: int, duration: float, run_n
     from .runner import run
     w = probe_workload(template, rate, duration, run_name)
     try:
-        result = run(w, progress=progress)
+        result = run(w, progress=progress, slos=slos)
     except RunError as exc:
         return Probe(rate, False, error=str(exc))
     if result.status != "complete":

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import itertools
-import json
 import os
 import re
 import secrets
@@ -23,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .config import OPTIONS, Workload
-from .errors import ConfigError
+from .contract.run_record import read_run
+from .contract.states import RunStatus
+from .errors import ConfigError, RecordError
 
 # Workload fields the sweep sets itself: a point cannot vary them.
 RESERVED = ("out", "run_name", "label")
@@ -408,11 +409,10 @@ def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _recorded_status(point: Point) -> Optional[str]:
+def _recorded_status(point: Point) -> Optional[RunStatus]:
     try:
-        with open(os.path.join(point.run_dir, "run.json")) as f:
-            return json.load(f).get("status")
-    except (OSError, ValueError):
+        return read_run(point.run_dir).status
+    except RecordError:
         return None
 
 

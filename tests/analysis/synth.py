@@ -5,7 +5,6 @@ benchmark (bulk generation in chunks). Writes exactly the RECORDS.md layout.
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 
@@ -13,7 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from zmqload.config import Workload
+from zmqload.contract import run_record as rr
 from zmqload.contract.records import RECVS, SAMPLES, SCHEMA_VERSION, SENDS
+from zmqload.contract.states import RunStatus
 from zmqload.contract.wire import SendStatus
 
 SEND_SCHEMA = SENDS.arrow
@@ -28,23 +30,20 @@ class Synth:
     run_id: str
     sends: dict = field(default_factory=dict)
     recvs: dict = field(default_factory=dict)
-    meta: dict = field(default_factory=dict)
+    record: rr.RunRecord = field(default_factory=rr.RunRecord)
 
 
-def _meta(run_id, pattern, transport, size, rate, producers, consumers, fanout, sndhwm, rcvhwm, t0, status="complete",
-          schema_version=SCHEMA_VERSION):
-    return {
-        "schema_version": schema_version, "run_id": run_id, "status": status, "error": None,
-        "workload": {"pattern": pattern, "transport": transport, "size": size, "count": None, "rate": rate,
-                     "producers": producers, "consumers": consumers, "send_mode": "dontwait",
-                     "sndhwm": sndhwm, "rcvhwm": rcvhwm, "linger_ms": -1},
-        "pattern": {"fanout": fanout},
-        "versions": {"zmqload": "0.1.0", "libzmq": "4.3.4"},
-        "host": {"hostname": "synth", "cpus": 2},
-        "clock": {"source": "CLOCK_MONOTONIC", "realtime_ns": 0, "monotonic_ns": 0},
-        "schedule": {"t0_ns": int(t0), "rate_per_producer": rate, "fanout": fanout},
-        "started_at": "2026-11-22T00:00:00+00:00", "finished_at": "2026-11-22T00:00:01+00:00",
-    }
+def _record(run_id, pattern, transport, size, rate, producers, consumers, fanout, sndhwm, rcvhwm, t0,
+            status="complete", schema_version=SCHEMA_VERSION) -> rr.RunRecord:
+    """The run's record, built through the type every run writes (zmqload.contract.run_record)."""
+    return rr.RunRecord(
+        schema_version=schema_version, run_id=run_id, status=RunStatus(status),
+        workload=Workload(pattern=pattern, transport=transport, size=size, rate=rate, producers=producers,
+                          consumers=consumers, send_mode="dontwait", sndhwm=sndhwm, rcvhwm=rcvhwm, linger_ms=-1),
+        pattern=rr.PatternFacts(fanout=fanout),
+        versions=rr.Versions(zmqload="0.1.0", libzmq="4.3.4"), host=rr.Host(hostname="synth", cpus=2),
+        schedule=rr.Schedule(t0_ns=int(t0), rate_per_producer=rate, fanout=fanout),
+        started_at="2026-11-22T00:00:00+00:00", finished_at="2026-11-22T00:00:01+00:00")
 
 
 def write_parts(directory, table, rows_per_part, prefix):
@@ -139,8 +138,7 @@ def make_run(parent, run_id="synth", *, streams=2, count=5000, consumers=1, fano
                         "tcp_recvq_bytes": np.full(len(ts), -1, np.int64),
                         "rss_kb": np.full(len(ts), -1, np.int64)}, schema=SAMPLE_SCHEMA)
     write_parts(os.path.join(path, "samples"), samples, 100_000, "p000")
-    meta = _meta(run_id, pattern, transport, size, rate, streams, consumers, fanout, sndhwm, rcvhwm, t0, run_status,
-                 schema_version)
-    with open(os.path.join(path, "run.json"), "w") as f:
-        json.dump(meta, f)
-    return Synth(path=path, run_id=run_id, sends=sends, recvs=recvs, meta=meta)
+    record = _record(run_id, pattern, transport, size, rate, streams, consumers, fanout, sndhwm, rcvhwm, t0,
+                     run_status, schema_version)
+    rr.write_run(path, record)
+    return Synth(path=path, run_id=run_id, sends=sends, recvs=recvs, record=record)

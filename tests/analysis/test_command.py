@@ -13,7 +13,9 @@ import pytest
 
 from zmqload.analysis import javacheck
 from zmqload.analysis.capacity import parse_bytes
-from zmqload.report import command
+from zmqload.contract import run_record as rr
+from zmqload.contract.states import RunStatus
+from zmqload.cli import report as command      # the report's command line (add_arguments, run)
 
 from .synth import make_run
 
@@ -49,7 +51,7 @@ def test_unknown_schema_version(tmp_path, capsys):
 def test_empty_run(tmp_path, capsys):
     d = tmp_path / "run=empty"
     d.mkdir()
-    (d / "run.json").write_text(json.dumps({"schema_version": 1, "run_id": "empty", "status": "complete"}))
+    rr.write_run(str(d), rr.RunRecord(run_id="empty", status=RunStatus.COMPLETE))
     assert "no send or receive records" in one_line_error(capsys, command.run(parse([str(d)])))
 
 

@@ -11,6 +11,9 @@ import numpy as np
 import pytest
 
 from zmqload.analysis import metrics
+from zmqload.contract.fates import TailPlacement
+from zmqload.contract.run_record import Drain, RunRecord
+from zmqload.contract.states import DrainEnd
 from zmqload.report import plots
 
 W = 100_000_000     # 100 ms
@@ -184,9 +187,9 @@ def test_real_paced_run_draws_no_dip(real_analysis):
     analysis, runs = real_analysis
     info = runs["paced"]
     row = {r["run"]: r for r in analysis.run_rows()}["paced"]
-    assert row["lost"] == 0 and not (info.meta.get("summary") or {}).get("generator_limited")
+    assert row["lost"] == 0 and not info.record.summary.generator_limited
     data = plots.throughput_series(analysis.rates, "paced", analysis.window_ns, row,
-                                   info.meta["schedule"]["t0_ns"])
+                                   info.record.t0_ns)
     offered_edges, offered = data["series"]["offered"]
     assert min(offered) >= 0.98 * 5000 and max(offered) <= 1.02 * 5000
     assert offered_edges[0] == pytest.approx(0.0, abs=1e-3)     # t0 is the first scheduled send
@@ -216,7 +219,7 @@ def test_real_ipc_queue_axis_has_whole_messages_and_bytes(real_analysis):
     assert ax.child_axes[0].get_ylabel().split()[0] in ("bytes", "KiB")     # 64 B messages, a small queue
     plt.close(fig)
     assert plots.queue_depth(analysis.depth, "ipc", analysis.window_ns)
-    assert plots.queue_split(analysis.depth, "ipc", runs["ipc"].path, runs["ipc"].meta, analysis.window_ns)
+    assert plots.queue_split(analysis.depth, "ipc", runs["ipc"].path, runs["ipc"].record, analysis.window_ns)
 
 
 def test_the_queue_split_follows_the_transport():
@@ -248,12 +251,12 @@ def test_fates_over_time_places_the_tail_by_the_runs_rule(placement, tail):
     after an after-drain close, ambiguous for a PUB closed at once (docs/RECORDS.md)."""
     rows = [{"window": w, "sent": 10, "delivered_sent": a, "received": a} for w, a in
             [(0, 0), (1, 10), (2, 7), (3, 10), (4, 0), (5, 0)]]
-    meta = {"drain": {"ended": "idle", "tail_placement": placement}}
+    meta = RunRecord(drain=Drain(ended=DrainEnd.IDLE, tail_placement=placement and TailPlacement(placement)))
     lost, windows, _ = plots.lost_by_place(rows, meta, copies=1)
     assert windows == [0, 1, 2, 3, 4, 5]
     expected = {"dropped_start": {0: 10}, "dropped_mid": {2: 3}}
     expected.setdefault(tail, {}).update({4: 10, 5: 10})
     assert dict(lost) == expected
-    meta["drain"]["ended"] = "limit"        # cut short: none of it can be told apart
+    meta.drain.ended = DrainEnd.LIMIT        # cut short: none of it can be told apart
     lost, _, _ = plots.lost_by_place(rows, meta, copies=1)
     assert dict(lost) == {"stranded or dropped": {0: 10, 2: 3, 4: 10, 5: 10}}

@@ -10,11 +10,14 @@ rows: Spark already aggregated the records.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import defaultdict
 from typing import Any
 
 from ..contract.fates import AMBIGUOUS_TAIL, DROPPED, FATES
+from ..contract.derived import work_ceiling
+from ..contract.run_record import QueuePeak, RunRecord
 
 # Workload fields that do not change what is measured, so never split a group; `rate` is the
 # axis the verdict is about; `label` holds a sweep point's axis values, fields themselves;
@@ -81,21 +84,22 @@ def offered(row):
 class RunView:
     """One run as the verdicts see it: its summary row, its workload and run.json figures."""
 
-    def __init__(self, row: dict, meta: dict | None):
-        self.row, self.meta = row, meta or {}
-        w = self.meta.get("workload")
-        self.workload = dict(w) if w else {k: row.get(k) for k in ROW_SETTINGS}
-        self.workload["libzmq"] = (self.meta.get("versions") or {}).get("libzmq")
+    def __init__(self, row: dict, record: RunRecord | None):
+        self.row, self.record = row, record
+        # the settings the runs are grouped by: the record's workload, else the row's columns
+        self.workload = (dataclasses.asdict(record.workload) if record is not None
+                         else {k: row.get(k) for k in ROW_SETTINGS})
+        self.workload["libzmq"] = record.versions.libzmq if record is not None else None
         self.id = row.get("run")
         self.offered = offered(row)
         # the fates as the report computed them from the records (the same rules as the run's)
         self.fates = {k: row.get(k) or 0 for k in FATES}
         self.dropped = sum(self.fates[k] for k in DROPPED)
         self.sender_drops = (row.get("eagain") or 0) + (row.get("timeout") or 0)
-        summary = self.meta.get("summary") or {}
-        self.generator_limited = self.meta.get("generator_limited", summary.get("generator_limited"))
-        self.reached_rate = (summary.get("generator") or {}).get("reached_rate") or row.get("send_rate")
-        self.queue_peak = summary.get("queue_peak") or {}
+        summary = record.summary if record is not None else None
+        self.generator_limited = summary is not None and summary.generator_limited
+        self.reached_rate = (summary.generator.reached_rate if summary is not None else None) or row.get("send_rate")
+        self.queue_peak = summary.queue_peak if summary is not None else QueuePeak()
         self.p99 = row.get("latency_intended_p99_us")
 
     @property
@@ -146,8 +150,8 @@ def grouping_keys(views: list[RunView]) -> list[str]:
 def capacity_table(run_rows: list[dict], slo_p99_us: float = 1000.0, runs=None) -> list[dict]:
     """One verdict per group. `runs`: the RunInfo list (run.json of each run); without it the
     groups come from the summary rows' workload columns and loss from their seq counts."""
-    metas = {r.run_id: r.meta for r in runs or ()}
-    views = [RunView(r, metas.get(r.get("run"))) for r in run_rows
+    records = {r.run_id: r.record for r in runs or ()}
+    views = [RunView(r, records.get(r.get("run"))) for r in run_rows
              if r.get("received") is not None or r.get("attempted") is not None]
     keys = grouping_keys(views)
     groups: dict[tuple, list[RunView]] = defaultdict(list)
@@ -191,7 +195,7 @@ def group_verdict(views: list[RunView], keys: list[str], slo_p99_us: float) -> d
     at_high = by_rate[high] if high is not None else []
     g["p99_at_clean_us"] = max((v.p99 for v in at_high if v.p99 is not None), default=None)
     g["queued_bytes_at_clean"] = max((v.row.get("queued_bytes_max") or 0 for v in at_high), default=None)
-    g["queue_peak_at_clean"] = max((v.queue_peak.get("messages") or 0 for v in at_high), default=None)
+    g["queue_peak_at_clean"] = max((v.queue_peak.messages or 0 for v in at_high), default=None)
     if low is not None:
         view, fails = failing[low][0]
         g["failed_slo"] = "+".join(name for name, _ in fails)
@@ -224,10 +228,11 @@ def advice(v: RunView, fails: list[tuple[str, str]], slo_p99_us: float) -> tuple
     names = {n for n, _ in fails}
     w, rate = v.workload, fmt_rate(v.offered)
     delay = w.get("consumer_delay_us") or 0
-    per_consumer = f"; {delay:g} us of work per message caps a consumer near {fmt_rate(1e6 / delay)}" if delay else ""
+    per_consumer = (f"; {delay:g} us of work per message caps a consumer near {fmt_rate(work_ceiling(delay))}"
+                    if delay else "")
     peak = v.queue_peak
-    where = (f"queue peak {peak.get('messages', 0):,} messages ({peak.get('kernel_messages', 0):,} in kernel "
-             f"buffers, {peak.get('libzmq_messages', 0):,} in libzmq)" if peak else
+    where = (f"queue peak {peak.messages or 0:,} messages ({peak.kernel_messages or 0:,} in kernel "
+             f"buffers, {peak.libzmq_messages or 0:,} in libzmq)" if peak.messages is not None else
              f"queue peak {v.row.get('depth_max') or 0:,} messages")
     hwm = f"SNDHWM {_hwm(w.get('sndhwm'))}, RCVHWM {_hwm(w.get('rcvhwm'))}"
     if GENERATOR in names:

@@ -16,8 +16,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AT_CLOSE, TAIL_MID_RUN
+from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AT_CLOSE
 from ..contract.ids import Role
+from ..contract.states import DrainMode, RunStatus
 from ..contract.records import INT32, INT64, Schema
 from . import finish, metrics
 from .runs import RunInfo, load_records
@@ -95,30 +96,30 @@ def rate(n, t_first, t_last):
 
 def _run_columns(info: RunInfo) -> dict:
     """The run-level columns of a summary row (its `run` comes with the row)."""
-    w = info.workload
+    w, schedule = info.workload, info.record.schedule
     return {
-        "status": info.status, "interrupted": info.interrupted,
-        "pattern": w.get("pattern"), "transport": w.get("transport"), "size": w.get("size"),
-        "sndhwm": w.get("sndhwm"), "rcvhwm": w.get("rcvhwm"),
-        "proxy_sndhwm": w.get("proxy_sndhwm"), "proxy_rcvhwm": w.get("proxy_rcvhwm"),
-        "linger_ms": w.get("linger_ms"), "send_mode": w.get("send_mode"),
-        "producers": w.get("producers"), "consumers": info.consumers, "fanout": info.fanout,
-        "rate_per_producer": (info.meta.get("schedule") or {}).get("rate_per_producer", w.get("rate")),
+        "status": info.status.value, "interrupted": info.interrupted,
+        "pattern": w.pattern, "transport": w.transport, "size": w.size,
+        "sndhwm": w.sndhwm, "rcvhwm": w.rcvhwm, "proxy_sndhwm": w.proxy_sndhwm, "proxy_rcvhwm": w.proxy_rcvhwm,
+        "linger_ms": w.linger_ms, "send_mode": w.send_mode,
+        "producers": w.producers, "consumers": info.consumers, "fanout": info.fanout,
+        "rate_per_producer": schedule.rate_per_producer if schedule is not None else w.rate,
     }
 
 
 def drain_completed(info: RunInfo) -> bool:
     """Whether every unreceived message counts as dropped (accounting.py's rule): the drain
-    ran to completion and the run completed. Runs recorded before the drain existed have no
-    "drain" entry: their consumers read until idle, as a completed drain does."""
-    return bool((info.meta.get("drain") or {}).get("completed", True)) and info.status == "complete"
+    ran to completion and the run completed (a record without a drain: its consumers read
+    until idle, as a completed drain does)."""
+    drain = info.record.drain
+    return (drain is None or drain.completed) and info.status is RunStatus.COMPLETE
 
 
 def tail_placement(info: RunInfo) -> str:
     """Where drops after a consumer's last arrival happened, as the run decided it (run.json
-    drain.tail_placement; runs recorded before it have the boolean drain.tail_at_shutdown)."""
-    drain = info.meta.get("drain") or {}
-    return drain.get("tail_placement") or (TAIL_AT_CLOSE if drain.get("tail_at_shutdown", True) else TAIL_MID_RUN)
+    drain.tail_placement; a run that ended before deciding it: at close)."""
+    drain = info.record.drain
+    return drain.tail_placement if drain is not None and drain.tail_placement is not None else TAIL_AT_CLOSE
 
 
 def view_died(info: RunInfo, consumer: int) -> bool:
@@ -132,14 +133,12 @@ def view_died(info: RunInfo, consumer: int) -> bool:
 
 def consumer_indices(info: RunInfo) -> list[int]:
     """The consumers that reported (run.json's consumers), else all the workload names."""
-    return sorted(int(c["worker"]) for c in info.meta.get("consumers") or () if "worker" in c) \
-        or list(range(info.consumers))
+    return sorted(c.worker for c in info.record.consumers) or list(range(info.consumers))
 
 
 def drain_starts(runs: list[RunInfo]) -> dict[tuple[int, int], int]:
     """{(run number, consumer): t_drain_ns} of the consumers that began draining."""
-    return {(i, int(c["worker"])): int(c["t_drain_ns"]) for i, r in enumerate(runs)
-            for c in r.meta.get("consumers") or () if c.get("t_drain_ns") and "worker" in c}
+    return {(i, c.worker): c.t_drain_ns for i, r in enumerate(runs) for c in r.record.consumers if c.t_drain_ns}
 
 
 def certain_lines(spark_recvs, runs: list[RunInfo], rs: list[dict], fanout_runs) -> None:
@@ -197,7 +196,8 @@ class _Steps:
 
 def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder="auto", log=None) -> Analysis:
     step = _Steps(log)
-    window_ns = metrics.window_ns_for(window_ms, [(r.meta.get("summary") or {}).get("elapsed_s") for r in runs])
+    window_ns = metrics.window_ns_for(window_ms, [r.record.summary.elapsed_s if r.record.summary else None
+                                                  for r in runs])
     sends = load_records(spark, runs, "sends")
     recvs = load_records(spark, runs, "recvs")
     # Runs are numbered (their index in `runs`) inside Spark; ids come back in `_name_runs`.
@@ -306,8 +306,7 @@ def throughput(info: RunInfo, row: dict, drain_began: int | None) -> float | Non
     before the drain, over the time until the drain began."""
     first = row.get("t_first_send_ns")
     w = info.workload
-    if w.get("consumer_delay_us") and w.get("drain", "fast") == "fast" and drain_began and first \
-            and drain_began > first:
+    if w.consumer_delay_us and w.drain == DrainMode.FAST and drain_began and first and drain_began > first:
         return row.get("delivered", 0) * 1e9 / (drain_began - first)
     last = row.get("t_last_recv_ns")
     if not first or not last or last <= first:

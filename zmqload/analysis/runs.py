@@ -12,14 +12,17 @@ figures, not the report (Spark would abort the whole job with a Java trace).
 from __future__ import annotations
 
 import glob
-import json
 import os
 from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
 
-from ..contract.ids import Role, WorkerId
-from ..contract.records import SCHEMA_VERSION, SCHEMAS
+from ..config import Workload
+from ..contract import run_record as rr
+from ..contract.ids import Role
+from ..contract.records import SCHEMAS
+from ..contract.states import RunStatus
+from ..errors import RecordError
 from .errors import ReportInputError
 
 KINDS = ("sends", "recvs", "replies", "samples")      # the record kinds the report reads
@@ -34,7 +37,7 @@ class BadFileWarning(str):
 class RunInfo:
     path: str
     run_id: str
-    meta: dict
+    record: rr.RunRecord
     parts: dict = field(default_factory=dict)   # kind -> list of part files
     warnings: list = field(default_factory=list)
     unreadable: dict = field(default_factory=dict)   # kind -> list of (part file, why) left out
@@ -45,44 +48,34 @@ class RunInfo:
         return any(self.unreadable.values())
 
     @property
-    def status(self) -> str:
-        return str(self.meta.get("status", "unknown"))
+    def status(self) -> RunStatus:
+        return self.record.status
 
     @property
-    def workload(self) -> dict:
-        return self.meta.get("workload") or {}
+    def workload(self) -> Workload:
+        return self.record.workload
 
     @property
     def fanout(self) -> bool:
-        sched = self.meta.get("schedule") or {}
-        pat = self.meta.get("pattern") or {}
-        return bool(sched.get("fanout", pat.get("fanout", False) if isinstance(pat, dict) else False))
+        return self.record.fanout
 
     @property
     def consumers(self) -> int:
-        return int(self.workload.get("consumers") or len(self.meta.get("consumers") or []) or 1)
+        return self.workload.consumers
 
     @property
     def interrupted(self) -> bool:
-        return self.status in ("interrupted", "running")
+        return self.record.cut_short
 
     @property
     def died(self) -> dict[Role, set[int]]:
         """The workers that died in the run (run.json salvaged.died: killed, crashed), by
         role: what they may have held has the fate `unknown`."""
-        names = (self.meta.get("salvaged") or {}).get("died") or ()
-        out: dict[Role, set[int]] = {role: set() for role in Role}
-        for worker in map(WorkerId.parse, names):
-            out[worker.role].add(worker.index)
-        return out
+        return self.record.died
 
     @property
     def rows(self) -> int:
         return len(self.parts.get("recvs", ())) + len(self.parts.get("sends", ()))
-
-
-def _is_run_dir(path: str) -> bool:
-    return os.path.isfile(os.path.join(path, "run.json"))
 
 
 def _list_parts(run_dir: str, kind: str) -> list[str]:
@@ -124,24 +117,15 @@ def _sort_out_parts(info: RunInfo, kind: str) -> None:
 
 def read_run(path: str) -> RunInfo:
     """One run directory, validated. Raises ReportInputError (one line) if unusable."""
-    meta_path = os.path.join(path, "run.json")
+    if not rr.is_run_dir(path):
+        raise ReportInputError(f"{path}: not a zmqload run (no run.json)")
     try:
-        with open(meta_path) as f:
-            meta = json.load(f)
-    except FileNotFoundError:
-        raise ReportInputError(f"{path}: not a zmqload run (no run.json)") from None
-    except (OSError, ValueError) as e:
-        raise ReportInputError(f"{meta_path}: unreadable ({e.__class__.__name__}: "
-                               f"{(str(e).splitlines() or [''])[0]})") from None
-    if not isinstance(meta, dict) or "schema_version" not in meta:
-        raise ReportInputError(f"{path}: not a zmqload run (run.json has no schema_version)")
-    if meta["schema_version"] != SCHEMA_VERSION:
-        raise ReportInputError(
-            f"{path}: unknown record schema version {meta['schema_version']!r} "
-            f"(this zmqload reads version {SCHEMA_VERSION})")
+        record = rr.read_run(path)
+    except RecordError as e:
+        raise ReportInputError(str(e)) from None
     base = os.path.basename(os.path.normpath(path))
-    run_id = str(meta.get("run_id") or (base[4:] if base.startswith("run=") else base))
-    info = RunInfo(path=os.path.abspath(path), run_id=run_id, meta=meta)
+    run_id = record.run_id or (base[4:] if base.startswith("run=") else base)
+    info = RunInfo(path=os.path.abspath(path), run_id=run_id, record=record)
     for kind in KINDS:
         _sort_out_parts(info, kind)
     if info.damaged:
@@ -151,10 +135,10 @@ def read_run(path: str) -> RunInfo:
             f"run {run_id}: {len(bad)} unreadable part{'s' * (len(bad) > 1)} left out: "
             + "; ".join(f"{os.path.relpath(p, info.path)} ({why})" for p, why in bad)
             + (f"; its {' and '.join(lost)} figures are marked not computed (-)" if lost else "")))
-    if info.status in ("interrupted", "running"):
+    if info.interrupted:
         info.warnings.append(f"run {run_id} was interrupted (status {info.status}): figures cover what was recorded")
-    elif info.status == "failed":
-        info.warnings.append(f"run {run_id} failed: {meta.get('error') or 'no error recorded'}")
+    elif info.status is RunStatus.FAILED:
+        info.warnings.append(f"run {run_id} failed: {record.error or 'no error recorded'}")
     if not info.parts["recvs"] and not info.parts["sends"]:
         info.warnings.append(f"run {run_id} is empty (no send or receive records)")
     return info
@@ -177,11 +161,11 @@ def discover_runs(paths) -> tuple[list[RunInfo], list[str]]:
             raise ReportInputError(f"{p}: no such directory")
         if not os.path.isdir(p):
             raise ReportInputError(f"{p}: not a directory")
-        if _is_run_dir(p):
+        if rr.is_run_dir(p):
             candidates, single = [p], True
         else:
             candidates = sorted(d for d in glob.glob(os.path.join(p, "run=*")) if os.path.isdir(d))
-            candidates += sorted(os.path.dirname(f) for f in glob.glob(os.path.join(p, "*", "run.json"))
+            candidates += sorted(os.path.dirname(f) for f in glob.glob(os.path.join(p, "*", rr.RUN_FILE))
                                  if not os.path.basename(os.path.dirname(f)).startswith("run="))
             single = False
             if not candidates:

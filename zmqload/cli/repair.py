@@ -21,8 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> ExitStatus:
     from ..runner.repair import process_alive, read_running, repair_run
-    meta = read_running(args.run_dir)
-    pid = meta.get("controller_pid")
+    pid = read_running(args.run_dir).controller_pid
     if pid and process_alive(pid):
         raise ConfigError("RUN_DIR", f"{args.run_dir} is still being run by process {pid}; "
                           "accepted: a run whose controller is gone")

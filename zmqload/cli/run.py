@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
     from ..sweep import estimate_run_s
     progress = None if args.json or args.quiet else LiveProgress(total_s=estimate_run_s(workload))
     try:
-        result = run_workload(workload, progress=progress)
+        result = run_workload(workload, progress=progress, slos=slos if slos.given else None)
     except KeyboardInterrupt as exc:
         raise KeyboardInterrupt("what was recorded is kept (run.json status: interrupted)") from exc
     except RunError as exc:     # a failed run still has figures (from its records): show them, then the error

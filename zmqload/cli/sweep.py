@@ -17,7 +17,7 @@ from .options import add_workload_arguments
 
 NAME = "sweep"
 HELP = "run the cartesian product of option lists, one run directory each"
-REPORT_MODULE = "zmqload.report.command"
+REPORT_MODULE = "zmqload.cli.report"
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID

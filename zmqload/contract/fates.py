@@ -5,7 +5,20 @@ from __future__ import annotations
 
 from typing import Final
 
-FATES: Final = ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail", "stranded", "unknown")
+from .states import Word
+
+class Fate(Word):
+    """Where one expected message ended; docs/RECORDS.md says what each means."""
+    DELIVERED = "delivered"
+    DRAINED = "drained"
+    DROPPED_START = "dropped_start"
+    DROPPED_MID = "dropped_mid"
+    DROPPED_TAIL = "dropped_tail"
+    STRANDED = "stranded"
+    UNKNOWN = "unknown"
+
+
+FATES: Final = tuple(fate.value for fate in Fate)
 """Every expected message ends in exactly one of these: expected = the sum of them."""
 
 DROPPED: Final = ("dropped_start", "dropped_mid", "dropped_tail")
@@ -26,15 +39,23 @@ LOST_BRIEF: Final = tuple(f for f in BRIEF if f == "dropped" or f in LOST)
 # last one that did was either lost at the producer's close or dropped mid-run at a full
 # pipe. The run decides which from the socket and the close order it used, and records the
 # rule in run.json["drain"]["tail_placement"] (docs/RECORDS.md) so the report applies it too.
-TAIL_AT_CLOSE: Final = "at-close"
+class TailPlacement(Word):
+    """run.json["drain"]["tail_placement"]: where a message missing after the last arrival
+    was lost (the constants below say when each applies)."""
+    AT_CLOSE = "at-close"
+    MID_RUN = "mid-run"
+    AMBIGUOUS = "ambiguous"
+
+
+TAIL_AT_CLOSE: Final = TailPlacement.AT_CLOSE
 """The producer's socket blocks at HWM (PUSH, DEALER, PAIR, REQ): it dropped nothing while
 running, so a message missing after the last arrival was lost at close: `dropped_tail`."""
 
-TAIL_MID_RUN: Final = "mid-run"
+TAIL_MID_RUN: Final = TailPlacement.MID_RUN
 """The consumers had drained to idle before the producers closed (--close-order after-drain):
 nothing was in flight at the close, so a missing message was dropped mid-run: `dropped_mid`."""
 
-TAIL_AMBIGUOUS: Final = "ambiguous"
+TAIL_AMBIGUOUS: Final = TailPlacement.AMBIGUOUS
 """A socket that drops at HWM (PUB, XPUB) closed before the drain could show the pipe empty:
 a missing message may have died at a full pipe or at close (over ipc even with LINGER -1).
 Counted as `dropped_tail` and also as `AMBIGUOUS_TAIL`."""

@@ -1,11 +1,12 @@
 """Who a worker is: its role and its index among the workers of that role."""
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
+from .states import Word
 
-class Role(str, enum.Enum):
+
+class Role(Word):
     PRODUCER = "producer"
     CONSUMER = "consumer"
     PROXY = "proxy"

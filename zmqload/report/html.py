@@ -92,7 +92,7 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
                "<th>p99.9 (&micro;s)</th><th>peak queued</th></tr>")
     for info in runs:
         r = run_rows.get(info.run_id, {})
-        status = info.status + ("<span class='tag'>interrupted</span>" if info.interrupted else "")
+        status = info.status.value + ("<span class='tag'>interrupted</span>" if info.interrupted else "")
         loss = r.get("loss_ratio")
         loss_cls = "ok" if loss == 0 else "bad" if loss else ""
         out.append(
@@ -122,12 +122,12 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
         out.append(f"<h3 id='{_e(info.run_id)}'>{_e(info.run_id)}"
                    f"{'<span class=tag>interrupted</span>' if info.interrupted else ''}</h3>")
         w = info.workload
-        out.append(f"<p class='note'>{_e(w.get('pattern'))} over {_e(w.get('transport'))}, {_e(w.get('size'))} B, "
-                   f"{_e(w.get('producers'))} producer(s) &rarr; {_e(info.consumers)} consumer(s), rate "
-                   f"{_e(w.get('rate') or 'unpaced')} per producer, send mode {_e(w.get('send_mode'))}, "
-                   f"SNDHWM {_hwm(w.get('sndhwm'))}, RCVHWM {_hwm(w.get('rcvhwm'))}, linger "
-                   f"{'default' if w.get('linger_ms') is None else _e(w.get('linger_ms')) + ' ms'}; "
-                   f"libzmq {_e((info.meta.get('versions') or {}).get('libzmq'))}.</p>")
+        out.append(f"<p class='note'>{_e(w.pattern)} over {_e(w.transport)}, {_e(w.size)} B, "
+                   f"{_e(w.producers)} producer(s) &rarr; {_e(info.consumers)} consumer(s), rate "
+                   f"{_e(w.rate or 'unpaced')} per producer, send mode {_e(w.send_mode)}, "
+                   f"SNDHWM {_hwm(w.sndhwm)}, RCVHWM {_hwm(w.rcvhwm)}, linger "
+                   f"{'default' if w.linger_ms is None else _e(w.linger_ms) + ' ms'}; "
+                   f"libzmq {_e(info.record.versions.libzmq)}.</p>")
         rows = [s for s in analysis.summary if s["run"] == info.run_id]
         if not r.get("received") and not r.get("attempted"):
             out.append("<p class='bad'>No records in this run.</p>")
@@ -154,7 +154,7 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
             if i == max_runs_plotted:
                 out.append(f"<p class='note'>Plots shown for the first {max_runs_plotted} runs only.</p>")
             continue
-        t0 = (info.meta.get("schedule") or {}).get("t0_ns")
+        t0 = info.record.schedule.t0_ns if info.record.schedule is not None else None
         out.append(_img(plots.throughput(analysis.rates, info.run_id, analysis.window_ns, r, t0), "throughput"))
         out.append(_img(plots.latency_curve(analysis.hist, info.run_id), "latency percentiles"))
         out.append(_img(plots.queue_depth(analysis.depth, info.run_id, analysis.window_ns, t0), "queue depth"))
@@ -308,21 +308,21 @@ MISSING_SHOWN = 5      # missing seq ranges listed per stream and consumer
 def where_and_when(analysis, info) -> list[str]:
     """Where messages were lost, and when: fates over time, the first missing seq ranges per
     stream (run.json keeps the first 20), the queue split kernel / libzmq against the HWMs."""
-    meta = info.meta
+    record = info.record
     copies = info.consumers if info.fanout else 1
-    out = [_img(plots.fates_over_time(analysis.rates, info.run_id, meta, copies, analysis.window_ns),
+    out = [_img(plots.fates_over_time(analysis.rates, info.run_id, record, copies, analysis.window_ns),
                 "fates over time")]
     rows = []
-    for s in meta.get("streams") or ():
-        for who, ranges in (s.get("missing_ranges") or {}).items():
+    for s in record.streams:
+        for who, ranges in s.missing_ranges.items():
             if ranges:
                 shown = ", ".join(f"{a:,}" if a == b else f"{a:,}-{b:,}" for a, b in ranges[:MISSING_SHOWN])
                 more = f" (+{len(ranges) - MISSING_SHOWN} more listed)" if len(ranges) > MISSING_SHOWN else ""
-                rows.append(f"<tr><td>{_e(s.get('stream'))}</td><td>{_e(who)}</td><td class='l'>{shown}{more}</td>"
-                            f"<td>{_cell('x', s.get('dropped'))}</td><td>{_cell('x', s.get('stranded'))}</td></tr>")
+                rows.append(f"<tr><td>{_e(s.stream)}</td><td>{_e(who)}</td><td class='l'>{shown}{more}</td>"
+                            f"<td>{_cell('x', s.dropped)}</td><td>{_cell('x', s.stranded)}</td></tr>")
     if rows:
         out.append("<table><tr><th>stream</th><th>consumer</th><th class='l'>first missing seq ranges</th>"
                    "<th>dropped</th><th>stranded</th></tr>" + "".join(rows) + "</table>")
-    out.append(_img(plots.queue_split(analysis.depth, info.run_id, info.path, meta, analysis.window_ns),
+    out.append(_img(plots.queue_split(analysis.depth, info.run_id, info.path, record, analysis.window_ns),
                     "queue depth kernel / libzmq"))
     return out

@@ -19,6 +19,8 @@ from ..analysis.capacity import fmt_rate, key_text, offered  # noqa: E402
 from ..analysis.metrics import ALL  # noqa: E402
 from ..contract.fates import TAIL_AMBIGUOUS, TAIL_MID_RUN  # noqa: E402
 from ..contract.histogram import bucket_value  # noqa: E402
+from ..contract.run_record import RunRecord  # noqa: E402
+from ..contract.states import DrainEnd  # noqa: E402
 
 COLORS = {"offered": "#9e9e9e", "sent": "#1f77b4", "received": "#2ca02c",
           "latency_intended": "#d62728", "latency_sent": "#1f77b4", "stall": "#ff7f0e",
@@ -372,7 +374,7 @@ FATE_COLORS = {"dropped_start": "#8c564b", "dropped_mid": "#d62728", "dropped_ta
                AMBIGUOUS_LABEL: "#ffbb78", "stranded or dropped": "#7f7f7f", "drained": "#1f77b4"}
 
 
-def lost_by_place(rows: list[dict], meta: dict, copies: int) -> tuple[dict[str, dict[int, int]], list[int], dict[int, int]]:
+def lost_by_place(rows: list[dict], record: RunRecord, copies: int) -> tuple[dict[str, dict[int, int]], list[int], dict[int, int]]:
     """({place: {send window: messages that never arrived}}, every window, {window: received}).
     Place as the fates: before the first window with an arrival, start; after the last, the
     run's tail placement rule (docs/RECORDS.md: mid-run, ambiguous or at close); else mid;
@@ -386,10 +388,12 @@ def lost_by_place(rows: list[dict], meta: dict, copies: int) -> tuple[dict[str, 
         received[r["window"]] += r["received"]
     windows = sorted(set(sent) | set(received))
     with_arrivals = [w for w in windows if arrived[w]]
-    cut_short = (meta.get("drain") or {}).get("ended") == "limit"
+    drain = record.drain
+    cut_short = drain is not None and drain.ended is DrainEnd.LIMIT
     # after the last arrival: the run's tail placement rule (docs/RECORDS.md), as in its fates
-    placement = (meta.get("drain") or {}).get("tail_placement")
-    tail = {TAIL_MID_RUN: "dropped_mid", TAIL_AMBIGUOUS: AMBIGUOUS_LABEL}.get(placement or "", "dropped_tail")
+    placement = drain.tail_placement if drain is not None else None
+    tail = {TAIL_MID_RUN: "dropped_mid", TAIL_AMBIGUOUS: AMBIGUOUS_LABEL}.get(placement, "dropped_tail") \
+        if placement is not None else "dropped_tail"
     lost: dict[str, dict[int, int]] = defaultdict(dict)
     for w in windows:
         n = max(sent[w] * copies - arrived[w], 0)
@@ -401,22 +405,22 @@ def lost_by_place(rows: list[dict], meta: dict, copies: int) -> tuple[dict[str, 
     return lost, windows, received
 
 
-def fates_over_time(rates: list[dict], run: str, meta: dict, copies: int, window_ns: int):
+def fates_over_time(rates: list[dict], run: str, record: RunRecord, copies: int, window_ns: int):
     """Per send-time window, messages that never arrived, placed like their fate
     (`lost_by_place`); and per receive-time window, what arrived in the drain. None when
     nothing was lost or drained."""
     rows = [r for r in rates if r["run"] == run]
     if not rows:
         return None
-    lost, windows, received = lost_by_place(rows, meta, copies)
+    lost, windows, received = lost_by_place(rows, record, copies)
     w0 = windows[0]
-    drain_ns = min((c.get("t_drain_ns") for c in meta.get("consumers") or () if c.get("t_drain_ns")), default=None)
+    drain_ns = min((c.t_drain_ns for c in record.consumers if c.t_drain_ns), default=None)
     drained = {w: received[w] for w in windows if drain_ns is not None and w * window_ns >= drain_ns and received[w]}
     if not lost and not drained:
         return None
     fig, ax = plt.subplots(figsize=(10, 2.8))
     width = window_ns / 1e9
-    t0 = (meta.get("schedule") or {}).get("t0_ns")
+    t0 = record.schedule.t0_ns if record.schedule is not None else None
     at = (lambda w: (w * window_ns - t0) / 1e9) if t0 is not None else (lambda w: (w - w0) * width)
     bottom: defaultdict[int, int] = defaultdict(int)
     for place, per in lost.items():
@@ -454,7 +458,7 @@ def split_parts(transport: str | None) -> tuple[str, ...]:
     return ("libzmq pipes and unix-socket buffers (the kernel's part is sampled over tcp only)",)
 
 
-def queue_split(depth: list[dict], run: str, run_path: str, meta: dict, window_ns: int):
+def queue_split(depth: list[dict], run: str, run_path: str, record: RunRecord, window_ns: int):
     """Messages in flight (Spark's depth, of messages that arrived) split into the kernel's tcp
     buffers and libzmq's pipes by zmqload.queues' rule (kernel bytes from the samples / size,
     capped at the depth), with the HWMs as reference lines; one area where the kernel's part
@@ -464,22 +468,21 @@ def queue_split(depth: list[dict], run: str, run_path: str, meta: dict, window_n
                   key=lambda d: d["window"])
     if not rows:
         return None
-    w = meta.get("workload") or {}
-    t0 = (meta.get("schedule") or {}).get("t0_ns") or rows[0]["window"] * window_ns
+    w = record.workload
+    t0 = record.t0_ns or rows[0]["window"] * window_ns
     t = np.array([((d["window"] + 1) * window_ns - t0) / 1e9 for d in rows])
     total = np.array([max(d["depth"], 0) for d in rows], dtype=float)
     kernel = np.zeros(len(rows))
     samples = queues.read_samples(run_path)
     if samples:
-        fanout = (meta.get("schedule") or {}).get("fanout")
-        series = queues.depth_over_time(samples, producers=w.get("producers") or 1, consumers=w.get("consumers") or 1,
-                                        copies=(w.get("consumers") or 1) if fanout else 1, size=w.get("size") or 1,
+        series = queues.depth_over_time(samples, producers=w.producers, consumers=w.consumers,
+                                        copies=w.consumers if record.fanout else 1, size=w.size,
                                         drop_times_ns=np.zeros(0, np.int64), t0_ns=t0)
         if series:
             index = np.searchsorted(series["t_s"], t, side="right") - 1
             kbytes = np.where(index >= 0, series["kernel_bytes"][np.maximum(index, 0)], 0)
-            kernel = np.minimum(np.floor(kbytes / max(w.get("size") or 1, 1)), total)
-    parts = split_parts(w.get("transport"))
+            kernel = np.minimum(np.floor(kbytes / max(w.size, 1)), total)
+    parts = split_parts(w.transport)
     fig, ax = plt.subplots(figsize=(10, 3.0))
     if len(parts) == 2:
         ax.stackplot(t, kernel, total - kernel, labels=parts, colors=["#17becf", "#9467bd"], alpha=0.6, step="post")
@@ -487,8 +490,7 @@ def queue_split(depth: list[dict], run: str, run_path: str, meta: dict, window_n
         ax.stackplot(t, total, labels=parts, colors=["#9467bd"], alpha=0.6, step="post")
     peak = max(float(total.max()), 1.0)
     shown = []
-    for name, color in (("sndhwm", "#2ca02c"), ("rcvhwm", "#d62728")):
-        hwm = w.get(name)
+    for name, hwm, color in (("sndhwm", w.sndhwm, "#2ca02c"), ("rcvhwm", w.rcvhwm, "#d62728")):
         if hwm is None:
             continue
         if hwm <= HWM_SCALE * peak:      # a reference line, not one that squashes the depth flat

@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 from ..analysis.capacity import KEEPS_UP, fmt_rate
+from ..contract.derived import work_ceiling
 from ..patterns import PATTERNS
 
 FILE = "capacity-search.json"
@@ -127,7 +128,7 @@ def cause(search: dict[str, Any], failing: dict[str, Any] | None) -> str | None:
         took = f"took {fmt_rate(received_rate)} of the {fmt_rate(offered_rate)} offered" if slow else ""
         if not delay:
             return "limited by the consumer (it fell behind" + (f": {took})" if took else ")")
-        ceiling, consumers = 1e6 / delay, w.get("consumers") or 1
+        ceiling, consumers = work_ceiling(delay), w.get("consumers") or 1
         text = (f"limited by the consumer, doing {delay:g} us of work per message (at most {fmt_rate(ceiling)} "
                 f"each, {consumers} consumer{'s' * (consumers > 1)})")
         if hi and _consumer_load(search, hi) < 0.8 * ceiling:
@@ -170,8 +171,8 @@ def sentence(search: dict[str, Any]) -> str:
     delay = (search.get("workload") or {}).get("consumer_delay_us")
     if delay and not (why or "").startswith("limited by the consumer"):
         consumers = (search.get("workload") or {}).get("consumers") or 1
-        parts.append(f"each consumer does {delay:g} us of work per message (at most {fmt_rate(1e6 / delay)} "
-                     f"each, {consumers} consumer{'s' * (consumers > 1)})")
+        parts.append(f"each consumer does {delay:g} us of work per message "
+                     f"(at most {fmt_rate(work_ceiling(delay))} each, {consumers} consumer{'s' * (consumers > 1)})")
     at = (_probe_at(search, rate, passed=True) or {}).get("figures") or {}
     if at:
         peak = at.get("queue_peak") or {}

@@ -3,8 +3,10 @@
 Most of a small report's time is fixed cost (JVM start, session, the JIT warming up on the
 first queries), paid again by every `report` process. The first report that may use the
 embedded local Spark starts this server (a detached `python -m zmqload.report.server`); it
-and later reports send their arguments over a Unix socket, the server runs the report in its
-warm session and sends back the exit status and output. Nothing to set up: the socket lives
+and later reports send their arguments over a Unix socket, the server makes the report in
+its warm session (zmqload.report.build, as the report's own process would) and sends back
+the exit status, the output and the error it ended with, which the report's process raises
+again for its command line to say. Nothing to set up: the socket lives
 in a private directory per user and per zmqload installation, the server exits after
 `IDLE_S` seconds without a report (its JVM with it), a dead server is replaced by the next
 report, and anything else (a cluster --master, --driver-memory, spark-submit, --no-server)
@@ -27,6 +29,8 @@ import time
 from typing import Any
 
 import zmqload
+
+from ..errors import ExitStatus, ZmqloadError
 
 IDLE_S = float(os.environ.get("ZMQLOAD_REPORT_SERVER_IDLE_S", "600"))
 START_TIMEOUT_S = 180.0       # a JVM start on a loaded 2-core machine took up to ~60 s
@@ -93,6 +97,15 @@ def _recv(sock: socket.socket) -> Any:
     return json.loads(data)
 
 
+class ServedError(ZmqloadError):
+    """An error the report met in the server, raised again in the report's own process with
+    its message and exit status: the command line says it there, as it says its own."""
+
+    def __init__(self, message: str, exit_status: int):
+        super().__init__(message)
+        self.exit_status = ExitStatus(exit_status)
+
+
 # ---- the client side: `zmqload report` -------------------------------------------------------
 
 def _connect() -> socket.socket | None:
@@ -138,8 +151,9 @@ def _start_server() -> None:
 
 def run_remote(args: dict[str, Any]) -> int | None:
     """The report (its parsed arguments) run by the warm server: its exit status, its output
-    replayed here; None when no server could be reached or started (the caller then runs it
-    in-process). Java is checked before a server is started, so bad Java is one line here."""
+    replayed here, and the error it ended with raised here (ServedError); None when no server
+    could be reached or started (the caller then runs it in-process). Java is checked before
+    a server is started, so bad Java is one line here."""
     request = {"args": args, "cwd": os.getcwd()}
     for attempt in range(2):
         sock = _connect()
@@ -161,6 +175,8 @@ def run_remote(args: dict[str, Any]) -> int | None:
             continue                            # it died mid-report: a new one takes it
         sys.stdout.write(reply["stdout"])
         sys.stderr.write(reply["stderr"])
+        if reply.get("error") is not None:
+            raise ServedError(reply["error"], reply["status"])
         return int(reply["status"])
     return None
 
@@ -168,21 +184,26 @@ def run_remote(args: dict[str, Any]) -> int | None:
 # ---- the server side ---------------------------------------------------------------------
 
 def _serve_one(conn: socket.socket) -> None:
+    """One report made here, as the client's process would make it; the error it ends with
+    goes back as its message and exit status (the client raises it: ServedError)."""
     import argparse
 
-    from . import command
+    from . import build
 
     request = _recv(conn)
     out, err = io.StringIO(), io.StringIO()
+    error: str | None = None
     os.chdir(request["cwd"])
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            status = int(command.run(argparse.Namespace(**request["args"], in_server=True)))
+            options = argparse.Namespace(**request["args"])
+            status = int(build.make(options, build.prepare(options)))
+        except ZmqloadError as e:
+            status, error = int(e.exit_status), str(e)
         except BaseException as e:  # noqa: BLE001 - the client gets one line, the server lives on
-            print(f"zmqload report: error: report server: {e.__class__.__name__}: {e}", file=sys.stderr)
-            status = 1
+            status, error = int(ExitStatus.FAILED), f"report server: {e.__class__.__name__}: {e}"
     os.chdir("/")
-    _send(conn, {"status": status, "stdout": out.getvalue(), "stderr": err.getvalue()})
+    _send(conn, {"status": status, "stdout": out.getvalue(), "stderr": err.getvalue(), "error": error})
 
 
 def serve(idle_s: float = IDLE_S) -> None:

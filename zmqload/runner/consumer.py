@@ -24,7 +24,7 @@ class Consumer(WorkerLifecycle):
             "IMMEDIATE": int(w.immediate) if w.immediate else None})     # the Receiver ends each slice
         if self.pattern.subscribe:
             sock.subscribe(b"")
-        self.receiver = receiver = _engine.Receiver(sock, int(w.consumer_delay_us * 1000),
+        self.receiver = receiver = _engine.Receiver(sock, w.consumer_delay_ns,
                                                     self.pattern.envelope_frames, self.pattern.round_trip)
         pipeline = ChunkPipeline(RecvConverter.COLUMNS, w.chunk_rows, self.convert, self.spill_dir(),
                                  expected_rows=w.expected_receives_per_consumer)

@@ -39,7 +39,7 @@ def drain_decision(expected: int, received: int, idle_ns: int, since_start_ns: i
     # The consumers' counts arrive with their progress, every PROGRESS_EVERY_NS; a slow drain
     # keeps the consumers' work, so a quiet spell of one message's work is not idle either.
     patience_ns = (w.drain_timeout_ms * 1_000_000 + PROGRESS_EVERY_NS
-                   + (int(w.consumer_delay_us * 1000) if w.drain == "slow" else 0))
+                   + (w.consumer_delay_ns if w.drain == "slow" else 0))
     if idle_ns >= patience_ns:
         return "idle"
     if since_start_ns >= w.drain_limit_s * 1e9:

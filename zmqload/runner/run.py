@@ -13,10 +13,12 @@ from types import FrameType
 from typing import Any, Callable, NoReturn
 
 from .. import patterns
-from ..config import Workload, check_output_dir
+from ..config import Slos, Workload, check_output_dir
+from ..contract import run_record as rr
+from ..contract.ids import Role
+from ..contract.states import RunStatus
 from ..errors import ConfigError, RunError
-from ..contract.records import SCHEMA_VERSION
-from ..recorder import WRITE_ERRNOS, free_bytes, held_spill_bytes, write_error, write_json_atomic
+from ..recorder import WRITE_ERRNOS, free_bytes, held_spill_bytes, write_error
 from ..result import RunResult
 from ..versions import clock_pair, host, versions
 from .channel import ControlServer, new_endpoint
@@ -102,22 +104,22 @@ def _make_run_dir(w: Workload) -> tuple[str, str]:
     return run_id, run_dir
 
 
-def run(workload: Workload, progress: ProgressListener | None = None) -> RunResult:
-    """Carry out one run. Raises ConfigError for bad options (before anything starts),
-    RunError when the run fails, KeyboardInterrupt after an interrupted run was recorded."""
+def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos | None = None) -> RunResult:
+    """Carry out one run (`slos`: the SLOs it will be judged by, kept in its record). Raises
+    ConfigError for bad options (before anything starts), RunError when the run fails,
+    KeyboardInterrupt after an interrupted run was recorded."""
     w = workload.validate()
     run_id, run_dir = _make_run_dir(w)
-    meta: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION, "run_id": run_id, "status": "running", "error": None,
-        "workload": w.to_dict(), "pattern": {"fanout": w.fanout, "binder": patterns.get(w.pattern).binder},
-        "versions": versions(), "host": host(), "clock": clock_pair(), "started_at": _utc_now(),
-    }
-    meta_path = os.path.join(run_dir, "run.json")
+    record = rr.RunRecord(
+        run_id=run_id, workload=w, slos=slos,
+        pattern=rr.PatternFacts(fanout=w.fanout, binder=Role(patterns.get(w.pattern).binder)),
+        versions=rr.convert(versions(), rr.Versions), host=rr.convert(host(), rr.Host),
+        clock=rr.convert(clock_pair(), rr.ClockPair), started_at=_utc_now())
     warning = space_warning(w, run_dir)
     if warning:
-        meta["warnings"] = [warning]
+        record.warnings.append(warning)
         print(f"zmqload: warning: {warning}", file=sys.stderr)
-    start_records(run_dir, meta_path, meta, reserve_bytes(w))
+    start_records(run_dir, record, reserve_bytes(w))
 
     control_endpoint, control_dir = new_endpoint()
     server = ControlServer(control_endpoint)
@@ -127,49 +129,49 @@ def run(workload: Workload, progress: ProgressListener | None = None) -> RunResu
     def started(t0_ns: int) -> None:
         # run.json says when the schedule began and which process is which worker, so an
         # operator (and `zmqload repair` after a dead controller) can find them
-        meta["schedule"] = {"t0_ns": t0_ns, "rate_per_producer": w.rate, "fanout": w.fanout}
-        meta["controller_pid"] = os.getpid()
-        meta["worker_pids"] = launcher.pids()
-        meta["cpu_placement"] = placement.plan(w)     # {} = the scheduler's
-        meta["control_dir"] = control_dir      # private control and ipc socket files, removed at the end
+        record.schedule = rr.Schedule(t0_ns=t0_ns, rate_per_producer=w.rate, fanout=w.fanout)
+        record.controller_pid = os.getpid()
+        record.worker_pids = {str(name): pid for name, pid in launcher.pids().items()}
+        record.cpu_placement = placement.plan(w)     # {} = the scheduler's
+        record.control_dir = control_dir      # private control and ipc socket files, removed at the end
         try:
-            write_json_atomic(meta_path, meta)
+            rr.write_run(run_dir, record)
         except OSError as exc:      # a run error: the run ends failed, in the room kept for run.json
-            raise write_error(exc, run_dir, len(str(meta))) from None
+            raise write_error(exc, run_dir, len(rr.encode(record))) from None
     controller.on_start = started
     previous_sigterm = sigterm_as_interrupt()
-    status, error = "complete", None
+    status, error = RunStatus.COMPLETE, None
     pending: BaseException | None = None       # raised once the run is recorded
     try:
         controller.execute()
     except KeyboardInterrupt as exc:
-        status, pending = "interrupted", exc
+        status, pending = RunStatus.INTERRUPTED, exc
         controller.interrupt()
     except WorkerFailed as exc:
         pending = _worker_error(w, exc)
-        status, error = "failed", str(pending)
+        status, error = RunStatus.FAILED, str(pending)
         controller.interrupt()
     except RunError as exc:
-        status, error, pending = "failed", str(exc), exc
+        status, error, pending = RunStatus.FAILED, str(exc), exc
         controller.interrupt()
     finally:
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
         if progress is not None:
             progress.stop()
-        launcher.finish(timeout=2.0 if status != "complete" else FINAL_TIMEOUT_S)
+        launcher.finish(timeout=2.0 if status is not RunStatus.COMPLETE else FINAL_TIMEOUT_S)
         controller.pump_last()      # finals that came while the workers ended
         server.close()
         shutil.rmtree(control_dir, ignore_errors=True)
 
     state = controller.state
-    note = salvage_records(state, w, run_dir, meta)
-    if note and status != "complete":
+    note = salvage_records(state, w, run_dir, record)
+    if note and status is not RunStatus.COMPLETE:
         error = f"{error}; {note}" if error else note
         if isinstance(pending, RunError):
             pending = RunError(f"{pending}; {note}")
-    result = build_result(state, w, run_id, run_dir, status, meta["versions"])
-    finish_records(meta_path, meta, state, w, result, error)
+    result = build_result(state, w, run_id, run_dir, status, rr.to_builtins(record.versions))
+    finish_records(run_dir, record, state, w, result, error)
     if pending is not None:
         if isinstance(pending, RunError):
             pending.result = result     # type: ignore[attr-defined]  # the figures of the failed run
@@ -177,11 +179,11 @@ def run(workload: Workload, progress: ProgressListener | None = None) -> RunResu
     return result
 
 
-def start_records(run_dir: str, meta_path: str, meta: dict[str, Any], reserve: int) -> None:
+def start_records(run_dir: str, record: rr.RunRecord, reserve: int) -> None:
     """The first run.json (status running) and the room kept for the last one; on a disk
     too full for either nothing starts (and the empty run directory goes)."""
     try:
-        write_json_atomic(meta_path, meta)
+        rr.write_run(run_dir, record)
         with open(os.path.join(run_dir, RESERVE_NAME), "wb") as f:
             f.write(b"\0" * reserve)       # written zeros, not a sparse hole: the room is taken now
     except OSError as exc:
@@ -190,7 +192,7 @@ def start_records(run_dir: str, meta_path: str, meta: dict[str, Any], reserve: i
         raise error from None
 
 
-def salvage_records(state: RunState, w: Workload, run_dir: str, meta: dict[str, Any]) -> str:
+def salvage_records(state: RunState, w: Workload, run_dir: str, record: rr.RunRecord) -> str:
     """Finals of workers that died or left records unconverted, rebuilt from their records
     (runner/salvage.py). Returns '' or what could not be kept, for the error line."""
     drain_started = {c: state.drain_sent_ns for c in state.draining} if state.drain_sent_ns else {}
@@ -199,30 +201,30 @@ def salvage_records(state: RunState, w: Workload, run_dir: str, meta: dict[str, 
     state.final.update(rebuilt)
     state.dead = dead | {x for x in state.proxies if x not in state.final}     # a proxy has no records
     if rebuilt:
-        meta["salvaged"] = dict(salvage.as_dict(), workers=sorted(str(n) for n in rebuilt),
-                                died=sorted(str(n) for n in dead))
+        record.salvaged = salvage.record(rebuilt, dead)
     return salvage.note()
 
 
-def finish_records(meta_path: str, meta: dict[str, Any], state: RunState, w: Workload, result: RunResult,
+def finish_records(run_dir: str, record: rr.RunRecord, state: RunState, w: Workload, result: RunResult,
                    error: str | None) -> None:
     """The last run.json: status, counters and summary, written in the room kept for it."""
     summary = result.summary()
-    meta.update({"status": result.status, "error": error, "finished_at": _utc_now(),
-                 "schedule": {"t0_ns": state.t0_ns, "rate_per_producer": w.rate, "fanout": w.fanout},
-                 "drain": state.drain, "producers": result.producers, "consumers": result.consumers,
-                 "counters": {k: summary[k] for k in RunResult.COUNTERS},
-                 "streams": result.streams,
-                 "summary": {k: summary[k] for k in RunResult.FIGURES}})
-    run_dir = os.path.dirname(meta_path)
+    record.status, record.error, record.finished_at = RunStatus(result.status), error, _utc_now()
+    record.schedule = rr.Schedule(t0_ns=state.t0_ns, rate_per_producer=w.rate, fanout=w.fanout)
+    record.drain = rr.convert(state.drain, rr.Drain) if state.drain else None
+    record.producers = rr.convert(result.producers, list[rr.ProducerEntry])
+    record.consumers = rr.convert(result.consumers, list[rr.ConsumerEntry])
+    record.counters = rr.convert({k: summary[k] for k in RunResult.COUNTERS}, rr.Counters)
+    record.streams = rr.convert(result.streams, list[rr.StreamEntry])
+    record.summary = rr.convert({k: summary[k] for k in RunResult.FIGURES}, rr.Summary)
     try:
         os.remove(os.path.join(run_dir, RESERVE_NAME))
     except FileNotFoundError:
         pass
     try:
-        write_json_atomic(meta_path, meta)
+        rr.write_run(run_dir, record)
     except OSError as exc:
-        raise write_error(exc, run_dir, len(str(meta))) from None
+        raise write_error(exc, run_dir, len(rr.encode(record))) from None
 
 
 def _worker_error(w: Workload, exc: WorkerFailed) -> Exception:

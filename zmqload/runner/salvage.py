@@ -16,13 +16,13 @@ import glob
 import os
 import shutil
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Iterable, Union
 
 import numpy as np
 import pyarrow.parquet as pq
 
 from ..config import Workload
-from ..contract import control
+from ..contract import control, run_record
 from ..contract.ids import Role, WorkerId
 from ..contract.wire import SendStatus
 from ..histogram import Histogram
@@ -43,9 +43,11 @@ class Salvage:
             return ""
         return f"{removed:,} unconverted rows removed from _spill/ ({'; '.join(sorted(set(self.reasons)))})"
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"converted_rows": self.converted_rows, "removed_rows": self.removed_rows,
-                "reasons": sorted(set(self.reasons))}
+    def record(self, rebuilt: Iterable[WorkerId], died: Iterable[WorkerId]) -> run_record.Salvaged:
+        """run.json's `salvaged`: every worker rebuilt, those that died, and the rows."""
+        return run_record.Salvaged(workers=sorted(str(n) for n in rebuilt), died=sorted(str(n) for n in died),
+                                   converted_rows=dict(self.converted_rows), removed_rows=dict(self.removed_rows),
+                                   reasons=sorted(set(self.reasons)))
 
 
 def record_kind(worker: WorkerId) -> str:

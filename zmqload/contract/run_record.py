@@ -1,0 +1,544 @@
+"""run.json as a type: `RunRecord`, and the one codec that writes and reads it.
+
+A run's record is written by the runner (at the start, once the schedule is set, at the
+end), by salvage and `zmqload repair`, and read by everything after: the report, the sweep
+and capacity commands, the pytest plugin, the scenarios. They all go through `read_run` and
+`write_run`, never through string keys into a dict, so a field is named, typed and checked
+once, here. docs/RECORDS.md's run.json table is checked against these types
+(tests/test_run_record.py).
+
+The typing and the codec are msgspec's: its Structs are declared like dataclasses, decode
+JSON straight into the types with a strict check (a wrong type or an unknown field is an
+error naming the path, `$.counters.sent`), encode str enums by their word, and are several
+times faster than a dataclass round trip through `json` (a sweep's report reads hundreds of
+records). The Workload stays the dataclass of the option table; msgspec decodes it through
+its own checks (`Workload.__post_init__`), so a record holds a validated Workload.
+
+Versions: every record carries `schema_version` (contract.records.SCHEMA_VERSION, shared
+with the Parquet parts). A record of another version is refused with one line naming the
+file and both versions; there is no older version to migrate: version 1 is the shape these
+types describe, as every zmqload so far wrote it.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, TypeVar
+
+import msgspec
+
+from ..config import Slos, Workload
+from ..errors import RecordError
+from .fates import AMBIGUOUS_TAIL, TailPlacement
+from .ids import Role
+from .records import SCHEMA_VERSION
+from .states import CloseOrder, DrainEnd, DrainMode, RunStatus
+
+RUN_FILE = "run.json"
+"""A run directory's record: the file that makes a directory a run."""
+
+
+class Record(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A part of a record: strict (no unknown fields), keyword-only."""
+
+
+# -- what the run was made of ------------------------------------------------------------------
+class PatternFacts(Record):
+    fanout: bool = False
+    """Every consumer receives every message (pub-sub, proxy)."""
+    binder: Role = Role.CONSUMER
+    """Which side binds."""
+
+
+class Versions(Record):
+    zmqload: str = ""
+    libzmq: str = ""
+    """The libzmq the engine is built against: the one measured."""
+    pyzmq: str = ""
+    pyzmq_libzmq: str = ""
+    """The libzmq bundled with pyzmq (control sockets, the plain-pyzmq checks)."""
+    python: str = ""
+    numpy: str = ""
+    pyarrow: str = ""
+
+
+class Host(Record):
+    hostname: str = ""
+    platform: str = ""
+    machine: str = ""
+    cpus: Optional[int] = None
+    python_executable: str = ""
+
+
+class ClockPair(Record):
+    """A (realtime, monotonic) pair read together, so runs of several hosts can be aligned."""
+    source: str = "CLOCK_MONOTONIC"
+    realtime_ns: int = 0
+    monotonic_ns: int = 0
+    pair_uncertainty_ns: int = 0
+    stamps: str = "clock_gettime"
+    """How the loops stamp each message: "tsc" (anchored per slice) or "clock_gettime"."""
+
+
+class Schedule(Record):
+    """The open-loop schedule: t_intended = t0_ns + seq * 1e9 / rate_per_producer."""
+    t0_ns: int = 0
+    rate_per_producer: int = 0
+    fanout: bool = False
+
+
+class Salvaged(Record):
+    """Workers whose figures were rebuilt from their records (runner/salvage.py)."""
+    workers: list[str] = []
+    died: list[str] = []
+    """Workers that ended without their final (killed, failed): what they held is `unknown`."""
+    converted_rows: dict[str, int] = {}
+    removed_rows: dict[str, int] = {}
+    reasons: list[str] = []
+
+
+# -- how it ended ------------------------------------------------------------------------------
+class Drain(Record):
+    mode: Optional[DrainMode] = None
+    """--drain, or `none` with --close-order consumer-first; null: the run ended before its drain."""
+    ended: Optional[DrainEnd] = None
+    """complete: all arrived; idle: nothing for --drain-timeout-ms; limit: --drain-limit-s; none;
+    null: the run ended before its drain."""
+    t_start_ns: int = 0
+    t_end_ns: int = 0
+    completed: bool = False
+    """The drain showed the queues empty (`DrainEnd.completed`) and the run completed."""
+    tail_placement: Optional[TailPlacement] = None
+    """Where a message missing after the last arrival was lost (contract/fates.py): the rule the
+    report applies too."""
+    tail_placement_why: str = ""
+    dropped_tail_ambiguous: int = msgspec.field(default=0, name=AMBIGUOUS_TAIL)
+    """The part of dropped_tail whose place the run cannot tell (ambiguous)."""
+
+    @property
+    def seconds(self) -> float:
+        return max(0, self.t_end_ns - self.t_start_ns) / 1e9
+
+
+class ProducerEntry(Record):
+    """One producer's counters, send times (ns) and close / term timings."""
+    worker: int
+    attempted: int = 0
+    """Messages it tried to send (each got a seq)."""
+    sent: int = 0
+    """Accepted by libzmq."""
+    eagain: int = 0
+    timeout: int = 0
+    errors: int = 0
+    last_errno: int = 0
+    t_first_send_ns: int = 0
+    t_last_send_ns: int = 0
+    interrupted: bool = False
+    blocked_sends: int = 0
+    """Sends that found the socket full (pushback)."""
+    blocked_ns: int = 0
+    """Time those sends waited for room."""
+    close_ns: int = 0
+    """How long zmq_close blocked."""
+    term_ns: int = 0
+    """How long zmq_ctx_term blocked."""
+    parts: int = 0
+    """Parquet parts written."""
+    max_rss_kb: int = 0
+    unconverted_rows: int = 0
+    """Rows its converter could not write (counted in the run's error)."""
+    writer_cpu_s: float = 0.0
+    """CPU seconds of its converter thread."""
+
+
+class ConsumerEntry(Record):
+    """One consumer's counters and receive times (ns)."""
+    worker: int
+    received: int = 0
+    """Messages received, duplicates included."""
+    warmups: int = 0
+    foreign: int = 0
+    """Messages without zmqload's header."""
+    errors: int = 0
+    t_first_recv_ns: int = 0
+    t_last_recv_ns: int = 0
+    t_drain_ns: int = 0
+    """When this consumer began draining (0: never)."""
+    parts: int = 0
+    interrupted: bool = False
+    max_rss_kb: int = 0
+    unconverted_rows: int = 0
+    writer_cpu_s: float = 0.0
+
+
+class FateCounts(Record):
+    """How many messages ended in each fate (contract/fates.py)."""
+    delivered: int = 0
+    drained: int = 0
+    dropped_start: int = 0
+    dropped_mid: int = 0
+    dropped_tail: int = 0
+    stranded: int = 0
+    unknown: int = 0
+    dropped_tail_ambiguous: int = 0
+
+
+class StreamEntry(Record):
+    """One producer's stream: its counts, fates and the missing seq ranges."""
+    stream: int
+    attempted: int = 0
+    sent: int = 0
+    expected: int = 0
+    received: int = 0
+    unique_received: int = 0
+    duplicates: int = 0
+    reordered: int = 0
+    lost: int = 0
+    missing_ranges: dict[str, list[list[int]]] = {}
+    """Per consumer index (fan-out) or "all": [first, last] seq ranges, at most 20."""
+    delivered: int = 0
+    drained: int = 0
+    dropped_start: int = 0
+    dropped_mid: int = 0
+    dropped_tail: int = 0
+    stranded: int = 0
+    unknown: int = 0
+    dropped: int = 0
+    dropped_tail_ambiguous: int = 0
+    fates_by_consumer: Optional[dict[str, FateCounts]] = None
+    """Fan-out only: the fates seen by each consumer."""
+
+
+class Counters(Record):
+    """The run's message counts (RunResult.COUNTERS)."""
+    attempted: int = 0
+    sent: int = 0
+    eagain: int = 0
+    timeout: int = 0
+    errors: int = 0
+    expected: int = 0
+    received: int = 0
+    unique_received: int = 0
+    duplicates: int = 0
+    reordered: int = 0
+    lost: int = 0
+    delivered: int = 0
+    drained: int = 0
+    dropped_start: int = 0
+    dropped_mid: int = 0
+    dropped_tail: int = 0
+    stranded: int = 0
+    unknown: int = 0
+    dropped: int = 0
+
+
+class QueuePeak(Record, omit_defaults=True):
+    """The queue's deepest point (zmqload.queues): all None (written {}) with no samples."""
+    messages: Optional[int] = None
+    at_s: Optional[float] = None
+    kernel_messages: Optional[int] = None
+    libzmq_messages: Optional[int] = None
+    kernel_bytes: Optional[int] = None
+    kernel_peak_bytes: Optional[int] = None
+    rss_kb_at_peak_producer: Optional[int] = None
+    rss_kb_at_peak_consumer: Optional[int] = None
+    rss_kb_at_peak_proxy: Optional[int] = None
+
+
+class LatencySummary(Record):
+    """Percentiles of one latency histogram, in ns (None: nothing received)."""
+    p50: Optional[int] = None
+    p90: Optional[int] = None
+    p99: Optional[int] = None
+    p99_9: Optional[int] = msgspec.field(default=None, name="p99.9")
+    p99_99: Optional[int] = msgspec.field(default=None, name="p99.99")
+    max: Optional[int] = None
+
+
+class GeneratorVerdict(Record):
+    """Whether the producers kept their open-loop schedule (zmqload.generator)."""
+    generator_limited: bool = False
+    scheduled_rate: int = 0
+    reached_rate: Optional[float] = None
+    lag_ms: Optional[float] = None
+    blocked_ms: Optional[float] = None
+    lateness_p90_ms: Optional[float] = None
+    scheduled_messages: Optional[int] = None
+    t0_ns: int = 0
+
+
+class Summary(Record):
+    """The run's figures (RunResult.FIGURES)."""
+    queue_peak: QueuePeak = msgspec.field(default_factory=QueuePeak)
+    elapsed_s: float = 0.0
+    send_rate: float = 0.0
+    throughput_msgs: float = 0.0
+    throughput_mb: float = 0.0
+    loss_ratio: float = 0.0
+    latency_intended_ns: LatencySummary = msgspec.field(default_factory=LatencySummary)
+    latency_sent_ns: LatencySummary = msgspec.field(default_factory=LatencySummary)
+    round_trip_ns: Optional[LatencySummary] = None
+    generator_limited: bool = False
+    generator: GeneratorVerdict = msgspec.field(default_factory=GeneratorVerdict)
+
+
+# -- the record --------------------------------------------------------------------------------
+class RunRecord(Record):
+    """One run's run.json (docs/RECORDS.md). Written `running` at the start, again when the
+    schedule is set, and once more at the end; fields of the end are None / empty before."""
+    schema_version: int = SCHEMA_VERSION
+    """The records' schema version (contract.records.SCHEMA_VERSION, the Parquet parts' too)."""
+    run_id: str = ""
+    """The run's name: --run-name, or time-pattern-transport-id; its directory is run=<run_id>."""
+    status: RunStatus = RunStatus.RUNNING
+    """How the run ended; `running` while it runs (and when its controller died)."""
+    error: Optional[str] = None
+    """Why a failed run failed (one line), else null."""
+    workload: Workload = msgspec.field(default_factory=Workload)
+    """The validated workload, every option with its default filled in."""
+    pattern: PatternFacts = msgspec.field(default_factory=PatternFacts)
+    """What the pattern implies for accounting."""
+    slos: Optional[Slos] = None
+    """The SLOs the run was judged by when it was made (`run --max-loss ...`, a capacity
+    probe); None: made without any."""
+    versions: Versions = msgspec.field(default_factory=Versions)
+    """Versions of zmqload, both libzmqs, pyzmq, Python, numpy and pyarrow."""
+    host: Host = msgspec.field(default_factory=Host)
+    """The machine the run ran on."""
+    clock: ClockPair = msgspec.field(default_factory=ClockPair)
+    started_at: str = ""
+    """ISO-8601 UTC."""
+    finished_at: Optional[str] = None
+    """ISO-8601 UTC; null while running."""
+    warnings: list[str] = []
+    """Said before the run started (the disk holds less than the run is expected to write)."""
+    schedule: Optional[Schedule] = None
+    """Written when the schedule is set, so an operator and `zmqload repair` find the run's parts."""
+    controller_pid: Optional[int] = None
+    worker_pids: dict[str, int] = {}
+    """Worker name ("p0", "c1") -> process id (inproc workers are threads: none)."""
+    cpu_placement: dict[str, int] = {}
+    """Worker name -> CPU; {} when the scheduler placed them."""
+    control_dir: Optional[str] = None
+    """The run's private control and ipc socket files, removed at its end."""
+    salvaged: Optional[Salvaged] = None
+    """Present only when some worker's figures were rebuilt from its records."""
+    drain: Optional[Drain] = None
+    """How the drain went, and the tail rule; null until the run has ended."""
+    producers: list[ProducerEntry] = []
+    consumers: list[ConsumerEntry] = []
+    counters: Optional[Counters] = None
+    """Null until the run has ended."""
+    streams: list[StreamEntry] = []
+    summary: Optional[Summary] = None
+    """Null until the run has ended."""
+
+    # -- derived, each rule once -------------------------------------------------------------
+    @property
+    def fanout(self) -> bool:
+        return self.schedule.fanout if self.schedule is not None else self.pattern.fanout
+
+    @property
+    def cut_short(self) -> bool:
+        """Running (its controller died) or interrupted: figures cover what was recorded."""
+        return self.status.cut_short
+
+    @property
+    def died(self) -> dict[Role, set[int]]:
+        """The workers that died in the run (salvaged.died), by role."""
+        from .ids import WorkerId
+        out: dict[Role, set[int]] = {role: set() for role in Role}
+        for worker in map(WorkerId.parse, self.salvaged.died if self.salvaged else ()):
+            out[worker.role].add(worker.index)
+        return out
+
+    @property
+    def t0_ns(self) -> int:
+        return self.schedule.t0_ns if self.schedule is not None else 0
+
+
+# -- the codec ---------------------------------------------------------------------------------
+R = TypeVar("R", bound=msgspec.Struct)
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def encode(record: msgspec.Struct) -> bytes:
+    """A record as indented JSON (people read run.json)."""
+    return msgspec.json.format(_ENCODER.encode(record), indent=2) + b"\n"
+
+
+def write_atomic(path: str, record: msgspec.Struct) -> None:
+    """Write a record through a temporary file renamed over `path`: a reader (or a run killed
+    mid-write) sees the old record or the new one, never half of one."""
+    data = encode(record)
+    tmp = os.path.join(os.path.dirname(path) or ".", "." + os.path.basename(path) + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def decode(data: bytes, kind: type[R], where: str) -> R:
+    """A record of `kind` from JSON bytes; RecordError naming `where` if the bytes are not one
+    (not JSON, another schema version, a field of the wrong type or unknown)."""
+    try:
+        version = msgspec.json.decode(data, type=_Versioned).schema_version
+    except msgspec.DecodeError as exc:
+        raise RecordError(f"{where}: not a zmqload record ({_first_line(exc)})") from None
+    if version is None:
+        raise RecordError(f"{where}: not a zmqload run (no schema_version)")
+    if version != SCHEMA_VERSION:
+        raise RecordError(f"{where}: unknown record schema version {version!r} "
+                          f"(this zmqload reads version {SCHEMA_VERSION})")
+    try:
+        return msgspec.json.decode(data, type=kind)
+    except msgspec.DecodeError as exc:
+        raise RecordError(f"{where}: not a valid {kind.__name__} ({_first_line(exc)})") from None
+
+
+def read(path: str, kind: type[R]) -> R:
+    """A record file; RecordError (one line naming the file) when missing or not a record."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise RecordError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise RecordError(f"{path}: unreadable ({exc.strerror or exc})") from None
+    return decode(data, kind, path)
+
+
+def run_path(run_dir: str) -> str:
+    return os.path.join(run_dir, RUN_FILE)
+
+
+def is_run_dir(path: str) -> bool:
+    return os.path.isfile(run_path(path))
+
+
+def read_run(run_dir: str) -> RunRecord:
+    """The record of the run in `run_dir`."""
+    return read(run_path(run_dir), RunRecord)
+
+
+def write_run(run_dir: str, record: RunRecord) -> None:
+    write_atomic(run_path(run_dir), record)
+
+
+def convert(value: Any, kind: Any) -> Any:
+    """A record part (or a list of them) from plain data (a RunResult's dicts, whose keys may
+    be ints and numbers numpy's): checked as a decoded file is."""
+    try:
+        plain = msgspec.to_builtins(value, str_keys=True, enc_hook=_plain_number)
+        return msgspec.convert(plain, kind, str_keys=True)
+    except (msgspec.ValidationError, TypeError) as exc:
+        raise RecordError(f"not a valid {getattr(kind, '__name__', kind)}: {_first_line(exc)}") from None
+
+
+def _plain_number(value: Any) -> Any:
+    if hasattr(value, "item"):      # a numpy scalar
+        return value.item()
+    raise TypeError(f"not record data: {type(value).__name__}")
+
+
+def to_builtins(record: msgspec.Struct) -> Any:
+    """A record as plain JSON-ready data (dicts, lists, words)."""
+    return msgspec.to_builtins(record)
+
+
+class _Versioned(msgspec.Struct):
+    schema_version: Any = None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [exc.__class__.__name__])[0]
+
+
+# -- the record's fields, as docs/RECORDS.md lists them ---------------------------------------
+def field_table(kind: Optional[type[msgspec.Struct]] = None) -> list[tuple[str, str, str]]:
+    """(path, type, meaning) of every field of a record, nested parts flattened ("drain.mode",
+    "producers[].worker", "streams[].fates_by_consumer{}.delivered"), the meaning being the
+    docstring under the field here: the table docs/RECORDS.md shows (`python -m
+    zmqload.contract.run_record` prints it; a test holds the two together)."""
+    rows: list[tuple[str, str, str]] = []
+    _walk(RunRecord if kind is None else kind, "", rows, _field_docs())
+    return rows
+
+
+def markdown_table(kind: Optional[type[msgspec.Struct]] = None) -> str:
+    lines = ["| field | type | meaning |", "|---|---|---|"]
+    lines += [f"| `{path}` | {kind_} | {meaning} |" for path, kind_, meaning in field_table(kind)]
+    return "\n".join(lines) + "\n"
+
+
+def _field_docs() -> dict[tuple[str, str], str]:
+    """(class, field) -> the docstring written under the field in this module."""
+    import ast
+    with open(__file__) as f:
+        tree = ast.parse(f.read())
+    docs: dict[tuple[str, str], str] = {}
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        for field, doc in zip(cls.body, cls.body[1:]):
+            if (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
+                    and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant)
+                    and isinstance(doc.value.value, str)):
+                docs[(cls.name, field.target.id)] = " ".join(doc.value.value.split())
+    return docs
+
+
+def _walk(kind: type[msgspec.Struct], prefix: str, rows: list[tuple[str, str, str]],
+          docs: dict[tuple[str, str], str]) -> None:
+    for f in msgspec.structs.fields(kind):
+        path = prefix + f.encode_name
+        meaning = docs.get((kind.__name__, f.name), "")
+        if not meaning and f.type is not None:
+            inner, _ = _part_of(f.type)
+            meaning = " ".join((inner.__doc__ or "").split()) if inner is not None else ""
+        rows.append((path, _type_name(f.type), meaning.replace("|", "\\|")))
+        inner, suffix = _part_of(f.type)
+        if inner is not None:
+            _walk(inner, path + suffix + ".", rows, docs)
+
+
+def _part_of(t: Any) -> tuple[Any, str]:
+    """The record part a field holds (itself, in a list, in a dict or optional), if any."""
+    import typing
+    args = [a for a in typing.get_args(t) if a is not type(None)]
+    origin = typing.get_origin(t)
+    if isinstance(t, type) and issubclass(t, msgspec.Struct):
+        return t, ""
+    if origin is list and args:
+        inner, suffix = _part_of(args[0])
+        return inner, "[]" + suffix
+    if origin is dict and len(args) == 2:
+        inner, suffix = _part_of(args[1])
+        return inner, "{}" + suffix
+    if origin is typing.Union and len(args) == 1:
+        return _part_of(args[0])
+    return None, ""
+
+
+def _type_name(t: Any) -> str:
+    import enum
+    import typing
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    if origin is typing.Union:
+        named = [_type_name(a) for a in args if a is not type(None)]
+        return " or ".join(named) + (" or null" if type(None) in args else "")
+    if origin is list:
+        return f"list of {_type_name(args[0])}"
+    if origin is dict:
+        return f"map of {_type_name(args[0])} to {_type_name(args[1])}"
+    if isinstance(t, type) and issubclass(t, enum.Enum):
+        return " \\| ".join(f"`{m.value}`" for m in t)
+    if isinstance(t, type) and issubclass(t, msgspec.Struct):
+        return "object"
+    if t is Workload:
+        return "object: every run option (`Workload`)"
+    if t is Slos:
+        return "object: `max_loss`, `slo_p99_us`, `min_achieved`"
+    return {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}.get(
+        getattr(t, "__name__", ""), str(t))
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")

@@ -1,0 +1,214 @@
+"""The report made in this process: the run directories among the report's options checked
+and read (`prepare`), then Spark's figures, the verdicts, the HTML page, the summary files
+and the markdown summary on stdout (`make`).
+
+What both the command (zmqload.report.command) and the warm report server
+(zmqload.report.server) run; neither is imported here. Bad input raises a ZmqloadError,
+which the command line turns into one line and an exit status (zmqload.cli.report);
+warnings are lines on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..errors import ConfigError, ExitStatus, ReportInputError, RunError, ZmqloadError
+
+if TYPE_CHECKING:
+    from ..analysis.pipeline import Analysis
+    from ..analysis.runs import RunInfo
+
+PROG = "zmqload report"
+# The latency SLO of capacity planning when neither --slo-p99-us nor a capacity search says one.
+DEFAULT_SLO_P99_US = 1000.0
+
+
+def _warn(msg: str) -> None:
+    print(f"{PROG}: warning: {msg}", file=sys.stderr)
+
+
+@dataclass
+class Inputs:
+    """What `prepare` found: the runs to report, the warnings to say, --memory-budget in bytes."""
+    runs: list[RunInfo]
+    warnings: list[str]
+    budget: int | None
+
+
+def prepare(args: argparse.Namespace) -> Inputs:
+    """The runs under args.paths, checked: ConfigError for a bad --memory-budget,
+    ReportInputError when no run is usable, nothing was recorded, or (--strict) a file is
+    unreadable. Says no warning: `make` does, wherever the report is made."""
+    from ..analysis.capacity import parse_bytes
+    from ..analysis.runs import BadFileWarning, discover_runs
+
+    budget = None
+    if args.memory_budget:
+        try:
+            budget = parse_bytes(args.memory_budget)
+        except ValueError:
+            raise ConfigError("--memory-budget", f"got {args.memory_budget!r}; accepted: bytes, e.g. 64MiB, "
+                                                 "1GiB, 500MB") from None
+    runs, warnings = discover_runs(args.paths)
+    if args.strict:
+        bad = [w for w in warnings if isinstance(w, BadFileWarning)]
+        if bad:
+            raise ReportInputError(f"{bad[0]} (--strict{f'; {len(bad) - 1} more' if len(bad) > 1 else ''})")
+    if not runs:
+        for w in warnings:
+            _warn(w)
+        raise ReportInputError("no usable runs in " + " ".join(args.paths))
+    if all(not r.parts.get("recvs") and not r.parts.get("sends") for r in runs):
+        for w in warnings:
+            if "is empty" not in w:
+                _warn(w)
+        raise ReportInputError("nothing to report: " + ("the run has" if len(runs) == 1 else "every run has")
+                               + " no send or receive records")
+    return Inputs(runs, warnings, budget)
+
+
+def make(args: argparse.Namespace, inputs: Inputs) -> ExitStatus:
+    """The report of `prepare`'s runs, in this process: its warnings on stderr, a progress
+    line on a terminal, an unexpected error as a RunError of one line unless --debug."""
+    for w in inputs.warnings:
+        _warn(w)
+    progress = Progress(enabled=sys.stderr.isatty() and not args.timings)
+    try:
+        return _report(args, inputs.runs, inputs.warnings, inputs.budget, progress)
+    except ZmqloadError:
+        raise
+    except Exception as e:  # noqa: BLE001 - one line unless --debug
+        if args.debug:
+            raise
+        raise RunError(f"{_one_line(e)} (rerun with --debug for details)") from e
+    finally:
+        progress.done()
+
+
+def _one_line(e: BaseException) -> str:
+    """The first line that says what went wrong. For an error thrown in the JVM, not py4j's
+    "An error occurred while calling o123" nor Spark's wrappers ("Exception thrown in
+    awaitResult"): the cause that names a file, if one does, and the root cause."""
+    java = getattr(e, "java_exception", None)
+    if java is None:
+        return (f"{e.__class__.__name__}: {e}".strip().splitlines() or [""])[0][:300]
+    causes: list[str] = []
+    try:
+        while java is not None and len(causes) < 20:
+            causes.append((str(java.toString()).strip().splitlines() or [""])[0])
+            java = java.getCause()
+    except Exception:  # noqa: BLE001 - the JVM may be gone
+        causes = causes or [(str(e).strip().splitlines() or [""])[0]]
+    on_file = next((c for c in causes if ".parquet" in c), None)
+    root = causes[-1]
+    return (root if on_file in (None, root) else f"{on_file}; cause: {root}")[:400]
+
+
+class Progress:
+    """One progress line on a terminal, rewritten at each step and erased at the end, so a
+    long report shows where it is and leaves only its own output behind."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.shown = enabled, False
+
+    def __call__(self, step: str) -> None:
+        if self.enabled:
+            print(f"\r\x1b[K{PROG}: {step}", end="", file=sys.stderr, flush=True)
+            self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            print("\r\x1b[K", end="", file=sys.stderr, flush=True)
+            self.shown = False
+
+
+# The figures that need each kind of record: not computed (None) for a run with an
+# unreadable part of that kind, rather than computed from part of the records.
+NEEDS_RECVS = ("received", "unique", "duplicates", "reordered", "lost", "loss_ratio", "lost_start", "lost_middle",
+               "lost_tail", "recv_rate", "recv_mb_s", "depth_max", "depth_mean", "depth_p99", "queued_bytes_max",
+               "queued_bytes_mean")
+NEEDS_SENDS = ("attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected", "lost", "loss_ratio",
+               "lost_start", "lost_middle", "lost_tail", "offered_rate", "send_rate", "depth_max", "depth_mean",
+               "depth_p99", "queued_bytes_max", "queued_bytes_mean")      # and the stall_* latency columns
+PARTIAL = " (partial)"      # appended to the status of such a run in the summary
+
+
+def _hit_rows(info: RunInfo, kind: str) -> Callable[[dict[str, Any]], bool]:
+    """Which summary rows of `info` an unreadable `kind` part touches: the run total always;
+    a sends part of producer k, stream k's rows; a recvs part of consumer k, consumer k's
+    rows in a fan-out run (elsewhere any consumer may hold any message: every row)."""
+    from ..analysis.pipeline import ALL
+    from ..contract.ids import WorkerId
+
+    workers = set()
+    for part, _ in info.unreadable.get(kind, ()):
+        try:
+            workers.add(WorkerId.parse(os.path.basename(part).split("-")[1]).index)
+        except (ValueError, IndexError):
+            return lambda row: True
+    if kind in ("sends", "replies"):        # both written by the stream's producer
+        return lambda row: row["stream"] == ALL or row["stream"] in workers
+    if info.fanout:
+        return lambda row: row["consumer"] == ALL or row["consumer"] in workers
+    return lambda row: True
+
+
+def mark_damaged(analysis: Analysis, runs: list[RunInfo]) -> set[str]:
+    """Blank the figures that unreadable parts would have fed (in the rows they feed) and
+    the queue depth over time of those runs; the ids of the runs with such parts."""
+    from ..analysis.pipeline import LATENCY_COLUMNS
+    needs = {"recvs": NEEDS_RECVS, "sends": NEEDS_SENDS + tuple(c for c in LATENCY_COLUMNS if c.startswith("stall_")),
+             "replies": ("round_trips", *(c for c in LATENCY_COLUMNS if c.startswith("round_trip_")))}
+    damaged = {r.run_id: [(_hit_rows(r, kind), cols) for kind, cols in needs.items() if r.unreadable.get(kind)]
+               for r in runs if r.damaged}
+    for row in analysis.summary:
+        for hit, cols in damaged.get(row["run"], ()):
+            if hit(row):
+                if not row["status"].endswith(PARTIAL):
+                    row["status"] += PARTIAL
+                row.update(dict.fromkeys(cols))
+    analysis.depth = [d for d in analysis.depth if not damaged.get(d["run"])]
+    return set(damaged)
+
+
+def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], budget: int | None,
+            progress: Progress) -> ExitStatus:
+    from ..analysis.capacity import capacity_table, recommend
+    from ..analysis.pipeline import analyze
+    from ..analysis.session import get_spark
+    from . import html, markdown, outputs, search_answer
+
+    searches, search_warnings = search_answer.load(args.paths)
+    warnings = [*warnings, *search_warnings]
+    if args.slo_p99_us is None:     # judge the probes by the SLO they were searched with
+        args.slo_p99_us = search_answer.slo_p99_us(searches) or DEFAULT_SLO_P99_US
+    t0 = time.perf_counter()
+    log = (lambda m: print(f"{PROG}: {m}", file=sys.stderr)) if args.timings else progress
+    progress("starting Spark")
+    spark = get_spark(args.master, driver_memory=args.driver_memory, master_timeout_s=args.master_timeout,
+                      debug=args.debug, log=log if args.timings else None)
+    log(f"spark session: {time.perf_counter() - t0:.2f} s" if args.timings else "reading the records")
+    analysis = analyze(spark, runs, window_ms=args.window_ms, reorder={"on": True, "off": False}.get(args.reorder, "auto"), log=log)
+    damaged = mark_damaged(analysis, runs)
+    progress("writing the report")
+    # A run with parts left out has no known loss: it cannot show a rate to be clean.
+    run_rows = [r for r in analysis.run_rows() if r["run"] not in damaged]
+    capacity = capacity_table(run_rows, args.slo_p99_us, runs)
+    recs = recommend(capacity, budget, args.target_rate, args.slo_p99_us)
+    os.makedirs(args.out, exist_ok=True)
+    outputs.write_summary(analysis.summary, args.out, capacity, args.slo_p99_us, searches)
+    page = html.render(analysis, capacity, recs, warnings, slo_p99_us=args.slo_p99_us, memory_budget=budget,
+                       searches=searches)
+    tmp = os.path.join(args.out, ".index.html.tmp")
+    with open(tmp, "w") as f:
+        f.write(page)
+    os.replace(tmp, os.path.join(args.out, "index.html"))
+    if args.timings:
+        log(f"total: {time.perf_counter() - t0:.2f} s")
+    progress.done()
+    print(markdown.summary(analysis, capacity, recs, args.out, searches))
+    return ExitStatus.OK
