@@ -1,44 +1,35 @@
-"""run.json as a type: `RunRecord`, and the one codec that writes and reads it.
+"""run.json as a type: `RunRecord`, read and written through the one codec (contract/codec.py).
 
 A run's record is written by the runner (at the start, once the schedule is set, at the
 end), by salvage and `zmqload repair`, and read by everything after: the report, the sweep
-and capacity commands, the pytest plugin, the scenarios. They all go through `read_run` and
-`write_run`, never through string keys into a dict, so a field is named, typed and checked
-once, here. docs/RECORDS.md's run.json table is checked against these types
-(tests/test_run_record.py).
-
-The typing and the codec are msgspec's: its Structs are declared like dataclasses, decode
-JSON straight into the types with a strict check (a wrong type or an unknown field is an
-error naming the path, `$.counters.sent`), encode str enums by their word, and are several
-times faster than a dataclass round trip through `json` (a sweep's report reads hundreds of
-records). The Workload stays the dataclass of the option table; msgspec decodes it through
-its own checks (`Workload.__post_init__`), so a record holds a validated Workload.
+and capacity commands, the pytest plugin. They go through `read_run` and `write_run`, never
+through string keys into a dict, so a field is named, typed and checked once, here.
+docs/RECORDS.md's run.json table is generated from these types (`python -m
+zmqload.contract.run_record docs/RECORDS.md`) and checked against them (tests/test_run_record.py).
 
 Versions: every record carries `schema_version` (contract.records.SCHEMA_VERSION, shared
 with the Parquet parts). A record of another version is refused with one line naming the
 file and both versions; there is no older version to migrate: version 1 is the shape these
-types describe, as every zmqload so far wrote it.
+types describe, as every zmqload so far wrote it (`slos` added since, read as null).
 """
 from __future__ import annotations
 
 import os
-from typing import Any, Optional, TypeVar
+import re
+import sys
+from typing import Optional
 
 import msgspec
 
 from ..config import Slos, Workload
-from ..errors import RecordError
+from .codec import Record, read, write_atomic
 from .fates import AMBIGUOUS_TAIL, TailPlacement
 from .ids import Role
 from .records import SCHEMA_VERSION
-from .states import CloseOrder, DrainEnd, DrainMode, RunStatus
+from .states import DrainEnd, DrainMode, RunStatus
 
 RUN_FILE = "run.json"
 """A run directory's record: the file that makes a directory a run."""
-
-
-class Record(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A part of a record: strict (no unknown fields), keyword-only."""
 
 
 # -- what the run was made of ------------------------------------------------------------------
@@ -357,56 +348,6 @@ class RunRecord(Record):
 
 
 # -- the codec ---------------------------------------------------------------------------------
-R = TypeVar("R", bound=msgspec.Struct)
-
-_ENCODER = msgspec.json.Encoder()
-
-
-def encode(record: msgspec.Struct) -> bytes:
-    """A record as indented JSON (people read run.json)."""
-    return msgspec.json.format(_ENCODER.encode(record), indent=2) + b"\n"
-
-
-def write_atomic(path: str, record: msgspec.Struct) -> None:
-    """Write a record through a temporary file renamed over `path`: a reader (or a run killed
-    mid-write) sees the old record or the new one, never half of one."""
-    data = encode(record)
-    tmp = os.path.join(os.path.dirname(path) or ".", "." + os.path.basename(path) + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-
-
-def decode(data: bytes, kind: type[R], where: str) -> R:
-    """A record of `kind` from JSON bytes; RecordError naming `where` if the bytes are not one
-    (not JSON, another schema version, a field of the wrong type or unknown)."""
-    try:
-        version = msgspec.json.decode(data, type=_Versioned).schema_version
-    except msgspec.DecodeError as exc:
-        raise RecordError(f"{where}: not a zmqload record ({_first_line(exc)})") from None
-    if version is None:
-        raise RecordError(f"{where}: not a zmqload run (no schema_version)")
-    if version != SCHEMA_VERSION:
-        raise RecordError(f"{where}: unknown record schema version {version!r} "
-                          f"(this zmqload reads version {SCHEMA_VERSION})")
-    try:
-        return msgspec.json.decode(data, type=kind)
-    except msgspec.DecodeError as exc:
-        raise RecordError(f"{where}: not a valid {kind.__name__} ({_first_line(exc)})") from None
-
-
-def read(path: str, kind: type[R]) -> R:
-    """A record file; RecordError (one line naming the file) when missing or not a record."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise RecordError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise RecordError(f"{path}: unreadable ({exc.strerror or exc})") from None
-    return decode(data, kind, path)
-
-
 def run_path(run_dir: str) -> str:
     return os.path.join(run_dir, RUN_FILE)
 
@@ -424,121 +365,22 @@ def write_run(run_dir: str, record: RunRecord) -> None:
     write_atomic(run_path(run_dir), record)
 
 
-def convert(value: Any, kind: Any) -> Any:
-    """A record part (or a list of them) from plain data (a RunResult's dicts, whose keys may
-    be ints and numbers numpy's): checked as a decoded file is."""
-    try:
-        plain = msgspec.to_builtins(value, str_keys=True, enc_hook=_plain_number)
-        return msgspec.convert(plain, kind, str_keys=True)
-    except (msgspec.ValidationError, TypeError) as exc:
-        raise RecordError(f"not a valid {getattr(kind, '__name__', kind)}: {_first_line(exc)}") from None
+DOC_TABLE = re.compile(r"(<!-- run.json fields: generated, do not edit -->\n)(.*?)(<!-- end of run.json fields -->)", re.S)
+"""Where docs/RECORDS.md holds the generated table."""
 
 
-def _plain_number(value: Any) -> Any:
-    if hasattr(value, "item"):      # a numpy scalar
-        return value.item()
-    raise TypeError(f"not record data: {type(value).__name__}")
-
-
-def to_builtins(record: msgspec.Struct) -> Any:
-    """A record as plain JSON-ready data (dicts, lists, words)."""
-    return msgspec.to_builtins(record)
-
-
-class _Versioned(msgspec.Struct):
-    schema_version: Any = None
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [exc.__class__.__name__])[0]
-
-
-# -- the record's fields, as docs/RECORDS.md lists them ---------------------------------------
-def field_table(kind: Optional[type[msgspec.Struct]] = None) -> list[tuple[str, str, str]]:
-    """(path, type, meaning) of every field of a record, nested parts flattened ("drain.mode",
-    "producers[].worker", "streams[].fates_by_consumer{}.delivered"), the meaning being the
-    docstring under the field here: the table docs/RECORDS.md shows (`python -m
-    zmqload.contract.run_record` prints it; a test holds the two together)."""
-    rows: list[tuple[str, str, str]] = []
-    _walk(RunRecord if kind is None else kind, "", rows, _field_docs())
-    return rows
-
-
-def markdown_table(kind: Optional[type[msgspec.Struct]] = None) -> str:
-    lines = ["| field | type | meaning |", "|---|---|---|"]
-    lines += [f"| `{path}` | {kind_} | {meaning} |" for path, kind_, meaning in field_table(kind)]
-    return "\n".join(lines) + "\n"
-
-
-def _field_docs() -> dict[tuple[str, str], str]:
-    """(class, field) -> the docstring written under the field in this module."""
-    import ast
-    with open(__file__) as f:
-        tree = ast.parse(f.read())
-    docs: dict[tuple[str, str], str] = {}
-    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
-        for field, doc in zip(cls.body, cls.body[1:]):
-            if (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
-                    and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant)
-                    and isinstance(doc.value.value, str)):
-                docs[(cls.name, field.target.id)] = " ".join(doc.value.value.split())
-    return docs
-
-
-def _walk(kind: type[msgspec.Struct], prefix: str, rows: list[tuple[str, str, str]],
-          docs: dict[tuple[str, str], str]) -> None:
-    for f in msgspec.structs.fields(kind):
-        path = prefix + f.encode_name
-        meaning = docs.get((kind.__name__, f.name), "")
-        if not meaning and f.type is not None:
-            inner, _ = _part_of(f.type)
-            meaning = " ".join((inner.__doc__ or "").split()) if inner is not None else ""
-        rows.append((path, _type_name(f.type), meaning.replace("|", "\\|")))
-        inner, suffix = _part_of(f.type)
-        if inner is not None:
-            _walk(inner, path + suffix + ".", rows, docs)
-
-
-def _part_of(t: Any) -> tuple[Any, str]:
-    """The record part a field holds (itself, in a list, in a dict or optional), if any."""
-    import typing
-    args = [a for a in typing.get_args(t) if a is not type(None)]
-    origin = typing.get_origin(t)
-    if isinstance(t, type) and issubclass(t, msgspec.Struct):
-        return t, ""
-    if origin is list and args:
-        inner, suffix = _part_of(args[0])
-        return inner, "[]" + suffix
-    if origin is dict and len(args) == 2:
-        inner, suffix = _part_of(args[1])
-        return inner, "{}" + suffix
-    if origin is typing.Union and len(args) == 1:
-        return _part_of(args[0])
-    return None, ""
-
-
-def _type_name(t: Any) -> str:
-    import enum
-    import typing
-    origin, args = typing.get_origin(t), typing.get_args(t)
-    if origin is typing.Union:
-        named = [_type_name(a) for a in args if a is not type(None)]
-        return " or ".join(named) + (" or null" if type(None) in args else "")
-    if origin is list:
-        return f"list of {_type_name(args[0])}"
-    if origin is dict:
-        return f"map of {_type_name(args[0])} to {_type_name(args[1])}"
-    if isinstance(t, type) and issubclass(t, enum.Enum):
-        return " \\| ".join(f"`{m.value}`" for m in t)
-    if isinstance(t, type) and issubclass(t, msgspec.Struct):
-        return "object"
-    if t is Workload:
-        return "object: every run option (`Workload`)"
-    if t is Slos:
-        return "object: `max_loss`, `slo_p99_us`, `min_achieved`"
-    return {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}.get(
-        getattr(t, "__name__", ""), str(t))
+def main(argv: list[str]) -> None:
+    """Print the run.json table, or with a path rewrite that file's generated table."""
+    from .codec import markdown_table
+    table = markdown_table(RunRecord)
+    if not argv:
+        print(table, end="")
+        return
+    with open(argv[0]) as f:
+        text = f.read()
+    with open(argv[0], "w") as f:
+        f.write(DOC_TABLE.sub(lambda m: m.group(1) + table + m.group(3), text))
 
 
 if __name__ == "__main__":
-    print(markdown_table(), end="")
+    main(sys.argv[1:])

@@ -14,6 +14,7 @@ from typing import Any, Callable, NoReturn
 
 from .. import patterns
 from ..config import Slos, Workload, check_output_dir
+from ..contract import codec
 from ..contract import run_record as rr
 from ..contract.ids import Role
 from ..contract.states import RunStatus
@@ -113,8 +114,8 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
     record = rr.RunRecord(
         run_id=run_id, workload=w, slos=slos,
         pattern=rr.PatternFacts(fanout=w.fanout, binder=Role(patterns.get(w.pattern).binder)),
-        versions=rr.convert(versions(), rr.Versions), host=rr.convert(host(), rr.Host),
-        clock=rr.convert(clock_pair(), rr.ClockPair), started_at=_utc_now())
+        versions=codec.convert(versions(), rr.Versions), host=codec.convert(host(), rr.Host),
+        clock=codec.convert(clock_pair(), rr.ClockPair), started_at=_utc_now())
     warning = space_warning(w, run_dir)
     if warning:
         record.warnings.append(warning)
@@ -137,7 +138,7 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
         try:
             rr.write_run(run_dir, record)
         except OSError as exc:      # a run error: the run ends failed, in the room kept for run.json
-            raise write_error(exc, run_dir, len(rr.encode(record))) from None
+            raise write_error(exc, run_dir, len(codec.encode(record))) from None
     controller.on_start = started
     previous_sigterm = sigterm_as_interrupt()
     status, error = RunStatus.COMPLETE, None
@@ -170,7 +171,7 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
         error = f"{error}; {note}" if error else note
         if isinstance(pending, RunError):
             pending = RunError(f"{pending}; {note}")
-    result = build_result(state, w, run_id, run_dir, status, rr.to_builtins(record.versions))
+    result = build_result(state, w, run_id, run_dir, status, codec.to_builtins(record.versions))
     finish_records(run_dir, record, state, w, result, error)
     if pending is not None:
         if isinstance(pending, RunError):
@@ -211,12 +212,12 @@ def finish_records(run_dir: str, record: rr.RunRecord, state: RunState, w: Workl
     summary = result.summary()
     record.status, record.error, record.finished_at = RunStatus(result.status), error, _utc_now()
     record.schedule = rr.Schedule(t0_ns=state.t0_ns, rate_per_producer=w.rate, fanout=w.fanout)
-    record.drain = rr.convert(state.drain, rr.Drain) if state.drain else None
-    record.producers = rr.convert(result.producers, list[rr.ProducerEntry])
-    record.consumers = rr.convert(result.consumers, list[rr.ConsumerEntry])
-    record.counters = rr.convert({k: summary[k] for k in RunResult.COUNTERS}, rr.Counters)
-    record.streams = rr.convert(result.streams, list[rr.StreamEntry])
-    record.summary = rr.convert({k: summary[k] for k in RunResult.FIGURES}, rr.Summary)
+    record.drain = codec.convert(state.drain, rr.Drain) if state.drain else None
+    record.producers = codec.convert(result.producers, list[rr.ProducerEntry])
+    record.consumers = codec.convert(result.consumers, list[rr.ConsumerEntry])
+    record.counters = codec.convert({k: summary[k] for k in RunResult.COUNTERS}, rr.Counters)
+    record.streams = codec.convert(result.streams, list[rr.StreamEntry])
+    record.summary = codec.convert({k: summary[k] for k in RunResult.FIGURES}, rr.Summary)
     try:
         os.remove(os.path.join(run_dir, RESERVE_NAME))
     except FileNotFoundError:
@@ -224,7 +225,7 @@ def finish_records(run_dir: str, record: rr.RunRecord, state: RunState, w: Workl
     try:
         rr.write_run(run_dir, record)
     except OSError as exc:
-        raise write_error(exc, run_dir, len(rr.encode(record))) from None
+        raise write_error(exc, run_dir, len(codec.encode(record))) from None
 
 
 def _worker_error(w: Workload, exc: WorkerFailed) -> Exception:
