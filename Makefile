@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 DEMO   ?= runs/demo
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all prereqs venv build demo test engine-debug test-engine-debug typecheck scenarios bench bench-smoke faults clean
+.PHONY: all prereqs venv build demo test test-fast engine-debug test-engine-debug typecheck scenarios bench bench-smoke faults clean
 
 all: build
 
@@ -60,6 +60,11 @@ demo: build
 
 test: build
 	$(PY) -m pytest -q tests
+
+# A developer's loop (a few minutes): every test but those marked slow (Spark reports, scenarios,
+# capacity searches, CPU placement; tests/conftest.py SLOW_FILES). CI runs `make test`.
+test-fast: build
+	$(PY) -m pytest -q -m "not slow" tests
 
 # The checked engine (ZMQLOAD_DEBUG=1, setup.py): Cython bounds/wraparound/initialized checks,
 # -O0 -g, AddressSanitizer and UBSan. It is built with a copy of the package into

@@ -14,6 +14,26 @@ import pytest
 import zmqload
 
 
+# The files whose tests take many seconds each (a Spark report, a scenario's repeated runs, a
+# capacity search, CPU placement's unpaced runs): marked `slow`, so `make test-fast` (-m "not
+# slow") is a developer's loop of a few minutes; `make test` and CI run everything.
+SLOW_FILES = frozenset({
+    "test_scenarios.py", "test_scenarios_000_003.py", "test_scenarios_001_002.py", "test_scenarios_user.py",
+    "test_capacity.py", "test_placement.py",
+    "analysis/test_report_server.py", "analysis/test_search_section.py", "analysis/test_command.py",
+    "analysis/test_report_errors.py", "analysis/test_capacity_report.py", "analysis/test_plots.py",
+    "analysis/test_round_trips.py", "analysis/test_real_runs.py", "analysis/test_percentile_rule.py",
+    "analysis/test_failed_runs.py", "analysis/test_tail_placement.py",
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    here = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        if os.path.relpath(str(item.fspath), here) in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def out_dir(tmp_path):
     return str(tmp_path / "runs")

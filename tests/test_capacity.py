@@ -17,6 +17,8 @@ import pytest
 import zmqload
 from conftest import read_meta, read_table, zmqload_cli
 from zmqload.config import SearchPlan, Slos
+from zmqload.contract import search_record as sr
+from zmqload.contract.states import Slo
 from zmqload.search import Probe, find_max_rate, probe_once
 from zmqload.slo import Breach
 
@@ -391,17 +393,19 @@ def test_the_live_line_shows_rate_refusals_gaps_and_elapsed_of_total(out_dir):
 
 
 # -- the cause the report's answer names (report/search_answer.py), on hand-made searches ---------------
-def demo_search(hwm: int, failing_figures: dict, breaches: list) -> dict:
+def demo_search(hwm: int, failing_figures: dict, breaches: list) -> sr.SearchEntry:
     """A converged pub-sub search (20 us of work per message) whose lowest failing probe broke
-    `breaches` with `failing_figures`."""
-    passing = {"rate": 15_400, "passed": True, "breaches": [],
-               "figures": {"p99_us": 3170.0, "achieved": 1.0, "queue_peak": {"messages": 240, "kernel_messages": 1,
-                                                                             "libzmq_messages": 239}}}
-    failing = {"rate": 16_100, "passed": False, "breaches": breaches, "figures": failing_figures}
-    return {"values": {}, "workload": {"pattern": "pub-sub", "transport": "tcp", "size": 256, "sndhwm": hwm,
-                                       "rcvhwm": hwm, "consumer_delay_us": 20.0, "consumers": 1},
-            "producers": 1, "converged": True, "max_sustainable_rate": 15_400, "bracket": [15_400, 16_100],
-            "generator_limited": False, "probes": [passing, failing]}
+    `breaches` (each an SLO and maybe its text) with `failing_figures` (Figures' values)."""
+    passing = sr.ProbeEntry(rate=15_400, passed=True, figures=sr.Figures(
+        p99_us=3170.0, achieved=1.0, queue_peak=sr.ProbeQueuePeak(messages=240, kernel_messages=1,
+                                                                  libzmq_messages=239)))
+    failing = sr.ProbeEntry(rate=16_100, passed=False, figures=sr.Figures(**failing_figures),
+                            breaches=[sr.BreachEntry(slo=Slo(b["slo"]), text=b.get("text", "")) for b in breaches])
+    template = sr.SearchTemplate(pattern="pub-sub", transport="tcp", size=256, sndhwm=hwm, rcvhwm=hwm,
+                                 consumer_delay_us=20.0, consumers=1)
+    return sr.SearchEntry(values={}, workload=template,
+                          producers=1, converged=True, max_sustainable_rate=15_400, bracket=[15_400, 16_100],
+                          generator_limited=False, probes=[passing, failing])
 
 
 def test_drops_while_the_consumer_kept_up_are_put_on_the_hwm_not_the_consumer():
@@ -443,4 +447,4 @@ def test_a_latency_breach_alone_is_queueing():
     from zmqload.report.search_answer import cause
     search = demo_search(1000, {"achieved": 1.0, "loss_ratio": 0.0, "offered_rate": 16_100, "throughput_msgs": 16_050.0},
                          [{"slo": "slo-p99-us"}])
-    assert cause(search, search["probes"][1]).startswith("limited by latency")
+    assert cause(search, search.probes[1]).startswith("limited by latency")

@@ -9,7 +9,9 @@ import pytest
 from zmqload.analysis import capacity
 from zmqload.config import Workload
 from zmqload.contract.derived import work_ceiling
+from zmqload.contract import search_record as sr
 from zmqload.contract.run_record import RunRecord
+from zmqload.contract.states import Slo
 from zmqload.report import search_answer
 from zmqload.runner.controller import PROGRESS_EVERY_NS, drain_decision
 
@@ -39,10 +41,11 @@ def test_work_ceiling():
 
 def _slow_consumer_search(delay_us):
     """A converged search whose failing probe's consumer fell behind (as test_capacity's)."""
-    return {"converged": True, "max_sustainable_rate": 20_000, "bracket": [20_000, 40_000], "producers": 1,
-            "workload": {"pattern": "push-pull", "consumers": 1, "consumer_delay_us": delay_us},
-            "probes": [{"rate": 40_000, "passed": False, "breaches": [{"slo": "min-achieved"}],
-                        "figures": {"offered_rate": 40_000, "throughput_msgs": 21_000, "achieved": 0.5}}]}
+    return sr.SearchEntry(
+        converged=True, max_sustainable_rate=20_000, bracket=[20_000, 40_000], producers=1,
+        workload=sr.SearchTemplate(pattern="push-pull", consumers=1, consumer_delay_us=delay_us),
+        probes=[sr.ProbeEntry(rate=40_000, passed=False, breaches=[sr.BreachEntry(slo=Slo.MIN_ACHIEVED)],
+                              figures=sr.Figures(offered_rate=40_000, throughput_msgs=21_000, achieved=0.5))])
 
 
 def test_the_report_and_the_search_answer_state_the_ceiling_by_the_one_rule():
@@ -52,4 +55,4 @@ def test_the_report_and_the_search_answer_state_the_ceiling_by_the_one_rule():
         cause, _ = capacity.advice(view, [(capacity.P99, "p99 9000 us")], 1000.0)
         assert f"{delay} us of work per message caps a consumer near {text}" in cause
         search = _slow_consumer_search(delay)
-        assert f"(at most {text} each, 1 consumer)" in search_answer.cause(search, search["probes"][0])
+        assert f"(at most {text} each, 1 consumer)" in search_answer.cause(search, search.probes[0])

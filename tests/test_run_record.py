@@ -99,3 +99,37 @@ def test_a_record_that_is_not_one_is_refused_in_one_line(tmp_path, change, says)
     message = str(caught.value)
     assert message.startswith(path + ": ") and says in message and "\n" not in message, message
     assert caught.value.exit_status is ExitStatus.BAD_INPUT
+
+
+# Where the package may parse JSON that is not a record: each with why.
+JSON_READERS_NOT_RECORDS = {
+    "zmqload/contract/codec.py": "the codec itself (msgspec)",
+    "zmqload/contract/control.py": "control messages between the controller and its workers",
+    "zmqload/runner/spec.py": "a worker's spec on its standard input",
+    "zmqload/report/server.py": "the warm report server's requests and answers",
+    "zmqload/scenarios/seed_000.py": "the lines a scenario's plain pyzmq script prints",
+    "zmqload/scenarios/seed_002.py": "the line a scenario's plain pyzmq script prints",
+}
+
+
+def test_records_are_read_only_through_their_codec():
+    """No module reads run.json (or any record) as a dict: JSON is parsed only by the codec
+    and by the readers of what is not a record, and the record's file name is stated once."""
+    import ast
+    readers, names = set(), set()
+    for directory, _, files in os.walk(os.path.join(ROOT, "zmqload")):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(directory, name)
+            rel = os.path.relpath(path, ROOT)
+            with open(path) as f:
+                tree = ast.parse(f.read())
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Attribute) and node.attr in ("load", "loads")
+                        and isinstance(node.value, ast.Name) and node.value.id == "json"):
+                    readers.add(rel)
+                if isinstance(node, ast.Constant) and node.value == rr.RUN_FILE:
+                    names.add(rel)
+    assert readers <= set(JSON_READERS_NOT_RECORDS), sorted(readers - set(JSON_READERS_NOT_RECORDS))
+    assert names == {"zmqload/contract/run_record.py"}, names

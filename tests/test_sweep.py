@@ -16,7 +16,7 @@ import pytest
 
 from conftest import read_meta, zmqload_cli
 from zmqload import cli, sweep as sweeps
-from zmqload.cli import sweep as sweep_command
+from zmqload.cli import report_after, sweep as sweep_command
 from zmqload.errors import ConfigError
 
 
@@ -206,7 +206,7 @@ def test_interrupt_stops_the_sweep_and_records_it(tmp_path):
 
 
 def test_report_missing_is_one_line_exit_2_before_any_run(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(sweep_command, "REPORT_MODULE", "zmqload.no_such_report_module")
+    monkeypatch.setattr(report_after, "REPORT_MODULE", "zmqload.no_such_report_module")
     out = str(tmp_path / "runs")
     assert cli.main(["sweep", "--count", "500", "--out", out, "--report"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -221,7 +221,7 @@ def test_report_gets_the_sweeps_out_dir(tmp_path, monkeypatch):
                                          parser.add_argument("--out", default="report"))
     fake.run = lambda args: calls.append(args) or 0
     monkeypatch.setitem(sys.modules, "fake_report_command", fake)
-    monkeypatch.setattr(sweep_command, "REPORT_MODULE", "fake_report_command")
+    monkeypatch.setattr(report_after, "REPORT_MODULE", "fake_report_command")
     out, report = str(tmp_path / "runs"), str(tmp_path / "report")
     assert cli.main(["sweep", "--count", "500", "--out", out, "--report", "--report-out", report, "--quiet"]) == 0
     assert len(calls) == 1 and calls[0].paths == [out] and calls[0].out == report

@@ -244,7 +244,7 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
             "received": received, "unique_received": delivered, "duplicates": duplicates,
             "reordered": reordered, "lost": expected - delivered, "missing_ranges": missing,
             **fate_totals, "dropped": dropped, AMBIGUOUS_TAIL: ambiguous_tail(fate_totals, tail_placement),
-            **({"fates_by_consumer": by_consumer} if fanout else {}),
+            "fates_by_consumer": by_consumer if fanout else None,      # per consumer: fan-out only
         })
     keys = ("attempted", "sent", "expected", "received", "unique_received", "duplicates", "reordered", "lost",
             *FATES, "dropped", AMBIGUOUS_TAIL)

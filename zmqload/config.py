@@ -15,7 +15,7 @@ import os
 import re
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, TypeVar, Union
 
 from . import patterns
 from .contract.wire import HEADER_SIZE, MAX_SEQ, MAX_STREAMS, SEND_MODES, SendModeWord
@@ -37,6 +37,7 @@ UNPACED_RATE_GUESS = 5_000_000
 """Messages per second one unpaced producer is assumed to reach where only --duration bounds a
 run (loopback's ceiling here, docs/BENCHMARKS.md 1): what its workers prepare spill files for."""
 SOCKET_OPTIONS = "socket options (unset: libzmq's default)"     # a help group
+T = TypeVar("T")
 
 _ENDPOINT = re.compile(
     r"^(tcp://(?P<host>[A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(?P<port>\d+|\*)"
@@ -73,9 +74,9 @@ class Option:
     low: Optional[float] = None
     high: Optional[float] = None
     low_open: bool = False              # low itself is refused (duration > 0)
-    choices: Union[tuple, Callable[[], tuple], None] = None   # callable: read when used (patterns)
-    form: Optional[re.Pattern] = None   # text values must match it whole
-    words: dict = field(default_factory=dict)   # text that stands for a value: {"max": 0}
+    choices: Union[tuple[str, ...], Callable[[], tuple[str, ...]], None] = None  # callable: read when used (patterns)
+    form: Optional[re.Pattern[str]] = None   # text values must match it whole
+    words: dict[str, object] = field(default_factory=dict)   # text that stands for a value: {"max": 0}
     nullable: bool = False              # None is accepted: unset, libzmq's default
     negation: Optional[str] = None      # a flag that sets a boolean to false (--no-warmup)
     cli: bool = True                    # False: sweep files and the Python API only
@@ -85,7 +86,7 @@ class Option:
     default: Any = None
 
     @property
-    def choice_list(self) -> tuple:
+    def choice_list(self) -> tuple[str, ...]:
         return tuple(self.choices() if callable(self.choices) else self.choices or ())
 
     @property
@@ -93,7 +94,7 @@ class Option:
         """What the option accepts, as its errors say it."""
         return self.accepted or ", ".join(self.choice_list)
 
-    def convert(self, value):
+    def convert(self, value: object) -> Any:        # a value of `kind` (or None)
         """A value from any surface -> the typed, checked value; ConfigError naming the flag
         otherwise. Text is parsed as on the command line; other values must have the type."""
         if value is None and self.nullable:
@@ -105,11 +106,11 @@ class Option:
         self._check(value)
         return value
 
-    def refuse(self, value, why: str = "") -> ConfigError:
+    def refuse(self, value: object, why: str = "") -> ConfigError:
         """The one error shape: `--flag: got X[why]; accepted: ...`."""
         return ConfigError(self.flag, f"got {value!r}{why}; accepted: {self.accepts}")
 
-    def _parse_text(self, text: str):
+    def _parse_text(self, text: str) -> object:
         word = text.strip().lower()
         if word in self.words:
             return self.words[word]
@@ -122,7 +123,7 @@ class Option:
         except ValueError:
             raise self.refuse(text) from None
 
-    def _has_type(self, value) -> bool:
+    def _has_type(self, value: object) -> bool:
         if self.kind is bool or self.kind is str:
             return isinstance(value, self.kind)
         if isinstance(value, bool):
@@ -131,7 +132,7 @@ class Option:
             return isinstance(value, int)
         return isinstance(value, (int, float)) and value == value      # float: not NaN
 
-    def _check(self, value) -> None:
+    def _check(self, value: Any) -> None:          # of `kind` (_has_type)
         choices = self.choice_list
         if choices and value not in choices:
             raise self.refuse(value)
@@ -143,7 +144,7 @@ class Option:
             raise self.refuse(value)
 
 
-def rate_option(help: str, *, unpaced: bool = False, per_producer: bool = True, **details) -> Option:
+def rate_option(help: str, *, unpaced: bool = False, per_producer: bool = True, **details: Any) -> Option:
     """Every option that takes a rate (run and sweep --rate, capacity --start-rate, report
     --target-rate): one parser (whole messages per second, k/M/G suffixes, see parse_number)
     and one "accepted" text, so `200k` means the same and is refused the same everywhere.
@@ -156,16 +157,16 @@ def rate_option(help: str, *, unpaced: bool = False, per_producer: bool = True, 
     return Option(int, accepted, help, low=low, high=high, words={"max": 0} if unpaced else {}, **details)
 
 
-def option(default, kind: type, accepted: str, help: str, **details):
+def option(default: T, kind: type, accepted: str, help: str, **details: Any) -> T:
     """A Workload field that is an option (see Option for `details`)."""
     return field(default=default, metadata={"option": Option(kind, accepted, help, **details)})
 
 
-def _ms(low: int, what: str, default, **details):
+def _ms(low: int, what: str, default: int, **details: Any) -> int:
     return option(default, int, f"milliseconds from {low} to {MAX_MS}", what, low=low, high=MAX_MS, **details)
 
 
-def _hwm(what: str):
+def _hwm(what: str) -> Optional[int]:
     return option(None, int, f"an integer from 0 (no limit) to {MAX_INT32}", what, low=0, high=MAX_INT32,
                   nullable=True, group=SOCKET_OPTIONS)
 
@@ -284,7 +285,7 @@ class Workload:
     slice_ms: int = option(
         20, int, "milliseconds from 1 to 1000", "longest engine loop between returns to Python",
         low=1, high=1000, cli=False, group="recording internals")
-    label: dict = field(default_factory=dict)   # free-form tags copied into run.json
+    label: dict[str, Any] = field(default_factory=dict)   # free-form tags copied into run.json
 
     def __post_init__(self) -> None:
         for name, opt in OPTIONS.items():
@@ -326,11 +327,11 @@ class Workload:
         (the consumer's Receiver, and the slow drain's patience)."""
         return round(self.consumer_delay_us * 1000)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict) -> "Workload":
+    def from_dict(cls, values: dict[str, Any]) -> "Workload":
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - names)
         if unknown:
@@ -367,7 +368,7 @@ class Workload:
                               f"got {port} with {binders} binding sockets, one port each; "
                               f"accepted: a port up to {65536 - binders}, or 0 for any")
 
-    def _address(self) -> tuple:
+    def _address(self) -> tuple[str, str, int]:
         """(transport, host, port) in effect: --endpoint's when given."""
         if self.endpoint is None:
             return self.transport, self.host, self.port
@@ -386,7 +387,7 @@ class Workload:
         return patterns.get(self.pattern).binding_sockets(self.producers, self.consumers)
 
 
-def _option_table(cls) -> dict[str, Option]:
+def _option_table(cls: type) -> dict[str, Option]:
     return {f.name: dataclasses.replace(f.metadata["option"], field=f.name, default=f.default,
                                         flag=f.metadata["option"].flag or "--" + f.name.replace("_", "-"))
             for f in dataclasses.fields(cls) if "option" in f.metadata}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING, Any, Optional
 
 from rich.console import Console
 from rich.live import Live
@@ -11,10 +12,13 @@ from rich.table import Table
 from .contract.fates import AMBIGUOUS_TAIL, LOST_BRIEF
 from .result import RunResult
 
+if TYPE_CHECKING:
+    from .runner.state import ProgressSnapshot
+
 SHOW_AFTER_S = 1.0      # short runs print only their summary
 
 
-def _ns_to_us(ns) -> str:
+def _ns_to_us(ns: Optional[float]) -> str:
     return "-" if ns is None else f"{ns / 1000:,.1f}"
 
 
@@ -30,10 +34,10 @@ class LiveProgress:
         self._rate_from = (0.0, 0)      # (time, received) a second or so ago: the receive rate
         self._rate = 0.0
 
-    def start(self, snapshot) -> None:
+    def start(self, snapshot: ProgressSnapshot) -> None:
         self.started = time.monotonic()
 
-    def update(self, snapshot) -> None:
+    def update(self, snapshot: ProgressSnapshot) -> None:
         now = time.monotonic()
         if now - self.started < SHOW_AFTER_S or now - self._last < 0.1:
             return
@@ -49,7 +53,7 @@ class LiveProgress:
             self.live.start()
         self.live.update(self._render(snapshot, now - self.started))
 
-    def _render(self, snap, elapsed: float):
+    def _render(self, snap: ProgressSnapshot, elapsed: float) -> Table:
         table = Table.grid(padding=(0, 2))
         total = f" / {self.total_s:,.1f}" if self.total_s else ""
         table.add_row(f"[bold]{snap.pattern}[/] over {snap.transport}", snap.phase, f"{elapsed:6.1f}{total} s",
@@ -63,14 +67,14 @@ class LiveProgress:
             self.live = None
 
 
-def _queue(peak: dict) -> str:
+def _queue(peak: dict[str, Any]) -> str:
     if not peak:
         return "-"
     return (f"{peak['messages']:,} at {peak['at_s']:.2f} s ({peak['kernel_messages']:,} / "
             f"{peak['libzmq_messages']:,} messages)")
 
 
-def _drain(drain: dict) -> str:
+def _drain(drain: dict[str, Any]) -> str:
     # a failed run's drain may hold only the run's tail rule: it never began or never ended
     if "t_end_ns" not in drain:
         return "not reached"
@@ -78,7 +82,7 @@ def _drain(drain: dict) -> str:
     return f"{drain['mode']}, ended {drain['ended']} after {seconds:.2f} s"
 
 
-def _ambiguous(drain: dict) -> str:
+def _ambiguous(drain: dict[str, Any]) -> str:
     # the tail drops a PUB's run cannot place (mid-run or at close): said, not hidden in the count
     n = drain.get(AMBIGUOUS_TAIL) or 0
     return f"  ({n:,} of the tail: mid-run or at close, ambiguous)" if n else ""

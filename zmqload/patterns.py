@@ -9,12 +9,24 @@ consumer must skip. Topology code, accounting and validation read only this desc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Optional, Protocol
 
 from .errors import ConfigError
 
-if TYPE_CHECKING:
-    from .config import Workload
+
+class Settings(Protocol):
+    """What a pattern's rules read of a workload (config.Workload has it all): the pattern
+    table stands below the option table that names its patterns."""
+    @property
+    def producers(self) -> int: ...
+    @property
+    def consumers(self) -> int: ...
+    @property
+    def endpoint(self) -> Optional[str]: ...
+    @property
+    def send_mode(self) -> str: ...
+    @property
+    def join_delay_ms(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -35,7 +47,7 @@ class Pattern:
         """Sockets that bind an endpoint (each takes its own tcp port)."""
         return {"consumer": consumers, "producer": producers, "proxy": 2}[self.binder]
 
-    def check(self, w: Workload) -> None:
+    def check(self, w: Settings) -> None:
         """The rules this pattern puts on a workload `w`: ConfigError naming the option."""
         if self.max_peers is not None:
             for flag, n in (("--producers", w.producers), ("--consumers", w.consumers)):

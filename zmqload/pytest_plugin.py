@@ -20,19 +20,25 @@ import os
 import re
 import shutil
 import statistics
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Generator, Iterator, Optional
 
 import pytest
 
 from .contract.run_record import RunRecord, read_run
 from .errors import RecordError
 
+if TYPE_CHECKING:
+    from pluggy import Result
+
+    from .config import Workload
+    from .result import RunResult
+
 SECTION = "zmqload runs"
 TIMINGS = ("message", "wall")
 FULL_SUMMARIES = 5          # a failure report shows this many runs in full, earlier ones in a line
 
 
-def pytest_addoption(parser):
+def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("zmqload", "zmqload capacity tests")
     group.addoption("--zmqload-keep", action="store_true", default=False,
                     help="keep every zmqload run directory (default: only those of failed tests)")
@@ -74,15 +80,15 @@ class ZmqloadFixture:
     def __init__(self, out_dir: str, keep: bool):
         self.out_dir = out_dir
         self.keep = keep
-        self.results: list = []
+        self.results: list[RunResult] = []
         self.failed = False
         self.reported = False
 
     @property
-    def last(self):
+    def last(self) -> Optional[RunResult]:
         return self.results[-1] if self.results else None
 
-    def workload(self, workload=None, **options):
+    def workload(self, workload: Optional[Workload] = None, **options: Any) -> Workload:
         """The Workload a run would use (records in this test's directory unless `out` is given)."""
         from zmqload import Workload
         if workload is None:
@@ -94,7 +100,7 @@ class ZmqloadFixture:
             return dataclasses.replace(workload, out=self.out_dir)
         return workload
 
-    def run(self, workload=None, **options):
+    def run(self, workload: Optional[Workload] = None, **options: Any) -> RunResult:
         """Run one workload (a Workload or its fields as keywords) and return its RunResult."""
         import zmqload
         result = zmqload.run(self.workload(workload, **options))
@@ -161,15 +167,15 @@ def _read_record(run_dir: str) -> Optional[RunRecord]:
         return None
 
 
-def _base_dir(config, tmp_path_factory) -> str:
-    out = config.getoption("--zmqload-out")
+def _base_dir(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> str:
+    out: Optional[str] = config.getoption("--zmqload-out")
     if out:
         return os.path.abspath(out)
     return str(tmp_path_factory.getbasetemp() / "zmqload")
 
 
 @pytest.fixture
-def zmqload(request, tmp_path_factory):
+def zmqload(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZmqloadFixture]:
     """Run zmqload workloads from a test: `zmqload.run(pattern="pub-sub", rate=50_000, ...)`
     returns a RunResult to assert on; a failing test's report shows every run's summary."""
     keep = request.config.getoption("--zmqload-keep")
@@ -186,7 +192,8 @@ _KEPT_KEY = pytest.StashKey[str]()
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                               ) -> Generator[None, Result[pytest.TestReport], None]:
     outcome = yield
     report = outcome.get_result()
     fixture = item.stash.get(_FIXTURE_KEY, None)
@@ -200,21 +207,21 @@ def pytest_runtest_makereport(item, call):
     if report.when == "teardown":
         kept = item.stash.get(_KEPT_KEY, None)
         if kept:   # travels with the report to the xdist controller for the terminal summary
-            report.zmqload_kept = kept
+            setattr(report, "zmqload_kept", kept)     # an attribute of zmqload's own
 
 
 class _KeptDirs:
     """On the controller (with or without xdist): which tests left run directories."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.kept: list[tuple[str, str]] = []
 
-    def pytest_runtest_logreport(self, report):
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         kept = getattr(report, "zmqload_kept", None)
         if report.when == "teardown" and kept:
             self.kept.append((report.nodeid, kept))
 
-    def pytest_terminal_summary(self, terminalreporter):
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.kept:
             return
         terminalreporter.section("zmqload")
@@ -224,7 +231,7 @@ class _KeptDirs:
         terminalreporter.line("Spark report of one test's runs: python -m zmqload report <directory>")
 
 
-def pytest_configure(config):
+def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_KeptDirs(), "zmqload-kept-dirs")
 
 
@@ -240,22 +247,22 @@ class ZmqloadBenchmark:
     processes, the warm-up handshake and writing Parquet (about 0.5 s on a small machine).
     """
 
-    def __init__(self, benchmark, runs: ZmqloadFixture):
+    def __init__(self, benchmark: Any, runs: ZmqloadFixture):     # pytest-benchmark's fixture (optional)
         self.benchmark = benchmark
         self.runs = runs
 
-    def __call__(self, workload=None, *, rounds: int = 3, warmup_rounds: int = 0,
-                 timing: str = "message", **options):
+    def __call__(self, workload: Optional[Workload] = None, *, rounds: int = 3, warmup_rounds: int = 0,
+                 timing: str = "message", **options: Any) -> RunResult:
         if timing not in TIMINGS:
             raise ValueError(f"timing must be one of {', '.join(TIMINGS)}, not {timing!r}")
         w = self.runs.workload(workload, **options).validate()   # bad options fail before any timing
-        results: list = []
+        results: list[RunResult] = []
         elapsed = [0.0]                  # the message clock: engine time, advanced by each run
 
         def engine_time_per_message() -> float:
             return elapsed[0]
 
-        def one_run():
+        def one_run() -> RunResult:
             # a run name is a directory name: every round needs its own
             name = w.run_name and f"{w.run_name}-{len(results) + 1}"
             result = self.runs.run(dataclasses.replace(w, run_name=name))
@@ -271,19 +278,19 @@ class ZmqloadBenchmark:
                 raise RuntimeError("this pytest-benchmark version offers no timer hook; "
                                    "use zmqload_benchmark(..., timing='wall')")
             self.benchmark._timer = engine_time_per_message
-        last = self.benchmark.pedantic(one_run, rounds=rounds, warmup_rounds=warmup_rounds, iterations=1)
+        last: RunResult = self.benchmark.pedantic(one_run, rounds=rounds, warmup_rounds=warmup_rounds, iterations=1)
         measured = results[-rounds:]     # warm-up rounds come first
         self.benchmark.extra_info.update(_extra_info(w, measured, timing, rounds))
         return last
 
 
-def _extra_info(w, results: list, timing: str, rounds: int) -> dict:
+def _extra_info(w: Workload, results: list[RunResult], timing: str, rounds: int) -> dict[str, Any]:
     from zmqload.histogram import Histogram
     latency = Histogram()
     for result in results:
         latency.merge(result.latency_intended)
 
-    def us(q):
+    def us(q: float) -> Optional[float]:
         value = latency.percentile(q)
         return None if value is None else round(value / 1000.0, 3)
 
@@ -310,13 +317,13 @@ if importlib.util.find_spec("pytest_benchmark") is not None:
     # `benchmark` must be a declared dependency: pytest-benchmark picks the tests for
     # --benchmark-only / --benchmark-skip by the fixture names they use.
     @pytest.fixture
-    def zmqload_benchmark(benchmark, zmqload):
+    def zmqload_benchmark(benchmark: Any, zmqload: ZmqloadFixture) -> ZmqloadBenchmark:
         """Time zmqload runs with pytest-benchmark: `zmqload_benchmark(pattern="push-pull",
         size=64, count=1_000_000)` returns the last RunResult; msg/s, MB/s, loss, latency and
         the libzmq version go to `benchmark.extra_info` (and so to --benchmark-json)."""
         return ZmqloadBenchmark(benchmark, zmqload)
 else:
     @pytest.fixture
-    def zmqload_benchmark(zmqload):
+    def zmqload_benchmark(zmqload: ZmqloadFixture) -> ZmqloadBenchmark:
         """Needs pytest-benchmark (not installed)."""
         pytest.fail("zmqload_benchmark needs pytest-benchmark: pip install pytest-benchmark", pytrace=False)

@@ -20,6 +20,8 @@ samples, so the memory cost of a backlog is visible next to it.
 """
 from __future__ import annotations
 
+from typing import Iterator
+
 import numpy as np
 
 from .recorder import read_parts
@@ -34,20 +36,20 @@ def frame_bytes(size: int) -> int:
     return size + (2 if size <= 255 else 9)
 
 
-def read_samples(run_dir: str) -> dict:
+def read_samples(run_dir: str) -> dict[str, np.ndarray]:
     table = read_parts(run_dir, "samples")
     if table is None:
         return {}
     return {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
 
 
-def _series(samples: dict, role: str, worker: int, column: str) -> tuple[np.ndarray, np.ndarray]:
+def _series(samples: dict[str, np.ndarray], role: str, worker: int, column: str) -> tuple[np.ndarray, np.ndarray]:
     mask = (samples["role"] == role) & (samples["worker"] == worker)
     order = np.argsort(samples["t_ns"][mask], kind="stable")
     return samples["t_ns"][mask][order], samples[column][mask][order]
 
 
-def _at(t_grid, t, values, before=0):
+def _at(t_grid: np.ndarray, t: np.ndarray, values: np.ndarray, before: float = 0) -> np.ndarray:
     """Step function of samples (the last value at or before each grid time)."""
     if len(t) == 0:
         return np.full(len(t_grid), before, dtype=np.float64)
@@ -55,7 +57,7 @@ def _at(t_grid, t, values, before=0):
     return np.where(index >= 0, values[np.maximum(index, 0)], before).astype(np.float64)
 
 
-def drop_times(samples: dict, stream: int, drop_ranks: np.ndarray) -> np.ndarray:
+def drop_times(samples: dict[str, np.ndarray], stream: int, drop_ranks: np.ndarray) -> np.ndarray:
     """Send time of each dropped message, from its rank among the accepted ones."""
     if not samples or len(drop_ranks) == 0:
         return np.zeros(0, np.int64)
@@ -66,8 +68,8 @@ def drop_times(samples: dict, stream: int, drop_ranks: np.ndarray) -> np.ndarray
     return t[np.minimum(index, len(t) - 1)]
 
 
-def depth_over_time(samples: dict, *, producers: int, consumers: int, copies: int, size: int,
-                    drop_times_ns: np.ndarray, t0_ns: int) -> dict:
+def depth_over_time(samples: dict[str, np.ndarray], *, producers: int, consumers: int, copies: int, size: int,
+                    drop_times_ns: np.ndarray, t0_ns: int) -> dict[str, np.ndarray]:
     """The depth and its kernel / libzmq split on a regular grid (numpy arrays)."""
     if not samples or not len(samples.get("t_ns", ())):
         return {}
@@ -90,7 +92,7 @@ def depth_over_time(samples: dict, *, producers: int, consumers: int, copies: in
             **{f"rss_kb_{role}": rss for role, rss in _rss_by_role(samples, grid).items()}}
 
 
-def _rss_by_role(samples: dict, grid: np.ndarray) -> dict:
+def _rss_by_role(samples: dict[str, np.ndarray], grid: np.ndarray) -> dict[str, np.ndarray]:
     """The largest resident memory among each role's workers at each grid time (kB)."""
     if "rss_kb" not in samples:
         return {}
@@ -102,7 +104,7 @@ def _rss_by_role(samples: dict, grid: np.ndarray) -> dict:
     return out
 
 
-def _kernel_series(samples: dict):
+def _kernel_series(samples: dict[str, np.ndarray]) -> Iterator[tuple[str, int, str]]:
     """(role, worker, column) of the kernel queues on the message path: what the senders
     have not had acknowledged, what the receivers have not read (the proxy is both)."""
     seen = set(zip(samples["role"].tolist(), samples["worker"].tolist()))
@@ -113,7 +115,7 @@ def _kernel_series(samples: dict):
             yield role, worker, "tcp_recvq_bytes"
 
 
-def peak(depth: dict) -> dict:
+def peak(depth: dict[str, np.ndarray]) -> dict[str, float]:
     if not depth:
         return {}
     i = int(np.argmax(depth["depth"]))

@@ -17,9 +17,10 @@ import queue
 import shutil
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable, Mapping, Optional, Union
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -99,7 +100,7 @@ def is_write_error(exc: BaseException) -> bool:
     return getattr(exc, "errno", None) in WRITE_ERRNOS
 
 
-def write_json_atomic(path: str, data: dict) -> None:
+def write_json_atomic(path: str, data: dict[str, Any]) -> None:
     tmp = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
     with open(tmp, "w") as f:
         json.dump(data, f, indent=2, default=str)
@@ -138,7 +139,7 @@ class PartWriter:
         self.parts = 0
         self.rows = 0
 
-    def write(self, columns: dict) -> None:
+    def write(self, columns: Mapping[str, Union[np.ndarray, list[str]]]) -> None:
         table = pa.table(columns, schema=self.schema)
         name = part_name(self.prefix, self.parts)
         tmp = os.path.join(self.directory, f".{name}.tmp")       # (salvage.remove_partial_parts finds it)
@@ -163,7 +164,7 @@ def _remove(path: str) -> None:
         pass
 
 
-def spill_columns_of(spill_file: str, columns: list[tuple[str, np.dtype]]) -> tuple[dict, int] | None:
+def spill_columns_of(spill_file: str, columns: list[tuple[str, np.dtype]]) -> tuple[dict[str, np.ndarray], int] | None:
     """A raw spill chunk read back: ({column: array}, rows), or None when the file is not
     a whole chunk (its writer died while writing it). Columns are stored one after another."""
     size = os.path.getsize(spill_file)
@@ -192,8 +193,8 @@ class ChunkPipeline:
     converter is. `process(chunk, rows)` runs on the converter thread.
     """
 
-    def __init__(self, columns: dict, rows: int, process: Callable[[dict, int], None], spill_dir: str,
-                 expected_rows: int = 0):
+    def __init__(self, columns: Mapping[str, npt.DTypeLike], rows: int,
+                 process: Callable[[dict[str, np.ndarray], int], None], spill_dir: str, expected_rows: int = 0):
         self.capacity = rows
         self.columns = [(name, np.dtype(dtype)) for name, dtype in columns.items()]
         # written through once here: the first touch of a page costs a fault (~4 us on this
@@ -206,7 +207,7 @@ class ChunkPipeline:
         os.makedirs(spill_dir, exist_ok=True)
         self._spilled = 0
         self._spilled_at = time.monotonic()
-        self._pending: queue.Queue = queue.Queue()
+        self._pending: queue.Queue[Optional[tuple[str, int]]] = queue.Queue()
         self._released = threading.Event()       # set: the converter may run (HOLD_BACKLOG_BYTES)
         self._row_bytes = sum(d.itemsize for _, d in self.columns)
         self._chunk_bytes = rows * self._row_bytes
@@ -395,7 +396,7 @@ class Samples:
 
     def __init__(self, writer: PartWriter, role: str, worker: int):
         self.writer, self.role, self.worker = writer, role, worker
-        self.rows: list[tuple] = []
+        self.rows: list[tuple[int, int, int, int, int, int]] = []
 
     def add(self, t_ns: int, messages: int, dropped: int, sendq: int = -1, recvq: int = -1,
             rss_kb: int = -1) -> None:
@@ -431,12 +432,12 @@ class SendConverter:
         self._ok_carry = np.zeros(0, bool)     # accepted-flags past the last whole byte
         self.first_seq = 0
 
-    def columns(self) -> dict:
+    def columns(self) -> dict[str, npt.DTypeLike]:
         """The engine's raw columns: send time and status (and the reply time, round trips)."""
-        columns = {"t_sent": np.int64, "status": np.int8}
+        columns: dict[str, npt.DTypeLike] = {"t_sent": np.int64, "status": np.int8}
         return dict(columns, t_reply=np.int64) if self.replies is not None else columns
 
-    def __call__(self, chunk: dict, rows: int) -> None:
+    def __call__(self, chunk: dict[str, np.ndarray], rows: int) -> None:
         seqs = np.arange(self.first_seq, self.first_seq + rows, dtype=np.int64)
         self.first_seq += rows
         t_sent, status = chunk["t_sent"][:rows], chunk["status"][:rows]
@@ -479,7 +480,7 @@ class RecvConverter:
         self.latency_sent = Histogram()
         self.streams: dict[int, SeenMap] = {}
 
-    def __call__(self, chunk: dict, rows: int) -> None:
+    def __call__(self, chunk: dict[str, np.ndarray], rows: int) -> None:
         words = chunk["words"][:rows]
         stream = (words >> np.uint64(SEQ_BITS)).astype(np.int32)
         seq = (words & np.uint64(SEQ_MASK)).astype(np.int64)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar, Optional
 
 from .contract.fates import DROPPED, FATES
 from .histogram import Histogram
@@ -32,7 +32,7 @@ class RunResult:
     status: str
     """complete, interrupted (Ctrl-C or SIGTERM; what was recorded is kept) or failed (a
     worker died or failed, the disk filled, the controller died: figures from the records)."""
-    workload: dict
+    workload: dict[str, Any]
     """The validated Workload as a dict (`Workload.to_dict()`), defaults filled in."""
     attempted: int = 0
     """Messages the producers tried to send: each got a seq and one outcome (sent, eagain,
@@ -74,9 +74,9 @@ class RunResult:
     unknown: int = 0
     """Messages unreceived whose producer or consumer died (killed, crashed): they may have
     arrived in records that died with it, or died in its queue. Never counted as dropped."""
-    drain: dict = field(default_factory=dict)
+    drain: dict[str, Any] = field(default_factory=dict)
     """The drain: its mode, how it ended and when."""
-    queue: dict = field(default_factory=dict)
+    queue: dict[str, Any] = field(default_factory=dict)
     """Queue depth in messages: "peak" (depth and its kernel / libzmq split) and "series" over time."""
     elapsed_s: float = 0.0
     """Seconds from the first send to the last receive."""
@@ -96,23 +96,25 @@ class RunResult:
     """Receive time minus actual send time, in nanoseconds."""
     round_trip: Histogram = field(default_factory=Histogram)
     """req-rep only: reply time minus intended send time, in nanoseconds."""
-    streams: list = field(default_factory=list)
+    streams: list[dict[str, Any]] = field(default_factory=list)
     """Per producer stream: the same counts, and the missing seq ranges of lost messages."""
-    producers: list = field(default_factory=list)
+    producers: list[dict[str, Any]] = field(default_factory=list)
     """Per producer: its counters, send times (ns) and close/term timings."""
-    consumers: list = field(default_factory=list)
+    consumers: list[dict[str, Any]] = field(default_factory=list)
     """Per consumer: its counters and receive times (ns)."""
-    versions: dict = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
     """libzmq (engine and pyzmq's), pyzmq, Python and zmqload versions of the run."""
-    generator: dict = field(default_factory=dict)
+    generator: dict[str, Any] = field(default_factory=dict)
     """Whether the producers kept their open-loop schedule (zmqload.generator): `generator_limited`,
     `scheduled_rate` and `reached_rate` (msg/s, all producers), `lag_ms` and `blocked_ms`."""
 
     # The figures run.json keeps under "counters" and "summary" (docs/RECORDS.md).
-    COUNTERS: ClassVar[tuple] = ("attempted", "sent", "eagain", "timeout", "errors", "expected", "received", "unique_received",
-                "duplicates", "reordered", "lost", *FATES, "dropped")
-    FIGURES: ClassVar[tuple] = ("queue_peak", "elapsed_s", "send_rate", "throughput_msgs", "throughput_mb", "loss_ratio",
-               "latency_intended_ns", "latency_sent_ns", "round_trip_ns", "generator_limited", "generator")
+    COUNTERS: ClassVar[tuple[str, ...]] = (
+        "attempted", "sent", "eagain", "timeout", "errors", "expected", "received", "unique_received",
+        "duplicates", "reordered", "lost", *FATES, "dropped")
+    FIGURES: ClassVar[tuple[str, ...]] = (
+        "queue_peak", "elapsed_s", "send_rate", "throughput_msgs", "throughput_mb", "loss_ratio",
+        "latency_intended_ns", "latency_sent_ns", "round_trip_ns", "generator_limited", "generator")
 
     def __repr__(self) -> str:
         return (f"RunResult({self.run_id!r}, status={self.status!r}, sent={self.sent}, received={self.received}, "
@@ -158,11 +160,11 @@ class RunResult:
         except KeyError:
             raise ValueError(f"since must be 'intended', 'sent' or 'round_trip', not {since!r}")
 
-    def latency_summary(self, since: str = "intended") -> dict:
+    def latency_summary(self, since: str = "intended") -> dict[str, Optional[int]]:
         hist = self._histogram(since)
         return {_key(q): hist.percentile(q) for q in PERCENTILES}
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """Every figure, JSON-ready (latencies in ns)."""
         return {
             "run_id": self.run_id, "run_dir": self.run_dir, "status": self.status,

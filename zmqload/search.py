@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .config import MAX_RATE, SearchPlan, Slos, Workload
+from .contract.codec import convert, to_builtins
+from .contract.search_record import BreachEntry, Figures, ProbeEntry
+from .contract.states import Slo
 from .slo import Breach, judge, offered
 
 if TYPE_CHECKING:
@@ -47,11 +50,20 @@ class Probe:
             return "generator"
         return self.breaches[0].slo if self.breaches else None
 
+    def to_record(self) -> ProbeEntry:
+        """The probe as capacity-search.json holds it (contract/search_record.py)."""
+        failed = self.failed_slo
+        return ProbeEntry(
+            rate=self.rate, passed=self.passed, confirm=self.confirm, generator_limited=self.generator_limited,
+            failed_slo=None if failed is None else Slo(failed),
+            breaches=[BreachEntry(slo=Slo(b.slo), measured=b.measured if math.isfinite(b.measured) else None,
+                                  limit=b.limit, text=b.text) for b in self.breaches],
+            error=self.error, run_dir=self.run_dir,
+            figures=convert(self.figures, Figures) if self.figures else None)
+
     def to_dict(self) -> dict[str, Any]:
-        return {"rate": self.rate, "passed": self.passed, "confirm": self.confirm,
-                "generator_limited": self.generator_limited, "failed_slo": self.failed_slo,
-                "breaches": [b.to_dict() for b in self.breaches], "error": self.error, "run_dir": self.run_dir,
-                "figures": self.figures}
+        plain: dict[str, Any] = to_builtins(self.to_record())
+        return plain
 
 
 @dataclass
@@ -73,9 +85,11 @@ class Outcome:
                 "probes": [p.to_dict() for p in self.probes]}
 
 
-def find_max_rate(probe: Callable[[int], Probe], plan: SearchPlan, max_rate: int = MAX_RATE) -> Outcome:
+def find_max_rate(probe: Callable[[int], Probe], plan: SearchPlan, max_rate: int = MAX_RATE,
+                  on_probe: Optional[Callable[[Outcome], None]] = None) -> Outcome:
     """Search with `probe(rate) -> Probe` as the module docstring says; at most
-    plan.max_probes probes."""
+    plan.max_probes probes. `on_probe(so_far)`, after every probe that does not end the search:
+    the search so far (not converged, its bracket so far), e.g. to record it."""
     probes: list[Probe] = []
     lo: Optional[int] = None          # highest passing rate not since failed
     hi: Optional[int] = None          # lowest failing rate
@@ -127,6 +141,8 @@ def find_max_rate(probe: Callable[[int], Probe], plan: SearchPlan, max_rate: int
                 below = math.ceil(hi / (1 + plan.precision))
                 if lo is not None and lo < below < hi:
                     step_to = below
+        if on_probe is not None:
+            on_probe(outcome(False, f"searching: {len(probes)} probe{'s' * (len(probes) > 1)} so far"))
     return outcome(False, f"no answer within --max-probes {plan.max_probes}")
 
 

@@ -3,8 +3,9 @@ each, one after another.
 
 Every point becomes a Workload and is validated before the first run starts, so a bad
 tenth value costs nothing. A failed run is recorded (its run.json says so) and the sweep
-goes on; Ctrl-C stops it. `<out>/sweep-<id>.json` lists every point, its run directory and
-its status, and is rewritten after every run so it is current even if the sweep is killed.
+goes on; Ctrl-C stops it. `<out>/sweep-<id>.json` (contract/sweep_record.SweepRecord) lists
+every point, its run directory and its status, and is rewritten after every run so it is
+current even if the sweep is killed.
 Each point's axis values go into its Workload's `label`, so a report can group by them.
 """
 from __future__ import annotations
@@ -19,12 +20,17 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from .config import OPTIONS, Workload
+from .config import OPTIONS, Option, Workload
+from .contract.codec import convert, to_builtins
 from .contract.run_record import read_run
-from .contract.states import RunStatus
+from .contract.states import PointStatus, RunStatus, SweepStatus
+from .contract.sweep_record import Counts, PointEntry, PointSummary, SweepRecord, write_sweep
 from .errors import ConfigError, RecordError
+
+if TYPE_CHECKING:
+    from .runner.state import ProgressSnapshot
 
 # Workload fields the sweep sets itself: a point cannot vary them.
 RESERVED = ("out", "run_name", "label")
@@ -42,7 +48,7 @@ _SELF_NAMED = ("pattern", "transport", "send_mode", "close_order", "compression"
 
 
 # -- options ---------------------------------------------------------------------------------
-def options() -> dict:
+def options() -> dict[str, Option]:
     """field -> Option (zmqload.config.OPTIONS) of every workload option a sweep can set or
     vary: all but the ones the sweep sets itself."""
     return {name: opt for name, opt in OPTIONS.items() if name not in RESERVED}
@@ -60,11 +66,11 @@ def _key_to_field(key: str) -> Optional[str]:
     return None
 
 
-def _accepted_keys(extra=()) -> str:
+def _accepted_keys(extra: Iterable[str] = ()) -> str:
     return ", ".join(list(extra) + list(options()))
 
 
-def parse_value(name: str, value, where: str = ""):
+def parse_value(name: str, value: Any, where: str = "") -> Any:
     """A value from a file or the API, converted and checked as on the command line (so
     rates accept 10k / 1M / max); ConfigError naming the option and `where` it came from."""
     opt = options()[name]
@@ -81,14 +87,14 @@ def parse_value(name: str, value, where: str = ""):
 class SweepSpec:
     """What the user asked for: fixed values, axes (lists: their product is swept) and
     explicit points (each a dict of values on top of the fixed ones)."""
-    fixed: dict = field(default_factory=dict)
-    axes: dict = field(default_factory=dict)
-    points: list = field(default_factory=list)
+    fixed: dict[str, Any] = field(default_factory=dict)
+    axes: dict[str, list[Any]] = field(default_factory=dict)
+    points: list[dict[str, Any]] = field(default_factory=list)
     out: str = "runs"
     name: Optional[str] = None
     report: bool = False
 
-    def set_option(self, name: str, values: list) -> None:
+    def set_option(self, name: str, values: list[Any]) -> None:
         """One value fixes the option for every point; several make it an axis. Replaces
         whatever the spec said about the option before (command line over file)."""
         self.fixed.pop(name, None)
@@ -148,7 +154,7 @@ def load_toml(path: str) -> SweepSpec:
     return spec
 
 
-def _table(path: str, data: dict, key: str, kind: type):
+def _table(path: str, data: dict[str, Any], key: str, kind: type) -> Any:
     value = data.get(key, kind())
     if not isinstance(value, kind):
         form = "[[points]] (an array of tables)" if kind is list else f"[{key}] (a table)"
@@ -156,7 +162,7 @@ def _table(path: str, data: dict, key: str, kind: type):
     return value
 
 
-def _field(path: str, where: str, key: str, extra=()) -> str:
+def _field(path: str, where: str, key: str, extra: Iterable[str] = ()) -> str:
     name = _key_to_field(key)
     if name is None:
         raise ConfigError("--config", f"{path} {where}: unknown key {key!r}; accepted: {_accepted_keys(extra)}")
@@ -167,13 +173,13 @@ def _field(path: str, where: str, key: str, extra=()) -> str:
 @dataclass
 class Point:
     index: int
-    values: dict                       # the varying options' values at this point
+    values: dict[str, Any]             # the varying options' values at this point
     workload: Workload                 # validated; run_name and label set
     estimate_s: Optional[float]        # run time from the duration / count / rate, None if unknown
-    status: str = "pending"            # pending, complete, failed, interrupted, not run
+    status: PointStatus = PointStatus.PENDING
     error: Optional[str] = None
     elapsed_s: Optional[float] = None  # wall time of the run, overhead included
-    summary: Optional[dict] = None
+    summary: Optional[PointSummary] = None
 
     @property
     def run_id(self) -> str:
@@ -184,10 +190,14 @@ class Point:
     def run_dir(self) -> str:
         return os.path.join(self.workload.out, f"run={self.run_id}")
 
-    def to_dict(self) -> dict:
-        return {"index": self.index, "values": self.values, "run_id": self.run_id, "run_dir": self.run_dir,
-                "status": self.status, "error": self.error, "elapsed_s": self.elapsed_s,
-                "estimate_s": self.estimate_s, "summary": self.summary}
+    def to_record(self) -> PointEntry:
+        return PointEntry(index=self.index, values=dict(self.values), run_id=self.run_id, run_dir=self.run_dir,
+                          status=self.status, error=self.error, elapsed_s=self.elapsed_s,
+                          estimate_s=self.estimate_s, summary=self.summary)
+
+    def to_dict(self) -> dict[str, Any]:
+        plain: dict[str, Any] = to_builtins(self.to_record())
+        return plain
 
 
 @dataclass
@@ -195,9 +205,9 @@ class Sweep:
     sweep_id: str
     out: str
     spec: SweepSpec
-    varying: list                      # options that differ between points (label keys)
-    points: list
-    status: str = "planned"            # planned, running, complete, interrupted
+    varying: list[str]                 # options that differ between points (label keys)
+    points: list[Point]
+    status: Optional[SweepStatus] = None   # None: planned, not started
     started_at: Optional[str] = None
     finished_at: Optional[str] = None
 
@@ -208,17 +218,28 @@ class Sweep:
     def count(self, status: str) -> int:
         return sum(p.status == status for p in self.points)
 
-    def to_dict(self) -> dict:
-        return {"sweep_id": self.sweep_id, "status": self.status, "out": self.out,
-                "started_at": self.started_at, "finished_at": self.finished_at,
-                "axes": self.spec.axes, "fixed": self.spec.fixed, "explicit_points": self.spec.points,
-                "varying": self.varying,
-                "counts": {s: self.count(s) for s in ("complete", "failed", "interrupted", "not run", "pending")},
-                "points": [p.to_dict() for p in self.points]}
+    def to_record(self) -> SweepRecord:
+        """The sweep as its file holds it (contract/sweep_record.py); a started sweep's only."""
+        if self.status is None:
+            raise ValueError(f"sweep {self.sweep_id} has not started: it has no record yet")
+        counts = {status: self.count(status) for status in PointStatus}
+        return SweepRecord(
+            sweep_id=self.sweep_id, status=self.status, out=self.out, started_at=self.started_at,
+            finished_at=self.finished_at, axes={k: list(v) for k, v in self.spec.axes.items()},
+            fixed=dict(self.spec.fixed), explicit_points=[dict(p) for p in self.spec.points],
+            varying=list(self.varying),
+            counts=Counts(complete=counts[PointStatus.COMPLETE], failed=counts[PointStatus.FAILED],
+                          interrupted=counts[PointStatus.INTERRUPTED], not_run=counts[PointStatus.NOT_RUN],
+                          pending=counts[PointStatus.PENDING]),
+            points=[p.to_record() for p in self.points])
+
+    def to_dict(self) -> dict[str, Any]:
+        plain: dict[str, Any] = to_builtins(self.to_record())
+        return plain
 
     def write(self) -> None:
-        from .recorder import write_json_atomic
-        write_json_atomic(self.path, self.to_dict())
+        """The sweep's file, rewritten atomically through the codec."""
+        write_sweep(self.path, self.to_record())
 
     # -- time left ---------------------------------------------------------------------------
     def estimate(self) -> tuple[float, int]:
@@ -229,14 +250,15 @@ class Sweep:
     def time_left(self, current: Optional[Point] = None, current_elapsed: float = 0.0) -> float:
         """Seconds until the sweep ends: the estimates of the points not yet run, corrected
         by the overhead (and the length of unknown-length runs) observed so far."""
-        finished = [p for p in self.points if p.elapsed_s is not None and p.status in ("complete", "failed")]
-        timed = [p.elapsed_s - p.estimate_s for p in finished if p.estimate_s is not None]
+        finished = [(p.elapsed_s, p.estimate_s) for p in self.points
+                    if p.elapsed_s is not None and p.status in (PointStatus.COMPLETE, PointStatus.FAILED)]
+        timed = [elapsed - estimate for elapsed, estimate in finished if estimate is not None]
         overhead = max(0.0, sum(timed) / len(timed)) if timed else RUN_OVERHEAD_S
-        untimed = [p.elapsed_s for p in finished if p.estimate_s is None]
+        untimed = [elapsed for elapsed, estimate in finished if estimate is None]
         unknown = sum(untimed) / len(untimed) if untimed else overhead
         left = 0.0
         for p in self.points:
-            if p.status != "pending":
+            if p.status is not PointStatus.PENDING:
                 continue
             expected = (p.estimate_s + overhead) if p.estimate_s is not None else unknown
             left += max(0.0, expected - current_elapsed) if p is current else expected
@@ -247,7 +269,7 @@ def new_sweep_id() -> str:
     return f"{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
-def _compact(value) -> str:
+def _compact(value: Any) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     if value is None:
@@ -261,7 +283,7 @@ def _compact(value) -> str:
     return str(value)
 
 
-def point_tag(values: dict) -> str:
+def point_tag(values: dict[str, Any]) -> str:
     """Short readable tag of a point's values: pub-sub_sndhwm10_size64_rate10k."""
     words = []
     for name, value in values.items():
@@ -276,7 +298,7 @@ def point_tag(values: dict) -> str:
     return _NAME_CHARS.sub("-", "_".join(words))
 
 
-def run_name(sweep_id: str, index: int, width: int, values: dict) -> str:
+def run_name(sweep_id: str, index: int, width: int, values: dict[str, Any]) -> str:
     name = f"{sweep_id}-{index:0{width}d}"
     tag = point_tag(values)
     if tag:
@@ -328,7 +350,7 @@ def plan(spec: SweepSpec) -> Sweep:
     explicit_from = len(combos) - len(spec.points)
     width = max(3, len(str(len(combos) - 1)))
 
-    points = []
+    points: list[Point] = []
     for index, combo in enumerate(combos):
         try:
             w = Workload(**{**spec.fixed, **combo})     # a point's own values over the fixed ones
@@ -345,9 +367,9 @@ def plan(spec: SweepSpec) -> Sweep:
     sweep = Sweep(sweep_id, spec.out, spec, varying, points)
     if os.path.exists(sweep.path):
         raise ConfigError("--name", f"{sweep.path} already exists; accepted: a new sweep name")
-    for point in points:
-        if os.path.exists(point.run_dir):
-            raise ConfigError("--name", f"{point.run_dir} already exists; accepted: a new sweep name")
+    for planned in points:
+        if os.path.exists(planned.run_dir):
+            raise ConfigError("--name", f"{planned.run_dir} already exists; accepted: a new sweep name")
     return sweep
 
 
@@ -371,15 +393,15 @@ class SweepReporter:
 class _RunWatch:
     """The runner's progress hook, turned into the sweep's per-run progress."""
 
-    def __init__(self, sweep: Sweep, point: Point, reporter: SweepReporter):
+    def __init__(self, sweep: Sweep, point: Point, reporter: SweepReporter) -> None:
         self.sweep, self.point, self.reporter = sweep, point, reporter
         self.started = time.monotonic()
         self._last = 0.0
 
-    def start(self, snapshot) -> None:
+    def start(self, snapshot: ProgressSnapshot) -> None:
         self.started = time.monotonic()
 
-    def update(self, snapshot) -> None:
+    def update(self, snapshot: ProgressSnapshot) -> None:
         now = time.monotonic()
         if now - self._last < 0.1:
             return
@@ -425,7 +447,7 @@ def execute(sweep: Sweep, reporter: Optional[SweepReporter] = None) -> Sweep:
 
     reporter = reporter or SweepReporter()
     check_output_dir(sweep.out)
-    sweep.status, sweep.started_at = "running", _utc_now()
+    sweep.status, sweep.started_at = SweepStatus.RUNNING, _utc_now()
     sweep.write()
     reporter.sweep_started(sweep)
     previous_sigterm = sigterm_as_interrupt()
@@ -437,32 +459,32 @@ def execute(sweep: Sweep, reporter: Optional[SweepReporter] = None) -> Sweep:
             try:
                 result = run(dataclasses.replace(point.workload, label=dict(point.workload.label)),
                              progress=_RunWatch(sweep, point, reporter))
-                point.status = result.status
-                point.summary = {k: v for k, v in result.summary().items() if k in _SUMMARY_KEYS}
-                point.summary["latency_intended_p99_us"] = result.latency_us(99)
+                point.status = PointStatus(result.status)
+                figures = {k: v for k, v in result.summary().items() if k in _SUMMARY_KEYS}
+                point.summary = convert({**figures, "latency_intended_p99_us": result.latency_us(99)}, PointSummary)
             except KeyboardInterrupt:
                 raise
             except Exception as exc:      # recorded; the sweep goes on
-                point.status = "failed"
+                point.status = PointStatus.FAILED
                 point.error = str(exc) if str(exc) else type(exc).__name__
             finally:
                 point.elapsed_s = round(time.monotonic() - started, 3)
-            if point.status == "failed" and _recorded_status(point) is None:
+            if point.status is PointStatus.FAILED and _recorded_status(point) is None:
                 point.error = f"{point.error} (no run directory was created)"
             current = None
             sweep.write()
             reporter.run_finished(sweep, point)
-        sweep.status = "complete"
+        sweep.status = SweepStatus.COMPLETE
     except KeyboardInterrupt:
-        sweep.status = "interrupted"
-        if current is not None and current.status == "pending":
+        sweep.status = SweepStatus.INTERRUPTED
+        if current is not None and current.status is PointStatus.PENDING:
             if current.elapsed_s is None:
                 current.elapsed_s = round(time.monotonic() - started, 3)
-            current.status = "interrupted"
+            current.status = PointStatus.INTERRUPTED
             current.error = "interrupted (Ctrl-C or SIGTERM)"
         for point in sweep.points:
-            if point.status == "pending":
-                point.status = "not run"
+            if point.status is PointStatus.PENDING:
+                point.status = PointStatus.NOT_RUN
         raise
     finally:
         if previous_sigterm is not None:

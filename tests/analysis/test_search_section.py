@@ -16,6 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from zmqload.analysis.capacity import fmt_rate
+from zmqload.config import Slos
+from zmqload.contract import search_record as sr
+from zmqload.contract.states import Slo
 from zmqload.report import html, markdown, plots
 from zmqload.report import search_answer as search
 
@@ -29,20 +32,21 @@ def _cli(*args, timeout=600):
 
 
 def _search(**over):
-    probe_pass = {"rate": 5000, "passed": True, "confirm": False, "failed_slo": None, "breaches": [],
-                  "run_dir": "/x/run=a", "figures": {"p99_us": 812.4, "achieved": 1.0, "loss_ratio": 0.0,
-                                                       "queue_peak": {"messages": 40, "kernel_messages": 30,
-                                                                      "libzmq_messages": 10},
-                                                       "consumer_max_rss_kb": 81920}}
-    probe_fail = {"rate": 5250, "passed": False, "confirm": False, "failed_slo": "backlog",
-                  "breaches": [{"slo": "backlog", "text": "backlog grew by 900 messages"}], "run_dir": "/x/run=b",
-                  "figures": {}}
-    s = {"values": {"rcvhwm": 100}, "workload": {"pattern": "pub-sub", "transport": "tcp", "size": 256,
-                                                 "consumer_delay_us": 20.0, "consumers": 1},
-         "producers": 1, "converged": True, "max_sustainable_rate": 5000, "bracket": [5000, 5250],
-         "failed_slo": "backlog", "generator_limited": False, "probes": [probe_pass, probe_fail]}
-    s.update(over)
-    return s
+    """A converged search (through its type, contract/search_record.py); `over`: SearchEntry's fields."""
+    probe_pass = sr.ProbeEntry(rate=5000, passed=True, confirm=False, failed_slo=None, breaches=[],
+                               run_dir="/x/run=a", figures=sr.Figures(
+                                   p99_us=812.4, achieved=1.0, loss_ratio=0.0,
+                                   queue_peak=sr.ProbeQueuePeak(messages=40, kernel_messages=30, libzmq_messages=10),
+                                   consumer_max_rss_kb=81920))
+    probe_fail = sr.ProbeEntry(rate=5250, passed=False, confirm=False, failed_slo=Slo.BACKLOG,
+                               breaches=[sr.BreachEntry(slo=Slo.BACKLOG, text="backlog grew by 900 messages")],
+                               run_dir="/x/run=b", figures=None)
+    fields = {"values": {"rcvhwm": 100}, "workload": sr.SearchTemplate(pattern="pub-sub", transport="tcp", size=256,
+                                                                       consumer_delay_us=20.0, consumers=1),
+              "producers": 1, "converged": True, "max_sustainable_rate": 5000, "bracket": [5000, 5250],
+              "failed_slo": Slo.BACKLOG, "generator_limited": False, "probes": [probe_pass, probe_fail]}
+    fields.update(over)
+    return sr.SearchEntry(**fields)
 
 
 def test_the_sentence_restates_answer_bracket_cause_and_cost():
@@ -54,7 +58,7 @@ def test_the_sentence_restates_answer_bracket_cause_and_cost():
 
 
 def test_a_generator_limit_is_never_a_capacity():
-    probe = {"rate": 50_000_000, "passed": False, "generator_limited": True, "figures": {"reached_rate": 1.4e6}}
+    probe = sr.ProbeEntry(rate=50_000_000, passed=False, generator_limited=True, figures=sr.Figures(reached_rate=1.4e6))
     text = search.sentence(_search(converged=False, generator_limited=True, max_sustainable_rate=None,
                                    bracket=[None, None], probes=[probe]))
     assert "no capacity measured" in text and "reached 1.40M/s" in text and "--producers" in text
@@ -67,10 +71,10 @@ def test_a_search_without_an_answer_says_why():
 
 
 def test_the_report_judges_probes_by_the_searchs_own_p99_slo():
-    docs = [{"slos": {"slo_p99_us": 5000.0}, "searches": []}, {"slos": {"slo_p99_us": None}, "searches": []},
-            {"slos": {"slo_p99_us": 8000.0}, "searches": []}]
+    docs = [sr.SearchRecord(slos=Slos(slo_p99_us=5000.0)), sr.SearchRecord(slos=Slos(slo_p99_us=None)),
+            sr.SearchRecord(slos=Slos(slo_p99_us=8000.0))]
     assert search.slo_p99_us(docs) == 5000.0         # the strictest of those given
-    assert search.slo_p99_us([{"slos": {}, "searches": []}]) is None
+    assert search.slo_p99_us([sr.SearchRecord(slos=Slos())]) is None
 
 
 # -- the report's capacity-search section over real searches ------------------------------------
@@ -202,10 +206,11 @@ def test_html_and_markdown_show_the_same_table(searched):
 
 # -- the table and the plots on hand-made searches ---------------------------------------------------
 def test_a_generator_limited_search_is_no_capacity_in_the_table():
-    probe = {"rate": 50_000_000, "passed": False, "generator_limited": True, "run_dir": "/x/run=g",
-             "figures": {"offered_rate": 50_000_000, "throughput_msgs": 1.4e6, "reached_rate": 1.4e6, "p99_us": 90.0}}
+    probe = sr.ProbeEntry(rate=50_000_000, passed=False, generator_limited=True, run_dir="/x/run=g",
+                          figures=sr.Figures(offered_rate=50_000_000, throughput_msgs=1.4e6, reached_rate=1.4e6,
+                                             p99_us=90.0))
     s = _search(converged=False, generator_limited=True, max_sustainable_rate=None, bracket=[None, 50_000_000],
-                failed_slo="generator", probes=[probe], reason="the load generator could not keep its schedule")
+                failed_slo=Slo.GENERATOR, probes=[probe], reason="the load generator could not keep its schedule")
     row = search.table_row(s, "g")
     assert row["status"] == "generator limited" and row["max_sustainable_rate"] is None and row["p99_us"] is None
     (line,) = [ln for ln in markdown.search_table([row]) if ln.startswith("| pub-sub")]
@@ -228,8 +233,8 @@ def _png(b64):
 
 
 def _probe(rate, passed, p99, confirm=False):
-    return {"rate": rate, "passed": passed, "confirm": confirm,
-            "figures": {"offered_rate": rate, "throughput_msgs": rate * 0.99, "p99_us": p99}}
+    return sr.ProbeEntry(rate=rate, passed=passed, confirm=confirm,
+                         figures=sr.Figures(offered_rate=rate, throughput_msgs=rate * 0.99, p99_us=p99))
 
 
 @pytest.mark.parametrize("probes, bracket", [
@@ -247,7 +252,7 @@ def test_probe_plots_draw_every_shape_of_search(probes, bracket):
 
 
 def test_no_probe_with_figures_gives_no_plot():
-    assert plots.search_probes(_search(probes=[{"rate": 5, "passed": False, "error": "x", "figures": {}}]),
+    assert plots.search_probes(_search(probes=[sr.ProbeEntry(rate=5, passed=False, error="x", figures=None)]),
                                None, "t") is None
 
 

@@ -6,6 +6,8 @@ from types import SimpleNamespace
 import pytest
 
 from zmqload.analysis.capacity import GENERATOR, LOSS, P99, capacity_table, recommend, verdict_columns
+from zmqload.config import Workload
+from zmqload.contract import run_record as rr
 from zmqload.contract.fates import AMBIGUOUS_TAIL
 
 SLO = 1000.0
@@ -33,12 +35,14 @@ def _run(run_id, rate, *, p99=100.0, dropped_mid=0, dropped_tail=0, drained=0, s
              "dropped_mid": dropped_mid, "dropped_tail": dropped_tail, "stranded": stranded, "unknown": 0}
     row.update(fates, dropped=dropped_mid + dropped_tail)        # the report's own fates
     row[AMBIGUOUS_TAIL] = ambiguous                               # of dropped_tail: a PUB closed at once
-    meta = {"workload": w, "versions": {"libzmq": w.pop("libzmq", "4.3.4")}, "counters": dict(fates),
-            "summary": {"queue_peak": {"messages": 100, "kernel_messages": 40, "libzmq_messages": 60}}}
+    libzmq = w.pop("libzmq", "4.3.4")
+    summary = rr.Summary(queue_peak=rr.QueuePeak(messages=100, kernel_messages=40, libzmq_messages=60))
     if generator_limited is not None:       # where zmqload.generator's verdict goes in run.json
-        meta["summary"].update(generator_limited=generator_limited,
-                               generator={"generator_limited": generator_limited, "reached_rate": 91_000.0})
-    return row, SimpleNamespace(run_id=run_id, meta=meta)
+        summary.generator_limited = generator_limited
+        summary.generator = rr.GeneratorVerdict(generator_limited=generator_limited, reached_rate=91_000.0)
+    record = rr.RunRecord(run_id=run_id, workload=Workload(**w), versions=rr.Versions(libzmq=libzmq),
+                          counters=rr.Counters(**fates), summary=summary)
+    return row, SimpleNamespace(run_id=run_id, record=record)
 
 
 def _table(*runs, slo=SLO):
@@ -114,8 +118,10 @@ def test_several_axes_and_libzmq_version_each_split_the_groups():
             for h in (10, 1000) for m in ("block", "dontwait") for v in ("4.3.4", "4.3.5") for r in (1, 2)]
     t = _table(*runs)
     assert len(t) == 8 and all(g["runs"] == 2 for g in t)
-    assert t[0]["key_names"] == ["rcvhwm", "send_mode", "libzmq"]
-    assert t[0]["group"] == "rcvhwm=10, send_mode=block, libzmq=4.3.4"
+    # in the Workload's field order, as a real run.json lists them (this test's hand-made dict
+    # once listed rcvhwm first; the record built through the type has the real order)
+    assert t[0]["key_names"] == ["send_mode", "rcvhwm", "libzmq"]
+    assert t[0]["group"] == "send_mode=block, rcvhwm=10, libzmq=4.3.4"
 
 
 @pytest.mark.parametrize("case, expect", [

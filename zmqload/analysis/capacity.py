@@ -13,11 +13,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Union
 
 from ..contract.fates import AMBIGUOUS_TAIL, DROPPED, FATES
 from ..contract.derived import work_ceiling
 from ..contract.run_record import QueuePeak, RunRecord
+
+if TYPE_CHECKING:
+    from .runs import RunInfo
 
 # Workload fields that do not change what is measured, so never split a group; `rate` is the
 # axis the verdict is about; `label` holds a sweep point's axis values, fields themselves;
@@ -39,7 +42,7 @@ _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb
           "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
 
 
-def parse_bytes(text) -> int:
+def parse_bytes(text: object) -> int:
     """'64MiB' -> 67108864, '1GiB', '500MB', '1e6', '4096' -> bytes. ValueError otherwise."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
     if not m or m.group(2).lower() not in _UNITS:
@@ -47,7 +50,7 @@ def parse_bytes(text) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
-def fmt_bytes(n) -> str:
+def fmt_bytes(n: Optional[float]) -> str:
     if n is None:
         return "-"
     n = float(n)
@@ -57,7 +60,7 @@ def fmt_bytes(n) -> str:
     return f"{n:.0f} B"
 
 
-def fmt_rate(r) -> str:
+def fmt_rate(r: Optional[float]) -> str:
     if r is None:
         return "-"
     if r >= 1e6:
@@ -67,12 +70,12 @@ def fmt_rate(r) -> str:
     return f"{r:.0f}/s"
 
 
-def key_text(name: str, value) -> str:
+def key_text(name: str, value: object) -> str:
     """One grouping key as a user would type it: 'rcvhwm=10', 'consumer_delay_us=40'."""
     return f"{name}={'default' if value is None else value}"
 
 
-def offered(row):
+def offered(row: Mapping[str, Any]) -> Any:    # float | None: Any, as callers sort by it once Nones are left out
     """The offered rate of a paced run (the schedule's rate x producers); None when unpaced:
     a max-throughput test offers whatever the producers manage, which is no offered rate."""
     per = row.get("rate_per_producer")
@@ -84,7 +87,7 @@ def offered(row):
 class RunView:
     """One run as the verdicts see it: its summary row, its workload and run.json figures."""
 
-    def __init__(self, row: dict, record: RunRecord | None):
+    def __init__(self, row: dict[str, Any], record: RunRecord | None):
         self.row, self.record = row, record
         # the settings the runs are grouped by: the record's workload, else the row's columns
         self.workload = (dataclasses.asdict(record.workload) if record is not None
@@ -147,14 +150,15 @@ def grouping_keys(views: list[RunView]) -> list[str]:
     return [k for k in names if len({repr(v.workload.get(k)) for v in views}) > 1]
 
 
-def capacity_table(run_rows: list[dict], slo_p99_us: float = 1000.0, runs=None) -> list[dict]:
+def capacity_table(run_rows: list[dict[str, Any]], slo_p99_us: float = 1000.0,
+                   runs: Optional[Iterable[RunInfo]] = None) -> list[dict[str, Any]]:
     """One verdict per group. `runs`: the RunInfo list (run.json of each run); without it the
     groups come from the summary rows' workload columns and loss from their seq counts."""
-    records = {r.run_id: r.record for r in runs or ()}
+    records: dict[Optional[str], RunRecord] = {r.run_id: r.record for r in runs or ()}
     views = [RunView(r, records.get(r.get("run"))) for r in run_rows
              if r.get("received") is not None or r.get("attempted") is not None]
     keys = grouping_keys(views)
-    groups: dict[tuple, list[RunView]] = defaultdict(list)
+    groups: dict[tuple[str, ...], list[RunView]] = defaultdict(list)
     for v in views:
         groups[tuple(repr(v.workload.get(k)) for k in keys)].append(v)
     table = [group_verdict(members, keys, slo_p99_us) for members in groups.values()]
@@ -162,7 +166,7 @@ def capacity_table(run_rows: list[dict], slo_p99_us: float = 1000.0, runs=None) 
     return table
 
 
-def _sort_key(value):
+def _sort_key(value: object) -> tuple[bool, bool, object]:
     """None last, numbers in order, then anything else by its text."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     return (value is None, not number, value if number else repr(value))
@@ -218,7 +222,7 @@ def group_verdict(views: list[RunView], keys: list[str], slo_p99_us: float) -> d
     return g
 
 
-def _flood(v: RunView) -> dict:
+def _flood(v: RunView) -> dict[str, Any]:
     return {"run": v.id, "send_rate": v.row.get("send_rate"), "recv_rate": v.row.get("recv_rate"),
             "dropped": v.dropped, "stranded": v.fates["stranded"], "p99_us": v.p99}
 
@@ -268,11 +272,11 @@ def advice(v: RunView, fails: list[tuple[str, str]], slo_p99_us: float) -> tuple
     return ("; ".join(t for _, t in fails), "see the run")
 
 
-def _hwm(x):
+def _hwm(x: object) -> object:
     return "default" if x is None else x
 
 
-def verdict_columns(table: list[dict]) -> dict[str, dict[str, Any]]:
+def verdict_columns(table: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """run id -> its group's keys and verdict (VERDICT_COLUMNS), for the summary files."""
     out = {}
     for g in table:
@@ -283,11 +287,11 @@ def verdict_columns(table: list[dict]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _plain(v):
+def _plain(v: object) -> Union[int, float, str, bool, None]:
     return v if v is None or isinstance(v, (int, float, str, bool)) else str(v)
 
 
-def recommend(table: list[dict], memory_budget: int | None = None, target_rate: float | None = None,
+def recommend(table: list[dict[str, Any]], memory_budget: int | None = None, target_rate: float | None = None,
               slo_p99_us: float = 1000.0) -> list[str]:
     """Plain-words verdicts, one per group with its cause and advice, then the cheapest group
     that carries the target rate cleanly (within the memory budget) when there is a choice."""

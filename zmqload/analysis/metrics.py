@@ -11,6 +11,7 @@ receive order per stream, and is partitioned by stream.
 from __future__ import annotations
 
 import math
+from typing import Iterable, Optional
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -25,7 +26,7 @@ PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("p99_9", 0.999), ("
 ALL = -1   # consumer (or stream) key meaning "all of them"
 
 
-def consumer_key(fanout_runs) -> Column:
+def consumer_key(fanout_runs: Iterable[int] | None) -> Column:
     """The consumer a delivery is unique for: itself in fan-out runs (every consumer should
     get every message), ALL otherwise (a message is delivered once to any consumer)."""
     fanout_runs = list(fanout_runs or ())
@@ -37,7 +38,7 @@ def consumer_key(fanout_runs) -> Column:
 WORD = 64   # seqs per bitmap word: one long per (consumer, stream, seq div WORD)
 
 
-def _per_consumer(values: dict | None, default: int) -> Column:
+def _per_consumer(values: dict[tuple[int, int], int] | None, default: int) -> Column:
     """A literal lookup of {(run, consumer): value} for each record's own consumer (not its
     key: in round-robin runs the drain began at a different time at every consumer)."""
     if not values:
@@ -50,14 +51,14 @@ def _per_consumer(values: dict | None, default: int) -> Column:
 NEVER = 2**63 - 1   # a drain start no record reaches
 
 
-def in_drain(drain_starts: dict | None) -> Column:
+def in_drain(drain_starts: dict[tuple[int, int], int] | None) -> Column:
     """True for a record received at or after its consumer began draining (t_drain_ns of
     run.json's consumers: {(run, consumer): t_drain_ns}; 0 or absent = never drained)."""
     starts = {k: v for k, v in (drain_starts or {}).items() if v}
     return F.col("t_recv_ns") >= _per_consumer(starts, NEVER)
 
 
-def _words(rows: DataFrame, extra=()) -> DataFrame:
+def _words(rows: DataFrame, extra: Iterable[Column] = ()) -> DataFrame:
     """Per (run, consumer, stream, word): which seqs arrived, as one long of bits, so the
     distinct count of any group of words is exact (the sum of bit counts), whatever the
     duplicates. `early` holds the seqs with an arrival before the drain."""
@@ -67,7 +68,8 @@ def _words(rows: DataFrame, extra=()) -> DataFrame:
                  F.bit_or(F.when(~F.col("drain"), bit).otherwise(F.lit(0).cast("long"))).alias("early"), *extra))
 
 
-def recv_summary(recvs: DataFrame, fanout_runs=(), drain_starts: dict | None = None) -> DataFrame:
+def recv_summary(recvs: DataFrame, fanout_runs: Iterable[int] = (),
+                 drain_starts: dict[tuple[int, int], int] | None = None) -> DataFrame:
     """Per (run, consumer, stream): received, unique, duplicates, drained (distinct seqs whose
     every arrival came in the drain, as accounting.py counts them), seq and time range, bytes.
 
@@ -89,14 +91,15 @@ def recv_summary(recvs: DataFrame, fanout_runs=(), drain_starts: dict | None = N
             .withColumn("duplicates", F.col("received") - F.col("unique")))
 
 
-def last_seq_per_consumer(recvs: DataFrame, runs) -> DataFrame:
+def last_seq_per_consumer(recvs: DataFrame, runs: Iterable[int]) -> DataFrame:
     """Per (run, consumer, stream) the highest seq each real consumer received, for the
     given runs only: the certain line of round-robin runs whose drain was cut short."""
     return (recvs.where(F.col("run").isin(list(runs))).groupBy("run", "consumer", "stream")
             .agg(F.max("seq").alias("seq_max")))
 
 
-def distinct_below(recvs: DataFrame, limits: dict, fanout_runs=()) -> DataFrame:
+def distinct_below(recvs: DataFrame, limits: dict[tuple[int, int, int], int],
+                   fanout_runs: Iterable[int] = ()) -> DataFrame:
     """Exact distinct seqs below a limit per (run, consumer key, stream), for the views in
     `limits` ({(run, consumer key, stream): limit}) only."""
     key = consumer_key(fanout_runs)
@@ -151,7 +154,7 @@ def send_counts_from_cells(rows: DataFrame) -> DataFrame:
     `send_counts` joins (same columns, n = 1): the one place the outcome rules are written."""
     ok = F.col("status") == SendStatus.OK
 
-    def count_if(cond):
+    def count_if(cond: Column) -> Column:
         return F.sum(F.when(cond, F.col("n")).otherwise(0)).cast("long")
 
     return (rows.groupBy("run", "stream", "consumer")
@@ -193,7 +196,7 @@ def with_received_sends(sends: DataFrame, recvs: DataFrame, dead_streams: dict[i
     return sends.unionByName(lost_records.select(*sends.columns))
 
 
-def reordering(recvs: DataFrame, fanout_runs=()) -> DataFrame:
+def reordering(recvs: DataFrame, fanout_runs: Iterable[int] = ()) -> DataFrame:
     """Per (run, consumer, stream): messages that arrived after a higher seq of the same stream
     at the same consumer ("late"; a duplicate arriving later counts too), in receive order.
 
@@ -240,7 +243,8 @@ def log_bucket(column: str) -> Column:
     return F.expr(f"cast({_bucket_by_bit_length(column, rule.SIGNIFICANT_BITS, top)} as int)")
 
 
-def latency_pairs(recvs: DataFrame, fanout_runs=(), drain_starts: dict | None = None) -> DataFrame:
+def latency_pairs(recvs: DataFrame, fanout_runs: Iterable[int] = (),
+                  drain_starts: dict[tuple[int, int], int] | None = None) -> DataFrame:
     """Both receive latencies in one scan: per (run, consumer key, stream, drain, bi, bs) the
     count, max and sum of each latency, where bi / bs are the log buckets of the latency from
     the intended and from the actual send time and drain whether the record came in its
@@ -259,7 +263,11 @@ def latency_pairs(recvs: DataFrame, fanout_runs=(), drain_starts: dict | None = 
                  F.sum("li").alias("si"), F.sum("ls").alias("ss")))
 
 
-def send_cells(sends: DataFrame, edges: list | None = None) -> DataFrame:
+Edge = tuple[int, int, int, int, int, Optional[int]]
+"""A receive summary row as `send_cells` takes it: (run, consumer, stream, seq_min, seq_max, limit)."""
+
+
+def send_cells(sends: DataFrame, edges: list[Edge] | None = None) -> DataFrame:
     """One scan of the send records for the stall histogram and (when
     `single_consumer_edges(edges)`) the send counts: per (run, stream, consumer, status,
     bucket of the stall (ok sends; -2 otherwise), pos = `_seq_position` against the stream's
@@ -283,14 +291,14 @@ def send_cells(sends: DataFrame, edges: list | None = None) -> DataFrame:
                  *[(F.min if f.startswith("t_first") else F.max)(src).alias(f) for f, src in _SEND_TIME_COLUMNS]))
 
 
-def single_consumer_edges(edges) -> bool:
+def single_consumer_edges(edges: list[Edge] | None) -> bool:
     """True when every stream has one receive range (not fan-out) within one run, so the
     range is a literal map lookup per row instead of a join."""
     return (edges is not None and len({(e[0], e[2]) for e in edges}) == len(edges) and len(edges) <= 5000
             and len({e[0] for e in edges}) <= 1)
 
 
-def _edge_lookup(edges) -> tuple[Column, Column, Column, Column]:
+def _edge_lookup(edges: list[Edge] | None) -> tuple[Column, Column, Column, Column]:
     """(consumer, seq_min, seq_max, limit) of each send row's stream as literal map lookups;
     nulls where unknown (no edges, not single-consumer, another run, a stream nobody
     received, no certain line)."""
@@ -298,7 +306,7 @@ def _edge_lookup(edges) -> tuple[Column, Column, Column, Column]:
         return F.lit(None).cast("int"), F.lit(None).cast("long"), F.lit(None).cast("long"), F.lit(None).cast("long")
     same_run = F.col("run") == F.lit(edges[0][0])
 
-    def lookup(i):
+    def lookup(i: int) -> Column:
         pairs = [x for e in edges for x in (F.lit(e[2]), F.lit(e[i]).cast("long"))]
         return F.when(same_run, F.create_map(*pairs)[F.col("stream")])
     return lookup(1).cast("int"), lookup(3), lookup(4), lookup(5)
@@ -336,7 +344,7 @@ MIN_WINDOWS = 30        # a run gets at least this many windows when --window-ms
 _NICE_MS = (1, 2, 5, 10, 20, 50, 100)
 
 
-def window_ns_for(window_ms: float | None, run_seconds) -> int:
+def window_ns_for(window_ms: float | None, run_seconds: Iterable[float | None]) -> int:
     """The time window for rates and queue depth: --window-ms when given; otherwise 100 ms,
     or the largest of 1, 2, 5, 10, 20, 50 ms that gives the shortest run (its run.json
     elapsed_s) MIN_WINDOWS windows, so a 0.6 s run is drawn in 30 windows of 20 ms, not 6."""
@@ -357,7 +365,7 @@ def send_windows(sends: DataFrame, window_ns: int) -> DataFrame:
             .groupBy("run", "stream", "wi", "ws", "ok").agg(F.count(F.lit(1)).alias("n")))
 
 
-def recv_windows(recvs: DataFrame, window_ns: int, fanout_runs=()) -> DataFrame:
+def recv_windows(recvs: DataFrame, window_ns: int, fanout_runs: Iterable[int] = ()) -> DataFrame:
     """Deliveries per (run, consumer key, stream, ws = t_sent div window, wr = t_recv div
     window), with bytes: one scan of the receive records."""
     w = int(window_ns)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Collection, Iterable, Optional, Union, cast
 
 import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
 
 from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AT_CLOSE
 from ..contract.ids import Role
@@ -55,28 +56,28 @@ RS_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, received=INT64, u
 
 @dataclass
 class Analysis:
-    runs: list
+    runs: list[RunInfo]
     window_ns: int
-    summary: list                 # dicts, one per (run, consumer, stream), plus run totals (ALL, ALL)
-    rates: list                   # dicts per (run, stream, window), sorted
-    depth: list                   # dicts per (run, consumer, stream, window) and (run, ALL, ALL, window), sorted
-    hist: list                    # dicts per (run, consumer, stream, metric, bucket) and (run, ALL, ALL, ...)
-    warnings: list = field(default_factory=list)
-    timings: dict = field(default_factory=dict)
+    summary: list[dict[str, Any]]     # one per (run, consumer, stream), plus run totals (ALL, ALL)
+    rates: list[dict[str, Any]]       # per (run, stream, window), sorted
+    depth: list[dict[str, Any]]       # per (run, consumer, stream, window) and (run, ALL, ALL, window), sorted
+    hist: list[dict[str, Any]]        # per (run, consumer, stream, metric, bucket) and (run, ALL, ALL, ...)
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
     reorder_measured: bool = True
 
     def run_rows(self) -> list[dict[str, Any]]:
         return [r for r in self.summary if r["stream"] == ALL and r["consumer"] == ALL]
 
 
-def collect(df) -> list[dict]:
+def collect(df: DataFrame) -> list[dict[str, Any]]:
     """Aggregates to the driver as dicts; through Arrow on Spark 4 (DataFrame.toArrow)."""
     if hasattr(df, "toArrow"):
-        return df.toArrow().to_pylist()
+        return cast(list[dict[str, Any]], df.toArrow().to_pylist())       # pyarrow: untyped
     return [r.asDict() for r in df.collect()]
 
 
-def _small(spark, rows: list[dict], schema: Schema):
+def _small(spark: SparkSession, rows: list[dict[str, Any]], schema: Schema) -> DataFrame:
     """Collected aggregates back into Spark. Through Arrow where Spark takes a pyarrow Table
     (4.0+): row-by-row conversion of ~100k rows took ~10 s."""
     names = schema.names
@@ -87,14 +88,14 @@ def _small(spark, rows: list[dict], schema: Schema):
         return spark.createDataFrame([tuple(r.get(n) for n in names) for r in rows], schema.ddl)
 
 
-def rate(n, t_first, t_last):
+def rate(n: Optional[int], t_first: Optional[int], t_last: Optional[int]) -> Optional[float]:
     """Messages per second over [first, last]: n-1 intervals in (last - first) ns."""
     if n is None or t_first is None or t_last is None or n < 2 or t_last <= t_first:
         return None
     return (n - 1) * 1e9 / (t_last - t_first)
 
 
-def _run_columns(info: RunInfo) -> dict:
+def _run_columns(info: RunInfo) -> dict[str, Any]:
     """The run-level columns of a summary row (its `run` comes with the row)."""
     w, schedule = info.workload, info.record.schedule
     return {
@@ -141,7 +142,8 @@ def drain_starts(runs: list[RunInfo]) -> dict[tuple[int, int], int]:
     return {(i, c.worker): c.t_drain_ns for i, r in enumerate(runs) for c in r.record.consumers if c.t_drain_ns}
 
 
-def certain_lines(spark_recvs, runs: list[RunInfo], rs: list[dict], fanout_runs) -> None:
+def certain_lines(spark_recvs: DataFrame, runs: list[RunInfo], rs: list[dict[str, Any]],
+                  fanout_runs: Collection[int]) -> None:
     """Sets `limit` and `got_below_limit` on each receive summary row (in place): for runs
     whose drain was cut short, the seq below which an unreceived message cannot still be
     queued (accounting.py: one connection delivers in order), and how many distinct seqs
@@ -155,7 +157,7 @@ def certain_lines(spark_recvs, runs: list[RunInfo], rs: list[dict], fanout_runs)
     if round_robin:
         for x in collect(metrics.last_seq_per_consumer(spark_recvs, round_robin)):
             lasts[(x["run"], x["stream"])][x["consumer"]] = x["seq_max"]
-    exact_needed = {}
+    exact_needed: dict[tuple[int, int, int], int] = {}
     for r in rs:
         if r["run"] not in cut:
             continue
@@ -182,11 +184,11 @@ def certain_lines(spark_recvs, runs: list[RunInfo], rs: list[dict], fanout_runs)
 
 class _Steps:
     """Wall time per step, for --timings and the benchmark."""
-    def __init__(self, log):
+    def __init__(self, log: Optional[Callable[[str], object]]):
         self.log, self.t = log, time.perf_counter()
-        self.times = {}
+        self.times: dict[str, float] = {}
 
-    def __call__(self, name):
+    def __call__(self, name: str) -> None:
         now = time.perf_counter()
         self.times[name] = now - self.t
         if self.log:
@@ -194,7 +196,8 @@ class _Steps:
         self.t = now
 
 
-def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder="auto", log=None) -> Analysis:
+def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = None,
+            reorder: Union[bool, str] = "auto", log: Optional[Callable[[str], object]] = None) -> Analysis:
     step = _Steps(log)
     window_ns = metrics.window_ns_for(window_ms, [r.record.summary.elapsed_s if r.record.summary else None
                                                   for r in runs])
@@ -225,7 +228,7 @@ def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder=
     loss = finish.fates(counts, rs, views, dead_streams)
     rs_by = {(r["run"], r["consumer"], r["stream"]): r for r in rs}
     step("fates")
-    late = {}
+    late: dict[tuple[int, int, int], int] = {}
     if reorder == "auto":
         reorder = total_recvs <= REORDER_AUTO_MAX
     if reorder:
@@ -278,28 +281,28 @@ def analyze(spark, runs: list[RunInfo], window_ms: float | None = None, reorder=
                     timings=step.times, reorder_measured=bool(reorder))
 
 
-def _name_runs(rows: list[dict], runs: list[RunInfo]) -> None:
+def _name_runs(rows: list[dict[str, Any]], runs: list[RunInfo]) -> None:
     """Run numbers (indexes into `runs`) back to run ids, in place."""
     for r in rows:
         r["run"] = runs[r["run"]].run_id
 
 
-def _sum(values):
-    values = [v for v in values if v is not None]
-    return sum(values) if values else 0
+def _sum(values: Iterable[Optional[int]]) -> int:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else 0
 
 
-def _min(values):
-    values = [v for v in values if v is not None]
-    return min(values) if values else None
+def _min(values: Iterable[Optional[int]]) -> Optional[int]:
+    known = [v for v in values if v is not None]
+    return min(known) if known else None
 
 
-def _max(values):
-    values = [v for v in values if v is not None]
-    return max(values) if values else None
+def _max(values: Iterable[Optional[int]]) -> Optional[int]:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
-def throughput(info: RunInfo, row: dict, drain_began: int | None) -> float | None:
+def throughput(info: RunInfo, row: dict[str, Any], drain_began: int | None) -> float | None:
     """Distinct messages received per second, as `run` computes its throughput_msgs
     (runner/collect.py): over the span from the first ok send to the last receive; with
     --consumer-delay-us and the fast drain (which skips that work) only what was delivered
@@ -307,14 +310,15 @@ def throughput(info: RunInfo, row: dict, drain_began: int | None) -> float | Non
     first = row.get("t_first_send_ns")
     w = info.workload
     if w.consumer_delay_us and w.drain == DrainMode.FAST and drain_began and first and drain_began > first:
-        return row.get("delivered", 0) * 1e9 / (drain_began - first)
+        return cast(float, row.get("delivered", 0) * 1e9 / (drain_began - first))
     last = row.get("t_last_recv_ns")
     if not first or not last or last <= first:
         return None
-    return row.get("unique", 0) * 1e9 / (last - first)
+    return cast(float, row.get("unique", 0) * 1e9 / (last - first))
 
 
-def summarise(runs, loss: list[dict], pct: list[dict], dstats: list[dict], starts: dict | None = None) -> list[dict]:
+def summarise(runs: list[RunInfo], loss: list[dict[str, Any]], pct: list[dict[str, Any]], dstats: list[dict[str, Any]],
+              starts: dict[tuple[int, int], int] | None = None) -> list[dict[str, Any]]:
     """One row per (run, consumer, stream) and a run total (consumer ALL, stream ALL); `run`
     is still the run's number here."""
     by_run = defaultdict(list)

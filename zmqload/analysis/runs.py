@@ -14,6 +14,7 @@ from __future__ import annotations
 import glob
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence, Union, cast
 
 import pyarrow.parquet as pq
 
@@ -24,6 +25,9 @@ from ..contract.records import SCHEMAS
 from ..contract.states import RunStatus
 from ..errors import RecordError
 from .errors import ReportInputError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 KINDS = ("sends", "recvs", "replies", "samples")      # the record kinds the report reads
 
@@ -38,9 +42,9 @@ class RunInfo:
     path: str
     run_id: str
     record: rr.RunRecord
-    parts: dict = field(default_factory=dict)   # kind -> list of part files
-    warnings: list = field(default_factory=list)
-    unreadable: dict = field(default_factory=dict)   # kind -> list of (part file, why) left out
+    parts: dict[str, list[str]] = field(default_factory=dict)   # kind -> list of part files
+    warnings: list[str] = field(default_factory=list)
+    unreadable: dict[str, list[tuple[str, str]]] = field(default_factory=dict)   # kind -> (part file, why) left out
 
     @property
     def damaged(self) -> bool:
@@ -144,7 +148,8 @@ def read_run(path: str) -> RunInfo:
     return info
 
 
-def discover_runs(paths) -> tuple[list[RunInfo], list[str]]:
+def discover_runs(paths: Union[str, os.PathLike[str], Sequence[Union[str, os.PathLike[str]]]]
+                  ) -> tuple[list[RunInfo], list[str]]:
     """Run directories under `paths` and one-line warnings about what was skipped.
 
     A missing path, or a path holding no runs at all, is a ReportInputError. A bad run among
@@ -193,7 +198,7 @@ def discover_runs(paths) -> tuple[list[RunInfo], list[str]]:
     return runs, warnings
 
 
-def load_records(spark, runs: list[RunInfo], kind: str):
+def load_records(spark: SparkSession, runs: list[RunInfo], kind: str) -> DataFrame:
     """All `kind` records of `runs` as one DataFrame with a leading `run` int column: the
     run's index in `runs` (`runs[i].run_id` names it). An int, not the run id string: a
     string group key costs ~30% more in every aggregation over the records (measured at
@@ -206,7 +211,7 @@ def load_records(spark, runs: list[RunInfo], kind: str):
     from pyspark.sql.types import StructType
 
     # An explicit schema spares Spark a footer scan of every part to infer one.
-    schema = StructType.fromDDL(SCHEMAS[kind].ddl)
+    schema = cast(StructType, StructType.fromDDL(SCHEMAS[kind].ddl))     # a struct's DDL gives a StructType
     files = [f for r in runs for f in r.parts.get(kind, ())]
     if not files:
         empty = spark.createDataFrame([], schema)

@@ -3,7 +3,10 @@
     zmqload capacity --pattern pub-sub --size 256 --consumer-delay-us 20 --slo-p99-us 2000 --out runs/cap
     zmqload capacity --pattern pub-sub --rcvhwm 10,100,1000 --size 64,1024 --probe-duration 2
 
-Lists make one search per combination (as in `zmqload sweep`). docs/CAPACITY.md.
+Lists make one search per combination (as in `zmqload sweep`). The search's record,
+capacity-search.json (contract/search_record.SearchRecord), is written before the first probe and
+after every probe, so a search killed or interrupted keeps its probes and how far it got.
+docs/CAPACITY.md.
 """
 from __future__ import annotations
 
@@ -11,20 +14,23 @@ import argparse
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from .. import sweep as sweeps
 from ..config import SEARCH_OPTIONS, SLO_OPTIONS, SearchPlan, Slos
+from ..contract.codec import to_builtins
+from ..contract.search_record import (RESULT_FILE, SET_BY_SEARCH, SearchEntry, SearchRecord, SearchTemplate,
+                                      search_path, write_search)
+from ..contract.states import SearchStatus, Slo
 from ..errors import ConfigError, ExitStatus
 from .options import add_workload_arguments
+from .report_after import report_module, run_report
 
 if TYPE_CHECKING:     # the search (numpy, the runner) is imported only when a search runs
     from ..search import Outcome, Probe
 
 NAME = "capacity"
 HELP = "find the highest rate each combination of options sustains within the SLOs"
-RESULT_FILE = "capacity-search.json"
-SET_BY_SEARCH = ("rate", "duration", "count")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,54 +104,81 @@ def answer_line(tag: str, outcome: Outcome) -> str:
             f"{peak.get('libzmq_messages', 0) or 0:,}), consumer RSS {(rss or 0) / 1024:,.1f} MiB")
 
 
+def search_entry(point: sweeps.Point, outcome: Outcome, wall_s: float) -> SearchEntry:
+    """One combination's search as capacity-search.json holds it: finished, or so far."""
+    return SearchEntry(
+        values=dict(point.values), workload=SearchTemplate.of(point.workload), producers=point.workload.producers,
+        wall_s=round(wall_s, 2), converged=outcome.converged, max_sustainable_rate=outcome.max_sustainable_rate,
+        bracket=list(outcome.bracket), failed_slo=None if outcome.failed_slo is None else Slo(outcome.failed_slo),
+        generator_limited=outcome.generator_limited, reason=outcome.reason,
+        probes=[p.to_record() for p in outcome.probes])
+
+
+def starting(point: sweeps.Point) -> SearchEntry:
+    """A combination's search before its first probe."""
+    from ..search import Outcome
+    return search_entry(point, Outcome(False, None, [None, None], None, False, "searching: no probe yet", []), 0.0)
+
+
 def run(args: argparse.Namespace) -> ExitStatus:
     from ..display import LiveProgress
     from ..search import find_max_rate, probe_once
 
     plan = SearchPlan(**{name: getattr(args, name) for name in SEARCH_OPTIONS})
     slos = Slos(**{name: getattr(args, name) for name in SLO_OPTIONS}).with_search_defaults()
-    report = None
-    if args.report or args.report_out:
-        from .sweep import _report_module
-        report = _report_module()  # type: ignore[no-untyped-call]  # ConfigError (exit 2) before any run
+    report = report_module() if args.report or args.report_out else None   # ConfigError (exit 2) before any run
     combos = plan_searches(args, plan)
     say = (lambda text: None) if args.quiet or args.json else print
-    document: dict[str, Any] = {"search_id": combos.sweep_id, "out": args.out, "varying": combos.varying,
-                                "slos": vars(slos), "plan": vars(plan), "searches": []}
-    status = ExitStatus.OK
-    for point in combos.points:
-        tag = sweeps.point_tag(point.values) or point.workload.pattern
-        say(f"search {point.index + 1}/{len(combos.points)}: {tag}")
-        started = time.monotonic()
-        count = [0]
-
-        def probe(rate: int, point: sweeps.Point = point, count: list[int] = count) -> Probe:
-            count[0] += 1
-            name = f"{point.run_id}-p{count[0]:02d}-r{rate}"[:sweeps.MAX_RUN_NAME]
-            live = None if args.quiet or args.json else LiveProgress(total_s=plan.probe_duration)
-            result = probe_once(point.workload, slos, rate, plan.probe_duration, name, progress=live)
-            say(probe_line(count[0], result))
-            return result
-
-        try:
-            outcome = find_max_rate(probe, plan)
-        except KeyboardInterrupt as exc:
-            raise KeyboardInterrupt("the probes' records are kept") from exc
-        say(answer_line(tag, outcome))
-        if not outcome.converged:
-            status = ExitStatus.FAILED
-        template = point.workload.to_dict()
-        document["searches"].append({
-            "values": point.values, "workload": {k: v for k, v in template.items()
-                                                 if k not in SET_BY_SEARCH + ("run_name", "label")},
-            "producers": point.workload.producers, "wall_s": round(time.monotonic() - started, 2),
-            **outcome.to_dict()})
+    # Written before the first probe, after every probe and at the end: the search's last entry
+    # is the combination it is in (so one cut short says where it stopped), until it is complete.
+    record = SearchRecord(search_id=combos.sweep_id, out=args.out, status=SearchStatus.RUNNING,
+                          varying=list(combos.varying), slos=slos, plan=plan, searches=[starting(combos.points[0])])
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, RESULT_FILE), "w") as fh:
-        json.dump(document, fh, indent=1, default=str)
+    write_search(args.out, record)
+    status = ExitStatus.OK
+    started = time.monotonic()
+    try:
+        for point in combos.points:
+            tag = sweeps.point_tag(point.values) or point.workload.pattern
+            say(f"search {point.index + 1}/{len(combos.points)}: {tag}")
+            started = time.monotonic()
+            count = [0]
+
+            def probe(rate: int, point: sweeps.Point = point, count: list[int] = count) -> Probe:
+                count[0] += 1
+                name = f"{point.run_id}-p{count[0]:02d}-r{rate}"[:sweeps.MAX_RUN_NAME]
+                live = None if args.quiet or args.json else LiveProgress(total_s=plan.probe_duration)
+                result = probe_once(point.workload, slos, rate, plan.probe_duration, name, progress=live)
+                say(probe_line(count[0], result))
+                return result
+
+            def so_far(outcome: Outcome, point: sweeps.Point = point, started: float = started) -> None:
+                record.searches[-1] = search_entry(point, outcome, time.monotonic() - started)
+                write_search(args.out, record)
+
+            outcome = find_max_rate(probe, plan, on_probe=so_far)
+            say(answer_line(tag, outcome))
+            if not outcome.converged:
+                status = ExitStatus.FAILED
+            following = combos.points[point.index + 1:]
+            record.searches[-1:] = [search_entry(point, outcome, time.monotonic() - started),
+                                    *(starting(p) for p in following[:1])]
+            if not following:
+                record.status = SearchStatus.COMPLETE
+            write_search(args.out, record)
+    except BaseException as exc:
+        if record.status is SearchStatus.RUNNING:
+            record.status = SearchStatus.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else SearchStatus.FAILED
+            last = record.searches[-1]
+            last.wall_s = round(time.monotonic() - started, 2)
+            last.reason = f"cut short ({record.status}) after {len(last.probes)} probe{'s' * (len(last.probes) != 1)}"
+        write_search(args.out, record)
+        if isinstance(exc, KeyboardInterrupt):
+            raise KeyboardInterrupt(f"the probes' records are kept; {search_path(args.out)} says "
+                                    f"{record.status}") from exc
+        raise
     if args.json:
-        print(json.dumps(document, default=str))
+        print(json.dumps(to_builtins(record)))
     if report is not None:
-        from .sweep import _run_report
-        status = status or _run_report(report, args.out, args.report_out)
+        status = status or run_report(report, args.out, args.report_out)
     return status

@@ -6,19 +6,29 @@ import argparse
 import difflib
 import re
 import sys
-from typing import Callable
+from typing import Any, Callable, Iterable, NoReturn, Optional, TypeVar, overload
 
 from ..errors import ExitStatus, ZmqloadError
+
+N = TypeVar("N")
 
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports bad input as one line naming the (sub)command, exit status 2."""
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         message = re.sub(r"^argument ([^:]+): ", lambda m: m.group(1).split("/")[-1] + ": ", message)
         self.exit(ExitStatus.BAD_INPUT, f"{self.prog}: error: {message}\n")
 
-    def parse_known_args(self, args=None, namespace=None):
+    @overload
+    def parse_known_args(self, args: Optional[Iterable[str]] = None,
+                         namespace: None = None) -> tuple[argparse.Namespace, list[str]]: ...
+    @overload
+    def parse_known_args(self, args: Optional[Iterable[str]], namespace: N) -> tuple[N, list[str]]: ...
+    @overload
+    def parse_known_args(self, *, namespace: N) -> tuple[N, list[str]]: ...
+
+    def parse_known_args(self, args: Optional[Iterable[str]] = None, namespace: Any = None) -> tuple[Any, list[str]]:
         # Refuse leftovers here, where the subcommand is known: argparse would report them
         # from the top-level parser as "zmqload: error: unrecognized arguments".
         namespace, extras = super().parse_known_args(args, namespace)
@@ -26,7 +36,7 @@ class OneLineParser(argparse.ArgumentParser):
             self.error(self._unrecognized(extras))
         return namespace, extras
 
-    def _unrecognized(self, extras: list) -> str:
+    def _unrecognized(self, extras: list[str]) -> str:
         options = [e for e in extras if e.startswith("-") and len(e) > 1]
         if not options:
             return f"unrecognized arguments: {' '.join(extras)}"
@@ -37,16 +47,16 @@ class OneLineParser(argparse.ArgumentParser):
         return f"unrecognized option {given}" + (f"; did you mean {close[0]}?" if close else "")
 
 
-def usage_error(parser: argparse.ArgumentParser, choices) -> Callable:
+def usage_error(parser: argparse.ArgumentParser, choices: Iterable[str]) -> Callable[[argparse.Namespace], ExitStatus]:
     """Handler of a parser whose command was left out: its usage and one line, exit 2."""
-    def handler(args) -> ExitStatus:
+    def handler(args: argparse.Namespace) -> ExitStatus:
         parser.print_usage(sys.stderr)
         print(f"{parser.prog}: error: missing command; accepted: {', '.join(choices)}", file=sys.stderr)
         return ExitStatus.BAD_INPUT
     return handler
 
 
-def guarded(prog: str, command: Callable, args) -> ExitStatus:
+def guarded(prog: str, command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> ExitStatus:
     """Run `command(args)`; a zmqload error or Ctrl-C becomes one line on stderr and the exit
     status of its class. A KeyboardInterrupt's message (if any) says what was kept."""
     try:

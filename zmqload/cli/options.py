@@ -3,7 +3,7 @@ value per option, `sweep` a value or a comma-separated list (an axis)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable
+from typing import Any, Callable, Collection, Optional, Sequence, Union
 
 from ..config import OPTIONS, Option, Workload
 from ..errors import ConfigError
@@ -13,7 +13,7 @@ AXIS_NOTE = "V or V1,V2,...: a list is an axis"
 
 def option_type(opt: Option) -> Callable[[str], object]:
     """argparse `type=`: text -> the option's value, or argparse's one-line error."""
-    def parse(text: str):
+    def parse(text: str) -> object:
         try:
             return opt.convert(text)
         except ConfigError as exc:
@@ -21,9 +21,9 @@ def option_type(opt: Option) -> Callable[[str], object]:
     return parse
 
 
-def list_type(opt: Option) -> Callable[[str], list]:
+def list_type(opt: Option) -> Callable[[str], list[object]]:
     """argparse `type=` of a sweep axis: `V` or `V1,V2,...` -> list of values."""
-    def parse(text: str) -> list:
+    def parse(text: str) -> list[object]:
         parts = [p.strip() for p in text.split(",")]
         if any(not p for p in parts):
             raise argparse.ArgumentTypeError(f"got {text!r}; accepted: a value or a comma-separated list of values")
@@ -32,7 +32,7 @@ def list_type(opt: Option) -> Callable[[str], list]:
 
 
 def help_text(opt: Option) -> str:
-    details = []
+    details: list[str] = []
     if opt.choices is not None:
         details.append(", ".join(opt.choice_list))
     default = opt.default_text or opt.default
@@ -48,18 +48,20 @@ class _Axis(argparse.Action):
     """Stores an axis and remembers the order options were given in (the first axis given
     is the outermost loop of the product)."""
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Union[str, Sequence[Any], None], option_string: Optional[str] = None) -> None:
         setattr(namespace, self.dest, values)
         given = [name for name in (getattr(namespace, "given", None) or []) if name != self.dest]
         namespace.given = given + [self.dest]
 
 
 class _NegatedAxis(_Axis):
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Union[str, Sequence[Any], None], option_string: Optional[str] = None) -> None:
         super().__call__(parser, namespace, [False], option_string)
 
 
-def add_workload_arguments(parser: argparse.ArgumentParser, axes: bool = False, skip=(),
+def add_workload_arguments(parser: argparse.ArgumentParser, axes: bool = False, skip: Collection[str] = (),
                            table: dict[str, Option] = OPTIONS) -> None:
     """One argument per command-line option of the table (default the Workload's; also
     config.SLO_OPTIONS, SEARCH_OPTIONS), in the table's groups. With `axes`, every option

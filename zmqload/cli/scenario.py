@@ -6,10 +6,14 @@ import datetime as _dt
 import json
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 from ..config import check_output_dir
 from ..errors import ConfigError, ExitStatus
 from .common import OneLineParser, usage_error
+
+if TYPE_CHECKING:
+    from ..scenarios.framework import Outcome
 
 NAME = "scenario"
 HELP = "named HWM / linger / backpressure questions, measured"
@@ -46,7 +50,7 @@ def list_scenarios(args: argparse.Namespace) -> ExitStatus:
     return ExitStatus.OK
 
 
-def verdict_markdown(outcomes: dict) -> str:
+def verdict_markdown(outcomes: dict[str, Outcome]) -> str:
     from .. import versions
     from ..scenarios import CLAIMS, SCENARIOS
     v = versions.versions()
@@ -69,14 +73,14 @@ def verdict_markdown(outcomes: dict) -> str:
     return "\n".join(lines)
 
 
-def _listing() -> list:
+def _listing() -> list[dict[str, Any]]:
     from ..scenarios import CLAIMS, SCENARIOS
     return [{"name": s.name, "title": s.title,
              "claims": [{"id": c, "source": CLAIMS[c].source, "text": CLAIMS[c].text} for c in s.claims]}
             for s in SCENARIOS.values()]
 
 
-def _as_json(outcome) -> dict:
+def _as_json(outcome: Outcome) -> dict[str, Any]:
     return {"claims": {v.claim: {"verdict": v.verdict, "because": v.because, "measurements": v.measurements}
                        for v in outcome.verdicts},
             "measured": outcome.measured, "figures": outcome.figures, "run_dirs": outcome.run_dirs}

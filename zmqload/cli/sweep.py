@@ -11,13 +11,12 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from .. import sweep as sweeps
-from ..errors import ConfigError, ExitStatus
-from .common import OneLineParser
+from ..errors import ExitStatus
 from .options import add_workload_arguments
+from .report_after import report_module, run_report
 
 NAME = "sweep"
 HELP = "run the cartesian product of option lists, one run directory each"
-REPORT_MODULE = "zmqload.cli.report"
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -45,23 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_workload_arguments(parser, axes=True, skip=sweeps.RESERVED)
 
 
-def _report_module():
-    """The Spark report command, imported only when asked for; ConfigError naming --report
-    when it (or the `report` extra it needs) is missing."""
-    import importlib
-
-    from ..errors import ReportInputError
-    from ..report.command import check_installed
-    try:
-        check_installed()
-        return importlib.import_module(REPORT_MODULE)
-    except ReportInputError as exc:
-        raise ConfigError("--report", f"{exc}; accepted: no --report") from None
-    except ImportError as exc:
-        raise ConfigError("--report", f"the Spark report is not available ({exc}); "
-                                      f"accepted: a zmqload with {REPORT_MODULE}, or no --report") from None
-
-
 def _seconds(s: float) -> str:
     if s < 120:
         return f"{s:.0f} s"
@@ -82,14 +64,14 @@ def estimate_line(sweep: sweeps.Sweep) -> str:
 class RichReporter(sweeps.SweepReporter):
     """A progress bar over runs with the time left (on a terminal), and one line per run."""
 
-    def __init__(self, quiet: bool = False):
+    def __init__(self, quiet: bool = False) -> None:
         from rich.console import Console
         self.console = Console(highlight=False, soft_wrap=True)
         self.quiet = quiet
         self.progress: Progress | None = None
         self.task: TaskID | None = None
 
-    def sweep_started(self, sweep):
+    def sweep_started(self, sweep: sweeps.Sweep) -> None:
         if self.quiet or not self.console.is_terminal:
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -106,28 +88,29 @@ class RichReporter(sweeps.SweepReporter):
         if self.progress is not None and self.task is not None:
             self.progress.update(self.task, **fields)
 
-    def run_started(self, sweep, point):
+    def run_started(self, sweep: sweeps.Sweep, point: sweeps.Point) -> None:
         self._bar(completed=point.index, run=point.index + 1,
                   description=sweeps.point_tag(point.values),
                   left=_seconds(sweep.time_left(point)))
 
-    def run_progress(self, sweep, point, fraction, sent, received, elapsed_s):
+    def run_progress(self, sweep: sweeps.Sweep, point: sweeps.Point, fraction: float, sent: int, received: int,
+                     elapsed_s: float) -> None:
         self._bar(completed=point.index + fraction,
                   left=_seconds(sweep.time_left(point, elapsed_s)),
                   description=f"{sweeps.point_tag(point.values)}  sent {sent:,} received {received:,}")
 
-    def run_finished(self, sweep, point):
+    def run_finished(self, sweep: sweeps.Sweep, point: sweeps.Point) -> None:
         self._bar(completed=point.index + 1, left=_seconds(sweep.time_left()))
         if self.quiet:
             return
-        s = point.summary or {}
-        figures = (f"sent {s.get('sent', 0):,} lost {s.get('lost', 0):,} eagain {s.get('eagain', 0):,} "
-                   f"{s.get('throughput_msgs', 0):,.0f} msg/s") if s else (point.error or "")
+        s = point.summary
+        figures = (f"sent {s.sent:,} lost {s.lost:,} eagain {s.eagain:,} {s.throughput_msgs:,.0f} msg/s"
+                   if s is not None else (point.error or ""))
         style = {"complete": "green", "failed": "red"}.get(point.status, "yellow")
         self.console.print(f"[{point.index + 1}/{len(sweep.points)}] [{style}]{point.status}[/] "
                            f"{os.path.basename(point.run_dir)}  {figures}", markup=True, soft_wrap=True)
 
-    def sweep_finished(self, sweep):
+    def sweep_finished(self, sweep: sweeps.Sweep) -> None:
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
@@ -150,7 +133,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
     spec = build_spec(args)
     report = None
     if (spec.report or args.report_out) and not args.dry_run:
-        report = _report_module()          # ConfigError (exit 2) before anything runs
+        report = report_module()           # ConfigError (exit 2) before anything runs
     sweep = sweeps.plan(spec)              # likewise
     reporter = RichReporter(quiet=args.quiet)
     if not args.quiet:
@@ -169,16 +152,6 @@ def run(args: argparse.Namespace) -> ExitStatus:
         reporter.console.print(f"{sweep.count('complete')} complete, {failed} failed; sweep: {sweep.path}")
     status = ExitStatus.FAILED if failed else ExitStatus.OK
     if report is not None:
-        report_status = _run_report(report, sweep.out, args.report_out)
+        report_status = run_report(report, sweep.out, args.report_out)
         status = status or report_status
     return status
-
-
-def _run_report(module, out: str, report_out) -> ExitStatus:
-    parser = OneLineParser(prog="zmqload report")
-    module.add_arguments(parser)
-    argv = [out] + (["--out", report_out] if report_out else [])
-    try:
-        return ExitStatus(module.run(parser.parse_args(argv)))
-    except SystemExit as exc:          # the report's parser refused the arguments
-        return ExitStatus(exc.code) if isinstance(exc.code, int) else ExitStatus.BAD_INPUT

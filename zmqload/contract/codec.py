@@ -48,15 +48,16 @@ def write_atomic(path: str, record: msgspec.Struct) -> None:
     os.replace(tmp, path)
 
 
-def decode(data: bytes, kind: type[R], where: str) -> R:
+def decode(data: bytes, kind: type[R], where: str, unversioned: str = "") -> R:
     """A record of `kind` from JSON bytes; RecordError naming `where` if the bytes are not one
-    (not JSON, another schema version, a field of the wrong type or unknown)."""
+    (not JSON, another schema version, a field of the wrong type or unknown). `unversioned`: what
+    to say of a JSON object without schema_version (the file of an older zmqload, say)."""
     try:
         version = msgspec.json.decode(data, type=_Versioned).schema_version
     except msgspec.DecodeError as exc:
         raise RecordError(f"{where}: not a zmqload record ({_first_line(exc)})") from None
     if version is None:
-        raise RecordError(f"{where}: not a zmqload run (no schema_version)")
+        raise RecordError(f"{where}: {unversioned or 'not a zmqload record (no schema_version)'}")
     if version != SCHEMA_VERSION:
         raise RecordError(f"{where}: unknown record schema version {version!r} "
                           f"(this zmqload reads version {SCHEMA_VERSION})")
@@ -66,7 +67,7 @@ def decode(data: bytes, kind: type[R], where: str) -> R:
         raise RecordError(f"{where}: not a valid {kind.__name__} ({_first_line(exc)})") from None
 
 
-def read(path: str, kind: type[R]) -> R:
+def read(path: str, kind: type[R], unversioned: str = "") -> R:
     """A record file; RecordError (one line naming the file) when missing or not a record."""
     try:
         with open(path, "rb") as f:
@@ -75,7 +76,13 @@ def read(path: str, kind: type[R]) -> R:
         raise RecordError(f"{path}: no such file") from None
     except OSError as exc:
         raise RecordError(f"{path}: unreadable ({exc.strerror or exc})") from None
-    return decode(data, kind, path)
+    return decode(data, kind, path, unversioned)
+
+
+def older(what: str, again: str) -> str:
+    """What to say of a `what` without schema_version: written before the typed records."""
+    return (f"a {what} of an older zmqload (no schema_version); accepted: one written by this zmqload "
+            f"(record schema version {SCHEMA_VERSION}): {again}")
 
 
 def convert(value: Any, kind: Any) -> Any:

@@ -358,7 +358,7 @@ def is_run_dir(path: str) -> bool:
 
 def read_run(run_dir: str) -> RunRecord:
     """The record of the run in `run_dir`."""
-    return read(run_path(run_dir), RunRecord)
+    return read(run_path(run_dir), RunRecord, "not a zmqload run (no schema_version)")
 
 
 def write_run(run_dir: str, record: RunRecord) -> None:

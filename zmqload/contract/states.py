@@ -57,6 +57,46 @@ class CloseOrder(Word):
     AFTER_DRAIN = "after-drain"
 
 
+class SearchStatus(Word):
+    """capacity-search.json["status"]: how far `zmqload capacity` got (docs/CAPACITY.md)."""
+    RUNNING = "running"            # written before the first probe and after every probe; left so: killed
+    COMPLETE = "complete"          # every combination searched (each found an answer or said why not)
+    INTERRUPTED = "interrupted"    # Ctrl-C or SIGTERM: the probes so far are kept
+    FAILED = "failed"              # an error stopped the search (said on stderr)
+
+    @property
+    def cut_short(self) -> bool:
+        """The search stopped inside a combination: its last search has no ending of its own."""
+        return self is not SearchStatus.COMPLETE
+
+
+class Slo(Word):
+    """A service-level objective by its option's name (zmqload.slo.ORDER, the order breaches are
+    named in), and `generator`: the load generator, not the system, was the limit (a search's
+    failed_slo only)."""
+    MAX_LOSS = "max-loss"
+    MIN_ACHIEVED = "min-achieved"
+    BACKLOG = "backlog"
+    SLO_P99_US = "slo-p99-us"
+    GENERATOR = "generator"
+
+
+class SweepStatus(Word):
+    """sweep-<id>.json["status"] (docs/SWEEPS.md)."""
+    RUNNING = "running"            # rewritten after every run; left so: the sweep was killed
+    COMPLETE = "complete"
+    INTERRUPTED = "interrupted"    # Ctrl-C or SIGTERM
+
+
+class PointStatus(Word):
+    """A sweep point's status: its run's (RunStatus) once run, else pending or not run."""
+    PENDING = "pending"
+    COMPLETE = "complete"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    NOT_RUN = "not run"            # the sweep was interrupted before it
+
+
 def words(kind: type[enum.Enum]) -> tuple[str, ...]:
     """The accepted words of one of these enums, in order (the option table's choices)."""
     return tuple(str(member.value) for member in kind)

@@ -4,10 +4,16 @@ from __future__ import annotations
 import datetime
 import html
 import os
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..analysis.capacity import fmt_bytes, fmt_rate, offered
 from ..analysis.metrics import ALL
 from . import plots, search_answer
+
+if TYPE_CHECKING:
+    from ..analysis.pipeline import Analysis
+    from ..analysis.runs import RunInfo
+    from ..contract.search_record import SearchRecord
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1150px;color:#222;line-height:1.45}
@@ -40,16 +46,16 @@ ROUND_TRIP_NOTE = ("Round trip: reply time minus intended send time (req-rep, on
                    "as run.json measures it; &micro;s.")
 
 
-def round_trip_runs(analysis) -> list[dict]:
+def round_trip_runs(analysis: Analysis) -> list[dict[str, Any]]:
     """The run-total rows of the runs that recorded round trips (req-rep)."""
     return [r for r in analysis.run_rows() if r.get("round_trips")]
 
 
-def _e(x) -> str:
+def _e(x: object) -> str:
     return html.escape(str(x))
 
 
-def _cell(key, v) -> str:
+def _cell(key: str, v: Any) -> str:
     if key in ("consumer", "stream"):
         return "all" if v == ALL else _e(v)
     if key == "loss_ratio":
@@ -59,16 +65,17 @@ def _cell(key, v) -> str:
     return _e(plots.nice_number(v))
 
 
-def _hwm(v):
+def _hwm(v: Optional[int]) -> str:
     return "default" if v is None else _e(v)
 
 
-def _img(b64, alt):
+def _img(b64: Optional[str], alt: str) -> str:
     return f'<img alt="{_e(alt)}" src="data:image/png;base64,{b64}">' if b64 else ""
 
 
-def render(analysis, capacity: list[dict], recommendations: list[str], warnings: list[str], *, slo_p99_us: float,
-           memory_budget: int | None, max_runs_plotted: int = 24, searches=()) -> str:
+def render(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: list[str], warnings: list[str], *,
+           slo_p99_us: float, memory_budget: int | None, max_runs_plotted: int = 24,
+           searches: Sequence[SearchRecord] = ()) -> str:
     runs = analysis.runs
     run_rows = {r["run"]: r for r in analysis.run_rows()}
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -77,8 +84,8 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
            f"<p class='sub'>{len(runs)} run(s), generated {now}. Latency SLO: p99 &le; {slo_p99_us:g} &micro;s"
            f"{'; memory budget ' + fmt_bytes(memory_budget) if memory_budget else ''}. "
            f"Time windows: {analysis.window_ns / 1e6:g} ms.</p>"]
-    for w in warnings:
-        out.append(f"<div class='warn'>{_e(w)}</div>")
+    for warning in warnings:
+        out.append(f"<div class='warn'>{_e(warning)}</div>")
     out += search_section(searches)
     if not getattr(analysis, "reorder_measured", True):
         out.append("<p class='note'>Reordering was not measured (it sorts every record; use --reorder on).</p>")
@@ -184,25 +191,25 @@ def render(analysis, capacity: list[dict], recommendations: list[str], warnings:
     return "\n".join(out)
 
 
-def search_section(searches) -> list[str]:
-    """The capacity search (report/search_answer.py): its answer per setting, the table of max
-    sustainable rate with its memory and latency cost, then per combination its probes on the
-    achieved / p99 vs offered plots (bracket shaded, SLO line) and in a table."""
-    found = [(doc, s) for doc in searches for s in doc["searches"]]
+def search_section(searches: Sequence[SearchRecord]) -> list[str]:
+    """The capacity search (report/search_answer.py): its answer per setting (and for a search cut
+    short, how far it got), the table of max sustainable rate with its memory and latency cost,
+    then per combination its probes on the achieved / p99 vs offered plots (bracket shaded, SLO
+    line) and in a table."""
+    found = [(doc, s) for doc in searches for s in doc.searches]
     if not found:
         return []
     out = ["<h2>Capacity search</h2>"]
-    for _, s in found:
-        answered = search_answer.status(s) == search_answer.CONVERGED
-        out.append(f"<div class='{'rec' if answered else 'warn'}'>{_e(search_answer.sentence(s))}</div>")
+    for doc, s in found:
+        answered = search_answer.status(s, doc) == search_answer.CONVERGED
+        out.append(f"<div class='{'rec' if answered else 'warn'}'>{_e(search_answer.sentence(s, doc))}</div>")
     out += search_table(search_answer.table(searches))
     for doc, s in found:
-        state = search_answer.status(s)
+        state = search_answer.status(s, doc)
         out.append(f"<h3>{_e(search_answer.setting(s))}{'' if state == search_answer.CONVERGED else ': ' + _e(state)}"
                    "</h3>")
         title = search_answer.setting(s) + ("" if state == search_answer.CONVERGED else f": {state}, no capacity")
-        out.append(_img(plots.search_probes(s, (doc.get("slos") or {}).get("slo_p99_us"), title),
-                        f"probes of {search_answer.setting(s)}"))
+        out.append(_img(plots.search_probes(s, doc.slos.slo_p99_us, title), f"probes of {search_answer.setting(s)}"))
         out.append("<table><tr><th>probe</th><th>rate (per producer)</th><th>outcome</th><th>achieved</th>"
                    "<th>loss %</th><th>p99 (&micro;s)</th><th class='l'>failed SLO</th><th class='l'>run</th></tr>")
         for i, p in enumerate(search_answer.probe_rows(s), 1):
@@ -220,7 +227,7 @@ def search_section(searches) -> list[str]:
     return out
 
 
-def search_table(rows: list[dict]) -> list[str]:
+def search_table(rows: list[dict[str, Any]]) -> list[str]:
     """'Max sustainable rate by HWM, with its memory and latency cost': one row per searched
     combination, its grouping keys after the setting (search_answer.cells, as in Markdown)."""
     keys = search_answer.key_names(rows)
@@ -239,7 +246,7 @@ def search_table(rows: list[dict]) -> list[str]:
     return out
 
 
-def _search_cell(key: str, row: dict, cells: dict) -> str:
+def _search_cell(key: str, row: dict[str, Any], cells: dict[str, str]) -> str:
     """One cell of the search table: the answer probe links to its run below; no capacity is bad."""
     if key == "answer_run" and row["answer_run"]:
         return f"<td class='l'><a href='#{_e(row['answer_run'])}'>{_e(cells[key])}</a></td>"
@@ -248,15 +255,16 @@ def _search_cell(key: str, row: dict, cells: dict) -> str:
     return f"<td>{_e(cells[key])}</td>"
 
 
-def offered_to_consumers(r):
+def offered_to_consumers(r: Optional[dict[str, Any]]) -> Optional[float]:
     """The offered rate of a run as its consumers see it: a fan-out run offers every message
     to each consumer, so received/s and offered/s compare."""
-    if not r or offered(r) is None:
+    if not r:
         return None
-    return offered(r) * ((r.get("consumers") or 1) if r.get("fanout") else 1)
+    rate: Optional[float] = offered(r)
+    return None if rate is None else rate * ((r.get("consumers") or 1) if r.get("fanout") else 1)
 
 
-def offered_cell(r) -> str:
+def offered_cell(r: Optional[dict[str, Any]]) -> str:
     """The offered rate of a paced run; an unpaced run offers none (a max-throughput test)."""
     if not r:
         return "-"
@@ -264,7 +272,8 @@ def offered_cell(r) -> str:
     return fmt_rate(o) if o else "max (unpaced)"
 
 
-def capacity_section(analysis, capacity: list[dict], recommendations: list[str], slo_p99_us: float) -> list[str]:
+def capacity_section(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: list[str],
+                     slo_p99_us: float) -> list[str]:
     """The verdict per group: a table naming the grouping keys, the sentences, the curves."""
     out = ["<h2>Capacity verdicts</h2>"]
     keys = capacity[0]["key_names"] if capacity else []
@@ -305,7 +314,7 @@ def capacity_section(analysis, capacity: list[dict], recommendations: list[str],
 MISSING_SHOWN = 5      # missing seq ranges listed per stream and consumer
 
 
-def where_and_when(analysis, info) -> list[str]:
+def where_and_when(analysis: Analysis, info: RunInfo) -> list[str]:
     """Where messages were lost, and when: fates over time, the first missing seq ranges per
     stream (run.json keeps the first 20), the queue split kernel / libzmq against the HWMs."""
     record = info.record

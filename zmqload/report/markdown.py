@@ -1,22 +1,29 @@
 """The short Markdown summary printed on stdout."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
 from ..analysis.capacity import fmt_bytes, fmt_rate
 from . import search_answer
 from .html import ROUND_TRIP_COLUMNS, offered_cell, round_trip_runs
 
+if TYPE_CHECKING:
+    from ..analysis.pipeline import Analysis
+    from ..contract.search_record import SearchRecord
 
-def _f(x, fmt="{:.0f}"):
+
+def _f(x: Optional[float], fmt: str = "{:.0f}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
-def summary(analysis, capacity, recommendations, out_dir: str, searches=()) -> str:
+def summary(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: list[str], out_dir: str,
+            searches: Sequence[SearchRecord] = ()) -> str:
     group_of = {rid: g["group"] for g in capacity for rid in g["run_ids"]}
     lines = ["# zmqload report", ""]
-    answers = [search_answer.sentence(s) for doc in searches for s in doc["searches"]]
+    answers = [search_answer.sentence(s, doc) for doc in searches for s in doc.searches]
     if answers:         # the capacity search's answer comes first
         lines += ["## Capacity search", "", *(f"- {a}" for a in answers), "",
-                  *search_table(search_answer.table(searches)), ""]
+                  *search_table(search_answer.table(list(searches))), ""]
     lines += [
              "| run | status | group | pattern/transport | size | offered | throughput | loss % | drained | dropped | stranded | sender drops | p99 us | p99.9 us | peak queued |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -44,7 +51,7 @@ def summary(analysis, capacity, recommendations, out_dir: str, searches=()) -> s
     return "\n".join(lines)
 
 
-def search_table(rows) -> list[str]:
+def search_table(rows: list[dict[str, Any]]) -> list[str]:
     """The capacity search's table, the cells of the HTML report's (search_answer.cells)."""
     keys = search_answer.key_names(rows)
     (setting, setting_head), *figures = search_answer.TABLE_COLUMNS

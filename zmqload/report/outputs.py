@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from ..analysis.capacity import VERDICT_COLUMNS, verdict_columns
 from ..analysis.pipeline import SUMMARY_COLUMNS
+from ..contract.search_record import SearchRecord
 from . import search_answer
 
 _TYPES = {"run": pa.string(), "status": pa.string(), "pattern": pa.string(), "transport": pa.string(),
@@ -55,7 +56,7 @@ def summary_table(rows: list[dict[str, Any]], capacity: list[dict[str, Any]] | N
 
 
 def capacity_json(capacity: list[dict[str, Any]], slo_p99_us: float | None = None,
-                  searches: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+                  searches: Sequence[SearchRecord] = ()) -> dict[str, Any]:
     """The verdicts per group and, for a capacity search's directory, its table per combination
     (report/search_answer.table: max sustainable rate with its memory and latency cost)."""
     return {"slo_p99_us": slo_p99_us, "groups": [
@@ -64,7 +65,7 @@ def capacity_json(capacity: list[dict[str, Any]], slo_p99_us: float | None = Non
 
 
 def write_summary(rows: list[dict[str, Any]], out_dir: str, capacity: list[dict[str, Any]] | None = None,
-                  slo_p99_us: float | None = None, searches: Sequence[dict[str, Any]] = ()) -> None:
+                  slo_p99_us: float | None = None, searches: Sequence[SearchRecord] = ()) -> None:
     table = summary_table(rows, capacity)
     pq.write_table(table, os.path.join(out_dir, "summary.parquet"))
     pacsv.write_csv(table, os.path.join(out_dir, "summary.csv"))

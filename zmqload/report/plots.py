@@ -5,12 +5,14 @@ import base64
 import io
 import math
 from collections import defaultdict
-from typing import Any
+from typing import Any, Optional
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -20,6 +22,7 @@ from ..analysis.metrics import ALL  # noqa: E402
 from ..contract.fates import TAIL_AMBIGUOUS, TAIL_MID_RUN  # noqa: E402
 from ..contract.histogram import bucket_value  # noqa: E402
 from ..contract.run_record import RunRecord  # noqa: E402
+from ..contract.search_record import ProbeEntry, SearchEntry  # noqa: E402
 from ..contract.states import DrainEnd  # noqa: E402
 
 COLORS = {"offered": "#9e9e9e", "sent": "#1f77b4", "received": "#2ca02c",
@@ -31,14 +34,14 @@ LABELS = {"latency_intended": "latency from intended send (no coordinated omissi
           "latency_drained": "  of it, drained (how long the backlog waited)"}
 
 
-def _png(fig) -> str:
+def _png(fig: Figure) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _si(x, _=None):
+def _si(x: float, _: object = None) -> str:
     """1.5k, 3.36M: three significant digits at most (an axis tick or a legend's rate)."""
     for f, s in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= f:
@@ -53,8 +56,8 @@ SERIES = {"offered": ("offered (by intended time)", "t_first_intended_ns", "t_la
           "received": ("received", "t_first_recv_ns", "t_last_recv_ns")}
 
 
-def throughput_series(rates: list[dict], run: str, window_ns: int, row: dict | None = None,
-                      t0_ns: int | None = None) -> dict:
+def throughput_series(rates: list[dict[str, Any]], run: str, window_ns: int, row: dict[str, Any] | None = None,
+                      t0_ns: int | None = None) -> dict[str, Any]:
     """The throughput plot's data: per series (offered, sent, received), the window edges in
     seconds since t0 (default: the first intended send) and the rate in each window.
 
@@ -110,12 +113,13 @@ def throughput_series(rates: list[dict], run: str, window_ns: int, row: dict | N
     return {"window_ns": width, "series": series}
 
 
-def throughput(rates: list[dict], run: str, window_ns: int, row: dict | None = None, t0_ns: int | None = None):
+def throughput(rates: list[dict[str, Any]], run: str, window_ns: int, row: dict[str, Any] | None = None,
+               t0_ns: int | None = None) -> Optional[str]:
     data = throughput_series(rates, run, window_ns, row, t0_ns)
     return _png(throughput_figure(data)) if data["series"] else None
 
 
-def throughput_figure(data: dict):
+def throughput_figure(data: dict[str, Any]) -> Figure:
     fig, ax = plt.subplots(figsize=(10, 3.4))
     # offered last and on top, dashed and dark: it is the reference the others are read against
     style: dict[str, dict[str, Any]] = {"sent": dict(color=COLORS["sent"], lw=2.6, alpha=0.75),
@@ -142,7 +146,7 @@ def throughput_figure(data: dict):
 PEAK_SCALE = 3.0    # a window above 3x the 95th percentile of all windows is not allowed to set the scale
 
 
-def y_top(data: dict) -> tuple[float, tuple | None]:
+def y_top(data: dict[str, Any]) -> tuple[float, tuple[str, float, float] | None]:
     """The throughput plot's y limit, and the highest peak left above it (series, rate, s) if any."""
     values = [(v, name, (e[i] + e[i + 1]) / 2) for name, (e, vs) in data["series"].items() for i, v in enumerate(vs)]
     if not values:
@@ -164,7 +168,7 @@ STYLES: dict[str, dict[str, Any]] = {
     "latency_intended": dict(lw=3.2, alpha=0.55), "latency_sent": dict(lw=1.4, ls="--"), "stall": dict(lw=1.4)}
 
 
-def latency_curve(hist: list[dict], run: str):
+def latency_curve(hist: list[dict[str, Any]], run: str) -> Optional[str]:
     """Value by percentile on log-log axes, up to the last percentile the count resolves
     (1 - 1/count); a metric that is zero throughout (no sender stall) is named, not drawn."""
     rows = [h for h in hist if h["run"] == run and h["stream"] == ALL]
@@ -221,7 +225,7 @@ def byte_unit(most_bytes: float) -> tuple[int, str]:
     return next(((f, name) for f, name in BYTE_UNITS if most_bytes >= f), BYTE_UNITS[-1])
 
 
-def messages_axis(ax, top: float, mean_size: float | None = None) -> None:
+def messages_axis(ax: Axes, top: float, mean_size: float | None = None) -> None:
     """A y axis of message counts: whole-number ticks only (half a message is not a
     depth), from 0 to at least 1; with the queued bytes on the right in a unit fitting them."""
     ax.set_ylim(0, max(top * 1.1, 1))
@@ -229,13 +233,20 @@ def messages_axis(ax, top: float, mean_size: float | None = None) -> None:
     ax.yaxis.set_major_formatter(FuncFormatter(_si))
     ax.set_ylabel("messages in flight")
     if mean_size:
-        factor, unit = byte_unit(max(top, 1) * mean_size)
-        sec = ax.secondary_yaxis("right", functions=(lambda d: d * mean_size / factor, lambda b: b * factor / mean_size))
+        size = mean_size
+        factor, unit = byte_unit(max(top, 1) * size)
+
+        def to_bytes(depth: Any) -> Any:
+            return depth * size / factor
+
+        def to_depth(queued: Any) -> Any:
+            return queued * factor / size
+        sec = ax.secondary_yaxis("right", functions=(to_bytes, to_depth))
         sec.set_ylabel(f"{unit} queued (x mean size {mean_size:,.0f} B)")
         sec.yaxis.set_major_formatter(FuncFormatter(_si))
 
 
-def queue_depth(depth: list[dict], run: str, window_ns: int, t0_ns: int | None = None):
+def queue_depth(depth: list[dict[str, Any]], run: str, window_ns: int, t0_ns: int | None = None) -> Optional[str]:
     rows = [d for d in depth if d["run"] == run and d["stream"] == ALL]
     if not rows:
         return None
@@ -252,12 +263,12 @@ def queue_depth(depth: list[dict], run: str, window_ns: int, t0_ns: int | None =
     return _png(fig)
 
 
-def _group_of(capacity: list[dict]) -> dict:
+def _group_of(capacity: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """run id -> its group (capacity.capacity_table)."""
     return {rid: g for g in capacity for rid in g["run_ids"]}
 
 
-def loss_vs_hwm_series(run_rows: list[dict], capacity: list[dict]) -> dict | None:
+def loss_vs_hwm_series(run_rows: list[dict[str, Any]], capacity: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The loss-vs-HWM plot's data: the HWM settings tested (the x categories, in order) and
     one series per setup (every other grouping key and the offered rate), each a list of
     (category index, loss %) where loss = lost + refused by the sender, % of attempted.
@@ -269,12 +280,12 @@ def loss_vs_hwm_series(run_rows: list[dict], capacity: list[dict]) -> dict | Non
     group = _group_of(capacity)
     rows = [r for r in run_rows if r.get("expected") and offered(r) and r["run"] in group]
 
-    def hwm_sort(keys):         # numeric order, libzmq's default last
+    def hwm_sort(keys: dict[str, Any]) -> tuple[tuple[bool, Any], ...]:       # numeric order, libzmq's default last
         return tuple((keys[k] is None, keys[k] or 0) for k in hwm_keys)
     settings = sorted({tuple((k, group[r["run"]]["keys"][k]) for k in hwm_keys) for r in rows},
                       key=lambda t: hwm_sort(dict(t)))
     labels = [", ".join(key_text(k, v) for k, v in t) for t in settings]
-    series: defaultdict[str, list] = defaultdict(list)
+    series: defaultdict[str, list[tuple[int, float]]] = defaultdict(list)
     for r in rows:
         keys = group[r["run"]]["keys"]
         rest = ", ".join(key_text(k, v) for k, v in keys.items() if k not in hwm_keys)
@@ -289,7 +300,7 @@ def loss_vs_hwm_series(run_rows: list[dict], capacity: list[dict]) -> dict | Non
 MARKERS = "osD^vP*Xh<>"
 
 
-def loss_vs_hwm(run_rows: list[dict], capacity: list[dict]):
+def loss_vs_hwm(run_rows: list[dict[str, Any]], capacity: list[dict[str, Any]]) -> Optional[str]:
     """Loss of paced runs against the HWM settings, one series per setup; series are
     shifted sideways a little and marked differently, so equal values stay visible."""
     data = loss_vs_hwm_series(run_rows, capacity)
@@ -318,11 +329,11 @@ def loss_vs_hwm(run_rows: list[dict], capacity: list[dict]):
     return _png(fig)
 
 
-def capacity_curves(run_rows: list[dict], slo_p99_us: float, capacity: list[dict]):
+def capacity_curves(run_rows: list[dict[str, Any]], slo_p99_us: float, capacity: list[dict[str, Any]]) -> Optional[str]:
     """Achieved vs offered and p99 vs offered, one line per group (named by its keys), paced
     runs only; the bracket [highest clean, lowest failing] is marked on each line."""
     group = _group_of(capacity)
-    lines = defaultdict(list)
+    lines: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in run_rows:
         if offered(r) and r.get("recv_rate") and r["run"] in group:
             lines[group[r["run"]]["group"]].append(r)
@@ -374,7 +385,8 @@ FATE_COLORS = {"dropped_start": "#8c564b", "dropped_mid": "#d62728", "dropped_ta
                AMBIGUOUS_LABEL: "#ffbb78", "stranded or dropped": "#7f7f7f", "drained": "#1f77b4"}
 
 
-def lost_by_place(rows: list[dict], record: RunRecord, copies: int) -> tuple[dict[str, dict[int, int]], list[int], dict[int, int]]:
+def lost_by_place(rows: list[dict[str, Any]], record: RunRecord,
+                  copies: int) -> tuple[dict[str, dict[int, int]], list[int], dict[int, int]]:
     """({place: {send window: messages that never arrived}}, every window, {window: received}).
     Place as the fates: before the first window with an arrival, start; after the last, the
     run's tail placement rule (docs/RECORDS.md: mid-run, ambiguous or at close); else mid;
@@ -405,7 +417,8 @@ def lost_by_place(rows: list[dict], record: RunRecord, copies: int) -> tuple[dic
     return lost, windows, received
 
 
-def fates_over_time(rates: list[dict], run: str, record: RunRecord, copies: int, window_ns: int):
+def fates_over_time(rates: list[dict[str, Any]], run: str, record: RunRecord, copies: int,
+                    window_ns: int) -> Optional[str]:
     """Per send-time window, messages that never arrived, placed like their fate
     (`lost_by_place`); and per receive-time window, what arrived in the drain. None when
     nothing was lost or drained."""
@@ -421,7 +434,9 @@ def fates_over_time(rates: list[dict], run: str, record: RunRecord, copies: int,
     fig, ax = plt.subplots(figsize=(10, 2.8))
     width = window_ns / 1e9
     t0 = record.schedule.t0_ns if record.schedule is not None else None
-    at = (lambda w: (w * window_ns - t0) / 1e9) if t0 is not None else (lambda w: (w - w0) * width)
+
+    def at(w: int) -> float:
+        return (w * window_ns - t0) / 1e9 if t0 is not None else (w - w0) * width
     bottom: defaultdict[int, int] = defaultdict(int)
     for place, per in lost.items():
         xs = sorted(per)
@@ -458,7 +473,8 @@ def split_parts(transport: str | None) -> tuple[str, ...]:
     return ("libzmq pipes and unix-socket buffers (the kernel's part is sampled over tcp only)",)
 
 
-def queue_split(depth: list[dict], run: str, run_path: str, record: RunRecord, window_ns: int):
+def queue_split(depth: list[dict[str, Any]], run: str, run_path: str, record: RunRecord,
+                window_ns: int) -> Optional[str]:
     """Messages in flight (Spark's depth, of messages that arrived) split into the kernel's tcp
     buffers and libzmq's pipes by zmqload.queues' rule (kernel bytes from the samples / size,
     capped at the depth), with the HWMs as reference lines; one area where the kernel's part
@@ -507,7 +523,7 @@ def queue_split(depth: list[dict], run: str, run_path: str, record: RunRecord, w
     return _png(fig)
 
 
-def nice_number(x) -> str:
+def nice_number(x: object) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     if isinstance(x, float):
@@ -520,7 +536,7 @@ def nice_number(x) -> str:
 
 
 # -- a capacity search's probes (report/search_answer.py) -----------------------------------------
-def si_short(x, _=None) -> str:
+def si_short(x: Optional[float], _: object = None) -> str:
     """1234567 -> '1.23M', 7071 -> '7.07k', 2.5 -> '2.5': at most 3 significant digits."""
     if x is None or not math.isfinite(x):
         return "-"
@@ -538,8 +554,8 @@ PROBE_STYLES = {   # outcome -> marker style; colour tells pass from fail even w
 }
 
 
-def _outcome(probe: dict) -> str:
-    return "generator" if probe.get("generator_limited") else "pass" if probe.get("passed") else "fail"
+def _outcome(probe: ProbeEntry) -> str:
+    return "generator" if probe.generator_limited else "pass" if probe.passed else "fail"
 
 
 def _log_ticks(lo: float, hi: float) -> list[float]:
@@ -559,21 +575,22 @@ def _log_limits(values: list[float]) -> tuple[float, float]:
     return lo / 1.6, hi * 1.6
 
 
-def search_probes(search: dict, slo_p99_us: float | None, title: str):
+def search_probes(search: SearchEntry, slo_p99_us: float | None, title: str) -> Optional[str]:
     """Achieved vs offered and p99 vs offered for one searched combination: every probe a
     marker by outcome (a re-run ringed), the bracket [highest passing, lowest failing] shaded,
     the p99 SLO as a line. Rates are the probes' figures (all producers); log axes, as the
     search ramps geometrically. None when no probe has figures."""
     from matplotlib.ticker import FixedLocator, NullLocator
-    producers = search.get("producers") or 1
-    probes = [p for p in search.get("probes") or () if (p.get("figures") or {}).get("offered_rate")]
-    if not probes:
+    producers = search.producers or 1
+    measured = [(p, p.figures) for p in search.probes if p.figures is not None and p.figures.offered_rate]
+    if not measured:
         return None
+    probes = [p for p, _ in measured]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.0))
-    xs = [p["figures"]["offered_rate"] for p in probes]
-    ys_achieved = [p["figures"].get("throughput_msgs") for p in probes]
-    ys_p99 = [p["figures"].get("p99_us") for p in probes]
-    lo, hi = (list(search.get("bracket") or []) + [None, None])[:2]
+    xs = [f.offered_rate for _, f in measured]
+    ys_achieved = [f.throughput_msgs for _, f in measured]
+    ys_p99 = [f.p99_us for _, f in measured]
+    lo, hi = search.bracket
     for a in (a1, a2):
         if lo is not None and hi is not None and hi > lo:
             a.axvspan(lo * producers, hi * producers, color="#f0c040", alpha=0.35, lw=0,
@@ -581,7 +598,7 @@ def search_probes(search: dict, slo_p99_us: float | None, title: str):
         elif lo is not None and hi is not None:      # a bracket of width 0: one rate passed and failed
             a.axvline(lo * producers, color="#c09000", lw=2, label=f"bracket at {si_short(lo * producers)} msg/s (width 0)")
         elif lo is not None or hi is not None:       # one end only: no bracket, the end is marked
-            end = lo if lo is not None else hi
+            end = next(b for b in (lo, hi) if b is not None)
             a.axvline(end * producers, color="#c09000", lw=1.5, ls="--",
                       label=f"{'highest pass' if lo is not None else 'lowest fail'} {si_short(end * producers)} "
                             "(no bracket)")
@@ -592,7 +609,7 @@ def search_probes(search: dict, slo_p99_us: float | None, title: str):
         a1.scatter([x for x, ya, _ in pts if ya], [ya for _, ya, _ in pts if ya], s=42, zorder=3, **style)
         a2.scatter([x for x, _, yp in pts if yp is not None], [max(yp, FLOOR_US) for _, _, yp in pts if yp is not None],
                    s=42, zorder=3, **style)
-    reruns = [(x, ya, yp) for p, x, ya, yp in zip(probes, xs, ys_achieved, ys_p99) if p.get("confirm")]
+    reruns = [(x, ya, yp) for p, x, ya, yp in zip(probes, xs, ys_achieved, ys_p99) if p.confirm]
     if reruns:
         ring = dict(s=150, facecolors="none", edgecolors="#333", linewidths=1.2, zorder=4, label="re-run")
         a1.scatter([x for x, ya, _ in reruns if ya], [ya for _, ya, _ in reruns if ya], **ring)

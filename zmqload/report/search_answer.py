@@ -11,20 +11,25 @@ memory. The sentence restates the search's own figures; it computes nothing new.
 from __future__ import annotations
 
 import glob
-import json
 import os
-from typing import Any
+from typing import Any, Optional, Sequence
 
 from ..analysis.capacity import KEEPS_UP, fmt_rate
 from ..contract.derived import work_ceiling
+from ..contract.search_record import (RESULT_FILE, Figures, ProbeEntry, ProbeQueuePeak, SearchEntry, SearchRecord,
+                                      read_search)
+from ..contract.states import Slo
+from ..contract.sweep_record import OptionValue
+from ..errors import RecordError
 from ..patterns import PATTERNS
 
-FILE = "capacity-search.json"
+FILE = RESULT_FILE
 
 
-def load(paths: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
-    """The searches under the report's input paths (the path itself or one level below),
-    and a warning for each file that cannot be read."""
+def load(paths: list[str]) -> tuple[list[SearchRecord], list[str]]:
+    """The searches under the report's input paths (the path itself or one level below), read
+    through their type (contract/search_record.py), and a warning for each file that cannot be
+    read (one line naming it)."""
     docs, warnings = [], []
     seen = set()
     for path in paths:
@@ -34,19 +39,15 @@ def load(paths: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
                 continue
             seen.add(real)
             try:
-                with open(f) as fh:
-                    doc = json.load(fh)
-                if not isinstance(doc.get("searches"), list):
-                    raise ValueError("no 'searches' list")
-                docs.append(doc)
-            except (OSError, ValueError, AttributeError) as e:
-                warnings.append(f"capacity search {f} skipped: {e}")
+                docs.append(read_search(f))
+            except RecordError as e:
+                warnings.append(f"capacity search skipped: {e}")
     return docs, warnings
 
 
-def slo_p99_us(docs: list[dict[str, Any]]) -> float | None:
+def slo_p99_us(docs: Sequence[SearchRecord]) -> float | None:
     """The p99 SLO the searches used (the strictest, if they differ), or None."""
-    given = [d["slos"]["slo_p99_us"] for d in docs if (d.get("slos") or {}).get("slo_p99_us")]
+    given = [d.slos.slo_p99_us for d in docs if d.slos.slo_p99_us]
     return min(given) if given else None
 
 
@@ -54,35 +55,35 @@ def slo_p99_us(docs: list[dict[str, Any]]) -> float | None:
 HEAD = ("pattern", "transport", "size")
 
 
-def head(search: dict[str, Any]) -> str:
+def head(search: SearchEntry) -> str:
     """'pub-sub tcp 256 B': the pattern, transport and size of the searched setting."""
-    w = search.get("workload") or {}
-    return f"{w.get('pattern', '?')} {w.get('transport', '?')} {w.get('size', '?')} B"
+    w = search.workload
+    return f"{w.pattern} {w.transport} {w.size} B"
 
 
-def keys(search: dict[str, Any]) -> dict[str, Any]:
+def keys(search: SearchEntry) -> dict[str, OptionValue]:
     """What this combination's search varied, beyond the head: {'rcvhwm': 100}."""
-    return {k: v for k, v in (search.get("values") or {}).items() if k not in HEAD}
+    return {k: v for k, v in search.values.items() if k not in HEAD}
 
 
-def setting(search: dict[str, Any]) -> str:
+def setting(search: SearchEntry) -> str:
     """'pub-sub tcp 256 B, rcvhwm=100': the pattern, transport, size, what the search varied and
     the HWMs it set (they decide whether bursts drop)."""
-    w = search.get("workload") or {}
+    w = search.workload
     values = keys(search)
     varied = ", ".join(f"{k}={v}" for k, v in values.items())
-    hwms = ", ".join(f"{k.upper()} {w[k]:,}" for k in ("sndhwm", "rcvhwm")
-                     if w.get(k) is not None and k not in values)
+    hwms = ", ".join(f"{k.upper()} {hwm:,}" for k, hwm in (("sndhwm", w.sndhwm), ("rcvhwm", w.rcvhwm))
+                     if hwm is not None and k not in values)
     return head(search) + "".join(f", {part}" for part in (varied, hwms) if part)
 
 
-def _probe_at(search: dict[str, Any], rate: float | None, passed: bool) -> dict[str, Any] | None:
+def _probe_at(search: SearchEntry, rate: float | None, passed: bool) -> ProbeEntry | None:
     """The last probe at `rate` with that outcome (a re-run counts over the first one)."""
     if rate is None:
         return None
     found = None
-    for p in search.get("probes") or ():
-        if p.get("rate") == rate and bool(p.get("passed")) == passed:
+    for p in search.probes:
+        if p.rate == rate and p.passed == passed:
             found = p
     return found
 
@@ -91,15 +92,14 @@ def _mib(kb: float | None, decimals: int = 0) -> str:
     return "-" if kb is None else f"{kb / 1024:,.{decimals}f} MiB"
 
 
-def _consumer_load(search: dict[str, Any], rate: float) -> float:
+def _consumer_load(search: SearchEntry, rate: float) -> float:
     """Messages per second each consumer must take at `rate` per producer."""
-    w = search.get("workload") or {}
-    producers, consumers = search.get("producers") or 1, w.get("consumers") or 1
-    pattern = PATTERNS.get(w.get("pattern") or "")      # unknown in a foreign file: the load is shared
-    return rate * producers / (1 if pattern and pattern.fanout else consumers)
+    w = search.workload
+    pattern = PATTERNS.get(w.pattern)      # unknown in a foreign file: the load is shared
+    return rate * (search.producers or 1) / (1 if pattern and pattern.fanout else (w.consumers or 1))
 
 
-def cause(search: dict[str, Any], failing: dict[str, Any] | None) -> str | None:
+def cause(search: SearchEntry, failing: ProbeEntry | None) -> str | None:
     """What limited the answer, from the lowest failing probe. The consumers fell behind when they
     received less than KEEPS_UP of the offered rate until the drain, or the search's own
     --min-achieved or backlog check broke: they are the limit, said with what their simulated
@@ -107,28 +107,29 @@ def cause(search: dict[str, Any], failing: dict[str, Any] | None) -> str | None:
     they kept up is queueing. None when nothing says."""
     if not failing:
         return None
-    slos = [b.get("slo") for b in failing.get("breaches") or ()]
-    f = failing.get("figures") or {}
-    achieved, hi = f.get("achieved"), failing.get("rate")
-    w = search.get("workload") or {}
-    hwm = f"SNDHWM {_hwm(w.get('sndhwm'))}, RCVHWM {_hwm(w.get('rcvhwm'))}"
+    slos = [b.slo for b in failing.breaches]
+    f = failing.figures or Figures()
+    achieved, hi = f.achieved, failing.rate
+    w = search.workload
+    hwm = f"SNDHWM {_hwm(w.sndhwm)}, RCVHWM {_hwm(w.rcvhwm)}"
     # The receive rate until the drain (throughput_msgs) decides: achieved counts what the fast
     # drain read, and a queue that filled in the first half and then dropped (or only grew into
     # latency) need not break the backlog check.
-    offered_rate, received_rate = f.get("offered_rate"), f.get("throughput_msgs")
+    offered_rate = f.offered_rate
+    received_rate = f.throughput_msgs if failing.figures is not None else None
     slow = bool(offered_rate and received_rate is not None and received_rate < KEEPS_UP * offered_rate)
-    fell_behind = slow or "min-achieved" in slos or "backlog" in slos
-    if slos and slos[0] == "max-loss" and not fell_behind and achieved is not None:
+    fell_behind = slow or Slo.MIN_ACHIEVED in slos or Slo.BACKLOG in slos
+    if slos and slos[0] == Slo.MAX_LOSS and not fell_behind and achieved is not None:
         rate = f"{fmt_rate(received_rate)}, " if received_rate is not None else ""
         return (f"limited by drops at the HWM while the consumer kept up on average (at {fmt_rate(hi)} it "
                 f"received {rate}{achieved:.2%} of the offered load, no growing backlog; {hwm}): bursts "
                 f"overflow the pipes, a larger HWM absorbs them")
-    delay = w.get("consumer_delay_us")
+    delay = w.consumer_delay_us
     if fell_behind:
         took = f"took {fmt_rate(received_rate)} of the {fmt_rate(offered_rate)} offered" if slow else ""
         if not delay:
             return "limited by the consumer (it fell behind" + (f": {took})" if took else ")")
-        ceiling, consumers = work_ceiling(delay), w.get("consumers") or 1
+        ceiling, consumers = work_ceiling(delay), w.consumers or 1
         text = (f"limited by the consumer, doing {delay:g} us of work per message (at most {fmt_rate(ceiling)} "
                 f"each, {consumers} consumer{'s' * (consumers > 1)})")
         if hi and _consumer_load(search, hi) < 0.8 * ceiling:
@@ -137,77 +138,111 @@ def cause(search: dict[str, Any], failing: dict[str, Any] | None) -> str | None:
                      + (f" ({took})" if took else "") + ", below what its work alone allows (it shares the CPU "
                      "with the producers and libzmq's I/O threads)")
         return text
-    if slos == ["slo-p99-us"]:
+    if slos == [Slo.SLO_P99_US]:
         return "limited by latency: p99 over the SLO while nothing was lost and no backlog grew (queueing)"
     return None
 
 
-def _hwm(value: Any) -> str:
+def _hwm(value: Optional[int]) -> str:
     return "default" if value is None else f"{value:,}"
 
 
-def sentence(search: dict[str, Any]) -> str:
-    """One sentence: the answer and why it is there."""
+def is_cut_short(search: SearchEntry, record: SearchRecord | None) -> bool:
+    """The search `record` was in when it stopped short (contract/search_record.SearchRecord.cut_short)."""
+    return record is not None and record.cut_short is search
+
+
+_STOPPED = {"running": "still running, or killed", "interrupted": "interrupted", "failed": "failed"}
+
+
+def _cut_short_text(search: SearchEntry, record: SearchRecord) -> str:
+    """'the search was cut short (interrupted) after 2 probes': why and how far."""
+    n = len(search.probes)
+    return (f"the search was cut short ({_STOPPED.get(str(record.status), str(record.status))}) after {n} "
+            f"probe{'s' * (n != 1)}")
+
+
+def sentence(search: SearchEntry, record: SearchRecord | None = None) -> str:
+    """One sentence: the answer and why it is there; for the combination a search cut short was
+    in (`record`, the search it belongs to), how far it got."""
     name = setting(search)
-    lo, hi = (list(search.get("bracket") or []) + [None, None])[:2]
-    producers = search.get("producers") or 1
-    if search.get("generator_limited"):
-        probe: dict[str, Any] = next((p for p in search.get("probes") or () if p.get("generator_limited")), {})
-        reached = (probe.get("figures") or {}).get("reached_rate")
+    lo, hi = search.bracket
+    producers = search.producers or 1
+    if record is not None and is_cut_short(search, record):
+        if lo is None and hi is None:
+            reached = "no probe had finished" if not search.probes else "it had no bracket yet"
+        elif hi is None:
+            reached = f"it had reached {fmt_rate(lo)}, every probe passing (no failing rate yet)"
+        elif lo is None:
+            reached = f"every probe had failed, down to {fmt_rate(hi)} (no passing rate yet)"
+        else:
+            reached = f"it had reached the bracket {fmt_rate(lo)} - {fmt_rate(hi)} (highest passing - lowest failing)"
+        return f"{name}: no answer: {_cut_short_text(search, record)}, before it found one; {reached}."
+    if search.generator_limited:
+        probe = next((p for p in search.probes if p.generator_limited), None)
+        reached_rate = probe.figures.reached_rate if probe is not None and probe.figures is not None else None
         return (f"{name}: no capacity measured: the load generator could not keep its schedule at "
-                f"{fmt_rate(probe.get('rate'))} (it reached {fmt_rate(reached)}, without pushback from the "
-                f"sockets); add --producers to offer more load.")
-    if not search.get("converged"):
-        return f"{name}: no answer: {search.get('reason') or 'the search did not converge'}."
-    rate = search.get("max_sustainable_rate")
+                f"{fmt_rate(probe.rate if probe is not None else None)} (it reached {fmt_rate(reached_rate)}, without "
+                f"pushback from the sockets); add --producers to offer more load.")
+    if not search.converged:
+        return f"{name}: no answer: {search.reason or 'the search did not converge'}."
+    rate = search.max_sustainable_rate
     total = f" per producer ({fmt_rate(rate * producers)} in total)" if producers > 1 and rate else ""
     failing = _probe_at(search, hi, passed=False)
     why = cause(search, failing)
     parts = [f"{name}: {fmt_rate(rate)} sustainable{total} (bracket {fmt_rate(lo)} - {fmt_rate(hi)})"
              + (f", {why}" if why else "")]
-    breaches = (failing or {}).get("breaches") or []
+    breaches = failing.breaches if failing is not None else []
     if breaches:
-        parts.append(f"above it at {fmt_rate(hi)}: {breaches[0].get('text') or breaches[0].get('slo')}")
-    delay = (search.get("workload") or {}).get("consumer_delay_us")
+        parts.append(f"above it at {fmt_rate(hi)}: {breaches[0].text or breaches[0].slo}")
+    w = search.workload
+    delay = w.consumer_delay_us
     if delay and not (why or "").startswith("limited by the consumer"):
-        consumers = (search.get("workload") or {}).get("consumers") or 1
+        consumers = w.consumers or 1
         parts.append(f"each consumer does {delay:g} us of work per message "
                      f"(at most {fmt_rate(work_ceiling(delay))} each, {consumers} consumer{'s' * (consumers > 1)})")
-    at = (_probe_at(search, rate, passed=True) or {}).get("figures") or {}
-    if at:
-        peak = at.get("queue_peak") or {}
-        parts.append(f"at that rate p99 {at.get('p99_us', 0) or 0:,.0f} us, queue peak {peak.get('messages', 0):,} "
-                     f"messages ({peak.get('kernel_messages', 0):,} in kernel buffers, "
-                     f"{peak.get('libzmq_messages', 0):,} in libzmq), consumer RSS {_mib(at.get('consumer_max_rss_kb'))}")
+    answer = _probe_at(search, rate, passed=True)
+    at = answer.figures if answer is not None else None
+    if at is not None:
+        peak = at.queue_peak or ProbeQueuePeak()
+        parts.append(f"at that rate p99 {at.p99_us or 0:,.0f} us, queue peak {peak.messages or 0:,} messages "
+                     f"({peak.kernel_messages or 0:,} in kernel buffers, {peak.libzmq_messages or 0:,} in libzmq), "
+                     f"consumer RSS {_mib(at.consumer_max_rss_kb)}")
     return "; ".join(parts) + "."
 
 
-def probe_rows(search: dict[str, Any]) -> list[dict[str, Any]]:
+def probe_rows(search: SearchEntry) -> list[dict[str, Any]]:
     """The probes in the order run, for the report's table."""
     rows = []
-    for p in search.get("probes") or ():
-        f = p.get("figures") or {}
-        rows.append({"rate": p.get("rate"), "passed": bool(p.get("passed")), "confirm": bool(p.get("confirm")),
-                     "achieved": f.get("achieved"), "loss_ratio": f.get("loss_ratio"), "p99_us": f.get("p99_us"),
-                     "failed_slo": p.get("failed_slo"), "run_dir": p.get("run_dir")})
+    for p in search.probes:
+        f = p.figures
+        rows.append({"rate": p.rate, "passed": p.passed, "confirm": p.confirm,
+                     "achieved": f.achieved if f is not None else None,
+                     "loss_ratio": f.loss_ratio if f is not None else None,
+                     "p99_us": f.p99_us if f is not None else None,
+                     "failed_slo": None if p.failed_slo is None else str(p.failed_slo), "run_dir": p.run_dir})
     return rows
 
 
 # What a search ended with, as the table says it: only a converged search has a capacity.
-CONVERGED, GENERATOR_LIMITED, NO_ANSWER = "converged", "generator limited", "no answer"
+CONVERGED, GENERATOR_LIMITED, NO_ANSWER, CUT_SHORT = "converged", "generator limited", "no answer", "cut short"
 
 
-def status(search: dict[str, Any]) -> str:
-    if search.get("generator_limited"):
+def status(search: SearchEntry, record: SearchRecord | None = None) -> str:
+    """How the search of this combination ended (`record`: the search it belongs to, which says
+    whether it was cut short in this combination)."""
+    if is_cut_short(search, record):
+        return CUT_SHORT
+    if search.generator_limited:
         return GENERATOR_LIMITED
-    return CONVERGED if search.get("converged") else NO_ANSWER
+    return CONVERGED if search.converged else NO_ANSWER
 
 
-def answer_probe(search: dict[str, Any]) -> dict[str, Any] | None:
+def answer_probe(search: SearchEntry, record: SearchRecord | None = None) -> ProbeEntry | None:
     """The probe the answer stands on: the last pass at the max sustainable rate (its re-run)."""
-    if status(search) != CONVERGED:
+    if status(search, record) != CONVERGED:
         return None
-    return _probe_at(search, search.get("max_sustainable_rate"), passed=True)
+    return _probe_at(search, search.max_sustainable_rate, passed=True)
 
 
 def run_id(run_dir: str | None) -> str | None:
@@ -218,31 +253,36 @@ def run_id(run_dir: str | None) -> str | None:
     return base[len("run="):] if base.startswith("run=") else base
 
 
-def table_row(search: dict[str, Any], search_id: str | None = None) -> dict[str, Any]:
+def table_row(search: SearchEntry, search_id: str | None = None, record: SearchRecord | None = None) -> dict[str, Any]:
     """One row of "max sustainable rate by HWM, with its memory and latency cost": the grouping
     keys, the answer and its bracket, the SLO that broke above it, and at the answer probe its
     p99 / p99.9, queue peak by place and the consumer's peak RSS. Figures as the search wrote
-    them (capacity-search.json), unrounded; None where there is no answer."""
-    lo, hi = (list(search.get("bracket") or []) + [None, None])[:2]
-    probe = answer_probe(search)
-    at = (probe or {}).get("figures") or {}
-    peak = at.get("queue_peak") or {}
-    state = status(search)
+    them (capacity-search.json), unrounded; None where there is no answer. `record`: the search
+    it belongs to (whether it was cut short in this combination)."""
+    lo, hi = search.bracket
+    probe = answer_probe(search, record)
+    at = probe.figures if probe is not None else None
+    peak = at.queue_peak if at is not None else None
+    state = status(search, record)
+    if state == CUT_SHORT and record is not None:
+        reason: Optional[str] = _cut_short_text(search, record)
+    else:
+        reason = None if state == CONVERGED else (search.reason or state)
     return {"search_id": search_id, "setting": head(search), "keys": keys(search),
-            "producers": search.get("producers") or 1, "status": state,
-            "reason": None if state == CONVERGED else (search.get("reason") or state),
-            "max_sustainable_rate": search.get("max_sustainable_rate") if state == CONVERGED else None,
-            "bracket": [lo, hi], "failed_slo": search.get("failed_slo"),
-            "answer_run": run_id(probe.get("run_dir")) if probe else None,
-            "p99_us": at.get("p99_us"), "p99_9_us": at.get("p99_9_us"),
-            "queue_peak_messages": peak.get("messages"), "queue_peak_kernel_messages": peak.get("kernel_messages"),
-            "queue_peak_libzmq_messages": peak.get("libzmq_messages"),
-            "consumer_max_rss_kb": at.get("consumer_max_rss_kb")}
+            "producers": search.producers or 1, "status": state, "reason": reason,
+            "max_sustainable_rate": search.max_sustainable_rate if state == CONVERGED else None,
+            "bracket": [lo, hi], "failed_slo": None if search.failed_slo is None else str(search.failed_slo),
+            "answer_run": run_id(probe.run_dir) if probe else None,
+            "p99_us": at.p99_us if at is not None else None, "p99_9_us": at.p99_9_us if at is not None else None,
+            "queue_peak_messages": peak.messages if peak is not None else None,
+            "queue_peak_kernel_messages": peak.kernel_messages if peak is not None else None,
+            "queue_peak_libzmq_messages": peak.libzmq_messages if peak is not None else None,
+            "consumer_max_rss_kb": at.consumer_max_rss_kb if at is not None else None}
 
 
-def table(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def table(docs: Sequence[SearchRecord]) -> list[dict[str, Any]]:
     """The table's rows, one per searched combination of every search among the inputs."""
-    return [table_row(s, doc.get("search_id")) for doc in docs for s in doc["searches"]]
+    return [table_row(s, doc.search_id, doc) for doc in docs for s in doc.searches]
 
 
 def key_names(rows: list[dict[str, Any]]) -> list[str]:

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Optional, Union, cast
 
 import numpy as np
 
 from ..accounting import reconcile
+from ..config import Workload
+from ..contract import control
 from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 from ..contract.ids import Role
 from ..generator import schedule_keeping
@@ -17,7 +20,7 @@ _PRODUCER_HIDDEN = ("sent_ok_map", "rtt", "counters", "lateness")
 _CONSUMER_HIDDEN = ("streams", "latency_intended", "latency_sent")
 
 
-def _plain(final, hidden) -> dict:
+def _plain(final: Union[control.ProducerFinal, control.ConsumerFinal], hidden: tuple[str, ...]) -> dict[str, Any]:
     """A final as the flat dict run.json keeps per worker."""
     row = {f.name: getattr(final, f.name) for f in dataclasses.fields(final) if f.name not in hidden}
     if hasattr(final, "counters"):
@@ -30,7 +33,7 @@ def _plain(final, hidden) -> dict:
 DROP_AT_HWM = ("PUB", "XPUB")
 
 
-def tail_placement(w, drain: dict) -> tuple[str, str]:
+def tail_placement(w: Workload, drain: dict[str, Any]) -> tuple[str, str]:
     """Where unreceived messages sent after a consumer's last arrival were lost, and why
     (zmqload.contract.fates: TAIL_AT_CLOSE, TAIL_MID_RUN or TAIL_AMBIGUOUS), from the close
     order the run used and how its first drain ended (`drain` as the controller left it)."""
@@ -48,13 +51,15 @@ def tail_placement(w, drain: dict) -> tuple[str, str]:
                             "ambiguous (--close-order after-drain tells them apart)")
 
 
-def queue_depth(run_dir: str, w, t0_ns: int, drops: dict, producers: dict) -> dict:
+def queue_depth(run_dir: str, w: Workload, t0_ns: int,
+                drops: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]],
+                producers: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """The queue's peak (and the series, for scenarios and tests) from the samples. A drop
     leaves the queue at its send time, one lost at shutdown when its producer closed."""
     from .. import queues
     from ..accounting import drop_ranks
     samples = queues.read_samples(run_dir)
-    times = []
+    times: list[np.ndarray] = []
     for stream, maps in drops.items():
         p = producers.get(stream, {})
         closed_ns = (p.get("t_last_send_ns") or 0) + (p.get("close_ns") or 0) + (p.get("term_ns") or 0)
@@ -68,7 +73,7 @@ def queue_depth(run_dir: str, w, t0_ns: int, drops: dict, producers: dict) -> di
     return {"peak": queues.peak(depth), "series": depth}
 
 
-def dead_paths(state: RunState) -> dict:
+def dead_paths(state: RunState) -> dict[str, frozenset[int]]:
     """Whose messages a dead worker leaves with an unknown fate: its own (a producer's
     stream, a consumer's view), or every stream when the proxy between them died."""
     if any(n.role is Role.PROXY for n in state.dead):
@@ -79,10 +84,11 @@ def dead_paths(state: RunState) -> dict:
             "dead_consumers": frozenset(n.index for n in state.dead if n.role is Role.CONSUMER)}
 
 
-def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, versions: dict) -> RunResult:
-    producers: dict[int, dict] = {}
+def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status: str,
+                 versions: dict[str, str]) -> RunResult:
+    producers: dict[int, dict[str, Any]] = {}
     for worker in state.producers:
-        final = state.final.get(worker)
+        final = cast(Optional[control.ProducerFinal], state.final.get(worker))     # a producer's final
         done = state.done.get(worker)
         if final is not None:
             producers[worker.index] = dict(_plain(final, _PRODUCER_HIDDEN), worker=worker.index,
@@ -90,15 +96,15 @@ def build_result(state: RunState, w, run_id: str, run_dir: str, status: str, ver
         elif done is not None:      # no final: nothing known beyond the done counters
             producers[worker.index] = dict(dataclasses.asdict(done.counters), worker=worker.index,
                                            sent_ok_map=np.zeros(0, np.uint8), rtt=None)
-    consumers: dict[int, dict] = {}
+    consumers: dict[int, dict[str, Any]] = {}
     for worker in state.consumers:
-        final = state.final.get(worker)
-        if final is not None:
+        c_final = cast(Optional[control.ConsumerFinal], state.final.get(worker))   # a consumer's final
+        if c_final is not None:
             consumers[worker.index] = dict(
-                _plain(final, _CONSUMER_HIDDEN), worker=worker.index, latency_intended=final.latency_intended,
-                latency_sent=final.latency_sent,
+                _plain(c_final, _CONSUMER_HIDDEN), worker=worker.index, latency_intended=c_final.latency_intended,
+                latency_sent=c_final.latency_sent,
                 streams={s.stream: {"unique": s.unique, "duplicates": s.duplicates, "reordered": s.reordered,
-                                    "seen_map": s.seen_map, "drained_map": s.drained_map} for s in final.streams})
+                                    "seen_map": s.seen_map, "drained_map": s.drained_map} for s in c_final.streams})
     usable = any(len(p["sent_ok_map"]) or not p.get("attempted") for p in producers.values())
     drain_completed = bool(state.drain.get("completed")) and status == "complete"
     placement, why = tail_placement(w, state.drain)

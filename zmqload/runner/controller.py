@@ -13,14 +13,18 @@ collect: every worker's final counters.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from .. import _engine, patterns
 from ..config import Workload
 from ..contract import control, ids
 from ..errors import RunError
 from .lifecycle import PROGRESS_EVERY_NS
-from .state import ProgressListener, RunState
+from .state import ProgressListener, ProgressSnapshot, RunState
+
+if TYPE_CHECKING:
+    from .channel import ControlServer
+    from .launch import Launcher
 
 LAUNCH_TIMEOUT_S = 60.0
 WARMUP_TIMEOUT_S = 15.0
@@ -48,8 +52,8 @@ def drain_decision(expected: int, received: int, idle_ns: int, since_start_ns: i
 
 
 class Controller:
-    def __init__(self, w: Workload, run_dir: str, run_id: str, server, launcher, ipc_dir: str,
-                 listener: ProgressListener | None = None):
+    def __init__(self, w: Workload, run_dir: str, run_id: str, server: ControlServer, launcher: Launcher,
+                 ipc_dir: str, listener: ProgressListener | None = None):
         self.w = w
         self.pattern = patterns.get(w.pattern)
         self.run_dir, self.run_id = run_dir, run_id
@@ -69,10 +73,10 @@ class Controller:
         if self.listener is not None:
             self.listener.update(self.snapshot())
 
-    def snapshot(self):
+    def snapshot(self) -> ProgressSnapshot:
         return self.state.snapshot(self.w.pattern, self.w.transport, time.monotonic() - self.started)
 
-    def wait(self, condition, timeout_s: float, what: str) -> None:
+    def wait(self, condition: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
         while not condition():
             self.pump()
@@ -85,11 +89,11 @@ class Controller:
             if time.monotonic() > deadline:
                 raise RunError(f"timed out after {timeout_s:g} s {what}")
 
-    def send_all(self, workers, message) -> None:
+    def send_all(self, workers: Iterable[ids.WorkerId], message: control.Message) -> None:
         for worker in workers:
             self.server.send(worker, message)
 
-    def start_worker(self, worker: ids.WorkerId, bind: list) -> None:
+    def start_worker(self, worker: ids.WorkerId, bind: list[str]) -> None:
         from .spec import WorkerSpec
         self.launcher.start(WorkerSpec(worker, self.w, self.server.endpoint, self.run_dir, bind))
 
@@ -113,7 +117,7 @@ class Controller:
             s.proxies = [ids.WorkerId(ids.Role.PROXY, 0)]
             self.start_worker(s.proxies[0], binder_endpoints(w, 2, self.ipc_dir, self.run_id))
             self.wait(lambda: s.proxies[0] in s.ready, LAUNCH_TIMEOUT_S, "waiting for the proxy to start")
-            self.binders = []
+            self.binders: list[ids.WorkerId] = []
         else:
             self.binders = s.consumers if self.pattern.binder == "consumer" else s.producers
         endpoints = binder_endpoints(w, len(self.binders), self.ipc_dir, self.run_id)
@@ -123,7 +127,7 @@ class Controller:
         self.wait(lambda: all(n in s.ready for n in s.producers + s.consumers), LAUNCH_TIMEOUT_S,
                   "waiting for the workers to start")
 
-    def connect(self) -> list:
+    def connect(self) -> list[ids.WorkerId]:
         """Tell the connecting side where to connect; slow joiners (--join-delay-ms) wait
         until after the start. Returns the late joiners."""
         s = self.state
@@ -141,7 +145,7 @@ class Controller:
                   "waiting for the workers to connect")
         return late
 
-    def warm_up(self, late: list) -> None:
+    def warm_up(self, late: list[ids.WorkerId]) -> None:
         # Round trips need no warm-up (nothing can be lost to a slow join: every request
         # waits for its reply), and REQ's strict send/recv alternation forbids one.
         if not self.w.warmup or self.pattern.round_trip or late:
@@ -150,7 +154,7 @@ class Controller:
         self.wait(lambda: all(n in self.state.warm for n in self.state.consumers), WARMUP_TIMEOUT_S,
                   "waiting for every consumer to hear every producer (warm-up)")
 
-    def start(self, late: list) -> None:
+    def start(self, late: list[ids.WorkerId]) -> None:
         s = self.state
         s.t0_ns = _engine.now_ns() + START_MARGIN_NS
         if not late:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import resource
+from typing import Callable
 
 from .. import _engine, patterns
 from ..contract import control
 from ..kernelq import TcpQueues, ports_of
-from ..recorder import SAMPLES_SCHEMA, PartWriter, Samples
+from ..recorder import SAMPLES_SCHEMA, ChunkPipeline, PartWriter, Samples
 from .channel import ControlClient
 from .spec import WorkerSpec
 
@@ -57,7 +58,7 @@ def max_rss_kb() -> int:
 class WorkerLifecycle:
     """Subclasses implement run(); they call tick() between slices."""
 
-    def __init__(self, spec: WorkerSpec, ctl: ControlClient, context):
+    def __init__(self, spec: WorkerSpec, ctl: ControlClient, context: _engine.Context | None):
         self.spec = spec
         self.ctl = ctl
         self.workload = spec.workload
@@ -66,7 +67,7 @@ class WorkerLifecycle:
         self.context = _engine.Context(self.workload.io_threads) if context is None else context
         self.sockets: list[_engine.Socket] = []
         self.t0_ns = 0
-        self.connect_to: list = []
+        self.connect_to: list[str] = []
         self.stop_requested = False
         self.interrupted = False
         self.close_allowed = False
@@ -92,7 +93,7 @@ class WorkerLifecycle:
         if not self.controller_alive():
             self.stop_requested = self.interrupted = True
 
-    def handle(self, message) -> None:
+    def handle(self, message: control.Message) -> None:
         if isinstance(message, control.Connect):
             self.connect_to = list(message.endpoints)
         elif isinstance(message, control.Start):
@@ -106,7 +107,7 @@ class WorkerLifecycle:
             self.drain_mode = message.drain
         self.on_command(message)
 
-    def on_command(self, message) -> None:
+    def on_command(self, message: control.Message) -> None:
         """Role-specific reaction to a command (after the common one)."""
 
     def poll_commands(self, timeout_ms: int = 0) -> None:
@@ -115,7 +116,7 @@ class WorkerLifecycle:
             self.handle(message)
             message = self.ctl.recv(0)
 
-    def wait_while(self, condition, step_ms: int = 50) -> None:
+    def wait_while(self, condition: Callable[[], bool], step_ms: int = 50) -> None:
         """Serve commands until condition() is false, the controller is gone or a stop came."""
         while condition() and not self.stop_requested:
             self.poll_commands(step_ms)
@@ -139,7 +140,7 @@ class WorkerLifecycle:
         return self._sampled
 
     # -- sockets -------------------------------------------------------------------------------
-    def open_socket(self, socket_type: str, options: dict) -> "_engine.Socket":
+    def open_socket(self, socket_type: str, options: dict[str, int | None]) -> "_engine.Socket":
         """A socket with `options` set, bound (binders) or connected once the controller
         says where (the binders' tcp ports are only known after they bound)."""
         sock = _engine.Socket(self.context, _engine.SOCKET_TYPES[socket_type])
@@ -170,7 +171,7 @@ class WorkerLifecycle:
         """Hidden (readers skip names starting with '_') home of raw chunks awaiting conversion."""
         return os.path.join(self.spec.run_dir, "_spill", self.spec.name)
 
-    def close_pipeline(self, pipeline) -> int:
+    def close_pipeline(self, pipeline: ChunkPipeline) -> int:
         """Wait for the records; after an interrupt, give the converter a second at most."""
         return pipeline.close(abandon_after_s=1.0 if self.interrupted else None)
 

@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from .. import _engine
 from ..contract import control
 from ..recorder import ChunkPipeline, SendConverter
 from .lifecycle import WorkerLifecycle, max_rss_kb
 from .placement import place_this_worker, placed
+
+if TYPE_CHECKING:
+    import numpy as np
 
 WARMUP_EVERY_MS = 2
 
@@ -82,7 +86,7 @@ class Producer(WorkerLifecycle):
         if w.close_order in ("consumer-first", "after-drain"):
             self.wait_while(lambda: not self.close_allowed and not self.interrupted)
 
-    def wait_for_start(self, sock) -> None:
+    def wait_for_start(self, sock: _engine.Socket) -> None:
         """Send warm-up messages (if asked) until the start command arrives."""
         warming = False
         warm_msg = _engine.warmup_message(self.spec.worker.index, self.workload.size)
@@ -96,19 +100,19 @@ class Producer(WorkerLifecycle):
             else:
                 self.watch_controller()
 
-    def counters(self, sender) -> control.SendCounters:
+    def counters(self, sender: _engine.Sender | None) -> control.SendCounters:
         if sender is None:
             return control.SendCounters(interrupted=self.interrupted)
         return control.SendCounters(sender.attempted, sender.sent, sender.eagain, sender.timeouts, sender.errors,
                                     sender.last_errno, sender.t_first_send_ns, sender.t_last_send_ns,
                                     self.interrupted, sender.blocked_sends, sender.blocked_ns)
 
-    def close(self, sock, linger_ms) -> tuple[int, int]:
+    def close(self, sock: _engine.Socket, linger_ms: int | None) -> tuple[int, int]:
         """Close with the configured linger (or 0 when interrupted) and time both steps."""
         close_ns = sock.close(linger_ms)
         return close_ns, self.finish_context()
 
 
-def _empty_map():
+def _empty_map() -> np.ndarray:
     import numpy as np
     return np.zeros(0, np.uint8)

@@ -16,7 +16,7 @@ from ..contract.states import RunStatus
 from ..errors import ConfigError, RecordError
 from ..result import RunResult
 from .collect import build_result
-from .run import finish_records
+from .record import finish_records
 from .salvage import salvage_run
 from .state import RunState
 

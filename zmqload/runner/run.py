@@ -27,12 +27,9 @@ from .collect import build_result
 from .controller import FINAL_TIMEOUT_S, Controller
 from . import placement
 from .launch import Launcher
+from .record import finish_records, start_records, utc_now
 from .salvage import salvage_run
 from .state import ProgressListener, RunState, WorkerFailed
-
-RESERVE_NAME = ".run.json.reserve"
-"""Room kept for the final run.json from the start, released just before it is written,
-so a run that fills its disk can still record how it ended."""
 
 # Bytes on disk per message (docs/ARCHITECTURE.md: about 10 per row in each of sends/ and
 # recvs/) and per raw row waiting in _spill/ (9 per send, 28 per receive).
@@ -70,10 +67,6 @@ def space_warning(w: Workload, run_dir: str) -> str | None:
         return None
     return (f"{run_dir}: {free:,} bytes free, the run is expected to write about {needed:,} "
             f"(~{PARQUET_BYTES_PER_ROW} bytes per message and table); it fails if the disk fills")
-
-
-def _utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def new_run_id(w: Workload) -> str:
@@ -115,7 +108,7 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
         run_id=run_id, workload=w, slos=slos,
         pattern=rr.PatternFacts(fanout=w.fanout, binder=Role(patterns.get(w.pattern).binder)),
         versions=codec.convert(versions(), rr.Versions), host=codec.convert(host(), rr.Host),
-        clock=codec.convert(clock_pair(), rr.ClockPair), started_at=_utc_now())
+        clock=codec.convert(clock_pair(), rr.ClockPair), started_at=utc_now())
     warning = space_warning(w, run_dir)
     if warning:
         record.warnings.append(warning)
@@ -180,19 +173,6 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
     return result
 
 
-def start_records(run_dir: str, record: rr.RunRecord, reserve: int) -> None:
-    """The first run.json (status running) and the room kept for the last one; on a disk
-    too full for either nothing starts (and the empty run directory goes)."""
-    try:
-        rr.write_run(run_dir, record)
-        with open(os.path.join(run_dir, RESERVE_NAME), "wb") as f:
-            f.write(b"\0" * reserve)       # written zeros, not a sparse hole: the room is taken now
-    except OSError as exc:
-        error = write_error(exc, run_dir, reserve)
-        shutil.rmtree(run_dir, ignore_errors=True)
-        raise error from None
-
-
 def salvage_records(state: RunState, w: Workload, run_dir: str, record: rr.RunRecord) -> str:
     """Finals of workers that died or left records unconverted, rebuilt from their records
     (runner/salvage.py). Returns '' or what could not be kept, for the error line."""
@@ -204,28 +184,6 @@ def salvage_records(state: RunState, w: Workload, run_dir: str, record: rr.RunRe
     if rebuilt:
         record.salvaged = salvage.record(rebuilt, dead)
     return salvage.note()
-
-
-def finish_records(run_dir: str, record: rr.RunRecord, state: RunState, w: Workload, result: RunResult,
-                   error: str | None) -> None:
-    """The last run.json: status, counters and summary, written in the room kept for it."""
-    summary = result.summary()
-    record.status, record.error, record.finished_at = RunStatus(result.status), error, _utc_now()
-    record.schedule = rr.Schedule(t0_ns=state.t0_ns, rate_per_producer=w.rate, fanout=w.fanout)
-    record.drain = codec.convert(state.drain, rr.Drain) if state.drain else None
-    record.producers = codec.convert(result.producers, list[rr.ProducerEntry])
-    record.consumers = codec.convert(result.consumers, list[rr.ConsumerEntry])
-    record.counters = codec.convert({k: summary[k] for k in RunResult.COUNTERS}, rr.Counters)
-    record.streams = codec.convert(result.streams, list[rr.StreamEntry])
-    record.summary = codec.convert({k: summary[k] for k in RunResult.FIGURES}, rr.Summary)
-    try:
-        os.remove(os.path.join(run_dir, RESERVE_NAME))
-    except FileNotFoundError:
-        pass
-    try:
-        rr.write_run(run_dir, record)
-    except OSError as exc:
-        raise write_error(exc, run_dir, len(codec.encode(record))) from None
 
 
 def _worker_error(w: Workload, exc: WorkerFailed) -> Exception:

@@ -3,7 +3,7 @@ progress listener receives."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Protocol
+from typing import Any, Optional, Protocol, Union
 
 from ..contract import control
 from ..contract.ids import WorkerId
@@ -35,6 +35,10 @@ class ProgressListener(Protocol):
     def stop(self) -> None: ...
 
 
+WorkerFinal = Union[control.ProducerFinal, control.ConsumerFinal, control.ProxyFinal]
+"""A worker's last word: what RunState.final holds."""
+
+
 class WorkerFailed(Exception):
     def __init__(self, worker: WorkerId, failure: control.Failed):
         self.worker, self.failure = worker, failure
@@ -43,28 +47,28 @@ class WorkerFailed(Exception):
 
 @dataclass
 class RunState:
-    producers: list
-    consumers: list
-    proxies: list = field(default_factory=list)
-    ready: dict = field(default_factory=dict)          # worker -> list of bound endpoints
-    connected: set = field(default_factory=set)
-    warm: set = field(default_factory=set)
-    draining: set = field(default_factory=set)         # consumers that began the drain
-    live: dict = field(default_factory=dict)           # worker -> last Progress
-    done: dict = field(default_factory=dict)           # producer -> ProducerDone
-    final: dict = field(default_factory=dict)          # worker -> *Final
-    failures: dict = field(default_factory=dict)       # worker -> Failed
+    producers: list[WorkerId]
+    consumers: list[WorkerId]
+    proxies: list[WorkerId] = field(default_factory=list)
+    ready: dict[WorkerId, list[str]] = field(default_factory=dict)        # worker -> list of bound endpoints
+    connected: set[WorkerId] = field(default_factory=set)
+    warm: set[WorkerId] = field(default_factory=set)
+    draining: set[WorkerId] = field(default_factory=set)                  # consumers that began the drain
+    live: dict[WorkerId, control.Progress] = field(default_factory=dict)      # worker -> last Progress
+    done: dict[WorkerId, control.ProducerDone] = field(default_factory=dict)  # producer -> ProducerDone
+    final: dict[WorkerId, WorkerFinal] = field(default_factory=dict)          # worker -> *Final
+    failures: dict[WorkerId, control.Failed] = field(default_factory=dict)    # worker -> Failed
     t0_ns: int = 0
     phase: str = "starting"
-    drain: dict = field(default_factory=dict)          # how the drain went (run.json "drain")
-    drain_sent_ns: int = 0                             # when the consumers were told to drain
-    dead: set = field(default_factory=set)             # workers that ended without their final
+    drain: dict[str, Any] = field(default_factory=dict)    # how the drain went (run.json "drain")
+    drain_sent_ns: int = 0                                 # when the consumers were told to drain
+    dead: set[WorkerId] = field(default_factory=set)       # workers that ended without their final
 
     @property
-    def everyone(self) -> list:
+    def everyone(self) -> list[WorkerId]:
         return self.producers + self.consumers + self.proxies
 
-    def receive(self, worker: WorkerId, message) -> None:
+    def receive(self, worker: WorkerId, message: control.Message) -> None:
         if isinstance(message, control.Ready):
             self.ready[worker] = message.endpoints
         elif isinstance(message, control.Connected):

@@ -12,10 +12,15 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
 
 from ..contract.fates import AMBIGUOUS_TAIL
 from ..config import Workload
+
+if TYPE_CHECKING:
+    from ..result import RunResult
+
+T = TypeVar("T")
 
 HOLDS, DOES_NOT_HOLD = "holds", "does not hold"
 
@@ -29,15 +34,15 @@ class Verdict:
     claim: str                         # claim id
     verdict: str                       # holds / does not hold / depends: ...
     because: str                       # one line, with the numbers
-    measurements: dict = field(default_factory=dict)
+    measurements: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class Outcome:
-    verdicts: list                     # of Verdict
-    measured: list                     # lines a person reads
-    figures: dict = field(default_factory=dict)
-    run_dirs: list = field(default_factory=list)
+    verdicts: list[Verdict]
+    measured: list[str]                # lines a person reads
+    figures: dict[Any, Any] = field(default_factory=dict)    # by name (or by the value varied): JSON-ready
+    run_dirs: list[str] = field(default_factory=list)
 
     def verdict(self, claim_id: str) -> Verdict:
         return next(v for v in self.verdicts if v.claim == claim_id)
@@ -47,7 +52,7 @@ class Outcome:
 class Scenario:
     name: str
     title: str
-    claims: tuple                      # claim ids it settles
+    claims: tuple[str, ...]            # claim ids it settles
     body: Callable[["ScenarioRunner"], Outcome]
 
 
@@ -58,10 +63,10 @@ class ScenarioRunner:
         self.scenario, self.out, self.fast = scenario, out, fast
         self.run_dirs: list[str] = []
 
-    def scale(self, full, fast):
+    def scale(self, full: T, fast: T) -> T:
         return fast if self.fast else full
 
-    def run(self, variant: str, **options):
+    def run(self, variant: str, **options: Any) -> RunResult:
         from ..runner import run
         options.setdefault("out", self.out)
         label = {"scenario": self.scenario.name, "variant": variant, "fast": self.fast}
@@ -70,7 +75,7 @@ class ScenarioRunner:
         return result
 
 
-def facts(result) -> dict:
+def facts(result: RunResult) -> dict[str, Any]:
     """The standard measurements of one run: settings, counts by fate, queue peak by
     place, latency, memory and the time shutdown blocked."""
     w = result.workload
@@ -93,13 +98,13 @@ def facts(result) -> dict:
     }
 
 
-def fates_line(f: dict) -> str:
+def fates_line(f: dict[str, Any]) -> str:
     return (f"sent {f['sent']:,}: delivered {f['delivered']:,}, drained {f['drained']:,}, dropped "
             f"{f['dropped_start'] + f['dropped_mid'] + f['dropped_tail']:,} (start {f['dropped_start']:,} / mid "
             f"{f['dropped_mid']:,} / tail {f['dropped_tail']:,}{_ambiguous(f)}), stranded {f['stranded']:,}")
 
 
-def _ambiguous(f: dict) -> str:
+def _ambiguous(f: dict[str, Any]) -> str:
     n = f.get(AMBIGUOUS_TAIL) or 0
     return f", {n:,} of the tail ambiguous: mid-run or at close" if n else ""
 
@@ -116,7 +121,7 @@ def bounded(call: Callable[[], object], limit_s: float) -> tuple[float, bool]:
 
 
 def blocked_until(call: Callable[[], object], limit_s: float, release: Callable[[], object] | None = None,
-                  release_limit_s: float = 10.0) -> dict:
+                  release_limit_s: float = 10.0) -> dict[str, Any]:
     """Run a call that may block forever (zmq_ctx_term) in a thread. If it is still blocked
     after limit_s, run release() (close the socket it waits for, bind the peer its backlog
     waits for) and time how long the call then takes to return.
@@ -150,9 +155,9 @@ def blocked_until(call: Callable[[], object], limit_s: float, release: Callable[
     return out
 
 
-def ms(ns) -> str:
+def ms(ns: Optional[float]) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.1f} ms"
 
 
-def ranges(pairs) -> str:
+def ranges(pairs: Iterable[Sequence[int]]) -> str:
     return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in pairs) or "none"

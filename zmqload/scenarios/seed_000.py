@@ -8,11 +8,14 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, cast
 
 from .. import _engine
 from .framework import (DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, blocked_until, depends,
                         facts, fates_line, ms)
+
+if TYPE_CHECKING:
+    from ..result import RunResult
 
 
 def linger_tail(r: ScenarioRunner) -> Outcome:
@@ -59,11 +62,11 @@ def linger_tail(r: ScenarioRunner) -> Outcome:
     return Outcome([v1, v2], measured, figures)
 
 
-def _last_recv_after_term_ms(res) -> float:
+def _last_recv_after_term_ms(res: RunResult) -> float:
     """How long after the sender's context term returned the PULL got its last message."""
     p, c = res.producers[0], res.consumers[0]
     t_term_end = p.get("t_last_send_ns", 0) + p.get("close_ns", 0) + p.get("term_ns", 0)
-    return (c.get("t_last_recv_ns", 0) - t_term_end) / 1e6
+    return cast(float, (c.get("t_last_recv_ns", 0) - t_term_end) / 1e6)
 
 
 # -- 000-3: how the post's sender ends ----------------------------------------------------------
@@ -125,7 +128,7 @@ def _endpoint(transport: str) -> str:
 
 
 def _post_script(lib: str, ending: str, transport: str, gap_s: float, work_s: float, limit_s: float,
-                 n: int = 10, rcvhwm: int = 1) -> dict:
+                 n: int = 10, rcvhwm: int = 1) -> dict[str, Any]:
     """One run of the post's script: the sender process (lib, ending) and the post's PULL
     (RCVHWM 1, binds, work_s per message) here, on the engine. Times are from the sender's
     last send (CLOCK_MONOTONIC, shared by both processes)."""
@@ -138,9 +141,9 @@ def _post_script(lib: str, ending: str, transport: str, gap_s: float, work_s: fl
     proc = subprocess.Popen([sys.executable, "-c", _POST_SENDER, json.dumps(args)], stdout=subprocess.PIPE,
                             text=True, env=_worker_environment())
     limit = n * gap_s + 3 * limit_s + 20
-    exited = {}
+    exited: dict[str, int] = {}
 
-    def wait():
+    def wait() -> None:
         try:
             proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
@@ -164,7 +167,8 @@ def _post_script(lib: str, ending: str, transport: str, gap_s: float, work_s: fl
     events = {e["ev"]: e["t"] for e in map(json.loads, filter(None, proc.stdout.read().splitlines()))}
     if "sent" not in events:
         raise RuntimeError(f"the post's sender ({lib}, {ending}) did not finish sending: exit code {proc.returncode}")
-    since = lambda t: None if t is None or "sent" not in events else round((t - events["sent"]) / 1e6, 1)
+    since: Callable[[Optional[int]], Optional[float]] = (
+        lambda t: None if t is None or "sent" not in events else round((t - events["sent"]) / 1e6, 1))
     out = {"lib": lib, "ending": ending, "transport": transport, "rcvhwm": rcvhwm, "sent": n, "received": len(got),
            "missing": sorted(set(range(n)) - set(got)), "exit_code": proc.returncode,
            "ending_took_ms": since(events.get("end")), "process_exit_ms": since(exited["t"])}
@@ -176,7 +180,7 @@ def _post_script(lib: str, ending: str, transport: str, gap_s: float, work_s: fl
     return out
 
 
-def _bare_term_open(limit_s: float) -> dict:
+def _bare_term_open(limit_s: float) -> dict[str, Any]:
     """zmq_ctx_term on the engine with a fresh PUSH still open: LINGER 0, never connected,
     nothing sent (so nothing but the open socket can hold term); released by closing it."""
     ctx = _engine.Context()
@@ -269,7 +273,7 @@ REPEATS = (3, 2)                # every candidate runs this often per condition 
 CONSUMER_DELAY_US = 1000
 
 
-def _conditions(r: ScenarioRunner) -> dict:
+def _conditions(r: ScenarioRunner) -> dict[tuple[str, int], list[str]]:
     """(transport, size) -> candidates run there. Message size matters as much as the
     transport: the kernel socket buffers hold thousands of small messages that no HWM counts."""
     full = list(CANDIDATES_000_4)
@@ -278,7 +282,7 @@ def _conditions(r: ScenarioRunner) -> dict:
                     ("tcp", 64): ["hwm-10-10"]})
 
 
-def _judge(f: dict, count: int, base_p: int, base_c: int) -> None:
+def _judge(f: dict[str, Any], count: int, base_p: int, base_c: int) -> None:
     """Reliable: every message arrived. Bounded: the HWMs in force let libzmq hold only a small
     part of the backlog, libzmq measurably kept to them, and neither end's memory grew with
     the volume. Judged on figures that do not hang on when a sample fell: the kernel's
@@ -347,7 +351,7 @@ def bounded_reliable(r: ScenarioRunner) -> Outcome:
                 f"{'works' if f['works'] else 'fails: ' + _why_not(f)}" for f in runs]
     names = list(dict.fromkeys(n for ns in conditions.values() for n in ns))
     everywhere = sorted({f["condition"] for f in runs})
-    cells: dict[tuple[str, str], list[dict]] = {}
+    cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for f in runs:
         cells.setdefault((f["condition"], f["candidate"]), []).append(f)
     state = {key: _state(fs) for key, fs in cells.items()}
@@ -361,26 +365,27 @@ def bounded_reliable(r: ScenarioRunner) -> Outcome:
     return Outcome([_verdict_000_4(names, everywhere, cells, state, figures, repeats)], measured, figures)
 
 
-def _state(fs: list[dict]) -> str:
+def _state(fs: list[dict[str, Any]]) -> str:
     works = sum(f["works"] for f in fs)
     return "always" if works == len(fs) else "never" if works == 0 else "sometimes"
 
 
-def _lost(f: dict) -> int:
-    return f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"] + f["stranded"]
+def _lost(f: dict[str, Any]) -> int:
+    return cast(int, f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"] + f["stranded"])
 
 
-def _span(values) -> list:
+def _span(values: Iterable[float]) -> list[float]:
     values = list(values)
     return [min(values), max(values)]
 
 
-def _range(span) -> str:
+def _range(span: Sequence[float]) -> str:
     lo, hi = span
     return f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
 
 
-def _verdict_000_4(names, everywhere, cells, state, figures, repeats) -> Verdict:
+def _verdict_000_4(names: list[str], everywhere: list[str], cells: dict[tuple[str, str], list[dict[str, Any]]],
+                   state: dict[tuple[str, str], str], figures: dict[str, Any], repeats: int) -> Verdict:
     works = figures["works"]
     failing = "; ".join(f"{n}: " + ", ".join(f"{c} {_why_not(f, short=True)}" for c in everywhere
                                              if state.get((c, n)) == "never" for f in cells[(c, n)][:1])
@@ -445,7 +450,7 @@ def _size(size: int) -> str:
     return f"{size // 1024} KiB" if size >= 1024 else f"{size} B"
 
 
-def _why_not(f: dict, short: bool = False) -> str:
+def _why_not(f: dict[str, Any], short: bool = False) -> str:
     reasons = []
     if not f["reliable"]:
         lost = f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"]

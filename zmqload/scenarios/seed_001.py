@@ -1,13 +1,16 @@
 """Claims of the blog post on HWM "not dropping" behind a proxy (001)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 from ..contract.fates import TAIL_MID_RUN
 from .framework import DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, depends, facts, fates_line, ms
 
+if TYPE_CHECKING:
+    import ctypes
 
-def _drops_by_place(f: dict) -> str:
+
+def _drops_by_place(f: dict[str, Any]) -> str:
     """'N dropped: M during the run, K at close (LINGER 0)': a close with LINGER 0 discards
     what is queued whatever the socket type, which is not a drop at the HWM."""
     during, at_close = f["dropped_mid"] + f["dropped_start"], f["dropped_tail"]
@@ -24,6 +27,7 @@ def hwm_behaviour(r: ScenarioRunner) -> Outcome:
                  # senders close once the drain is over, so a drop is placed at the HWM, during
                  # the run, never confused with a discard at close (the claim is about the HWM)
                  close_order="after-drain")
+    figures: dict[str, dict[str, Any]]
     measured, figures, found = [], {}, {}
     for pattern, socket in (("push-pull", "PUSH"), ("dealer-router", "DEALER"), ("pub-sub", "PUB")):
         blocking = r.run(f"{pattern}-timeout", pattern=pattern, transport="tcp", send_mode="timeout",
@@ -97,7 +101,7 @@ def proxy_pileup(r: ScenarioRunner) -> Outcome:
     return Outcome([_verdict_001_5(figures, rate)], measured, figures)
 
 
-def _verdict_001_5(figures: dict, rate: int) -> Verdict:
+def _verdict_001_5(figures: dict[str, Any], rate: int) -> Verdict:
     """Two parts, each judged in the post's own setup and at load: what waits stays within
     WAIT_BOUND, and drops appear (EAGAIN or messages lost after the subscription)."""
     fixed, faulty, load = figures["post"]["fixed"], figures["post"]["faulty"], figures["pub-and-proxy"]
@@ -130,7 +134,7 @@ def _verdict_001_5(figures: dict, rate: int) -> Verdict:
 
 # --- measured through the libraries themselves: headers, the engine, pyzmq ------------------------------------
 
-def zmq_header() -> dict:
+def zmq_header() -> dict[str, Any]:
     """The engine's libzmq header (zmq.h from `pkg-config libzmq`): every `#define ZMQ_*` with
     its value, and the names that only exist under ZMQ_BUILD_DRAFT_API."""
     import os
@@ -184,7 +188,8 @@ def inproc_name(tag: str) -> str:
     return f"inproc://zmqload-{tag}-{os.getpid()}-{next(_counter)}"
 
 
-def engine_capacity(hwm=None, when="before", transport="inproc", size=64, frames=1, limit=200_000) -> dict:
+def engine_capacity(hwm: Optional[int] = None, when: str = "before", transport: str = "inproc", size: int = 64,
+                    frames: int = 1, limit: int = 200_000) -> dict[str, Any]:
     """Messages a PUSH accepts (DONTWAIT) towards a PULL that never reads, through the engine:
     `hwm` (None: libzmq's default) set as SNDHWM on the PUSH and RCVHWM on the PULL, before
     or after they connect. Sending stops at the first refusal still standing after 50 ms
@@ -198,7 +203,8 @@ def engine_capacity(hwm=None, when="before", transport="inproc", size=64, frames
     for s in (pull, push):
         s.set_option(O["LINGER"], 0)
 
-    def set_hwm():
+    def set_hwm() -> None:
+        assert hwm is not None          # called only with an hwm to set
         push.set_option(O["SNDHWM"], hwm)
         pull.set_option(O["RCVHWM"], hwm)
     if hwm is not None and when == "before":
@@ -236,7 +242,8 @@ def engine_capacity(hwm=None, when="before", transport="inproc", size=64, frames
             "read_back": read_back, "accepted": accepted, "torn": torn}
 
 
-def pyzmq_defaults(options: tuple[str, ...] = ("SNDHWM", "RCVHWM"), types: list[str] | None = None) -> dict:
+def pyzmq_defaults(options: tuple[str, ...] = ("SNDHWM", "RCVHWM"),
+                   types: list[str] | None = None) -> dict[str, dict[str, int]]:
     """`options` of a fresh pyzmq socket of each of `types` (default: every type pyzmq knows),
     in pyzmq's bundled libzmq."""
     import zmq
@@ -255,7 +262,7 @@ def pyzmq_defaults(options: tuple[str, ...] = ("SNDHWM", "RCVHWM"), types: list[
     return out
 
 
-def engine_defaults() -> dict:
+def engine_defaults() -> dict[str, dict[str, int]]:
     """SNDHWM/RCVHWM of a fresh socket of every type zmq.h defines (ZMQ_PAIR .. ZMQ_STREAM)."""
     from .. import _engine as E
     header = zmq_header()["defines"]
@@ -272,7 +279,7 @@ def engine_defaults() -> dict:
     return out
 
 
-def pyzmq_capacity(hwm=None, when="before", size=64) -> int:
+def pyzmq_capacity(hwm: Optional[int] = None, when: str = "before", size: int = 64) -> int:
     """engine_capacity's inproc probe in pyzmq (its bundled libzmq), with the `hwm` property."""
     import time
     import zmq
@@ -304,7 +311,7 @@ def pyzmq_capacity(hwm=None, when="before", size=64) -> int:
         ctx.term()
 
 
-def first_refused(run_dir: str):
+def first_refused(run_dir: str) -> Optional[int]:
     """seq of the first send the producer's socket refused (EAGAIN / SNDTIMEO), or None."""
     import numpy as np
     from ..recorder import read_parts
@@ -333,7 +340,7 @@ def hwm_defaults(r: ScenarioRunner) -> Outcome:
     f = facts(res)
     refused_at = first_refused(res.run_dir)
 
-    def values(d):
+    def values(d: dict[str, dict[str, int]]) -> list[int]:
         return sorted({v for hw in d.values() for v in hw.values()})
     measured = [f"libzmq {eng_version} (engine), {len(eng)} socket types: "
                 + ", ".join(f"{s} {d['SNDHWM']}/{d['RCVHWM']}" for s, d in eng.items()),
@@ -373,6 +380,7 @@ def rcvhwm_full(r: ScenarioRunner) -> Outcome:
     rcvhwm = 10
     transports = r.scale(("tcp", "ipc"), ("tcp",))
     rate, duration = 10_000, r.scale(1.0, 0.5)
+    figures: dict[str, dict[str, Any]]
     measured, figures = [], {}
     for transport in transports:
         for pattern, sender in (("pub-sub", "PUB"), ("push-pull", "PUSH")):
@@ -396,10 +404,10 @@ def rcvhwm_full(r: ScenarioRunner) -> Outcome:
     unlimited = {k: f for k, f in figures.items() if k.endswith("sndhwm=0")}
     default = {k: f for k, f in figures.items() if k.endswith("sndhwm=default")}
 
-    def dropped(f):
+    def dropped(f: dict[str, Any]) -> int:
         """Drops placed during the run: the tail too where the drain proved it mid-run."""
         placed_tail = f["dropped_tail"] if f["tail_placement"] == TAIL_MID_RUN else 0
-        return f["dropped_mid"] + f["dropped_start"] + placed_tail
+        return cast(int, f["dropped_mid"] + f["dropped_start"] + placed_tail)
     unplaced = {k: f["dropped_tail"] for k, f in figures.items()
                 if f["tail_placement"] != TAIL_MID_RUN and f["dropped_tail"]}
     lossy_unlimited = [k for k, f in unlimited.items() if dropped(f)]
@@ -432,7 +440,7 @@ def rcvhwm_full(r: ScenarioRunner) -> Outcome:
 
 # --- 001-6 -----------------------------------------------------------------------------------------------------
 
-def _engine_lib():
+def _engine_lib() -> ctypes.CDLL:
     """The engine's own libzmq through ctypes (the engine wraps no monitor call): same file,
     same version as `_engine.libzmq_version()`."""
     import ctypes
@@ -449,7 +457,7 @@ def _engine_lib():
     return lib
 
 
-def _fill(sender: str, send, n_pub: int) -> tuple:
+def _fill(sender: str, send: Callable[[], bool], n_pub: int) -> tuple[int, int]:
     """Drive a sender to its HWM and hold it there for 300 ms: a PUB sends n_pub messages (it
     never refuses); a PUSH sends until refusals persist for 50 ms (the kernel buffers in front
     are full too). Returns (accepted, refused)."""
@@ -476,7 +484,7 @@ def _fill(sender: str, send, n_pub: int) -> tuple:
     return sent, again
 
 
-def _engine_monitor(sender: str, transport: str, header: dict, n_pub: int) -> dict:
+def _engine_monitor(sender: str, transport: str, header: dict[str, Any], n_pub: int) -> dict[str, Any]:
     """A `sender` (PUB/PUSH) of the engine's libzmq with a monitor on every event, connected
     to an engine peer (SUB/PULL, RCVHWM 10) that never reads; SNDHWM 10; driven to its HWM
     with DONTWAIT sends, then held there 300 ms. Events listed per phase."""
@@ -512,8 +520,8 @@ def _engine_monitor(sender: str, transport: str, header: dict, n_pub: int) -> di
     lib.zmq_connect(mon, addr)
     lib.zmq_connect(snd, ep.encode())
 
-    def events():
-        out: list[dict[str, Any]] = []
+    def events() -> list[str]:
+        out: list[str] = []
         frame = 0
         while True:
             n = lib.zmq_recv(mon, buf, len(buf), d["ZMQ_DONTWAIT"])
@@ -532,7 +540,7 @@ def _engine_monitor(sender: str, transport: str, header: dict, n_pub: int) -> di
         pass
     setup = events()
 
-    def send():
+    def send() -> bool:
         if lib.zmq_send(snd, msg, 1024, d["ZMQ_DONTWAIT"]) >= 0:
             return True
         if lib.zmq_errno() != errno.EAGAIN:
@@ -557,7 +565,7 @@ def _engine_monitor(sender: str, transport: str, header: dict, n_pub: int) -> di
             "events_setup": setup, "events_at_hwm": at_hwm, "events_after_close": after_close}
 
 
-def _pyzmq_monitor(sender: str, transport: str, n_pub: int) -> dict:
+def _pyzmq_monitor(sender: str, transport: str, n_pub: int) -> dict[str, Any]:
     """The same in pyzmq (its bundled libzmq), with get_monitor_socket(EVENT_ALL)."""
     import tempfile
     import time
@@ -580,7 +588,7 @@ def _pyzmq_monitor(sender: str, transport: str, n_pub: int) -> dict:
     mon = snd.get_monitor_socket(zmq.EVENT_ALL)
     snd.connect(ep)
 
-    def events():
+    def events() -> list[Optional[str]]:      # zmq.Event's name
         out = []
         while mon.poll(0):
             ev = recv_monitor_message(mon)["event"]
@@ -593,7 +601,7 @@ def _pyzmq_monitor(sender: str, transport: str, n_pub: int) -> dict:
         peer.recv()
     setup = events()
 
-    def send():
+    def send() -> bool:
         try:
             snd.send(b"x" * 1024, zmq.DONTWAIT)
             return True
@@ -678,6 +686,7 @@ def size_vs_hwm(r: ScenarioRunner) -> Outcome:
     rest was dropped) and its first drop (a PUB also drops when its pipe fills for a moment)."""
     hwm, sizes = 100, (64, 65_536)
     transports = r.scale(("inproc", "ipc", "tcp"), ("inproc", "tcp"))
+    figures: dict[str, dict[str, Any]]
     measured, figures = [], {}
     cases = [("push-pull", t) for t in transports] + r.scale([("pub-sub", "inproc"), ("pub-sub", "tcp")], [])
     for pattern, transport in cases:

@@ -1,7 +1,7 @@
 """Claims of the blog post on a fast PUB and a slow SUB (002)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ..errors import EngineError
 from .framework import DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, depends, facts, fates_line, ms
@@ -164,7 +164,7 @@ def _rss_kb() -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
-def _multipart_child(mode: str, items: int, transport: str) -> dict:
+def _multipart_child(mode: str, items: int, transport: str) -> dict[str, Any]:
     """In a fresh process: an engine PUSH queues `items` x 64 KiB to a PULL that does not read
     (HWM 0, no limit), shaped as `mode`; RSS growth once the queue is settled, then the PULL
     reads everything back (bytes received)."""
@@ -208,7 +208,7 @@ def _multipart_child(mode: str, items: int, transport: str) -> dict:
             "bytes_queued": items * ITEM, "rss_growth_kb": rss1 - rss0, "bytes_received": received}
 
 
-def _in_child(limit_s: float, **kwargs) -> dict:
+def _in_child(limit_s: float, **kwargs: Any) -> dict[str, Any]:
     """_multipart_child in a fresh interpreter (clean RSS), bounded by limit_s."""
     import json
     import os
@@ -226,7 +226,7 @@ def _in_child(limit_s: float, **kwargs) -> dict:
         return {**kwargs, "error": f"no result within {limit_s} s"}
     if proc.returncode != 0:
         return {**kwargs, "error": (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return cast(dict[str, Any], json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
 def multipart_memory(r: ScenarioRunner) -> Outcome:

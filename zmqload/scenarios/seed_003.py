@@ -6,7 +6,7 @@ import statistics
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from .. import _engine
 from ..errors import EngineError
@@ -92,7 +92,7 @@ def _nobody() -> str:
     return f"ipc://{tempfile.mkdtemp(prefix='zmqload-003-')}/s"
 
 
-def _engine_backlog(linger: int, endpoint: str):
+def _engine_backlog(linger: int, endpoint: str) -> tuple[_engine.Context, _engine.Socket, int]:
     ctx = _engine.Context()
     sock = _engine.Socket(ctx, _engine.SOCKET_TYPES["PUSH"])
     sock.set_option(_engine.OPTIONS["LINGER"], linger)
@@ -123,7 +123,8 @@ class _LatePull:
         return n
 
 
-def _term_case(name: str, linger: int, close_first: bool, limit_s: float, peer_after_s: float | None = None) -> dict:
+def _term_case(name: str, linger: int, close_first: bool, limit_s: float,
+               peer_after_s: float | None = None) -> dict[str, Any]:
     """5 messages queued for an endpoint nobody has bound, LINGER `linger`; close (or not),
     then term, bounded by limit_s. Still blocked at the limit (or at peer_after_s): the peer
     binds (close_first) or the socket is closed (term with the socket open)."""
@@ -144,7 +145,7 @@ def _term_case(name: str, linger: int, close_first: bool, limit_s: float, peer_a
             "delivered_to_late_peer": delivered}
 
 
-def _recv_interrupted(limit_s: float) -> dict:
+def _recv_interrupted(limit_s: float) -> dict[str, Any]:
     """What term does interrupt: a recv blocked in another thread gets ETERM, that thread
     closes its socket, and term returns."""
     ctx = _engine.Context()
@@ -152,7 +153,7 @@ def _recv_interrupted(limit_s: float) -> dict:
     sock.bind(_nobody())
     seen: dict[str, Any] = {}
 
-    def reader():
+    def reader() -> None:
         try:
             sock.recv_bytes(-1)
         except EngineError as exc:
@@ -170,7 +171,7 @@ def _recv_interrupted(limit_s: float) -> dict:
             "term_blocked_for_at_least_s": r["blocked_for_at_least_s"]}
 
 
-def _pyzmq_cases(linger: int, limit_s: float) -> list:
+def _pyzmq_cases(linger: int, limit_s: float) -> list[dict[str, Any]]:
     """The same through pyzmq (the post's library): term with the socket open, and pyzmq's
     destroy(), which closes the sockets itself before it terminates."""
     import zmq
@@ -242,7 +243,7 @@ def term_and_linger(r: ScenarioRunner) -> Outcome:
 
 # -- 003-5: the post's PUB/SUB example, LINGER 0 / 1000 / -1 ----------------------------------
 
-def _free_ports(n: int) -> list:
+def _free_ports(n: int) -> list[int]:
     held = []
     for _ in range(n):
         s = _socket.socket()
@@ -254,7 +255,7 @@ def _free_ports(n: int) -> list:
     return ports
 
 
-def _post_publisher(port: int, linger: int, at: float, pause_s: float, out: dict) -> None:
+def _post_publisher(port: int, linger: int, at: float, pause_s: float, out: dict[str, Any]) -> None:
     """The post's publisher: bind, 5 messages 0.1 s apart, close, term (ours: an optional
     pause between the bind and the first send, the slow joiner's remedy, as a control)."""
     ctx = _engine.Context()
@@ -271,7 +272,7 @@ def _post_publisher(port: int, linger: int, at: float, pause_s: float, out: dict
     out["term_ms"] = None if r["took_s"] is None else r["took_s"] * 1000
 
 
-def _post_subscriber(port: int, at: float, out: dict) -> None:
+def _post_subscriber(port: int, at: float, out: dict[str, Any]) -> None:
     """The post's subscriber: connect, subscribe to everything, 10 tries with DONTWAIT, 0.2 s
     sleep after each miss; then (ours) read on until idle, to see what the loop left."""
     ctx = _engine.Context()
@@ -293,12 +294,13 @@ def _post_subscriber(port: int, at: float, out: dict) -> None:
     out.update(in_loop=loop, after_loop=after)
 
 
-def _post_round(cells: list) -> list:
+def _post_round(cells: list[tuple[int, int, int]]) -> list[dict[str, Any]]:
     """One trial of every (linger, offset, pause) cell at once, each pair on its own port:
     the SUB starts `offset` ms after the PUB binds (negative: before), the PUB pauses
     `pause` ms after its bind."""
     ports = _free_ports(len(cells))
     t0 = time.monotonic() + 0.2 + max(0, -min(o for _, o, _ in cells)) / 1000
+    trials: list[dict[str, Any]]
     threads, trials = [], []
     for (linger, offset, pause), port in zip(cells, ports):
         pub: dict[str, Any] = {}
@@ -337,7 +339,7 @@ def five_messages(r: ScenarioRunner) -> Outcome:
     trials = []
     for _ in range(r.scale(6, 2)):
         trials += _post_round([(lg, o, p) for lg in lingers for o, p in joins])
-    mean = lambda rows, key="in_loop": round(statistics.fmean(t[key] for t in rows), 2)
+    mean: Callable[..., float] = lambda rows, key="in_loop": round(statistics.fmean(t[key] for t in rows), 2)
     post = [t for t in trials if t["pause_ms"] == 0]           # the post's publisher, unchanged
     by_linger = {}
     for lg in lingers:

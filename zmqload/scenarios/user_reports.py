@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, Optional, cast
 
 from .. import _engine
 from .. import queues as queues_mod
@@ -30,7 +30,7 @@ PROBE_DEADLINE_S = 20                 # every probe wait is bounded by this
 
 
 # ---------------------------------------------------------------------------- U-1
-def _read_seqs(sub) -> set:
+def _read_seqs(sub: _engine.Socket) -> set[int]:
     """The seqs a SUB receives until it stays idle 300 ms (bounded by PROBE_DEADLINE_S)."""
     seen = set()
     deadline = time.monotonic() + PROBE_DEADLINE_S
@@ -47,7 +47,7 @@ class _PubSub:
     """A PUB (binds) and a SUB (connects) in this process, each with its own context, whose
     options are set before or after bind/connect as asked."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.contexts = (_engine.Context(), _engine.Context())
         self.pub = _engine.Socket(self.contexts[0], _engine.SOCKET_TYPES["PUB"])
         self.sub = _engine.Socket(self.contexts[1], _engine.SOCKET_TYPES["SUB"])
@@ -55,7 +55,9 @@ class _PubSub:
             sock.set_option(_engine.OPTIONS["LINGER"], 0)
         self.kernel = TcpQueues([])
 
-    def connect(self, endpoint: str, pub_before=None, pub_after=None, sub_before=None, sub_after=None) -> bool:
+    def connect(self, endpoint: str, pub_before: Optional[dict[str, int]] = None,
+                pub_after: Optional[dict[str, int]] = None, sub_before: Optional[dict[str, int]] = None,
+                sub_after: Optional[dict[str, int]] = None) -> bool:
         _set(self.pub, pub_before)
         endpoint = self.pub.bind(endpoint)
         _set(self.pub, pub_after)
@@ -78,12 +80,12 @@ class _PubSub:
                 return True
         return False
 
-    def getsockopt(self) -> dict:
+    def getsockopt(self) -> dict[str, int]:
         """What getsockopt says (the option value, not necessarily what the pipes use)."""
         return {"pub_sndhwm": self.pub.get_option(_engine.OPTIONS["SNDHWM"]),
                 "sub_rcvhwm": self.sub.get_option(_engine.OPTIONS["RCVHWM"])}
 
-    def burst_then_drain(self, n: int, size: int) -> dict:
+    def burst_then_drain(self, n: int, size: int) -> dict[str, Optional[int]]:
         """Publish n messages of `size` bytes as fast as possible while the SUB reads nothing,
         let the I/O threads settle, sample the kernel queues, then drain the SUB until idle:
         whatever never arrives was dropped (a PUB's only loss: its pipe was full)."""
@@ -108,12 +110,12 @@ def _when(when: str, call: str) -> str:
     return "not at all" if when == "never" else f"{when} {call}"
 
 
-def _set(sock, options) -> None:
+def _set(sock: _engine.Socket, options: Optional[dict[str, int]]) -> None:
     for name, value in (options or {}).items():
         sock.set_option(_engine.OPTIONS[name], value)
 
 
-def _probe(transport: str, n: int, size: int, **phases) -> dict:
+def _probe(transport: str, n: int, size: int, **phases: dict[str, int]) -> dict[str, Any]:
     """One PUB/SUB pair with options set in the given phases (pub_before, pub_after,
     sub_before, sub_after), one burst, then the drain."""
     ipc_dir = tempfile.mkdtemp(prefix="zmqload-u1-")
@@ -179,18 +181,18 @@ def hwm_zero(r: ScenarioRunner) -> Outcome:
     return Outcome([_u1_verdict(figures, n)], measured, figures)
 
 
-def _dropped(f: dict) -> int:
-    return f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"]
+def _dropped(f: dict[str, Any]) -> int:
+    return cast(int, f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"])
 
 
-def _sub_in_force(matrix: dict) -> dict:
+def _sub_in_force(matrix: dict[str, dict[str, Any]]) -> dict[str, str]:
     """The SUB's HWM in force (tcp): behind an unlimited PUB, a SUB whose limit is in force
     stops reading and leaves the kernel buffers full; one without a limit leaves them empty."""
     return {k.replace("/pub-before", ""): ("limited" if p["kernel_bytes"] >= SUB_LIMITED_KERNEL_BYTES else "no limit")
             for k, p in matrix.items() if "/pub-before/" in k and p["kernel_bytes"] is not None}
 
 
-def _u1_verdict(figures: dict, n: int) -> Verdict:
+def _u1_verdict(figures: dict[str, dict[str, Any]], n: int) -> Verdict:
     matrix, pub_force = figures["matrix"], figures["pub_in_force"]
     both = {k: p for k, p in matrix.items() if "never" not in k}       # the claim: 0 on both sides
     lossy = sorted(k for k, p in both.items() if p["dropped"])
@@ -243,7 +245,7 @@ def hwm1_slow_subscriber(r: ScenarioRunner) -> Outcome:
             + [("ipc", min(sizes), None, "producer-first")])
     delay_us = 10 * 1e6 / rate
     measured: list[str] = []
-    figures: dict[str, dict[str, Any]] = {"sizes": {t: {} for t in U2_TRANSPORTS}, "tiny_buffers": {},
+    figures: dict[str, dict[Any, Any]] = {"sizes": {t: {} for t in U2_TRANSPORTS}, "tiny_buffers": {},
                                           "close_at_once": {}, "held": {t: {} for t in U2_TRANSPORTS}}
     for transport, size, buf, order in plan:
         res = r.run(f"{transport}-size-{size}" + (f"-buffers-{buf}" if buf else "") + f"-{order}", pattern="pub-sub",
@@ -266,7 +268,7 @@ def hwm1_slow_subscriber(r: ScenarioRunner) -> Outcome:
     return Outcome([_u2_verdict(figures)], measured, figures)
 
 
-def _stream_queues(transport: str, endpoint: str) -> dict:
+def _stream_queues(transport: str, endpoint: str) -> dict[str, int]:
     """Kernel queue bytes of this process's connections on `endpoint`, by side: the binding
     PUB's end ("sender") and the connecting SUB's ("receiver"). SIOCINQ: bytes received and
     not yet read (payload bytes, tcp and unix alike); SIOCOUTQ: tcp, bytes not yet
@@ -303,7 +305,7 @@ def _stream_queues(transport: str, endpoint: str) -> dict:
     return out
 
 
-def _held_by_path(transport: str, size: int, n: int, rate: float) -> dict:
+def _held_by_path(transport: str, size: int, n: int, rate: float) -> dict[str, Any]:
     """HWM 1 on the PUB and the SUB (set before bind/connect, engine sockets in this process),
     n messages of `size` bytes at `rate` to a SUB that does not read; 300 ms for the I/O
     threads to settle, the kernel queues of the connection, then the drain. What arrived
@@ -334,14 +336,14 @@ def _held_by_path(transport: str, size: int, n: int, rate: float) -> dict:
             "libzmq_messages": len(seen) - kernel_messages, **queues}
 
 
-def _held_text(h: dict) -> str:
+def _held_text(h: dict[str, Any]) -> str:
     charged = (f", {h['sender_outq']:,} B of kernel memory charged to the PUB" if h["transport"] == "ipc" else "")
     return (f"{h['held']:,} of {h['sent']:,} held ({h['held'] * h['size']:,} B), {h['dropped']:,} dropped; kernel "
             f"buffers {h['kernel_bytes']:,} B (~{h['kernel_messages']:,} messages){charged}, libzmq "
             f"~{h['libzmq_messages']:,} messages")
 
 
-def _held(f: dict) -> str:
+def _held(f: dict[str, Any]) -> str:
     peak = f["queue_peak"]
     if f["transport"] != "tcp":
         return f"queue peak {peak.get('messages', 0):,} messages (kernel share not sampled over {f['transport']})"
@@ -355,7 +357,7 @@ MOST_LOST = 0.5         # lost more than this share: the backlog did not fit. Be
                         # two regimes lie far apart, the exact counts are reported
 
 
-def _regimes(sizes: dict) -> dict:
+def _regimes(sizes: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """Per transport: the largest size up to which no size lost most, the smallest that did."""
     ordered = sorted(sizes)
     share = {s: sizes[s]["lost"] / max(1, sizes[s]["sent"]) for s in ordered}
@@ -366,7 +368,7 @@ def _regimes(sizes: dict) -> dict:
             "longest_gap": max((sizes[s]["longest_gap"] for s in kept), default=0)}
 
 
-def _regime_text(transport: str, g: dict) -> str:
+def _regime_text(transport: str, g: dict[str, Any]) -> str:
     if g["kept_up_to"] is None:
         return f"over {transport} most were lost at every size"
     arrived = ("every message arrived" if not g["stray"] else
@@ -375,7 +377,7 @@ def _regime_text(transport: str, g: dict) -> str:
             + (f", from {g['most_lost_from']:,} B most were lost" if g["most_lost_from"] else ""))
 
 
-def _holder_text(transport: str, held: dict, size: int | None) -> str:
+def _holder_text(transport: str, held: dict[str, dict[int, dict[str, Any]]], size: int | None) -> str:
     """What held the backlog of `size`-byte messages over `transport` (from _held_by_path)."""
     if size is None or size not in held.get(transport, {}):
         return ""
@@ -385,7 +387,7 @@ def _holder_text(transport: str, held: dict, size: int | None) -> str:
             f"~{h['libzmq_messages']:,} in libzmq")
 
 
-def _u2_verdict(figures: dict) -> Verdict:
+def _u2_verdict(figures: dict[str, dict[Any, Any]]) -> Verdict:
     by_transport, tiny, held = figures["sizes"], figures["tiny_buffers"], figures["held"]
     every = [f for sizes in by_transport.values() for f in sizes.values()] + list(tiny.values())
     regimes = {t: _regimes(sizes) for t, sizes in by_transport.items()}
@@ -447,14 +449,14 @@ class _BusyCpus:
         self.busy, self.limit_s, self.share = busy, limit_s, 0.0
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def __enter__(self):
+    def __enter__(self) -> _BusyCpus:
         self.start, self.cpu_start = time.monotonic(), _cpu_times()
         if self.busy:
             self.procs = [subprocess.Popen([sys.executable, "-c", SPIN, str(self.limit_s)])
                           for _ in range(os.cpu_count() or 1)]
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         idle, total = (b - a for a, b in zip(self.cpu_start, _cpu_times()))
         self.idle_share = idle / total if total > 0 else None
         cpu_s = sum(_cpu_seconds(proc.pid) for proc in self.procs)
@@ -465,7 +467,7 @@ class _BusyCpus:
             proc.wait(5)
 
 
-def _cpu_times() -> tuple:
+def _cpu_times() -> tuple[int, int]:
     """(idle, total) jiffies of all CPUs since boot (/proc/stat): idle includes iowait."""
     try:
         with open("/proc/stat") as f:
@@ -513,7 +515,7 @@ def idle_gap_latency(r: ScenarioRunner) -> Outcome:
     return Outcome([_u3_verdict(figures)], measured, figures)
 
 
-def _us(ns) -> str:
+def _us(ns: Optional[float]) -> str:
     return "-" if ns is None else f"{ns / 1000:,.0f} us"
 
 
@@ -525,14 +527,14 @@ def _load(load: str) -> str:
     return "kept busy" if load == "busy" else "left idle"
 
 
-def _share(x) -> str:
+def _share(x: Optional[float]) -> str:
     return "?" if x is None else f"{x:.0%}"
 
 
 IDLE_ENOUGH = 0.5       # "CPUs idle": idle at least half the time while left alone
 
 
-def _gap_effect(cell: dict) -> dict:
+def _gap_effect(cell: dict[str, Any]) -> dict[str, Any]:
     """Back-to-back p50 (shortest interval), p50 after the longest gap, and the two parts of
     the claim: far higher (GAP_FACTOR x) and above 200 us."""
     intervals = cell["intervals"]
@@ -543,7 +545,7 @@ def _gap_effect(cell: dict) -> dict:
             "holds": higher and above}
 
 
-def _u3_verdict(figures: dict) -> Verdict:
+def _u3_verdict(figures: dict[str, dict[str, Any]]) -> Verdict:
     effect = {c: _gap_effect(cell) for c, cell in figures.items()}
     some = next(iter(figures.values()))["intervals"]
     short, long = _interval(min(some)), _interval(max(some))
@@ -566,7 +568,7 @@ def _u3_verdict(figures: dict) -> Verdict:
     return Verdict("U-3", depends("; ".join(parts)), because, effect)
 
 
-def _condition(key: str, cell: dict) -> str:
+def _condition(key: str, cell: dict[str, Any]) -> str:
     """The condition as measured: CPUs left alone count as idle only if they mostly were."""
     transport, load = key.split("/")
     idle = cell.get("cpu_idle_share")

@@ -1,0 +1,261 @@
+"""capacity-search.json as a type: `SearchRecord`, read and written through the one codec
+(contract/codec.py), as run.json is (contract/run_record.py).
+
+`zmqload capacity` writes the record into its --out before the first probe (`running`), again
+after every probe with the search so far (the combination being searched has its probes and
+bracket so far), and at the end `complete`, `interrupted` (Ctrl-C, SIGTERM) or `failed`. So a
+search killed or interrupted after six probes leaves its six probes and the rules they were
+judged by. The report (report/search_answer.py) reads it through `read_search`, never through
+string keys into a dict.
+
+docs/CAPACITY.md's table of the fields is generated from these types (`python -m
+zmqload.contract.search_record docs/CAPACITY.md`) and held to them by tests/test_search_record.py.
+A file of the zmqload before this type (no schema_version) is refused with one line naming it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import sys
+from typing import Optional
+
+import msgspec
+
+from ..config import SearchPlan, Slos, Workload
+from .codec import Record, older, read, write_atomic
+from .records import SCHEMA_VERSION
+from .states import SearchStatus, Slo
+from .sweep_record import OptionValue
+
+RESULT_FILE = "capacity-search.json"
+"""The search's record, in its --out beside the probes' run directories."""
+
+SET_BY_SEARCH = ("rate", "duration", "count")
+"""Workload options each probe sets (not part of a search's template)."""
+NOT_IN_TEMPLATE = SET_BY_SEARCH + ("run_name", "label")
+"""Workload fields a search's template leaves out: the probe's own."""
+
+# -- a probe ---------------------------------------------------------------------------------
+class BreachEntry(Record):
+    """A broken SLO (zmqload.slo.Breach)."""
+    slo: Slo
+    """The SLO by its option's name."""
+    measured: Optional[float] = None
+    """What the probe measured (null: unknown, e.g. the p99 of a probe that received nothing)."""
+    limit: float = 0.0
+    """The SLO's limit (backlog: the growth tolerated, in messages)."""
+    text: str = ""
+    """One line: the SLO, the measured value and the limit."""
+
+
+class ProbeQueuePeak(Record):
+    """The queue's deepest point in the probe's run (run.json's summary.queue_peak), by place."""
+    messages: Optional[int] = None
+    kernel_messages: Optional[int] = None
+    """In the kernel's tcp socket buffers."""
+    libzmq_messages: Optional[int] = None
+    """In libzmq's pipes."""
+
+
+class Figures(Record):
+    """What a probe shows of its run (zmqload.search.figures): rates, loss, latency, the queue
+    and memory."""
+    offered_rate: int = 0
+    """msg/s of all producers: the probe's rate times the producers."""
+    reached_rate: Optional[float] = None
+    """msg/s the producers reached (zmqload.generator); null: unpaced."""
+    throughput_msgs: float = 0.0
+    """Distinct messages received per second, as `run` says it (until the drain)."""
+    achieved: Optional[float] = None
+    """unique_received / offered (the --min-achieved figure); null: nothing offered."""
+    loss_ratio: float = 0.0
+    """lost / expected (the --max-loss figure)."""
+    lost: int = 0
+    dropped: int = 0
+    stranded: int = 0
+    drained: int = 0
+    eagain: int = 0
+    p99_us: Optional[float] = None
+    """p99 latency from the intended send time, us (null: nothing received)."""
+    p99_9_us: Optional[float] = None
+    queue_peak: Optional[ProbeQueuePeak] = None
+    """null: no queue samples."""
+    consumer_max_rss_kb: Optional[int] = None
+    """The largest consumer's peak RSS."""
+    lag_ms: Optional[float] = None
+    """How far behind its schedule the latest producer was at its last send."""
+    blocked_ms: Optional[float] = None
+    """How long the sockets held it back (pushback)."""
+
+
+class ProbeEntry(Record):
+    """One probe: a real open-loop run at one rate per producer, and its verdict."""
+    rate: int
+    """msg/s per producer."""
+    passed: bool
+    """Every SLO held and no backlog grew (and the generator kept its schedule)."""
+    confirm: bool = False
+    """The re-run of the final pass."""
+    generator_limited: bool = False
+    """The producers could not keep their schedule without pushback: no verdict on the system."""
+    failed_slo: Optional[Slo] = None
+    """The first broken SLO (in the order `max-loss`, `min-achieved`, `backlog`, `slo-p99-us`); `generator`
+    when the generator was the limit."""
+    breaches: list[BreachEntry] = []
+    """Every broken SLO, in that order."""
+    error: Optional[str] = None
+    """The probe's run could not be carried out (not a verdict), else null."""
+    run_dir: Optional[str] = None
+    """The probe's run directory (its run.json and records)."""
+    figures: Optional[Figures] = None
+    """null when the probe's run failed before it had figures."""
+
+
+# -- a combination's search ----------------------------------------------------------------------
+class SearchTemplate(Record):
+    """The combination's workload: every option of `run` but rate, duration and count (each probe
+    sets them) and run_name, label. Checked as a Workload is (config.py)."""
+    pattern: str = "push-pull"
+    transport: str = "tcp"
+    host: str = "127.0.0.1"
+    port: int = 0
+    endpoint: Optional[str] = None
+    size: int = 64
+    pacing: str = "spin"
+    producers: int = 1
+    consumers: int = 1
+    send_mode: str = "block"
+    sndtimeo_ms: int = 100
+    sndhwm: Optional[int] = None
+    rcvhwm: Optional[int] = None
+    linger_ms: Optional[int] = None
+    sndbuf: Optional[int] = None
+    rcvbuf: Optional[int] = None
+    immediate: bool = False
+    io_threads: int = 1
+    cpu_placement: str = "auto"
+    consumer_delay_us: float = 0.0
+    drain_timeout_ms: int = 1000
+    drain: str = "fast"
+    drain_limit_s: float = 60.0
+    warmup: bool = True
+    join_delay_ms: int = 0
+    close_pause_ms: int = 0
+    close_order: str = "producer-first"
+    proxy_sndhwm: Optional[int] = None
+    proxy_rcvhwm: Optional[int] = None
+    out: str = "runs"
+    compression: str = "none"
+    chunk_rows: int = 262_144
+    slice_ms: int = 20
+
+    def __post_init__(self) -> None:
+        self.workload()         # ConfigError (a ValueError): the codec names the field
+
+    def workload(self) -> Workload:
+        """The template as a Workload (rate, duration and count unset)."""
+        return Workload(**msgspec.structs.asdict(self))
+
+    @classmethod
+    def of(cls, workload: Workload) -> SearchTemplate:
+        """The template of a combination's workload."""
+        names = {f.name for f in msgspec.structs.fields(cls)}
+        return cls(**{k: v for k, v in dataclasses.asdict(workload).items() if k in names})
+
+
+class SearchEntry(Record):
+    """One combination's search (zmqload.search.Outcome): its answer, bracket and probes. While it
+    runs (and in a search cut short, its last), the probes and bracket so far."""
+    values: dict[str, OptionValue] = {}
+    """This combination's values of the varying options."""
+    workload: SearchTemplate = msgspec.field(default_factory=SearchTemplate)
+    producers: int = 1
+    """Producers per probe (the rates are per producer)."""
+    wall_s: float = 0.0
+    """Seconds the search took (so far)."""
+    converged: bool = False
+    """An answer was found."""
+    max_sustainable_rate: Optional[int] = None
+    """msg/s per producer, or null."""
+    bracket: list[Optional[int]] = msgspec.field(default_factory=lambda: [None, None])
+    """[highest passing, lowest failing] (so far); either may be null."""
+    failed_slo: Optional[Slo] = None
+    """At the lowest failing rate, the first broken SLO; `generator` when the generator was the limit."""
+    generator_limited: bool = False
+    """The search ended on the generator's limit."""
+    reason: str = ""
+    """Why it ended (while it runs: how far it got)."""
+    probes: list[ProbeEntry] = []
+    """In the order run."""
+
+    def __post_init__(self) -> None:
+        if len(self.bracket) != 2:
+            raise ValueError(f"bracket: expected [highest passing, lowest failing], got {self.bracket}")
+
+
+# -- the record --------------------------------------------------------------------------------
+class SearchRecord(Record):
+    """One `zmqload capacity`'s capacity-search.json (docs/CAPACITY.md)."""
+    schema_version: int = SCHEMA_VERSION
+    """The records' schema version (contract.records.SCHEMA_VERSION, run.json's too)."""
+    search_id: str = ""
+    """The search id: --name, or time and a random suffix; the prefix of every probe's run name."""
+    out: str = ""
+    """--out: where the probes' run directories and this file are."""
+    status: SearchStatus = SearchStatus.RUNNING
+    """`running` from before the first probe on (left so: the search was killed), then how it ended."""
+    varying: list[str] = []
+    """The options that differ between combinations."""
+    slos: Slos = msgspec.field(default_factory=Slos)
+    """The SLOs in effect (capacity's defaults filled in)."""
+    plan: SearchPlan = msgspec.field(default_factory=SearchPlan)
+    """--start-rate, --precision, --probe-duration, --max-probes."""
+    searches: list[SearchEntry] = []
+    """One per combination searched so far, in order; in a search cut short, the last is the one it
+    was in."""
+
+    @property
+    def cut_short(self) -> Optional[SearchEntry]:
+        """The combination the search was in when it stopped short (running: killed or still
+        going; interrupted; failed): the last one. None for a complete search."""
+        return self.searches[-1] if self.status.cut_short and self.searches else None
+
+
+# -- the codec ---------------------------------------------------------------------------------
+def search_path(out: str) -> str:
+    return os.path.join(out, RESULT_FILE)
+
+
+def read_search(path: str) -> SearchRecord:
+    """The record of the search in `path` (a capacity-search.json, or the --out directory
+    holding it); RecordError (one line naming the file) when it is not one this zmqload reads."""
+    if os.path.isdir(path):
+        path = search_path(path)
+    return read(path, SearchRecord, older(RESULT_FILE, "run the search again"))
+
+
+def write_search(out: str, record: SearchRecord) -> None:
+    write_atomic(search_path(out), record)
+
+
+DOC_TABLE = re.compile(r"(<!-- capacity-search.json fields: generated, do not edit -->\n)(.*?)"
+                       r"(<!-- end of capacity-search.json fields -->)", re.S)
+"""Where docs/CAPACITY.md holds the generated table."""
+
+
+def main(argv: list[str]) -> None:
+    """Print the capacity-search.json table, or with a path rewrite that file's generated table."""
+    from .codec import markdown_table
+    table = markdown_table(SearchRecord)
+    if not argv:
+        print(table, end="")
+        return
+    with open(argv[0]) as f:
+        text = f.read()
+    with open(argv[0], "w") as f:
+        f.write(DOC_TABLE.sub(lambda m: m.group(1) + table + m.group(3), text))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
