@@ -19,8 +19,8 @@ MAX_PROBES = 12
 
 def test_search_to_precision(benchmark):
     import zmqload
-    from zmqload.config import SearchPlan, Slos
-    from zmqload.search import find_max_rate, probe_once
+    from zmqload.contract.workload import SearchPlan, Slos
+    from zmqload.plan.capacity_search import find_max_rate, probe_once
 
     out = tempfile.mkdtemp(prefix="zmqload-bench-capacity-")
     template = zmqload.Workload(pattern="push-pull", consumer_delay_us=50, out=out)

@@ -63,22 +63,20 @@ def _role(text: str) -> str:
 
 def profile_zmqload(size: int, count: int, out_dir: str) -> dict:
     """One zmqload run, its worker processes under callgrind."""
-    from zmqload.runner import controller
     import zmqload
-    wrapper = os.path.join(out_dir, "python-under-valgrind")
-    with open(wrapper, "w") as f:
-        f.write("#!/bin/sh\nexec " + " ".join(VALGRIND) +
-                f" --callgrind-out-file={out_dir}/cg.%p.out {sys.executable} \"$@\" 2>>{out_dir}/valgrind.log\n")
-    os.chmod(wrapper, 0o755)
-    saved = sys.executable, controller.LAUNCH_TIMEOUT_S, controller.WARMUP_TIMEOUT_S, controller.FINAL_TIMEOUT_S
-    sys.executable = wrapper            # launch.py starts workers with sys.executable
-    controller.LAUNCH_TIMEOUT_S = controller.WARMUP_TIMEOUT_S = controller.FINAL_TIMEOUT_S = 900.0
+    from zmqload.runner.launch import TOOL_ENV
+    tool = " ".join(VALGRIND) + f" --callgrind-out-file={out_dir}/cg.%p.out --log-file={out_dir}/valgrind.%p.log"
+    saved = os.environ.get(TOOL_ENV)
+    os.environ[TOOL_ENV] = tool     # the workers run under callgrind, the controller's deadlines raised for it
     try:
         result = zmqload.run(pattern="push-pull", transport="tcp", size=size, count=count,
                              out=os.path.join(out_dir, "runs"), drain_timeout_ms=20000)
         assert result.lost == 0 and result.unique_received == count, result
     finally:
-        sys.executable, controller.LAUNCH_TIMEOUT_S, controller.WARMUP_TIMEOUT_S, controller.FINAL_TIMEOUT_S = saved
+        if saved is None:
+            del os.environ[TOOL_ENV]
+        else:
+            os.environ[TOOL_ENV] = saved
     return _thread_costs(out_dir)
 
 

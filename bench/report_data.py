@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from zmqload.config import Workload
+from zmqload.contract.workload import Workload
 from zmqload.contract import run_record as rr
 from zmqload.contract.records import RECVS, SAMPLES, SENDS
 from zmqload.contract.states import RunStatus

@@ -16,11 +16,11 @@ import pytest
 
 import zmqload
 from conftest import read_meta, read_table, zmqload_cli
-from zmqload.config import SearchPlan, Slos
+from zmqload.contract.workload import SearchPlan, Slos
 from zmqload.contract import search_record as sr
 from zmqload.contract.states import Slo
-from zmqload.search import Probe, find_max_rate, probe_once
-from zmqload.slo import Breach
+from zmqload.plan.capacity_search import Probe, find_max_rate, probe_once
+from zmqload.plan.slo import Breach
 
 
 # -- the search's logic on fake probes ---------------------------------------------------------------
@@ -126,7 +126,7 @@ def test_the_probe_budget_bounds_the_search():
 
 # -- the generator verdict's logic on hand-made producers ----------------------------------------------
 def producer(rate: int, sent_s: float, lag_ms: float, blocked_ms: float, lateness_ms: list) -> dict:
-    from zmqload.histogram import Histogram
+    from zmqload.measure.histogram import Histogram
     attempted = int(sent_s * rate)
     late = Histogram()
     late.record(np.array([int(x * 1e6) for x in lateness_ms], np.int64))
@@ -146,7 +146,7 @@ T0 = 10 ** 12
     (8.1, 0, [0.01] * 99 + [8.1], False),                   # one late wake-up just before the end
 ])
 def test_generator_verdict(lag_ms, blocked_ms, lateness_ms, limited):
-    from zmqload.generator import schedule_keeping
+    from zmqload.measure.schedule_keeping import schedule_keeping
     verdict = schedule_keeping(2000, T0, [producer(2000, 1.0, lag_ms, blocked_ms, lateness_ms)])
     assert verdict["generator_limited"] is limited
     assert verdict["lag_ms"] == pytest.approx(lag_ms, abs=0.01)
@@ -369,7 +369,7 @@ def test_the_live_line_shows_rate_refusals_gaps_and_elapsed_of_total(out_dir):
 
     from rich.console import Console
 
-    from zmqload.display import LiveProgress
+    from zmqload.cli.display import LiveProgress
 
     class Recording(LiveProgress):
         snapshots: list = []

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from zmqload import recorder
+from zmqload.runner import recorder
 
 ROWS = 1024
 COLUMNS = {"t": np.int64}

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from zmqload.analysis import capacity
-from zmqload.config import Workload
+from zmqload.analysis import verdicts
+from zmqload.contract.workload import Workload
 from zmqload.contract.derived import work_ceiling
 from zmqload.contract import search_record as sr
 from zmqload.contract.run_record import RunRecord
@@ -51,8 +51,8 @@ def _slow_consumer_search(delay_us):
 def test_the_report_and_the_search_answer_state_the_ceiling_by_the_one_rule():
     row = {"run": "r", "offered_rate": 40_000, "received": 1000, "latency_intended_p99_us": 9000.0}
     for delay, text in ((40, "25.0k/s"), (30, "33.3k/s")):
-        view = capacity.RunView(row, RunRecord(workload=Workload(consumer_delay_us=delay)))
-        cause, _ = capacity.advice(view, [(capacity.P99, "p99 9000 us")], 1000.0)
+        view = verdicts.RunView(row, RunRecord(workload=Workload(consumer_delay_us=delay)))
+        cause, _ = verdicts.advice(view, [(verdicts.P99, "p99 9000 us")], 1000.0)
         assert f"{delay} us of work per message caps a consumer near {text}" in cause
         search = _slow_consumer_search(delay)
         assert f"(at most {text} each, 1 consumer)" in search_answer.cause(search, search.probes[0])

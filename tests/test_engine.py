@@ -46,7 +46,7 @@ def engine():
         sock = _engine.Socket(ctx, _engine.SOCKET_TYPES[kind])
         sockets.append(sock)
         for name, value in {"LINGER": 0, **options}.items():
-            sock.set_option(_engine.OPTIONS[name], value)
+            sock.set_option(_engine.SOCKET_OPTION_IDS[name], value)
         return sock
 
     socket.context = ctx
@@ -305,7 +305,7 @@ def test_receiver_with_nothing_to_read_blocks_without_a_timeout_until_its_slice_
     receiver = _engine.Receiver(pull)
     for _ in range(3):
         assert 50 * MS <= _idle_slice(receiver, 50) < 1_000 * MS
-    assert receiver.slice_timer and pull.get_option(_engine.OPTIONS["RCVTIMEO"]) == -1
+    assert receiver.slice_timer and pull.get_option(_engine.SOCKET_OPTION_IDS["RCVTIMEO"]) == -1
     assert receiver.received == receiver.errors == 0 and not receiver.terminated
 
 
@@ -343,7 +343,7 @@ def test_where_the_slice_signal_is_taken_the_receive_timeout_ends_the_slice(engi
     try:
         receiver = _engine.Receiver(pull)
         assert 60 * MS <= _idle_slice(receiver, 60) < 1_000 * MS
-        assert not receiver.slice_timer and pull.get_option(_engine.OPTIONS["RCVTIMEO"]) == 60
+        assert not receiver.slice_timer and pull.get_option(_engine.SOCKET_OPTION_IDS["RCVTIMEO"]) == 60
     finally:
         signal.signal(_engine.SLICE_SIGNAL, signal.SIG_DFL)
     assert 60 * MS <= _idle_slice(receiver, 60) < 1_000 * MS       # its own again

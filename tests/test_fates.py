@@ -7,7 +7,7 @@ import pytest
 
 from conftest import check_identity, read_meta, read_table
 from zmqload import Workload
-from zmqload.accounting import ambiguous_tail, bits_in, dropped_maps, fates, first_last
+from zmqload.measure.reconcile import ambiguous_tail, bits_in, dropped_maps, fates, first_last
 from zmqload.contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 from zmqload.runner.collect import tail_placement
 
@@ -241,14 +241,14 @@ def test_kernel_part_never_exceeds_what_is_in_flight():
     """Samples of the two ends taken at different instants can hold the same bytes twice
     (found by the U-2 scenario: 243 KB counted with 132 KB sent). 100 messages of 64 B are
     in flight; the sender's and the receiver's queues each report 6,600 bytes."""
-    from zmqload import queues
+    from zmqload.measure import queue_depth
     samples = {"t_ns": np.array([0, 10, 0, 10], np.int64),
                "role": np.array(["producer", "producer", "consumer", "consumer"], object),
                "worker": np.array([0, 0, 0, 0]),
                "messages": np.array([0, 100, 0, 0]),
                "tcp_sendq_bytes": np.array([0, 6600, 0, 0]),
                "tcp_recvq_bytes": np.array([0, 0, 0, 6600])}
-    depth = queues.depth_over_time(samples, producers=1, consumers=1, copies=1, size=64,
+    depth = queue_depth.depth_over_time(samples, producers=1, consumers=1, copies=1, size=64,
                                    drop_times_ns=np.zeros(0, np.int64), t0_ns=0)
     frame = queues.frame_bytes(64)
     assert frame == 66 and queues.frame_bytes(256) == 265

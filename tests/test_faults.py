@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import fault_table as ft
-from zmqload.accounting import fates
+from zmqload.measure.reconcile import fates
 from zmqload.contract.fates import FATES
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import socket
 import time
 
-from zmqload.kernelq import TcpQueues, ports_of
+from zmqload.runner.kernel_queues import TcpQueues, ports_of
 
 
 def _wait_for(queues: TcpQueues, expected: tuple[int, int], timeout_s: float = 3.0) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""The option table (zmqload.config.OPTIONS) as every surface meets it: the Python API, the
+"""The option table (zmqload.contract.workload.OPTIONS) as every surface meets it: the Python API, the
 argument parsers built from it, sweeps, and the README's option table."""
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ import re
 import numpy as np
 import pytest
 
-from zmqload import OPTIONS, RunResult, Workload, cli, patterns, sweep as sweeps
+from zmqload import OPTIONS, RunResult, Workload, cli
+from zmqload.contract import patterns
+from zmqload.plan import sweep as sweeps
 from zmqload.errors import ConfigError
-from zmqload.histogram import Histogram
+from zmqload.measure.histogram import Histogram
 
 README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
 
@@ -203,7 +205,7 @@ def test_every_rate_option_takes_the_same_spellings(before, flag, dest, value_of
 
 def test_sweep_files_and_the_api_take_rate_spellings_too():
     assert sweeps.parse_value("rate", "200k") == Workload(rate="200k").rate == 200_000
-    from zmqload.config import SearchPlan
+    from zmqload.contract.workload import SearchPlan
     assert SearchPlan(start_rate="1.5M").start_rate == 1_500_000
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from zmqload.config import Workload
+from zmqload.contract.workload import Workload
 from zmqload.contract import control
 from zmqload.contract.ids import Role
 from zmqload.errors import RunError

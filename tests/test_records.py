@@ -6,9 +6,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from zmqload import _engine
-from zmqload.accounting import missing_ranges, reconcile
-from zmqload.histogram import Histogram, bucket_index, bucket_value
-from zmqload.recorder import RECVS_SCHEMA, SAMPLES_SCHEMA, SENDS_SCHEMA, PartWriter, SeenMap
+from zmqload.measure.reconcile import missing_ranges, reconcile
+from zmqload.measure.histogram import Histogram, bucket_index, bucket_value
+from zmqload.runner.recorder import RECVS_SCHEMA, SAMPLES_SCHEMA, SENDS_SCHEMA, PartWriter, SeenMap
 
 
 @pytest.mark.parametrize("schema", [SENDS_SCHEMA, RECVS_SCHEMA, SAMPLES_SCHEMA], ids=["sends", "recvs", "samples"])
@@ -45,7 +45,7 @@ def test_wire_header_layout():
 def test_intended_schedule_matches_engine():
     t0, rate = 1_000_000_000_123, 333_333
     seqs = np.array([0, 1, 2, 999_999, 123_456_789], dtype=np.int64)
-    from zmqload.recorder import intended_times
+    from zmqload.runner.recorder import intended_times
     numpy_side = intended_times(t0, seqs, rate, seqs)
     assert [_engine.intended_ns(t0, int(s), rate) for s in seqs] == numpy_side.tolist()
 

@@ -12,7 +12,7 @@ import pytest
 
 import fault_table as ft
 import zmqload
-from zmqload.config import Slos
+from zmqload.contract.workload import Slos
 from zmqload.contract import codec
 from zmqload.contract import run_record as rr
 from zmqload.contract.states import DrainEnd, RunStatus

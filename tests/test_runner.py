@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from zmqload.config import Workload
+from zmqload.contract.workload import Workload
 from zmqload.contract import control
 from zmqload.contract.ids import Role, WorkerId
 from zmqload.runner.controller import drain_decision

@@ -18,13 +18,13 @@ import time
 import msgspec
 import pytest
 
-from zmqload.config import SearchPlan, Slos, Workload
+from zmqload.contract.workload import SearchPlan, Slos, Workload
 from zmqload.contract import codec
 from zmqload.contract import search_record as sr
 from zmqload.contract import sweep_record as swr
 from zmqload.contract.states import PointStatus, SearchStatus, Slo, SweepStatus
 from zmqload.errors import RecordError
-from zmqload.search import Outcome, Probe, find_max_rate
+from zmqload.plan.capacity_search import Outcome, Probe, find_max_rate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

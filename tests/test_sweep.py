@@ -15,7 +15,8 @@ import types
 import pytest
 
 from conftest import read_meta, zmqload_cli
-from zmqload import cli, sweep as sweeps
+from zmqload import cli
+from zmqload.plan import sweep as sweeps
 from zmqload.cli import report_after, sweep as sweep_command
 from zmqload.errors import ConfigError
 

@@ -8,13 +8,13 @@
 `Workload` fields accept what the command line accepts (`Workload(rate="10k")`);
 `OPTIONS` is the option table behind both (flag, range, help of every field).
 """
-__version__ = "0.1.0"
 
 from typing import TYPE_CHECKING, Any    # noqa: E402
 
-from .config import OPTIONS, Option, Workload    # noqa: E402
+from .versions import ZMQLOAD_VERSION as __version__    # noqa: E402
+from .contract.workload import OPTIONS, Option, Workload    # noqa: E402
 from .errors import ConfigError, RunError, ZmqloadError   # noqa: E402
-from .result import RunResult                    # noqa: E402
+from .measure.result import RunResult                    # noqa: E402
 
 if TYPE_CHECKING:
     from .runner.state import ProgressListener

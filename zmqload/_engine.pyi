@@ -19,7 +19,7 @@ SEND_MODES: Final[dict[str, int]]
 SPIN_BELOW_NS: Final[int]
 SLICE_SIGNAL: Final[int | None]
 SOCKET_TYPES: Final[dict[str, int]]
-OPTIONS: Final[dict[str, int]]
+SOCKET_OPTION_IDS: Final[dict[str, int]]
 
 def libzmq_version() -> tuple[int, int, int]: ...
 TICK_STAMPS: bool

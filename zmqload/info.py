@@ -22,7 +22,7 @@ def socket_defaults() -> dict[str, dict[str, int]]:
     try:
         for name in PROBED_SOCKETS:
             sock = _engine.Socket(context, _engine.SOCKET_TYPES[name])
-            defaults[name] = {opt: sock.get_option(_engine.OPTIONS[opt]) for opt in PROBED_OPTIONS}
+            defaults[name] = {opt: sock.get_option(_engine.SOCKET_OPTION_IDS[opt]) for opt in PROBED_OPTIONS}
             sock.close(0)
     finally:
         context.term()

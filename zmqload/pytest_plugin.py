@@ -30,8 +30,8 @@ from .errors import RecordError
 if TYPE_CHECKING:
     from pluggy import Result
 
-    from .config import Workload
-    from .result import RunResult
+    from .contract.workload import Workload
+    from .measure.result import RunResult
 
 SECTION = "zmqload runs"
 TIMINGS = ("message", "wall")
@@ -116,7 +116,7 @@ class ZmqloadFixture:
         """Every run of the test: its summary table, missing sequence ranges, where its records
         are and how to get the Spark report."""
         from rich.console import Console
-        from zmqload.display import print_summary
+        from zmqload.cli.display import print_summary
 
         buffer = io.StringIO()
         console = Console(file=buffer, width=100, force_terminal=False, color_system=None,
@@ -285,7 +285,7 @@ class ZmqloadBenchmark:
 
 
 def _extra_info(w: Workload, results: list[RunResult], timing: str, rounds: int) -> dict[str, Any]:
-    from zmqload.histogram import Histogram
+    from zmqload.measure.histogram import Histogram
     latency = Histogram()
     for result in results:
         latency.merge(result.latency_intended)

@@ -8,15 +8,18 @@ import sys
 import time
 from typing import Any
 
+ZMQLOAD_VERSION = "0.1.0"
+"""This zmqload's version (pyproject.toml's); `zmqload.__version__` hands it on."""
+
 
 def versions() -> dict[str, str]:
     import numpy
     import pyarrow
     import zmq
 
-    from . import __version__, _engine
+    from . import _engine
     return {
-        "zmqload": __version__,
+        "zmqload": ZMQLOAD_VERSION,
         "libzmq": ".".join(map(str, _engine.libzmq_version())),
         "pyzmq": zmq.__version__,
         "pyzmq_libzmq": zmq.zmq_version(),

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from zmqload.analysis import javacheck
-from zmqload.analysis.capacity import parse_bytes
+from zmqload.analysis.verdicts import parse_bytes
 from zmqload.contract import run_record as rr
 from zmqload.contract.states import RunStatus
 from zmqload.cli import report as command      # the report's command line (add_arguments, run)

@@ -1,5 +1,5 @@
 """One histogram rule for `run` and the report (contract/histogram.py, issue 14 item 6): the
-Spark buckets and the report's percentiles equal zmqload.histogram's on the same values,
+Spark buckets and the report's percentiles equal zmqload.measure.histogram's on the same values,
 and on a real run the report's p50 / p99 / p99.9 equal run.json's exactly."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from zmqload.contract import histogram as rule
-from zmqload.histogram import Histogram, bucket_index
+from zmqload.measure.histogram import Histogram, bucket_index
 
 
 from zmqload.analysis import finish, metrics

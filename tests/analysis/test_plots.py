@@ -223,7 +223,7 @@ def test_real_ipc_queue_axis_has_whole_messages_and_bytes(real_analysis):
 
 
 def test_the_queue_split_follows_the_transport():
-    """Only tcp connections have their kernel queues sampled (zmqload.kernelq): an ipc run's
+    """Only tcp connections have their kernel queues sampled (zmqload.runner.kernel_queues): an ipc run's
     depth is not called 'kernel tcp buffers', an inproc run's has no kernel part."""
     assert plots.split_parts("tcp") == ("kernel tcp buffers", "libzmq pipes")
     for transport in ("ipc", "inproc"):

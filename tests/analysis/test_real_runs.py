@@ -1,6 +1,6 @@
 """The Spark report against run.json on real runs: every total the report computes from the
 Parquet records equals what the run reconciled from the workers' bit maps (two independent
-paths to the same figures: packed maps in accounting.py, Spark over the records), per run,
+paths to the same figures: packed maps in measure/reconcile.py, Spark over the records), per run,
 per stream and per fan-out consumer, fates included; and numpy straight over the Parquet
 files for the fates, a fan-out consumer's own latency and the throughput."""
 from __future__ import annotations

@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from zmqload.analysis.capacity import fmt_rate
-from zmqload.config import Slos
+from zmqload.analysis.verdicts import fmt_rate
+from zmqload.contract.workload import Slos
 from zmqload.contract import search_record as sr
 from zmqload.contract.states import Slo
 from zmqload.report import html, markdown, plots

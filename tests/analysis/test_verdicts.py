@@ -1,12 +1,12 @@
-"""The report's verdicts (zmqload/analysis/capacity.py) on hand-made summaries with known answers."""
+"""The report's verdicts (zmqload/analysis/verdicts.py) on hand-made summaries with known answers."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import pytest
 
-from zmqload.analysis.capacity import GENERATOR, LOSS, P99, capacity_table, recommend, verdict_columns
-from zmqload.config import Workload
+from zmqload.analysis.verdicts import GENERATOR, LOSS, P99, capacity_table, recommend, verdict_columns
+from zmqload.contract.workload import Workload
 from zmqload.contract import run_record as rr
 from zmqload.contract.fates import AMBIGUOUS_TAIL
 
@@ -37,7 +37,7 @@ def _run(run_id, rate, *, p99=100.0, dropped_mid=0, dropped_tail=0, drained=0, s
     row[AMBIGUOUS_TAIL] = ambiguous                               # of dropped_tail: a PUB closed at once
     libzmq = w.pop("libzmq", "4.3.4")
     summary = rr.Summary(queue_peak=rr.QueuePeak(messages=100, kernel_messages=40, libzmq_messages=60))
-    if generator_limited is not None:       # where zmqload.generator's verdict goes in run.json
+    if generator_limited is not None:       # where zmqload.measure.schedule_keeping's verdict goes in run.json
         summary.generator_limited = generator_limited
         summary.generator = rr.GeneratorVerdict(generator_limited=generator_limited, reached_rate=91_000.0)
     record = rr.RunRecord(run_id=run_id, workload=Workload(**w), versions=rr.Versions(libzmq=libzmq),

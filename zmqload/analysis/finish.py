@@ -159,7 +159,7 @@ _ZERO_IF_ABSENT = ("received", "unique", "duplicates", "drained", "sent_before_f
 def fates(counts: Iterable[Row], recv_sum: Iterable[Row], views: Iterable[tuple[int, int, bool, str, bool]],
           dead_streams: dict[int, list[int]] | None = None) -> list[Row]:
     """Per (run, consumer, stream): what was sent, what arrived, and the fate of every sent
-    message, by the rules of zmqload/accounting.py (restated here on counts, not imported:
+    message, by the rules of zmqload/measure/reconcile.py (restated here on counts, not imported:
     analysis/ reads records only). The identity sent = the sum of
     zmqload.contract.fates.FATES holds per row.
 

@@ -71,7 +71,7 @@ def _words(rows: DataFrame, extra: Iterable[Column] = ()) -> DataFrame:
 def recv_summary(recvs: DataFrame, fanout_runs: Iterable[int] = (),
                  drain_starts: dict[tuple[int, int], int] | None = None) -> DataFrame:
     """Per (run, consumer, stream): received, unique, duplicates, drained (distinct seqs whose
-    every arrival came in the drain, as accounting.py counts them), seq and time range, bytes.
+    every arrival came in the drain, as measure/reconcile.py counts them), seq and time range, bytes.
 
     Exact by construction: seqs are OR-ed into 64-bit words and counted with bit_count, so
     duplicates can neither hide behind gaps nor be faked by them (issue 14: the earlier
@@ -232,7 +232,7 @@ def _bucket_by_bit_length(v: str, lo: int, hi: int) -> str:
 
 def log_bucket(column: str) -> Column:
     """Histogram bucket of a bigint column's value (contract/histogram.py's layout, as
-    zmqload.histogram and the engine fill it; values <= 0 are bucket 0).
+    zmqload.measure.histogram and the engine fill it; values <= 0 are bucket 0).
 
     The bit length is found by six comparisons, not log2: the log2 version (a double log,
     corrected by one either way) made the latency scan of 100M records 2.5x slower (10.2 s

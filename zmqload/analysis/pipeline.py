@@ -109,7 +109,7 @@ def _run_columns(info: RunInfo) -> dict[str, Any]:
 
 
 def drain_completed(info: RunInfo) -> bool:
-    """Whether every unreceived message counts as dropped (accounting.py's rule): the drain
+    """Whether every unreceived message counts as dropped (measure/reconcile.py's rule): the drain
     ran to completion and the run completed (a record without a drain: its consumers read
     until idle, as a completed drain does)."""
     drain = info.record.drain
@@ -124,7 +124,7 @@ def tail_placement(info: RunInfo) -> str:
 
 
 def view_died(info: RunInfo, consumer: int) -> bool:
-    """Whether a worker on a view's path died (accounting.reconcile's rule): a proxy, the
+    """Whether a worker on a view's path died (measure.reconcile's rule): a proxy, the
     view's consumer, or for round robin (ALL) any consumer, as any could hold a message."""
     died = info.died
     if died[Role.PROXY]:
@@ -146,7 +146,7 @@ def certain_lines(spark_recvs: DataFrame, runs: list[RunInfo], rs: list[dict[str
                   fanout_runs: Collection[int]) -> None:
     """Sets `limit` and `got_below_limit` on each receive summary row (in place): for runs
     whose drain was cut short, the seq below which an unreceived message cannot still be
-    queued (accounting.py: one connection delivers in order), and how many distinct seqs
+    queued (measure/reconcile.py: one connection delivers in order), and how many distinct seqs
     arrived below it. A fan-out consumer's line is its own last arrival; a round-robin
     stream's is the lowest of every consumer's last arrival (-1, so 0, if one got none)."""
     cut = {i for i, r in enumerate(runs) if not drain_completed(r)}

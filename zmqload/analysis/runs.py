@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Sequence, Union, cast
 
 import pyarrow.parquet as pq
 
-from ..config import Workload
+from ..contract.workload import Workload
 from ..contract import run_record as rr
 from ..contract.ids import Role
 from ..contract.records import SCHEMAS

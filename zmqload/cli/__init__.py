@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .. import __version__
+from ..versions import ZMQLOAD_VERSION as __version__
 from ..errors import ExitStatus
 from .common import OneLineParser, guarded, usage_error
 

@@ -16,8 +16,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Optional
 
-from .. import sweep as sweeps
-from ..config import SEARCH_OPTIONS, SLO_OPTIONS, SearchPlan, Slos
+from ..plan import sweep as sweeps
+from ..contract.workload import SEARCH_OPTIONS, SLO_OPTIONS, SearchPlan, Slos
 from ..contract.codec import to_builtins
 from ..contract.search_record import (RESULT_FILE, SET_BY_SEARCH, SearchEntry, SearchRecord, SearchTemplate,
                                       search_path, write_search)
@@ -27,7 +27,7 @@ from .options import add_workload_arguments
 from .report_after import report_module, run_report
 
 if TYPE_CHECKING:     # the search (numpy, the runner) is imported only when a search runs
-    from ..search import Outcome, Probe
+    from ..plan.capacity_search import Outcome, Probe
 
 NAME = "capacity"
 HELP = "find the highest rate each combination of options sustains within the SLOs"
@@ -116,13 +116,13 @@ def search_entry(point: sweeps.Point, outcome: Outcome, wall_s: float) -> Search
 
 def starting(point: sweeps.Point) -> SearchEntry:
     """A combination's search before its first probe."""
-    from ..search import Outcome
+    from ..plan.capacity_search import Outcome
     return search_entry(point, Outcome(False, None, [None, None], None, False, "searching: no probe yet", []), 0.0)
 
 
 def run(args: argparse.Namespace) -> ExitStatus:
-    from ..display import LiveProgress
-    from ..search import find_max_rate, probe_once
+    from .display import LiveProgress
+    from ..plan.capacity_search import find_max_rate, probe_once
 
     plan = SearchPlan(**{name: getattr(args, name) for name in SEARCH_OPTIONS})
     slos = Slos(**{name: getattr(args, name) for name in SLO_OPTIONS}).with_search_defaults()

@@ -1,11 +1,11 @@
-"""Argument parsers built from the option table (zmqload.config.OPTIONS): `run` takes one
+"""Argument parsers built from the option table (zmqload.contract.workload.OPTIONS): `run` takes one
 value per option, `sweep` a value or a comma-separated list (an axis)."""
 from __future__ import annotations
 
 import argparse
 from typing import Any, Callable, Collection, Optional, Sequence, Union
 
-from ..config import OPTIONS, Option, Workload
+from ..contract.workload import OPTIONS, Option, Workload
 from ..errors import ConfigError
 
 AXIS_NOTE = "V or V1,V2,...: a list is an axis"

@@ -18,7 +18,7 @@ import argparse
 from typing import Callable, Sequence
 
 from ..analysis.session import check_driver_memory, check_master
-from ..config import Option, rate_option
+from ..contract.workload import Option, rate_option
 from ..errors import ConfigError, ExitStatus
 from ..report import command
 from ..report.build import DEFAULT_SLO_P99_US, PROG

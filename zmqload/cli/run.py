@@ -6,13 +6,13 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from ..config import SLO_OPTIONS, Slos
+from ..contract.workload import SLO_OPTIONS, Slos
 from ..errors import ExitStatus, RunError
 from .options import add_workload_arguments, workload_from_args
 
 if TYPE_CHECKING:
-    from ..result import RunResult
-    from ..slo import Breach
+    from ..measure.result import RunResult
+    from ..plan.slo import Breach
 
 NAME = "run"
 HELP = "run one workload and record every message"
@@ -29,12 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> ExitStatus:
-    from ..display import LiveProgress
+    from .display import LiveProgress
     from ..runner import run as run_workload
 
     workload = workload_from_args(args).validate()
     slos = Slos(**{name: getattr(args, name) for name in SLO_OPTIONS})
-    from ..sweep import estimate_run_s
+    from ..plan.sweep import estimate_run_s
     progress = None if args.json or args.quiet else LiveProgress(total_s=estimate_run_s(workload))
     try:
         result = run_workload(workload, progress=progress, slos=slos if slos.given else None)
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
         if failed is not None:
             show(failed, [], args)
         raise
-    from ..slo import judge
+    from ..plan.slo import judge
     breaches = judge(result, slos) if result.status == "complete" else []
     show(result, breaches, args)
     if result.status != "complete":
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
 def show(result: RunResult, breaches: list[Breach], args: argparse.Namespace) -> None:
     from rich.console import Console
 
-    from ..display import print_summary
+    from .display import print_summary
     if args.json:
         print(json.dumps({**result.summary(), "slo_breaches": [b.to_dict() for b in breaches]}, default=str))
     elif not args.quiet:

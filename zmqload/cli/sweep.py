@@ -10,7 +10,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
-from .. import sweep as sweeps
+from ..plan import sweep as sweeps
 from ..errors import ExitStatus
 from .options import add_workload_arguments
 from .report_after import report_module, run_report
@@ -74,7 +74,7 @@ class RichReporter(sweeps.SweepReporter):
     def sweep_started(self, sweep: sweeps.Sweep) -> None:
         if self.quiet or not self.console.is_terminal:
             return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
         self.progress = Progress(TextColumn("[bold]sweep {task.fields[sweep]}"), BarColumn(),
                                  TextColumn("run {task.fields[run]}/{task.total:.0f}"), TimeElapsedColumn(),
                                  TextColumn("about {task.fields[left]} left"), TextColumn("{task.description}"),

@@ -16,7 +16,7 @@ import enum
 import inspect
 import os
 import typing
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 

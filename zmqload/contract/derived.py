@@ -2,7 +2,7 @@
 states it (the report's verdicts in zmqload.analysis, the capacity search's answer in
 zmqload.report). Pure Python: imports nothing of zmqload.
 
-The runner's own unit conversion of a setting lives on the Workload (config.Workload:
+The runner's own unit conversion of a setting lives on the Workload (contract.workload.Workload:
 `consumer_delay_ns`), which the engine reads.
 """
 from __future__ import annotations

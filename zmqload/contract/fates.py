@@ -1,4 +1,4 @@
-"""The fates a sent message can end in, named once for the run (zmqload/accounting.py),
+"""The fates a sent message can end in, named once for the run (zmqload/measure/reconcile.py),
 run.json, the summary and the report (zmqload/analysis/metrics.py); docs/RECORDS.md
 says what each means."""
 from __future__ import annotations

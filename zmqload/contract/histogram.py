@@ -1,4 +1,4 @@
-"""The latency histogram's layout and percentile rule, shared by `run` (zmqload/histogram.py,
+"""The latency histogram's layout and percentile rule, shared by `run` (zmqload/measure/histogram.py,
 the engine's `histogram_add`) and the report (analysis/metrics.py in Spark), so both give
 the same percentile of the same records, to the nanosecond.
 

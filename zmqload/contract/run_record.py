@@ -21,7 +21,7 @@ from typing import Optional
 
 import msgspec
 
-from ..config import Slos, Workload
+from .workload import Slos, Workload
 from .codec import Record, read, write_atomic
 from .fates import AMBIGUOUS_TAIL, TailPlacement
 from .ids import Role
@@ -223,7 +223,7 @@ class Counters(Record):
 
 
 class QueuePeak(Record, omit_defaults=True):
-    """The queue's deepest point (zmqload.queues): all None (written {}) with no samples."""
+    """The queue's deepest point (zmqload.measure.queue_depth): all None (written {}) with no samples."""
     messages: Optional[int] = None
     at_s: Optional[float] = None
     kernel_messages: Optional[int] = None
@@ -246,7 +246,7 @@ class LatencySummary(Record):
 
 
 class GeneratorVerdict(Record):
-    """Whether the producers kept their open-loop schedule (zmqload.generator)."""
+    """Whether the producers kept their open-loop schedule (zmqload.measure.schedule_keeping)."""
     generator_limited: bool = False
     scheduled_rate: int = 0
     reached_rate: Optional[float] = None

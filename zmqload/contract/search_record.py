@@ -22,7 +22,7 @@ from typing import Optional
 
 import msgspec
 
-from ..config import SearchPlan, Slos, Workload
+from .workload import SearchPlan, Slos, Workload
 from .codec import Record, older, read, write_atomic
 from .records import SCHEMA_VERSION
 from .states import SearchStatus, Slo
@@ -38,7 +38,7 @@ NOT_IN_TEMPLATE = SET_BY_SEARCH + ("run_name", "label")
 
 # -- a probe ---------------------------------------------------------------------------------
 class BreachEntry(Record):
-    """A broken SLO (zmqload.slo.Breach)."""
+    """A broken SLO (zmqload.plan.slo.Breach)."""
     slo: Slo
     """The SLO by its option's name."""
     measured: Optional[float] = None
@@ -59,12 +59,12 @@ class ProbeQueuePeak(Record):
 
 
 class Figures(Record):
-    """What a probe shows of its run (zmqload.search.figures): rates, loss, latency, the queue
+    """What a probe shows of its run (zmqload.plan.capacity_search.figures): rates, loss, latency, the queue
     and memory."""
     offered_rate: int = 0
     """msg/s of all producers: the probe's rate times the producers."""
     reached_rate: Optional[float] = None
-    """msg/s the producers reached (zmqload.generator); null: unpaced."""
+    """msg/s the producers reached (zmqload.measure.schedule_keeping); null: unpaced."""
     throughput_msgs: float = 0.0
     """Distinct messages received per second, as `run` says it (until the drain)."""
     achieved: Optional[float] = None
@@ -115,7 +115,7 @@ class ProbeEntry(Record):
 # -- a combination's search ----------------------------------------------------------------------
 class SearchTemplate(Record):
     """The combination's workload: every option of `run` but rate, duration and count (each probe
-    sets them) and run_name, label. Checked as a Workload is (config.py)."""
+    sets them) and run_name, label. Checked as a Workload is (contract/workload.py)."""
     pattern: str = "push-pull"
     transport: str = "tcp"
     host: str = "127.0.0.1"
@@ -165,7 +165,7 @@ class SearchTemplate(Record):
 
 
 class SearchEntry(Record):
-    """One combination's search (zmqload.search.Outcome): its answer, bracket and probes. While it
+    """One combination's search (zmqload.plan.capacity_search.Outcome): its answer, bracket and probes. While it
     runs (and in a search cut short, its last), the probes and bracket so far."""
     values: dict[str, OptionValue] = {}
     """This combination's values of the varying options."""

@@ -71,7 +71,7 @@ class SearchStatus(Word):
 
 
 class Slo(Word):
-    """A service-level objective by its option's name (zmqload.slo.ORDER, the order breaches are
+    """A service-level objective by its option's name (zmqload.plan.slo.ORDER, the order breaches are
     named in), and `generator`: the load generator, not the system, was the limit (a search's
     failed_slo only)."""
     MAX_LOSS = "max-loss"

@@ -1,7 +1,7 @@
 """A sweep's file, `<out>/sweep-<id>.json`, as a type: `SweepRecord`, read and written through
 the one codec (contract/codec.py), as run.json is (contract/run_record.py).
 
-`zmqload sweep` (zmqload/sweep.py) writes it when the sweep starts and rewrites it atomically
+`zmqload sweep` (zmqload/plan/sweep.py) writes it when the sweep starts and rewrites it atomically
 after every run, so it is current even if the sweep is killed. docs/SWEEPS.md's table of the
 fields is generated from these types (`python -m zmqload.contract.sweep_record docs/SWEEPS.md`)
 and held to them by tests/test_search_record.py. A file of the zmqload before this type (no

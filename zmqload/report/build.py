@@ -43,7 +43,7 @@ def prepare(args: argparse.Namespace) -> Inputs:
     """The runs under args.paths, checked: ConfigError for a bad --memory-budget,
     ReportInputError when no run is usable, nothing was recorded, or (--strict) a file is
     unreadable. Says no warning: `make` does, wherever the report is made."""
-    from ..analysis.capacity import parse_bytes
+    from ..analysis.verdicts import parse_bytes
     from ..analysis.runs import BadFileWarning, discover_runs
 
     budget = None
@@ -177,7 +177,7 @@ def mark_damaged(analysis: Analysis, runs: list[RunInfo]) -> set[str]:
 
 def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], budget: int | None,
             progress: Progress) -> ExitStatus:
-    from ..analysis.capacity import capacity_table, recommend
+    from ..analysis.verdicts import capacity_table, recommend
     from ..analysis.pipeline import analyze
     from ..analysis.session import get_spark
     from . import html, markdown, outputs, search_answer

@@ -6,7 +6,7 @@ import html
 import os
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from ..analysis.capacity import fmt_bytes, fmt_rate, offered
+from ..analysis.verdicts import fmt_bytes, fmt_rate, offered
 from ..analysis.metrics import ALL
 from . import plots, search_answer
 

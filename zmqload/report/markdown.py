@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from ..analysis.capacity import fmt_bytes, fmt_rate
+from ..analysis.verdicts import fmt_bytes, fmt_rate
 from . import search_answer
 from .html import ROUND_TRIP_COLUMNS, offered_cell, round_trip_runs
 

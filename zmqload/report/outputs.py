@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ..analysis.capacity import VERDICT_COLUMNS, verdict_columns
+from ..analysis.verdicts import VERDICT_COLUMNS, verdict_columns
 from ..analysis.pipeline import SUMMARY_COLUMNS
 from ..contract.search_record import SearchRecord
 from . import search_answer

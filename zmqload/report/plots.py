@@ -17,7 +17,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from ..analysis.capacity import fmt_rate, key_text, offered  # noqa: E402
+from ..analysis.verdicts import fmt_rate, key_text, offered  # noqa: E402
 from ..analysis.metrics import ALL  # noqa: E402
 from ..contract.fates import TAIL_AMBIGUOUS, TAIL_MID_RUN  # noqa: E402
 from ..contract.histogram import bucket_value  # noqa: E402
@@ -464,7 +464,7 @@ HWM_SCALE = 4      # an HWM above 4x the peak depth is named, not drawn
 
 def split_parts(transport: str | None) -> tuple[str, ...]:
     """The areas the queue plot splits the depth into: the kernel's part is sampled only for
-    tcp connections (zmqload.kernelq); over ipc the unix-socket buffers are not, and inproc
+    tcp connections (zmqload.runner.kernel_queues); over ipc the unix-socket buffers are not, and inproc
     has no kernel part, so those are drawn as one area named for what it holds."""
     if transport == "tcp":
         return ("kernel tcp buffers", "libzmq pipes")
@@ -476,10 +476,10 @@ def split_parts(transport: str | None) -> tuple[str, ...]:
 def queue_split(depth: list[dict[str, Any]], run: str, run_path: str, record: RunRecord,
                 window_ns: int) -> Optional[str]:
     """Messages in flight (Spark's depth, of messages that arrived) split into the kernel's tcp
-    buffers and libzmq's pipes by zmqload.queues' rule (kernel bytes from the samples / size,
+    buffers and libzmq's pipes by zmqload.measure.queue_depth' rule (kernel bytes from the samples / size,
     capped at the depth), with the HWMs as reference lines; one area where the kernel's part
     is not sampled (split_parts)."""
-    from .. import queues
+    from ..measure.queue_depth import depth_over_time, read_samples
     rows = sorted((d for d in depth if d["run"] == run and d["stream"] == ALL),
                   key=lambda d: d["window"])
     if not rows:
@@ -489,9 +489,9 @@ def queue_split(depth: list[dict[str, Any]], run: str, run_path: str, record: Ru
     t = np.array([((d["window"] + 1) * window_ns - t0) / 1e9 for d in rows])
     total = np.array([max(d["depth"], 0) for d in rows], dtype=float)
     kernel = np.zeros(len(rows))
-    samples = queues.read_samples(run_path)
+    samples = read_samples(run_path)
     if samples:
-        series = queues.depth_over_time(samples, producers=w.producers, consumers=w.consumers,
+        series = depth_over_time(samples, producers=w.producers, consumers=w.consumers,
                                         copies=w.consumers if record.fanout else 1, size=w.size,
                                         drop_times_ns=np.zeros(0, np.int64), t0_ns=t0)
         if series:

@@ -14,14 +14,14 @@ import glob
 import os
 from typing import Any, Optional, Sequence
 
-from ..analysis.capacity import KEEPS_UP, fmt_rate
+from ..analysis.verdicts import KEEPS_UP, fmt_rate
 from ..contract.derived import work_ceiling
 from ..contract.search_record import (RESULT_FILE, Figures, ProbeEntry, ProbeQueuePeak, SearchEntry, SearchRecord,
                                       read_search)
 from ..contract.states import Slo
 from ..contract.sweep_record import OptionValue
 from ..errors import RecordError
-from ..patterns import PATTERNS
+from ..contract.patterns import PATTERNS
 
 FILE = RESULT_FILE
 

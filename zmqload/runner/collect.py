@@ -6,14 +6,14 @@ from typing import Any, Optional, Union, cast
 
 import numpy as np
 
-from ..accounting import reconcile
-from ..config import Workload
+from ..measure.reconcile import reconcile
+from ..contract.workload import Workload
 from ..contract import control
 from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 from ..contract.ids import Role
-from ..generator import schedule_keeping
-from ..histogram import Histogram
-from ..result import RunResult
+from ..measure.schedule_keeping import schedule_keeping
+from ..measure.histogram import Histogram
+from ..measure.result import RunResult
 from .state import RunState
 
 _PRODUCER_HIDDEN = ("sent_ok_map", "rtt", "counters", "lateness")
@@ -29,7 +29,7 @@ def _plain(final: Union[control.ProducerFinal, control.ConsumerFinal], hidden: t
 
 
 # Sockets that drop (rather than block) when their pipe reaches the HWM: measured by the
-# hwm-behaviour scenario, see zmqload.accounting for why it matters to the fates.
+# hwm-behaviour scenario, see zmqload.measure.reconcile for why it matters to the fates.
 DROP_AT_HWM = ("PUB", "XPUB")
 
 
@@ -37,7 +37,7 @@ def tail_placement(w: Workload, drain: dict[str, Any]) -> tuple[str, str]:
     """Where unreceived messages sent after a consumer's last arrival were lost, and why
     (zmqload.contract.fates: TAIL_AT_CLOSE, TAIL_MID_RUN or TAIL_AMBIGUOUS), from the close
     order the run used and how its first drain ended (`drain` as the controller left it)."""
-    from .. import patterns
+    from ..contract import patterns
     socket = patterns.get(w.pattern).producer_socket
     if w.close_order == "after-drain" and drain.get("ended") in ("complete", "idle"):
         return TAIL_MID_RUN, ("the consumers drained to idle before the producers closed (close order after-drain): "
@@ -56,21 +56,21 @@ def queue_depth(run_dir: str, w: Workload, t0_ns: int,
                 producers: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """The queue's peak (and the series, for scenarios and tests) from the samples. A drop
     leaves the queue at its send time, one lost at shutdown when its producer closed."""
-    from .. import queues
-    from ..accounting import drop_ranks
-    samples = queues.read_samples(run_dir)
+    from ..measure.queue_depth import depth_over_time, drop_times, peak, read_samples
+    from ..measure.reconcile import drop_ranks
+    samples = read_samples(run_dir)
     times: list[np.ndarray] = []
     for stream, maps in drops.items():
         p = producers.get(stream, {})
         closed_ns = (p.get("t_last_send_ns") or 0) + (p.get("close_ns") or 0) + (p.get("term_ns") or 0)
         for sent_ok, early, tail in maps:
-            times.append(queues.drop_times(samples, stream, drop_ranks(sent_ok, early)))
+            times.append(drop_times(samples, stream, drop_ranks(sent_ok, early)))
             times.append(np.full(int(np.unpackbits(tail).sum()), closed_ns, np.int64))
-    depth = queues.depth_over_time(samples, producers=w.producers, consumers=w.consumers,
+    depth = depth_over_time(samples, producers=w.producers, consumers=w.consumers,
                                    copies=w.consumers if w.fanout else 1, size=w.size,
                                    drop_times_ns=np.concatenate(times) if times else np.zeros(0, np.int64),
                                    t0_ns=t0_ns)
-    return {"peak": queues.peak(depth), "series": depth}
+    return {"peak": peak(depth), "series": depth}
 
 
 def dead_paths(state: RunState) -> dict[str, frozenset[int]]:
@@ -136,7 +136,7 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
     else:
         counted, span_s = unique, elapsed
     queue = queue_depth(run_dir, w, state.t0_ns, accounts["drops"], producers)
-    from ..patterns import get as pattern
+    from ..contract.patterns import get as pattern
     generator = schedule_keeping(w.rate, state.t0_ns, list(producers.values()), pattern(w.pattern).round_trip)
     return RunResult(
         run_id=run_id, run_dir=run_dir, status=status, workload=w.to_dict(),

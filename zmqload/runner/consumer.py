@@ -4,7 +4,7 @@ from __future__ import annotations
 from .. import _engine
 from ..contract import control
 from ..contract.wire import SEQ_BITS, SEQ_MASK
-from ..recorder import ChunkPipeline, RecvConverter
+from .recorder import ChunkPipeline, RecvConverter
 from .lifecycle import WorkerLifecycle, max_rss_kb
 from .placement import place_this_worker, placed
 

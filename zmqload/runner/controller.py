@@ -12,19 +12,23 @@ collect: every worker's final counters.
 """
 from __future__ import annotations
 
+import os
+
 import time
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from .. import _engine, patterns
-from ..config import Workload
+from .. import _engine
+from ..contract import patterns
+from ..contract.workload import Workload
 from ..contract import control, ids
 from ..errors import RunError
 from .lifecycle import PROGRESS_EVERY_NS
 from .state import ProgressListener, ProgressSnapshot, RunState
 
+from .launch import TOOL_ENV, TOOL_SLOWDOWN, Launcher
+
 if TYPE_CHECKING:
     from .channel import ControlServer
-    from .launch import Launcher
 
 LAUNCH_TIMEOUT_S = 60.0
 WARMUP_TIMEOUT_S = 15.0
@@ -77,6 +81,8 @@ class Controller:
         return self.state.snapshot(self.w.pattern, self.w.transport, time.monotonic() - self.started)
 
     def wait(self, condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+        # workers run under a tool (ZMQLOAD_WORKER_TOOL: valgrind) start and end tens of times slower
+        timeout_s *= TOOL_SLOWDOWN if os.environ.get(TOOL_ENV) else 1.0
         deadline = time.monotonic() + timeout_s
         while not condition():
             self.pump()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from ..config import Workload
+from ..contract.workload import Workload
 
 
 def binder_endpoints(w: Workload, count: int, ipc_dir: str, run_id: str) -> list[str]:

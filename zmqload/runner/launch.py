@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import shlex
 import subprocess
 import sys
 import threading
@@ -13,6 +14,11 @@ from .. import _engine
 from ..contract.ids import WorkerId
 from .workers import run_worker
 from .spec import WorkerSpec
+
+TOOL_ENV = "ZMQLOAD_WORKER_TOOL"
+"""A command every worker process runs under (`valgrind --tool=callgrind ...`: bench/
+profile_engine.py profiles the workers so); the controller's deadlines grow by TOOL_SLOWDOWN."""
+TOOL_SLOWDOWN = 15.0
 
 
 def _worker_environment() -> dict[str, str]:
@@ -37,7 +43,8 @@ class Launcher:
             worker = threading.Thread(target=run_worker, args=(spec, self.context), name=spec.name, daemon=True)
             worker.start()
         else:
-            worker = subprocess.Popen([sys.executable, "-m", "zmqload.runner.entry"], stdin=subprocess.PIPE,
+            tool = shlex.split(os.environ.get(TOOL_ENV, ""))      # e.g. valgrind under bench/profile_engine.py
+            worker = subprocess.Popen([*tool, sys.executable, "-m", "zmqload.runner.entry"], stdin=subprocess.PIPE,
                                       env=_worker_environment(), close_fds=True)
             assert worker.stdin is not None     # stdin=PIPE
             worker.stdin.write(spec.with_pid().to_json().encode())

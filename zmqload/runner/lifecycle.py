@@ -12,10 +12,11 @@ import os
 import resource
 from typing import Callable
 
-from .. import _engine, patterns
+from .. import _engine
+from ..contract import patterns
 from ..contract import control
-from ..kernelq import TcpQueues, ports_of
-from ..recorder import SAMPLES_SCHEMA, ChunkPipeline, PartWriter, Samples
+from .kernel_queues import TcpQueues, ports_of
+from .recorder import SAMPLES_SCHEMA, ChunkPipeline, PartWriter, Samples
 from .channel import ControlClient
 from .spec import WorkerSpec
 
@@ -147,7 +148,7 @@ class WorkerLifecycle:
         self.sockets.append(sock)
         for name, value in options.items():
             if value is not None:
-                sock.set_option(_engine.OPTIONS[name], int(value))
+                sock.set_option(_engine.SOCKET_OPTION_IDS[name], int(value))
         if self.spec.bind:
             endpoint = sock.bind(self.spec.bind[0])
             self.tcp_queues = TcpQueues(ports_of([endpoint]))

@@ -31,13 +31,13 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..config import Workload
+    from ..contract.workload import Workload
 
 
 def placed(workload: "Workload") -> bool:
     """Whether this run's workers are pinned: --cpu-placement auto, unpaced, no proxy in the
     path; inproc only as one producer and one consumer without a consumer delay."""
-    from .. import patterns
+    from ..contract import patterns
     inproc_pair = (workload.producers, workload.consumers, workload.consumer_delay_us) == (1, 1, 0)
     if workload.transport == "inproc" and not inproc_pair:
         return False
@@ -58,7 +58,7 @@ def worker_cpu(workload: "Workload", role: str, index: int, cpus: list[int]) -> 
     """The CPU for producer / consumer `index`, or None to leave placement to the scheduler.
     One each while they fit (producers the first CPUs, consumers the next); past that, each
     side a share of the CPUs in proportion to its workers, its workers in turn on it."""
-    from .. import patterns
+    from ..contract import patterns
     producers, consumers = workload.producers, workload.consumers
     if workload.transport == "inproc":      # the pair together (placed() admits only 1x1)
         return cpus[0]

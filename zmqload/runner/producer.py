@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from .. import _engine
 from ..contract import control
-from ..recorder import ChunkPipeline, SendConverter
+from .recorder import ChunkPipeline, SendConverter
 from .lifecycle import WorkerLifecycle, max_rss_kb
 from .placement import place_this_worker, placed
 
@@ -44,7 +44,7 @@ class Producer(WorkerLifecycle):
         end_ns = self.t0_ns + int(w.duration * 1e9) if w.duration else 0
         round_trip = self.pattern.round_trip
         if round_trip:      # replies come back on the same socket: let recv return each slice
-            sock.set_option(_engine.OPTIONS["RCVTIMEO"], w.slice_ms)
+            sock.set_option(_engine.SOCKET_OPTION_IDS["RCVTIMEO"], w.slice_ms)
         sender = _engine.Sender(sock, self.spec.worker.index, w.size, w.messages_per_producer, w.rate,
                                 self.t0_ns, end_ns, w.send_mode, w.sndtimeo_ms * 1_000_000, round_trip,
                                 _engine.SPIN_BELOW_NS if w.pacing == "spin" else 0)

@@ -12,7 +12,7 @@ import threading
 
 from .. import _engine
 from ..contract import control
-from ..kernelq import TcpQueues, ports_of
+from .kernel_queues import TcpQueues, ports_of
 from .lifecycle import WorkerLifecycle, max_rss_kb, rss_kb
 
 SAMPLE_EVERY_MS = 50
@@ -24,11 +24,11 @@ class ProxyWorker(WorkerLifecycle):
         frontend = _engine.Socket(self.context, _engine.SOCKET_TYPES["XSUB"])
         backend = _engine.Socket(self.context, _engine.SOCKET_TYPES["XPUB"])
         if w.proxy_rcvhwm is not None:
-            frontend.set_option(_engine.OPTIONS["RCVHWM"], w.proxy_rcvhwm)
+            frontend.set_option(_engine.SOCKET_OPTION_IDS["RCVHWM"], w.proxy_rcvhwm)
         if w.proxy_sndhwm is not None:
-            backend.set_option(_engine.OPTIONS["SNDHWM"], w.proxy_sndhwm)
+            backend.set_option(_engine.SOCKET_OPTION_IDS["SNDHWM"], w.proxy_sndhwm)
         for sock in (frontend, backend):
-            sock.set_option(_engine.OPTIONS["LINGER"], 0)
+            sock.set_option(_engine.SOCKET_OPTION_IDS["LINGER"], 0)
         front_endpoint = frontend.bind(self.spec.bind[0])
         back_endpoint = backend.bind(self.spec.bind[1])
         control_name = f"inproc://zmqload-proxy-control-{os.getpid()}-{id(self)}"

@@ -7,12 +7,12 @@ import datetime as _dt
 import os
 import shutil
 
-from ..config import Workload
+from ..contract.workload import Workload
 from ..contract import codec
 from ..contract import run_record as rr
 from ..contract.states import RunStatus
-from ..recorder import write_error
-from ..result import RunResult
+from .recorder import write_error
+from ..measure.result import RunResult
 from .state import RunState
 
 RESERVE_NAME = ".run.json.reserve"

@@ -14,7 +14,7 @@ from ..contract import codec
 from ..contract import run_record as rr
 from ..contract.states import RunStatus
 from ..errors import ConfigError, RecordError
-from ..result import RunResult
+from ..measure.result import RunResult
 from .collect import build_result
 from .record import finish_records
 from .salvage import salvage_run

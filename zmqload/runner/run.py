@@ -12,15 +12,15 @@ import threading
 from types import FrameType
 from typing import Any, Callable, NoReturn
 
-from .. import patterns
-from ..config import Slos, Workload, check_output_dir
+from ..contract import patterns
+from ..contract.workload import Slos, Workload, check_output_dir
 from ..contract import codec
 from ..contract import run_record as rr
 from ..contract.ids import Role
 from ..contract.states import RunStatus
 from ..errors import ConfigError, RunError
-from ..recorder import WRITE_ERRNOS, free_bytes, held_spill_bytes, write_error
-from ..result import RunResult
+from .recorder import WRITE_ERRNOS, free_bytes, held_spill_bytes, write_error
+from ..measure.result import RunResult
 from ..versions import clock_pair, host, versions
 from .channel import ControlServer, new_endpoint
 from .collect import build_result

@@ -21,12 +21,13 @@ from typing import Any, Iterable, Union
 import numpy as np
 import pyarrow.parquet as pq
 
-from ..config import Workload
+from ..contract.workload import Workload
 from ..contract import control, run_record
 from ..contract.ids import Role, WorkerId
 from ..contract.wire import SendStatus
-from ..histogram import Histogram
-from ..recorder import PART_NAME, PartWriter, RecvConverter, part_files, SeenMap, SendConverter, is_write_error, spill_columns_of
+from ..measure.histogram import Histogram
+from ..contract.parts import PART_NAME, part_files
+from .recorder import PartWriter, RecvConverter, SeenMap, SendConverter, is_write_error, spill_columns_of
 
 
 @dataclass
@@ -68,7 +69,7 @@ def _converter(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int,
                t_drain_ns: int) -> tuple[Converter, dict[str, Any], PartWriter]:
     """The converter the worker itself used, its raw columns and its parts' writer."""
     if worker.role is Role.PRODUCER:
-        from .. import patterns
+        from ..contract import patterns
         send = SendConverter(run_dir, str(worker), worker.index, w.size, w.rate, t0_ns, w.compression,
                              patterns.get(w.pattern).round_trip)
         return send, send.columns(), send.sends
@@ -133,10 +134,10 @@ def _read(path: str, columns: list[str]) -> dict[str, np.ndarray]:
 
 def producer_final(run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 0) -> control.ProducerFinal:
     """A producer's final from its sends/ parts (one row per attempt, seqs from 0)."""
-    from .. import patterns
+    from ..contract import patterns
     parts = part_files(run_dir, "sends", str(worker))
     seqs, status, t_sent = [], [], []
-    lateness = Histogram()      # as the producer's own converter keeps it (zmqload.generator)
+    lateness = Histogram()      # as the producer's own converter keeps it (zmqload.measure.schedule_keeping)
     for part in parts:
         cols = _read(part, ["seq", "status", "t_sent_ns", "t_intended_ns"])
         seqs.append(cols["seq"])

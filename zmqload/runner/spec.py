@@ -5,7 +5,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from ..config import Workload
+from ..contract.workload import Workload
 from ..contract.ids import Role, WorkerId
 
 

@@ -3,7 +3,7 @@ progress listener receives."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol, Union
+from typing import Any, Protocol, Union
 
 from ..contract import control
 from ..contract.ids import WorkerId

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
 
 from ..contract.fates import AMBIGUOUS_TAIL
-from ..config import Workload
+from ..contract.workload import Workload
 
 if TYPE_CHECKING:
-    from ..result import RunResult
+    from ..measure.result import RunResult
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ from .framework import (DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner,
                         facts, fates_line, ms)
 
 if TYPE_CHECKING:
-    from ..result import RunResult
+    from ..measure.result import RunResult
 
 
 def linger_tail(r: ScenarioRunner) -> Outcome:
@@ -135,7 +135,7 @@ def _post_script(lib: str, ending: str, transport: str, gap_s: float, work_s: fl
     from ..runner.launch import _worker_environment
     ctx = _engine.Context()
     pull = _engine.Socket(ctx, _engine.SOCKET_TYPES["PULL"])
-    pull.set_option(_engine.OPTIONS["RCVHWM"], rcvhwm)
+    pull.set_option(_engine.SOCKET_OPTION_IDS["RCVHWM"], rcvhwm)
     addr = pull.bind(_endpoint(transport))
     args = dict(lib=lib, ending=ending, addr=addr, n=n, gap=gap_s, limit=limit_s)
     proc = subprocess.Popen([sys.executable, "-c", _POST_SENDER, json.dumps(args)], stdout=subprocess.PIPE,
@@ -185,7 +185,7 @@ def _bare_term_open(limit_s: float) -> dict[str, Any]:
     nothing sent (so nothing but the open socket can hold term); released by closing it."""
     ctx = _engine.Context()
     sock = _engine.Socket(ctx, _engine.SOCKET_TYPES["PUSH"])
-    sock.set_option(_engine.OPTIONS["LINGER"], 0)
+    sock.set_option(_engine.SOCKET_OPTION_IDS["LINGER"], 0)
     r = blocked_until(ctx.term, limit_s, release=sock.close)
     return {"lib": "engine", "ending": "term-open", "transport": "none", "sent": 0,
             "term_blocked_for_at_least_s": r["blocked_for_at_least_s"], "term_returned": r["returned"],

@@ -197,7 +197,7 @@ def engine_capacity(hwm: Optional[int] = None, when: str = "before", transport: 
     that many parts of `size` bytes."""
     import time
     from .. import _engine as E
-    O, T = E.OPTIONS, E.SOCKET_TYPES
+    O, T = E.SOCKET_OPTION_IDS, E.SOCKET_TYPES
     ctx = E.Context(1)
     pull, push = E.Socket(ctx, T["PULL"]), E.Socket(ctx, T["PUSH"])
     for s in (pull, push):
@@ -272,7 +272,7 @@ def engine_defaults() -> dict[str, dict[str, int]]:
     try:
         for name in names:
             s = E.Socket(ctx, header[f"ZMQ_{name}"])
-            out[name] = {"SNDHWM": s.get_option(E.OPTIONS["SNDHWM"]), "RCVHWM": s.get_option(E.OPTIONS["RCVHWM"])}
+            out[name] = {"SNDHWM": s.get_option(E.SOCKET_OPTION_IDS["SNDHWM"]), "RCVHWM": s.get_option(E.SOCKET_OPTION_IDS["RCVHWM"])}
             s.close(0)
     finally:
         ctx.term()
@@ -313,8 +313,7 @@ def pyzmq_capacity(hwm: Optional[int] = None, when: str = "before", size: int = 
 
 def first_refused(run_dir: str) -> Optional[int]:
     """seq of the first send the producer's socket refused (EAGAIN / SNDTIMEO), or None."""
-    import numpy as np
-    from ..recorder import read_parts
+    from ..contract.parts import read_parts
     t = read_parts(run_dir, "sends", ["seq", "status"])
     if t is None:
         return None
@@ -497,9 +496,9 @@ def _engine_monitor(sender: str, transport: str, header: dict[str, Any], n_pub: 
     names = {v: k[len("ZMQ_EVENT_"):] for k, v in d.items() if k.startswith("ZMQ_EVENT_") and k != "ZMQ_EVENT_ALL"}
     peer_ctx = E.Context(1)
     peer = E.Socket(peer_ctx, E.SOCKET_TYPES["SUB" if sender == "PUB" else "PULL"])
-    peer.set_option(E.OPTIONS["RCVHWM"], 10)
-    peer.set_option(E.OPTIONS["RCVBUF"], 4096)         # small kernel buffers: the HWM is reached soon
-    peer.set_option(E.OPTIONS["LINGER"], 0)
+    peer.set_option(E.SOCKET_OPTION_IDS["RCVHWM"], 10)
+    peer.set_option(E.SOCKET_OPTION_IDS["RCVBUF"], 4096)         # small kernel buffers: the HWM is reached soon
+    peer.set_option(E.SOCKET_OPTION_IDS["LINGER"], 0)
     if sender == "PUB":
         peer.subscribe(b"")
     tmp = tempfile.mkdtemp(prefix="zmqload-mon-")

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from ..kernelq import TcpQueues
+from ..runner.kernel_queues import TcpQueues
 from .framework import bounded
 
 HWM = 100                       # the post's SNDHWM (and its misplaced RCVHWM)

@@ -97,7 +97,7 @@ def hwm_option(r: ScenarioRunner) -> Outcome:
     except EngineError as e:
         outcome = f"EngineError errno {e.errno} ({e.strerror})"
     calls["engine"] = {"libzmq": eng_version, "option": int(zmq.HWM), "setsockopt": outcome,
-                       "SNDHWM": esub.get_option(E.OPTIONS["SNDHWM"]), "RCVHWM": esub.get_option(E.OPTIONS["RCVHWM"])}
+                       "SNDHWM": esub.get_option(E.SOCKET_OPTION_IDS["SNDHWM"]), "RCVHWM": esub.get_option(E.SOCKET_OPTION_IDS["RCVHWM"])}
     esub.close(0)
     ectx.term()
     header_hwm = header["defines"].get("ZMQ_HWM")
@@ -177,9 +177,9 @@ def _multipart_child(mode: str, items: int, transport: str) -> dict[str, Any]:
     ctx = E.Context(1)
     pull, push = E.Socket(ctx, E.SOCKET_TYPES["PULL"]), E.Socket(ctx, E.SOCKET_TYPES["PUSH"])
     for s in (pull, push):
-        s.set_option(E.OPTIONS["SNDHWM"], 0)
-        s.set_option(E.OPTIONS["RCVHWM"], 0)
-        s.set_option(E.OPTIONS["LINGER"], 0)
+        s.set_option(E.SOCKET_OPTION_IDS["SNDHWM"], 0)
+        s.set_option(E.SOCKET_OPTION_IDS["RCVHWM"], 0)
+        s.set_option(E.SOCKET_OPTION_IDS["LINGER"], 0)
     tmp = tempfile.mkdtemp(prefix="zmqload-mp-")
     ep = pull.bind({"inproc": "inproc://zmqload-mp", "tcp": "tcp://127.0.0.1:0", "ipc": f"ipc://{tmp}/s"}[transport])
     push.connect(ep)

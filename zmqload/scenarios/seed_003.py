@@ -95,7 +95,7 @@ def _nobody() -> str:
 def _engine_backlog(linger: int, endpoint: str) -> tuple[_engine.Context, _engine.Socket, int]:
     ctx = _engine.Context()
     sock = _engine.Socket(ctx, _engine.SOCKET_TYPES["PUSH"])
-    sock.set_option(_engine.OPTIONS["LINGER"], linger)
+    sock.set_option(_engine.SOCKET_OPTION_IDS["LINGER"], linger)
     sock.connect(endpoint)
     accepted = sum(sock.send_bytes(b"m%d" % i, dontwait=True) for i in range(BACKLOG))
     return ctx, sock, accepted
@@ -262,7 +262,7 @@ def _post_publisher(port: int, linger: int, at: float, pause_s: float, out: dict
     sock = _engine.Socket(ctx, _engine.SOCKET_TYPES["PUB"])
     time.sleep(max(0.0, at - time.monotonic()))
     sock.bind(f"tcp://127.0.0.1:{port}")
-    sock.set_option(_engine.OPTIONS["LINGER"], linger)
+    sock.set_option(_engine.SOCKET_OPTION_IDS["LINGER"], linger)
     time.sleep(pause_s)
     for i in range(5):
         sock.send_bytes(f"Message {i}".encode())

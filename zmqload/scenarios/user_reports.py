@@ -18,9 +18,9 @@ import time
 from typing import Any, Optional, cast
 
 from .. import _engine
-from .. import queues as queues_mod
+from ..measure import queue_depth as queues_mod
 from ..contract.fates import AMBIGUOUS_TAIL
-from ..kernelq import TcpQueues, ports_of
+from ..runner.kernel_queues import TcpQueues, ports_of
 from .framework import DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, depends, facts, fates_line
 
 _SEQ = struct.Struct("<q")
@@ -52,7 +52,7 @@ class _PubSub:
         self.pub = _engine.Socket(self.contexts[0], _engine.SOCKET_TYPES["PUB"])
         self.sub = _engine.Socket(self.contexts[1], _engine.SOCKET_TYPES["SUB"])
         for sock in (self.pub, self.sub):
-            sock.set_option(_engine.OPTIONS["LINGER"], 0)
+            sock.set_option(_engine.SOCKET_OPTION_IDS["LINGER"], 0)
         self.kernel = TcpQueues([])
 
     def connect(self, endpoint: str, pub_before: Optional[dict[str, int]] = None,
@@ -82,8 +82,8 @@ class _PubSub:
 
     def getsockopt(self) -> dict[str, int]:
         """What getsockopt says (the option value, not necessarily what the pipes use)."""
-        return {"pub_sndhwm": self.pub.get_option(_engine.OPTIONS["SNDHWM"]),
-                "sub_rcvhwm": self.sub.get_option(_engine.OPTIONS["RCVHWM"])}
+        return {"pub_sndhwm": self.pub.get_option(_engine.SOCKET_OPTION_IDS["SNDHWM"]),
+                "sub_rcvhwm": self.sub.get_option(_engine.SOCKET_OPTION_IDS["RCVHWM"])}
 
     def burst_then_drain(self, n: int, size: int) -> dict[str, Optional[int]]:
         """Publish n messages of `size` bytes as fast as possible while the SUB reads nothing,
@@ -112,7 +112,7 @@ def _when(when: str, call: str) -> str:
 
 def _set(sock: _engine.Socket, options: Optional[dict[str, int]]) -> None:
     for name, value in (options or {}).items():
-        sock.set_option(_engine.OPTIONS[name], value)
+        sock.set_option(_engine.SOCKET_OPTION_IDS[name], value)
 
 
 def _probe(transport: str, n: int, size: int, **phases: dict[str, int]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .recorder import read_parts
+from ..contract.parts import read_parts
 
 MAX_POINTS = 2000
 MIN_STEP_NS = 50_000_000

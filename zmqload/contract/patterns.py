@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Protocol
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 class Settings(Protocol):
-    """What a pattern's rules read of a workload (config.Workload has it all): the pattern
+    """What a pattern's rules read of a workload (contract.workload.Workload has it all): the pattern
     table stands below the option table that names its patterns."""
     @property
     def producers(self) -> int: ...

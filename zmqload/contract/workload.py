@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, TypeVar, Union
 
 from . import patterns
-from .contract.wire import HEADER_SIZE, MAX_SEQ, MAX_STREAMS, SEND_MODES, SendModeWord
-from .errors import ConfigError
+from .wire import HEADER_SIZE, MAX_SEQ, MAX_STREAMS, SEND_MODES, SendModeWord
+from ..errors import ConfigError
 
 MAX_SIZE = 256 * 1024 * 1024
 MAX_PACED = (2 ** 63 - 1) // 10 ** 9   # paced: seq * 1e9 / rate must fit the int64 schedule

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from .contract.fates import AMBIGUOUS_TAIL, DROPPED, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
+from ..contract.fates import AMBIGUOUS_TAIL, DROPPED, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 
 MAX_RANGES = 20
 

@@ -9,11 +9,11 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from .contract.fates import AMBIGUOUS_TAIL, LOST_BRIEF
-from .result import RunResult
+from ..contract.fates import AMBIGUOUS_TAIL, LOST_BRIEF
+from ..measure.result import RunResult
 
 if TYPE_CHECKING:
-    from .runner.state import ProgressSnapshot
+    from ..runner.state import ProgressSnapshot
 
 SHOW_AFTER_S = 1.0      # short runs print only their summary
 
@@ -135,7 +135,7 @@ def print_summary(result: RunResult, console: Console | None = None) -> None:
                 who = "" if where == "all" else f" at consumer {where}"
                 console.print(f"missing seqs of stream {stream['stream']}{who}: {shown}"
                               f"{' ...' if len(ranges) > 8 else ''}")
-    from .generator import describe
+    from ..measure.schedule_keeping import describe
     limited = describe(result.generator)
     if limited:
         console.print(limited, soft_wrap=True)

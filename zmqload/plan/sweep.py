@@ -22,15 +22,15 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from .config import OPTIONS, Option, Workload
-from .contract.codec import convert, to_builtins
-from .contract.run_record import read_run
-from .contract.states import PointStatus, RunStatus, SweepStatus
-from .contract.sweep_record import Counts, PointEntry, PointSummary, SweepRecord, write_sweep
-from .errors import ConfigError, RecordError
+from ..contract.workload import OPTIONS, Option, Workload
+from ..contract.codec import convert, to_builtins
+from ..contract.run_record import read_run
+from ..contract.states import PointStatus, RunStatus, SweepStatus
+from ..contract.sweep_record import Counts, PointEntry, PointSummary, SweepRecord, write_sweep
+from ..errors import ConfigError, RecordError
 
 if TYPE_CHECKING:
-    from .runner.state import ProgressSnapshot
+    from ..runner.state import ProgressSnapshot
 
 # Workload fields the sweep sets itself: a point cannot vary them.
 RESERVED = ("out", "run_name", "label")
@@ -49,7 +49,7 @@ _SELF_NAMED = ("pattern", "transport", "send_mode", "close_order", "compression"
 
 # -- options ---------------------------------------------------------------------------------
 def options() -> dict[str, Option]:
-    """field -> Option (zmqload.config.OPTIONS) of every workload option a sweep can set or
+    """field -> Option (zmqload.contract.workload.OPTIONS) of every workload option a sweep can set or
     vary: all but the ones the sweep sets itself."""
     return {name: opt for name, opt in OPTIONS.items() if name not in RESERVED}
 
@@ -442,8 +442,8 @@ def execute(sweep: Sweep, reporter: Optional[SweepReporter] = None) -> Sweep:
     """Run every point in order. A failed run is recorded and the sweep goes on. On Ctrl-C
     (or SIGTERM) the current run is recorded as interrupted by the runner, the sweep json
     says interrupted, and KeyboardInterrupt is raised again."""
-    from .config import check_output_dir
-    from .runner import run, sigterm_as_interrupt
+    from ..contract.workload import check_output_dir
+    from ..runner import run, sigterm_as_interrupt
 
     reporter = reporter or SweepReporter()
     check_output_dir(sweep.out)

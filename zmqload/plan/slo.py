@@ -1,4 +1,4 @@
-"""Judging a finished run against service-level objectives (config.Slos).
+"""Judging a finished run against service-level objectives (contract.workload.Slos).
 
 The same judgement gates `zmqload run` (exit status 3) and decides whether a capacity probe
 passed. Every breach names its SLO, the measured value and the limit, in one line.
@@ -13,9 +13,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .config import Slos
-from .recorder import read_parts
-from .result import RunResult
+from ..contract.workload import Slos
+from ..contract.parts import read_parts
+from ..measure.result import RunResult
 
 # The backlog grew when, over the second half of sending, more messages went into the path
 # than came out by more than this share of what was offered in that half: a consumer more
@@ -42,7 +42,7 @@ class Breach:
 
 def offered(result: RunResult) -> int:
     """Deliveries the load called for: a paced run's schedule up to each producer's last send
-    (zmqload.generator: attempts plus the lag, so pushback that held a producer back counts),
+    (zmqload.measure.schedule_keeping: attempts plus the lag, so pushback that held a producer back counts),
     an unpaced run's attempts; times the consumers under fan-out."""
     w = result.workload
     copies = w["consumers"] if w["consumers"] > 1 and result.expected > result.sent else 1

@@ -10,7 +10,6 @@ working set, whatever the run length or backlog (docs/ARCHITECTURE.md).
 from __future__ import annotations
 
 import errno
-import glob
 import json
 import os
 import queue
@@ -24,10 +23,11 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .contract.records import RECVS, REPLIES, SAMPLES, SENDS
-from .contract.wire import SEQ_BITS, SEQ_MASK, SendStatus
-from .contract.records import SCHEMA_VERSION as SCHEMA_VERSION
-from .errors import RunError
+from ..contract.parts import part_name
+from ..contract.records import RECVS, REPLIES, SAMPLES, SENDS
+from ..contract.wire import SEQ_BITS, SEQ_MASK, SendStatus
+from ..contract.records import SCHEMA_VERSION as SCHEMA_VERSION
+from ..errors import RunError
 
 SPILL_EVERY_S = 1.0
 """A partly filled chunk is spilled after this long, so a worker killed mid-run loses at
@@ -106,25 +106,6 @@ def write_json_atomic(path: str, data: dict[str, Any]) -> None:
         json.dump(data, f, indent=2, default=str)
         f.write("\n")
     os.replace(tmp, path)
-
-
-PART_NAME = "part-{worker}-{index}.parquet"
-"""A worker's Parquet parts of one record kind, numbered in the order written."""
-
-
-def part_name(worker: str, index: int) -> str:
-    return PART_NAME.format(worker=worker, index=f"{index:05d}")
-
-
-def part_files(run_dir: str, kind: str, worker: str = "*") -> list[str]:
-    """The whole Parquet parts of one record kind (of one worker, or all), in write order."""
-    return sorted(glob.glob(os.path.join(run_dir, kind, PART_NAME.format(worker=worker, index="*"))))
-
-
-def read_parts(run_dir: str, kind: str, columns: list[str] | None = None) -> pa.Table | None:
-    """All records of one kind of a run (only `columns`, if given), or None without parts."""
-    files = part_files(run_dir, kind)
-    return pq.ParquetDataset(files).read(columns=columns) if files else None
 
 
 class PartWriter:
@@ -421,13 +402,13 @@ class SendConverter:
 
     def __init__(self, run_dir: str, name: str, stream: int, size: int, rate: int, t0_ns: int,
                  compression: str, round_trip: bool):
-        from .histogram import Histogram
+        from ..measure.histogram import Histogram
         self.stream, self.size, self.rate, self.t0_ns = stream, size, rate, t0_ns
         self.sends = PartWriter(os.path.join(run_dir, "sends"), name, SENDS_SCHEMA, compression)
         self.replies = (PartWriter(os.path.join(run_dir, "replies"), name, REPLIES_SCHEMA, compression)
                         if round_trip else None)
         self.rtt = Histogram()
-        self.lateness = Histogram()     # t_sent - t_intended of every attempt (zmqload.generator)
+        self.lateness = Histogram()     # t_sent - t_intended of every attempt (zmqload.measure.schedule_keeping)
         self.ok_bits: list[np.ndarray] = []
         self._ok_carry = np.zeros(0, bool)     # accepted-flags past the last whole byte
         self.first_seq = 0
@@ -471,7 +452,7 @@ class RecvConverter:
     NO_DRAIN = np.iinfo(np.int64).max
 
     def __init__(self, run_dir: str, name: str, consumer: int, rate: int, expected: int, compression: str):
-        from .histogram import Histogram
+        from ..measure.histogram import Histogram
         self.consumer, self.rate, self.expected = consumer, rate, expected
         self.t0_ns = 0
         self.t_drain_ns = self.NO_DRAIN

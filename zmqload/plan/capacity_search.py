@@ -1,13 +1,13 @@
 """The max-sustainable-rate search behind `zmqload capacity` (docs/CAPACITY.md).
 
-A probe is one real open-loop run at a fixed rate, judged by the SLOs (zmqload.slo) with
+A probe is one real open-loop run at a fixed rate, judged by the SLOs (zmqload.plan.slo) with
 the backlog check on. The search ramps the rate geometrically from the start rate until a
 probe fails (or down until one passes), bisects the bracket [highest passing, lowest
 failing] until it is within the precision, then runs the highest passing rate once more:
 a pass there is the answer, a failure (noise) makes it the new lowest failing rate and the
 search goes on, trying one precision step below it first (a pass that did not repeat sits at
 the system's edge, where the answer most likely is) before bisecting down to the last pass.
-A probe whose producers could not keep their own schedule without pushback (zmqload.generator)
+A probe whose producers could not keep their own schedule without pushback (zmqload.measure.schedule_keeping)
 ends the search: what it measured is the load generator, not a capacity.
 
 `find_max_rate` is the pure search over any probe function; `probe_once` is the real probe.
@@ -19,15 +19,15 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .config import MAX_RATE, SearchPlan, Slos, Workload
-from .contract.codec import convert, to_builtins
-from .contract.search_record import BreachEntry, Figures, ProbeEntry
-from .contract.states import Slo
+from ..contract.workload import MAX_RATE, SearchPlan, Slos, Workload
+from ..contract.codec import convert, to_builtins
+from ..contract.search_record import BreachEntry, Figures, ProbeEntry
+from ..contract.states import Slo
 from .slo import Breach, judge, offered
 
 if TYPE_CHECKING:
-    from .result import RunResult
-    from .runner.state import ProgressListener
+    from ..measure.result import RunResult
+    from ..runner.state import ProgressListener
 
 RAMP_FACTOR = 2
 
@@ -179,8 +179,8 @@ def figures(result: RunResult) -> dict[str, Any]:
 def probe_once(template: Workload, slos: Slos, rate: int, duration: float, run_name: str,
                progress: Optional[ProgressListener] = None) -> Probe:
     """One real run at `rate`, judged by `slos` (backlog check on)."""
-    from .errors import RunError
-    from .runner import run
+    from ..errors import RunError
+    from ..runner import run
     w = probe_workload(template, rate, duration, run_name)
     try:
         result = run(w, progress=progress, slos=slos)

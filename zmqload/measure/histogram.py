@@ -12,8 +12,8 @@ from typing import Any, Callable
 import numpy as np
 import numpy.typing as npt
 
-from .contract import histogram as rule
-from .contract.histogram import MAX_SHIFT, N_BUCKETS, SIGNIFICANT_BITS, SUB_BUCKETS
+from ..contract import histogram as rule
+from ..contract.histogram import MAX_SHIFT, N_BUCKETS, SIGNIFICANT_BITS, SUB_BUCKETS
 
 _Add = Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], "tuple[int, int, int] | tuple[None, None, int]"]
 
@@ -21,7 +21,7 @@ _Add = Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], "tuple[int, int,
 def _compiled_add() -> _Add | None:
     """The compiled one-pass version; the numpy one serves where the engine is absent."""
     try:
-        from ._engine import histogram_add
+        from .._engine import histogram_add
     except ImportError:     # pragma: no cover
         return None
     return histogram_add

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
-from .contract.fates import DROPPED, FATES
+from ..contract.fates import DROPPED, FATES
 from .histogram import Histogram
 
 PERCENTILES = (50, 90, 99, 99.9, 99.99, 100)
@@ -58,7 +58,7 @@ class RunResult:
     lost: int = 0
     """Accepted messages no (expected) consumer received: `expected - unique_received`, the
     sum of the fates in `zmqload.contract.fates.LOST` (dropped_*, `stranded`, `unknown`)."""
-    # the fate of every accepted message (zmqload.accounting, docs/RECORDS.md)
+    # the fate of every accepted message (zmqload.measure.reconcile, docs/RECORDS.md)
     delivered: int = 0
     """Messages that arrived while the consumers worked normally."""
     drained: int = 0
@@ -105,7 +105,7 @@ class RunResult:
     versions: dict[str, str] = field(default_factory=dict)
     """libzmq (engine and pyzmq's), pyzmq, Python and zmqload versions of the run."""
     generator: dict[str, Any] = field(default_factory=dict)
-    """Whether the producers kept their open-loop schedule (zmqload.generator): `generator_limited`,
+    """Whether the producers kept their open-loop schedule (zmqload.measure.schedule_keeping): `generator_limited`,
     `scheduled_rate` and `reached_rate` (msg/s, all producers), `lag_ms` and `blocked_ms`."""
 
     # The figures run.json keeps under "counters" and "summary" (docs/RECORDS.md).
@@ -134,7 +134,7 @@ class RunResult:
     @property
     def generator_limited(self) -> bool:
         """The producers fell behind their schedule without pushback from the sockets: the
-        load generator, not the system under test, set the pace (zmqload.generator)."""
+        load generator, not the system under test, set the pace (zmqload.measure.schedule_keeping)."""
         return bool(self.generator.get("generator_limited"))
 
     @property

@@ -1,0 +1,77 @@
+"""The package's layers (docs/ARCHITECTURE.md, "The layout"): every import of a zmqload module
+points to its own layer or one below, and no two modules import each other."""
+from __future__ import annotations
+
+import ast
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+LAYERS = (
+    ("zmqload.errors", "zmqload._engine"),
+    ("zmqload.contract", "zmqload.versions"),
+    ("zmqload.measure", "zmqload.analysis"),
+    ("zmqload.runner", "zmqload.report", "zmqload.info"),
+    ("zmqload.plan",),
+    ("zmqload.scenarios",),
+    ("zmqload.cli", "zmqload.pytest_plugin", "zmqload.__main__", "zmqload.report.__main__", "zmqload"),
+)
+
+
+def layer(module: str) -> int:
+    """The layer of a module: that of the longest prefix named in LAYERS."""
+    best, rank = "", -1
+    for i, names in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and len(name) > len(best):
+                best, rank = name, i
+    assert rank >= 0, f"{module} is in no layer"
+    return rank
+
+
+def imports() -> dict[str, set[str]]:
+    """module -> the zmqload modules it imports (anywhere in it, lazily too)."""
+    found: dict[str, set[str]] = {}
+    for directory, _, files in os.walk(os.path.join(ROOT, "zmqload")):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(directory, name)
+            module = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+            package = module.rsplit(".", 1)[0] if name != "__init__.py" else module[: -len(".__init__")]
+            module = package if name == "__init__.py" else module
+            with open(path) as f:
+                tree = ast.parse(f.read())
+            out = found.setdefault(module, set())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom):
+                    base = package.split(".")
+                    if node.level:
+                        base = base[: len(base) - node.level + 1]
+                        target = ".".join(base + ([node.module] if node.module else []))
+                    else:
+                        target = node.module or ""
+                    if not target.startswith("zmqload"):
+                        continue
+                    for alias in node.names:        # `from . import x` imports the module x
+                        sub = f"{target}.{alias.name}"
+                        exists = os.path.exists(os.path.join(ROOT, *sub.split("."))) or \
+                            os.path.exists(os.path.join(ROOT, *sub.split(".")) + ".py")
+                        out.add(sub if exists or alias.name == "_engine" else target)
+                elif isinstance(node, ast.Import):
+                    out.update(a.name for a in node.names if a.name.startswith("zmqload"))
+            out.discard(module)
+    return found
+
+
+def test_no_import_runs_up_a_layer():
+    upward = sorted(f"{m} -> {t}" for m, targets in imports().items() for t in targets
+                    if t != "zmqload" and layer(t) > layer(m))
+    assert not upward, upward
+
+
+def test_no_two_modules_import_each_other():
+    graph = imports()
+    pairs = sorted({tuple(sorted((a, b))) for a, targets in graph.items() for b in targets
+                    if a in graph.get(b, ())})
+    assert not pairs, pairs
