@@ -15,6 +15,7 @@ import dataclasses
 import enum
 import inspect
 import os
+import re
 import typing
 from typing import Any, TypeVar
 
@@ -199,4 +200,19 @@ def _type_name(t: Any) -> str:
     return {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}.get(
         getattr(t, "__name__", ""), str(t))
 
+
+def doc_table_command(kind: type[msgspec.Struct], label: str, argv: list[str]) -> None:
+    """`python -m zmqload.contract.<record>`: print `kind`'s field table, or with a path rewrite the
+    table that file holds between `<!-- {label} fields: generated, do not edit -->` and
+    `<!-- end of {label} fields -->`."""
+    table = markdown_table(kind)
+    if not argv:
+        print(table, end="")
+        return
+    start, end = f"<!-- {label} fields: generated, do not edit -->\n", f"<!-- end of {label} fields -->"
+    with open(argv[0]) as f:
+        text = f.read()
+    pattern = re.compile(re.escape(start) + "(.*?)" + re.escape(end), re.S)
+    with open(argv[0], "w") as f:
+        f.write(pattern.sub(lambda m: start + table + end, text))
 

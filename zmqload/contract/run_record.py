@@ -15,14 +15,13 @@ types describe, as every zmqload so far wrote it (`slos` added since, read as nu
 from __future__ import annotations
 
 import os
-import re
 import sys
 from typing import Optional
 
 import msgspec
 
 from .workload import Slos, Workload
-from .codec import Record, read, write_atomic
+from .codec import doc_table_command, Record, read, write_atomic
 from .fates import AMBIGUOUS_TAIL, TailPlacement
 from .ids import Role
 from .records import SCHEMA_VERSION
@@ -110,28 +109,12 @@ class Drain(Record):
         return max(0, self.t_end_ns - self.t_start_ns) / 1e9
 
 
-class ProducerEntry(Record):
-    """One producer's counters, send times (ns) and close / term timings."""
-    worker: int
-    attempted: int = 0
-    """Messages it tried to send (each got a seq)."""
-    sent: int = 0
-    """Accepted by libzmq."""
-    eagain: int = 0
-    timeout: int = 0
+class WorkerEntry(Record):
+    """What every worker reports of itself and of its recording."""
+    worker: int = 0
+    """Its index among the workers of its role."""
     errors: int = 0
-    last_errno: int = 0
-    t_first_send_ns: int = 0
-    t_last_send_ns: int = 0
     interrupted: bool = False
-    blocked_sends: int = 0
-    """Sends that found the socket full (pushback)."""
-    blocked_ns: int = 0
-    """Time those sends waited for room."""
-    close_ns: int = 0
-    """How long zmq_close blocked."""
-    term_ns: int = 0
-    """How long zmq_ctx_term blocked."""
     parts: int = 0
     """Parquet parts written."""
     max_rss_kb: int = 0
@@ -141,28 +124,42 @@ class ProducerEntry(Record):
     """CPU seconds of its converter thread."""
 
 
-class ConsumerEntry(Record):
+class ProducerEntry(WorkerEntry):
+    """One producer's counters, send times (ns) and close / term timings."""
+    attempted: int = 0
+    """Messages it tried to send (each got a seq)."""
+    sent: int = 0
+    """Accepted by libzmq."""
+    eagain: int = 0
+    timeout: int = 0
+    last_errno: int = 0
+    t_first_send_ns: int = 0
+    t_last_send_ns: int = 0
+    blocked_sends: int = 0
+    """Sends that found the socket full (pushback)."""
+    blocked_ns: int = 0
+    """Time those sends waited for room."""
+    close_ns: int = 0
+    """How long zmq_close blocked."""
+    term_ns: int = 0
+    """How long zmq_ctx_term blocked."""
+
+
+class ConsumerEntry(WorkerEntry):
     """One consumer's counters and receive times (ns)."""
-    worker: int
     received: int = 0
     """Messages received, duplicates included."""
     warmups: int = 0
     foreign: int = 0
     """Messages without zmqload's header."""
-    errors: int = 0
     t_first_recv_ns: int = 0
     t_last_recv_ns: int = 0
     t_drain_ns: int = 0
     """When this consumer began draining (0: never)."""
-    parts: int = 0
-    interrupted: bool = False
-    max_rss_kb: int = 0
-    unconverted_rows: int = 0
-    writer_cpu_s: float = 0.0
 
 
-class FateCounts(Record):
-    """How many messages ended in each fate (contract/fates.py)."""
+class Fates(Record):
+    """How many expected messages ended in each fate (contract/fates.py): they sum to `expected`."""
     delivered: int = 0
     drained: int = 0
     dropped_start: int = 0
@@ -170,12 +167,15 @@ class FateCounts(Record):
     dropped_tail: int = 0
     stranded: int = 0
     unknown: int = 0
+
+
+class FateCounts(Fates):
+    """One consumer's fates of a fan-out stream."""
     dropped_tail_ambiguous: int = 0
 
 
-class StreamEntry(Record):
-    """One producer's stream: its counts, fates and the missing seq ranges."""
-    stream: int
+class MessageCounts(Fates):
+    """Counts of a stream or of the run: what was offered, accepted, expected and received."""
     attempted: int = 0
     sent: int = 0
     expected: int = 0
@@ -184,42 +184,25 @@ class StreamEntry(Record):
     duplicates: int = 0
     reordered: int = 0
     lost: int = 0
+    dropped: int = 0
+    """dropped_start + dropped_mid + dropped_tail."""
+
+
+class StreamEntry(MessageCounts):
+    """One producer's stream: its counts, fates and the missing seq ranges."""
+    stream: int = 0
     missing_ranges: dict[str, list[list[int]]] = {}
     """Per consumer index (fan-out) or "all": [first, last] seq ranges, at most 20."""
-    delivered: int = 0
-    drained: int = 0
-    dropped_start: int = 0
-    dropped_mid: int = 0
-    dropped_tail: int = 0
-    stranded: int = 0
-    unknown: int = 0
-    dropped: int = 0
     dropped_tail_ambiguous: int = 0
     fates_by_consumer: Optional[dict[str, FateCounts]] = None
     """Fan-out only: the fates seen by each consumer."""
 
 
-class Counters(Record):
+class Counters(MessageCounts):
     """The run's message counts (RunResult.COUNTERS)."""
-    attempted: int = 0
-    sent: int = 0
     eagain: int = 0
     timeout: int = 0
     errors: int = 0
-    expected: int = 0
-    received: int = 0
-    unique_received: int = 0
-    duplicates: int = 0
-    reordered: int = 0
-    lost: int = 0
-    delivered: int = 0
-    drained: int = 0
-    dropped_start: int = 0
-    dropped_mid: int = 0
-    dropped_tail: int = 0
-    stranded: int = 0
-    unknown: int = 0
-    dropped: int = 0
 
 
 class QueuePeak(Record, omit_defaults=True):
@@ -365,22 +348,5 @@ def write_run(run_dir: str, record: RunRecord) -> None:
     write_atomic(run_path(run_dir), record)
 
 
-DOC_TABLE = re.compile(r"(<!-- run.json fields: generated, do not edit -->\n)(.*?)(<!-- end of run.json fields -->)", re.S)
-"""Where docs/RECORDS.md holds the generated table."""
-
-
-def main(argv: list[str]) -> None:
-    """Print the run.json table, or with a path rewrite that file's generated table."""
-    from .codec import markdown_table
-    table = markdown_table(RunRecord)
-    if not argv:
-        print(table, end="")
-        return
-    with open(argv[0]) as f:
-        text = f.read()
-    with open(argv[0], "w") as f:
-        f.write(DOC_TABLE.sub(lambda m: m.group(1) + table + m.group(3), text))
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    doc_table_command(RunRecord, RUN_FILE, sys.argv[1:])

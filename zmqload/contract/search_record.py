@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import sys
 from typing import Optional
 
 import msgspec
 
 from .workload import SearchPlan, Slos, Workload
-from .codec import Record, older, read, write_atomic
+from .codec import doc_table_command, Record, older, read, write_atomic
 from .records import SCHEMA_VERSION
 from .states import SearchStatus, Slo
 from .sweep_record import OptionValue
@@ -239,23 +238,5 @@ def write_search(out: str, record: SearchRecord) -> None:
     write_atomic(search_path(out), record)
 
 
-DOC_TABLE = re.compile(r"(<!-- capacity-search.json fields: generated, do not edit -->\n)(.*?)"
-                       r"(<!-- end of capacity-search.json fields -->)", re.S)
-"""Where docs/CAPACITY.md holds the generated table."""
-
-
-def main(argv: list[str]) -> None:
-    """Print the capacity-search.json table, or with a path rewrite that file's generated table."""
-    from .codec import markdown_table
-    table = markdown_table(SearchRecord)
-    if not argv:
-        print(table, end="")
-        return
-    with open(argv[0]) as f:
-        text = f.read()
-    with open(argv[0], "w") as f:
-        f.write(DOC_TABLE.sub(lambda m: m.group(1) + table + m.group(3), text))
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    doc_table_command(SearchRecord, RESULT_FILE, sys.argv[1:])

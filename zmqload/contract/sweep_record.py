@@ -9,13 +9,12 @@ schema_version) is refused with one line naming it.
 """
 from __future__ import annotations
 
-import re
 import sys
 from typing import Optional, Union
 
 import msgspec
 
-from .codec import Record, older, read, write_atomic
+from .codec import doc_table_command, Record, older, read, write_atomic
 from .records import SCHEMA_VERSION
 from .states import PointStatus, SweepStatus
 
@@ -107,23 +106,5 @@ def write_sweep(path: str, record: SweepRecord) -> None:
     write_atomic(path, record)
 
 
-DOC_TABLE = re.compile(r"(<!-- sweep-<id>.json fields: generated, do not edit -->\n)(.*?)"
-                       r"(<!-- end of sweep-<id>.json fields -->)", re.S)
-"""Where docs/SWEEPS.md holds the generated table."""
-
-
-def main(argv: list[str]) -> None:
-    """Print the sweep file's table, or with a path rewrite that file's generated table."""
-    from .codec import markdown_table
-    table = markdown_table(SweepRecord)
-    if not argv:
-        print(table, end="")
-        return
-    with open(argv[0]) as f:
-        text = f.read()
-    with open(argv[0], "w") as f:
-        f.write(DOC_TABLE.sub(lambda m: m.group(1) + table + m.group(3), text))
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    doc_table_command(SweepRecord, "sweep-<id>.json", sys.argv[1:])
