@@ -250,8 +250,8 @@ def test_kernel_part_never_exceeds_what_is_in_flight():
                "tcp_recvq_bytes": np.array([0, 0, 0, 6600])}
     depth = queue_depth.depth_over_time(samples, producers=1, consumers=1, copies=1, size=64,
                                    drop_times_ns=np.zeros(0, np.int64), t0_ns=0)
-    frame = queues.frame_bytes(64)
-    assert frame == 66 and queues.frame_bytes(256) == 265
+    frame = queue_depth.frame_bytes(64)
+    assert frame == 66 and queue_depth.frame_bytes(256) == 265
     assert depth["depth"][-1] == 100
     assert depth["kernel_bytes"][-1] == 100 * frame and depth["kernel"][-1] == 100
     assert depth["libzmq"][-1] == 0
