@@ -78,6 +78,27 @@ def zmqload_cli(*args, timeout=120):
                           timeout=timeout)
 
 
+def free_ports(n, consecutive=False):
+    """Loopback tcp ports nobody listens on (now); `consecutive`: p, p+1, ..."""
+    while True:
+        probes = []
+        try:
+            first = socket.socket()
+            first.bind(("127.0.0.1", 0))
+            probes.append(first)
+            base = first.getsockname()[1]
+            for i in range(1, n):
+                s = socket.socket()
+                probes.append(s)
+                s.bind(("127.0.0.1", base + i if consecutive else 0))
+            return [s.getsockname()[1] for s in probes]
+        except OSError:
+            continue
+        finally:
+            for s in probes:
+                s.close()
+
+
 @pytest.fixture(scope="module")
 def busy_port():
     """A loopback tcp port held open (listening) for the module's tests."""

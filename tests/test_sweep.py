@@ -14,7 +14,7 @@ import types
 
 import pytest
 
-from conftest import read_meta, zmqload_cli
+from conftest import free_ports, read_meta, zmqload_cli
 from zmqload import cli
 from zmqload.plan import sweep as sweeps
 from zmqload.cli import report_after, sweep as sweep_command
@@ -78,15 +78,30 @@ def test_invalid_axis_value_is_one_line_exit_2_before_any_run(args, option, tmp_
 
 
 def test_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path):
+    """A point that fails at run time (here: a device in the middle that nobody runs, so its
+    warm-up never arrives; a point that cannot bind is refused before anything starts, exit 2)."""
     out = str(tmp_path / "runs")
-    missing = f"ipc://{tmp_path}/no-such-dir/data"        # binding fails at run time
-    good = f"ipc://{tmp_path}/data"
-    proc = zmqload_cli("sweep", "--endpoint", f"{missing},{good}", "--count", "1000", "--out", out)
+    front, back = free_ports(2)
+    path = tmp_path / "sweep.toml"
+    path.write_text(f"""
+[sweep]
+count = 1000
+out = "{out}"
+drain_timeout_ms = 200
+
+[[points]]
+producers_connect = "tcp://127.0.0.1:{front}"
+consumers_connect = "tcp://127.0.0.1:{back}"
+
+[[points]]
+pattern = "push-pull"
+""")
+    proc = zmqload_cli("sweep", "--config", str(path))
     assert proc.returncode == 1, proc.stderr
     s = sweep_json(out)
     assert s["status"] == "complete"
     first, second = s["points"]
-    assert first["status"] == "failed" and "No such file" in first["error"]
+    assert first["status"] == "failed" and "nobody answered" in first["error"]
     assert read_meta(first["run_dir"])["status"] == "failed"
     assert second["status"] == "complete" and read_meta(second["run_dir"])["status"] == "complete"
     assert "1 complete, 1 failed" in proc.stdout

@@ -3,8 +3,24 @@
 A pattern says which socket types the producers and consumers use, which side binds,
 whether every consumer should see every message (fan-out), and any envelope frames the
 consumer must skip. Topology code, accounting and validation read only this description
-(the rules a pattern puts on a workload are `Pattern.check`), so a new pattern is one
-`register()` call.
+(the rules a pattern puts on a workload are `Pattern.check`, the endpoints each side binds
+or connects to are `Pattern.topology`), so a new pattern is one `register()` call.
+
+Endpoints per side (--producers-connect, --producers-bind, --consumers-connect,
+--consumers-bind). Which combinations a pattern admits is stated here, once:
+
+    none given                  the pattern's own topology (its `binder` binds)
+    one side binds              the other side connects to what it bound (or names the same
+                                endpoints itself): today's topology with explicit endpoints
+    both sides connect          a device in the middle, the user's, as the pattern's `device`
+                                says (push-pull: a PULL|PUSH forwarder; pub-sub: an XSUB|XPUB
+                                proxy; dealer-router: a ROUTER|DEALER broker); a pattern
+                                without one refuses it, saying why (`no_device`)
+    refused everywhere          bind and connect on one side; both sides bind (nobody
+                                connects); one side connects with the other side not given
+                                (zmqload loading one side of a system alone is not built yet);
+                                any of them with --endpoint; any of them with a pattern whose
+                                own process binds (`own_endpoints`: proxy)
 """
 from __future__ import annotations
 
@@ -12,6 +28,7 @@ from dataclasses import dataclass
 from typing import Optional, Protocol
 
 from ..errors import ConfigError
+from .states import Word
 
 
 class Settings(Protocol):
@@ -27,6 +44,74 @@ class Settings(Protocol):
     def send_mode(self) -> str: ...
     @property
     def join_delay_ms(self) -> int: ...
+    @property
+    def producers_connect(self) -> Optional[str]: ...
+    @property
+    def producers_bind(self) -> Optional[str]: ...
+    @property
+    def consumers_connect(self) -> Optional[str]: ...
+    @property
+    def consumers_bind(self) -> Optional[str]: ...
+
+
+class Attach(Word):
+    """How one of zmqload's sides reaches the other (run.json `topology`)."""
+    BIND = "bind"
+    CONNECT = "connect"
+
+
+SIDES = ("producers", "consumers")
+ENDPOINT_FIELDS = tuple(f"{side}_{how.value}" for side in SIDES for how in Attach)
+"""The Workload fields of the endpoints per side: producers_bind, producers_connect, ..."""
+
+
+def flag_of(side: str, attach: Attach) -> str:
+    return f"--{side}-{attach.value}"
+
+
+def split_endpoints(text: Optional[str]) -> list[str]:
+    """An endpoints option's value ("EP[,EP...]") -> its endpoints, in order."""
+    return [part.strip() for part in text.split(",")] if text else []
+
+
+@dataclass(frozen=True)
+class Side:
+    """One of zmqload's sides as the options name it: `attach` None = not given (the pattern's own)."""
+    name: str                           # "producers" or "consumers"
+    attach: Optional[Attach]
+    endpoints: tuple[str, ...] = ()
+
+    @property
+    def flag(self) -> str:
+        return flag_of(self.name, self.attach) if self.attach is not None else ""
+
+    @property
+    def given(self) -> bool:
+        return self.attach is not None
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Who binds and who connects in one run, as the pattern's rules admit it."""
+    producers: Side
+    consumers: Side
+    binder: Optional[str]               # "producer", "consumer", "proxy", or None: nobody of zmqload binds
+    device: bool                        # both sides connect: the user's device is between them
+
+    @property
+    def given(self) -> bool:
+        """The endpoints were named by the options (else the pattern's own topology)."""
+        return self.producers.given or self.consumers.given
+
+    def side(self, role: str) -> Side:
+        return self.producers if role == "producer" else self.consumers
+
+
+@dataclass(frozen=True)
+class Device:
+    """What sits between a pattern's two sides when both connect: the user's component."""
+    what: str                           # how a user writes it, e.g. "a PULL|PUSH forwarder (...)"
+    envelope_frames: int                # frames before the payload at zmqload's consumer through it
 
 
 @dataclass(frozen=True)
@@ -42,10 +127,17 @@ class Pattern:
     proxy: bool = False           # producers and consumers both connect to a proxy between them
     round_trip: bool = False      # every request waits for its reply (REQ/REP)
     max_peers: Optional[int] = None   # most producers and most consumers (PAIR: exactly one pair)
+    device: Optional[Device] = None   # both sides may connect to the user's device, this one
+    no_device: str = ""           # why both sides cannot connect (no `device`)
+    own_endpoints: bool = False   # a process of zmqload's own binds (proxy): no endpoints per side
 
     def binding_sockets(self, producers: int, consumers: int) -> int:
-        """Sockets that bind an endpoint (each takes its own tcp port)."""
+        """Sockets that bind an endpoint (each takes its own tcp port) in the pattern's own topology."""
         return {"consumer": consumers, "producer": producers, "proxy": 2}[self.binder]
+
+    def consumer_envelope_frames(self, topology: Topology) -> int:
+        """Frames before the payload at a consumer: the device's count with a device between."""
+        return self.device.envelope_frames if topology.device and self.device is not None else self.envelope_frames
 
     def check(self, w: Settings) -> None:
         """The rules this pattern puts on a workload `w`: ConfigError naming the option."""
@@ -61,11 +153,68 @@ class Pattern:
         if self.round_trip and w.send_mode != "block":
             raise ConfigError("--send-mode", f"got {w.send_mode!r}; pattern {self.name} waits for every reply; "
                                              "accepted: block")
-        if w.join_delay_ms and self.binder == "consumer":
+        topology = self.topology(w)
+        if w.join_delay_ms and topology.binder == "consumer":
+            if topology.consumers.given:
+                raise ConfigError("--join-delay-ms", f"got {w.join_delay_ms}; the consumers bind (--consumers-bind), "
+                                                     "so they cannot join late; accepted: 0, or consumers that "
+                                                     "connect (--consumers-connect to a device, or --producers-bind)")
             late = ", ".join(p.name for p in PATTERNS.values() if p.binder != "consumer")
             raise ConfigError("--join-delay-ms", f"got {w.join_delay_ms}; the consumers of pattern {self.name} "
                                                  f"bind, so they cannot join late; accepted: 0, or a pattern "
-                                                 f"whose consumers connect ({late})")
+                                                 f"whose consumers connect ({late}; or --producers-bind)")
+
+    def topology(self, w: Settings) -> Topology:
+        """Who binds and who connects, from the endpoints per side; ConfigError for a combination
+        this pattern cannot carry (the rules in the module's docstring)."""
+        sides = []
+        for name in SIDES:
+            given = [(how, getattr(w, f"{name}_{how.value}")) for how in Attach]
+            given = [(how, text) for how, text in given if text is not None]
+            if len(given) == 2:
+                (_, bound), (_, connected) = given
+                raise ConfigError(flag_of(name, Attach.CONNECT),
+                                  f"got {connected!r} with {flag_of(name, Attach.BIND)} {bound!r}; a side either "
+                                  f"binds or connects; accepted: one of {flag_of(name, Attach.BIND)}, "
+                                  f"{flag_of(name, Attach.CONNECT)}")
+            how, text = given[0] if given else (None, None)
+            sides.append(Side(name, how, tuple(split_endpoints(text))))
+        producers, consumers = sides
+        if not (producers.given or consumers.given):
+            return Topology(producers, consumers, self.binder, device=False)
+        named = producers if producers.given else consumers
+        value = ",".join(named.endpoints)
+        if w.endpoint is not None:
+            raise ConfigError("--endpoint", f"got {w.endpoint!r} with {named.flag} {value!r}; accepted: "
+                                            "--endpoint (zmqload's own topology) or the endpoints per side, not both")
+        if self.own_endpoints:
+            raise ConfigError(named.flag, f"got {value!r}; pattern {self.name} runs zmqload's own proxy, which "
+                                          "binds both endpoints; accepted: no endpoints per side (for your own "
+                                          "XSUB|XPUB proxy: --pattern pub-sub with --producers-connect and "
+                                          "--consumers-connect)")
+        if producers.attach is Attach.BIND and consumers.attach is Attach.BIND:
+            raise ConfigError(flag_of("consumers", Attach.BIND),
+                              f"got {','.join(consumers.endpoints)!r} with --producers-bind; when both sides bind "
+                              "nobody connects; accepted: one side binds and the other connects to it, or both "
+                              "connect to a device in the middle")
+        if producers.attach is Attach.BIND or consumers.attach is Attach.BIND:
+            return Topology(producers, consumers, "producer" if producers.attach is Attach.BIND else "consumer",
+                            device=False)
+        if not (producers.given and consumers.given):
+            other = "consumers" if producers.given else "producers"
+            raise ConfigError(named.flag, f"got {value!r} without an endpoint for the {other}; zmqload loads both "
+                                          f"sides of a system, not one alone (yet); accepted: with "
+                                          f"{flag_of(other, Attach.CONNECT)} (a device in the middle) or "
+                                          f"{flag_of(other, Attach.BIND)} (the {other} bind, the {named.name} "
+                                          "connect to them)")
+        if self.device is None:
+            able = ", ".join(p.name for p in PATTERNS.values() if p.device is not None)
+            raise ConfigError(flag_of("consumers", Attach.CONNECT),
+                              f"got {','.join(consumers.endpoints)!r} with --producers-connect; pattern {self.name} "
+                              f"cannot have a device between its sides ({self.no_device}); accepted: one side binds "
+                              f"(--producers-bind or --consumers-bind), or a pattern whose sides can both connect: "
+                              f"{able}")
+        return Topology(producers, consumers, None, device=True)
 
 
 PATTERNS: dict[str, Pattern] = {}
@@ -82,19 +231,29 @@ def get(name: str) -> Pattern:
 
 register(Pattern(
     "push-pull", "PUSH", "PULL", fanout=False, binder="consumer",
-    description="PUSH producers round-robin to PULL consumers; blocks at HWM"))
+    description="PUSH producers round-robin to PULL consumers; blocks at HWM",
+    device=Device("a PULL|PUSH forwarder: its PULL binds for the producers, its PUSH for the consumers "
+                  "(zmq.proxy(pull, push))", envelope_frames=0)))
 register(Pattern(
     "pub-sub", "PUB", "SUB", fanout=True, binder="producer", subscribe=True,
-    description="PUB producers fan out to SUB consumers; drops at HWM"))
+    description="PUB producers fan out to SUB consumers; drops at HWM",
+    device=Device("an XSUB|XPUB proxy: its XSUB binds for the producers, its XPUB for the consumers "
+                  "(zmq.proxy(xsub, xpub))", envelope_frames=0)))
 register(Pattern(
     "pair", "PAIR", "PAIR", fanout=False, binder="consumer", max_peers=1,
-    description="one PAIR to one PAIR (exclusive pair); blocks at HWM"))
+    description="one PAIR to one PAIR (exclusive pair); blocks at HWM",
+    no_device="an exclusive PAIR talks to its one peer; for a device between use push-pull or dealer-router"))
 register(Pattern(
     "dealer-router", "DEALER", "ROUTER", fanout=False, binder="consumer", envelope_frames=1,
-    description="DEALER producers to ROUTER consumers (routing id frame skipped); blocks at HWM"))
+    description="DEALER producers to ROUTER consumers (routing id frame skipped); blocks at HWM",
+    # the consumer's ROUTER adds the broker's routing id before the one the broker's ROUTER added
+    device=Device("a ROUTER|DEALER broker: its ROUTER binds for the producers, its DEALER for the consumers "
+                  "(zmq.proxy(router, dealer)); the consumers skip both routing id frames", envelope_frames=2)))
 register(Pattern(
-    "proxy", "PUB", "SUB", fanout=True, binder="proxy", subscribe=True, proxy=True,
-    description="PUB -> XSUB | zmq_proxy | XPUB -> SUB, the proxy's HWMs set apart"))
+    "proxy", "PUB", "SUB", fanout=True, binder="proxy", subscribe=True, proxy=True, own_endpoints=True,
+    description="PUB -> XSUB | zmq_proxy | XPUB -> SUB, the proxy's HWMs set apart",
+    no_device="zmqload runs its own proxy there"))
 register(Pattern(
     "req-rep", "REQ", "REP", fanout=False, binder="consumer", round_trip=True,
-    description="REQ -> REP round trips (one request in flight per producer); rate-controlled"))
+    description="REQ -> REP round trips (one request in flight per producer); rate-controlled",
+    no_device="round trips through a broker are not measured yet"))

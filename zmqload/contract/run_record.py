@@ -24,6 +24,7 @@ from .workload import Slos, Workload
 from .codec import doc_table_command, Record, read, write_atomic
 from .fates import AMBIGUOUS_TAIL, TailPlacement
 from .ids import Role
+from .patterns import Attach
 from .records import SCHEMA_VERSION
 from .states import DrainEnd, DrainMode, RunStatus
 
@@ -36,7 +37,34 @@ class PatternFacts(Record):
     fanout: bool = False
     """Every consumer receives every message (pub-sub, proxy)."""
     binder: Role = Role.CONSUMER
-    """Which side binds."""
+    """Which side binds in the pattern's own topology (`topology`: what this run bound and connected)."""
+
+
+class SideEndpoints(Record):
+    """How one of zmqload's sides reached the other."""
+    attach: Attach = Attach.CONNECT
+    """Whether this side's sockets bound or connected."""
+    endpoints: list[str] = []
+    """Bound: each socket's endpoint, in worker order, as libzmq reported it (tcp ports resolved);
+    connected: what every socket of the side connected to."""
+    given: bool = False
+    """Named by the run's options (--producers-connect ... --consumers-bind); false: zmqload chose."""
+
+
+class Topology(Record):
+    """Who bound and who connected, to what, and what sat between the producers and the consumers
+    that zmqload does not see (a device of the user's)."""
+    producers: SideEndpoints = msgspec.field(default_factory=SideEndpoints)
+    consumers: SideEndpoints = msgspec.field(default_factory=SideEndpoints)
+    proxy: list[str] = []
+    """Pattern proxy: the endpoints zmqload's own proxy bound, front (producers) and back (consumers)."""
+    device_in_path: bool = False
+    """Both sides connected to a device of the user's: what it queued counts as queued and what it lost
+    as dropped between zmqload's sockets (the fates cannot place a loss inside it)."""
+    device: str = ""
+    """What the pattern expects there (e.g. an XSUB|XPUB proxy); "" without a device."""
+    note: str = ""
+    """With a device: one line saying what zmqload cannot see of it."""
 
 
 class Versions(Record):
@@ -103,6 +131,10 @@ class Drain(Record):
     tail_placement_why: str = ""
     dropped_tail_ambiguous: int = msgspec.field(default=0, name=AMBIGUOUS_TAIL)
     """The part of dropped_tail whose place the run cannot tell (ambiguous)."""
+    device_in_path: bool = False
+    """A device of the user's sat between the producers and the consumers (`topology`): a message
+    dropped between zmqload's sockets may have been dropped inside it; the placement above is
+    zmqload's own sockets' rule."""
 
     @property
     def seconds(self) -> float:
@@ -294,6 +326,10 @@ class RunRecord(Record):
     """Worker name -> CPU; {} when the scheduler placed them."""
     control_dir: Optional[str] = None
     """The run's private control and ipc socket files, removed at its end."""
+    topology: Optional[Topology] = None
+    """Which side bound and which connected, to what; whether a device of the user's sat between
+    them. Written when the schedule is set and at the end (a run that failed before its start: as far as
+    it got); null before, and in runs recorded before it."""
     salvaged: Optional[Salvaged] = None
     """Present only when some worker's figures were rebuilt from its records."""
     drain: Optional[Drain] = None

@@ -14,6 +14,7 @@ import decimal
 import os
 import re
 import socket
+import stat
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, TypeVar, Union
 
@@ -42,6 +43,11 @@ T = TypeVar("T")
 _ENDPOINT = re.compile(
     r"^(tcp://(?P<host>[A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(?P<port>\d+|\*)"
     r"|ipc://(?P<path>.+)|inproc://(?P<name>[A-Za-z0-9_.\-]+))$")
+_LISTED = (r"(?:tcp://(?:[A-Za-z0-9_.\-]+|\*|\[[0-9a-fA-F:]+\]):(?:\d+|\*)"
+           r"|ipc://[^,]+|inproc://[A-Za-z0-9_.\-]+)")
+_ENDPOINT_LIST = re.compile(rf"\s*{_LISTED}(?:\s*,\s*{_LISTED})*\s*")
+ENDPOINTS_GROUP = "endpoints per side (a system of yours between the producers and the consumers)"
+IPC_PATH_MAX = 107          # bytes of a unix socket path (sun_path, its NUL excluded)
 _MULTIPLIERS = {"k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9}
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
@@ -171,6 +177,15 @@ def _hwm(what: str) -> Optional[int]:
                   nullable=True, group=SOCKET_OPTIONS)
 
 
+def _endpoints(attach: str, what: str) -> Optional[str]:
+    return option(
+        None, str, "one or more tcp://HOST:PORT or ipc://PATH endpoints separated by commas"
+        + (" (HOST * binds every interface, PORT * any free port)" if attach == "bind" else
+           " (a named host and port: nothing to connect to at *)"),
+        what, form=_ENDPOINT_LIST, nullable=True, group=ENDPOINTS_GROUP,
+        default_text="unset: the pattern's own topology")
+
+
 @dataclass
 class Workload:
     """What to run. Field names match the CLI options (`--consumer-delay-us` is
@@ -191,6 +206,19 @@ class Workload:
         None, str, "tcp://HOST:PORT, ipc://PATH or inproc://NAME",
         "explicit endpoint, overrides --transport/--host/--port (e.g. tcp://127.0.0.1:5555, ipc:///tmp/x)",
         form=_ENDPOINT, nullable=True)
+    producers_connect: Optional[str] = _endpoints(
+        "connect", "every producer connects to all of these; with --consumers-connect a device of yours "
+        "sits between the two sides (push-pull: a PULL|PUSH forwarder, pub-sub: an XSUB|XPUB proxy, dealer-router: "
+        "a ROUTER|DEALER broker); with --consumers-bind, the endpoints they bind")
+    producers_bind: Optional[str] = _endpoints(
+        "bind", "the producers bind these (one per producer, or one they count up from: the next tcp "
+        "port, ipc PATH-1, PATH-2...); the consumers connect to them")
+    consumers_connect: Optional[str] = _endpoints(
+        "connect", "every consumer connects to all of these; with --producers-connect a device of yours "
+        "sits between the two sides; with --producers-bind, the endpoints they bind")
+    consumers_bind: Optional[str] = _endpoints(
+        "bind", "the consumers bind these (one per consumer, or one they count up from); the producers "
+        "connect to them")
     size: int = option(
         64, int, f"bytes from {HEADER_SIZE} (the wire header) to {MAX_SIZE}", "message size in bytes",
         low=HEADER_SIZE, high=MAX_SIZE)
@@ -322,6 +350,21 @@ class Workload:
         return patterns.get(self.pattern).fanout
 
     @property
+    def topology(self) -> patterns.Topology:
+        """Who binds and who connects (the endpoints per side, by the pattern's rules)."""
+        return patterns.get(self.pattern).topology(self)
+
+    def bind_endpoints(self, count: int) -> list[str]:
+        """Where the binding side's `count` sockets bind when the options name it (--producers-bind,
+        --consumers-bind, --endpoint); [] when zmqload chooses (runner/endpoints.py)."""
+        topology = self.topology
+        if topology.binder in ("producer", "consumer") and topology.side(topology.binder).given:
+            return expand_bind(list(topology.side(topology.binder).endpoints), count)
+        if self.endpoint is not None:
+            return expand_bind([self.endpoint], count)
+        return []
+
+    @property
     def consumer_delay_ns(self) -> int:
         """--consumer-delay-us in the engine's unit: whole nanoseconds of work per message
         (the consumer's Receiver, and the slow drain's patience)."""
@@ -347,26 +390,106 @@ class Workload:
         self.__post_init__()
         if self.count is None and self.duration is None:
             self.count = DEFAULT_COUNT
+        topology = self.topology
+        if topology.given:
+            # the endpoints name their transport (the producers' first, where the sides differ)
+            first = (topology.producers.endpoints or topology.consumers.endpoints)[0]
+            self.transport = first.split("://", 1)[0]
+            binder = topology.side(topology.binder) if topology.binder in ("producer", "consumer") else None
+            for side in (topology.producers, topology.consumers):
+                if side is binder:
+                    for endpoint in self.bind_endpoints(self._side_count(side.name)):
+                        check_bindable(side.flag, endpoint)
+                elif side.attach is patterns.Attach.CONNECT:
+                    for endpoint in side.endpoints:
+                        _check_resolvable(side.flag, endpoint)
+            return self
         self.transport, self.host, self.port = self._address()
         if self.transport == "tcp" and self.port:
             for offset in range(self._binding_sockets()):
                 _check_port_free("--endpoint" if self.endpoint else "--port", self.host, self.port + offset)
+        elif self.transport == "ipc" and self.endpoint is not None:
+            for endpoint in self.bind_endpoints(self._binding_sockets()):
+                check_bindable("--endpoint", endpoint)
         return self
 
     def _check_together(self) -> None:
         """Rules between options; no I/O (workers rebuild their Workload from to_dict())."""
         patterns.get(self.pattern).check(self)
+        if self.topology.given:
+            self._check_endpoints_per_side()
         if self.rate and (self.count is not None or self.duration is not None) \
                 and self.messages_per_producer > MAX_PACED:
             flag, value = ("--count", self.count) if self.count is not None else ("--duration", self.duration)
             raise ConfigError(flag, f"got {value!r} at --rate {self.rate}: too many messages for the nanosecond "
                                     f"send schedule; accepted: at most {MAX_PACED} messages per producer")
+        if self.topology.given:
+            return
         transport, host, port = self._address()
         binders = self._binding_sockets()
         if transport == "tcp" and port + binders - 1 > 65535:
             raise ConfigError("--endpoint" if self.endpoint else "--port",
                               f"got {port} with {binders} binding sockets, one port each; "
                               f"accepted: a port up to {65536 - binders}, or 0 for any")
+
+    def _check_endpoints_per_side(self) -> None:
+        """Each endpoint of --producers-connect ... --consumers-bind on its own, then the two sides
+        together: a connecting side connects to what the other side binds."""
+        topology = self.topology
+        named = topology.producers.flag or topology.consumers.flag
+        if self.port:
+            raise ConfigError("--port", f"got {self.port} with {named}: the endpoints per side name their own ports; "
+                                        "accepted: 0 (unset) with endpoints per side")
+        if self.transport == "inproc":
+            raise ConfigError("--transport", f"got 'inproc' with {named}: nothing outside zmqload's own context "
+                                             "reaches an inproc endpoint; accepted: tcp or ipc (the endpoints name it)")
+        for side in (topology.producers, topology.consumers):
+            if not side.given:
+                continue
+            text, seen = ",".join(side.endpoints), set()
+            for endpoint in side.endpoints:
+                if endpoint in seen:
+                    raise ConfigError(side.flag, f"got {text!r}: {endpoint!r} twice; accepted: each endpoint once")
+                seen.add(endpoint)
+                if endpoint.startswith("inproc://"):
+                    raise ConfigError(side.flag, f"got {endpoint!r}: nothing outside zmqload's own context reaches "
+                                                 "an inproc endpoint; accepted: tcp://HOST:PORT or ipc://PATH "
+                                                 "(--transport inproc for zmqload's own topology)")
+                host, port = _tcp_parts(endpoint)
+                if port is not None and port != "*" and int(port) > 65535:
+                    raise ConfigError(side.flag, f"got {endpoint!r}: the port is above 65535; accepted: a tcp port "
+                                                 "from 1 to 65535")
+                if side.attach is patterns.Attach.CONNECT and ("*" in (host, port) or port == "0"
+                                                               or endpoint == "ipc://*"):
+                    raise ConfigError(side.flag, f"got {endpoint!r}: a connecting side needs a named host and "
+                                                 "port (or path), * is for binding; accepted: e.g. "
+                                                 "tcp://127.0.0.1:5599 or ipc:///tmp/device")
+            if side.attach is patterns.Attach.BIND:
+                count = self._side_count(side.name)
+                if len(side.endpoints) not in (1, count):
+                    raise ConfigError(side.flag, f"got {len(side.endpoints)} endpoints for {count} {side.name}; "
+                                                 f"accepted: one per {side.name[:-1]} ({count}), or one they count "
+                                                 "up from (the next tcp port, ipc PATH-1, PATH-2...)")
+                bound = self.bind_endpoints(count)
+                last = _tcp_parts(bound[-1])[1]
+                if last is not None and last != "*" and int(last) > 65535:
+                    raise ConfigError(side.flag, f"got {text!r} for {count} {side.name}, a port each: the last is "
+                                                 f"{last}; accepted: a first port up to {65536 - count}")
+        if topology.device or topology.binder not in ("producer", "consumer"):
+            return
+        binder = topology.side(topology.binder)
+        other = topology.consumers if binder is topology.producers else topology.producers
+        if other.given:     # it names what it connects to: the binder's own endpoints
+            bound = self.bind_endpoints(self._side_count(binder.name))
+            wanted = {_address_key(e) for e in bound}
+            if any(key[1] == "*" for key in wanted) or {_address_key(e) for e in other.endpoints} != wanted:
+                raise ConfigError(other.flag, f"got {','.join(other.endpoints)!r} while the {binder.name} bind "
+                                              f"{','.join(bound)!r}; accepted: the endpoints the {binder.name} bind "
+                                              f"(or leave {other.flag} out: the {other.name} connect to them; a "
+                                              f"device in the middle: both sides connect)")
+
+    def _side_count(self, side: str) -> int:
+        return self.producers if side == "producers" else self.consumers
 
     def _address(self) -> tuple[str, str, int]:
         """(transport, host, port) in effect: --endpoint's when given."""
@@ -478,3 +601,106 @@ def check_output_dir(path: str, option: str = "--out") -> None:
         raise ConfigError(option, f"cannot create {path!r} ({exc.strerror}); accepted: a writable directory")
     if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
         raise ConfigError(option, f"{path!r} is not a writable directory; accepted: a writable directory")
+
+
+def expand_bind(endpoints: list[str], count: int) -> list[str]:
+    """One endpoint per binding socket: the `count` given, or from one: tcp ports counted up
+    from its port (port * or 0: any free port, each), ipc paths PATH, PATH-1, PATH-2..."""
+    if len(endpoints) == count:
+        return list(endpoints)
+    base = endpoints[0]
+    if base.startswith("tcp://"):
+        host_part, _, port = base.rpartition(":")
+        if port in ("*", "0"):
+            return [f"{host_part}:*"] * count
+        return [f"{host_part}:{int(port) + i}" for i in range(count)]
+    return [base if i == 0 else f"{base}-{i}" for i in range(count)]
+
+
+def _tcp_parts(endpoint: str) -> tuple[Optional[str], Optional[str]]:
+    """(host, port) of a tcp endpoint as written (host without brackets); (None, None) otherwise."""
+    if not endpoint.startswith("tcp://"):
+        return None, None
+    host, _, port = endpoint[len("tcp://"):].rpartition(":")
+    return host.strip("[]"), port
+
+
+def _address_key(endpoint: str) -> tuple[str, str]:
+    """What makes a bound endpoint and one connecting to it the same place: the tcp port (hosts may
+    be spelled apart: 0.0.0.0, 127.0.0.1, a name), the ipc path."""
+    host, port = _tcp_parts(endpoint)
+    if port is not None:
+        return "tcp", "*" if port in ("*", "0") else str(int(port))
+    transport, _, where = endpoint.partition("://")
+    return transport, os.path.abspath(where) if transport == "ipc" and not where.startswith("@") else where
+
+
+def check_bindable(option: str, endpoint: str) -> None:
+    """What can be checked before anything starts of an endpoint a zmqload socket will bind: a
+    tcp port free on its host, an ipc path whose directory exists and is writable and which is no
+    other file and no live socket (libzmq removes whatever is there and binds: it would take a
+    running system's endpoint away). ConfigError naming `option` otherwise."""
+    host, port = _tcp_parts(endpoint)
+    if port is not None:
+        if port not in ("*", "0"):
+            _check_port_free(option, "0.0.0.0" if host == "*" else (host or ""), int(port))
+        return
+    if not endpoint.startswith("ipc://"):
+        return
+    path = endpoint[len("ipc://"):]
+    if path == "*":          # libzmq makes a fresh path
+        return
+    if path.startswith("@"):     # Linux's abstract namespace: no file, but it may be live
+        if _unix_socket_live("\0" + path[1:]):
+            raise ConfigError(option, f"got {endpoint!r}: another process listens there; accepted: an ipc path "
+                                      "nobody listens on")
+        return
+    if len(path.encode()) > IPC_PATH_MAX:
+        raise ConfigError(option, f"got {endpoint!r}: the path is {len(path.encode())} bytes, a unix socket's "
+                                  f"takes {IPC_PATH_MAX}; accepted: a shorter path")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ConfigError(option, f"got {endpoint!r}: the directory {directory} does not exist; accepted: an ipc "
+                                  "path in an existing, writable directory")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ConfigError(option, f"got {endpoint!r}: the directory {directory} is not writable; accepted: an ipc "
+                                  "path in an existing, writable directory")
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(option, f"got {endpoint!r}: {exc.strerror}; accepted: an ipc path zmqload can bind")
+    if not stat.S_ISSOCK(mode):
+        raise ConfigError(option, f"got {endpoint!r}: {path} exists and is not a socket (binding would remove it); "
+                                  "accepted: a path that does not exist or is a stale socket")
+    if _unix_socket_live(path):
+        raise ConfigError(option, f"got {endpoint!r}: another process listens there (binding would take it "
+                                  "away); accepted: an ipc path nobody listens on")
+
+
+def _unix_socket_live(address: str) -> bool:
+    """Something accepts connections at this unix socket address (a stale file refuses them)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(address)
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+def _check_resolvable(option: str, endpoint: str) -> None:
+    """A tcp endpoint to connect to names a host this machine resolves (libzmq refuses it otherwise,
+    once the run has started)."""
+    host, port = _tcp_parts(endpoint)
+    if host is None or port is None:
+        return
+    try:
+        socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        why = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
+        raise ConfigError(option, f"got {endpoint!r}: cannot resolve {host!r} ({why}); accepted: a host name or "
+                                  "address this machine resolves")

@@ -25,7 +25,8 @@ class Consumer(WorkerLifecycle):
         if self.pattern.subscribe:
             sock.subscribe(b"")
         self.receiver = receiver = _engine.Receiver(sock, w.consumer_delay_ns,
-                                                    self.pattern.envelope_frames, self.pattern.round_trip)
+                                                    self.pattern.consumer_envelope_frames(w.topology),
+                                                    self.pattern.round_trip)
         pipeline = ChunkPipeline(RecvConverter.COLUMNS, w.chunk_rows, self.convert, self.spill_dir(),
                                  expected_rows=w.expected_receives_per_consumer)
         warm_mask = (1 << w.producers) - 1

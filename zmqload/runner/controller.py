@@ -21,6 +21,7 @@ from .. import _engine
 from ..contract import patterns
 from ..contract.workload import Workload
 from ..contract import control, ids
+from ..contract import run_record as rr
 from ..errors import RunError
 from .lifecycle import PROGRESS_EVERY_NS
 from .state import ProgressListener, ProgressSnapshot, RunState
@@ -67,6 +68,12 @@ class Controller:
         self.started = time.monotonic()
         self.interrupted = False
         self.on_start: Callable[[int], None] | None = None     # told t0 once the workers have it
+        from .endpoints import plan
+        binder = w.topology.binder
+        self.plan = plan(w, w.consumers if binder == "consumer" else w.producers if binder == "producer" else 0,
+                         ipc_dir, run_id)
+        self.binders: list[ids.WorkerId] = []
+        self.connect_to: dict[ids.Role, list[str]] = {}
 
     # -- plumbing ----------------------------------------------------------------------------
     def pump(self, timeout_ms: int = 20) -> None:
@@ -116,19 +123,19 @@ class Controller:
         self.collect()
 
     def launch(self) -> None:
-        """Start every worker; binders bind and report their endpoints."""
+        """Start every worker; binders bind and report their endpoints. Who binds where: the
+        plan (runner/endpoints.py) from the pattern's rules and the endpoints per side."""
         from .endpoints import binder_endpoints
         s, w = self.state, self.w
         if self.pattern.proxy:
             s.proxies = [ids.WorkerId(ids.Role.PROXY, 0)]
             self.start_worker(s.proxies[0], binder_endpoints(w, 2, self.ipc_dir, self.run_id))
             self.wait(lambda: s.proxies[0] in s.ready, LAUNCH_TIMEOUT_S, "waiting for the proxy to start")
-            self.binders: list[ids.WorkerId] = []
-        else:
-            self.binders = s.consumers if self.pattern.binder == "consumer" else s.producers
-        endpoints = binder_endpoints(w, len(self.binders), self.ipc_dir, self.run_id)
+        binder = self.plan.binder
+        self.binders = [] if binder is None else s.consumers if binder is ids.Role.CONSUMER else s.producers
+        assert len(self.plan.bind) == len(self.binders)     # the plan counted the binding side's workers
         for worker in s.producers + s.consumers:
-            bind = [endpoints[self.binders.index(worker)]] if worker in self.binders else []
+            bind = [self.plan.bind[self.binders.index(worker)]] if worker in self.binders else []
             self.start_worker(worker, bind)
         self.wait(lambda: all(n in s.ready for n in s.producers + s.consumers), LAUNCH_TIMEOUT_S,
                   "waiting for the workers to start")
@@ -142,7 +149,7 @@ class Controller:
             self.connect_to = {ids.Role.PRODUCER: [front], ids.Role.CONSUMER: [back]}
         else:
             bound = [s.ready[n][0] for n in self.binders]
-            self.connect_to = {ids.Role.PRODUCER: bound, ids.Role.CONSUMER: bound}
+            self.connect_to = {role: bound if to is None else to for role, to in self.plan.connect.items()}
         late = s.consumers if self.w.join_delay_ms else []
         connecters = [n for n in s.producers + s.consumers if n not in self.binders and n not in late]
         for worker in connecters:
@@ -155,10 +162,42 @@ class Controller:
         # Round trips need no warm-up (nothing can be lost to a slow join: every request
         # waits for its reply), and REQ's strict send/recv alternation forbids one.
         if not self.w.warmup or self.pattern.round_trip or late:
+            self.wait_for_device()
             return
         self.send_all(self.state.producers, control.Warmup())
-        self.wait(lambda: all(n in self.state.warm for n in self.state.consumers), WARMUP_TIMEOUT_S,
-                  "waiting for every consumer to hear every producer (warm-up)")
+        try:
+            self.wait(lambda: all(n in self.state.warm for n in self.state.consumers), WARMUP_TIMEOUT_S,
+                      "waiting for every consumer to hear every producer (warm-up)")
+        except RunError as exc:
+            if not self.plan.device or "timed out" not in str(exc):
+                raise
+            raise RunError(self.device_silence(WARMUP_TIMEOUT_S)) from None
+
+    def device_silence(self, waited_s: float) -> str:
+        """One line naming the device's endpoints nobody answered on (or, all answering, that the
+        device forwarded no warm-up message from every producer to every consumer)."""
+        from .endpoints import unanswered
+        silent = unanswered(self.plan.user_endpoints())
+        if silent:
+            named = "; ".join(f"{endpoint} ({why})" for endpoint, why in silent)
+            return (f"timed out after {waited_s:g} s (warm-up): nobody answered on {named}; is the device "
+                    f"({self.pattern.device.what.split(':')[0] if self.pattern.device else 'yours'}) running?")
+        return (f"timed out after {waited_s:g} s (warm-up): the device accepted connections on "
+                f"{', '.join(self.plan.user_endpoints())} but did not carry a warm-up message from every producer to "
+                "every consumer (does it forward every message, the consumers' subscription included?)")
+
+    def wait_for_device(self) -> None:
+        """Without a warm-up, a device that never came up is caught here: its endpoints must
+        answer within the warm-up's deadline, or the run fails naming the silent ones."""
+        if not self.plan.device:
+            return
+        from .endpoints import unanswered
+        timeout_s = WARMUP_TIMEOUT_S * (TOOL_SLOWDOWN if os.environ.get(TOOL_ENV) else 1.0)
+        deadline = time.monotonic() + timeout_s
+        while unanswered(self.plan.user_endpoints(), timeout_s=0.5):
+            if time.monotonic() > deadline:
+                raise RunError(self.device_silence(timeout_s).replace("(warm-up)", "(the device's endpoints)"))
+            self.pump(100)
 
     def start(self, late: list[ids.WorkerId]) -> None:
         s = self.state
@@ -241,6 +280,16 @@ class Controller:
                   "waiting for the final counters")
         self.send_all(s.proxies, control.Stop())
         self.wait(lambda: all(n in s.final for n in s.proxies), FINAL_TIMEOUT_S, "waiting for the proxy to stop")
+
+    def topology(self) -> rr.Topology:
+        """run.json's `topology` as far as the run got: what the binders bound once they reported it."""
+        from .endpoints import topology_record
+        s = self.state
+        bound: dict[ids.Role, list[str]] = {}
+        if self.plan.binder is not None and self.binders and all(s.ready.get(n) for n in self.binders):
+            bound[self.plan.binder] = [s.ready[n][0] for n in self.binders]
+        proxy = list(s.ready.get(s.proxies[0], [])) if s.proxies else []
+        return topology_record(self.w, self.plan, bound, proxy)
 
     def interrupt(self) -> None:
         """Ctrl-C / SIGTERM / a failure: tell every worker to stop, collect what they recorded."""

@@ -25,6 +25,7 @@ from ..versions import clock_pair, host, versions
 from .channel import ControlServer, new_endpoint
 from .collect import build_result
 from .controller import FINAL_TIMEOUT_S, Controller
+from .endpoints import EndpointPlan
 from . import placement
 from .launch import Launcher
 from .record import finish_records, start_records, utc_now
@@ -128,6 +129,7 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
         record.worker_pids = {str(name): pid for name, pid in launcher.pids().items()}
         record.cpu_placement = placement.plan(w)     # {} = the scheduler's
         record.control_dir = control_dir      # private control and ipc socket files, removed at the end
+        record.topology = controller.topology()
         try:
             rr.write_run(run_dir, record)
         except OSError as exc:      # a run error: the run ends failed, in the room kept for run.json
@@ -142,7 +144,7 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
         status, pending = RunStatus.INTERRUPTED, exc
         controller.interrupt()
     except WorkerFailed as exc:
-        pending = _worker_error(w, exc)
+        pending = _worker_error(w, exc, started=controller.state.t0_ns != 0)
         status, error = RunStatus.FAILED, str(pending)
         controller.interrupt()
     except RunError as exc:
@@ -159,12 +161,19 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
         shutil.rmtree(control_dir, ignore_errors=True)
 
     state = controller.state
+    if isinstance(pending, ConfigError):
+        # an endpoint the checks before the run could not judge (a port taken since, a path libzmq
+        # refused): bad input, and nothing was recorded yet, so nothing is left behind
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise pending
+    record.topology = controller.topology()
     note = salvage_records(state, w, run_dir, record)
     if note and status is not RunStatus.COMPLETE:
         error = f"{error}; {note}" if error else note
         if isinstance(pending, RunError):
             pending = RunError(f"{pending}; {note}")
     result = build_result(state, w, run_id, run_dir, status, codec.to_builtins(record.versions))
+    note_device(controller.plan, state, result)
     finish_records(run_dir, record, state, w, result, error)
     if pending is not None:
         if isinstance(pending, RunError):
@@ -186,14 +195,41 @@ def salvage_records(state: RunState, w: Workload, run_dir: str, record: rr.RunRe
     return salvage.note()
 
 
-def _worker_error(w: Workload, exc: WorkerFailed) -> Exception:
-    """Turn a worker's failure into the user's terms (a bind conflict is bad input)."""
+def note_device(plan: EndpointPlan, state: RunState, result: RunResult) -> None:
+    """With a device of the user's in the path, the drain's record says so beside the tail rule:
+    the fates stay zmqload's (dropped is dropped), but a drop may have happened inside the device."""
+    why = state.drain.get("tail_placement_why")
+    if plan.device and why:
+        why = f"{why}; a device of yours was in the path: a message missing may have been dropped inside it " \
+              "(zmqload does not see it)"
+    for drain in (state.drain, result.drain):       # --json says what run.json says, device or not
+        drain["device_in_path"] = plan.device
+        if why:
+            drain["tail_placement_why"] = why
+
+
+def _worker_error(w: Workload, exc: WorkerFailed, started: bool) -> Exception:
+    """Turn a worker's failure into the user's terms (an endpoint that cannot be bound or connected
+    to, found before the run started, is bad input)."""
     message = exc.failure.message
-    if exc.failure.errno in WRITE_ERRNOS:
+    if exc.failure.errno in WRITE_ERRNOS or started:
         return RunError(f"worker {exc.worker} failed: {message}")
+    option = _endpoint_option(w, exc.worker.role)
     if exc.failure.errno == errno.EADDRINUSE or "Address already in use" in message:
-        option = "--endpoint" if w.endpoint else "--port"
         return ConfigError(option, f"address already in use ({message.split(': ', 1)[-1]}); accepted: a free address")
-    if exc.failure.errno in (errno.ENOENT, errno.EACCES, errno.EINVAL) and w.endpoint:
-        return ConfigError("--endpoint", f"cannot use {w.endpoint!r} ({message}); accepted: a bindable endpoint")
+    if exc.failure.errno in (errno.ENOENT, errno.EACCES, errno.EINVAL, errno.ENAMETOOLONG, errno.EADDRNOTAVAIL) \
+            and (w.endpoint or w.topology.given):
+        return ConfigError(option, f"cannot use it ({message}); accepted: an endpoint libzmq can "
+                                   f"{'bind' if option.endswith('bind') or option == '--endpoint' else 'connect to'}")
     return RunError(f"worker {exc.worker} failed: {message}")
+
+
+def _endpoint_option(w: Workload, role: Role) -> str:
+    """The option that named where a worker of `role` binds or connects."""
+    topology = w.topology
+    if topology.given:
+        side = topology.side(role.value)
+        if side.given:
+            return side.flag
+        return (topology.producers if topology.binder == "producer" else topology.consumers).flag
+    return "--endpoint" if w.endpoint else "--port"
