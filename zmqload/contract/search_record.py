@@ -120,6 +120,10 @@ class SearchTemplate(Record):
     host: str = "127.0.0.1"
     port: int = 0
     endpoint: Optional[str] = None
+    producers_connect: Optional[str] = None
+    producers_bind: Optional[str] = None
+    consumers_connect: Optional[str] = None
+    consumers_bind: Optional[str] = None
     size: int = 64
     pacing: str = "spin"
     producers: int = 1
