@@ -31,7 +31,7 @@ prereqs:
 	fi
 
 $(VENV)/.installed: pyproject.toml setup.py
-	$(MAKE) prereqs
+	@$(MAKE) --no-print-directory prereqs
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "setuptools>=64" wheel "Cython>=3.0" "numpy>=1.24"

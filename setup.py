@@ -12,6 +12,7 @@ import os
 import shlex
 import subprocess
 import sys
+import warnings
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -21,6 +22,16 @@ MISSING_LIBZMQ = (
     "(Debian/Ubuntu: sudo apt-get install libzmq3-dev pkg-config; macOS: brew install zeromq pkg-config; "
     "conda: conda install zeromq pkg-config)"
 )
+
+# What setuptools and wheel say on every build but a user cannot act on, kept out of `make`'s
+# output: pyproject.toml's [tool.setuptools] tables (package discovery and data) called "beta"
+# by setuptools before 67; wheel's bdist_wheel, which setuptools before 70.1 imports, announcing
+# its move; the editable install's note on a package folder in the working directory (the
+# checkout itself: the editable install points there).
+for _message in (r"Support for `\[tool\.setuptools\]` in `pyproject\.toml` is still \*beta\*",
+                 r"The 'wheel' package is no longer the canonical location of the 'bdist_wheel' command",
+                 r"\s*Please be careful with folders in your working directory with the same"):
+    warnings.filterwarnings("ignore", message=_message)
 
 DEBUG = os.environ.get("ZMQLOAD_DEBUG", "") not in ("", "0")
 DEBUG_DIR = os.path.join("build", "debug")

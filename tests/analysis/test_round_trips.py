@@ -103,7 +103,7 @@ def test_round_trips_against_run_json(analysis, rr_runs):
 
 
 def test_report_outputs_carry_round_trips(analysis, rr_runs, tmp_path):
-    """The real command (embedded Spark, no server): summary.parquet, the Markdown on stdout
+    """The real command (embedded Spark, no server): summary.parquet, the Markdown (summary.md)
     and index.html show each req-rep run's round trips, and only theirs."""
     out, results = rr_runs
     report = str(tmp_path / "report")
@@ -117,7 +117,8 @@ def test_report_outputs_carry_round_trips(analysis, rr_runs, tmp_path):
         assert totals[run_id]["round_trips"] == results[run_id].sent
         assert totals[run_id]["round_trip_p99_us"] == pytest.approx(expected[run_id]["round_trip_p99_us"])
     assert totals["pp"]["round_trips"] is None
-    md = p.stdout.split("## Round trips", 1)[1].split("\n## ", 1)[0]
+    with open(os.path.join(report, "summary.md")) as f:     # the report's tables (stdout: its short summary)
+        md = f.read().split("## Round trips", 1)[1].split("\n## ", 1)[0]
     md_rows = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| rr-")}
     assert set(md_rows) == {"rr-tcp-2p", "rr-ipc-unpaced"}
     assert f"| {results['rr-tcp-2p'].sent} |" in md_rows["rr-tcp-2p"]

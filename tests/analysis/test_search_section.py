@@ -99,7 +99,10 @@ def searched(tmp_path_factory):
         written = json.load(f)
     with open(os.path.join(report, "index.html")) as f:
         page = f.read()
-    return {"docs": docs, "out": out, "stopped": stopped, "stdout": rep.stdout, "page": page, "capacity": written,
+    with open(os.path.join(report, "summary.md")) as f:      # the report's tables (stdout: its short summary)
+        markdown = f.read()
+    return {"docs": docs, "out": out, "stopped": stopped, "stdout": rep.stdout, "markdown": markdown, "page": page,
+            "capacity": written,
             "summary": pq.read_table(os.path.join(report, "summary.parquet")).to_pylist()}
 
 
@@ -166,14 +169,14 @@ def test_a_search_without_an_answer_has_no_capacity_in_the_table(searched):
     assert row["status"] == "no answer" and row["max_sustainable_rate"] is None
     assert row["reason"] == s["reason"] and "--max-probes 2" in row["reason"]
     assert row["bracket"] == s["bracket"] and row["p99_us"] is None and row["answer_run"] is None
-    (md,) = [r for r in _markdown_rows(searched["stdout"]) if r["rcvhwm"] == "-"]
+    (md,) = [r for r in _markdown_rows(searched["markdown"]) if r["rcvhwm"] == "-"]
     assert md["max sustainable rate (msg/s per producer)"] == f"no capacity: {s['reason']}"
     assert md["bracket [highest pass - lowest fail]"] == " - ".join("-" if b is None else f"{b:,}" for b in s["bracket"])
 
 
 def test_html_and_markdown_show_the_same_table(searched):
-    """The table in the page and on stdout: each combination's figures, as capacity.json has them."""
-    md = _markdown_rows(searched["stdout"])
+    """The table in the page and in summary.md: each combination's figures, as capacity.json has them."""
+    md = _markdown_rows(searched["markdown"])
     assert len(md) == 3 and [r["rcvhwm"] for r in md] == ["10", "1000", "-"]
     page = searched["page"]
     section = page.split("<h3>" + search.TABLE_TITLE + "</h3>", 1)[1].split("</table>", 1)[0]

@@ -19,6 +19,7 @@ Key = tuple[Any, ...]
 import numpy as np
 
 from ..contract import histogram as rule
+from ..contract import queue as queue_rule
 from ..contract.fates import AMBIGUOUS_TAIL, TAIL_AMBIGUOUS, TAIL_MID_RUN
 from .metrics import ALL, PERCENTILES
 
@@ -146,6 +147,155 @@ def queue_depth_stats(depth: Iterable[Row]) -> list[Row]:
                     "depth_mean": float(values.mean()), "depth_p99": float(np.percentile(values, 99)),
                     "queued_bytes_max": float(in_bytes.max()), "queued_bytes_mean": float(in_bytes.mean()),
                     "mean_size": rows[0]["mean_size"]})
+    return out
+
+
+def rebin(recv_w: Iterable[Row], factor: int) -> list[Row]:
+    """`metrics.recv_windows` rows of one window made into rows of windows `factor` times as long
+    (the same as scanning with the longer window: integer division composes)."""
+    out: dict[Key, list[int]] = {}
+    for r in recv_w:
+        cell = out.setdefault((r["run"], r["consumer"], r["stream"], r["ws"] // factor, r["wr"] // factor), [0, 0])
+        cell[0] += r["n"]
+        cell[1] += r["bytes"] or 0
+    return [{"run": k[0], "consumer": k[1], "stream": k[2], "ws": k[3], "wr": k[4], "n": v[0], "bytes": v[1]}
+            for k, v in out.items()]
+
+
+# -- the queue (contract/queue.py) -------------------------------------------------------------------
+def _views(run: int, consumer: int, stream: int) -> tuple[Key, ...]:
+    """The queues an event counts in: its view's and the run's (all of them together)."""
+    own = (run, consumer, stream)
+    return (own,) if own == (run, ALL, ALL) else (own, (run, ALL, ALL))
+
+
+def queue_thresholds(loss: Iterable[Row], recv_sum: Iterable[Row], closed: dict[tuple[int, int], int]
+                     ) -> tuple[dict[Key, int], dict[Key, int]]:
+    """Which never-arrived messages queued, per view (a `fates` row): ({view: first seq}, {view:
+    when they left, ns}). Tail drops are the ok sends after the view's last arrival (seq > seq_max;
+    the drain completed) and leave when their producer closed (`closed`: {(run, stream): ns});
+    stranded and unknown ones are the unreceived sends at or above the certain line (`limit`; 0
+    when the view received nothing) and never leave (nor do tail drops whose producer's close the
+    record does not know). Start and mid-run drops leave at their send
+    time: they never queued."""
+    rs = {(r["run"], r["consumer"], r["stream"]): r for r in recv_sum}
+    firsts: dict[Key, int] = {}
+    leaves: dict[Key, int] = {}
+    for row in loss:
+        key = (row["run"], row["consumer"], row["stream"])
+        got = rs.get(key)
+        if row.get("dropped_tail") and got is not None:
+            firsts[key] = got["seq_max"] + 1
+            if closed.get((row["run"], row["stream"])):     # else no close is known: they stay, as `run` keeps them
+                leaves[key] = closed[(row["run"], row["stream"])]
+        elif (row.get("stranded") or 0) + (row.get("unknown") or 0):
+            firsts[key] = (got.get("limit") or 0) if got is not None else 0
+    return firsts, leaves
+
+
+def queue_bins(recv_w: Iterable[Row], unreceived: Iterable[Row], leaves: dict[Key, int]
+               ) -> tuple[dict[Key, queue_rule.Bins], dict[Key, float], dict[Key, int]]:
+    """Per view (run, consumer key, stream) and per run (ALL, ALL): the messages that entered and
+    left its queue per millisecond (contract/queue.py), from `metrics.recv_windows` rows made with
+    the queue's bin (the arrived: in at their send time, out at their receive time) and
+    `metrics.time_bins` rows of `metrics.unreceived_sends` (in at their send time; the tail drops
+    out at their producer's close, `leaves`). Also each view's mean received size and how many
+    never-arrived messages left at a close (per view, to replay them)."""
+    entered: defaultdict[Key, defaultdict[int, int]] = defaultdict(lambda: defaultdict(int))
+    left: defaultdict[Key, defaultdict[int, int]] = defaultdict(lambda: defaultdict(int))
+    size: defaultdict[Key, list[int]] = defaultdict(lambda: [0, 0])
+    for r in recv_w:
+        for view in _views(r["run"], r["consumer"], r["stream"]):
+            entered[view][r["ws"]] += r["n"]
+            left[view][r["wr"]] += r["n"]
+            size[view][0] += r["bytes"] or 0
+            size[view][1] += r["n"]
+    closing: defaultdict[Key, int] = defaultdict(int)
+    for u in unreceived:
+        own = (u["run"], u["consumer"], u["stream"])
+        for view in _views(*own):
+            entered[view][u["bin"]] += u["n"]
+        if own in leaves:
+            closing[own] += u["n"]
+    for own, n in closing.items():
+        for view in _views(*own):
+            left[view][int(leaves[own] // queue_rule.BIN_NS)] += n
+    bins = {}
+    for view in set(entered) | set(left):
+        b = queue_rule.Bins.of(entered.get(view, {}), left.get(view, {}))
+        if b is not None:
+            bins[view] = b
+    mean_size = {view: nbytes / max(n, 1) for view, (nbytes, n) in size.items()}
+    return bins, mean_size, dict(closing)
+
+
+def queue_candidates(bins: dict[Key, queue_rule.Bins]) -> dict[int, list[int]]:
+    """Per run, the bins any of its queues must replay event by event for its exact peak."""
+    out: defaultdict[int, set[int]] = defaultdict(set)
+    for (run, _, _), b in bins.items():
+        out[run].update(queue_rule.candidate_bins(b).tolist())
+    return {run: sorted(v) for run, v in out.items() if v}
+
+
+def queue_peaks(bins: dict[Key, queue_rule.Bins], recv_events: Iterable[Row], unreceived: Iterable[Row],
+                leaves: dict[Key, int], closing: dict[Key, int]) -> dict[Key, queue_rule.Peak]:
+    """Every queue's exact peak (contract/queue.py) from its bins and the events in its runs'
+    candidate bins: `metrics.recv_events_in_bins` rows, `metrics.times_in_bins` rows of the
+    never-arrived, and the tail drops' departures at their producer's close."""
+    entered: defaultdict[Key, list[int]] = defaultdict(list)
+    left: defaultdict[Key, list[int]] = defaultdict(list)
+    for e in recv_events:
+        for view in _views(e["run"], e["consumer"], e["stream"]):
+            if e["t_sent_ns"] is not None:
+                entered[view].append(e["t_sent_ns"])
+            if e["t_recv_ns"] is not None:
+                left[view].append(e["t_recv_ns"])
+    for u in unreceived:
+        for view in _views(u["run"], u["consumer"], u["stream"]):
+            entered[view].append(u["t_sent_ns"])
+    for own, n in closing.items():
+        for view in _views(*own):
+            left[view].extend([leaves[own]] * n)
+    return {view: queue_rule.exact_peak(b, np.array(entered.get(view, []), np.int64),
+                                        np.array(left.get(view, []), np.int64))
+            for view, b in bins.items()}
+
+
+def queue_stats(bins: dict[Key, queue_rule.Bins], peaks: dict[Key, queue_rule.Peak],
+                mean_size: dict[Key, float], t0_ns: dict[int, int] | None = None) -> list[Row]:
+    """Per queue: its peak (depth_max, the most messages in flight at any instant, and when,
+    depth_peak_at_s, seconds since the run's t0), the mean and p99 (linear between ranks) of the
+    depth at the end of each millisecond from its first event to its last, and the memory those
+    represent at the view's mean received size (payload only)."""
+    out = []
+    for (run, consumer, stream), b in bins.items():
+        depth = b.depth()
+        peak = peaks[(run, consumer, stream)]
+        size = mean_size.get((run, consumer, stream), 0.0)
+        base = (t0_ns or {}).get(run) or b.first * queue_rule.BIN_NS
+        out.append({"run": run, "consumer": consumer, "stream": stream, "depth_max": peak.messages,
+                    "depth_peak_at_s": None if peak.t_ns is None else (peak.t_ns - base) / 1e9,
+                    "depth_mean": float(depth.mean()), "depth_p99": float(np.percentile(depth, 99)),
+                    "queued_bytes_max": peak.messages * size, "queued_bytes_mean": float(depth.mean()) * size,
+                    "mean_size": size})
+    return out
+
+
+def queue_windows(bins: dict[Key, queue_rule.Bins], window_ns: int, mean_size: dict[Key, float]) -> list[Row]:
+    """The depth per report window, for the plots: per queue and window, the deepest of the
+    millisecond ends in it (`depth`; the exact peak is `queue_stats`'), with its bytes at the
+    queue's mean received size. Windows shorter than a millisecond get the millisecond's."""
+    out: list[Row] = []
+    for (run, consumer, stream), b in bins.items():
+        depth = b.depth()
+        ends = (b.first + np.arange(len(depth), dtype=np.int64) + 1) * queue_rule.BIN_NS - 1
+        windows = ends // window_ns
+        starts = np.flatnonzero(np.concatenate(([True], windows[1:] != windows[:-1])))
+        deepest = np.maximum.reduceat(depth, starts)
+        size = mean_size.get((run, consumer, stream), 0.0)
+        out.extend({"run": run, "consumer": consumer, "stream": stream, "window": int(w), "depth": int(d),
+                    "depth_bytes": int(d) * size, "mean_size": size}
+                   for w, d in zip(windows[starts].tolist(), deepest.tolist()))
     return out
 
 

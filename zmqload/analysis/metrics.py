@@ -11,12 +11,13 @@ receive order per stream, and is partitioned by stream.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Optional
+from typing import Iterable, Mapping, Optional
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..contract import histogram as rule
+from ..contract.queue import BIN_NS as QUEUE_BIN_NS
 from ..contract.wire import SendStatus
 
 # Latency histograms: `run`'s layout and percentile rule (zmqload/contract/histogram.py), so
@@ -68,26 +69,48 @@ def _words(rows: DataFrame, extra: Iterable[Column] = ()) -> DataFrame:
                  F.bit_or(F.when(~F.col("drain"), bit).otherwise(F.lit(0).cast("long"))).alias("early"), *extra))
 
 
+def _per_run(values: dict[int, int], default: int) -> Column:
+    """A literal lookup of {run: value} for each record's run."""
+    if not values:
+        return F.lit(default).cast("long")
+    table = F.create_map(*[x for run, v in values.items() for x in (F.lit(run), F.lit(int(v)).cast("long"))])
+    return F.coalesce(table[F.col("run")], F.lit(default).cast("long"))
+
+
 def recv_summary(recvs: DataFrame, fanout_runs: Iterable[int] = (),
-                 drain_starts: dict[tuple[int, int], int] | None = None) -> DataFrame:
+                 drain_starts: dict[tuple[int, int], int] | None = None,
+                 backlog_windows: dict[int, tuple[int, int]] | None = None) -> DataFrame:
     """Per (run, consumer, stream): received, unique, duplicates, drained (distinct seqs whose
-    every arrival came in the drain, as measure/reconcile.py counts them), seq and time range, bytes.
+    every arrival came in the drain, as measure/reconcile.py counts them), seq and time range, bytes;
+    and the backlog rule's counts (contract/judge.py) for the runs in `backlog_windows` ({run:
+    (mid, end)} of the second half of sending): `went_in`, records sent in [mid, end], and
+    `came_out`, records received in it (0 elsewhere).
 
     Exact by construction: seqs are OR-ed into 64-bit words and counted with bit_count, so
     duplicates can neither hide behind gaps nor be faked by them (issue 14: the earlier
     power-sum shortcut could be fooled by 2+ duplicates). One scan; the words are a partial
     aggregation (<= records / 64 rows, far fewer after the map side), then summed."""
+    windows = backlog_windows or {}
+    if windows:
+        mid, end = _per_run({r: w[0] for r, w in windows.items()}, NEVER), _per_run({r: w[1] for r, w in windows.items()}, 0)
+        went_in = ((F.col("t_sent_ns") >= mid) & (F.col("t_sent_ns") <= end)).cast("long")
+        came_out = ((F.col("t_recv_ns") >= mid) & (F.col("t_recv_ns") <= end)).cast("long")
+    else:
+        went_in = came_out = F.lit(0).cast("long")
     rows = recvs.select("run", consumer_key(fanout_runs).alias("consumer"), "stream", "seq",
-                        in_drain(drain_starts).alias("drain"), "t_recv_ns", "size")
+                        in_drain(drain_starts).alias("drain"), "t_recv_ns", "size",
+                        went_in.alias("went_in"), came_out.alias("came_out"))
     words = _words(rows, (F.min("seq").alias("seq_min"), F.max("seq").alias("seq_max"),
                           F.min("t_recv_ns").alias("t_first_recv_ns"), F.max("t_recv_ns").alias("t_last_recv_ns"),
-                          F.sum(F.col("size").cast("long")).alias("bytes")))
+                          F.sum(F.col("size").cast("long")).alias("bytes"),
+                          F.sum("went_in").alias("went_in"), F.sum("came_out").alias("came_out")))
     return (words.groupBy("run", "consumer", "stream")
             .agg(F.sum("n").alias("received"), F.sum(F.bit_count("bits")).cast("long").alias("unique"),
                  F.sum(F.bit_count(F.col("bits").bitwiseAND(F.bitwise_not("early")))).cast("long").alias("drained"),
                  F.min("seq_min").alias("seq_min"), F.max("seq_max").alias("seq_max"),
                  F.min("t_first_recv_ns").alias("t_first_recv_ns"), F.max("t_last_recv_ns").alias("t_last_recv_ns"),
-                 F.sum("bytes").alias("bytes"))
+                 F.sum("bytes").alias("bytes"), F.sum("went_in").cast("long").alias("went_in"),
+                 F.sum("came_out").cast("long").alias("came_out"))
             .withColumn("duplicates", F.col("received") - F.col("unique")))
 
 
@@ -374,3 +397,56 @@ def recv_windows(recvs: DataFrame, window_ns: int, fanout_runs: Iterable[int] = 
                          F.col("size").cast("long").alias("size"))
             .groupBy("run", "consumer", "stream", "ws", "wr")
             .agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes")))
+
+
+# -- the queue (contract/queue.py): what the driver needs beyond the 1 ms receive windows -------------
+def _bin(column: str) -> Column:
+    return F.expr(f"{column} div {QUEUE_BIN_NS}")
+
+
+def unreceived_sends(sends: DataFrame, recvs: DataFrame, thresholds: dict[tuple[int, int, int], int],
+                     fanout_runs: Iterable[int] = ()) -> DataFrame:
+    """The never-arrived messages that queued (contract/queue.py: tail drops, stranded, unknown),
+    per view: for each (run, consumer key, stream) in `thresholds` ({view: first seq}), the ok sends
+    of that stream with seq >= the threshold that did not arrive at the view, as (run, consumer,
+    stream, t_sent_ns). Only those runs' sends at or above a threshold are read past the filter,
+    and only those receives are joined (a left anti join): the tail of a stream, not the run."""
+    views = [(run, c, st, int(theta)) for (run, c, st), theta in thresholds.items()]
+    spark = sends.sparkSession
+    table = spark.createDataFrame(views, "run int, consumer int, stream int, theta long")
+    runs = sorted({v[0] for v in views})
+    ok = (sends.where(F.col("run").isin(runs) & (F.col("status") == SendStatus.OK))
+          .join(F.broadcast(table), ["run", "stream"]).where(F.col("seq") >= F.col("theta"))
+          .select("run", "consumer", "stream", "seq", "t_sent_ns"))
+    got = (recvs.where(F.col("run").isin(runs))
+           .select("run", consumer_key(fanout_runs).alias("consumer"), "stream", "seq")
+           .join(F.broadcast(table), ["run", "consumer", "stream"]).where(F.col("seq") >= F.col("theta"))
+           .select("run", "consumer", "stream", "seq"))
+    return ok.join(got, ["run", "consumer", "stream", "seq"], "left_anti").select("run", "consumer", "stream",
+                                                                                 "t_sent_ns")
+
+
+def time_bins(rows: DataFrame, column: str = "t_sent_ns") -> DataFrame:
+    """Per (run, consumer, stream, bin of `column`): the count."""
+    return rows.groupBy("run", "consumer", "stream", _bin(column).alias("bin")).agg(F.count(F.lit(1)).alias("n"))
+
+
+def _in_bins(column: str, bins: Mapping[int, Iterable[int]]) -> Column:
+    keys = [(run << 40) + int(b) for run, bs in bins.items() for b in bs]
+    return (F.col("run").cast("long") * F.lit(1 << 40) + _bin(column)).isin(keys)
+
+
+def times_in_bins(rows: DataFrame, bins: Mapping[int, Iterable[int]], column: str = "t_sent_ns") -> DataFrame:
+    """The rows whose `column` falls in one of their run's `bins` ({run: [bin]})."""
+    return rows.where(_in_bins(column, bins)).select("run", "consumer", "stream", column)
+
+
+def recv_events_in_bins(recvs: DataFrame, bins: Mapping[int, Iterable[int]], fanout_runs: Iterable[int] = ()) -> DataFrame:
+    """Every receive record with its send or its receive time in one of its run's `bins`: (run,
+    consumer key, stream, t_sent_ns or null, t_recv_ns or null), the events the exact queue peak
+    replays (contract/queue.py)."""
+    sent_in, recv_in = _in_bins("t_sent_ns", bins), _in_bins("t_recv_ns", bins)
+    return (recvs.where(F.col("run").isin(list(bins)) & (sent_in | recv_in))
+            .select("run", consumer_key(fanout_runs).alias("consumer"), "stream",
+                    F.when(sent_in, F.col("t_sent_ns")).alias("t_sent_ns"),
+                    F.when(recv_in, F.col("t_recv_ns")).alias("t_recv_ns")))

@@ -17,7 +17,10 @@ from typing import Any, Callable, Collection, Iterable, Optional, Union, cast
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
+from ..contract import judge as judge_rule
+from ..contract import queue as queue_rule
 from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AT_CLOSE
+from ..contract.queue import BIN_NS as QUEUE_BIN_NS
 from ..contract.ids import Role
 from ..contract.states import DrainMode, RunStatus
 from ..contract.records import INT32, INT64, Schema
@@ -41,7 +44,8 @@ SUMMARY_COLUMNS = (RUN_COLUMNS + [
     "attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected", "received", "unique",
     "duplicates", "reordered", "lost", "loss_ratio", *FATES, "dropped", AMBIGUOUS_TAIL, "round_trips"]
     + LATENCY_COLUMNS +
-    ["depth_max", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean", "mean_size"])
+    ["depth_max", "depth_peak_at_s", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean",
+     "mean_size", "backlog_went_in", "backlog_came_out"])
 
 # Reordering needs receive order per stream: a sort of every record (measured 126 s per
 # 100M on 2 cores). "auto" does it up to this many records and reports it as not measured above.
@@ -212,7 +216,7 @@ def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = 
     if dead_streams:
         sends = metrics.with_received_sends(sends, recvs, dead_streams)
 
-    rs = collect(metrics.recv_summary(recvs, fanout_runs, starts))
+    rs = collect(metrics.recv_summary(recvs, fanout_runs, starts, backlog_windows(runs)))
     total_recvs = sum(r["received"] for r in rs)
     step("receive summary")
     certain_lines(recvs, runs, rs, fanout_runs)
@@ -263,14 +267,17 @@ def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = 
 
     step("percentiles")
     send_w = collect(metrics.send_windows(sends, window_ns))
-    recv_w = collect(metrics.recv_windows(recvs, window_ns, fanout_runs))
+    # the receive windows at the queue's millisecond (contract/queue.py); the report's windows
+    # follow from them when they are whole milliseconds (one scan), else from a scan of their own
+    recv_ms = collect(metrics.recv_windows(recvs, QUEUE_BIN_NS, fanout_runs))
+    recv_w = (finish.rebin(recv_ms, window_ns // QUEUE_BIN_NS) if window_ns % QUEUE_BIN_NS == 0
+              else collect(metrics.recv_windows(recvs, window_ns, fanout_runs)))
     rates = finish.rates_over_time(send_w, recv_w)
     step("rates over time")
-    depth = finish.queue_depth(recv_w)
-    dstats = finish.queue_depth_stats(depth)
+    depth, dstats = queue(spark, runs, sends, recvs, loss, rs, recv_ms, window_ns, fanout_runs)
 
     step("queue depth")
-    summary = summarise(runs, loss, pct, dstats, starts)
+    summary = summarise(runs, loss, pct, dstats, starts, rs)
     for rows in (summary, rates, depth, hist):
         _name_runs(rows, runs)
     summary.sort(key=lambda r: (r["run"], r["stream"] != ALL, r["stream"], r["consumer"]))
@@ -279,6 +286,46 @@ def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = 
     step("summary")
     return Analysis(runs=runs, window_ns=window_ns, summary=summary, rates=rates, depth=depth, hist=hist,
                     timings=step.times, reorder_measured=bool(reorder))
+
+
+def backlog_windows(runs: list[RunInfo]) -> dict[int, tuple[int, int]]:
+    """{run number: [mid, end]} of the second half of sending (contract/judge.py's window, from
+    run.json's schedule and producers, as `run` reads them)."""
+    out = {}
+    for i, r in enumerate(runs):
+        record = r.record
+        t0 = (record.summary.generator.t0_ns if record.summary is not None else 0) or 0
+        window = judge_rule.backlog_window(t0, (p.t_first_send_ns for p in record.producers),
+                                           (p.t_last_send_ns for p in record.producers))
+        if window is not None:
+            out[i] = window
+    return out
+
+
+def producers_closed(runs: list[RunInfo]) -> dict[tuple[int, int], int]:
+    """{(run number, stream): when the producer closed} (contract/queue.py), from run.json."""
+    return {(i, p.worker): closed for i, r in enumerate(runs) for p in r.record.producers
+            if (closed := queue_rule.closed_ns(p.t_last_send_ns, p.close_ns, p.term_ns)) > 0}
+
+
+def queue(spark: SparkSession, runs: list[RunInfo], sends: DataFrame, recvs: DataFrame, loss: list[dict[str, Any]],
+          rs: list[dict[str, Any]], recv_ms: list[dict[str, Any]], window_ns: int,
+          fanout_runs: list[int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The queue of every view and run (contract/queue.py): (depth per report window for the plots,
+    its stats with the exact peak). From the millisecond receive windows, the never-arrived messages
+    that queued (a filtered scan of the sends at the tail of their streams, only for runs with
+    such), and the events of the bins where a peak may lie (a filtered scan)."""
+    firsts, leaves = finish.queue_thresholds(loss, rs, producers_closed(runs))
+    unreceived = metrics.unreceived_sends(sends, recvs, firsts, fanout_runs) if firsts else None
+    u_bins = collect(metrics.time_bins(unreceived)) if unreceived is not None else []
+    bins, mean_size, closing = finish.queue_bins(recv_ms, u_bins, leaves)
+    candidates = finish.queue_candidates(bins)
+    events = collect(metrics.recv_events_in_bins(recvs, candidates, fanout_runs)) if candidates else []
+    u_times = (collect(metrics.times_in_bins(unreceived, candidates))
+               if unreceived is not None and candidates and u_bins else [])
+    peaks = finish.queue_peaks(bins, events, u_times, leaves, closing)
+    t0 = {i: r.record.t0_ns for i, r in enumerate(runs) if r.record.t0_ns}
+    return finish.queue_windows(bins, window_ns, mean_size), finish.queue_stats(bins, peaks, mean_size, t0)
 
 
 def _name_runs(rows: list[dict[str, Any]], runs: list[RunInfo]) -> None:
@@ -318,9 +365,16 @@ def throughput(info: RunInfo, row: dict[str, Any], drain_began: int | None) -> f
 
 
 def summarise(runs: list[RunInfo], loss: list[dict[str, Any]], pct: list[dict[str, Any]], dstats: list[dict[str, Any]],
-              starts: dict[tuple[int, int], int] | None = None) -> list[dict[str, Any]]:
+              starts: dict[tuple[int, int], int] | None = None,
+              recv_sum: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One row per (run, consumer, stream) and a run total (consumer ALL, stream ALL); `run`
-    is still the run's number here."""
+    is still the run's number here. The run total carries the backlog rule's counts (contract/judge.py)
+    from `recv_sum` (`metrics.recv_summary` rows), for runs with a window."""
+    windows = backlog_windows(runs)
+    went: defaultdict[int, list[int]] = defaultdict(lambda: [0, 0])
+    for r in recv_sum or ():
+        went[r["run"]][0] += r.get("went_in") or 0
+        went[r["run"]][1] += r.get("came_out") or 0
     by_run = defaultdict(list)
     for row in loss:
         row["expected"] = row["sent"]
@@ -345,6 +399,8 @@ def summarise(runs: list[RunInfo], loss: list[dict[str, Any]], pct: list[dict[st
         t["expected"] = t["sent"] * copies
         t["copies"] = copies
         t["loss_ratio"] = t["lost"] / t["expected"] if t["expected"] else 0.0
+        if run in windows:
+            t["backlog_went_in"], t["backlog_came_out"] = went[run]
         totals.append(t)
     rows = loss + totals
 
@@ -376,7 +432,8 @@ def summarise(runs: list[RunInfo], loss: list[dict[str, Any]], pct: list[dict[st
         row.update(pct_by.get((r["run"], ALL, r["stream"]), {}))
         row.update(pct_by.get((r["run"], r["consumer"], r["stream"]), {}))
         d = dstats_by.get((r["run"], r["consumer"], r["stream"]), {})
-        for c in ("depth_max", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean", "mean_size"):
+        for c in ("depth_max", "depth_peak_at_s", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean",
+                  "mean_size"):
             row[c] = d.get(c)
         out.append({c: row.get(c) for c in SUMMARY_COLUMNS})
     seen = {r["run"] for r in out}

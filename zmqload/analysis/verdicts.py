@@ -4,20 +4,32 @@ which SLO broke and what to change, from the per-run summary rows and each run's
 A setting (a group) is every workload field that varies across the runs, and the libzmq
 version, except the offered rate (the x axis) and bookkeeping (where records go). Within a
 group, paced runs are ordered by offered rate; unpaced runs are max-throughput tests and
-get no knee and no rate advice. Loss follows the fates of docs/RECORDS.md: drained messages
-arrived late, not lost; dropped and stranded ones are lost. Plain Python on a handful of
-rows: Spark already aggregated the records.
+get no knee and no rate advice. Plain Python on a handful of rows: Spark already aggregated
+the records.
+
+Every run is judged by the one judge (contract/judge.py, the rules `run` and `capacity` apply)
+against the SLOs it was made under (run.json's `slos`): a capacity probe by its search's, with
+the backlog rule; a run made with `run --max-loss ...` by those; a run made without any by loss
+only (contract.judge.LOSS_ONLY: no latency SLO is invented). The report's --slo-p99-us is a
+what-if: it stands in for the runs' own p99 SLO, and every verdict made with it says so. A group
+whose runs are a capacity search's probes has the search's answer as its verdict, not one of
+the report's own (`searches`).
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Union
 
+from ..contract import judge as rules
 from ..contract.fates import AMBIGUOUS_TAIL, DROPPED, FATES
 from ..contract.derived import work_ceiling
 from ..contract.run_record import QueuePeak, RunRecord
+from ..contract.search_record import SearchEntry, SearchRecord
+from ..contract.states import Slo
+from ..contract.workload import Slos
 
 if TYPE_CHECKING:
     from .runs import RunInfo
@@ -31,8 +43,11 @@ NOT_SETTINGS = frozenset({"rate", "out", "run_name", "compression", "chunk_rows"
 # When the run.json is not at hand, the workload fields the summary rows carry.
 ROW_SETTINGS = ("pattern", "transport", "size", "sndhwm", "rcvhwm", "proxy_sndhwm", "proxy_rcvhwm", "linger_ms",
                 "send_mode", "producers", "consumers")
-# The SLO names a verdict reports (failed_slo).
-LOSS, P99, GENERATOR, INCOMPLETE = "loss", "p99", "generator", "incomplete run"
+# The SLO names a verdict reports (failed_slo): the judge's (contract/judge.py) by short names, and
+# what stops a run from being judged at all (the generator's own limit, a run cut short).
+LOSS, ACHIEVED, BACKLOG, P99, GENERATOR, INCOMPLETE = "loss", "achieved", "backlog", "p99", "generator", "incomplete run"
+NAMES = {Slo.MAX_LOSS.value: LOSS, Slo.MIN_ACHIEVED.value: ACHIEVED, Slo.BACKLOG.value: BACKLOG,
+         Slo.SLO_P99_US.value: P99, Slo.GENERATOR.value: GENERATOR}
 # A consumer keeps up when it received this share of what was offered to it.
 KEEPS_UP = 0.95
 # The machine-readable verdict of a group (summary.parquet/csv, capacity.json), after its keys.
@@ -84,11 +99,35 @@ def offered(row: Mapping[str, Any]) -> Any:    # float | None: Any, as callers s
     return per * (row.get("producers") or 1)
 
 
-class RunView:
-    """One run as the verdicts see it: its summary row, its workload and run.json figures."""
+def judged_slos(made_with: Optional[Slos], what_if_p99_us: Optional[float]) -> Slos:
+    """The SLOs a run is judged by here: those it was made under (none: loss only), the p99 one
+    replaced by the report's what-if when given."""
+    base = made_with if made_with is not None and made_with.given else rules.LOSS_ONLY
+    if what_if_p99_us is None:
+        return base
+    return Slos(max_loss=base.max_loss, min_achieved=base.min_achieved, slo_p99_us=what_if_p99_us)
 
-    def __init__(self, row: dict[str, Any], record: RunRecord | None):
-        self.row, self.record = row, record
+
+def judged_by_text(made_with: Optional[Slos], probe: bool, what_if_p99_us: Optional[float]) -> str:
+    """How a run is judged, in words: 'capacity probes, by their search's SLOs: --max-loss 0, ..., no
+    growing backlog'."""
+    if made_with is not None and made_with.given:
+        whose = "capacity probes, by their search's SLOs" if probe else "runs made with SLOs, by those"
+        own = f"{whose}: {rules.describe(made_with, backlog=probe)}"
+        if what_if_p99_us is not None:
+            own += f" (the p99 SLO replaced by the what-if --slo-p99-us {what_if_p99_us:g})"
+        return own
+    text = "runs made without SLOs: loss only (--max-loss 0)"
+    return text + (f" and the what-if --slo-p99-us {what_if_p99_us:g}" if what_if_p99_us is not None
+                   else ", no latency SLO set")
+
+
+class RunView:
+    """One run as the verdicts see it: its summary row, its workload and run.json figures.
+    `probe`: the run is a capacity search's probe (judged with the backlog rule, as the search did)."""
+
+    def __init__(self, row: dict[str, Any], record: RunRecord | None, probe: bool = False):
+        self.row, self.record, self.probe = row, record, probe
         # the settings the runs are grouped by: the record's workload, else the row's columns
         self.workload = (dataclasses.asdict(record.workload) if record is not None
                          else {k: row.get(k) for k in ROW_SETTINGS})
@@ -104,6 +143,7 @@ class RunView:
         self.reached_rate = (summary.generator.reached_rate if summary is not None else None) or row.get("send_rate")
         self.queue_peak = summary.queue_peak if summary is not None else QueuePeak()
         self.p99 = row.get("latency_intended_p99_us")
+        self.slos = record.slos if record is not None else None
 
     @property
     def copies(self) -> int:
@@ -117,29 +157,69 @@ class RunView:
         return bool(o and r and r >= KEEPS_UP * o * self.copies
                     and self.fates["drained"] <= 0.01 * max(expected, 1))
 
-    def failures(self, slo_p99_us: float) -> list[tuple[str, str]]:
-        """(SLO, what was measured) for every SLO this run broke; empty when clean."""
+    def figures(self) -> rules.Figures:
+        """What the judge reads (contract/judge.py), from the report's row (Spark over the records)
+        and run.json (the workload, the schedule the generator kept)."""
+        row = self.row
+        summary = self.record.summary if self.record is not None else None
+        expected, sent = row.get("expected") or 0, row.get("sent") or 0
+        offered_n = rules.offered_messages(
+            rate=self.workload.get("rate") if self.record is not None else row.get("rate_per_producer"),
+            consumers=self.workload.get("consumers") or row.get("consumers") or 1, expected=expected, sent=sent,
+            attempted=row.get("attempted") or 0,
+            scheduled=summary.generator.scheduled_messages if summary is not None else None)
+        went_in, came_out = row.get("backlog_went_in"), row.get("backlog_came_out")
+        grew = (rules.Backlog(went_in, came_out, rules.backlog_tolerance(offered_n))
+                if went_in is not None and came_out is not None else None)
+        return rules.Figures(expected=expected, lost=row.get("lost") or 0, dropped=self.dropped,
+                             stranded=self.fates["stranded"], unknown=self.fates["unknown"],
+                             unique_received=row.get("unique") or 0, offered=offered_n, p99_us=self.p99,
+                             backlog=grew)
+
+    def breaches(self, what_if_p99_us: Optional[float] = None) -> list[rules.Breach]:
+        """The judge's verdict on this run (contract/judge.py): the SLOs it was made under (loss
+        only without any), the what-if p99 in place of its own; the backlog rule for a probe."""
+        return rules.judge(self.figures(), judged_slos(self.slos, what_if_p99_us), backlog=self.probe)
+
+    def failures(self, what_if_p99_us: Optional[float] = None) -> list[tuple[str, str]]:
+        """(SLO, what was measured) for every SLO this run broke, and what kept it from being
+        judged (cut short, nothing sent, the generator's own limit); empty when clean."""
         out = []
         if self.row.get("interrupted") or self.row.get("status") not in (None, "complete"):
             out.append((INCOMPLETE, f"status {self.row.get('status')}"))
-        if not self.row.get("received"):
+        if not self.row.get("received") and not self.row.get("expected"):
             out.append((LOSS, "nothing received"))
-        elif self.dropped or self.fates["stranded"] or self.fates["unknown"] or self.sender_drops or self.row.get("errors"):
-            parts = [f"{n:,} {what}" for n, what in (
-                (self.fates["dropped_start"], "dropped at start"), (self.fates["dropped_mid"], "dropped mid-run"),
-                (self.fates["dropped_tail"], "dropped at tail"), (self.fates["stranded"], "stranded"),
-                (self.fates["unknown"], "unknown (a worker died)"),
-                (self.sender_drops, "refused by the sender (EAGAIN/timeout)"),
-                (self.row.get("errors") or 0, "send errors")) if n]
-            out.append((LOSS, ", ".join(parts)))
-        if self.p99 is None:
-            out.append((P99, "no latency measured"))
-        elif self.p99 > slo_p99_us:
-            out.append((P99, f"p99 {self.p99:,.0f} us > SLO {slo_p99_us:g} us"))
+        for b in self.breaches(what_if_p99_us):
+            name = NAMES[b.slo]
+            if name == LOSS:
+                parts = [f"{n:,} {what}" for n, what in (
+                    (self.fates["dropped_start"], "dropped at start"), (self.fates["dropped_mid"], "dropped mid-run"),
+                    (self.fates["dropped_tail"], "dropped at tail"), (self.fates["stranded"], "stranded"),
+                    (self.fates["unknown"], "unknown (a worker died)")) if n]
+                out.append((LOSS, f"lost {b.measured:.4%} > --max-loss {b.limit:g}: " + ", ".join(parts)))
+            elif name == P99:
+                what_if = " (what-if)" if what_if_p99_us is not None else ""
+                out.append((P99, "no latency measured" if self.p99 is None else
+                            f"p99 {self.p99:,.0f} us > SLO {b.limit:g} us{what_if}"))
+            else:
+                out.append((name, b.text))
         if self.generator_limited:
             out.append((GENERATOR, f"the producers reached {fmt_rate(self.reached_rate)} "
                                    f"of the {fmt_rate(self.offered)} scheduled"))
         return out
+
+    def judged_by(self, what_if_p99_us: Optional[float] = None) -> str:
+        return judged_by_text(self.slos, self.probe, what_if_p99_us)
+
+    def peak(self) -> tuple[Optional[int], Optional[int], Optional[int]]:
+        """The queue's peak (contract/queue.py), messages (kernel, libzmq): the report's own from the
+        records, split as run.json split the same peak (None when run.json has another figure)."""
+        messages = self.row.get("depth_max")
+        if messages is None:
+            messages = self.queue_peak.messages
+        if messages is not None and self.queue_peak.messages == messages:
+            return messages, self.queue_peak.kernel_messages, self.queue_peak.libzmq_messages
+        return messages, None, None
 
 
 def grouping_keys(views: list[RunView]) -> list[str]:
@@ -150,18 +230,34 @@ def grouping_keys(views: list[RunView]) -> list[str]:
     return [k for k in names if len({repr(v.workload.get(k)) for v in views}) > 1]
 
 
-def capacity_table(run_rows: list[dict[str, Any]], slo_p99_us: float = 1000.0,
-                   runs: Optional[Iterable[RunInfo]] = None) -> list[dict[str, Any]]:
+def probe_runs(searches: Iterable[SearchRecord]) -> dict[str, tuple[SearchRecord, int]]:
+    """run id -> (the search, the index of its combination) of every probe with a run directory."""
+    out = {}
+    for doc in searches:
+        for i, entry in enumerate(doc.searches):
+            for p in entry.probes:
+                run_id = _run_id(p.run_dir)
+                if run_id:
+                    out[run_id] = (doc, i)
+    return out
+
+
+def capacity_table(run_rows: list[dict[str, Any]], slo_p99_us: Optional[float] = None,
+                   runs: Optional[Iterable[RunInfo]] = None,
+                   searches: Iterable[SearchRecord] = ()) -> list[dict[str, Any]]:
     """One verdict per group. `runs`: the RunInfo list (run.json of each run); without it the
-    groups come from the summary rows' workload columns and loss from their seq counts."""
+    groups come from the summary rows' workload columns and loss from their seq counts.
+    `slo_p99_us`: the report's what-if p99 SLO (None: the runs' own SLOs only). `searches`: the
+    capacity searches among the inputs, whose probes' groups take the search's answer."""
     records: dict[Optional[str], RunRecord] = {r.run_id: r.record for r in runs or ()}
-    views = [RunView(r, records.get(r.get("run"))) for r in run_rows
+    probes = probe_runs(searches)
+    views = [RunView(r, records.get(r.get("run")), probe=r.get("run") in probes) for r in run_rows
              if r.get("received") is not None or r.get("attempted") is not None]
     keys = grouping_keys(views)
     groups: dict[tuple[str, ...], list[RunView]] = defaultdict(list)
     for v in views:
         groups[tuple(repr(v.workload.get(k)) for k in keys)].append(v)
-    table = [group_verdict(members, keys, slo_p99_us) for members in groups.values()]
+    table = [group_verdict(members, keys, slo_p99_us, probes) for members in groups.values()]
     table.sort(key=lambda g: tuple(_sort_key(g["keys"][k]) for k in keys))
     return table
 
@@ -172,14 +268,29 @@ def _sort_key(value: object) -> tuple[bool, bool, object]:
     return (value is None, not number, value if number else repr(value))
 
 
-def group_verdict(views: list[RunView], keys: list[str], slo_p99_us: float) -> dict[str, Any]:
+def group_verdict(views: list[RunView], keys: list[str], slo_p99_us: Optional[float] = None,
+                  probes: Optional[dict[str, tuple[SearchRecord, int]]] = None) -> dict[str, Any]:
     """The bracket [highest clean rate, lowest failing rate above it], the SLO that broke
-    there, whether the results are monotone in rate, the max-throughput tests and advice."""
+    there, whether the results are monotone in rate, the max-throughput tests and advice; for
+    a group of a capacity search's probes, the search's answer (`search_verdict`)."""
     first = views[0].workload
     g: dict[str, Any] = {"keys": {k: first.get(k) for k in keys}, "key_names": list(keys)}
     g["group"] = ", ".join(key_text(k, first.get(k)) for k in keys) or "all runs"
     g["runs"] = len(views)
     g["run_ids"] = [v.id for v in views]
+    g["what_if_p99_us"] = slo_p99_us
+    g["judged_by"] = sorted({v.judged_by(slo_p99_us) for v in views})
+    g["judged"] = {v.id: [name for name, _ in v.failures(slo_p99_us)] for v in views}
+    found = {probes[v.id][0].search_id: probes[v.id] for v in views if probes and v.id in probes}
+    if len(found) == 1:
+        (doc, index), = found.values()
+        others = [v for v in views if not probes or v.id not in probes or probes[v.id] != (doc, index)]
+        return search_verdict(g, [v for v in views if v not in others], others, doc, index, slo_p99_us)
+    return _judged_verdict(g, views, slo_p99_us)
+
+
+def _judged_verdict(g: dict[str, Any], views: list[RunView], slo_p99_us: Optional[float]) -> dict[str, Any]:
+    """The group's verdict from its runs' judgements."""
     paced = sorted((v for v in views if v.offered), key=lambda v: v.offered)
     floods = [v for v in views if not v.offered]
     by_rate: dict[float, list[RunView]] = defaultdict(list)
@@ -196,25 +307,23 @@ def group_verdict(views: list[RunView], keys: list[str], slo_p99_us: float) -> d
               "monotone": not below, "failed_slo": None, "failure": None, "cause": None, "advice": None,
               "runs_at_clean": [v.id for v in (by_rate[high] if high is not None else ())],
               "max_throughput": [_flood(v) for v in floods]})
-    at_high = by_rate[high] if high is not None else []
-    g["p99_at_clean_us"] = max((v.p99 for v in at_high if v.p99 is not None), default=None)
-    g["queued_bytes_at_clean"] = max((v.row.get("queued_bytes_max") or 0 for v in at_high), default=None)
-    g["queue_peak_at_clean"] = max((v.queue_peak.messages or 0 for v in at_high), default=None)
+    _at_clean(g, by_rate[high] if high is not None else [])
     if low is not None:
         view, fails = failing[low][0]
         g["failed_slo"] = "+".join(name for name, _ in fails)
         g["failure"] = "; ".join(text for _, text in fails)
         g["failing_run"] = view.id
         g["cause"], g["advice"] = advice(view, fails, slo_p99_us)
+    what_if = f" (with the what-if --slo-p99-us {slo_p99_us:g})" if slo_p99_us is not None else ""
     if not paced:
         g["verdict"] = "max throughput tests only (unpaced): no offered rate, no knee"
     elif low is None:
-        g["verdict"] = f"no failure up to {fmt_rate(high)} (the highest rate tested)"
+        g["verdict"] = f"no failure up to {fmt_rate(high)} (the highest rate tested){what_if}"
     elif high is None:
-        g["verdict"] = f"fails at every tested rate, lowest {fmt_rate(low)}: {g['failed_slo']} ({g['failure']})"
+        g["verdict"] = f"fails at every tested rate, lowest {fmt_rate(low)}: {g['failed_slo']} ({g['failure']}){what_if}"
     else:
         g["verdict"] = (f"clean up to {fmt_rate(high)}, fails at {fmt_rate(low)}: {g['failed_slo']} "
-                        f"({g['failure']}); the limit lies in between")
+                        f"({g['failure']}); the limit lies in between{what_if}")
     if below:
         worst = failing[below[0]][0][1]
         g["monotone_note"] = (f"not monotone in rate: {fmt_rate(below[0])} failed ({'+'.join(n for n, _ in worst)}) "
@@ -222,22 +331,83 @@ def group_verdict(views: list[RunView], keys: list[str], slo_p99_us: float) -> d
     return g
 
 
+def _at_clean(g: dict[str, Any], at_high: list[RunView]) -> None:
+    g["p99_at_clean_us"] = max((v.p99 for v in at_high if v.p99 is not None), default=None)
+    g["queued_bytes_at_clean"] = max((v.row.get("queued_bytes_max") or 0 for v in at_high), default=None)
+    g["queue_peak_at_clean"] = max((v.peak()[0] or 0 for v in at_high), default=None)
+
+
+def search_verdict(g: dict[str, Any], mine: list[RunView], others: list[RunView], doc: SearchRecord, index: int,
+                   slo_p99_us: Optional[float]) -> dict[str, Any]:
+    """A group of a capacity search's probes: the search's answer is its verdict (rates per producer
+    times the producers, as the report's offered rates; the report words it: zmqload.report.search_answer).
+    With a what-if p99 SLO, what the probes as run would give under it, labelled; runs of the same
+    setting outside the search, each with its own judgement."""
+    entry: SearchEntry = doc.searches[index]
+    n = entry.producers or 1
+    lo, hi = entry.bracket
+    converged = entry.converged and not entry.generator_limited
+    by_id = {v.id: v for v in mine}
+    answer = next((p for p in reversed(entry.probes) if p.passed and p.rate == entry.max_sustainable_rate), None)
+    failing = next((p for p in reversed(entry.probes) if not p.passed and p.rate == hi), None)
+    g.update({"search": {"search_id": doc.search_id, "index": index}, "rates_tested": sorted({p.rate * n for p in entry.probes}),
+              "highest_clean_rate": entry.max_sustainable_rate * n if converged and entry.max_sustainable_rate else None,
+              "lowest_failing_rate": hi * n if hi is not None else None, "monotone": True,
+              "failed_slo": NAMES.get(str(entry.failed_slo)) if entry.failed_slo is not None else None,
+              "failure": (failing.breaches[0].text or None) if failing is not None and failing.breaches else None,
+              "cause": None, "advice": None, "max_throughput": [_flood(v) for v in mine if not v.offered],
+              "runs_at_clean": [], "verdict": None})
+    answer_id = _run_id(answer.run_dir) if answer is not None and converged else None
+    at_clean = [by_id[answer_id]] if answer_id in by_id else []
+    g["runs_at_clean"] = [v.id for v in at_clean]
+    _at_clean(g, at_clean)
+    if failing is not None and _run_id(failing.run_dir) in by_id:
+        g["failing_run"] = _run_id(failing.run_dir)
+    if converged:
+        g["verdict"] = (f"the capacity search's answer: {fmt_rate(lo)} sustainable per producer (bracket "
+                        f"{fmt_rate(lo)} - {fmt_rate(hi)})" + (f"; above it: {g['failure']}" if g["failure"] else ""))
+    else:
+        g["verdict"] = f"the capacity search found no answer: {entry.reason or 'it did not converge'}"
+    if slo_p99_us is not None:
+        judged = [(v.offered, not v.failures(slo_p99_us)) for v in mine if v.offered]
+        passing = [r for r, ok in judged if ok]
+        top = max(passing, default=None)
+        failing_above = min((r for r, ok in judged if not ok and (top is None or r > top)), default=None)
+        g["what_if"] = (f"what-if --slo-p99-us {slo_p99_us:g} over the search's probes as run (not a search): "
+                        + (f"passing up to {fmt_rate(top)}" if top is not None else "none passes")
+                        + (f", failing from {fmt_rate(failing_above)}" if failing_above is not None else "")
+                        + " (rates of all producers)")
+    if others:
+        g["others"] = "; ".join(
+            f"{v.id} at {fmt_rate(v.offered) if v.offered else 'max (unpaced)'}, outside the search: "
+            + (("fails: " + "; ".join(t for _, t in f)) if (f := v.failures(slo_p99_us)) else "clean")
+            for v in others)
+    return g
+
+
+def _run_id(run_dir: Optional[str]) -> Optional[str]:
+    """The run id of a probe's run directory (runs/run=<id>), as the report names its runs."""
+    if not run_dir:
+        return None
+    base = os.path.basename(os.path.normpath(run_dir))
+    return base[len("run="):] if base.startswith("run=") else base
+
+
 def _flood(v: RunView) -> dict[str, Any]:
     return {"run": v.id, "send_rate": v.row.get("send_rate"), "recv_rate": v.row.get("recv_rate"),
             "dropped": v.dropped, "stranded": v.fates["stranded"], "p99_us": v.p99}
 
 
-def advice(v: RunView, fails: list[tuple[str, str]], slo_p99_us: float) -> tuple[str, str]:
+def advice(v: RunView, fails: list[tuple[str, str]], slo_p99_us: Optional[float] = None) -> tuple[str, str]:
     """(the measured cause, what to change) at a failing run, each with its numbers."""
     names = {n for n, _ in fails}
     w, rate = v.workload, fmt_rate(v.offered)
     delay = w.get("consumer_delay_us") or 0
     per_consumer = (f"; {delay:g} us of work per message caps a consumer near {fmt_rate(work_ceiling(delay))}"
                     if delay else "")
-    peak = v.queue_peak
-    where = (f"queue peak {peak.messages or 0:,} messages ({peak.kernel_messages or 0:,} in kernel "
-             f"buffers, {peak.libzmq_messages or 0:,} in libzmq)" if peak.messages is not None else
-             f"queue peak {v.row.get('depth_max') or 0:,} messages")
+    messages, kernel, libzmq = v.peak()
+    where = (f"queue peak {messages or 0:,} messages ({kernel:,} in kernel buffers, {libzmq:,} in libzmq)"
+             if kernel is not None and libzmq is not None else f"queue peak {messages or 0:,} messages")
     hwm = f"SNDHWM {_hwm(w.get('sndhwm'))}, RCVHWM {_hwm(w.get('rcvhwm'))}"
     if GENERATOR in names:
         producers = w.get("producers") or 1
@@ -245,9 +415,9 @@ def advice(v: RunView, fails: list[tuple[str, str]], slo_p99_us: float) -> tuple
                 f"add producers (now {producers}) to offer {rate}; this is not the system's limit")
     if INCOMPLETE in names:
         return ("the run did not complete", "rerun it")
-    if LOSS in names and (v.dropped or v.sender_drops):
-        received = f"received {fmt_rate(v.row.get('recv_rate'))} of {fmt_rate((v.offered or 0) * v.copies)} offered"
-        if v.fates["dropped_tail"] and not (v.fates["dropped_start"] or v.fates["dropped_mid"] or v.sender_drops):
+    received = f"received {fmt_rate(v.row.get('recv_rate'))} of {fmt_rate((v.offered or 0) * v.copies)} offered"
+    if LOSS in names and v.dropped:
+        if v.fates["dropped_tail"] and not (v.fates["dropped_start"] or v.fates["dropped_mid"]):
             if v.row.get(AMBIGUOUS_TAIL):       # a PUB closed at once: a full pipe or the close (docs/RECORDS.md)
                 return (f"{v.fates['dropped_tail']:,} lost after the last arrival, at a full pipe or at close ({where})",
                         "keep the producers open until the consumers drained (--close-order after-drain) to tell "
@@ -255,14 +425,17 @@ def advice(v: RunView, fails: list[tuple[str, str]], slo_p99_us: float) -> tuple
             return (f"{v.fates['dropped_tail']:,} lost at close ({where})",
                     "keep the producers open until the consumers drained (--close-order after-drain) or "
                     "give the close a longer --linger")
-        if v.keeps_up():
+        if v.keeps_up() and not names & {ACHIEVED, BACKLOG}:
             return (f"drops while the consumer kept up ({received}; {where}, {hwm})",
                     "bursts overflow the pipe: a larger HWM absorbs them")
         return (f"drops because the consumer falls behind ({received}{per_consumer}; {where}, {hwm})",
                 f"a larger HWM only delays the drops: faster or more consumers, or a rate below {rate}")
-    if LOSS in names and v.fates["stranded"]:
-        return (f"{v.fates['stranded']:,} stranded: the drain was cut short",
-                "raise --drain-limit-s to tell queued from dropped")
+    if LOSS in names and (v.fates["stranded"] or v.fates["unknown"]):
+        return (f"{v.fates['stranded'] + v.fates['unknown']:,} stranded or unknown: the drain was cut short or a "
+                "worker died", "raise --drain-limit-s to tell queued from dropped")
+    if names & {ACHIEVED, BACKLOG}:
+        return (f"the consumers fell behind ({received}{per_consumer}; {where})",
+                f"faster or more consumers, or a rate below {rate}")
     if P99 in names:
         drained = f"; {v.fates['drained']:,} drained after the producers finished" if v.fates["drained"] else ""
         return (f"{v.row.get('latency_intended_p99_us') or 0:,.0f} us p99 with nothing dropped: a backlog "
@@ -292,16 +465,21 @@ def _plain(v: object) -> Union[int, float, str, bool, None]:
 
 
 def recommend(table: list[dict[str, Any]], memory_budget: int | None = None, target_rate: float | None = None,
-              slo_p99_us: float = 1000.0) -> list[str]:
+              slo_p99_us: Optional[float] = None) -> list[str]:
     """Plain-words verdicts, one per group with its cause and advice, then the cheapest group
-    that carries the target rate cleanly (within the memory budget) when there is a choice."""
+    that carries the target rate cleanly (within the memory budget) when there is a choice.
+    `slo_p99_us`: the what-if p99 SLO the verdicts were made with, if any (said)."""
     out = []
     for g in table:
         line = f"{g['group']}: {g['verdict']}"
         if g.get("cause"):
-            line += f". Cause: {g['cause']}. Advice: {g['advice']}"
+            line += f". Cause: {g['cause']}" + (f". Advice: {g['advice']}" if g.get("advice") else "")
         if g.get("monotone_note"):
             line += f". Note: {g['monotone_note']}"
+        if g.get("what_if"):
+            line += f". What-if: {g['what_if']}"
+        if g.get("others"):
+            line += f". Also: {g['others']}"
         for f in g["max_throughput"]:
             line += (f". Max throughput test {f['run']}: received {fmt_rate(f['recv_rate'])} "
                      f"(sent {fmt_rate(f['send_rate'])}), {f['dropped']:,} dropped")
@@ -315,7 +493,10 @@ def recommend(table: list[dict[str, Any]], memory_budget: int | None = None, tar
         if fits:
             pick = min(fits, key=lambda g: g["queued_bytes_at_clean"] or 0)
             p99 = pick["p99_at_clean_us"]
-            out.append(f"To carry {fmt_rate(target)}{budget}: {pick['group']} (clean at "
+            what_if = (f" (with the what-if --slo-p99-us {slo_p99_us:g})"
+                       if slo_p99_us is not None and "search" not in pick else "")
+            out.append(f"To carry {fmt_rate(target)}{budget}{what_if}: {pick['group']} ("
+                       f"{'sustainable per its capacity search' if 'search' in pick else 'clean'} at "
                        f"{fmt_rate(pick['highest_clean_rate'])}, p99 {'-' if p99 is None else f'{p99:,.0f}'} us, "
                        f"peak queued {fmt_bytes(pick['queued_bytes_at_clean'])}).")
         else:

@@ -11,18 +11,21 @@ docs/CAPACITY.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
 from typing import TYPE_CHECKING, Optional
 
 from ..plan import sweep as sweeps
-from ..contract.workload import SEARCH_OPTIONS, SLO_OPTIONS, SearchPlan, Slos
+from ..contract.derived import work_ceiling
+from ..contract.workload import SEARCH_OPTIONS, SLO_OPTIONS, UNPACED_RATE_GUESS, SearchPlan, Slos, Workload
 from ..contract.codec import to_builtins
 from ..contract.search_record import (RESULT_FILE, SET_BY_SEARCH, SearchEntry, SearchRecord, SearchTemplate,
                                       search_path, write_search)
 from ..contract.states import SearchStatus, Slo
 from ..errors import ConfigError, ExitStatus
+from .common import disk_warning, megabytes
 from .options import add_workload_arguments
 from .report_after import report_module, run_report
 
@@ -63,6 +66,51 @@ def plan_searches(args: argparse.Namespace, plan: SearchPlan) -> sweeps.Sweep:
     if os.path.exists(os.path.join(args.out, RESULT_FILE)):
         raise ConfigError("--out", f"{args.out} already holds a {RESULT_FILE}; accepted: a directory without one")
     return combos
+
+
+def likely_capacity(w: Workload) -> tuple[int, str]:
+    """A guess of where a search of `w` ends, msg/s per producer, and why: the consumers' work
+    ceiling (contract/derived.py) when they do simulated work, else what one unpaced producer
+    reaches (UNPACED_RATE_GUESS), whichever is lower."""
+    if w.consumer_delay_us > 0:
+        # A fan-out consumer receives every producer's messages; round robin shares them out.
+        carried = work_ceiling(w.consumer_delay_us) * (1 if w.fanout else w.consumers) / w.producers
+        if carried < UNPACED_RATE_GUESS:
+            return max(1, int(carried)), "the consumers' work ceiling"
+    return UNPACED_RATE_GUESS, "what one unpaced producer reaches"
+
+
+def expected_probes(plan: SearchPlan, capacity: int) -> list[int]:
+    """The rates a search would probe (plan/capacity_search.find_max_rate itself, with probes
+    that pass up to `capacity` msg/s per producer and fail above it); at most --max-probes."""
+    from ..plan.capacity_search import Probe, find_max_rate
+    return [p.rate for p in find_max_rate(lambda rate: Probe(rate, rate <= capacity), plan).probes]
+
+
+def expected_write(combos: sweeps.Sweep, plan: SearchPlan) -> tuple[int, int, str]:
+    """(bytes the searches are expected to write, probes in all, what the guess rests on): each
+    probe writes what a --probe-duration run at its rate writes (runner.run's expected_bytes),
+    at most UNPACED_RATE_GUESS msg/s per producer (a probe above it cannot send more)."""
+    from ..runner.run import expected_bytes
+    total, probes, because = 0, 0, set()
+    for point in combos.points:
+        capacity, why = likely_capacity(point.workload)
+        because.add(f"{capacity:,} msg/s per producer ({why})")
+        for rate in expected_probes(plan, capacity):
+            probe = dataclasses.replace(point.workload, rate=min(rate, UNPACED_RATE_GUESS),
+                                        duration=plan.probe_duration, count=None)
+            total += expected_bytes(probe) or 0
+            probes += 1
+    return total, probes, "; ".join(sorted(because))
+
+
+def estimate_line(combos: sweeps.Sweep, plan: SearchPlan) -> str:
+    """How much the searches write, said before the first probe: one line."""
+    written, probes, because = expected_write(combos, plan)
+    n = len(combos.points)
+    return (f"{n} search{'es' if n != 1 else ''}, about {probes} probe{'s' if probes != 1 else ''} of "
+            f"{plan.probe_duration:g} s (at most {plan.max_probes} per search); writes about {megabytes(written)} "
+            f"to {combos.out} if {'each ends' if n != 1 else 'it ends'} near {because}")
 
 
 def _rate(value: Optional[int]) -> str:
@@ -129,6 +177,8 @@ def run(args: argparse.Namespace) -> ExitStatus:
     report = report_module() if args.report or args.report_out else None   # ConfigError (exit 2) before any run
     combos = plan_searches(args, plan)
     say = (lambda text: None) if args.quiet or args.json else print
+    say(estimate_line(combos, plan))
+    disk_warning("zmqload capacity", args.out, expected_write(combos, plan)[0], "the search is")
     # Written before the first probe, after every probe and at the end: the search's last entry
     # is the combination it is in (so one cut short says where it stopped), until it is complete.
     record = SearchRecord(search_id=combos.sweep_id, out=args.out, status=SearchStatus.RUNNING,

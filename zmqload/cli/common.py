@@ -67,3 +67,27 @@ def guarded(prog: str, command: Callable[[argparse.Namespace], int], args: argpa
     except KeyboardInterrupt as exc:
         print(f"{prog}: interrupted" + (f"; {exc}" if str(exc) else ""), file=sys.stderr)
         return ExitStatus.INTERRUPTED
+
+
+# -- what a command will write, said before it starts ------------------------------------------
+
+def megabytes(n: int) -> str:
+    """Bytes as the lines before a sweep or a search say them: '1,008 MB', '0.4 MB'."""
+    return f"{n / 1e6:,.0f} MB" if n >= 10e6 else f"{n / 1e6:.1f} MB"
+
+
+def disk_warning(prog: str, directory: str, needed: int, what: str) -> None:
+    """One warning line on stderr when the file system of `directory` (or of its nearest
+    existing parent) has less free than `needed` bytes; nothing otherwise."""
+    import os
+    import shutil
+    path = os.path.abspath(directory)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return
+    if free < needed:
+        print(f"{prog}: warning: {directory}: {free:,} bytes free, {what} expected to write about {needed:,}; "
+              "a run fails if the disk fills", file=sys.stderr)

@@ -67,11 +67,17 @@ class LiveProgress:
             self.live = None
 
 
-def _queue(peak: dict[str, Any]) -> str:
+def _queue(peak: dict[str, Any], drain: dict[str, Any] | None = None) -> str:
+    """The queue's peak (zmqload/contract/queue.py: sent - received - dropped, the most in flight at
+    any instant), when, and its kernel / libzmq split. A PUB's tail drops the run cannot place
+    (mid-run or at close) count as queued until it closed: said, as they may weigh in it."""
     if not peak:
         return "-"
+    ambiguous = (drain or {}).get(AMBIGUOUS_TAIL) or 0
     return (f"{peak['messages']:,} at {peak['at_s']:.2f} s ({peak['kernel_messages']:,} / "
-            f"{peak['libzmq_messages']:,} messages)")
+            f"{peak['libzmq_messages']:,} messages)"
+            + (f"; the {ambiguous:,} tail drops of ambiguous place count as queued until their producer closed"
+               if ambiguous else ""))
 
 
 def _drain(drain: dict[str, Any]) -> str:
@@ -110,7 +116,7 @@ def summary_table(result: RunResult) -> Table:
         # only a failed run can have any: a worker on the message's path died
         *([("unknown (a worker died)", f"{result.unknown:,}")] if result.unknown else []),
         ("lost", f"{result.lost:,} ({result.loss_ratio:.4%}) = {' + '.join(LOST_BRIEF)}"),
-        ("queue peak (kernel / libzmq)", _queue(result.queue.get("peak") or {})),
+        ("queue peak (kernel / libzmq)", _queue(result.queue.get("peak") or {}, result.drain)),
         ("duplicates / reordered", f"{result.duplicates:,} / {result.reordered:,}"),
         ("send rate", f"{result.send_rate:,.0f} msg/s"),
         ("throughput", f"{result.throughput_msgs:,.0f} msg/s  {result.throughput_mb:,.1f} MB/s"),

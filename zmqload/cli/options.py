@@ -1,5 +1,7 @@
-"""Argument parsers built from the option table (zmqload.contract.workload.OPTIONS): `run` takes one
-value per option, `sweep` a value or a comma-separated list (an axis)."""
+"""Argument parsers built from the option tables (zmqload.contract.workload.OPTIONS, SLO_OPTIONS,
+SEARCH_OPTIONS; zmqload.contract.report_options.REPORT_OPTIONS): `run` takes one value per option,
+`sweep` a value or a comma-separated list (an axis). Every option's help shows what it accepts
+(its range or choices) and its default, from the table."""
 from __future__ import annotations
 
 import argparse
@@ -31,14 +33,24 @@ def list_type(opt: Option) -> Callable[[str], list[object]]:
     return parse
 
 
+def is_switch(opt: Option) -> bool:
+    """A flag that takes no value and sets True (the report's --strict): a path after it is
+    never read as its value."""
+    return bool(getattr(opt, "switch", False))
+
+
 def help_text(opt: Option) -> str:
+    """The option's help, then what it accepts (its choices or range: the "accepted: ..." text
+    of its errors) and its default."""
     details: list[str] = []
     if opt.choices is not None:
         details.append(", ".join(opt.choice_list))
+    elif opt.accepted and opt.kind is not bool:
+        details.append(opt.accepted)
     default = opt.default_text or opt.default
     if isinstance(default, bool):
         default = str(default).lower()
-    if default is not None:
+    if default is not None and not is_switch(opt):
         details.append(f"default {default}")
     text = opt.help + (f" ({'; '.join(details)})" if details else "")
     return text.replace("%", "%%")          # argparse formats help with %
@@ -64,7 +76,7 @@ class _NegatedAxis(_Axis):
 def add_workload_arguments(parser: argparse.ArgumentParser, axes: bool = False, skip: Collection[str] = (),
                            table: dict[str, Option] = OPTIONS) -> None:
     """One argument per command-line option of the table (default the Workload's; also
-    config.SLO_OPTIONS, SEARCH_OPTIONS), in the table's groups. With `axes`, every option
+    SLO_OPTIONS, SEARCH_OPTIONS, REPORT_OPTIONS), in the table's groups. With `axes`, every option
     takes a value or a list, is absent from the namespace unless given, and
     `namespace.given` lists the options given, in order (zmqload sweep)."""
     groups: dict[str, argparse._ArgumentGroup] = {}
@@ -76,6 +88,9 @@ def add_workload_arguments(parser: argparse.ArgumentParser, axes: bool = False, 
         if opt.group not in groups:
             groups[opt.group] = parser.add_argument_group(_axis_title(opt.group) if axes else opt.group)
         group = groups[opt.group]
+        if is_switch(opt):
+            group.add_argument(opt.flag, dest=opt.field, action="store_true", help=help_text(opt))
+            continue
         metavar = opt.flag[2:].upper().replace("-", "_")
         kind: dict[str, Any]        # add_argument's keywords
         if axes:

@@ -15,74 +15,50 @@ unreadable file bad input.
 from __future__ import annotations
 
 import argparse
-from typing import Callable, Sequence
+import sys
+from typing import Sequence
 
-from ..analysis.session import check_driver_memory, check_master
-from ..contract.workload import Option, rate_option
-from ..errors import ConfigError, ExitStatus
+from ..contract.report_options import REPORT_OPTIONS
+from ..errors import ExitStatus
 from ..report import command
-from ..report.build import DEFAULT_SLO_P99_US, PROG
+from ..report.build import PROG
 from .common import OneLineParser, guarded
-from .options import help_text, option_type
+from .options import add_workload_arguments
 
 NAME = "report"
 HELP = "Spark analysis and HTML capacity report of run directories (pip install 'zmqload[report]')"
-
-TARGET_RATE = rate_option("msgs/s (all producers) the recommendation must carry", per_producer=False,
-                          flag="--target-rate", default_text="the highest clean rate seen")
-SLO_P99_US = Option(float, "microseconds > 0", "latency SLO for capacity planning: p99 from intended send, "
-                    "microseconds", low=0, low_open=True, flag="--slo-p99-us", default=DEFAULT_SLO_P99_US,
-                    default_text="the SLO of the capacity search among the inputs, else 1000")
-MASTER_TIMEOUT_S = Option(float, "seconds > 0", "seconds to reach a cluster master (--master) and get an executor",
-                          low=0, low_open=True, flag="--master-timeout", default=20.0)
-WINDOW_MS = Option(float, "milliseconds > 0", "time window for rates and queue depth", low=0, low_open=True,
-                   flag="--window-ms", default=None,
-                   default_text="100, finer (down to 1) so that the shortest run has 30 windows")
+DESCRIPTION = (__doc__ or "").splitlines()[0].replace("`", "")
+PATHS_HELP = "run directories, or directories holding run=*/ directories (a sweep)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="run directories, or directories holding run=*/ directories (a sweep)")
-    parser.add_argument("--out", default="report", help="output directory (default: report)")
-    parser.add_argument("--master", default=None, type=_checked(check_master),
-                        help="Spark master URL, e.g. spark://host:7077 (default: embedded local[*])")
-    for opt in (MASTER_TIMEOUT_S, SLO_P99_US, TARGET_RATE, WINDOW_MS):
-        # the SLO stays None when not given: a capacity search's own SLO then applies (report.build)
-        parser.add_argument(opt.flag, type=option_type(opt), default=None if opt is SLO_P99_US else opt.default,
-                            help=help_text(opt))
-    parser.add_argument("--memory-budget", default=None,
-                        help="memory budget for queued messages when recommending HWM, e.g. 64MiB, 1GiB")
-    parser.add_argument("--reorder", choices=("auto", "on", "off"), default="auto",
-                        help="count reordered messages: needs a sort of every record per stream; auto = on up to "
-                             "20M receive records (default auto)")
-    parser.add_argument("--driver-memory", default=None, type=_checked(check_driver_memory),
-                        help="Spark driver memory for the embedded session, e.g. 2g, 4096m (default 4g)")
-    parser.add_argument("--strict", action="store_true",
-                        help="an unreadable file (a run.json, a Parquet part) is an error (exit 2), not a warning")
-    parser.add_argument("--timings", action="store_true", help="print the wall time of each Spark step on stderr")
-    parser.add_argument("--no-server", action="store_true",
-                        help="run Spark in this process, not in the warm report server (docs/REPORT.md)")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
-
-
-def _checked(check: Callable[[str], str]) -> Callable[[str], str]:
-    """argparse `type=` from a ConfigError-raising check: its message as argparse's one line."""
-    def parse(text: str) -> str:
-        try:
-            return check(text)
-        except ConfigError as exc:
-            raise argparse.ArgumentTypeError(exc.message) from None
-    return parse
+    """PATH... and every option of the report's option table (zmqload.contract.report_options),
+    each parsed, checked and described by its one entry there."""
+    if parser.description is None:
+        parser.description = DESCRIPTION
+    parser.epilog = ("On a terminal: the answers and where the page is; the full Markdown tables are in "
+                     "--out/summary.md. docs/REPORT.md.")
+    parser.add_argument("paths", nargs="*", metavar="PATH", help=PATHS_HELP)
+    add_workload_arguments(parser, table=REPORT_OPTIONS)
 
 
 def run(args: argparse.Namespace) -> ExitStatus:
-    """The report; bad input is one line and exit status 2 (zmqload.errors)."""
+    """The report (or --stop-server); bad input is one line and exit status 2 (zmqload.errors)."""
+    if args.stop_server:
+        from ..report.server import stop_servers
+        stopped = stop_servers()
+        print(f"{PROG}: stopped {stopped} warm report server{'s' * (stopped != 1)}" if stopped
+              else f"{PROG}: no warm report server was running")
+        return ExitStatus.OK
+    if not args.paths:          # argparse's words, as when PATH was required of it
+        print(f"{PROG}: error: the following arguments are required: PATH", file=sys.stderr)
+        return ExitStatus.BAD_INPUT
     return guarded(PROG, command.run, args)
 
 
 def main(argv: Sequence[str] | None = None) -> ExitStatus:
     """The report's command line on its own: `python -m zmqload.report`."""
-    parser = OneLineParser(prog=PROG, description=(__doc__ or "").splitlines()[0])
+    parser = OneLineParser(prog=PROG, description=DESCRIPTION)
     add_arguments(parser)
     try:
         args = parser.parse_args(argv)

@@ -7,11 +7,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from typing import TYPE_CHECKING, Any
 
+from ..contract.workload import UNPACED_RATE_GUESS, Workload
 from ..plan import sweep as sweeps
 from ..errors import ExitStatus
+from .common import disk_warning, megabytes
 from .options import add_workload_arguments
 from .report_after import report_module, run_report
 
@@ -52,12 +55,35 @@ def _seconds(s: float) -> str:
     return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {seconds:02d} s"
 
 
+def run_bytes(w: Workload) -> tuple[int, bool]:
+    """(bytes one run is expected to write, whether its length was guessed): runner.run's
+    expected_bytes (Parquet, run.json, the spill it prepares), or for an unpaced run only
+    --duration bounds, what it writes at UNPACED_RATE_GUESS msg/s per producer."""
+    from ..runner.run import expected_bytes
+    n = expected_bytes(w)
+    if n is not None:
+        return n, False
+    return expected_bytes(dataclasses.replace(w, rate=UNPACED_RATE_GUESS)) or 0, True
+
+
+def expected_write(sweep: sweeps.Sweep) -> tuple[int, int]:
+    """(bytes the sweep's runs are expected to write, how many of them were guessed)."""
+    sizes = [run_bytes(p.workload) for p in sweep.points]
+    return sum(n for n, _ in sizes), sum(guessed for _, guessed in sizes)
+
+
 def estimate_line(sweep: sweeps.Sweep) -> str:
+    """How many runs, how long and how much they write: said before the first run starts."""
     total, unknown = sweep.estimate()
     n = len(sweep.points)
     line = f"{n} run{'s' if n != 1 else ''}, about {_seconds(total)}"
     if unknown:
         line += f" (plus the sending time of {unknown} run{'s' if unknown != 1 else ''} bounded only by an unpaced --count)"
+    written, guessed = expected_write(sweep)
+    line += f"; writes about {megabytes(written)} to {sweep.out}"
+    if guessed:
+        line += (f" ({guessed} unpaced --duration run{'s' if guessed != 1 else ''} counted at "
+                 f"{UNPACED_RATE_GUESS:,} msg/s per producer)")
     return line
 
 
@@ -138,6 +164,8 @@ def run(args: argparse.Namespace) -> ExitStatus:
     reporter = RichReporter(quiet=args.quiet)
     if not args.quiet:
         reporter.console.print(estimate_line(sweep))
+    if not args.dry_run:
+        disk_warning("zmqload sweep", sweep.out, expected_write(sweep)[0], "the sweep is")
     if args.dry_run:
         for point in sweep.points:
             print(f"{point.index:>4}  run={point.run_id}")

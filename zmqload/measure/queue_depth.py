@@ -1,30 +1,39 @@
-"""Queue depth over time: every message sent and not yet received or dropped.
+"""Queue depth over time, from a run's records (contract/queue.py's definition), with numpy.
 
-    depth(t) = sent(t) x copies - received(t) - dropped_by(t)
+    depth(t) = sent(t) - received(t) - dropped(t)
 
-sent(t) and received(t) are the workers' counters, sampled between engine slices (every
-~20 ms, or after each message of a slow consumer). A message dropped at the start or
-mid-run leaves the queue at its send time (a PUB drops at send when its pipe is full),
-found where the producer's sent counter reached its rank among the accepted messages; one
-lost at shutdown (dropped_tail) waited until its producer closed and leaves the queue then.
-Stranded messages stay in the depth: they were queued, or unknown.
+for each consumer's queue, summed: a drop at the start or mid-run leaves at its send time, one at
+the tail when its producer closed; stranded and unknown messages stay (contract/queue.py). Counted
+from the records, exactly: of the messages that arrived, those sent and not yet received (the
+receive records carry the send time), plus the never-arrived messages that queued (tail drops until
+their producer closed, stranded ones for good: their send times from the send records). The series
+is the depth at the end of each millisecond; the peak is the most messages in flight at any instant
+(contract/queue.py's two passes: bins, then the candidate bins event by event). The report computes
+the same from the same records with Spark (zmqload/analysis/finish.py): the same numbers.
 
-The depth is split into what the kernel's tcp buffers held (send queues of the sending
-side plus receive queues of the receiving side, in bytes from the samples, turned into
-messages of the run's size plus the ZMTP frame header) and the rest, which libzmq's pipes
-held. The workers sample their queues at different instants, so the same bytes can be
+The depth is split into what the kernel's tcp buffers held (send queues of the sending side plus
+receive queues of the receiving side, in bytes from the workers' samples, taken between engine
+slices, turned into messages of the run's size plus the ZMTP frame header) and the rest, which
+libzmq's pipes held. The workers sample their queues at different instants, so the same bytes can be
 counted at both ends (in the sender's queue at one sample, the receiver's at the next); the
-kernel part is therefore capped at what was in flight, the depth times the frame size. Memory follows it:
-each role's resident size over time (VmRSS, sampled with the kernel queues) comes with the
+kernel part is therefore capped at what was in flight, the depth times the frame size. Memory follows
+it: each role's resident size over time (VmRSS, sampled with the kernel queues) comes with the
 samples, so the memory cost of a backlog is visible next to it.
+
+`depth_over_time` is the older estimate from the samples alone (sent and received counters sampled
+between slices, which lag each other by up to a slice): only its kernel part is still used.
 """
 from __future__ import annotations
 
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from ..contract.parts import read_parts
+from ..contract import queue as queue_rule
+from ..contract.parts import part_files, read_parts
 
 MAX_POINTS = 2000
 MIN_STEP_NS = 50_000_000
@@ -55,17 +64,6 @@ def _at(t_grid: np.ndarray, t: np.ndarray, values: np.ndarray, before: float = 0
         return np.full(len(t_grid), before, dtype=np.float64)
     index = np.searchsorted(t, t_grid, side="right") - 1
     return np.where(index >= 0, values[np.maximum(index, 0)], before).astype(np.float64)
-
-
-def drop_times(samples: dict[str, np.ndarray], stream: int, drop_ranks: np.ndarray) -> np.ndarray:
-    """Send time of each dropped message, from its rank among the accepted ones."""
-    if not samples or len(drop_ranks) == 0:
-        return np.zeros(0, np.int64)
-    t, sent = _series(samples, "producer", stream, "messages")
-    if len(t) == 0 or len(drop_ranks) == 0:
-        return np.zeros(0, np.int64)
-    index = np.searchsorted(sent, drop_ranks + 1, side="left")      # first sample with the rank sent
-    return t[np.minimum(index, len(t) - 1)]
 
 
 def depth_over_time(samples: dict[str, np.ndarray], *, producers: int, consumers: int, copies: int, size: int,
@@ -115,13 +113,150 @@ def _kernel_series(samples: dict[str, np.ndarray]) -> Iterator[tuple[str, int, s
             yield role, worker, "tcp_recvq_bytes"
 
 
-def peak(depth: dict[str, np.ndarray]) -> dict[str, float]:
-    if not depth:
-        return {}
-    i = int(np.argmax(depth["depth"]))
-    return {"messages": int(depth["depth"][i]), "at_s": round(float(depth["t_s"][i]), 3),
-            "kernel_messages": int(depth["kernel"][i]), "libzmq_messages": int(depth["libzmq"][i]),
-            "kernel_bytes": int(depth["kernel_bytes"][i]),
-            "kernel_peak_bytes": int(depth["kernel_bytes"].max()),
-            **{key.replace("rss_kb_", "rss_kb_at_peak_"): int(depth[key][i]) for key in depth
-               if key.startswith("rss_kb_")}}
+def kernel_bytes_at(samples: dict[str, np.ndarray], t_ns: np.ndarray) -> np.ndarray:
+    """What the kernel's tcp queues on the message path held at each time (bytes, from the
+    samples: the last one at or before it), uncapped."""
+    total = np.zeros(len(t_ns))
+    if not samples:
+        return total
+    for role, worker, column in _kernel_series(samples):
+        t, value = _series(samples, role, worker, column)
+        total += np.maximum(_at(t_ns, t, value), 0)
+    return total
+
+
+# -- from the records (contract/queue.py) ---------------------------------------------------------
+SERIES_POINTS = 20_000
+"""RunResult.queue["series"] keeps the depth at the end of every millisecond up to this many points,
+of every k-th millisecond beyond (the peak is always exact)."""
+
+
+@dataclass
+class Unreceived:
+    """Messages of one stream, as one consumer's queue saw them (or the union under round robin),
+    that never arrived yet queued: tail drops until `closed_ns`, stranded and unknown ones for
+    good (`closed_ns` None). `seqs`: a packed map (np.packbits order) of their seqs."""
+    stream: int
+    seqs: np.ndarray
+    closed_ns: Optional[int]
+
+
+def _bits_at(packed: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """Whether each seq's bit is set in a packed map."""
+    out = np.zeros(len(seq), bool)
+    index = seq >> 3
+    inside = (seq >= 0) & (index < len(packed))
+    out[inside] = ((packed[index[inside]].astype(np.int64) >> (7 - (seq[inside] & 7))) & 1) == 1
+    return out
+
+
+def _columns(path: str, columns: list[str]) -> Optional[dict[str, np.ndarray]]:
+    """One Parquet part's columns as numpy arrays; None when the part cannot be read."""
+    try:
+        table = pq.read_table(path, columns=columns)
+    except (OSError, pa.ArrowException):
+        return None
+    return {c: table.column(c).to_numpy() for c in columns}
+
+
+def _unreceived_times(run_dir: str, unreceived: list[Unreceived]) -> tuple[np.ndarray, np.ndarray]:
+    """The send times of the never-arrived messages that queued, and when the tail drops among
+    them left (their producer's close), from the send records."""
+    entered: list[np.ndarray] = []
+    left: list[np.ndarray] = []
+    by_stream: dict[int, list[Unreceived]] = {}
+    for u in unreceived:
+        if u.seqs.any():
+            by_stream.setdefault(u.stream, []).append(u)
+    if not by_stream:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    for path in part_files(run_dir, "sends"):
+        part = _columns(path, ["stream", "seq", "t_sent_ns"])
+        if part is None:
+            continue
+        for stream, views in by_stream.items():
+            mine = part["stream"] == stream
+            if not mine.any():
+                continue
+            seq, t_sent = part["seq"][mine], part["t_sent_ns"][mine]
+            for u in views:
+                times = t_sent[_bits_at(u.seqs, seq)]
+                entered.append(times)
+                if u.closed_ns is not None:
+                    left.append(np.full(len(times), u.closed_ns, np.int64))
+    return (np.concatenate(entered) if entered else np.zeros(0, np.int64),
+            np.concatenate(left) if left else np.zeros(0, np.int64))
+
+
+@dataclass
+class RecordDepth:
+    """The run's queue from its records: per-millisecond bins and the exact peak (contract/queue.py)."""
+    bins: queue_rule.Bins
+    depth: np.ndarray         # at the end of each bin
+    peak: queue_rule.Peak
+
+
+def depth_from_records(run_dir: str, unreceived: Sequence[Unreceived] = ()) -> Optional[RecordDepth]:
+    """contract/queue.py's depth of the run in `run_dir` (all consumers' queues together): the
+    receive records' send and receive times, and `unreceived` (the never-arrived messages that
+    queued, per view: zmqload.measure.reconcile's maps). None without any record."""
+    recv_parts = part_files(run_dir, "recvs")
+    u_in, u_out = _unreceived_times(run_dir, list(unreceived))
+    bins = queue_rule.Bins.from_times(u_in, u_out)
+    spans: dict[str, tuple[int, int]] = {}      # part -> the bins its events fall in
+    for path in recv_parts:           # first pass: the bins
+        part = _columns(path, ["t_sent_ns", "t_recv_ns"])
+        if part is not None and len(part["t_sent_ns"]):
+            got = queue_rule.Bins.from_times(part["t_sent_ns"], part["t_recv_ns"])
+            if got is not None:
+                bins = got if bins is None else bins + got
+                spans[path] = (got.first, got.first + len(got.entered) - 1)
+    if bins is None:
+        return None
+    depth = bins.depth()
+    candidates = queue_rule.candidate_bins(bins, depth)
+    entered, left = [u_in], [u_out]
+    if len(candidates):                # second pass: every event in the candidate bins
+        for path, (lo, hi) in spans.items():
+            if not np.any((candidates >= lo) & (candidates <= hi)):
+                continue
+            part = _columns(path, ["t_sent_ns", "t_recv_ns"])
+            if part is None:
+                continue
+            for column, into in (("t_sent_ns", entered), ("t_recv_ns", left)):
+                t = part[column]
+                into.append(t[np.isin(queue_rule.bin_of(t), candidates)])
+    peak = queue_rule.exact_peak(bins, np.concatenate(entered), np.concatenate(left), depth)
+    return RecordDepth(bins, depth, peak)
+
+
+def queue_figures(run_dir: str, *, t0_ns: int, size: int, unreceived: Sequence[Unreceived] = ()) -> dict[str, Any]:
+    """RunResult.queue: "peak" (the most messages in flight at any instant, when, split kernel /
+    libzmq by the samples at that instant, and each role's RSS then) and "series" (the depth at
+    the end of each millisecond, its kernel / libzmq split and RSS by role). {} parts without records."""
+    found = depth_from_records(run_dir, unreceived)
+    if found is None:
+        return {"peak": {}, "series": {}}
+    samples = read_samples(run_dir)
+    frame = frame_bytes(size)
+    bins, depth, top = found.bins, found.depth, found.peak
+    ends = (bins.first + np.arange(len(depth), dtype=np.int64) + 1) * queue_rule.BIN_NS
+    kernel_bytes = np.minimum(kernel_bytes_at(samples, ends - 1), np.maximum(depth, 0) * frame)
+    at = top.t_ns if top.t_ns is not None else int(ends[0]) - 1
+    t0_ns = t0_ns or bins.first * queue_rule.BIN_NS
+    peak_kb = float(min(kernel_bytes_at(samples, np.array([at], np.int64))[0], max(top.messages, 0) * frame))
+    kernel_at_peak = int(min(peak_kb // frame, max(top.messages, 0)))
+    peak: dict[str, Any] = {
+        "messages": top.messages, "at_s": round((at - t0_ns) / 1e9, 3),
+        "kernel_messages": kernel_at_peak, "libzmq_messages": top.messages - kernel_at_peak,
+        "kernel_bytes": int(peak_kb), "kernel_peak_bytes": int(kernel_bytes.max(initial=0)),
+        **({f"rss_kb_at_peak_{role}": int(rss[0]) for role, rss in
+            _rss_by_role(samples, np.array([at], np.int64)).items()} if samples else {})}
+    step = max(1, -(-len(depth) // SERIES_POINTS))
+    keep = np.arange(step - 1, len(depth), step)
+    kernel = np.minimum(np.floor(kernel_bytes[keep] / frame), np.maximum(depth[keep], 0))
+    series = {"t_s": (ends[keep] - t0_ns) / 1e9, "depth": depth[keep], "kernel": kernel,
+              "libzmq": depth[keep] - kernel, "kernel_bytes": kernel_bytes[keep],
+              **({f"rss_kb_{role}": rss for role, rss in _rss_by_role(samples, ends[keep] - 1).items()}
+                 if samples else {})}
+    return {"peak": peak, "series": series}

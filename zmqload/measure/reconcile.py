@@ -130,6 +130,15 @@ def dropped_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain
     return early, dropped & ~early
 
 
+def unreceived_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain_completed: bool,
+                    tail_placement: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Packed maps of the unreceived seqs by how they left the queue (contract/queue.py): (start and
+    mid-run drops: at their send time; tail drops: when the producer closed; stranded or unknown:
+    never)."""
+    early, tail = dropped_maps(sent_ok, got, certain_below, drain_completed, tail_placement)
+    return early, tail, sent_ok & ~got & ~early & ~tail
+
+
 def fates(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, certain_below: int,
           drain_completed: bool, tail_placement: str = TAIL_AT_CLOSE, died: bool = False) -> dict[str, int]:
     """Fates of one stream's accepted messages as seen by one view (a consumer, or the
@@ -185,7 +194,7 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
     they may have held is `unknown`.
     """
     streams = []
-    drops: dict[int, list[Any]] = {}     # stream -> [(sent_ok, packed dropped map)], one per view
+    drops: dict[int, list[Any]] = {}     # stream -> [(early, tail, stranded) packed maps], one per view
     indices = sorted(consumers) or [0]
     for stream, prod in sorted(producers.items()):
         nbits = prod["attempted"]
@@ -214,7 +223,7 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
                 by_consumer[index] = {**f, AMBIGUOUS_TAIL: ambiguous_tail(f, tail_placement)}
                 _add(fate_totals, f)
                 drops.setdefault(stream, []).append(
-                    dropped_maps(sent_ok, seen[index], span[1] if span else -1, drain_completed, tail_placement))
+                    unreceived_maps(sent_ok, seen[index], span[1] if span else -1, drain_completed, tail_placement))
             delivered = sum(_popcount(seen[i] & sent_ok) for i in indices)
             missing = {index: missing_ranges(sent_ok & ~seen[index]) for index in indices}
             expected = prod["sent"] * len(indices)
@@ -233,12 +242,11 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
             # round robin: any consumer may have held a missing message, the dead one too
             died = stream in dead_producers or bool(dead_consumers & set(indices))
             _add(fate_totals, fates(sent_ok, union, union_drained, certain, drain_completed, tail_placement, died))
-            drops[stream] = [dropped_maps(sent_ok, union, certain, drain_completed, tail_placement)]
+            drops[stream] = [unreceived_maps(sent_ok, union, certain, drain_completed, tail_placement)]
             delivered = _popcount(union & sent_ok)
             missing = {"all": missing_ranges(sent_ok & ~union)}
             expected = prod["sent"]
         dropped = sum(fate_totals[f] for f in DROPPED)
-        drops[stream] = [(sent_ok, early, tail) for early, tail in drops.get(stream, [])]
         streams.append({
             "stream": stream, "attempted": nbits, "sent": prod["sent"], "expected": expected,
             "received": received, "unique_received": delivered, "duplicates": duplicates,
@@ -250,15 +258,3 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
             *FATES, "dropped", AMBIGUOUS_TAIL)
     totals = {key: sum(s[key] for s in streams) for key in keys}
     return {"streams": streams, "totals": totals, "drops": drops}
-
-
-def drop_ranks(sent_ok: np.ndarray, dropped: np.ndarray) -> np.ndarray:
-    """Rank of each dropped seq among the accepted ones (0 = the first accepted message)."""
-    seqs = np.flatnonzero(np.unpackbits(dropped))
-    if not len(seqs):
-        return seqs
-    per_byte = np.bitwise_count(sent_ok) if hasattr(np, "bitwise_count") else np.unpackbits(sent_ok).reshape(-1, 8).sum(1)
-    before_byte = np.concatenate(([0], np.cumsum(per_byte, dtype=np.int64)[:-1]))
-    within = np.unpackbits(sent_ok[seqs // 8]).reshape(-1, 8)
-    ranks: np.ndarray = before_byte[seqs // 8] + (within * (np.arange(8) < (seqs % 8)[:, None])).sum(1, dtype=np.int64)
-    return ranks

@@ -77,7 +77,9 @@ class RunResult:
     drain: dict[str, Any] = field(default_factory=dict)
     """The drain: its mode, how it ended and when."""
     queue: dict[str, Any] = field(default_factory=dict)
-    """Queue depth in messages: "peak" (depth and its kernel / libzmq split) and "series" over time."""
+    """Queue depth in messages (zmqload/contract/queue.py: sent - received - dropped, counted from the
+    records): "peak" (the most messages in flight at any instant, when, and its kernel / libzmq
+    split) and "series" (the depth at the end of each millisecond, with the split and each role's RSS)."""
     elapsed_s: float = 0.0
     """Seconds from the first send to the last receive."""
     send_rate: float = 0.0

@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from ..analysis.runs import RunInfo
 
 PROG = "zmqload report"
-# The latency SLO of capacity planning when neither --slo-p99-us nor a capacity search says one.
-DEFAULT_SLO_P99_US = 1000.0
 
 
 def _warn(msg: str) -> None:
@@ -129,11 +127,11 @@ class Progress:
 # The figures that need each kind of record: not computed (None) for a run with an
 # unreadable part of that kind, rather than computed from part of the records.
 NEEDS_RECVS = ("received", "unique", "duplicates", "reordered", "lost", "loss_ratio", "lost_start", "lost_middle",
-               "lost_tail", "recv_rate", "recv_mb_s", "depth_max", "depth_mean", "depth_p99", "queued_bytes_max",
-               "queued_bytes_mean")
+               "lost_tail", "recv_rate", "recv_mb_s", "depth_max", "depth_peak_at_s", "depth_mean", "depth_p99",
+               "queued_bytes_max", "queued_bytes_mean", "backlog_went_in", "backlog_came_out")
 NEEDS_SENDS = ("attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected", "lost", "loss_ratio",
-               "lost_start", "lost_middle", "lost_tail", "offered_rate", "send_rate", "depth_max", "depth_mean",
-               "depth_p99", "queued_bytes_max", "queued_bytes_mean")      # and the stall_* latency columns
+               "lost_start", "lost_middle", "lost_tail", "offered_rate", "send_rate", "depth_max", "depth_peak_at_s",
+               "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean")      # and the stall_* latency columns
 PARTIAL = " (partial)"      # appended to the status of such a run in the summary
 
 
@@ -184,8 +182,9 @@ def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], 
 
     searches, search_warnings = search_answer.load(args.paths)
     warnings = [*warnings, *search_warnings]
-    if args.slo_p99_us is None:     # judge the probes by the SLO they were searched with
-        args.slo_p99_us = search_answer.slo_p99_us(searches) or DEFAULT_SLO_P99_US
+    # No SLO is invented: every run is judged by the SLOs it was made under (run.json), a capacity
+    # probe by its search's; --slo-p99-us, when given, is a what-if in place of their p99 SLO.
+    what_if = args.slo_p99_us
     t0 = time.perf_counter()
     log = (lambda m: print(f"{PROG}: {m}", file=sys.stderr)) if args.timings else progress
     progress("starting Spark")
@@ -197,11 +196,13 @@ def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], 
     progress("writing the report")
     # A run with parts left out has no known loss: it cannot show a rate to be clean.
     run_rows = [r for r in analysis.run_rows() if r["run"] not in damaged]
-    capacity = capacity_table(run_rows, args.slo_p99_us, runs)
-    recs = recommend(capacity, budget, args.target_rate, args.slo_p99_us)
+    capacity = capacity_table(run_rows, what_if, runs, searches)
+    search_answer.word_groups(capacity, searches)
+    warnings += search_answer.disagreements(capacity, run_rows, runs, searches)
+    recs = recommend(capacity, budget, args.target_rate, what_if)
     os.makedirs(args.out, exist_ok=True)
-    outputs.write_summary(analysis.summary, args.out, capacity, args.slo_p99_us, searches)
-    page = html.render(analysis, capacity, recs, warnings, slo_p99_us=args.slo_p99_us, memory_budget=budget,
+    outputs.write_summary(analysis.summary, args.out, capacity, what_if, searches)
+    page = html.render(analysis, capacity, recs, warnings, slo_p99_us=what_if, memory_budget=budget,
                        searches=searches)
     tmp = os.path.join(args.out, ".index.html.tmp")
     with open(tmp, "w") as f:

@@ -2,8 +2,9 @@
 report's command line parses them (zmqload.cli.report, which owns that command line: its
 arguments, `main` and the one-line errors and exit statuses).
 
-The report is made in the warm report server (zmqload.report.server) when it may be, else
-in this process (zmqload.report.build). Bad input (missing directory, not a run, unknown
+The report is made in the warm report server (zmqload.report.server) when it may be and is
+not larger than the server's heap was measured to carry, else in this process
+(zmqload.report.build). Bad input (missing directory, not a run, unknown
 schema version, nothing recorded, no usable Java or a stale JAVA_HOME, the `report` extra
 not installed) raises a ZmqloadError of exit status 2, wherever the report is made; runs
 that can be reported but deserve a caveat (interrupted, failed, empty among others, an
@@ -47,12 +48,26 @@ def server_may_run(options: argparse.Namespace) -> bool:
     return True
 
 
+def receive_records(inputs: build.Inputs) -> int:
+    """The receive records of the runs to report, from their Parquet footers (a part whose
+    footer cannot be read again counts none: the report leaves it out)."""
+    import pyarrow.parquet as pq
+    total = 0
+    for info in inputs.runs:
+        for part in info.parts.get("recvs", ()):
+            try:
+                total += pq.read_metadata(part).num_rows
+            except Exception:  # noqa: BLE001 - pyarrow raises ArrowInvalid and others on bad bytes
+                pass
+    return total
+
+
 def run(options: argparse.Namespace) -> ExitStatus:
     """The report; its exit status, or a ZmqloadError (bad input: exit status 2)."""
     check_installed()
     inputs = build.prepare(options)
-    if server_may_run(options):
-        from . import server
+    from . import server
+    if server_may_run(options) and receive_records(inputs) <= server.MAX_RECEIVE_RECORDS:
         # The report's own options only (the CLI adds its handler); the server says the warnings.
         status = server.run_remote({k: v for k, v in vars(options).items()
                                     if isinstance(v, (str, int, float, bool, list, type(None)))})

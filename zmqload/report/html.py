@@ -35,7 +35,7 @@ ROW_COLUMNS = [
     ("dropped_mid", "dropped mid"), ("dropped_tail", "dropped tail"), ("stranded", "stranded"), ("unknown", "unknown"), ("lost", "lost"),
     ("loss_ratio", "loss %"), ("duplicates", "dup"), ("reordered", "reord"),
     ("latency_intended_p50_us", "p50 &micro;s"), ("latency_intended_p99_us", "p99 &micro;s"),
-    ("depth_max", "queue max"),
+    ("depth_max", "queue peak"),
 ]
 LAT_METRICS = ("latency_intended", "latency_delivered", "latency_drained", "latency_sent", "stall")
 LAT_COLUMNS = [("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99_9", "p99.9"), ("p99_99", "p99.99"), ("max", "max")]
@@ -74,16 +74,16 @@ def _img(b64: Optional[str], alt: str) -> str:
 
 
 def render(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: list[str], warnings: list[str], *,
-           slo_p99_us: float, memory_budget: int | None, max_runs_plotted: int = 24,
+           slo_p99_us: Optional[float], memory_budget: int | None, max_runs_plotted: int = 24,
            searches: Sequence[SearchRecord] = ()) -> str:
     runs = analysis.runs
     run_rows = {r["run"]: r for r in analysis.run_rows()}
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     out = [f"<!doctype html><html><head><meta charset='utf-8'><title>zmqload report</title><style>{CSS}</style></head><body>",
            "<h1>zmqload capacity report</h1>",
-           f"<p class='sub'>{len(runs)} run(s), generated {now}. Latency SLO: p99 &le; {slo_p99_us:g} &micro;s"
+           f"<p class='sub'>{len(runs)} run(s), generated {now}"
            f"{'; memory budget ' + fmt_bytes(memory_budget) if memory_budget else ''}. "
-           f"Time windows: {analysis.window_ns / 1e6:g} ms.</p>"]
+           f"Time windows: {analysis.window_ns / 1e6:g} ms.</p>", *slo_lines(capacity, slo_p99_us)]
     for warning in warnings:
         out.append(f"<div class='warn'>{_e(warning)}</div>")
     out += search_section(searches)
@@ -96,7 +96,7 @@ def render(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: 
                f"<th class='l'>group ({_e(keys or 'one setting')})</th><th class='l'>pattern / transport</th>"
                "<th>size</th><th>HWM snd/rcv</th><th>offered/s</th><th>throughput/s</th><th>loss %</th>"
                "<th>drained</th><th>dropped</th><th>stranded</th><th>EAGAIN+timeout</th><th>p99 (&micro;s)</th>"
-               "<th>p99.9 (&micro;s)</th><th>peak queued</th></tr>")
+               "<th>p99.9 (&micro;s)</th><th>queue peak, msgs (memory)</th><th>verdict</th></tr>")
     for info in runs:
         r = run_rows.get(info.run_id, {})
         status = info.status.value + ("<span class='tag'>interrupted</span>" if info.interrupted else "")
@@ -111,7 +111,8 @@ def render(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: 
             f"<td>{_cell('x', r.get('drained'))}</td><td>{_cell('x', r.get('dropped'))}</td>"
             f"<td>{_cell('x', r.get('stranded'))}</td>"
             f"<td>{_cell('x', r.get('dropped_sender'))}</td><td>{_cell('x', r.get('latency_intended_p99_us'))}</td>"
-            f"<td>{_cell('x', r.get('latency_intended_p99_9_us'))}</td><td>{fmt_bytes(r.get('queued_bytes_max'))}</td></tr>")
+            f"<td>{_cell('x', r.get('latency_intended_p99_9_us'))}</td><td>{queue_cell(r)}</td>"
+            f"<td>{verdict_cell(capacity, info.run_id)}</td></tr>")
     out.append("</table>")
     rtt_rows = round_trip_runs(analysis)
     if rtt_rows:
@@ -144,7 +145,7 @@ def render(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: 
             out.append("<tr>" + "".join(f"<td>{_cell(k, s.get(k))}</td>" for k, _ in ROW_COLUMNS) + "</tr>")
         out.append("</table>")
         out.append("<table><tr><th class='l'>&micro;s</th>" + "".join(f"<th>{h}</th>" for _, h in LAT_COLUMNS)
-                   + "<th>queue depth max / mean / p99</th><th>queued memory max</th></tr>")
+                   + "<th>queue peak / mean / p99 (msgs)</th><th>queued memory at the peak</th></tr>")
         for m in LAT_METRICS:
             out.append(f"<tr><td class='l'>{_e(plots.LABELS[m])}</td>" +
                        "".join(f"<td>{_cell('x', r.get(f'{m}_{k}_us'))}</td>" for k, _ in LAT_COLUMNS) +
@@ -164,7 +165,8 @@ def render(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: 
         t0 = info.record.schedule.t0_ns if info.record.schedule is not None else None
         out.append(_img(plots.throughput(analysis.rates, info.run_id, analysis.window_ns, r, t0), "throughput"))
         out.append(_img(plots.latency_curve(analysis.hist, info.run_id), "latency percentiles"))
-        out.append(_img(plots.queue_depth(analysis.depth, info.run_id, analysis.window_ns, t0), "queue depth"))
+        out.append(_img(plots.queue_depth(analysis.depth, info.run_id, analysis.window_ns, t0,
+                                          (r.get("depth_max"), r.get("depth_peak_at_s"))), "queue depth"))
         out += where_and_when(analysis, info)
 
     out.append("<h2>Reading this report</h2><ul class='note'>"
@@ -183,12 +185,45 @@ def render(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: 
                "<li><b>Throughput</b> is `run`'s own: distinct messages received per second from the first send "
                "to the last receive (with a simulated consumer delay and the fast drain, what was delivered "
                "before the drain, up to its start). A fan-out run offers every message to each consumer.</li>"
-               "<li><b>Queue depth</b> counts messages sent but not yet received (of those that arrived), at "
-               "the end of each window, per consumer in fan-out runs; memory is depth &times; mean message size (payload only, not libzmq's "
-               "per-message overhead).</li>"
+               "<li><b>Queue depth</b> (one definition, the same in <code>run</code>'s summary, <code>--json</code>, "
+               "the capacity search and every table here; zmqload/contract/queue.py): messages sent minus received "
+               "minus dropped, where a drop at the start or mid-run leaves at its send time, a tail drop when its "
+               "producer closed, and a stranded message never; per consumer in fan-out runs, all consumers together "
+               "for the run. <b>Queue peak</b>: the most messages in flight at any instant, counted exactly from the "
+               "records; mean and p99 are over the depth at the end of each millisecond; the plots show the deepest "
+               "millisecond end of each window. Memory is depth &times; mean message size (payload only, not "
+               "libzmq's per-message overhead).</li>"
                "<li>Latency across hosts is only meaningful with synchronised clocks.</li></ul>")
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def slo_lines(capacity: list[dict[str, Any]], slo_p99_us: Optional[float]) -> list[str]:
+    """What the runs were judged by (the SLOs each was made under: analysis/verdicts.py), and the
+    what-if, labelled as one, when --slo-p99-us was given."""
+    judged = sorted({text for g in capacity for text in g.get("judged_by", ())})
+    out = ["<p class='sub'>Runs judged by the SLOs they were made under (the rules of <code>run</code> and "
+           "<code>capacity</code>): " + ("; ".join(_e(t) for t in judged) or "-") + ".</p>"]
+    if slo_p99_us is not None:
+        out.append(f"<p class='warn'>What-if: p99 &le; {slo_p99_us:g} &micro;s (<code>--slo-p99-us</code>), applied "
+                   "by this report in place of the runs' own p99 SLO. It is not an SLO the runs were made under; a "
+                   "capacity search's answer stays the search's.</p>")
+    return out
+
+
+def verdict_cell(capacity: list[dict[str, Any]], run_id: str) -> str:
+    """The run's judgement (the one judge, analysis/verdicts.py): pass, or what broke."""
+    for g in capacity:
+        if run_id in g.get("judged", {}):
+            broke = g["judged"][run_id]
+            return "<span class='ok'>pass</span>" if not broke else f"<span class='bad'>{_e('+'.join(broke))}</span>"
+    return "-"
+
+
+def queue_cell(r: dict[str, Any]) -> str:
+    """The queue's peak in messages (contract/queue.py) and the memory it held."""
+    peak = r.get("depth_max")
+    return "-" if peak is None else f"{peak:,} ({fmt_bytes(r.get('queued_bytes_max'))})"
 
 
 def search_section(searches: Sequence[SearchRecord]) -> list[str]:
@@ -273,7 +308,7 @@ def offered_cell(r: Optional[dict[str, Any]]) -> str:
 
 
 def capacity_section(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: list[str],
-                     slo_p99_us: float) -> list[str]:
+                     slo_p99_us: Optional[float]) -> list[str]:
     """The verdict per group: a table naming the grouping keys, the sentences, the curves."""
     out = ["<h2>Capacity verdicts</h2>"]
     keys = capacity[0]["key_names"] if capacity else []
@@ -282,7 +317,7 @@ def capacity_section(analysis: Analysis, capacity: list[dict[str, Any]], recomme
                " (every workload field and the libzmq version that differ between the runs; the offered rate "
                "is the axis).</p>")
     for rec in recommendations:
-        clean = "no failure up to" in rec or rec.startswith("To carry")
+        clean = "no failure up to" in rec or rec.startswith("To carry") or "the capacity search's answer: " in rec
         out.append(f"<div class='{'rec' if clean else 'warn'}'>{_e(rec)}</div>")
     out.append("<table><tr>" + "".join(f"<th class='l'>{_e(k)}</th>" for k in keys) +
                "<th>runs</th><th>rates tested</th><th>highest clean rate</th><th>lowest failing rate</th>"
@@ -297,13 +332,21 @@ def capacity_section(analysis: Analysis, capacity: list[dict[str, Any]], recomme
                    f"<td class='l'>{slo}</td><td>{_cell('x', g['p99_at_clean_us'])}</td>"
                    f"<td>{fmt_bytes(g['queued_bytes_at_clean'])}</td><td class='l'>{_e(g['cause'] or '-')}</td>"
                    f"<td class='l'>{_e(g['advice'] or '-')}</td><td class='l'>{_e(flood)}</td></tr>")
-    out.append(f"</table><p class='note'>A clean run lost nothing (no message dropped or stranded; drained ones "
-               f"arrived late and count as delivered), refused nothing at the sender, and kept p99 from the "
-               f"intended send time within {slo_p99_us:g} &micro;s. The limit lies between the highest clean rate "
-               f"and the lowest failing rate above it; <i>failed SLO</i> is what broke there. Unpaced runs "
-               f"(--rate max) are max-throughput tests: they offer no rate, so they get no knee.</p>")
+    what_if = (f" The what-if p99 &le; {slo_p99_us:g} &micro;s (--slo-p99-us) stands in for the runs' own p99 SLO "
+               "in the verdicts that say so." if slo_p99_us is not None else "")
+    out.append(f"</table><p class='note'>Each run is judged by the SLOs it was made under, by the rules of "
+               f"<code>run</code> and <code>capacity</code> (zmqload/contract/judge.py): loss (lost = dropped + "
+               f"stranded + unknown, of the expected; drained messages arrived late and count as delivered, refused "
+               f"ones were never accepted), the share of the offered load received, p99 from the intended send "
+               f"time, and for a capacity search's probes no growing backlog. A run made without SLOs is judged by "
+               f"loss only: no latency SLO is set.{what_if} A setting searched by <code>zmqload capacity</code> has "
+               f"the search's answer as its verdict. Otherwise the limit lies between the highest clean rate and "
+               f"the lowest failing rate above it; <i>failed SLO</i> is what broke there. Unpaced runs (--rate max) "
+               f"are max-throughput tests: they offer no rate, so they get no knee.</p>")
     rows = analysis.run_rows()
-    out.append(_img(plots.capacity_curves(rows, slo_p99_us, capacity), "capacity curves")
+    own = [r.record.slos.slo_p99_us for r in analysis.runs
+           if r.record.slos is not None and r.record.slos.slo_p99_us is not None]
+    out.append(_img(plots.capacity_curves(rows, slo_p99_us, capacity, own), "capacity curves")
                or "<p class='note'>Capacity curves need two or more paced rates of one setting.</p>")
     loss_png = plots.loss_vs_hwm(rows, capacity)
     if loss_png:

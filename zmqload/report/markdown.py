@@ -1,6 +1,16 @@
-"""The short Markdown summary printed on stdout."""
+"""The report in Markdown: every table in `summary.md` under --out, and a short summary for the
+terminal (the answers and where the page is).
+
+The full Markdown (the runs table with every fate and latency column, round trips, the capacity
+search's table, the verdicts) is as wide as its columns make it, hundreds of columns: it goes to
+a file. What the report prints is the short summary: the capacity search's answers, a narrow
+runs table (at most RUNS_SHOWN rows), the verdicts and recommendations, and where the page and
+the tables are; no line wider than WIDTH columns (a path longer than that is not cut).
+"""
 from __future__ import annotations
 
+import os
+import textwrap
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..analysis.verdicts import fmt_bytes, fmt_rate
@@ -11,16 +21,52 @@ if TYPE_CHECKING:
     from ..analysis.pipeline import Analysis
     from ..contract.search_record import SearchRecord
 
+SUMMARY_FILE = "summary.md"
+WIDTH = 120             # the terminal summary's widest line
+RUNS_SHOWN = 20         # runs in the terminal's table; the rest are in summary.md
+ELLIPSIS = "..."
+
 
 def _f(x: Optional[float], fmt: str = "{:.0f}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
+def _status(r: dict[str, Any]) -> str:
+    return f"{r.get('status')}{' (interrupted)' if r.get('interrupted') else ''}"
+
+
+def _loss(r: dict[str, Any]) -> str:
+    loss = r.get("loss_ratio")
+    return _f(None if loss is None else 100 * loss, "{:.3g}")
+
+
 def summary(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: list[str], out_dir: str,
             searches: Sequence[SearchRecord] = ()) -> str:
+    """Writes every table to `out_dir`/summary.md; returns the short summary the report prints."""
+    write(out_dir, full(analysis, capacity, recommendations, out_dir, searches))
+    return terminal(analysis, capacity, recommendations, out_dir, searches)
+
+
+def write(out_dir: str, text: str) -> str:
+    """summary.md under out_dir (written whole, then renamed into place); its path."""
+    path = os.path.join(out_dir, SUMMARY_FILE)
+    tmp = os.path.join(out_dir, f".{SUMMARY_FILE}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def _answers(searches: Sequence[SearchRecord]) -> list[str]:
+    return [search_answer.sentence(s, doc) for doc in searches for s in doc.searches]
+
+
+def full(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: list[str], out_dir: str,
+         searches: Sequence[SearchRecord] = ()) -> str:
+    """The whole report in Markdown: summary.md."""
     group_of = {rid: g["group"] for g in capacity for rid in g["run_ids"]}
     lines = ["# zmqload report", ""]
-    answers = [search_answer.sentence(s, doc) for doc in searches for s in doc.searches]
+    answers = _answers(searches)
     if answers:         # the capacity search's answer comes first
         lines += ["## Capacity search", "", *(f"- {a}" for a in answers), "",
                   *search_table(search_answer.table(list(searches))), ""]
@@ -28,11 +74,10 @@ def summary(analysis: Analysis, capacity: list[dict[str, Any]], recommendations:
              "| run | status | group | pattern/transport | size | offered | throughput | loss % | drained | dropped | stranded | sender drops | p99 us | p99.9 us | peak queued |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in analysis.run_rows():
-        loss = r.get("loss_ratio")
-        lines.append(f"| {r['run']} | {r.get('status')}{' (interrupted)' if r.get('interrupted') else ''} | "
+        lines.append(f"| {r['run']} | {_status(r)} | "
                      f"{group_of.get(r['run'], '-')} | "
                      f"{r.get('pattern')}/{r.get('transport')} | {r.get('size')} | {offered_cell(r)} | "
-                     f"{fmt_rate(r.get('recv_rate'))} | {_f(None if loss is None else 100 * loss, '{:.3g}')} | "
+                     f"{fmt_rate(r.get('recv_rate'))} | {_loss(r)} | "
                      f"{_f(r.get('drained'), '{}')} | {_f(r.get('dropped'), '{}')} | {_f(r.get('stranded'), '{}')} | "
                      f"{_f(r.get('dropped_sender'), '{}')} | {_f(r.get('latency_intended_p99_us'))} | "
                      f"{_f(r.get('latency_intended_p99_9_us'))} | {fmt_bytes(r.get('queued_bytes_max'))} |")
@@ -51,6 +96,52 @@ def summary(analysis: Analysis, capacity: list[dict[str, Any]], recommendations:
     return "\n".join(lines)
 
 
+def terminal(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: list[str], out_dir: str,
+             searches: Sequence[SearchRecord] = ()) -> str:
+    """The short summary: the answers, a narrow runs table, the verdicts, where the rest is."""
+    lines = ["# zmqload report", ""]
+    answers = _answers(searches)
+    if answers:
+        lines += ["## Capacity search", "", *(wrap(f"- {a}") for a in answers), ""]
+    rows = analysis.run_rows()
+    lines += [f"## Runs ({len(rows)})", "", *runs_table(rows[:RUNS_SHOWN])]
+    if len(rows) > RUNS_SHOWN:
+        lines.append(f"(and {len(rows) - RUNS_SHOWN} more: {SUMMARY_FILE})")
+    if capacity:
+        keys = ", ".join(capacity[0]["key_names"]) or "nothing (one setting)"
+        lines += ["", "## Capacity verdicts", "", wrap(f"Grouped by: {keys}"), ""]
+        lines += [wrap(f"- {rec}") for rec in recommendations]
+    tables = "every table (fates, latency, round trips" + (", the search's table" if answers else "") + ")"
+    lines += ["", f"Report: {os.path.join(out_dir, 'index.html')}",
+              wrap(f"{tables}: {os.path.join(out_dir, SUMMARY_FILE)}; also summary.parquet, summary.csv, "
+                   "capacity.json")]
+    return "\n".join(lines)
+
+
+def wrap(text: str) -> str:
+    """A line of prose folded to WIDTH columns, the continuation lines indented (a word longer
+    than that, a path, is left whole)."""
+    return "\n".join(textwrap.wrap(text, WIDTH, subsequent_indent="  ", break_long_words=False,
+                                   break_on_hyphens=False))
+
+
+RUN_COLUMNS = ("run", "status", "offered", "throughput", "loss %", "p99 us")
+
+
+def runs_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The terminal's runs table: a few columns, run ids cut at the front (keeping their
+    distinctive end) where a row would be wider than WIDTH."""
+    cells = [[str(r["run"]), _status(r), offered_cell(r), fmt_rate(r.get("recv_rate")), _loss(r),
+              _f(r.get("latency_intended_p99_us"))] for r in rows]
+    others = max((sum(len(c) for c in row[1:]) for row in cells), default=0)
+    room = max(12, WIDTH - others - 3 * len(RUN_COLUMNS) - 1)      # "| " + " | " between + " |"
+    for row in cells:
+        if len(row[0]) > room:
+            row[0] = ELLIPSIS + row[0][len(row[0]) - room + len(ELLIPSIS):]
+    return ["| " + " | ".join(RUN_COLUMNS) + " |", "|" + "---|" * len(RUN_COLUMNS),
+            *("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells)]
+
+
 def search_table(rows: list[dict[str, Any]]) -> list[str]:
     """The capacity search's table, the cells of the HTML report's (search_answer.cells)."""
     keys = search_answer.key_names(rows)
@@ -63,4 +154,3 @@ def search_table(rows: list[dict[str, Any]]) -> list[str]:
         values = [c[setting], *(search_answer.key_cell(r, k) for k in keys), *(c[k] for k, _ in figures)]
         out.append("| " + " | ".join(v.replace("|", "\\|") for v in values) + " |")
     return out
-

@@ -5,7 +5,7 @@ import base64
 import io
 import math
 from collections import defaultdict
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import matplotlib
 
@@ -246,19 +246,26 @@ def messages_axis(ax: Axes, top: float, mean_size: float | None = None) -> None:
         sec.yaxis.set_major_formatter(FuncFormatter(_si))
 
 
-def queue_depth(depth: list[dict[str, Any]], run: str, window_ns: int, t0_ns: int | None = None) -> Optional[str]:
+def queue_depth(depth: list[dict[str, Any]], run: str, window_ns: int, t0_ns: int | None = None,
+                peak: tuple[Optional[int], Optional[float]] = (None, None)) -> Optional[str]:
+    """The run's queue (contract/queue.py) per window: the deepest of the millisecond ends in it;
+    `peak` (messages, seconds since t0): the exact peak, marked."""
     rows = [d for d in depth if d["run"] == run and d["stream"] == ALL]
     if not rows:
         return None
     t0 = t0_ns if t0_ns is not None else min(d["window"] for d in rows) * window_ns
-    t = [((d["window"] + 1) * window_ns - t0) / 1e9 for d in rows]       # the end of each window
+    t = [(d["window"] * window_ns - t0) / 1e9 for d in rows]       # the start of each window
     fig, ax = plt.subplots(figsize=(10, 3.0))
     values = [max(d["depth"], 0) for d in rows]
     ax.fill_between(t, values, step="post", alpha=0.35, color="#9467bd")
     ax.step(t, values, where="post", color="#9467bd")
+    messages, at_s = peak
+    if messages is not None and at_s is not None:
+        ax.plot([at_s], [messages], marker="v", color="#d62728", ls="none", label=f"peak {messages:,} at {at_s:.3f} s")
+        ax.legend(fontsize=8, loc="upper left")
     ax.set_xlabel("seconds since the first scheduled send")
-    messages_axis(ax, max(values), rows[0].get("mean_size"))
-    ax.set_title("Queue depth over time: sent by t - received by t (messages that arrived)")
+    messages_axis(ax, max(values + [messages or 0]), rows[0].get("mean_size"))
+    ax.set_title("Queue depth over time: sent - received - dropped (deepest millisecond in each window)")
     ax.grid(alpha=0.3)
     return _png(fig)
 
@@ -329,9 +336,11 @@ def loss_vs_hwm(run_rows: list[dict[str, Any]], capacity: list[dict[str, Any]]) 
     return _png(fig)
 
 
-def capacity_curves(run_rows: list[dict[str, Any]], slo_p99_us: float, capacity: list[dict[str, Any]]) -> Optional[str]:
+def capacity_curves(run_rows: list[dict[str, Any]], slo_p99_us: Optional[float], capacity: list[dict[str, Any]],
+                    own_p99_us: Sequence[float] = ()) -> Optional[str]:
     """Achieved vs offered and p99 vs offered, one line per group (named by its keys), paced
-    runs only; the bracket [highest clean, lowest failing] is marked on each line."""
+    runs only; the bracket [highest clean, lowest failing] is marked on each line. The p99 SLOs
+    the runs were made under (`own_p99_us`) and the report's what-if (`slo_p99_us`), each named."""
     group = _group_of(capacity)
     lines: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in run_rows:
@@ -360,7 +369,10 @@ def capacity_curves(run_rows: list[dict[str, Any]], slo_p99_us: float, capacity:
     a1.set_xlabel("offered msgs/s")
     a1.set_ylabel("received msgs/s (all consumers)")
     a1.set_title("Achieved vs offered (dotted: highest clean, dashed: lowest failing)", fontsize=9)
-    a2.axhline(slo_p99_us, color="#d62728", ls="--", lw=1, label=f"SLO {slo_p99_us:g} us")
+    for value in sorted(set(own_p99_us)):
+        a2.axhline(value, color="#d62728", ls="--", lw=1, label=f"the runs' p99 SLO {value:g} us")
+    if slo_p99_us is not None:
+        a2.axhline(slo_p99_us, color="#ff7f0e", ls="-.", lw=1, label=f"what-if p99 {slo_p99_us:g} us")
     a2.set_yscale("log")
     a2.set_xlabel("offered msgs/s")
     a2.set_ylabel("p99 latency from intended (us)")
@@ -479,25 +491,21 @@ def queue_split(depth: list[dict[str, Any]], run: str, run_path: str, record: Ru
     buffers and libzmq's pipes by zmqload.measure.queue_depth' rule (kernel bytes from the samples / size,
     capped at the depth), with the HWMs as reference lines; one area where the kernel's part
     is not sampled (split_parts)."""
-    from ..measure.queue_depth import depth_over_time, read_samples
+    from ..measure.queue_depth import frame_bytes, kernel_bytes_at, read_samples
     rows = sorted((d for d in depth if d["run"] == run and d["stream"] == ALL),
                   key=lambda d: d["window"])
     if not rows:
         return None
     w = record.workload
     t0 = record.t0_ns or rows[0]["window"] * window_ns
-    t = np.array([((d["window"] + 1) * window_ns - t0) / 1e9 for d in rows])
+    t = np.array([(d["window"] * window_ns - t0) / 1e9 for d in rows])
     total = np.array([max(d["depth"], 0) for d in rows], dtype=float)
     kernel = np.zeros(len(rows))
     samples = read_samples(run_path)
-    if samples:
-        series = depth_over_time(samples, producers=w.producers, consumers=w.consumers,
-                                        copies=w.consumers if record.fanout else 1, size=w.size,
-                                        drop_times_ns=np.zeros(0, np.int64), t0_ns=t0)
-        if series:
-            index = np.searchsorted(series["t_s"], t, side="right") - 1
-            kbytes = np.where(index >= 0, series["kernel_bytes"][np.maximum(index, 0)], 0)
-            kernel = np.minimum(np.floor(kbytes / max(w.size, 1)), total)
+    if samples:          # the kernel's bytes at the end of each window, as messages, capped at the depth
+        ends = np.array([(d["window"] + 1) * window_ns - 1 for d in rows], dtype=np.int64)
+        frame = frame_bytes(w.size)
+        kernel = np.minimum(np.floor(kernel_bytes_at(samples, ends) / frame), total)
     parts = split_parts(w.transport)
     fig, ax = plt.subplots(figsize=(10, 3.0))
     if len(parts) == 2:

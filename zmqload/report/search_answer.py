@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..analysis.verdicts import KEEPS_UP, fmt_rate
 from ..contract.derived import work_ceiling
@@ -22,6 +22,9 @@ from ..contract.states import Slo
 from ..contract.sweep_record import OptionValue
 from ..errors import RecordError
 from ..contract.patterns import PATTERNS
+
+if TYPE_CHECKING:
+    from ..analysis.runs import RunInfo
 
 FILE = RESULT_FILE
 
@@ -329,3 +332,47 @@ TABLE_COLUMNS = (("setting", "setting"), ("max_sustainable_rate", "max sustainab
                  ("p99_us", "p99 at it (us)"), ("p99_9_us", "p99.9 at it (us)"),
                  ("queue_peak", "queue peak, msgs (kernel / libzmq)"), ("consumer_rss", "consumer peak RSS"),
                  ("answer_run", "answer probe"))
+
+
+# -- the search's answer as the verdict of its setting (analysis/verdicts.py's groups) -------------------
+def word_groups(capacity: list[dict[str, Any]], docs: Sequence[SearchRecord]) -> None:
+    """In place: each verdict group of a search's probes (analysis.verdicts.search_verdict) takes
+    the cause this sentence gives (`cause`), so the page's verdict for the setting is the search's
+    answer, in the search's words, and no second one."""
+    by_id = {doc.search_id: doc for doc in docs}
+    for g in capacity:
+        found = g.get("search")
+        if not found or found["search_id"] not in by_id:
+            continue
+        doc = by_id[found["search_id"]]
+        entry = doc.searches[found["index"]]
+        if status(entry, doc) != CONVERGED:
+            g["verdict"] = f"the capacity search's outcome: {sentence(entry, doc).split(': ', 1)[-1].rstrip('.')}"
+            continue
+        why = cause(entry, _probe_at(entry, entry.bracket[1], passed=False))
+        g["cause"], g["advice"] = why, None
+
+
+def disagreements(capacity: list[dict[str, Any]], run_rows: list[dict[str, Any]], runs: Sequence[RunInfo],
+                  docs: Sequence[SearchRecord]) -> list[str]:
+    """Probes the report's judge (the one judge, over Spark's figures of the probe's records and the
+    SLOs the probe recorded) passes where the search failed them, or the other way round: one
+    warning each (none expected: the same rules over the same records)."""
+    from ..analysis.verdicts import RunView
+    records = {r.run_id: r.record for r in runs}
+    rows = {r["run"]: r for r in run_rows}
+    out = []
+    for doc in docs:
+        for entry in doc.searches:
+            for p in entry.probes:
+                rid = run_id(p.run_dir)
+                row = rows.get(rid) if rid else None
+                if row is None or p.error or p.generator_limited:
+                    continue
+                mine = [b.slo for b in RunView(row, records.get(rid or ""), probe=True).breaches()]
+                theirs = [str(b.slo) for b in p.breaches]
+                if mine != theirs:
+                    out.append(f"probe {rid} at {fmt_rate(p.rate)}: the search judged it "
+                               f"{'passed' if p.passed else 'failed (' + ', '.join(theirs) + ')'}, the report's "
+                               f"judge over its records {'passes' if not mine else 'fails (' + ', '.join(mine) + ')'} it")
+    return out

@@ -10,7 +10,13 @@ again for its command line to say. Nothing to set up: the socket lives
 in a private directory per user and per zmqload installation, the server exits after
 `IDLE_S` seconds without a report (its JVM with it), a dead server is replaced by the next
 report, and anything else (a cluster --master, --driver-memory, spark-submit, --no-server)
-runs in-process as before.
+runs in-process as before. `zmqload report --stop-server` stops every server of the user.
+
+Its memory is bounded: the JVM's heap is `HEAP` (measured in docs/REPORT.md), reports larger
+than it was measured to carry (MAX_RECEIVE_RECORDS) run in-process instead, the heap starts
+small, and after each report a full collection hands back to the system what the report made
+it take (JAVA_OPTIONS), so an idle server holds what its warm session needs, not the peak of
+its largest report.
 """
 from __future__ import annotations
 
@@ -30,10 +36,41 @@ from typing import Any
 
 import zmqload
 
+from ..contract.report_options import jvm_heap_size
 from ..errors import ExitStatus, ZmqloadError
 
 IDLE_S = float(os.environ.get("ZMQLOAD_REPORT_SERVER_IDLE_S", "600"))
 START_TIMEOUT_S = 180.0       # a JVM start on a loaded 2-core machine took up to ~60 s
+HEAP = "2g"
+"""The server's JVM heap (spark.driver.memory; ZMQLOAD_REPORT_SERVER_HEAP to change it). Measured
+(docs/REPORT.md): a report of 10M receive records peaked at 0.9 GB live in it; one of 100M ran
+out of it (1.6 GB live and growing), and 1g was too small for 10M."""
+MAX_RECEIVE_RECORDS = 10_000_000
+"""Reports of more receive records than this run in-process (report.command), with the in-process
+heap (4g by default), whose JVM ends with the report: the largest size measured to fit HEAP."""
+HEAP_VARIABLE = "ZMQLOAD_REPORT_SERVER_HEAP"
+JAVA_OPTIONS = (
+    "-Xms64m",                                  # start small: the heap grows to what a report needs
+    "-XX:+UseAdaptiveSizePolicyWithSystemGC",   # the full collection after a report resizes the heap
+)
+"""Options of the server's JVM besides spark.driver.* (given as SPARK_SUBMIT_OPTS, which the
+Spark launcher puts on the driver's command line): Spark's session sets the collector
+(analysis/session.py: Parallel GC), these how the heap is sized."""
+IDLE_FREE_RATIO = (10, 20)
+"""Min/MaxHeapFreeRatio (%) of the collection after a report: the heap shrinks to what is live
+plus 10-20%. Only then: held during a report, they shrink the heap at every full collection
+and the report runs several times slower (a 10M-record report 75 s instead of 11 s)."""
+
+
+def heap() -> str:
+    """The server's heap: ZMQLOAD_REPORT_SERVER_HEAP, else HEAP; ConfigError naming the
+    variable when it is not a heap size the JVM takes (a report says so before a server starts)."""
+    return jvm_heap_size(os.environ.get(HEAP_VARIABLE) or HEAP, HEAP_VARIABLE)
+
+
+def _user_dir() -> str:
+    """Where this user's servers keep their state, one directory each."""
+    return os.path.join(tempfile.gettempdir(), f"zmqload-report-{os.getuid()}")
 
 
 def _state_dir() -> str:
@@ -41,7 +78,7 @@ def _state_dir() -> str:
     share a server, so a report always runs the code it was started from."""
     where = os.path.dirname(os.path.abspath(zmqload.__file__))
     key = hashlib.sha1(f"{where}\0{sys.executable}\0{_source_stamp(where)}".encode()).hexdigest()[:12]
-    path = os.path.join(tempfile.gettempdir(), f"zmqload-report-{os.getuid()}", key)
+    path = os.path.join(_user_dir(), key)
     os.makedirs(path, mode=0o700, exist_ok=True)
     return path
 
@@ -61,9 +98,27 @@ def _source_stamp(where: str) -> int:
 def stop_server() -> bool:
     """Stop this checkout's server, if one runs (SIGTERM: it removes its socket and stops
     its JVM); True if there was one. Test sessions call it so that none outlives them."""
+    return _stop(os.path.join(_state_dir(), "server.pid"))
+
+
+def stop_servers() -> int:
+    """Stop every report server of this user (of any checkout or version of the sources,
+    `zmqload report --stop-server`); how many were running."""
     try:
-        with open(os.path.join(_state_dir(), "server.pid")) as f:
+        keys = sorted(os.listdir(_user_dir()))
+    except OSError:
+        return 0
+    return sum(_stop(os.path.join(_user_dir(), key, "server.pid")) for key in keys)
+
+
+def _stop(pid_file: str) -> bool:
+    """SIGTERM to the server of `pid_file` and wait (30 s, then SIGKILL) until it is gone."""
+    try:
+        with open(pid_file) as f:
             pid = int(f.read().strip())
+        with open(f"/proc/{pid}/cmdline", "rb") as f:       # not a pid reused by another process
+            if b"zmqload.report.server" not in f.read():
+                return False
         os.kill(pid, signal.SIGTERM)
     except (OSError, ValueError):
         return False
@@ -160,6 +215,7 @@ def run_remote(args: dict[str, Any]) -> int | None:
         if sock is None:
             from ..analysis.javacheck import check_java
             check_java()
+            heap()
             try:
                 _start_server()
             except (OSError, ConnectionError):
@@ -206,6 +262,24 @@ def _serve_one(conn: socket.socket) -> None:
     _send(conn, {"status": status, "stdout": out.getvalue(), "stderr": err.getvalue(), "error": error})
 
 
+def _give_back(spark: Any) -> None:
+    """A full collection after a report, with the heap's free ratios lowered for it
+    (IDLE_FREE_RATIO, then HotSpot's defaults again): the heap shrinks to what is live (the
+    warm session) and its pages go back to the system."""
+    with contextlib.suppress(Exception):      # noqa: BLE001 - a JVM gone is the next report's to find
+        jvm = spark.sparkContext._jvm
+        hotspot = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+            jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+        low, high = IDLE_FREE_RATIO
+        hotspot.setVMOption("MaxHeapFreeRatio", str(high))
+        hotspot.setVMOption("MinHeapFreeRatio", str(low))
+        try:
+            jvm.java.lang.System.gc()
+        finally:
+            hotspot.setVMOption("MinHeapFreeRatio", "0")        # Parallel GC's defaults
+            hotspot.setVMOption("MaxHeapFreeRatio", "100")
+
+
 def serve(idle_s: float = IDLE_S) -> None:
     """Accept reports one at a time until `idle_s` pass without one, then stop Spark."""
     from ..analysis.session import get_spark
@@ -213,8 +287,10 @@ def serve(idle_s: float = IDLE_S) -> None:
     # SIGTERM (a shutdown, `kill PID`) ends it like the idle timeout: socket, pid file and
     # the JVM's log removed, Spark stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    spark = get_spark()        # warm before the first report's request is accepted
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, (os.environ.get("SPARK_SUBMIT_OPTS"), *JAVA_OPTIONS)))
+    spark = get_spark(driver_memory=heap())      # warm before the first report's request is accepted
     spark.range(1).count()
+    _give_back(spark)
     path = socket_path()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path + ".new")
@@ -235,6 +311,7 @@ def serve(idle_s: float = IDLE_S) -> None:
                     _serve_one(conn)
                 except (OSError, ConnectionError, ValueError):
                     pass        # the client went away; the next one is served
+            _give_back(spark)
     finally:
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == ours:       # not a newer server's

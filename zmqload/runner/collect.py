@@ -54,23 +54,19 @@ def tail_placement(w: Workload, drain: dict[str, Any]) -> tuple[str, str]:
 def queue_depth(run_dir: str, w: Workload, t0_ns: int,
                 drops: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]],
                 producers: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """The queue's peak (and the series, for scenarios and tests) from the samples. A drop
-    leaves the queue at its send time, one lost at shutdown when its producer closed."""
-    from ..measure.queue_depth import depth_over_time, drop_times, peak, read_samples
-    from ..measure.reconcile import drop_ranks
-    samples = read_samples(run_dir)
-    times: list[np.ndarray] = []
+    """The queue's peak and series from the records (contract/queue.py's definition, measured by
+    zmqload.measure.queue_depth): a drop at the start or mid-run leaves the queue at its send time,
+    one at the tail when its producer closed, a stranded or unknown message never."""
+    from ..contract.queue import closed_ns
+    from ..measure.queue_depth import Unreceived, queue_figures
+    unreceived = []
     for stream, maps in drops.items():
         p = producers.get(stream, {})
-        closed_ns = (p.get("t_last_send_ns") or 0) + (p.get("close_ns") or 0) + (p.get("term_ns") or 0)
-        for sent_ok, early, tail in maps:
-            times.append(drop_times(samples, stream, drop_ranks(sent_ok, early)))
-            times.append(np.full(int(np.unpackbits(tail).sum()), closed_ns, np.int64))
-    depth = depth_over_time(samples, producers=w.producers, consumers=w.consumers,
-                                   copies=w.consumers if w.fanout else 1, size=w.size,
-                                   drop_times_ns=np.concatenate(times) if times else np.zeros(0, np.int64),
-                                   t0_ns=t0_ns)
-    return {"peak": peak(depth), "series": depth}
+        closed = closed_ns(p.get("t_last_send_ns") or 0, p.get("close_ns") or 0, p.get("term_ns") or 0)
+        for _early, tail, stranded in maps:
+            # a close the run does not know (no producer final): its tail drops stay, as stranded ones
+            unreceived += [Unreceived(stream, tail, closed if closed > 0 else None), Unreceived(stream, stranded, None)]
+    return queue_figures(run_dir, t0_ns=t0_ns, size=w.size, unreceived=unreceived)
 
 
 def dead_paths(state: RunState) -> dict[str, frozenset[int]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..errors import ConfigError
 from . import seed_000, seed_001, seed_002, seed_003, user_reports
 from .claims import CLAIMS, Claim
-from .framework import Outcome, Scenario, ScenarioRunner, Verdict
+from .framework import Outcome, Scenario, ScenarioRunner, Verdict, remove_scratch_dirs
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for module in (seed_000, seed_001, seed_002, seed_003, user_reports) for s in module.SCENARIOS}
 
@@ -20,7 +20,10 @@ def get(name: str) -> Scenario:
 def run_scenario(name: str, out: str, fast: bool = False) -> Outcome:
     scenario = get(name)
     runner = ScenarioRunner(scenario, out, fast)
-    outcome = scenario.body(runner)
+    try:
+        outcome = scenario.body(runner)
+    finally:
+        remove_scratch_dirs()         # its ipc endpoints' directories: nothing left in the temp directory
     outcome.run_dirs = runner.run_dirs
     return outcome
 

@@ -6,9 +6,15 @@ zmqload runs (their run directories feed the Spark report too) or, where a claim
 a socket call itself, probes the engine's libzmq directly; then states per claim a verdict
 computed from the measurements: "holds", "does not hold", or "depends: <condition>".
 `fast=True` shrinks counts and delays for the test suite; questions and rules stay.
+
+A scenario leaves nothing in the temp directory: a directory it needs there (an ipc
+endpoint's) comes from `scratch_dir`, and `run_scenario` removes them all when the scenario
+ends, however it ends.
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,6 +29,22 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 HOLDS, DOES_NOT_HOLD = "holds", "does not hold"
+
+_scratch: list[str] = []          # scratch_dir's directories not yet removed
+
+
+def scratch_dir(prefix: str) -> str:
+    """A new private directory in the temp directory (for ipc endpoints), removed with
+    everything in it (socket files) by remove_scratch_dirs when the scenario ends."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    _scratch.append(path)
+    return path
+
+
+def remove_scratch_dirs() -> None:
+    """Remove every scratch_dir made so far (run_scenario calls it once the scenario ends)."""
+    while _scratch:
+        shutil.rmtree(_scratch.pop(), ignore_errors=True)
 
 
 def depends(condition: str) -> str:

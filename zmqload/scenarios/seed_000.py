@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, cast
 
 from .. import _engine
 from .framework import (DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, blocked_until, depends,
-                        facts, fates_line, ms)
+                        facts, fates_line, ms, scratch_dir)
 
 if TYPE_CHECKING:
     from ..measure.result import RunResult
@@ -124,7 +123,7 @@ ev("end")
 
 
 def _endpoint(transport: str) -> str:
-    return f"ipc://{tempfile.mkdtemp(prefix='zmqload-000-')}/s" if transport == "ipc" else "tcp://127.0.0.1:0"
+    return f"ipc://{scratch_dir('zmqload-000-')}/s" if transport == "ipc" else "tcp://127.0.0.1:0"
 
 
 def _post_script(lib: str, ending: str, transport: str, gap_s: float, work_s: float, limit_s: float,

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 from ..contract.fates import TAIL_MID_RUN
-from .framework import DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, depends, facts, fates_line, ms
+from .framework import (DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, depends, facts, fates_line,
+                        ms, scratch_dir)
 
 if TYPE_CHECKING:
     import ctypes
@@ -209,8 +210,7 @@ def engine_capacity(hwm: Optional[int] = None, when: str = "before", transport: 
         pull.set_option(O["RCVHWM"], hwm)
     if hwm is not None and when == "before":
         set_hwm()
-    import tempfile
-    tmp = tempfile.mkdtemp(prefix="zmqload-cap-") if transport == "ipc" else None
+    tmp = scratch_dir("zmqload-cap-") if transport == "ipc" else None
     ep = pull.bind({"inproc": inproc_name("cap"), "tcp": "tcp://127.0.0.1:0",
                     "ipc": f"ipc://{tmp}/s"}[transport])
     push.connect(ep)
@@ -489,7 +489,6 @@ def _engine_monitor(sender: str, transport: str, header: dict[str, Any], n_pub: 
     with DONTWAIT sends, then held there 300 ms. Events listed per phase."""
     import ctypes
     import errno
-    import tempfile
     import time
     from .. import _engine as E
     lib, d = _engine_lib(), header["defines"]
@@ -501,7 +500,7 @@ def _engine_monitor(sender: str, transport: str, header: dict[str, Any], n_pub: 
     peer.set_option(E.SOCKET_OPTION_IDS["LINGER"], 0)
     if sender == "PUB":
         peer.subscribe(b"")
-    tmp = tempfile.mkdtemp(prefix="zmqload-mon-")
+    tmp = scratch_dir("zmqload-mon-")
     ep = peer.bind("tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{tmp}/s")
     ctx = lib.zmq_ctx_new()
     snd = lib.zmq_socket(ctx, d[f"ZMQ_{sender}"])
@@ -566,7 +565,6 @@ def _engine_monitor(sender: str, transport: str, header: dict[str, Any], n_pub: 
 
 def _pyzmq_monitor(sender: str, transport: str, n_pub: int) -> dict[str, Any]:
     """The same in pyzmq (its bundled libzmq), with get_monitor_socket(EVENT_ALL)."""
-    import tempfile
     import time
     import zmq
     from zmq.utils.monitor import recv_monitor_message
@@ -575,7 +573,7 @@ def _pyzmq_monitor(sender: str, transport: str, n_pub: int) -> dict[str, Any]:
     peer.rcvhwm, peer.linger, peer.rcvbuf = 10, 0, 4096
     if sender == "PUB":
         peer.subscribe(b"")
-    tmp = tempfile.mkdtemp(prefix="zmqload-pymon-")
+    tmp = scratch_dir("zmqload-pymon-")
     if transport == "tcp":
         peer.bind("tcp://127.0.0.1:0")
         ep = peer.getsockopt_string(zmq.LAST_ENDPOINT)

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any, cast
 
 from ..errors import EngineError
-from .framework import DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, depends, facts, fates_line, ms
+from .framework import (DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, depends, facts, fates_line,
+                        ms, scratch_dir)
 
 
 def slow_subscriber(r: ScenarioRunner) -> Outcome:
@@ -169,7 +170,6 @@ def _multipart_child(mode: str, items: int, transport: str) -> dict[str, Any]:
     (HWM 0, no limit), shaped as `mode`; RSS growth once the queue is settled, then the PULL
     reads everything back (bytes received)."""
     import shutil
-    import tempfile
     import time
     from .. import _engine as E
     frames, per_item = MULTIPART_MODES[mode]
@@ -180,7 +180,7 @@ def _multipart_child(mode: str, items: int, transport: str) -> dict[str, Any]:
         s.set_option(E.SOCKET_OPTION_IDS["SNDHWM"], 0)
         s.set_option(E.SOCKET_OPTION_IDS["RCVHWM"], 0)
         s.set_option(E.SOCKET_OPTION_IDS["LINGER"], 0)
-    tmp = tempfile.mkdtemp(prefix="zmqload-mp-")
+    tmp = scratch_dir("zmqload-mp-")
     ep = pull.bind({"inproc": "inproc://zmqload-mp", "tcp": "tcp://127.0.0.1:0", "ipc": f"ipc://{tmp}/s"}[transport])
     push.connect(ep)
     push.send_bytes(b"w")

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import socket as _socket
 import statistics
-import tempfile
 import threading
 import time
 from typing import Any, Callable
@@ -11,7 +10,7 @@ from typing import Any, Callable
 from .. import _engine
 from ..errors import EngineError
 from .framework import (DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, blocked_until, depends,
-                        facts, fates_line, ms)
+                        facts, fates_line, ms, scratch_dir)
 
 
 def linger_on_close(r: ScenarioRunner) -> Outcome:
@@ -89,7 +88,7 @@ BACKLOG = 5
 
 def _nobody() -> str:
     """An ipc endpoint nobody has bound (yet): a PUSH connected to it queues what it sends."""
-    return f"ipc://{tempfile.mkdtemp(prefix='zmqload-003-')}/s"
+    return f"ipc://{scratch_dir('zmqload-003-')}/s"
 
 
 def _engine_backlog(linger: int, endpoint: str) -> tuple[_engine.Context, _engine.Socket, int]:

@@ -1,0 +1,157 @@
+"""The one judge: a run's figures against the SLOs it is judged by (contract.workload.Slos).
+
+Every verdict on a run goes through `judge`: `zmqload run --max-loss/--slo-p99-us/--min-achieved`
+(exit status 3, zmqload.plan.slo), every probe of `zmqload capacity` (zmqload.plan.slo, with the
+backlog rule on) and the report's verdicts, knees and advice (zmqload.analysis.verdicts). The
+callers only compute the figures (`Figures`): `run` and `capacity` from the RunResult and the
+records with numpy, the report from its Spark rows over the same records and the run's record.
+The rules, in the order breaches are named (ORDER; the first is the one a search reports as
+"failed first"):
+
+- max-loss: lost / expected > --max-loss, where lost = dropped + stranded + unknown (the fates,
+  docs/RECORDS.md: a message drained at the end arrived, a message the sender refused was never
+  accepted, neither is lost);
+- min-achieved: unique_received / offered < --min-achieved, where offered is what the load called
+  for (`offered_messages`: a paced run's schedule up to each producer's last send, counting the
+  lag the sockets caused, an unpaced run's attempts; times the consumers under fan-out);
+- backlog (the capacity search's rule, on when asked): over the second half of sending
+  (`backlog_window`), the messages sent in it that arrived (at any time, the drain included)
+  minus the messages that arrived in it, i.e. how much the queue of arriving messages grew
+  (contract/queue.py's depth, of the messages that arrived: the ones that never arrive are
+  judged by max-loss), above max(BACKLOG_FLOOR, BACKLOG_SHARE of the messages offered in that
+  half) (`backlog_tolerance`);
+- slo-p99-us: the p99 latency from the intended send time above --slo-p99-us, or unknown
+  (nothing received).
+
+A rule whose SLO is unset (None) is not applied. Pure Python: imports only contract.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional
+
+from .states import Slo
+from .workload import Slos
+
+# The backlog grew when, over the second half of sending, more messages went into the path
+# than came out by more than this share of what was offered in that half: a consumer more
+# than ~2% slower than the rate. Counted exactly from the receive records (each carries its
+# send time). It was once judged on the sampled depth series with 5% and two engine slices
+# of messages tolerated, which passed a 19.5k msg/s consumer at 20.9k msg/s (docs/CAPACITY.md).
+BACKLOG_SHARE = 0.02
+BACKLOG_FLOOR = 64
+
+ORDER = (Slo.MAX_LOSS.value, Slo.MIN_ACHIEVED.value, Slo.BACKLOG.value, Slo.SLO_P99_US.value)
+"""The order breaches are named in."""
+
+LOSS_ONLY = Slos(max_loss=0.0)
+"""What a run made without SLOs (plain `zmqload run`) is judged by where a verdict is asked of
+it (the report): nothing lost; no latency SLO, no achieved share, no backlog rule."""
+
+
+@dataclass(frozen=True)
+class Breach:
+    slo: str              # max-loss, min-achieved, backlog or slo-p99-us (ORDER)
+    measured: float       # inf: unknown (the p99 of a run that received nothing)
+    limit: float
+    text: str             # one line: the SLO, the measured value and the limit
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"slo": self.slo, "measured": self.measured, "limit": self.limit, "text": self.text}
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """The queue's growth over the second half of sending, counted from the receive records."""
+    went_in: int          # messages sent in [mid, end] that arrived (at any time)
+    came_out: int         # messages that arrived in [mid, end]
+    tolerated: float      # backlog_tolerance(offered)
+
+    @property
+    def growth(self) -> int:
+        return self.went_in - self.came_out
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What the rules read of one run (every count over the whole run, all producers and consumers)."""
+    expected: int             # deliveries expected: ok sends, times the consumers under fan-out
+    lost: int                 # dropped + stranded + unknown
+    dropped: int
+    stranded: int
+    unknown: int
+    unique_received: int      # distinct deliveries
+    offered: int              # offered_messages
+    p99_us: Optional[float]   # from the intended send time; None: nothing received
+    backlog: Optional[Backlog] = None     # None: not computed (no records, no sending span)
+
+    @property
+    def loss_ratio(self) -> float:
+        return self.lost / self.expected if self.expected else 0.0
+
+    @property
+    def achieved(self) -> Optional[float]:
+        return self.unique_received / self.offered if self.offered else None
+
+
+def offered_messages(*, rate: Optional[int], consumers: int, expected: int, sent: int, attempted: int,
+                     scheduled: Optional[int]) -> int:
+    """Deliveries the load called for: a paced run's schedule up to each producer's last send
+    (zmqload.measure.schedule_keeping's `scheduled_messages`: attempts plus the lag the sockets
+    caused, so pushback that held a producer back counts), an unpaced run's attempts; times the
+    consumers under fan-out (where more is expected than was sent)."""
+    copies = consumers if consumers > 1 and expected > sent else 1
+    return (scheduled if rate and scheduled is not None else attempted) * copies
+
+
+def backlog_window(t0_ns: int, first_sends_ns: Iterable[int], last_sends_ns: Iterable[int]) -> Optional[tuple[int, int]]:
+    """[mid, end] of the second half of sending: from the schedule's t0 (else the first send)
+    to the producers' last send. None when there is no span to halve."""
+    t_end = max((t for t in last_sends_ns if t), default=0)
+    t0 = t0_ns or min((t for t in first_sends_ns if t), default=0)
+    if not t0 or t_end <= t0:
+        return None
+    return t0 + (t_end - t0) // 2, t_end
+
+
+def backlog_tolerance(offered: int) -> float:
+    """The growth tolerated over the second half: BACKLOG_SHARE of what was offered in it, at least BACKLOG_FLOOR."""
+    return max(BACKLOG_FLOOR, BACKLOG_SHARE * offered / 2)
+
+
+def judge(f: Figures, slos: Slos, backlog: bool = False) -> list[Breach]:
+    """Every SLO the figures break, in ORDER. `backlog`: also apply the backlog rule (the capacity
+    search's; `run` does not)."""
+    breaches = []
+    if slos.max_loss is not None and f.loss_ratio > slos.max_loss:
+        breaches.append(Breach(Slo.MAX_LOSS.value, f.loss_ratio, slos.max_loss,
+                               f"--max-loss {slos.max_loss:g}: lost {f.loss_ratio:.4%} ({f.lost:,} of "
+                               f"{f.expected:,}: {f.dropped:,} dropped, {f.stranded:,} stranded, "
+                               f"{f.unknown:,} unknown)"))
+    achieved = f.achieved
+    if slos.min_achieved is not None and achieved is not None and achieved < slos.min_achieved:
+        breaches.append(Breach(Slo.MIN_ACHIEVED.value, achieved, slos.min_achieved,
+                               f"--min-achieved {slos.min_achieved:g}: received {achieved:.4f} of the offered "
+                               f"load ({f.unique_received:,} of {f.offered:,})"))
+    grew = f.backlog if backlog else None
+    if grew is not None and grew.growth > grew.tolerated:
+        breaches.append(Breach(Slo.BACKLOG.value, float(grew.growth), grew.tolerated,
+                               f"backlog: the queue grew by {grew.growth:,} messages over the second half of "
+                               f"sending (tolerated {grew.tolerated:,.0f})"))
+    if slos.slo_p99_us is not None and (f.p99_us is None or f.p99_us > slos.slo_p99_us):
+        breaches.append(Breach(Slo.SLO_P99_US.value, float("inf") if f.p99_us is None else f.p99_us,
+                               slos.slo_p99_us,
+                               f"--slo-p99-us {slos.slo_p99_us:g}: p99 from the intended send time "
+                               + ("unknown (nothing received)" if f.p99_us is None else f"{f.p99_us:,.1f} us")))
+    return breaches
+
+
+def describe(slos: Optional[Slos], backlog: bool = False) -> str:
+    """The SLOs as options, one line: '--max-loss 0, --min-achieved 0.99, --slo-p99-us 50000, no growing
+    backlog'; None: 'none set'."""
+    if slos is None or not slos.given:
+        return "none set"
+    parts = [f"--{name.replace('_', '-')} {value:g}" for name, value in
+             (("max_loss", slos.max_loss), ("min_achieved", slos.min_achieved), ("slo_p99_us", slos.slo_p99_us))
+             if value is not None]
+    return ", ".join(parts + (["no growing backlog"] if backlog else []))

@@ -1,0 +1,148 @@
+"""Queue depth and its peak: one definition, for `run` (zmqload.measure.queue_depth, numpy over the
+run's records at its end) and the report (zmqload.analysis, Spark over the same records).
+
+    depth(t) = sent(t) - received(t) - dropped(t)
+
+for each consumer's queue (under fan-out every consumer has its own and the run's depth is their
+sum; round robin has one): the messages the sockets accepted by their send time, minus the
+deliveries by their receive time, minus the drops: a drop before the first arrival or mid-run
+leaves at its send time (a full pipe drops a message as it comes: it never queued), one at the
+tail (`dropped_tail`: lost at close, linger or term, or a PUB's drop the run cannot place) when its
+producer closed (`closed_ns`: what a close discards waited until then); stranded and unknown
+messages (a drain cut short, a worker that died: queued or dropped, nobody knows) never leave.
+In libzmq's pipes and the kernel's socket buffers together, in messages.
+
+The same, counted the way both sides count it: of the messages that arrived, those sent and not
+yet received (from the receive records alone: each carries its send time), plus the tail drops
+sent and not yet closed, plus the stranded and unknown ones sent (from the send records of the
+seqs that never arrived).
+
+Resolution: every count is exact. The series is the depth at the end of each millisecond
+(BIN_NS; absolute CLOCK_MONOTONIC bins, `t_ns // BIN_NS`): the report's mean and p99 of the
+depth are over those. The **peak** is the most messages in flight at any instant, exact: the
+bins' depths give a lower bound, and only the bins whose start plus what entered in them could
+exceed it are replayed event by event (`candidate_bins`, `exact_peak`). Pure numpy: imports
+nothing of zmqload.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+BIN_NS = 1_000_000
+"""The depth series' resolution: the depth at the end of each millisecond."""
+
+
+def bin_of(t_ns: np.ndarray) -> np.ndarray:
+    return t_ns // BIN_NS
+
+
+def closed_ns(t_last_send_ns: int, close_ns: int, term_ns: int) -> int:
+    """When a producer's tail drops leave the queue: its last send, plus the time its close and
+    its context's termination took (run.json's producers[]: t_last_send_ns, close_ns, term_ns)."""
+    return t_last_send_ns + close_ns + term_ns
+
+
+@dataclass
+class Bins:
+    """Messages that entered and left one queue (or a sum of queues) per bin, from bin `first` on."""
+    first: int
+    entered: np.ndarray       # int64 per bin
+    left: np.ndarray
+
+    @classmethod
+    def of(cls, entered: dict[int, int], left: dict[int, int]) -> Optional[Bins]:
+        """From {bin: count} maps; None when nothing entered or left."""
+        keys = [k for k, v in (*entered.items(), *left.items()) if v]
+        if not keys:
+            return None
+        first, last = min(keys), max(keys)
+        e, x = np.zeros(last - first + 1, np.int64), np.zeros(last - first + 1, np.int64)
+        for k, v in entered.items():
+            if v:
+                e[k - first] += v
+        for k, v in left.items():
+            if v:
+                x[k - first] += v
+        return cls(first, e, x)
+
+    @classmethod
+    def from_times(cls, entered_ns: np.ndarray, left_ns: np.ndarray) -> Optional[Bins]:
+        if not len(entered_ns) and not len(left_ns):
+            return None
+        eb, lb = bin_of(np.asarray(entered_ns, np.int64)), bin_of(np.asarray(left_ns, np.int64))
+        first = int(min(eb.min(initial=np.iinfo(np.int64).max), lb.min(initial=np.iinfo(np.int64).max)))
+        last = int(max(eb.max(initial=np.iinfo(np.int64).min), lb.max(initial=np.iinfo(np.int64).min)))
+        n = last - first + 1
+        return cls(first, np.bincount(eb - first, minlength=n).astype(np.int64),
+                   np.bincount(lb - first, minlength=n).astype(np.int64))
+
+    def __add__(self, other: Bins) -> Bins:
+        first = min(self.first, other.first)
+        last = max(self.first + len(self.entered), other.first + len(other.entered))
+        e, x = np.zeros(last - first, np.int64), np.zeros(last - first, np.int64)
+        for b in (self, other):
+            e[b.first - first:b.first - first + len(b.entered)] += b.entered
+            x[b.first - first:b.first - first + len(b.left)] += b.left
+        return Bins(first, e, x)
+
+    def depth(self) -> np.ndarray:
+        """The depth at the end of each bin."""
+        return np.cumsum(self.entered - self.left)
+
+    def end_ns(self, i: int | np.ndarray) -> int | np.ndarray:
+        """The end of bin index i (relative to `first`), ns."""
+        return (self.first + i + 1) * BIN_NS
+
+
+def candidate_bins(bins: Bins, depth: np.ndarray | None = None) -> np.ndarray:
+    """The bins (absolute numbers) in which the depth may have risen to or above its highest bin
+    end: their start plus what entered in them reaches it. Only these need replaying."""
+    depth = bins.depth() if depth is None else depth
+    if not len(depth):
+        return np.zeros(0, np.int64)
+    start = np.concatenate(([0], depth[:-1]))
+    top = depth.max()
+    picked = np.flatnonzero((bins.entered > 0) & (start + bins.entered >= max(top, 1)))
+    return (picked + bins.first).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Peak:
+    messages: int
+    t_ns: Optional[int]       # the first instant the queue held that many; None: it never held one
+
+
+def exact_peak(bins: Bins, entered_ns: np.ndarray, left_ns: np.ndarray, depth: np.ndarray | None = None) -> Peak:
+    """The most messages in flight at any instant. `entered_ns` and `left_ns`: the times of every
+    message that entered / left in the candidate bins (more is harmless: events outside them are
+    ignored). At one instant, whatever left and entered then counts (depth(t) counts the events at
+    or before t)."""
+    depth = bins.depth() if depth is None else depth
+    if not len(depth) or not bins.entered.any():
+        return Peak(0, None)
+    candidates = candidate_bins(bins, depth)
+    best, best_t = int(depth.max()), None
+    if len(candidates):
+        times = np.concatenate([np.asarray(entered_ns, np.int64), np.asarray(left_ns, np.int64)])
+        signs = np.concatenate([np.ones(len(entered_ns), np.int64), -np.ones(len(left_ns), np.int64)])
+        keep = np.isin(bin_of(times), candidates)
+        times, signs = times[keep], signs[keep]
+        order = np.lexsort((signs, times))       # at one instant the departures first: the depth after all
+        times, signs = times[order], signs[order]
+        b = bin_of(times)
+        starts = np.flatnonzero(np.concatenate(([True], b[1:] != b[:-1])))
+        running = np.cumsum(signs)
+        offset = np.repeat(running[starts] - signs[starts], np.diff(np.append(starts, len(b))))
+        before = np.concatenate(([0], depth))[b - bins.first]        # the depth at each bin's start
+        values = before + running - offset
+        if len(values):
+            i = int(np.argmax(values))
+            if values[i] >= best:
+                best, best_t = int(values[i]), int(times[i])
+    if best_t is None:       # the highest bin end was not reached inside a candidate: never by an entry
+        i = int(np.argmax(depth))
+        best_t = int(bins.end_ns(i)) - 1 if best > 0 else None
+    return Peak(best, best_t)
