@@ -110,3 +110,15 @@ def test_analysis_imports_only_the_pure_data_modules_of_zmqload():
                  "assert 'zmqload.runner.recorder' not in sys.modules and 'zmqload.runner' not in sys.modules")
     done = subprocess.run([sys.executable, "-c", no_engine], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
+
+
+def test_summary_parquet_columns_are_typed_once():
+    """summary.parquet's own columns take their types from analysis.pipeline.SUMMARY, not from
+    their names; the verdict columns follow them."""
+    from zmqload.analysis.pipeline import SUMMARY
+    from zmqload.report.outputs import summary_table
+    table = summary_table([{"run": "r", "consumer": -1, "stream": -1, "size": 64, "loss_ratio": 0, "fanout": True}])
+    assert table.schema.names[:len(SUMMARY.names)] == list(SUMMARY.names)
+    for field, (name, kind) in zip(table.schema, SUMMARY.columns):
+        assert field.type == kind.arrow, name
+    assert table.column("loss_ratio").to_pylist() == [0.0] and table.column("fanout").to_pylist() == [True]

@@ -23,7 +23,7 @@ from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AT_CLOSE
 from ..contract.queue import BIN_NS as QUEUE_BIN_NS
 from ..contract.ids import Role
 from ..contract.states import DrainMode, RunStatus
-from ..contract.records import INT32, INT64, Schema
+from ..contract.records import BOOL, FLOAT64, INT32, INT64, STRING, Schema
 from . import finish, metrics
 from .runs import RunInfo, load_records
 
@@ -39,13 +39,22 @@ RUN_COLUMNS = ["run", "status", "interrupted", "pattern", "transport", "size", "
 # the throughput plot divides its first and last windows by.
 SPAN_COLUMNS = ("t_first_intended_ns", "t_last_intended_ns", "t_first_send_ns", "t_last_send_ns",
                 "t_first_recv_ns", "t_last_recv_ns")
-SUMMARY_COLUMNS = (RUN_COLUMNS + [
-    "consumer", "stream", "duration_s", *SPAN_COLUMNS, "offered_rate", "send_rate", "recv_rate", "recv_mb_s",
-    "attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected", "received", "unique",
-    "duplicates", "reordered", "lost", "loss_ratio", *FATES, "dropped", AMBIGUOUS_TAIL, "round_trips"]
-    + LATENCY_COLUMNS +
-    ["depth_max", "depth_peak_at_s", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean",
-     "mean_size", "backlog_went_in", "backlog_came_out"])
+# summary.parquet / summary.csv: one row per (run, consumer, stream), each column with its type.
+_RUN_TYPES = {"run": STRING, "status": STRING, "interrupted": BOOL, "pattern": STRING, "transport": STRING,
+              "send_mode": STRING, "fanout": BOOL, "rate_per_producer": FLOAT64}
+SUMMARY = Schema(tuple(
+    [(c, _RUN_TYPES.get(c, INT64)) for c in RUN_COLUMNS]
+    + [("consumer", INT64), ("stream", INT64), ("duration_s", FLOAT64)] + [(c, INT64) for c in SPAN_COLUMNS]
+    + [(c, FLOAT64) for c in ("offered_rate", "send_rate", "recv_rate", "recv_mb_s")]
+    + [(c, INT64) for c in ("attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected",
+                            "received", "unique", "duplicates", "reordered", "lost")]
+    + [("loss_ratio", FLOAT64)] + [(c, INT64) for c in (*FATES, "dropped", AMBIGUOUS_TAIL, "round_trips")]
+    + [(c, FLOAT64) for c in LATENCY_COLUMNS]
+    + [("depth_max", INT64)] + [(c, FLOAT64) for c in ("depth_peak_at_s", "depth_mean", "depth_p99",
+                                                         "queued_bytes_max", "queued_bytes_mean", "mean_size")]
+    + [("backlog_went_in", INT64), ("backlog_came_out", INT64)]))
+"""The report's summary table: every figure per (run, consumer, stream), typed once."""
+SUMMARY_COLUMNS = SUMMARY.names
 
 # Reordering needs receive order per stream: a sort of every record (measured 126 s per
 # 100M on 2 cores). "auto" does it up to this many records and reports it as not measured above.

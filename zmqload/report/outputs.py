@@ -11,15 +11,13 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ..analysis.verdicts import VERDICT_COLUMNS, verdict_columns
-from ..analysis.pipeline import SUMMARY_COLUMNS
+from ..analysis.pipeline import SUMMARY
 from ..contract.search_record import SearchRecord
 from . import search_answer
 
-_TYPES = {"run": pa.string(), "status": pa.string(), "pattern": pa.string(), "transport": pa.string(),
-          "send_mode": pa.string(), "interrupted": pa.bool_(), "fanout": pa.bool_(), "group": pa.string(),
-          "highest_clean_rate": pa.float64(), "lowest_failing_rate": pa.float64(), "failed_slo": pa.string(),
-          "monotone": pa.bool_()}
-_FLOAT = ("rate_per_producer", "_rate", "_us", "_s", "ratio", "mb_s", "depth_mean", "depth_p99", "queued_bytes", "mean_size")
+# The verdict columns added beside the summary's own (analysis.pipeline.SUMMARY types those).
+_TYPES = {"group": pa.string(), "highest_clean_rate": pa.float64(), "lowest_failing_rate": pa.float64(),
+          "failed_slo": pa.string(), "monotone": pa.bool_()}
 # What capacity.json keeps of a group (capacity.capacity_table), beside its keys.
 CAPACITY_FIELDS = ("group", "highest_clean_rate", "lowest_failing_rate", "failed_slo", "failure", "monotone",
                    "monotone_note", "verdict", "cause", "advice", "rates_tested", "run_ids", "max_throughput")
@@ -34,12 +32,8 @@ def _column(name: str, vals: list[Any]) -> pa.Array:
 
 
 def summary_table(rows: list[dict[str, Any]], capacity: list[dict[str, Any]] | None = None) -> pa.Table:
-    fields = []
-    for c in SUMMARY_COLUMNS:
-        t = _TYPES.get(c) or (pa.float64() if c.endswith(_FLOAT) or c.startswith("queued") else pa.int64())
-        fields.append(pa.field(c, t))
     cols = {}
-    for f in fields:
+    for f in SUMMARY.arrow:
         vals = [r.get(f.name) for r in rows]
         if pa.types.is_floating(f.type):
             vals = [None if v is None else float(v) for v in vals]
