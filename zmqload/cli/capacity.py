@@ -109,8 +109,8 @@ def estimate_line(combos: sweeps.Sweep, plan: SearchPlan) -> str:
     written, probes, because = expected_write(combos, plan)
     n = len(combos.points)
     return (f"{n} search{'es' if n != 1 else ''}, about {probes} probe{'s' if probes != 1 else ''} of "
-            f"{plan.probe_duration:g} s (at most {plan.max_probes} per search); writes about {megabytes(written)} "
-            f"to {combos.out} if {'each ends' if n != 1 else 'it ends'} near {because}")
+            f"{plan.probe_duration:g} s (at most {plan.max_probes} per search), writing up to about "
+            f"{megabytes(written)} to {combos.out} if {'each ends' if n != 1 else 'it ends'} near {because}")
 
 
 def _rate(value: Optional[int]) -> str:

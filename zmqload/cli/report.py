@@ -1,9 +1,10 @@
 """`zmqload report PATH... --out DIR`: Spark analysis of run directories into an HTML report.
 
-The report's command line: its arguments, `run(args)` (the `zmqload report` command, also
-what `sweep --report` and `capacity --report` run) and `main(argv)` (`python -m
-zmqload.report`, spark-submit's script). The report itself is zmqload.report.command's.
-Always listed; without the `report` extra it says which to install.
+The report's command line: its arguments (PATH... and the report's option table,
+zmqload.contract.report_options, every option's one definition), `run(args)` (the `zmqload
+report` command, also what `sweep --report` and `capacity --report` run; `--stop-server`) and
+`main(argv)` (`python -m zmqload.report`, spark-submit's script). The report itself is
+zmqload.report.command's. Always listed; without the `report` extra it says which to install.
 
 Bad input (missing directory, not a run, unknown schema version, nothing recorded, no
 usable Java or a stale JAVA_HOME, the `report` extra not installed, a bad option value, a

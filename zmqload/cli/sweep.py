@@ -80,7 +80,7 @@ def estimate_line(sweep: sweeps.Sweep) -> str:
     if unknown:
         line += f" (plus the sending time of {unknown} run{'s' if unknown != 1 else ''} bounded only by an unpaced --count)"
     written, guessed = expected_write(sweep)
-    line += f"; writes about {megabytes(written)} to {sweep.out}"
+    line += f", writing up to about {megabytes(written)} to {sweep.out}"
     if guessed:
         line += (f" ({guessed} unpaced --duration run{'s' if guessed != 1 else ''} counted at "
                  f"{UNPACED_RATE_GUESS:,} msg/s per producer)")

@@ -38,9 +38,6 @@ DRIVER_MEMORY_ACCEPTED = (f"a JVM heap size of at least {MIN_DRIVER_MEMORY_MIB}m
 DEFAULT_DRIVER_MEMORY = "4g"
 """The embedded local Spark's heap unless --driver-memory or ZMQLOAD_SPARK_DRIVER_MEMORY says
 otherwise (analysis.session; the warm report server sizes its own, report.server)."""
-DEFAULT_SLO_P99_US = 1000.0
-"""The latency SLO of capacity planning when neither --slo-p99-us nor a capacity search among
-the inputs says one (report.build)."""
 
 
 def spark_master(master: str, flag: str = "--master") -> str:
@@ -112,9 +109,9 @@ class ReportOptions:
         nullable=True, rule=jvm_heap_size, default_text=f"{DEFAULT_DRIVER_MEMORY}, or ZMQLOAD_SPARK_DRIVER_MEMORY",
         group=SPARK)
     slo_p99_us: Optional[float] = _option(
-        None, float, "microseconds > 0", "latency SLO for capacity planning: p99 from intended send, microseconds",
-        low=0, low_open=True, nullable=True, group=PLANNING,
-        default_text=f"the SLO of the capacity search among the inputs, else {DEFAULT_SLO_P99_US:g}")
+        None, float, "microseconds > 0", "a what-if latency SLO: p99 from the intended send time, in microseconds, in "
+        "place of the p99 SLO each run was made under (a capacity probe: its search's)",
+        low=0, low_open=True, nullable=True, group=PLANNING, default_text="none: each run's own SLOs (run.json)")
     target_rate: Optional[int] = field(default=None, metadata={"option": rate_option(
         "msgs/s (all producers) the recommendation must carry", per_producer=False, nullable=True,
         default_text="the highest clean rate seen", group=PLANNING)})

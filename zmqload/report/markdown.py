@@ -111,10 +111,10 @@ def terminal(analysis: Analysis, capacity: list[dict[str, Any]], recommendations
         keys = ", ".join(capacity[0]["key_names"]) or "nothing (one setting)"
         lines += ["", "## Capacity verdicts", "", wrap(f"Grouped by: {keys}"), ""]
         lines += [wrap(f"- {rec}") for rec in recommendations]
-    tables = "every table (fates, latency, round trips" + (", the search's table" if answers else "") + ")"
+    tables = "every table: fates, latency, round trips" + (", the search's table" if answers else "")
     lines += ["", f"Report: {os.path.join(out_dir, 'index.html')}",
-              wrap(f"{tables}: {os.path.join(out_dir, SUMMARY_FILE)}; also summary.parquet, summary.csv, "
-                   "capacity.json")]
+              wrap(f"Tables: {os.path.join(out_dir, SUMMARY_FILE)} ({tables}); summary.parquet, summary.csv and "
+                   "capacity.json beside it")]
     return "\n".join(lines)
 
 

@@ -58,8 +58,8 @@ Spark launcher puts on the driver's command line): Spark's session sets the coll
 (analysis/session.py: Parallel GC), these how the heap is sized."""
 IDLE_FREE_RATIO = (10, 20)
 """Min/MaxHeapFreeRatio (%) of the collection after a report: the heap shrinks to what is live
-plus 10-20%. Only then: held during a report, they shrink the heap at every full collection
-and the report runs several times slower (a 10M-record report 75 s instead of 11 s)."""
+plus 10-20%. Only then: held during a report, they would shrink the heap at each of its full
+collections and make it collect more often."""
 
 
 def heap() -> str:
