@@ -18,6 +18,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, TypeVar
 
+from ..contract.report_options import DEFAULT_DRIVER_MEMORY, MASTERS_ACCEPTED, jvm_heap_size, spark_master
 from ..errors import ConfigError, RunError
 from .javacheck import check_java
 
@@ -42,33 +43,9 @@ DEFAULT_MASTER_TIMEOUT_S = 20.0
 # comparisons passes HotSpot's 8000-byte limit and would run interpreted (a 1M-record latency
 # scan 1.25 s instead of 0.3-0.45 s). For the driver, and for a cluster's executors.
 JIT_OPTIONS = "-XX:-DontCompileHugeMethods"
-DEFAULT_DRIVER_MEMORY = "4g"
-MASTERS_ACCEPTED = ("local, local[N], local[*], local[N,F], spark://HOST:PORT[,HOST:PORT...], "
-                    "yarn (with HADOOP_CONF_DIR or YARN_CONF_DIR set), k8s://https://HOST:PORT")
-_LOCAL = re.compile(r"^local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?$|^local-cluster\[\d+,\d+,\d+\]$")
-_STANDALONE = re.compile(r"^spark://([^,:/\s]+:\d{1,5})(,[^,:/\s]+:\d{1,5})*$")
-_K8S = re.compile(r"^k8s://(https?://)?[^\s/]+(:\d+)?/?$")
-# The JVM takes -Xmx<digits><k|m|g|t>; Spark passes spark.driver.memory through as -Xmx
-# (a bare number would be bytes), and refuses a heap under ~450 MiB.
-_MEMORY = re.compile(r"^(\d+)([kmgt])$", re.IGNORECASE)
-_MIN_MEMORY_MIB = 512
-_MIB_PER_UNIT = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
-
-
-def check_master(master: str) -> str:
-    """The master URL if Spark would accept its form, else ConfigError('--master')."""
-    if _LOCAL.match(master) or _STANDALONE.match(master) or _K8S.match(master) or master == "yarn":
-        return master
-    raise ConfigError("--master", f"got {master!r}; accepted: {MASTERS_ACCEPTED}")
-
-
-def check_driver_memory(value: str, option: str = "--driver-memory") -> str:
-    """A JVM heap size Spark can start with (e.g. 4g, 2048m), else ConfigError(option)."""
-    m = _MEMORY.match(value.strip())
-    if not m or int(m.group(1)) * _MIB_PER_UNIT[m.group(2).lower()] < _MIN_MEMORY_MIB:
-        raise ConfigError(option, f"got {value!r}; accepted: a JVM heap size of at least "
-                                  f"{_MIN_MEMORY_MIB}m, a number and k, m, g or t (e.g. 2g, 4096m)")
-    return value.strip()
+# The rules of --master and --driver-memory are the report's option table's.
+check_master = spark_master
+check_driver_memory = jvm_heap_size
 
 
 def _check_reachable(master: str, timeout_s: float) -> None:
