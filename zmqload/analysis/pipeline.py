@@ -19,10 +19,11 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ..contract import judge as judge_rule
 from ..contract import queue as queue_rule
+from ..contract.derived import throughput_span
 from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AT_CLOSE
 from ..contract.queue import BIN_NS as QUEUE_BIN_NS
 from ..contract.ids import Role
-from ..contract.states import DrainMode, RunStatus
+from ..contract.states import RunStatus
 from ..contract.records import BOOL, FLOAT64, INT32, INT64, STRING, Schema
 from . import finish, metrics
 from .runs import RunInfo, load_records
@@ -363,14 +364,11 @@ def throughput(info: RunInfo, row: dict[str, Any], drain_began: int | None) -> f
     (runner/collect.py): over the span from the first ok send to the last receive; with
     --consumer-delay-us and the fast drain (which skips that work) only what was delivered
     before the drain, over the time until the drain began."""
-    first = row.get("t_first_send_ns")
     w = info.workload
-    if w.consumer_delay_us and w.drain == DrainMode.FAST and drain_began and first and drain_began > first:
-        return cast(float, row.get("delivered", 0) * 1e9 / (drain_began - first))
-    last = row.get("t_last_recv_ns")
-    if not first or not last or last <= first:
-        return None
-    return cast(float, row.get("unique", 0) * 1e9 / (last - first))
+    counted, span_s = throughput_span(w.consumer_delay_us, w.drain, row.get("t_first_send_ns") or 0,
+                                      row.get("t_last_recv_ns") or 0, drain_began or 0,
+                                      row.get("unique") or 0, row.get("delivered") or 0)
+    return counted / span_s if span_s else None
 
 
 def summarise(runs: list[RunInfo], loss: list[dict[str, Any]], pct: list[dict[str, Any]], dstats: list[dict[str, Any]],

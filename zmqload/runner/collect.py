@@ -9,6 +9,7 @@ import numpy as np
 from ..measure.reconcile import reconcile
 from ..contract.workload import Workload
 from ..contract import control
+from ..contract.derived import throughput_span
 from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 from ..contract.ids import Role
 from ..measure.schedule_keeping import schedule_keeping
@@ -123,14 +124,9 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
     send_span = (last_send - first_send) / 1e9 if first_send and last_send > first_send else 0.0
     attempted = sum(p.get("attempted", 0) for p in producers.values())
     unique = totals["unique_received"]
-    # A fast drain skips the consumers' simulated work, so how fast it reads says nothing of
-    # their speed: with work to simulate, throughput is what arrived before the drain, over
-    # the time until the drain began.
     drain_began = min((c["t_drain_ns"] for c in consumers.values() if c.get("t_drain_ns")), default=0)
-    if w.consumer_delay_us and w.drain == "fast" and drain_began > first_send > 0:
-        counted, span_s = totals["delivered"], (drain_began - first_send) / 1e9
-    else:
-        counted, span_s = unique, elapsed
+    counted, span_s = throughput_span(w.consumer_delay_us, w.drain, first_send, last_recv, drain_began,
+                                      unique, totals["delivered"])
     queue = queue_depth(run_dir, w, state.t0_ns, accounts["drops"], producers)
     from ..contract.patterns import get as pattern
     generator = schedule_keeping(w.rate, state.t0_ns, list(producers.values()), pattern(w.pattern).round_trip)
