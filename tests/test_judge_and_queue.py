@@ -44,6 +44,10 @@ def test_the_exact_peak_equals_replaying_every_event(seed):
     ends = (bins.first + np.arange(len(bins.entered)) + 1) * q.BIN_NS
     assert bins.depth().tolist() == [int((entered < e).sum() - (left[keep] < e).sum()) for e in ends]
     assert bins.depth().max() <= peak.messages
+    # replayed a piece at a time (the report's bounded memory): the same peak and instant
+    depth, candidates = bins.depth(), q.candidate_bins(bins)
+    pieces = [q.replay(bins, depth, entered, left[keep], part) for part in np.array_split(candidates, 3)]
+    assert q.peak_of(bins, depth, pieces) == peak
 
 
 def test_the_peak_needs_only_the_candidate_bins_events():

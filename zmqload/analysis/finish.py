@@ -17,6 +17,8 @@ Row = dict[str, Any]         # one collected aggregate row
 Key = tuple[Any, ...]
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..contract import histogram as rule
 from ..contract import queue as queue_rule
@@ -193,6 +195,15 @@ def queue_thresholds(loss: Iterable[Row], recv_sum: Iterable[Row], closed: dict[
     return firsts, leaves
 
 
+def time_bins(rows: pa.Table, column: str = "t_sent_ns") -> list[Row]:
+    """`metrics.time_bins` of rows already on the driver."""
+    if not len(rows):
+        return []
+    binned = rows.append_column("bin", pc.divide(rows.column(column), queue_rule.BIN_NS))
+    counted = binned.group_by(["run", "consumer", "stream", "bin"]).aggregate([("bin", "count")])
+    return [{**r, "n": r.pop("bin_count")} for r in counted.to_pylist()]
+
+
 def queue_bins(recv_w: Iterable[Row], unreceived: Iterable[Row], leaves: dict[Key, int]
                ) -> tuple[dict[Key, queue_rule.Bins], dict[Key, float], dict[Key, int]]:
     """Per view (run, consumer key, stream) and per run (ALL, ALL): the messages that entered and
@@ -229,36 +240,99 @@ def queue_bins(recv_w: Iterable[Row], unreceived: Iterable[Row], leaves: dict[Ke
     return bins, mean_size, dict(closing)
 
 
-def queue_candidates(bins: dict[Key, queue_rule.Bins]) -> dict[int, list[int]]:
-    """Per run, the bins any of its queues must replay event by event for its exact peak."""
-    out: defaultdict[int, set[int]] = defaultdict(set)
+REPLAY_EVENTS = 4_000_000
+"""The most events one piece of the exact peak's replay brings to the driver (about 100 MB):
+the report's memory does not grow with the run."""
+
+
+def replay_pieces(bins: dict[Key, queue_rule.Bins], budget: int = REPLAY_EVENTS) -> list[dict[int, list[int]]]:
+    """The bins any queue must replay event by event for its exact peak, in pieces of at most
+    `budget` events each (a bin is never split; one larger than the budget is a piece of its own),
+    in time order: [{run: [bin]}]. A run's events in a bin are counted from its all-queues bins."""
+    wanted: defaultdict[int, set[int]] = defaultdict(set)
     for (run, _, _), b in bins.items():
-        out[run].update(queue_rule.candidate_bins(b).tolist())
-    return {run: sorted(v) for run, v in out.items() if v}
+        wanted[run].update(queue_rule.candidate_bins(b).tolist())
+    cost = []
+    for run, picked in wanted.items():
+        whole = bins.get((run, ALL, ALL))
+        for k in picked:
+            n = 0 if whole is None or not 0 <= k - whole.first < len(whole.entered) else \
+                int(whole.entered[k - whole.first] + whole.left[k - whole.first])
+            cost.append((k, run, n))
+    pieces: list[dict[int, list[int]]] = []
+    piece: defaultdict[int, list[int]] = defaultdict(list)
+    held = 0
+    for k, run, n in sorted(cost):
+        if piece and held + n > budget:
+            pieces.append(dict(piece))
+            piece, held = defaultdict(list), 0
+        piece[run].append(k)
+        held += n
+    if piece:
+        pieces.append(dict(piece))
+    return pieces
 
 
-def queue_peaks(bins: dict[Key, queue_rule.Bins], recv_events: Iterable[Row], unreceived: Iterable[Row],
-                leaves: dict[Key, int], closing: dict[Key, int]) -> dict[Key, queue_rule.Peak]:
-    """Every queue's exact peak (contract/queue.py) from its bins and the events in its runs'
-    candidate bins: `metrics.recv_events_in_bins` rows, `metrics.times_in_bins` rows of the
-    never-arrived, and the tail drops' departures at their producer's close."""
-    entered: defaultdict[Key, list[int]] = defaultdict(list)
-    left: defaultdict[Key, list[int]] = defaultdict(list)
-    for e in recv_events:
-        for view in _views(e["run"], e["consumer"], e["stream"]):
-            if e["t_sent_ns"] is not None:
-                entered[view].append(e["t_sent_ns"])
-            if e["t_recv_ns"] is not None:
-                left[view].append(e["t_recv_ns"])
-    for u in unreceived:
-        for view in _views(u["run"], u["consumer"], u["stream"]):
-            entered[view].append(u["t_sent_ns"])
-    for own, n in closing.items():
-        for view in _views(*own):
-            left[view].extend([leaves[own]] * n)
-    return {view: queue_rule.exact_peak(b, np.array(entered.get(view, []), np.int64),
-                                        np.array(left.get(view, []), np.int64))
-            for view, b in bins.items()}
+class PeakReplay:
+    """Every queue's exact peak (contract/queue.py), replayed a piece of candidate bins at a time
+    (`replay_pieces`): `add` each piece's events, then `peaks`."""
+
+    def __init__(self, bins: dict[Key, queue_rule.Bins], unreceived: pa.Table | None,
+                 leaves: dict[Key, int], closing: dict[Key, int]) -> None:
+        self.bins = bins
+        self.depth = {view: b.depth() for view, b in bins.items()}
+        self.replayed: defaultdict[Key, list[queue_rule.Replayed]] = defaultdict(list)
+        self.unreceived = unreceived       # (run, consumer, stream, t_sent_ns) in the candidate bins
+        self.closing = [(own, leaves[own], n) for own, n in closing.items()]
+
+    def add(self, piece: dict[int, list[int]], events: pa.Table) -> None:
+        """`events`: `metrics.recv_events_in_bins` over `piece`, as a table."""
+        ev = _by_run(events, ("consumer", "stream", "t_sent_ns", "t_recv_ns"))
+        un = _by_run(self.unreceived, ("consumer", "stream", "t_sent_ns"))
+        by_run: defaultdict[int, list[Key]] = defaultdict(list)
+        for view in self.bins:
+            if view[0] in piece:
+                by_run[view[0]].append(view)
+        for run, views in by_run.items():
+            e, u = ev(run), un(run)
+            only = np.asarray(piece[run], np.int64)
+            for view in views:
+                if view == (run, ALL, ALL):
+                    mine, u_mine = np.ones(len(e["stream"][0]), bool), np.ones(len(u["stream"][0]), bool)
+                else:
+                    mine = (e["consumer"][0] == view[1]) & (e["stream"][0] == view[2])
+                    u_mine = (u["consumer"][0] == view[1]) & (u["stream"][0] == view[2])
+                sent, has_sent = e["t_sent_ns"]
+                recv, has_recv = e["t_recv_ns"]
+                entered = np.concatenate([sent[mine & has_sent], u["t_sent_ns"][0][u_mine]])
+                left = [recv[mine & has_recv]]
+                left += [np.full(n, at, np.int64) for own, at, n in self.closing if view in _views(*own)]
+                b = self.bins[view]
+                self.replayed[view].append(queue_rule.replay(b, self.depth[view], entered, np.concatenate(left), only))
+
+    def peaks(self) -> dict[Key, queue_rule.Peak]:
+        return {view: queue_rule.peak_of(b, self.depth[view], self.replayed.get(view, []))
+                for view, b in self.bins.items()}
+
+
+Columns = dict[str, tuple[np.ndarray, np.ndarray]]      # name -> (int64 values, nulls as 0; valid)
+
+
+def _by_run(table: pa.Table | None, names: tuple[str, ...]) -> Any:
+    """A function: run -> that run's rows as Columns."""
+    if table is None or not len(table):
+        none = (np.zeros(0, np.int64), np.zeros(0, bool))
+        return lambda run: {name: none for name in names}
+    runs = table.column("run").to_numpy().astype(np.int64)
+    order = np.argsort(runs, kind="stable") if runs[0] != runs[-1] or np.any(runs != runs[0]) else slice(None)
+    runs = runs[order]
+    cols = {name: (pc.fill_null(table.column(name), 0).to_numpy().astype(np.int64)[order],
+                   pc.is_valid(table.column(name)).to_numpy(zero_copy_only=False)[order]) for name in names}
+
+    def rows(run: int) -> Columns:
+        lo, hi = int(np.searchsorted(runs, run, "left")), int(np.searchsorted(runs, run, "right"))
+        return {name: (v[lo:hi], ok[lo:hi]) for name, (v, ok) in cols.items()}
+    return rows
 
 
 def queue_stats(bins: dict[Key, queue_rule.Bins], peaks: dict[Key, queue_rule.Peak],

@@ -91,6 +91,15 @@ def collect(df: DataFrame) -> list[dict[str, Any]]:
     return [r.asDict() for r in df.collect()]
 
 
+def collect_table(df: DataFrame) -> pa.Table:
+    """Records to the driver as one Arrow table, never as Python rows (millions of them)."""
+    if hasattr(df, "toArrow"):
+        return df.toArrow()
+    batches = getattr(df, "_collect_as_arrow")()        # Spark 3.5
+    return pa.Table.from_batches(batches) if batches else pa.table({f.name: pa.array([], pa.int64())
+                                                                    for f in df.schema.fields})
+
+
 def _small(spark: SparkSession, rows: list[dict[str, Any]], schema: Schema) -> DataFrame:
     """Collected aggregates back into Spark. Through Arrow where Spark takes a pyarrow Table
     (4.0+): row-by-row conversion of ~100k rows took ~10 s."""
@@ -327,13 +336,26 @@ def queue(spark: SparkSession, runs: list[RunInfo], sends: DataFrame, recvs: Dat
     such), and the events of the bins where a peak may lie (a filtered scan)."""
     firsts, leaves = finish.queue_thresholds(loss, rs, producers_closed(runs))
     unreceived = metrics.unreceived_sends(sends, recvs, firsts, fanout_runs) if firsts else None
-    u_bins = collect(metrics.time_bins(unreceived)) if unreceived is not None else []
+    expected = sum((row.get("dropped_tail") or 0) + (row.get("stranded") or 0) + (row.get("unknown") or 0)
+                   for row in loss if (row["run"], row["consumer"], row["stream"]) in firsts)
+    u_table = None
+    if unreceived is not None and expected <= finish.REPLAY_EVENTS:     # few: one scan, binned here
+        u_table = collect_table(unreceived)
+        u_bins = finish.time_bins(u_table)
+    else:          # many (a run cut short): binned in Spark, and only those in the replayed bins collected
+        u_bins = collect(metrics.time_bins(unreceived)) if unreceived is not None else []
     bins, mean_size, closing = finish.queue_bins(recv_ms, u_bins, leaves)
-    candidates = finish.queue_candidates(bins)
-    events = collect(metrics.recv_events_in_bins(recvs, candidates, fanout_runs)) if candidates else []
-    u_times = (collect(metrics.times_in_bins(unreceived, candidates))
-               if unreceived is not None and candidates and u_bins else [])
-    peaks = finish.queue_peaks(bins, events, u_times, leaves, closing)
+    pieces = finish.replay_pieces(bins)
+    if unreceived is not None and u_table is None and pieces:
+        every: dict[int, list[int]] = defaultdict(list)
+        for piece in pieces:
+            for run, ks in piece.items():
+                every[run] += ks
+        u_table = collect_table(metrics.times_in_bins(unreceived, every))
+    replay = finish.PeakReplay(bins, u_table, leaves, closing)
+    for piece in pieces:           # a piece at a time: the driver's memory does not grow with the run
+        replay.add(piece, collect_table(metrics.recv_events_in_bins(recvs, piece, fanout_runs)))
+    peaks = replay.peaks()
     t0 = {i: r.record.t0_ns for i, r in enumerate(runs) if r.record.t0_ns}
     return finish.queue_windows(bins, window_ns, mean_size), finish.queue_stats(bins, peaks, mean_size, t0)
 

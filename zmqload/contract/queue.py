@@ -20,14 +20,14 @@ seqs that never arrived).
 Resolution: every count is exact. The series is the depth at the end of each millisecond
 (BIN_NS; absolute CLOCK_MONOTONIC bins, `t_ns // BIN_NS`): the report's mean and p99 of the
 depth are over those. The **peak** is the most messages in flight at any instant, exact: the
-bins' depths give a lower bound, and only the bins whose start plus what entered in them could
-exceed it are replayed event by event (`candidate_bins`, `exact_peak`). Pure numpy: imports
-nothing of zmqload.
+bins' depths give a lower bound, and only the bins whose bounds could reach it are replayed
+event by event (`candidate_bins`, `exact_peak`; the report replays them a piece at a time with
+bounded memory, `replay` and `peak_of`). Pure numpy: imports nothing of zmqload.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterable, Optional
 
 import numpy as np
 
@@ -99,13 +99,15 @@ class Bins:
 
 def candidate_bins(bins: Bins, depth: np.ndarray | None = None) -> np.ndarray:
     """The bins (absolute numbers) in which the depth may have risen to or above its highest bin
-    end: their start plus what entered in them reaches it. Only these need replaying."""
+    end. Inside a bin the depth is at most its start plus what entered in it, and at most its end
+    plus what left in it (what left after an instant was there at it): only the bins where both
+    bounds reach the highest end need replaying."""
     depth = bins.depth() if depth is None else depth
     if not len(depth):
         return np.zeros(0, np.int64)
     start = np.concatenate(([0], depth[:-1]))
-    top = depth.max()
-    picked = np.flatnonzero((bins.entered > 0) & (start + bins.entered >= max(top, 1)))
+    bound = np.minimum(start + bins.entered, depth + bins.left)
+    picked = np.flatnonzero((bins.entered > 0) & (bound >= max(int(depth.max()), 1)))
     return (picked + bins.first).astype(np.int64)
 
 
@@ -115,34 +117,59 @@ class Peak:
     t_ns: Optional[int]       # the first instant the queue held that many; None: it never held one
 
 
-def exact_peak(bins: Bins, entered_ns: np.ndarray, left_ns: np.ndarray, depth: np.ndarray | None = None) -> Peak:
-    """The most messages in flight at any instant. `entered_ns` and `left_ns`: the times of every
-    message that entered / left in the candidate bins (more is harmless: events outside them are
-    ignored). At one instant, whatever left and entered then counts (depth(t) counts the events at
-    or before t)."""
-    depth = bins.depth() if depth is None else depth
+Replayed = Optional[tuple[int, int]]
+"""The highest depth reached at an event of some bins, and the first instant it was: None
+without events there."""
+
+
+def replay(bins: Bins, depth: np.ndarray, entered_ns: np.ndarray, left_ns: np.ndarray,
+           only: np.ndarray) -> Replayed:
+    """Every event in the bins `only` (absolute numbers) replayed in time order from its bin's
+    start depth. Every event of those bins must be given (more is harmless: events outside them
+    are ignored). At one instant, whatever left and entered then counts (depth(t) counts the
+    events at or before t)."""
+    # one sort of one int64 key: the time, doubled, plus 1 for an arrival (the departures of an
+    # instant first: the depth after all of them); only the events in `only`'s bins
+    key = np.concatenate([np.asarray(entered_ns, np.int64) * 2 + 1, np.asarray(left_ns, np.int64) * 2])
+    index = bin_of(key >> 1) - bins.first
+    wanted = np.zeros(len(depth), bool)
+    only = np.asarray(only, np.int64) - bins.first
+    wanted[only[(only >= 0) & (only < len(depth))]] = True
+    inside = (index >= 0) & (index < len(depth))
+    inside[inside] = wanted[index[inside]]
+    key = np.sort(key[inside], kind="stable")      # timsort: the records come in nearly sorted runs
+    if not len(key):
+        return None
+    times, signs = key >> 1, (key & 1) * 2 - 1
+    b = bin_of(times)
+    starts = np.flatnonzero(np.concatenate(([True], b[1:] != b[:-1])))
+    running = np.cumsum(signs)
+    offset = np.repeat(running[starts] - signs[starts], np.diff(np.append(starts, len(b))))
+    before = np.concatenate(([0], depth))[b - bins.first]        # the depth at each bin's start
+    values = before + running - offset
+    i = int(np.argmax(values))
+    return int(values[i]), int(times[i])
+
+
+def peak_of(bins: Bins, depth: np.ndarray, replayed: Iterable[Replayed]) -> Peak:
+    """The exact peak from the bins' ends and the replays of (pieces of) the candidate bins."""
     if not len(depth) or not bins.entered.any():
         return Peak(0, None)
-    candidates = candidate_bins(bins, depth)
     best, best_t = int(depth.max()), None
-    if len(candidates):
-        times = np.concatenate([np.asarray(entered_ns, np.int64), np.asarray(left_ns, np.int64)])
-        signs = np.concatenate([np.ones(len(entered_ns), np.int64), -np.ones(len(left_ns), np.int64)])
-        keep = np.isin(bin_of(times), candidates)
-        times, signs = times[keep], signs[keep]
-        order = np.lexsort((signs, times))       # at one instant the departures first: the depth after all
-        times, signs = times[order], signs[order]
-        b = bin_of(times)
-        starts = np.flatnonzero(np.concatenate(([True], b[1:] != b[:-1])))
-        running = np.cumsum(signs)
-        offset = np.repeat(running[starts] - signs[starts], np.diff(np.append(starts, len(b))))
-        before = np.concatenate(([0], depth))[b - bins.first]        # the depth at each bin's start
-        values = before + running - offset
-        if len(values):
-            i = int(np.argmax(values))
-            if values[i] >= best:
-                best, best_t = int(values[i]), int(times[i])
+    for r in replayed:
+        if r is not None and (r[0] > best or (r[0] == best and (best_t is None or r[1] < best_t))):
+            best, best_t = r
     if best_t is None:       # the highest bin end was not reached inside a candidate: never by an entry
         i = int(np.argmax(depth))
         best_t = int(bins.end_ns(i)) - 1 if best > 0 else None
     return Peak(best, best_t)
+
+
+def exact_peak(bins: Bins, entered_ns: np.ndarray, left_ns: np.ndarray, depth: np.ndarray | None = None) -> Peak:
+    """The most messages in flight at any instant. `entered_ns` and `left_ns`: the times of every
+    message that entered / left in the candidate bins (more is harmless)."""
+    depth = bins.depth() if depth is None else depth
+    if not len(depth) or not bins.entered.any():
+        return Peak(0, None)
+    candidates = candidate_bins(bins, depth)
+    return peak_of(bins, depth, [replay(bins, depth, entered_ns, left_ns, candidates) if len(candidates) else None])
