@@ -129,6 +129,10 @@ def read_run(path: str) -> RunInfo:
         raise ReportInputError(str(e)) from None
     base = os.path.basename(os.path.normpath(path))
     run_id = record.run_id or (base[4:] if base.startswith("run=") else base)
+    if record.workload.role == "producer":
+        raise ReportInputError(f"run {run_id} is a producer-only run (--role producer): what your consumer received "
+                               "is not seen, so the report has nothing to account for; its sends and pushback are in "
+                               "its run.json and sends/ (a consumer half to join it with is not built yet)")
     info = RunInfo(path=os.path.abspath(path), run_id=run_id, record=record)
     for kind in KINDS:
         _sort_out_parts(info, kind)

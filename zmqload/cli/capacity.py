@@ -176,6 +176,8 @@ def run(args: argparse.Namespace) -> ExitStatus:
     slos = Slos(**{name: getattr(args, name) for name in SLO_OPTIONS}).with_search_defaults()
     report = report_module() if args.report or args.report_out else None   # ConfigError (exit 2) before any run
     combos = plan_searches(args, plan)
+    for point in combos.points:
+        Slos().check_with(point.workload, "capacity")
     say = (lambda text: None) if args.quiet or args.json else print
     say(estimate_line(combos, plan))
     disk_warning("zmqload capacity", args.out, expected_write(combos, plan)[0], "the search is")

@@ -94,14 +94,40 @@ def _ambiguous(drain: dict[str, Any]) -> str:
     return f"  ({n:,} of the tail: mid-run or at close, ambiguous)" if n else ""
 
 
+def pushback(result: RunResult) -> str:
+    """Sends that found the socket full, and how long they waited (the producers' counters)."""
+    blocked = sum(p.get("blocked_sends") or 0 for p in result.producers)
+    waited = sum(p.get("blocked_ns") or 0 for p in result.producers) / 1e9
+    return f"{blocked:,} sends waited, {waited:,.3f} s in all"
+
+
+def producers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
+    """--role producer: the send side only; what the user's consumer received is not seen."""
+    return [
+        ("attempted", f"{result.attempted:,}"),
+        ("sent ok", f"{result.sent:,}"),
+        ("EAGAIN drops (sender)", f"{result.eagain:,}"),
+        ("SNDTIMEO drops (sender)", f"{result.timeout:,}"),
+        ("pushback (full socket)", pushback(result)),
+        ("received, lost", "not seen: the consumer is yours (--role producer)"),
+        ("send rate", f"{result.send_rate:,.0f} msg/s"),
+    ]
+
+
 def summary_table(result: RunResult) -> Table:
     w = result.workload
+    alone = w.get("role") == "producer"
     title = (f"{w['pattern']} over {w['transport']}, {w['size']} B, "
              f"{'unpaced' if not w['rate'] else format(w['rate'], ',') + ' msg/s per producer'}, "
-             f"{w['producers']}x{w['consumers']}  [{result.status}]")
+             + (f"{w['producers']} producer(s) -> your consumer" if alone else f"{w['producers']}x{w['consumers']}")
+             + f"  [{result.status}]")
     table = Table(title=title, show_header=True, header_style="bold")
     table.add_column("figure")
     table.add_column("value", justify="right")
+    if alone:
+        for label, value in producers_alone_rows(result):
+            table.add_row(label, value)
+        return table
     rows = [
         ("attempted", f"{result.attempted:,}"),
         ("sent ok", f"{result.sent:,}"),

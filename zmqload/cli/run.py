@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
 
     workload = workload_from_args(args).validate()
     slos = Slos(**{name: getattr(args, name) for name in SLO_OPTIONS})
+    slos.check_with(workload)
     from ..plan.sweep import estimate_run_s
     progress = None if args.json or args.quiet else LiveProgress(total_s=estimate_run_s(workload))
     try:
@@ -64,7 +65,7 @@ def show(result: RunResult, breaches: list[Breach], args: argparse.Namespace) ->
     topology = _topology(result)
     if args.json:
         from ..contract.codec import to_builtins
-        print(json.dumps({**result.summary(), "topology": to_builtins(topology) if topology else None,
+        print(json.dumps({**result.shown(), "topology": to_builtins(topology) if topology else None,
                           "slo_breaches": [b.to_dict() for b in breaches]}, default=str))
     elif not args.quiet:
         console = Console()

@@ -16,9 +16,11 @@ Endpoints per side (--producers-connect, --producers-bind, --consumers-connect,
                                 says (push-pull: a PULL|PUSH forwarder; pub-sub: an XSUB|XPUB
                                 proxy; dealer-router: a ROUTER|DEALER broker); a pattern
                                 without one refuses it, saying why (`no_device`)
+    --role producer             zmqload's producers alone bind or connect to a consumer of the
+                                user's (its endpoints given for the producers only)
     refused everywhere          bind and connect on one side; both sides bind (nobody
                                 connects); one side connects with the other side not given
-                                (zmqload loading one side of a system alone is not built yet);
+                                and both roles running;
                                 any of them with --endpoint; any of them with a pattern whose
                                 own process binds (`own_endpoints`: proxy)
 """
@@ -52,6 +54,8 @@ class Settings(Protocol):
     def consumers_connect(self) -> Optional[str]: ...
     @property
     def consumers_bind(self) -> Optional[str]: ...
+    @property
+    def role(self) -> str: ...
 
 
 class Attach(Word):
@@ -97,6 +101,7 @@ class Topology:
     consumers: Side
     binder: Optional[str]               # "producer", "consumer", "proxy", or None: nobody of zmqload binds
     device: bool                        # both sides connect: the user's device is between them
+    producers_alone: bool = False       # --role producer: the consumers are the user's
 
     @property
     def given(self) -> bool:
@@ -180,6 +185,8 @@ class Pattern:
             how, text = given[0] if given else (None, None)
             sides.append(Side(name, how, tuple(split_endpoints(text))))
         producers, consumers = sides
+        if w.role == "producer":
+            return self._producers_alone(w, producers, consumers)
         if not (producers.given or consumers.given):
             return Topology(producers, consumers, self.binder, device=False)
         named = producers if producers.given else consumers
@@ -215,6 +222,28 @@ class Pattern:
                               f"(--producers-bind or --consumers-bind), or a pattern whose sides can both connect: "
                               f"{able}")
         return Topology(producers, consumers, None, device=True)
+
+    def _producers_alone(self, w: Settings, producers: Side, consumers: Side) -> Topology:
+        """--role producer: zmqload's producers load a consumer of the user's at their endpoints."""
+        if consumers.given:
+            raise ConfigError(consumers.flag, f"got {','.join(consumers.endpoints)!r} with --role producer; the "
+                                              "consumers are yours; accepted: no consumer endpoints (the producers' "
+                                              "--producers-connect or --producers-bind name where yours are)")
+        if not producers.given:
+            raise ConfigError("--role", "got 'producer' without --producers-connect or --producers-bind; accepted: "
+                                        "--role producer with the endpoints of your consumer (connect) or those your "
+                                        "consumer connects to (bind)")
+        if w.endpoint is not None:
+            raise ConfigError("--endpoint", f"got {w.endpoint!r} with --role producer; accepted: "
+                                            f"{producers.flag} alone")
+        if self.own_endpoints or self.round_trip:
+            why = ("runs zmqload's own proxy" if self.own_endpoints else
+                   "waits for replies: loading a request-reply service of yours is not built yet")
+            able = ", ".join(p.name for p in PATTERNS.values() if not (p.own_endpoints or p.round_trip))
+            raise ConfigError("--role", f"got 'producer' with pattern {self.name}, which {why}; accepted: "
+                                        f"--role producer with {able}")
+        return Topology(producers, consumers, "producer" if producers.attach is Attach.BIND else None,
+                        device=False, producers_alone=True)
 
 
 PATTERNS: dict[str, Pattern] = {}

@@ -31,6 +31,7 @@ TRANSPORTS = ("tcp", "ipc", "inproc")
 COMPRESSIONS = ("none", "snappy", "lz4", "zstd")
 CLOSE_ORDERS = ("producer-first", "consumer-first", "after-drain")
 DRAIN_MODES = ("fast", "slow", "none")
+ROLES = ("both", "producer")
 CPU_PLACEMENTS = ("auto", "none")
 PACINGS = ("spin", "sleep")
 DEFAULT_COUNT = 100_000
@@ -219,6 +220,11 @@ class Workload:
     consumers_bind: Optional[str] = _endpoints(
         "bind", "the consumers bind these (one per consumer, or one they count up from); the producers "
         "connect to them")
+    role: str = option(
+        "both", str, "",
+        "which of zmqload's sides run: both; producer = the producers alone, loading a consumer of yours at "
+        "--producers-connect or --producers-bind (what they sent and how it pushed back; what it received is "
+        "not seen: no loss accounting)", choices=ROLES, group=ENDPOINTS_GROUP)
     size: int = option(
         64, int, f"bytes from {HEADER_SIZE} (the wire header) to {MAX_SIZE}", "message size in bytes",
         low=HEADER_SIZE, high=MAX_SIZE)
@@ -350,6 +356,11 @@ class Workload:
         return patterns.get(self.pattern).fanout
 
     @property
+    def consumer_workers(self) -> int:
+        """zmqload's consumers that run: none when the consumers are the user's (--role producer)."""
+        return 0 if self.role == "producer" else self.consumers
+
+    @property
     def topology(self) -> patterns.Topology:
         """Who binds and who connects (the endpoints per side, by the pattern's rules)."""
         return patterns.get(self.pattern).topology(self)
@@ -418,6 +429,8 @@ class Workload:
         patterns.get(self.pattern).check(self)
         if self.topology.given:
             self._check_endpoints_per_side()
+        if self.topology.producers_alone:
+            self._check_producers_alone()
         if self.rate and (self.count is not None or self.duration is not None) \
                 and self.messages_per_producer > MAX_PACED:
             flag, value = ("--count", self.count) if self.count is not None else ("--duration", self.duration)
@@ -431,6 +444,18 @@ class Workload:
             raise ConfigError("--endpoint" if self.endpoint else "--port",
                               f"got {port} with {binders} binding sockets, one port each; "
                               f"accepted: a port up to {65536 - binders}, or 0 for any")
+
+    CONSUMER_OPTIONS = ("consumers", "rcvhwm", "rcvbuf", "consumer_delay_us", "join_delay_ms", "drain",
+                        "drain_timeout_ms", "drain_limit_s", "close_order")
+    """What zmqload's consumers do: refused with --role producer, where the consumers are the user's."""
+
+    def _check_producers_alone(self) -> None:
+        for name in self.CONSUMER_OPTIONS:
+            option = OPTIONS[name]
+            if getattr(self, name) != option.default:
+                raise ConfigError(option.flag, f"got {getattr(self, name)!r} with --role producer, where the "
+                                               f"consumers are yours; accepted: {option.default_text or option.default!r}"
+                                               " (the default: it is not used)")
 
     def _check_endpoints_per_side(self) -> None:
         """Each endpoint of --producers-connect ... --consumers-bind on its own, then the two sides
@@ -545,6 +570,17 @@ class Slos:
     def given(self) -> bool:
         """Any SLO is set (a run made without any records none)."""
         return any(getattr(self, name) is not None for name in SLO_OPTIONS)
+
+    def check_with(self, w: Workload, command: str = "run") -> None:
+        """Every SLO judges what was received: with --role producer it is not seen."""
+        given = [name for name in SLO_OPTIONS if getattr(self, name) is not None]
+        if w.topology.producers_alone and (given or command == "capacity"):
+            flag = SLO_OPTIONS[given[0]].flag if given else "--role"
+            value = getattr(self, given[0]) if given else "producer"
+            raise ConfigError(flag, f"got {value!r} {'with --role producer' if given else 'in capacity'}: what "
+                                    "your consumer received is not seen, so nothing can judge it; accepted: "
+                                    + ("no SLO options with --role producer" if given else
+                                       "--role both for capacity (its probes are judged by what is received)"))
 
     def with_search_defaults(self) -> "Slos":
         """The capacity search's SLOs: nothing lost and 99% received unless told otherwise."""

@@ -166,6 +166,19 @@ class RunResult:
         hist = self._histogram(since)
         return {_key(q): hist.percentile(q) for q in PERCENTILES}
 
+    RECEIVE_SIDE = ("expected", "received", "unique_received", "duplicates", "reordered", "lost", *FATES,
+                    "dropped", "queue_peak", "loss_ratio", "elapsed_s", "throughput_msgs", "throughput_mb",
+                    "latency_intended_ns", "latency_sent_ns", "streams", "consumers")
+    """The figures a consumer of zmqload's makes: None with --role producer (the consumer is the
+    user's: not seen, not zero)."""
+
+    def shown(self) -> dict[str, Any]:
+        """`summary` as `run --json` prints it: with --role producer the receive side is null."""
+        figures = self.summary()
+        if self.workload.get("role") == "producer":
+            figures.update({name: None for name in self.RECEIVE_SIDE}, receipt_seen=False)
+        return figures
+
     def summary(self) -> dict[str, Any]:
         """Every figure, JSON-ready (latencies in ns)."""
         return {

@@ -105,7 +105,10 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
     usable = any(len(p["sent_ok_map"]) or not p.get("attempted") for p in producers.values())
     drain_completed = bool(state.drain.get("completed")) and status == "complete"
     placement, why = tail_placement(w, state.drain)
-    accounts = reconcile(producers if usable else {}, consumers, w.fanout, drain_completed, placement,
+    # --role producer: what the user's consumer received is not seen, so no message has a fate
+    # (all counts 0, the display says why) rather than every one "lost"
+    accountable = usable and not w.topology.producers_alone
+    accounts = reconcile(producers if accountable else {}, consumers, w.fanout, drain_completed, placement,
                          **dead_paths(state))
     totals = accounts["totals"]
     # run.json keeps the rule, so the report places tail drops the same way (analysis/ cannot ask patterns)

@@ -64,7 +64,7 @@ class Controller:
         self.run_dir, self.run_id = run_dir, run_id
         self.server, self.launcher, self.ipc_dir = server, launcher, ipc_dir
         self.listener = listener
-        self.state = RunState(ids.producers(w.producers), ids.consumers(w.consumers))
+        self.state = RunState(ids.producers(w.producers), ids.consumers(w.consumer_workers))
         self.started = time.monotonic()
         self.interrupted = False
         self.on_start: Callable[[int], None] | None = None     # told t0 once the workers have it
@@ -161,7 +161,8 @@ class Controller:
     def warm_up(self, late: list[ids.WorkerId]) -> None:
         # Round trips need no warm-up (nothing can be lost to a slow join: every request
         # waits for its reply), and REQ's strict send/recv alternation forbids one.
-        if not self.w.warmup or self.pattern.round_trip or late:
+        # Nor does a consumer of the user's: nobody of zmqload's hears it, and it would get them.
+        if not self.w.warmup or self.pattern.round_trip or late or not self.state.consumers:
             self.wait_for_device()
             return
         self.send_all(self.state.producers, control.Warmup())
@@ -180,23 +181,26 @@ class Controller:
         silent = unanswered(self.plan.user_endpoints())
         if silent:
             named = "; ".join(f"{endpoint} ({why})" for endpoint, why in silent)
-            return (f"timed out after {waited_s:g} s (warm-up): nobody answered on {named}; is the device "
-                    f"({self.pattern.device.what.split(':')[0] if self.pattern.device else 'yours'}) running?")
+            what = (f"the device ({self.pattern.device.what.split(':')[0] if self.pattern.device else 'yours'})"
+                    if self.plan.device else "your consumer")
+            return f"timed out after {waited_s:g} s (warm-up): nobody answered on {named}; is {what} running?"
         return (f"timed out after {waited_s:g} s (warm-up): the device accepted connections on "
                 f"{', '.join(self.plan.user_endpoints())} but did not carry a warm-up message from every producer to "
                 "every consumer (does it forward every message, the consumers' subscription included?)")
 
     def wait_for_device(self) -> None:
-        """Without a warm-up, a device that never came up is caught here: its endpoints must
-        answer within the warm-up's deadline, or the run fails naming the silent ones."""
-        if not self.plan.device:
+        """Without a warm-up, a device (or a consumer of the user's) that never came up is caught
+        here: its endpoints must answer within the warm-up's deadline, or the run fails naming the
+        silent ones."""
+        if not self.plan.user_listens:
             return
         from .endpoints import unanswered
         timeout_s = WARMUP_TIMEOUT_S * (TOOL_SLOWDOWN if os.environ.get(TOOL_ENV) else 1.0)
         deadline = time.monotonic() + timeout_s
         while unanswered(self.plan.user_endpoints(), timeout_s=0.5):
             if time.monotonic() > deadline:
-                raise RunError(self.device_silence(timeout_s).replace("(warm-up)", "(the device's endpoints)"))
+                raise RunError(self.device_silence(timeout_s).replace(
+                    "(warm-up)", "(the device's endpoints)" if self.plan.device else "(your consumer's endpoints)"))
             self.pump(100)
 
     def start(self, late: list[ids.WorkerId]) -> None:

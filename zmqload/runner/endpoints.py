@@ -42,9 +42,14 @@ class EndpointPlan:
     def device(self) -> bool:
         return self.topology.device
 
+    @property
+    def user_listens(self) -> bool:
+        """zmqload connects to the user's system: a device, or a consumer of the user's (--role producer)."""
+        return self.topology.device or (self.topology.producers_alone and self.binder is None)
+
     def user_endpoints(self) -> list[str]:
-        """The endpoints of the user's system zmqload connects to (the device's), in option order."""
-        if not self.device:
+        """The endpoints of the user's system zmqload connects to, in option order."""
+        if not self.user_listens:
             return []
         return [e for role in (Role.PRODUCER, Role.CONSUMER) for e in self.connect[role] or ()]
 
@@ -52,6 +57,9 @@ class EndpointPlan:
 def plan(w: Workload, binders: int, ipc_dir: str, run_id: str) -> EndpointPlan:
     """The run's plan for `binders` binding sockets (the binding side's worker count)."""
     topology = w.topology
+    if topology.producers_alone and topology.binder is None:       # the producers connect to the user's consumer
+        return EndpointPlan(topology, None, [], {Role.PRODUCER: list(topology.producers.endpoints),
+                                                 Role.CONSUMER: None})
     if topology.device:
         return EndpointPlan(topology, None, [], {Role.PRODUCER: list(topology.producers.endpoints),
                                                  Role.CONSUMER: list(topology.consumers.endpoints)})

@@ -1,0 +1,166 @@
+"""One side only (issue 27): `--role producer` runs zmqload's producers alone against a consumer
+of the user's. The user's consumer is plain pyzmq in a thread of the test, as a user writes it,
+and checks every header itself (struct over the 16 wire bytes of docs/RECORDS.md, no zmqload
+code); zmqload's figures are checked against what it saw. Loopback only, bounded in count and
+time."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import struct
+import tempfile
+import threading
+
+import pytest
+import zmq
+
+from conftest import zmqload_cli
+
+SEQ_BITS = 48       # docs/RECORDS.md: the header's first word is stream << 48 | seq
+
+
+class UserPull:
+    """A user's PULL in a thread: binds (or connects to) `endpoint`, reads until `idle_ms` pass
+    without a message, keeps each message's (stream, seq) from its first 8 bytes."""
+
+    def __init__(self, endpoint: str, bind: bool = True, rcvhwm: int | None = None, delay_s: float = 0.0,
+                 idle_ms: int = 3000):
+        self.context = zmq.Context()
+        self.sock = self.context.socket(zmq.PULL)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        if rcvhwm is not None:
+            self.sock.setsockopt(zmq.RCVHWM, rcvhwm)
+        self.sock.setsockopt(zmq.RCVTIMEO, idle_ms)
+        if bind:
+            if endpoint.endswith(":*"):
+                port = self.sock.bind_to_random_port(endpoint.rsplit(":", 1)[0])
+                endpoint = f"{endpoint.rsplit(':', 1)[0]}:{port}"
+            else:
+                self.sock.bind(endpoint)
+        self.endpoint = endpoint
+        self.bind, self.delay_s = bind, delay_s
+        self.seen: list[tuple[int, int]] = []
+        self.short = 0
+        self.thread = threading.Thread(target=self._read, daemon=True)
+
+    def start(self) -> "UserPull":
+        if not self.bind:
+            self.sock.connect(self.endpoint)
+        self.thread.start()
+        return self
+
+    def _read(self) -> None:
+        import time
+        try:
+            while True:
+                message = self.sock.recv()
+                if len(message) < 16:
+                    self.short += 1
+                    continue
+                (word,) = struct.unpack_from("<Q", message, 0)
+                self.seen.append((word >> SEQ_BITS, word & ((1 << SEQ_BITS) - 1)))
+                if self.delay_s:
+                    time.sleep(self.delay_s)
+        except zmq.Again:
+            pass
+        finally:
+            self.sock.close()
+            self.context.term()
+
+    def join(self) -> None:
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive()
+
+
+def _run(*args: str) -> dict:
+    done = zmqload_cli("run", "--json", *args)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_producers_alone_feed_a_users_pull_every_header_once(tmp_path):
+    user = UserPull("tcp://127.0.0.1:*").start()
+    got = _run("--role", "producer", "--producers-connect", user.endpoint, "--producers", "2", "--rate", "20k",
+               "--count", "10000", "--out", str(tmp_path))
+    user.join()
+    assert got["sent"] == 20_000 and got["attempted"] == 20_000
+    # what the user's consumer received is not seen by zmqload: null, not 0
+    assert got["receipt_seen"] is False and got["lost"] is None and got["received"] is None
+    assert user.short == 0
+    assert sorted(user.seen) == [(stream, seq) for stream in (0, 1) for seq in range(10_000)]
+    # no warm-up message reached the user's consumer (stream 0xFFFF)
+    assert all(stream != 0xFFFF for stream, _ in user.seen)
+    record = json.load(open(glob.glob(os.path.join(tmp_path, "run=*", "run.json"))[0]))
+    assert record["workload"]["role"] == "producer"
+    assert record["topology"]["producers"]["attach"] == "connect"
+
+
+def test_producers_alone_bind_where_the_users_pull_connects(tmp_path):
+    path = os.path.join(tempfile.mkdtemp(prefix="zl-one-side-"), "feed")
+    user = UserPull(f"ipc://{path}", bind=False, idle_ms=4000).start()
+    got = _run("--role", "producer", "--producers-bind", f"ipc://{path}", "--rate", "10k", "--count", "5000",
+               "--out", str(tmp_path))
+    user.join()
+    assert got["sent"] == 5000
+    # a connecting PULL may join after the first sends; PUSH queues for it (it blocks, never drops)
+    assert sorted(user.seen) == [(0, seq) for seq in range(5000)]
+
+
+def test_a_slow_users_pull_pushes_back(tmp_path):
+    """A user's PULL reading slowly with a small RCVHWM: zmqload's PUSH (HWM 10, block) waits,
+    and the wait is counted; every message still arrives once."""
+    user = UserPull("tcp://127.0.0.1:*", rcvhwm=10, delay_s=0.0005).start()
+    got = _run("--role", "producer", "--producers-connect", user.endpoint, "--sndhwm", "10", "--sndbuf", "4096",
+               "--count", "3000", "--out", str(tmp_path))
+    user.join()
+    assert sorted(user.seen) == [(0, seq) for seq in range(3000)]
+    blocked = sum(p["blocked_sends"] for p in got["producers"])
+    waited_s = sum(p["blocked_ns"] for p in got["producers"]) / 1e9
+    assert blocked > 0 and waited_s > 0.1, got["producers"]
+
+
+@pytest.mark.parametrize("args, flag", [
+    (("--role", "producer"), "--role"),
+    (("--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999", "--consumers-bind",
+      "tcp://127.0.0.1:5998"), "--consumers-bind"),
+    (("--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999", "--max-loss", "0"), "--max-loss"),
+    (("--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999", "--consumer-delay-us", "5"),
+     "--consumer-delay-us"),
+    (("--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999", "--pattern", "req-rep"), "--role"),
+    (("--role", "consumer", "--consumers-bind", "tcp://127.0.0.1:5999"), "--role"),
+])
+def test_bad_one_side_input_is_one_line_exit_2_nothing_left(tmp_path, args, flag):
+    done = zmqload_cli("run", *args, "--count", "10", "--out", str(tmp_path))
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0] and "accepted" in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+    assert not os.listdir(tmp_path)
+
+
+def test_capacity_refuses_producers_alone(tmp_path):
+    done = zmqload_cli("capacity", "--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999",
+                       "--out", str(tmp_path))
+    assert done.returncode == 2 and "--role" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not os.listdir(tmp_path)
+
+
+def test_nobody_listening_fails_in_bounded_time_naming_the_endpoint(tmp_path):
+    from conftest import free_ports
+    (port,) = free_ports(1)
+    done = zmqload_cli("run", "--role", "producer", "--producers-connect", f"tcp://127.0.0.1:{port}",
+                       "--count", "10", "--out", str(tmp_path), timeout=60)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"tcp://127.0.0.1:{port}" in last and "your consumer" in last, done.stderr
+
+
+def test_the_report_refuses_a_producer_only_run_in_one_line(tmp_path):
+    user = UserPull("tcp://127.0.0.1:*", idle_ms=2000).start()
+    _run("--role", "producer", "--producers-connect", user.endpoint, "--count", "100", "--out", str(tmp_path))
+    user.join()
+    run_dir = glob.glob(os.path.join(tmp_path, "run=*"))[0]
+    done = zmqload_cli("report", run_dir, "--out", str(tmp_path / "report"), "--no-server")
+    assert done.returncode == 2, done.stderr
+    assert "producer-only run (--role producer)" in done.stderr and len(done.stderr.strip().splitlines()) == 1
