@@ -127,7 +127,7 @@ def test_a_slow_users_pull_pushes_back(tmp_path):
     (("--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999", "--max-loss", "0"), "--max-loss"),
     (("--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999", "--consumer-delay-us", "5"),
      "--consumer-delay-us"),
-    (("--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999", "--pattern", "req-rep"), "--role"),
+    (("--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999", "--pattern", "proxy"), "--role"),
     (("--role", "consumer", "--consumers-bind", "tcp://127.0.0.1:5999"), "--role"),
 ])
 def test_bad_one_side_input_is_one_line_exit_2_nothing_left(tmp_path, args, flag):
@@ -164,3 +164,91 @@ def test_the_report_refuses_a_producer_only_run_in_one_line(tmp_path):
     done = zmqload_cli("report", run_dir, "--out", str(tmp_path / "report"), "--no-server")
     assert done.returncode == 2, done.stderr
     assert "producer-only run (--role producer)" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+# -- a request-reply service of the user's (req-rep with --role producer) ----------------------
+class UserRep:
+    """A user's REP service in a thread, on a loopback port: `echo` sends each request back,
+    else its own payload (no zmqload header: replies are matched by order, REQ's one request in
+    flight); `stop_after` requests, it stops answering (reads nothing more) until the test ends."""
+
+    def __init__(self, echo: bool = True, stop_after: int | None = None):
+        self.context = zmq.Context()
+        self.sock = self.context.socket(zmq.REP)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.RCVTIMEO, 2000)
+        port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        self.endpoint = f"tcp://127.0.0.1:{port}"
+        self.echo, self.stop_after = echo, stop_after
+        self.requests: list[tuple[int, int]] = []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        try:
+            while True:
+                request = self.sock.recv()
+                (word,) = struct.unpack_from("<Q", request, 0)
+                self.requests.append((word >> SEQ_BITS, word & ((1 << SEQ_BITS) - 1)))
+                if self.stop_after is not None and len(self.requests) >= self.stop_after:
+                    self.stopped.wait(30)       # answers no more
+                    return
+                self.sock.send(request if self.echo else b"answer of the service's own")
+        except zmq.Again:
+            pass
+        finally:
+            self.sock.close()
+            self.context.term()
+
+    def join(self) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive()
+
+
+def _replies(run_dir: str):
+    import pyarrow.parquet as pq
+    parts = glob.glob(os.path.join(run_dir, "replies", "*.parquet"))
+    return pq.read_table(parts).to_pydict() if parts else {"seq": [], "t_reply_ns": [], "t_intended_ns": []}
+
+
+@pytest.mark.parametrize("echo", [True, False], ids=["echo", "own-payload"])
+def test_a_users_rep_service_every_request_answered_and_recorded(tmp_path, echo):
+    service = UserRep(echo=echo)
+    got = _run("--pattern", "req-rep", "--role", "producer", "--producers-connect", service.endpoint,
+               "--rate", "2k", "--count", "1500", "--out", str(tmp_path))
+    service.join()
+    assert service.requests == [(0, seq) for seq in range(1500)]
+    assert got["sent"] == 1500 and got["answered"] == 1500 and got["unanswered"] == 0
+    run_dir = glob.glob(os.path.join(tmp_path, "run=*"))[0]
+    replies = _replies(run_dir)
+    assert sorted(replies["seq"]) == list(range(1500))
+    # the round trips run --json gives are those of the replies records (from the intended time)
+    import numpy as np
+    rtt = np.array(replies["t_reply_ns"]) - np.array(replies["t_intended_ns"])
+    assert (rtt > 0).all()
+    assert got["round_trip_ns"]["max"] >= int(rtt.max()) * 0.99 and got["round_trip_ns"]["max"] <= int(rtt.max()) * 1.01
+
+
+def test_a_service_that_stops_answering_times_out_in_bounded_time(tmp_path):
+    """After 50 answers the service reads nothing more: each later request waits
+    --reply-timeout-ms (100) and counts unanswered; the run ends by itself."""
+    import time
+    service = UserRep(stop_after=51)      # the 51st request is read and never answered
+    began = time.monotonic()
+    got = _run("--pattern", "req-rep", "--role", "producer", "--producers-connect", service.endpoint,
+               "--rate", "1k", "--count", "80", "--reply-timeout-ms", "100", "--out", str(tmp_path))
+    took = time.monotonic() - began
+    service.join()
+    assert got["answered"] == 50 and got["unanswered"] == 30 and got["sent"] == 80
+    assert took < 30, took
+    replies = _replies(glob.glob(os.path.join(tmp_path, "run=*"))[0])
+    assert sorted(replies["seq"]) == list(range(50))
+
+
+def test_reply_timeout_needs_a_round_trip_pattern(tmp_path):
+    done = zmqload_cli("run", "--pattern", "push-pull", "--reply-timeout-ms", "100", "--count", "10",
+                       "--out", str(tmp_path))
+    assert done.returncode == 2 and "--reply-timeout-ms" in done.stderr and "req-rep" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not os.listdir(tmp_path)

@@ -42,6 +42,7 @@ SOCKET_OPTION_IDS = {
     "SNDHWM": ZMQ_SNDHWM, "RCVHWM": ZMQ_RCVHWM, "LINGER": ZMQ_LINGER,
     "SNDBUF": ZMQ_SNDBUF, "RCVBUF": ZMQ_RCVBUF, "IMMEDIATE": ZMQ_IMMEDIATE,
     "SNDTIMEO": ZMQ_SNDTIMEO, "RCVTIMEO": ZMQ_RCVTIMEO,
+    "REQ_RELAXED": ZMQ_REQ_RELAXED, "REQ_CORRELATE": ZMQ_REQ_CORRELATE,
 }
 
 
@@ -297,6 +298,10 @@ cdef class Sender:
     # Pushback: sends that found the socket full (block / timeout modes) and the time they
     # waited. Read on the blocked path only, so a send that does not block costs nothing more.
     cdef readonly long long blocked_sends, blocked_ns
+    # Round trips without a reply within reply_timeout_ns (0: wait forever): recorded with t_reply 0,
+    # and the next request sent (the REQ socket must have REQ_RELAXED and REQ_CORRELATE set).
+    cdef readonly long long unanswered
+    cdef long long reply_timeout_ns
     cdef readonly int last_errno
     cdef readonly bint finished
     cdef bint round_trip, awaiting_reply
@@ -307,13 +312,15 @@ cdef class Sender:
     def __cinit__(self, Socket socket not None, int stream, int size, long long count,
                   long long rate, long long t0_ns, long long end_ns=0,
                   str mode="block", long long timeout_ns=0, bint round_trip=False,
-                  long long spin_below_ns=ZL_SPIN_BELOW_NS):
+                  long long spin_below_ns=ZL_SPIN_BELOW_NS, long long reply_timeout_ns=0):
         if size < ZL_HEADER_SIZE:
             raise ValueError(f"size must be >= {ZL_HEADER_SIZE}")
         if mode not in SEND_MODES:
             raise ValueError(f"unknown send mode {mode!r}")
         if spin_below_ns < 0:
             raise ValueError("spin_below_ns must be >= 0")
+        if reply_timeout_ns < 0:
+            raise ValueError("reply_timeout_ns must be >= 0")
         self.socket = socket
         self.sock = socket._live()
         self.buf = <char *>calloc(size, 1)
@@ -328,6 +335,7 @@ cdef class Sender:
         self.mode = SEND_MODES[mode]
         self.timeout_ns = timeout_ns
         self.round_trip = round_trip
+        self.reply_timeout_ns = reply_timeout_ns
         self.spin_below_ns = spin_below_ns
         self.clock = _IMPORT_CLOCK
 
@@ -338,7 +346,8 @@ cdef class Sender:
                   Py_ssize_t row, long long slice_end_ns, long long[::1] t_reply=None):
         """Send until the chunk is full, the slice deadline passes, or the run is done.
         Returns the next free row. A blocked send is retried in the next slice.
-        Round trip (REQ): each send waits for its reply, whose arrival time goes to t_reply."""
+        Round trip (REQ): each send waits for its reply, whose arrival time goes to t_reply (0: no
+        reply within reply_timeout_ns)."""
         cdef Py_ssize_t capacity = t_sent.shape[0]
         cdef long long now, due
         cdef int rc, err, flags, st
@@ -362,7 +371,16 @@ cdef class Sender:
                         if err == EINTR:
                             continue
                         if err == EAGAIN:
-                            if zl_now_ns() >= slice_end_ns:
+                            now = zl_now_ns()
+                            if self.reply_timeout_ns and now - self.pending_t_sent >= self.reply_timeout_ns:
+                                self.awaiting_reply = False
+                                self.unanswered += 1
+                                t_sent[row] = self.pending_t_sent
+                                status[row] = ZL_ST_OK
+                                t_reply[row] = 0
+                                row += 1
+                                self.next_seq += 1
+                            if now >= slice_end_ns:
                                 break
                             continue
                         self.errors += 1

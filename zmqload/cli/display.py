@@ -10,6 +10,7 @@ from rich.live import Live
 from rich.table import Table
 
 from ..contract.fates import AMBIGUOUS_TAIL, LOST_BRIEF
+from ..contract.workload import SERVICE_REPLY_TIMEOUT_MS
 from ..measure.result import RunResult
 
 if TYPE_CHECKING:
@@ -101,8 +102,24 @@ def pushback(result: RunResult) -> str:
     return f"{blocked:,} sends waited, {waited:,.3f} s in all"
 
 
+def service_rows(result: RunResult) -> list[tuple[str, str]]:
+    """--role producer with req-rep: the user's service answered (or not) each request."""
+    rt = result.latency_summary("round_trip")
+    timeout = result.workload.get("reply_timeout_ms") or SERVICE_REPLY_TIMEOUT_MS
+    return [
+        ("requests sent", f"{result.sent:,}"),
+        ("answered", f"{result.answered:,}"),
+        ("unanswered", f"{result.unanswered:,} (no reply within {timeout:,} ms)"),
+        ("round trip from intended (us)", "  ".join(f"{k} {_ns_to_us(v)}" for k, v in rt.items()
+                                                   if k in ("p50", "p99", "p99.9", "max"))),
+        ("request rate", f"{result.send_rate:,.0f} req/s"),
+    ]
+
+
 def producers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
     """--role producer: the send side only; what the user's consumer received is not seen."""
+    if result.workload.get("pattern") == "req-rep":
+        return service_rows(result)
     return [
         ("attempted", f"{result.attempted:,}"),
         ("sent ok", f"{result.sent:,}"),
@@ -119,7 +136,8 @@ def summary_table(result: RunResult) -> Table:
     alone = w.get("role") == "producer"
     title = (f"{w['pattern']} over {w['transport']}, {w['size']} B, "
              f"{'unpaced' if not w['rate'] else format(w['rate'], ',') + ' msg/s per producer'}, "
-             + (f"{w['producers']} producer(s) -> your consumer" if alone else f"{w['producers']}x{w['consumers']}")
+             + (f"{w['producers']} producer(s) -> your {'service' if w['pattern'] == 'req-rep' else 'consumer'}"
+                if alone else f"{w['producers']}x{w['consumers']}")
              + f"  [{result.status}]")
     table = Table(title=title, show_header=True, header_style="bold")
     table.add_column("figure")

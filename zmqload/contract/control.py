@@ -100,6 +100,7 @@ class SendCounters:
     interrupted: bool = False
     blocked_sends: int = 0                # sends that found the socket full (pushback)
     blocked_ns: int = 0                   # time those sends waited for room
+    unanswered: int = 0                   # req-rep: requests with no reply within --reply-timeout-ms
 
 
 @dataclass(frozen=True)

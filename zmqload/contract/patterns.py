@@ -17,7 +17,8 @@ Endpoints per side (--producers-connect, --producers-bind, --consumers-connect,
                                 proxy; dealer-router: a ROUTER|DEALER broker); a pattern
                                 without one refuses it, saying why (`no_device`)
     --role producer             zmqload's producers alone bind or connect to a consumer of the
-                                user's (its endpoints given for the producers only)
+                                user's (its endpoints given for the producers only); with a
+                                round-trip pattern (req-rep) that consumer is the user's service
     refused everywhere          bind and connect on one side; both sides bind (nobody
                                 connects); one side connects with the other side not given
                                 and both roles running;
@@ -56,6 +57,8 @@ class Settings(Protocol):
     def consumers_bind(self) -> Optional[str]: ...
     @property
     def role(self) -> str: ...
+    @property
+    def reply_timeout_ms(self) -> Optional[int]: ...
 
 
 class Attach(Word):
@@ -158,6 +161,10 @@ class Pattern:
         if self.round_trip and w.send_mode != "block":
             raise ConfigError("--send-mode", f"got {w.send_mode!r}; pattern {self.name} waits for every reply; "
                                              "accepted: block")
+        if w.reply_timeout_ms is not None and not self.round_trip:
+            able = ", ".join(p.name for p in PATTERNS.values() if p.round_trip)
+            raise ConfigError("--reply-timeout-ms", f"got {w.reply_timeout_ms}; pattern {self.name} waits for no "
+                                                    f"replies; accepted: --reply-timeout-ms with {able}")
         topology = self.topology(w)
         if w.join_delay_ms and topology.binder == "consumer":
             if topology.consumers.given:
@@ -236,12 +243,10 @@ class Pattern:
         if w.endpoint is not None:
             raise ConfigError("--endpoint", f"got {w.endpoint!r} with --role producer; accepted: "
                                             f"{producers.flag} alone")
-        if self.own_endpoints or self.round_trip:
-            why = ("runs zmqload's own proxy" if self.own_endpoints else
-                   "waits for replies: loading a request-reply service of yours is not built yet")
-            able = ", ".join(p.name for p in PATTERNS.values() if not (p.own_endpoints or p.round_trip))
-            raise ConfigError("--role", f"got 'producer' with pattern {self.name}, which {why}; accepted: "
-                                        f"--role producer with {able}")
+        if self.own_endpoints:
+            able = ", ".join(p.name for p in PATTERNS.values() if not p.own_endpoints)
+            raise ConfigError("--role", f"got 'producer' with pattern {self.name}, which runs zmqload's own proxy; "
+                                        f"accepted: --role producer with {able}")
         return Topology(producers, consumers, "producer" if producers.attach is Attach.BIND else None,
                         device=False, producers_alone=True)
 

@@ -171,6 +171,8 @@ class ProducerEntry(WorkerEntry):
     """Sends that found the socket full (pushback)."""
     blocked_ns: int = 0
     """Time those sends waited for room."""
+    unanswered: int = 0
+    """req-rep: requests with no reply within --reply-timeout-ms (no replies/ record)."""
     close_ns: int = 0
     """How long zmq_close blocked."""
     term_ns: int = 0

@@ -32,6 +32,8 @@ COMPRESSIONS = ("none", "snappy", "lz4", "zstd")
 CLOSE_ORDERS = ("producer-first", "consumer-first", "after-drain")
 DRAIN_MODES = ("fast", "slow", "none")
 ROLES = ("both", "producer")
+SERVICE_REPLY_TIMEOUT_MS = 5000
+"""--reply-timeout-ms unset, against a service of the user's: it may stop answering."""
 CPU_PLACEMENTS = ("auto", "none")
 PACINGS = ("spin", "sleep")
 DEFAULT_COUNT = 100_000
@@ -225,6 +227,12 @@ class Workload:
         "which of zmqload's sides run: both; producer = the producers alone, loading a consumer of yours at "
         "--producers-connect or --producers-bind (what they sent and how it pushed back; what it received is "
         "not seen: no loss accounting)", choices=ROLES, group=ENDPOINTS_GROUP)
+    reply_timeout_ms: Optional[int] = option(
+        None, int, f"milliseconds from 1 to {MAX_MS}",
+        "req-rep: a request with no reply after this long is counted unanswered and the next one is sent "
+        "(ZMQ_REQ_RELAXED and ZMQ_REQ_CORRELATE on the REQ: a late reply is dropped by libzmq)",
+        low=1, high=MAX_MS, nullable=True,
+        default_text=f"{SERVICE_REPLY_TIMEOUT_MS} against a service of yours (--role producer), else none (wait)")
     size: int = option(
         64, int, f"bytes from {HEADER_SIZE} (the wire header) to {MAX_SIZE}", "message size in bytes",
         low=HEADER_SIZE, high=MAX_SIZE)
@@ -354,6 +362,13 @@ class Workload:
     @property
     def fanout(self) -> bool:
         return patterns.get(self.pattern).fanout
+
+    @property
+    def reply_timeout(self) -> int:
+        """--reply-timeout-ms in effect: 0 waits for every reply (zmqload's own REP always answers)."""
+        if self.reply_timeout_ms is not None:
+            return self.reply_timeout_ms
+        return SERVICE_REPLY_TIMEOUT_MS if self.role == "producer" else 0
 
     @property
     def consumer_workers(self) -> int:

@@ -177,7 +177,19 @@ class RunResult:
         figures = self.summary()
         if self.workload.get("role") == "producer":
             figures.update({name: None for name in self.RECEIVE_SIDE}, receipt_seen=False)
+        if self.workload.get("pattern") == "req-rep":
+            figures.update(answered=self.answered, unanswered=self.unanswered)
         return figures
+
+    @property
+    def answered(self) -> int:
+        """req-rep: requests whose reply came (each has a replies/ record and a round trip)."""
+        return self.round_trip.count
+
+    @property
+    def unanswered(self) -> int:
+        """req-rep: requests with no reply within --reply-timeout-ms."""
+        return sum(p.get("unanswered") or 0 for p in self.producers)
 
     def summary(self) -> dict[str, Any]:
         """Every figure, JSON-ready (latencies in ns)."""

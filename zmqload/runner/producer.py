@@ -43,11 +43,16 @@ class Producer(WorkerLifecycle):
             return
         end_ns = self.t0_ns + int(w.duration * 1e9) if w.duration else 0
         round_trip = self.pattern.round_trip
+        reply_timeout_ms = w.reply_timeout if round_trip else 0
         if round_trip:      # replies come back on the same socket: let recv return each slice
-            sock.set_option(_engine.SOCKET_OPTION_IDS["RCVTIMEO"], w.slice_ms)
+            sock.set_option(_engine.SOCKET_OPTION_IDS["RCVTIMEO"],
+                            min(w.slice_ms, reply_timeout_ms) if reply_timeout_ms else w.slice_ms)
+        if reply_timeout_ms:      # after a timeout the next request may go; a late reply is dropped
+            sock.set_option(_engine.SOCKET_OPTION_IDS["REQ_RELAXED"], 1)
+            sock.set_option(_engine.SOCKET_OPTION_IDS["REQ_CORRELATE"], 1)
         sender = _engine.Sender(sock, self.spec.worker.index, w.size, w.messages_per_producer, w.rate,
                                 self.t0_ns, end_ns, w.send_mode, w.sndtimeo_ms * 1_000_000, round_trip,
-                                _engine.SPIN_BELOW_NS if w.pacing == "spin" else 0)
+                                _engine.SPIN_BELOW_NS if w.pacing == "spin" else 0, reply_timeout_ms * 1_000_000)
         if not w.rate:
             time.sleep(max(0.0, (self.t0_ns - _engine.now_ns()) / 1e9))
         try:
@@ -105,7 +110,8 @@ class Producer(WorkerLifecycle):
             return control.SendCounters(interrupted=self.interrupted)
         return control.SendCounters(sender.attempted, sender.sent, sender.eagain, sender.timeouts, sender.errors,
                                     sender.last_errno, sender.t_first_send_ns, sender.t_last_send_ns,
-                                    self.interrupted, sender.blocked_sends, sender.blocked_ns)
+                                    self.interrupted, sender.blocked_sends, sender.blocked_ns,
+                                    sender.unanswered)
 
     def close(self, sock: _engine.Socket, linger_ms: int | None) -> tuple[int, int]:
         """Close with the configured linger (or 0 when interrupted) and time both steps."""

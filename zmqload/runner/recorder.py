@@ -432,9 +432,11 @@ class SendConverter:
         stream = np.full(rows, self.stream, np.int32)
         if self.replies is not None:
             t_reply = chunk["t_reply"][:rows]
-            self.rtt.record(t_reply - t_intended)
-            self.replies.write({"stream": stream, "seq": seqs, "t_intended_ns": t_intended,
-                                "t_sent_ns": t_sent, "t_reply_ns": t_reply})
+            answered = t_reply > 0          # 0: no reply within --reply-timeout-ms (unanswered)
+            self.rtt.record((t_reply - t_intended)[answered])
+            self.replies.write({"stream": stream[answered], "seq": seqs[answered],
+                                "t_intended_ns": t_intended[answered], "t_sent_ns": t_sent[answered],
+                                "t_reply_ns": t_reply[answered]})
         self.sends.write({"stream": stream, "seq": seqs, "t_intended_ns": t_intended, "t_sent_ns": t_sent,
                           "status": status, "size": np.full(rows, self.size, np.int32)})
 
