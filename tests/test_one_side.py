@@ -252,3 +252,49 @@ def test_reply_timeout_needs_a_round_trip_pattern(tmp_path):
                        "--out", str(tmp_path))
     assert done.returncode == 2 and "--reply-timeout-ms" in done.stderr and "req-rep" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not os.listdir(tmp_path)
+
+
+def test_a_service_behind_the_users_router_dealer_broker(tmp_path):
+    """REQ -> the user's ROUTER|DEALER broker (zmq.proxy) -> two REP workers: every request
+    answered once, by one worker or the other."""
+    context = zmq.Context()
+    front, back = context.socket(zmq.ROUTER), context.socket(zmq.DEALER)
+    port = front.bind_to_random_port("tcp://127.0.0.1")
+    back_port = back.bind_to_random_port("tcp://127.0.0.1")
+    broker = threading.Thread(target=lambda: _proxy(front, back), daemon=True)
+    broker.start()
+    served: list[int] = []
+
+    def worker() -> None:
+        rep = context.socket(zmq.REP)
+        rep.setsockopt(zmq.RCVTIMEO, 2000)
+        rep.connect(f"tcp://127.0.0.1:{back_port}")
+        try:
+            while True:
+                request = rep.recv()
+                served.append(struct.unpack_from("<Q", request, 0)[0] & ((1 << SEQ_BITS) - 1))
+                rep.send(request)
+        except zmq.Again:
+            pass
+        finally:
+            rep.close(linger=0)
+    workers = [threading.Thread(target=worker, daemon=True) for _ in range(2)]
+    for w in workers:
+        w.start()
+    got = _run("--pattern", "req-rep", "--role", "producer", "--producers-connect", f"tcp://127.0.0.1:{port}",
+               "--producers", "2", "--rate", "1k", "--count", "500", "--out", str(tmp_path))
+    for w in workers:
+        w.join(timeout=30)
+    context.term()
+    assert got["answered"] == 1000 and got["unanswered"] == 0
+    assert sorted(served) == sorted(list(range(500)) * 2)
+
+
+def _proxy(front, back) -> None:
+    try:
+        zmq.proxy(front, back)
+    except zmq.ContextTerminated:
+        pass
+    finally:
+        front.close(linger=0)
+        back.close(linger=0)
