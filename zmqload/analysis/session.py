@@ -18,7 +18,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, TypeVar
 
-from ..contract.report_options import DEFAULT_DRIVER_MEMORY, MASTERS_ACCEPTED, jvm_heap_size, spark_master
+from ..contract.masters import MASTERS_ACCEPTED, spark_master
+from ..contract.report_options import DEFAULT_DRIVER_MEMORY, jvm_heap_size
 from ..errors import ConfigError, RunError
 from .javacheck import check_java
 
@@ -164,7 +165,7 @@ def _wait_for_executor(spark: SparkSession, master: str, deadline: float, timeou
 
 def get_spark(master: str | None = None, app_name: str = "zmqload-report", driver_memory: str | None = None,
               master_timeout_s: float = DEFAULT_MASTER_TIMEOUT_S, debug: bool = False,
-              log: Callable[[str], None] | None = None) -> SparkSession:
+              log: Callable[[str], None] | None = None, extra: dict[str, str] | None = None) -> SparkSession:
     """The active SparkSession, or a new one on `master` (default local[*]).
 
     Under spark-submit the master and memory come from spark-submit; we only add settings
@@ -212,6 +213,7 @@ def get_spark(master: str | None = None, app_name: str = "zmqload-report", drive
         "spark.driver.extraJavaOptions": (f"-Dlog4j.configurationFile=file:{_quiet_log4j()} "
                                           f"-XX:+UseParallelGC -XX:MetaspaceSize=256m {JIT_OPTIONS}"),
     }
+    settings.update(extra or {})        # the caller's own (runner/spark_stage.py: a barrier stage's)
     # spark-submit runs the script with a gateway already up; its --master and memory win.
     if master:
         settings["spark.master"] = master

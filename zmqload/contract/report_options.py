@@ -19,15 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..errors import ConfigError
+from .masters import MASTERS_ACCEPTED as MASTERS_ACCEPTED, spark_master as spark_master  # the report's --master rule
 from .workload import Option, rate_option
 
 # -- the rules of the two Spark options ----------------------------------------------------------
 
-MASTERS_ACCEPTED = ("local, local[N], local[*], local[N,F], spark://HOST:PORT[,HOST:PORT...], "
-                    "yarn (with HADOOP_CONF_DIR or YARN_CONF_DIR set), k8s://https://HOST:PORT")
-_LOCAL = re.compile(r"^local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?$|^local-cluster\[\d+,\d+,\d+\]$")
-_STANDALONE = re.compile(r"^spark://([^,:/\s]+:\d{1,5})(,[^,:/\s]+:\d{1,5})*$")
-_K8S = re.compile(r"^k8s://(https?://)?[^\s/]+(:\d+)?/?$")
 # The JVM takes -Xmx<digits><k|m|g|t>; Spark passes spark.driver.memory through as -Xmx
 # (a bare number would be bytes), and refuses a heap under ~450 MiB.
 _MEMORY = re.compile(r"^(\d+)([kmgt])$", re.IGNORECASE)
@@ -38,13 +34,6 @@ DRIVER_MEMORY_ACCEPTED = (f"a JVM heap size of at least {MIN_DRIVER_MEMORY_MIB}m
 DEFAULT_DRIVER_MEMORY = "4g"
 """The embedded local Spark's heap unless --driver-memory or ZMQLOAD_SPARK_DRIVER_MEMORY says
 otherwise (analysis.session; the warm report server sizes its own, report.server)."""
-
-
-def spark_master(master: str, flag: str = "--master") -> str:
-    """The master URL if Spark would accept its form, else ConfigError(flag)."""
-    if _LOCAL.match(master) or _STANDALONE.match(master) or _K8S.match(master) or master == "yarn":
-        return master
-    raise ConfigError(flag, f"got {master!r}; accepted: {MASTERS_ACCEPTED}")
 
 
 def jvm_heap_size(value: str, flag: str = "--driver-memory") -> str:

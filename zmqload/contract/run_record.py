@@ -67,6 +67,24 @@ class Topology(Record):
     """With a device: one line saying what zmqload cannot see of it."""
 
 
+class PlacedWorker(Record):
+    """Where one worker ran as a Spark task (--master)."""
+    worker: str = ""
+    """Its name: "p0", "c1"."""
+    host: str = ""
+    """The executor's host name."""
+    executor: str = ""
+    """The executor's address as Spark gives it (host:port of its block manager)."""
+    pid: int = 0
+    """The task's process on that host."""
+
+
+class Placement(Record):
+    """The workers as one Spark barrier stage (run --master): where each ran."""
+    master: str = ""
+    workers: list[PlacedWorker] = []
+
+
 class Versions(Record):
     zmqload: str = ""
     libzmq: str = ""
@@ -332,6 +350,9 @@ class RunRecord(Record):
     """Which side bound and which connected, to what; whether a device of the user's sat between
     them. Written when the schedule is set and at the end (a run that failed before its start: as far as
     it got); null before, and in runs recorded before it."""
+    placement: Optional[Placement] = None
+    """With --master: where each worker ran (its stage's tasks); null for processes of this host
+    (worker_pids)."""
     salvaged: Optional[Salvaged] = None
     """Present only when some worker's figures were rebuilt from its records."""
     drain: Optional[Drain] = None

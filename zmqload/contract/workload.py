@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, TypeVar, Union
 
 from . import patterns
+from .masters import MASTER_FORM, MASTERS_ACCEPTED
 from .wire import HEADER_SIZE, MAX_SEQ, MAX_STREAMS, SEND_MODES, SendModeWord
 from ..errors import ConfigError
 
@@ -49,6 +50,7 @@ _ENDPOINT = re.compile(
 _LISTED = (r"(?:tcp://(?:[A-Za-z0-9_.\-]+|\*|\[[0-9a-fA-F:]+\]):(?:\d+|\*)"
            r"|ipc://[^,]+|inproc://[A-Za-z0-9_.\-]+)")
 _ENDPOINT_LIST = re.compile(rf"\s*{_LISTED}(?:\s*,\s*{_LISTED})*\s*")
+PLACEMENT_GROUP = "placement (beyond this host's processes)"
 ENDPOINTS_GROUP = "endpoints per side (a system of yours between the producers and the consumers)"
 IPC_PATH_MAX = 107          # bytes of a unix socket path (sun_path, its NUL excluded)
 _MULTIPLIERS = {"k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9}
@@ -284,6 +286,11 @@ class Workload:
         "their side's (not pub-sub, not with a consumer delay), and an inproc pair on one CPU; "
         "none: the scheduler places every thread",
         choices=CPU_PLACEMENTS, group=SOCKET_OPTIONS)
+    master: Optional[str] = option(
+        None, str, MASTERS_ACCEPTED,
+        "run the producers and consumers as one Spark barrier stage on this master, each worker a task (all "
+        "start together or none; the executors need this zmqload and its libzmq); unset: processes on this host",
+        form=MASTER_FORM, nullable=True, group=PLACEMENT_GROUP)
     consumer_delay_us: float = option(
         0.0, float, "microseconds from 0 to 60000000", "simulated work per received message, a slow consumer",
         low=0, high=60_000_000)
@@ -446,6 +453,8 @@ class Workload:
             self._check_endpoints_per_side()
         if self.topology.producers_alone:
             self._check_producers_alone()
+        if self.master is not None:
+            self._check_placed()
         if self.rate and (self.count is not None or self.duration is not None) \
                 and self.messages_per_producer > MAX_PACED:
             flag, value = ("--count", self.count) if self.count is not None else ("--duration", self.duration)
@@ -471,6 +480,16 @@ class Workload:
                 raise ConfigError(option.flag, f"got {getattr(self, name)!r} with --role producer, where the "
                                                f"consumers are yours; accepted: {option.default_text or option.default!r}"
                                                " (the default: it is not used)")
+
+    def _check_placed(self) -> None:
+        """--master: each worker a Spark task, a process of its own."""
+        if self.transport == "inproc":
+            raise ConfigError("--transport", f"got 'inproc' with --master {self.master}: inproc workers are threads "
+                                             "of one process, nothing to place; accepted: tcp or ipc (ipc: one host)")
+        if patterns.get(self.pattern).own_endpoints:
+            raise ConfigError("--master", f"got {self.master!r} with pattern {self.pattern}: zmqload's own proxy is "
+                                          "not placed on a cluster yet; accepted: no --master with pattern "
+                                          f"{self.pattern}")
 
     def _check_endpoints_per_side(self) -> None:
         """Each endpoint of --producers-connect ... --consumers-bind on its own, then the two sides

@@ -14,9 +14,12 @@ from ..contract import control
 from ..contract.ids import WorkerId
 
 
-def new_endpoint() -> tuple[str, str]:
-    """A fresh ipc endpoint in its own temporary directory (returned for cleanup)."""
+def new_endpoint(tcp_host: str | None = None) -> tuple[str, str]:
+    """A fresh ipc endpoint in its own temporary directory (returned for cleanup); with
+    `tcp_host` (workers on other hosts: --master) a tcp endpoint there, any free port."""
     directory = tempfile.mkdtemp(prefix="zmqload-ctl-")
+    if tcp_host is not None:
+        return f"tcp://{tcp_host}:*", directory
     return f"ipc://{os.path.join(directory, 'control')}", directory
 
 
@@ -27,7 +30,8 @@ class ControlServer:
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.socket.bind(endpoint)
-        self.endpoint = endpoint
+        last = self.socket.getsockopt(zmq.LAST_ENDPOINT)
+        self.endpoint = last.decode() if isinstance(last, bytes) else str(last)     # tcp: the port it got
 
     def send(self, worker: WorkerId, message: control.Message) -> bool:
         try:

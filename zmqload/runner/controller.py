@@ -26,7 +26,7 @@ from ..errors import RunError
 from .lifecycle import PROGRESS_EVERY_NS
 from .state import ProgressListener, ProgressSnapshot, RunState
 
-from .launch import TOOL_ENV, TOOL_SLOWDOWN, Launcher
+from .launch import TOOL_ENV, TOOL_SLOWDOWN, WorkerLauncher
 
 if TYPE_CHECKING:
     from .channel import ControlServer
@@ -57,7 +57,7 @@ def drain_decision(expected: int, received: int, idle_ns: int, since_start_ns: i
 
 
 class Controller:
-    def __init__(self, w: Workload, run_dir: str, run_id: str, server: ControlServer, launcher: Launcher,
+    def __init__(self, w: Workload, run_dir: str, run_id: str, server: ControlServer, launcher: WorkerLauncher,
                  ipc_dir: str, listener: ProgressListener | None = None):
         self.w = w
         self.pattern = patterns.get(w.pattern)
@@ -137,6 +137,7 @@ class Controller:
         for worker in s.producers + s.consumers:
             bind = [self.plan.bind[self.binders.index(worker)]] if worker in self.binders else []
             self.start_worker(worker, bind)
+        self.launcher.all_started()
         self.wait(lambda: all(n in s.ready for n in s.producers + s.consumers), LAUNCH_TIMEOUT_S,
                   "waiting for the workers to start")
 

@@ -8,7 +8,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from .. import _engine
 from ..contract.ids import WorkerId
@@ -31,6 +32,20 @@ def _worker_environment() -> dict[str, str]:
     return env
 
 
+class WorkerLauncher(Protocol):
+    """What the controller asks of whatever starts its workers: processes or threads here
+    (Launcher), tasks of a Spark barrier stage (runner/spark_stage.py, --master)."""
+    @property
+    def workers(self) -> Mapping[WorkerId, Any]: ...
+    def start(self, spec: WorkerSpec) -> None: ...
+    def all_started(self) -> None: ...
+    def pids(self) -> dict[str, int]: ...
+    def alive(self, worker: WorkerId) -> bool: ...
+    def dead(self, workers: Iterable[WorkerId]) -> list[WorkerId]: ...
+    def how_it_ended(self, worker: WorkerId) -> str: ...
+    def finish(self, timeout: float) -> None: ...
+
+
 class Launcher:
     def __init__(self, threads: bool, io_threads: int):
         self.threads = threads
@@ -50,6 +65,9 @@ class Launcher:
             worker.stdin.write(spec.with_pid().to_json().encode())
             worker.stdin.close()
         self.workers[spec.worker] = worker
+
+    def all_started(self) -> None:
+        """Each worker began at its `start`."""
 
     def pids(self) -> dict[str, int]:
         """Worker name -> process id (worker processes only; inproc workers are threads)."""

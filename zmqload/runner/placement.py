@@ -36,12 +36,14 @@ if TYPE_CHECKING:
 
 def placed(workload: "Workload") -> bool:
     """Whether this run's workers are pinned: --cpu-placement auto, unpaced, no proxy in the
-    path; inproc only as one producer and one consumer without a consumer delay."""
+    path, not Spark tasks (--master: the executors' CPUs are Spark's); inproc only as one
+    producer and one consumer without a consumer delay."""
     from ..contract import patterns
     inproc_pair = (workload.producers, workload.consumers, workload.consumer_delay_us) == (1, 1, 0)
     if workload.transport == "inproc" and not inproc_pair:
         return False
-    return workload.cpu_placement == "auto" and not workload.rate and not patterns.get(workload.pattern).proxy
+    return (workload.cpu_placement == "auto" and not workload.rate and not patterns.get(workload.pattern).proxy
+            and workload.master is None)
 
 
 def plan(workload: "Workload") -> dict[str, int]:

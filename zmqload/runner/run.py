@@ -28,6 +28,7 @@ from .controller import FINAL_TIMEOUT_S, Controller
 from .endpoints import EndpointPlan
 from . import placement
 from .launch import Launcher
+from .spark_stage import StageLauncher, control_host
 from .record import finish_records, start_records, utc_now
 from .salvage import salvage_run
 from .state import ProgressListener, RunState, WorkerFailed
@@ -116,9 +117,14 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
         print(f"zmqload: warning: {warning}", file=sys.stderr)
     start_records(run_dir, record, reserve_bytes(w))
 
-    control_endpoint, control_dir = new_endpoint()
+    launcher: Launcher | StageLauncher
+    if w.master is not None:          # the workers as one Spark barrier stage (runner/spark_stage.py)
+        control_endpoint, control_dir = new_endpoint(control_host(w.master))
+        launcher = StageLauncher(w.master)
+    else:
+        control_endpoint, control_dir = new_endpoint()
+        launcher = Launcher(threads=(w.transport == "inproc"), io_threads=w.io_threads)
     server = ControlServer(control_endpoint)
-    launcher = Launcher(threads=(w.transport == "inproc"), io_threads=w.io_threads)
     controller = Controller(w, run_dir, run_id, server, launcher, control_dir, progress)
 
     def started(t0_ns: int) -> None:
@@ -161,6 +167,9 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
         shutil.rmtree(control_dir, ignore_errors=True)
 
     state = controller.state
+    if isinstance(launcher, StageLauncher):
+        record.placement = rr.Placement(master=launcher.master, workers=[
+            codec.convert(where, rr.PlacedWorker) for where in launcher.placed])
     if isinstance(pending, ConfigError):
         # an endpoint the checks before the run could not judge (a port taken since, a path libzmq
         # refused): bad input, and nothing was recorded yet, so nothing is left behind

@@ -1,0 +1,69 @@
+"""Beyond one machine, first slice (issue 28): `run --master` places the producers and consumers
+as one Spark barrier stage, each worker a task of an executor, the controller on the driver.
+A real local-cluster (two executor JVMs with Python workers of their own) on this host; the
+figures are checked with numpy over the Parquet records the tasks wrote."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import zmqload_cli
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")      # Spark binds loopback, not the machine's address
+
+pytest.importorskip("pyspark")
+
+
+def _java() -> bool:
+    import shutil
+    return shutil.which("java") is not None
+
+
+pytestmark = pytest.mark.skipif(not _java(), reason="Spark needs a Java runtime (make test installs one)")
+
+
+def test_a_placed_run_accounts_exactly_and_says_where_each_worker_ran(tmp_path):
+    done = zmqload_cli("run", "--master", "local-cluster[2,1,1024]", "--count", "60000", "--rate", "30k",
+                       "--json", "--out", str(tmp_path), timeout=240)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["status"] == "complete" and got["sent"] == 60_000 and got["lost"] == 0
+    run_dir = glob.glob(os.path.join(tmp_path, "run=*"))[0]
+    recvs = pq.read_table(os.path.join(run_dir, "recvs")).to_pydict()
+    assert np.array_equal(np.unique(recvs["seq"]), np.arange(60_000))
+    assert got["unique_received"] == len(np.unique(recvs["seq"]))
+    record = json.load(open(os.path.join(run_dir, "run.json")))
+    placed = {w["worker"]: w for w in record["placement"]["workers"]}
+    assert record["placement"]["master"] == "local-cluster[2,1,1024]"
+    assert set(placed) == {"p0", "c0"}
+    # each a task in its own executor (one core each), none of them the controller's process
+    assert placed["p0"]["executor"] != placed["c0"]["executor"]
+    assert len({placed["p0"]["pid"], placed["c0"]["pid"], record["controller_pid"]}) == 3
+    assert record["worker_pids"] == {}
+    # quiet: Spark's own lines stay out of the user's terminal
+    assert "WARN" not in done.stderr and "log4j" not in done.stderr, done.stderr
+
+
+def test_fewer_task_slots_than_workers_is_one_line_in_bounded_time(tmp_path):
+    done = zmqload_cli("run", "--master", "local[1]", "--count", "1000", "--out", str(tmp_path), timeout=120)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert "1 task slot, the run needs 2" in last, done.stderr
+
+
+@pytest.mark.parametrize("args, flag", [
+    (("--master", "nonsense"), "--master"),
+    (("--master", "local[2]", "--transport", "inproc"), "--transport"),
+    (("--master", "local[2]", "--pattern", "proxy"), "--master"),
+])
+def test_bad_placement_input_is_one_line_exit_2(tmp_path, args, flag):
+    done = zmqload_cli("run", *args, "--count", "10", "--out", str(tmp_path))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"zmqload run: error: {flag}") and "accepted" in lines[0]
+    assert not os.listdir(tmp_path)

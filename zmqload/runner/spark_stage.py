@@ -1,0 +1,135 @@
+"""Workers as one Spark barrier stage (--master): each producer and consumer a task, all
+started together or none (`RDD.barrier()`), on the executors Spark gives. Spark is the
+scheduler, zmqload writes no agent daemon of its own.
+
+The controller stays on the driver and plays its usual part over its control channel (tcp
+here, the executors may be other hosts): the binders report what they bound, the others are
+told where to connect, the start, the drain and the finals travel as in a local run. This
+module only replaces the launcher: where the workers run and how their end is known.
+
+What Spark does on its own is turned into one line: a cluster with fewer free task slots than
+workers (Spark re-checks for minutes by default: bounded here), an executor without zmqload,
+a task that failed (a barrier result stage is not retried)."""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+from typing import Any, Iterable, Iterator
+
+from ..contract.ids import WorkerId
+from ..errors import ConfigError, RunError
+from .spec import WorkerSpec
+
+SLOT_CHECK_INTERVAL_S = 1
+SLOT_CHECK_FAILURES = 3
+"""How long Spark may wait for enough free task slots before the stage fails (it checks every
+interval, up to this many times): a few seconds, not Spark's default of minutes."""
+
+
+def control_host(master: str) -> str:
+    """The address the executors reach the controller at: loopback for a master on this host
+    (local, local-cluster) unless SPARK_LOCAL_IP says otherwise, else this host's address."""
+    if os.environ.get("SPARK_LOCAL_IP"):
+        return os.environ["SPARK_LOCAL_IP"]
+    if master.startswith("local"):
+        return "127.0.0.1"
+    return socket.gethostbyname(socket.gethostname())
+
+
+def run_task(specs: Iterator[str]) -> Iterator[dict[str, Any]]:
+    """One worker, in an executor: waits at the barrier until every task runs, then runs the
+    worker to its end; yields where it ran (run.json's PlacedWorker, as plain data)."""
+    from pyspark import BarrierTaskContext
+    from .workers import run_worker
+    context = BarrierTaskContext.get()
+    spec = WorkerSpec.from_json(next(iter(specs)))
+    where = {"worker": spec.name, "host": socket.gethostname(), "pid": os.getpid(),
+             "executor": context.getTaskInfos()[context.partitionId()].address}
+    context.barrier()
+    run_worker(spec)
+    yield where
+
+
+def _one_line(exc: BaseException) -> str:
+    """Spark's error as one line: the Python error a task raised, or the scheduler's reason."""
+    text = str(exc)
+    for marker in ("ModuleNotFoundError", "ImportError", "ZMQError", "RunError", "OSError"):
+        for line in text.splitlines():
+            if marker in line:
+                return line.strip()
+    for line in text.splitlines():
+        if "Barrier execution mode does not allow run a barrier stage that requires more slots" in line:
+            return "the cluster has fewer free task slots than the run has workers"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return first[:300]
+
+
+class StageLauncher:
+    """The Launcher of a placed run: `start` collects the workers, `all_started` submits them as
+    one barrier stage (in a thread of the driver), the rest answers the controller's questions."""
+
+    def __init__(self, master: str):
+        self.master = master
+        self.workers: dict[WorkerId, WorkerSpec] = {}
+        self.thread: threading.Thread | None = None
+        self.error: str | None = None
+        self.placed: list[dict[str, Any]] = []
+        self.spark: Any = None
+
+    def start(self, spec: WorkerSpec) -> None:
+        self.workers[spec.worker] = spec
+
+    def all_started(self) -> None:
+        from ..analysis.session import get_spark
+        package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        os.environ["PYSPARK_PYTHON"] = sys.executable      # the executors' Python: this one, with zmqload
+        extra = {"spark.executorEnv.PYTHONPATH": package_parent,
+                 "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
+                 "spark.dynamicAllocation.enabled": "false",       # barrier mode refuses it
+                 "spark.python.worker.reuse": "false",             # each worker a fresh process
+                 "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": f"{SLOT_CHECK_INTERVAL_S}s",
+                 "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": str(SLOT_CHECK_FAILURES)}
+        try:
+            self.spark = get_spark(self.master, app_name="zmqload run", extra=extra)
+        except ConfigError as exc:          # a master that does not answer, gives no executor
+            raise RunError(str(exc)) from None
+        self.spark.sparkContext.setLogLevel("ERROR")
+        needed = len(self.workers)
+        slots = self.spark.sparkContext.defaultParallelism
+        if slots < needed:
+            raise RunError(f"--master {self.master}: {slots} task slot{'s' * (slots != 1)}, the run needs {needed} "
+                           "(one per producer and consumer): a bigger cluster, or fewer workers")
+        self.thread = threading.Thread(target=self._stage, name="zmqload-stage", daemon=True)
+        self.thread.start()
+
+    def _stage(self) -> None:
+        specs = [spec.to_json() for spec in self.workers.values()]
+        try:
+            rdd = self.spark.sparkContext.parallelize(specs, len(specs)).barrier().mapPartitions(run_task)
+            self.placed = list(rdd.collect())
+        except Exception as exc:         # any task failed: the stage failed (not retried)
+            self.error = _one_line(exc)
+
+    def pids(self) -> dict[str, int]:
+        return {}           # the workers are executors' processes: where they ran is `placed`
+
+    def alive(self, worker: WorkerId) -> bool:
+        return self.thread is not None and self.thread.is_alive() or (self.thread is None and self.error is None)
+
+    def dead(self, workers: Iterable[WorkerId]) -> list[WorkerId]:
+        """With the stage failed, every worker of it is gone."""
+        return [w for w in workers if self.error is not None]
+
+    def how_it_ended(self, worker: WorkerId) -> str:
+        return f"the Spark stage failed: {self.error}" if self.error else "its task ended"
+
+    def finish(self, timeout: float) -> None:
+        if self.thread is not None:
+            self.thread.join(timeout)
+            if self.thread.is_alive() and self.spark is not None:
+                self.spark.sparkContext.cancelAllJobs()
+                self.thread.join(10)
+        if self.spark is not None:
+            self.spark.stop()
