@@ -45,6 +45,9 @@ def test_a_placed_run_accounts_exactly_and_says_where_each_worker_ran(tmp_path):
     assert placed["p0"]["executor"] != placed["c0"]["executor"]
     assert len({placed["p0"]["pid"], placed["c0"]["pid"], record["controller_pid"]}) == 3
     assert record["worker_pids"] == {}
+    import zmqload._engine as engine
+    here = ".".join(map(str, engine.libzmq_version()))
+    assert all(w["libzmq"] == here and w["cpus"] == os.cpu_count() for w in placed.values())
     # quiet: Spark's own lines stay out of the user's terminal
     assert "WARN" not in done.stderr and "log4j" not in done.stderr, done.stderr
 
@@ -67,3 +70,20 @@ def test_bad_placement_input_is_one_line_exit_2(tmp_path, args, flag):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"zmqload run: error: {flag}") and "accepted" in lines[0]
     assert not os.listdir(tmp_path)
+
+
+def test_an_executor_without_zmqload_is_one_line_before_anything_starts(tmp_path):
+    """Executors whose Python lacks zmqload (a bare virtualenv as PYSPARK_PYTHON): the check
+    before the stage names the missing module in one line; no worker ran."""
+    import subprocess
+    import sys
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    env = dict(os.environ, PYSPARK_PYTHON=str(bare / "bin" / "python"))
+    done = subprocess.run([sys.executable, "-m", "zmqload", "run", "--master", "local[2]", "--count", "100",
+                           "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=180, env=env)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert "an executor cannot run zmqload (ModuleNotFoundError" in last, done.stderr
+    record = json.load(open(glob.glob(str(tmp_path / "runs" / "run=*" / "run.json"))[0]))
+    assert record["status"] == "failed" and not glob.glob(str(tmp_path / "runs" / "run=*" / "sends" / "*"))

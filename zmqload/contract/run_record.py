@@ -77,6 +77,10 @@ class PlacedWorker(Record):
     """The executor's address as Spark gives it (host:port of its block manager)."""
     pid: int = 0
     """The task's process on that host."""
+    cpus: int = 0
+    """CPUs of that host."""
+    libzmq: str = ""
+    """The libzmq zmqload's engine used there."""
 
 
 class Placement(Record):

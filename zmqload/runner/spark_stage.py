@@ -45,11 +45,24 @@ def run_task(specs: Iterator[str]) -> Iterator[dict[str, Any]]:
     from .workers import run_worker
     context = BarrierTaskContext.get()
     spec = WorkerSpec.from_json(next(iter(specs)))
-    where = {"worker": spec.name, "host": socket.gethostname(), "pid": os.getpid(),
-             "executor": context.getTaskInfos()[context.partitionId()].address}
+    where = {"worker": spec.name, "executor": context.getTaskInfos()[context.partitionId()].address,
+             **_this_node(), "pid": os.getpid()}
     context.barrier()
     run_worker(spec)
     yield where
+
+
+def _this_node() -> dict[str, Any]:
+    """What a task finds where it runs: the host, its CPUs and the libzmq zmqload's engine uses
+    there (importing the engine is the check that zmqload is installed on that node)."""
+    from .. import _engine
+    return {"host": socket.gethostname(), "cpus": os.cpu_count() or 0,
+            "libzmq": ".".join(map(str, _engine.libzmq_version()))}
+
+
+def check_nodes(slots: Iterable[int]) -> list[dict[str, Any]]:
+    """A plain task per slot, before the stage: what each node has (`_this_node`)."""
+    return [_this_node() for _ in slots]
 
 
 def _one_line(exc: BaseException) -> str:
@@ -84,7 +97,7 @@ class StageLauncher:
     def all_started(self) -> None:
         from ..analysis.session import get_spark
         package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        os.environ["PYSPARK_PYTHON"] = sys.executable      # the executors' Python: this one, with zmqload
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)      # the executors' Python: yours, else this one
         extra = {"spark.executorEnv.PYTHONPATH": package_parent,
                  "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
                  "spark.dynamicAllocation.enabled": "false",       # barrier mode refuses it
@@ -101,6 +114,15 @@ class StageLauncher:
         if slots < needed:
             raise RunError(f"--master {self.master}: {slots} task slot{'s' * (slots != 1)}, the run needs {needed} "
                            "(one per producer and consumer): a bigger cluster, or fewer workers")
+        try:       # every executor imports zmqload's engine, before anything starts
+            nodes = self.spark.sparkContext.parallelize(range(slots), slots).mapPartitions(check_nodes).collect()
+        except Exception as exc:
+            raise RunError(f"--master {self.master}: an executor cannot run zmqload ({_one_line(exc)}); install "
+                           "the same zmqload and libzmq on every node (docs: README, --master)") from None
+        versions = sorted({node["libzmq"] for node in nodes})
+        if len(versions) > 1:
+            raise RunError(f"--master {self.master}: the executors run different libzmq versions "
+                           f"({', '.join(versions)}): one version is measured at a time")
         self.thread = threading.Thread(target=self._stage, name="zmqload-stage", daemon=True)
         self.thread.start()
 
