@@ -87,3 +87,66 @@ def test_an_executor_without_zmqload_is_one_line_before_anything_starts(tmp_path
     assert "an executor cannot run zmqload (ModuleNotFoundError" in last, done.stderr
     record = json.load(open(glob.glob(str(tmp_path / "runs" / "run=*" / "run.json"))[0]))
     assert record["status"] == "failed" and not glob.glob(str(tmp_path / "runs" / "run=*" / "sends" / "*"))
+
+
+def _descendants(root: int) -> dict[int, int]:
+    """pid -> parent pid of every process under `root` (from /proc)."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    under, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, parent in parents.items():
+            if parent in under and pid not in under:
+                under.add(pid)
+                grew = True
+    return {pid: parents[pid] for pid in under if pid != root}
+
+
+def test_a_killed_task_fails_the_run_in_one_line_and_leaves_readable_records(tmp_path):
+    """SIGKILL to one worker's task process mid-run (the fault table's killed worker, across
+    executors): Spark fails the barrier stage, the run ends failed naming the task's worker, and
+    its figures are rebuilt from the records both tasks wrote, equal to numpy over them."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    run = subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--master", "local-cluster[2,1,1024]",
+                            "--duration", "20", "--rate", "10k", "--json", "--out", str(tmp_path)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # the stage's tasks: children of the executors' pyspark daemons (themselves children of the
+    # executor JVMs) that live on; the check before the stage has short tasks of its own
+    deadline, task, seen = time.monotonic() + 120, None, []
+    while task is None and time.monotonic() < deadline and run.poll() is None:
+        under = _descendants(run.pid)
+        java = {pid for pid in under if "java" in open(f"/proc/{pid}/cmdline").read()}
+        daemons = {pid for pid, parent in under.items() if parent in java and pid not in java}
+        tasks = tuple(sorted(pid for pid, parent in under.items() if parent in daemons))
+        seen = seen[-2:] + [tasks]
+        task = tasks[0] if len(tasks) == 2 and seen.count(tasks) == 3 else None
+        time.sleep(1)
+    if task is None:
+        run.kill()
+        out, err = run.communicate()
+        raise AssertionError(f"the stage's two tasks never showed: {err[-2000:]}")
+    time.sleep(2)                    # the run is sending
+    os.kill(task, signal.SIGKILL)
+    out, err = run.communicate(timeout=90)
+    assert run.returncode == 1
+    last = err.strip().splitlines()[-1]
+    assert "its Spark task failed: a task's Python process died (crashed or killed)" in last, err
+    assert "worker p0" in last or "worker c0" in last
+    got = json.loads(out)
+    run_dir = glob.glob(os.path.join(tmp_path, "run=*"))[0]
+    record = json.load(open(os.path.join(run_dir, "run.json")))
+    assert record["status"] == "failed" and record["salvaged"] is not None
+    recvs = pq.read_table(os.path.join(run_dir, "recvs")).to_pydict()
+    sends = pq.read_table(os.path.join(run_dir, "sends")).to_pydict()
+    assert got["unique_received"] == len(np.unique(recvs["seq"])) > 0
+    assert got["attempted"] >= len(sends["seq"]) > 0

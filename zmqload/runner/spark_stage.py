@@ -13,6 +13,7 @@ a task that failed (a barrier result stage is not retried)."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 import threading
@@ -66,17 +67,25 @@ def check_nodes(slots: Iterable[int]) -> list[dict[str, Any]]:
 
 
 def _one_line(exc: BaseException) -> str:
-    """Spark's error as one line: the Python error a task raised, or the scheduler's reason."""
-    text = str(exc)
+    """Spark's error (a Java stack trace of ~100 lines) as one line: the Python error a task
+    raised, else what happened to the task or the stage."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     for marker in ("ModuleNotFoundError", "ImportError", "ZMQError", "RunError", "OSError"):
-        for line in text.splitlines():
+        for line in lines:
             if marker in line:
-                return line.strip()
-    for line in text.splitlines():
-        if "Barrier execution mode does not allow run a barrier stage that requires more slots" in line:
-            return "the cluster has fewer free task slots than the run has workers"
-    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
-    return first[:300]
+                return line[line.index(marker):]
+    known = (("Python worker exited unexpectedly", "a task's Python process died (crashed or killed)"),
+             ("ExecutorLostFailure", "an executor was lost"),
+             ("Barrier execution mode does not allow run a barrier stage that requires more slots",
+              "the cluster has fewer free task slots than the run has workers"),
+             ("cancelled", "the stage was cancelled"))
+    for marker, said in known:
+        if any(marker in line for line in lines):
+            return said
+    for line in lines:
+        if "Most recent failure reason:" in line:
+            return line.split("Most recent failure reason:", 1)[1].strip()[:300]
+    return (lines[0] if lines else type(exc).__name__)[:300]
 
 
 class StageLauncher:
@@ -88,6 +97,7 @@ class StageLauncher:
         self.workers: dict[WorkerId, WorkerSpec] = {}
         self.thread: threading.Thread | None = None
         self.error: str | None = None
+        self.failed: WorkerId | None = None       # the worker whose task failed the stage, when Spark says
         self.placed: list[dict[str, Any]] = []
         self.spark: Any = None
 
@@ -132,6 +142,9 @@ class StageLauncher:
             rdd = self.spark.sparkContext.parallelize(specs, len(specs)).barrier().mapPartitions(run_task)
             self.placed = list(rdd.collect())
         except Exception as exc:         # any task failed: the stage failed (not retried)
+            failed = re.search(r"barrier task ResultTask\(\d+, (\d+)\)", str(exc))
+            if failed is not None and int(failed.group(1)) < len(self.workers):
+                self.failed = list(self.workers)[int(failed.group(1))]       # a partition is a worker
             self.error = _one_line(exc)
 
     def pids(self) -> dict[str, int]:
@@ -141,11 +154,17 @@ class StageLauncher:
         return self.thread is not None and self.thread.is_alive() or (self.thread is None and self.error is None)
 
     def dead(self, workers: Iterable[WorkerId]) -> list[WorkerId]:
-        """With the stage failed, every worker of it is gone."""
-        return [w for w in workers if self.error is not None]
+        """With the stage failed, every worker of it is gone: the one whose task failed first."""
+        if self.error is None:
+            return []
+        return sorted(workers, key=lambda w: w != self.failed)
 
     def how_it_ended(self, worker: WorkerId) -> str:
-        return f"the Spark stage failed: {self.error}" if self.error else "its task ended"
+        if self.error is None:
+            return "its task ended"
+        if self.failed is not None and worker != self.failed:
+            return f"stopped with the Spark stage, which failed in {self.failed}'s task: {self.error}"
+        return f"its Spark task failed: {self.error}"
 
     def finish(self, timeout: float) -> None:
         if self.thread is not None:
