@@ -298,3 +298,50 @@ def _proxy(front, back) -> None:
     finally:
         front.close(linger=0)
         back.close(linger=0)
+
+
+def test_capacity_of_a_users_service_is_below_its_closed_loop_ceiling(tmp_path):
+    """`capacity` against a REP service that works 200 us per request: the max sustainable
+    request rate (p99 round trip <= 5 ms) cannot exceed what a plain pyzmq REQ loop gets from the
+    same service with no schedule at all (its closed-loop ceiling), and is not far below it."""
+    import time
+    context = zmq.Context()
+    rep = context.socket(zmq.REP)
+    rep.setsockopt(zmq.RCVTIMEO, 3000)
+    port = rep.bind_to_random_port("tcp://127.0.0.1")
+
+    def serve() -> None:
+        try:
+            while True:
+                request = rep.recv()
+                until = time.perf_counter() + 0.0002
+                while time.perf_counter() < until:
+                    pass
+                rep.send(request)
+        except zmq.Again:
+            pass
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    req = context.socket(zmq.REQ)
+    req.connect(f"tcp://127.0.0.1:{port}")
+    began, n = time.perf_counter(), 0
+    while time.perf_counter() - began < 1.0:
+        req.send(b"x" * 64)
+        req.recv()
+        n += 1
+    ceiling = n / (time.perf_counter() - began)
+    req.close(linger=0)
+    done = zmqload_cli("capacity", "--pattern", "req-rep", "--role", "producer", "--producers-connect",
+                       f"tcp://127.0.0.1:{port}", "--slo-p99-us", "5000", "--probe-duration", "1", "--start-rate",
+                       "1k", "--json", "--out", str(tmp_path), timeout=300)
+    server.join(timeout=10)
+    rep.close(linger=0)
+    context.term()
+    assert done.returncode == 0, done.stderr
+    record = json.load(open(tmp_path / "capacity-search.json"))
+    search = record["searches"][0]
+    assert search["workload"]["role"] == "producer" and search["converged"], search
+    answer = search["max_sustainable_rate"]
+    assert 0.5 * ceiling <= answer <= 1.1 * ceiling, (answer, ceiling)
+    passed = [p for p in search["probes"] if p["passed"]]
+    assert all(p["figures"]["lost"] == 0 and p["figures"]["queue_peak"] is None for p in passed)

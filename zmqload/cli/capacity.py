@@ -144,12 +144,14 @@ def answer_line(tag: str, outcome: Outcome) -> str:
     at = [p for p in outcome.probes if p.rate == lo and p.passed][-1].figures
     failing = [p for p in outcome.probes if p.rate == hi and not p.passed]
     above = f"above it {failing[-1].breaches[0].text}" if failing and failing[-1].breaches else "above it: -"
-    peak = at.get("queue_peak") or {}
+    peak = at.get("queue_peak")
     rss = at.get("consumer_max_rss_kb")
+    # a service of the user's has no queue or consumer of zmqload's to show
+    queue = (f", queue peak {peak.get('messages', 0) or 0:,} (kernel {peak.get('kernel_messages', 0) or 0:,} / "
+             f"libzmq {peak.get('libzmq_messages', 0) or 0:,})" if peak else "")
+    memory = f", consumer RSS {rss / 1024:,.1f} MiB" if rss is not None else ""
     return (f"{tag}: max sustainable rate {lo:,} msg/s per producer (bracket {_rate(lo)} - {_rate(hi)}); {above}; "
-            f"at it: p99 {_us(at.get('p99_us'))} us, p99.9 {_us(at.get('p99_9_us'))} us, queue peak "
-            f"{peak.get('messages', 0) or 0:,} (kernel {peak.get('kernel_messages', 0) or 0:,} / libzmq "
-            f"{peak.get('libzmq_messages', 0) or 0:,}), consumer RSS {(rss or 0) / 1024:,.1f} MiB")
+            f"at it: p99 {_us(at.get('p99_us'))} us, p99.9 {_us(at.get('p99_9_us'))} us{queue}{memory}")
 
 
 def search_entry(point: sweeps.Point, outcome: Outcome, wall_s: float) -> SearchEntry:

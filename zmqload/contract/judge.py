@@ -23,6 +23,10 @@ The rules, in the order breaches are named (ORDER; the first is the one a search
 - slo-p99-us: the p99 latency from the intended send time above --slo-p99-us, or unknown
   (nothing received).
 
+A service of the user's (req-rep with --role producer) is judged by the same rules on its
+answers: lost = the requests it did not answer, received = those it answered, the p99 that of
+the round trip from the intended time.
+
 A rule whose SLO is unset (None) is not applied. Pure Python: imports only contract.
 """
 from __future__ import annotations
@@ -84,6 +88,7 @@ class Figures:
     offered: int              # offered_messages
     p99_us: Optional[float]   # from the intended send time; None: nothing received
     backlog: Optional[Backlog] = None     # None: not computed (no records, no sending span)
+    unanswered: Optional[int] = None      # a service of the user's: its lost are requests it did not answer
 
     @property
     def loss_ratio(self) -> float:
@@ -124,10 +129,11 @@ def judge(f: Figures, slos: Slos, backlog: bool = False) -> list[Breach]:
     search's; `run` does not)."""
     breaches = []
     if slos.max_loss is not None and f.loss_ratio > slos.max_loss:
+        how = (f"{f.unanswered:,} unanswered" if f.unanswered is not None else
+               f"{f.dropped:,} dropped, {f.stranded:,} stranded, {f.unknown:,} unknown")
         breaches.append(Breach(Slo.MAX_LOSS.value, f.loss_ratio, slos.max_loss,
                                f"--max-loss {slos.max_loss:g}: lost {f.loss_ratio:.4%} ({f.lost:,} of "
-                               f"{f.expected:,}: {f.dropped:,} dropped, {f.stranded:,} stranded, "
-                               f"{f.unknown:,} unknown)"))
+                               f"{f.expected:,}: {how})"))
     achieved = f.achieved
     if slos.min_achieved is not None and achieved is not None and achieved < slos.min_achieved:
         breaches.append(Breach(Slo.MIN_ACHIEVED.value, achieved, slos.min_achieved,

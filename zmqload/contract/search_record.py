@@ -124,6 +124,8 @@ class SearchTemplate(Record):
     producers_bind: Optional[str] = None
     consumers_connect: Optional[str] = None
     consumers_bind: Optional[str] = None
+    role: str = "both"
+    reply_timeout_ms: Optional[int] = None
     size: int = 64
     pacing: str = "spin"
     producers: int = 1
@@ -139,6 +141,7 @@ class SearchTemplate(Record):
     io_threads: int = 1
     cpu_placement: str = "auto"
     consumer_delay_us: float = 0.0
+    master: Optional[str] = None
     drain_timeout_ms: int = 1000
     drain: str = "fast"
     drain_limit_s: float = 60.0

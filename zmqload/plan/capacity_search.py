@@ -23,7 +23,8 @@ from ..contract.workload import MAX_RATE, SearchPlan, Slos, Workload
 from ..contract.codec import convert, to_builtins
 from ..contract.search_record import BreachEntry, Figures, ProbeEntry
 from ..contract.states import Slo
-from .slo import Breach, judge, offered
+from .slo import Breach, judge
+from .slo import figures as judge_figures
 
 if TYPE_CHECKING:
     from ..measure.result import RunResult
@@ -155,19 +156,24 @@ def probe_workload(template: Workload, rate: int, duration: float, run_name: str
 
 
 def figures(result: RunResult) -> dict[str, Any]:
-    """What a probe shows of its run: rates, loss, latency, the queue and memory."""
+    """What a probe shows of its run: rates, loss, latency, the queue and memory. A service of
+    the user's (req-rep, --role producer): what its answers say, as the judge reads them."""
+    judged = judge_figures(result)
+    service = judged.unanswered is not None
+    since = "round_trip" if service else "intended"
+
     def us(q: float) -> Optional[float]:
-        value = result.latency_us(q)
+        value = result.latency_us(q, since)
         return None if value is None else round(value, 1)
-    want = offered(result)
     peak = result.queue.get("peak") or {}
     rss = [c.get("max_rss_kb") or 0 for c in result.consumers]
+    answered_rate = result.send_rate * result.answered / result.attempted if result.attempted else 0.0
     return {
         "offered_rate": result.workload["rate"] * result.workload["producers"],
         "reached_rate": result.generator.get("reached_rate"),
-        "throughput_msgs": round(result.throughput_msgs, 1),
-        "achieved": round(result.unique_received / want, 6) if want else None,
-        "loss_ratio": result.loss_ratio, "lost": result.lost, "dropped": result.dropped,
+        "throughput_msgs": round(answered_rate if service else result.throughput_msgs, 1),
+        "achieved": None if judged.achieved is None else round(judged.achieved, 6),
+        "loss_ratio": judged.loss_ratio, "lost": judged.lost, "dropped": result.dropped,
         "stranded": result.stranded, "drained": result.drained, "eagain": result.eagain,
         "p99_us": us(99), "p99_9_us": us(99.9),
         "queue_peak": {k: peak.get(k) for k in ("messages", "kernel_messages", "libzmq_messages")} if peak else None,

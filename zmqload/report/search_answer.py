@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..analysis.verdicts import KEEPS_UP, fmt_rate
 from ..contract.derived import work_ceiling
-from ..contract.search_record import (RESULT_FILE, Figures, ProbeEntry, ProbeQueuePeak, SearchEntry, SearchRecord,
+from ..contract.search_record import (RESULT_FILE, Figures, ProbeEntry, SearchEntry, SearchRecord,
                                       read_search)
 from ..contract.states import Slo
 from ..contract.sweep_record import OptionValue
@@ -207,10 +207,12 @@ def sentence(search: SearchEntry, record: SearchRecord | None = None) -> str:
     answer = _probe_at(search, rate, passed=True)
     at = answer.figures if answer is not None else None
     if at is not None:
-        peak = at.queue_peak or ProbeQueuePeak()
-        parts.append(f"at that rate p99 {at.p99_us or 0:,.0f} us, queue peak {peak.messages or 0:,} messages "
-                     f"({peak.kernel_messages or 0:,} in kernel buffers, {peak.libzmq_messages or 0:,} in libzmq), "
-                     f"consumer RSS {_mib(at.consumer_max_rss_kb)}")
+        peak = at.queue_peak
+        parts.append(f"at that rate p99 {at.p99_us or 0:,.0f} us"
+                     + (f", queue peak {peak.messages or 0:,} messages ({peak.kernel_messages or 0:,} in kernel "
+                        f"buffers, {peak.libzmq_messages or 0:,} in libzmq)" if peak is not None else "")
+                     + (f", consumer RSS {_mib(at.consumer_max_rss_kb)}" if at.consumer_max_rss_kb is not None
+                        else ""))
     return "; ".join(parts) + "."
 
 
