@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 DEMO   ?= runs/demo
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all prereqs venv build demo test test-fast engine-debug test-engine-debug typecheck scenarios bench bench-smoke faults clean
+.PHONY: all prereqs venv build demo test test-fast browser engine-debug test-engine-debug typecheck scenarios bench bench-smoke faults clean
 
 all: build
 
@@ -58,8 +58,20 @@ demo: build
 	$(PY) -m zmqload report $(DEMO)/capacity $(DEMO)/max --out report
 	@echo "report: file://$$(pwd)/report/index.html"
 
-test: build
+test: build browser
 	$(PY) -m pytest -q tests
+
+# A headless browser for tests/analysis/test_page.py (it renders the report's page and measures it):
+# Debian's chromium, installed with apt-get when possible; never a failure (the test skips without it).
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	if command -v apt-get >/dev/null 2>&1 && { [ "$$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then \
+	  echo "installing: chromium (for the report page's test)"; \
+	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; } \
+	    || echo "zmqload: chromium not installed; tests/analysis/test_page.py will skip"; \
+	else \
+	  echo "zmqload: no chromium (sudo apt-get install chromium); tests/analysis/test_page.py will skip"; \
+	fi
 
 # A developer's loop (a few minutes): every test but those marked slow (Spark reports, scenarios,
 # capacity searches, CPU placement; tests/conftest.py SLOW_FILES). CI runs `make test`.

@@ -260,3 +260,68 @@ def test_fates_over_time_places_the_tail_by_the_runs_rule(placement, tail):
     meta.drain.ended = DrainEnd.LIMIT        # cut short: none of it can be told apart
     lost, _, _ = plots.lost_by_place(rows, meta, copies=1)
     assert dict(lost) == {"stranded or dropped": {0: 10, 2: 3, 4: 10, 5: 10}}
+
+
+# -- a page a person reads at a glance (issue 26 item 3) -------------------------------------------
+@pytest.mark.parametrize("us, text, tick", [(812.4, "812 µs", "812 µs"), (9_999.0, "9,999 µs", "9,999 µs"),
+                                            (50_000.0, "50 ms", "50 ms"), (197_123.0, "197 ms", "197.123 ms"),
+                                            (1_234_567.0, "1.23 s", "1.23457 s"), (2.5, "2.5 µs", "2.5 µs"),
+                                            (None, "-", None)])
+def test_latency_reads_in_ms_above_10000_us(us, text, tick):
+    """A p99 of 50,000 µs reads '50 ms', in a table and on an axis, never '50k' (microseconds)."""
+    assert plots.fmt_us(us) == text
+    if tick is not None:
+        assert plots.us_tick(us) == tick
+
+
+def test_loss_vs_hwm_needs_two_hwm_settings():
+    """The demo: a search at one HWM beside an unpaced run at libzmq's default (no offered rate):
+    one HWM among the paced runs, no axis to draw (it drew seven markers on one category)."""
+    rows, capacity = _capacity_and_rows([(f"p{i}", 1000, 20, rate, lost) for i, (rate, lost) in
+                                         enumerate([(1000, 0), (2000, 0), (4000, 0), (8000, 30)])])
+    rows.append({"run": "max", "rate_per_producer": None, "producers": 1, "expected": 10_000, "lost": 0,
+                 "dropped_sender": 0, "offered_rate": 7.14e6})
+    capacity.append({"group": "rcvhwm=default", "keys": {"rcvhwm": None, "consumer_delay_us": 0},
+                     "key_names": ["rcvhwm", "consumer_delay_us"], "run_ids": ["max"]})
+    assert plots.loss_vs_hwm_series(rows, capacity) is None and plots.loss_vs_hwm(rows, capacity) is None
+
+
+def test_an_unpaced_run_has_no_offered_line():
+    t = _paced(1_000_000, 0.5, 10**12)
+    rates, span = _rates({"offered": t, "sent": t, "received": t + 5000}, 10_000_000)
+    assert "offered" in plots.throughput_series(rates, "r", 10_000_000, span)["series"]
+    png = plots.throughput(rates, "r", 10_000_000, span, paced=False)
+    paced = plots.throughput(rates, "r", 10_000_000, span)
+    assert png and paced and png != paced
+    fig = plots.throughput_figure({"window_ns": 10_000_000, "series": {
+        k: v for k, v in plots.throughput_series(rates, "r", 10_000_000, span)["series"].items() if k != "offered"}})
+    assert [p.get_label() for p in fig.axes[0].patches] == ["achieved send", "received"]
+    plt.close(fig)
+
+
+def test_probes_at_one_rate_are_drawn_apart():
+    """A re-run at the answer's rate (and a retry) no longer hides under the first probe there."""
+    xs = plots.spread_equal([1000.0, 2000.0, 4757.0, 4757.0, 5657.0, 4757.0])
+    at = [xs[i] for i in (2, 3, 5)]
+    assert len(set(at)) == 3 and all(abs(x / 4757 - 1) < 0.05 for x in at)
+    assert at[0] < at[1] < at[2] and xs[2] * xs[5] == pytest.approx(4757.0 ** 2)      # centred on the rate
+    assert [xs[i] for i in (0, 1, 4)] == [1000.0, 2000.0, 5657.0]
+
+
+def test_equal_hwms_are_one_line_and_different_ones_differ_in_dash():
+    (line,) = plots.hwm_lines(1000, 1000)
+    assert line[:2] == ("SNDHWM = RCVHWM", 1000)
+    snd, rcv = plots.hwm_lines(10, 1000)
+    assert snd[0] == "SNDHWM" and rcv[0] == "RCVHWM" and snd[2]["ls"] != rcv[2]["ls"]
+    assert [n for n, _, _ in plots.hwm_lines(None, 1000)] == ["RCVHWM"] and plots.hwm_lines(None, None) == []
+
+
+def test_time_plots_name_the_window_they_draw():
+    """Merged windows (a long run) are named in the title as drawn, not as the analysis window."""
+    t = _paced(1000, 1000.0, 10**12 + 5)
+    rates, span = _rates({"offered": t, "sent": t, "received": t})
+    data = plots.throughput_series(rates, "r", W, span)
+    fig = plots.throughput_figure(data)
+    assert f"({plots.duration_text(data['window_ns'])} windows;" in fig.axes[0].get_title()
+    assert data["window_ns"] != W
+    plt.close(fig)

@@ -16,27 +16,33 @@ if TYPE_CHECKING:
     from ..contract.search_record import SearchRecord
 
 CSS = """
-body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1150px;color:#222;line-height:1.45}
-h1{font-size:26px;margin-bottom:4px} h2{font-size:20px;border-bottom:2px solid #eee;padding-bottom:4px;margin-top:36px}
-h3{font-size:16px;margin:22px 0 6px} .sub{color:#666;margin-top:0}
-table{border-collapse:collapse;font-size:13px;margin:8px 0 14px} th,td{border:1px solid #ddd;padding:4px 8px;text-align:right}
-th{background:#f4f6f8;text-align:center} td.l,th.l{text-align:left}
-.warn{background:#fff4e5;border-left:4px solid #f0a020;padding:8px 12px;margin:6px 0}
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:16px auto;max-width:1150px;padding:0 16px;color:#222;line-height:1.45}
+h1{font-size:24px;margin:0 0 2px} h2{font-size:19px;border-bottom:2px solid #eee;padding-bottom:3px;margin:22px 0 8px}
+h3{font-size:16px;margin:14px 0 6px} .sub{color:#666;margin:0 0 4px;font-size:14px}
+.scroll{overflow-x:auto;max-width:100%;margin:6px 0 12px}
+table{border-collapse:collapse;font-size:13px;margin:0} th,td{border:1px solid #ddd;padding:3px 5px;text-align:right}
+th{background:#f4f6f8;text-align:center;font-weight:600}
+td.l,th.l{text-align:left} td.l{overflow-wrap:anywhere;min-width:4em}
+.warn{background:#fff4e5;border-left:4px solid #f0a020;padding:6px 12px;margin:6px 0}
 .bad{color:#b00020;font-weight:600} .ok{color:#1b7d2b;font-weight:600}
-.rec{background:#eef6ee;border-left:4px solid #2ca02c;padding:8px 12px;margin:6px 0}
-img{max-width:100%;display:block;margin:6px 0 12px} .note{color:#555;font-size:13px}
+.rec{background:#eef6ee;border-left:4px solid #2ca02c;padding:6px 12px;margin:6px 0}
+.answer .rec,.answer .warn{font-size:14px;line-height:1.4;padding:4px 10px;margin:4px 0}
+img{max-width:100%;height:auto;display:block;margin:6px 0 12px} .note{color:#555;font-size:13px}
 .tag{display:inline-block;background:#f0a020;color:#fff;border-radius:3px;padding:0 6px;font-size:12px;margin-left:6px}
+details{border:1px solid #e4e4e4;border-radius:4px;margin:6px 0;padding:0 10px}
+details[open]{padding-bottom:8px} summary{cursor:pointer;padding:6px 0}
+summary h3,summary h4{display:inline;margin:0 8px 0 0;font-size:15px} summary .digest{color:#444;font-size:13px}
 """
 
-ROW_COLUMNS = [
-    ("consumer", "consumer"), ("stream", "stream"), ("offered_rate", "offered/s"), ("send_rate", "sent/s"),
-    ("recv_rate", "throughput/s"), ("sent", "sent ok"), ("dropped_sender", "EAGAIN+timeout"),
-    ("received", "received"), ("delivered", "delivered"), ("drained", "drained"), ("dropped_start", "dropped start"),
-    ("dropped_mid", "dropped mid"), ("dropped_tail", "dropped tail"), ("stranded", "stranded"), ("unknown", "unknown"), ("lost", "lost"),
-    ("loss_ratio", "loss %"), ("duplicates", "dup"), ("reordered", "reord"),
-    ("latency_intended_p50_us", "p50 &micro;s"), ("latency_intended_p99_us", "p99 &micro;s"),
-    ("depth_max", "queue peak"),
-]
+# The fates table of a run: these columns always; the fate breakdown (FATE_COLUMNS) only where a
+# row of the run has one, so the table fits a narrow window (every column is in summary.md).
+ROW_COLUMNS = [("consumer", "consumer"), ("stream", "stream"), ("offered_rate", "offered/s"),
+               ("recv_rate", "throughput/s"), ("sent", "sent ok"), ("received", "received")]
+FATE_COLUMNS = [("dropped_sender", "EAGAIN+ timeout"), ("drained", "drained"), ("dropped_start", "dropped start"),
+                ("dropped_mid", "dropped mid"), ("dropped_tail", "dropped tail"), ("stranded", "stranded"),
+                ("unknown", "unknown"), ("duplicates", "dup"), ("reordered", "reord")]
+TAIL_COLUMNS = [("lost", "lost"), ("loss_ratio", "loss %"), ("latency_intended_p99_us", "p99"),
+                ("depth_max", "queue peak")]
 LAT_METRICS = ("latency_intended", "latency_delivered", "latency_drained", "latency_sent", "stall")
 LAT_COLUMNS = [("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99_9", "p99.9"), ("p99_99", "p99.99"), ("max", "max")]
 # req-rep round trips, in the runs section of the page and of the Markdown summary
@@ -62,6 +68,8 @@ def _cell(key: str, v: Any) -> str:
         return "-" if v is None else f"{100 * v:.3g}"
     if key.endswith("_rate"):
         return fmt_rate(v)
+    if key.endswith("_us"):
+        return _e(plots.fmt_us(v)).replace(" ", "&nbsp;")      # '812 µs' never split over two lines
     return _e(plots.nice_number(v))
 
 
@@ -76,28 +84,57 @@ def _img(b64: Optional[str], alt: str) -> str:
 def render(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: list[str], warnings: list[str], *,
            slo_p99_us: Optional[float], memory_budget: int | None, max_runs_plotted: int = 24,
            searches: Sequence[SearchRecord] = ()) -> str:
+    """The page, in the order a person reads it: the answer and its evidence (the capacity
+    search's sentences, table and probe plots; else the verdicts and their curves) in the first
+    screen, then the runs in one table, then each run's detail folded (<details>: a click opens
+    it, no script), then how to read it, folded too."""
     runs = analysis.runs
     run_rows = {r["run"]: r for r in analysis.run_rows()}
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>zmqload report</title><style>{CSS}</style></head><body>",
+    out = [f"<!doctype html><html><head><meta charset='utf-8'>"
+           "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+           f"<title>zmqload report</title><style>{CSS}</style></head><body>",
            "<h1>zmqload capacity report</h1>",
            f"<p class='sub'>{len(runs)} run(s), generated {now}"
            f"{'; memory budget ' + fmt_bytes(memory_budget) if memory_budget else ''}. "
-           f"Time windows: {analysis.window_ns / 1e6:g} ms.</p>", *slo_lines(capacity, slo_p99_us)]
+           f"Time windows: {_e(plots.duration_text(analysis.window_ns))} (a plot of a long run merges them: its "
+           "title says the window it draws).</p>", *slo_lines(capacity, slo_p99_us)[1:]]
     for warning in warnings:
         out.append(f"<div class='warn'>{_e(warning)}</div>")
-    out += search_section(searches)
+    searched = search_section(searches)
+    out += searched
+    out += capacity_section(analysis, capacity, recommendations, slo_p99_us, answer=not searched,
+                            judged_by=slo_lines(capacity, slo_p99_us)[0])
+    out += runs_table(analysis, capacity)
     if not getattr(analysis, "reorder_measured", True):
         out.append("<p class='note'>Reordering was not measured (it sorts every record; use --reorder on).</p>")
+    out.append("<h2>Per run</h2><p class='note'>Each run's fates, latency and plots: click a run to open it.</p>")
+    for i, info in enumerate(runs):
+        out += run_detail(analysis, info, run_rows.get(info.run_id, {}), capacity, plotted=i < max_runs_plotted)
+    if len(runs) > max_runs_plotted:
+        out.append(f"<p class='note'>Plots shown for the first {max_runs_plotted} runs only.</p>")
+    out.append(READING)
+    out.append("</body></html>")
+    return "\n".join(out)
 
+
+def _scroll(table: str) -> str:
+    """A table in a box of its own that scrolls sideways, so a wide one never widens the page."""
+    return f"<div class='scroll'>{table}</div>"
+
+
+def runs_table(analysis: Analysis, capacity: list[dict[str, Any]]) -> list[str]:
+    """One row per run: what it was, what it carried, its verdict (last: tests read it there).
+    The fate breakdown and p99.9 are in each run's detail and in summary.md; few columns, so it
+    fits a 900 px window."""
+    run_rows = {r["run"]: r for r in analysis.run_rows()}
     group_of = {rid: g["group"] for g in capacity for rid in g["run_ids"]}
     keys = ", ".join(capacity[0]["key_names"]) if capacity else ""
-    out.append("<h2>Runs</h2><table><tr><th class='l'>run</th><th>status</th>"
-               f"<th class='l'>group ({_e(keys or 'one setting')})</th><th class='l'>pattern / transport</th>"
-               "<th>size</th><th>HWM snd/rcv</th><th>offered/s</th><th>throughput/s</th><th>loss %</th>"
-               "<th>drained</th><th>dropped</th><th>stranded</th><th>EAGAIN+timeout</th><th>p99 (&micro;s)</th>"
-               "<th>p99.9 (&micro;s)</th><th>queue peak, msgs (memory)</th><th>verdict</th></tr>")
-    for info in runs:
+    out = ["<h2>Runs</h2>", "<div class='scroll'><table><tr><th class='l'>run</th><th>status</th>"
+           f"<th class='l'>group ({_e(keys or 'one setting')})</th><th class='l'>setting</th><th>offered/s</th>"
+           "<th>throughput/s</th><th>loss %</th>"
+           "<th>p99</th><th>queue peak, msgs (memory)</th><th>verdict</th></tr>"]
+    for info in analysis.runs:
         r = run_rows.get(info.run_id, {})
         status = info.status.value + ("<span class='tag'>interrupted</span>" if info.interrupted else "")
         loss = r.get("loss_ratio")
@@ -105,102 +142,123 @@ def render(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: 
         out.append(
             f"<tr><td class='l'><a href='#{_e(info.run_id)}'>{_e(info.run_id)}</a></td><td>{status}</td>"
             f"<td class='l'>{_e(group_of.get(info.run_id, '-'))}</td>"
-            f"<td class='l'>{_e(r.get('pattern'))} / {_e(r.get('transport'))}</td><td>{_e(r.get('size'))}</td>"
-            f"<td>{_hwm(r.get('sndhwm'))}/{_hwm(r.get('rcvhwm'))}</td><td>{offered_cell(r)}</td>"
+            f"<td class='l'>{_e(r.get('pattern'))} {_e(r.get('transport'))} {_e(r.get('size'))}&nbsp;B, HWM "
+            f"{_hwm(r.get('sndhwm'))}/{_hwm(r.get('rcvhwm'))}</td><td>{offered_cell(r)}</td>"
             f"<td>{fmt_rate(r.get('recv_rate'))}</td><td class='{loss_cls}'>{_cell('loss_ratio', loss)}</td>"
-            f"<td>{_cell('x', r.get('drained'))}</td><td>{_cell('x', r.get('dropped'))}</td>"
-            f"<td>{_cell('x', r.get('stranded'))}</td>"
-            f"<td>{_cell('x', r.get('dropped_sender'))}</td><td>{_cell('x', r.get('latency_intended_p99_us'))}</td>"
-            f"<td>{_cell('x', r.get('latency_intended_p99_9_us'))}</td><td>{queue_cell(r)}</td>"
+            f"<td>{_cell('latency_intended_p99_us', r.get('latency_intended_p99_us'))}</td><td>{queue_cell(r)}</td>"
             f"<td>{verdict_cell(capacity, info.run_id)}</td></tr>")
-    out.append("</table>")
+    out.append("</table></div>")
     rtt_rows = round_trip_runs(analysis)
     if rtt_rows:
-        out.append("<h3>Round trips</h3><table><tr><th class='l'>run</th>"
+        out.append("<h3>Round trips</h3><div class='scroll'><table><tr><th class='l'>run</th>"
                    + "".join(f"<th>{h}</th>" for _, h in ROUND_TRIP_COLUMNS) + "</tr>")
         for r in rtt_rows:
             out.append(f"<tr><td class='l'>{_e(r['run'])}</td>"
-                       + "".join(f"<td>{_cell('x', r.get(k))}</td>" for k, _ in ROUND_TRIP_COLUMNS) + "</tr>")
-        out.append(f"</table><p class='note'>{ROUND_TRIP_NOTE}</p>")
+                       + "".join(f"<td>{_cell(k, r.get(k))}</td>" for k, _ in ROUND_TRIP_COLUMNS) + "</tr>")
+        out.append(f"</table></div><p class='note'>{ROUND_TRIP_NOTE}</p>")
+    return out
 
-    out += capacity_section(analysis, capacity, recommendations, slo_p99_us)
-    out.append("<h2>Per run</h2>")
-    for i, info in enumerate(runs):
-        r = run_rows.get(info.run_id, {})
-        out.append(f"<h3 id='{_e(info.run_id)}'>{_e(info.run_id)}"
-                   f"{'<span class=tag>interrupted</span>' if info.interrupted else ''}</h3>")
-        w = info.workload
-        out.append(f"<p class='note'>{_e(w.pattern)} over {_e(w.transport)}, {_e(w.size)} B, "
-                   f"{_e(w.producers)} producer(s) &rarr; {_e(info.consumers)} consumer(s), rate "
-                   f"{_e(w.rate or 'unpaced')} per producer, send mode {_e(w.send_mode)}, "
-                   f"SNDHWM {_hwm(w.sndhwm)}, RCVHWM {_hwm(w.rcvhwm)}, linger "
-                   f"{'default' if w.linger_ms is None else _e(w.linger_ms) + ' ms'}; "
-                   f"libzmq {_e(info.record.versions.libzmq)}.</p>")
-        rows = [s for s in analysis.summary if s["run"] == info.run_id]
-        if not r.get("received") and not r.get("attempted"):
-            out.append("<p class='bad'>No records in this run.</p>")
-            continue
-        out.append("<table><tr>" + "".join(f"<th>{h}</th>" for _, h in ROW_COLUMNS) + "</tr>")
-        for s in rows:
-            out.append("<tr>" + "".join(f"<td>{_cell(k, s.get(k))}</td>" for k, _ in ROW_COLUMNS) + "</tr>")
-        out.append("</table>")
-        out.append("<table><tr><th class='l'>&micro;s</th>" + "".join(f"<th>{h}</th>" for _, h in LAT_COLUMNS)
-                   + "<th>queue peak / mean / p99 (msgs)</th><th>queued memory at the peak</th></tr>")
-        for m in LAT_METRICS:
-            out.append(f"<tr><td class='l'>{_e(plots.LABELS[m])}</td>" +
-                       "".join(f"<td>{_cell('x', r.get(f'{m}_{k}_us'))}</td>" for k, _ in LAT_COLUMNS) +
-                       (f"<td rowspan={len(LAT_METRICS)}>{_cell('x', r.get('depth_max'))} / "
-                        f"{_cell('x', r.get('depth_mean'))} / {_cell('x', r.get('depth_p99'))}</td>"
-                        f"<td rowspan={len(LAT_METRICS)}>{fmt_bytes(r.get('queued_bytes_max'))}</td>"
-                        if m == "latency_intended" else "") + "</tr>")
-        if r.get("round_trips"):
-            out.append(f"<tr><td class='l'>round trip (req-rep, {_cell('x', r['round_trips'])} replies)</td>" +
-                       "".join(f"<td>{_cell('x', r.get(f'round_trip_{k}_us'))}</td>" for k, _ in LAT_COLUMNS) +
-                       "</tr>")
-        out.append("</table>")
-        if i >= max_runs_plotted:
-            if i == max_runs_plotted:
-                out.append(f"<p class='note'>Plots shown for the first {max_runs_plotted} runs only.</p>")
-            continue
+
+def _digest(info: RunInfo, r: dict[str, Any], capacity: list[dict[str, Any]]) -> str:
+    """A run's line while folded: what it offered and carried, its loss, p99 and verdict."""
+    if not r.get("received") and not r.get("attempted"):
+        return "no records"
+    loss = r.get("loss_ratio")
+    return (f"{_e(info.status.value)} &middot; {_e(info.record.workload.pattern)} &middot; offered "
+            f"{offered_cell(r)} &middot; throughput {fmt_rate(r.get('recv_rate'))} &middot; loss "
+            f"{_cell('loss_ratio', loss)}% &middot; p99 "
+            f"{_cell('latency_intended_p99_us', r.get('latency_intended_p99_us'))}"
+            f" &middot; {verdict_cell(capacity, info.run_id)}")
+
+
+def run_detail(analysis: Analysis, info: RunInfo, r: dict[str, Any], capacity: list[dict[str, Any]], *,
+               plotted: bool) -> list[str]:
+    """One run, folded: its settings, fates table, latency table and plots inside <details>."""
+    out = [f"<details><summary><h3 id='{_e(info.run_id)}'>{_e(info.run_id)}"
+           f"{'<span class=tag>interrupted</span>' if info.interrupted else ''}</h3>"
+           f"<span class='digest'>{_digest(info, r, capacity)}</span></summary>"]
+    w = info.workload
+    out.append(f"<p class='note'>{_e(w.pattern)} over {_e(w.transport)}, {_e(w.size)} B, "
+               f"{_e(w.producers)} producer(s) &rarr; {_e(info.consumers)} consumer(s), rate "
+               f"{_e(w.rate or 'unpaced')} per producer, send mode {_e(w.send_mode)}, "
+               f"SNDHWM {_hwm(w.sndhwm)}, RCVHWM {_hwm(w.rcvhwm)}, linger "
+               f"{'default' if w.linger_ms is None else _e(w.linger_ms) + ' ms'}; "
+               f"libzmq {_e(info.record.versions.libzmq)}.</p>")
+    if not r.get("received") and not r.get("attempted"):
+        out.append("<p class='bad'>No records in this run.</p></details>")
+        return out
+    rows = [s for s in analysis.summary if s["run"] == info.run_id]
+    unpaced = not r.get("rate_per_producer")
+    fates = [(k, h) for k, h in FATE_COLUMNS if any(s.get(k) for s in rows)]
+    columns = ROW_COLUMNS + fates + TAIL_COLUMNS
+    out.append("<div class='scroll'><table><tr>" + "".join(f"<th>{h}</th>" for _, h in columns) + "</tr>")
+    for s in rows:
+        out.append("<tr>" + "".join(f"<td>{'unpaced' if k == 'offered_rate' and unpaced else _cell(k, s.get(k))}</td>"
+                                    for k, _ in columns) + "</tr>")
+    shown = ", ".join(h for _, h in fates)
+    out.append("</table></div><p class='note'>Messages; rates per second" + (f"; fates: {_e(shown)}" if fates else "")
+               + ". Fates that are 0 in every row are not shown (every column: summary.md, summary.csv).</p>")
+    out.append("<div class='scroll'><table><tr><th class='l'>latency</th>"
+               + "".join(f"<th>{h}</th>" for _, h in LAT_COLUMNS)
+               + "<th>queue peak / mean / p99 (msgs)</th><th>queued memory at the peak</th></tr>")
+    for m in LAT_METRICS:
+        out.append(f"<tr><td class='l'>{_e(plots.LABELS[m])}</td>" +
+                   "".join(f"<td>{_cell(f'{m}_{k}_us', r.get(f'{m}_{k}_us'))}</td>" for k, _ in LAT_COLUMNS) +
+                   (f"<td rowspan={len(LAT_METRICS)}>{_cell('x', r.get('depth_max'))} / "
+                    f"{_cell('x', r.get('depth_mean'))} / {_cell('x', r.get('depth_p99'))}</td>"
+                    f"<td rowspan={len(LAT_METRICS)}>{fmt_bytes(r.get('queued_bytes_max'))}</td>"
+                    if m == "latency_intended" else "") + "</tr>")
+    if r.get("round_trips"):
+        out.append(f"<tr><td class='l'>round trip (req-rep, {_cell('x', r['round_trips'])} replies)</td>" +
+                   "".join(f"<td>{_cell(f'round_trip_{k}_us', r.get(f'round_trip_{k}_us'))}</td>"
+                           for k, _ in LAT_COLUMNS) + "</tr>")
+    out.append("</table></div>")
+    if plotted:
         t0 = info.record.schedule.t0_ns if info.record.schedule is not None else None
-        out.append(_img(plots.throughput(analysis.rates, info.run_id, analysis.window_ns, r, t0), "throughput"))
+        out.append(_img(plots.throughput(analysis.rates, info.run_id, analysis.window_ns, r, t0, paced=not unpaced),
+                        "throughput"))
         out.append(_img(plots.latency_curve(analysis.hist, info.run_id), "latency percentiles"))
         out.append(_img(plots.queue_depth(analysis.depth, info.run_id, analysis.window_ns, t0,
                                           (r.get("depth_max"), r.get("depth_peak_at_s"))), "queue depth"))
         out += where_and_when(analysis, info)
+    out.append("</details>")
+    return out
 
-    out.append("<h2>Reading this report</h2><ul class='note'>"
-               "<li><b>Latency from intended send</b> measures from the time the message was scheduled, so a "
-               "sender held up by backpressure still counts the wait (no coordinated omission); <b>from actual "
-               "send</b> measures from the send call; <b>stall</b> is the difference.</li>"
-               "<li><b>The fate of every sent message</b> (as the run reconciles it, docs/RECORDS.md): "
-               "<b>delivered</b> while the consumers worked; <b>drained</b>: still queued when the producers "
-               "finished, received in the drain (its latency shows how long the backlog waited); "
-               "<b>dropped</b> (only when the drain completed, or below a later arrival of the same stream): "
-               "<b>start</b> before the consumer's first arrival (slow joiner), <b>mid</b> between arrivals (a full "
-               "pipe), <b>tail</b> after its last one (close, linger, term); <b>stranded</b>: not received because "
-               "the drain was cut short, queued or dropped, unknown; <b>unknown</b>: not received while a process on its "
-               "path died (its producer, consumer or the proxy). lost = dropped + stranded + unknown. "
-               "<b>EAGAIN+timeout</b>: dropped by the sender, never on the wire.</li>"
-               "<li><b>Throughput</b> is `run`'s own: distinct messages received per second from the first send "
-               "to the last receive (with a simulated consumer delay and the fast drain, what was delivered "
-               "before the drain, up to its start). A fan-out run offers every message to each consumer.</li>"
-               "<li><b>Queue depth</b> (one definition, the same in <code>run</code>'s summary, <code>--json</code>, "
-               "the capacity search and every table here; zmqload/contract/queue.py): messages sent minus received "
-               "minus dropped, where a drop at the start or mid-run leaves at its send time, a tail drop when its "
-               "producer closed, and a stranded message never; per consumer in fan-out runs, all consumers together "
-               "for the run. <b>Queue peak</b>: the most messages in flight at any instant, counted exactly from the "
-               "records; mean and p99 are over the depth at the end of each millisecond; the plots show the deepest "
-               "millisecond end of each window. Memory is depth &times; mean message size (payload only, not "
-               "libzmq's per-message overhead).</li>"
-               "<li>Latency across hosts is only meaningful with synchronised clocks.</li></ul>")
-    out.append("</body></html>")
-    return "\n".join(out)
+
+READING = (
+    "<details><summary><h3>Reading this report</h3></summary><ul class='note'>"
+    "<li><b>Latency from intended send</b> measures from the time the message was scheduled, so a "
+    "sender held up by backpressure still counts the wait (no coordinated omission); <b>from actual "
+    "send</b> measures from the send call; <b>stall</b> is the difference. Latency is in &micro;s below "
+    "10,000 &micro;s, in ms (and s) above.</li>"
+    "<li><b>The fate of every sent message</b> (as the run reconciles it, docs/RECORDS.md): "
+    "<b>delivered</b> while the consumers worked; <b>drained</b>: still queued when the producers "
+    "finished, received in the drain (its latency shows how long the backlog waited); "
+    "<b>dropped</b> (only when the drain completed, or below a later arrival of the same stream): "
+    "<b>start</b> before the consumer's first arrival (slow joiner), <b>mid</b> between arrivals (a full "
+    "pipe), <b>tail</b> after its last one (close, linger, term); <b>stranded</b>: not received because "
+    "the drain was cut short, queued or dropped, unknown; <b>unknown</b>: not received while a process on its "
+    "path died (its producer, consumer or the proxy). lost = dropped + stranded + unknown. "
+    "<b>EAGAIN+timeout</b>: dropped by the sender, never on the wire.</li>"
+    "<li><b>Throughput</b> is <code>run</code>'s own: distinct messages received per second from the first send "
+    "to the last receive (with a simulated consumer delay and the fast drain, what was delivered "
+    "before the drain, up to its start). A fan-out run offers every message to each consumer. An unpaced "
+    "run (--rate max) offers no rate: it is a max-throughput test.</li>"
+    "<li><b>Queue depth</b> (one definition, the same in <code>run</code>'s summary, <code>--json</code>, "
+    "the capacity search and every table here; zmqload/contract/queue.py): messages sent minus received "
+    "minus dropped, where a drop at the start or mid-run leaves at its send time, a tail drop when its "
+    "producer closed, and a stranded message never; per consumer in fan-out runs, all consumers together "
+    "for the run. <b>Queue peak</b>: the most messages in flight at any instant, counted exactly from the "
+    "records; mean and p99 are over the depth at the end of each millisecond; the plots show the deepest "
+    "millisecond end of each window. Memory is depth &times; mean message size (payload only, not "
+    "libzmq's per-message overhead).</li>"
+    "<li>Latency across hosts is only meaningful with synchronised clocks.</li></ul></details>")
 
 
 def slo_lines(capacity: list[dict[str, Any]], slo_p99_us: Optional[float]) -> list[str]:
-    """What the runs were judged by (the SLOs each was made under: analysis/verdicts.py), and the
-    what-if, labelled as one, when --slo-p99-us was given."""
+    """What the runs were judged by (the SLOs each was made under: analysis/verdicts.py; the
+    verdicts open with it), and the what-if, labelled as one, when --slo-p99-us was given (the
+    page opens with it)."""
     judged = sorted({text for g in capacity for text in g.get("judged_by", ())})
     out = ["<p class='sub'>Runs judged by the SLOs they were made under (the rules of <code>run</code> and "
            "<code>capacity</code>): " + ("; ".join(_e(t) for t in judged) or "-") + ".</p>"]
@@ -223,43 +281,50 @@ def verdict_cell(capacity: list[dict[str, Any]], run_id: str) -> str:
 def queue_cell(r: dict[str, Any]) -> str:
     """The queue's peak in messages (contract/queue.py) and the memory it held."""
     peak = r.get("depth_max")
-    return "-" if peak is None else f"{peak:,} ({fmt_bytes(r.get('queued_bytes_max'))})"
+    return "-" if peak is None else f"{peak:,} ({fmt_bytes(r.get('queued_bytes_max')).replace(' ', '&nbsp;')})"
 
 
 def search_section(searches: Sequence[SearchRecord]) -> list[str]:
-    """The capacity search (report/search_answer.py): its answer per setting (and for a search cut
-    short, how far it got), the table of max sustainable rate with its memory and latency cost,
-    then per combination its probes on the achieved / p99 vs offered plots (bracket shaded, SLO
-    line) and in a table."""
+    """The capacity search (report/search_answer.py), the page's answer: its sentence per setting
+    (and for a search cut short, how far it got), the table of max sustainable rate with its
+    memory and latency cost, then per combination its probes on the achieved / p99 vs offered
+    plots (bracket shaded, SLO line), each probe table folded under its plot."""
     found = [(doc, s) for doc in searches for s in doc.searches]
     if not found:
         return []
-    out = ["<h2>Capacity search</h2>"]
+    out = ["<h2>Capacity search</h2><div class='answer'>"]
     for doc, s in found:
         answered = search_answer.status(s, doc) == search_answer.CONVERGED
         out.append(f"<div class='{'rec' if answered else 'warn'}'>{_e(search_answer.sentence(s, doc))}</div>")
+    out.append("</div>")
     out += search_table(search_answer.table(searches))
     for doc, s in found:
         state = search_answer.status(s, doc)
-        out.append(f"<h3>{_e(search_answer.setting(s))}{'' if state == search_answer.CONVERGED else ': ' + _e(state)}"
-                   "</h3>")
         title = search_answer.setting(s) + ("" if state == search_answer.CONVERGED else f": {state}, no capacity")
         out.append(_img(plots.search_probes(s, doc.slos.slo_p99_us, title), f"probes of {search_answer.setting(s)}"))
-        out.append("<table><tr><th>probe</th><th>rate (per producer)</th><th>outcome</th><th>achieved</th>"
-                   "<th>loss %</th><th>p99 (&micro;s)</th><th class='l'>failed SLO</th><th class='l'>run</th></tr>")
+        out.append(f"<details><summary><h4>{_e(search_answer.setting(s))}"
+                   f"{'' if state == search_answer.CONVERGED else ': ' + _e(state)}</h4>"
+                   f"<span class='digest'>its {len(s.probes)} probe(s), one row each</span></summary>")
+        out.append("<div class='scroll'><table><tr><th>probe</th><th>rate (per producer)</th><th>outcome</th>"
+                   "<th>achieved</th><th>loss %</th><th>p99</th><th class='l'>failed SLO</th><th class='l'>run</th>"
+                   "</tr>")
         for i, p in enumerate(search_answer.probe_rows(s), 1):
             outcome = ("pass" if p["passed"] else "FAIL") + (" (re-run)" if p["confirm"] else "")
             out.append(f"<tr><td>{i}</td><td>{fmt_rate(p['rate'])}</td><td class='{'ok' if p['passed'] else 'bad'}'>"
                        f"{outcome}</td><td>{_cell('x', None if p['achieved'] is None else round(p['achieved'], 4))}</td>"
-                       f"<td>{_cell('loss_ratio', p['loss_ratio'])}</td><td>{_cell('x', p['p99_us'])}</td>"
+                       f"<td>{_cell('loss_ratio', p['loss_ratio'])}</td><td>{_cell('p99_us', p['p99_us'])}</td>"
                        f"<td class='l'>{_e(p['failed_slo'] or '-')}</td>"
                        f"<td class='l'>{_e(os.path.basename(p['run_dir'] or '-'))}</td></tr>")
-        out.append("</table>")
-    out.append("<p class='note'>Each probe is a real open-loop run at one rate (docs/CAPACITY.md): it passes when "
-               "every SLO holds and no backlog grows. The answer is the highest passing rate, confirmed by a "
-               "re-run; the bracket is [highest passing, lowest failing]. The plots show every probe as the "
-               "search measured it (received msg/s and p99 from the intended send time, all producers).</p>")
+        out.append("</table></div></details>")
+    out.append(f"<p class='note'>{TABLE_NOTE} Each probe is a real open-loop run at one rate (docs/CAPACITY.md): "
+               "it passes when every SLO holds and no backlog grows. The answer is the highest passing rate, "
+               "confirmed by a re-run; the bracket is [highest passing, lowest failing]. The plots show every probe "
+               "as the search measured it (received msg/s and p99 from the intended send time, all producers).</p>")
     return out
+
+
+# The search table's title when no HWM varied: "by HWM" over one HWM would promise a comparison.
+NO_HWM_TITLE = "Max sustainable rate, with its memory and latency cost"
 
 
 def search_table(rows: list[dict[str, Any]]) -> list[str]:
@@ -267,7 +332,9 @@ def search_table(rows: list[dict[str, Any]]) -> list[str]:
     combination, its grouping keys after the setting (search_answer.cells, as in Markdown)."""
     keys = search_answer.key_names(rows)
     (setting, setting_head), *figures = search_answer.TABLE_COLUMNS
-    out = [f"<h3>{_e(search_answer.TABLE_TITLE)}</h3>", "<table><tr>" +
+    hwms = [k for k in keys if k.endswith("hwm") and len({search_answer.key_cell(r, k) for r in rows}) > 1]
+    title = search_answer.TABLE_TITLE if hwms else NO_HWM_TITLE
+    out = [f"<h3>{_e(title)}</h3>", "<div class='scroll'><table><tr>" +
            "".join(f"<th class='l'>{_e(h)}</th>" for h in (setting_head, *keys)) +
            "".join(f"<th>{_e(h)}</th>" for _, h in figures) + "</tr>"]
     for r in rows:
@@ -275,10 +342,13 @@ def search_table(rows: list[dict[str, Any]]) -> list[str]:
         out.append(f"<tr><td class='l'>{_e(c[setting])}</td>" +
                    "".join(f"<td class='l'>{_e(search_answer.key_cell(r, k))}</td>" for k in keys) +
                    "".join(_search_cell(k, r, c) for k, _ in figures) + "</tr>")
-    out.append("</table><p class='note'>Rates per producer, as the search ran them; the figures at the answer "
-               "are those of its confirming probe (capacity-search.json; capacity.json's <code>searches</code> "
-               "has them unrounded). Queue peak in messages, split kernel socket buffers / libzmq pipes.</p>")
+    out.append("</table></div>")
     return out
+
+
+TABLE_NOTE = ("Rates per producer, as the search ran them; the figures at the answer are those of its confirming "
+              "probe (capacity-search.json; capacity.json's <code>searches</code> has them unrounded). Queue peak "
+              "in messages, split kernel socket buffers / libzmq pipes.")
 
 
 def _search_cell(key: str, row: dict[str, Any], cells: dict[str, str]) -> str:
@@ -308,33 +378,51 @@ def offered_cell(r: Optional[dict[str, Any]]) -> str:
 
 
 def capacity_section(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: list[str],
-                     slo_p99_us: Optional[float]) -> list[str]:
-    """The verdict per group: a table naming the grouping keys, the sentences, the curves."""
-    out = ["<h2>Capacity verdicts</h2>"]
-    keys = capacity[0]["key_names"] if capacity else []
-    out.append("<p class='note'>Runs are grouped by " + (", ".join(f"<b>{_e(k)}</b>" for k in keys) if keys else
-               "nothing: every workload field is the same in all runs") +
-               " (every workload field and the libzmq version that differ between the runs; the offered rate "
-               "is the axis).</p>")
+                     slo_p99_us: Optional[float], answer: bool = True, judged_by: str = "") -> list[str]:
+    """The verdict per group: what the runs were judged by, the sentences (the page's answer when
+    no search gave one), the curves, then a table naming the grouping keys and how the runs were
+    judged."""
+    out = ["<h2>Capacity verdicts</h2>", judged_by, f"<div class='{'answer' if answer else 'verdicts'}'>"]
     for rec in recommendations:
         clean = "no failure up to" in rec or rec.startswith("To carry") or "the capacity search's answer: " in rec
         out.append(f"<div class='{'rec' if clean else 'warn'}'>{_e(rec)}</div>")
-    out.append("<table><tr>" + "".join(f"<th class='l'>{_e(k)}</th>" for k in keys) +
+    out.append("</div>")
+    rows = analysis.run_rows()
+    own = [r.record.slos.slo_p99_us for r in analysis.runs
+           if r.record.slos is not None and r.record.slos.slo_p99_us is not None]
+    out.append(_img(plots.capacity_curves(rows, slo_p99_us, capacity, own), "capacity curves")
+               or "<p class='note'>Capacity curves need two or more paced rates of one setting (a capacity "
+                  "search's are its probe plots).</p>")
+    hwm_data = plots.loss_vs_hwm_series(rows, capacity)
+    if hwm_data and not any(y for pts in hwm_data["series"].values() for _, y in pts):
+        out.append("<p class='note'>Loss vs high-water mark: no paced run lost or refused a message at any HWM "
+                   f"tested ({_e(', '.join(hwm_data['labels']))}).</p>")     # a plot of zeros says no more
+    elif hwm_data:
+        out.append("<h3>Loss vs high-water mark</h3>" + _img(plots.loss_vs_hwm(rows, capacity), "loss vs HWM"))
+    keys = capacity[0]["key_names"] if capacity else []
+    out.append("<div class='scroll'><table><tr>" + "".join(f"<th class='l'>{_e(k)}</th>" for k in keys) +
                "<th>runs</th><th>rates tested</th><th>highest clean rate</th><th>lowest failing rate</th>"
-               "<th class='l'>failed SLO</th><th>p99 at clean (&micro;s)</th><th>peak queued at clean</th>"
-               "<th class='l'>cause</th><th class='l'>advice</th><th class='l'>max throughput (unpaced)</th></tr>")
+               "<th class='l'>failed SLO</th><th>p99 at clean</th><th>peak queued at clean</th>"
+               "<th class='l'>cause; advice</th><th class='l'>max throughput (unpaced)</th></tr>")
     for g in capacity:
         flood = "; ".join(f"{fmt_rate(f['recv_rate'])} received" for f in g["max_throughput"]) or "-"
         slo = _e(g["failed_slo"] or "-") + ("" if g["monotone"] else " <span class='tag'>not monotone</span>")
         out.append("<tr>" + "".join(f"<td class='l'>{_hwm(g['keys'][k])}</td>" for k in keys) +
-                   f"<td>{g['runs']}</td><td>{_e(', '.join(fmt_rate(r) for r in g['rates_tested']) or '-')}</td>"
+                   f"<td>{g['runs']}</td>"
+                   f"<td class='l'>{_e(', '.join(fmt_rate(r) for r in g['rates_tested']) or '-')}</td>"
                    f"<td>{fmt_rate(g['highest_clean_rate'])}</td><td>{fmt_rate(g['lowest_failing_rate'])}</td>"
-                   f"<td class='l'>{slo}</td><td>{_cell('x', g['p99_at_clean_us'])}</td>"
-                   f"<td>{fmt_bytes(g['queued_bytes_at_clean'])}</td><td class='l'>{_e(g['cause'] or '-')}</td>"
-                   f"<td class='l'>{_e(g['advice'] or '-')}</td><td class='l'>{_e(flood)}</td></tr>")
+                   f"<td class='l'>{slo}</td><td>{_cell('p99_us', g['p99_at_clean_us'])}</td>"
+                   f"<td>{fmt_bytes(g['queued_bytes_at_clean'])}</td>"
+                   f"<td class='l'>{_e('; '.join(t for t in (g['cause'], g['advice']) if t) or '-')}</td>"
+                   f"<td class='l'>{_e(flood)}</td></tr>")
     what_if = (f" The what-if p99 &le; {slo_p99_us:g} &micro;s (--slo-p99-us) stands in for the runs' own p99 SLO "
                "in the verdicts that say so." if slo_p99_us is not None else "")
-    out.append(f"</table><p class='note'>Each run is judged by the SLOs it was made under, by the rules of "
+    out.append("</table></div><p class='note'>Runs are grouped by " +
+               (", ".join(f"<b>{_e(k)}</b>" for k in keys) if keys else
+                "nothing: every workload field is the same in all runs") +
+               " (every workload field and the libzmq version that differ between the runs; the offered rate "
+               "is the axis). "
+               f"Each run is judged by the SLOs it was made under, by the rules of "
                f"<code>run</code> and <code>capacity</code> (zmqload/contract/judge.py): loss (lost = dropped + "
                f"stranded + unknown, of the expected; drained messages arrived late and count as delivered, refused "
                f"ones were never accepted), the share of the offered load received, p99 from the intended send "
@@ -343,14 +431,6 @@ def capacity_section(analysis: Analysis, capacity: list[dict[str, Any]], recomme
                f"the search's answer as its verdict. Otherwise the limit lies between the highest clean rate and "
                f"the lowest failing rate above it; <i>failed SLO</i> is what broke there. Unpaced runs (--rate max) "
                f"are max-throughput tests: they offer no rate, so they get no knee.</p>")
-    rows = analysis.run_rows()
-    own = [r.record.slos.slo_p99_us for r in analysis.runs
-           if r.record.slos is not None and r.record.slos.slo_p99_us is not None]
-    out.append(_img(plots.capacity_curves(rows, slo_p99_us, capacity, own), "capacity curves")
-               or "<p class='note'>Capacity curves need two or more paced rates of one setting.</p>")
-    loss_png = plots.loss_vs_hwm(rows, capacity)
-    if loss_png:
-        out.append("<h3>Loss vs high-water mark</h3>" + _img(loss_png, "loss vs HWM"))
     return out
 
 
@@ -373,8 +453,9 @@ def where_and_when(analysis: Analysis, info: RunInfo) -> list[str]:
                 rows.append(f"<tr><td>{_e(s.stream)}</td><td>{_e(who)}</td><td class='l'>{shown}{more}</td>"
                             f"<td>{_cell('x', s.dropped)}</td><td>{_cell('x', s.stranded)}</td></tr>")
     if rows:
-        out.append("<table><tr><th>stream</th><th>consumer</th><th class='l'>first missing seq ranges</th>"
-                   "<th>dropped</th><th>stranded</th></tr>" + "".join(rows) + "</table>")
+        out.append("<div class='scroll'><table><tr><th>stream</th><th>consumer</th>"
+                   "<th class='l'>first missing seq ranges</th>"
+                   "<th>dropped</th><th>stranded</th></tr>" + "".join(rows) + "</table></div>")
     out.append(_img(plots.queue_split(analysis.depth, info.run_id, info.path, record, analysis.window_ns),
                     "queue depth kernel / libzmq"))
     return out

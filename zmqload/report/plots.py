@@ -49,6 +49,27 @@ def _si(x: float, _: object = None) -> str:
     return f"{x:.3g}"
 
 
+def fmt_us(us: Optional[float]) -> str:
+    """A latency as a person reads it: '812 µs' below 10,000 µs, '50.1 ms' above, '1.23 s' from a second."""
+    if us is None or (isinstance(us, float) and math.isnan(us)):
+        return "-"
+    if us >= 1e6:
+        return f"{us / 1e6:,.3g} s" if us < 1e9 else f"{us / 1e6:,.0f} s"
+    if us >= 1e4:
+        return f"{us / 1e3:.3g} ms"
+    return f"{us:,.0f} µs" if us >= 10 else f"{us:.3g} µs"
+
+
+def us_tick(us: float, _: object = None) -> str:
+    """A latency axis tick in its own unit (µs below 10,000 µs, ms above, s from a second): '50 ms',
+    never '50k' (microseconds)."""
+    if us >= 1e6:
+        return f"{us / 1e6:g} s"
+    if us >= 1e4:
+        return f"{us / 1e3:g} ms"
+    return f"{us:,.0f} µs" if us >= 10 else f"{us:g} µs"
+
+
 MOST_STEPS = 200      # windows drawn per run at most: longer runs are drawn in merged windows
 # Which times each throughput series counts by, and the span of those times in the run row.
 SERIES = {"offered": ("offered (by intended time)", "t_first_intended_ns", "t_last_intended_ns"),
@@ -114,8 +135,11 @@ def throughput_series(rates: list[dict[str, Any]], run: str, window_ns: int, row
 
 
 def throughput(rates: list[dict[str, Any]], run: str, window_ns: int, row: dict[str, Any] | None = None,
-               t0_ns: int | None = None) -> Optional[str]:
+               t0_ns: int | None = None, paced: bool = True) -> Optional[str]:
+    """The throughput plot; an unpaced run (`paced` False) offers no rate: no offered line."""
     data = throughput_series(rates, run, window_ns, row, t0_ns)
+    if not paced:
+        data["series"].pop("offered", None)
     return _png(throughput_figure(data)) if data["series"] else None
 
 
@@ -137,7 +161,8 @@ def throughput_figure(data: dict[str, Any]) -> Figure:
     ax.set_ylabel("messages / s")
     ax.set_ylim(0, top)
     ax.yaxis.set_major_formatter(FuncFormatter(_si))
-    ax.set_title(f"Throughput over time ({_duration(data['window_ns'])} windows; first and last by the time they cover)")
+    ax.set_title(f"Throughput over time ({duration_text(data['window_ns'])} windows; first and last by the time they "
+                 "cover)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, frameon=False)
     return fig
@@ -158,7 +183,7 @@ def y_top(data: dict[str, Any]) -> tuple[float, tuple[str, float, float] | None]
     return (highest[0] * 1.12) or 1.0, None
 
 
-def _duration(ns: float) -> str:
+def duration_text(ns: float) -> str:
     return f"{ns / 1e9:g} s" if ns >= 1e9 else f"{ns / 1e6:g} ms" if ns >= 1e6 else f"{ns / 1e3:g} us"
 
 
@@ -204,10 +229,10 @@ def latency_curve(hist: list[dict[str, Any]], run: str) -> Optional[str]:
     if y_min is not None:
         ax.set_ylim(bottom=y_min / 1.5)
         if y_min <= FLOOR_US:
-            notes.append(f"values under {FLOOR_US:g} us drawn at {FLOOR_US:g}")
+            notes.append(f"values under {FLOOR_US:g} µs drawn at {FLOOR_US:g} µs")
     ax.set_xlabel("percentile")
-    ax.set_ylabel("microseconds")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}" if y >= 1 else f"{y:g}"))
+    ax.set_ylabel("latency")
+    ax.yaxis.set_major_formatter(FuncFormatter(us_tick))
     ax.set_title("Latency by percentile (HdrHistogram style)")
     ax.grid(alpha=0.3, which="both")
     if notes:
@@ -265,7 +290,8 @@ def queue_depth(depth: list[dict[str, Any]], run: str, window_ns: int, t0_ns: in
         ax.legend(fontsize=8, loc="upper left")
     ax.set_xlabel("seconds since the first scheduled send")
     messages_axis(ax, max(values + [messages or 0]), rows[0].get("mean_size"))
-    ax.set_title("Queue depth over time: sent - received - dropped (deepest millisecond in each window)")
+    ax.set_title(f"Queue depth over time: sent - received - dropped (deepest millisecond in each "
+                 f"{duration_text(window_ns)} window)")
     ax.grid(alpha=0.3)
     return _png(fig)
 
@@ -279,7 +305,8 @@ def loss_vs_hwm_series(run_rows: list[dict[str, Any]], capacity: list[dict[str, 
     """The loss-vs-HWM plot's data: the HWM settings tested (the x categories, in order) and
     one series per setup (every other grouping key and the offered rate), each a list of
     (category index, loss %) where loss = lost + refused by the sender, % of attempted.
-    Points of one series only are ever joined. None without an HWM among the grouping keys."""
+    Points of one series only are ever joined. None without an HWM among the grouping keys, or
+    with one HWM setting among the paced runs (nothing to compare)."""
     hwm_keys = [k for k in ("sndhwm", "rcvhwm", "proxy_sndhwm", "proxy_rcvhwm")
                 if capacity and k in capacity[0]["key_names"]]
     if not hwm_keys:
@@ -291,6 +318,8 @@ def loss_vs_hwm_series(run_rows: list[dict[str, Any]], capacity: list[dict[str, 
         return tuple((keys[k] is None, keys[k] or 0) for k in hwm_keys)
     settings = sorted({tuple((k, group[r["run"]]["keys"][k]) for k in hwm_keys) for r in rows},
                       key=lambda t: hwm_sort(dict(t)))
+    if len(settings) < 2:       # one HWM among the paced runs: nothing to compare along the axis
+        return None
     labels = [", ".join(key_text(k, v) for k, v in t) for t in settings]
     series: defaultdict[str, list[tuple[int, float]]] = defaultdict(list)
     for r in rows:
@@ -340,8 +369,9 @@ def capacity_curves(run_rows: list[dict[str, Any]], slo_p99_us: Optional[float],
                     own_p99_us: Sequence[float] = ()) -> Optional[str]:
     """Achieved vs offered and p99 vs offered, one line per group (named by its keys), paced
     runs only; the bracket [highest clean, lowest failing] is marked on each line. The p99 SLOs
-    the runs were made under (`own_p99_us`) and the report's what-if (`slo_p99_us`), each named."""
-    group = _group_of(capacity)
+    the runs were made under (`own_p99_us`) and the report's what-if (`slo_p99_us`), each named.
+    A capacity search's setting is left out: its probe plots show the same runs, by outcome."""
+    group = {rid: g for rid, g in _group_of(capacity).items() if not g.get("search")}
     lines: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in run_rows:
         if offered(r) and r.get("recv_rate") and r["run"] in group:
@@ -370,19 +400,19 @@ def capacity_curves(run_rows: list[dict[str, Any]], slo_p99_us: Optional[float],
     a1.set_ylabel("received msgs/s (all consumers)")
     a1.set_title("Achieved vs offered (dotted: highest clean, dashed: lowest failing)", fontsize=9)
     for value in sorted(set(own_p99_us)):
-        a2.axhline(value, color="#d62728", ls="--", lw=1, label=f"the runs' p99 SLO {value:g} us")
+        a2.axhline(value, color="#d62728", ls="--", lw=1, label=f"the runs' p99 SLO {fmt_us(value)}")
     if slo_p99_us is not None:
-        a2.axhline(slo_p99_us, color="#ff7f0e", ls="-.", lw=1, label=f"what-if p99 {slo_p99_us:g} us")
+        a2.axhline(slo_p99_us, color="#ff7f0e", ls="-.", lw=1, label=f"what-if p99 {fmt_us(slo_p99_us)}")
     a2.set_yscale("log")
     a2.set_xlabel("offered msgs/s")
-    a2.set_ylabel("p99 latency from intended (us)")
+    a2.set_ylabel("p99 latency from intended send")
     a2.set_title("p99 vs offered")
     for a in (a1, a2):
         a.xaxis.set_major_formatter(FuncFormatter(_si))
         a.grid(alpha=0.3)
     a1.yaxis.set_major_formatter(FuncFormatter(_si))
     keys = ", ".join(capacity[0]["key_names"]) or None
-    a2.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}" if y >= 1 else f"{y:g}"))
+    a2.yaxis.set_major_formatter(FuncFormatter(us_tick))
     fig.tight_layout()
     # one legend for both, under them: inside, it hid points
     handles = a1.get_legend_handles_labels()[0] + [h for h, lab in zip(*a2.get_legend_handles_labels())
@@ -461,11 +491,11 @@ def fates_over_time(rates: list[dict[str, Any]], run: str, record: RunRecord, co
         ax.stairs([drained.get(w, 0) for w in xs], [at(w) for w in xs] + [at(xs[-1] + 1)], baseline=0,
                   color=FATE_COLORS["drained"], lw=1.8, label="drained (arrived in the drain, by receive time)")
     ax.set_xlabel("seconds since the first scheduled send")
-    ax.set_ylabel(f"messages per {window_ns / 1e6:g} ms")
+    ax.set_ylabel(f"messages per {duration_text(window_ns)}")
     ax.set_xlim(min(0, at(w0)), at(windows[-1] + 1))      # the whole run, so "when" reads at a glance
     ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(FuncFormatter(_si))
-    ax.set_title("Where messages went over time: lost by fate, drained")
+    ax.set_title(f"Where messages went over time: lost by fate, drained ({duration_text(window_ns)} windows)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _png(fig)
@@ -483,6 +513,17 @@ def split_parts(transport: str | None) -> tuple[str, ...]:
     if transport == "inproc":
         return ("libzmq pipes (inproc: no kernel buffers)",)
     return ("libzmq pipes and unix-socket buffers (the kernel's part is sampled over tcp only)",)
+
+
+def hwm_lines(sndhwm: Optional[int], rcvhwm: Optional[int]) -> list[tuple[str, int, dict[str, Any]]]:
+    """The queue plot's HWM reference lines: (name, value, line style). Equal HWMs are one line
+    named for both (two would lie on top of each other, the one drawn last hiding the other);
+    different ones differ in dash as well as colour."""
+    if sndhwm is not None and sndhwm == rcvhwm:
+        return [("SNDHWM = RCVHWM", sndhwm, dict(color="#8c2d04", ls="--"))]
+    return [(name, hwm, style) for name, hwm, style in (("SNDHWM", sndhwm, dict(color="#2ca02c", ls="--")),
+                                                         ("RCVHWM", rcvhwm, dict(color="#d62728", ls=(0, (1, 2)))))
+            if hwm is not None]
 
 
 def queue_split(depth: list[dict[str, Any]], run: str, run_path: str, record: RunRecord,
@@ -514,18 +555,16 @@ def queue_split(depth: list[dict[str, Any]], run: str, run_path: str, record: Ru
         ax.stackplot(t, total, labels=parts, colors=["#9467bd"], alpha=0.6, step="post")
     peak = max(float(total.max()), 1.0)
     shown = []
-    for name, hwm, color in (("sndhwm", w.sndhwm, "#2ca02c"), ("rcvhwm", w.rcvhwm, "#d62728")):
-        if hwm is None:
-            continue
+    for name, hwm, style in hwm_lines(w.sndhwm, w.rcvhwm):
         if hwm <= HWM_SCALE * peak:      # a reference line, not one that squashes the depth flat
-            ax.axhline(hwm, color=color, ls="--", lw=1, label=f"{name.upper()} {hwm:,}")
+            ax.axhline(hwm, lw=1.4, label=f"{name} {hwm:,}", zorder=4, **style)
             shown.append(hwm)
         else:
-            ax.plot([], [], color=color, ls="--", lw=1, label=f"{name.upper()} {hwm:,} (above the scale)")
+            ax.plot([], [], lw=1.4, label=f"{name} {hwm:,} (above the scale)", **style)
     ax.set_xlabel("seconds since the first scheduled send")
     messages_axis(ax, max([peak, *shown]))
     ax.set_title(("Queue depth over time, kernel / libzmq" if len(parts) == 2 else "Queue depth over time")
-                 + " (messages that arrived; HWMs for reference)")
+                 + f" ({duration_text(window_ns)} windows; messages that arrived; HWMs for reference)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4, frameon=False)
     return _png(fig)
@@ -583,6 +622,20 @@ def _log_limits(values: list[float]) -> tuple[float, float]:
     return lo / 1.6, hi * 1.6
 
 
+SPREAD = 0.025      # probes at one rate are drawn 2.5% apart (log axis) so each stays visible
+
+
+def spread_equal(xs: list[float]) -> list[float]:
+    """Rates with the probes that share one (a re-run, a retry) moved apart by SPREAD each,
+    centred on the rate, in the order run; on a log axis that is the same gap at any rate."""
+    out = list(xs)
+    for x in set(xs):
+        at = [i for i, v in enumerate(xs) if v == x]
+        for k, i in enumerate(at):
+            out[i] = x * (1 + SPREAD) ** (k - (len(at) - 1) / 2)
+    return out
+
+
 def search_probes(search: SearchEntry, slo_p99_us: float | None, title: str) -> Optional[str]:
     """Achieved vs offered and p99 vs offered for one searched combination: every probe a
     marker by outcome (a re-run ringed), the bracket [highest passing, lowest failing] shaded,
@@ -595,7 +648,7 @@ def search_probes(search: SearchEntry, slo_p99_us: float | None, title: str) -> 
         return None
     probes = [p for p, _ in measured]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.0))
-    xs = [f.offered_rate for _, f in measured]
+    xs = spread_equal([f.offered_rate for _, f in measured])
     ys_achieved = [f.throughput_msgs for _, f in measured]
     ys_p99 = [f.p99_us for _, f in measured]
     lo, hi = search.bracket
@@ -629,7 +682,7 @@ def search_probes(search: SearchEntry, slo_p99_us: float | None, title: str) -> 
     a1.set_ylim(x0, x1)
     p99s = [max(y, FLOOR_US) for y in ys_p99 if y is not None]
     if slo_p99_us:
-        a2.axhline(slo_p99_us, color="#d62728", ls="--", lw=1, label=f"SLO p99 {si_short(slo_p99_us)} us")
+        a2.axhline(slo_p99_us, color="#d62728", ls="--", lw=1, label=f"SLO p99 {fmt_us(slo_p99_us)}")
         p99s.append(slo_p99_us)
     if p99s:
         a2.set_ylim(*_log_limits(p99s))
@@ -639,13 +692,13 @@ def search_probes(search: SearchEntry, slo_p99_us: float | None, title: str) -> 
         a.set_xlim(x0, x1)
         for axis, limits in ((a.xaxis, a.get_xlim()), (a.yaxis, a.get_ylim())):
             axis.set_major_locator(FixedLocator(_log_ticks(*limits)))
-            axis.set_major_formatter(FuncFormatter(si_short))
+            axis.set_major_formatter(FuncFormatter(us_tick if axis is a2.yaxis else si_short))
             axis.set_minor_locator(NullLocator())
         a.set_xlabel(f"offered msg/s{f' ({producers} producers)' if producers > 1 else ''}")
         a.grid(alpha=0.3, which="both")
     a1.set_ylabel("received msg/s")
     a1.set_title("Achieved vs offered", fontsize=10)
-    a2.set_ylabel("p99 latency from intended send (us)")
+    a2.set_ylabel("p99 latency from intended send")
     a2.set_title("p99 vs offered", fontsize=10)
     fig.suptitle(title, fontsize=10)
     handles: dict[str, Any] = {}     # one legend for both plots, below them: the markers never hide a probe
