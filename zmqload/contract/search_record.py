@@ -138,10 +138,11 @@ class SearchTemplate(Record):
     sndbuf: Optional[int] = None
     rcvbuf: Optional[int] = None
     immediate: bool = False
+    conflate: str = "off"
     io_threads: int = 1
     cpu_placement: str = "auto"
-    consumer_delay_us: float = 0.0
     master: Optional[str] = None
+    consumer_delay_us: float = 0.0
     drain_timeout_ms: int = 1000
     drain: str = "fast"
     drain_limit_s: float = 60.0

@@ -33,6 +33,9 @@ COMPRESSIONS = ("none", "snappy", "lz4", "zstd")
 CLOSE_ORDERS = ("producer-first", "consumer-first", "after-drain")
 DRAIN_MODES = ("fast", "slow", "none")
 ROLES = ("both", "producer")
+CONFLATES = ("off", "consumers", "producers", "both")
+CONFLATE_SOCKETS = ("PUSH", "PULL", "PUB", "SUB", "DEALER")
+"""The socket types libzmq applies ZMQ_CONFLATE to (it ignores the option on the others)."""
 SERVICE_REPLY_TIMEOUT_MS = 5000
 """--reply-timeout-ms unset, against a service of the user's: it may stop answering."""
 CPU_PLACEMENTS = ("auto", "none")
@@ -276,6 +279,12 @@ class Workload:
         low=0, high=MAX_INT32, nullable=True, group=SOCKET_OPTIONS)
     immediate: bool = option(
         False, bool, "true or false", "ZMQ_IMMEDIATE on both sides", group=SOCKET_OPTIONS)
+    conflate: str = option(
+        "off", str, "",
+        "ZMQ_CONFLATE (keep only the last message in each queue; libzmq then ignores that side's HWM) on the "
+        "consumers', the producers' or both sides' data sockets, set before bind/connect; messages stay single-part. "
+        f"Sockets: {', '.join(CONFLATE_SOCKETS)} (patterns push-pull, pub-sub, proxy; dealer-router's producers)",
+        choices=CONFLATES, group=SOCKET_OPTIONS)
     io_threads: int = option(
         1, int, "an integer from 1 to 64", "libzmq I/O threads per context (one context per process)",
         low=1, high=64, group=SOCKET_OPTIONS)
@@ -455,6 +464,8 @@ class Workload:
             self._check_producers_alone()
         if self.master is not None:
             self._check_placed()
+        if self.conflate != "off":
+            self._check_conflate()
         if self.rate and (self.count is not None or self.duration is not None) \
                 and self.messages_per_producer > MAX_PACED:
             flag, value = ("--count", self.count) if self.count is not None else ("--duration", self.duration)
@@ -480,6 +491,23 @@ class Workload:
                 raise ConfigError(option.flag, f"got {getattr(self, name)!r} with --role producer, where the "
                                                f"consumers are yours; accepted: {option.default_text or option.default!r}"
                                                " (the default: it is not used)")
+
+    def _check_conflate(self) -> None:
+        """--conflate: a socket type libzmq conflates on, on each side asked, and zmqload's own consumers."""
+        pattern = patterns.get(self.pattern)
+        sides = (("producers", pattern.producer_socket), ("consumers", pattern.consumer_socket))
+        if self.topology.producers_alone and self.conflate in ("consumers", "both"):
+            raise ConfigError("--conflate", f"got {self.conflate!r} with --role producer, where the consumers are "
+                                            "yours; accepted: off or producers")
+        for side, socket_type in sides:
+            if self.conflate in (side, "both") and socket_type not in CONFLATE_SOCKETS:
+                able = ", ".join(p.name for p in patterns.PATTERNS.values()
+                                 if dict(zip(("producers", "consumers"), (p.producer_socket, p.consumer_socket)))[side]
+                                 in CONFLATE_SOCKETS)
+                raise ConfigError("--conflate", f"got {self.conflate!r} with pattern {self.pattern}, whose {side} "
+                                                f"are {socket_type} sockets (libzmq conflates only "
+                                                f"{', '.join(CONFLATE_SOCKETS)}); accepted: off, or --conflate "
+                                                f"{side} with {able}")
 
     def _check_placed(self) -> None:
         """--master: each worker a Spark task, a process of its own."""

@@ -21,7 +21,8 @@ class Consumer(WorkerLifecycle):
                                      min(w.messages_per_producer, 1 << 24), w.compression)
         sock = self.open_socket(self.pattern.consumer_socket, {
             "RCVHWM": w.rcvhwm, "RCVBUF": w.rcvbuf, "LINGER": 0,
-            "IMMEDIATE": int(w.immediate) if w.immediate else None})     # the Receiver ends each slice
+            "IMMEDIATE": int(w.immediate) if w.immediate else None,
+            "CONFLATE": 1 if w.conflate in ("consumers", "both") else None})     # the Receiver ends each slice
         if self.pattern.subscribe:
             sock.subscribe(b"")
         self.receiver = receiver = _engine.Receiver(sock, w.consumer_delay_ns,

@@ -25,7 +25,8 @@ class Producer(WorkerLifecycle):
             min(w.sndtimeo_ms, w.slice_ms) if w.send_mode == "timeout" else w.slice_ms)
         sock = self.open_socket(self.pattern.producer_socket, {
             "SNDHWM": w.sndhwm, "SNDBUF": w.sndbuf, "LINGER": w.linger_ms,
-            "IMMEDIATE": int(w.immediate) if w.immediate else None, "SNDTIMEO": sndtimeo})
+            "IMMEDIATE": int(w.immediate) if w.immediate else None, "SNDTIMEO": sndtimeo,
+            "CONFLATE": 1 if w.conflate in ("producers", "both") else None})
         convert = SendConverter(self.spec.run_dir, self.spec.name, self.spec.worker.index, w.size, w.rate,
                                 0, w.compression, self.pattern.round_trip)
         chunk_rows = (w.chunk_rows + 7) // 8 * 8     # whole bytes of the packed ok-map per chunk

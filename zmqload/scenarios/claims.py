@@ -55,6 +55,12 @@ CLAIMS = {c.id: c for c in (
           "message (pyzmq #148, #1100, #1241)"),
     Claim("U-3", "U", "A message sent after an idle gap sees far higher latency (>200 us) than back-to-back "
           "messages (libzmq #4673)"),
+    Claim("U-4", "U", "ZMQ_CONFLATE on a PUB with several subscribers: only one subscriber (the first over tcp, the "
+          "last over ipc) gets messages (libzmq #3323)"),
+    Claim("U-5", "U", "A CONFLATE SUB that does not read keeps only the last message, so its memory stays flat "
+          "(libzmq #3171 reports it grows)"),
+    Claim("U-7", "U", "A short-lived PUSH (connect, send one message with DONTWAIT, close at once, LINGER 10000) "
+          "often loses its message (libzmq #3774, seen on Windows and macOS)"),
     Claim("X-1", "X", "A SUB that connects after the PUB started misses the first messages (slow joiner)"),
 )}
 
