@@ -34,6 +34,9 @@ class ScriptedLauncher:
         self.threads[spec.worker] = threading.Thread(target=body, daemon=True)
         self.threads[spec.worker].start()
 
+    def all_started(self):
+        """Each script began at its `start`."""
+
     def dead(self, workers):
         return [w for w in workers if w in self.threads and not self.threads[w].is_alive()]
 

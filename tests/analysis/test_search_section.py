@@ -54,7 +54,7 @@ def test_the_sentence_restates_answer_bracket_cause_and_cost():
     assert text.startswith("pub-sub tcp 256 B, rcvhwm=100: 5.0k/s sustainable (bracket 5.0k/s - 5.2k/s)")
     assert "above it at 5.2k/s: backlog grew by 900 messages" in text
     assert "20 us of work per message (at most 50.0k/s each" in text
-    assert "p99 812 us, queue peak 40 messages (30 in kernel buffers, 10 in libzmq), consumer RSS 80 MiB" in text
+    assert "p99 812 µs, queue peak 40 messages (30 in kernel buffers, 10 in libzmq), consumer RSS 80 MiB" in text
 
 
 def test_a_generator_limit_is_never_a_capacity():

@@ -17,6 +17,8 @@ the report's own (`searches`).
 """
 from __future__ import annotations
 
+import math
+
 import dataclasses
 import os
 import re
@@ -73,6 +75,17 @@ def fmt_bytes(n: Optional[float]) -> str:
         if n >= f:
             return f"{n / f:.1f} {unit}"
     return f"{n:.0f} B"
+
+
+def fmt_us(us: Optional[float]) -> str:
+    """A latency as a person reads it: '812 µs' below 10,000 µs, '50.1 ms' above, '1.23 s' from a second."""
+    if us is None or (isinstance(us, float) and math.isnan(us)):
+        return "-"
+    if us >= 1e6:
+        return f"{us / 1e6:,.3g} s" if us < 1e9 else f"{us / 1e6:,.0f} s"
+    if us >= 1e4:
+        return f"{us / 1e3:.3g} ms"
+    return f"{us:,.0f} µs" if us >= 10 else f"{us:.3g} µs"
 
 
 def fmt_rate(r: Optional[float]) -> str:
@@ -200,7 +213,7 @@ class RunView:
             elif name == P99:
                 what_if = " (what-if)" if what_if_p99_us is not None else ""
                 out.append((P99, "no latency measured" if self.p99 is None else
-                            f"p99 {self.p99:,.0f} us > SLO {b.limit:g} us{what_if}"))
+                            f"p99 {fmt_us(self.p99)} > SLO {fmt_us(b.limit)}{what_if}"))
             else:
                 out.append((name, b.text))
         if self.generator_limited:
@@ -438,7 +451,7 @@ def advice(v: RunView, fails: list[tuple[str, str]], slo_p99_us: Optional[float]
                 f"faster or more consumers, or a rate below {rate}")
     if P99 in names:
         drained = f"; {v.fates['drained']:,} drained after the producers finished" if v.fates["drained"] else ""
-        return (f"{v.row.get('latency_intended_p99_us') or 0:,.0f} us p99 with nothing dropped: a backlog "
+        return (f"{fmt_us(v.row.get('latency_intended_p99_us') or 0)} p99 with nothing dropped: a backlog "
                 f"({where}{drained}{per_consumer})",
                 f"a rate below {rate}, a smaller HWM (now {hwm}; it bounds the wait but drops instead), "
                 "or faster or more consumers")
@@ -497,7 +510,7 @@ def recommend(table: list[dict[str, Any]], memory_budget: int | None = None, tar
                        if slo_p99_us is not None and "search" not in pick else "")
             out.append(f"To carry {fmt_rate(target)}{budget}{what_if}: {pick['group']} ("
                        f"{'sustainable per its capacity search' if 'search' in pick else 'clean'} at "
-                       f"{fmt_rate(pick['highest_clean_rate'])}, p99 {'-' if p99 is None else f'{p99:,.0f}'} us, "
+                       f"{fmt_rate(pick['highest_clean_rate'])}, p99 {fmt_us(p99)}, "
                        f"peak queued {fmt_bytes(pick['queued_bytes_at_clean'])}).")
         else:
             out.append(f"No tested setting carries {fmt_rate(target)} cleanly{budget}.")

@@ -6,7 +6,7 @@ import html
 import os
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from ..analysis.verdicts import fmt_bytes, fmt_rate, offered
+from ..analysis.verdicts import fmt_bytes, fmt_rate, fmt_us, offered
 from ..analysis.metrics import ALL
 from . import plots, search_answer
 
@@ -69,7 +69,7 @@ def _cell(key: str, v: Any) -> str:
     if key.endswith("_rate"):
         return fmt_rate(v)
     if key.endswith("_us"):
-        return _e(plots.fmt_us(v)).replace(" ", "&nbsp;")      # '812 µs' never split over two lines
+        return _e(fmt_us(v)).replace(" ", "&nbsp;")      # '812 µs' never split over two lines
     return _e(plots.nice_number(v))
 
 
@@ -323,17 +323,13 @@ def search_section(searches: Sequence[SearchRecord]) -> list[str]:
     return out
 
 
-# The search table's title when no HWM varied: "by HWM" over one HWM would promise a comparison.
-NO_HWM_TITLE = "Max sustainable rate, with its memory and latency cost"
-
 
 def search_table(rows: list[dict[str, Any]]) -> list[str]:
     """'Max sustainable rate by HWM, with its memory and latency cost': one row per searched
     combination, its grouping keys after the setting (search_answer.cells, as in Markdown)."""
     keys = search_answer.key_names(rows)
     (setting, setting_head), *figures = search_answer.TABLE_COLUMNS
-    hwms = [k for k in keys if k.endswith("hwm") and len({search_answer.key_cell(r, k) for r in rows}) > 1]
-    title = search_answer.TABLE_TITLE if hwms else NO_HWM_TITLE
+    title = search_answer.table_title(rows)
     out = [f"<h3>{_e(title)}</h3>", "<div class='scroll'><table><tr>" +
            "".join(f"<th class='l'>{_e(h)}</th>" for h in (setting_head, *keys)) +
            "".join(f"<th>{_e(h)}</th>" for _, h in figures) + "</tr>"]

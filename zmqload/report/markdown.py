@@ -146,7 +146,7 @@ def search_table(rows: list[dict[str, Any]]) -> list[str]:
     """The capacity search's table, the cells of the HTML report's (search_answer.cells)."""
     keys = search_answer.key_names(rows)
     (setting, setting_head), *figures = search_answer.TABLE_COLUMNS
-    out = [f"### {search_answer.TABLE_TITLE}", "",
+    out = [f"### {search_answer.table_title(rows)}", "",
            "| " + " | ".join([setting_head, *keys, *(h for _, h in figures)]) + " |",
            "|" + "---|" * (1 + len(keys) + len(figures))]
     for r in rows:

@@ -17,7 +17,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from ..analysis.verdicts import fmt_rate, key_text, offered  # noqa: E402
+from ..analysis.verdicts import fmt_rate, fmt_us, key_text, offered  # noqa: E402
 from ..analysis.metrics import ALL  # noqa: E402
 from ..contract.fates import TAIL_AMBIGUOUS, TAIL_MID_RUN  # noqa: E402
 from ..contract.histogram import bucket_value  # noqa: E402
@@ -47,17 +47,6 @@ def _si(x: float, _: object = None) -> str:
         if abs(x) >= f:
             return f"{x / f:.3g}{s}"
     return f"{x:.3g}"
-
-
-def fmt_us(us: Optional[float]) -> str:
-    """A latency as a person reads it: '812 µs' below 10,000 µs, '50.1 ms' above, '1.23 s' from a second."""
-    if us is None or (isinstance(us, float) and math.isnan(us)):
-        return "-"
-    if us >= 1e6:
-        return f"{us / 1e6:,.3g} s" if us < 1e9 else f"{us / 1e6:,.0f} s"
-    if us >= 1e4:
-        return f"{us / 1e3:.3g} ms"
-    return f"{us:,.0f} µs" if us >= 10 else f"{us:.3g} µs"
 
 
 def us_tick(us: float, _: object = None) -> str:

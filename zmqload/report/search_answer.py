@@ -14,7 +14,7 @@ import glob
 import os
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from ..analysis.verdicts import KEEPS_UP, fmt_rate
+from ..analysis.verdicts import KEEPS_UP, fmt_rate, fmt_us
 from ..contract.derived import work_ceiling
 from ..contract.search_record import (RESULT_FILE, Figures, ProbeEntry, SearchEntry, SearchRecord,
                                       read_search)
@@ -208,7 +208,7 @@ def sentence(search: SearchEntry, record: SearchRecord | None = None) -> str:
     at = answer.figures if answer is not None else None
     if at is not None:
         peak = at.queue_peak
-        parts.append(f"at that rate p99 {at.p99_us or 0:,.0f} us"
+        parts.append(f"at that rate p99 {fmt_us(at.p99_us or 0)}"
                      + (f", queue peak {peak.messages or 0:,} messages ({peak.kernel_messages or 0:,} in kernel "
                         f"buffers, {peak.libzmq_messages or 0:,} in libzmq)" if peak is not None else "")
                      + (f", consumer RSS {_mib(at.consumer_max_rss_kb)}" if at.consumer_max_rss_kb is not None
@@ -328,6 +328,14 @@ def cells(row: dict[str, Any]) -> dict[str, str]:
 
 
 TABLE_TITLE = "Max sustainable rate by HWM, with its memory and latency cost"
+# The title when no HWM varied: "by HWM" over one HWM would promise a comparison.
+NO_HWM_TITLE = "Max sustainable rate, with its memory and latency cost"
+
+
+def table_title(rows: list[dict[str, Any]]) -> str:
+    """The search table's title, in the page and in summary.md: "by HWM" only where an HWM varied."""
+    varied = [k for k in key_names(rows) if k.endswith("hwm") and len({key_cell(r, k) for r in rows}) > 1]
+    return TABLE_TITLE if varied else NO_HWM_TITLE
 # (cells() key, column heading); the grouping keys go between the setting and the answer.
 TABLE_COLUMNS = (("setting", "setting"), ("max_sustainable_rate", "max sustainable rate (msg/s per producer)"),
                  ("bracket", "bracket [highest pass - lowest fail]"), ("failed_slo", "failed SLO above it"),
