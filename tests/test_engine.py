@@ -380,6 +380,39 @@ def test_round_trip_sender_records_when_each_reply_arrives(engine, peer):
     assert np.all(t_sent[1:count] >= t_reply[:count - 1])      # REQ: one request in flight
 
 
+def test_round_trip_without_a_reply_times_out_and_goes_on(engine, peer):
+    """A REP that answers the first 5 requests and then none: with reply_timeout_ns each later
+    request is recorded with no reply (t_reply 0) after the timeout and the next one is sent
+    (REQ_RELAXED + REQ_CORRELATE); the schedule ends by itself."""
+    rep = peer(zmq.REP, rcvtimeo=3000)
+    port = rep.bind_to_random_port("tcp://127.0.0.1")
+    req = engine("REQ", SNDTIMEO=20, RCVTIMEO=10, REQ_RELAXED=1, REQ_CORRELATE=1)
+    req.connect(f"tcp://127.0.0.1:{port}")
+    count, answered = 12, 5
+    stop = threading.Event()
+
+    def answer_then_stop():
+        for _ in range(answered):
+            rep.send(rep.recv())
+        rep.recv()                 # read, never answered
+        stop.wait(10)
+    server = threading.Thread(target=answer_then_stop)
+    server.start()
+    sender = _engine.Sender(req, 0, 64, count, 0, _engine.now_ns(), round_trip=True, reply_timeout_ns=30 * MS)
+    t_sent, status = sender_chunk(count + 1)
+    t_reply = np.zeros(count + 1, np.int64)
+    row, deadline = 0, time.monotonic() + 10
+    while not sender.finished and time.monotonic() < deadline:
+        row = sender.run_slice(t_sent, status, row, _engine.now_ns() + 50 * MS, t_reply)
+    stop.set()
+    server.join(5)
+    assert row == count and sender.sent == count and sender.unanswered == count - answered
+    assert (status[:count] == SendStatus.OK).all()
+    assert np.all(t_reply[:answered] > t_sent[:answered]) and np.all(t_reply[answered:count] == 0)
+    # each unanswered request waited its timeout before the next went
+    assert np.all(np.diff(t_sent[answered:count]) >= 30 * MS - MS)
+
+
 def test_receiver_skips_envelope_frames(engine, peer):
     router = engine("ROUTER", RCVTIMEO=300)
     endpoint = router.bind("tcp://127.0.0.1:*")
