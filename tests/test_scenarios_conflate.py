@@ -16,24 +16,12 @@ from zmqload.errors import ConfigError
 from zmqload.scenarios import SCENARIOS, run_scenario, unsettled_claims
 from zmqload.scenarios.conflate_and_linger import FLAT_KB, OFTEN, U4_SUBSCRIBERS
 from zmqload.scenarios.framework import DOES_NOT_HOLD, HOLDS
+from scenario_checks import check_verdict, fates_add_up
 
 
 @pytest.fixture(scope="module")
 def scenario_out(tmp_path_factory):
     return str(tmp_path_factory.mktemp("conflate-scenarios"))
-
-
-def _check_verdict(outcome, name):
-    assert [v.claim for v in outcome.verdicts] == list(SCENARIOS[name].claims)
-    v = outcome.verdicts[0]
-    assert v.verdict in (HOLDS, DOES_NOT_HOLD) or v.verdict.startswith("depends: "), v
-    assert v.because and any(ch.isdigit() for ch in v.because) and v.measurements, v
-    return v
-
-
-def _fates_add_up(f):
-    assert f["delivered"] + f["drained"] + f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"] \
-        + f["stranded"] == f["sent"]
 
 
 def test_the_claims_are_settled():
@@ -160,14 +148,14 @@ def _pyzmq_conflating_pub(transport: str, n: int, rate: int, tmp_path) -> dict:
 
 def test_conflate_fanout(scenario_out, tmp_path):
     outcome = run_scenario("conflate-fanout", scenario_out, fast=True)
-    v = _check_verdict(outcome, "conflate-fanout")
+    v = check_verdict(outcome, "conflate-fanout")
     paced, unpaced, n = outcome.figures["paced"], outcome.figures["unpaced"], outcome.figures["repeats"]
     assert set(paced) == set(unpaced) == {"tcp", "ipc"} and all(len(c) == n for c in paced.values())
     for cell in [c for cells in paced.values() for c in cells] + list(unpaced.values()):
         if cell["warmup_failed"]:
             continue
         f = cell["facts"]
-        _fates_add_up({**f, "sent": f["expected"]})        # fan-out: every subscriber's copy has one fate
+        fates_add_up({**f, "sent": f["expected"]})        # fan-out: every subscriber's copy has one fate
         assert f["expected"] == U4_SUBSCRIBERS * f["sent"] and sum(cell["received"]) == f["delivered"] + f["drained"]
         assert f["stranded"] == 0 and f["dropped_tail"] == 0
         assert cell["getting"] == sum(1 for x in cell["received"] if x > 0)
@@ -249,7 +237,7 @@ def _pyzmq_idle_sub_growth(conflate: int, size: int, n: int, rate: int) -> tuple
 
 def test_conflate_memory(scenario_out):
     outcome = run_scenario("conflate-memory", scenario_out, fast=True)
-    v = _check_verdict(outcome, "conflate-memory")
+    v = check_verdict(outcome, "conflate-memory")
     idle, runs, n = outcome.figures["idle"], outcome.figures["runs"], outcome.figures["repeats"]
     assert {k.split("/")[1] for k in idle} == {"plain", "conflate", "conflate-events"}
     for key, cells in idle.items():
@@ -263,7 +251,7 @@ def test_conflate_memory(scenario_out):
         assert 1000 * 16 <= c["grew_kb"] <= 3 * 1000 * 16 and c["flat"], c
     # the zmqload runs: a conflating slow reader loses what was replaced (dropped mid-run), one fate each
     for f in runs.values():
-        _fates_add_up(f)
+        fates_add_up(f)
         assert f["stranded"] == 0
     assert runs["consumers"]["dropped_mid"] > runs["consumers"]["sent"] / 2
     assert runs["consumers"]["drained"] <= 2 < runs["off"]["drained"]
@@ -326,7 +314,7 @@ def _pyzmq_short_lived_push(transport: str, trials: int, tmp_path, immediate: bo
 
 def test_short_lived_push(scenario_out, tmp_path):
     outcome = run_scenario("short-lived-push", scenario_out, fast=True)
-    v = _check_verdict(outcome, "short-lived-push")
+    v = check_verdict(outcome, "short-lived-push")
     cells, trials = outcome.figures["cells"], outcome.figures["trials"]
     assert set(cells) == {f"{t}/{k}" for t in ("tcp", "ipc") for k in ("shared", "own-context", "shared-immediate")}
     for key, c in cells.items():

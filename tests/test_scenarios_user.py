@@ -20,6 +20,7 @@ from zmqload.contract.fates import AMBIGUOUS_TAIL, TAIL_AMBIGUOUS, TAIL_MID_RUN
 from zmqload.scenarios import SCENARIOS, run_scenario, unsettled_claims
 from zmqload.scenarios.framework import DOES_NOT_HOLD, HOLDS
 from zmqload.scenarios.user_reports import GAP_FACTOR, GAP_LATENCY_NS, IDLE_ENOUGH, MOST_LOST
+from scenario_checks import check_verdict, fates_add_up
 
 SEQ = struct.Struct("<qq")       # the pyzmq checks' own header: seq, send time (ns)
 
@@ -27,19 +28,6 @@ SEQ = struct.Struct("<qq")       # the pyzmq checks' own header: seq, send time 
 @pytest.fixture(scope="module")
 def scenario_out(tmp_path_factory):
     return str(tmp_path_factory.mktemp("user-scenarios"))
-
-
-def _check_verdict(outcome, name):
-    assert [v.claim for v in outcome.verdicts] == list(SCENARIOS[name].claims)
-    v = outcome.verdicts[0]
-    assert v.verdict in (HOLDS, DOES_NOT_HOLD) or v.verdict.startswith("depends: "), v
-    assert v.because and any(ch.isdigit() for ch in v.because) and v.measurements, v
-    return v
-
-
-def _fates_add_up(f):
-    assert f["delivered"] + f["drained"] + f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"] \
-        + f["stranded"] == f["sent"]
 
 
 def test_user_claims_are_settled():
@@ -106,7 +94,7 @@ def _pyzmq_burst(pub_after: bool, sub_opts: dict, n: int, size: int = 1024) -> d
 
 def test_hwm_zero_after_bind(scenario_out):
     outcome = run_scenario("hwm-zero-after-bind", scenario_out, fast=True)
-    v = _check_verdict(outcome, "hwm-zero-after-bind")
+    v = check_verdict(outcome, "hwm-zero-after-bind")
     matrix, pub_force, runs = outcome.figures["matrix"], outcome.figures["pub_in_force"], outcome.figures["runs"]
     n = next(iter(matrix.values()))["sent"]
     for key, p in matrix.items():
@@ -125,7 +113,7 @@ def test_hwm_zero_after_bind(scenario_out):
     assert v.measurements["sub_hwm_in_force"] == {"tcp/sub-before": "no limit", "tcp/sub-after": "no limit",
                                                   "tcp/sub-never": "limited"}
     for f in runs.values():
-        _fates_add_up(f)
+        fates_add_up(f)
     assert runs["hwm-0"]["dropped_mid"] + runs["hwm-0"]["dropped_tail"] == 0 and runs["hwm-0"]["stranded"] == 0
     assert runs["hwm-default"]["dropped_mid"] > 0
     # the rule, from the numbers
@@ -191,13 +179,13 @@ def _pyzmq_hwm1_slow_sub(transport: str, size: int, n: int, rate: int, tmp_path,
 
 def test_hwm1_slow_subscriber(scenario_out, tmp_path):
     outcome = run_scenario("hwm1-slow-subscriber", scenario_out, fast=True)
-    v = _check_verdict(outcome, "hwm1-slow-subscriber")
+    v = check_verdict(outcome, "hwm1-slow-subscriber")
     by_transport, tiny, held = outcome.figures["sizes"], outcome.figures["tiny_buffers"], outcome.figures["held"]
     closing = outcome.figures["close_at_once"]
     assert set(by_transport) == set(held) == {"tcp", "ipc"}
     runs = [f for sizes in by_transport.values() for f in sizes.values()] + list(tiny.values()) + list(closing.values())
     for f in runs:
-        _fates_add_up(f)
+        fates_add_up(f)
         assert f["stranded"] == 0 and f["drain"] in ("idle", "complete")
         assert f["sndhwm"] == f["rcvhwm"] == 1
     assert all(f["close_order"] == "after-drain" for sizes in by_transport.values() for f in sizes.values())
@@ -303,7 +291,7 @@ def _c_gap_latency(interval_us: int, count: int) -> int:
 
 def test_idle_gap_latency(scenario_out):
     outcome = run_scenario("idle-gap-latency", scenario_out, fast=True)
-    v = _check_verdict(outcome, "idle-gap-latency")
+    v = check_verdict(outcome, "idle-gap-latency")
     holding, effect = set(), set()
     for cond, cell in outcome.figures.items():
         for interval, m in cell["intervals"].items():

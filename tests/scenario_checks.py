@@ -1,0 +1,21 @@
+"""What every claim test asserts of a scenario's outcome (tests/test_scenarios_user.py,
+tests/test_scenarios_conflate.py)."""
+from __future__ import annotations
+
+from zmqload.scenarios import SCENARIOS
+from zmqload.scenarios.framework import DOES_NOT_HOLD, HOLDS
+
+
+def check_verdict(outcome, name):
+    """The scenario's one verdict, of a known form, with figures in its reason and its measurements."""
+    assert [v.claim for v in outcome.verdicts] == list(SCENARIOS[name].claims)
+    v = outcome.verdicts[0]
+    assert v.verdict in (HOLDS, DOES_NOT_HOLD) or v.verdict.startswith("depends: "), v
+    assert v.because and any(ch.isdigit() for ch in v.because) and v.measurements, v
+    return v
+
+
+def fates_add_up(f):
+    """Every message sent has exactly one fate."""
+    assert f["delivered"] + f["drained"] + f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"] \
+        + f["stranded"] == f["sent"]
