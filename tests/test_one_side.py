@@ -345,3 +345,28 @@ def test_capacity_of_a_users_service_is_below_its_closed_loop_ceiling(tmp_path):
     assert 0.5 * ceiling <= answer <= 1.1 * ceiling, (answer, ceiling)
     passed = [p for p in search["probes"] if p["passed"]]
     assert all(p["figures"]["lost"] == 0 and p["figures"]["queue_peak"] is None for p in passed)
+
+
+def test_a_service_that_dies_ends_the_run_promptly(tmp_path):
+    """The service answers 30 requests and closes its socket (the process of a service that
+    crashed): the later requests go unanswered and the REQ, holding them, closes at once
+    (LINGER 0 when --linger is unset) instead of waiting for a peer that is gone."""
+    import time
+    context = zmq.Context()
+    rep = context.socket(zmq.REP)
+    port = rep.bind_to_random_port("tcp://127.0.0.1")
+
+    def serve_then_die() -> None:
+        for _ in range(30):
+            rep.send(rep.recv())
+        rep.close(linger=0)
+    server = threading.Thread(target=serve_then_die, daemon=True)
+    server.start()
+    began = time.monotonic()
+    got = _run("--pattern", "req-rep", "--role", "producer", "--producers-connect", f"tcp://127.0.0.1:{port}",
+               "--rate", "1k", "--count", "60", "--reply-timeout-ms", "50", "--out", str(tmp_path))
+    took = time.monotonic() - began
+    server.join(timeout=10)
+    context.term()
+    assert got["status"] == "complete" and got["answered"] == 30 and got["unanswered"] == 30
+    assert took < 20, took          # 30 x 50 ms of timeouts plus the start; not the 30 s final timeout

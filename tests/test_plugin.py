@@ -248,3 +248,51 @@ def test_benchmark_rejects_an_unknown_timing(tmp_path):
     bench = ZmqloadBenchmark(benchmark=None, runs=ZmqloadFixture(str(tmp_path), keep=False))
     with pytest.raises(ValueError, match="timing"):
         bench(pattern="push-pull", timing="cpu")
+
+
+SERVICE = '''
+import threading, zmq
+
+def user_service(stop_after=None):
+    """The user's REP service, plain pyzmq in a thread; stops answering after `stop_after`."""
+    context = zmq.Context.instance()
+    rep = context.socket(zmq.REP)
+    rep.setsockopt(zmq.RCVTIMEO, 2000)
+    port = rep.bind_to_random_port("tcp://127.0.0.1")
+    def serve():
+        n = 0
+        try:
+            while stop_after is None or n < stop_after:
+                rep.send(rep.recv())
+                n += 1
+            rep.recv()
+        except zmq.Again:
+            pass
+    threading.Thread(target=serve, daemon=True).start()
+    return f"tcp://127.0.0.1:{port}"
+'''
+
+
+def test_the_fixture_points_at_a_users_service(inner):
+    """The `zmqload` fixture loads a service of the user's (req-rep, --role producer): a test
+    asserts its answers; a service that stops answering fails it with the answered and unanswered
+    counts in the report."""
+    result = inner(SERVICE + """
+def test_service_answers_everything(zmqload):
+    result = zmqload.run(pattern="req-rep", role="producer", producers_connect=user_service(),
+                         rate=2000, count=1000)
+    assert result.answered == 1000 and result.unanswered == 0
+    assert result.latency_us(99, "round_trip") < 500_000
+
+def test_service_that_stops(zmqload):
+    result = zmqload.run(pattern="req-rep", role="producer", producers_connect=user_service(stop_after=20),
+                         rate=1000, count=40, reply_timeout_ms=50)
+    assert result.unanswered == 0
+""")
+    result.assert_outcomes(passed=1, failed=1)
+    output = result.stdout.str()
+    assert "assert 20 == 0" in output
+    report = _section(output, "zmqload runs")
+    assert "1 producer(s) -> your service" in report
+    assert re.search(r"answered\s*\S\s*20\b", report) and re.search(r"unanswered\s*\S\s*20 \(no reply within 50 ms\)",
+                                                                    report), report

@@ -71,7 +71,10 @@ class Producer(WorkerLifecycle):
         finally:
             self.ctl.send(control.ProducerDone(self.counters(sender)))
             self.before_close()
-            close_ns, term_ns = self.close(sock, 0 if self.interrupted else None)
+            # a service that stopped answering (or died) holds the REQ's unanswered requests:
+            # waiting to deliver them would hold the close for ever, unless --linger says so
+            give_up = self.interrupted or (reply_timeout_ms > 0 and w.linger_ms is None and sender.unanswered > 0)
+            close_ns, term_ns = self.close(sock, 0 if give_up else None)
             unconverted = self.close_pipeline(pipeline)
             self.samples.flush()
         self.ctl.send(control.ProducerFinal(
