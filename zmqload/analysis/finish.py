@@ -245,10 +245,12 @@ REPLAY_EVENTS = 4_000_000
 the report's memory does not grow with the run."""
 
 
-def replay_pieces(bins: dict[Key, queue_rule.Bins], budget: int = REPLAY_EVENTS) -> list[dict[int, list[int]]]:
+def replay_pieces(bins: dict[Key, queue_rule.Bins], budget: int | None = None) -> list[dict[int, list[int]]]:
     """The bins any queue must replay event by event for its exact peak, in pieces of at most
-    `budget` events each (a bin is never split; one larger than the budget is a piece of its own),
+    `budget` events each (REPLAY_EVENTS unless given; a bin is never split, one larger than the
+    budget is a piece of its own),
     in time order: [{run: [bin]}]. A run's events in a bin are counted from its all-queues bins."""
+    budget = REPLAY_EVENTS if budget is None else budget
     wanted: defaultdict[int, set[int]] = defaultdict(set)
     for (run, _, _), b in bins.items():
         wanted[run].update(queue_rule.candidate_bins(b).tolist())

@@ -85,9 +85,10 @@ class Analysis:
 
 
 def collect(df: DataFrame) -> list[dict[str, Any]]:
-    """Aggregates to the driver as dicts; through Arrow on Spark 4 (DataFrame.toArrow)."""
+    """Aggregates to the driver as dicts: through Arrow (`collect_table`) on Spark 4; Spark 3.5's
+    rows keep their own types (maps stay dicts)."""
     if hasattr(df, "toArrow"):
-        return cast(list[dict[str, Any]], df.toArrow().to_pylist())       # pyarrow: untyped
+        return cast(list[dict[str, Any]], collect_table(df).to_pylist())       # pyarrow: untyped
     return [r.asDict() for r in df.collect()]
 
 
@@ -95,9 +96,8 @@ def collect_table(df: DataFrame) -> pa.Table:
     """Records to the driver as one Arrow table, never as Python rows (millions of them)."""
     if hasattr(df, "toArrow"):
         return df.toArrow()
-    batches = getattr(df, "_collect_as_arrow")()        # Spark 3.5
-    return pa.Table.from_batches(batches) if batches else pa.table({f.name: pa.array([], pa.int64())
-                                                                    for f in df.schema.fields})
+    from pyspark.sql.pandas.types import to_arrow_schema      # Spark 3.5: no DataFrame.toArrow
+    return pa.Table.from_batches(getattr(df, "_collect_as_arrow")(), schema=to_arrow_schema(df.schema))
 
 
 def _small(spark: SparkSession, rows: list[dict[str, Any]], schema: Schema) -> DataFrame:

@@ -129,7 +129,7 @@ def read_run(path: str) -> RunInfo:
         raise ReportInputError(str(e)) from None
     base = os.path.basename(os.path.normpath(path))
     run_id = record.run_id or (base[4:] if base.startswith("run=") else base)
-    if record.workload.role == "producer" and record.workload.pattern == "req-rep":
+    if record.workload.serves:
         raise ReportInputError(f"run {run_id} loaded a service of yours (--role producer, req-rep): its requests, "
                                "answers and round trips are in its run.json and replies/ (`run --json` prints them); "
                                "the report's accounting of a service is not built yet")

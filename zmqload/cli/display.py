@@ -10,7 +10,7 @@ from rich.live import Live
 from rich.table import Table
 
 from ..contract.fates import AMBIGUOUS_TAIL, LOST_BRIEF
-from ..contract.workload import SERVICE_REPLY_TIMEOUT_MS
+from ..contract.workload import reply_timeout_in_effect
 from ..measure.result import RunResult
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def pushback(result: RunResult) -> str:
 def service_rows(result: RunResult) -> list[tuple[str, str]]:
     """--role producer with req-rep: the user's service answered (or not) each request."""
     rt = result.latency_summary("round_trip")
-    timeout = result.workload.get("reply_timeout_ms") or SERVICE_REPLY_TIMEOUT_MS
+    timeout = reply_timeout_in_effect(result.workload.get("reply_timeout_ms"), result.workload["role"])
     return [
         ("requests sent", f"{result.sent:,}"),
         ("answered", f"{result.answered:,}"),
@@ -118,7 +118,7 @@ def service_rows(result: RunResult) -> list[tuple[str, str]]:
 
 def producers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
     """--role producer: the send side only; what the user's consumer received is not seen."""
-    if result.workload.get("pattern") == "req-rep":
+    if result.serves:
         return service_rows(result)
     return [
         ("attempted", f"{result.attempted:,}"),
@@ -136,7 +136,7 @@ def summary_table(result: RunResult) -> Table:
     alone = w.get("role") == "producer"
     title = (f"{w['pattern']} over {w['transport']}, {w['size']} B, "
              f"{'unpaced' if not w['rate'] else format(w['rate'], ',') + ' msg/s per producer'}, "
-             + (f"{w['producers']} producer(s) -> your {'service' if w['pattern'] == 'req-rep' else 'consumer'}"
+             + (f"{w['producers']} producer(s) -> your {'service' if result.serves else 'consumer'}"
                 if alone else f"{w['producers']}x{w['consumers']}")
              + f"  [{result.status}]")
     table = Table(title=title, show_header=True, header_style="bold")

@@ -263,6 +263,13 @@ def get(name: str) -> Pattern:
     return PATTERNS[name]
 
 
+def serves(pattern: str, role: str) -> bool:
+    """A run against a request-reply service of the user's: zmqload's producers alone (--role
+    producer) with a round-trip pattern. Its figures are the service's answers (answered,
+    unanswered, the round trip); a consumer of the user's other than a service is not seen at all."""
+    return role == "producer" and get(pattern).round_trip
+
+
 register(Pattern(
     "push-pull", "PUSH", "PULL", fanout=False, binder="consumer",
     description="PUSH producers round-robin to PULL consumers; blocks at HWM",

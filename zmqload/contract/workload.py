@@ -38,6 +38,14 @@ CONFLATE_SOCKETS = ("PUSH", "PULL", "PUB", "SUB", "DEALER")
 """The socket types libzmq applies ZMQ_CONFLATE to (it ignores the option on the others)."""
 SERVICE_REPLY_TIMEOUT_MS = 5000
 """--reply-timeout-ms unset, against a service of the user's: it may stop answering."""
+
+
+def reply_timeout_in_effect(reply_timeout_ms: Optional[int], role: str) -> int:
+    """--reply-timeout-ms as given, else SERVICE_REPLY_TIMEOUT_MS against a service of the user's
+    (--role producer), else 0: wait for every reply (zmqload's own REP always answers)."""
+    if reply_timeout_ms is not None:
+        return reply_timeout_ms
+    return SERVICE_REPLY_TIMEOUT_MS if role == "producer" else 0
 CPU_PLACEMENTS = ("auto", "none")
 PACINGS = ("spin", "sleep")
 DEFAULT_COUNT = 100_000
@@ -380,11 +388,14 @@ class Workload:
         return patterns.get(self.pattern).fanout
 
     @property
+    def serves(self) -> bool:
+        """A run against a service of the user's (contract/patterns.py `serves`)."""
+        return patterns.serves(self.pattern, self.role)
+
+    @property
     def reply_timeout(self) -> int:
-        """--reply-timeout-ms in effect: 0 waits for every reply (zmqload's own REP always answers)."""
-        if self.reply_timeout_ms is not None:
-            return self.reply_timeout_ms
-        return SERVICE_REPLY_TIMEOUT_MS if self.role == "producer" else 0
+        """--reply-timeout-ms in effect (`reply_timeout_in_effect`)."""
+        return reply_timeout_in_effect(self.reply_timeout_ms, self.role)
 
     @property
     def consumer_workers(self) -> int:
@@ -494,16 +505,15 @@ class Workload:
 
     def _check_conflate(self) -> None:
         """--conflate: a socket type libzmq conflates on, on each side asked, and zmqload's own consumers."""
-        pattern = patterns.get(self.pattern)
-        sides = (("producers", pattern.producer_socket), ("consumers", pattern.consumer_socket))
+        def socket_of(pattern: patterns.Pattern, side: str) -> str:
+            return pattern.producer_socket if side == "producers" else pattern.consumer_socket
         if self.topology.producers_alone and self.conflate in ("consumers", "both"):
             raise ConfigError("--conflate", f"got {self.conflate!r} with --role producer, where the consumers are "
                                             "yours; accepted: off or producers")
-        for side, socket_type in sides:
+        for side in patterns.SIDES:
+            socket_type = socket_of(patterns.get(self.pattern), side)
             if self.conflate in (side, "both") and socket_type not in CONFLATE_SOCKETS:
-                able = ", ".join(p.name for p in patterns.PATTERNS.values()
-                                 if dict(zip(("producers", "consumers"), (p.producer_socket, p.consumer_socket)))[side]
-                                 in CONFLATE_SOCKETS)
+                able = ", ".join(p.name for p in patterns.PATTERNS.values() if socket_of(p, side) in CONFLATE_SOCKETS)
                 raise ConfigError("--conflate", f"got {self.conflate!r} with pattern {self.pattern}, whose {side} "
                                                 f"are {socket_type} sockets (libzmq conflates only "
                                                 f"{', '.join(CONFLATE_SOCKETS)}); accepted: off, or --conflate "
@@ -637,8 +647,7 @@ class Slos:
         """Every SLO judges what was received: with --role producer it is not seen (but a
         service's answers are)."""
         given = [name for name in SLO_OPTIONS if getattr(self, name) is not None]
-        service = patterns.get(w.pattern).round_trip      # its answers are seen: judged by them
-        if w.topology.producers_alone and not service and (given or command == "capacity"):
+        if w.topology.producers_alone and not patterns.serves(w.pattern, w.role) and (given or command == "capacity"):
             flag = SLO_OPTIONS[given[0]].flag if given else "--role"
             value = getattr(self, given[0]) if given else "producer"
             raise ConfigError(flag, f"got {value!r} {'with --role producer' if given else 'in capacity'}: what "
@@ -751,7 +760,7 @@ def check_bindable(option: str, endpoint: str) -> None:
     if path == "*":          # libzmq makes a fresh path
         return
     if path.startswith("@"):     # Linux's abstract namespace: no file, but it may be live
-        if _unix_socket_live("\0" + path[1:]):
+        if refused(endpoint) is None:
             raise ConfigError(option, f"got {endpoint!r}: another process listens there; accepted: an ipc path "
                                       "nobody listens on")
         return
@@ -774,22 +783,31 @@ def check_bindable(option: str, endpoint: str) -> None:
     if not stat.S_ISSOCK(mode):
         raise ConfigError(option, f"got {endpoint!r}: {path} exists and is not a socket (binding would remove it); "
                                   "accepted: a path that does not exist or is a stale socket")
-    if _unix_socket_live(path):
+    if refused(endpoint) is None:
         raise ConfigError(option, f"got {endpoint!r}: another process listens there (binding would take it "
                                   "away); accepted: an ipc path nobody listens on")
 
 
-def _unix_socket_live(address: str) -> bool:
-    """Something accepts connections at this unix socket address (a stale file refuses them)."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(1.0)
+def refused(endpoint: str, timeout_s: float = 1.0) -> Optional[str]:
+    """Why nothing accepts a connection at a tcp or ipc endpoint now (a tcp connect refused or timed
+    out, an ipc path absent, a stale socket file), or None when something does: one connection,
+    opened and closed, which libzmq drops. Checks before a bind (`check_bindable`: a live ipc
+    socket) and names the silent endpoints of a user's device or consumer (runner/endpoints.py)."""
+    transport, _, where = endpoint.partition("://")
     try:
-        probe.connect(address)
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True
+        if transport == "tcp":
+            host, port = _tcp_parts(endpoint)
+            socket.create_connection((host or "", int(port or 0)), timeout=timeout_s).close()
+        elif transport == "ipc":
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            probe.settimeout(timeout_s)
+            try:
+                probe.connect("\0" + where[1:] if where.startswith("@") else where)
+            finally:
+                probe.close()
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
 
 
 def _check_resolvable(option: str, endpoint: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
+from ..contract import patterns
 from ..contract.fates import DROPPED, FATES
 from .histogram import Histogram
 
@@ -177,9 +178,14 @@ class RunResult:
         figures = self.summary()
         if self.workload.get("role") == "producer":
             figures.update({name: None for name in self.RECEIVE_SIDE}, receipt_seen=False)
-        if self.workload.get("pattern") == "req-rep":
+        if patterns.get(self.workload["pattern"]).round_trip:
             figures.update(answered=self.answered, unanswered=self.unanswered)
         return figures
+
+    @property
+    def serves(self) -> bool:
+        """A run against a service of the user's (contract/patterns.py `serves`)."""
+        return patterns.serves(self.workload["pattern"], self.workload.get("role", "both"))
 
     @property
     def answered(self) -> int:

@@ -159,7 +159,7 @@ def figures(result: RunResult) -> dict[str, Any]:
     """What a probe shows of its run: rates, loss, latency, the queue and memory. A service of
     the user's (req-rep, --role producer): what its answers say, as the judge reads them."""
     judged = judge_figures(result)
-    service = judged.unanswered is not None
+    service = result.serves
     since = "round_trip" if service else "intended"
 
     def us(q: float) -> Optional[float]:

@@ -60,8 +60,7 @@ def figures(result: RunResult, with_backlog: bool = False) -> rules.Figures:
     """What contract/judge.py's rules read of a run. A service of the user's (--role producer,
     req-rep) is judged on its answers: an unanswered request is lost, an answered one received,
     the p99 is the round trip's (one request in flight: no backlog can build)."""
-    w = result.workload
-    if w.get("role") == "producer" and w.get("pattern") == "req-rep":
+    if result.serves:
         return rules.Figures(expected=result.sent, lost=result.unanswered, dropped=0, stranded=0, unknown=0,
                              unique_received=result.answered, offered=offered(result),
                              p99_us=result.latency_us(99, "round_trip"), unanswered=result.unanswered)

@@ -173,19 +173,20 @@ class Controller:
         except RunError as exc:
             if not self.plan.device or "timed out" not in str(exc):
                 raise
-            raise RunError(self.device_silence(WARMUP_TIMEOUT_S)) from None
+            raise RunError(self.device_silence(WARMUP_TIMEOUT_S, "warm-up")) from None
 
-    def device_silence(self, waited_s: float) -> str:
-        """One line naming the device's endpoints nobody answered on (or, all answering, that the
-        device forwarded no warm-up message from every producer to every consumer)."""
+    def device_silence(self, waited_s: float, waiting_for: str) -> str:
+        """One line naming the endpoints of the user's device (or consumer) nobody answered on, or,
+        all answering, that the device forwarded no warm-up message from every producer to every
+        consumer. `waiting_for`: what the run waited for, as the line says it."""
         from .endpoints import unanswered
         silent = unanswered(self.plan.user_endpoints())
         if silent:
             named = "; ".join(f"{endpoint} ({why})" for endpoint, why in silent)
             what = (f"the device ({self.pattern.device.what.split(':')[0] if self.pattern.device else 'yours'})"
                     if self.plan.device else "your consumer")
-            return f"timed out after {waited_s:g} s (warm-up): nobody answered on {named}; is {what} running?"
-        return (f"timed out after {waited_s:g} s (warm-up): the device accepted connections on "
+            return f"timed out after {waited_s:g} s ({waiting_for}): nobody answered on {named}; is {what} running?"
+        return (f"timed out after {waited_s:g} s ({waiting_for}): the device accepted connections on "
                 f"{', '.join(self.plan.user_endpoints())} but did not carry a warm-up message from every producer to "
                 "every consumer (does it forward every message, the consumers' subscription included?)")
 
@@ -200,8 +201,8 @@ class Controller:
         deadline = time.monotonic() + timeout_s
         while unanswered(self.plan.user_endpoints(), timeout_s=0.5):
             if time.monotonic() > deadline:
-                raise RunError(self.device_silence(timeout_s).replace(
-                    "(warm-up)", "(the device's endpoints)" if self.plan.device else "(your consumer's endpoints)"))
+                raise RunError(self.device_silence(
+                    timeout_s, "the device's endpoints" if self.plan.device else "your consumer's endpoints"))
             self.pump(100)
 
     def start(self, late: list[ids.WorkerId]) -> None:

@@ -4,7 +4,6 @@ by the pattern's rules (contract/patterns.py, `Pattern.topology`)."""
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 from typing import Optional
 
@@ -12,7 +11,7 @@ from ..contract import patterns
 from ..contract import run_record as rr
 from ..contract.ids import Role
 from ..contract.patterns import Attach
-from ..contract.workload import Workload
+from ..contract.workload import Workload, refused
 
 
 def binder_endpoints(w: Workload, count: int, ipc_dir: str, run_id: str) -> list[str]:
@@ -105,22 +104,5 @@ def topology_record(w: Workload, endpoint_plan: EndpointPlan, bound: dict[Role, 
 
 def unanswered(endpoints: list[str], timeout_s: float = 1.0) -> list[tuple[str, str]]:
     """Of the endpoints zmqload connects to, those where nothing accepts a connection now, and why
-    (a tcp connect refused or timed out, an ipc path absent or nobody listening): what to name when
-    a device never answered. The probe opens and closes one connection, which libzmq drops."""
-    silent = []
-    for endpoint in endpoints:
-        transport, _, where = endpoint.partition("://")
-        try:
-            if transport == "tcp":
-                host, _, port = where.rpartition(":")
-                socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
-            elif transport == "ipc":
-                probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                probe.settimeout(timeout_s)
-                try:
-                    probe.connect("\0" + where[1:] if where.startswith("@") else where)
-                finally:
-                    probe.close()
-        except OSError as exc:
-            silent.append((endpoint, exc.strerror or type(exc).__name__))
-    return silent
+    (contract/workload.py `refused`): what to name when a device or consumer never answered."""
+    return [(endpoint, why) for endpoint in endpoints if (why := refused(endpoint, timeout_s)) is not None]

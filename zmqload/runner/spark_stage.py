@@ -151,7 +151,7 @@ class StageLauncher:
         return {}           # the workers are executors' processes: where they ran is `placed`
 
     def alive(self, worker: WorkerId) -> bool:
-        return self.thread is not None and self.thread.is_alive() or (self.thread is None and self.error is None)
+        return self.error is None and (self.thread is None or self.thread.is_alive())
 
     def dead(self, workers: Iterable[WorkerId]) -> list[WorkerId]:
         """With the stage failed, every worker of it is gone: the one whose task failed first."""
