@@ -4,6 +4,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -109,3 +110,19 @@ def busy_port():
     sock.listen(1)
     yield sock.getsockname()[1]
     sock.close()
+
+
+def help_entries(text: str) -> dict[str, str]:
+    """argparse help -> {first flag: its help text on one line ("" if it has none)}."""
+    entries: dict[str, str] = {}
+    flag = None
+    for line in text.splitlines():
+        if re.match(r"^  -", line):
+            invocation, _, help_text = line.strip().partition("  ")
+            flag = invocation.split()[0].rstrip(",")
+            entries[flag] = help_text.strip()
+        elif flag and line.startswith("      "):
+            entries[flag] = (entries[flag] + " " + line.strip()).strip()
+        else:
+            flag = None
+    return entries

@@ -20,6 +20,12 @@ from conftest import zmqload_cli
 SEQ_BITS = 48       # docs/RECORDS.md: the header's first word is stream << 48 | seq
 
 
+def stream_seq(message: bytes) -> tuple[int, int]:
+    """(stream, seq) from a message's first 8 bytes, little-endian."""
+    (word,) = struct.unpack_from("<Q", message, 0)
+    return word >> SEQ_BITS, word & ((1 << SEQ_BITS) - 1)
+
+
 class UserPull:
     """A user's PULL in a thread: binds (or connects to) `endpoint`, reads until `idle_ms` pass
     without a message, keeps each message's (stream, seq) from its first 8 bytes."""
@@ -58,8 +64,7 @@ class UserPull:
                 if len(message) < 16:
                     self.short += 1
                     continue
-                (word,) = struct.unpack_from("<Q", message, 0)
-                self.seen.append((word >> SEQ_BITS, word & ((1 << SEQ_BITS) - 1)))
+                self.seen.append(stream_seq(message))
                 if self.delay_s:
                     time.sleep(self.delay_s)
         except zmq.Again:
@@ -189,8 +194,7 @@ class UserRep:
         try:
             while True:
                 request = self.sock.recv()
-                (word,) = struct.unpack_from("<Q", request, 0)
-                self.requests.append((word >> SEQ_BITS, word & ((1 << SEQ_BITS) - 1)))
+                self.requests.append(stream_seq(request))
                 if self.stop_after is not None and len(self.requests) >= self.stop_after:
                     self.stopped.wait(30)       # answers no more
                     return
@@ -272,7 +276,7 @@ def test_a_service_behind_the_users_router_dealer_broker(tmp_path):
         try:
             while True:
                 request = rep.recv()
-                served.append(struct.unpack_from("<Q", request, 0)[0] & ((1 << SEQ_BITS) - 1))
+                served.append(stream_seq(request)[1])
                 rep.send(request)
         except zmq.Again:
             pass

@@ -15,6 +15,7 @@ from zmqload.contract import patterns
 from zmqload.plan import sweep as sweeps
 from zmqload.errors import ConfigError
 from zmqload.measure.histogram import Histogram
+from conftest import help_entries
 
 README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
 
@@ -105,24 +106,9 @@ def _help_of(parser, command: str) -> str:
     return out.getvalue()
 
 
-def _help_entries(text: str) -> dict:
-    """argparse help -> {first flag: its help text on one line ("" if it has none)}."""
-    entries, flag = {}, None
-    for line in text.splitlines():
-        if re.match(r"^  -", line):
-            invocation, _, help_text = line.strip().partition("  ")
-            flag = invocation.split()[0].rstrip(",")
-            entries[flag] = help_text.strip()
-        elif flag and line.startswith("      "):
-            entries[flag] = (entries[flag] + " " + line.strip()).strip()
-        else:
-            flag = None
-    return entries
-
-
 def test_run_help_shows_every_option_with_its_help(monkeypatch):
     monkeypatch.setenv("COLUMNS", "1000")          # no wrapped help text
-    entries = _help_entries(_help_of(cli.build_parser(), "run"))
+    entries = help_entries(_help_of(cli.build_parser(), "run"))
     for opt in OPTIONS.values():
         assert (opt.flag in entries) == opt.cli, opt.flag
         if opt.cli:

@@ -18,6 +18,7 @@ from zmqload.contract import report_options as ro
 from zmqload.contract.report_options import REPORT_OPTIONS, ReportOptions
 from zmqload.contract.workload import OPTIONS
 from zmqload.errors import ConfigError
+from conftest import help_entries
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,22 +46,6 @@ def _help(argv: list[str]) -> str:
     return out.getvalue()
 
 
-def _entries(text: str) -> dict[str, str]:
-    """argparse help -> {first flag: its help on one line}."""
-    entries: dict[str, str] = {}
-    flag = None
-    for line in text.splitlines():
-        if re.match(r"^  -", line):
-            invocation, _, help_text = line.strip().partition("  ")
-            flag = invocation.split()[0].rstrip(",")
-            entries[flag] = help_text.strip()
-        elif flag and line.startswith("      "):
-            entries[flag] = (entries[flag] + " " + line.strip()).strip()
-        else:
-            flag = None
-    return entries
-
-
 def test_every_report_option_is_one_table_entry_and_one_argument():
     args = _parser().parse_args(["runs"])
     table_dests = set(REPORT_OPTIONS)
@@ -73,7 +58,7 @@ def test_every_report_option_is_one_table_entry_and_one_argument():
 
 def test_report_help_shows_every_option_with_what_it_accepts(monkeypatch):
     monkeypatch.setenv("COLUMNS", "1000")
-    entries = _entries(_help(["report"]))
+    entries = help_entries(_help(["report"]))
     for opt in REPORT_OPTIONS.values():
         assert opt.help in entries[opt.flag], opt.flag
         if not getattr(opt, "switch", False):
@@ -122,22 +107,20 @@ def test_no_path_is_one_line(capsys):
 def test_the_master_rule_is_the_sessions(text):
     """The table's rule and analysis.session's check (what get_spark asks of a master given in
     Python) accept and refuse alike, with the same line."""
-    def outcome(check):
-        try:
-            return check(text)
-        except ConfigError as e:
-            return str(e)
-    assert outcome(ro.spark_master) == outcome(session.check_master)
+    assert _outcome(ro.spark_master, text) == _outcome(session.check_master, text)
 
 
 @pytest.mark.parametrize("text", ["512m", "4g", " 2G ", "1t", "524288k", "511m", "1024", "lots", "0g", "2 g"])
 def test_the_heap_rule_is_the_sessions(text):
-    def outcome(check):
-        try:
-            return check(text)
-        except ConfigError as e:
-            return str(e)
-    assert outcome(ro.jvm_heap_size) == outcome(session.check_driver_memory)
+    assert _outcome(ro.jvm_heap_size, text) == _outcome(session.check_driver_memory, text)
+
+
+def _outcome(check, text):
+    """What a rule says of `text`: the value it accepts, or its one-line refusal."""
+    try:
+        return check(text)
+    except ConfigError as e:
+        return str(e)
 
 
 def test_defaults_stated_once_agree_with_where_they_are_used():
@@ -173,7 +156,7 @@ def test_run_help_shows_the_range_of_every_numeric_option(monkeypatch):
     """README: `zmqload run --help` shows every range and default. The range is the option's
     "accepted" text, the one its errors give."""
     monkeypatch.setenv("COLUMNS", "1000")
-    entries = _entries(_help(["run"]))
+    entries = help_entries(_help(["run"]))
     for name in RANGED:
         opt = OPTIONS[name]
         assert opt.accepted in entries[opt.flag], (opt.flag, entries[opt.flag])
