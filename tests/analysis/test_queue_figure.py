@@ -203,3 +203,22 @@ def test_the_plugin_shows_a_dropping_pubs_peak(pytester, monkeypatch):
     assert x["dropped_at_send"] + x["dropped_at_close"] > 0.9 * 30_000      # the premise: it lost nearly all
     assert shown and int(shown.group(1).replace(",", "")) == x["peak"] > 0, (shown and shown.group(0), x["peak"])
     assert float(shown.group(2)) == pytest.approx((x["t_ns"] - x["t0_ns"]) / 1e9, abs=0.006)
+
+
+def test_replayed_in_small_pieces_the_report_says_the_same_numpy_peak(measured, tmp_path, monkeypatch):
+    """A long run's exact peak is replayed a piece of at most finish.REPLAY_EVENTS events at a time
+    (and its never-arrived messages, when many, binned in Spark): with pieces of 2,000 events the
+    three runs take several pieces each, and every peak and its instant are still numpy's."""
+    from zmqload.analysis import finish
+    pieces: list[list] = []
+    whole = finish.replay_pieces
+    monkeypatch.setattr(finish, "REPLAY_EVENTS", 2000)
+    monkeypatch.setattr(finish, "replay_pieces", lambda bins: pieces.append(whole(bins)) or pieces[-1])
+    out = str(tmp_path / "report")
+    _report([measured["runs"]], out)
+    assert pieces and len(pieces[-1]) > len(RUNS), [len(p) for p in pieces]
+    rows = {r["run"]: r for r in pq.read_table(os.path.join(out, "summary.parquet")).to_pylist()
+            if r["consumer"] == -1 and r["stream"] == -1}
+    for name, x in measured["truth"].items():
+        assert rows[name]["depth_max"] == x["peak"], name
+        assert rows[name]["depth_peak_at_s"] == pytest.approx((x["t_ns"] - x["t0_ns"]) / 1e9, abs=1e-9), name
