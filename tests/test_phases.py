@@ -125,3 +125,14 @@ def test_drain_ends_complete_idle_or_at_its_limit(controller_for, behaviour, end
     assert c.state.drain["completed"] == (ended in ("complete", "idle"))
     took = time.monotonic() - started
     assert took < {"complete": 1.0, "idle": 1.5, "limit": 2.0}[ended], took
+
+
+def test_a_worker_whose_controller_stopped_before_its_spec_ends_quietly():
+    """Ctrl-C between starting a worker process and writing its spec (seen once in
+    test_search_record's interrupted search): the worker reads nothing and ends at once, no
+    traceback on the user's terminal."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "zmqload.runner.entry"], input="", capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == "", done.stderr

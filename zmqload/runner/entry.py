@@ -18,8 +18,10 @@ def main() -> None:
     # The controller handles Ctrl-C and tells the workers to stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    spec = WorkerSpec.from_json(sys.stdin.read())
-    run_worker(spec)
+    text = sys.stdin.read()
+    if not text.strip():        # the controller was interrupted before it handed over the spec
+        return
+    run_worker(WorkerSpec.from_json(text))
 
 
 if __name__ == "__main__":
