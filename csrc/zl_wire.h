@@ -20,6 +20,15 @@
 #define ZL_SEQ_MASK ((1ULL << ZL_SEQ_BITS) - 1)
 /* Stream id reserved for warm-up messages sent before the measured run starts. */
 #define ZL_WARMUP_STREAM 0xFFFFULL
+/* Stream id the receiver records a foreign message under (--role consumer): one without
+ * zmqload's header, its seq the low bits of nothing (0) and its t_sent 0. A message is
+ * zmqload's when it is at least a header long, names a stream below ZL_MAX_STREAMS, and was
+ * sent (by its header) no later than ZL_FOREIGN_SLACK_NS after it arrived and no earlier than
+ * ZL_FOREIGN_AGE_NS before: one host's monotonic clock, so a random 16 bytes pass by chance
+ * about once in 2^58 (docs/RECORDS.md "Foreign messages"). */
+#define ZL_FOREIGN_STREAM 0xFFFEULL
+#define ZL_FOREIGN_AGE_NS 3600000000000LL
+#define ZL_FOREIGN_SLACK_NS 1000000LL
 /* Producers per run: the receiver marks each producer's warm-up in one 64-bit mask. */
 #define ZL_MAX_STREAMS 64
 

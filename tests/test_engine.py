@@ -599,3 +599,29 @@ def test_unpaced_send_stamps_lie_in_their_slice_and_travel_in_the_header(engine,
         time.sleep(0.01)
     frames = drain(pull)
     assert [decode(f)[2] for f in frames] == t_sent[:row].tolist()
+
+
+def test_a_multipart_message_goes_whole_and_its_frames_are_counted(engine, peer):
+    """--parts: the Sender's message is `parts` frames (the header's first, zeros after); the
+    Receiver reads them all and counts a message of another frame count (a plain pyzmq sender's)."""
+    push, pull = connected_push(engine, peer, SNDTIMEO=20)
+    sender = _engine.Sender(push, 1, 24, 50, 0, _engine.now_ns(), parts=3)
+    t_sent, status = sender_chunk(50)
+    assert sender.run_slice(t_sent, status, 0, _engine.now_ns() + 5_000 * MS) == 50
+    for seq in range(50):
+        frames = pull.recv_multipart()
+        assert [len(f) for f in frames] == [24, 24, 24] and frames[1] == frames[2] == bytes(24)
+        assert decode(frames[0]) == (1, seq, int(t_sent[seq]))
+
+    pull_e, user = connected_pull(engine, peer, RCVTIMEO=50)
+    receiver = _engine.Receiver(pull_e, parts=3)
+    shapes = [3, 3, 2, 1, 4, 3]     # frames per message the user sends
+    for seq, n in enumerate(shapes):
+        user.send_multipart([header(0, seq, _engine.now_ns(), 32)] + [b"z" * 8] * (n - 1))
+    words, t_sent_r, t_recv, size = receiver_chunk(16)
+    rows = 0
+    deadline = time.monotonic() + 10
+    while rows < len(shapes) and time.monotonic() < deadline:
+        rows = receiver.run_slice(words, t_sent_r, t_recv, size, rows, _engine.now_ns() + 50 * MS)
+    assert rows == len(shapes) and [int(w) & SEQ_MASK for w in words[:rows]] == list(range(len(shapes)))
+    assert receiver.frame_mismatches == sum(n != 3 for n in shapes) == 3

@@ -18,6 +18,7 @@ import zmq
 from conftest import zmqload_cli
 
 SEQ_BITS = 48       # docs/RECORDS.md: the header's first word is stream << 48 | seq
+FIRST_MESSAGE_MS = 90_000   # a user's socket waits this long for zmqload to start (slow on a loaded machine)
 
 
 def stream_seq(message: bytes) -> tuple[int, int]:
@@ -37,7 +38,8 @@ class UserPull:
         self.sock.setsockopt(zmq.LINGER, 0)
         if rcvhwm is not None:
             self.sock.setsockopt(zmq.RCVHWM, rcvhwm)
-        self.sock.setsockopt(zmq.RCVTIMEO, idle_ms)
+        self.sock.setsockopt(zmq.RCVTIMEO, FIRST_MESSAGE_MS)
+        self.idle_ms = idle_ms
         if bind:
             if endpoint.endswith(":*"):
                 port = self.sock.bind_to_random_port(endpoint.rsplit(":", 1)[0])
@@ -61,6 +63,7 @@ class UserPull:
         try:
             while True:
                 message = self.sock.recv()
+                self.sock.setsockopt(zmq.RCVTIMEO, self.idle_ms)    # from the first message on: until idle
                 if len(message) < 16:
                     self.short += 1
                     continue
@@ -133,7 +136,7 @@ def test_a_slow_users_pull_pushes_back(tmp_path):
     (("--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999", "--consumer-delay-us", "5"),
      "--consumer-delay-us"),
     (("--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999", "--pattern", "proxy"), "--role"),
-    (("--role", "consumer", "--consumers-bind", "tcp://127.0.0.1:5999"), "--role"),
+    (("--role", "consumer", "--consumers-bind", "tcp://127.0.0.1:5999"), "--count"),
 ])
 def test_bad_one_side_input_is_one_line_exit_2_nothing_left(tmp_path, args, flag):
     done = zmqload_cli("run", *args, "--count", "10", "--out", str(tmp_path))
@@ -181,7 +184,7 @@ class UserRep:
         self.context = zmq.Context()
         self.sock = self.context.socket(zmq.REP)
         self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.setsockopt(zmq.RCVTIMEO, 2000)
+        self.sock.setsockopt(zmq.RCVTIMEO, FIRST_MESSAGE_MS)
         port = self.sock.bind_to_random_port("tcp://127.0.0.1")
         self.endpoint = f"tcp://127.0.0.1:{port}"
         self.echo, self.stop_after = echo, stop_after
@@ -194,6 +197,7 @@ class UserRep:
         try:
             while True:
                 request = self.sock.recv()
+                self.sock.setsockopt(zmq.RCVTIMEO, 2000)     # from the first request on: until idle
                 self.requests.append(stream_seq(request))
                 if self.stop_after is not None and len(self.requests) >= self.stop_after:
                     self.stopped.wait(30)       # answers no more
@@ -311,13 +315,14 @@ def test_capacity_of_a_users_service_is_below_its_closed_loop_ceiling(tmp_path):
     import time
     context = zmq.Context()
     rep = context.socket(zmq.REP)
-    rep.setsockopt(zmq.RCVTIMEO, 3000)
+    rep.setsockopt(zmq.RCVTIMEO, FIRST_MESSAGE_MS)
     port = rep.bind_to_random_port("tcp://127.0.0.1")
 
     def serve() -> None:
         try:
             while True:
                 request = rep.recv()
+                rep.setsockopt(zmq.RCVTIMEO, 3000)      # from the first request on: until idle
                 until = time.perf_counter() + 0.0002
                 while time.perf_counter() < until:
                     pass

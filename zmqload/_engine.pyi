@@ -11,6 +11,9 @@ SEQ_BITS: Final[int]
 SEQ_MASK: Final[int]
 WARMUP_STREAM: Final[int]
 MAX_STREAMS: Final[int]
+FOREIGN_STREAM: Final[int]
+FOREIGN_AGE_NS: Final[int]
+FOREIGN_SLACK_NS: Final[int]
 STATUS_OK: Final[int]
 STATUS_EAGAIN: Final[int]
 STATUS_TIMEOUT: Final[int]
@@ -59,7 +62,7 @@ class Sender:
     def __new__(cls, socket: Socket, stream: int, size: int, count: int, rate: int, t0_ns: int,
                 end_ns: int = 0, mode: Literal["block", "dontwait", "timeout"] = "block",
                 timeout_ns: int = 0, round_trip: bool = False, spin_below_ns: int = ...,
-                reply_timeout_ns: int = 0) -> Self: ...
+                reply_timeout_ns: int = 0, parts: int = 1) -> Self: ...
     @property
     def next_seq(self) -> int: ...
     @property
@@ -95,8 +98,12 @@ class Sender:
 @disjoint_base
 class Receiver:
     def __new__(cls, socket: Socket, delay_ns: int = 0, envelope_frames: int = 0,
-                echo: bool = False) -> Self: ...
+                echo: bool = False, record_foreign: bool = False, parts: int = 1) -> Self: ...
+    @property
+    def frame_mismatches(self) -> int: ...
     delay_ns: int
+    @property
+    def record_foreign(self) -> bool: ...
     @property
     def received(self) -> int: ...
     @property

@@ -26,6 +26,9 @@ SEQ_BITS = ZL_SEQ_BITS
 SEQ_MASK = ZL_SEQ_MASK
 WARMUP_STREAM = ZL_WARMUP_STREAM
 MAX_STREAMS = ZL_MAX_STREAMS
+FOREIGN_STREAM = ZL_FOREIGN_STREAM
+FOREIGN_AGE_NS = ZL_FOREIGN_AGE_NS
+FOREIGN_SLACK_NS = ZL_FOREIGN_SLACK_NS
 STATUS_OK, STATUS_EAGAIN, STATUS_TIMEOUT, STATUS_ERROR = ZL_ST_OK, ZL_ST_EAGAIN, ZL_ST_TIMEOUT, ZL_ST_ERROR
 SEND_MODES = {"block": ZL_MODE_BLOCK, "dontwait": ZL_MODE_DONTWAIT, "timeout": ZL_MODE_TIMEOUT}
 SPIN_BELOW_NS = ZL_SPIN_BELOW_NS    # a paced Sender spins through waits this short (0: sleeps only)
@@ -289,7 +292,9 @@ cdef class Sender:
     cdef void *sock
     cdef Socket socket
     cdef char *buf
+    cdef char *pad                      # frames 2..parts: zeros
     cdef int size
+    cdef int parts
     cdef int mode
     cdef uint64_t stream
     cdef long long rate, t0_ns, end_ns, timeout_ns, blocked_since, spin_below_ns
@@ -313,9 +318,11 @@ cdef class Sender:
     def __cinit__(self, Socket socket not None, int stream, int size, long long count,
                   long long rate, long long t0_ns, long long end_ns=0,
                   str mode="block", long long timeout_ns=0, bint round_trip=False,
-                  long long spin_below_ns=ZL_SPIN_BELOW_NS, long long reply_timeout_ns=0):
+                  long long spin_below_ns=ZL_SPIN_BELOW_NS, long long reply_timeout_ns=0, int parts=1):
         if size < ZL_HEADER_SIZE:
             raise ValueError(f"size must be >= {ZL_HEADER_SIZE}")
+        if parts < 1 or (parts > 1 and round_trip):
+            raise ValueError("parts must be >= 1, and 1 with a round trip")
         if mode not in SEND_MODES:
             raise ValueError(f"unknown send mode {mode!r}")
         if spin_below_ns < 0:
@@ -325,9 +332,11 @@ cdef class Sender:
         self.socket = socket
         self.sock = socket._live()
         self.buf = <char *>calloc(size, 1)
-        if self.buf == NULL:
+        self.pad = <char *>calloc(size, 1) if parts > 1 else NULL
+        if self.buf == NULL or (parts > 1 and self.pad == NULL):
             raise MemoryError()
         self.size = size
+        self.parts = parts
         self.stream = stream
         self.count = count
         self.rate = rate
@@ -342,6 +351,7 @@ cdef class Sender:
 
     def __dealloc__(self):
         free(self.buf)
+        free(self.pad)
 
     def run_slice(self, long long[::1] t_sent not None, signed char[::1] status not None,
                   Py_ssize_t row, long long slice_end_ns, long long[::1] t_reply=None):
@@ -413,7 +423,10 @@ cdef class Sender:
                     self.finished = True
                     break
                 zl_put_header(self.buf, self.stream, <uint64_t>self.next_seq, now)
-                rc = zmq_send(self.sock, self.buf, self.size, flags if self.blocked_since else ZMQ_DONTWAIT)
+                rc = zmq_send(self.sock, self.buf, self.size,
+                              (flags if self.blocked_since else ZMQ_DONTWAIT) | (ZMQ_SNDMORE if self.parts > 1 else 0))
+                if rc >= 0 and self.parts > 1:
+                    rc = self._send_rest()
                 if rc >= 0:
                     st = ZL_ST_OK
                     self.sent += 1
@@ -463,6 +476,20 @@ cdef class Sender:
                     break
         return row
 
+    cdef int _send_rest(self) noexcept nogil:
+        """Frames 2..parts of a message whose first frame was accepted: libzmq counts a message
+        against the HWM at its first frame, so these do not wait (0, or -1 with errno set)."""
+        cdef int frame = 1
+        cdef int rc
+        while frame < self.parts:
+            rc = zmq_send(self.sock, self.pad, self.size, ZMQ_SNDMORE if frame < self.parts - 1 else 0)
+            if rc < 0:
+                if zmq_errno() == EINTR:
+                    continue
+                return -1
+            frame += 1
+        return 0
+
     @property
     def attempted(self):
         return self.next_seq
@@ -479,6 +506,10 @@ cdef class Receiver:
     t_recv_ns and the size. Warm-up messages and frames shorter than the header are counted,
     not recorded. `delay_ns` simulates work per message (a slow consumer).
 
+    `record_foreign` (--role consumer, where the producer is the user's): a message without
+    zmqload's header by zl_wire.h's rule is recorded too, under ZL_FOREIGN_STREAM with seq 0
+    and t_sent 0, and counted in `foreign`, not `received`.
+
     The receive blocks without a timeout and a timer of the thread's own interrupts it at the
     slice's end (csrc/zl_slice_timer.h: a receive timeout costs each wake-up microseconds);
     where that timer cannot be had, ZMQ_RCVTIMEO of the slice's length ends the wait instead.
@@ -493,15 +524,18 @@ cdef class Receiver:
     cdef public long long delay_ns      # the drain sets it to 0 (fast drain)
     cdef int envelope_frames
     cdef readonly long long received, warmups, foreign, errors
+    cdef readonly long long frame_mismatches    # messages of another frame count than `parts`
+    cdef int parts                      # frames per message (--parts); the first holds the header
     cdef readonly unsigned long long warmup_mask   # bit k: a warm-up from producer k arrived
     cdef readonly long long t_first_recv_ns, t_last_recv_ns
     cdef readonly int last_errno
     cdef readonly bint terminated
     cdef bint echo
+    cdef readonly bint record_foreign
     cdef zl_stamp_clock clock
 
     def __cinit__(self, Socket socket not None, long long delay_ns=0, int envelope_frames=0,
-                  bint echo=False):
+                  bint echo=False, bint record_foreign=False, int parts=1):
         self.socket = socket
         self.sock = socket._live()
         memset(&self.timer, 0, sizeof(self.timer))
@@ -509,6 +543,10 @@ cdef class Receiver:
         self.delay_ns = delay_ns
         self.envelope_frames = envelope_frames
         self.echo = echo
+        self.record_foreign = record_foreign
+        if parts < 1:
+            raise ValueError("parts must be >= 1")
+        self.parts = parts
         self.clock = _IMPORT_CLOCK
 
     def __dealloc__(self):
@@ -521,7 +559,7 @@ cdef class Receiver:
         RCVTIMEO expires with nothing to read. Returns the next free row."""
         cdef Py_ssize_t capacity = words.shape[0]
         cdef long long now
-        cdef int rc = -1, err, frame
+        cdef int rc = -1, err, frame, frames
         cdef uint64_t word
         cdef long long every
         if t_sent.shape[0] < capacity or t_recv.shape[0] < capacity or size.shape[0] < capacity:
@@ -554,18 +592,33 @@ cdef class Receiver:
                             self.terminated = True
                     break
                 now = zl_stamp(&self.clock)
+                # the rest of a multipart message, counted (read only where frames may be many:
+                # a check of ZMQ_RCVMORE per message costs the single-frame loop its speed)
+                frames = self._rest_of_message() if self.parts > 1 or self.record_foreign else 1
+                if self.record_foreign and _foreign(self.buf, rc, now):
+                    self.frame_mismatches += frames != self.parts
+                    words[row] = ZL_FOREIGN_STREAM << ZL_SEQ_BITS
+                    t_sent[row] = 0
+                    t_recv[row] = now
+                    size[row] = rc
+                    row += 1
+                    self.foreign += 1
+                    if now >= slice_end_ns:
+                        break
+                    continue
                 if rc < ZL_HEADER_SIZE:
                     self.foreign += 1
                     if now >= slice_end_ns:
                         break
                     continue
                 word = zl_get_word(self.buf)
-                if (word >> ZL_SEQ_BITS) == ZL_WARMUP_STREAM:
+                if (word >> ZL_SEQ_BITS) == ZL_WARMUP_STREAM:      # a single frame whatever --parts
                     self.warmups += 1
                     self.warmup_mask |= (<unsigned long long>1) << (word & (ZL_MAX_STREAMS - 1))
                     if now >= slice_end_ns:
                         break
                     continue
+                self.frame_mismatches += frames != self.parts
                 words[row] = word
                 t_sent[row] = zl_get_t_sent(self.buf)
                 t_recv[row] = now
@@ -590,11 +643,39 @@ cdef class Receiver:
             zl_slice_timer_stop(&self.timer)
         return row
 
+    cdef int _rest_of_message(self) noexcept nogil:
+        """Reads the frames after the header's; returns the message's frame count."""
+        cdef int frames = 1
+        cdef int more = 1
+        cdef size_t more_size
+        while True:
+            more_size = sizeof(more)
+            if zmq_getsockopt(self.sock, ZMQ_RCVMORE, &more, &more_size) != 0 or not more:
+                return frames
+            if zmq_recv(self.sock, self.scratch, sizeof(self.scratch), 0) < 0:
+                if zmq_errno() == EINTR:
+                    continue
+                return frames
+            frames += 1
+
     cdef _set_rcvtimeo(self, int ms):
         if ms != self.rcvtimeo_ms:
             if zmq_setsockopt(self.sock, ZMQ_RCVTIMEO, &ms, sizeof(ms)) != 0:
                 raise _error("zmq_setsockopt(RCVTIMEO)")
             self.rcvtimeo_ms = ms
+
+
+cdef inline bint _foreign(const char *buf, int size, long long now) noexcept nogil:
+    """Not a message of zmqload's, by zl_wire.h's rule (ZL_FOREIGN_STREAM)."""
+    cdef uint64_t stream
+    cdef long long t
+    if size < ZL_HEADER_SIZE:
+        return True
+    stream = zl_get_word(buf) >> ZL_SEQ_BITS
+    if stream >= ZL_MAX_STREAMS:
+        return True
+    t = zl_get_t_sent(buf)
+    return t > now + ZL_FOREIGN_SLACK_NS or t < now - ZL_FOREIGN_AGE_NS
 
 
 def warmup_message(int producer, int size):

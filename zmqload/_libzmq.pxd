@@ -89,6 +89,9 @@ cdef extern from "zl_wire.h" nogil:
         ZL_MODE_BLOCK, ZL_MODE_DONTWAIT, ZL_MODE_TIMEOUT
     unsigned long long ZL_SEQ_MASK
     unsigned long long ZL_WARMUP_STREAM
+    unsigned long long ZL_FOREIGN_STREAM
+    long long ZL_FOREIGN_AGE_NS
+    long long ZL_FOREIGN_SLACK_NS
     void zl_put_header(char *buf, unsigned long long stream, unsigned long long seq, long long t_sent_ns)
     void zl_put_t_sent(char *buf, long long t_sent_ns)
     unsigned long long zl_get_word(const char *buf)

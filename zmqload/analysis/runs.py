@@ -133,10 +133,12 @@ def read_run(path: str) -> RunInfo:
         raise ReportInputError(f"run {run_id} loaded a service of yours (--role producer, req-rep): its requests, "
                                "answers and round trips are in its run.json and replies/ (`run --json` prints them); "
                                "the report's accounting of a service is not built yet")
-    if record.workload.role == "producer":
-        raise ReportInputError(f"run {run_id} is a producer-only run (--role producer): what your consumer received "
-                               "is not seen, so the report has nothing to account for; its sends and pushback are in "
-                               "its run.json and sends/ (a consumer half to join it with is not built yet)")
+    if record.workload.role != "both":
+        mine, theirs = ("sends", "received") if record.workload.role == "producer" else ("receipts", "sent")
+        raise ReportInputError(f"run {run_id} is a {record.workload.role}-only run (--role {record.workload.role}): "
+                               f"what your side {theirs} is not seen, so the report has nothing to account for; its "
+                               f"{mine} are in its run.json (a half of zmqload's own with the same --run-name, "
+                               "given beside it, is joined with it into one run)")
     info = RunInfo(path=os.path.abspath(path), run_id=run_id, record=record)
     for kind in KINDS:
         _sort_out_parts(info, kind)
@@ -180,6 +182,10 @@ def discover_runs(paths: Union[str, os.PathLike[str], Sequence[Union[str, os.Pat
             candidates = sorted(d for d in glob.glob(os.path.join(p, "run=*")) if os.path.isdir(d))
             candidates += sorted(os.path.dirname(f) for f in glob.glob(os.path.join(p, "*", rr.RUN_FILE))
                                  if not os.path.basename(os.path.dirname(f)).startswith("run="))
+            # the halves of a split run that was joined: the joined run stands for them
+            names = {os.path.basename(d) for d in candidates}
+            candidates = [d for d in candidates if (half := rr.half_of(os.path.basename(d))) is None
+                          or rr.run_dir_name(half[0]) not in names]
             single = False
             if not candidates:
                 raise ReportInputError(f"{p}: not a zmqload run (no run.json) and no run=*/ directories under it")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Optional
 
 from ..plan import sweep as sweeps
 from ..contract.derived import work_ceiling
-from ..contract.workload import SEARCH_OPTIONS, SLO_OPTIONS, UNPACED_RATE_GUESS, SearchPlan, Slos, Workload
+from ..contract.workload import SEARCH_OPTIONS, SLO_OPTIONS, UNPACED_RATE_GUESS, SearchPlan, Slos, Workload, refuse_unjudged
 from ..contract.codec import to_builtins
 from ..contract.search_record import (RESULT_FILE, SET_BY_SEARCH, SearchEntry, SearchRecord, SearchTemplate,
                                       search_path, write_search)
@@ -174,6 +174,8 @@ def run(args: argparse.Namespace) -> ExitStatus:
     from .display import LiveProgress
     from ..plan.capacity_search import find_max_rate, probe_once
 
+    if "consumer" in (args.role or ()):     # (an axis: a list) before its probes' rates are refused, less clearly
+        refuse_unjudged("consumer")
     plan = SearchPlan(**{name: getattr(args, name) for name in SEARCH_OPTIONS})
     slos = Slos(**{name: getattr(args, name) for name in SLO_OPTIONS}).with_search_defaults()
     report = report_module() if args.report or args.report_out else None   # ConfigError (exit 2) before any run

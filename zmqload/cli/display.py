@@ -131,19 +131,44 @@ def producers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
     ]
 
 
+def consumers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
+    """--role consumer: the receive side only; what the user's producer sent is not seen."""
+    holes = sum(s.get("holes") or 0 for s in result.streams)
+    foreign = result.foreign or {}
+    gap = foreign.get("gap_ns") or {}
+    rows = [
+        ("received (zmqload's header)", f"{result.received:,} from {len(result.streams)} stream(s)"),
+        ("duplicates / reordered", f"{result.duplicates:,} / {result.reordered:,}"),
+        ("frame count mismatches", f"{result.frame_mismatches:,} (expected {result.workload.get('parts', 1)})"),
+        ("seq holes (a lower bound of loss)", f"{holes:,}"),
+        ("sent, lost", "not seen: the producer is yours (--role consumer; join a producer half with `report`)"),
+        ("foreign messages", f"{foreign.get('messages', 0):,}, {foreign.get('bytes', 0):,} bytes"),
+    ]
+    if foreign.get("messages"):
+        rows += [("foreign rate", f"{foreign['rate_msgs']:,.0f} msg/s over {foreign['span_s']:,.3f} s"),
+                 ("foreign gaps (us)", "  ".join(f"{k} {_ns_to_us(v)}" for k, v in gap.items()))]
+    if result.received:
+        lat = result.latency_summary("sent")
+        rows.append(("latency from sent (us)", "  ".join(f"{k} {_ns_to_us(v)}" for k, v in lat.items()
+                                                         if k in ("p50", "p99", "p99.9", "max"))))
+    return rows
+
+
 def summary_table(result: RunResult) -> Table:
     w = result.workload
-    alone = w.get("role") == "producer"
-    title = (f"{w['pattern']} over {w['transport']}, {w['size']} B, "
-             f"{'unpaced' if not w['rate'] else format(w['rate'], ',') + ' msg/s per producer'}, "
-             + (f"{w['producers']} producer(s) -> your {'service' if result.serves else 'consumer'}"
-                if alone else f"{w['producers']}x{w['consumers']}")
-             + f"  [{result.status}]")
+    role = str(w.get("role", "both"))
+    sides = {"producer": f"{w['producers']} producer(s) -> your {'service' if result.serves else 'consumer'}",
+             "consumer": f"your producer -> {w['consumers']} consumer(s)"}
+    title = (f"{w['pattern']} over {w['transport']}, "
+             + (f"{w['size']} B, {'unpaced' if not w['rate'] else format(w['rate'], ',') + ' msg/s per producer'}, "
+                if role != "consumer" else "")
+             + sides.get(role, f"{w['producers']}x{w['consumers']}") + f"  [{result.status}]")
     table = Table(title=title, show_header=True, header_style="bold")
     table.add_column("figure")
     table.add_column("value", justify="right")
-    if alone:
-        for label, value in producers_alone_rows(result):
+    one_side = {"producer": producers_alone_rows, "consumer": consumers_alone_rows}.get(role)
+    if one_side is not None:
+        for label, value in one_side(result):
             table.add_row(label, value)
         return table
     rows = [
@@ -162,6 +187,8 @@ def summary_table(result: RunResult) -> Table:
         ("lost", f"{result.lost:,} ({result.loss_ratio:.4%}) = {' + '.join(LOST_BRIEF)}"),
         ("queue peak (kernel / libzmq)", _queue(result.queue.get("peak") or {}, result.drain)),
         ("duplicates / reordered", f"{result.duplicates:,} / {result.reordered:,}"),
+        *([("frame count mismatches", f"{result.frame_mismatches:,} (of {w['parts']} frames each)")]
+          if w.get("parts", 1) > 1 else []),
         ("send rate", f"{result.send_rate:,.0f} msg/s"),
         ("throughput", f"{result.throughput_msgs:,.0f} msg/s  {result.throughput_mb:,.1f} MB/s"),
     ]
@@ -177,7 +204,7 @@ def summary_table(result: RunResult) -> Table:
 def print_summary(result: RunResult, console: Console | None = None) -> None:
     console = console or Console()
     console.print(summary_table(result))
-    lossy = [s for s in result.streams if s["lost"]]
+    lossy = [s for s in result.streams if s.get("lost") or s.get("holes")]
     for stream in lossy[:4]:
         for where, ranges in stream["missing_ranges"].items():
             if ranges:

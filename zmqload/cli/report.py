@@ -54,7 +54,14 @@ def run(args: argparse.Namespace) -> ExitStatus:
     if not args.paths:          # argparse's words, as when PATH was required of it
         print(f"{PROG}: error: the following arguments are required: PATH", file=sys.stderr)
         return ExitStatus.BAD_INPUT
-    return guarded(PROG, command.run, args)
+    return guarded(PROG, _joined_then_reported, args)
+
+
+def _joined_then_reported(args: argparse.Namespace) -> ExitStatus:
+    """The halves of split runs among the paths joined first (runner/halves.py), then the report."""
+    from ..runner.halves import join_found
+    args.paths = join_found(args.paths)
+    return command.run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> ExitStatus:

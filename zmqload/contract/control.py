@@ -134,6 +134,16 @@ class StreamSeen:
 
 
 @dataclass(frozen=True)
+class ForeignSeen:
+    """What one consumer recorded of the foreign messages (--role consumer; contract/wire.py
+    FOREIGN_STREAM): their bytes, first and last arrival, and the gaps between arrivals."""
+    bytes: int
+    t_first_ns: int
+    t_last_ns: int
+    gaps: dict[str, Any]                  # a Histogram payload of the ns between arrivals
+
+
+@dataclass(frozen=True)
 class ConsumerFinal:
     received: int
     warmups: int
@@ -150,6 +160,8 @@ class ConsumerFinal:
     max_rss_kb: int = 0
     unconverted_rows: int = 0
     writer_cpu_s: float = 0.0
+    foreign_seen: Optional[ForeignSeen] = None    # --role consumer: the foreign among `foreign`
+    frame_mismatches: int = 0             # --parts (and --role consumer): messages of another frame count
 
 
 @dataclass(frozen=True)
@@ -166,7 +178,7 @@ class Failed:
 
 Message = Union[Connect, Warmup, Start, ProducersDone, Close, Stop, Ready, Connected, Warm, Draining, Progress,
                 ProducerDone, ProducerFinal, ConsumerFinal, ProxyFinal, Failed]
-_TYPES = {cls.__name__: cls for cls in typing.get_args(Message) + (SendCounters, StreamSeen)}
+_TYPES = {cls.__name__: cls for cls in typing.get_args(Message) + (SendCounters, StreamSeen, ForeignSeen)}
 
 
 # -- encoding ----------------------------------------------------------------------------------

@@ -19,6 +19,9 @@ Endpoints per side (--producers-connect, --producers-bind, --consumers-connect,
     --role producer             zmqload's producers alone bind or connect to a consumer of the
                                 user's (its endpoints given for the producers only); with a
                                 round-trip pattern (req-rep) that consumer is the user's service
+    --role consumer             zmqload's consumers alone bind or connect to a producer of the
+                                user's (or to the producer half of a split run, `--role producer`
+                                with the same --run-name): its endpoints given for the consumers only
     refused everywhere          bind and connect on one side; both sides bind (nobody
                                 connects); one side connects with the other side not given
                                 and both roles running;
@@ -105,6 +108,7 @@ class Topology:
     binder: Optional[str]               # "producer", "consumer", "proxy", or None: nobody of zmqload binds
     device: bool                        # both sides connect: the user's device is between them
     producers_alone: bool = False       # --role producer: the consumers are the user's
+    consumers_alone: bool = False       # --role consumer: the producers are the user's
 
     @property
     def given(self) -> bool:
@@ -194,6 +198,8 @@ class Pattern:
         producers, consumers = sides
         if w.role == "producer":
             return self._producers_alone(w, producers, consumers)
+        if w.role == "consumer":
+            return self._consumers_alone(w, producers, consumers)
         if not (producers.given or consumers.given):
             return Topology(producers, consumers, self.binder, device=False)
         named = producers if producers.given else consumers
@@ -232,23 +238,40 @@ class Pattern:
 
     def _producers_alone(self, w: Settings, producers: Side, consumers: Side) -> Topology:
         """--role producer: zmqload's producers load a consumer of the user's at their endpoints."""
-        if consumers.given:
-            raise ConfigError(consumers.flag, f"got {','.join(consumers.endpoints)!r} with --role producer; the "
-                                              "consumers are yours; accepted: no consumer endpoints (the producers' "
-                                              "--producers-connect or --producers-bind name where yours are)")
-        if not producers.given:
-            raise ConfigError("--role", "got 'producer' without --producers-connect or --producers-bind; accepted: "
-                                        "--role producer with the endpoints of your consumer (connect) or those your "
-                                        "consumer connects to (bind)")
+        mine = self._one_side_alone(w, "producer", producers, consumers)
+        return Topology(producers, consumers, "producer" if mine.attach is Attach.BIND else None,
+                        device=False, producers_alone=True)
+
+    def _consumers_alone(self, w: Settings, producers: Side, consumers: Side) -> Topology:
+        """--role consumer: zmqload's consumers record what a producer of the user's sends."""
+        if self.round_trip:
+            raise ConfigError("--role", f"got 'consumer' with pattern {self.name}: a REP answers each request, "
+                                        "and a service's requests are not a run of zmqload's; accepted: --role "
+                                        "consumer with " + ", ".join(p.name for p in PATTERNS.values()
+                                                                     if not p.round_trip and not p.own_endpoints))
+        mine = self._one_side_alone(w, "consumer", consumers, producers)
+        return Topology(producers, consumers, "consumer" if mine.attach is Attach.BIND else None,
+                        device=False, consumers_alone=True)
+
+    def _one_side_alone(self, w: Settings, role: str, mine: Side, theirs: Side) -> Side:
+        """The rules of --role producer and --role consumer: only zmqload's side names endpoints
+        (where the user's other side is, or what it connects to); returns that side."""
+        other = "consumers" if role == "producer" else "producers"
+        if theirs.given:
+            raise ConfigError(theirs.flag, f"got {','.join(theirs.endpoints)!r} with --role {role}; the {other} "
+                                           f"are yours; accepted: no {other[:-1]} endpoints (--{mine.name}-connect "
+                                           f"or --{mine.name}-bind name where yours are)")
+        if not mine.given:
+            raise ConfigError("--role", f"got {role!r} without --{mine.name}-connect or --{mine.name}-bind; accepted: "
+                                        f"--role {role} with the endpoints of your {other[:-1]} (connect) or those "
+                                        f"your {other[:-1]} connects to (bind)")
         if w.endpoint is not None:
-            raise ConfigError("--endpoint", f"got {w.endpoint!r} with --role producer; accepted: "
-                                            f"{producers.flag} alone")
+            raise ConfigError("--endpoint", f"got {w.endpoint!r} with --role {role}; accepted: {mine.flag} alone")
         if self.own_endpoints:
             able = ", ".join(p.name for p in PATTERNS.values() if not p.own_endpoints)
-            raise ConfigError("--role", f"got 'producer' with pattern {self.name}, which runs zmqload's own proxy; "
-                                        f"accepted: --role producer with {able}")
-        return Topology(producers, consumers, "producer" if producers.attach is Attach.BIND else None,
-                        device=False, producers_alone=True)
+            raise ConfigError("--role", f"got {role!r} with pattern {self.name}, which runs zmqload's own proxy; "
+                                        f"accepted: --role {role} with {able}")
+        return mine
 
 
 PATTERNS: dict[str, Pattern] = {}

@@ -78,5 +78,7 @@ REPLIES: Final = Schema.of(stream=INT32, seq=INT64, t_intended_ns=INT64, t_sent_
 SAMPLES: Final = Schema.of(t_ns=INT64, role=STRING, worker=INT32, messages=INT64, dropped=INT64,
                            tcp_sendq_bytes=INT64, tcp_recvq_bytes=INT64, rss_kb=INT64)
 
-SCHEMAS: Final = {"sends": SENDS, "recvs": RECVS, "replies": REPLIES, "samples": SAMPLES}
+# One row per foreign message (--role consumer: one without zmqload's header, contract/wire.py).
+FOREIGN: Final = Schema.of(consumer=INT32, t_recv_ns=INT64, size=INT32)
+SCHEMAS: Final = {"sends": SENDS, "recvs": RECVS, "replies": REPLIES, "samples": SAMPLES, "foreign": FOREIGN}
 """Record kind (the directory under a run) -> its schema."""

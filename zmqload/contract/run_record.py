@@ -212,6 +212,8 @@ class ConsumerEntry(WorkerEntry):
     t_last_recv_ns: int = 0
     t_drain_ns: int = 0
     """When this consumer began draining (0: never)."""
+    frame_mismatches: int = 0
+    """Messages whose frame count was not --parts (counted with --parts > 1 and --role consumer)."""
 
 
 class Fates(Record):
@@ -252,6 +254,9 @@ class StreamEntry(MessageCounts):
     dropped_tail_ambiguous: int = 0
     fates_by_consumer: Optional[dict[str, FateCounts]] = None
     """Fan-out only: the fates seen by each consumer."""
+    holes: int = 0
+    """--role consumer: seqs below the highest received (per consumer with fan-out) that never arrived,
+    a lower bound of the loss (missing_ranges lists them); 0 in other runs, whose fates say it all."""
 
 
 class Counters(MessageCounts):
@@ -296,6 +301,18 @@ class GeneratorVerdict(Record):
     t0_ns: int = 0
 
 
+class ForeignSummary(Record):
+    """--role consumer: the messages without zmqload's header (contract/wire.py), from foreign/."""
+    messages: int = 0
+    bytes: int = 0
+    span_s: float = 0.0
+    """From the first foreign arrival to the last."""
+    rate_msgs: float = 0.0
+    """(messages - 1) / span_s: arrivals over the intervals between them."""
+    gap_ns: dict[str, Optional[int]] = {}
+    """Time between arrivals: p50, p99, max."""
+
+
 class Summary(Record):
     """The run's figures (RunResult.FIGURES)."""
     queue_peak: QueuePeak = msgspec.field(default_factory=QueuePeak)
@@ -309,6 +326,33 @@ class Summary(Record):
     round_trip_ns: Optional[LatencySummary] = None
     generator_limited: bool = False
     generator: GeneratorVerdict = msgspec.field(default_factory=GeneratorVerdict)
+    foreign: Optional[ForeignSummary] = None
+    """--role consumer: the foreign messages; null in other runs."""
+
+
+class Halves(Record):
+    """A run joined from its halves (runner/halves.py): their directories, and when each ended
+    (a half made again makes the join again)."""
+    producer: str = ""
+    consumer: str = ""
+    finished_at: list[str] = []
+
+
+HALF_SUFFIX = "-half"
+
+
+def run_dir_name(run_id: str, role: str = "both") -> str:
+    """A run's directory name: run=<run_id>; a half's (--role producer / consumer) run=<run_id>.<role>-half,
+    so that the two halves of one --run-name and the run joined from them lie side by side."""
+    return f"run={run_id}" + ("" if role == "both" else f".{role}{HALF_SUFFIX}")
+
+
+def half_of(dir_name: str) -> tuple[str, str] | None:
+    """(run_id, role) of a half's directory name, or None for a whole run's."""
+    if not dir_name.startswith("run=") or not dir_name.endswith(HALF_SUFFIX):
+        return None
+    run_id, _, role = dir_name[4:-len(HALF_SUFFIX)].rpartition(".")
+    return (run_id, role) if run_id and role in ("producer", "consumer") else None
 
 
 # -- the record --------------------------------------------------------------------------------
@@ -357,6 +401,8 @@ class RunRecord(Record):
     placement: Optional[Placement] = None
     """With --master: where each worker ran (its stage's tasks); null for processes of this host
     (worker_pids)."""
+    halves: Optional[Halves] = None
+    """Present only in a run joined from a producer half and a consumer half (`report` joins them)."""
     salvaged: Optional[Salvaged] = None
     """Present only when some worker's figures were rebuilt from its records."""
     drain: Optional[Drain] = None

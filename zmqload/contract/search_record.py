@@ -127,6 +127,7 @@ class SearchTemplate(Record):
     role: str = "both"
     reply_timeout_ms: Optional[int] = None
     size: int = 64
+    parts: int = 1
     pacing: str = "spin"
     producers: int = 1
     consumers: int = 1

@@ -17,6 +17,12 @@ MAX_SEQ: Final = SEQ_MASK
 """The largest seq the header carries (so the largest per-producer count)."""
 WARMUP_STREAM: Final = 0xFFFF
 """Stream id of warm-up messages, sent before the measured run starts."""
+FOREIGN_STREAM: Final = 0xFFFE
+"""Stream id a consumer records a foreign message under (--role consumer): one without zmqload's
+header by csrc/zl_wire.h's rule (too short, a stream id above MAX_STREAMS, or a send time not
+within the hour before it arrived), seq 0, t_sent 0."""
+FOREIGN_AGE_NS: Final = 3_600_000_000_000
+FOREIGN_SLACK_NS: Final = 1_000_000
 MAX_STREAMS: Final = 64
 """Producers per run: the receiver marks each producer's warm-up in one 64-bit mask."""
 

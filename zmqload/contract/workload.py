@@ -16,7 +16,7 @@ import re
 import socket
 import stat
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Callable, NoReturn, Optional, TypeVar, Union
 
 from . import patterns
 from .masters import MASTER_FORM, MASTERS_ACCEPTED
@@ -24,6 +24,7 @@ from .wire import HEADER_SIZE, MAX_SEQ, MAX_STREAMS, SEND_MODES, SendModeWord
 from ..errors import ConfigError
 
 MAX_SIZE = 256 * 1024 * 1024
+MAX_PARTS = 64
 MAX_PACED = (2 ** 63 - 1) // 10 ** 9   # paced: seq * 1e9 / rate must fit the int64 schedule
 MAX_RATE = 100_000_000
 MAX_INT32 = 2 ** 31 - 1          # libzmq's int socket options
@@ -32,7 +33,7 @@ TRANSPORTS = ("tcp", "ipc", "inproc")
 COMPRESSIONS = ("none", "snappy", "lz4", "zstd")
 CLOSE_ORDERS = ("producer-first", "consumer-first", "after-drain")
 DRAIN_MODES = ("fast", "slow", "none")
-ROLES = ("both", "producer")
+ROLES = ("both", "producer", "consumer")
 CONFLATES = ("off", "consumers", "producers", "both")
 CONFLATE_SOCKETS = ("PUSH", "PULL", "PUB", "SUB", "DEALER")
 """The socket types libzmq applies ZMQ_CONFLATE to (it ignores the option on the others)."""
@@ -239,7 +240,10 @@ class Workload:
         "both", str, "",
         "which of zmqload's sides run: both; producer = the producers alone, loading a consumer of yours at "
         "--producers-connect or --producers-bind (what they sent and how it pushed back; what it received is "
-        "not seen: no loss accounting)", choices=ROLES, group=ENDPOINTS_GROUP)
+        "not seen: no loss accounting); consumer = the consumers alone, recording what a producer of yours sends at "
+        "--consumers-bind or --consumers-connect for --duration (messages without zmqload's header counted as "
+        "foreign; a producer half of zmqload's with the same --run-name is joined with it by `report`)",
+        choices=ROLES, group=ENDPOINTS_GROUP)
     reply_timeout_ms: Optional[int] = option(
         None, int, f"milliseconds from 1 to {MAX_MS}",
         "req-rep: a request with no reply after this long is counted unanswered and the next one is sent "
@@ -249,6 +253,11 @@ class Workload:
     size: int = option(
         64, int, f"bytes from {HEADER_SIZE} (the wire header) to {MAX_SIZE}", "message size in bytes",
         low=HEADER_SIZE, high=MAX_SIZE)
+    parts: int = option(
+        1, int, f"an integer from 1 to {MAX_PARTS}",
+        "frames per message: zmqload's header in the first, each frame --size bytes (the rest zeros), sent as "
+        "one multipart message; a consumer counts every message whose frame count differs (frame_mismatches). "
+        "Not with req-rep or --conflate (libzmq's CONFLATE drops the other frames)", low=1, high=MAX_PARTS)
     count: Optional[int] = option(
         None, int, f"a positive integer up to {MAX_SEQ} (e.g. 1000000 or 1M)", "messages per producer",
         low=1, high=MAX_SEQ, nullable=True, default_text=f"{DEFAULT_COUNT} unless --duration")
@@ -403,6 +412,11 @@ class Workload:
         return 0 if self.role == "producer" else self.consumers
 
     @property
+    def producer_workers(self) -> int:
+        """zmqload's producers that run: none when the producers are the user's (--role consumer)."""
+        return 0 if self.role == "consumer" else self.producers
+
+    @property
     def topology(self) -> patterns.Topology:
         """Who binds and who connects (the endpoints per side, by the pattern's rules)."""
         return patterns.get(self.pattern).topology(self)
@@ -441,6 +455,10 @@ class Workload:
         construction), defaults that depend on others filled in (count, and transport, host and
         port from --endpoint), and an explicit tcp port probed free. Returns self."""
         self.__post_init__()
+        if self.topology.consumers_alone and self.duration is None:
+            raise ConfigError("--duration", "unset with --role consumer: the consumers alone cannot know when your "
+                                            "producer is done; accepted: --duration SECONDS, how long to record (then "
+                                            "the drain: until nothing came for --drain-timeout-ms)")
         if self.count is None and self.duration is None:
             self.count = DEFAULT_COUNT
         topology = self.topology
@@ -472,11 +490,15 @@ class Workload:
         if self.topology.given:
             self._check_endpoints_per_side()
         if self.topology.producers_alone:
-            self._check_producers_alone()
+            self._one_side_only("producer", self.CONSUMER_OPTIONS, "consumers")
+        if self.topology.consumers_alone:
+            self._one_side_only("consumer", self.PRODUCER_OPTIONS, "producers")
         if self.master is not None:
             self._check_placed()
         if self.conflate != "off":
             self._check_conflate()
+        if self.parts > 1:
+            self._check_parts()
         if self.rate and (self.count is not None or self.duration is not None) \
                 and self.messages_per_producer > MAX_PACED:
             flag, value = ("--count", self.count) if self.count is not None else ("--duration", self.duration)
@@ -495,21 +517,30 @@ class Workload:
                         "drain_timeout_ms", "drain_limit_s", "close_order")
     """What zmqload's consumers do: refused with --role producer, where the consumers are the user's."""
 
-    def _check_producers_alone(self) -> None:
-        for name in self.CONSUMER_OPTIONS:
+    PRODUCER_OPTIONS = ("producers", "count", "rate", "pacing", "size", "send_mode", "sndtimeo_ms", "sndhwm",
+                        "linger_ms", "sndbuf", "close_pause_ms", "close_order", "join_delay_ms")
+    """What zmqload's producers do: refused with --role consumer, where the producers are the user's."""
+
+    def _one_side_only(self, role: str, others: tuple[str, ...], theirs: str) -> None:
+        """--role producer / consumer: the other side's options are the user's to set, not zmqload's."""
+        for name in others:
             option = OPTIONS[name]
             if getattr(self, name) != option.default:
-                raise ConfigError(option.flag, f"got {getattr(self, name)!r} with --role producer, where the "
-                                               f"consumers are yours; accepted: {option.default_text or option.default!r}"
+                raise ConfigError(option.flag, f"got {getattr(self, name)!r} with --role {role}, where the "
+                                               f"{theirs} are yours; accepted: {option.default_text or option.default!r}"
                                                " (the default: it is not used)")
 
     def _check_conflate(self) -> None:
         """--conflate: a socket type libzmq conflates on, on each side asked, and zmqload's own consumers."""
         def socket_of(pattern: patterns.Pattern, side: str) -> str:
             return pattern.producer_socket if side == "producers" else pattern.consumer_socket
-        if self.topology.producers_alone and self.conflate in ("consumers", "both"):
-            raise ConfigError("--conflate", f"got {self.conflate!r} with --role producer, where the consumers are "
-                                            "yours; accepted: off or producers")
+        alone = {"producer": (self.topology.producers_alone, "consumers"),
+                 "consumer": (self.topology.consumers_alone, "producers")}
+        for role, (only, theirs) in alone.items():
+            if only and self.conflate in (theirs, "both"):
+                mine = "producers" if theirs == "consumers" else "consumers"
+                raise ConfigError("--conflate", f"got {self.conflate!r} with --role {role}, where the {theirs} "
+                                                f"are yours; accepted: off or {mine}")
         for side in patterns.SIDES:
             socket_type = socket_of(patterns.get(self.pattern), side)
             if self.conflate in (side, "both") and socket_type not in CONFLATE_SOCKETS:
@@ -518,6 +549,20 @@ class Workload:
                                                 f"are {socket_type} sockets (libzmq conflates only "
                                                 f"{', '.join(CONFLATE_SOCKETS)}); accepted: off, or --conflate "
                                                 f"{side} with {able}")
+
+    def _check_parts(self) -> None:
+        """--parts: multipart messages where every frame travels (not a round trip, not conflated)."""
+        if patterns.get(self.pattern).round_trip:
+            raise ConfigError("--parts", f"got {self.parts} with pattern {self.pattern}: a request and its reply "
+                                         "are single frames here; accepted: 1 with round trips")
+        if self.conflate != "off":
+            raise ConfigError("--parts", f"got {self.parts} with --conflate {self.conflate}: libzmq's CONFLATE keeps "
+                                         "only the last frame of a message; accepted: 1 with --conflate")
+
+    @property
+    def message_bytes(self) -> int:
+        """Bytes of one message, all its frames (--size x --parts)."""
+        return self.size * self.parts
 
     def _check_placed(self) -> None:
         """--master: each worker a Spark task, a process of its own."""
@@ -644,16 +689,12 @@ class Slos:
         return any(getattr(self, name) is not None for name in SLO_OPTIONS)
 
     def check_with(self, w: Workload, command: str = "run") -> None:
-        """Every SLO judges what was received: with --role producer it is not seen (but a
-        service's answers are)."""
+        """Every SLO judges what was sent against what was received: with --role producer what was
+        received is not seen (but a service's answers are), with --role consumer what was sent."""
         given = [name for name in SLO_OPTIONS if getattr(self, name) is not None]
-        if w.topology.producers_alone and not patterns.serves(w.pattern, w.role) and (given or command == "capacity"):
-            flag = SLO_OPTIONS[given[0]].flag if given else "--role"
-            value = getattr(self, given[0]) if given else "producer"
-            raise ConfigError(flag, f"got {value!r} {'with --role producer' if given else 'in capacity'}: what "
-                                    "your consumer received is not seen, so nothing can judge it; accepted: "
-                                    + ("no SLO options with --role producer" if given else
-                                       "--role both for capacity (its probes are judged by what is received)"))
+        if w.role != "both" and not patterns.serves(w.pattern, w.role) and (given or command == "capacity"):
+            refuse_unjudged(w.role, SLO_OPTIONS[given[0]].flag if given else None,
+                            getattr(self, given[0]) if given else None)
 
     def with_search_defaults(self) -> "Slos":
         """The capacity search's SLOs: nothing lost and 99% received unless told otherwise."""
@@ -662,6 +703,16 @@ class Slos:
 
 
 SLO_OPTIONS: dict[str, Option] = _option_table(Slos)
+
+
+def refuse_unjudged(role: str, flag: Optional[str] = None, value: Any = None) -> NoReturn:
+    """One side alone (--role producer or consumer, not a service) judged by an SLO `flag`, or
+    searched by capacity (flag None): what the other side did is not seen."""
+    unseen = "your consumer received" if role == "producer" else "your producer sent"
+    raise ConfigError(flag or "--role", f"got {value if flag else role!r} {f'with --role {role}' if flag else 'in capacity'}: "
+                                        f"what {unseen} is not seen, so nothing can judge it; accepted: "
+                                        + (f"no SLO options with --role {role}" if flag else
+                                           "--role both for capacity (its probes are judged by what is received)"))
 
 SEARCH_GROUP = "search"
 

@@ -258,3 +258,37 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
             *FATES, "dropped", AMBIGUOUS_TAIL)
     totals = {key: sum(s[key] for s in streams) for key in keys}
     return {"streams": streams, "totals": totals, "drops": drops}
+
+
+def receipt_only(consumers: dict[int, dict[str, Any]], fanout: bool) -> list[dict[str, Any]]:
+    """Per stream, what zmqload's consumers alone (--role consumer) can say with no sends to hold
+    it against: received, unique, duplicates, reordered, and the `holes`: seqs below the highest one
+    received (per consumer with fan-out) that never arrived, with their ranges. A hole is a lower
+    bound of what was lost: the producer may have refused sends, and a tail after the highest seq
+    is not seen at all (joining the producer half settles both)."""
+    streams = sorted({s for c in consumers.values() for s in c.get("streams", {})})
+    out = []
+    for stream in streams:
+        infos = {i: c["streams"][stream] for i, c in sorted(consumers.items()) if stream in c.get("streams", {})}
+        nbytes = max(len(info["seen_map"]) for info in infos.values())
+        seen = {i: _fit(info["seen_map"], nbytes) for i, info in infos.items()}
+        received = sum(info["unique"] + info["duplicates"] for info in infos.values())
+        duplicates = sum(info["duplicates"] for info in infos.values())
+        views: dict[int | str, np.ndarray] = {i: m for i, m in seen.items()}
+        if not fanout:
+            union = np.bitwise_or.reduce(list(seen.values()))
+            duplicates += sum(_popcount(m) for m in seen.values()) - _popcount(union)
+            views = {"all": union}
+        holes = 0
+        missing: dict[int | str, list[list[int]]] = {}
+        for key, view in views.items():
+            span = first_last(view)
+            nbits = span[1] + 1 if span else 0
+            absent = _trim_tail(~view[:(nbits + 7) // 8], nbits)
+            holes += _popcount(absent)
+            missing[key] = missing_ranges(absent)
+        out.append({"stream": stream, "received": received, "duplicates": duplicates,
+                    "unique_received": sum(_popcount(v) for v in views.values()),
+                    "reordered": sum(info["reordered"] for info in infos.values()),
+                    "holes": holes, "missing_ranges": missing})
+    return out

@@ -91,7 +91,7 @@ class RunResult:
     time until it began: the drain's speed is not the consumers'."""
     throughput_mb: float = 0.0
     """Megabytes received per second, over the same span as `throughput_msgs` (1 MB = 1e6
-    bytes of --size messages)."""
+    bytes; a message is --size x --parts bytes)."""
     latency_intended: Histogram = field(default_factory=Histogram)
     """Receive time minus intended send time (the open-loop schedule), in nanoseconds: free
     of coordinated omission. See `latency_us`."""
@@ -107,6 +107,10 @@ class RunResult:
     """Per consumer: its counters and receive times (ns)."""
     versions: dict[str, str] = field(default_factory=dict)
     """libzmq (engine and pyzmq's), pyzmq, Python and zmqload versions of the run."""
+    foreign: dict[str, Any] = field(default_factory=dict)
+    """--role consumer: the messages without zmqload's header (contract/wire.py FOREIGN_STREAM):
+    "messages", "bytes", "span_s" (first to last arrival), "rate_msgs" and "gap_ns" (p50, p99, max
+    between arrivals); every one is in the run's foreign/ records. {} in other runs."""
     generator: dict[str, Any] = field(default_factory=dict)
     """Whether the producers kept their open-loop schedule (zmqload.measure.schedule_keeping): `generator_limited`,
     `scheduled_rate` and `reached_rate` (msg/s, all producers), `lag_ms` and `blocked_ms`."""
@@ -117,7 +121,7 @@ class RunResult:
         "duplicates", "reordered", "lost", *FATES, "dropped")
     FIGURES: ClassVar[tuple[str, ...]] = (
         "queue_peak", "elapsed_s", "send_rate", "throughput_msgs", "throughput_mb", "loss_ratio",
-        "latency_intended_ns", "latency_sent_ns", "round_trip_ns", "generator_limited", "generator")
+        "latency_intended_ns", "latency_sent_ns", "round_trip_ns", "generator_limited", "generator", "foreign")
 
     def __repr__(self) -> str:
         return (f"RunResult({self.run_id!r}, status={self.status!r}, sent={self.sent}, received={self.received}, "
@@ -139,6 +143,12 @@ class RunResult:
         """The producers fell behind their schedule without pushback from the sockets: the
         load generator, not the system under test, set the pace (zmqload.measure.schedule_keeping)."""
         return bool(self.generator.get("generator_limited"))
+
+    @property
+    def frame_mismatches(self) -> int:
+        """Messages whose frame count was not --parts, at every consumer (counted with --parts > 1
+        and --role consumer)."""
+        return sum(c.get("frame_mismatches") or 0 for c in self.consumers)
 
     @property
     def loss_ratio(self) -> float:
@@ -173,11 +183,19 @@ class RunResult:
     """The figures a consumer of zmqload's makes: None with --role producer (the consumer is the
     user's: not seen, not zero)."""
 
+    SEND_SIDE = ("attempted", "sent", "eagain", "timeout", "errors", "expected", "lost", *FATES, "dropped",
+                 "queue_peak", "loss_ratio", "send_rate", "producers", "generator_limited", "generator")
+    """The figures that need a producer of zmqload's: None with --role consumer (the producer is the
+    user's: what it sent is not seen)."""
+
     def shown(self) -> dict[str, Any]:
-        """`summary` as `run --json` prints it: with --role producer the receive side is null."""
+        """`summary` as `run --json` prints it: with --role producer the receive side is null, with
+        --role consumer the send side and what follows from it."""
         figures = self.summary()
         if self.workload.get("role") == "producer":
             figures.update({name: None for name in self.RECEIVE_SIDE}, receipt_seen=False)
+        if self.workload.get("role") == "consumer":
+            figures.update({name: None for name in self.SEND_SIDE}, sends_seen=False)
         if patterns.get(self.workload["pattern"]).round_trip:
             figures.update(answered=self.answered, unanswered=self.unanswered)
         return figures
@@ -218,4 +236,6 @@ class RunResult:
             "producers": [{k: v for k, v in p.items() if k != "sent_ok_map"} for p in self.producers],
             "consumers": self.consumers, "versions": self.versions,
             "generator_limited": self.generator_limited, "generator": self.generator,
+            "foreign": self.foreign or None,
+            "frame_mismatches": self.frame_mismatches,
         }

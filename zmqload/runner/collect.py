@@ -6,7 +6,7 @@ from typing import Any, Optional, Union, cast
 
 import numpy as np
 
-from ..measure.reconcile import reconcile
+from ..measure.reconcile import receipt_only, reconcile
 from ..contract.workload import Workload
 from ..contract import control
 from ..contract.derived import throughput_span
@@ -18,7 +18,7 @@ from ..measure.result import RunResult
 from .state import RunState
 
 _PRODUCER_HIDDEN = ("sent_ok_map", "rtt", "counters", "lateness")
-_CONSUMER_HIDDEN = ("streams", "latency_intended", "latency_sent")
+_CONSUMER_HIDDEN = ("streams", "latency_intended", "latency_sent", "foreign_seen")
 
 
 def _plain(final: Union[control.ProducerFinal, control.ConsumerFinal], hidden: tuple[str, ...]) -> dict[str, Any]:
@@ -110,6 +110,10 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
     accountable = usable and not w.topology.producers_alone
     accounts = reconcile(producers if accountable else {}, consumers, w.fanout, drain_completed, placement,
                          **dead_paths(state))
+    if w.topology.consumers_alone:      # no sends to hold the receipts against: what they say alone
+        accounts["streams"] = receipt_only(consumers, w.fanout)
+        accounts["totals"].update({key: sum(s[key] for s in accounts["streams"])
+                                   for key in ("received", "unique_received", "duplicates", "reordered")})
     totals = accounts["totals"]
     # run.json keeps the rule, so the report places tail drops the same way (analysis/ cannot ask patterns)
     state.drain.update(tail_placement=placement, tail_placement_why=why, **{AMBIGUOUS_TAIL: totals[AMBIGUOUS_TAIL]})
@@ -144,11 +148,28 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
         lost=totals["lost"], **{name: totals[name] for name in FATES}, drain=dict(state.drain),
         elapsed_s=elapsed, send_rate=attempted / send_span if send_span else 0.0,
         throughput_msgs=counted / span_s if span_s else 0.0,
-        throughput_mb=counted * w.size / 1e6 / span_s if span_s else 0.0,
+        throughput_mb=counted * w.message_bytes / 1e6 / span_s if span_s else 0.0,
         latency_intended=lat_i, latency_sent=lat_s, streams=accounts["streams"], round_trip=rtt,
         producers=[{k: v for k, v in p.items() if k not in ("sent_ok_map", "rtt", "lateness")}
                    for p in producers.values()],
         consumers=[{k: v for k, v in c.items() if k not in _CONSUMER_HIDDEN} for c in consumers.values()],
-        versions=versions, queue=queue, generator=generator)
+        versions=versions, queue=queue, generator=generator,
+        foreign=foreign_summary([f for f in state.final.values() if isinstance(f, control.ConsumerFinal)]))
+
+
+def foreign_summary(finals: list[control.ConsumerFinal]) -> dict[str, Any]:
+    """--role consumer: the foreign messages of every consumer (run.json summary.foreign); {} otherwise."""
+    seen = [(f.foreign, f.foreign_seen) for f in finals if f.foreign_seen is not None]
+    if not seen:
+        return {}
+    gaps = Histogram()
+    for _, one in seen:
+        gaps.merge(Histogram.from_payload(one.gaps))
+    firsts = [one.t_first_ns for count, one in seen if count]
+    span = (max(one.t_last_ns for _, one in seen) - min(firsts)) / 1e9 if firsts else 0.0
+    messages = sum(count for count, _ in seen)
+    return {"messages": messages, "bytes": sum(one.bytes for _, one in seen), "span_s": span,
+            "rate_msgs": (messages - 1) / span if span else 0.0,     # arrivals over the intervals between them
+            "gap_ns": {key: gaps.percentile(q) for key, q in (("p50", 50), ("p99", 99), ("max", 100))}}
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from .. import _engine
 from ..contract import control
 from ..contract.wire import SEQ_BITS, SEQ_MASK
-from .recorder import ChunkPipeline, RecvConverter
+from .recorder import ChunkPipeline, ForeignRecorder, RecvConverter
 from .lifecycle import WorkerLifecycle, max_rss_kb
 from .placement import place_this_worker, placed
 
@@ -19,6 +19,10 @@ class Consumer(WorkerLifecycle):
         self.t_drain_ns = 0
         self.convert = RecvConverter(self.spec.run_dir, self.spec.name, self.spec.worker.index, w.rate,
                                      min(w.messages_per_producer, 1 << 24), w.compression)
+        alone = w.topology.consumers_alone       # the producer is the user's: it may send foreign messages
+        if alone:
+            self.convert.foreign = ForeignRecorder(self.spec.run_dir, self.spec.name, self.spec.worker.index,
+                                                   w.compression)
         sock = self.open_socket(self.pattern.consumer_socket, {
             "RCVHWM": w.rcvhwm, "RCVBUF": w.rcvbuf, "LINGER": 0,
             "IMMEDIATE": int(w.immediate) if w.immediate else None,
@@ -27,7 +31,8 @@ class Consumer(WorkerLifecycle):
             sock.subscribe(b"")
         self.receiver = receiver = _engine.Receiver(sock, w.consumer_delay_ns,
                                                     self.pattern.consumer_envelope_frames(w.topology),
-                                                    self.pattern.round_trip)
+                                                    self.pattern.round_trip, record_foreign=alone,
+                                                    parts=w.parts)
         pipeline = ChunkPipeline(RecvConverter.COLUMNS, w.chunk_rows, self.convert, self.spill_dir(),
                                  expected_rows=w.expected_receives_per_consumer)
         warm_mask = (1 << w.producers) - 1
@@ -69,7 +74,13 @@ class Consumer(WorkerLifecycle):
             receiver.received, receiver.warmups, receiver.foreign, receiver.errors, receiver.t_first_recv_ns,
             receiver.t_last_recv_ns, self.t_drain_ns, self.convert.latency_intended.to_payload(),
             self.convert.latency_sent.to_payload(), streams, self.convert.recvs.parts, self.interrupted,
-            max_rss_kb(), unconverted, pipeline.writer_cpu_s))
+            max_rss_kb(), unconverted, pipeline.writer_cpu_s, self.foreign_seen(), receiver.frame_mismatches))
+
+    def foreign_seen(self) -> control.ForeignSeen | None:
+        foreign = self.convert.foreign
+        if foreign is None:
+            return None
+        return control.ForeignSeen(foreign.bytes, foreign.t_first_ns, foreign.t_last_ns, foreign.gaps.to_payload())
 
     def on_command(self, message: control.Message) -> None:
         if isinstance(message, control.Start):

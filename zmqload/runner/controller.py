@@ -37,6 +37,7 @@ FINAL_TIMEOUT_S = 30.0
 INTERRUPT_GRACE_S = 2.5       # a stopped worker converts for 1 s at most, then sends its final
 START_MARGIN_NS = 30_000_000
 NO_LIMIT = float("inf")
+NO_COUNT = 2 ** 63 - 1      # a count never reached
 
 
 def drain_decision(expected: int, received: int, idle_ns: int, since_start_ns: int, w: Workload) -> str | None:
@@ -64,7 +65,7 @@ class Controller:
         self.run_dir, self.run_id = run_dir, run_id
         self.server, self.launcher, self.ipc_dir = server, launcher, ipc_dir
         self.listener = listener
-        self.state = RunState(ids.producers(w.producers), ids.consumers(w.consumer_workers))
+        self.state = RunState(ids.producers(w.producer_workers), ids.consumers(w.consumer_workers))
         self.started = time.monotonic()
         self.interrupted = False
         self.on_start: Callable[[int], None] | None = None     # told t0 once the workers have it
@@ -163,7 +164,9 @@ class Controller:
         # Round trips need no warm-up (nothing can be lost to a slow join: every request
         # waits for its reply), and REQ's strict send/recv alternation forbids one.
         # Nor does a consumer of the user's: nobody of zmqload's hears it, and it would get them.
-        if not self.w.warmup or self.pattern.round_trip or late or not self.state.consumers:
+        # Nor a producer of the user's (--role consumer): it sends no warm-up.
+        if not self.w.warmup or self.pattern.round_trip or late or not self.state.consumers \
+                or not self.state.producers:
             self.wait_for_device()
             return
         self.send_all(self.state.producers, control.Warmup())
@@ -184,7 +187,7 @@ class Controller:
         if silent:
             named = "; ".join(f"{endpoint} ({why})" for endpoint, why in silent)
             what = (f"the device ({self.pattern.device.what.split(':')[0] if self.pattern.device else 'yours'})"
-                    if self.plan.device else "your consumer")
+                    if self.plan.device else self.users_side())
             return f"timed out after {waited_s:g} s ({waiting_for}): nobody answered on {named}; is {what} running?"
         return (f"timed out after {waited_s:g} s ({waiting_for}): the device accepted connections on "
                 f"{', '.join(self.plan.user_endpoints())} but did not carry a warm-up message from every producer to "
@@ -202,8 +205,12 @@ class Controller:
         while unanswered(self.plan.user_endpoints(), timeout_s=0.5):
             if time.monotonic() > deadline:
                 raise RunError(self.device_silence(
-                    timeout_s, "the device's endpoints" if self.plan.device else "your consumer's endpoints"))
+                    timeout_s, "the device's endpoints" if self.plan.device else f"{self.users_side()}'s endpoints"))
             self.pump(100)
+
+    def users_side(self) -> str:
+        """The user's side of a one-side run, as the lines name it."""
+        return "your producer" if self.w.topology.consumers_alone else "your consumer"
 
     def start(self, late: list[ids.WorkerId]) -> None:
         s = self.state
@@ -225,6 +232,12 @@ class Controller:
 
     def wait_producers_done(self) -> None:
         s = self.state
+        if self.w.topology.consumers_alone:
+            # the producers are the user's: what is recorded is --duration's window, then the drain
+            assert self.w.duration is not None      # validate() requires it
+            window_end = s.t0_ns + int(self.w.duration * 1e9)
+            self.wait(lambda: _engine.now_ns() >= window_end, NO_LIMIT, "recording your producer")
+            return
         self.wait(lambda: all(n in s.done for n in s.producers), NO_LIMIT, "waiting for the producers to finish")
 
     def drain(self) -> None:
@@ -259,7 +272,9 @@ class Controller:
     def drain_until_done(self, start: int) -> str:
         s = self.state
         sent = sum(s.done[n].counters.sent for n in s.producers)
-        expected = sent * (len(s.consumers) if self.pattern.fanout else 1)
+        # the user's producer (--role consumer) said nothing of what it sent: drain until idle
+        expected = (NO_COUNT if self.w.topology.consumers_alone
+                    else sent * (len(s.consumers) if self.pattern.fanout else 1))
         last_count, last_change = -1, None
         while True:
             self.pump()

@@ -43,8 +43,10 @@ class EndpointPlan:
 
     @property
     def user_listens(self) -> bool:
-        """zmqload connects to the user's system: a device, or a consumer of the user's (--role producer)."""
-        return self.topology.device or (self.topology.producers_alone and self.binder is None)
+        """zmqload connects to the user's system: a device, or a consumer (--role producer) or a producer
+        (--role consumer) of the user's."""
+        alone = self.topology.producers_alone or self.topology.consumers_alone
+        return self.topology.device or (alone and self.binder is None)
 
     def user_endpoints(self) -> list[str]:
         """The endpoints of the user's system zmqload connects to, in option order."""
@@ -59,6 +61,9 @@ def plan(w: Workload, binders: int, ipc_dir: str, run_id: str) -> EndpointPlan:
     if topology.producers_alone and topology.binder is None:       # the producers connect to the user's consumer
         return EndpointPlan(topology, None, [], {Role.PRODUCER: list(topology.producers.endpoints),
                                                  Role.CONSUMER: None})
+    if topology.consumers_alone and topology.binder is None:       # the consumers connect to the user's producer
+        return EndpointPlan(topology, None, [], {Role.PRODUCER: None,
+                                                 Role.CONSUMER: list(topology.consumers.endpoints)})
     if topology.device:
         return EndpointPlan(topology, None, [], {Role.PRODUCER: list(topology.producers.endpoints),
                                                  Role.CONSUMER: list(topology.consumers.endpoints)})

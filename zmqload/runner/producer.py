@@ -53,7 +53,8 @@ class Producer(WorkerLifecycle):
             sock.set_option(_engine.SOCKET_OPTION_IDS["REQ_CORRELATE"], 1)
         sender = _engine.Sender(sock, self.spec.worker.index, w.size, w.messages_per_producer, w.rate,
                                 self.t0_ns, end_ns, w.send_mode, w.sndtimeo_ms * 1_000_000, round_trip,
-                                _engine.SPIN_BELOW_NS if w.pacing == "spin" else 0, reply_timeout_ms * 1_000_000)
+                                _engine.SPIN_BELOW_NS if w.pacing == "spin" else 0, reply_timeout_ms * 1_000_000,
+                                parts=w.parts)
         if not w.rate:
             time.sleep(max(0.0, (self.t0_ns - _engine.now_ns()) / 1e9))
         try:

@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..contract.parts import part_name
-from ..contract.records import RECVS, REPLIES, SAMPLES, SENDS
-from ..contract.wire import SEQ_BITS, SEQ_MASK, SendStatus
+from ..contract.records import FOREIGN, RECVS, REPLIES, SAMPLES, SENDS
+from ..contract.wire import FOREIGN_STREAM, SEQ_BITS, SEQ_MASK, SendStatus
 from ..contract.records import SCHEMA_VERSION as SCHEMA_VERSION
 from ..errors import RunError
 
@@ -444,6 +444,35 @@ class SendConverter:
         return np.concatenate([*self.ok_bits, np.packbits(self._ok_carry)])
 
 
+class ForeignRecorder:
+    """A consumer's foreign messages (--role consumer: rows the engine marked FOREIGN_STREAM) taken
+    out of its chunks into foreign/ parts, with their bytes, first and last arrival and the gaps
+    between arrivals (a histogram, so the rates and stalls of a user's producer can be told)."""
+
+    def __init__(self, run_dir: str, name: str, consumer: int, compression: str):
+        from ..measure.histogram import Histogram
+        self.consumer = consumer
+        self.writer = PartWriter(os.path.join(run_dir, "foreign"), name, FOREIGN.arrow, compression)
+        self.gaps = Histogram()
+        self.bytes = self.t_first_ns = self.t_last_ns = 0
+
+    def take(self, chunk: dict[str, np.ndarray], rows: int, foreign: np.ndarray) -> dict[str, np.ndarray]:
+        """Write the foreign rows of `chunk[:rows]`; the others, as a chunk."""
+        if not foreign.any():
+            return {name: column[:rows] for name, column in chunk.items()}
+        t_recv = chunk["t_recv"][:rows][foreign]
+        size = chunk["size"][:rows][foreign]
+        self.writer.write({"consumer": np.full(len(t_recv), self.consumer, np.int32), "t_recv_ns": t_recv,
+                           "size": size})
+        previous = self.t_last_ns or int(t_recv[0])
+        self.gaps.record(np.diff(t_recv, prepend=previous)[0 if self.t_last_ns else 1:])
+        self.t_first_ns = self.t_first_ns or int(t_recv[0])
+        self.t_last_ns = int(t_recv[-1])
+        self.bytes += int(size.sum(dtype=np.int64))
+        kept = ~foreign
+        return {name: column[:rows][kept] for name, column in chunk.items()}
+
+
 class RecvConverter:
     """Turns the receiver's raw chunks (header word, t_sent, t_recv, size) into recvs
     records, latency histograms and per-stream seen-maps. `t0_ns` and `t_drain_ns` are
@@ -462,10 +491,18 @@ class RecvConverter:
         self.latency_intended = Histogram()
         self.latency_sent = Histogram()
         self.streams: dict[int, SeenMap] = {}
+        self.foreign: Optional[ForeignRecorder] = None      # --role consumer: set by the consumer
 
     def __call__(self, chunk: dict[str, np.ndarray], rows: int) -> None:
         words = chunk["words"][:rows]
         stream = (words >> np.uint64(SEQ_BITS)).astype(np.int32)
+        if self.foreign is not None:
+            chunk = self.foreign.take(chunk, rows, stream == FOREIGN_STREAM)
+            rows = len(chunk["words"])
+            if not rows:
+                return
+            words = chunk["words"]
+            stream = (words >> np.uint64(SEQ_BITS)).astype(np.int32)
         seq = (words & np.uint64(SEQ_MASK)).astype(np.int64)
         t_sent, t_recv = chunk["t_sent"][:rows], chunk["t_recv"][:rows]
         t_intended = intended_times(self.t0_ns, seq, self.rate, t_sent)

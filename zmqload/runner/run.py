@@ -90,7 +90,7 @@ def sigterm_as_interrupt() -> Callable[[int, FrameType | None], Any] | int | Non
 def _make_run_dir(w: Workload) -> tuple[str, str]:
     check_output_dir(w.out)
     run_id = new_run_id(w)
-    run_dir = os.path.join(w.out, f"run={run_id}")
+    run_dir = os.path.join(w.out, rr.run_dir_name(run_id, w.role))
     try:
         os.makedirs(run_dir)
     except FileExistsError:

@@ -27,7 +27,7 @@ from ..contract.ids import Role, WorkerId
 from ..contract.wire import SendStatus
 from ..measure.histogram import Histogram
 from ..contract.parts import PART_NAME, part_files
-from .recorder import PartWriter, RecvConverter, SeenMap, SendConverter, is_write_error, spill_columns_of
+from .recorder import ForeignRecorder, PartWriter, RecvConverter, SeenMap, SendConverter, is_write_error, spill_columns_of
 
 
 @dataclass
@@ -74,6 +74,8 @@ def _converter(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int,
                              patterns.get(w.pattern).round_trip)
         return send, send.columns(), send.sends
     recv = RecvConverter(run_dir, str(worker), worker.index, w.rate, 1024, w.compression)
+    if w.topology.consumers_alone:      # its foreign rows go where the consumer itself puts them
+        recv.foreign = ForeignRecorder(run_dir, str(worker), worker.index, w.compression)
     recv.t0_ns = t0_ns
     recv.t_drain_ns = t_drain_ns or RecvConverter.NO_DRAIN
     return recv, dict(RecvConverter.COLUMNS), recv.recvs
