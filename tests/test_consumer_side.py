@@ -227,7 +227,7 @@ def test_a_silent_producer_endpoint_fails_in_bounded_time_naming_it(tmp_path):
 
 def test_capacity_refuses_the_consumers_alone(tmp_path):
     done = zmqload_cli("capacity", "--role", "consumer", "--consumers-bind", "tcp://127.0.0.1:5999",
-                       "--duration", "1", "--out", str(tmp_path))
+                       "--out", str(tmp_path))
     assert done.returncode == 2 and "--role" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert "your producer sent is not seen" in done.stderr
     assert not os.listdir(tmp_path)

@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
     from .display import LiveProgress
     from ..plan.capacity_search import find_max_rate, probe_once
 
-    if "consumer" in (args.role or ()):     # (an axis: a list) before its probes' rates are refused, less clearly
+    if "consumer" in (getattr(args, "role", None) or ()):     # (an axis: a list) before its probes' rates are refused, less clearly
         refuse_unjudged("consumer")
     plan = SearchPlan(**{name: getattr(args, name) for name in SEARCH_OPTIONS})
     slos = Slos(**{name: getattr(args, name) for name in SLO_OPTIONS}).with_search_defaults()
