@@ -136,6 +136,16 @@ class Salvaged(Record):
     reasons: list[str] = []
 
 
+class Reset(Record):
+    """One connection reset of --reset-at, as it was made (runner/resets.py)."""
+    t_ns: int = 0
+    """When the kernel was told to abort the connections: CLOCK_MONOTONIC ns, the records' clock."""
+    at_s: float = 0.0
+    """The same time in seconds after the schedule's start (t0_ns), as --reset-at counts."""
+    connections: int = 0
+    """tcp connections of the run's data sockets it aborted."""
+
+
 # -- how it ended ------------------------------------------------------------------------------
 class Drain(Record):
     mode: Optional[DrainMode] = None
@@ -357,6 +367,8 @@ class RunRecord(Record):
     placement: Optional[Placement] = None
     """With --master: where each worker ran (its stage's tasks); null for processes of this host
     (worker_pids)."""
+    resets: list[Reset] = []
+    """--reset-at: each reset made, in order (one due after the producers finished is not made)."""
     salvaged: Optional[Salvaged] = None
     """Present only when some worker's figures were rebuilt from its records."""
     drain: Optional[Drain] = None

@@ -107,6 +107,9 @@ class RunResult:
     """Per consumer: its counters and receive times (ns)."""
     versions: dict[str, str] = field(default_factory=dict)
     """libzmq (engine and pyzmq's), pyzmq, Python and zmqload versions of the run."""
+    resets: list[dict[str, int]] = field(default_factory=list)
+    """--reset-at: each connection reset made, in order: `t_ns` (CLOCK_MONOTONIC, the records' clock)
+    and `connections` (tcp connections it aborted)."""
     generator: dict[str, Any] = field(default_factory=dict)
     """Whether the producers kept their open-loop schedule (zmqload.measure.schedule_keeping): `generator_limited`,
     `scheduled_rate` and `reached_rate` (msg/s, all producers), `lag_ms` and `blocked_ms`."""
@@ -217,5 +220,5 @@ class RunResult:
             "streams": self.streams,
             "producers": [{k: v for k, v in p.items() if k != "sent_ok_map"} for p in self.producers],
             "consumers": self.consumers, "versions": self.versions,
-            "generator_limited": self.generator_limited, "generator": self.generator,
+            "generator_limited": self.generator_limited, "generator": self.generator, "resets": self.resets,
         }

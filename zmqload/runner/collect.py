@@ -8,7 +8,7 @@ import numpy as np
 
 from ..measure.reconcile import reconcile
 from ..contract.workload import Workload
-from ..contract import control
+from ..contract import codec, control
 from ..contract.derived import throughput_span
 from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 from ..contract.ids import Role
@@ -149,6 +149,6 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
         producers=[{k: v for k, v in p.items() if k not in ("sent_ok_map", "rtt", "lateness")}
                    for p in producers.values()],
         consumers=[{k: v for k, v in c.items() if k not in _CONSUMER_HIDDEN} for c in consumers.values()],
-        versions=versions, queue=queue, generator=generator)
+        versions=versions, queue=queue, generator=generator, resets=[codec.to_builtins(r) for r in state.resets])
 
 
