@@ -10,10 +10,11 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import check_identity, read_meta, read_table
 
+from tests.oracle.resets import pair_with_resets, seq_runs
 from zmqload import Workload
 from zmqload.errors import ConfigError
-from conftest import check_identity, read_meta, read_table
 
 RESETS = "0.5,1.2"
 
@@ -53,7 +54,7 @@ def test_without_the_privilege_the_run_is_refused_up_front(tmp_path):
     command = " ".join([sys.executable, "-m", "zmqload", "run", "--duration", "1", "--rate", "1k",
                         "--reset-at", "0.5", "--out", str(out)])
     done = subprocess.run(["capsh", "--drop=cap_net_admin", "--", "-c", command], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=60, check=False)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "--reset-at" in lines[0] and "CAP_NET_ADMIN" in lines[0], done.stderr
@@ -79,4 +80,63 @@ def test_a_run_with_resets_records_them_and_counts_the_loss(run_workload):
     assert result.resets == meta["resets"]
     check_identity(result)
     assert result.lost == _sent_minus_received(result.run_dir) == meta["counters"]["lost"]
-    assert result.sent == 40_000 and result.duplicates == 0
+    # blocking sends: every attempt went out (a send blocked while the connection was down, so
+    # --duration may end before all 40,000 were tried)
+    assert result.sent == result.attempted > 30_000 and result.duplicates == 0
+
+
+# ------------------------------------------------------------------- the fate, checked from the records
+SLOW_US = 80        # the consumer's work per message: 12.5k/s against 20k/s sent, a backlog at each reset
+
+
+def _lost_at_resets_from_parquet(run_dir: str, resets_ns: list[int]) -> tuple[int, np.ndarray]:
+    """Restated from the records alone (one producer, one consumer): for each reset, the seqs
+    after the highest received by it, up to the first received at or after the first sent after
+    it; the unreceived ok sends among them. Returns (their count, every unreceived ok seq)."""
+    sends, recvs = read_table(run_dir, "sends"), read_table(run_dir, "recvs")
+    seq, t_sent = sends["seq"].to_numpy(), sends["t_sent_ns"].to_numpy()
+    ok = np.unique(seq[sends["status"].to_numpy() == 0])
+    got, t_recv = recvs["seq"].to_numpy(), recvs["t_recv_ns"].to_numpy()
+    missing = np.setdiff1d(ok, got)
+    lost = np.zeros(len(missing), bool)
+    for t in resets_ns:
+        high = got[t_recv <= t].max(initial=-1)
+        k = seq[t_sent > t].min()
+        back = got[got >= k]
+        if len(back):
+            lost |= (missing > high) & (missing < back.min())
+    return int(lost.sum()), missing
+
+
+def test_a_slow_consumer_loses_what_was_in_flight_at_each_reset(run_workload):
+    result = run_workload(rate=20_000, duration=2, consumer_delay_us=SLOW_US, reset_at=RESETS)
+    meta = read_meta(result.run_dir)
+    resets_ns = [r["t_ns"] for r in meta["resets"]]
+    placed, missing = _lost_at_resets_from_parquet(result.run_dir, resets_ns)
+    assert result.dropped_reset == placed == meta["counters"]["dropped_reset"] > 0
+    # nothing else was lost: PUSH blocks at HWM and the drain completed
+    assert result.lost == result.dropped_reset == _sent_minus_received(result.run_dir)
+    assert result.dropped_start == result.dropped_mid == result.dropped_tail == result.stranded == 0
+    assert result.duplicates == 0
+    # which ones: one run of seqs per reset, all sent before it (in flight: libzmq's and the kernel's buffers)
+    sends = read_table(result.run_dir, "sends")
+    sent_at = dict(zip(sends["seq"].to_numpy().tolist(), sends["t_sent_ns"].to_numpy().tolist()))
+    runs = seq_runs(missing)
+    assert len(runs) == 2, runs
+    for (first, last), t in zip(runs, resets_ns):
+        assert sent_at[last] <= t
+
+
+# ----------------------------------------------------- the same reset on a plain pyzmq PUSH/PULL pair
+def test_a_plain_pyzmq_pair_loses_the_same_kind_of_messages_at_a_reset(tmp_path, run_workload):
+    """The oracle: plain pyzmq (its own libzmq), the same slow PULL and the same resets by ss -K. Both
+    lose a run of messages at each reset, all sent before it, then deliver again; no duplicates."""
+    sent, got, boundaries = pair_with_resets(str(tmp_path), 20_000, 2.0, [0.5, 1.2], SLOW_US)
+    assert len(got) == len(set(got))                                   # no duplicates
+    missing = np.setdiff1d(np.arange(sent), np.array(got))
+    runs = seq_runs(missing)
+    assert missing.size > 0 and 1 <= len(runs) <= 2, runs             # a run lost at a reset
+    assert all(last < boundaries[-1] for _, last in runs)               # sent before a reset: in flight
+    assert max(got) == sent - 1                                         # delivered again after the last reset
+    result = run_workload(rate=20_000, duration=2, consumer_delay_us=SLOW_US, reset_at=RESETS)
+    assert result.dropped_reset > 0 and result.duplicates == 0 and result.lost == result.dropped_reset

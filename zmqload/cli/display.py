@@ -161,7 +161,8 @@ def summary_table(result: RunResult) -> Table:
         ("delivered / drained", f"{result.delivered:,} / {result.drained:,}  (drain {_drain(result.drain)})"),
         ("dropped start / mid / tail", f"{result.dropped_start:,} / {result.dropped_mid:,} / {result.dropped_tail:,}"
                                        + _ambiguous(result.drain)),
-        *([("connection resets", _resets(result.resets))] if result.resets else []),
+        *([("connection resets", _resets(result.resets)),
+           ("dropped at a reset", f"{result.dropped_reset:,}")] if result.resets else []),
         ("stranded (drain cut short)", f"{result.stranded:,}"),
         # only a failed run can have any: a worker on the message's path died
         *([("unknown (a worker died)", f"{result.unknown:,}")] if result.unknown else []),

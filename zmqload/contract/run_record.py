@@ -139,7 +139,10 @@ class Salvaged(Record):
 class Reset(Record):
     """One connection reset of --reset-at, as it was made (runner/resets.py)."""
     t_ns: int = 0
-    """When the kernel was told to abort the connections: CLOCK_MONOTONIC ns, the records' clock."""
+    """When the kernel had aborted the connections (`ss -K` returned): CLOCK_MONOTONIC ns, the
+    records' clock; the mark of the `dropped_reset` rule (contract/fates.py reset_region)."""
+    took_ns: int = 0
+    """How long the abort took from the moment it was due (starting ss: a few ms)."""
     at_s: float = 0.0
     """The same time in seconds after the schedule's start (t0_ns), as --reset-at counts."""
     connections: int = 0
@@ -231,6 +234,8 @@ class Fates(Record):
     dropped_start: int = 0
     dropped_mid: int = 0
     dropped_tail: int = 0
+    dropped_reset: int = 0
+    """Lost across a connection reset (--reset-at); 0 in runs recorded before it."""
     stranded: int = 0
     unknown: int = 0
 
@@ -251,7 +256,7 @@ class MessageCounts(Fates):
     reordered: int = 0
     lost: int = 0
     dropped: int = 0
-    """dropped_start + dropped_mid + dropped_tail."""
+    """dropped_start + dropped_mid + dropped_tail + dropped_reset."""
 
 
 class StreamEntry(MessageCounts):

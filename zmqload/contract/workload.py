@@ -340,7 +340,7 @@ class Workload:
         None, str, RESET_ACCEPTED,
         "tcp: at each of these times every tcp connection of the run's data sockets is aborted by the kernel, as "
         "a reset from the network would (Linux's sock_destroy, what ss -K does: needs root or CAP_NET_ADMIN); "
-        "libzmq reconnects and the run goes on",
+        "libzmq reconnects and the run goes on; a message lost across a reset is dropped_reset",
         form=_RESET_LIST, nullable=True, group="faults")
     proxy_sndhwm: Optional[int] = _hwm("pattern proxy: SNDHWM of the proxy's XPUB side")
     proxy_rcvhwm: Optional[int] = _hwm("pattern proxy: RCVHWM of the proxy's XSUB side")

@@ -70,6 +70,9 @@ class RunResult:
     """Messages that never arrived, dropped mid-run (a full pipe)."""
     dropped_tail: int = 0
     """Messages that never arrived, lost at close / linger / context termination."""
+    dropped_reset: int = 0
+    """Messages that never arrived, lost across a connection reset (--reset-at): in flight at the
+    reset, or sent before the connection was back (zmqload.measure.reset_regions)."""
     stranded: int = 0
     """Messages unreceived when the drain was cut short (--drain none, --drain-limit-s): queued or dropped."""
     unknown: int = 0

@@ -7,6 +7,7 @@ from typing import Any, Optional, Union, cast
 import numpy as np
 
 from ..measure.reconcile import reconcile
+from ..measure.reset_regions import reset_regions
 from ..contract.workload import Workload
 from ..contract import codec, control
 from ..contract.derived import throughput_span
@@ -108,8 +109,9 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
     # --role producer: what the user's consumer received is not seen, so no message has a fate
     # (all counts 0, the display says why) rather than every one "lost"
     accountable = usable and not w.topology.producers_alone
+    regions = reset_regions(run_dir, [r.t_ns for r in state.resets], w.fanout, [c.index for c in state.consumers])
     accounts = reconcile(producers if accountable else {}, consumers, w.fanout, drain_completed, placement,
-                         **dead_paths(state))
+                         **dead_paths(state), resets=regions)
     totals = accounts["totals"]
     # run.json keeps the rule, so the report places tail drops the same way (analysis/ cannot ask patterns)
     state.drain.update(tail_placement=placement, tail_placement_why=why, **{AMBIGUOUS_TAIL: totals[AMBIGUOUS_TAIL]})

@@ -89,6 +89,10 @@ class Resets:
 
     def poll(self) -> None:
         while len(self.made) < len(self.at_ns) and _engine.now_ns() >= self.at_ns[len(self.made)]:
-            t_ns = _engine.now_ns()
+            asked = _engine.now_ns()
             lines, _ = _ss_kill(self.ports)
-            self.made.append(Reset(t_ns=t_ns, at_s=(t_ns - self.t0_ns) / 1e9, connections=_connections(lines)))
+            # the records' mark is when the connections were surely gone: ss starts in a few ms, and
+            # what was sent and received meanwhile went through the old connection
+            done = _engine.now_ns()
+            self.made.append(Reset(t_ns=done, at_s=(done - self.t0_ns) / 1e9, took_ns=done - asked,
+                                   connections=_connections(lines)))
