@@ -89,19 +89,19 @@ def test_a_run_with_resets_records_them_and_counts_the_loss(run_workload):
 SLOW_US = 80        # the consumer's work per message: 12.5k/s against 20k/s sent, a backlog at each reset
 
 
-def _lost_at_resets_from_parquet(run_dir: str, resets_ns: list[int]) -> tuple[int, np.ndarray]:
+def _lost_at_resets_from_parquet(run_dir: str, resets: list[dict]) -> tuple[int, np.ndarray]:
     """Restated from the records alone (one producer, one consumer): for each reset, the seqs
-    after the highest received by it, up to the first received at or after the first sent after
-    it; the unreceived ok sends among them. Returns (their count, every unreceived ok seq)."""
+    after the highest received when it was asked for, up to the first received at or after the
+    first sent once it was made; the unreceived ok sends among them. Returns (their count, every unreceived ok seq)."""
     sends, recvs = read_table(run_dir, "sends"), read_table(run_dir, "recvs")
     seq, t_sent = sends["seq"].to_numpy(), sends["t_sent_ns"].to_numpy()
     ok = np.unique(seq[sends["status"].to_numpy() == 0])
     got, t_recv = recvs["seq"].to_numpy(), recvs["t_recv_ns"].to_numpy()
     missing = np.setdiff1d(ok, got)
     lost = np.zeros(len(missing), bool)
-    for t in resets_ns:
-        high = got[t_recv <= t].max(initial=-1)
-        k = seq[t_sent > t].min()
+    for reset in resets:        # asked for at t_ns - took_ns, made by t_ns
+        high = got[t_recv <= reset["t_ns"] - reset["took_ns"]].max(initial=-1)
+        k = seq[t_sent > reset["t_ns"]].min()
         back = got[got >= k]
         if len(back):
             lost |= (missing > high) & (missing < back.min())
@@ -112,7 +112,7 @@ def test_a_slow_consumer_loses_what_was_in_flight_at_each_reset(run_workload):
     result = run_workload(rate=20_000, duration=2, consumer_delay_us=SLOW_US, reset_at=RESETS)
     meta = read_meta(result.run_dir)
     resets_ns = [r["t_ns"] for r in meta["resets"]]
-    placed, missing = _lost_at_resets_from_parquet(result.run_dir, resets_ns)
+    placed, missing = _lost_at_resets_from_parquet(result.run_dir, meta["resets"])
     assert result.dropped_reset == placed == meta["counters"]["dropped_reset"] > 0
     # nothing else was lost: PUSH blocks at HWM and the drain completed
     assert result.lost == result.dropped_reset == _sent_minus_received(result.run_dir)

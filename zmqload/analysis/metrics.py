@@ -239,7 +239,7 @@ def first_sent_after(sends: DataFrame, resets: Mapping[int, list[int]]) -> DataF
 def reset_receipts(recvs: DataFrame, resets: Mapping[int, list[int]],
                    firsts: Mapping[tuple[int, int, int], int]) -> DataFrame:
     """Per (run, real consumer, stream, reset): `received_by`, the highest seq received by the
-    reset, and `back_at`, the first received at or after `firsts`' k ({(run, stream, reset): k}):
+    reset's time in `resets` (when its abort was asked for), and `back_at`, the first received at or after `firsts`' k ({(run, stream, reset): k}):
     the marks of contract/fates.py reset_region."""
     key = F.col("run").cast("long") * F.lit(1 << 40) + F.col("stream").cast("long") * F.lit(1 << 20) + F.col("reset")
     table = F.create_map(*[x for (run, st, reset), k in firsts.items()

@@ -209,14 +209,16 @@ REGION_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, lo=INT64, hi=
 
 
 def reset_drops(spark: SparkSession, runs: list[RunInfo], sends: DataFrame, recvs: DataFrame,
-                rs: list[dict[str, Any]], resets: dict[int, list[int]],
-                fanout_runs: Collection[int]) -> dict[tuple[int, int, int], tuple[int, int]]:
+                rs: list[dict[str, Any]], fanout_runs: Collection[int]) -> dict[tuple[int, int, int], tuple[int, int]]:
     """{(run, stream, consumer key): (start, mid)}: the drops of each kind lost across a connection
     reset (run.json resets), by the rule of contract/fates.py reset_region on marks from the
-    records: k from the sends, then each consumer's high and return from the receives."""
+    records: k from the sends after each abort was made, then each consumer's high when it was asked
+    for and its return from the receives."""
+    resets = {i: [x.t_ns for x in r.record.resets] for i, r in enumerate(runs) if r.record.resets}
+    asked = {i: [x.t_ns - x.took_ns for x in r.record.resets] for i, r in enumerate(runs) if r.record.resets}
     firsts = {(x["run"], x["stream"], x["reset"]): x["k"] for x in collect(metrics.first_sent_after(sends, resets))}
     marks = {(x["run"], x["consumer"], x["stream"], x["reset"]): x
-             for x in collect(metrics.reset_receipts(recvs, resets, firsts))}
+             for x in collect(metrics.reset_receipts(recvs, asked, firsts))}
     regions = []
     for r in rs:
         run, stream = r["run"], r["stream"]
@@ -280,8 +282,7 @@ def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = 
     else:       # fan-out or several runs: the ranges per consumer need a join, so a scan of their own
         counts = collect(metrics.send_counts(sends, _small(spark, rs, RS_SCHEMA)))
     step("send counts")
-    resets = {i: [x.t_ns for x in r.record.resets] for i, r in enumerate(runs) if r.record.resets}
-    at_reset = reset_drops(spark, runs, sends, recvs, rs, resets, fanout_runs) if resets else {}
+    at_reset = reset_drops(spark, runs, sends, recvs, rs, fanout_runs) if any(r.record.resets for r in runs) else {}
     loss = finish.fates(counts, rs, views, dead_streams, at_reset)
     rs_by = {(r["run"], r["consumer"], r["stream"]): r for r in rs}
     step("fates")

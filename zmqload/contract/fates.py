@@ -74,8 +74,8 @@ its own (the fates still sum to expected), a flag on how many of the tail drops 
 def reset_region(received_by: Iterable[int], back_at: Iterable[int | None]) -> tuple[int, int] | None:
     """Where one connection reset falls in one view of one stream (the `dropped_reset` rule of
     measure/reset_regions.py and the report's): the seqs [lo, hi) after the highest one received
-    by the reset (`received_by`, -1: none) up to the first one received at or after the first sent
-    after it (`back_at`: the connection was back; None: not seen). Several consumers of one stream
+    when the abort was asked for (`received_by`, -1: none) up to the first one received at or after
+    the first sent once it was made (`back_at`: the connection was back; None: not seen). Several consumers of one stream
     without fan-out (round robin, a connection each): the lowest of their highs, the first of their
     returns. None when no return is seen (the tail rules apply) or nothing lies between."""
     lo = min(received_by, default=-1) + 1

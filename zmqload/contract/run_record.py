@@ -142,7 +142,8 @@ class Reset(Record):
     """When the kernel had aborted the connections (`ss -K` returned): CLOCK_MONOTONIC ns, the
     records' clock; the mark of the `dropped_reset` rule (contract/fates.py reset_region)."""
     took_ns: int = 0
-    """How long the abort took from the moment it was due (starting ss: a few ms)."""
+    """How long the abort took from the moment it was asked for (`t_ns - took_ns`: ss started; a few
+    ms, more under load)."""
     at_s: float = 0.0
     """The same time in seconds after the schedule's start (t0_ns), as --reset-at counts."""
     connections: int = 0

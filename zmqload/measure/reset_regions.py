@@ -1,13 +1,15 @@
 """Where each connection reset (--reset-at) falls in every stream's seqs, from the records.
 
-A reset at time T can lose two kinds of message (contract/fates.py `dropped_reset`): those in
+A reset (asked for at T0, made by T: `ss` takes ms to start, longer under load, and libzmq may
+have reconnected before it returns) can lose two kinds of message (contract/fates.py `dropped_reset`): those in
 flight at T (sent before it, not yet received by the consumer: in libzmq's buffers and the
 kernel's on either side) and those sent after it before the connection was back. On one
 connection messages arrive in order, so for one consumer's view of one stream that is the seq
 region (r, b):
 
-    r  the highest seq the consumer had received by T (t_recv_ns <= T; -1: none)
-    k  the first seq its producer sent after T (t_sent_ns > T)
+    r  the highest seq the consumer had received when the abort was asked for (t_recv_ns <= T0,
+       T0 = resets[i].t_ns - took_ns; -1: none)
+    k  the first seq its producer sent after it had been made (t_sent_ns > T, T = resets[i].t_ns)
     b  the first seq at or after k that the consumer received: the connection was back
 
 A message of the region that never arrived was lost at the reset (the rule, with round robin's
@@ -37,13 +39,15 @@ def _per_stream(run_dir: str, kind: str, columns: list[str]) -> Iterable[dict[st
         yield {name: table[name].to_numpy() for name in columns}
 
 
-def reset_regions(run_dir: str, resets_ns: Sequence[int], fanout: bool,
+def reset_regions(run_dir: str, resets_ns: Sequence[tuple[int, int]], fanout: bool,
                   consumers: Sequence[int]) -> dict[int, dict[int | str, list[Region]]]:
-    """stream -> view (a consumer index with fan-out, else "all") -> the regions of the resets at
-    `resets_ns` (CLOCK_MONOTONIC ns) whose end the records show."""
+    """stream -> view (a consumer index with fan-out, else "all") -> the regions of the resets
+    `resets_ns` ((asked, done): CLOCK_MONOTONIC ns, when the abort was asked for and when it had
+    been made) whose end the records show."""
     if not resets_ns:
         return {}
-    times = np.asarray(resets_ns, np.int64)
+    asked = np.asarray([a for a, _ in resets_ns], np.int64)
+    times = np.asarray([d for _, d in resets_ns], np.int64)
     first_after: dict[int, np.ndarray] = {}        # stream -> k per reset
     for part in _per_stream(run_dir, "sends", ["stream", "seq", "t_sent_ns"]):
         for stream in np.unique(part["stream"]).tolist():
@@ -64,7 +68,7 @@ def reset_regions(run_dir: str, resets_ns: Sequence[int], fanout: bool,
             seq, t = part["seq"][mine], part["t_recv_ns"][mine]
             r = high.setdefault((stream, consumer), np.full(len(times), -1))
             b = back.setdefault((stream, consumer), np.full(len(times), _NONE))
-            for i, at in enumerate(times):
+            for i, at in enumerate(asked):
                 before, later = seq[t <= at], seq[seq >= first_after[stream][i]]
                 if len(before):
                     r[i] = max(r[i], int(before.max()))

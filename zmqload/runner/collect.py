@@ -109,7 +109,8 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
     # --role producer: what the user's consumer received is not seen, so no message has a fate
     # (all counts 0, the display says why) rather than every one "lost"
     accountable = usable and not w.topology.producers_alone
-    regions = reset_regions(run_dir, [r.t_ns for r in state.resets], w.fanout, [c.index for c in state.consumers])
+    regions = reset_regions(run_dir, [(r.t_ns - r.took_ns, r.t_ns) for r in state.resets], w.fanout,
+                            [c.index for c in state.consumers])
     accounts = reconcile(producers if accountable else {}, consumers, w.fanout, drain_completed, placement,
                          **dead_paths(state), resets=regions)
     totals = accounts["totals"]
