@@ -140,3 +140,16 @@ def test_a_plain_pyzmq_pair_loses_the_same_kind_of_messages_at_a_reset(tmp_path,
     assert max(got) == sent - 1                                         # delivered again after the last reset
     result = run_workload(rate=20_000, duration=2, consumer_delay_us=SLOW_US, reset_at=RESETS)
     assert result.dropped_reset > 0 and result.duplicates == 0 and result.lost == result.dropped_reset
+
+
+def test_a_reset_that_cannot_be_made_mid_run_fails_the_run_in_one_line(monkeypatch, tmp_path):
+    """ss proven before the run but gone when a reset is due: a RunError naming the reset, no traceback
+    of subprocess's."""
+    from zmqload.errors import RunError
+    from zmqload.runner.resets import Resets
+    made: list = []
+    resets = Resets(0, [0], frozenset({5999}), made)
+    monkeypatch.setenv("PATH", str(tmp_path))          # an empty directory: no ss
+    with pytest.raises(RunError, match=r"the connection reset due at -?\d.* failed: ss: "):
+        resets.poll()
+    assert made == []

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from .. import _engine
 from ..contract.run_record import Reset
 from ..contract.workload import Workload
-from ..errors import ConfigError
+from ..errors import ConfigError, RunError
 
 SS_TIMEOUT_S = 5.0
 NEEDED = ("root or CAP_NET_ADMIN, iproute2's ss, and a Linux kernel with sock_destroy "
@@ -90,7 +90,11 @@ class Resets:
     def poll(self) -> None:
         while len(self.made) < len(self.at_ns) and _engine.now_ns() >= self.at_ns[len(self.made)]:
             asked = _engine.now_ns()
-            lines, _ = _ss_kill(self.ports)
+            try:
+                lines, _ = _ss_kill(self.ports)
+            except (OSError, subprocess.SubprocessError) as exc:    # proven before the run; gone since?
+                raise RunError(f"the connection reset due at {(self.at_ns[len(self.made)] - self.t0_ns) / 1e9:g} s "
+                               f"failed: ss: {exc}") from None
             # the records' mark is when the connections were surely gone: ss starts in a few ms, and
             # what was sent and received meanwhile went through the old connection
             done = _engine.now_ns()
