@@ -7,7 +7,7 @@ with numpy and pyarrow alone (no zmqload code reads them here), and the fault ta
 Each fault: a `zmqload run` process on loopback; a SIGKILL by process id of the consumer,
 the producer (ids from run.json's `worker_pids`, checked against the controller's children
 in /proc) or the controller itself; a disk that fills (a 5 MiB tmpfs, root only); a rate
-no producer can reach; a truncated Parquet part under `zmqload report` (Spark; --no-report
+no producer can reach; the run's tcp connections aborted by the kernel (--reset-at, root); a truncated Parquet part under `zmqload report` (Spark; --no-report
 skips it).
 """
 from __future__ import annotations
@@ -279,6 +279,27 @@ def disk_full(disk: str, name: str = "disk-full") -> Outcome:
                    figures_from_records(run_dir), leftovers(run_dir, meta), stdout)
 
 
+def connection_reset(out: str) -> Outcome:
+    """The run's tcp connections aborted by the kernel (--reset-at, ss -K) KILL_AFTER_S into a paced
+    run with a slow consumer (a backlog in flight): the run goes on and completes; what the reset
+    cost is `dropped_reset`, and sent minus received from the records is what it lost."""
+    name = "connection-reset"
+    run_dir = os.path.join(out, f"run={name}")
+    proc = start_run(out, name, [*PACED, "--consumer-delay-us", "25", "--reset-at", str(KILL_AFTER_S)])
+    start = time.monotonic()
+    stdout, err = proc.communicate(timeout=120)
+    meta = read_meta(run_dir)
+    c, resets = meta.get("counters") or {}, meta.get("resets") or []
+    records = figures_from_records(run_dir)
+    outcome = Outcome(f"tcp connections reset (--reset-at {KILL_AFTER_S}, ss -K: "
+                      f"{sum(r['connections'] for r in resets)} aborted), slow consumer: dropped_reset "
+                      f"{c.get('dropped_reset', 0):,} = sent - received from the records",
+                      proc.returncode, time.monotonic() - start, meta, err, records, leftovers(run_dir, meta), stdout)
+    if len(resets) != 1 or c.get("dropped_reset") != records["sent"] - records["unique_received"]:
+        outcome.left.append("the reset's loss not placed as dropped_reset")
+    return outcome
+
+
 def unreachable_schedule(out: str) -> Outcome:
     """A rate one producer cannot reach: the run says so (generator_limited, the rate reached)."""
     name = "unreachable-rate"
@@ -364,6 +385,7 @@ def main() -> None:
                             time.monotonic() - start, meta, done.stderr, figures_from_records(run_dir),
                             leftovers(run_dir, meta)))
         rows.append(unreachable_schedule(out))
+        rows.append(connection_reset(out))
         if "--no-report" not in sys.argv:
             with tempfile.TemporaryDirectory(prefix="zmqload-faults-report-") as report_out:
                 rows.append(truncated_part(report_out))

@@ -19,3 +19,14 @@ def fates_add_up(f):
     """Every message sent has exactly one fate."""
     assert f["delivered"] + f["drained"] + f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"] \
         + f["stranded"] == f["sent"]
+
+
+def check_all_or_none(v, counts, n, depends_prefix):
+    """The verdict rule of a claim judged over repeated runs: holds when it held in all `n` runs of
+    every case (`counts`: case -> runs it held in), does not hold when in none, else depends."""
+    if all(k == n for k in counts.values()):
+        assert v.verdict == HOLDS, v
+    elif not any(counts.values()):
+        assert v.verdict == DOES_NOT_HOLD, v
+    else:
+        assert v.verdict.startswith(depends_prefix), v

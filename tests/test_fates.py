@@ -7,7 +7,7 @@ import pytest
 
 from conftest import check_identity, read_meta, read_table
 from zmqload import Workload
-from zmqload.measure.reconcile import ambiguous_tail, bits_in, dropped_maps, fates, first_last
+from zmqload.measure.reconcile import ambiguous_tail, bits_in, dropped_maps, fates, first_last, region_map
 from zmqload.contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 from zmqload.runner.collect import tail_placement
 
@@ -93,13 +93,30 @@ def _bits(*seqs, n=16):
 
 
 @pytest.mark.parametrize("completed,expect", [
-    (True, {"delivered": 3, "drained": 1, "dropped_start": 2, "dropped_mid": 6, "dropped_tail": 4, "stranded": 0, "unknown": 0}),
-    (False, {"delivered": 3, "drained": 1, "dropped_start": 2, "dropped_mid": 6, "dropped_tail": 0, "stranded": 4, "unknown": 0}),
+    (True, {"delivered": 3, "drained": 1, "dropped_start": 2, "dropped_mid": 6, "dropped_tail": 4, "dropped_reset": 0,
+            "stranded": 0, "unknown": 0}),
+    (False, {"delivered": 3, "drained": 1, "dropped_start": 2, "dropped_mid": 6, "dropped_tail": 0, "dropped_reset": 0,
+             "stranded": 4, "unknown": 0}),
 ])
 def test_fates_by_position(completed, expect):
     ok = _bits(*range(16))
     got = _bits(2, 4, 6, 11)               # missing: 0-1 before, 3 5 7-10 between, 12-15 after
     assert fates(ok, got, _bits(11), certain_below=11, drain_completed=completed) == expect
+
+
+@pytest.mark.parametrize("completed, reset, start, mid, stranded", [(True, 6, 0, 2, 0), (False, 5, 0, 2, 5)])
+def test_a_drop_in_a_reset_region_is_dropped_reset(completed, reset, start, mid, stranded):
+    """Regions [0, 2) and [7, 12) (region_map): the start drops 0-1 and the mid drops 7-10 are lost at
+    a reset, 3 and 5 stay mid-run; 11 arrived; the tail (12-15) is never a reset's. A drain cut short
+    with the certain line at 10 leaves what lies at or above it stranded (10, 12-15), in a region or not."""
+    ok = _bits(*range(16))
+    got = _bits(2, 4, 6, 11)
+    regions = region_map([(0, 2), (7, 12)], 16)
+    assert np.array_equal(np.unpackbits(regions)[:16].nonzero()[0], [0, 1, 7, 8, 9, 10, 11])
+    f = fates(ok, got, _bits(11), certain_below=10 if not completed else 11, drain_completed=completed,
+              at_reset=regions)
+    assert (f["dropped_reset"], f["dropped_start"], f["dropped_mid"], f["stranded"]) == (reset, start, mid, stranded)
+    assert sum(f.values()) == 16
 
 
 @pytest.mark.parametrize("placement, mid, tail, ambiguous", [

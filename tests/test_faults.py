@@ -77,6 +77,16 @@ def test_killed_worker(tmp_path, worker):
     assert_json_agrees(outcome, outcome.stdout)
 
 
+def test_connection_reset(tmp_path):
+    """--reset-at mid-run: the run completes (exit 0), consistent with the records, and what the
+    reset cost is placed as dropped_reset (checked in fault_table.connection_reset)."""
+    outcome = ft.connection_reset(str(tmp_path))
+    assert outcome.exit == 0 and outcome.meta["status"] == "complete", outcome.stderr
+    assert_consistent(outcome)
+    assert_json_agrees(outcome, outcome.stdout)
+    assert outcome.meta["counters"]["dropped_reset"] > 0
+
+
 def test_killed_proxy(tmp_path):
     outcome = ft.kill_worker(str(tmp_path), "x0", ft.PACED_PROXY)
     assert outcome.exit == 1

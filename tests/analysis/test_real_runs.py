@@ -140,7 +140,8 @@ def test_fates_from_numpy_over_the_parquet(analysis, real_runs):
             start = int((missing < got.min()).sum()) if len(got) else len(missing)
             tail = int((missing > got.max()).sum()) if len(got) else 0
             truth = {"delivered": len(early), "drained": len(got) - len(early), "dropped_start": start,
-                     "dropped_mid": len(missing) - start - tail, "dropped_tail": tail, "stranded": 0, "unknown": 0}
+                     "dropped_mid": len(missing) - start - tail, "dropped_tail": tail, "dropped_reset": 0, "stranded": 0,
+                     "unknown": 0}
             assert {f: row[f] for f in FATES} == truth, (run_id, c, stream)
             assert row[AMBIGUOUS_TAIL] == tail, (run_id, c, stream)
     assert analysis and results["slow-sub"].drained > 0

@@ -383,7 +383,8 @@ _ZERO_IF_ABSENT = ("received", "unique", "duplicates", "drained", "sent_before_f
 
 
 def fates(counts: Iterable[Row], recv_sum: Iterable[Row], views: Iterable[tuple[int, int, bool, str, bool]],
-          dead_streams: dict[int, list[int]] | None = None) -> list[Row]:
+          dead_streams: dict[int, list[int]] | None = None,
+          at_reset: dict[Key, tuple[int, int]] | None = None) -> list[Row]:
     """Per (run, consumer, stream): what was sent, what arrived, and the fate of every sent
     message, by the rules of zmqload/measure/reconcile.py (restated here on counts, not imported:
     analysis/ reads records only). The identity sent = the sum of
@@ -406,6 +407,8 @@ def fates(counts: Iterable[Row], recv_sum: Iterable[Row], views: Iterable[tuple[
     cut short only those below the certain line are drops, the rest is stranded. Nothing
     received: all dropped at the start, or all stranded. What is not a drop is `unknown`
     instead of stranded when a worker on its path died (run.json's salvaged.died).
+    `at_reset`: {(run, stream, consumer): (start, mid)}, the drops of each kind that lie in the
+    view's connection-reset regions (contract/fates.py reset_region): `dropped_reset` instead.
     """
     counts = list(counts)
     per_stream: dict[Key, Row] = {}
@@ -443,10 +446,12 @@ def fates(counts: Iterable[Row], recv_sum: Iterable[Row], views: Iterable[tuple[
                 tail = 0
             if placement == TAIL_MID_RUN:
                 mid, tail = mid + tail, 0
+            reset_start, reset_mid = (at_reset or {}).get(key, (0, 0))
+            start, mid = start - reset_start, mid - reset_mid
             died = bool(died) or (run, stream) in dead
-            dropped = start + mid + tail
+            dropped = start + mid + tail + reset_start + reset_mid
             row.update(lost=lost, delivered=row["unique"] - row["drained"], dropped_start=start, dropped_mid=mid,
-                       dropped_tail=tail, dropped=dropped,
+                       dropped_tail=tail, dropped_reset=reset_start + reset_mid, dropped=dropped,
                        **{AMBIGUOUS_TAIL: tail if placement == TAIL_AMBIGUOUS else 0},
                        stranded=0 if died else lost - dropped, unknown=lost - dropped if died else 0,
                        loss_ratio=lost / row["sent"] if row["sent"] else 0.0,

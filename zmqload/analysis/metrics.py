@@ -219,6 +219,56 @@ def with_received_sends(sends: DataFrame, recvs: DataFrame, dead_streams: dict[i
     return sends.unionByName(lost_records.select(*sends.columns))
 
 
+def _reset_times(resets: Mapping[int, list[int]]) -> Column:
+    """Each record's run's reset times ({run: [t_ns, ...]}), exploded with posexplode into
+    (reset, t_reset_ns): one row per record and reset."""
+    table = F.create_map(*[x for run, times in resets.items()
+                           for x in (F.lit(run), F.array(*[F.lit(int(t)) for t in times]))])
+    return F.posexplode(table[F.col("run")]).alias("reset", "t_reset_ns")
+
+
+def first_sent_after(sends: DataFrame, resets: Mapping[int, list[int]]) -> DataFrame:
+    """Per (run, stream, reset): `k`, the first seq sent after the reset (contract/fates.py
+    reset_region), for the runs in `resets` ({run: [t_ns]}) only."""
+    rows = sends.where(F.col("run").isin(list(resets))).select("run", "stream", "seq", "t_sent_ns",
+                                                               _reset_times(resets))
+    return (rows.where(F.col("t_sent_ns") > F.col("t_reset_ns")).groupBy("run", "stream", "reset")
+            .agg(F.min("seq").alias("k")))
+
+
+def reset_receipts(recvs: DataFrame, resets: Mapping[int, list[int]],
+                   firsts: Mapping[tuple[int, int, int], int]) -> DataFrame:
+    """Per (run, real consumer, stream, reset): `received_by`, the highest seq received by the
+    reset's time in `resets` (when its abort was asked for), and `back_at`, the first received at or after `firsts`' k ({(run, stream, reset): k}):
+    the marks of contract/fates.py reset_region."""
+    key = F.col("run").cast("long") * F.lit(1 << 40) + F.col("stream").cast("long") * F.lit(1 << 20) + F.col("reset")
+    table = F.create_map(*[x for (run, st, reset), k in firsts.items()
+                           for x in (F.lit((run << 40) + (st << 20) + reset), F.lit(int(k)))])
+    rows = (recvs.where(F.col("run").isin(list(resets)))
+            .select("run", "consumer", "stream", "seq", "t_recv_ns", _reset_times(resets)))
+    k = table[key] if firsts else F.lit(None).cast("long")
+    return (rows.groupBy("run", "consumer", "stream", "reset")
+            .agg(F.max(F.when(F.col("t_recv_ns") <= F.col("t_reset_ns"), F.col("seq"))).alias("received_by"),
+                 F.min(F.when(F.col("seq") >= k, F.col("seq"))).alias("back_at")))
+
+
+def reset_losses(sends: DataFrame, recvs: DataFrame, regions: DataFrame, fanout_runs: Iterable[int] = ()) -> DataFrame:
+    """Per (run, consumer key, stream) of `regions` (run, consumer, stream, lo, hi, limit, seq_min:
+    the disjoint reset regions of each view, its certain line and first arrival): the ok sends in
+    them below the line before the first arrival (`reset_start`) and from it on (`reset_sent_mid`),
+    and the distinct seqs that view received there (`reset_got`)."""
+    ranges = F.broadcast(regions)
+    in_range = (F.col("seq") >= F.col("lo")) & (F.col("seq") < F.col("hi")) & _below(F.col("limit"))
+    sent = (sends.where(F.col("status") == SendStatus.OK).join(ranges, ["run", "stream"]).where(in_range)
+            .groupBy("run", "consumer", "stream")
+            .agg(F.sum((F.col("seq") < F.col("seq_min")).cast("long")).alias("reset_start"),
+                 F.sum((F.col("seq") >= F.col("seq_min")).cast("long")).alias("reset_sent_mid")))
+    got = (recvs.select("run", consumer_key(fanout_runs).alias("consumer"), "stream", "seq", F.lit(True).alias("drain"))
+           .join(ranges, ["run", "consumer", "stream"]).where(in_range))
+    got = _words(got).groupBy("run", "consumer", "stream").agg(F.sum(F.bit_count("bits")).cast("long").alias("reset_got"))
+    return sent.join(got, ["run", "consumer", "stream"], "left").fillna(0, ["reset_got"])
+
+
 def reordering(recvs: DataFrame, fanout_runs: Iterable[int] = ()) -> DataFrame:
     """Per (run, consumer, stream): messages that arrived after a higher seq of the same stream
     at the same consumer ("late"; a duplicate arriving later counts too), in receive order.

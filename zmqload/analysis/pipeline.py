@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from ..contract import judge as judge_rule
 from ..contract import queue as queue_rule
 from ..contract.derived import throughput_span
-from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AT_CLOSE
+from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AT_CLOSE, merge_regions, reset_region
 from ..contract.queue import BIN_NS as QUEUE_BIN_NS
 from ..contract.ids import Role
 from ..contract.states import RunStatus
@@ -205,6 +205,40 @@ def certain_lines(spark_recvs: DataFrame, runs: list[RunInfo], rs: list[dict[str
                 r["got_below_limit"] = got_below.get(key, 0)
 
 
+REGION_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, lo=INT64, hi=INT64, limit=INT64, seq_min=INT64)
+
+
+def reset_drops(spark: SparkSession, runs: list[RunInfo], sends: DataFrame, recvs: DataFrame,
+                rs: list[dict[str, Any]], fanout_runs: Collection[int]) -> dict[tuple[int, int, int], tuple[int, int]]:
+    """{(run, stream, consumer key): (start, mid)}: the drops of each kind lost across a connection
+    reset (run.json resets), by the rule of contract/fates.py reset_region on marks from the
+    records: k from the sends after each abort was made, then each consumer's high when it was asked
+    for and its return from the receives."""
+    resets = {i: [x.t_ns for x in r.record.resets] for i, r in enumerate(runs) if r.record.resets}
+    asked = {i: [x.t_ns - x.took_ns for x in r.record.resets] for i, r in enumerate(runs) if r.record.resets}
+    firsts = {(x["run"], x["stream"], x["reset"]): x["k"] for x in collect(metrics.first_sent_after(sends, resets))}
+    marks = {(x["run"], x["consumer"], x["stream"], x["reset"]): x
+             for x in collect(metrics.reset_receipts(recvs, asked, firsts))}
+    regions = []
+    for r in rs:
+        run, stream = r["run"], r["stream"]
+        if run not in resets:
+            continue
+        consumers = consumer_indices(runs[run]) if r["consumer"] == ALL else [r["consumer"]]
+        found = []
+        for reset in range(len(resets[run])):
+            mine = [marks.get((run, c, stream, reset), {}) for c in consumers]
+            found.append(reset_region([-1 if m.get("received_by") is None else m["received_by"] for m in mine],
+                                      [m.get("back_at") for m in mine]))
+        regions += [dict(run=run, consumer=r["consumer"], stream=stream, lo=lo, hi=hi, limit=r["limit"],
+                         seq_min=r["seq_min"]) for lo, hi in merge_regions(x for x in found if x is not None)]
+    if not regions:
+        return {}
+    losses = collect(metrics.reset_losses(sends, recvs, _small(spark, regions, REGION_SCHEMA), fanout_runs))
+    return {(x["run"], x["stream"], x["consumer"]): (x["reset_start"], x["reset_sent_mid"] - x["reset_got"])
+            for x in losses}
+
+
 class _Steps:
     """Wall time per step, for --timings and the benchmark."""
     def __init__(self, log: Optional[Callable[[str], object]]):
@@ -248,7 +282,8 @@ def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = 
     else:       # fan-out or several runs: the ranges per consumer need a join, so a scan of their own
         counts = collect(metrics.send_counts(sends, _small(spark, rs, RS_SCHEMA)))
     step("send counts")
-    loss = finish.fates(counts, rs, views, dead_streams)
+    at_reset = reset_drops(spark, runs, sends, recvs, rs, fanout_runs) if any(r.record.resets for r in runs) else {}
+    loss = finish.fates(counts, rs, views, dead_streams, at_reset)
     rs_by = {(r["run"], r["consumer"], r["stream"]): r for r in rs}
     step("fates")
     late: dict[tuple[int, int, int], int] = {}

@@ -207,7 +207,8 @@ class RunView:
             if name == LOSS:
                 parts = [f"{n:,} {what}" for n, what in (
                     (self.fates["dropped_start"], "dropped at start"), (self.fates["dropped_mid"], "dropped mid-run"),
-                    (self.fates["dropped_tail"], "dropped at tail"), (self.fates["stranded"], "stranded"),
+                    (self.fates["dropped_tail"], "dropped at tail"),
+                    (self.fates["dropped_reset"], "dropped at a connection reset"), (self.fates["stranded"], "stranded"),
                     (self.fates["unknown"], "unknown (a worker died)")) if n]
                 out.append((LOSS, f"lost {b.measured:.4%} > --max-loss {b.limit:g}: " + ", ".join(parts)))
             elif name == P99:
@@ -430,6 +431,10 @@ def advice(v: RunView, fails: list[tuple[str, str]], slo_p99_us: Optional[float]
         return ("the run did not complete", "rerun it")
     received = f"received {fmt_rate(v.row.get('recv_rate'))} of {fmt_rate((v.offered or 0) * v.copies)} offered"
     if LOSS in names and v.dropped:
+        if v.fates["dropped_reset"] == v.dropped:       # --reset-at: not the pipe, not the close
+            return (f"{v.dropped:,} lost across connection resets ({where})",
+                    ("ZMQ_IMMEDIATE, HWMs and linger do not keep what was in flight at a reset: acknowledge "
+                     "end to end, or resend (claims U-6, U-8, docs/HWM-VERDICTS.md)"))
         if v.fates["dropped_tail"] and not (v.fates["dropped_start"] or v.fates["dropped_mid"]):
             if v.row.get(AMBIGUOUS_TAIL):       # a PUB closed at once: a full pipe or the close (docs/RECORDS.md)
                 return (f"{v.fates['dropped_tail']:,} lost after the last arrival, at a full pipe or at close ({where})",

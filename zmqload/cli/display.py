@@ -89,6 +89,11 @@ def _drain(drain: dict[str, Any]) -> str:
     return f"{drain['mode']}, ended {drain['ended']} after {seconds:.2f} s"
 
 
+def _resets(resets: list[dict[str, Any]]) -> str:
+    """--reset-at: when each reset was made and how many connections it aborted."""
+    return ", ".join(f"{r['at_s']:.3f} s ({r['connections']} conn.)" for r in resets)
+
+
 def _ambiguous(drain: dict[str, Any]) -> str:
     # the tail drops a PUB's run cannot place (mid-run or at close): said, not hidden in the count
     n = drain.get(AMBIGUOUS_TAIL) or 0
@@ -181,6 +186,8 @@ def summary_table(result: RunResult) -> Table:
         ("delivered / drained", f"{result.delivered:,} / {result.drained:,}  (drain {_drain(result.drain)})"),
         ("dropped start / mid / tail", f"{result.dropped_start:,} / {result.dropped_mid:,} / {result.dropped_tail:,}"
                                        + _ambiguous(result.drain)),
+        *([("connection resets", _resets(result.resets)),
+           ("dropped at a reset", f"{result.dropped_reset:,}")] if result.resets else []),
         ("stranded (drain cut short)", f"{result.stranded:,}"),
         # only a failed run can have any: a worker on the message's path died
         *([("unknown (a worker died)", f"{result.unknown:,}")] if result.unknown else []),

@@ -3,6 +3,7 @@ run.json, the summary and the report (zmqload/analysis/metrics.py); docs/RECORDS
 says what each means."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 from .states import Word
@@ -14,6 +15,7 @@ class Fate(Word):
     DROPPED_START = "dropped_start"
     DROPPED_MID = "dropped_mid"
     DROPPED_TAIL = "dropped_tail"
+    DROPPED_RESET = "dropped_reset"
     STRANDED = "stranded"
     UNKNOWN = "unknown"
 
@@ -21,8 +23,10 @@ class Fate(Word):
 FATES: Final = tuple(fate.value for fate in Fate)
 """Every expected message ends in exactly one of these: expected = the sum of them."""
 
-DROPPED: Final = ("dropped_start", "dropped_mid", "dropped_tail")
-"""The fates summed as `dropped`: certainly lost in the pipe."""
+DROPPED: Final = ("dropped_start", "dropped_mid", "dropped_tail", "dropped_reset")
+"""The fates summed as `dropped`: certainly lost in the pipe. `dropped_reset`: lost across a
+connection reset (--reset-at: in flight at the reset, or sent before the connection was back;
+measure/reset_regions.py), placed before the others: not a full pipe's drop, not a close's."""
 
 LOST: Final = (*DROPPED, "stranded", "unknown")
 """The fates summed as `lost` (= expected - unique_received): every expected message no
@@ -30,7 +34,7 @@ consumer received, whether dropped for sure, stranded by a drain cut short, or u
 because a process on its path died."""
 
 BRIEF: Final = tuple("dropped" if f == DROPPED[0] else f for f in FATES if f not in DROPPED[1:])
-"""The fates with the three drops as one `dropped`, for one-line summaries."""
+"""The fates with the drops as one `dropped`, for one-line summaries."""
 
 LOST_BRIEF: Final = tuple(f for f in BRIEF if f == "dropped" or f in LOST)
 """`lost` as the summary writes it: dropped + stranded + unknown."""
@@ -65,3 +69,28 @@ TAIL_PLACEMENTS: Final = (TAIL_AT_CLOSE, TAIL_MID_RUN, TAIL_AMBIGUOUS)
 AMBIGUOUS_TAIL: Final = "dropped_tail_ambiguous"
 """The part of `dropped_tail` whose place the run cannot tell (TAIL_AMBIGUOUS): not a fate of
 its own (the fates still sum to expected), a flag on how many of the tail drops are a guess."""
+
+
+def reset_region(received_by: Iterable[int], back_at: Iterable[int | None]) -> tuple[int, int] | None:
+    """Where one connection reset falls in one view of one stream (the `dropped_reset` rule of
+    measure/reset_regions.py and the report's): the seqs [lo, hi) after the highest one received
+    when the abort was asked for (`received_by`, -1: none) up to the first one received at or after
+    the first sent once it was made (`back_at`: the connection was back; None: not seen). Several consumers of one stream
+    without fan-out (round robin, a connection each): the lowest of their highs, the first of their
+    returns. None when no return is seen (the tail rules apply) or nothing lies between."""
+    lo = min(received_by, default=-1) + 1
+    backs = [b for b in back_at if b is not None]
+    if not backs or min(backs) <= lo:
+        return None
+    return lo, min(backs)
+
+
+def merge_regions(regions: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Regions [lo, hi) of several resets as disjoint ones, in order (a message counts once)."""
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(regions):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    return merged

@@ -136,6 +136,20 @@ class Salvaged(Record):
     reasons: list[str] = []
 
 
+class Reset(Record):
+    """One connection reset of --reset-at, as it was made (runner/resets.py)."""
+    t_ns: int = 0
+    """When the kernel had aborted the connections (`ss -K` returned): CLOCK_MONOTONIC ns, the
+    records' clock; the mark of the `dropped_reset` rule (contract/fates.py reset_region)."""
+    took_ns: int = 0
+    """How long the abort took from the moment it was asked for (`t_ns - took_ns`: ss started; a few
+    ms, more under load)."""
+    at_s: float = 0.0
+    """The same time in seconds after the schedule's start (t0_ns), as --reset-at counts."""
+    connections: int = 0
+    """tcp connections of the run's data sockets it aborted."""
+
+
 # -- how it ended ------------------------------------------------------------------------------
 class Drain(Record):
     mode: Optional[DrainMode] = None
@@ -223,6 +237,8 @@ class Fates(Record):
     dropped_start: int = 0
     dropped_mid: int = 0
     dropped_tail: int = 0
+    dropped_reset: int = 0
+    """Lost across a connection reset (--reset-at); 0 in runs recorded before it."""
     stranded: int = 0
     unknown: int = 0
 
@@ -243,7 +259,7 @@ class MessageCounts(Fates):
     reordered: int = 0
     lost: int = 0
     dropped: int = 0
-    """dropped_start + dropped_mid + dropped_tail."""
+    """dropped_start + dropped_mid + dropped_tail + dropped_reset."""
 
 
 class StreamEntry(MessageCounts):
@@ -403,6 +419,8 @@ class RunRecord(Record):
     (worker_pids)."""
     halves: Optional[Halves] = None
     """Present only in a run joined from a producer half and a consumer half (`report` joins them)."""
+    resets: list[Reset] = []
+    """--reset-at: each reset made, in order (one due after the producers finished is not made)."""
     salvaged: Optional[Salvaged] = None
     """Present only when some worker's figures were rebuilt from its records."""
     drain: Optional[Drain] = None

@@ -151,6 +151,7 @@ class SearchTemplate(Record):
     join_delay_ms: int = 0
     close_pause_ms: int = 0
     close_order: str = "producer-first"
+    reset_at: Optional[str] = None
     proxy_sndhwm: Optional[int] = None
     proxy_rcvhwm: Optional[int] = None
     out: str = "runs"

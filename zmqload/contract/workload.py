@@ -65,6 +65,9 @@ _ENDPOINT_LIST = re.compile(rf"\s*{_LISTED}(?:\s*,\s*{_LISTED})*\s*")
 PLACEMENT_GROUP = "placement (beyond this host's processes)"
 ENDPOINTS_GROUP = "endpoints per side (a system of yours between the producers and the consumers)"
 IPC_PATH_MAX = 107          # bytes of a unix socket path (sun_path, its NUL excluded)
+_RESET_LIST = re.compile(r"\s*\d+(?:\.\d*)?(?:\s*,\s*\d+(?:\.\d*)?)*\s*")
+RESET_ACCEPTED = ("seconds after the start, one or an increasing comma-separated list (e.g. 1.5 or 1,2.5), "
+                  "each below --duration")
 _MULTIPLIERS = {"k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9}
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
@@ -342,6 +345,12 @@ class Workload:
         "close before the producers; after-drain: producers keep their sockets open until the consumers have "
         "drained, then close (separates losses at close from losses during the run)",
         choices=CLOSE_ORDERS)
+    reset_at: Optional[str] = option(
+        None, str, RESET_ACCEPTED,
+        "tcp: at each of these times every tcp connection of the run's data sockets is aborted by the kernel, as "
+        "a reset from the network would (Linux's sock_destroy, what ss -K does: needs root or CAP_NET_ADMIN); "
+        "libzmq reconnects and the run goes on; a message lost across a reset is dropped_reset",
+        form=_RESET_LIST, nullable=True, group="faults")
     proxy_sndhwm: Optional[int] = _hwm("pattern proxy: SNDHWM of the proxy's XPUB side")
     proxy_rcvhwm: Optional[int] = _hwm("pattern proxy: RCVHWM of the proxy's XSUB side")
     out: str = option(
@@ -432,6 +441,11 @@ class Workload:
         return []
 
     @property
+    def reset_times(self) -> tuple[float, ...]:
+        """--reset-at as seconds after the start, in order; () without resets."""
+        return tuple(float(t) for t in self.reset_at.split(",")) if self.reset_at else ()
+
+    @property
     def consumer_delay_ns(self) -> int:
         """--consumer-delay-us in the engine's unit: whole nanoseconds of work per message
         (the consumer's Receiver, and the slow drain's patience)."""
@@ -499,6 +513,8 @@ class Workload:
             self._check_conflate()
         if self.parts > 1:
             self._check_parts()
+        if self.reset_at is not None:
+            self._check_resets()
         if self.rate and (self.count is not None or self.duration is not None) \
                 and self.messages_per_producer > MAX_PACED:
             flag, value = ("--count", self.count) if self.count is not None else ("--duration", self.duration)
@@ -563,6 +579,24 @@ class Workload:
     def message_bytes(self) -> int:
         """Bytes of one message, all its frames (--size x --parts)."""
         return self.size * self.parts
+    def _check_resets(self) -> None:
+        """--reset-at: increasing times within the run, tcp connections of zmqload's own sockets (a
+        device's or a consumer's of the user's would be aborted for their other clients too)."""
+        times, topology = self.reset_times, self.topology
+        def refuse(why: str) -> ConfigError:
+            return ConfigError("--reset-at", f"got {self.reset_at!r}{why}; accepted: {RESET_ACCEPTED}, "
+                                             "over tcp between zmqload's own sockets")
+        if any(b <= a for a, b in zip(times, times[1:])):
+            raise refuse(": the times must increase, each once")
+        if self.duration is not None and times[-1] >= self.duration:
+            raise refuse(f": {times[-1]:g} s is not within --duration {self.duration:g}")
+        transport = ((topology.producers.endpoints or topology.consumers.endpoints)[0].split("://", 1)[0]
+                     if topology.given else self._address()[0])
+        if transport != "tcp":
+            raise refuse(f" over {transport}: only tcp connections can be reset")
+        if topology.producers_alone or topology.consumers_alone or topology.device:
+            raise refuse(" with a device, consumer or producer of yours in the path: its other clients would be "
+                         "reset too")
 
     def _check_placed(self) -> None:
         """--master: each worker a Spark task, a process of its own."""

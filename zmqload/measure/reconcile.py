@@ -12,6 +12,9 @@ Every message a producer's socket accepted ends in exactly one fate (docs/RECORD
     dropped_start  never arrived, sent before the first message that did (not yet joined)
     dropped_mid    never arrived, sent between arrivals (a full pipe dropped it)
     dropped_tail   never arrived, sent after the last arrival, lost at close/linger/term
+    dropped_reset  never arrived, lost across a connection reset (--reset-at): in its
+                   region (measure/reset_regions.py), below a later arrival; taken
+                   from what would otherwise be a start or mid-run drop
     stranded       not received because the drain was cut short (limit, --drain none,
                    consumer-first close, interrupt): queued or dropped, unknown
     unknown        not received, and a process on its path died (its consumer, or its
@@ -115,6 +118,15 @@ def below(packed: np.ndarray, limit: int) -> np.ndarray:
     return out
 
 
+def region_map(regions: list[tuple[int, int]], nbits: int) -> np.ndarray:
+    """Seq regions [lo, hi) as a packed bit map of `nbits` seqs."""
+    ones = _trim_tail(np.full((nbits + 7) // 8, 0xFF, np.uint8), nbits)
+    packed = np.zeros_like(ones)
+    for lo, hi in regions:
+        packed |= below(ones, hi) & ~below(ones, lo)
+    return packed
+
+
 def dropped_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain_completed: bool,
                  tail_placement: str) -> tuple[np.ndarray, np.ndarray]:
     """Packed maps of the seqs fates() counts as dropped: (start and mid-run drops, tail
@@ -140,13 +152,15 @@ def unreceived_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, dr
 
 
 def fates(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, certain_below: int,
-          drain_completed: bool, tail_placement: str = TAIL_AT_CLOSE, died: bool = False) -> dict[str, int]:
+          drain_completed: bool, tail_placement: str = TAIL_AT_CLOSE, died: bool = False,
+          at_reset: np.ndarray | None = None) -> dict[str, int]:
     """Fates of one stream's accepted messages as seen by one view (a consumer, or the
     union of round-robin consumers). `certain_below`: unreceived seqs below it cannot be
     queued any more (-1: none certain). `tail_placement`: where drops after the last
     arrival happened (contract.fates.TAIL_PLACEMENTS; mid-run folds them into dropped_mid).
     `died`: a process on the path died, so what is neither received nor certainly dropped
-    is `unknown`."""
+    is `unknown`. `at_reset`: the packed map of the connection resets' regions (reset_regions):
+    a start or mid-run drop there is `dropped_reset`."""
     got = got & sent_ok
     drained = drained & got
     missing = sent_ok & ~got
@@ -165,7 +179,13 @@ def fates(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, certain_bel
     result["dropped_start"] = bits_in(missing, 0, min(first, limit))
     result["dropped_mid"] = bits_in(missing, first, min(last, limit))
     result["dropped_tail"] = bits_in(missing, last + 1, limit)
-    uncertain = n_missing - result["dropped_start"] - result["dropped_mid"] - result["dropped_tail"]
+    if at_reset is not None:        # a region ends at an arrival: never a tail drop
+        reset = missing & _fit(at_reset, len(missing))
+        for fate, lo, hi in (("dropped_start", 0, min(first, limit)), ("dropped_mid", first, min(last, limit))):
+            n = bits_in(reset, lo, hi)
+            result[fate] -= n
+            result["dropped_reset"] += n
+    uncertain = n_missing - sum(result[f] for f in DROPPED)
     result["unknown" if died else "stranded"] = uncertain
     if tail_placement == TAIL_MID_RUN:
         result["dropped_mid"] += result["dropped_tail"]
@@ -185,17 +205,23 @@ def _add(total: dict[str, int], part: dict[str, int]) -> None:
 
 def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[str, Any]], fanout: bool,
               drain_completed: bool = True, tail_placement: str = TAIL_AT_CLOSE,
-              dead_producers: frozenset[int] = frozenset(), dead_consumers: frozenset[int] = frozenset()) -> dict[str, Any]:
+              dead_producers: frozenset[int] = frozenset(), dead_consumers: frozenset[int] = frozenset(),
+              resets: dict[int, dict[int | str, list[tuple[int, int]]]] | None = None) -> dict[str, Any]:
     """Per-stream and total counters and fates from the producers' and consumers' finals.
 
     producers: stream -> {"attempted", "sent", "sent_ok_map"}; consumers: index ->
     {"streams": {stream: {"seen_map", "drained_map", "unique", "duplicates", "reordered"}}}.
     dead_producers / dead_consumers: indices of workers that died (killed, crashed): what
-    they may have held is `unknown`.
+    they may have held is `unknown`. resets: stream -> view (consumer index with fan-out, else
+    "all") -> the connection resets' seq regions (measure/reset_regions.py).
     """
     streams = []
     drops: dict[int, list[Any]] = {}     # stream -> [(early, tail, stranded) packed maps], one per view
     indices = sorted(consumers) or [0]
+
+    def at_reset(stream: int, view: int | str, nbits: int) -> np.ndarray | None:
+        regions = (resets or {}).get(stream, {}).get(view)
+        return region_map(regions, nbits) if regions else None
     for stream, prod in sorted(producers.items()):
         nbits = prod["attempted"]
         nbytes = (nbits + 7) // 8
@@ -219,7 +245,8 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
             for index in indices:
                 span = first_last(seen[index] & sent_ok)
                 f = fates(sent_ok, seen[index], drained[index], span[1] if span else -1, drain_completed,
-                          tail_placement, stream in dead_producers or index in dead_consumers)
+                          tail_placement, stream in dead_producers or index in dead_consumers,
+                          at_reset(stream, index, nbits))
                 by_consumer[index] = {**f, AMBIGUOUS_TAIL: ambiguous_tail(f, tail_placement)}
                 _add(fate_totals, f)
                 drops.setdefault(stream, []).append(
@@ -241,7 +268,8 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
             certain = min(span[1] if span else -1 for span in lasts)
             # round robin: any consumer may have held a missing message, the dead one too
             died = stream in dead_producers or bool(dead_consumers & set(indices))
-            _add(fate_totals, fates(sent_ok, union, union_drained, certain, drain_completed, tail_placement, died))
+            _add(fate_totals, fates(sent_ok, union, union_drained, certain, drain_completed, tail_placement, died,
+                                    at_reset(stream, "all", nbits)))
             drops[stream] = [unreceived_maps(sent_ok, union, certain, drain_completed, tail_placement)]
             delivered = _popcount(union & sent_ok)
             missing = {"all": missing_ranges(sent_ok & ~union)}

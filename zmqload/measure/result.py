@@ -70,6 +70,9 @@ class RunResult:
     """Messages that never arrived, dropped mid-run (a full pipe)."""
     dropped_tail: int = 0
     """Messages that never arrived, lost at close / linger / context termination."""
+    dropped_reset: int = 0
+    """Messages that never arrived, lost across a connection reset (--reset-at): in flight at the
+    reset, or sent before the connection was back (zmqload.measure.reset_regions)."""
     stranded: int = 0
     """Messages unreceived when the drain was cut short (--drain none, --drain-limit-s): queued or dropped."""
     unknown: int = 0
@@ -111,6 +114,9 @@ class RunResult:
     """--role consumer: the messages without zmqload's header (contract/wire.py FOREIGN_STREAM):
     "messages", "bytes", "span_s" (first to last arrival), "rate_msgs" and "gap_ns" (p50, p99, max
     between arrivals); every one is in the run's foreign/ records. {} in other runs."""
+    resets: list[dict[str, int]] = field(default_factory=list)
+    """--reset-at: each connection reset made, in order: `t_ns` (CLOCK_MONOTONIC, the records' clock)
+    and `connections` (tcp connections it aborted)."""
     generator: dict[str, Any] = field(default_factory=dict)
     """Whether the producers kept their open-loop schedule (zmqload.measure.schedule_keeping): `generator_limited`,
     `scheduled_rate` and `reached_rate` (msg/s, all producers), `lag_ms` and `blocked_ms`."""
@@ -235,7 +241,7 @@ class RunResult:
             "streams": self.streams,
             "producers": [{k: v for k, v in p.items() if k != "sent_ok_map"} for p in self.producers],
             "consumers": self.consumers, "versions": self.versions,
-            "generator_limited": self.generator_limited, "generator": self.generator,
+            "generator_limited": self.generator_limited, "generator": self.generator, "resets": self.resets,
             "foreign": self.foreign or None,
             "frame_mismatches": self.frame_mismatches,
         }

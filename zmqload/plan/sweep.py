@@ -28,6 +28,7 @@ from ..contract.run_record import read_run
 from ..contract.states import PointStatus, RunStatus, SweepStatus
 from ..contract.sweep_record import Counts, PointEntry, PointSummary, SweepRecord, write_sweep
 from ..errors import ConfigError, RecordError
+from ..runner.resets import check_can_reset
 
 if TYPE_CHECKING:
     from ..runner.state import ProgressSnapshot
@@ -359,6 +360,8 @@ def plan(spec: SweepSpec) -> Sweep:
             w.run_name = run_name(sweep_id, index, width, labels)
             w.label = dict(labels)
             w.validate()
+            if w.reset_times and not any(p.workload.reset_times for p in points):
+                check_can_reset(w)          # proven once, before the first run
         except ConfigError as exc:
             if index >= explicit_from:
                 raise ConfigError(exc.option, f"{exc.message} (in [[points]] #{index - explicit_from + 1})")

@@ -39,7 +39,8 @@ summary h3,summary h4{display:inline;margin:0 8px 0 0;font-size:15px} summary .d
 ROW_COLUMNS = [("consumer", "consumer"), ("stream", "stream"), ("offered_rate", "offered/s"),
                ("recv_rate", "throughput/s"), ("sent", "sent ok"), ("received", "received")]
 FATE_COLUMNS = [("dropped_sender", "EAGAIN+ timeout"), ("drained", "drained"), ("dropped_start", "dropped start"),
-                ("dropped_mid", "dropped mid"), ("dropped_tail", "dropped tail"), ("stranded", "stranded"),
+                ("dropped_mid", "dropped mid"), ("dropped_tail", "dropped tail"), ("dropped_reset", "dropped at reset"),
+                ("stranded", "stranded"),
                 ("unknown", "unknown"), ("duplicates", "dup"), ("reordered", "reord")]
 TAIL_COLUMNS = [("lost", "lost"), ("loss_ratio", "loss %"), ("latency_intended_p99_us", "p99"),
                 ("depth_max", "queue peak")]

@@ -412,8 +412,16 @@ def capacity_curves(run_rows: list[dict[str, Any]], slo_p99_us: Optional[float],
 
 
 AMBIGUOUS_LABEL = "dropped_tail (or mid-run: ambiguous)"
+RESET_STYLE = dict(color="#e377c2", ls="-.", lw=1.2)
 FATE_COLORS = {"dropped_start": "#8c564b", "dropped_mid": "#d62728", "dropped_tail": "#ff7f0e",
                AMBIGUOUS_LABEL: "#ffbb78", "stranded or dropped": "#7f7f7f", "drained": "#1f77b4"}
+
+
+def mark_resets(ax: Any, record: RunRecord) -> None:
+    """The run's connection resets (run.json resets, --reset-at) as vertical lines on a time axis
+    in seconds since the first scheduled send."""
+    for i, reset in enumerate(record.resets):
+        ax.axvline(reset.at_s, label="connection reset" if i == 0 else None, zorder=5, **RESET_STYLE)
 
 
 def lost_by_place(rows: list[dict[str, Any]], record: RunRecord,
@@ -479,6 +487,7 @@ def fates_over_time(rates: list[dict[str, Any]], run: str, record: RunRecord, co
         xs = list(range(min(drained), max(drained) + 1))
         ax.stairs([drained.get(w, 0) for w in xs], [at(w) for w in xs] + [at(xs[-1] + 1)], baseline=0,
                   color=FATE_COLORS["drained"], lw=1.8, label="drained (arrived in the drain, by receive time)")
+    mark_resets(ax, record)
     ax.set_xlabel("seconds since the first scheduled send")
     ax.set_ylabel(f"messages per {duration_text(window_ns)}")
     ax.set_xlim(min(0, at(w0)), at(windows[-1] + 1))      # the whole run, so "when" reads at a glance
@@ -550,6 +559,7 @@ def queue_split(depth: list[dict[str, Any]], run: str, run_path: str, record: Ru
             shown.append(hwm)
         else:
             ax.plot([], [], lw=1.4, label=f"{name} {hwm:,} (above the scale)", **style)
+    mark_resets(ax, record)
     ax.set_xlabel("seconds since the first scheduled send")
     messages_axis(ax, max([peak, *shown]))
     ax.set_title(("Queue depth over time, kernel / libzmq" if len(parts) == 2 else "Queue depth over time")

@@ -7,8 +7,9 @@ from typing import Any, Optional, Union, cast
 import numpy as np
 
 from ..measure.reconcile import receipt_only, reconcile
+from ..measure.reset_regions import reset_regions
 from ..contract.workload import Workload
-from ..contract import control
+from ..contract import codec, control
 from ..contract.derived import throughput_span
 from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 from ..contract.ids import Role
@@ -108,8 +109,10 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
     # --role producer: what the user's consumer received is not seen, so no message has a fate
     # (all counts 0, the display says why) rather than every one "lost"
     accountable = usable and not w.topology.producers_alone
+    regions = reset_regions(run_dir, [(r.t_ns - r.took_ns, r.t_ns) for r in state.resets], w.fanout,
+                            [c.index for c in state.consumers])
     accounts = reconcile(producers if accountable else {}, consumers, w.fanout, drain_completed, placement,
-                         **dead_paths(state))
+                         **dead_paths(state), resets=regions)
     if w.topology.consumers_alone:      # no sends to hold the receipts against: what they say alone
         accounts["streams"] = receipt_only(consumers, w.fanout)
         accounts["totals"].update({key: sum(s[key] for s in accounts["streams"])
@@ -153,7 +156,7 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
         producers=[{k: v for k, v in p.items() if k not in ("sent_ok_map", "rtt", "lateness")}
                    for p in producers.values()],
         consumers=[{k: v for k, v in c.items() if k not in _CONSUMER_HIDDEN} for c in consumers.values()],
-        versions=versions, queue=queue, generator=generator,
+        versions=versions, queue=queue, generator=generator, resets=[codec.to_builtins(r) for r in state.resets],
         foreign=foreign_summary([f for f in state.final.values() if isinstance(f, control.ConsumerFinal)]))
 
 

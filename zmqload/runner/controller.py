@@ -27,6 +27,7 @@ from .lifecycle import PROGRESS_EVERY_NS
 from .state import ProgressListener, ProgressSnapshot, RunState
 
 from .launch import TOOL_ENV, TOOL_SLOWDOWN, WorkerLauncher
+from .resets import Resets
 
 if TYPE_CHECKING:
     from .channel import ControlServer
@@ -75,6 +76,7 @@ class Controller:
                          ipc_dir, run_id)
         self.binders: list[ids.WorkerId] = []
         self.connect_to: dict[ids.Role, list[str]] = {}
+        self.resets = Resets(0, [], frozenset(), self.state.resets)     # planned at the start (--reset-at)
 
     # -- plumbing ----------------------------------------------------------------------------
     def pump(self, timeout_ms: int = 20) -> None:
@@ -227,6 +229,7 @@ class Controller:
                 self.server.send(worker, control.Connect(self.connect_to[ids.Role.CONSUMER]))
                 self.server.send(worker, control.Start(s.t0_ns))
         s.phase = "running"
+        self.resets = Resets.plan(self.w, s.t0_ns, [e for to in self.connect_to.values() for e in to], s.resets)
         if self.on_start is not None:
             self.on_start(s.t0_ns)
 
@@ -238,7 +241,11 @@ class Controller:
             window_end = s.t0_ns + int(self.w.duration * 1e9)
             self.wait(lambda: _engine.now_ns() >= window_end, NO_LIMIT, "recording your producer")
             return
-        self.wait(lambda: all(n in s.done for n in s.producers), NO_LIMIT, "waiting for the producers to finish")
+
+        def done() -> bool:
+            self.resets.poll()          # a reset due while the producers send (--reset-at)
+            return all(n in s.done for n in s.producers)
+        self.wait(done, NO_LIMIT, "waiting for the producers to finish")
 
     def drain(self) -> None:
         s, w = self.state, self.w

@@ -43,6 +43,7 @@ def finish_records(run_dir: str, record: rr.RunRecord, state: RunState, w: Workl
     record.status, record.error, record.finished_at = RunStatus(result.status), error, utc_now()
     record.schedule = rr.Schedule(t0_ns=state.t0_ns, rate_per_producer=w.rate, fanout=w.fanout)
     record.drain = codec.convert(state.drain, rr.Drain) if state.drain else None
+    record.resets = list(state.resets)
     record.producers = codec.convert(result.producers, list[rr.ProducerEntry])
     record.consumers = codec.convert(result.consumers, list[rr.ConsumerEntry])
     record.counters = codec.convert({k: summary[k] for k in RunResult.COUNTERS}, rr.Counters)

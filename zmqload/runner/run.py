@@ -29,6 +29,7 @@ from .endpoints import EndpointPlan
 from . import placement
 from .launch import Launcher
 from .spark_stage import StageLauncher, control_host
+from .resets import check_can_reset
 from .record import finish_records, start_records, utc_now
 from .salvage import salvage_run
 from .state import ProgressListener, RunState, WorkerFailed
@@ -105,6 +106,7 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
     ConfigError for bad options (before anything starts), RunError when the run fails,
     KeyboardInterrupt after an interrupted run was recorded."""
     w = workload.validate()
+    check_can_reset(w)
     run_id, run_dir = _make_run_dir(w)
     record = rr.RunRecord(
         run_id=run_id, workload=w, slos=slos,

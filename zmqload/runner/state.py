@@ -7,6 +7,7 @@ from typing import Any, Protocol, Union
 
 from ..contract import control
 from ..contract.ids import WorkerId
+from ..contract.run_record import Reset
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class RunState:
     drain: dict[str, Any] = field(default_factory=dict)    # how the drain went (run.json "drain")
     drain_sent_ns: int = 0                                 # when the consumers were told to drain
     dead: set[WorkerId] = field(default_factory=set)       # workers that ended without their final
+    resets: list[Reset] = field(default_factory=list)      # the resets made (--reset-at)
 
     @property
     def everyone(self) -> list[WorkerId]:

@@ -4,11 +4,19 @@ every scenario shares, one module per source of claims)."""
 from __future__ import annotations
 
 from ..errors import ConfigError
-from . import conflate_and_linger, seed_000, seed_001, seed_002, seed_003, user_reports
+from . import (
+    conflate_and_linger,
+    connection_resets,
+    seed_000,
+    seed_001,
+    seed_002,
+    seed_003,
+    user_reports,
+)
 from .claims import CLAIMS, Claim
 from .framework import Outcome, Scenario, ScenarioRunner, Verdict, remove_scratch_dirs
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for module in (seed_000, seed_001, seed_002, seed_003, user_reports, conflate_and_linger) for s in module.SCENARIOS}
+SCENARIOS: dict[str, Scenario] = {s.name: s for module in (seed_000, seed_001, seed_002, seed_003, user_reports, conflate_and_linger, connection_resets) for s in module.SCENARIOS}
 
 
 def get(name: str) -> Scenario:

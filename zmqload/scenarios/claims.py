@@ -21,7 +21,7 @@ SOURCES = {
     "001": "blog post, 'ZeroMQ High Water Mark (HWM) Not Dropping Messages?'",
     "002": "blog post on ZeroMQ's 'dropped messages' problem (fast PUB, slow SUB)",
     "003": "blog post on ZeroMQ sockets lingering on close",
-    "U": "libzmq and pyzmq issue trackers",
+    "U": "libzmq and pyzmq issue trackers (and their users' fixes)",
     "X": "zmqload",
 }
 
@@ -59,8 +59,11 @@ CLAIMS = {c.id: c for c in (
           "last over ipc) gets messages (libzmq #3323)"),
     Claim("U-5", "U", "A CONFLATE SUB that does not read keeps only the last message, so its memory stays flat "
           "(libzmq #3171 reports it grows)"),
+    Claim("U-6", "U", "PUSH/PULL over tcp loses messages when the connection is reset (libzmq #3392): how many, "
+          "which ones (the kernel buffers' content at the reset?), with a fast and a slow receiver"),
     Claim("U-7", "U", "A short-lived PUSH (connect, send one message with DONTWAIT, close at once, LINGER 10000) "
           "often loses its message (libzmq #3774, seen on Windows and macOS)"),
+    Claim("U-8", "U", "ZMQ_IMMEDIATE=1 prevents message loss across reconnects (sonic-swss-common PR 1059)"),
     Claim("X-1", "X", "A SUB that connects after the PUB started misses the first messages (slow joiner)"),
 )}
 
