@@ -44,6 +44,11 @@ SOCKET_OPTION_IDS = {
     "SNDTIMEO": ZMQ_SNDTIMEO, "RCVTIMEO": ZMQ_RCVTIMEO,
     "REQ_RELAXED": ZMQ_REQ_RELAXED, "REQ_CORRELATE": ZMQ_REQ_CORRELATE,
     "CONFLATE": ZMQ_CONFLATE, "EVENTS": ZMQ_EVENTS,
+    "CURVE_SERVER": ZMQ_CURVE_SERVER, "MECHANISM": ZMQ_MECHANISM,
+}
+BYTES_OPTION_IDS = {    # set with Socket.set_option_bytes: keys as 40 z85 characters (or 32 raw bytes)
+    "CURVE_PUBLICKEY": ZMQ_CURVE_PUBLICKEY, "CURVE_SECRETKEY": ZMQ_CURVE_SECRETKEY,
+    "CURVE_SERVERKEY": ZMQ_CURVE_SERVERKEY,
 }
 
 
@@ -95,6 +100,21 @@ def libzmq_version():
     cdef int major, minor, patch
     zmq_version(&major, &minor, &patch)
     return (major, minor, patch)
+
+
+def has(str capability):
+    """zmq_has: whether this libzmq was built with a capability ("curve": with libsodium)."""
+    return zmq_has(capability.encode()) == 1
+
+
+def curve_keypair():
+    """A new CURVE key pair (public, secret), each 40 z85 characters; EngineError (ENOTSUP)
+    when this libzmq has no CURVE."""
+    cdef char public[41]
+    cdef char secret[41]
+    if zmq_curve_keypair(public, secret) != 0:
+        raise _error("zmq_curve_keypair")
+    return public[:40], secret[:40]
 
 
 def now_ns():
@@ -169,6 +189,10 @@ cdef class Socket:
     def set_option(self, int option, int value):
         if zmq_setsockopt(self._live(), option, &value, sizeof(int)) != 0:
             raise _error(f"zmq_setsockopt({option}, {value})")
+
+    def set_option_bytes(self, int option, bytes value not None):
+        if zmq_setsockopt(self._live(), option, <const char *>value, len(value)) != 0:
+            raise _error(f"zmq_setsockopt({option}, {len(value)} bytes)")
 
     def get_option(self, int option):
         cdef int value = 0

@@ -114,6 +114,11 @@ class Topology:
     def side(self, role: str) -> Side:
         return self.producers if role == "producer" else self.consumers
 
+    @property
+    def user_listens(self) -> bool:
+        """zmqload connects to the user's system: a device, or a consumer of the user's (--role producer)."""
+        return self.device or (self.producers_alone and self.binder is None)
+
 
 @dataclass(frozen=True)
 class Device:

@@ -44,7 +44,7 @@ class EndpointPlan:
     @property
     def user_listens(self) -> bool:
         """zmqload connects to the user's system: a device, or a consumer of the user's (--role producer)."""
-        return self.topology.device or (self.topology.producers_alone and self.binder is None)
+        return self.topology.user_listens
 
     def user_endpoints(self) -> list[str]:
         """The endpoints of the user's system zmqload connects to, in option order."""

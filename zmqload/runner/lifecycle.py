@@ -18,6 +18,7 @@ from ..contract import control
 from .kernel_queues import TcpQueues, ports_of
 from .recorder import SAMPLES_SCHEMA, ChunkPipeline, PartWriter, Samples
 from .channel import ControlClient
+from .curve import secure
 from .spec import WorkerSpec
 
 PROGRESS_EVERY_NS = 100_000_000
@@ -149,6 +150,7 @@ class WorkerLifecycle:
         for name, value in options.items():
             if value is not None:
                 sock.set_option(_engine.SOCKET_OPTION_IDS[name], int(value))
+        secure(sock, self.spec.curve, server=bool(self.spec.bind))
         if self.spec.bind:
             endpoint = sock.bind(self.spec.bind[0])
             self.tcp_queues = TcpQueues(ports_of([endpoint]))
