@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import threading
 import time
 
@@ -54,7 +55,7 @@ def certificates(tmp_path):
 def test_a_curve_run_accounts_for_every_message(tmp_path, pattern, transport):
     producers, consumers, count = (1, 1, 3000) if pattern == "req-rep" else (2, 2, 20_000)
     # HWMs without limit: a stall of this shared machine must not drop (what is checked is the accounting)
-    hwms = dict(sndhwm=0, rcvhwm=0, **(dict(proxy_sndhwm=0, proxy_rcvhwm=0) if pattern == "proxy" else {}))
+    hwms = {"sndhwm": 0, "rcvhwm": 0, **({"proxy_sndhwm": 0, "proxy_rcvhwm": 0} if pattern == "proxy" else {})}
     result = zmqload.run(pattern=pattern, transport=transport, producers=producers, consumers=consumers,
                          count=count, rate=20_000, curve="on", out=str(tmp_path), **hwms)
     check_identity(result)
@@ -81,6 +82,22 @@ def test_a_curve_run_accounts_for_every_message(tmp_path, pattern, transport):
 def test_without_curve_the_record_says_null(tmp_path):
     result = zmqload.run(count=1000, rate=10_000, out=str(tmp_path))
     assert result.lost == 0 and security_of(result.run_dir) == "null"
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="Spark needs a Java runtime (make test installs one)")
+def test_the_keys_reach_tasks_of_a_spark_stage(tmp_path, monkeypatch):
+    """--master: the keys travel in each task's spec through Spark (issue 28 will hand them to other hosts)."""
+    pytest.importorskip("pyspark")
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")       # no traffic leaves loopback
+    done = zmqload_cli("run", "--master", "local[2]", "--curve", "on", "--count", "20000", "--rate", "20k",
+                       "--sndhwm", "0", "--rcvhwm", "0", "--json", "--out", str(tmp_path), timeout=240)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["status"] == "complete" and got["sent"] == 20_000 and got["lost"] == 0
+    run_dir = run_dir_of(str(tmp_path))
+    assert security_of(run_dir) == "curve"
+    seqs = read_table(run_dir, "recvs").column("seq").to_numpy()
+    assert np.array_equal(np.sort(seqs), np.arange(20_000))
 
 
 # -- the traffic really is encrypted ----------------------------------------------------------------
