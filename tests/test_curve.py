@@ -84,6 +84,17 @@ def test_without_curve_the_record_says_null(tmp_path):
     assert result.lost == 0 and security_of(result.run_dir) == "null"
 
 
+def test_info_says_whether_the_engine_has_curve():
+    done = zmqload_cli("info", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["curve"] is True      # the curve runs in this file need it
+
+
+def test_the_summary_says_curve(tmp_path):
+    done = zmqload_cli("run", "--curve", "on", "--count", "1000", "--rate", "10k", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "push-pull over tcp with CURVE, 64 B" in done.stdout
+
+
 @pytest.mark.skipif(shutil.which("java") is None, reason="Spark needs a Java runtime (make test installs one)")
 def test_the_keys_reach_tasks_of_a_spark_stage(tmp_path, monkeypatch):
     """--master: the keys travel in each task's spec through Spark (issue 28 will hand them to other hosts)."""

@@ -134,7 +134,7 @@ def producers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
 def summary_table(result: RunResult) -> Table:
     w = result.workload
     alone = w.get("role") == "producer"
-    title = (f"{w['pattern']} over {w['transport']}, {w['size']} B, "
+    title = (f"{w['pattern']} over {w['transport']}{' with CURVE' if w.get('curve') == 'on' else ''}, {w['size']} B, "
              f"{'unpaced' if not w['rate'] else format(w['rate'], ',') + ' msg/s per producer'}, "
              + (f"{w['producers']} producer(s) -> your {'service' if result.serves else 'consumer'}"
                 if alone else f"{w['producers']}x{w['consumers']}")
