@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import zmq
 import zmq.auth
+import zmq.utils.z85
 from conftest import check_identity, free_ports, read_table, zmqload_cli
 from test_devices import Device, proxy_thread
 from test_one_side import UserPull
@@ -109,6 +110,44 @@ def test_the_keys_reach_tasks_of_a_spark_stage(tmp_path, monkeypatch):
     assert security_of(run_dir) == "curve"
     seqs = read_table(run_dir, "recvs").column("seq").to_numpy()
     assert np.array_equal(np.sort(seqs), np.arange(20_000))
+
+
+def test_the_keys_are_made_per_run_and_a_connecting_worker_gets_no_server_secret(tmp_path):
+    """What each worker is handed (its WorkerSpec, through the JSON it reads on standard input): the
+    binding side the server's secret, the connecting side only the server's public key and its own pair."""
+    from zmqload.contract.ids import Role, WorkerId
+    from zmqload.runner.channel import ControlServer, new_endpoint
+    from zmqload.runner.controller import Controller
+    from zmqload.runner.curve import run_keys
+    from zmqload.runner.spec import WorkerSpec
+
+    class Recorded:         # a launcher that starts nothing: what the controller hands each worker
+        def __init__(self) -> None:
+            self.specs: list[WorkerSpec] = []
+
+        def start(self, spec: WorkerSpec) -> None:
+            self.specs.append(WorkerSpec.from_json(spec.to_json()))
+
+    w = Workload(curve="on").validate()
+    keys, again = run_keys(w), run_keys(w)
+    assert keys is not None and again is not None and keys != again
+    assert keys.server_secret is not None and keys.server_public != keys.client_public
+    endpoint, directory = new_endpoint()
+    server, launcher = ControlServer(endpoint), Recorded()
+    try:
+        controller = Controller(w, str(tmp_path), "keys", server, launcher, directory, curve=keys)
+        controller.start_worker(WorkerId(Role.CONSUMER, 0), ["tcp://127.0.0.1:*"])
+        controller.start_worker(WorkerId(Role.PRODUCER, 0), [])
+    finally:
+        server.close()
+        shutil.rmtree(directory, ignore_errors=True)
+    binder, connecter = launcher.specs
+    assert binder.curve == keys
+    assert connecter.curve is not None and connecter.curve.server_secret is None
+    assert (connecter.curve.server_public, connecter.curve.client_public, connecter.curve.client_secret) == \
+        (keys.server_public, keys.client_public, keys.client_secret)
+    # what libzmq takes: 40 Z85 characters, checked by pyzmq's own decoder
+    assert all(len(zmq.utils.z85.decode(k)) == 32 for k in (keys.server_public, keys.server_secret, keys.client_public))
 
 
 # -- the traffic really is encrypted ----------------------------------------------------------------
