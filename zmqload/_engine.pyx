@@ -46,6 +46,10 @@ SOCKET_OPTION_IDS = {
     "CONFLATE": ZMQ_CONFLATE, "EVENTS": ZMQ_EVENTS,
     "CURVE_SERVER": ZMQ_CURVE_SERVER, "MECHANISM": ZMQ_MECHANISM,
 }
+HANDSHAKE_EVENTS = {    # zmq_socket_monitor's events of a security handshake, by the name a line shows
+    "handshake failed": ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL, "protocol error": ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL,
+    "authentication refused": ZMQ_EVENT_HANDSHAKE_FAILED_AUTH, "succeeded": ZMQ_EVENT_HANDSHAKE_SUCCEEDED,
+}
 BYTES_OPTION_IDS = {    # set with Socket.set_option_bytes: keys as 40 z85 characters (or 32 raw bytes)
     "CURVE_PUBLICKEY": ZMQ_CURVE_PUBLICKEY, "CURVE_SECRETKEY": ZMQ_CURVE_SECRETKEY,
     "CURVE_SERVERKEY": ZMQ_CURVE_SERVERKEY,
@@ -220,6 +224,18 @@ cdef class Socket:
         cdef bytes ep = endpoint.encode()
         if zmq_connect(self._live(), ep) != 0:
             raise _error(f"connect {endpoint}")
+
+    def monitor(self, endpoint, int events=0):
+        """zmq_socket_monitor: `events` of this socket to a PAIR libzmq binds at the inproc
+        `endpoint` (two frames each: event and value, the peer's endpoint); None stops it."""
+        cdef bytes ep
+        if endpoint is None:
+            rc = zmq_socket_monitor(self._live(), NULL, 0)
+        else:
+            ep = endpoint.encode()
+            rc = zmq_socket_monitor(self._live(), ep, events)
+        if rc != 0:
+            raise _error(f"zmq_socket_monitor {endpoint}")
 
     def last_endpoint(self):
         cdef char buf[1024]
