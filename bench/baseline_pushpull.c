@@ -9,6 +9,9 @@
  * PLACEMENT (optional, for finding what the two throughput modes are): four CPU numbers,
  * e.g. "0011", for the sender's thread, the sender's libzmq I/O thread, the receiver's
  * thread and the receiver's I/O thread. Without it the scheduler places all four.
+ *
+ * BASELINE_CURVE=1 in the environment: CURVE between the two, the PULL (it binds) the server,
+ * both key pairs made before the fork so the sender knows the server's public key.
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -49,12 +52,23 @@ int main(int argc, char **argv)
     int ready[2], result[2];
     if (pipe(ready) || pipe(result))
         return 1;
+    const char *curve_env = getenv("BASELINE_CURVE");
+    int curve = curve_env != NULL && strcmp(curve_env, "1") == 0;
+    char server_public[41], server_secret[41], client_public[41], client_secret[41];
+    if (curve && (zmq_curve_keypair(server_public, server_secret) || zmq_curve_keypair(client_public, client_secret))) {
+        fprintf(stderr, "zmq_curve_keypair: %s\n", zmq_strerror(zmq_errno()));
+        return 1;
+    }
+    int one = 1;
 
     pid_t pid = fork();
     if (pid == 0) {                       /* receiver */
         void *ctx = zmq_ctx_new();
         place(ctx, placement, 1);
         void *pull = zmq_socket(ctx, ZMQ_PULL);
+        if (curve && (zmq_setsockopt(pull, ZMQ_CURVE_SERVER, &one, sizeof one)
+                      || zmq_setsockopt(pull, ZMQ_CURVE_SECRETKEY, server_secret, 40)))
+            return 1;
         if (bind_or_say(pull, endpoint))
             return 1;
         if (signal_ready(ready[1]))
@@ -79,6 +93,10 @@ int main(int argc, char **argv)
     void *ctx = zmq_ctx_new();
     place(ctx, placement, 0);
     void *push = zmq_socket(ctx, ZMQ_PUSH);
+    if (curve && (zmq_setsockopt(push, ZMQ_CURVE_SERVERKEY, server_public, 40)
+                  || zmq_setsockopt(push, ZMQ_CURVE_PUBLICKEY, client_public, 40)
+                  || zmq_setsockopt(push, ZMQ_CURVE_SECRETKEY, client_secret, 40)))
+        return 1;
     if (zmq_connect(push, endpoint) != 0)
         return 1;
     char *buf = calloc(size, 1);

@@ -49,19 +49,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def c_baseline(binary: str, size: int, count: int, placement: str | None = None) -> float:
+def c_baseline(binary: str, size: int, count: int, placement: str | None = None, curve: bool = False) -> float:
     """The bare C pair; placement "0011" puts each process with its I/O thread on a CPU of its
-    own (the fast mode, as zmqload places unpaced workers), None leaves it to the scheduler."""
+    own (the fast mode, as zmqload places unpaced workers), None leaves it to the scheduler;
+    `curve`: CURVE between the two (BASELINE_CURVE=1)."""
     out = subprocess.run([binary, f"tcp://127.0.0.1:{free_port()}", str(count), str(size), *filter(None, [placement])],
-                         check=True, capture_output=True, text=True, timeout=600).stdout.split()
+                         check=True, capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, BASELINE_CURVE="1" if curve else "0")).stdout.split()
     return int(out[0]) / (int(out[1]) / 1e9)
 
 
-def zmqload_run(size: int, count: int, out_dir: str | None = None) -> float:
+def zmqload_run(size: int, count: int, out_dir: str | None = None, **options: object) -> float:
+    """An unpaced push-pull run over tcp (`options`: more Workload fields, e.g. curve="on")."""
     import zmqload
     out = out_dir or tempfile.mkdtemp(prefix="zmqload-bench-")
     try:
-        result = zmqload.run(pattern="push-pull", transport="tcp", size=size, count=count, out=out)
+        result = zmqload.run(pattern="push-pull", transport="tcp", size=size, count=count, out=out, **options)
         assert result.lost == 0 and result.unique_received == count
         return result.throughput_msgs
     finally:

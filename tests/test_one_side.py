@@ -29,16 +29,20 @@ def stream_seq(message: bytes) -> tuple[int, int]:
 
 class UserPull:
     """A user's PULL in a thread: binds (or connects to) `endpoint`, reads until `idle_ms` pass
-    without a message, keeps each message's (stream, seq) from its first 8 bytes."""
+    without a message, keeps each message's (stream, seq) from its first 8 bytes; with
+    `curve_secret_key`, a CURVE server of that key."""
 
     def __init__(self, endpoint: str, bind: bool = True, rcvhwm: int | None = None, delay_s: float = 0.0,
-                 idle_ms: int = 3000):
+                 idle_ms: int = 3000, curve_secret_key: bytes | None = None, first_ms: int = FIRST_MESSAGE_MS):
         self.context = zmq.Context()
         self.sock = self.context.socket(zmq.PULL)
         self.sock.setsockopt(zmq.LINGER, 0)
+        if curve_secret_key is not None:       # a CURVE server (tests/test_curve.py)
+            self.sock.curve_server = True
+            self.sock.curve_secretkey = curve_secret_key
         if rcvhwm is not None:
             self.sock.setsockopt(zmq.RCVHWM, rcvhwm)
-        self.sock.setsockopt(zmq.RCVTIMEO, FIRST_MESSAGE_MS)
+        self.sock.setsockopt(zmq.RCVTIMEO, first_ms)
         self.idle_ms = idle_ms
         if bind:
             if endpoint.endswith(":*"):

@@ -47,6 +47,15 @@ SOCKET_OPTION_IDS = {
     "SNDTIMEO": ZMQ_SNDTIMEO, "RCVTIMEO": ZMQ_RCVTIMEO,
     "REQ_RELAXED": ZMQ_REQ_RELAXED, "REQ_CORRELATE": ZMQ_REQ_CORRELATE,
     "CONFLATE": ZMQ_CONFLATE, "EVENTS": ZMQ_EVENTS,
+    "CURVE_SERVER": ZMQ_CURVE_SERVER, "MECHANISM": ZMQ_MECHANISM,
+}
+HANDSHAKE_EVENTS = {    # zmq_socket_monitor's events of a security handshake, by the name a line shows
+    "handshake failed": ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL, "protocol error": ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL,
+    "authentication refused": ZMQ_EVENT_HANDSHAKE_FAILED_AUTH, "succeeded": ZMQ_EVENT_HANDSHAKE_SUCCEEDED,
+}
+BYTES_OPTION_IDS = {    # set with Socket.set_option_bytes: keys as 40 z85 characters (or 32 raw bytes)
+    "CURVE_PUBLICKEY": ZMQ_CURVE_PUBLICKEY, "CURVE_SECRETKEY": ZMQ_CURVE_SECRETKEY,
+    "CURVE_SERVERKEY": ZMQ_CURVE_SERVERKEY,
 }
 
 
@@ -98,6 +107,21 @@ def libzmq_version():
     cdef int major, minor, patch
     zmq_version(&major, &minor, &patch)
     return (major, minor, patch)
+
+
+def has(str capability):
+    """zmq_has: whether this libzmq was built with a capability ("curve": with libsodium)."""
+    return zmq_has(capability.encode()) == 1
+
+
+def curve_keypair():
+    """A new CURVE key pair (public, secret), each 40 z85 characters; EngineError (ENOTSUP)
+    when this libzmq has no CURVE."""
+    cdef char public[41]
+    cdef char secret[41]
+    if zmq_curve_keypair(public, secret) != 0:
+        raise _error("zmq_curve_keypair")
+    return public[:40], secret[:40]
 
 
 def now_ns():
@@ -173,6 +197,10 @@ cdef class Socket:
         if zmq_setsockopt(self._live(), option, &value, sizeof(int)) != 0:
             raise _error(f"zmq_setsockopt({option}, {value})")
 
+    def set_option_bytes(self, int option, bytes value not None):
+        if zmq_setsockopt(self._live(), option, <const char *>value, len(value)) != 0:
+            raise _error(f"zmq_setsockopt({option}, {len(value)} bytes)")
+
     def get_option(self, int option):
         cdef int value = 0
         cdef size_t size = sizeof(int)
@@ -199,6 +227,18 @@ cdef class Socket:
         cdef bytes ep = endpoint.encode()
         if zmq_connect(self._live(), ep) != 0:
             raise _error(f"connect {endpoint}")
+
+    def monitor(self, endpoint, int events=0):
+        """zmq_socket_monitor: `events` of this socket to a PAIR libzmq binds at the inproc
+        `endpoint` (two frames each: event and value, the peer's endpoint); None stops it."""
+        cdef bytes ep
+        if endpoint is None:
+            rc = zmq_socket_monitor(self._live(), NULL, 0)
+        else:
+            ep = endpoint.encode()
+            rc = zmq_socket_monitor(self._live(), ep, events)
+        if rc != 0:
+            raise _error(f"zmq_socket_monitor {endpoint}")
 
     def last_endpoint(self):
         cdef char buf[1024]

@@ -8,6 +8,9 @@ cdef extern from "zmq.h" nogil:
         ZMQ_SNDHWM, ZMQ_RCVHWM, ZMQ_LINGER, ZMQ_SNDBUF, ZMQ_RCVBUF, ZMQ_IMMEDIATE
         ZMQ_SNDTIMEO, ZMQ_RCVTIMEO, ZMQ_SUBSCRIBE, ZMQ_LAST_ENDPOINT, ZMQ_ROUTING_ID
         ZMQ_REQ_RELAXED, ZMQ_REQ_CORRELATE, ZMQ_CONFLATE
+        ZMQ_CURVE_SERVER, ZMQ_CURVE_PUBLICKEY, ZMQ_CURVE_SECRETKEY, ZMQ_CURVE_SERVERKEY, ZMQ_MECHANISM
+        ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL, ZMQ_EVENT_HANDSHAKE_SUCCEEDED
+        ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL, ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
         ZMQ_RCVMORE, ZMQ_EVENTS, ZMQ_FD
         ZMQ_IO_THREADS, ZMQ_MAX_SOCKETS
         ZMQ_DONTWAIT, ZMQ_SNDMORE
@@ -25,6 +28,8 @@ cdef extern from "zmq.h" nogil:
         short revents
 
     void zmq_version(int *major, int *minor, int *patch)
+    int zmq_has(const char *capability)
+    int zmq_curve_keypair(char *z85_public_key, char *z85_secret_key)
     int zmq_errno()
     const char *zmq_strerror(int errnum)
 
@@ -39,6 +44,7 @@ cdef extern from "zmq.h" nogil:
     int zmq_getsockopt(void *socket, int option_name, void *option_value, size_t *option_len)
     int zmq_bind(void *socket, const char *endpoint)
     int zmq_connect(void *socket, const char *endpoint)
+    int zmq_socket_monitor(void *socket, const char *endpoint, int events)
 
     int zmq_send(void *socket, const void *buf, size_t len, int flags)
     int zmq_recv(void *socket, void *buf, size_t len, int flags)

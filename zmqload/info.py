@@ -54,4 +54,5 @@ def gather() -> dict[str, Any]:
         "clock": dict(clock_pair(), resolution_ns=int(time.clock_getres(time.CLOCK_MONOTONIC) * 1e9)),
         "host": host(),
         "java": java_version(),
+        "curve": _engine.has("curve"),      # --curve on needs it (libzmq built with libsodium)
     }

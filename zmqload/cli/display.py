@@ -164,7 +164,7 @@ def summary_table(result: RunResult) -> Table:
     role = str(w.get("role", "both"))
     sides = {"producer": f"{w['producers']} producer(s) -> your {'service' if result.serves else 'consumer'}",
              "consumer": f"your producer -> {w['consumers']} consumer(s)"}
-    title = (f"{w['pattern']} over {w['transport']}, "
+    title = (f"{w['pattern']} over {w['transport']}{' with CURVE' if w.get('curve') == 'on' else ''}, "
              + (f"{w['size']} B, {'unpaced' if not w['rate'] else format(w['rate'], ',') + ' msg/s per producer'}, "
                 if role != "consumer" else "")
              + sides.get(role, f"{w['producers']}x{w['consumers']}") + f"  [{result.status}]")

@@ -28,6 +28,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
     # short lines and one row per option, one column per socket type: fits 80 columns
     console.print(f"zmqload {v['zmqload']}, engine libzmq {v['libzmq']}, python {v['python']}")
     console.print(f"pyzmq {v['pyzmq']} (bundled libzmq {v['pyzmq_libzmq']})")
+    console.print(f"CURVE (--curve on): {'yes' if facts['curve'] else 'no: the engine libzmq has no libsodium'}")
     sockets = list(facts["socket_defaults"])
     table = Table(title=f"fresh-socket defaults, libzmq {v['libzmq']} (measured)")
     table.add_column("option")

@@ -118,6 +118,12 @@ class Topology:
     def side(self, role: str) -> Side:
         return self.producers if role == "producer" else self.consumers
 
+    @property
+    def user_listens(self) -> bool:
+        """zmqload connects to the user's system: a device, or a consumer (--role producer) or a producer
+        (--role consumer) of the user's."""
+        return self.device or ((self.producers_alone or self.consumers_alone) and self.binder is None)
+
 
 @dataclass(frozen=True)
 class Device:

@@ -22,6 +22,7 @@ import msgspec
 
 from .workload import Slos, Workload
 from .codec import doc_table_command, Record, read, write_atomic
+from .curve import Security
 from .fates import AMBIGUOUS_TAIL, TailPlacement
 from .ids import Role
 from .patterns import Attach
@@ -387,6 +388,10 @@ class RunRecord(Record):
     """The validated workload, every option with its default filled in."""
     pattern: PatternFacts = msgspec.field(default_factory=PatternFacts)
     """What the pattern implies for accounting."""
+    security: Security = Security.NULL
+    """libzmq's security mechanism on every data socket of the run: `curve` (--curve on; the keys
+    are never recorded, the server's public key only in the user's --curve-server-key file) or
+    `null` (none, libzmq's default; also in runs recorded before this field)."""
     slos: Optional[Slos] = None
     """The SLOs the run was judged by when it was made (`run --max-loss ...`, a capacity
     probe); None: made without any."""

@@ -142,6 +142,8 @@ class SearchTemplate(Record):
     conflate: str = "off"
     io_threads: int = 1
     cpu_placement: str = "auto"
+    curve: str = "off"
+    curve_server_key: Optional[str] = None
     master: Optional[str] = None
     consumer_delay_us: float = 0.0
     drain_timeout_ms: int = 1000

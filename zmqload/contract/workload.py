@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, NoReturn, Optional, TypeVar, Union
 
 from . import patterns
+from .curve import KEY_FILE_FORMS, read_public_key
 from .masters import MASTER_FORM, MASTERS_ACCEPTED
 from .wire import HEADER_SIZE, MAX_SEQ, MAX_STREAMS, SEND_MODES, SendModeWord
 from ..errors import ConfigError
@@ -48,6 +49,8 @@ def reply_timeout_in_effect(reply_timeout_ms: Optional[int], role: str) -> int:
         return reply_timeout_ms
     return SERVICE_REPLY_TIMEOUT_MS if role == "producer" else 0
 CPU_PLACEMENTS = ("auto", "none")
+CURVES = ("off", "on")
+SECURITY_GROUP = "security (the data sockets)"
 PACINGS = ("spin", "sleep")
 DEFAULT_COUNT = 100_000
 UNPACED_RATE_GUESS = 5_000_000
@@ -315,6 +318,19 @@ class Workload:
         "their side's (not pub-sub, not with a consumer delay), and an inproc pair on one CPU; "
         "none: the scheduler places every thread",
         choices=CPU_PLACEMENTS, group=SOCKET_OPTIONS)
+    curve: str = option(
+        "off", str, "",
+        "on: CURVE (libzmq's encryption and authentication) on every data socket of the run, zmqload's proxy's "
+        "too: the binding side is the server, the connecting side the client, keys made per run and handed to "
+        "the workers only (run.json says `security`, never a secret key); against a CURVE server of yours, "
+        "--curve-server-key. tcp and ipc (libzmq applies no mechanism to inproc)",
+        choices=CURVES, group=SECURITY_GROUP)
+    curve_server_key: Optional[str] = option(
+        None, str, f"a key file: {KEY_FILE_FORMS}",
+        "with --curve on, the public key of your CURVE server that zmqload connects to (--producers-connect "
+        "with --role producer, or a device of yours between both sides: one key for all its endpoints); the "
+        "file is read when the run starts", form=re.compile(r".+"), nullable=True, group=SECURITY_GROUP,
+        default_text="unset: zmqload's own server keys, made per run")
     master: Optional[str] = option(
         None, str, MASTERS_ACCEPTED,
         "run the producers and consumers as one Spark barrier stage on this master, each worker a task (all "
@@ -475,6 +491,8 @@ class Workload:
                                             "the drain: until nothing came for --drain-timeout-ms)")
         if self.count is None and self.duration is None:
             self.count = DEFAULT_COUNT
+        if self.curve_server_key is not None:
+            read_public_key(self.curve_server_key, OPTIONS["curve_server_key"].flag)
         topology = self.topology
         if topology.given:
             # the endpoints name their transport (the producers' first, where the sides differ)
@@ -515,6 +533,8 @@ class Workload:
             self._check_parts()
         if self.reset_at is not None:
             self._check_resets()
+        if self.curve != "off" or self.curve_server_key is not None:
+            self._check_curve()
         if self.rate and (self.count is not None or self.duration is not None) \
                 and self.messages_per_producer > MAX_PACED:
             flag, value = ("--count", self.count) if self.count is not None else ("--duration", self.duration)
@@ -579,6 +599,7 @@ class Workload:
     def message_bytes(self) -> int:
         """Bytes of one message, all its frames (--size x --parts)."""
         return self.size * self.parts
+
     def _check_resets(self) -> None:
         """--reset-at: increasing times within the run, tcp connections of zmqload's own sockets (a
         device's or a consumer's of the user's would be aborted for their other clients too)."""
@@ -597,6 +618,33 @@ class Workload:
         if topology.producers_alone or topology.consumers_alone or topology.device:
             raise refuse(" with a device, consumer or producer of yours in the path: its other clients would be "
                          "reset too")
+
+    def _check_curve(self) -> None:
+        """--curve on: a transport libzmq secures, a server key exactly where zmqload connects to a
+        server of the user's, and no client of the user's that would need the per-run key."""
+        key = OPTIONS["curve_server_key"]
+        if self.curve == "off":
+            raise ConfigError(key.flag, f"got {self.curve_server_key!r} with --curve off; accepted: --curve on with "
+                                        "it, or no --curve-server-key")
+        if self.transport == "inproc" or (self.endpoint or "").startswith("inproc://"):
+            raise ConfigError("--curve", "got 'on' with --transport inproc: libzmq applies no security mechanism to "
+                                         "inproc (nothing leaves the process); accepted: off, or tcp or ipc")
+        topology = self.topology
+        if (topology.producers_alone or topology.consumers_alone) and topology.binder is not None:
+            side = topology.side(topology.binder)
+            yours = "consumer" if topology.producers_alone else "producer"
+            raise ConfigError("--curve", f"got 'on' with --role {self.role} {side.flag}: your {yours} would "
+                                         f"connect with the {side.name}' per-run server key, which it cannot know; "
+                                         f"accepted: off, or --{side.name}-connect to a CURVE server of yours with "
+                                         "--curve-server-key")
+        if topology.user_listens and self.curve_server_key is None:
+            yours = ", ".join(e for side in (topology.producers, topology.consumers) if side.attach is
+                              patterns.Attach.CONNECT for e in side.endpoints)
+            raise key.refuse(None, f" with --curve on while zmqload connects to your system at {yours}: its "
+                                   "server's public key is needed")
+        if not topology.user_listens and self.curve_server_key is not None:
+            raise key.refuse(self.curve_server_key, ": zmqload connects to no server of yours (its own sockets "
+                                                    "use keys made per run)")
 
     def _check_placed(self) -> None:
         """--master: each worker a Spark task, a process of its own."""

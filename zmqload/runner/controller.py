@@ -12,13 +12,14 @@ collect: every worker's final counters.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
-
 import time
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from .. import _engine
 from ..contract import patterns
+from ..contract.curve import CurveKeys
 from ..contract.workload import Workload
 from ..contract import control, ids
 from ..contract import run_record as rr
@@ -60,12 +61,13 @@ def drain_decision(expected: int, received: int, idle_ns: int, since_start_ns: i
 
 class Controller:
     def __init__(self, w: Workload, run_dir: str, run_id: str, server: ControlServer, launcher: WorkerLauncher,
-                 ipc_dir: str, listener: ProgressListener | None = None):
+                 ipc_dir: str, listener: ProgressListener | None = None, curve: CurveKeys | None = None):
         self.w = w
         self.pattern = patterns.get(w.pattern)
         self.run_dir, self.run_id = run_dir, run_id
         self.server, self.launcher, self.ipc_dir = server, launcher, ipc_dir
         self.listener = listener
+        self.curve = curve
         self.state = RunState(ids.producers(w.producer_workers), ids.consumers(w.consumer_workers))
         self.started = time.monotonic()
         self.interrupted = False
@@ -111,7 +113,9 @@ class Controller:
 
     def start_worker(self, worker: ids.WorkerId, bind: list[str]) -> None:
         from .spec import WorkerSpec
-        self.launcher.start(WorkerSpec(worker, self.w, self.server.endpoint, self.run_dir, bind))
+        # a worker that connects is a CURVE client: it gets no server secret
+        curve = self.curve if bind or self.curve is None else dataclasses.replace(self.curve, server_secret=None)
+        self.launcher.start(WorkerSpec(worker, self.w, self.server.endpoint, self.run_dir, bind, curve=curve))
 
     # -- phases ------------------------------------------------------------------------------
     def execute(self) -> None:

@@ -45,8 +45,7 @@ class EndpointPlan:
     def user_listens(self) -> bool:
         """zmqload connects to the user's system: a device, or a consumer (--role producer) or a producer
         (--role consumer) of the user's."""
-        alone = self.topology.producers_alone or self.topology.consumers_alone
-        return self.topology.device or (alone and self.binder is None)
+        return self.topology.user_listens
 
     def user_endpoints(self) -> list[str]:
         """The endpoints of the user's system zmqload connects to, in option order."""

@@ -18,6 +18,7 @@ from ..contract import control
 from .kernel_queues import TcpQueues, ports_of
 from .recorder import SAMPLES_SCHEMA, ChunkPipeline, PartWriter, Samples
 from .channel import ControlClient
+from .curve import HandshakeWatch, secure
 from .spec import WorkerSpec
 
 PROGRESS_EVERY_NS = 100_000_000
@@ -79,6 +80,7 @@ class WorkerLifecycle:
         self._next_kernel_sample = 0
         self._sampled = (-1, -1, -1)
         self.tcp_queues = TcpQueues([])
+        self.handshakes: HandshakeWatch | None = None     # a connecting CURVE client's, until one succeeds
 
     def run(self) -> None:
         """The role's whole life: open the socket, wait for Start, send or receive, report."""
@@ -112,6 +114,7 @@ class WorkerLifecycle:
         """Role-specific reaction to a command (after the common one)."""
 
     def poll_commands(self, timeout_ms: int = 0) -> None:
+        self.check_handshakes()
         message = self.ctl.recv(timeout_ms)
         while message is not None:
             self.handle(message)
@@ -149,6 +152,7 @@ class WorkerLifecycle:
         for name, value in options.items():
             if value is not None:
                 sock.set_option(_engine.SOCKET_OPTION_IDS[name], int(value))
+        secure(sock, self.spec.curve, server=bool(self.spec.bind))
         if self.spec.bind:
             endpoint = sock.bind(self.spec.bind[0])
             self.tcp_queues = TcpQueues(ports_of([endpoint]))
@@ -156,17 +160,13 @@ class WorkerLifecycle:
             return sock
         self.ctl.send(control.Ready())
         self.wait_while(lambda: not self.connect_to, step_ms=100)
+        if self.spec.curve is not None:
+            self.handshakes = HandshakeWatch(self.context, sock, f"inproc://zmqload-handshakes-{id(self)}")
         for endpoint in self.connect_to:
             sock.connect(endpoint)
         self.tcp_queues = TcpQueues(ports_of(self.connect_to))
         self.ctl.send(control.Connected())
         return sock
-
-    def close_sockets(self) -> None:
-        """Close what a failure left open (linger 0): an inproc worker shares the controller's
-        context, whose termination waits for every socket of it, forever."""
-        for sock in self.sockets:
-            sock.close(0)
 
     def spill_dir(self) -> str:
         """Hidden (readers skip names starting with '_') home of raw chunks awaiting conversion."""
@@ -176,5 +176,20 @@ class WorkerLifecycle:
         """Wait for the records; after an interrupt, give the converter a second at most."""
         return pipeline.close(abandon_after_s=1.0 if self.interrupted else None)
 
+    def check_handshakes(self) -> None:
+        """A connecting CURVE client whose handshakes keep failing fails (runner/curve.py HandshakeWatch)."""
+        if self.handshakes is not None and self.handshakes.watching:
+            self.handshakes.check()
+
+    def close_sockets(self) -> None:
+        """Close what a failure left open (linger 0): an inproc worker shares the controller's
+        context, whose termination waits for every socket of it, forever."""
+        if self.handshakes is not None:
+            self.handshakes.close()
+        for sock in self.sockets:
+            sock.close(0)
+
     def finish_context(self) -> int:
+        if self.handshakes is not None:
+            self.handshakes.close()
         return self.context.term() if self.own_context else 0

@@ -74,7 +74,8 @@ class Producer(WorkerLifecycle):
             self.before_close()
             # a service that stopped answering (or died) holds the REQ's unanswered requests:
             # waiting to deliver them would hold the close for ever, unless --linger says so
-            give_up = self.interrupted or (reply_timeout_ms > 0 and w.linger_ms is None and sender.unanswered > 0)
+            give_up = self.interrupted or (reply_timeout_ms > 0 and w.linger_ms is None and sender.unanswered > 0) \
+                or (self.handshakes is not None and self.handshakes.failed)     # its queue can go nowhere
             close_ns, term_ns = self.close(sock, 0 if give_up else None)
             unconverted = self.close_pipeline(pipeline)
             self.samples.flush()
@@ -101,6 +102,7 @@ class Producer(WorkerLifecycle):
         warming = False
         warm_msg = _engine.warmup_message(self.spec.worker.index, self.workload.size)
         while not self.t0_ns and not self.stop_requested:
+            self.check_handshakes()
             message = self.ctl.recv(WARMUP_EVERY_MS if warming else 100)
             if message is not None:
                 warming = warming or isinstance(message, control.Warmup)

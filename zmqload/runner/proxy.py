@@ -12,6 +12,7 @@ import threading
 
 from .. import _engine
 from ..contract import control
+from .curve import secure
 from .kernel_queues import TcpQueues, ports_of
 from .lifecycle import WorkerLifecycle, max_rss_kb, rss_kb
 
@@ -29,6 +30,7 @@ class ProxyWorker(WorkerLifecycle):
             backend.set_option(_engine.SOCKET_OPTION_IDS["SNDHWM"], w.proxy_sndhwm)
         for sock in (frontend, backend):
             sock.set_option(_engine.SOCKET_OPTION_IDS["LINGER"], 0)
+            secure(sock, self.spec.curve, server=True)      # both bind: the producers and consumers are clients
         front_endpoint = frontend.bind(self.spec.bind[0])
         back_endpoint = backend.bind(self.spec.bind[1])
         control_name = f"inproc://zmqload-proxy-control-{os.getpid()}-{id(self)}"

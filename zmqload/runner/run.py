@@ -16,6 +16,7 @@ from ..contract import patterns
 from ..contract.workload import Slos, Workload, check_output_dir
 from ..contract import codec
 from ..contract import run_record as rr
+from ..contract.curve import Security
 from ..contract.ids import Role
 from ..contract.states import RunStatus
 from ..errors import ConfigError, RunError
@@ -25,6 +26,7 @@ from ..versions import clock_pair, host, versions
 from .channel import ControlServer, new_endpoint
 from .collect import build_result
 from .controller import FINAL_TIMEOUT_S, Controller
+from .curve import run_keys
 from .endpoints import EndpointPlan
 from . import placement
 from .launch import Launcher
@@ -107,9 +109,10 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
     KeyboardInterrupt after an interrupted run was recorded."""
     w = workload.validate()
     check_can_reset(w)
+    curve = run_keys(w)       # before the run directory: libzmq without CURVE is bad input
     run_id, run_dir = _make_run_dir(w)
     record = rr.RunRecord(
-        run_id=run_id, workload=w, slos=slos,
+        run_id=run_id, workload=w, slos=slos, security=Security.NULL if curve is None else Security.CURVE,
         pattern=rr.PatternFacts(fanout=w.fanout, binder=Role(patterns.get(w.pattern).binder)),
         versions=codec.convert(versions(), rr.Versions), host=codec.convert(host(), rr.Host),
         clock=codec.convert(clock_pair(), rr.ClockPair), started_at=utc_now())
@@ -127,7 +130,7 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
         control_endpoint, control_dir = new_endpoint()
         launcher = Launcher(threads=(w.transport == "inproc"), io_threads=w.io_threads)
     server = ControlServer(control_endpoint)
-    controller = Controller(w, run_dir, run_id, server, launcher, control_dir, progress)
+    controller = Controller(w, run_dir, run_id, server, launcher, control_dir, progress, curve)
 
     def started(t0_ns: int) -> None:
         # run.json says when the schedule began and which process is which worker, so an

@@ -1,10 +1,13 @@
 """What a worker is told when it starts: who it is, what to run, where to report."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
+from typing import Optional
 
+from ..contract.curve import CurveKeys
 from ..contract.workload import Workload
 from ..contract.ids import Role, WorkerId
 
@@ -17,6 +20,7 @@ class WorkerSpec:
     run_dir: str
     bind: list[str] = field(default_factory=list)   # endpoints to bind (binders; the proxy: front, back)
     controller_pid: int = 0       # a worker process ends when this process is gone
+    curve: Optional[CurveKeys] = None   # --curve on: the run's keys (a connecting worker's hold no server secret)
 
     @property
     def name(self) -> str:
@@ -29,17 +33,19 @@ class WorkerSpec:
     def to_json(self) -> str:
         return json.dumps({"worker": str(self.worker), "workload": self.workload.to_dict(),
                            "control": self.control, "run_dir": self.run_dir, "bind": self.bind,
-                           "controller_pid": self.controller_pid})
+                           "controller_pid": self.controller_pid,
+                           "curve": None if self.curve is None else self.curve.to_dict()})
 
     @classmethod
     def from_json(cls, text: str) -> "WorkerSpec":
         data = json.loads(text)
         return cls(WorkerId.parse(data["worker"]), Workload.from_dict(data["workload"]), data["control"],
-                   data["run_dir"], list(data["bind"]), int(data["controller_pid"]))
+                   data["run_dir"], list(data["bind"]), int(data["controller_pid"]),
+                   None if data.get("curve") is None else CurveKeys.from_dict(data["curve"]))
 
     def controller_alive(self) -> bool:
         """The watchdog's test: a worker process is reparented when its controller dies."""
         return not self.controller_pid or os.getppid() == self.controller_pid
 
     def with_pid(self) -> "WorkerSpec":
-        return WorkerSpec(self.worker, self.workload, self.control, self.run_dir, self.bind, os.getpid())
+        return dataclasses.replace(self, controller_pid=os.getpid())

@@ -1,0 +1,337 @@
+"""--curve (issue 27): CURVE on every data socket of a run. Checked against what shares no code with
+zmqload: numpy over the run's Parquet records for the accounting, plain pyzmq peers for the
+encryption (a NULL or wrongly keyed subscriber hears nothing where a plain one hears the run),
+and a user's CURVE server written with zmq.auth's key files, which checks every header. Loopback
+only, bounded in count and time."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import threading
+import time
+
+import numpy as np
+import pytest
+import zmq
+import zmq.auth
+import zmq.utils.z85
+from conftest import check_identity, free_ports, read_table, zmqload_cli
+from test_devices import Device, proxy_thread
+from test_one_side import UserPull
+
+import zmqload
+from zmqload import ConfigError, Workload
+from zmqload.contract.curve import read_public_key
+
+pytestmark = pytest.mark.skipif(not zmq.has("curve"), reason="pyzmq's libzmq has no CURVE: no peer to check with")
+
+
+def run_dir_of(out: str) -> str:
+    (run_dir,) = glob.glob(os.path.join(out, "run=*"))
+    return run_dir
+
+
+def security_of(run_dir: str) -> str:
+    with open(os.path.join(run_dir, "run.json")) as f:
+        return json.load(f)["security"]
+
+
+@pytest.fixture
+def certificates(tmp_path):
+    """A user's server certificate as zmq.auth writes it: (server.key, server.key_secret)."""
+    (tmp_path / "certificates").mkdir()
+    return zmq.auth.create_certificates(str(tmp_path / "certificates"), "server")
+
+
+# -- the accounting, with numpy over the records --------------------------------------------------
+@pytest.mark.parametrize("pattern, transport", [
+    ("push-pull", "tcp"),       # the consumers bind: CURVE servers
+    ("pub-sub", "tcp"),         # the producers bind
+    ("proxy", "tcp"),           # zmqload's own proxy binds both ends
+    ("push-pull", "ipc"),
+    ("req-rep", "tcp"),         # round trips: the reply travels back through the same CURVE session
+])
+def test_a_curve_run_accounts_for_every_message(tmp_path, pattern, transport):
+    producers, consumers, count = (1, 1, 3000) if pattern == "req-rep" else (2, 2, 20_000)
+    # HWMs without limit: a stall of this shared machine must not drop (what is checked is the accounting)
+    hwms = {"sndhwm": 0, "rcvhwm": 0, **({"proxy_sndhwm": 0, "proxy_rcvhwm": 0} if pattern == "proxy" else {})}
+    result = zmqload.run(pattern=pattern, transport=transport, producers=producers, consumers=consumers,
+                         count=count, rate=20_000, curve="on", out=str(tmp_path), **hwms)
+    check_identity(result)
+    copies = consumers if result.workload["pattern"] in ("pub-sub", "proxy") else 1
+    assert result.status == "complete" and result.lost == 0 and result.sent == producers * count
+    assert result.received == producers * count * copies
+    run_dir = result.run_dir
+    assert security_of(run_dir) == "curve"
+    with open(os.path.join(run_dir, "run.json")) as f:
+        assert "secret" not in f.read().lower()
+    sends, recvs = read_table(run_dir, "sends"), read_table(run_dir, "recvs")
+    assert len(sends) == result.sent and int((sends.column("status").to_numpy() == 0).sum()) == result.sent
+    assert len(recvs) == result.received
+    keys = recvs.column("stream").to_numpy().astype(np.int64) << 48 | recvs.column("seq").to_numpy()
+    expected = np.repeat(np.arange(producers, dtype=np.int64) << 48, count) + np.tile(np.arange(count), producers)
+    if copies == 1:
+        assert np.array_equal(np.sort(keys), expected)
+    else:
+        per_consumer = recvs.column("consumer").to_numpy()
+        for consumer in range(consumers):
+            assert np.array_equal(np.sort(keys[per_consumer == consumer]), expected), consumer
+
+
+def test_without_curve_the_record_says_null(tmp_path):
+    result = zmqload.run(count=1000, rate=10_000, out=str(tmp_path))
+    assert result.lost == 0 and security_of(result.run_dir) == "null"
+
+
+def test_info_says_whether_the_engine_has_curve():
+    done = zmqload_cli("info", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["curve"] is True      # the curve runs in this file need it
+
+
+def test_the_summary_says_curve(tmp_path):
+    done = zmqload_cli("run", "--curve", "on", "--count", "1000", "--rate", "10k", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "push-pull over tcp with CURVE, 64 B" in done.stdout
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="Spark needs a Java runtime (make test installs one)")
+def test_the_keys_reach_tasks_of_a_spark_stage(tmp_path, monkeypatch):
+    """--master: the keys travel in each task's spec through Spark (issue 28 will hand them to other hosts)."""
+    pytest.importorskip("pyspark")
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")       # no traffic leaves loopback
+    done = zmqload_cli("run", "--master", "local[2]", "--curve", "on", "--count", "20000", "--rate", "20k",
+                       "--sndhwm", "0", "--rcvhwm", "0", "--json", "--out", str(tmp_path), timeout=240)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["status"] == "complete" and got["sent"] == 20_000 and got["lost"] == 0
+    run_dir = run_dir_of(str(tmp_path))
+    assert security_of(run_dir) == "curve"
+    seqs = read_table(run_dir, "recvs").column("seq").to_numpy()
+    assert np.array_equal(np.sort(seqs), np.arange(20_000))
+
+
+def test_the_keys_are_made_per_run_and_a_connecting_worker_gets_no_server_secret(tmp_path):
+    """What each worker is handed (its WorkerSpec, through the JSON it reads on standard input): the
+    binding side the server's secret, the connecting side only the server's public key and its own pair."""
+    from zmqload.contract.ids import Role, WorkerId
+    from zmqload.runner.channel import ControlServer, new_endpoint
+    from zmqload.runner.controller import Controller
+    from zmqload.runner.curve import run_keys
+    from zmqload.runner.spec import WorkerSpec
+
+    class Recorded:         # a launcher that starts nothing: what the controller hands each worker
+        def __init__(self) -> None:
+            self.specs: list[WorkerSpec] = []
+
+        def start(self, spec: WorkerSpec) -> None:
+            self.specs.append(WorkerSpec.from_json(spec.to_json()))
+
+    w = Workload(curve="on").validate()
+    keys, again = run_keys(w), run_keys(w)
+    assert keys is not None and again is not None and keys != again
+    assert keys.server_secret is not None and keys.server_public != keys.client_public
+    endpoint, directory = new_endpoint()
+    server, launcher = ControlServer(endpoint), Recorded()
+    try:
+        controller = Controller(w, str(tmp_path), "keys", server, launcher, directory, curve=keys)
+        controller.start_worker(WorkerId(Role.CONSUMER, 0), ["tcp://127.0.0.1:*"])
+        controller.start_worker(WorkerId(Role.PRODUCER, 0), [])
+    finally:
+        server.close()
+        shutil.rmtree(directory, ignore_errors=True)
+    binder, connecter = launcher.specs
+    assert binder.curve == keys
+    assert connecter.curve is not None and connecter.curve.server_secret is None
+    assert (connecter.curve.server_public, connecter.curve.client_public, connecter.curve.client_secret) == \
+        (keys.server_public, keys.client_public, keys.client_secret)
+    # what libzmq takes: 40 Z85 characters, checked by pyzmq's own decoder
+    assert all(len(zmq.utils.z85.decode(k)) == 32 for k in (keys.server_public, keys.server_secret, keys.client_public))
+
+
+# -- the traffic really is encrypted ----------------------------------------------------------------
+class Listener:
+    """A subscriber of the user's in a thread, connected to a PUB of zmqload's: plain (NULL), or a
+    CURVE client of `server_key` (its own fresh key pair); counts what it hears until stop()."""
+
+    def __init__(self, endpoint: str, server_key: bytes | None = None):
+        self.context = zmq.Context()
+        self.sock = self.context.socket(zmq.SUB)
+        self.sock.linger = 0
+        if server_key is not None:
+            public, secret = zmq.curve_keypair()
+            self.sock.curve_serverkey, self.sock.curve_publickey, self.sock.curve_secretkey = server_key, public, secret
+        self.sock.subscribe(b"")
+        self.sock.connect(endpoint)
+        self.heard = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._listen, daemon=True)
+        self.thread.start()
+
+    def _listen(self) -> None:
+        while not self.done.is_set():
+            if self.sock.poll(50):
+                self.sock.recv()
+                self.heard += 1
+
+    def stop(self) -> int:
+        self.done.set()
+        self.thread.join(5)
+        self.sock.close()
+        self.context.term()
+        return self.heard
+
+
+@pytest.mark.parametrize("curve", ["off", "on"])
+def test_a_peer_without_the_runs_key_hears_nothing(tmp_path, curve):
+    """zmqload's PUB binds a known port; a plain subscriber and one keyed to another server connect to
+    it beside zmqload's own subscribers. Without CURVE the plain one hears the run (the check can see
+    traffic); with it, neither hears a message while zmqload's subscribers get every one."""
+    (port,) = free_ports(1)
+    endpoint = f"tcp://127.0.0.1:{port}"
+    plain, wrong_key = Listener(endpoint), Listener(endpoint, server_key=zmq.curve_keypair()[0])
+    try:
+        result = zmqload.run(pattern="pub-sub", producers_bind=endpoint, consumers=2, count=20_000, rate=20_000,
+                             sndhwm=0, rcvhwm=0, curve=curve, out=str(tmp_path))
+    finally:
+        heard = plain.stop(), wrong_key.stop()
+    check_identity(result)
+    assert result.lost == 0 and result.received == 2 * 20_000
+    if curve == "off":
+        assert heard[0] > 10_000 and heard[1] == 0, heard      # a CURVE client of a NULL server fails too
+    else:
+        assert heard == (0, 0)
+        assert security_of(result.run_dir) == "curve"
+
+
+# -- a user's CURVE server, its key given as a file -------------------------------------------------
+@pytest.mark.parametrize("form", ["certificate", "bare line"])
+def test_producers_alone_into_a_users_curve_pull_every_header_once(tmp_path, certificates, form):
+    public_file, secret_file = certificates
+    server_public, server_secret = zmq.auth.load_certificate(secret_file)
+    if form == "bare line":
+        public_file = str(tmp_path / "server.z85")
+        with open(public_file, "w") as f:
+            f.write(server_public.decode() + "\n")
+    user = UserPull("tcp://127.0.0.1:*", curve_secret_key=server_secret, idle_ms=8000).start()      # a loaded machine starts slowly
+    done = zmqload_cli("run", "--json", "--role", "producer", "--producers-connect", user.endpoint, "--producers", "2",
+                       "--rate", "20k", "--count", "10000", "--curve", "on", "--curve-server-key", public_file,
+                       "--out", str(tmp_path / "runs"))
+    user.join()
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["sent"] == 20_000
+    assert user.short == 0
+    assert sorted(user.seen) == [(stream, seq) for stream in (0, 1) for seq in range(10_000)]
+    assert security_of(run_dir_of(str(tmp_path / "runs"))) == "curve"
+
+
+def test_through_a_users_curve_device_nothing_is_lost(tmp_path, certificates):
+    """Seed 001's XSUB|XPUB proxy with both ends CURVE servers of the user's key: zmqload's producers
+    and consumers are its clients."""
+    public_file, secret_file = certificates
+    _, server_secret = zmq.auth.load_certificate(secret_file)
+    xsub, xpub = proxy_thread(zmq.Context(), sndhwm=0, rcvhwm=0)      # as tests/test_devices.py: no drops
+    for sock in (xsub, xpub):
+        sock.curve_server, sock.curve_secretkey = True, server_secret
+    device = Device(xsub, xpub)
+    try:
+        result = zmqload.run(pattern="pub-sub", producers_connect=device.producers_connect,
+                             consumers_connect=device.back_endpoint, consumers=2, count=10_000, rate=10_000,
+                             sndhwm=0, rcvhwm=0, curve="on", curve_server_key=public_file, out=str(tmp_path))
+    finally:
+        device.stop()
+    check_identity(result)
+    assert result.lost == 0 and result.received == 2 * 10_000
+    recvs = read_table(result.run_dir, "recvs")
+    for consumer in (0, 1):
+        got = recvs.column("seq").to_numpy()[recvs.column("consumer").to_numpy() == consumer]
+        assert np.array_equal(np.sort(got), np.arange(10_000)), consumer
+
+
+# -- key files and bad input ------------------------------------------------------------------------
+def test_key_files_in_both_forms_read_the_same_key(tmp_path, certificates):
+    public_file, secret_file = certificates
+    public, _ = zmq.auth.load_certificate(public_file)
+    bare = tmp_path / "bare"
+    bare.write_text(f"# the server's key\n\n{public.decode()}\n")
+    hashed = tmp_path / "hashed"        # Z85 has '#': a bare key may begin with it
+    hashed.write_text("#" + public.decode()[1:] + "\n")
+    assert read_public_key(public_file, "--k") == read_public_key(secret_file, "--k") == public
+    assert read_public_key(str(bare), "--k") == public
+    assert read_public_key(str(hashed), "--k") == b"#" + public[1:]
+
+
+def test_the_rules_need_no_io_and_the_file_is_read_by_validate(tmp_path):
+    missing = str(tmp_path / "nope.key")
+    w = Workload(role="producer", producers_connect="tcp://127.0.0.1:5999", curve="on", curve_server_key=missing)
+    assert Workload.from_dict(w.to_dict()).curve_server_key == missing      # what a worker does: no read
+    with pytest.raises(ConfigError) as info:
+        w.validate()
+    assert info.value.option == "--curve-server-key" and "No such file" in info.value.message
+
+
+@pytest.mark.parametrize("args, flag, words", [
+    (("--curve", "maybe"), "--curve", "off, on"),
+    (("--curve", "on", "--transport", "inproc"), "--curve", "inproc"),
+    (("--curve-server-key", "KEYFILE"), "--curve-server-key", "--curve off"),
+    (("--curve", "on", "--curve-server-key", "KEYFILE"), "--curve-server-key", "no server of yours"),
+    (("--curve", "on", "--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999"),
+     "--curve-server-key", "tcp://127.0.0.1:5999"),
+    (("--curve", "on", "--pattern", "pub-sub", "--producers-connect", "tcp://127.0.0.1:5999",
+      "--consumers-connect", "tcp://127.0.0.1:5998"), "--curve-server-key", "public key is needed"),
+    (("--curve", "on", "--role", "producer", "--producers-bind", "tcp://127.0.0.1:5999"), "--curve",
+     "--producers-bind"),
+    (("--curve", "on", "--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999",
+      "--curve-server-key", "MISSING"), "--curve-server-key", "No such file"),
+    (("--curve", "on", "--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999",
+      "--curve-server-key", "MALFORMED"), "--curve-server-key", "no CURVE public key"),
+    (("--curve", "on", "--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999",
+      "--curve-server-key", "BINARY"), "--curve-server-key", "cannot read"),
+])
+def test_bad_curve_input_is_one_line_exit_2_nothing_left(tmp_path, certificates, args, flag, words):
+    files = {"KEYFILE": certificates[0], "MISSING": str(tmp_path / "missing.key"),
+             "MALFORMED": str(tmp_path / "malformed.key"), "BINARY": str(tmp_path / "binary.key")}
+    with open(files["MALFORMED"], "w") as f:
+        f.write('curve\n    public-key = "too short"\n')
+    with open(files["BINARY"], "wb") as f:
+        f.write(bytes(range(256)))
+    out = tmp_path / "runs"
+    for command in ("run", "capacity"):
+        if command == "capacity" and "producer" in args:
+            continue        # capacity refuses --role producer before it reads a key
+        bound = ("--count", "10") if command == "run" else ("--probe-duration", "0.2")
+        done = zmqload_cli(command, *[files.get(a, a) for a in args], *bound, "--out", str(out))
+        assert done.returncode == 2, (command, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and flag in lines[0] and words in lines[0] and "accepted" in lines[0], done.stderr
+        assert "Traceback" not in done.stderr
+        assert not out.exists() or not os.listdir(out)
+
+
+@pytest.mark.parametrize("server", ["another key", "no CURVE"])
+def test_a_server_that_fails_every_handshake_fails_the_run_in_one_line(tmp_path, certificates, server):
+    """A user's server whose key is not the one given (every handshake fails, libzmq retries for ever), or
+    one without CURVE (a mismatch of mechanisms): nothing arrives, and the run fails within seconds in one
+    line naming the endpoint, with the default linger (the queued messages can go nowhere)."""
+    public_file, _ = certificates
+    other_secret = zmq.curve_keypair()[1] if server == "another key" else None
+    # it hears nothing: its wait for a first message ends with the run's bound
+    user = UserPull("tcp://127.0.0.1:*", curve_secret_key=other_secret, idle_ms=8000, first_ms=50_000).start()
+    started = time.monotonic()
+    done = zmqload_cli("run", "--role", "producer", "--producers-connect", user.endpoint, "--rate", "1k",
+                       "--duration", "5", "--curve", "on", "--curve-server-key", public_file,
+                       "--out", str(tmp_path / "runs"), timeout=60)
+    elapsed = time.monotonic() - started
+    user.join()
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"the CURVE handshake with {user.endpoint} failed" in lines[0] and "--curve-server-key" in lines[0]
+    # libzmq reports a mismatch of mechanisms as a protocol error or without detail, by timing
+    assert "(handshake failed" in lines[0] or "(protocol error" in lines[0]
+    assert elapsed < 20 and user.seen == []
+    # what was recorded stays readable: the run failed, naming why
+    with open(os.path.join(run_dir_of(str(tmp_path / "runs")), "run.json")) as f:
+        record = json.load(f)
+    assert record["status"] == "failed" and "CURVE handshake" in record["error"]

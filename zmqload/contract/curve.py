@@ -1,0 +1,68 @@
+"""CURVE on the data sockets: the keys a run hands its workers, and the key files a user gives.
+
+A key is 40 characters of Z85 (ZeroMQ's base-85 text for 32 bytes), as libzmq's
+zmq_curve_keypair and pyzmq's zmq.curve_keypair make them. A key file is read in one of two
+forms: a certificate as zmq.auth.create_certificates (and czmq's zcert) writes it, whose
+`public-key = "..."` line is taken, or a file whose one line (comments `#` and blank lines
+aside) is the bare key. Nothing here makes keys (the runner does, with the engine's libzmq)
+or sets them on a socket.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+from .states import Word
+
+
+class Security(Word):
+    """run.json `security`: libzmq's security mechanism on the run's data sockets."""
+    NULL = "null"
+    CURVE = "curve"
+
+Z85_KEY = re.compile(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}")
+KEY_FILE_FORMS = ('a file with a public-key = "<40 Z85 characters>" line (a zmq.auth certificate, .key or '
+                  '.key_secret), or one line of the bare 40-character Z85 public key')
+_CERT_LINE = re.compile(r'\s*public-key\s*=\s*"([^"]*)"\s*')
+
+
+def read_public_key(path: str, option: str) -> bytes:
+    """The public key in the file at `path`; ConfigError naming `option` when the file is missing,
+    unreadable or holds no key in either form (KEY_FILE_FORMS)."""
+    try:
+        with open(path, encoding="ascii") as f:
+            text = f.read(64 * 1024)
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not ASCII text"
+        raise ConfigError(option, f"got {path!r}: cannot read it ({why}); accepted: {KEY_FILE_FORMS}") from None
+    # '#' begins a comment line, unless the line is a bare key (Z85 has '#')
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip() and (not line.lstrip().startswith("#") or Z85_KEY.fullmatch(line.strip()))]
+    certified = [m.group(1) for line in lines if (m := _CERT_LINE.fullmatch(line))]
+    key = certified[0] if len(certified) == 1 else lines[0] if len(lines) == 1 and not certified else None
+    if key is None or not Z85_KEY.fullmatch(key):
+        raise ConfigError(option, f"got {path!r}: no CURVE public key in it; accepted: {KEY_FILE_FORMS}")
+    return key.encode()
+
+
+@dataclass(frozen=True)
+class CurveKeys:
+    """One run's CURVE keys as its workers get them (runner/spec.py WorkerSpec): zmqload's binding
+    sockets are servers with `server_secret`; its connecting sockets are clients of `server_public`
+    (zmqload's own server's, or the user's from --curve-server-key) with the client pair. The
+    secret keys travel only to the workers, never into run.json."""
+    server_public: bytes
+    server_secret: bytes | None      # None: for a worker that connects, and against a server of the user's
+    client_public: bytes
+    client_secret: bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: None if value is None else value.decode() for name, value in self.__dict__.items()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CurveKeys:
+        secret = data["server_secret"]
+        return cls(str(data["server_public"]).encode(), None if secret is None else str(secret).encode(),
+                   str(data["client_public"]).encode(), str(data["client_secret"]).encode())

@@ -1,0 +1,92 @@
+"""CURVE in a run (--curve on): the run's keys, made with the engine's libzmq, each data socket
+made a server (it binds) or a client (it connects) before it binds or connects, and a client's
+handshakes watched until one succeeds."""
+from __future__ import annotations
+
+from .. import _engine
+from ..contract.curve import CurveKeys, read_public_key
+from ..contract.workload import OPTIONS, Workload
+from ..errors import ConfigError, RunError
+
+
+def run_keys(w: Workload) -> CurveKeys | None:
+    """The keys of a run with --curve on (None: off): a client pair, and zmqload's own server pair
+    or, against a server of the user's, its public key from --curve-server-key. ConfigError when the
+    engine's libzmq has no CURVE (built without libsodium) or the key file cannot be read."""
+    if w.curve == "off":
+        return None
+    if not _engine.has("curve"):
+        version = ".".join(map(str, _engine.libzmq_version()))
+        raise ConfigError("--curve", f"got 'on', but the libzmq {version} zmqload's engine uses has no CURVE "
+                                     "(zmq_has(\"curve\") is false: built without libsodium); accepted: off, or a "
+                                     "libzmq built with CURVE")
+    client_public, client_secret = _engine.curve_keypair()
+    if w.curve_server_key is not None:
+        server_key = read_public_key(w.curve_server_key, OPTIONS["curve_server_key"].flag)
+        return CurveKeys(server_key, None, client_public, client_secret)
+    server_public, server_secret = _engine.curve_keypair()
+    return CurveKeys(server_public, server_secret, client_public, client_secret)
+
+
+def secure(sock: _engine.Socket, keys: CurveKeys | None, server: bool) -> None:
+    """CURVE on `sock` (nothing without keys): the server of the run's key, or its client."""
+    if keys is None:
+        return
+    if server:
+        assert keys.server_secret is not None       # run_keys: a server key of zmqload's own
+        sock.set_option(_engine.SOCKET_OPTION_IDS["CURVE_SERVER"], 1)
+        sock.set_option_bytes(_engine.BYTES_OPTION_IDS["CURVE_SECRETKEY"], keys.server_secret)
+        return
+    sock.set_option_bytes(_engine.BYTES_OPTION_IDS["CURVE_SERVERKEY"], keys.server_public)
+    sock.set_option_bytes(_engine.BYTES_OPTION_IDS["CURVE_PUBLICKEY"], keys.client_public)
+    sock.set_option_bytes(_engine.BYTES_OPTION_IDS["CURVE_SECRETKEY"], keys.client_secret)
+
+
+HANDSHAKE_FAILURES = 3
+"""CURVE handshakes failed without detail, none succeeded, that end a connecting worker: a wrong server
+key, not a hiccup (libzmq retries each for ever, silently); a protocol error or a refusal ends it at once."""
+
+
+class HandshakeWatch:
+    """A connecting CURVE client's handshakes (zmq_socket_monitor), read between slices: the first
+    that succeeds ends the watch; failures before any (HANDSHAKE_FAILURES) fail the worker in one line."""
+
+    def __init__(self, context: _engine.Context, sock: _engine.Socket, name: str):
+        self.sock = sock
+        sock.monitor(name, sum(_engine.HANDSHAKE_EVENTS.values()))
+        self.events: _engine.Socket | None = _engine.Socket(context, _engine.SOCKET_TYPES["PAIR"])
+        self.events.connect(name)
+        self.failures = 0
+        self.failed = False         # for good: nothing queued will ever be delivered (close with linger 0)
+
+    @property
+    def watching(self) -> bool:
+        return self.events is not None
+
+    def check(self) -> None:
+        """Read the events so far; RunError naming the endpoint once the handshakes keep failing."""
+        while self.events is not None and (frame := self.events.recv_bytes(0)) is not None:
+            endpoint = (self.events.recv_bytes(1000) or b"?").decode(errors="replace")
+            event = int.from_bytes(frame[:2], "little")
+            if event == _engine.HANDSHAKE_EVENTS["succeeded"]:
+                self.close()
+                return
+            self.failures += 1
+            # libzmq retries a handshake that failed without detail (a wrong server key), not one that
+            # broke the protocol (no CURVE server there: a mismatch of mechanisms) or was refused
+            if event != _engine.HANDSHAKE_EVENTS["handshake failed"] or self.failures >= HANDSHAKE_FAILURES:
+                self.failed = True
+                what = next(name for name, bits in _engine.HANDSHAKE_EVENTS.items() if bits == event)
+                times = f", {self.failures} times" if self.failures > 1 else ""
+                raise RunError(f"the CURVE handshake with {endpoint} failed ({what}{times}), none succeeded: is "
+                               "a CURVE server there, and --curve-server-key its public key?")
+
+    def close(self) -> None:
+        """Before the context ends (its termination waits for every socket of it)."""
+        if self.events is not None:
+            try:
+                self.sock.monitor(None)
+            except ValueError:
+                pass        # the socket closed first: its monitor stopped with it
+            self.events.close(0)
+            self.events = None
