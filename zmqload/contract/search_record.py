@@ -142,6 +142,7 @@ class SearchTemplate(Record):
     io_threads: int = 1
     cpu_placement: str = "auto"
     master: Optional[str] = None
+    placement: Optional[str] = None
     consumer_delay_us: float = 0.0
     drain_timeout_ms: int = 1000
     drain: str = "fast"

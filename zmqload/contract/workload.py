@@ -47,6 +47,7 @@ def reply_timeout_in_effect(reply_timeout_ms: Optional[int], role: str) -> int:
         return reply_timeout_ms
     return SERVICE_REPLY_TIMEOUT_MS if role == "producer" else 0
 CPU_PLACEMENTS = ("auto", "none")
+PLACEMENTS = ("spread", "pack")
 PACINGS = ("spin", "sleep")
 DEFAULT_COUNT = 100_000
 UNPACED_RATE_GUESS = 5_000_000
@@ -308,6 +309,12 @@ class Workload:
         "run the producers and consumers as one Spark barrier stage on this master, each worker a task (all "
         "start together or none; the executors need this zmqload and its libzmq); unset: processes on this host",
         form=MASTER_FORM, nullable=True, group=PLACEMENT_GROUP)
+    placement: Optional[str] = option(
+        None, str, "",
+        "with --master: spread = producers and consumers on different executors (hosts first) where the "
+        "cluster has room, pack = each producer beside a consumer on as few executors as the slots allow; "
+        "the stage then takes every free task slot and gives the workers to the tasks where Spark put them",
+        choices=PLACEMENTS, nullable=True, group=PLACEMENT_GROUP, default_text="unset: where Spark puts each task")
     consumer_delay_us: float = option(
         0.0, float, "microseconds from 0 to 60000000", "simulated work per received message, a slow consumer",
         low=0, high=60_000_000)
@@ -475,6 +482,9 @@ class Workload:
             self._check_producers_alone()
         if self.master is not None:
             self._check_placed()
+        elif self.placement is not None:
+            raise ConfigError("--placement", f"got {self.placement!r} without --master: the workers are this host's "
+                                             "processes; accepted: --placement with --master")
         if self.conflate != "off":
             self._check_conflate()
         if self.rate and (self.count is not None or self.duration is not None) \

@@ -120,7 +120,7 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
     launcher: Launcher | StageLauncher
     if w.master is not None:          # the workers as one Spark barrier stage (runner/spark_stage.py)
         control_endpoint, control_dir = new_endpoint(control_host(w.master))
-        launcher = StageLauncher(w.master)
+        launcher = StageLauncher(w.master, w.placement)
     else:
         control_endpoint, control_dir = new_endpoint()
         launcher = Launcher(threads=(w.transport == "inproc"), io_threads=w.io_threads)
@@ -182,6 +182,8 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
         if isinstance(pending, RunError):
             pending = RunError(f"{pending}; {note}")
     result = build_result(state, w, run_id, run_dir, status, codec.to_builtins(record.versions))
+    if record.placement is not None:
+        result.clock_uncertainty_ns = record.placement.latency_uncertainty_ns()
     note_device(controller.plan, state, result)
     finish_records(run_dir, record, state, w, result, error)
     if pending is not None:
