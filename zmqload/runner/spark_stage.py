@@ -31,6 +31,9 @@ from .spec import WorkerSpec
 
 DEFAULT_HOST = OPTIONS["host"].default
 
+SESSION_TIMEOUT_S = 60.0
+"""How long a cluster's master may take to accept the driver and give it an executor: the driver's
+JVM alone took 10-40 s to start on a busy 2-core machine."""
 EXECUTORS_WAIT_S = 60
 """How long the executors of a cluster may take to register before their slots are counted."""
 SLOT_CHECK_INTERVAL_S = 1
@@ -212,7 +215,7 @@ class StageLauncher:
                  "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": f"{SLOT_CHECK_INTERVAL_S}s",
                  "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": str(SLOT_CHECK_FAILURES)}
         try:
-            self.spark = get_spark(self.master, app_name="zmqload run", extra=extra)
+            self.spark = get_spark(self.master, app_name="zmqload run", extra=extra, master_timeout_s=SESSION_TIMEOUT_S)
         except ConfigError as exc:          # a master that does not answer, gives no executor
             raise RunError(str(exc)) from None
         self.spark.sparkContext.setLogLevel("ERROR")
