@@ -206,9 +206,7 @@ def test_a_killed_task_fails_the_run_in_one_line_and_leaves_readable_records(tmp
     import subprocess
     import sys
     import time
-    run = subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--master", "local-cluster[2,1,1024]",
-                            "--duration", "20", "--rate", "10k", "--json", "--out", str(tmp_path)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = _placed_run(tmp_path)
     # the stage's tasks: children of the executors' pyspark daemons (themselves children of the
     # executor JVMs) that live on; the check before the stage has short tasks of its own
     deadline, task, seen = time.monotonic() + 120, None, []
@@ -231,6 +229,21 @@ def test_a_killed_task_fails_the_run_in_one_line_and_leaves_readable_records(tmp
     last = err.strip().splitlines()[-1]
     assert "its Spark task failed: a task's Python process died (crashed or killed)" in last, err
     assert "worker p0" in last or "worker c0" in last
+    _readable_after_failure(out, tmp_path)
+
+
+def _placed_run(tmp_path):
+    """A 20 s placed run on two executors, started as a user would."""
+    import subprocess
+    import sys
+    return subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--master", "local-cluster[2,1,1024]",
+                             "--duration", "20", "--rate", "10k", "--json", "--out", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _readable_after_failure(out: str, tmp_path) -> dict:
+    """A failed placed run: run.json says failed with the figures rebuilt from the records, and
+    they are numpy's over the Parquet both tasks wrote. Returns run.json."""
     got = json.loads(out)
     run_dir = glob.glob(os.path.join(tmp_path, "run=*"))[0]
     record = json.load(open(os.path.join(run_dir, "run.json")))
@@ -239,3 +252,39 @@ def test_a_killed_task_fails_the_run_in_one_line_and_leaves_readable_records(tmp
     sends = pq.read_table(os.path.join(run_dir, "sends")).to_pydict()
     assert got["unique_received"] == len(np.unique(recvs["seq"])) > 0
     assert got["attempted"] >= len(sends["seq"]) > 0
+    assert got["expected"] == sum(got[f] for f in ("delivered", "drained", "dropped_start", "dropped_mid",
+                                                   "dropped_tail", "stranded", "unknown"))
+    return record
+
+
+def test_a_killed_executor_fails_the_run_naming_its_worker_and_leaves_readable_records(tmp_path):
+    """SIGKILL to the executor JVM running c0, mid-run (found through run.json's placement, written
+    at the start, and checked to be this run's process): the run ends failed in seconds naming c0
+    and the lost executor; the records both tasks wrote stay readable and the figures are numpy's
+    over them; no process of the run is left."""
+    import signal
+    import time
+    run = _placed_run(tmp_path)
+    deadline, victim = time.monotonic() + 150, None
+    while victim is None and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(1)
+        for path in glob.glob(os.path.join(tmp_path, "run=*", "run.json")):
+            placement = json.load(open(path)).get("placement") or {}
+            victim = next((w["executor_id"] for w in placement.get("workers", []) if w["worker"] == "c0"), None)
+    assert victim is not None, run.communicate()[1][-2000:] if run.poll() is not None else "no placement"
+    time.sleep(3)                    # the run is sending
+    under = _descendants(run.pid)
+    executor = [pid for pid in under if f"\0--executor-id\0{victim}\0" in open(f"/proc/{pid}/cmdline").read()]
+    assert len(executor) == 1, executor
+    os.kill(executor[0], signal.SIGKILL)
+    killed_at = time.monotonic()
+    out, err = run.communicate(timeout=90)
+    assert time.monotonic() - killed_at < 30
+    assert run.returncode == 1
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("zmqload run: error: worker c0 ended (its Spark task failed: an executor was lost)"), err
+    record = _readable_after_failure(out, tmp_path)
+    assert {w["worker"] for w in record["placement"]["workers"]} == {"p0", "c0"}
+    time.sleep(5)
+    assert not [pid for pid in under if os.path.exists(f"/proc/{pid}") and
+                open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]

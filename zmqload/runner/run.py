@@ -134,6 +134,8 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
         record.controller_pid = os.getpid()
         record.worker_pids = {str(name): pid for name, pid in launcher.pids().items()}
         record.cpu_placement = placement.plan(w)     # {} = the scheduler's
+        if isinstance(launcher, StageLauncher):      # where each task runs, known before the start
+            record.placement = placed(launcher)
         record.control_dir = control_dir      # private control and ipc socket files, removed at the end
         record.topology = controller.topology()
         try:
@@ -168,8 +170,7 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
 
     state = controller.state
     if isinstance(launcher, StageLauncher):
-        record.placement = rr.Placement(master=launcher.master, workers=[
-            codec.convert(where, rr.PlacedWorker) for where in launcher.placed])
+        record.placement = placed(launcher)
     if isinstance(pending, ConfigError):
         # an endpoint the checks before the run could not judge (a port taken since, a path libzmq
         # refused): bad input, and nothing was recorded yet, so nothing is left behind
@@ -191,6 +192,12 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
             pending.result = result     # type: ignore[attr-defined]  # the figures of the failed run
         raise pending
     return result
+
+
+def placed(launcher: StageLauncher) -> rr.Placement:
+    """run.json's `placement`: where each task of the stage told the driver it runs."""
+    return rr.Placement(master=launcher.master, workers=[codec.convert(where, rr.PlacedWorker)
+                                                         for where in launcher.placed])
 
 
 def salvage_records(state: RunState, w: Workload, run_dir: str, record: rr.RunRecord) -> str:
