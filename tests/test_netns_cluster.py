@@ -113,7 +113,8 @@ def _wait_for(path: str, text: str, timeout_s: float) -> None:
         if os.path.exists(path) and text in open(path, errors="replace").read():
             return
         time.sleep(0.5)
-    raise AssertionError(f"{text!r} not in {path} after {timeout_s:g} s:\n{open(path, errors='replace').read()[-3000:]}")
+    tail = open(path, errors="replace").read()[-3000:]
+    raise AssertionError(f"{text!r} not in {path} after {timeout_s:g} s:\n{tail}")
 
 
 @pytest.fixture(scope="module")

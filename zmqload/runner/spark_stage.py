@@ -52,7 +52,8 @@ def control_host(master: str) -> str:
     return socket.gethostbyname(socket.gethostname())
 
 
-def run_task(clock: str, specs: list[str], placement: str | None, partition: Iterator[int]) -> Iterator[dict[str, Any]]:
+def run_task(clock: str, specs: list[str], placement: str | None,
+             partition: Iterator[int]) -> Iterator[dict[str, Any]]:
     """One task of the stage, in an executor: finds its worker (the task's own with no --placement,
     else by where Spark put every task: `assign`), puts this process's clock onto the driver's
     (runner/clocks.py), tells the driver where it runs, waits at the barrier until every task has,
@@ -74,8 +75,8 @@ def run_task(clock: str, specs: list[str], placement: str | None, partition: Ite
     found = clocks.align(clock)
     address = _address_towards(clock)
     spec = _bind_at(spec, address)
-    where = {"worker": spec.name, "task": me, "address": address, "executor": executors[me], "executor_id": _executor_id(),
-             **_this_node(), "pid": os.getpid(),
+    where = {"worker": spec.name, "task": me, "address": address, "executor": executors[me],
+             "executor_id": _executor_id(), **_this_node(), "pid": os.getpid(),
              "clock_offset_ns": found.offset_ns, "clock_uncertainty_ns": found.uncertainty_ns}
     clocks.report_placed(clock, where)
     context.barrier()
@@ -88,11 +89,13 @@ def assign(executors: list[str], roles: list[Role], placement: str) -> dict[int,
     Tasks are ordered by host, then executor. spread: producers take tasks from the front,
     consumers from the back, so they share an executor (or host) only where the slots run out;
     pack: a producer, then a consumer, from the front, so each producer sits beside a consumer."""
-    order = sorted(range(len(executors)), key=lambda task: (executors[task].rsplit(":", 1)[0], executors[task], task))
+    order = sorted(range(len(executors)),
+                   key=lambda task: (executors[task].rsplit(":", 1)[0], executors[task], task))
     producers = [worker for worker, role in enumerate(roles) if role is Role.PRODUCER]
     consumers = [worker for worker, role in enumerate(roles) if role is not Role.PRODUCER]
     if placement == "pack":
-        paired = [worker for pair in itertools.zip_longest(producers, consumers) for worker in pair if worker is not None]
+        paired = [worker for pair in itertools.zip_longest(producers, consumers)
+                  for worker in pair if worker is not None]
         return dict(zip(order, paired))
     given = dict(zip(order, producers))
     given.update(zip(reversed(order[len(producers):]), consumers))
@@ -215,7 +218,8 @@ class StageLauncher:
                  "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": f"{SLOT_CHECK_INTERVAL_S}s",
                  "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": str(SLOT_CHECK_FAILURES)}
         try:
-            self.spark = get_spark(self.master, app_name="zmqload run", extra=extra, master_timeout_s=SESSION_TIMEOUT_S)
+            self.spark = get_spark(self.master, app_name="zmqload run", extra=extra,
+                                   master_timeout_s=SESSION_TIMEOUT_S)
         except ConfigError as exc:          # a master that does not answer, gives no executor
             raise RunError(str(exc)) from None
         self.spark.sparkContext.setLogLevel("ERROR")
