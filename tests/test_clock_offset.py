@@ -66,5 +66,7 @@ def test_the_moved_clock_stamps_and_wakes_on_time(offset_ns):
     assert 30 * ms <= got["sleeps_ns"] < 1_000 * ms          # not 5 s longer, not cut short
     assert 50 * ms <= got["idle_slice_ns"] < 1_000 * ms
     assert 20 * ms <= got["paced_ns"] < 1_000 * ms           # 20 ms to t0, 19 ms of schedule
-    assert 0 <= got["first_late_ns"] < 5 * ms and 0 <= got["last_late_ns"] < 5 * ms
+    # on the schedule of the moved clock: a wake-up on a loaded machine is late by ms (8 ms seen
+    # at load 16), the offset under test is 5 s
+    assert 0 <= got["first_late_ns"] < 200 * ms and 0 <= got["last_late_ns"] < 200 * ms
     assert got["header_t_sent_ns"]                           # the wire carries the moved stamps
