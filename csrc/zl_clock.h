@@ -2,6 +2,10 @@
  *
  * CLOCK_MONOTONIC is shared by every process on one host, so a t_sent stamped by a
  * producer process and a t_recv stamped by a consumer process are directly comparable.
+ * Across hosts (run --master) a process's clock is moved onto the reference host's by the
+ * offset measured before t0 (runner/clocks.py): every stamp, deadline and t0 of the
+ * engine is then on that one clock; only the kernel's absolute sleeps and timers are given
+ * this host's own time back (zl_host_ns).
  */
 #ifndef ZL_CLOCK_H
 #define ZL_CLOCK_H
@@ -11,11 +15,22 @@
 #include <sched.h>
 #include <errno.h>
 
+/* This host's CLOCK_MONOTONIC minus the reference host's; 0 on the reference host and in
+ * every run of one host. Set once per process before its loops (_engine.set_clock_offset). */
+static int64_t zl_clock_offset_ns = 0;
+
 static inline int64_t zl_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec - zl_clock_offset_ns;
+}
+
+/* A time on the reference clock as this host's CLOCK_MONOTONIC: what the kernel's
+ * absolute deadlines (clock_nanosleep, timer_settime) are given. */
+static inline int64_t zl_host_ns(int64_t ns)
+{
+    return ns + zl_clock_offset_ns;
 }
 
 /* The loops' per-message stamps. Where the kernel's clock is itself the TSC (x86-64,
@@ -129,7 +144,7 @@ static inline int64_t zl_wait_until(int64_t due_ns, int64_t spin_below_ns)
     while (now < due_ns) {
         int64_t left = due_ns - now;
         if (left > spin_below_ns) {
-            int64_t target = due_ns - spin_below_ns / 2;
+            int64_t target = zl_host_ns(due_ns - spin_below_ns / 2);
             struct timespec ts;
             ts.tv_sec = target / 1000000000LL;
             ts.tv_nsec = target % 1000000000LL;
@@ -157,7 +172,7 @@ static inline int64_t zl_work_until(int64_t due_ns)
 {
     int64_t now = zl_now_ns();
     if (due_ns - now > ZL_WORK_SLEEP_ABOVE_NS) {
-        int64_t target = due_ns - ZL_SPIN_BELOW_NS;
+        int64_t target = zl_host_ns(due_ns - ZL_SPIN_BELOW_NS);
         struct timespec ts;
         ts.tv_sec = target / 1000000000LL;
         ts.tv_nsec = target % 1000000000LL;

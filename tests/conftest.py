@@ -22,7 +22,7 @@ SLOW_FILES = frozenset({
     "test_scenarios.py", "test_scenarios_000_003.py", "test_scenarios_001_002.py", "test_scenarios_user.py",
     "test_scenarios_conflate.py",
     "test_capacity.py", "test_placement.py", "test_search_record.py", "test_devices.py", "test_one_side.py",
-    "test_spark_placement.py", "test_curve.py",
+    "test_spark_placement.py", "test_curve.py", "test_netns_cluster.py",
     "analysis/test_report_server.py", "analysis/test_search_section.py", "analysis/test_command.py",
     "analysis/test_report_errors.py", "analysis/test_capacity_report.py", "analysis/test_plots.py",
     "analysis/test_round_trips.py", "analysis/test_real_runs.py", "analysis/test_percentile_rule.py",

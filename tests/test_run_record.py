@@ -106,6 +106,8 @@ JSON_READERS_NOT_RECORDS = {
     "zmqload/contract/codec.py": "the codec itself (msgspec)",
     "zmqload/contract/control.py": "control messages between the controller and its workers",
     "zmqload/runner/spec.py": "a worker's spec on its standard input",
+    "zmqload/runner/clocks.py": "where a Spark task runs, told the driver before the start (run.json takes it "
+                                "through the codec)",
     "zmqload/report/server.py": "the warm report server's requests and answers",
     "zmqload/scenarios/seed_000.py": "the lines a scenario's plain pyzmq script prints",
     "zmqload/scenarios/seed_002.py": "the line a scenario's plain pyzmq script prints",

@@ -125,8 +125,26 @@ def curve_keypair():
 
 
 def now_ns():
-    """CLOCK_MONOTONIC in nanoseconds: the clock of every timestamp in the records."""
+    """CLOCK_MONOTONIC in nanoseconds, moved onto the reference host's clock by the offset
+    set (set_clock_offset): the clock of every timestamp in the records."""
     return zl_now_ns()
+
+
+def set_clock_offset(long long offset_ns):
+    """This host's CLOCK_MONOTONIC minus the reference host's (runner/clocks.py): from here
+    on every stamp of this process is on the reference clock. Once per process, before its
+    loops: the loops' first anchor is taken again, so no tick rate spans the change."""
+    global zl_clock_offset_ns
+    zl_clock_offset_ns = offset_ns
+    cdef int enabled = _IMPORT_CLOCK.enabled
+    memset(&_IMPORT_CLOCK, 0, sizeof(_IMPORT_CLOCK))
+    _IMPORT_CLOCK.enabled = enabled
+    zl_stamp_anchor(&_IMPORT_CLOCK)
+
+
+def clock_offset_ns():
+    """The offset set_clock_offset set (0 unless set)."""
+    return zl_clock_offset_ns
 
 
 def intended_ns(long long t0_ns, long long seq, long long rate):
@@ -606,7 +624,7 @@ cdef class Receiver:
             raise ValueError("record columns differ in length")
         self.sock = self.socket._live()     # as in Sender.run_slice
         every = max(slice_end_ns - zl_now_ns(), 1_000_000)
-        self.slice_timer = zl_slice_timer_start(&self.timer, slice_end_ns, every) == 0
+        self.slice_timer = zl_slice_timer_start(&self.timer, zl_host_ns(slice_end_ns), every) == 0
         self._set_rcvtimeo(-1 if self.slice_timer else <int>((every + 999_999) // 1_000_000))
         with nogil:
             zl_stamp_anchor(&self.clock)

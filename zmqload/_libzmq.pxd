@@ -74,7 +74,9 @@ cdef extern from "zl_clock.h" nogil:
     ctypedef struct zl_stamp_clock:
         int enabled
         double ns_per_tick
+    long long zl_clock_offset_ns
     long long zl_now_ns()
+    long long zl_host_ns(long long ns)
     void zl_stamp_anchor(zl_stamp_clock *c)
     long long zl_stamp(zl_stamp_clock *c)
     long long zl_stamp_error_ns(const zl_stamp_clock *c, long long ticks)

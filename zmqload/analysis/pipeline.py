@@ -35,14 +35,14 @@ LATENCY_COLUMNS = [f"{m}_{s}_us" for m in LATENCY_METRICS for s in STAT_NAMES]
 
 RUN_COLUMNS = ["run", "status", "interrupted", "pattern", "transport", "size", "sndhwm", "rcvhwm",
                "proxy_sndhwm", "proxy_rcvhwm", "linger_ms", "send_mode", "producers", "consumers", "fanout",
-               "rate_per_producer"]
+               "rate_per_producer", "clock_uncertainty_us"]
 # The first and last intended, actual send and receive times (CLOCK_MONOTONIC ns): the spans
 # the throughput plot divides its first and last windows by.
 SPAN_COLUMNS = ("t_first_intended_ns", "t_last_intended_ns", "t_first_send_ns", "t_last_send_ns",
                 "t_first_recv_ns", "t_last_recv_ns")
 # summary.parquet / summary.csv: one row per (run, consumer, stream), each column with its type.
 _RUN_TYPES = {"run": STRING, "status": STRING, "interrupted": BOOL, "pattern": STRING, "transport": STRING,
-              "send_mode": STRING, "fanout": BOOL, "rate_per_producer": FLOAT64}
+              "send_mode": STRING, "fanout": BOOL, "rate_per_producer": FLOAT64, "clock_uncertainty_us": FLOAT64}
 SUMMARY = Schema(tuple(
     [(c, _RUN_TYPES.get(c, INT64)) for c in RUN_COLUMNS]
     + [("consumer", INT64), ("stream", INT64), ("duration_s", FLOAT64)] + [(c, INT64) for c in SPAN_COLUMNS]
@@ -128,6 +128,9 @@ def _run_columns(info: RunInfo) -> dict[str, Any]:
         "linger_ms": w.linger_ms, "send_mode": w.send_mode,
         "producers": w.producers, "consumers": info.consumers, "fanout": info.fanout,
         "rate_per_producer": schedule.rate_per_producer if schedule is not None else w.rate,
+        # placed runs: how far a one-way latency may be off through the hosts' clocks (null: one host)
+        "clock_uncertainty_us": (info.record.placement.latency_uncertainty_ns() / 1e3
+                                 if info.record.placement is not None else None),
     }
 
 

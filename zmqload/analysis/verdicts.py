@@ -88,6 +88,13 @@ def fmt_us(us: Optional[float]) -> str:
     return f"{us:,.0f} µs" if us >= 10 else f"{us:.3g} µs"
 
 
+def fmt_clocks(row: dict[str, Any]) -> str:
+    """What a one-way latency of a placed run is good to through its hosts' clocks, to print
+    beside it: ' ± 75 µs', or '' on one host."""
+    uncertainty = row.get("clock_uncertainty_us")
+    return "" if uncertainty is None else f" ± {fmt_us(uncertainty)}"
+
+
 def fmt_rate(r: Optional[float]) -> str:
     if r is None:
         return "-"

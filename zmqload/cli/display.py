@@ -199,10 +199,12 @@ def summary_table(result: RunResult) -> Table:
         ("send rate", f"{result.send_rate:,.0f} msg/s"),
         ("throughput", f"{result.throughput_msgs:,.0f} msg/s  {result.throughput_mb:,.1f} MB/s"),
     ]
+    # across hosts every one-way latency is good to the hosts' clock alignment (run.json placement)
+    clocks = "" if result.clock_uncertainty_ns is None else f"  (± {_ns_to_us(result.clock_uncertainty_ns)} clocks)"
     for label, since in (("latency from intended (us)", "intended"), ("latency from sent (us)", "sent")):
         lat = result.latency_summary(since)
         rows.append((label, "  ".join(f"{k} {_ns_to_us(v)}" for k, v in lat.items()
-                                      if k in ("p50", "p99", "p99.9", "max"))))
+                                      if k in ("p50", "p99", "p99.9", "max")) + clocks))
     for label, value in rows:
         table.add_row(label, value)
     return table

@@ -72,22 +72,46 @@ class PlacedWorker(Record):
     """Where one worker ran as a Spark task (--master)."""
     worker: str = ""
     """Its name: "p0", "c1"."""
+    task: int = 0
+    """Its task's partition in the barrier stage."""
     host: str = ""
     """The executor's host name."""
+    address: str = ""
+    """The host's address on the route to the driver: where a binder of it binds (unless the
+    options name an address) and the other workers reach it."""
     executor: str = ""
     """The executor's address as Spark gives it (host:port of its block manager)."""
+    executor_id: str = ""
+    """Spark's executor id ("0", "1"; "driver" where tasks run in the driver, local[N])."""
     pid: int = 0
     """The task's process on that host."""
     cpus: int = 0
     """CPUs of that host."""
     libzmq: str = ""
     """The libzmq zmqload's engine used there."""
+    clock_offset_ns: int = 0
+    """That host's CLOCK_MONOTONIC minus the driver's, measured before t0 (the fastest of many
+    ping-pongs over ZeroMQ): the task's stamps were moved onto the driver's clock by it, so every
+    time in the records is on one clock."""
+    clock_uncertainty_ns: int = 0
+    """How far the true offset may lie from clock_offset_ns: half the fastest round trip. A one-way
+    latency between two hosts is good to the sum of theirs; on one host to 0."""
 
 
 class Placement(Record):
     """The workers as one Spark barrier stage (run --master): where each ran."""
     master: str = ""
     workers: list[PlacedWorker] = []
+
+    def latency_uncertainty_ns(self) -> int:
+        """How far a one-way latency may be off through the clocks: the largest sum of a producer's
+        and a consumer's clock uncertainties (each task's clock was aligned on its own)."""
+        by_role: dict[str, list[int]] = {"p": [], "c": []}
+        for placed in self.workers:
+            by_role.get(placed.worker[:1], []).append(placed.clock_uncertainty_ns)
+        if not by_role["p"] or not by_role["c"]:
+            return 0
+        return max(by_role["p"]) + max(by_role["c"])
 
 
 class Versions(Record):

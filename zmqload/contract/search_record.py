@@ -145,6 +145,7 @@ class SearchTemplate(Record):
     curve: str = "off"
     curve_server_key: Optional[str] = None
     master: Optional[str] = None
+    placement: Optional[str] = None
     consumer_delay_us: float = 0.0
     drain_timeout_ms: int = 1000
     drain: str = "fast"

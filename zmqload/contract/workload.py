@@ -51,6 +51,7 @@ def reply_timeout_in_effect(reply_timeout_ms: Optional[int], role: str) -> int:
 CPU_PLACEMENTS = ("auto", "none")
 CURVES = ("off", "on")
 SECURITY_GROUP = "security (the data sockets)"
+PLACEMENTS = ("spread", "pack")
 PACINGS = ("spin", "sleep")
 DEFAULT_COUNT = 100_000
 UNPACED_RATE_GUESS = 5_000_000
@@ -336,6 +337,12 @@ class Workload:
         "run the producers and consumers as one Spark barrier stage on this master, each worker a task (all "
         "start together or none; the executors need this zmqload and its libzmq); unset: processes on this host",
         form=MASTER_FORM, nullable=True, group=PLACEMENT_GROUP)
+    placement: Optional[str] = option(
+        None, str, "",
+        "with --master: spread = producers and consumers on different executors (hosts first) where the "
+        "cluster has room, pack = each producer beside a consumer on as few executors as the slots allow; "
+        "the stage then takes every free task slot and gives the workers to the tasks where Spark put them",
+        choices=PLACEMENTS, nullable=True, group=PLACEMENT_GROUP, default_text="unset: where Spark puts each task")
     consumer_delay_us: float = option(
         0.0, float, "microseconds from 0 to 60000000", "simulated work per received message, a slow consumer",
         low=0, high=60_000_000)
@@ -527,6 +534,9 @@ class Workload:
             self._one_side_only("consumer", self.PRODUCER_OPTIONS, "producers")
         if self.master is not None:
             self._check_placed()
+        elif self.placement is not None:
+            raise ConfigError("--placement", f"got {self.placement!r} without --master: the workers are this host's "
+                                             "processes; accepted: --placement with --master")
         if self.conflate != "off":
             self._check_conflate()
         if self.parts > 1:

@@ -120,6 +120,9 @@ class RunResult:
     generator: dict[str, Any] = field(default_factory=dict)
     """Whether the producers kept their open-loop schedule (zmqload.measure.schedule_keeping): `generator_limited`,
     `scheduled_rate` and `reached_rate` (msg/s, all producers), `lag_ms` and `blocked_ms`."""
+    clock_uncertainty_ns: Optional[int] = None
+    """Placed runs (--master): how far a one-way latency may be off through the hosts' clocks
+    (run.json placement, `Placement.latency_uncertainty_ns`); None on one host, where it is 0."""
 
     # The figures run.json keeps under "counters" and "summary" (docs/RECORDS.md).
     COUNTERS: ClassVar[tuple[str, ...]] = (
@@ -204,6 +207,8 @@ class RunResult:
             figures.update({name: None for name in self.SEND_SIDE}, sends_seen=False)
         if patterns.get(self.workload["pattern"]).round_trip:
             figures.update(answered=self.answered, unanswered=self.unanswered)
+        if self.clock_uncertainty_ns is not None:
+            figures.update(clock_uncertainty_ns=self.clock_uncertainty_ns)
         return figures
 
     @property

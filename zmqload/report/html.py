@@ -6,7 +6,7 @@ import html
 import os
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from ..analysis.verdicts import fmt_bytes, fmt_rate, fmt_us, offered
+from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate, fmt_us, offered
 from ..analysis.metrics import ALL
 from . import plots, search_answer
 
@@ -72,6 +72,11 @@ def _cell(key: str, v: Any) -> str:
     if key.endswith("_us"):
         return _e(fmt_us(v)).replace(" ", "&nbsp;")      # '812 µs' never split over two lines
     return _e(plots.nice_number(v))
+
+
+def _one_way(r: dict[str, Any], key: str) -> str:
+    """A one-way latency's cell, with what the hosts' clocks leave uncertain in a placed run."""
+    return _cell(key, r.get(key)) + _e(fmt_clocks(r)).replace(" ", "&nbsp;")
 
 
 def _hwm(v: Optional[int]) -> str:
@@ -146,7 +151,7 @@ def runs_table(analysis: Analysis, capacity: list[dict[str, Any]]) -> list[str]:
             f"<td class='l'>{_e(r.get('pattern'))} {_e(r.get('transport'))} {_e(r.get('size'))}&nbsp;B, HWM "
             f"{_hwm(r.get('sndhwm'))}/{_hwm(r.get('rcvhwm'))}</td><td>{offered_cell(r)}</td>"
             f"<td>{fmt_rate(r.get('recv_rate'))}</td><td class='{loss_cls}'>{_cell('loss_ratio', loss)}</td>"
-            f"<td>{_cell('latency_intended_p99_us', r.get('latency_intended_p99_us'))}</td><td>{queue_cell(r)}</td>"
+            f"<td>{_one_way(r, 'latency_intended_p99_us')}</td><td>{queue_cell(r)}</td>"
             f"<td>{verdict_cell(capacity, info.run_id)}</td></tr>")
     out.append("</table></div>")
     rtt_rows = round_trip_runs(analysis)
@@ -168,7 +173,7 @@ def _digest(info: RunInfo, r: dict[str, Any], capacity: list[dict[str, Any]]) ->
     return (f"{_e(info.status.value)} &middot; {_e(info.record.workload.pattern)} &middot; offered "
             f"{offered_cell(r)} &middot; throughput {fmt_rate(r.get('recv_rate'))} &middot; loss "
             f"{_cell('loss_ratio', loss)}% &middot; p99 "
-            f"{_cell('latency_intended_p99_us', r.get('latency_intended_p99_us'))}"
+            f"{_one_way(r, 'latency_intended_p99_us')}"
             f" &middot; {verdict_cell(capacity, info.run_id)}")
 
 
@@ -204,7 +209,7 @@ def run_detail(analysis: Analysis, info: RunInfo, r: dict[str, Any], capacity: l
                + "<th>queue peak / mean / p99 (msgs)</th><th>queued memory at the peak</th></tr>")
     for m in LAT_METRICS:
         out.append(f"<tr><td class='l'>{_e(plots.LABELS[m])}</td>" +
-                   "".join(f"<td>{_cell(f'{m}_{k}_us', r.get(f'{m}_{k}_us'))}</td>" for k, _ in LAT_COLUMNS) +
+                   "".join(f"<td>{_one_way(r, f'{m}_{k}_us')}</td>" for k, _ in LAT_COLUMNS) +
                    (f"<td rowspan={len(LAT_METRICS)}>{_cell('x', r.get('depth_max'))} / "
                     f"{_cell('x', r.get('depth_mean'))} / {_cell('x', r.get('depth_p99'))}</td>"
                     f"<td rowspan={len(LAT_METRICS)}>{fmt_bytes(r.get('queued_bytes_max'))}</td>"

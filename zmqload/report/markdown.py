@@ -13,7 +13,7 @@ import os
 import textwrap
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from ..analysis.verdicts import fmt_bytes, fmt_rate
+from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate
 from . import search_answer
 from .html import ROUND_TRIP_COLUMNS, offered_cell, round_trip_runs
 
@@ -79,8 +79,8 @@ def full(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: li
                      f"{r.get('pattern')}/{r.get('transport')} | {r.get('size')} | {offered_cell(r)} | "
                      f"{fmt_rate(r.get('recv_rate'))} | {_loss(r)} | "
                      f"{_f(r.get('drained'), '{}')} | {_f(r.get('dropped'), '{}')} | {_f(r.get('stranded'), '{}')} | "
-                     f"{_f(r.get('dropped_sender'), '{}')} | {_f(r.get('latency_intended_p99_us'))} | "
-                     f"{_f(r.get('latency_intended_p99_9_us'))} | {fmt_bytes(r.get('queued_bytes_max'))} |")
+                     f"{_f(r.get('dropped_sender'), '{}')} | {_f(r.get('latency_intended_p99_us'))}{fmt_clocks(r)} | "
+                     f"{_f(r.get('latency_intended_p99_9_us'))}{fmt_clocks(r)} | {fmt_bytes(r.get('queued_bytes_max'))} |")
     rtt_rows = round_trip_runs(analysis)
     if rtt_rows:
         lines += ["", "## Round trips (req-rep, from the intended send time, us)", "",
@@ -132,7 +132,7 @@ def runs_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     """The terminal's runs table: a few columns, run ids cut at the front (keeping their
     distinctive end) where a row would be wider than WIDTH."""
     cells = [[str(r["run"]), _status(r), offered_cell(r), fmt_rate(r.get("recv_rate")), _loss(r),
-              _f(r.get("latency_intended_p99_us"))] for r in rows]
+              _f(r.get("latency_intended_p99_us")) + fmt_clocks(r)] for r in rows]
     others = max((sum(len(c) for c in row[1:]) for row in cells), default=0)
     room = max(12, WIDTH - others - 3 * len(RUN_COLUMNS) - 1)      # "| " + " | " between + " |"
     for row in cells:

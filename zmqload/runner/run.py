@@ -125,7 +125,7 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
     launcher: Launcher | StageLauncher
     if w.master is not None:          # the workers as one Spark barrier stage (runner/spark_stage.py)
         control_endpoint, control_dir = new_endpoint(control_host(w.master))
-        launcher = StageLauncher(w.master)
+        launcher = StageLauncher(w.master, w.placement)
     else:
         control_endpoint, control_dir = new_endpoint()
         launcher = Launcher(threads=(w.transport == "inproc"), io_threads=w.io_threads)
@@ -139,6 +139,8 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
         record.controller_pid = os.getpid()
         record.worker_pids = {str(name): pid for name, pid in launcher.pids().items()}
         record.cpu_placement = placement.plan(w)     # {} = the scheduler's
+        if isinstance(launcher, StageLauncher):      # where each task runs, known before the start
+            record.placement = placed(launcher)
         record.control_dir = control_dir      # private control and ipc socket files, removed at the end
         record.topology = controller.topology()
         try:
@@ -173,8 +175,7 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
 
     state = controller.state
     if isinstance(launcher, StageLauncher):
-        record.placement = rr.Placement(master=launcher.master, workers=[
-            codec.convert(where, rr.PlacedWorker) for where in launcher.placed])
+        record.placement = placed(launcher)
     if isinstance(pending, ConfigError):
         # an endpoint the checks before the run could not judge (a port taken since, a path libzmq
         # refused): bad input, and nothing was recorded yet, so nothing is left behind
@@ -187,6 +188,8 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
         if isinstance(pending, RunError):
             pending = RunError(f"{pending}; {note}")
     result = build_result(state, w, run_id, run_dir, status, codec.to_builtins(record.versions))
+    if record.placement is not None:
+        result.clock_uncertainty_ns = record.placement.latency_uncertainty_ns()
     note_device(controller.plan, state, result)
     finish_records(run_dir, record, state, w, result, error)
     if pending is not None:
@@ -194,6 +197,12 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
             pending.result = result     # type: ignore[attr-defined]  # the figures of the failed run
         raise pending
     return result
+
+
+def placed(launcher: StageLauncher) -> rr.Placement:
+    """run.json's `placement`: where each task of the stage told the driver it runs."""
+    return rr.Placement(master=launcher.master, workers=[codec.convert(where, rr.PlacedWorker)
+                                                         for where in launcher.placed])
 
 
 def salvage_records(state: RunState, w: Workload, run_dir: str, record: rr.RunRecord) -> str:

@@ -12,17 +12,30 @@ workers (Spark re-checks for minutes by default: bounded here), an executor with
 a task that failed (a barrier result stage is not retried)."""
 from __future__ import annotations
 
+import dataclasses
+import functools
+import itertools
 import os
 import re
 import socket
 import sys
 import threading
+import time
 from typing import Any, Iterable, Iterator
 
-from ..contract.ids import WorkerId
+from ..contract.ids import Role, WorkerId
+from ..contract.workload import OPTIONS
 from ..errors import ConfigError, RunError
+from .clocks import ClockServer
 from .spec import WorkerSpec
 
+DEFAULT_HOST = OPTIONS["host"].default
+
+SESSION_TIMEOUT_S = 60.0
+"""How long a cluster's master may take to accept the driver and give it an executor: the driver's
+JVM alone took 10-40 s to start on a busy 2-core machine."""
+EXECUTORS_WAIT_S = 60
+"""How long the executors of a cluster may take to register before their slots are counted."""
 SLOT_CHECK_INTERVAL_S = 1
 SLOT_CHECK_FAILURES = 3
 """How long Spark may wait for enough free task slots before the stage fails (it checks every
@@ -39,18 +52,106 @@ def control_host(master: str) -> str:
     return socket.gethostbyname(socket.gethostname())
 
 
-def run_task(specs: Iterator[str]) -> Iterator[dict[str, Any]]:
-    """One worker, in an executor: waits at the barrier until every task runs, then runs the
-    worker to its end; yields where it ran (run.json's PlacedWorker, as plain data)."""
+def run_task(clock: str, specs: list[str], placement: str | None,
+             partition: Iterator[int]) -> Iterator[dict[str, Any]]:
+    """One task of the stage, in an executor: finds its worker (the task's own with no --placement,
+    else by where Spark put every task: `assign`), puts this process's clock onto the driver's
+    (runner/clocks.py), tells the driver where it runs, waits at the barrier until every task has,
+    then runs the worker to its end; yields where it ran (run.json's PlacedWorker, as plain data).
+    A task left without a worker passes the barrier and ends."""
     from pyspark import BarrierTaskContext
+    from . import clocks
     from .workers import run_worker
     context = BarrierTaskContext.get()
-    spec = WorkerSpec.from_json(next(iter(specs)))
-    where = {"worker": spec.name, "executor": context.getTaskInfos()[context.partitionId()].address,
-             **_this_node(), "pid": os.getpid()}
+    me = context.partitionId()
+    executors = [info.address for info in context.getTaskInfos()]
+    given = (dict(enumerate(range(len(specs)))) if placement is None else
+             assign(executors, [WorkerSpec.from_json(text).role for text in specs], placement))
+    if me not in given:
+        context.barrier()
+        return
+    spec = WorkerSpec.from_json(specs[given[me]])
+    _skew_for_tests(spec.name)
+    found = clocks.align(clock)
+    address = _address_towards(clock)
+    spec = _bind_at(spec, address)
+    where = {"worker": spec.name, "task": me, "address": address, "executor": executors[me],
+             "executor_id": _executor_id(), **_this_node(), "pid": os.getpid(),
+             "clock_offset_ns": found.offset_ns, "clock_uncertainty_ns": found.uncertainty_ns}
+    clocks.report_placed(clock, where)
     context.barrier()
     run_worker(spec)
     yield where
+
+
+def assign(executors: list[str], roles: list[Role], placement: str) -> dict[int, int]:
+    """--placement: task index -> worker index, from the executor ("host:port") of every task.
+    Tasks are ordered by host, then executor. spread: producers take tasks from the front,
+    consumers from the back, so they share an executor (or host) only where the slots run out;
+    pack: a producer, then a consumer, from the front, so each producer sits beside a consumer."""
+    order = sorted(range(len(executors)),
+                   key=lambda task: (executors[task].rsplit(":", 1)[0], executors[task], task))
+    producers = [worker for worker, role in enumerate(roles) if role is Role.PRODUCER]
+    consumers = [worker for worker, role in enumerate(roles) if role is not Role.PRODUCER]
+    if placement == "pack":
+        paired = [worker for pair in itertools.zip_longest(producers, consumers)
+                  for worker in pair if worker is not None]
+        return dict(zip(order, paired))
+    given = dict(zip(order, producers))
+    given.update(zip(reversed(order[len(producers):]), consumers))
+    return given
+
+
+SKEW_ENV = "ZMQLOAD_TEST_CLOCK_SKEW"
+"""Tests only: "c0=5000000000" puts c0's clock 5 s ahead before it is aligned, a host whose clock
+is off, on one machine where every clock is one (tests/test_spark_placement.py)."""
+
+
+def _skew_for_tests(worker: str) -> None:
+    from .. import _engine
+    for item in filter(None, os.environ.get(SKEW_ENV, "").split(",")):
+        name, skew = item.split("=")
+        if name == worker:
+            _engine.set_clock_offset(-int(skew))
+
+
+def _address_towards(endpoint: str) -> str:
+    """This host's address on the route to the driver (a UDP socket's own end once connected:
+    nothing is sent): where the others reach a worker here."""
+    host = endpoint.split("://", 1)[1].rsplit(":", 1)[0].strip("[]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        probe.connect((host, 9))
+        return str(probe.getsockname()[0])
+
+
+def _bind_at(spec: WorkerSpec, address: str) -> WorkerSpec:
+    """A binder of a run that named no address binds at its host's address (the default
+    127.0.0.1 reaches no other host); what the options name stays as named."""
+    w = spec.workload
+    if not spec.bind or w.transport != "tcp" or w.endpoint or w.topology.given or w.host != DEFAULT_HOST:
+        return spec
+    host = f"[{address}]" if ":" in address else address
+    return dataclasses.replace(spec, bind=[f"tcp://{host}:{w.port + spec.worker.index}" if w.port else
+                                           f"tcp://{host}:*"])
+
+
+def _executor_id() -> str:
+    """Spark's id of the executor running this task: the --executor-id its JVM was started
+    with (an ancestor of this process), "driver" where tasks run in the driver (local[N])."""
+    pid = os.getppid()
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        if b"--executor-id" in args[:-1]:
+            return args[args.index(b"--executor-id") + 1].decode()
+        pid = parent
+    return "driver"
 
 
 def _this_node() -> dict[str, Any]:
@@ -92,13 +193,15 @@ class StageLauncher:
     """The Launcher of a placed run: `start` collects the workers, `all_started` submits them as
     one barrier stage (in a thread of the driver), the rest answers the controller's questions."""
 
-    def __init__(self, master: str):
+    def __init__(self, master: str, placement: str | None = None):
         self.master = master
+        self.placement = placement
         self.workers: dict[WorkerId, WorkerSpec] = {}
         self.thread: threading.Thread | None = None
         self.error: str | None = None
         self.failed: WorkerId | None = None       # the worker whose task failed the stage, when Spark says
-        self.placed: list[dict[str, Any]] = []
+        self.slots = 0
+        self.clock: ClockServer | None = None     # the reference clock, and where each task said it runs
         self.spark: Any = None
 
     def start(self, spec: WorkerSpec) -> None:
@@ -115,12 +218,13 @@ class StageLauncher:
                  "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": f"{SLOT_CHECK_INTERVAL_S}s",
                  "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": str(SLOT_CHECK_FAILURES)}
         try:
-            self.spark = get_spark(self.master, app_name="zmqload run", extra=extra)
+            self.spark = get_spark(self.master, app_name="zmqload run", extra=extra,
+                                   master_timeout_s=SESSION_TIMEOUT_S)
         except ConfigError as exc:          # a master that does not answer, gives no executor
             raise RunError(str(exc)) from None
         self.spark.sparkContext.setLogLevel("ERROR")
         needed = len(self.workers)
-        slots = self.spark.sparkContext.defaultParallelism
+        self.slots = slots = self._registered_slots(needed)
         if slots < needed:
             raise RunError(f"--master {self.master}: {slots} task slot{'s' * (slots != 1)}, the run needs {needed} "
                            "(one per producer and consumer): a bigger cluster, or fewer workers")
@@ -133,19 +237,46 @@ class StageLauncher:
         if len(versions) > 1:
             raise RunError(f"--master {self.master}: the executors run different libzmq versions "
                            f"({', '.join(versions)}): one version is measured at a time")
+        self.clock = ClockServer(control_host(self.master))
         self.thread = threading.Thread(target=self._stage, name="zmqload-stage", daemon=True)
         self.thread.start()
 
+    def _registered_slots(self, needed: int) -> int:
+        """Task slots of the executors registered: a cluster's executors register one by one after
+        the session starts, so wait (bounded) for local-cluster's all, or for as many as the run
+        needs; local[N] has its N at once."""
+        context = self.spark.sparkContext
+        cluster = re.fullmatch(r"local-cluster\[(\d+),(\d+),\d+\]", self.master)
+        if self.master.startswith("local") and cluster is None:
+            return int(context.defaultParallelism)
+        expected = int(cluster.group(1)) * int(cluster.group(2)) if cluster else needed
+        deadline = time.monotonic() + EXECUTORS_WAIT_S
+        while context.defaultParallelism < expected and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return int(context.defaultParallelism)
+
     def _stage(self) -> None:
+        assert self.clock is not None
         specs = [spec.to_json() for spec in self.workers.values()]
+        # --placement: a task on every slot, the workers given to tasks once each knows where all are
+        tasks = len(specs) if self.placement is None else self.slots
+        body = functools.partial(run_task, self.clock.endpoint, specs, self.placement)
         try:
-            rdd = self.spark.sparkContext.parallelize(specs, len(specs)).barrier().mapPartitions(run_task)
-            self.placed = list(rdd.collect())
+            self.spark.sparkContext.parallelize(range(tasks), tasks).barrier().mapPartitions(body).collect()
         except Exception as exc:         # any task failed: the stage failed (not retried)
             failed = re.search(r"barrier task ResultTask\(\d+, (\d+)\)", str(exc))
-            if failed is not None and int(failed.group(1)) < len(self.workers):
-                self.failed = list(self.workers)[int(failed.group(1))]       # a partition is a worker
+            if failed is not None:      # the worker of the failed task (a task without one: none)
+                task = int(failed.group(1))
+                self.failed = next((worker for worker in self.workers if any(
+                    placed["worker"] == str(worker) and placed["task"] == task for placed in self.placed)), None)
             self.error = _one_line(exc)
+
+    @property
+    def placed(self) -> list[dict[str, Any]]:
+        """Where each worker runs, as its task told the driver before the start (a task that
+        died later included), in the workers' order."""
+        told = self.clock.placed if self.clock is not None else {}
+        return [told[str(worker)] for worker in self.workers if str(worker) in told]
 
     def pids(self) -> dict[str, int]:
         return {}           # the workers are executors' processes: where they ran is `placed`
@@ -174,3 +305,5 @@ class StageLauncher:
                 self.thread.join(10)
         if self.spark is not None:
             self.spark.stop()
+        if self.clock is not None:
+            self.clock.close()

@@ -1,0 +1,135 @@
+"""Host clocks (run --master): each task's CLOCK_MONOTONIC put onto the reference host's, the
+driver's, before t0.
+
+A task pings the driver's clock server over ZeroMQ many times; each exchange gives four
+stamps, t1 (the task sends) t2 (the server receives) t3 (the server answers) t4 (the task
+receives). Its offset is ((t1 - t2) + (t4 - t3)) / 2 and the true offset lies within half of
+its round trip less the server's time, (t4 - t1) - (t3 - t2): the exchange with the fastest
+round trip is kept, its half round trip is the uncertainty. On one kernel clock (one host, or
+network namespaces of one machine) the true offset is 0, so every estimate lies within its
+uncertainty of 0.
+
+The server also hears where each task runs (its host, address, executor, CPUs, libzmq and
+offset): the driver knows every worker's place before the run starts, even of a task that
+dies later."""
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import zmq
+
+from .. import _engine
+from ..errors import RunError
+
+ROUNDS = 200
+"""Exchanges per task: a few hundred round trips of ~0.1 ms, the fastest is kept."""
+ROUND_TIMEOUT_MS = 5000
+"""An exchange unanswered this long: the clock server is unreachable."""
+
+PING, PLACED = b"ping", b"placed"
+
+
+@dataclass(frozen=True)
+class Offset:
+    """A host's clock minus the reference's, and how far the true offset may lie from it."""
+    offset_ns: int
+    uncertainty_ns: int
+
+
+def offset_of(t1: int, t2: int, t3: int, t4: int) -> Offset:
+    """One exchange's estimate (stamps as above)."""
+    round_trip = (t4 - t1) - (t3 - t2)
+    return Offset(((t1 - t2) + (t4 - t3)) // 2, (round_trip + 1) // 2)
+
+
+class ClockServer:
+    """On the driver: answers pings with its own two stamps and collects where each task runs.
+    A thread of its own, so the controller's loop does not delay an answer."""
+
+    def __init__(self, host: str):
+        self.context = zmq.Context()
+        self.socket = self.context.socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.bind(f"tcp://{host}:*")
+        last = self.socket.getsockopt(zmq.LAST_ENDPOINT)
+        self.endpoint = last.decode() if isinstance(last, bytes) else str(last)
+        self.placed: dict[str, dict[str, Any]] = {}       # worker name -> where it runs
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, name="zmqload-clock", daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.socket, zmq.POLLIN)
+        while not self._stop.is_set():
+            if not poller.poll(100):
+                continue
+            peer, kind, body = self.socket.recv_multipart()
+            t2 = _engine.now_ns()
+            if kind == PING:
+                self.socket.send_multipart([peer, body, b"%d %d" % (t2, _engine.now_ns())])
+            elif kind == PLACED:
+                where = json.loads(body)
+                self.placed[where["worker"]] = where
+                self.socket.send_multipart([peer, b"", b""])
+
+    def close(self) -> None:
+        self._stop.set()
+        self.thread.join(5)
+        self.socket.close(0)
+        self.context.term()
+
+
+@contextlib.contextmanager
+def _dealer(endpoint: str) -> Iterator[zmq.Socket[bytes]]:
+    """A socket to the clock server, each answer awaited ROUND_TIMEOUT_MS at most."""
+    context = zmq.Context()
+    sock: zmq.Socket[bytes] = context.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVTIMEO, ROUND_TIMEOUT_MS)
+    sock.connect(endpoint)
+    try:
+        yield sock
+    except zmq.Again:
+        raise RunError(f"the driver's clock at {endpoint} did not answer within {ROUND_TIMEOUT_MS / 1000:g} s "
+                       "(can this executor reach the driver's host?)") from None
+    finally:
+        sock.close(0)
+        context.term()
+
+
+def measure(endpoint: str, rounds: int = ROUNDS) -> Offset:
+    """This host's offset to the clock server's, from the fastest of `rounds` exchanges."""
+    best: Offset | None = None
+    with _dealer(endpoint) as sock:
+        for _ in range(rounds):
+            t1 = _engine.now_ns()
+            sock.send_multipart([PING, b"%d" % t1])
+            echoed, stamps = sock.recv_multipart()
+            t4 = _engine.now_ns()
+            if int(echoed) != t1:
+                continue
+            t2, t3 = map(int, stamps.split())
+            got = offset_of(t1, t2, t3, t4)
+            if best is None or got.uncertainty_ns < best.uncertainty_ns:
+                best = got
+    assert best is not None
+    return best
+
+
+def report_placed(endpoint: str, where: dict[str, Any]) -> None:
+    """Tell the driver where this task runs (answered, so it is there before the run starts)."""
+    with _dealer(endpoint) as sock:
+        sock.send_multipart([PLACED, json.dumps(where).encode()])
+        sock.recv_multipart()
+
+
+def align(endpoint: str) -> Offset:
+    """Measure this host's offset and move this process's engine clock onto the reference's."""
+    found = measure(endpoint)
+    _engine.set_clock_offset(_engine.clock_offset_ns() + found.offset_ns)
+    return found
