@@ -22,11 +22,12 @@ Resolution: every count is exact. The series is the depth at the end of each mil
 depth are over those. The **peak** is the most messages in flight at any instant, exact: the
 bins' depths give a lower bound, and only the bins whose bounds could reach it are replayed
 event by event (`candidate_bins`, `exact_peak`; the report replays them a piece at a time with
-bounded memory, `replay` and `peak_of`). Pure numpy: imports nothing of zmqload.
+bounded memory, `pieces`, `replay` and `peak_of`, and so does `run`). Pure numpy: imports nothing of zmqload.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections import defaultdict
 from typing import Iterable, Optional
 
 import numpy as np
@@ -149,6 +150,29 @@ def replay(bins: Bins, depth: np.ndarray, entered_ns: np.ndarray, left_ns: np.nd
     values = before + running - offset
     i = int(np.argmax(values))
     return int(values[i]), int(times[i])
+
+
+REPLAY_EVENTS = 4_000_000
+"""The most events one piece of the exact peak's replay holds (about 100 MB): the run's and the
+report's memory for the peak does not grow with the run (read when called: a test lowers it)."""
+
+def pieces(costs: Iterable[tuple[int, int, int]], budget: int | None = None) -> list[dict[int, list[int]]]:
+    """Candidate bins cut into pieces to replay one at a time, in time order: `costs` holds (bin,
+    whose bin: a run's number, its events); a piece holds at most `budget` events (REPLAY_EVENTS unless given), a
+    bin is never split (one larger than the budget is a piece of its own). [{whose: [bin]}]."""
+    budget = REPLAY_EVENTS if budget is None else budget
+    out: list[dict[int, list[int]]] = []
+    piece: defaultdict[int, list[int]] = defaultdict(list)
+    held = 0
+    for k, whose, n in sorted(costs):
+        if piece and held + n > budget:
+            out.append(dict(piece))
+            piece, held = defaultdict(list), 0
+        piece[whose].append(k)
+        held += n
+    if piece:
+        out.append(dict(piece))
+    return out
 
 
 def peak_of(bins: Bins, depth: np.ndarray, replayed: Iterable[Replayed]) -> Peak:

@@ -25,13 +25,16 @@ between slices, which lag each other by up to a slice): only its kernel part is 
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Sequence
+from functools import partial
+from typing import Any, Callable, Optional
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..contract import bitmaps
 from ..contract import queue as queue_rule
 from ..contract.parts import part_files, read_parts
 
@@ -135,10 +138,10 @@ of every k-th millisecond beyond (the peak is always exact)."""
 class Unreceived:
     """Messages of one stream, as one consumer's queue saw them (or the union under round robin),
     that never arrived yet queued: tail drops until `closed_ns`, stranded and unknown ones for
-    good (`closed_ns` None). `seqs`: a packed map (np.packbits order) of their seqs."""
+    good (`closed_ns` None). `seqs`: a packed map (np.packbits order) of their seqs, or its file."""
     stream: int
-    seqs: np.ndarray
-    closed_ns: Optional[int]
+    seqs: bitmaps.Bits
+    closed_ns: int | None
 
 
 def _bits_at(packed: np.ndarray, seq: np.ndarray) -> np.ndarray:
@@ -150,7 +153,7 @@ def _bits_at(packed: np.ndarray, seq: np.ndarray) -> np.ndarray:
     return out
 
 
-def _columns(path: str, columns: list[str]) -> Optional[dict[str, np.ndarray]]:
+def _columns(path: str, columns: list[str]) -> dict[str, np.ndarray] | None:
     """One Parquet part's columns as numpy arrays; None when the part cannot be read."""
     try:
         table = pq.read_table(path, columns=columns)
@@ -159,33 +162,40 @@ def _columns(path: str, columns: list[str]) -> Optional[dict[str, np.ndarray]]:
     return {c: table.column(c).to_numpy() for c in columns}
 
 
-def _unreceived_times(run_dir: str, unreceived: list[Unreceived]) -> tuple[np.ndarray, np.ndarray]:
-    """The send times of the never-arrived messages that queued, and when the tail drops among
-    them left (their producer's close), from the send records."""
+Events = tuple[np.ndarray, np.ndarray]
+"""Times (ns) messages entered a queue and times messages left it."""
+
+
+def _in(t: np.ndarray, only: np.ndarray | None) -> np.ndarray:
+    return t if only is None else t[np.isin(queue_rule.bin_of(t), only)]
+
+
+def _unreceived_events(path: str, by_stream: dict[int, list[Unreceived]], only: np.ndarray | None) -> Events:
+    """The never-arrived messages of one send part that queued: their send times, and when the tail
+    drops among them left (their producer's close); only those in the bins `only`, if given. Each map
+    is read only where the part's seqs are."""
     entered: list[np.ndarray] = []
     left: list[np.ndarray] = []
-    by_stream: dict[int, list[Unreceived]] = {}
-    for u in unreceived:
-        if u.seqs.any():
-            by_stream.setdefault(u.stream, []).append(u)
-    if not by_stream:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    for path in part_files(run_dir, "sends"):
-        part = _columns(path, ["stream", "seq", "t_sent_ns"])
-        if part is None:
+    part = _columns(path, ["stream", "seq", "t_sent_ns"])
+    for stream, views in by_stream.items():
+        mine = part["stream"] == stream if part is not None else np.zeros(0, bool)
+        if not mine.any():
             continue
-        for stream, views in by_stream.items():
-            mine = part["stream"] == stream
-            if not mine.any():
-                continue
-            seq, t_sent = part["seq"][mine], part["t_sent_ns"][mine]
-            for u in views:
-                times = t_sent[_bits_at(u.seqs, seq)]
-                entered.append(times)
-                if u.closed_ns is not None:
-                    left.append(np.full(len(times), u.closed_ns, np.int64))
+        seq, t_sent = part["seq"][mine], part["t_sent_ns"][mine]     # type: ignore[index]
+        lo = int(seq.min()) // 8
+        for u in views:
+            times = t_sent[_bits_at(bitmaps.piece(u.seqs, lo, int(seq.max()) // 8 + 1), seq - lo * 8)]
+            entered.append(_in(times, only))
+            if u.closed_ns is not None:
+                left.append(_in(np.full(len(times), u.closed_ns, np.int64), only))
     return (np.concatenate(entered) if entered else np.zeros(0, np.int64),
             np.concatenate(left) if left else np.zeros(0, np.int64))
+
+
+def _recv_events(path: str, only: np.ndarray | None) -> Events | None:
+    """The send and receive times of one receive part's messages (in the bins `only`, if given)."""
+    part = _columns(path, ["t_sent_ns", "t_recv_ns"])
+    return None if part is None else (_in(part["t_sent_ns"], only), _in(part["t_recv_ns"], only))
 
 
 @dataclass
@@ -196,38 +206,47 @@ class RecordDepth:
     peak: queue_rule.Peak
 
 
-def depth_from_records(run_dir: str, unreceived: Sequence[Unreceived] = ()) -> Optional[RecordDepth]:
+def depth_from_records(run_dir: str, unreceived: Sequence[Unreceived] = ()) -> RecordDepth | None:
     """contract/queue.py's depth of the run in `run_dir` (all consumers' queues together): the
     receive records' send and receive times, and `unreceived` (the never-arrived messages that
-    queued, per view: zmqload.measure.reconcile's maps). None without any record."""
-    recv_parts = part_files(run_dir, "recvs")
-    u_in, u_out = _unreceived_times(run_dir, list(unreceived))
-    bins = queue_rule.Bins.from_times(u_in, u_out)
+    queued, per view: zmqload.measure.reconcile's maps). None without any record. A part at a time:
+    first the bins, then the candidate bins' events a piece of at most REPLAY_EVENTS at a time
+    (contract/queue.py's `pieces`), so memory does not grow with the run."""
+    by_stream: dict[int, list[Unreceived]] = {}
+    for u in unreceived:
+        if bitmaps.nbytes(u.seqs):
+            by_stream.setdefault(u.stream, []).append(u)
+    sources: list[tuple[str, Callable[[np.ndarray | None], Events | None]]] = [
+        (path, partial(_recv_events, path)) for path in part_files(run_dir, "recvs")]
+    if by_stream:
+        sources += [(path, partial(_unreceived_events, path, by_stream)) for path in part_files(run_dir, "sends")]
+    bins: queue_rule.Bins | None = None
     spans: dict[str, tuple[int, int]] = {}      # part -> the bins its events fall in
-    for path in recv_parts:           # first pass: the bins
-        part = _columns(path, ["t_sent_ns", "t_recv_ns"])
-        if part is not None and len(part["t_sent_ns"]):
-            got = queue_rule.Bins.from_times(part["t_sent_ns"], part["t_recv_ns"])
-            if got is not None:
-                bins = got if bins is None else bins + got
-                spans[path] = (got.first, got.first + len(got.entered) - 1)
+    for path, events in sources:           # first pass: the bins
+        found = events(None)
+        got = queue_rule.Bins.from_times(*found) if found is not None else None
+        if got is not None:
+            bins = got if bins is None else bins + got
+            spans[path] = (got.first, got.first + len(got.entered) - 1)
     if bins is None:
         return None
     depth = bins.depth()
     candidates = queue_rule.candidate_bins(bins, depth)
-    entered, left = [u_in], [u_out]
-    if len(candidates):                # second pass: every event in the candidate bins
-        for path, (lo, hi) in spans.items():
-            if not np.any((candidates >= lo) & (candidates <= hi)):
+    costs = [(int(k), 0, int(bins.entered[k - bins.first] + bins.left[k - bins.first])) for k in candidates]
+    replayed = []
+    for piece in queue_rule.pieces(costs):      # second pass: the candidate bins' events, a piece at a time
+        only = np.asarray(piece[0], np.int64)
+        entered, left = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        for path, events in sources:
+            lo, hi = spans.get(path, (0, -1))
+            if not np.any((only >= lo) & (only <= hi)):
                 continue
-            part = _columns(path, ["t_sent_ns", "t_recv_ns"])
-            if part is None:
-                continue
-            for column, into in (("t_sent_ns", entered), ("t_recv_ns", left)):
-                t = part[column]
-                into.append(t[np.isin(queue_rule.bin_of(t), candidates)])
-    peak = queue_rule.exact_peak(bins, np.concatenate(entered), np.concatenate(left), depth)
-    return RecordDepth(bins, depth, peak)
+            found = events(only)
+            if found is not None:
+                entered.append(found[0])
+                left.append(found[1])
+        replayed.append(queue_rule.replay(bins, depth, np.concatenate(entered), np.concatenate(left), only))
+    return RecordDepth(bins, depth, queue_rule.peak_of(bins, depth, replayed))
 
 
 def queue_figures(run_dir: str, *, t0_ns: int, size: int, unreceived: Sequence[Unreceived] = ()) -> dict[str, Any]:
