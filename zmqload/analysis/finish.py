@@ -240,8 +240,10 @@ def queue_bins(recv_w: Iterable[Row], unreceived: Iterable[Row], leaves: dict[Ke
     return bins, mean_size, dict(closing)
 
 
-REPLAY_EVENTS = queue_rule.REPLAY_EVENTS
-"""The most events one piece of the report's replay brings to the driver (contract/queue.py)."""
+REPLAY_EVENTS = 4_000_000
+"""The most events one piece of the exact peak's replay brings to the driver (about 100 MB):
+the report's memory does not grow with the run (fewer, larger pieces than the run's own
+contract/queue.REPLAY_EVENTS: each piece is a Spark scan)."""
 
 
 def replay_pieces(bins: dict[Key, queue_rule.Bins], budget: int | None = None) -> list[dict[int, list[int]]]:

@@ -152,9 +152,10 @@ def replay(bins: Bins, depth: np.ndarray, entered_ns: np.ndarray, left_ns: np.nd
     return int(values[i]), int(times[i])
 
 
-REPLAY_EVENTS = 4_000_000
-"""The most events one piece of the exact peak's replay holds (about 100 MB): the run's and the
-report's memory for the peak does not grow with the run (read when called: a test lowers it)."""
+REPLAY_EVENTS = 1_000_000
+"""The most events one piece of the run's replay of its exact peak holds (zmqload.measure.queue_depth;
+~60 MB of replay arrays at the piece's peak): the run's memory does not grow with the run (read when
+called: a test lowers it). The report cuts larger pieces (analysis/finish.REPLAY_EVENTS)."""
 
 def pieces(costs: Iterable[tuple[int, int, int]], budget: int | None = None) -> list[dict[int, list[int]]]:
     """Candidate bins cut into pieces to replay one at a time, in time order: `costs` holds (bin,

@@ -320,6 +320,9 @@ class ChunkPipeline:
 PAGE_SEQS = 1 << 23
 """Seqs per page of a SeenMap's flags (one byte each while in memory: 8 MiB)."""
 
+MIN_PAGE_SEQS = 1 << 20
+"""The smallest page (1 MiB of flags, made lazily): the pages of a small run."""
+
 KEEP_PAGES = 2
 """Pages a file-backed SeenMap keeps in memory (the newest used); the rest wait packed in its file.
 Arrivals come in seq order per connection, so two pages take in a chunk that straddles a page end."""
@@ -391,10 +394,11 @@ class SeenMap:
     """Which seqs of one stream arrived: exact unique / duplicate / missing accounting,
     and which seqs first arrived in the drain (after the producers were done). With `path`
     (a file name without suffix), the flags are paged to `path.seen` / `path.drained`. Pages hold
-    `expected` seqs, up to PAGE_SEQS."""
+    `expected` seqs, from MIN_PAGE_SEQS (a short guess must not make a long run page for ever) up
+    to PAGE_SEQS."""
 
     def __init__(self, expected: int, path: str | None = None):
-        self.page_seqs = min(PAGE_SEQS, -(-max(expected, 1024) // 8) * 8)
+        self.page_seqs = min(PAGE_SEQS, -(-max(expected, MIN_PAGE_SEQS) // 8) * 8)
         self.seen = PagedFlags(self.page_seqs, path and path + ".seen")
         self.drained: PagedFlags | None = None      # made at the first drained arrival
         self.path = path
