@@ -56,16 +56,19 @@ def bytes_per_message(w: Workload) -> float:
 
 
 def expected_bytes(w: Workload) -> int | None:
-    """The records a run will write, or None when its length is unbounded (unpaced with
-    --duration): bytes_per_message of every send, and the raw chunks each worker keeps in
-    _spill/ while its converter is held (prepared before the loop, up to
-    recorder.HOLD_BACKLOG_BYTES, at least one chunk)."""
+    """The most a run will have on disk at once, or None when its length is unbounded (unpaced
+    with --duration): bytes_per_message of every send, and the raw chunks waiting in _spill/.
+    A paced run's converter keeps up: what it holds while held (prepared before the loop, up to
+    recorder.HOLD_BACKLOG_BYTES, at least one chunk). Beside unpaced loops the converter (nice 19)
+    may get almost no CPU until they end (measured: 7 GB of raw chunks waiting 2 minutes into a
+    400M-message run on the shared 2-core machine): every raw row may wait at once."""
     from ..contract.wire import MAX_SEQ
     per_producer = w.messages_per_producer
     if per_producer >= MAX_SEQ:
         return None
     def held(rows: int, row_bytes: int) -> int:
-        return max(held_spill_bytes(rows, row_bytes, w.chunk_rows), w.chunk_rows * row_bytes)
+        waiting = rows * row_bytes if not w.rate else held_spill_bytes(rows, row_bytes, w.chunk_rows)
+        return max(waiting, w.chunk_rows * row_bytes)
     spill = (w.producers * held(per_producer, SPILL_BYTES_PER_ROW["producer"])
              + w.consumers * held(w.expected_receives_per_consumer, SPILL_BYTES_PER_ROW["consumer"]))
     return int(w.producers * per_producer * bytes_per_message(w)) + spill + reserve_bytes(w)
@@ -73,8 +76,8 @@ def expected_bytes(w: Workload) -> int | None:
 
 def expected_write(w: Workload) -> tuple[int, bool]:
     """(bytes the run is expected to write, whether its length was guessed): expected_bytes, or
-    for an unpaced run only --duration bounds, what it writes at UNPACED_RATE_GUESS msg/s per
-    producer."""
+    for an unpaced run only --duration bounds, what a run paced at UNPACED_RATE_GUESS msg/s per
+    producer writes (a guess: a warning, never a refusal)."""
     n = expected_bytes(w)
     if n is not None:
         return n, False
@@ -98,7 +101,8 @@ def check_space(w: Workload) -> str | None:
     if free < 0 or free >= needed:
         return None
     said = (f"{w.out}: {free:,} bytes free, the run is expected to write about {needed:,} "
-            f"(~{bytes_per_message(w):.0f} bytes per message")
+            f"(~{bytes_per_message(w):.0f} bytes per message kept"
+            + (", and every raw row may wait to be converted while unpaced loops run" if not w.rate else ""))
     if not guessed:
         raise ConfigError("--out", f"{said}); accepted: a directory with room for it, or fewer messages "
                                    "(--count, --duration x --rate)")
