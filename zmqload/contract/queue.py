@@ -22,7 +22,7 @@ Resolution: every count is exact. The series is the depth at the end of each mil
 depth are over those. The **peak** is the most messages in flight at any instant, exact: the
 bins' depths give a lower bound, and only the bins whose bounds could reach it are replayed
 event by event (`candidate_bins`, `exact_peak`; the report replays them a piece at a time with
-bounded memory, `pieces`, `replay` and `peak_of`, and so does `run`). Pure numpy: imports nothing of zmqload.
+bounded memory, `cuts`, `replay` and `peak_of`, and so does `run`). Pure numpy: imports nothing of zmqload.
 """
 from __future__ import annotations
 
@@ -157,21 +157,31 @@ REPLAY_EVENTS = 1_000_000
 ~60 MB of replay arrays at the piece's peak): the run's memory does not grow with the run (read when
 called: a test lowers it). The report cuts larger pieces (analysis/finish.REPLAY_EVENTS)."""
 
-def pieces(costs: Iterable[tuple[int, int, int]], budget: int | None = None) -> list[dict[int, list[int]]]:
-    """Candidate bins cut into pieces to replay one at a time, in time order: `costs` holds (bin,
-    whose bin: a run's number, its events); a piece holds at most `budget` events (REPLAY_EVENTS unless given), a
-    bin is never split (one larger than the budget is a piece of its own). [{whose: [bin]}]."""
+def cuts(events: Iterable[int], budget: int | None = None) -> list[int]:
+    """Where candidate bins, in time order with `events` each, are cut into pieces to replay one at
+    a time: the index each piece starts at. A piece holds at most `budget` events (REPLAY_EVENTS
+    unless given); a bin is never split (one larger than the budget is a piece of its own)."""
     budget = REPLAY_EVENTS if budget is None else budget
-    out: list[dict[int, list[int]]] = []
-    piece: defaultdict[int, list[int]] = defaultdict(list)
+    starts: list[int] = []
     held = 0
-    for k, whose, n in sorted(costs):
-        if piece and held + n > budget:
-            out.append(dict(piece))
-            piece, held = defaultdict(list), 0
-        piece[whose].append(k)
-        held += n
-    if piece:
+    for i, n in enumerate(events):
+        if not starts or held + n > budget:
+            starts.append(i)
+            held = 0
+        held += int(n)
+    return starts
+
+
+def pieces(costs: Iterable[tuple[int, int, int]], budget: int | None = None) -> list[dict[int, list[int]]]:
+    """`cuts` of candidate bins of several runs: `costs` holds (bin, whose bin: a run's number, its
+    events); [{whose: [bin]}] in time order."""
+    ordered = sorted(costs)
+    starts = cuts((n for _, _, n in ordered), budget) + [len(ordered)]
+    out: list[dict[int, list[int]]] = []
+    for lo, hi in zip(starts, starts[1:]):
+        piece: defaultdict[int, list[int]] = defaultdict(list)
+        for k, whose, _ in ordered[lo:hi]:
+            piece[whose].append(k)
         out.append(dict(piece))
     return out
 

@@ -232,10 +232,11 @@ def depth_from_records(run_dir: str, unreceived: Sequence[Unreceived] = ()) -> R
         return None
     depth = bins.depth()
     candidates = queue_rule.candidate_bins(bins, depth)
-    costs = [(int(k), 0, int(bins.entered[k - bins.first] + bins.left[k - bins.first])) for k in candidates]
+    events = bins.entered[candidates - bins.first] + bins.left[candidates - bins.first]
+    starts = queue_rule.cuts(events) + [len(candidates)]
     replayed = []
-    for piece in queue_rule.pieces(costs):      # second pass: the candidate bins' events, a piece at a time
-        only = np.asarray(piece[0], np.int64)
+    for lo_i, hi_i in zip(starts, starts[1:]):      # second pass: the candidate bins' events, a piece at a time
+        only = candidates[lo_i:hi_i]
         entered, left = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
         for path, events in sources:
             lo, hi = spans.get(path, (0, -1))
