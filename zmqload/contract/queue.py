@@ -152,10 +152,12 @@ def replay(bins: Bins, depth: np.ndarray, entered_ns: np.ndarray, left_ns: np.nd
     return int(values[i]), int(times[i])
 
 
-REPLAY_EVENTS = 1_000_000
-"""The most events one piece of the run's replay of its exact peak holds (zmqload.measure.queue_depth;
-~60 MB of replay arrays at the piece's peak): the run's memory does not grow with the run (read when
-called: a test lowers it). The report cuts larger pieces (analysis/finish.REPLAY_EVENTS)."""
+REPLAY_EVENTS = 250_000
+"""The most events one piece of the run's replay of its exact peak holds (zmqload.measure.queue_depth):
+about 100 bytes per event at the replay's peak (measured: +100 MB for a piece of 1M events in a 40M-
+message run), so ~25 MB whatever the run's length (read when called: a test lowers it). Unpaced runs
+have a few dozen candidate bins of ~8k events: a few pieces. The report cuts larger pieces
+(analysis/finish.REPLAY_EVENTS)."""
 
 def cuts(events: Iterable[int], budget: int | None = None) -> list[int]:
     """Where candidate bins, in time order with `events` each, are cut into pieces to replay one at
