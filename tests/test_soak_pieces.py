@@ -152,5 +152,7 @@ def test_fanout_with_drops_in_pieces_equals_the_records(run_workload, small_piec
                           sndhwm=100, rcvhwm=100, consumer_delay_us=1)
     truth = records_truth(result.run_dir)
     _check(result, truth)
-    assert result.dropped > 1000 and result.delivered > 1000, result.summary()
+    # how many arrive varies with the machine's load (400 to 100k seen): enough to place drops
+    # before, between and after arrivals; the counts themselves are checked exactly above
+    assert result.dropped_mid > 1000 and result.delivered >= 100, result.summary()
     assert small_pieces["map_pieces"] >= 200_000 // 8192 and small_pieces["pages_out"] > 0, small_pieces
