@@ -69,31 +69,42 @@ def run_measured(messages: int, out: str) -> tuple[dict, int, float]:
         return json.load(f), peak[0], time.monotonic() - started
 
 
-def counters_from_records(run_dir: str) -> dict[str, int]:
-    """sent (send rows with status ok), received (receive rows) and unique_received from the
-    Parquet files, one at a time: while each consumer's seqs rise from file to file (one tcp
-    connection delivers in order), every row is a new seq; otherwise a packed map (count/8 bytes)."""
-    sent = 0
-    for path in sorted(glob.glob(os.path.join(run_dir, "sends", "*.parquet"))):
-        sent += int(np.count_nonzero(pq.read_table(path, columns=["status"]).column("status").to_numpy() == 0))
-    received = unique = 0
-    last: dict[tuple[int, int], int] = {}
-    seen: dict[int, np.ndarray] = {}
+def _recv_seqs(run_dir: str):
+    """(consumer, stream, seqs) of every receive part, one part at a time, in write order."""
     for path in sorted(glob.glob(os.path.join(run_dir, "recvs", "*.parquet"))):
         t = pq.read_table(path, columns=["consumer", "stream", "seq"])
         consumer, stream, seq = (t.column(c).to_numpy() for c in ("consumer", "stream", "seq"))
-        received += len(seq)
-        for c, s in set(zip(consumer.tolist(), stream.tolist())):
-            q = seq[(consumer == c) & (stream == s)]
-            if not seen and np.all(np.diff(q) > 0) and q[0] > last.get((c, s), -1):
-                last[(c, s)] = int(q[-1])
-                unique += len(q)
-                continue
-            bits = seen.setdefault(s, np.zeros((sent + 7) // 8 + 1, np.uint8))
-            fresh = np.unique(q)
-            fresh = fresh[(bits[fresh >> 3] >> (7 - (fresh & 7)).astype(np.uint8)) & 1 == 0]
-            np.bitwise_or.at(bits, fresh >> 3, (1 << (7 - (fresh & 7))).astype(np.uint8))
-            unique += len(fresh)
+        keys = np.unique(consumer.astype(np.int64) << 16 | stream).tolist()
+        for key in keys:
+            c, s = key >> 16, key & 0xFFFF
+            yield c, s, seq if len(keys) == 1 else seq[(consumer == c) & (stream == s)]
+
+
+def counters_from_records(run_dir: str) -> dict[str, int]:
+    """sent (send rows with status ok), received (receive rows) and unique_received from the
+    Parquet files, one at a time: while each consumer's seqs rise from file to file (one tcp
+    connection delivers in order), every row is a new seq, in constant memory; otherwise a second
+    pass over packed maps of the seqs seen (count/8 bytes per stream: push-pull, one union)."""
+    sent = 0
+    for path in sorted(glob.glob(os.path.join(run_dir, "sends", "*.parquet"))):
+        sent += int(np.count_nonzero(pq.read_table(path, columns=["status"]).column("status").to_numpy() == 0))
+    received = 0
+    last: dict[tuple[int, int], int] = {}
+    rising = True
+    for c, s, q in _recv_seqs(run_dir):
+        received += len(q)
+        rising = rising and bool(np.all(np.diff(q) > 0)) and int(q[0]) > last.get((c, s), -1)
+        last[(c, s)] = int(q[-1])
+    if rising:
+        return {"sent": sent, "received": received, "unique_received": received}
+    unique = 0
+    seen: dict[int, np.ndarray] = {}
+    for _, s, q in _recv_seqs(run_dir):
+        bits = seen.setdefault(s, np.zeros((sent + 7) // 8 + 1, np.uint8))
+        fresh = np.unique(q)
+        fresh = fresh[(bits[fresh >> 3] >> (7 - (fresh & 7)).astype(np.uint8)) & 1 == 0]
+        np.bitwise_or.at(bits, fresh >> 3, (1 << (7 - (fresh & 7))).astype(np.uint8))
+        unique += len(fresh)
     return {"sent": sent, "received": received, "unique_received": unique}
 
 
