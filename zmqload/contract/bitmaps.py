@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Optional, Union
+from typing import Union
 
 import numpy as np
 

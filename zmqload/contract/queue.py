@@ -26,8 +26,8 @@ bounded memory, `cuts`, `replay` and `peak_of`, and so does `run`). Pure numpy: 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Iterable, Optional
 
 import numpy as np
