@@ -129,6 +129,9 @@ def kernel_bytes_at(samples: dict[str, np.ndarray], t_ns: np.ndarray) -> np.ndar
 
 
 # -- from the records (contract/queue.py) ---------------------------------------------------------
+SLICE_BINS = 1 << 16
+"""Bins whose kernel part is computed at once for the highest (the rest is at the kept points)."""
+
 SERIES_POINTS = 20_000
 """RunResult.queue["series"] keeps the depth at the end of every millisecond up to this many points,
 of every k-th millisecond beyond (the peak is always exact)."""
@@ -260,23 +263,32 @@ def queue_figures(run_dir: str, *, t0_ns: int, size: int, unreceived: Sequence[U
     samples = read_samples(run_dir)
     frame = frame_bytes(size)
     bins, depth, top = found.bins, found.depth, found.peak
-    ends = (bins.first + np.arange(len(depth), dtype=np.int64) + 1) * queue_rule.BIN_NS
-    kernel_bytes = np.minimum(kernel_bytes_at(samples, ends - 1), np.maximum(depth, 0) * frame)
-    at = top.t_ns if top.t_ns is not None else int(ends[0]) - 1
+
+    def kernel_bytes(i: np.ndarray) -> np.ndarray:
+        """What the kernel held at the end of bins i, capped at what was in flight."""
+        held: np.ndarray = np.minimum(kernel_bytes_at(samples, np.asarray(bins.end_ns(i)) - 1),
+                                      np.maximum(depth[i], 0) * frame)
+        return held
+
+    # the kernel's highest a slice of bins at a time: its arrays are several per bin, a run's bins many
+    kernel_peak = max((float(kernel_bytes(np.arange(lo, min(lo + SLICE_BINS, len(depth)))).max(initial=0))
+                       for lo in range(0, len(depth), SLICE_BINS)), default=0.0)
+    at = top.t_ns if top.t_ns is not None else int(bins.end_ns(0)) - 1
     t0_ns = t0_ns or bins.first * queue_rule.BIN_NS
     peak_kb = float(min(kernel_bytes_at(samples, np.array([at], np.int64))[0], max(top.messages, 0) * frame))
     kernel_at_peak = int(min(peak_kb // frame, max(top.messages, 0)))
     peak: dict[str, Any] = {
         "messages": top.messages, "at_s": round((at - t0_ns) / 1e9, 3),
         "kernel_messages": kernel_at_peak, "libzmq_messages": top.messages - kernel_at_peak,
-        "kernel_bytes": int(peak_kb), "kernel_peak_bytes": int(kernel_bytes.max(initial=0)),
+        "kernel_bytes": int(peak_kb), "kernel_peak_bytes": int(kernel_peak),
         **({f"rss_kb_at_peak_{role}": int(rss[0]) for role, rss in
             _rss_by_role(samples, np.array([at], np.int64)).items()} if samples else {})}
     step = max(1, -(-len(depth) // SERIES_POINTS))
     keep = np.arange(step - 1, len(depth), step)
-    kernel = np.minimum(np.floor(kernel_bytes[keep] / frame), np.maximum(depth[keep], 0))
-    series = {"t_s": (ends[keep] - t0_ns) / 1e9, "depth": depth[keep], "kernel": kernel,
-              "libzmq": depth[keep] - kernel, "kernel_bytes": kernel_bytes[keep],
-              **({f"rss_kb_{role}": rss for role, rss in _rss_by_role(samples, ends[keep] - 1).items()}
+    kept_bytes, ends = kernel_bytes(keep), np.asarray(bins.end_ns(keep))
+    kernel = np.minimum(np.floor(kept_bytes / frame), np.maximum(depth[keep], 0))
+    series = {"t_s": (ends - t0_ns) / 1e9, "depth": depth[keep], "kernel": kernel,
+              "libzmq": depth[keep] - kernel, "kernel_bytes": kept_bytes,
+              **({f"rss_kb_{role}": rss for role, rss in _rss_by_role(samples, ends - 1).items()}
                  if samples else {})}
     return {"peak": peak, "series": series}
