@@ -65,4 +65,21 @@ static inline void print_percentiles(int64_t *values, long count)
            (long long)values[count * 9 / 10], (long long)values[count * 99 / 100]);
 }
 
+/* Sends `count` messages of `size` zero bytes on `sock`, then reads the receiver's last-receive
+ * time from `result_fd`: *span_ns is from the first send to it. 0, or -1 if a step failed. */
+static inline int send_then_span(void *sock, size_t size, long count, int result_fd, int64_t *span_ns)
+{
+    char *buf = calloc(size, 1);
+    int64_t first = now_ns(), last;
+    for (long i = 0; i < count; i++) {
+        if (zmq_send(sock, buf, size, 0) < 0)
+            return -1;
+    }
+    free(buf);
+    if (read(result_fd, &last, sizeof last) != sizeof last)
+        return -1;
+    *span_ns = last - first;
+    return 0;
+}
+
 #endif

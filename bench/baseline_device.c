@@ -91,21 +91,14 @@ static int run_pair(const char *front, const char *back, long count, size_t size
         if (select(subscribed[0] + 1, &fds, NULL, NULL, &wait) > 0)
             break;
     }
-    char *msg = calloc(size, 1);
-    int64_t first = now_ns();
-    for (long i = 0; i < count; i++) {
-        if (zmq_send(pub, msg, size, 0) < 0)
-            return 1;
-    }
-    int64_t last;
-    if (read(result[0], &last, sizeof last) != sizeof last)
+    int64_t span;
+    if (send_then_span(pub, size, count, result[0], &span))
         return 1;
     int status;
     waitpid(pid, &status, 0);
-    printf("%ld %lld\n", count, (long long)(last - first));
+    printf("%ld %lld\n", count, (long long)span);
     zmq_close(pub);
     zmq_ctx_term(ctx);
-    free(msg);
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 

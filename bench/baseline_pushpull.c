@@ -99,21 +99,14 @@ int main(int argc, char **argv)
         return 1;
     if (zmq_connect(push, endpoint) != 0)
         return 1;
-    char *buf = calloc(size, 1);
     usleep(100000);                       /* let the connection come up, as zmqload's warm-up does */
-    int64_t first = now_ns();
-    for (long i = 0; i < count; i++) {
-        if (zmq_send(push, buf, size, 0) < 0)
-            return 1;
-    }
-    int64_t last;
-    if (read(result[0], &last, sizeof last) != sizeof last)
+    int64_t span;
+    if (send_then_span(push, size, count, result[0], &span))
         return 1;
     int status;
     waitpid(pid, &status, 0);
     zmq_close(push);
     zmq_ctx_term(ctx);
-    printf("%ld %lld\n", count, (long long)(last - first));
-    free(buf);
+    printf("%ld %lld\n", count, (long long)span);
     return 0;
 }

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from conftest import SMOKE
-from paired import build_c, compare, free_port, rotating_rounds
+from paired import build_c, compare, free_port, print_rounds, rotating_rounds
 
 SIZE = 64
 COUNT = 20_000 if SMOKE else 1_000_000
@@ -75,13 +75,5 @@ def test_pub_sub_through_a_c_xsub_xpub_device(benchmark):
     summary = compare(rates, subject="zmqload_device")
     benchmark.extra_info.update({"size": SIZE, "count": COUNT, "rounds": ROUNDS, **summary})
     print(f"\npub-sub {SIZE} B, {COUNT:,} messages, {ROUNDS} rounds, msg/s")
-    for name in rates:
-        s = summary[name]
-        print(f"  {name:15s} median {s['median']:>10,} best {s['best']:>10,} worst {s['worst']:>10,}  "
-              + " ".join(f"{v / 1e6:.2f}M{'' if m == 'one' else '(' + m[0] + ')'}" for v, m in zip(s["all"], s["modes"])))
-    for name in rates:
-        if name != "zmqload_device":
-            r = summary[f"zmqload_device/{name}"]
-            print(f"  zmqload_device / {name:15s} median of per-round ratios {r['median_of_ratios']:.2f}, "
-                  f"best vs best {r['best_vs_best']:.2f}   rounds: {' '.join(f'{x:.2f}' for x in r['per_round'])}")
+    print_rounds(rates, summary, subject="zmqload_device")
     assert all(v > 0 for values in rates.values() for v in values)

@@ -16,7 +16,7 @@ import os
 import pytest
 
 from conftest import SMOKE
-from paired import c_baseline, compare, pyzmq_loop, pyzmq_plain, rotating_rounds, zmqload_run
+from paired import c_baseline, compare, print_rounds, pyzmq_loop, pyzmq_plain, rotating_rounds, zmqload_run
 
 SIZES = [16, 64, 1024]
 ROUNDS = 1 if SMOKE else int(os.environ.get("ZMQLOAD_BENCH_ROUNDS", "9"))
@@ -45,13 +45,5 @@ def test_push_pull_tcp_throughput(benchmark, c_baseline_binary, size):
     benchmark.extra_info.update({"size": size, "count": count, "python_count": py_count, "rounds": ROUNDS,
                                  **summary})
     print(f"\nsize {size} B, {ROUNDS} rounds, msg/s (mode per round: fast / slow when the rounds split in two)")
-    for name in rates:
-        s = summary[name]
-        print(f"  {name:12s} median {s['median']:>10,} best {s['best']:>10,} worst {s['worst']:>10,}  "
-              + " ".join(f"{v / 1e6:.2f}M{'' if m == 'one' else '(' + m[0] + ')'}" for v, m in zip(s["all"], s["modes"])))
-    for name in rates:
-        if name != "zmqload":
-            r = summary[f"zmqload/{name}"]
-            print(f"  zmqload / {name:12s} median of per-round ratios {r['median_of_ratios']:.2f}, "
-                  f"best vs best {r['best_vs_best']:.2f}   rounds: {' '.join(f'{x:.2f}' for x in r['per_round'])}")
+    print_rounds(rates, summary)
     assert all(v > 0 for values in rates.values() for v in values)

@@ -211,3 +211,18 @@ def compare(rounds: dict[str, list[float]], subject: str = "zmqload") -> dict:
             "best_vs_best": round(max(rounds[subject]) / max(values), 3),
         }
     return out
+
+
+def print_rounds(rates: dict[str, list[float]], summary: dict, subject: str = "zmqload") -> None:
+    """Every implementation's rounds (and their modes), then `subject` against each other one:
+    the median of per-round ratios, best against best, and every round's ratio."""
+    width = max(len(name) for name in rates)
+    for name in rates:
+        s = summary[name]
+        print(f"  {name:{width}s} median {s['median']:>10,} best {s['best']:>10,} worst {s['worst']:>10,}  "
+              + " ".join(f"{v / 1e6:.2f}M{'' if m == 'one' else '(' + m[0] + ')'}" for v, m in zip(s["all"], s["modes"])))
+    for name in rates:
+        if name != subject:
+            r = summary[f"{subject}/{name}"]
+            print(f"  {subject} / {name:{width}s} median of per-round ratios {r['median_of_ratios']:.2f}, "
+                  f"best vs best {r['best_vs_best']:.2f}   rounds: {' '.join(f'{x:.2f}' for x in r['per_round'])}")

@@ -272,3 +272,36 @@ def test_kernel_part_never_exceeds_what_is_in_flight():
     assert depth["depth"][-1] == 100
     assert depth["kernel_bytes"][-1] == 100 * frame and depth["kernel"][-1] == 100
     assert depth["libzmq"][-1] == 0
+
+
+@pytest.mark.parametrize("fanout", [False, True], ids=["round-robin", "fan-out"])
+def test_reset_regions_read_in_pieces_give_the_whole_maps_fates(monkeypatch, fanout):
+    """The `dropped_reset` rule over maps read a piece at a time (contract/bitmaps.PIECE_BYTES 2:
+    16 seqs a piece, regions crossing the pieces' edges) gives the fates of one whole-map pass,
+    stream by stream and consumer by consumer; and those are fates() over the whole maps."""
+    from zmqload.contract import bitmaps
+    from zmqload.measure.reconcile import reconcile
+    rng = np.random.default_rng(11)
+    n = 200
+    sent_ok = np.packbits(rng.random(n) < 0.97)
+    seen = {c: np.packbits(rng.random(n) < 0.7) for c in (0, 1)}
+    producers = {0: {"attempted": n, "sent": int(np.unpackbits(sent_ok)[:n].sum()), "sent_ok_map": sent_ok}}
+    consumers = {c: {"streams": {0: {"seen_map": m, "drained_map": np.zeros_like(m), "unique": int(m.sum()),
+                                     "duplicates": 0, "reordered": 0}}} for c, m in seen.items()}
+    views = [0, 1] if fanout else ["all"]
+    resets = {0: {view: [(13, 40), (95, 130)] for view in views}}
+    whole = reconcile(producers, consumers, fanout, resets=resets)
+    monkeypatch.setattr(bitmaps, "PIECE_BYTES", 2)
+    pieces = reconcile(producers, consumers, fanout, resets=resets)
+    keys = ("dropped_reset", "dropped_start", "dropped_mid", "dropped_tail", "delivered", "lost")
+    assert [whole["streams"][0][k] for k in keys] == [pieces["streams"][0][k] for k in keys]
+    assert whole["streams"][0]["dropped_reset"] > 0
+    ok = np.unpackbits(sent_ok)[:n].astype(bool)
+    regions = region_map([(13, 40), (95, 130)], n)
+    got_views = {c: m for c, m in seen.items()} if fanout else {"all": seen[0] | seen[1]}
+    total = 0
+    for view, got in got_views.items():
+        span = first_last(got & np.packbits(ok))
+        total += fates(np.packbits(ok), got, np.zeros_like(got), span[1] if span else -1, True,
+                       at_reset=regions)["dropped_reset"]
+    assert pieces["streams"][0]["dropped_reset"] == total

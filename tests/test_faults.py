@@ -9,6 +9,7 @@ also runs to print the fault table of docs/RELIABILITY.md.
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -157,6 +158,16 @@ def test_disk_full(small_disk):
     assert "No space left on device" in one_error_line(again.stderr)
     assert again.meta["status"] == "failed"
     assert_consistent(again)
+
+
+def test_a_run_that_cannot_fit_is_refused(small_disk):
+    """2M messages are expected to write ~25 MB: onto 5 MiB, refused before anything starts, in one
+    line naming --out; no run directory."""
+    refused = ft.disk_full(small_disk, "too-long", ("--count", "2M"))
+    assert refused.exit == 2 and not refused.meta
+    line = one_error_line(refused.stderr)
+    assert "--out" in line and "bytes free" in line and "accepted:" in line
+    assert not os.path.exists(os.path.join(small_disk, "runs", "run=too-long"))
 
 
 def test_repair_converts_raw_chunks_like_the_worker(tmp_path):

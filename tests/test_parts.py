@@ -22,7 +22,7 @@ def _run(*args: str) -> dict:
 
 class Forwarder:
     """A user's PULL|PUSH forwarder in a thread (its PULL for zmqload's producers, its PUSH for the
-    consumers). `mangle`: every 10th message loses its last frame, and the forwarder counts them."""
+    consumers). `mangle`: every 10th multipart message loses its last frame, and the forwarder counts them."""
 
     def __init__(self, mangle: bool = False):
         self.context = zmq.Context()
@@ -43,11 +43,12 @@ class Forwarder:
                 frames = self.front.recv_multipart()
             except zmq.Again:
                 continue
-            if self.mangle and self.forwarded % 10 == 9:
-                frames = frames[:-1]
-                self.mangled += 1
+            if len(frames) > 1:     # a data message (zmqload's warm-ups are single frames)
+                if self.mangle and self.forwarded % 10 == 9:
+                    frames = frames[:-1]
+                    self.mangled += 1
+                self.forwarded += 1
             self.back.send_multipart(frames)
-            self.forwarded += 1
 
     def stop(self) -> None:
         self.stopped.set()

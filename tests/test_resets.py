@@ -153,3 +153,38 @@ def test_a_reset_that_cannot_be_made_mid_run_fails_the_run_in_one_line(monkeypat
     with pytest.raises(RunError, match=r"the connection reset due at -?\d.* failed: ss: "):
         resets.poll()
     assert made == []
+
+
+def test_a_repaired_run_keeps_its_resets_and_their_losses(tmp_path):
+    """run.json holds each reset as it is made (seen while the run is still `running`), so a run its
+    controller never finished is repaired with them: `zmqload repair` over the same records places the
+    reset losses as dropped_reset, as the run itself did and as the records' own restatement does."""
+    import json
+    import time
+
+    import fault_table as ft
+    out = str(tmp_path)
+    run_dir = os.path.join(out, "run=reset-repair")
+    proc = ft.start_run(out, "reset-repair", ["--rate", "20k", "--duration", "2", "--consumer-delay-us",
+                                              str(SLOW_US), "--reset-at", RESETS])
+    ft.wait_started(run_dir)
+    seen_running = 0
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        meta = ft.read_meta(run_dir)
+        if meta.get("status") == "running":
+            seen_running = max(seen_running, len(meta.get("resets") or []))
+        time.sleep(0.02)
+    assert proc.wait(60) == 0 and seen_running == 2
+    finished = ft.read_meta(run_dir)
+    # as a controller that died after its resets leaves it: running, without the end's figures
+    left = dict(finished, status="running", finished_at=None, counters=None, summary=None, drain=None,
+                streams=[], producers=[], consumers=[])
+    with open(os.path.join(run_dir, "run.json"), "w") as f:
+        json.dump(left, f)
+    done = ft.repair(run_dir)
+    assert done.returncode == 0, done.stderr
+    meta = ft.read_meta(run_dir)
+    placed, _ = _lost_at_resets_from_parquet(run_dir, meta["resets"])
+    assert meta["status"] == "failed" and meta["resets"] == finished["resets"]
+    assert meta["counters"]["dropped_reset"] == finished["counters"]["dropped_reset"] == placed > 0

@@ -1,6 +1,7 @@
 """What `sweep` and `capacity` say before their first run: how much they will write (runner.run's
 expected_bytes summed over the runs, or over the probes a search is expected to make), on the
-first line, before any run's output; and a warning when the disk holds less."""
+first line, before any run's output; and a warning when the disk holds less. A `run` expected
+to write more than the disk holds is refused; a long one says what it will write."""
 from __future__ import annotations
 
 import dataclasses
@@ -105,3 +106,31 @@ def test_megabytes():
     assert common.megabytes(1_008_000_000) == "1,008 MB" and common.megabytes(412_000) == "0.4 MB"
     assert sweep_cli.run_bytes(Workload(rate=0, duration=1).validate())[1] is True
     assert sweep_cli.run_bytes(Workload(count=1000).validate())[1] is False
+
+
+def test_a_run_that_cannot_fit_is_refused_before_anything_is_made(tmp_path):
+    """`run` (issue 30): 10 billion unpaced messages (~490 GB expected at the peak) onto this disk:
+    one line naming --out with what is free and what the run would write, exit 2, no directory
+    made. The figure is runner.run's expected_bytes: ~12 bytes per push-pull message kept, and
+    its 37 raw bytes (9 sent, 28 received), which may all wait beside unpaced loops."""
+    out = tmp_path / "not" / "yet"
+    done = _cli("run", "--count", "10000000000", "--out", str(out), timeout=60)
+    free = int(re.search(r"([\d,]+) bytes free", done.stderr).group(1).replace(",", ""))
+    needed = int(re.search(r"write about ([\d,]+)", done.stderr).group(1).replace(",", ""))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("zmqload run: error: --out: ") and "accepted:" in done.stderr
+    assert needed == expected_bytes(Workload(count=10_000_000_000).validate()) > free
+    assert 4.9e11 < needed < 5e11
+    assert not (tmp_path / "not").exists()
+
+
+def test_a_long_run_says_what_it_writes(tmp_path, capsys):
+    from zmqload.cli import run as run_cli
+    long_run = Workload(count=100_000_000, out=str(tmp_path)).validate()
+    run_cli.say_disk(long_run)
+    line = capsys.readouterr().err
+    assert line.startswith(f"zmqload run: writing about {common.megabytes(expected_bytes(long_run) or 0)} "
+                           f"to {tmp_path}, ")
+    assert "a disk that fills ends the run failed" in line
+    run_cli.say_disk(Workload(count=1_000_000, out=str(tmp_path)).validate())
+    assert capsys.readouterr().err == ""

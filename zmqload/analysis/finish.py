@@ -242,15 +242,14 @@ def queue_bins(recv_w: Iterable[Row], unreceived: Iterable[Row], leaves: dict[Ke
 
 REPLAY_EVENTS = 4_000_000
 """The most events one piece of the exact peak's replay brings to the driver (about 100 MB):
-the report's memory does not grow with the run."""
+the report's memory does not grow with the run (fewer, larger pieces than the run's own
+contract/queue.REPLAY_EVENTS: each piece is a Spark scan)."""
 
 
 def replay_pieces(bins: dict[Key, queue_rule.Bins], budget: int | None = None) -> list[dict[int, list[int]]]:
     """The bins any queue must replay event by event for its exact peak, in pieces of at most
-    `budget` events each (REPLAY_EVENTS unless given; a bin is never split, one larger than the
-    budget is a piece of its own),
-    in time order: [{run: [bin]}]. A run's events in a bin are counted from its all-queues bins."""
-    budget = REPLAY_EVENTS if budget is None else budget
+    `budget` events each (REPLAY_EVENTS unless given; contract/queue.py's `pieces`), in time order:
+    [{run: [bin]}]. A run's events in a bin are counted from its all-queues bins."""
     wanted: defaultdict[int, set[int]] = defaultdict(set)
     for (run, _, _), b in bins.items():
         wanted[run].update(queue_rule.candidate_bins(b).tolist())
@@ -261,18 +260,7 @@ def replay_pieces(bins: dict[Key, queue_rule.Bins], budget: int | None = None) -
             n = 0 if whole is None or not 0 <= k - whole.first < len(whole.entered) else \
                 int(whole.entered[k - whole.first] + whole.left[k - whole.first])
             cost.append((k, run, n))
-    pieces: list[dict[int, list[int]]] = []
-    piece: defaultdict[int, list[int]] = defaultdict(list)
-    held = 0
-    for k, run, n in sorted(cost):
-        if piece and held + n > budget:
-            pieces.append(dict(piece))
-            piece, held = defaultdict(list), 0
-        piece[run].append(k)
-        held += n
-    if piece:
-        pieces.append(dict(piece))
-    return pieces
+    return queue_rule.pieces(cost, REPLAY_EVENTS if budget is None else budget)
 
 
 class PeakReplay:

@@ -79,15 +79,8 @@ def megabytes(n: int) -> str:
 def disk_warning(prog: str, directory: str, needed: int, what: str) -> None:
     """One warning line on stderr when the file system of `directory` (or of its nearest
     existing parent) has less free than `needed` bytes; nothing otherwise."""
-    import os
-    import shutil
-    path = os.path.abspath(directory)
-    while not os.path.exists(path) and os.path.dirname(path) != path:
-        path = os.path.dirname(path)
-    try:
-        free = shutil.disk_usage(path).free
-    except OSError:
-        return
-    if free < needed:
+    from ..runner.run import free_space
+    free = free_space(directory)
+    if 0 <= free < needed:
         print(f"{prog}: warning: {directory}: {free:,} bytes free, {what} expected to write about {needed:,}; "
               "a run fails if the disk fills", file=sys.stderr)

@@ -6,8 +6,9 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from ..contract.workload import SLO_OPTIONS, Slos
+from ..contract.workload import SLO_OPTIONS, Slos, Workload
 from ..errors import ExitStatus, RunError
+from .common import megabytes
 from .options import add_workload_arguments, workload_from_args
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ def run(args: argparse.Namespace) -> ExitStatus:
     slos.check_with(workload)
     from ..plan.sweep import estimate_run_s
     progress = None if args.json or args.quiet else LiveProgress(total_s=estimate_run_s(workload))
+    if progress is not None:
+        say_disk(workload)
     try:
         result = run_workload(workload, progress=progress, slos=slos if slos.given else None)
     except KeyboardInterrupt as exc:
@@ -56,6 +59,22 @@ def run(args: argparse.Namespace) -> ExitStatus:
         print(f"zmqload run: SLO broken: {'; '.join(b.text for b in breaches)}", file=sys.stderr)
         return ExitStatus.SLO_VIOLATED
     return ExitStatus.OK
+
+
+SAY_BYTES = 1_000_000_000
+"""A run expected to write at least this much says so before it starts (a soak run: ~12 GB per
+billion messages)."""
+
+
+def say_disk(w: Workload) -> None:
+    """How much a long run will write and what a full disk does to it, one line before it starts
+    (a run that cannot fit was refused already: runner.run.check_space)."""
+    from ..runner.run import expected_write, free_space
+    (needed, guessed), free = expected_write(w), free_space(w.out)
+    if needed >= SAY_BYTES and (guessed or free >= needed):
+        print(f"zmqload run: writing about {megabytes(needed)}{' (guessed: unpaced, --duration)' if guessed else ''} "
+              f"to {w.out}, {megabytes(max(free, 0))} free; a disk that fills ends the run failed, "
+              "what was recorded kept", file=sys.stderr)
 
 
 def show(result: RunResult, breaches: list[Breach], args: argparse.Namespace) -> None:

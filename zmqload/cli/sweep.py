@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -57,13 +56,9 @@ def _seconds(s: float) -> str:
 
 def run_bytes(w: Workload) -> tuple[int, bool]:
     """(bytes one run is expected to write, whether its length was guessed): runner.run's
-    expected_bytes (Parquet, run.json, the spill it prepares), or for an unpaced run only
-    --duration bounds, what it writes at UNPACED_RATE_GUESS msg/s per producer."""
-    from ..runner.run import expected_bytes
-    n = expected_bytes(w)
-    if n is not None:
-        return n, False
-    return expected_bytes(dataclasses.replace(w, rate=UNPACED_RATE_GUESS)) or 0, True
+    expected_write (imported when asked: the command starts without the runner)."""
+    from ..runner.run import expected_write
+    return expected_write(w)
 
 
 def expected_write(sweep: sweeps.Sweep) -> tuple[int, int]:

@@ -2,7 +2,8 @@
 
 Every message is a frozen dataclass; a message travels as data, never as pickle: frame 0
 is JSON (the message's type name and fields), the following frames are the raw bytes of
-the numpy arrays it carries (seen-maps, histograms), referenced from the JSON by index.
+the numpy arrays it carries (seen-maps of small runs, histograms), referenced from the JSON by
+index. A run's own workers name the files of their maps instead (contract/bitmaps.py).
 
     controller -> worker   Connect, Warmup, Start, ProducersDone, Close, Stop
     worker -> controller   Ready, Connected, Warm, Draining, Progress, ProducerDone,
@@ -25,6 +26,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from .bitmaps import Bits
 
 # -- controller -> worker ----------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ class ProducerDone:
 @dataclass(frozen=True)
 class ProducerFinal:
     counters: SendCounters
-    sent_ok_map: np.ndarray               # packed bits: seq k was accepted by the socket
+    sent_ok_map: Bits                     # packed bits (or their file): seq k was accepted by the socket
     close_ns: int = 0                     # how long zmq_close blocked
     term_ns: int = 0                      # how long zmq_ctx_term blocked
     parts: int = 0
@@ -129,8 +131,8 @@ class StreamSeen:
     unique: int
     duplicates: int
     reordered: int
-    seen_map: np.ndarray                  # packed bits: seq k arrived (at least once)
-    drained_map: np.ndarray               # packed bits: seq k first arrived in the drain
+    seen_map: Bits                        # packed bits (or their file): seq k arrived (at least once)
+    drained_map: Bits                     # packed bits (or their file): seq k first arrived in the drain
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,11 @@ Resolution: every count is exact. The series is the depth at the end of each mil
 depth are over those. The **peak** is the most messages in flight at any instant, exact: the
 bins' depths give a lower bound, and only the bins whose bounds could reach it are replayed
 event by event (`candidate_bins`, `exact_peak`; the report replays them a piece at a time with
-bounded memory, `replay` and `peak_of`). Pure numpy: imports nothing of zmqload.
+bounded memory, `cuts`, `replay` and `peak_of`, and so does `run`). Pure numpy: imports nothing of zmqload.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
@@ -149,6 +150,42 @@ def replay(bins: Bins, depth: np.ndarray, entered_ns: np.ndarray, left_ns: np.nd
     values = before + running - offset
     i = int(np.argmax(values))
     return int(values[i]), int(times[i])
+
+
+REPLAY_EVENTS = 250_000
+"""The most events one piece of the run's replay of its exact peak holds (zmqload.measure.queue_depth):
+about 100 bytes per event at the replay's peak (measured: +100 MB for a piece of 1M events in a 40M-
+message run), so ~25 MB whatever the run's length (read when called: a test lowers it). Unpaced runs
+have a few dozen candidate bins of ~8k events: a few pieces. The report cuts larger pieces
+(analysis/finish.REPLAY_EVENTS)."""
+
+def cuts(events: Iterable[int], budget: int | None = None) -> list[int]:
+    """Where candidate bins, in time order with `events` each, are cut into pieces to replay one at
+    a time: the index each piece starts at. A piece holds at most `budget` events (REPLAY_EVENTS
+    unless given); a bin is never split (one larger than the budget is a piece of its own)."""
+    budget = REPLAY_EVENTS if budget is None else budget
+    starts: list[int] = []
+    held = 0
+    for i, n in enumerate(events):
+        if not starts or held + n > budget:
+            starts.append(i)
+            held = 0
+        held += int(n)
+    return starts
+
+
+def pieces(costs: Iterable[tuple[int, int, int]], budget: int | None = None) -> list[dict[int, list[int]]]:
+    """`cuts` of candidate bins of several runs: `costs` holds (bin, whose bin: a run's number, its
+    events); [{whose: [bin]}] in time order."""
+    ordered = sorted(costs)
+    starts = cuts((n for _, _, n in ordered), budget) + [len(ordered)]
+    out: list[dict[int, list[int]]] = []
+    for lo, hi in zip(starts, starts[1:]):
+        piece: defaultdict[int, list[int]] = defaultdict(list)
+        for k, whose, _ in ordered[lo:hi]:
+            piece[whose].append(k)
+        out.append(dict(piece))
+    return out
 
 
 def peak_of(bins: Bins, depth: np.ndarray, replayed: Iterable[Replayed]) -> Peak:

@@ -25,13 +25,16 @@ between slices, which lag each other by up to a slice): only its kernel part is 
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Sequence
+from functools import partial
+from typing import Any, Callable, Optional
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..contract import bitmaps
 from ..contract import queue as queue_rule
 from ..contract.parts import part_files, read_parts
 
@@ -126,6 +129,9 @@ def kernel_bytes_at(samples: dict[str, np.ndarray], t_ns: np.ndarray) -> np.ndar
 
 
 # -- from the records (contract/queue.py) ---------------------------------------------------------
+SLICE_BINS = 1 << 16
+"""Bins whose kernel part is computed at once for the highest (the rest is at the kept points)."""
+
 SERIES_POINTS = 20_000
 """RunResult.queue["series"] keeps the depth at the end of every millisecond up to this many points,
 of every k-th millisecond beyond (the peak is always exact)."""
@@ -135,10 +141,10 @@ of every k-th millisecond beyond (the peak is always exact)."""
 class Unreceived:
     """Messages of one stream, as one consumer's queue saw them (or the union under round robin),
     that never arrived yet queued: tail drops until `closed_ns`, stranded and unknown ones for
-    good (`closed_ns` None). `seqs`: a packed map (np.packbits order) of their seqs."""
+    good (`closed_ns` None). `seqs`: a packed map (np.packbits order) of their seqs, or its file."""
     stream: int
-    seqs: np.ndarray
-    closed_ns: Optional[int]
+    seqs: bitmaps.Bits
+    closed_ns: int | None
 
 
 def _bits_at(packed: np.ndarray, seq: np.ndarray) -> np.ndarray:
@@ -150,7 +156,7 @@ def _bits_at(packed: np.ndarray, seq: np.ndarray) -> np.ndarray:
     return out
 
 
-def _columns(path: str, columns: list[str]) -> Optional[dict[str, np.ndarray]]:
+def _columns(path: str, columns: list[str]) -> dict[str, np.ndarray] | None:
     """One Parquet part's columns as numpy arrays; None when the part cannot be read."""
     try:
         table = pq.read_table(path, columns=columns)
@@ -159,33 +165,40 @@ def _columns(path: str, columns: list[str]) -> Optional[dict[str, np.ndarray]]:
     return {c: table.column(c).to_numpy() for c in columns}
 
 
-def _unreceived_times(run_dir: str, unreceived: list[Unreceived]) -> tuple[np.ndarray, np.ndarray]:
-    """The send times of the never-arrived messages that queued, and when the tail drops among
-    them left (their producer's close), from the send records."""
+Events = tuple[np.ndarray, np.ndarray]
+"""Times (ns) messages entered a queue and times messages left it."""
+
+
+def _in(t: np.ndarray, only: np.ndarray | None) -> np.ndarray:
+    return t if only is None else t[np.isin(queue_rule.bin_of(t), only)]
+
+
+def _unreceived_events(path: str, by_stream: dict[int, list[Unreceived]], only: np.ndarray | None) -> Events:
+    """The never-arrived messages of one send part that queued: their send times, and when the tail
+    drops among them left (their producer's close); only those in the bins `only`, if given. Each map
+    is read only where the part's seqs are."""
     entered: list[np.ndarray] = []
     left: list[np.ndarray] = []
-    by_stream: dict[int, list[Unreceived]] = {}
-    for u in unreceived:
-        if u.seqs.any():
-            by_stream.setdefault(u.stream, []).append(u)
-    if not by_stream:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    for path in part_files(run_dir, "sends"):
-        part = _columns(path, ["stream", "seq", "t_sent_ns"])
-        if part is None:
+    part = _columns(path, ["stream", "seq", "t_sent_ns"])
+    for stream, views in by_stream.items():
+        mine = part["stream"] == stream if part is not None else np.zeros(0, bool)
+        if not mine.any():
             continue
-        for stream, views in by_stream.items():
-            mine = part["stream"] == stream
-            if not mine.any():
-                continue
-            seq, t_sent = part["seq"][mine], part["t_sent_ns"][mine]
-            for u in views:
-                times = t_sent[_bits_at(u.seqs, seq)]
-                entered.append(times)
-                if u.closed_ns is not None:
-                    left.append(np.full(len(times), u.closed_ns, np.int64))
+        seq, t_sent = part["seq"][mine], part["t_sent_ns"][mine]     # type: ignore[index]
+        lo = int(seq.min()) // 8
+        for u in views:
+            times = t_sent[_bits_at(bitmaps.piece(u.seqs, lo, int(seq.max()) // 8 + 1), seq - lo * 8)]
+            entered.append(_in(times, only))
+            if u.closed_ns is not None:
+                left.append(_in(np.full(len(times), u.closed_ns, np.int64), only))
     return (np.concatenate(entered) if entered else np.zeros(0, np.int64),
             np.concatenate(left) if left else np.zeros(0, np.int64))
+
+
+def _recv_events(path: str, only: np.ndarray | None) -> Events | None:
+    """The send and receive times of one receive part's messages (in the bins `only`, if given)."""
+    part = _columns(path, ["t_sent_ns", "t_recv_ns"])
+    return None if part is None else (_in(part["t_sent_ns"], only), _in(part["t_recv_ns"], only))
 
 
 @dataclass
@@ -196,38 +209,48 @@ class RecordDepth:
     peak: queue_rule.Peak
 
 
-def depth_from_records(run_dir: str, unreceived: Sequence[Unreceived] = ()) -> Optional[RecordDepth]:
+def depth_from_records(run_dir: str, unreceived: Sequence[Unreceived] = ()) -> RecordDepth | None:
     """contract/queue.py's depth of the run in `run_dir` (all consumers' queues together): the
     receive records' send and receive times, and `unreceived` (the never-arrived messages that
-    queued, per view: zmqload.measure.reconcile's maps). None without any record."""
-    recv_parts = part_files(run_dir, "recvs")
-    u_in, u_out = _unreceived_times(run_dir, list(unreceived))
-    bins = queue_rule.Bins.from_times(u_in, u_out)
+    queued, per view: zmqload.measure.reconcile's maps). None without any record. A part at a time:
+    first the bins, then the candidate bins' events a piece of at most REPLAY_EVENTS at a time
+    (contract/queue.py's `pieces`), so memory does not grow with the run."""
+    by_stream: dict[int, list[Unreceived]] = {}
+    for u in unreceived:
+        if bitmaps.nbytes(u.seqs):
+            by_stream.setdefault(u.stream, []).append(u)
+    sources: list[tuple[str, Callable[[np.ndarray | None], Events | None]]] = [
+        (path, partial(_recv_events, path)) for path in part_files(run_dir, "recvs")]
+    if by_stream:
+        sources += [(path, partial(_unreceived_events, path, by_stream)) for path in part_files(run_dir, "sends")]
+    bins: queue_rule.Bins | None = None
     spans: dict[str, tuple[int, int]] = {}      # part -> the bins its events fall in
-    for path in recv_parts:           # first pass: the bins
-        part = _columns(path, ["t_sent_ns", "t_recv_ns"])
-        if part is not None and len(part["t_sent_ns"]):
-            got = queue_rule.Bins.from_times(part["t_sent_ns"], part["t_recv_ns"])
-            if got is not None:
-                bins = got if bins is None else bins + got
-                spans[path] = (got.first, got.first + len(got.entered) - 1)
+    for path, events in sources:           # first pass: the bins
+        found = events(None)
+        got = queue_rule.Bins.from_times(*found) if found is not None else None
+        if got is not None:
+            bins = got if bins is None else bins + got
+            spans[path] = (got.first, got.first + len(got.entered) - 1)
     if bins is None:
         return None
     depth = bins.depth()
     candidates = queue_rule.candidate_bins(bins, depth)
-    entered, left = [u_in], [u_out]
-    if len(candidates):                # second pass: every event in the candidate bins
-        for path, (lo, hi) in spans.items():
-            if not np.any((candidates >= lo) & (candidates <= hi)):
+    events = bins.entered[candidates - bins.first] + bins.left[candidates - bins.first]
+    starts = queue_rule.cuts(events) + [len(candidates)]
+    replayed = []
+    for lo_i, hi_i in zip(starts, starts[1:]):      # second pass: the candidate bins' events, a piece at a time
+        only = candidates[lo_i:hi_i]
+        entered, left = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        for path, events in sources:
+            lo, hi = spans.get(path, (0, -1))
+            if not np.any((only >= lo) & (only <= hi)):
                 continue
-            part = _columns(path, ["t_sent_ns", "t_recv_ns"])
-            if part is None:
-                continue
-            for column, into in (("t_sent_ns", entered), ("t_recv_ns", left)):
-                t = part[column]
-                into.append(t[np.isin(queue_rule.bin_of(t), candidates)])
-    peak = queue_rule.exact_peak(bins, np.concatenate(entered), np.concatenate(left), depth)
-    return RecordDepth(bins, depth, peak)
+            found = events(only)
+            if found is not None:
+                entered.append(found[0])
+                left.append(found[1])
+        replayed.append(queue_rule.replay(bins, depth, np.concatenate(entered), np.concatenate(left), only))
+    return RecordDepth(bins, depth, queue_rule.peak_of(bins, depth, replayed))
 
 
 def queue_figures(run_dir: str, *, t0_ns: int, size: int, unreceived: Sequence[Unreceived] = ()) -> dict[str, Any]:
@@ -240,23 +263,32 @@ def queue_figures(run_dir: str, *, t0_ns: int, size: int, unreceived: Sequence[U
     samples = read_samples(run_dir)
     frame = frame_bytes(size)
     bins, depth, top = found.bins, found.depth, found.peak
-    ends = (bins.first + np.arange(len(depth), dtype=np.int64) + 1) * queue_rule.BIN_NS
-    kernel_bytes = np.minimum(kernel_bytes_at(samples, ends - 1), np.maximum(depth, 0) * frame)
-    at = top.t_ns if top.t_ns is not None else int(ends[0]) - 1
+
+    def kernel_bytes(i: np.ndarray) -> np.ndarray:
+        """What the kernel held at the end of bins i, capped at what was in flight."""
+        held: np.ndarray = np.minimum(kernel_bytes_at(samples, np.asarray(bins.end_ns(i)) - 1),
+                                      np.maximum(depth[i], 0) * frame)
+        return held
+
+    # the kernel's highest a slice of bins at a time: its arrays are several per bin, a run's bins many
+    kernel_peak = max((float(kernel_bytes(np.arange(lo, min(lo + SLICE_BINS, len(depth)))).max(initial=0))
+                       for lo in range(0, len(depth), SLICE_BINS)), default=0.0)
+    at = top.t_ns if top.t_ns is not None else int(bins.end_ns(0)) - 1
     t0_ns = t0_ns or bins.first * queue_rule.BIN_NS
     peak_kb = float(min(kernel_bytes_at(samples, np.array([at], np.int64))[0], max(top.messages, 0) * frame))
     kernel_at_peak = int(min(peak_kb // frame, max(top.messages, 0)))
     peak: dict[str, Any] = {
         "messages": top.messages, "at_s": round((at - t0_ns) / 1e9, 3),
         "kernel_messages": kernel_at_peak, "libzmq_messages": top.messages - kernel_at_peak,
-        "kernel_bytes": int(peak_kb), "kernel_peak_bytes": int(kernel_bytes.max(initial=0)),
+        "kernel_bytes": int(peak_kb), "kernel_peak_bytes": int(kernel_peak),
         **({f"rss_kb_at_peak_{role}": int(rss[0]) for role, rss in
             _rss_by_role(samples, np.array([at], np.int64)).items()} if samples else {})}
     step = max(1, -(-len(depth) // SERIES_POINTS))
     keep = np.arange(step - 1, len(depth), step)
-    kernel = np.minimum(np.floor(kernel_bytes[keep] / frame), np.maximum(depth[keep], 0))
-    series = {"t_s": (ends[keep] - t0_ns) / 1e9, "depth": depth[keep], "kernel": kernel,
-              "libzmq": depth[keep] - kernel, "kernel_bytes": kernel_bytes[keep],
-              **({f"rss_kb_{role}": rss for role, rss in _rss_by_role(samples, ends[keep] - 1).items()}
+    kept_bytes, ends = kernel_bytes(keep), np.asarray(bins.end_ns(keep))
+    kernel = np.minimum(np.floor(kept_bytes / frame), np.maximum(depth[keep], 0))
+    series = {"t_s": (ends - t0_ns) / 1e9, "depth": depth[keep], "kernel": kernel,
+              "libzmq": depth[keep] - kernel, "kernel_bytes": kept_bytes,
+              **({f"rss_kb_{role}": rss for role, rss in _rss_by_role(samples, ends - 1).items()}
                  if samples else {})}
     return {"peak": peak, "series": series}

@@ -36,10 +36,14 @@ held even with LINGER -1), so they are tail drops flagged ambiguous.
 """
 from __future__ import annotations
 
-from typing import Any
+import os
+from collections.abc import Iterator
+from typing import Any, Optional
 
 import numpy as np
 
+from ..contract import bitmaps
+from ..contract.bitmaps import Bits
 from ..contract.fates import AMBIGUOUS_TAIL, DROPPED, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 
 MAX_RANGES = 20
@@ -81,12 +85,14 @@ def bits_in(packed: np.ndarray, lo: int, hi: int) -> int:
 
 def first_last(packed: np.ndarray) -> tuple[int, int] | None:
     """Index of the first and the last set bit, or None if none is set."""
-    nonzero = np.flatnonzero(packed)
-    if not len(nonzero):
+    nonzero = packed != 0
+    if not nonzero.any():
         return None
-    first_byte, last_byte = int(packed[nonzero[0]]), int(packed[nonzero[-1]])
-    first = int(nonzero[0]) * 8 + (8 - first_byte.bit_length())
-    last = int(nonzero[-1]) * 8 + 7 - ((last_byte & -last_byte).bit_length() - 1)
+    first_at = int(np.argmax(nonzero))
+    last_at = len(packed) - 1 - int(np.argmax(nonzero[::-1]))
+    first_byte, last_byte = int(packed[first_at]), int(packed[last_at])
+    first = first_at * 8 + (8 - first_byte.bit_length())
+    last = last_at * 8 + 7 - ((last_byte & -last_byte).bit_length() - 1)
     return first, last
 
 
@@ -118,13 +124,34 @@ def below(packed: np.ndarray, limit: int) -> np.ndarray:
     return out
 
 
-def region_map(regions: list[tuple[int, int]], nbits: int) -> np.ndarray:
-    """Seq regions [lo, hi) as a packed bit map of `nbits` seqs."""
-    ones = _trim_tail(np.full((nbits + 7) // 8, 0xFF, np.uint8), nbits)
-    packed = np.zeros_like(ones)
+def region_piece(regions: list[tuple[int, int]], offset: int, nbytes: int) -> np.ndarray:
+    """Seq regions [lo, hi) as the packed bits of seqs [offset, offset + 8 * nbytes)."""
+    ones = np.full(nbytes, 0xFF, np.uint8)
+    packed = np.zeros(nbytes, np.uint8)
     for lo, hi in regions:
-        packed |= below(ones, hi) & ~below(ones, lo)
+        if hi > offset and lo < offset + 8 * nbytes:
+            packed |= below(ones, hi - offset) & ~below(ones, lo - offset)
     return packed
+
+
+def region_map(regions: list[tuple[int, int]], nbits: int) -> np.ndarray:
+    """Seq regions [lo, hi) as a packed bit map of `nbits` seqs (a whole stream's: region_piece)."""
+    return _trim_tail(region_piece(regions, 0, (nbits + 7) // 8), nbits)
+
+
+def _unreceived_piece(sent_ok: np.ndarray, got: np.ndarray, offset: int, certain_below: int,
+                      drain_completed: bool, tail_placement: str, last: int | None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """unreceived_maps of the piece of a stream's maps starting at bit `offset`; `last`: the view's
+    last arrival in the whole stream (None: nothing arrived)."""
+    missing = sent_ok & ~got
+    dropped = missing if drain_completed else below(missing, certain_below - offset)
+    if last is None or tail_placement == TAIL_MID_RUN:
+        early, tail = dropped, np.zeros_like(dropped)
+    else:
+        early = below(dropped, last + 1 - offset)
+        tail = dropped & ~early
+    return early, tail, missing & ~early & ~tail
 
 
 def dropped_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain_completed: bool,
@@ -133,13 +160,8 @@ def dropped_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain
     drops). The queue depth lets the first leave at their send time, the second when the
     producer closed: an ambiguous tail drop may have waited until then (over ipc most did),
     so the depth keeps it, as it keeps what is stranded."""
-    missing = sent_ok & ~got
-    dropped = missing if drain_completed else below(missing, certain_below)
-    span = first_last(got & sent_ok)
-    if span is None or tail_placement == TAIL_MID_RUN:
-        return dropped, np.zeros_like(dropped)
-    early = below(dropped, span[1] + 1)
-    return early, dropped & ~early
+    early, tail, _ = unreceived_maps(sent_ok, got, certain_below, drain_completed, tail_placement)
+    return early, tail
 
 
 def unreceived_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain_completed: bool,
@@ -147,8 +169,57 @@ def unreceived_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, dr
     """Packed maps of the unreceived seqs by how they left the queue (contract/queue.py): (start and
     mid-run drops: at their send time; tail drops: when the producer closed; stranded or unknown:
     never)."""
-    early, tail = dropped_maps(sent_ok, got, certain_below, drain_completed, tail_placement)
-    return early, tail, sent_ok & ~got & ~early & ~tail
+    span = first_last(got & sent_ok)
+    return _unreceived_piece(sent_ok, got, 0, certain_below, drain_completed, tail_placement,
+                             span[1] if span else None)
+
+
+Span = Optional[tuple[int, int]]
+"""The first and last seq of a view that arrived (among those accepted), None: none did."""
+
+
+def _bounds(span: Span, end: int, certain_below: int, drain_completed: bool) -> tuple[int, int, int]:
+    """(first arrival, last arrival, the seq below which an unreceived message is a drop) as fates()
+    places the drops: with nothing arrived, every drop is a "start" drop."""
+    first, last = span if span is not None else (end, end)
+    return first, last, end if drain_completed else max(certain_below, 0)
+
+
+def _fate_bits(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, offset: int,
+               bounds: tuple[int, int, int], at_reset: np.ndarray | None = None) -> dict[str, int]:
+    """The fate counts of one piece of a view's maps (its bits from seq `offset` on): they add up
+    over the pieces; `_fate_total` finishes them. `at_reset`: the piece's bits of the connection
+    resets' regions: a start or mid-run drop there is `dropped_reset` (a region ends at an arrival:
+    never a tail drop)."""
+    first, last, limit = bounds
+    got = got & sent_ok
+    drained = drained & got
+    missing = sent_ok & ~got
+    n_drained = _popcount(drained)
+    counts = {"delivered": _popcount(got) - n_drained, "drained": n_drained, "missing": _popcount(missing),
+              "dropped_start": bits_in(missing, -offset, min(first, limit) - offset),
+              "dropped_mid": bits_in(missing, first - offset, min(last, limit) - offset),
+              "dropped_tail": bits_in(missing, last + 1 - offset, limit - offset), "dropped_reset": 0}
+    if at_reset is not None:
+        reset = missing & _fit(at_reset, len(missing))
+        for fate, lo, hi in (("dropped_start", -offset, min(first, limit) - offset),
+                             ("dropped_mid", first - offset, min(last, limit) - offset)):
+            n = bits_in(reset, lo, hi)
+            counts[fate] -= n
+            counts["dropped_reset"] += n
+    return counts
+
+
+def _fate_total(counts: dict[str, int], tail_placement: str, died: bool) -> dict[str, int]:
+    result = dict.fromkeys(FATES, 0)
+    for fate in ("delivered", "drained", *DROPPED):
+        result[fate] = counts.get(fate, 0)
+    uncertain = counts.get("missing", 0) - sum(result[f] for f in DROPPED)
+    result["unknown" if died else "stranded"] = uncertain
+    if tail_placement == TAIL_MID_RUN:
+        result["dropped_mid"] += result["dropped_tail"]
+        result["dropped_tail"] = 0
+    return result
 
 
 def fates(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, certain_below: int,
@@ -161,36 +232,8 @@ def fates(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, certain_bel
     `died`: a process on the path died, so what is neither received nor certainly dropped
     is `unknown`. `at_reset`: the packed map of the connection resets' regions (reset_regions):
     a start or mid-run drop there is `dropped_reset`."""
-    got = got & sent_ok
-    drained = drained & got
-    missing = sent_ok & ~got
-    n_drained = _popcount(drained)
-    result = dict.fromkeys(FATES, 0)
-    result["delivered"] = _popcount(got) - n_drained
-    result["drained"] = n_drained
-    n_missing = _popcount(missing)
-    span = first_last(got)
-    end = len(missing) * 8
-    if span is None:
-        first = last = end                      # nothing arrived: every drop is a "start" drop
-    else:
-        first, last = span
-    limit = end if drain_completed else max(certain_below, 0)
-    result["dropped_start"] = bits_in(missing, 0, min(first, limit))
-    result["dropped_mid"] = bits_in(missing, first, min(last, limit))
-    result["dropped_tail"] = bits_in(missing, last + 1, limit)
-    if at_reset is not None:        # a region ends at an arrival: never a tail drop
-        reset = missing & _fit(at_reset, len(missing))
-        for fate, lo, hi in (("dropped_start", 0, min(first, limit)), ("dropped_mid", first, min(last, limit))):
-            n = bits_in(reset, lo, hi)
-            result[fate] -= n
-            result["dropped_reset"] += n
-    uncertain = n_missing - sum(result[f] for f in DROPPED)
-    result["unknown" if died else "stranded"] = uncertain
-    if tail_placement == TAIL_MID_RUN:
-        result["dropped_mid"] += result["dropped_tail"]
-        result["dropped_tail"] = 0
-    return result
+    bounds = _bounds(first_last(got & sent_ok), len(sent_ok) * 8, certain_below, drain_completed)
+    return _fate_total(_fate_bits(sent_ok, got, drained, 0, bounds, at_reset), tail_placement, died)
 
 
 def ambiguous_tail(fate_counts: dict[str, int], tail_placement: str) -> int:
@@ -203,77 +246,151 @@ def _add(total: dict[str, int], part: dict[str, int]) -> None:
         total[key] = total.get(key, 0) + value
 
 
+class _Ranges:
+    """missing_ranges over a map read a piece at a time."""
+
+    def __init__(self) -> None:
+        self.ranges: list[list[int]] = []
+        self.full = False
+
+    def add(self, packed_missing: np.ndarray, offset: int) -> None:
+        if self.full:
+            return
+        for lo, hi in missing_ranges(packed_missing, MAX_RANGES + 1):
+            if self.ranges and self.ranges[-1][1] == lo + offset - 1:
+                self.ranges[-1][1] = hi + offset
+            elif len(self.ranges) >= MAX_RANGES:
+                self.full = True
+                return
+            else:
+                self.ranges.append([lo + offset, hi + offset])
+
+
+class _Stream:
+    """One stream's maps, read a piece at a time: the producer's accepted-map (cut to `nbits`) and
+    each consumer's seen- and drained-maps (None: that consumer saw nothing of it)."""
+
+    def __init__(self, sent_ok: Bits, nbits: int, seen: dict[int, Bits | None], drained: dict[int, Bits | None]):
+        self.sent_ok, self.nbits, self.seen, self.drained = sent_ok, nbits, seen, drained
+        self.nbytes = (nbits + 7) // 8
+
+    def pieces(self) -> Iterator[tuple[int, np.ndarray, dict[int, np.ndarray], dict[int, np.ndarray]]]:
+        """(first seq, accepted, {consumer: seen}, {consumer: drained}) a piece at a time."""
+        for lo, hi in bitmaps.pieces(self.nbytes):
+            ok = bitmaps.piece(self.sent_ok, lo, hi)
+            if hi == self.nbytes:
+                ok = _trim_tail(ok, self.nbits)
+            yield (lo * 8, ok, {i: self._read(m, lo, hi) for i, m in self.seen.items()},
+                   {i: self._read(m, lo, hi) for i, m in self.drained.items()})
+
+    @staticmethod
+    def _read(bits: Bits | None, lo: int, hi: int) -> np.ndarray:
+        return bitmaps.piece(bits, lo, hi) if bits is not None else np.zeros(hi - lo, np.uint8)
+
+    def spans(self) -> dict[int, Span]:
+        """Each consumer's first and last arrival among the accepted seqs."""
+        spans: dict[int, Span] = dict.fromkeys(self.seen)
+        for offset, ok, seen, _ in self.pieces():
+            for i, got in seen.items():
+                found = first_last(got & ok)
+                if found is not None:
+                    before = spans[i]
+                    spans[i] = (before[0] if before else found[0] + offset, found[1] + offset)
+        return spans
+
+
+class _Drops:
+    """A view's unreceived maps (unreceived_maps), written a piece at a time: in files under
+    `directory` when given, else in memory; a map without a set bit is empty."""
+
+    def __init__(self, directory: str | None, name: str):
+        self.writers = [bitmaps.BitsWriter(directory and os.path.join(directory, f"{name}.{kind}"))
+                        for kind in ("early", "tail", "stranded")]
+
+    def add(self, maps: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        for writer, packed in zip(self.writers, maps):
+            writer.append(packed)
+
+    def done(self) -> tuple[Bits, Bits, Bits]:
+        early, tail, stranded = (w.done(empty_when_clear=True) for w in self.writers)
+        return early, tail, stranded
+
+
 def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[str, Any]], fanout: bool,
               drain_completed: bool = True, tail_placement: str = TAIL_AT_CLOSE,
               dead_producers: frozenset[int] = frozenset(), dead_consumers: frozenset[int] = frozenset(),
+              maps_dir: str | None = None,
               resets: dict[int, dict[int | str, list[tuple[int, int]]]] | None = None) -> dict[str, Any]:
     """Per-stream and total counters and fates from the producers' and consumers' finals.
 
     producers: stream -> {"attempted", "sent", "sent_ok_map"}; consumers: index ->
-    {"streams": {stream: {"seen_map", "drained_map", "unique", "duplicates", "reordered"}}}.
-    dead_producers / dead_consumers: indices of workers that died (killed, crashed): what
-    they may have held is `unknown`. resets: stream -> view (consumer index with fan-out, else
-    "all") -> the connection resets' seq regions (measure/reset_regions.py).
+    {"streams": {stream: {"seen_map", "drained_map", "unique", "duplicates", "reordered"}}}
+    (maps as contract/bitmaps.Bits: arrays or files). dead_producers / dead_consumers: indices of
+    workers that died (killed, crashed): what they may have held is `unknown`. Every map is read a
+    piece at a time (bitmaps.PIECE_BYTES), twice: each view's first and last arrival, then the
+    counts, which add up over the pieces; `drops` (each view's unreceived maps) go to files in
+    `maps_dir` when given. resets: stream -> view (consumer index with fan-out, else "all") -> the
+    connection resets' seq regions (measure/reset_regions.py).
     """
     streams = []
     drops: dict[int, list[Any]] = {}     # stream -> [(early, tail, stranded) packed maps], one per view
     indices = sorted(consumers) or [0]
-
-    def at_reset(stream: int, view: int | str, nbits: int) -> np.ndarray | None:
-        regions = (resets or {}).get(stream, {}).get(view)
-        return region_map(regions, nbits) if regions else None
     for stream, prod in sorted(producers.items()):
         nbits = prod["attempted"]
-        nbytes = (nbits + 7) // 8
-        sent_ok = _trim_tail(_fit(prod["sent_ok_map"], nbytes), nbits)
-        seen, drained = {}, {}
-        received = duplicates = reordered = 0
-        for index in indices:
-            info = consumers.get(index, {}).get("streams", {}).get(stream)
-            if info is None:
-                seen[index] = drained[index] = np.zeros(nbytes, np.uint8)
-                continue
-            seen[index] = _fit(info["seen_map"], nbytes)
-            drained[index] = _fit(info.get("drained_map", np.zeros(0, np.uint8)), nbytes)
-            received += info["unique"] + info["duplicates"]
-            duplicates += info["duplicates"]
-            reordered += info["reordered"]
+        infos = {i: consumers.get(i, {}).get("streams", {}).get(stream) for i in indices}
+        maps = _Stream(prod["sent_ok_map"], nbits, {i: info and info["seen_map"] for i, info in infos.items()},
+                       {i: info and info.get("drained_map") for i, info in infos.items()})
+        known = [info for info in infos.values() if info is not None]
+        received = sum(info["unique"] + info["duplicates"] for info in known)
+        duplicates = sum(info["duplicates"] for info in known)
+        reordered = sum(info["reordered"] for info in known)
+        end = maps.nbytes * 8
+        spans = maps.spans()
+        died_producer = stream in dead_producers
+        # view -> (its span, the seq below which its unreceived are drops): a consumer under fan-out,
+        # else the union of the round-robin consumers, of which each may have held a missing message
+        if fanout:
+            views: dict[Any, tuple[Span, int]] = {i: (span, span[1] if span else -1) for i, span in spans.items()}
+        else:
+            arrived = [span for span in spans.values() if span is not None]
+            union_span = (min(a[0] for a in arrived), max(a[1] for a in arrived)) if arrived else None
+            views = {"all": (union_span, min(span[1] if span else -1 for span in spans.values()))}
+        counts: dict[Any, dict[str, int]] = {view: {} for view in views}
+        ranges = {view: _Ranges() for view in views}
+        writers = {view: _Drops(maps_dir, f"drops-s{stream}-{view}") for view in views}
+        delivered = 0
+        for offset, ok, seen, drained in maps.pieces():
+            if fanout:
+                got_of: dict[Any, tuple[np.ndarray, np.ndarray]] = {i: (seen[i], drained[i]) for i in indices}
+            else:
+                union = np.bitwise_or.reduce([seen[i] for i in indices])
+                # a message that reached one consumer before the drain is not "drained" at another
+                union_drained = (np.bitwise_or.reduce([drained[i] for i in indices])
+                                 & ~np.bitwise_or.reduce([seen[i] & ~drained[i] for i in indices]))
+                # a message delivered to two consumers is a duplicate too
+                duplicates += sum(_popcount(seen[i]) for i in indices) - _popcount(union)
+                got_of = {"all": (union, union_drained)}
+            for view, (got, got_drained) in got_of.items():
+                span, certain = views[view]
+                regions = (resets or {}).get(stream, {}).get(view)
+                _add(counts[view], _fate_bits(ok, got, got_drained, offset,
+                                              _bounds(span, end, certain, drain_completed),
+                                              region_piece(regions, offset, len(ok)) if regions else None))
+                writers[view].add(_unreceived_piece(ok, got, offset, certain, drain_completed, tail_placement,
+                                                    span[1] if span else None))
+                ranges[view].add(ok & ~got, offset)
+                delivered += _popcount(got & ok)
         fate_totals = dict.fromkeys(FATES, 0)
         by_consumer = {}
-        missing: dict[int | str, list[list[int]]]     # per consumer (fan-out), or "all"
-        if fanout:
-            for index in indices:
-                span = first_last(seen[index] & sent_ok)
-                f = fates(sent_ok, seen[index], drained[index], span[1] if span else -1, drain_completed,
-                          tail_placement, stream in dead_producers or index in dead_consumers,
-                          at_reset(stream, index, nbits))
-                by_consumer[index] = {**f, AMBIGUOUS_TAIL: ambiguous_tail(f, tail_placement)}
-                _add(fate_totals, f)
-                drops.setdefault(stream, []).append(
-                    unreceived_maps(sent_ok, seen[index], span[1] if span else -1, drain_completed, tail_placement))
-            delivered = sum(_popcount(seen[i] & sent_ok) for i in indices)
-            missing = {index: missing_ranges(sent_ok & ~seen[index]) for index in indices}
-            expected = prod["sent"] * len(indices)
-        else:
-            union = np.zeros(nbytes, np.uint8)
-            union_drained = np.zeros(nbytes, np.uint8)
-            for index in indices:
-                union |= seen[index]
-                union_drained |= drained[index]
-            # a message that reached one consumer before the drain is not "drained" at another
-            union_drained &= ~np.bitwise_or.reduce([seen[i] & ~drained[i] for i in indices])
-            # a message delivered to two consumers is a duplicate too
-            duplicates += sum(_popcount(seen[i]) for i in indices) - _popcount(union)
-            lasts = [first_last(seen[i] & sent_ok) for i in indices]
-            certain = min(span[1] if span else -1 for span in lasts)
-            # round robin: any consumer may have held a missing message, the dead one too
-            died = stream in dead_producers or bool(dead_consumers & set(indices))
-            _add(fate_totals, fates(sent_ok, union, union_drained, certain, drain_completed, tail_placement, died,
-                                    at_reset(stream, "all", nbits)))
-            drops[stream] = [unreceived_maps(sent_ok, union, certain, drain_completed, tail_placement)]
-            delivered = _popcount(union & sent_ok)
-            missing = {"all": missing_ranges(sent_ok & ~union)}
-            expected = prod["sent"]
+        for view in views:
+            died = died_producer or (view in dead_consumers if fanout else bool(dead_consumers & set(indices)))
+            f = _fate_total(counts[view], tail_placement, died)
+            _add(fate_totals, f)
+            if fanout:
+                by_consumer[view] = {**f, AMBIGUOUS_TAIL: ambiguous_tail(f, tail_placement)}
+        drops[stream] = [writers[view].done() for view in views]
+        missing: dict[int | str, list[list[int]]] = {view: ranges[view].ranges for view in views}
+        expected = prod["sent"] * (len(indices) if fanout else 1)
         dropped = sum(fate_totals[f] for f in DROPPED)
         streams.append({
             "stream": stream, "attempted": nbits, "sent": prod["sent"], "expected": expected,
@@ -293,30 +410,42 @@ def receipt_only(consumers: dict[int, dict[str, Any]], fanout: bool) -> list[dic
     it against: received, unique, duplicates, reordered, and the `holes`: seqs below the highest one
     received (per consumer with fan-out) that never arrived, with their ranges. A hole is a lower
     bound of what was lost: the producer may have refused sends, and a tail after the highest seq
-    is not seen at all (joining the producer half settles both)."""
+    is not seen at all (joining the producer half settles both). Maps read a piece at a time."""
     streams = sorted({s for c in consumers.values() for s in c.get("streams", {})})
     out = []
     for stream in streams:
         infos = {i: c["streams"][stream] for i, c in sorted(consumers.items()) if stream in c.get("streams", {})}
-        nbytes = max(len(info["seen_map"]) for info in infos.values())
-        seen = {i: _fit(info["seen_map"], nbytes) for i, info in infos.items()}
+        size = max(bitmaps.nbytes(info["seen_map"]) for info in infos.values())
         received = sum(info["unique"] + info["duplicates"] for info in infos.values())
         duplicates = sum(info["duplicates"] for info in infos.values())
-        views: dict[int | str, np.ndarray] = {i: m for i, m in seen.items()}
-        if not fanout:
-            union = np.bitwise_or.reduce(list(seen.values()))
-            duplicates += sum(_popcount(m) for m in seen.values()) - _popcount(union)
-            views = {"all": union}
+        views: list[int | str] = list(infos) if fanout else ["all"]
+
+        def view_pieces() -> Iterator[tuple[int, dict[int | str, np.ndarray], int]]:
+            """(first seq, {view: its seen bits}, duplicates across consumers) a piece at a time."""
+            for lo, hi in bitmaps.pieces(size):
+                seen = {i: bitmaps.piece(info["seen_map"], lo, hi) for i, info in infos.items()}
+                if fanout:
+                    yield lo * 8, {i: m for i, m in seen.items()}, 0
+                else:
+                    union = np.bitwise_or.reduce(list(seen.values()))
+                    yield lo * 8, {"all": union}, sum(_popcount(m) for m in seen.values()) - _popcount(union)
+        last: dict[int | str, int] = dict.fromkeys(views, -1)
+        unique = 0
+        for offset, got, shared in view_pieces():
+            duplicates += shared
+            for view, bits in got.items():
+                unique += _popcount(bits)
+                span = first_last(bits)
+                if span is not None:
+                    last[view] = span[1] + offset
         holes = 0
-        missing: dict[int | str, list[list[int]]] = {}
-        for key, view in views.items():
-            span = first_last(view)
-            nbits = span[1] + 1 if span else 0
-            absent = _trim_tail(~view[:(nbits + 7) // 8], nbits)
-            holes += _popcount(absent)
-            missing[key] = missing_ranges(absent)
-        out.append({"stream": stream, "received": received, "duplicates": duplicates,
-                    "unique_received": sum(_popcount(v) for v in views.values()),
+        ranges: dict[int | str, _Ranges] = {view: _Ranges() for view in views}
+        for offset, got, _ in view_pieces():
+            for view, bits in got.items():
+                absent = below(~bits, last[view] + 1 - offset)
+                holes += _popcount(absent)
+                ranges[view].add(absent, offset)
+        out.append({"stream": stream, "received": received, "duplicates": duplicates, "unique_received": unique,
                     "reordered": sum(info["reordered"] for info in infos.values()),
-                    "holes": holes, "missing_ranges": missing})
+                    "holes": holes, "missing_ranges": {view: r.ranges for view, r in ranges.items()}})
     return out

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 from typing import Any, Optional, Union, cast
 
 import numpy as np
@@ -9,7 +11,7 @@ import numpy as np
 from ..measure.reconcile import receipt_only, reconcile
 from ..measure.reset_regions import reset_regions
 from ..contract.workload import Workload
-from ..contract import codec, control
+from ..contract import bitmaps, codec, control
 from ..contract.derived import throughput_span
 from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 from ..contract.ids import Role
@@ -54,7 +56,7 @@ def tail_placement(w: Workload, drain: dict[str, Any]) -> tuple[str, str]:
 
 
 def queue_depth(run_dir: str, w: Workload, t0_ns: int,
-                drops: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]],
+                drops: dict[int, list[tuple[bitmaps.Bits, bitmaps.Bits, bitmaps.Bits]]],
                 producers: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """The queue's peak and series from the records (contract/queue.py's definition, measured by
     zmqload.measure.queue_depth): a drop at the start or mid-run leaves the queue at its send time,
@@ -103,7 +105,7 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
                 latency_sent=c_final.latency_sent,
                 streams={s.stream: {"unique": s.unique, "duplicates": s.duplicates, "reordered": s.reordered,
                                     "seen_map": s.seen_map, "drained_map": s.drained_map} for s in c_final.streams})
-    usable = any(len(p["sent_ok_map"]) or not p.get("attempted") for p in producers.values())
+    usable = any(bitmaps.nbytes(p["sent_ok_map"]) or not p.get("attempted") for p in producers.values())
     drain_completed = bool(state.drain.get("completed")) and status == "complete"
     placement, why = tail_placement(w, state.drain)
     # --role producer: what the user's consumer received is not seen, so no message has a fate
@@ -111,12 +113,17 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
     accountable = usable and not w.topology.producers_alone
     regions = reset_regions(run_dir, [(r.t_ns - r.took_ns, r.t_ns) for r in state.resets], w.fanout,
                             [c.index for c in state.consumers])
-    accounts = reconcile(producers if accountable else {}, consumers, w.fanout, drain_completed, placement,
-                         **dead_paths(state), resets=regions)
-    if w.topology.consumers_alone:      # no sends to hold the receipts against: what they say alone
-        accounts["streams"] = receipt_only(consumers, w.fanout)
-        accounts["totals"].update({key: sum(s[key] for s in accounts["streams"])
-                                   for key in ("received", "unique_received", "duplicates", "reordered")})
+    maps_dir = os.path.join(run_dir, bitmaps.MAPS_DIR)
+    try:        # the workers' maps and the unreceived ones made from them go once the figures are made
+        accounts = reconcile(producers if accountable else {}, consumers, w.fanout, drain_completed, placement,
+                             maps_dir=maps_dir, **dead_paths(state), resets=regions)
+        if w.topology.consumers_alone:      # no sends to hold the receipts against: what they say alone
+            accounts["streams"] = receipt_only(consumers, w.fanout)
+            accounts["totals"].update({key: sum(s[key] for s in accounts["streams"])
+                                       for key in ("received", "unique_received", "duplicates", "reordered")})
+        queue = queue_depth(run_dir, w, state.t0_ns, accounts["drops"], producers)
+    finally:
+        shutil.rmtree(maps_dir, ignore_errors=True)
     totals = accounts["totals"]
     # run.json keeps the rule, so the report places tail drops the same way (analysis/ cannot ask patterns)
     state.drain.update(tail_placement=placement, tail_placement_why=why, **{AMBIGUOUS_TAIL: totals[AMBIGUOUS_TAIL]})
@@ -137,7 +144,6 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
     drain_began = min((c["t_drain_ns"] for c in consumers.values() if c.get("t_drain_ns")), default=0)
     counted, span_s = throughput_span(w.consumer_delay_us, w.drain, first_send, last_recv, drain_began,
                                       unique, totals["delivered"])
-    queue = queue_depth(run_dir, w, state.t0_ns, accounts["drops"], producers)
     from ..contract.patterns import get as pattern
     generator = schedule_keeping(w.rate, state.t0_ns, list(producers.values()), pattern(w.pattern).round_trip)
     return RunResult(

@@ -18,7 +18,7 @@ class Consumer(WorkerLifecycle):
         # arrive while it connects, and they set the converter's times.
         self.t_drain_ns = 0
         self.convert = RecvConverter(self.spec.run_dir, self.spec.name, self.spec.worker.index, w.rate,
-                                     min(w.messages_per_producer, 1 << 24), w.compression)
+                                     min(w.messages_per_producer, 1 << 24), w.compression, maps=True)
         alone = w.topology.consumers_alone       # the producer is the user's: it may send foreign messages
         if alone:
             self.convert.foreign = ForeignRecorder(self.spec.run_dir, self.spec.name, self.spec.worker.index,

@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 LAUNCH_TIMEOUT_S = 60.0
 WARMUP_TIMEOUT_S = 15.0
 FINAL_TIMEOUT_S = 30.0
+CONVERT_S_PER_ROW = 1e-6
+"""Time allowed per row a worker recorded for its converter's work after the loop (the held spill
+to Parquet: ~0.1 us a row measured alone, 10x for a loaded machine): a billion-message run's
+consumer converts for minutes, which a fixed FINAL_TIMEOUT_S failed (issue 30)."""
 INTERRUPT_GRACE_S = 2.5       # a stopped worker converts for 1 s at most, then sends its final
 START_MARGIN_NS = 30_000_000
 NO_LIMIT = float("inf")
@@ -72,6 +76,7 @@ class Controller:
         self.started = time.monotonic()
         self.interrupted = False
         self.on_start: Callable[[int], None] | None = None     # told t0 once the workers have it
+        self.on_reset: Callable[[], None] | None = None        # told each connection reset made (--reset-at)
         from .endpoints import plan
         binder = w.topology.binder
         self.plan = plan(w, w.consumers if binder == "consumer" else w.producers if binder == "producer" else 0,
@@ -247,7 +252,10 @@ class Controller:
             return
 
         def done() -> bool:
+            made = len(s.resets)
             self.resets.poll()          # a reset due while the producers send (--reset-at)
+            if len(s.resets) > made and self.on_reset is not None:
+                self.on_reset()
             return all(n in s.done for n in s.producers)
         self.wait(done, NO_LIMIT, "waiting for the producers to finish")
 
@@ -302,9 +310,13 @@ class Controller:
                 return ended
 
     def close_timeout_s(self) -> float:
+        """How long the workers' finals may take: FINAL_TIMEOUT_S, the linger and pause, and the
+        conversion of what each recorded (CONVERT_S_PER_ROW: a worker that dies meanwhile is
+        noticed at once, so only a hung one waits this long)."""
         w = self.w
         linger_s = NO_LIMIT if w.linger_ms == -1 else max(0, (w.linger_ms or 0) / 1000)
-        return FINAL_TIMEOUT_S + linger_s + w.close_pause_ms / 1000
+        rows = max((p.messages for p in self.state.live.values()), default=0)
+        return FINAL_TIMEOUT_S + rows * CONVERT_S_PER_ROW + linger_s + w.close_pause_ms / 1000
 
     def collect(self) -> None:
         s = self.state

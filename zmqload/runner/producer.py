@@ -28,7 +28,7 @@ class Producer(WorkerLifecycle):
             "IMMEDIATE": int(w.immediate) if w.immediate else None, "SNDTIMEO": sndtimeo,
             "CONFLATE": 1 if w.conflate in ("producers", "both") else None})
         convert = SendConverter(self.spec.run_dir, self.spec.name, self.spec.worker.index, w.size, w.rate,
-                                0, w.compression, self.pattern.round_trip)
+                                0, w.compression, self.pattern.round_trip, maps=True)
         chunk_rows = (w.chunk_rows + 7) // 8 * 8     # whole bytes of the packed ok-map per chunk
         # before the start: preparing its spill files takes time (ChunkPipeline)
         pipeline = ChunkPipeline(convert.columns(), chunk_rows, convert, self.spill_dir(),

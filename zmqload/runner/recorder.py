@@ -16,13 +16,14 @@ import queue
 import shutil
 import threading
 import time
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Callable, Iterator, Mapping, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..contract import bitmaps
 from ..contract.parts import part_name
 from ..contract.records import FOREIGN, RECVS, REPLIES, SAMPLES, SENDS
 from ..contract.wire import FOREIGN_STREAM, SEQ_BITS, SEQ_MASK, SendStatus
@@ -316,31 +317,101 @@ class ChunkPipeline:
                 self.error = exc
 
 
+PAGE_SEQS = 1 << 23
+"""Seqs per page of a SeenMap's flags (one byte each while in memory: 8 MiB)."""
+
+MIN_PAGE_SEQS = 1 << 20
+"""The smallest page (1 MiB of flags, made lazily): the pages of a small run."""
+
+KEEP_PAGES = 2
+"""Pages a file-backed SeenMap keeps in memory (the newest used); the rest wait packed in its file.
+Arrivals come in seq order per connection, so two pages take in a chunk that straddles a page end."""
+
+
+class PagedFlags:
+    """A flag per seq in pages of PAGE_SEQS: with a file, at most KEEP_PAGES in memory (the rest
+    packed in it), so a consumer's memory does not grow with the run; without, all in memory."""
+
+    def __init__(self, page_seqs: int, path: str | None = None):
+        self.page_seqs = page_seqs      # a multiple of 8: a page is whole bytes of the file
+        self.path = path
+        self.pages: dict[int, np.ndarray] = {}      # page -> flags, least recently used first
+        self.stored: set[int] = set()
+
+    def _page(self, k: int) -> np.ndarray:
+        page = self.pages.pop(k, None)
+        if page is None:
+            page = np.zeros(self.page_seqs, bool)
+            if k in self.stored and self.path is not None:
+                lo = k * self.page_seqs // 8
+                page[:] = np.unpackbits(bitmaps.piece(self.path, lo, lo + self.page_seqs // 8)).view(bool)
+        self.pages[k] = page
+        return page
+
+    def _groups(self, seqs: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray | slice]]:
+        """(page, which of seqs fall in it), a page at a time."""
+        if not len(seqs):
+            return
+        pages = seqs // self.page_seqs
+        lo, hi = int(pages.min()), int(pages.max())
+        for k in ([lo] if lo == hi else np.unique(pages).tolist()):
+            yield self._page(k), (slice(None) if lo == hi else pages == k)
+
+    def get(self, seqs: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(seqs), bool)
+        for page, mine in self._groups(seqs):
+            out[mine] = page[seqs[mine] % self.page_seqs]
+        self._evict(KEEP_PAGES)
+        return out
+
+    def set(self, seqs: np.ndarray) -> None:
+        for page, mine in self._groups(seqs):
+            page[seqs[mine] % self.page_seqs] = True
+        self._evict(KEEP_PAGES)
+
+    def _evict(self, keep: int) -> None:
+        if self.path is None:
+            return
+        while len(self.pages) > keep:
+            k = next(iter(self.pages))
+            with open(self.path, "r+b" if os.path.exists(self.path) else "wb") as f:
+                f.seek(k * self.page_seqs // 8)
+                np.packbits(self.pages.pop(k)).tofile(f)
+            self.stored.add(k)
+
+    def packed(self, n: int) -> bitmaps.Bits:
+        """The flags of seqs below n as a packed map: its file (written out), or an array."""
+        if self.path is None:
+            pages = [self.pages.get(k, np.zeros(self.page_seqs, bool)) for k in range(-(-n // self.page_seqs))]
+            return np.packbits(np.concatenate(pages)[:n]) if pages else np.zeros(0, np.uint8)
+        self._evict(0)
+        with open(self.path, "ab") as f:
+            f.truncate((n + 7) // 8)        # the bits past n of the last byte are clear: never set
+        return self.path
+
+
 class SeenMap:
     """Which seqs of one stream arrived: exact unique / duplicate / missing accounting,
-    and which seqs first arrived in the drain (after the producers were done)."""
+    and which seqs first arrived in the drain (after the producers were done). With `path`
+    (a file name without suffix), the flags are paged to `path.seen` / `path.drained`. Pages hold
+    `expected` seqs, from MIN_PAGE_SEQS (a short guess must not make a long run page for ever) up
+    to PAGE_SEQS."""
 
-    def __init__(self, expected: int):
-        self.seen = np.zeros(max(expected, 1024), dtype=bool)
-        self.drained: np.ndarray | None = None      # allocated at the first drained arrival
+    def __init__(self, expected: int, path: str | None = None):
+        self.page_seqs = min(PAGE_SEQS, -(-max(expected, MIN_PAGE_SEQS) // 8) * 8)
+        self.seen = PagedFlags(self.page_seqs, path and path + ".seen")
+        self.drained: PagedFlags | None = None      # made at the first drained arrival
+        self.path = path
         self.unique = 0
         self.duplicates = 0
         self.reordered = 0
         self.max_seq = -1
-
-    def _grow(self, top: int) -> None:
-        if top >= len(self.seen):
-            size = max(top + 1, 2 * len(self.seen))
-            self.seen = np.concatenate([self.seen, np.zeros(size - len(self.seen), dtype=bool)])
-            if self.drained is not None:
-                self.drained = np.concatenate([self.drained, np.zeros(size - len(self.drained), dtype=bool)])
 
     def add(self, seqs: np.ndarray, in_drain: np.ndarray | None = None) -> None:
         """seqs in arrival order; in_drain[i]: seqs[i] arrived during the drain."""
         if len(seqs) == 0:
             return
         top = int(seqs.max())
-        self._grow(top)
         running_max = np.maximum.accumulate(seqs)
         prior_max = np.concatenate(([self.max_seq], running_max[:-1]))
         self.reordered += int(np.count_nonzero(seqs < prior_max))
@@ -348,28 +419,29 @@ class SeenMap:
         if in_drain is not None and in_drain.any():
             # a seq counts as drained only if its first arrival was in the drain
             if self.drained is None:
-                self.drained = np.zeros(len(self.seen), dtype=bool)
+                self.drained = PagedFlags(self.page_seqs, self.path and self.path + ".drained")
             fresh = seqs[in_drain]
-            fresh = fresh[~self.seen[fresh]]
+            fresh = fresh[~self.seen.get(fresh)]
             # an earlier (pre-drain) row of this very chunk may have brought it already
             early = seqs[~in_drain]
             if len(early):
                 fresh = fresh[~np.isin(fresh, early)]
-            self.drained[fresh] = True
+            self.drained.set(fresh)
         if len(seqs) == 1 or bool(np.all(seqs[1:] > seqs[:-1])):
             distinct = seqs
         else:
             distinct = np.unique(seqs)
-        new = len(distinct) - int(np.count_nonzero(self.seen[distinct]))
-        self.seen[distinct] = True
+        new = len(distinct) - int(np.count_nonzero(self.seen.get(distinct)))
+        self.seen.set(distinct)
         self.unique += new
         self.duplicates += len(seqs) - new
 
-    def packed(self) -> tuple[np.ndarray, np.ndarray]:
-        """(seen, drained) as packed bits up to the highest seq seen."""
+    def packed(self) -> tuple[bitmaps.Bits, bitmaps.Bits]:
+        """(seen, drained) as packed maps up to the highest seq seen (a map without a drained
+        arrival is empty)."""
         n = self.max_seq + 1
-        drained = self.drained[:n] if self.drained is not None else np.zeros(n, dtype=bool)
-        return np.packbits(self.seen[:n]), np.packbits(drained)
+        drained = self.drained.packed(n) if self.drained is not None else np.zeros(0, np.uint8)
+        return self.seen.packed(n), drained
 
 
 class Samples:
@@ -398,10 +470,11 @@ class Samples:
 
 class SendConverter:
     """Turns the sender's raw chunks (t_sent, status[, t_reply]) into sends records, the
-    packed map of seqs the socket accepted, and (req-rep) replies records and round trips."""
+    packed map of seqs the socket accepted (into the run's maps directory with `maps`, else in
+    memory), and (req-rep) replies records and round trips."""
 
     def __init__(self, run_dir: str, name: str, stream: int, size: int, rate: int, t0_ns: int,
-                 compression: str, round_trip: bool):
+                 compression: str, round_trip: bool, maps: bool = False):
         from ..measure.histogram import Histogram
         self.stream, self.size, self.rate, self.t0_ns = stream, size, rate, t0_ns
         self.sends = PartWriter(os.path.join(run_dir, "sends"), name, SENDS_SCHEMA, compression)
@@ -409,7 +482,7 @@ class SendConverter:
                         if round_trip else None)
         self.rtt = Histogram()
         self.lateness = Histogram()     # t_sent - t_intended of every attempt (zmqload.measure.schedule_keeping)
-        self.ok_bits: list[np.ndarray] = []
+        self.ok_bits = bitmaps.BitsWriter(os.path.join(run_dir, bitmaps.MAPS_DIR, f"{name}.ok") if maps else None)
         self._ok_carry = np.zeros(0, bool)     # accepted-flags past the last whole byte
         self.first_seq = 0
 
@@ -440,8 +513,10 @@ class SendConverter:
         self.sends.write({"stream": stream, "seq": seqs, "t_intended_ns": t_intended, "t_sent_ns": t_sent,
                           "status": status, "size": np.full(rows, self.size, np.int32)})
 
-    def sent_ok_map(self) -> np.ndarray:
-        return np.concatenate([*self.ok_bits, np.packbits(self._ok_carry)])
+    def sent_ok_map(self) -> bitmaps.Bits:
+        self.ok_bits.append(np.packbits(self._ok_carry))
+        self._ok_carry = np.zeros(0, bool)
+        return self.ok_bits.done()
 
 
 class ForeignRecorder:
@@ -482,9 +557,12 @@ class RecvConverter:
     COLUMNS = {"words": np.uint64, "t_sent": np.int64, "t_recv": np.int64, "size": np.int32}
     NO_DRAIN = np.iinfo(np.int64).max
 
-    def __init__(self, run_dir: str, name: str, consumer: int, rate: int, expected: int, compression: str):
+    def __init__(self, run_dir: str, name: str, consumer: int, rate: int, expected: int, compression: str,
+                 maps: bool = False):
         from ..measure.histogram import Histogram
         self.consumer, self.rate, self.expected = consumer, rate, expected
+        # with `maps`, the seen- and drained-maps are paged to files (the run's maps directory)
+        self.maps_prefix = os.path.join(run_dir, bitmaps.MAPS_DIR, name) if maps else None
         self.t0_ns = 0
         self.t_drain_ns = self.NO_DRAIN
         self.recvs = PartWriter(os.path.join(run_dir, "recvs"), name, RECVS_SCHEMA, compression)
@@ -511,7 +589,12 @@ class RecvConverter:
         in_drain = t_recv >= self.t_drain_ns
         one_stream = stream.min() == stream.max()
         for s in (stream[:1] if one_stream else np.unique(stream)):
-            seen = self.streams.setdefault(int(s), SeenMap(self.expected))
+            seen = self.streams.get(int(s))
+            if seen is None:
+                path = self.maps_prefix and f"{self.maps_prefix}-s{int(s)}"
+                if path:
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                seen = self.streams[int(s)] = SeenMap(self.expected, path)
             mine = slice(None) if one_stream else (stream == s)
             seen.add(seq[mine], in_drain[mine])
         self.recvs.write({"consumer": np.full(rows, self.consumer, np.int32), "stream": stream, "seq": seq,

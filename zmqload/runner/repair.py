@@ -50,6 +50,7 @@ def repair_run(run_dir: str, reason: str, workers_died: bool) -> RunResult:
     w = record.workload
     state = RunState(ids.producers(w.producers), ids.consumers(w.consumers))
     state.t0_ns = record.t0_ns
+    state.resets = list(record.resets)      # written as each was made: their losses are dropped_reset
     rebuilt, dead, salvage = salvage_run(run_dir, w, state.t0_ns, state.producers, state.consumers, {}, {})
     state.final.update(rebuilt)
     state.dead = dead if workers_died else set()

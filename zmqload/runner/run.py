@@ -1,6 +1,7 @@
 """One run from a Workload to a RunResult and a run directory with run.json."""
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 import errno
 import os
@@ -13,7 +14,8 @@ from types import FrameType
 from typing import Any, Callable, NoReturn
 
 from ..contract import patterns
-from ..contract.workload import Slos, Workload, check_output_dir
+from ..contract.records import DISK_BYTES_PER_ROW
+from ..contract.workload import UNPACED_RATE_GUESS, Slos, Workload, check_output_dir
 from ..contract import codec
 from ..contract import run_record as rr
 from ..contract.curve import Security
@@ -36,10 +38,8 @@ from .record import finish_records, start_records, utc_now
 from .salvage import salvage_run
 from .state import ProgressListener, RunState, WorkerFailed
 
-# Bytes on disk per message (docs/ARCHITECTURE.md: about 10 per row in each of sends/ and
-# recvs/) and per raw row waiting in _spill/ (9 per send, 28 per receive).
-PARQUET_BYTES_PER_ROW = 10
 SPILL_BYTES_PER_ROW = {"producer": 9, "consumer": 28}
+"""Bytes per raw row waiting in _spill/ (docs/ARCHITECTURE.md: 9 per send, 28 per receive)."""
 
 
 def reserve_bytes(w: Workload) -> int:
@@ -47,31 +47,71 @@ def reserve_bytes(w: Workload) -> int:
     return 256 * 1024 + 8 * 1024 * (w.producers + w.consumers)
 
 
+def bytes_per_message(w: Workload) -> float:
+    """What one message sent adds to the run's records: its send row, a receive row per copy
+    (contract/records.DISK_BYTES_PER_ROW), a reply row for a round trip, and a bit in the
+    producer's and each copy's two maps (contract/bitmaps.py, removed at the end)."""
+    copies = w.consumers if w.fanout else 1
+    rows = DISK_BYTES_PER_ROW["sends"] + copies * DISK_BYTES_PER_ROW["recvs"]
+    if patterns.get(w.pattern).round_trip:
+        rows += DISK_BYTES_PER_ROW["replies"]
+    return rows + (1 + 2 * copies) / 8
+
+
 def expected_bytes(w: Workload) -> int | None:
-    """The records a run will write, or None when its length is unbounded (unpaced with
-    --duration): Parquet rows of every send and every received copy, and the raw chunks each
-    worker keeps in _spill/ while its converter is held (prepared before the loop, up to
-    recorder.HOLD_BACKLOG_BYTES, at least one chunk)."""
+    """The most a run will have on disk at once, or None when its length is unbounded (unpaced
+    with --duration): bytes_per_message of every send, and the raw chunks waiting in _spill/.
+    A paced run's converter keeps up: what it holds while held (prepared before the loop, up to
+    recorder.HOLD_BACKLOG_BYTES, at least one chunk). Beside unpaced loops the converter (nice 19)
+    may get almost no CPU until they end (measured: 7 GB of raw chunks waiting 2 minutes into a
+    400M-message run on the shared 2-core machine): every raw row may wait at once."""
     from ..contract.wire import MAX_SEQ
     per_producer = w.messages_per_producer
     if per_producer >= MAX_SEQ:
         return None
-    copies = w.consumers if w.fanout else 1
-    rows = w.producers * per_producer
     def held(rows: int, row_bytes: int) -> int:
-        return max(held_spill_bytes(rows, row_bytes, w.chunk_rows), w.chunk_rows * row_bytes)
+        waiting = rows * row_bytes if not w.rate else held_spill_bytes(rows, row_bytes, w.chunk_rows)
+        return max(waiting, w.chunk_rows * row_bytes)
     spill = (w.producers * held(per_producer, SPILL_BYTES_PER_ROW["producer"])
              + w.consumers * held(w.expected_receives_per_consumer, SPILL_BYTES_PER_ROW["consumer"]))
-    return rows * PARQUET_BYTES_PER_ROW * (1 + copies) + spill + reserve_bytes(w)
+    return int(w.producers * per_producer * bytes_per_message(w)) + spill + reserve_bytes(w)
 
 
-def space_warning(w: Workload, run_dir: str) -> str | None:
-    """One line when the disk holds less than the run is expected to write."""
-    needed, free = expected_bytes(w), free_bytes(run_dir)
-    if needed is None or free < 0 or free >= needed:
+def expected_write(w: Workload) -> tuple[int, bool]:
+    """(bytes the run is expected to write, whether its length was guessed): expected_bytes, or
+    for an unpaced run only --duration bounds, what a run paced at UNPACED_RATE_GUESS msg/s per
+    producer writes (a guess: a warning, never a refusal)."""
+    n = expected_bytes(w)
+    if n is not None:
+        return n, False
+    guess = copy.copy(w)        # not replace(): a rate is not an option of every run (--role consumer)
+    guess.rate = UNPACED_RATE_GUESS
+    return expected_bytes(guess) or 0, True
+
+
+def free_space(directory: str) -> int:
+    """Bytes free where `directory` is (or would be: its nearest existing parent); -1 unknown."""
+    path = os.path.abspath(directory)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return free_bytes(path)
+
+
+def check_space(w: Workload) -> str | None:
+    """Before anything is made: a run expected to write more than --out has free is refused (one
+    line, naming the option); one whose length is a guess (unpaced --duration) gets a warning
+    line instead (returned). A disk that fills anyway ends the run `failed`, what was recorded
+    kept readable (docs/RELIABILITY.md)."""
+    (needed, guessed), free = expected_write(w), free_space(w.out)
+    if free < 0 or free >= needed:
         return None
-    return (f"{run_dir}: {free:,} bytes free, the run is expected to write about {needed:,} "
-            f"(~{PARQUET_BYTES_PER_ROW} bytes per message and table); it fails if the disk fills")
+    said = (f"{w.out}: {free:,} bytes free, the run is expected to write about {needed:,} "
+            f"(~{bytes_per_message(w):.0f} bytes per message kept"
+            + (", and every raw row may wait to be converted while unpaced loops run" if not w.rate else ""))
+    if not guessed:
+        raise ConfigError("--out", f"{said}); accepted: a directory with room for it, or fewer messages "
+                                   "(--count, --duration x --rate)")
+    return f"{said} at a guessed {UNPACED_RATE_GUESS:,} msg/s per producer); it fails if the disk fills"
 
 
 def new_run_id(w: Workload) -> str:
@@ -110,13 +150,13 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
     w = workload.validate()
     check_can_reset(w)
     curve = run_keys(w)       # before the run directory: libzmq without CURVE is bad input
+    warning = check_space(w)
     run_id, run_dir = _make_run_dir(w)
     record = rr.RunRecord(
         run_id=run_id, workload=w, slos=slos, security=Security.NULL if curve is None else Security.CURVE,
         pattern=rr.PatternFacts(fanout=w.fanout, binder=Role(patterns.get(w.pattern).binder)),
         versions=codec.convert(versions(), rr.Versions), host=codec.convert(host(), rr.Host),
         clock=codec.convert(clock_pair(), rr.ClockPair), started_at=utc_now())
-    warning = space_warning(w, run_dir)
     if warning:
         record.warnings.append(warning)
         print(f"zmqload: warning: {warning}", file=sys.stderr)
@@ -148,6 +188,15 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
         except OSError as exc:      # a run error: the run ends failed, in the room kept for run.json
             raise write_error(exc, run_dir, len(codec.encode(record))) from None
     controller.on_start = started
+
+    def reset_made() -> None:
+        # run.json holds each reset as it is made, so `zmqload repair` places its losses as the run would
+        record.resets = list(controller.state.resets)
+        try:
+            rr.write_run(run_dir, record)
+        except OSError as exc:
+            raise write_error(exc, run_dir, len(codec.encode(record))) from None
+    controller.on_reset = reset_made
     previous_sigterm = sigterm_as_interrupt()
     status, error = RunStatus.COMPLETE, None
     pending: BaseException | None = None       # raised once the run is recorded

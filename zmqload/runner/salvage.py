@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ..contract.workload import Workload
-from ..contract import control, run_record
+from ..contract import bitmaps, control, run_record
 from ..contract.ids import Role, WorkerId
 from ..contract.wire import SendStatus
 from ..measure.histogram import Histogram
@@ -200,14 +200,14 @@ def _streams(final: Any) -> list[control.StreamSeen]:
     return list(final.streams) if isinstance(final, control.ConsumerFinal) else []
 
 
-def with_received(final: control.ProducerFinal, seen_maps: list[np.ndarray]) -> control.ProducerFinal:
+def with_received(final: control.ProducerFinal, seen_maps: list[bitmaps.Bits]) -> control.ProducerFinal:
     """A dead producer's accepted-map extended by the seqs its consumers received: those
     were evidently sent, though their send records died with the producer."""
     c = final.counters
-    received = [np.flatnonzero(np.unpackbits(packed)) for packed in seen_maps]
+    received = [np.flatnonzero(np.unpackbits(bitmaps.load(packed))) for packed in seen_maps]
     attempted = max([c.attempted] + [int(r[-1]) + 1 for r in received if len(r)])
     ok = np.zeros(attempted, bool)
-    ok[:c.attempted] = np.unpackbits(final.sent_ok_map)[:c.attempted].astype(bool)
+    ok[:c.attempted] = np.unpackbits(bitmaps.load(final.sent_ok_map))[:c.attempted].astype(bool)
     for seqs in received:
         ok[seqs] = True
     counters = dataclasses.replace(c, attempted=attempted, sent=int(ok.sum()), interrupted=True)
