@@ -262,6 +262,17 @@ def test_fates_over_time_places_the_tail_by_the_runs_rule(placement, tail):
     assert dict(lost) == {"stranded or dropped": {0: 10, 2: 3, 4: 10, 5: 10}}
 
 
+def test_with_connection_resets_a_mid_run_loss_is_not_called_a_full_pipes():
+    """A send window between arrivals in a run with resets may hold a reset's losses or a full pipe's:
+    drawn as either (the fates table tells them apart by seq)."""
+    from zmqload.contract.run_record import Reset
+    rows = [{"window": w, "sent": 10, "delivered_sent": a, "received": a} for w, a in
+            [(0, 10), (1, 4), (2, 10)]]
+    meta = RunRecord(drain=Drain(ended=DrainEnd.IDLE), resets=[Reset(t_ns=1, at_s=0.1, took_ns=1, connections=1)])
+    lost, _, _ = plots.lost_by_place(rows, meta, copies=1)
+    assert dict(lost) == {plots.MID_OR_RESET_LABEL: {1: 6}}
+
+
 # -- a page a person reads at a glance (issue 26 item 3) -------------------------------------------
 @pytest.mark.parametrize("us, text, tick", [(812.4, "812 µs", "812 µs"), (9_999.0, "9,999 µs", "9,999 µs"),
                                             (50_000.0, "50 ms", "50 ms"), (197_123.0, "197 ms", "197.123 ms"),

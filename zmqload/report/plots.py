@@ -412,9 +412,13 @@ def capacity_curves(run_rows: list[dict[str, Any]], slo_p99_us: Optional[float],
 
 
 AMBIGUOUS_LABEL = "dropped_tail (or mid-run: ambiguous)"
+MID_OR_RESET_LABEL = "dropped_mid or dropped_reset"
+"""Between arrivals in a run with connection resets: a send window cannot tell a full pipe's drop
+from a reset's (the fates table, from the seqs, does)."""
 RESET_STYLE = dict(color="#e377c2", ls="-.", lw=1.2)
 FATE_COLORS = {"dropped_start": "#8c564b", "dropped_mid": "#d62728", "dropped_tail": "#ff7f0e",
-               AMBIGUOUS_LABEL: "#ffbb78", "stranded or dropped": "#7f7f7f", "drained": "#1f77b4"}
+               AMBIGUOUS_LABEL: "#ffbb78", "stranded or dropped": "#7f7f7f", "drained": "#1f77b4",
+               MID_OR_RESET_LABEL: "#e377c2"}
 
 
 def mark_resets(ax: Any, record: RunRecord) -> None:
@@ -429,7 +433,8 @@ def lost_by_place(rows: list[dict[str, Any]], record: RunRecord,
     """({place: {send window: messages that never arrived}}, every window, {window: received}).
     Place as the fates: before the first window with an arrival, start; after the last, the
     run's tail placement rule (docs/RECORDS.md: mid-run, ambiguous or at close); else mid;
-    'stranded or dropped' when the drain was cut short."""
+    'stranded or dropped' when the drain was cut short; with connection resets, mid-run losses are
+    'dropped_mid or dropped_reset' (MID_OR_RESET_LABEL)."""
     sent: defaultdict[int, int] = defaultdict(int)
     arrived: defaultdict[int, int] = defaultdict(int)
     received: defaultdict[int, int] = defaultdict(int)
@@ -443,7 +448,8 @@ def lost_by_place(rows: list[dict[str, Any]], record: RunRecord,
     cut_short = drain is not None and drain.ended is DrainEnd.LIMIT
     # after the last arrival: the run's tail placement rule (docs/RECORDS.md), as in its fates
     placement = drain.tail_placement if drain is not None else None
-    tail = {TAIL_MID_RUN: "dropped_mid", TAIL_AMBIGUOUS: AMBIGUOUS_LABEL}.get(placement, "dropped_tail") \
+    mid = MID_OR_RESET_LABEL if record.resets else "dropped_mid"
+    tail = {TAIL_MID_RUN: mid, TAIL_AMBIGUOUS: AMBIGUOUS_LABEL}.get(placement, "dropped_tail") \
         if placement is not None else "dropped_tail"
     lost: dict[str, dict[int, int]] = defaultdict(dict)
     for w in windows:
@@ -451,7 +457,7 @@ def lost_by_place(rows: list[dict[str, Any]], record: RunRecord,
         if not n:
             continue
         place = ("stranded or dropped" if cut_short else "dropped_start" if not with_arrivals or w < with_arrivals[0]
-                 else tail if w > with_arrivals[-1] else "dropped_mid")
+                 else tail if w > with_arrivals[-1] else mid)
         lost[place][w] = n
     return lost, windows, received
 
