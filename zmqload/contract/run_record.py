@@ -295,9 +295,9 @@ class StreamEntry(MessageCounts):
     dropped_tail_ambiguous: int = 0
     fates_by_consumer: Optional[dict[str, FateCounts]] = None
     """Fan-out only: the fates seen by each consumer."""
-    holes: int = 0
+    holes: Optional[int] = None
     """--role consumer: seqs below the highest received (per consumer with fan-out) that never arrived,
-    a lower bound of the loss (missing_ranges lists them); 0 in other runs, whose fates say it all."""
+    a lower bound of the loss (missing_ranges lists them); null in other runs, whose fates say it all."""
 
 
 class Counters(MessageCounts):
