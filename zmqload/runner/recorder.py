@@ -531,21 +531,14 @@ class ForeignRecorder:
         self.gaps = Histogram()
         self.bytes = self.t_first_ns = self.t_last_ns = 0
 
-    def take(self, chunk: dict[str, np.ndarray], rows: int, foreign: np.ndarray) -> dict[str, np.ndarray]:
-        """Write the foreign rows of `chunk[:rows]`; the others, as a chunk."""
-        if not foreign.any():
-            return {name: column[:rows] for name, column in chunk.items()}
-        t_recv = chunk["t_recv"][:rows][foreign]
-        size = chunk["size"][:rows][foreign]
+    def add(self, t_recv: np.ndarray, size: np.ndarray) -> None:
+        """Foreign messages in arrival order: their records, and the gaps since the one before."""
         self.writer.write({"consumer": np.full(len(t_recv), self.consumer, np.int32), "t_recv_ns": t_recv,
                            "size": size})
-        previous = self.t_last_ns or int(t_recv[0])
-        self.gaps.record(np.diff(t_recv, prepend=previous)[0 if self.t_last_ns else 1:])
+        self.gaps.record(np.diff(t_recv, prepend=self.t_last_ns) if self.t_last_ns else np.diff(t_recv))
         self.t_first_ns = self.t_first_ns or int(t_recv[0])
         self.t_last_ns = int(t_recv[-1])
         self.bytes += int(size.sum(dtype=np.int64))
-        kept = ~foreign
-        return {name: column[:rows][kept] for name, column in chunk.items()}
 
 
 class RecvConverter:
@@ -574,13 +567,15 @@ class RecvConverter:
     def __call__(self, chunk: dict[str, np.ndarray], rows: int) -> None:
         words = chunk["words"][:rows]
         stream = (words >> np.uint64(SEQ_BITS)).astype(np.int32)
-        if self.foreign is not None:
-            chunk = self.foreign.take(chunk, rows, stream == FOREIGN_STREAM)
-            rows = len(chunk["words"])
+        foreign = stream == FOREIGN_STREAM if self.foreign is not None else None
+        if foreign is not None and foreign.any():       # written apart: the rest are zmqload's messages
+            assert self.foreign is not None
+            self.foreign.add(chunk["t_recv"][:rows][foreign], chunk["size"][:rows][foreign])
+            kept = ~foreign
+            chunk = {name: column[:rows][kept] for name, column in chunk.items()}
+            words, stream, rows = chunk["words"], stream[kept], len(chunk["words"])
             if not rows:
                 return
-            words = chunk["words"]
-            stream = (words >> np.uint64(SEQ_BITS)).astype(np.int32)
         seq = (words & np.uint64(SEQ_MASK)).astype(np.int64)
         t_sent, t_recv = chunk["t_sent"][:rows], chunk["t_recv"][:rows]
         t_intended = intended_times(self.t0_ns, seq, self.rate, t_sent)
