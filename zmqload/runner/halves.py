@@ -36,6 +36,8 @@ from .salvage import consumer_final, producer_final
 from .state import RunState
 
 LINKED = ("sends", "samples")       # parts a joined run takes as they are (hard links where it can)
+NOT_IN_SENDS = ("last_errno", "interrupted", "blocked_sends", "blocked_ns", "unanswered")
+"""A producer's counters its sends/ records do not hold (the rest are rebuilt from them)."""
 
 
 def join_found(paths: Sequence[str]) -> list[str]:
@@ -176,9 +178,7 @@ def _rescheduled(source: str, target: str, t0_ns: int, rate: int) -> None:
 def _producer(run_dir: str, worker: ids.WorkerId, w: Workload, entry: rr.ProducerEntry) -> control.ProducerFinal:
     """From its sends records, with what only the half's run.json holds (pushback, close timings)."""
     final = producer_final(run_dir, worker, w, entry.close_ns)
-    known = codec.to_builtins(entry)
-    counters = dataclasses.replace(final.counters, **{f.name: known[f.name] for f in
-                                                      dataclasses.fields(control.SendCounters) if f.name in known})
+    counters = dataclasses.replace(final.counters, **{name: getattr(entry, name) for name in NOT_IN_SENDS})
     return dataclasses.replace(final, counters=counters, term_ns=entry.term_ns, max_rss_kb=entry.max_rss_kb,
                                writer_cpu_s=entry.writer_cpu_s)
 
