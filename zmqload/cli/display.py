@@ -23,6 +23,14 @@ def _ns_to_us(ns: Optional[float]) -> str:
     return "-" if ns is None else f"{ns / 1000:,.1f}"
 
 
+def _mib(kb: int) -> str:
+    return "-" if kb < 0 else f"{kb / 1024:,.0f} MiB"
+
+
+def _bytes(n: int) -> str:
+    return "-" if n < 0 else f"{n / 1e9:,.1f} GB" if n >= 1e9 else f"{n / 1e6:,.0f} MB"
+
+
 class LiveProgress:
     """Progress of a run, shown on a terminal once the run has lasted a second."""
 
@@ -60,6 +68,8 @@ class LiveProgress:
         table.add_row(f"[bold]{snap.pattern}[/] over {snap.transport}", snap.phase, f"{elapsed:6.1f}{total} s",
                       f"sent {snap.sent:,}", f"received {snap.received:,} ({self._rate:,.0f} msg/s)",
                       f"refused {snap.dropped:,}", f"gaps {snap.gaps:,}")
+        table.add_row("", "", "", f"in flight ~{snap.in_flight:,}", f"memory {_mib(snap.rss_kb)}",
+                      f"disk {_bytes(snap.disk_bytes)} written", f"{_bytes(snap.disk_free_bytes)} free")
         return table
 
     def stop(self) -> None:

@@ -87,6 +87,7 @@ class Progress:
     dropped: int = 0                      # producer: EAGAIN + SNDTIMEO so far
     t_last_recv_ns: int = 0
     gaps: int = 0                         # consumer: seqs skipped so far (newest seq seen vs received)
+    rss_kb: int = -1                      # the worker process's resident memory now (VmRSS), -1 unknown
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from ..contract import control, ids
 from ..contract import run_record as rr
 from ..errors import RunError
 from .lifecycle import PROGRESS_EVERY_NS
-from .state import ProgressListener, ProgressSnapshot, RunState
+from .state import Footprint, ProgressListener, ProgressSnapshot, RunState
 
 from .launch import TOOL_ENV, TOOL_SLOWDOWN, WorkerLauncher
 from .resets import Resets
@@ -74,6 +74,7 @@ class Controller:
         self.curve = curve
         self.state = RunState(ids.producers(w.producer_workers), ids.consumers(w.consumer_workers))
         self.started = time.monotonic()
+        self.footprint = Footprint()                           # memory and disk for the live display
         self.interrupted = False
         self.on_start: Callable[[int], None] | None = None     # told t0 once the workers have it
         self.on_reset: Callable[[], None] | None = None        # told each connection reset made (--reset-at)
@@ -95,7 +96,10 @@ class Controller:
             self.listener.update(self.snapshot())
 
     def snapshot(self) -> ProgressSnapshot:
-        return self.state.snapshot(self.w.pattern, self.w.transport, time.monotonic() - self.started)
+        now = time.monotonic()
+        self.footprint = self.footprint.fresh(self.run_dir, now)
+        return self.state.snapshot(self.w.pattern, self.w.transport, now - self.started,
+                                   self.w.consumers if self.w.fanout else 1, self.footprint)
 
     def wait(self, condition: Callable[[], bool], timeout_s: float, what: str) -> None:
         # workers run under a tool (ZMQLOAD_WORKER_TOOL: valgrind) start and end tens of times slower

@@ -8,6 +8,7 @@ samples over time, kernel queue sampling and the engine context.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import resource
 from typing import Callable
@@ -131,7 +132,7 @@ class WorkerLifecycle:
         """Progress to the controller (~10/s), the watchdog, and commands."""
         if progress is not None and now >= self._next_progress:
             self._next_progress = now + PROGRESS_EVERY_NS
-            self.ctl.send(progress)
+            self.ctl.send(dataclasses.replace(progress, rss_kb=rss_kb()))
             self.watch_controller()
         self.poll_commands()
 

@@ -46,7 +46,9 @@ class ProxyWorker(WorkerLifecycle):
         while not self.stop_requested:
             self.poll_commands(SAMPLE_EVERY_MS)
             self.watch_controller()
-            self.samples.add(_engine.now_ns(), 0, 0, *self.tcp_queues.sample(), rss_kb())
+            now = _engine.now_ns()
+            self.samples.add(now, 0, 0, *self.tcp_queues.sample(), rss_kb())
+            self.tick(now, control.Progress(0))     # its memory, for the live display
         steer.send_bytes(b"TERMINATE")
         thread.join(5.0)
         for sock in (steer, steering, frontend, backend):

@@ -2,12 +2,14 @@
 progress listener receives."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Union
 
 from ..contract import control
 from ..contract.ids import WorkerId
 from ..contract.run_record import Reset
+from .recorder import free_bytes
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,16 @@ class ProgressSnapshot:
     producers: int
     producers_done: int
     gaps: int = 0                 # seqs the consumers skipped so far (live estimate, copies included)
+    copies: int = 1               # consumers each message is meant for (fan-out)
+    rss_kb: int = -1              # memory (VmRSS) of every worker process and the controller, summed; -1 until all said
+    disk_bytes: int = -1          # what the run directory holds on disk (records, spill, maps)
+    disk_free_bytes: int = -1     # what its file system has left
+
+    @property
+    def in_flight(self) -> int:
+        """Messages accepted by the producers' sockets and neither received nor skipped yet
+        (sampled between slices at different instants: an estimate, the run's figure is exact)."""
+        return max(0, self.sent * self.copies - self.received - self.gaps)
 
 
 class ProgressListener(Protocol):
@@ -92,9 +104,56 @@ class RunState:
     def received_so_far(self) -> int:
         return sum(self.live[c].messages for c in self.consumers if c in self.live)
 
-    def snapshot(self, pattern: str, transport: str, elapsed_s: float) -> ProgressSnapshot:
+    def snapshot(self, pattern: str, transport: str, elapsed_s: float, copies: int = 1,
+                 footprint: Footprint | None = None) -> ProgressSnapshot:
         sent = sum(self.live[p].messages for p in self.producers if p in self.live)
         dropped = sum(self.live[p].dropped for p in self.producers if p in self.live)
         gaps = sum(self.live[c].gaps for c in self.consumers if c in self.live)
+        rss = [self.live[w].rss_kb for w in self.everyone if w in self.live and self.live[w].rss_kb >= 0]
+        own = footprint or Footprint()      # the whole run's memory, or none until every worker said its own
         return ProgressSnapshot(pattern, transport, self.phase, elapsed_s, sent, dropped, self.received_so_far(),
-                                len(self.producers), len(self.done), gaps)
+                                len(self.producers), len(self.done), gaps, copies,
+                                sum(rss) + own.rss_kb if len(rss) == len(self.everyone) and own.rss_kb >= 0 else -1,
+                                own.disk_bytes, own.disk_free_bytes)
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What the controller's own process and the run directory take, measured at most once a
+    second (a walk of the run directory): the live display's memory and disk."""
+    rss_kb: int = -1
+    disk_bytes: int = -1
+    disk_free_bytes: int = -1
+    at: float = 0.0               # time.monotonic() when measured
+
+    EVERY_S = 1.0
+
+    def fresh(self, run_dir: str, now: float) -> Footprint:
+        """This footprint, or a new one when a second has passed."""
+        if now - self.at < self.EVERY_S:
+            return self
+        return Footprint(own_rss_kb(), disk_used(run_dir), free_bytes(run_dir), now)
+
+
+def own_rss_kb() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def disk_used(directory: str) -> int:
+    """Bytes the files under `directory` take on disk (allocated blocks: a spill slot written
+    once before the loop counts whole), -1 if it cannot be read."""
+    total = 0
+    try:
+        for root, _, files in os.walk(directory):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(root, name)).st_blocks * 512
+                except FileNotFoundError:       # a part renamed or a spill slot removed meanwhile
+                    pass
+    except OSError:
+        return -1
+    return total
