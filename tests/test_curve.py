@@ -19,6 +19,7 @@ import zmq.auth
 import zmq.utils.z85
 from conftest import check_identity, free_ports, read_table, zmqload_cli
 from test_devices import Device, proxy_thread
+from test_consumer_side import UserPush, header
 from test_one_side import UserPull
 
 import zmqload
@@ -226,6 +227,103 @@ def test_producers_alone_into_a_users_curve_pull_every_header_once(tmp_path, cer
     assert security_of(run_dir_of(str(tmp_path / "runs"))) == "curve"
 
 
+# -- a CURVE client of the user's, connecting to zmqload ----------------------------------------------
+def _client_keys(sock: zmq.Socket, server_public: bytes) -> None:
+    """A CURVE client as a user writes one: the server's public key from its certificate, a pair of its own."""
+    sock.curve_serverkey = server_public
+    sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
+
+
+def _holds_no_secret(run_dir: str, secret: bytes) -> None:
+    for path in glob.glob(os.path.join(run_dir, "**", "*"), recursive=True):
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                assert secret not in f.read(), path
+
+
+class ClientPush(UserPush):
+    """UserPush's sending, from a socket that connects (a client) instead of binding."""
+
+    def __init__(self, endpoint: str, messages, server_public: bytes | None):
+        self.context = zmq.Context()
+        self.sock = self.context.socket(zmq.PUSH)
+        self.sock.setsockopt(zmq.LINGER, 3000)
+        if server_public is not None:
+            _client_keys(self.sock, server_public)
+        self.sock.connect(endpoint)
+        self.messages, self.gap_s, self.wait_s = messages, 0.0002, 1.0
+        self.sent = []
+        self.thread = threading.Thread(target=self._send, daemon=True)
+        self.thread.start()
+
+
+def test_consumers_alone_serve_a_users_curve_client_and_no_plain_one(tmp_path, certificates):
+    """--role consumer --consumers-bind with --curve-server-cert: a user's PUSH that holds the server's
+    public certificate is a CURVE client and every seq it sends is received; a plain (NULL) PUSH of the
+    user's connecting to the same endpoint gets nothing through (no message of it, foreign or not)."""
+    public_file, secret_file = certificates
+    server_public, server_secret = zmq.auth.load_certificate(secret_file)
+    (port,) = free_ports(1)
+    endpoint = f"tcp://127.0.0.1:{port}"
+    keyed = ClientPush(endpoint, [lambda s=s: header(0, s, time.monotonic_ns()) + b"k" * 16 for s in range(2000)],
+                       server_public)
+    plain = ClientPush(endpoint, [lambda s=s: header(1, s, time.monotonic_ns()) for s in range(500)], None)
+    done = zmqload_cli("run", "--json", "--role", "consumer", "--consumers-bind", endpoint, "--duration", "4",
+                       "--curve", "on", "--curve-server-cert", secret_file, "--out", str(tmp_path / "runs"))
+    keyed.join()
+    plain.sock.close(0)
+    plain.context.term()
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert len(keyed.sent) == 2000 and got["received"] == 2000 and got["foreign"]["messages"] == 0
+    recvs = read_table(got["run_dir"], "recvs")
+    assert sorted(zip(recvs.column("stream").to_pylist(), recvs.column("seq").to_pylist())) == \
+        [(0, s) for s in range(2000)]          # none of the plain PUSH's stream 1
+    assert security_of(got["run_dir"]) == "curve"
+    _holds_no_secret(got["run_dir"], server_secret)
+
+
+def test_producers_alone_serve_a_users_curve_pull_client(tmp_path, certificates):
+    """--role producer --producers-bind with --curve-server-cert: a user's PULL that connects with the
+    server's public certificate reads every header once."""
+    _, secret_file = certificates
+    server_public, server_secret = zmq.auth.load_certificate(secret_file)
+    (port,) = free_ports(1)
+    endpoint = f"tcp://127.0.0.1:{port}"
+    context = zmq.Context()
+    pull = context.socket(zmq.PULL)
+    pull.linger = 0
+    _client_keys(pull, server_public)
+    pull.connect(endpoint)
+    seen: list[tuple[int, int]] = []
+
+    def read() -> None:
+        pull.rcvtimeo = 30_000              # the run's start on a loaded machine
+        try:
+            while True:
+                word = int.from_bytes(pull.recv()[:8], "little")
+                seen.append((word >> 48, word & ((1 << 48) - 1)))
+                pull.rcvtimeo = 3000        # then: until idle
+        except zmq.Again:
+            pass
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        done = zmqload_cli("run", "--json", "--role", "producer", "--producers-bind", endpoint, "--rate", "10k",
+                           "--count", "5000", "--curve", "on", "--curve-server-cert", secret_file,
+                           "--out", str(tmp_path / "runs"))
+        reader.join(60)
+    finally:
+        pull.close()
+        context.term()
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["sent"] == 5000
+    assert sorted(seen) == [(0, s) for s in range(5000)]
+    _holds_no_secret(got["run_dir"], server_secret)
+
+
 def test_through_a_users_curve_device_nothing_is_lost(tmp_path, certificates):
     """Seed 001's XSUB|XPUB proxy with both ends CURVE servers of the user's key: zmqload's producers
     and consumers are its clients."""
@@ -280,8 +378,16 @@ def test_the_rules_need_no_io_and_the_file_is_read_by_validate(tmp_path):
      "--curve-server-key", "tcp://127.0.0.1:5999"),
     (("--curve", "on", "--pattern", "pub-sub", "--producers-connect", "tcp://127.0.0.1:5999",
       "--consumers-connect", "tcp://127.0.0.1:5998"), "--curve-server-key", "public key is needed"),
-    (("--curve", "on", "--role", "producer", "--producers-bind", "tcp://127.0.0.1:5999"), "--curve",
+    (("--curve", "on", "--role", "producer", "--producers-bind", "tcp://127.0.0.1:5999"), "--curve-server-cert",
      "--producers-bind"),
+    (("--curve", "on", "--role", "consumer", "--consumers-bind", "tcp://127.0.0.1:5999", "--duration", "1"),
+     "--curve-server-cert", "--consumers-bind"),
+    (("--curve-server-cert", "SECRET"), "--curve-server-cert", "--curve off"),
+    (("--curve", "on", "--curve-server-cert", "KEYFILE"), "--curve-server-cert", "no CURVE key pair"),
+    (("--curve", "on", "--curve-server-cert", "MISSING"), "--curve-server-cert", "No such file"),
+    (("--curve", "on", "--pattern", "pub-sub", "--producers-connect", "tcp://127.0.0.1:5999",
+      "--consumers-connect", "tcp://127.0.0.1:5998", "--curve-server-key", "KEYFILE", "--curve-server-cert",
+      "SECRET"), "--curve-server-cert", "binds no socket"),
     (("--curve", "on", "--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999",
       "--curve-server-key", "MISSING"), "--curve-server-key", "No such file"),
     (("--curve", "on", "--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999",
@@ -290,7 +396,7 @@ def test_the_rules_need_no_io_and_the_file_is_read_by_validate(tmp_path):
       "--curve-server-key", "BINARY"), "--curve-server-key", "cannot read"),
 ])
 def test_bad_curve_input_is_one_line_exit_2_nothing_left(tmp_path, certificates, args, flag, words):
-    files = {"KEYFILE": certificates[0], "MISSING": str(tmp_path / "missing.key"),
+    files = {"KEYFILE": certificates[0], "SECRET": certificates[1], "MISSING": str(tmp_path / "missing.key"),
              "MALFORMED": str(tmp_path / "malformed.key"), "BINARY": str(tmp_path / "binary.key")}
     with open(files["MALFORMED"], "w") as f:
         f.write('curve\n    public-key = "too short"\n')
@@ -298,9 +404,9 @@ def test_bad_curve_input_is_one_line_exit_2_nothing_left(tmp_path, certificates,
         f.write(bytes(range(256)))
     out = tmp_path / "runs"
     for command in ("run", "capacity"):
-        if command == "capacity" and "producer" in args:
-            continue        # capacity refuses --role producer before it reads a key
-        bound = ("--count", "10") if command == "run" else ("--probe-duration", "0.2")
+        if command == "capacity" and ("producer" in args or "consumer" in args):
+            continue        # capacity refuses --role producer or consumer before it reads a key
+        bound = () if "--duration" in args else ("--count", "10") if command == "run" else ("--probe-duration", "0.2")
         done = zmqload_cli(command, *[files.get(a, a) for a in args], *bound, "--out", str(out))
         assert done.returncode == 2, (command, done.stderr)
         lines = done.stderr.strip().splitlines()

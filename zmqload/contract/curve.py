@@ -4,8 +4,9 @@ A key is 40 characters of Z85 (ZeroMQ's base-85 text for 32 bytes), as libzmq's
 zmq_curve_keypair and pyzmq's zmq.curve_keypair make them. A key file is read in one of two
 forms: a certificate as zmq.auth.create_certificates (and czmq's zcert) writes it, whose
 `public-key = "..."` line is taken, or a file whose one line (comments `#` and blank lines
-aside) is the bare key. Nothing here makes keys (the runner does, with the engine's libzmq)
-or sets them on a socket.
+aside) is the bare key. A server's own pair (zmqload's binding sockets with a key
+the user's clients know) is read from a secret certificate. Nothing here makes keys (the runner
+does, with the engine's libzmq) or sets them on a socket.
 """
 from __future__ import annotations
 
@@ -26,17 +27,24 @@ Z85_KEY = re.compile(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}")
 KEY_FILE_FORMS = ('a file with a public-key = "<40 Z85 characters>" line (a zmq.auth certificate, .key or '
                   '.key_secret), or one line of the bare 40-character Z85 public key')
 _CERT_LINE = re.compile(r'\s*public-key\s*=\s*"([^"]*)"\s*')
+_SECRET_LINE = re.compile(r'\s*secret-key\s*=\s*"([^"]*)"\s*')
+SECRET_FILE_FORMS = ('a zmq.auth secret certificate (server.key_secret from zmq.auth.create_certificates, or czmq\'s '
+                     'zcert): its public-key = "..." and secret-key = "..." lines, 40 Z85 characters each')
+
+
+def _read_text(path: str, option: str, forms: str) -> str:
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read(64 * 1024)
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not ASCII text"
+        raise ConfigError(option, f"got {path!r}: cannot read it ({why}); accepted: {forms}") from None
 
 
 def read_public_key(path: str, option: str) -> bytes:
     """The public key in the file at `path`; ConfigError naming `option` when the file is missing,
     unreadable or holds no key in either form (KEY_FILE_FORMS)."""
-    try:
-        with open(path, encoding="ascii") as f:
-            text = f.read(64 * 1024)
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not ASCII text"
-        raise ConfigError(option, f"got {path!r}: cannot read it ({why}); accepted: {KEY_FILE_FORMS}") from None
+    text = _read_text(path, option, KEY_FILE_FORMS)
     # '#' begins a comment line, unless the line is a bare key (Z85 has '#')
     lines = [line.strip() for line in text.splitlines()
              if line.strip() and (not line.lstrip().startswith("#") or Z85_KEY.fullmatch(line.strip()))]
@@ -45,6 +53,18 @@ def read_public_key(path: str, option: str) -> bytes:
     if key is None or not Z85_KEY.fullmatch(key):
         raise ConfigError(option, f"got {path!r}: no CURVE public key in it; accepted: {KEY_FILE_FORMS}")
     return key.encode()
+
+
+def read_server_pair(path: str, option: str) -> tuple[bytes, bytes]:
+    """(public, secret) of the server certificate at `path` (SECRET_FILE_FORMS): the identity zmqload's
+    binding sockets take so that a client of the user's, which holds the public half, can connect.
+    ConfigError naming `option` when it is missing, unreadable or not a secret certificate."""
+    text = _read_text(path, option, SECRET_FILE_FORMS)
+    lines = text.splitlines()
+    found = [[m.group(1) for line in lines if (m := rule.fullmatch(line))] for rule in (_CERT_LINE, _SECRET_LINE)]
+    if any(len(keys) != 1 or not Z85_KEY.fullmatch(keys[0]) for keys in found):
+        raise ConfigError(option, f"got {path!r}: no CURVE key pair in it; accepted: {SECRET_FILE_FORMS}")
+    return found[0][0].encode(), found[1][0].encode()
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, NoReturn, Optional, TypeVar, Union
 
 from . import patterns
-from .curve import KEY_FILE_FORMS, read_public_key
+from .curve import KEY_FILE_FORMS, SECRET_FILE_FORMS, read_public_key, read_server_pair
 from .masters import MASTER_FORM, MASTERS_ACCEPTED
 from .wire import HEADER_SIZE, MAX_SEQ, MAX_STREAMS, SEND_MODES, SendModeWord
 from ..errors import ConfigError
@@ -332,6 +332,13 @@ class Workload:
         "with --role producer, or a device of yours between both sides: one key for all its endpoints); the "
         "file is read when the run starts", form=re.compile(r".+"), nullable=True, group=SECURITY_GROUP,
         default_text="unset: zmqload's own server keys, made per run")
+    curve_server_cert: Optional[str] = option(
+        None, str, f"a key file: {SECRET_FILE_FORMS}",
+        "with --curve on, the key pair zmqload's binding sockets serve with, for a CURVE client of yours that "
+        "connects to zmqload (--role consumer --consumers-bind, --role producer --producers-bind) and holds the "
+        "public half (a split half of zmqload's own connects with --curve-server-key and that public half); the "
+        "file is read when the run starts, the keys never recorded", form=re.compile(r".+"), nullable=True,
+        group=SECURITY_GROUP, default_text="unset: a server pair made per run")
     master: Optional[str] = option(
         None, str, MASTERS_ACCEPTED,
         "run the producers and consumers as one Spark barrier stage on this master, each worker a task (all "
@@ -500,6 +507,8 @@ class Workload:
             self.count = DEFAULT_COUNT
         if self.curve_server_key is not None:
             read_public_key(self.curve_server_key, OPTIONS["curve_server_key"].flag)
+        if self.curve_server_cert is not None:
+            read_server_pair(self.curve_server_cert, OPTIONS["curve_server_cert"].flag)
         topology = self.topology
         if topology.given:
             # the endpoints name their transport (the producers' first, where the sides differ)
@@ -543,7 +552,7 @@ class Workload:
             self._check_parts()
         if self.reset_at is not None:
             self._check_resets()
-        if self.curve != "off" or self.curve_server_key is not None:
+        if self.curve != "off" or self.curve_server_key is not None or self.curve_server_cert is not None:
             self._check_curve()
         if self.rate and (self.count is not None or self.duration is not None) \
                 and self.messages_per_producer > MAX_PACED:
@@ -632,21 +641,26 @@ class Workload:
     def _check_curve(self) -> None:
         """--curve on: a transport libzmq secures, a server key exactly where zmqload connects to a
         server of the user's, and no client of the user's that would need the per-run key."""
-        key = OPTIONS["curve_server_key"]
+        key, pair = OPTIONS["curve_server_key"], OPTIONS["curve_server_cert"]
         if self.curve == "off":
-            raise ConfigError(key.flag, f"got {self.curve_server_key!r} with --curve off; accepted: --curve on with "
-                                        "it, or no --curve-server-key")
+            given, value = (key, self.curve_server_key) if self.curve_server_key is not None else \
+                (pair, self.curve_server_cert)
+            raise ConfigError(given.flag, f"got {value!r} with --curve off; accepted: --curve on with it, or no "
+                                          f"{given.flag}")
         if self.transport == "inproc" or (self.endpoint or "").startswith("inproc://"):
             raise ConfigError("--curve", "got 'on' with --transport inproc: libzmq applies no security mechanism to "
                                          "inproc (nothing leaves the process); accepted: off, or tcp or ipc")
         topology = self.topology
-        if (topology.producers_alone or topology.consumers_alone) and topology.binder is not None:
+        if (topology.producers_alone or topology.consumers_alone) and topology.binder is not None \
+                and self.curve_server_cert is None:
             side = topology.side(topology.binder)
             yours = "consumer" if topology.producers_alone else "producer"
-            raise ConfigError("--curve", f"got 'on' with --role {self.role} {side.flag}: your {yours} would "
-                                         f"connect with the {side.name}' per-run server key, which it cannot know; "
-                                         f"accepted: off, or --{side.name}-connect to a CURVE server of yours with "
-                                         "--curve-server-key")
+            raise pair.refuse(None, f" with --curve on and --role {self.role} {side.flag}: your {yours} connects "
+                                    f"as a CURVE client and needs the server's public key, which a per-run key "
+                                    f"would keep from it")
+        if topology.binder is None and self.curve_server_cert is not None:
+            raise pair.refuse(self.curve_server_cert, ": zmqload binds no socket here (it connects to your "
+                                                        "system on both sides)")
         if topology.user_listens and self.curve_server_key is None:
             yours = ", ".join(e for side in (topology.producers, topology.consumers) if side.attach is
                               patterns.Attach.CONNECT for e in side.endpoints)

@@ -4,14 +4,15 @@ handshakes watched until one succeeds."""
 from __future__ import annotations
 
 from .. import _engine
-from ..contract.curve import CurveKeys, read_public_key
+from ..contract.curve import CurveKeys, read_public_key, read_server_pair
 from ..contract.workload import OPTIONS, Workload
 from ..errors import ConfigError, RunError
 
 
 def run_keys(w: Workload) -> CurveKeys | None:
     """The keys of a run with --curve on (None: off): a client pair, and zmqload's own server pair
-    or, against a server of the user's, its public key from --curve-server-key. ConfigError when the
+    (made per run, or --curve-server-cert's) or, against a server of the user's, its public key
+    from --curve-server-key. ConfigError when the
     engine's libzmq has no CURVE (built without libsodium) or the key file cannot be read."""
     if w.curve == "off":
         return None
@@ -24,7 +25,10 @@ def run_keys(w: Workload) -> CurveKeys | None:
     if w.curve_server_key is not None:
         server_key = read_public_key(w.curve_server_key, OPTIONS["curve_server_key"].flag)
         return CurveKeys(server_key, None, client_public, client_secret)
-    server_public, server_secret = _engine.curve_keypair()
+    if w.curve_server_cert is not None:      # a pair whose public half a client of the user's holds
+        server_public, server_secret = read_server_pair(w.curve_server_cert, OPTIONS["curve_server_cert"].flag)
+    else:
+        server_public, server_secret = _engine.curve_keypair()
     return CurveKeys(server_public, server_secret, client_public, client_secret)
 
 
