@@ -52,6 +52,21 @@ def test_a_placed_run_accounts_exactly_and_says_where_each_worker_ran(tmp_path):
     assert "WARN" not in done.stderr and "log4j" not in done.stderr, done.stderr
 
 
+def test_a_placed_run_leaves_nothing_where_its_tasks_ran(tmp_path):
+    """Tasks of local[2] run in the driver's working directory: they leave no control files there
+    (their control channel is tcp; the lock and markers belong to workers beside their controller)."""
+    import subprocess
+    import sys
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    done = subprocess.run([sys.executable, "-m", "zmqload", "run", "--master", "local[2]", "--count", "2000",
+                           "--rate", "10k", "--quiet", "--out", str(tmp_path / "runs")], cwd=cwd,
+                          capture_output=True, text=True, timeout=240,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert done.returncode == 0, done.stderr
+    assert os.listdir(cwd) == []
+
+
 def test_host_clocks_are_aligned_before_t0_and_a_skewed_clock_is_corrected(tmp_path):
     """Section 2 of issue 28. On one kernel clock the true offset of every executor to the driver
     is 0: each measured offset lies within its uncertainty of 0. c0's clock is put 5 s ahead

@@ -21,7 +21,9 @@ def run_worker(spec: WorkerSpec, context: _engine.Context | None = None) -> None
     from .proxy import ProxyWorker
     body = {Role.PRODUCER: Producer, Role.CONSUMER: Consumer, Role.PROXY: ProxyWorker}[spec.role]
     ctl = ControlClient(spec.control, spec.worker)
-    process = context is None       # a worker process, not an inproc thread of the controller
+    # a worker process beside its controller (not an inproc thread of it, nor a Spark task of a driver
+    # elsewhere, whose control channel is tcp and which has no control directory to leave markers in)
+    process = context is None and control_dir(spec) is not None
     if process:
         _touch(_marker(spec))
     worker = None
@@ -41,13 +43,15 @@ def run_worker(spec: WorkerSpec, context: _engine.Context | None = None) -> None
             leave(spec, orphan)
 
 
-def control_dir(spec: WorkerSpec) -> str:
-    """The run's private directory of control and ipc socket files (runner/channel.py)."""
-    return os.path.dirname(spec.control.split("://", 1)[1])
+def control_dir(spec: WorkerSpec) -> str | None:
+    """The run's private directory of control and ipc socket files (runner/channel.py); None for a
+    control channel over tcp (a placed run's task: the directory is on the driver's host)."""
+    scheme, address = spec.control.split("://", 1)
+    return os.path.dirname(address) if scheme == "ipc" else None
 
 
 def _marker(spec: WorkerSpec) -> str:
-    return os.path.join(control_dir(spec), f"{spec.name}.alive")
+    return os.path.join(control_dir(spec) or "", f"{spec.name}.alive")
 
 
 def _touch(path: str) -> None:
@@ -62,6 +66,8 @@ def leave(spec: WorkerSpec, orphan: bool) -> None:
     run from its records (run.json marked failed) and removes the private control files;
     each worker's marker file says who is still there (under a lock: exactly one is last)."""
     directory = control_dir(spec)
+    if directory is None:
+        return
     try:
         lock = open(os.path.join(directory, ".lock"), "a")
     except OSError:
