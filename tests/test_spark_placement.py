@@ -303,3 +303,44 @@ def test_a_killed_executor_fails_the_run_naming_its_worker_and_leaves_readable_r
     time.sleep(5)
     assert not [pid for pid in under if os.path.exists(f"/proc/{pid}") and
                 open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
+
+
+def test_a_killed_driver_leaves_records_that_repair_finishes(tmp_path):
+    """SIGKILL to the driver (the `zmqload run --master` process, the controller) mid-run: Spark ends
+    the executors and their tasks within seconds, nothing is left running; run.json stays `running`
+    (nobody is left to write it) and `zmqload repair` finishes it `failed` from the records the tasks
+    wrote and spilled, its figures consistent and equal to numpy over the Parquet it made."""
+    import signal
+    import time
+    run = _placed_run(tmp_path)
+    deadline, placed = time.monotonic() + 150, None
+    while placed is None and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(1)
+        for path in glob.glob(os.path.join(tmp_path, "run=*", "run.json")):
+            placed = (json.load(open(path)).get("placement") or {}).get("workers")
+    assert placed, run.communicate()[1][-2000:] if run.poll() is not None else "no placement"
+    time.sleep(3)                    # the run is sending
+    under = _descendants(run.pid)
+    assert {w["pid"] for w in placed} <= set(under)
+    os.kill(run.pid, signal.SIGKILL)
+    run.communicate(timeout=30)
+    killed_at = time.monotonic()
+    while time.monotonic() - killed_at < 60 and [pid for pid in under if os.path.exists(f"/proc/{pid}") and
+                                                 open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]:
+        time.sleep(0.5)
+    assert time.monotonic() - killed_at < 60, "processes of the run outlived its driver"
+    run_dir = glob.glob(os.path.join(tmp_path, "run=*"))[0]
+    assert json.load(open(os.path.join(run_dir, "run.json")))["status"] == "running"
+    repaired = zmqload_cli("repair", run_dir)
+    assert repaired.returncode == 0, repaired.stderr
+    record = json.load(open(os.path.join(run_dir, "run.json")))
+    got = record["counters"]
+    assert record["status"] == "failed" and record["salvaged"] is not None
+    recvs = pq.read_table(os.path.join(run_dir, "recvs")).to_pydict()
+    sends = pq.read_table(os.path.join(run_dir, "sends")).to_pydict()
+    assert got["unique_received"] == len(np.unique(recvs["seq"])) > 0
+    # a message received was sent, recorded or not (the producer died with a chunk not yet spilled)
+    ok = np.asarray(sends["seq"])[np.asarray(sends["status"]) == 0]
+    assert got["sent"] == len(np.union1d(ok, recvs["seq"])) > 0
+    assert got["expected"] == sum(got[f] for f in ("delivered", "drained", "dropped_start", "dropped_mid",
+                                                   "dropped_tail", "dropped_reset", "stranded", "unknown"))
