@@ -21,6 +21,9 @@ Data: generated once with numpy + pyarrow (bench/report_data.py), cached under
 ZMQLOAD_BENCH_RECORDS=100000000 for the 100M case (too slow for CI); ZMQLOAD_BENCH_SMOKE=1
 uses 20k and one round.
 
+A real run instead: ZMQLOAD_BENCH_RUN_DIR=RUN (e.g. the hour-long soak run of bench/soak_hour.py);
+numpy's truth then holds every latency in memory (8 bytes a record).
+
 Side by side with another version: ZMQLOAD_BENCH_BASELINE=DIR (a checkout, e.g. `git worktree
 add /tmp/zmqload-base REF`) runs `test_report_against_baseline`: that version's cold report
 (PYTHONPATH=DIR, same venv) right before each of this version's.
@@ -56,9 +59,13 @@ QUANTILES = (("p50", "0.5"), ("p99", "0.99"), ("p99_9", "0.999"))
 TARGETS = {"warm": 1.5 if RECORDS >= 50_000_000 else 3.0, "cold": 1.5 if RECORDS >= 50_000_000 else 8.0}
 
 
+RUN_DIR = os.environ.get("ZMQLOAD_BENCH_RUN_DIR")
+"""A real run's directory to report on instead of generated records (a soak run: bench/soak_hour.py)."""
+
+
 @pytest.fixture(scope="module")
 def bench_run():
-    path = generate(RECORDS)
+    path = RUN_DIR or generate(RECORDS)
     for kind in ("sends", "recvs"):      # every contender reads from the page cache, not the first from disk
         for f in os.listdir(os.path.join(path, kind)):
             with open(os.path.join(path, kind, f), "rb") as fh:
@@ -158,7 +165,7 @@ def test_report_beside_duckdb(benchmark, bench_run, tmp_path):
     first_s = time.perf_counter() - t
     steps["first"]["outside the timed report"] = [first_s - steps["first"]["total"][-1]]
     _check_report(str(tmp_path / "first"), truth)
-    print(f"\n{RECORDS:,} receive records; first report (starts the server): {first_s:.2f} s")
+    print(f"\n{truth['received']:,} receive records; first report (starts the server): {first_s:.2f} s")
 
     def one(mode: str, i: int) -> None:
         t = time.perf_counter()
