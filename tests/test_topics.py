@@ -76,10 +76,39 @@ def check_against_numpy(run_dir: str, subscribed: list[set[int]], slots: np.ndar
     return lost
 
 
-def check_report(run_dir: str, out: str, lost: dict[int, int]) -> None:
-    """The report's loss per consumer and per topic is run.json's (and numpy's)."""
+def queue_peak(run_dir: str, subscribed: list[set[int]], slots: np.ndarray) -> int:
+    """The most messages in flight at once over every consumer's queue, by numpy: each received message
+    from its send to its receipt; each unreceived message of a consumer's topics after its last arrival
+    (a tail drop, unless the run placed those mid-run) from its send until the producer closed. Only
+    the consumer's topics: the others never enter its queue. One producer."""
+    record = read_meta(run_dir)
+    producer = record["producers"][0]
+    closed = producer["t_last_send_ns"] + producer["close_ns"] + producer["term_ns"]
+    sends, recvs = read_table(run_dir, "sends"), read_table(run_dir, "recvs")
+    ok = sends.column("status").to_numpy() == 0
+    seq, t_sent = sends.column("seq").to_numpy()[ok], sends.column("t_sent_ns").to_numpy()[ok]
+    entered, left = [], []
+    for c, topics in enumerate(subscribed):
+        mine = recvs.column("consumer").to_numpy() == c
+        got = recvs.column("seq").to_numpy()[mine]
+        entered.append(recvs.column("t_sent_ns").to_numpy()[mine])
+        left.append(recvs.column("t_recv_ns").to_numpy()[mine])
+        if record["drain"]["tail_placement"] != "mid-run":
+            tail = np.isin(slots[seq % len(slots)], sorted(topics)) & (seq > got.max()) & ~np.isin(seq, got)
+            entered.append(t_sent[tail])
+            left.append(np.full(int(tail.sum()), closed))
+    times = np.concatenate(entered + left)
+    step = np.concatenate([np.ones(sum(map(len, entered)), np.int64), -np.ones(sum(map(len, left)), np.int64)])
+    order = np.lexsort((step, times))       # at one instant, departures first
+    return int(np.cumsum(step[order]).max())
+
+
+def check_report(run_dir: str, out: str, lost: dict[int, int], subscribed: list[set[int]], slots: np.ndarray) -> None:
+    """The report's loss per consumer and per topic, and the queue's peak, are run.json's and numpy's."""
     summary, topics = report_rows(run_dir, out)
     record = read_meta(run_dir)
+    peak = queue_peak(run_dir, subscribed, slots)
+    assert record["summary"]["queue_peak"]["messages"] == peak
     for c, n in lost.items():
         row = next(r for r in summary if r["consumer"] == str(c) and r["stream"] == "0")
         assert int(row["lost"]) == n
@@ -87,6 +116,7 @@ def check_report(run_dir: str, out: str, lost: dict[int, int]) -> None:
         assert int(row["expected"]) == expected
     total = next(r for r in summary if r["consumer"] == "-1" and r["stream"] == "-1")
     assert int(total["lost"]) == record["counters"]["lost"] and int(total["expected"]) == record["counters"]["expected"]
+    assert int(total["depth_max"]) == peak
     from_run = {(e["topic"], str(m["consumer"])): m for e in record["topics"] for m in e["consumers"]}
     assert len(topics) == len(from_run)
     for row in topics:
@@ -103,7 +133,7 @@ def test_two_consumers_of_different_topics_each_get_exactly_theirs(tmp_path):
     lost = check_against_numpy(result.run_dir, [{0, 1}, {1, 3}], SLOTS)
     assert lost == {0: 0, 1: 0} and result.lost == 0
     assert result.expected == 20_000 * (7 + 4) // 10
-    check_report(result.run_dir, str(tmp_path / "report"), lost)
+    check_report(result.run_dir, str(tmp_path / "report"), lost, [{0, 1}, {1, 3}], SLOTS)
 
 
 def test_a_slow_consumer_loses_only_within_its_topics(tmp_path):
@@ -114,7 +144,7 @@ def test_a_slow_consumer_loses_only_within_its_topics(tmp_path):
                          out=str(tmp_path / "runs"))
     lost = check_against_numpy(result.run_dir, [{0}, {1, 2}], np.arange(4))
     assert max(lost.values()) > 0
-    check_report(result.run_dir, str(tmp_path / "report"), lost)
+    check_report(result.run_dir, str(tmp_path / "report"), lost, [{0}, {1, 2}], np.arange(4))
 
 
 def test_a_users_sub_gets_only_its_topic_and_reads_the_header_after_it(tmp_path):

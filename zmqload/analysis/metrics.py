@@ -292,14 +292,16 @@ def reset_receipts(recvs: DataFrame, resets: Mapping[int, list[int]],
                  F.min(F.when(F.col("seq") >= k, F.col("seq"))).alias("back_at")))
 
 
-def reset_losses(sends: DataFrame, recvs: DataFrame, regions: DataFrame, fanout_runs: Iterable[int] = ()) -> DataFrame:
+def reset_losses(sends: DataFrame, recvs: DataFrame, regions: DataFrame, fanout_runs: Iterable[int] = (),
+                 topic_runs: TopicRuns | None = None) -> DataFrame:
     """Per (run, consumer key, stream) of `regions` (run, consumer, stream, lo, hi, limit, seq_min:
     the disjoint reset regions of each view, its certain line and first arrival): the ok sends in
     them below the line before the first arrival (`reset_start`) and from it on (`reset_sent_mid`),
-    and the distinct seqs that view received there (`reset_got`)."""
+    and the distinct seqs that view received there (`reset_got`); with topics, of the view's topics."""
     ranges = F.broadcast(regions)
     in_range = (F.col("seq") >= F.col("lo")) & (F.col("seq") < F.col("hi")) & _below(F.col("limit"))
-    sent = (sends.where(F.col("status") == SendStatus.OK).join(ranges, ["run", "stream"]).where(in_range)
+    sent = (sends.where(F.col("status") == SendStatus.OK).join(ranges, ["run", "stream"])
+            .where(in_range & subscribed(topic_runs))
             .groupBy("run", "consumer", "stream")
             .agg(F.sum((F.col("seq") < F.col("seq_min")).cast("long")).alias("reset_start"),
                  F.sum((F.col("seq") >= F.col("seq_min")).cast("long")).alias("reset_sent_mid")))

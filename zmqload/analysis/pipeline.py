@@ -221,7 +221,8 @@ REGION_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, lo=INT64, hi=
 
 
 def reset_drops(spark: SparkSession, runs: list[RunInfo], sends: DataFrame, recvs: DataFrame,
-                rs: list[dict[str, Any]], fanout_runs: Collection[int]) -> dict[tuple[int, int, int], tuple[int, int]]:
+                rs: list[dict[str, Any]], fanout_runs: Collection[int],
+                topic_runs: metrics.TopicRuns | None = None) -> dict[tuple[int, int, int], tuple[int, int]]:
     """{(run, stream, consumer key): (start, mid)}: the drops of each kind lost across a connection
     reset (run.json resets), by the rule of contract/fates.py reset_region on marks from the
     records: k from the sends after each abort was made, then each consumer's high when it was asked
@@ -246,7 +247,8 @@ def reset_drops(spark: SparkSession, runs: list[RunInfo], sends: DataFrame, recv
                          seq_min=r["seq_min"]) for lo, hi in merge_regions(x for x in found if x is not None)]
     if not regions:
         return {}
-    losses = collect(metrics.reset_losses(sends, recvs, _small(spark, regions, REGION_SCHEMA), fanout_runs))
+    losses = collect(metrics.reset_losses(sends, recvs, _small(spark, regions, REGION_SCHEMA), fanout_runs,
+                                          topic_runs))
     return {(x["run"], x["stream"], x["consumer"]): (x["reset_start"], x["reset_sent_mid"] - x["reset_got"])
             for x in losses}
 
@@ -296,7 +298,8 @@ def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = 
         counts = collect(metrics.send_counts(sends, _small(spark, rs + unseen_views(runs, rs, topic_runs), RS_SCHEMA),
                                              topic_runs))
     step("send counts")
-    at_reset = reset_drops(spark, runs, sends, recvs, rs, fanout_runs) if any(r.record.resets for r in runs) else {}
+    at_reset = (reset_drops(spark, runs, sends, recvs, rs, fanout_runs, topic_runs)
+                if any(r.record.resets for r in runs) else {})
     loss = finish.fates(counts, rs, views, dead_streams, at_reset)
     rs_by = {(r["run"], r["consumer"], r["stream"]): r for r in rs}
     step("fates")
