@@ -254,3 +254,28 @@ def test_topic_width_is_bounded_in_the_engine():
     finally:
         sock.close(0)
         context.term()
+
+
+def test_through_zmqloads_own_proxy(tmp_path):
+    """Pattern proxy (PUB -> XSUB | zmq_proxy | XPUB -> SUB): each consumer's subscriptions cross the
+    proxy, and it gets exactly its topics' messages."""
+    result = zmqload.run(pattern="proxy", consumers=2, topics=3, subscribe="t0;t1,t2", count=6000, rate=20_000,
+                         sndhwm=0, rcvhwm=0, proxy_sndhwm=0, proxy_rcvhwm=0, out=str(tmp_path / "runs"))
+    assert check_against_numpy(result.run_dir, [{0}, {1, 2}], np.arange(3)) == {0: 0, 1: 0}
+    assert result.unique_received == 6000
+
+
+def test_a_sweep_file_takes_topics_and_subscriptions(tmp_path):
+    """The option table carries the topics into a sweep file's points (an axis of --topics, the
+    subscriptions as one value each: on the command line a comma makes an axis)."""
+    from zmqload.plan import sweep as sweeps
+    path = tmp_path / "sweep.toml"
+    path.write_text(f'[sweep]\npattern = "pub-sub"\nconsumers = 2\ncount = 100\nout = "{tmp_path / "runs"}"\n'
+                    '[axes]\ntopics = [2, 4]\n[[points]]\ntopics = 4\nsubscribe = "t0,t1;t3"\n'
+                    'topic_weights = "1,1,1,5"\n')
+    sweep = sweeps.plan(sweeps.load_toml(str(path)))
+    workloads = [p.workload for p in sweep.points]
+    assert [w.topics for w in workloads] == [2, 4, 4]
+    last = workloads[-1].topic_set
+    assert last is not None and last.subscribed == ((0, 1), (3,)) and len(last.pattern) == 8
+    assert not (tmp_path / "runs").exists()
