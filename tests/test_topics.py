@@ -14,9 +14,9 @@ import time
 import numpy as np
 import pytest
 import zmq
+from conftest import free_ports, read_meta, read_table, zmqload_cli
 
 import zmqload
-from conftest import free_ports, read_meta, read_table, zmqload_cli
 
 WEIGHTS = (4, 3, 2, 1)
 SLOTS = np.repeat(np.arange(4), WEIGHTS)     # the weighted rule, by hand: topic = SLOTS[seq % 10]
@@ -232,6 +232,7 @@ def test_through_a_users_xsub_xpub_proxy_subscriptions_travel_upstream(tmp_path)
     (["--pattern", "pub-sub", "--topics", "-1"], "--topics"),
     (["--pattern", "pub-sub", "--topics", "3", "--topic-weights", "1,2"], "--topic-weights"),
     (["--pattern", "pub-sub", "--topics", "3", "--topic-weights", "1,0,2"], "--topic-weights"),
+    (["--pattern", "pub-sub", "--topics", "11", "--topic-weights", ",".join(["1000"] * 11)], "--topic-weights"),
     (["--pattern", "pub-sub", "--topics", "100", "--size", "18"], "--size"),
 ])
 def test_bad_topic_input_is_one_line_exit_2_nothing_left(tmp_path, args, flag):

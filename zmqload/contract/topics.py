@@ -22,6 +22,8 @@ from ..errors import ConfigError
 
 MAX_TOPICS = 1000
 MAX_WEIGHT = 1000
+MAX_PERIOD = 10_000
+"""The most slots in the pattern (the weights' sum): the report's Spark holds it as a literal array."""
 WARMUP_CHAR = "~"
 """The warm-up messages' topic is this character repeated to the topics' width (no topic's name):
 zmqload's consumers subscribe to it beside their topics; a subscriber of one topic never sees them."""
@@ -35,12 +37,13 @@ def names(n: int) -> list[str]:
 
 def parse_weights(text: str, n: int) -> list[int]:
     """--topic-weights "5,3,1" for n topics -> [5, 3, 1]; ConfigError otherwise."""
-    accepted = f"{n} whole numbers from 1 to {MAX_WEIGHT} separated by commas, one per topic"
+    accepted = (f"{n} whole numbers from 1 to {MAX_WEIGHT} separated by commas, one per topic, "
+                f"summing to at most {MAX_PERIOD}")
     try:
         weights = [int(part) for part in text.split(",")]
     except ValueError:
         raise ConfigError("--topic-weights", f"got {text!r}; accepted: {accepted}") from None
-    if len(weights) != n or not all(1 <= w <= MAX_WEIGHT for w in weights):
+    if len(weights) != n or not all(1 <= w <= MAX_WEIGHT for w in weights) or sum(weights) > MAX_PERIOD:
         raise ConfigError("--topic-weights", f"got {text!r} for --topics {n}; accepted: {accepted}")
     return weights
 

@@ -273,7 +273,8 @@ class Workload:
         "Accounted per topic; what a consumer did not subscribe to is not lost (docs/RECORDS.md)",
         low=0, high=topic_rule.MAX_TOPICS, default_text="0: no topics")
     topic_weights: Optional[str] = option(
-        None, str, f"one whole number from 1 to {topic_rule.MAX_WEIGHT} per topic, separated by commas (e.g. 5,3,1)",
+        None, str, f"one whole number from 1 to {topic_rule.MAX_WEIGHT} per topic, separated by commas, summing to at "
+        f"most {topic_rule.MAX_PERIOD} (e.g. 5,3,1)",
         "with --topics: topic i takes weight i of every sum(weights) messages, in topic order "
         "(5,3,1: seqs 0-4 t0, 5-7 t1, 8 t2, then again)", form=re.compile(r"[0-9, ]+"), nullable=True,
         default_text="unset: round robin")
