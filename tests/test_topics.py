@@ -79,8 +79,9 @@ def check_against_numpy(run_dir: str, subscribed: list[set[int]], slots: np.ndar
 def queue_peak(run_dir: str, subscribed: list[set[int]], slots: np.ndarray) -> int:
     """The most messages in flight at once over every consumer's queue, by numpy: each received message
     from its send to its receipt; each unreceived message of a consumer's topics after its last arrival
-    (a tail drop, unless the run placed those mid-run) from its send until the producer closed. Only
-    the consumer's topics: the others never enter its queue. One producer."""
+    from its send until the producer closed (a tail drop, unless the run placed those mid-run), or for
+    ever when the drain was cut short (stranded). Only the consumer's topics: the others never enter
+    its queue. One producer."""
     record = read_meta(run_dir)
     producer = record["producers"][0]
     closed = producer["t_last_send_ns"] + producer["close_ns"] + producer["term_ns"]
@@ -93,8 +94,10 @@ def queue_peak(run_dir: str, subscribed: list[set[int]], slots: np.ndarray) -> i
         got = recvs.column("seq").to_numpy()[mine]
         entered.append(recvs.column("t_sent_ns").to_numpy()[mine])
         left.append(recvs.column("t_recv_ns").to_numpy()[mine])
-        if record["drain"]["tail_placement"] != "mid-run":
-            tail = np.isin(slots[seq % len(slots)], sorted(topics)) & (seq > got.max()) & ~np.isin(seq, got)
+        tail = np.isin(slots[seq % len(slots)], sorted(topics)) & (seq > got.max(initial=-1)) & ~np.isin(seq, got)
+        if not record["drain"]["completed"]:
+            entered.append(t_sent[tail])
+        elif record["drain"]["tail_placement"] != "mid-run":
             entered.append(t_sent[tail])
             left.append(np.full(int(tail.sum()), closed))
     times = np.concatenate(entered + left)
@@ -145,6 +148,20 @@ def test_a_slow_consumer_loses_only_within_its_topics(tmp_path):
     lost = check_against_numpy(result.run_dir, [{0}, {1, 2}], np.arange(4))
     assert max(lost.values()) > 0
     check_report(result.run_dir, str(tmp_path / "report"), lost, [{0}, {1, 2}], np.arange(4))
+
+
+def test_a_drain_cut_short_strands_only_subscribed_messages(tmp_path):
+    """--drain none with a slow consumer: what each consumer still held is stranded, counted only
+    over its topics (an unsubscribed message is not stranded, not lost, not in its queue), in
+    run.json and the report alike, as numpy counts it from the records."""
+    result = zmqload.run(pattern="pub-sub", consumers=2, topics=4, subscribe="t0;t1,t2,t3", count=20_000,
+                         rate=40_000, sndhwm=0, rcvhwm=0, consumer_delay_us=150, drain="none",
+                         out=str(tmp_path / "runs"))
+    lost = check_against_numpy(result.run_dir, [{0}, {1, 2, 3}], np.arange(4))
+    record = read_meta(result.run_dir)
+    assert not record["drain"]["completed"] and record["counters"]["stranded"] > 0
+    assert lost[1] > lost[0] > 0       # consumer 1 has three times the work per second of sends
+    check_report(result.run_dir, str(tmp_path / "report"), lost, [{0}, {1, 2, 3}], np.arange(4))
 
 
 def test_a_users_sub_gets_only_its_topic_and_reads_the_header_after_it(tmp_path):
