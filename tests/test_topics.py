@@ -171,21 +171,24 @@ def test_a_users_sub_gets_only_its_topic_and_reads_the_header_after_it(tmp_path)
     context = zmq.Context()
     sub = context.socket(zmq.SUB)
     sub.setsockopt(zmq.SUBSCRIBE, b"t1")
-    sub.setsockopt(zmq.RCVTIMEO, 2000)
+    sub.setsockopt(zmq.RCVTIMEO, 500)
     sub.connect(f"tcp://127.0.0.1:{port}")
     got: list[bytes] = []
+    ran = threading.Event()
 
     def read() -> None:
-        try:
-            while True:
+        while True:
+            try:
                 got.append(sub.recv())
-        except zmq.Again:       # nothing for 2 s: the run is over
-            pass
+            except zmq.Again:       # nothing for 0.5 s: over once the run is
+                if ran.is_set():
+                    return
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
         result = zmqload.run(pattern="pub-sub", role="producer", producers_bind=f"tcp://127.0.0.1:{port}", topics=4,
                              count=8000, rate=8000, size=64, out=str(tmp_path / "runs"))
+        ran.set()
         reader.join(timeout=30)
     finally:
         sub.close(0)

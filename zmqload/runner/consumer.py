@@ -29,7 +29,8 @@ class Consumer(WorkerLifecycle):
             "CONFLATE": 1 if w.conflate in ("consumers", "both") else None})     # the Receiver ends each slice
         topics = w.topic_set
         if topics is not None:      # its topics, and the warm-up's (contract/topics.py)
-            for prefix in [topics.warmup] + [topics.names[i].encode() for i in topics.subscribed[self.spec.worker.index]]:
+            mine = topics.subscribed[self.spec.worker.index]
+            for prefix in [topics.warmup, *(topics.names[i].encode() for i in mine)]:
                 sock.subscribe(prefix)
         elif self.pattern.subscribe:
             sock.subscribe(b"")
