@@ -3,6 +3,10 @@
  *   offset 0: u64 little-endian  stream << 48 | seq
  *   offset 8: i64 little-endian  t_sent_ns (CLOCK_MONOTONIC)
  *
+ * With topics (--topics), the first frame starts with the message's topic, a fixed number of
+ * bytes per run (SUB filters match a prefix of the first frame), and the header follows it:
+ * offset W, W = the run's topic width, at most ZL_MAX_TOPIC_WIDTH.
+ *
  * Also the engine's per-message send statuses and send modes. zmqload/contract/wire.py
  * states the same values for Python; tests/test_contract.py checks they agree.
  *
@@ -29,6 +33,8 @@
 #define ZL_FOREIGN_STREAM 0xFFFEULL
 #define ZL_FOREIGN_AGE_NS 3600000000000LL
 #define ZL_FOREIGN_SLACK_NS 1000000LL
+/* The widest topic before the header: the receiver reads topic and header into 64 bytes. */
+#define ZL_MAX_TOPIC_WIDTH 48
 /* Producers per run: the receiver marks each producer's warm-up in one 64-bit mask. */
 #define ZL_MAX_STREAMS 64
 

@@ -37,6 +37,7 @@ def test_wire_contract_equals_engine_constants():
         "MAX_SEQ": _engine.SEQ_MASK,
         "WARMUP_STREAM": _engine.WARMUP_STREAM,
         "MAX_STREAMS": _engine.MAX_STREAMS,
+        "MAX_TOPIC_WIDTH": _engine.MAX_TOPIC_WIDTH,
         "FOREIGN_STREAM": _engine.FOREIGN_STREAM,
         "FOREIGN_AGE_NS": _engine.FOREIGN_AGE_NS,
         "FOREIGN_SLACK_NS": _engine.FOREIGN_SLACK_NS,

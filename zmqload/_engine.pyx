@@ -12,7 +12,7 @@ stop command without the hot loop ever looking at Python state.
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint64_t
 from libc.stdlib cimport calloc, free
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
 from zmqload._libzmq cimport *
 from zmqload.errors import engine_error as _engine_error
@@ -26,6 +26,7 @@ SEQ_BITS = ZL_SEQ_BITS
 SEQ_MASK = ZL_SEQ_MASK
 WARMUP_STREAM = ZL_WARMUP_STREAM
 MAX_STREAMS = ZL_MAX_STREAMS
+MAX_TOPIC_WIDTH = ZL_MAX_TOPIC_WIDTH
 FOREIGN_STREAM = ZL_FOREIGN_STREAM
 FOREIGN_AGE_NS = ZL_FOREIGN_AGE_NS
 FOREIGN_SLACK_NS = ZL_FOREIGN_SLACK_NS
@@ -351,6 +352,9 @@ cdef class Sender:
     cdef Socket socket
     cdef char *buf
     cdef char *pad                      # frames 2..parts: zeros
+    cdef char *topics                   # --topics: the topic of seq is slot seq % topic_slots
+    cdef long long topic_slots
+    cdef int topic_width                # bytes of topic before the header (0: no topics)
     cdef int size
     cdef int parts
     cdef int mode
@@ -376,9 +380,13 @@ cdef class Sender:
     def __cinit__(self, Socket socket not None, int stream, int size, long long count,
                   long long rate, long long t0_ns, long long end_ns=0,
                   str mode="block", long long timeout_ns=0, bint round_trip=False,
-                  long long spin_below_ns=ZL_SPIN_BELOW_NS, long long reply_timeout_ns=0, int parts=1):
-        if size < ZL_HEADER_SIZE:
-            raise ValueError(f"size must be >= {ZL_HEADER_SIZE}")
+                  long long spin_below_ns=ZL_SPIN_BELOW_NS, long long reply_timeout_ns=0, int parts=1,
+                  bytes topics=b"", int topic_width=0):
+        _check_topic_width(topic_width)
+        if topic_width and (len(topics) == 0 or len(topics) % topic_width):
+            raise ValueError("topics must be whole topics of topic_width bytes")
+        if size < ZL_HEADER_SIZE + topic_width:
+            raise ValueError(f"size must be >= {ZL_HEADER_SIZE + topic_width} (topic and header)")
         if parts < 1 or (parts > 1 and round_trip):
             raise ValueError("parts must be >= 1, and 1 with a round trip")
         if mode not in SEND_MODES:
@@ -391,8 +399,13 @@ cdef class Sender:
         self.sock = socket._live()
         self.buf = <char *>calloc(size, 1)
         self.pad = <char *>calloc(size, 1) if parts > 1 else NULL
-        if self.buf == NULL or (parts > 1 and self.pad == NULL):
+        self.topics = <char *>calloc(len(topics), 1) if topic_width else NULL
+        if self.buf == NULL or (parts > 1 and self.pad == NULL) or (topic_width and self.topics == NULL):
             raise MemoryError()
+        if topic_width:
+            memcpy(self.topics, <const char *>topics, len(topics))
+            self.topic_slots = len(topics) // topic_width
+        self.topic_width = topic_width
         self.size = size
         self.parts = parts
         self.stream = stream
@@ -410,6 +423,7 @@ cdef class Sender:
     def __dealloc__(self):
         free(self.buf)
         free(self.pad)
+        free(self.topics)
 
     def run_slice(self, long long[::1] t_sent not None, signed char[::1] status not None,
                   Py_ssize_t row, long long slice_end_ns, long long[::1] t_reply=None):
@@ -480,7 +494,10 @@ cdef class Sender:
                 if self.end_ns and now >= self.end_ns:
                     self.finished = True
                     break
-                zl_put_header(self.buf, self.stream, <uint64_t>self.next_seq, now)
+                if self.topic_width:
+                    memcpy(self.buf, self.topics + (self.next_seq % self.topic_slots) * self.topic_width,
+                           self.topic_width)
+                zl_put_header(self.buf + self.topic_width, self.stream, <uint64_t>self.next_seq, now)
                 rc = zmq_send(self.sock, self.buf, self.size,
                               (flags if self.blocked_since else ZMQ_DONTWAIT) | (ZMQ_SNDMORE if self.parts > 1 else 0))
                 if rc >= 0 and self.parts > 1:
@@ -577,7 +594,8 @@ cdef class Receiver:
     cdef zl_slice_timer timer
     cdef int rcvtimeo_ms                # the value this loop last set (-2: not yet)
     cdef readonly bint slice_timer      # the last slice ended by the timer, not by RCVTIMEO
-    cdef char buf[64]
+    cdef char buf[64]                   # the topic (--topics), then the header
+    cdef int topic_width
     cdef char scratch[256]
     cdef public long long delay_ns      # the drain sets it to 0 (fast drain)
     cdef int envelope_frames
@@ -593,7 +611,9 @@ cdef class Receiver:
     cdef zl_stamp_clock clock
 
     def __cinit__(self, Socket socket not None, long long delay_ns=0, int envelope_frames=0,
-                  bint echo=False, bint record_foreign=False, int parts=1):
+                  bint echo=False, bint record_foreign=False, int parts=1, int topic_width=0):
+        _check_topic_width(topic_width)
+        self.topic_width = topic_width
         self.socket = socket
         self.sock = socket._live()
         memset(&self.timer, 0, sizeof(self.timer))
@@ -620,6 +640,7 @@ cdef class Receiver:
         cdef int rc = -1, err, frame, frames
         cdef uint64_t word
         cdef long long every
+        cdef const char *head = self.buf + self.topic_width
         if t_sent.shape[0] < capacity or t_recv.shape[0] < capacity or size.shape[0] < capacity:
             raise ValueError("record columns differ in length")
         self.sock = self.socket._live()     # as in Sender.run_slice
@@ -636,7 +657,7 @@ cdef class Receiver:
                         break
                     frame += 1
                 if frame == self.envelope_frames:
-                    rc = zmq_recv(self.sock, self.buf, ZL_HEADER_SIZE, 0)
+                    rc = zmq_recv(self.sock, self.buf, ZL_HEADER_SIZE + self.topic_width, 0)
                 if rc < 0:
                     err = zmq_errno()
                     if err == EINTR:    # the slice timer, or a signal of someone else's
@@ -653,7 +674,7 @@ cdef class Receiver:
                 # the rest of a multipart message, counted (read only where frames may be many:
                 # a check of ZMQ_RCVMORE per message costs the single-frame loop its speed)
                 frames = self._rest_of_message() if self.parts > 1 or self.record_foreign else 1
-                if self.record_foreign and _foreign(self.buf, rc, now):
+                if self.record_foreign and _foreign(head, rc - self.topic_width, now):
                     self.frame_mismatches += frames != self.parts
                     words[row] = ZL_FOREIGN_STREAM << ZL_SEQ_BITS
                     t_sent[row] = 0
@@ -664,12 +685,12 @@ cdef class Receiver:
                     if now >= slice_end_ns:
                         break
                     continue
-                if rc < ZL_HEADER_SIZE:
+                if rc < ZL_HEADER_SIZE + self.topic_width:
                     self.foreign += 1
                     if now >= slice_end_ns:
                         break
                     continue
-                word = zl_get_word(self.buf)
+                word = zl_get_word(head)
                 if (word >> ZL_SEQ_BITS) == ZL_WARMUP_STREAM:      # a single frame whatever --parts
                     self.warmups += 1
                     self.warmup_mask |= (<unsigned long long>1) << (word & (ZL_MAX_STREAMS - 1))
@@ -678,7 +699,7 @@ cdef class Receiver:
                     continue
                 self.frame_mismatches += frames != self.parts
                 words[row] = word
-                t_sent[row] = zl_get_t_sent(self.buf)
+                t_sent[row] = zl_get_t_sent(head)
                 t_recv[row] = now
                 size[row] = rc
                 row += 1
@@ -723,6 +744,11 @@ cdef class Receiver:
             self.rcvtimeo_ms = ms
 
 
+cdef _check_topic_width(int topic_width):
+    if topic_width < 0 or topic_width > ZL_MAX_TOPIC_WIDTH:
+        raise ValueError(f"topic_width {topic_width}: topics are 0 to {ZL_MAX_TOPIC_WIDTH} bytes (zl_wire.h)")
+
+
 cdef inline bint _foreign(const char *buf, int size, long long now) noexcept nogil:
     """Not a message of zmqload's, by zl_wire.h's rule (ZL_FOREIGN_STREAM)."""
     cdef uint64_t stream
@@ -736,11 +762,13 @@ cdef inline bint _foreign(const char *buf, int size, long long now) noexcept nog
     return t > now + ZL_FOREIGN_SLACK_NS or t < now - ZL_FOREIGN_AGE_NS
 
 
-def warmup_message(int producer, int size):
+def warmup_message(int producer, int size, bytes topic=b""):
     """A warm-up message (stream 0xFFFF, seq = producer index), sent before the run starts
-    so that the controller knows every consumer hears every producer."""
-    cdef bytearray msg = bytearray(max(size, ZL_HEADER_SIZE))
-    zl_put_header(msg, ZL_WARMUP_STREAM, producer, zl_now_ns())
+    so that the controller knows every consumer hears every producer; with topics, behind `topic`."""
+    _check_topic_width(len(topic))
+    cdef bytearray msg = bytearray(max(size, ZL_HEADER_SIZE + len(topic)))
+    msg[:len(topic)] = topic
+    zl_put_header(<char *>msg + len(topic), ZL_WARMUP_STREAM, producer, zl_now_ns())
     return bytes(msg)
 
 

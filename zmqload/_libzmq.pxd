@@ -93,6 +93,7 @@ cdef extern from "zl_wire.h" nogil:
         ZL_HEADER_SIZE
         ZL_SEQ_BITS
         ZL_MAX_STREAMS
+        ZL_MAX_TOPIC_WIDTH
         ZL_ST_OK, ZL_ST_EAGAIN, ZL_ST_TIMEOUT, ZL_ST_ERROR
         ZL_MODE_BLOCK, ZL_MODE_DONTWAIT, ZL_MODE_TIMEOUT
     unsigned long long ZL_SEQ_MASK

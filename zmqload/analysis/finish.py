@@ -419,7 +419,9 @@ def fates(counts: Iterable[Row], recv_sum: Iterable[Row], views: Iterable[tuple[
             for col in _ZERO_IF_ABSENT:
                 row[col] = r.get(col) or got.get(key, {}).get(col) or 0
             limit, seq_min = r.get("limit"), r.get("seq_min")
-            lost = max(row["sent"] - row["unique"], 0)
+            # the sends in the view: with topics, those of the consumer's topics (metrics.subscribed)
+            row["expected"] = got.get(key, {}).get("expected", row["sent"])
+            lost = max(row["expected"] - row["unique"], 0)
             before, after = row["sent_before_first"], row["sent_after_last"]
             below, got_below = row["sent_below_limit"], row["got_below_limit"]
             # the certain line at or below the first arrival: every send below it is a start drop
@@ -442,7 +444,7 @@ def fates(counts: Iterable[Row], recv_sum: Iterable[Row], views: Iterable[tuple[
                        dropped_tail=tail, dropped_reset=reset_start + reset_mid, dropped=dropped,
                        **{AMBIGUOUS_TAIL: tail if placement == TAIL_AMBIGUOUS else 0},
                        stranded=0 if died else lost - dropped, unknown=lost - dropped if died else 0,
-                       loss_ratio=lost / row["sent"] if row["sent"] else 0.0,
+                       loss_ratio=lost / row["expected"] if row["expected"] else 0.0,
                        dropped_sender=(row["eagain"] or 0) + (row["timeout"] or 0))
             for col in ("sent_before_first", "sent_after_last", "sent_below_limit", "got_below_limit"):
                 del row[col]

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from ..contract import histogram as rule
 from ..contract.queue import BIN_NS as QUEUE_BIN_NS
+from ..contract.topics import Topics
 from ..contract.wire import SendStatus
 
 # Latency histograms: `run`'s layout and percentile rule (zmqload/contract/histogram.py), so
@@ -34,6 +35,43 @@ def consumer_key(fanout_runs: Iterable[int] | None) -> Column:
     if not fanout_runs:
         return F.lit(ALL)
     return F.when(F.col("run").isin(fanout_runs), F.col("consumer")).otherwise(F.lit(ALL))
+
+
+TopicRuns = Mapping[int, Topics]
+"""{run number: its topics} of the runs with --topics."""
+
+
+def topic_of(topics: Topics) -> Column:
+    """The topic index of a record's seq (contract/topics.py's rule)."""
+    pattern = F.array(*[F.lit(int(t)) for t in topics.pattern])
+    return pattern.getItem((F.col("seq") % F.lit(len(topics.pattern))).cast("int"))
+
+
+def subscribed(topic_runs: TopicRuns | None) -> Column:
+    """Whether a row's consumer subscribed to its seq's topic, so that the seq is in its view
+    (contract/topics.py); True in runs without topics."""
+    expr = F.lit(True)
+    for run, topics in (topic_runs or {}).items():
+        table = F.array(*[F.array(*[F.lit(t in subs) for t in range(len(topics.names))])
+                          for subs in topics.subscribed])
+        expr = F.when(F.col("run") == F.lit(run),
+                      table.getItem(F.col("consumer")).getItem(topic_of(topics))).otherwise(expr)
+    return expr
+
+
+def topic_counts(sends: DataFrame, recvs: DataFrame, topic_runs: TopicRuns) -> tuple[DataFrame, DataFrame]:
+    """Per (run, topic) the accepted sends, and per (run, consumer, topic) the distinct seqs received,
+    for the runs with topics."""
+    runs = list(topic_runs)
+    topic = F.lit(None).cast("int")
+    for run, topics in topic_runs.items():
+        topic = F.when(F.col("run") == F.lit(run), topic_of(topics)).otherwise(topic)
+    sent = (sends.where(F.col("run").isin(runs) & (F.col("status") == SendStatus.OK))
+            .groupBy("run", topic.alias("topic")).agg(F.count(F.lit(1)).alias("sent")))
+    got = (recvs.where(F.col("run").isin(runs)).select("run", "consumer", "stream", "seq")
+           .dropDuplicates().groupBy("run", "consumer", topic.alias("topic"))
+           .agg(F.count(F.lit(1)).alias("received")))
+    return sent, got
 
 
 WORD = 64   # seqs per bitmap word: one long per (consumer, stream, seq div WORD)
@@ -136,11 +174,12 @@ def distinct_below(recvs: DataFrame, limits: dict[tuple[int, int, int], int],
             .agg(F.sum(F.bit_count("bits")).cast("long").alias("got_below_limit")))
 
 
-def send_counts(sends: DataFrame, recv_sum: DataFrame) -> DataFrame:
+def send_counts(sends: DataFrame, recv_sum: DataFrame, topic_runs: TopicRuns | None = None) -> DataFrame:
     """Per (run, stream, consumer): send attempts by outcome, and how many ok sends fall
     before the first / after the last seq that consumer received and below its certain
     line (`limit`), with the small per-consumer ranges broadcast. consumer is null for a
-    stream nobody got.
+    stream nobody got. `expected` (and the positions) count only the sends of the consumer's topics
+    (`subscribed`): a row per consumer and stream of a run with topics must be in `recv_sum`.
 
     For fan-out runs and reports over several runs; where every stream has one consumer key
     in one run, `send_cells` + `send_counts_from_cells` give the same without a join
@@ -150,7 +189,7 @@ def send_counts(sends: DataFrame, recv_sum: DataFrame) -> DataFrame:
                         ["run", "stream"], "left")
     rows = joined.select("run", "stream", "consumer", "status", F.lit(1).alias("n"),
                          _seq_position(F.col("seq_min"), F.col("seq_max")).alias("pos"),
-                         _below(F.col("limit")).alias("below"),
+                         _below(F.col("limit")).alias("below"), subscribed(topic_runs).alias("mine"),
                          *[F.col(src).alias(f) for f, src in _SEND_TIME_COLUMNS])
     return send_counts_from_cells(rows)
 
@@ -176,19 +215,20 @@ def send_counts_from_cells(rows: DataFrame) -> DataFrame:
     """The send counts from `send_cells` made with single-consumer edges, or from the rows
     `send_counts` joins (same columns, n = 1): the one place the outcome rules are written."""
     ok = F.col("status") == SendStatus.OK
+    mine = ok & (F.col("mine") if "mine" in rows.columns else F.lit(True))     # in the consumer's view
 
     def count_if(cond: Column) -> Column:
         return F.sum(F.when(cond, F.col("n")).otherwise(0)).cast("long")
 
     return (rows.groupBy("run", "stream", "consumer")
             .agg(F.sum("n").cast("long").alias("attempted"),
-                 count_if(ok).alias("sent"),
+                 count_if(ok).alias("sent"), count_if(mine).alias("expected"),
                  count_if(F.col("status") == SendStatus.EAGAIN).alias("eagain"),
                  count_if(F.col("status") == SendStatus.TIMEOUT).alias("timeout"),
                  count_if(F.col("status") == SendStatus.ERROR).alias("errors"),
-                 count_if(ok & (F.col("pos") == -1)).alias("sent_before_first"),
-                 count_if(ok & (F.col("pos") == 1)).alias("sent_after_last"),
-                 count_if(ok & F.col("below")).alias("sent_below_limit"),
+                 count_if(mine & (F.col("pos") == -1)).alias("sent_before_first"),
+                 count_if(mine & (F.col("pos") == 1)).alias("sent_after_last"),
+                 count_if(mine & F.col("below")).alias("sent_below_limit"),
                  F.min("t_first_intended_ns").alias("t_first_intended_ns"),
                  F.max("t_last_intended_ns").alias("t_last_intended_ns"),
                  F.min(F.when(ok, F.col("t_first_send_ns"))).alias("t_first_send_ns"),
@@ -252,14 +292,16 @@ def reset_receipts(recvs: DataFrame, resets: Mapping[int, list[int]],
                  F.min(F.when(F.col("seq") >= k, F.col("seq"))).alias("back_at")))
 
 
-def reset_losses(sends: DataFrame, recvs: DataFrame, regions: DataFrame, fanout_runs: Iterable[int] = ()) -> DataFrame:
+def reset_losses(sends: DataFrame, recvs: DataFrame, regions: DataFrame, fanout_runs: Iterable[int] = (),
+                 topic_runs: TopicRuns | None = None) -> DataFrame:
     """Per (run, consumer key, stream) of `regions` (run, consumer, stream, lo, hi, limit, seq_min:
     the disjoint reset regions of each view, its certain line and first arrival): the ok sends in
     them below the line before the first arrival (`reset_start`) and from it on (`reset_sent_mid`),
-    and the distinct seqs that view received there (`reset_got`)."""
+    and the distinct seqs that view received there (`reset_got`); with topics, of the view's topics."""
     ranges = F.broadcast(regions)
     in_range = (F.col("seq") >= F.col("lo")) & (F.col("seq") < F.col("hi")) & _below(F.col("limit"))
-    sent = (sends.where(F.col("status") == SendStatus.OK).join(ranges, ["run", "stream"]).where(in_range)
+    sent = (sends.where(F.col("status") == SendStatus.OK).join(ranges, ["run", "stream"])
+            .where(in_range & subscribed(topic_runs))
             .groupBy("run", "consumer", "stream")
             .agg(F.sum((F.col("seq") < F.col("seq_min")).cast("long")).alias("reset_start"),
                  F.sum((F.col("seq") >= F.col("seq_min")).cast("long")).alias("reset_sent_mid")))
@@ -455,7 +497,7 @@ def _bin(column: str) -> Column:
 
 
 def unreceived_sends(sends: DataFrame, recvs: DataFrame, thresholds: dict[tuple[int, int, int], int],
-                     fanout_runs: Iterable[int] = ()) -> DataFrame:
+                     fanout_runs: Iterable[int] = (), topic_runs: TopicRuns | None = None) -> DataFrame:
     """The never-arrived messages that queued (contract/queue.py: tail drops, stranded, unknown),
     per view: for each (run, consumer key, stream) in `thresholds` ({view: first seq}), the ok sends
     of that stream with seq >= the threshold that did not arrive at the view, as (run, consumer,
@@ -467,7 +509,7 @@ def unreceived_sends(sends: DataFrame, recvs: DataFrame, thresholds: dict[tuple[
     runs = sorted({v[0] for v in views})
     lowest = F.col("seq") >= min(v[3] for v in views)     # a literal: Parquet skips the row groups below it
     ok = (sends.where(F.col("run").isin(runs) & lowest & (F.col("status") == SendStatus.OK))
-          .join(F.broadcast(table), ["run", "stream"]).where(F.col("seq") >= F.col("theta"))
+          .join(F.broadcast(table), ["run", "stream"]).where((F.col("seq") >= F.col("theta")) & subscribed(topic_runs))
           .select("run", "consumer", "stream", "seq", "t_sent_ns"))
     got = (recvs.where(F.col("run").isin(runs) & lowest)
            .select("run", consumer_key(fanout_runs).alias("consumer"), "stream", "seq")

@@ -79,6 +79,7 @@ class Analysis:
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     reorder_measured: bool = True
+    topics: list[dict[str, Any]] = field(default_factory=list)    # --topics: per (run, topic, consumer)
 
     def run_rows(self) -> list[dict[str, Any]]:
         return [r for r in self.summary if r["stream"] == ALL and r["consumer"] == ALL]
@@ -163,6 +164,14 @@ def consumer_indices(info: RunInfo) -> list[int]:
     return sorted(c.worker for c in info.record.consumers) or list(range(info.consumers))
 
 
+def unseen_views(runs: list[RunInfo], rs: list[dict[str, Any]], topic_runs: metrics.TopicRuns) -> list[dict[str, Any]]:
+    """Empty receive rows for the (run, consumer, stream) views of runs with topics that received
+    nothing, so that the send counts give every view its own expected sends."""
+    seen = {(r["run"], r["consumer"], r["stream"]) for r in rs}
+    return [{"run": i, "consumer": c, "stream": p.worker} for i in topic_runs for c in consumer_indices(runs[i])
+            for p in runs[i].record.producers if (i, c, p.worker) not in seen]
+
+
 def drain_starts(runs: list[RunInfo]) -> dict[tuple[int, int], int]:
     """{(run number, consumer): t_drain_ns} of the consumers that began draining."""
     return {(i, c.worker): c.t_drain_ns for i, r in enumerate(runs) for c in r.record.consumers if c.t_drain_ns}
@@ -212,7 +221,8 @@ REGION_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, lo=INT64, hi=
 
 
 def reset_drops(spark: SparkSession, runs: list[RunInfo], sends: DataFrame, recvs: DataFrame,
-                rs: list[dict[str, Any]], fanout_runs: Collection[int]) -> dict[tuple[int, int, int], tuple[int, int]]:
+                rs: list[dict[str, Any]], fanout_runs: Collection[int],
+                topic_runs: metrics.TopicRuns | None = None) -> dict[tuple[int, int, int], tuple[int, int]]:
     """{(run, stream, consumer key): (start, mid)}: the drops of each kind lost across a connection
     reset (run.json resets), by the rule of contract/fates.py reset_region on marks from the
     records: k from the sends after each abort was made, then each consumer's high when it was asked
@@ -237,7 +247,8 @@ def reset_drops(spark: SparkSession, runs: list[RunInfo], sends: DataFrame, recv
                          seq_min=r["seq_min"]) for lo, hi in merge_regions(x for x in found if x is not None)]
     if not regions:
         return {}
-    losses = collect(metrics.reset_losses(sends, recvs, _small(spark, regions, REGION_SCHEMA), fanout_runs))
+    losses = collect(metrics.reset_losses(sends, recvs, _small(spark, regions, REGION_SCHEMA), fanout_runs,
+                                          topic_runs))
     return {(x["run"], x["stream"], x["consumer"]): (x["reset_start"], x["reset_sent_mid"] - x["reset_got"])
             for x in losses}
 
@@ -265,6 +276,7 @@ def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = 
     recvs = load_records(spark, runs, "recvs")
     # Runs are numbered (their index in `runs`) inside Spark; ids come back in `_name_runs`.
     fanout_runs = [i for i, r in enumerate(runs) if r.fanout]
+    topic_runs = {i: t for i, r in enumerate(runs) if (t := r.workload.topic_set) is not None}
     starts = drain_starts(runs)
     views = [(i, c, drain_completed(r), tail_placement(r), view_died(r, c)) for i, r in enumerate(runs)
              for c in (consumer_indices(r) if r.fanout else [ALL])]
@@ -280,12 +292,14 @@ def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = 
     edges = [(r["run"], r["consumer"], r["stream"], r["seq_min"], r["seq_max"], r["limit"]) for r in rs]
     # One scan of the sends for counts and stall; cached, as two small queries read it.
     send_cells = metrics.send_cells(sends, edges).persist()
-    if metrics.single_consumer_edges(edges):
+    if metrics.single_consumer_edges(edges) and not topic_runs:
         counts = collect(metrics.send_counts_from_cells(send_cells))
-    else:       # fan-out or several runs: the ranges per consumer need a join, so a scan of their own
-        counts = collect(metrics.send_counts(sends, _small(spark, rs, RS_SCHEMA)))
+    else:       # fan-out, topics or several runs: the ranges per consumer need a join, so a scan of their own
+        counts = collect(metrics.send_counts(sends, _small(spark, rs + unseen_views(runs, rs, topic_runs), RS_SCHEMA),
+                                             topic_runs))
     step("send counts")
-    at_reset = reset_drops(spark, runs, sends, recvs, rs, fanout_runs) if any(r.record.resets for r in runs) else {}
+    at_reset = (reset_drops(spark, runs, sends, recvs, rs, fanout_runs, topic_runs)
+                if any(r.record.resets for r in runs) else {})
     loss = finish.fates(counts, rs, views, dead_streams, at_reset)
     rs_by = {(r["run"], r["consumer"], r["stream"]): r for r in rs}
     step("fates")
@@ -331,18 +345,39 @@ def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = 
               else collect(metrics.recv_windows(recvs, window_ns, fanout_runs)))
     rates = finish.rates_over_time(send_w, recv_w)
     step("rates over time")
-    depth, dstats = queue(spark, runs, sends, recvs, loss, rs, recv_ms, window_ns, fanout_runs)
-
+    depth, dstats = queue(spark, runs, sends, recvs, loss, rs, recv_ms, window_ns, fanout_runs, topic_runs)
     step("queue depth")
+    per_topic = topic_figures(runs, sends, recvs, topic_runs) if topic_runs else []
+
+    step("topics")
     summary = summarise(runs, loss, pct, dstats, starts, rs)
-    for rows in (summary, rates, depth, hist):
+    for rows in (summary, rates, depth, hist, per_topic):
         _name_runs(rows, runs)
     summary.sort(key=lambda r: (r["run"], r["stream"] != ALL, r["stream"], r["consumer"]))
     rates.sort(key=lambda r: (r["run"], r["stream"], r["window"]))
     depth.sort(key=lambda r: (r["run"], r["consumer"], r["stream"], r["window"]))
     step("summary")
     return Analysis(runs=runs, window_ns=window_ns, summary=summary, rates=rates, depth=depth, hist=hist,
-                    timings=step.times, reorder_measured=bool(reorder))
+                    timings=step.times, reorder_measured=bool(reorder), topics=per_topic)
+
+
+def topic_figures(runs: list[RunInfo], sends: DataFrame, recvs: DataFrame,
+                  topic_runs: metrics.TopicRuns) -> list[dict[str, Any]]:
+    """Per (run, topic, consumer) of the runs with --topics: the topic's accepted sends, whether the
+    consumer subscribed to it, what it expected and received of it, and lost (run.json's `topics`)."""
+    sent_df, got_df = metrics.topic_counts(sends, recvs, topic_runs)
+    sent = {(r["run"], r["topic"]): r["sent"] for r in collect(sent_df)}
+    got = {(r["run"], r["consumer"], r["topic"]): r["received"] for r in collect(got_df)}
+    out = []
+    for i, t in topic_runs.items():
+        for index, name in enumerate(t.names):
+            for c in consumer_indices(runs[i]):
+                mine = index in t.subscribed[c]
+                expected = sent.get((i, index), 0) if mine else 0
+                received = got.get((i, c, index), 0)
+                out.append({"run": i, "topic": name, "consumer": c, "subscribed": mine, "sent": sent.get((i, index), 0),
+                            "expected": expected, "received": received, "lost": expected - received})
+    return out
 
 
 def backlog_windows(runs: list[RunInfo]) -> dict[int, tuple[int, int]]:
@@ -367,13 +402,14 @@ def producers_closed(runs: list[RunInfo]) -> dict[tuple[int, int], int]:
 
 def queue(spark: SparkSession, runs: list[RunInfo], sends: DataFrame, recvs: DataFrame, loss: list[dict[str, Any]],
           rs: list[dict[str, Any]], recv_ms: list[dict[str, Any]], window_ns: int,
-          fanout_runs: list[int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+          fanout_runs: list[int], topic_runs: metrics.TopicRuns | None = None
+          ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The queue of every view and run (contract/queue.py): (depth per report window for the plots,
     its stats with the exact peak). From the millisecond receive windows, the never-arrived messages
     that queued (a filtered scan of the sends at the tail of their streams, only for runs with
     such), and the events of the bins where a peak may lie (a filtered scan)."""
     firsts, leaves = finish.queue_thresholds(loss, rs, producers_closed(runs))
-    unreceived = metrics.unreceived_sends(sends, recvs, firsts, fanout_runs) if firsts else None
+    unreceived = metrics.unreceived_sends(sends, recvs, firsts, fanout_runs, topic_runs) if firsts else None
     expected = sum((row.get("dropped_tail") or 0) + (row.get("stranded") or 0) + (row.get("unknown") or 0)
                    for row in loss if (row["run"], row["consumer"], row["stream"]) in firsts)
     u_table = None
@@ -444,7 +480,6 @@ def summarise(runs: list[RunInfo], loss: list[dict[str, Any]], pct: list[dict[st
         went[r["run"]][1] += r.get("came_out") or 0
     by_run = defaultdict(list)
     for row in loss:
-        row["expected"] = row["sent"]
         by_run[row["run"]].append(row)
     totals = []
     for run, rows in by_run.items():
@@ -456,14 +491,13 @@ def summarise(runs: list[RunInfo], loss: list[dict[str, Any]], pct: list[dict[st
         t = {"run": run, "consumer": ALL, "stream": ALL}
         for c in ("attempted", "sent", "eagain", "timeout", "errors", "dropped_sender"):
             t[c] = _sum(r[c] for r in s)
-        for c in ("received", "unique", "duplicates", "lost", *FATES, "dropped", AMBIGUOUS_TAIL, "bytes"):
+        for c in ("expected", "received", "unique", "duplicates", "lost", *FATES, "dropped", AMBIGUOUS_TAIL, "bytes"):
             t[c] = _sum(r[c] for r in rows)
         t["reordered"] = None if any(r["reordered"] is None for r in rows) else _sum(r["reordered"] for r in rows)
         for c in ("t_first_intended_ns", "t_first_send_ns", "t_first_recv_ns"):
             t[c] = _min(r[c] for r in rows)
         for c in ("t_last_intended_ns", "t_last_send_ns", "t_last_recv_ns"):
             t[c] = _max(r[c] for r in rows)
-        t["expected"] = t["sent"] * copies
         t["copies"] = copies
         t["loss_ratio"] = t["lost"] / t["expected"] if t["expected"] else 0.0
         if run in windows:

@@ -300,6 +300,26 @@ class StreamEntry(MessageCounts):
     a lower bound of the loss (missing_ranges lists them); null in other runs, whose fates say it all."""
 
 
+class TopicConsumer(Record):
+    """One consumer's account of one topic."""
+    consumer: int = 0
+    subscribed: bool = False
+    expected: int = 0
+    """The topic's sent messages if the consumer subscribed to it, else 0: not its to receive."""
+    received: int = 0
+    """Distinct messages of the topic it received."""
+    lost: int = 0
+    """expected - received."""
+
+
+class TopicEntry(Record):
+    """--topics: one topic, over every stream (contract/topics.py: which seq carries which topic)."""
+    topic: str = ""
+    sent: int = 0
+    """Messages of the topic the producers' sockets accepted."""
+    consumers: list[TopicConsumer] = []
+
+
 class Counters(MessageCounts):
     """The run's message counts (RunResult.COUNTERS)."""
     eagain: int = 0
@@ -459,6 +479,8 @@ class RunRecord(Record):
     counters: Optional[Counters] = None
     """Null until the run has ended."""
     streams: list[StreamEntry] = []
+    topics: list[TopicEntry] = []
+    """--topics: per topic, what was sent and each consumer's account of it; [] without topics."""
     summary: Optional[Summary] = None
     """Null until the run has ended."""
 

@@ -128,6 +128,9 @@ class SearchTemplate(Record):
     reply_timeout_ms: Optional[int] = None
     size: int = 64
     parts: int = 1
+    topics: int = 0
+    topic_weights: Optional[str] = None
+    subscribe: Optional[str] = None
     pacing: str = "spin"
     producers: int = 1
     consumers: int = 1

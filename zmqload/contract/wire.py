@@ -23,6 +23,9 @@ header by csrc/zl_wire.h's rule (too short, a stream id above MAX_STREAMS, or a 
 within the hour before it arrived), seq 0, t_sent 0."""
 FOREIGN_AGE_NS: Final = 3_600_000_000_000
 FOREIGN_SLACK_NS: Final = 1_000_000
+MAX_TOPIC_WIDTH: Final = 48
+"""With --topics the first frame is topic (a run's fixed width, at most this) + header + the rest:
+the receiver reads topic and header into a 64-byte buffer (contract/topics.py names the topics)."""
 MAX_STREAMS: Final = 64
 """Producers per run: the receiver marks each producer's warm-up in one 64-bit mask."""
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, NoReturn, Optional, TypeVar, Union
 
 from . import patterns
+from . import topics as topic_rule
 from .curve import KEY_FILE_FORMS, SECRET_FILE_FORMS, read_public_key, read_server_pair
 from .masters import MASTER_FORM, MASTERS_ACCEPTED
 from .wire import HEADER_SIZE, MAX_SEQ, MAX_STREAMS, SEND_MODES, SendModeWord
@@ -265,6 +266,24 @@ class Workload:
         "frames per message: zmqload's header in the first, each frame --size bytes (the rest zeros), sent as "
         "one multipart message; a consumer counts every message whose frame count differs (frame_mismatches). "
         "Not with req-rep or --conflate (libzmq's CONFLATE drops the other frames)", low=1, high=MAX_PARTS)
+    topics: int = option(
+        0, int, f"an integer from 0 (no topics) to {topic_rule.MAX_TOPICS}",
+        "pub-sub, proxy: each message's first frame starts with one of this many topics, t0..t{N-1} (zero-padded "
+        "to one width), zmqload's header after it; message seq carries topic seq mod N (or --topic-weights). "
+        "Accounted per topic; what a consumer did not subscribe to is not lost (docs/RECORDS.md)",
+        low=0, high=topic_rule.MAX_TOPICS, default_text="0: no topics")
+    topic_weights: Optional[str] = option(
+        None, str, f"one whole number from 1 to {topic_rule.MAX_WEIGHT} per topic, separated by commas, summing to at "
+        f"most {topic_rule.MAX_PERIOD} (e.g. 5,3,1)",
+        "with --topics: topic i takes weight i of every sum(weights) messages, in topic order "
+        "(5,3,1: seqs 0-4 t0, 5-7 t1, 8 t2, then again)", form=re.compile(r"[0-9, ]+"), nullable=True,
+        default_text="unset: round robin")
+    subscribe: Optional[str] = option(
+        None, str, "topic name prefixes separated by commas, for every consumer, or one such list per consumer "
+        "separated by ';' (e.g. t0,t1;t2)",
+        "with --topics: what zmqload's consumers subscribe to (every topic whose name starts with a prefix); "
+        "one list for all, or one per consumer in order", form=re.compile(r"[^;]+(;[^;]+)*"), nullable=True,
+        default_text="unset: every topic")
     count: Optional[int] = option(
         None, int, f"a positive integer up to {MAX_SEQ} (e.g. 1000000 or 1M)", "messages per producer",
         low=1, high=MAX_SEQ, nullable=True, default_text=f"{DEFAULT_COUNT} unless --duration")
@@ -550,6 +569,8 @@ class Workload:
             self._check_conflate()
         if self.parts > 1:
             self._check_parts()
+        if self.topics or self.topic_weights is not None or self.subscribe is not None:
+            self._check_topics()
         if self.reset_at is not None:
             self._check_resets()
         if self.curve != "off" or self.curve_server_key is not None or self.curve_server_cert is not None:
@@ -569,11 +590,11 @@ class Workload:
                               f"accepted: a port up to {65536 - binders}, or 0 for any")
 
     CONSUMER_OPTIONS = ("consumers", "rcvhwm", "rcvbuf", "consumer_delay_us", "join_delay_ms", "drain",
-                        "drain_timeout_ms", "drain_limit_s", "close_order")
+                        "drain_timeout_ms", "drain_limit_s", "close_order", "subscribe")
     """What zmqload's consumers do: refused with --role producer, where the consumers are the user's."""
 
-    PRODUCER_OPTIONS = ("producers", "count", "rate", "pacing", "size", "send_mode", "sndtimeo_ms", "sndhwm",
-                        "linger_ms", "sndbuf", "close_pause_ms", "close_order", "join_delay_ms")
+    PRODUCER_OPTIONS = ("producers", "count", "rate", "pacing", "size", "topics", "topic_weights", "send_mode",
+                        "sndtimeo_ms", "sndhwm", "linger_ms", "sndbuf", "close_pause_ms", "close_order", "join_delay_ms")
     """What zmqload's producers do: refused with --role consumer, where the producers are the user's."""
 
     def _one_side_only(self, role: str, others: tuple[str, ...], theirs: str) -> None:
@@ -613,6 +634,29 @@ class Workload:
         if self.conflate != "off":
             raise ConfigError("--parts", f"got {self.parts} with --conflate {self.conflate}: libzmq's CONFLATE keeps "
                                          "only the last frame of a message; accepted: 1 with --conflate")
+
+    def _check_topics(self) -> None:
+        """--topics, --topic-weights, --subscribe: a pattern whose consumers subscribe (SUB), zmqload's
+        producers writing them, room in --size for topic and header."""
+        pattern = patterns.get(self.pattern)
+        for name in ("topic_weights", "subscribe"):
+            if getattr(self, name) is not None and not self.topics:
+                raise OPTIONS[name].refuse(getattr(self, name), " without --topics")
+        if not pattern.subscribe:
+            able = ", ".join(p.name for p in patterns.PATTERNS.values() if p.subscribe)
+            raise ConfigError("--topics", f"got {self.topics} with pattern {self.pattern}, whose consumers do not "
+                                          f"subscribe; accepted: 0, or --topics with {able}")
+        topics = self.topic_set
+        assert topics is not None
+        if self.size < HEADER_SIZE + topics.width:
+            raise ConfigError("--size", f"got {self.size} with --topics {self.topics}: the first frame holds a "
+                                        f"{topics.width}-byte topic and the {HEADER_SIZE}-byte header; accepted: "
+                                        f"from {HEADER_SIZE + topics.width} to {MAX_SIZE}")
+
+    @property
+    def topic_set(self) -> Optional[topic_rule.Topics]:
+        """The run's topics and each consumer's subscription (contract/topics.py); None without."""
+        return topic_rule.Topics.of(self.topics, self.topic_weights, self.subscribe, self.consumers)
 
     @property
     def message_bytes(self) -> int:

@@ -45,6 +45,7 @@ import numpy as np
 from ..contract import bitmaps
 from ..contract.bitmaps import Bits
 from ..contract.fates import AMBIGUOUS_TAIL, DROPPED, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
+from ..contract.topics import Topics
 
 MAX_RANGES = 20
 
@@ -320,7 +321,8 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
               drain_completed: bool = True, tail_placement: str = TAIL_AT_CLOSE,
               dead_producers: frozenset[int] = frozenset(), dead_consumers: frozenset[int] = frozenset(),
               maps_dir: str | None = None,
-              resets: dict[int, dict[int | str, list[tuple[int, int]]]] | None = None) -> dict[str, Any]:
+              resets: dict[int, dict[int | str, list[tuple[int, int]]]] | None = None,
+              topics: Topics | None = None) -> dict[str, Any]:
     """Per-stream and total counters and fates from the producers' and consumers' finals.
 
     producers: stream -> {"attempted", "sent", "sent_ok_map"}; consumers: index ->
@@ -330,9 +332,13 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
     piece at a time (bitmaps.PIECE_BYTES), twice: each view's first and last arrival, then the
     counts, which add up over the pieces; `drops` (each view's unreceived maps) go to files in
     `maps_dir` when given. resets: stream -> view (consumer index with fan-out, else "all") -> the
-    connection resets' seq regions (measure/reset_regions.py).
+    connection resets' seq regions (measure/reset_regions.py). topics (fan-out only): a consumer's
+    view holds only the seqs of the topics it subscribed to (contract/topics.py), the others are
+    outside its accounting; "topics" in the result counts per topic what was sent and, per
+    consumer, what it expected and received.
     """
     streams = []
+    per_topic = _TopicCounts(topics, sorted(consumers) or [0]) if topics is not None and fanout else None
     drops: dict[int, list[Any]] = {}     # stream -> [(early, tail, stranded) packed maps], one per view
     indices = sorted(consumers) or [0]
     for stream, prod in sorted(producers.items()):
@@ -358,8 +364,12 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
         counts: dict[Any, dict[str, int]] = {view: {} for view in views}
         ranges = {view: _Ranges() for view in views}
         writers = {view: _Drops(maps_dir, f"drops-s{stream}-{view}") for view in views}
-        delivered = 0
+        delivered = expected = 0
         for offset, ok, seen, drained in maps.pieces():
+            oks: dict[Any, np.ndarray] = {}
+            if per_topic is not None:       # each consumer's view: its topics' seqs
+                oks = {i: ok & per_topic.expected(i, offset, len(ok)) for i in indices}
+                per_topic.add(ok, oks, seen, offset)
             if fanout:
                 got_of: dict[Any, tuple[np.ndarray, np.ndarray]] = {i: (seen[i], drained[i]) for i in indices}
             else:
@@ -371,15 +381,17 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
                 duplicates += sum(_popcount(seen[i]) for i in indices) - _popcount(union)
                 got_of = {"all": (union, union_drained)}
             for view, (got, got_drained) in got_of.items():
+                mine = oks.get(view, ok)
+                expected += _popcount(mine)
                 span, certain = views[view]
                 regions = (resets or {}).get(stream, {}).get(view)
-                _add(counts[view], _fate_bits(ok, got, got_drained, offset,
+                _add(counts[view], _fate_bits(mine, got, got_drained, offset,
                                               _bounds(span, end, certain, drain_completed),
-                                              region_piece(regions, offset, len(ok)) if regions else None))
-                writers[view].add(_unreceived_piece(ok, got, offset, certain, drain_completed, tail_placement,
+                                              region_piece(regions, offset, len(mine)) if regions else None))
+                writers[view].add(_unreceived_piece(mine, got, offset, certain, drain_completed, tail_placement,
                                                     span[1] if span else None))
-                ranges[view].add(ok & ~got, offset)
-                delivered += _popcount(got & ok)
+                ranges[view].add(mine & ~got, offset)
+                delivered += _popcount(got & mine)
         fate_totals = dict.fromkeys(FATES, 0)
         by_consumer = {}
         for view in views:
@@ -390,7 +402,8 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
                 by_consumer[view] = {**f, AMBIGUOUS_TAIL: ambiguous_tail(f, tail_placement)}
         drops[stream] = [writers[view].done() for view in views]
         missing: dict[int | str, list[list[int]]] = {view: ranges[view].ranges for view in views}
-        expected = prod["sent"] * (len(indices) if fanout else 1)
+        if per_topic is None:       # with topics: each view's own topics' seqs, counted above
+            expected = prod["sent"] * (len(indices) if fanout else 1)
         dropped = sum(fate_totals[f] for f in DROPPED)
         streams.append({
             "stream": stream, "attempted": nbits, "sent": prod["sent"], "expected": expected,
@@ -403,7 +416,39 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
     keys = ("attempted", "sent", "expected", "received", "unique_received", "duplicates", "reordered", "lost",
             *FATES, "dropped", AMBIGUOUS_TAIL)
     totals = {key: sum(s[key] for s in streams) for key in keys}
-    return {"streams": streams, "totals": totals, "drops": drops}
+    return {"streams": streams, "totals": totals, "drops": drops,
+            "topics": per_topic.rows() if per_topic is not None else None}
+
+
+class _TopicCounts:
+    """Per topic, over every stream: accepted sends, and per consumer what it expected (its topics'
+    accepted sends) and received of them (distinct)."""
+
+    def __init__(self, topics: Topics, consumers: list[int]):
+        self.topics, self.consumers = topics, consumers
+        self.sent = np.zeros(len(topics.names), np.int64)
+        self.received = {i: np.zeros(len(topics.names), np.int64) for i in consumers}
+
+    def expected(self, consumer: int, offset: int, nbytes: int) -> np.ndarray:
+        return self.topics.expected(consumer, offset // 8, offset // 8 + nbytes)
+
+    def add(self, ok: np.ndarray, oks: dict[Any, np.ndarray], seen: dict[int, np.ndarray], offset: int) -> None:
+        self.sent += self.topics.count(ok, offset)
+        for i in self.consumers:
+            self.received[i] += self.topics.count(seen[i] & oks[i], offset)
+
+    def rows(self) -> list[dict[str, Any]]:
+        out = []
+        for t, name in enumerate(self.topics.names):
+            per = []
+            for i in self.consumers:
+                subscribed = t in self.topics.subscribed[i]
+                expected = int(self.sent[t]) if subscribed else 0
+                received = int(self.received[i][t])
+                per.append({"consumer": i, "subscribed": subscribed, "expected": expected, "received": received,
+                            "lost": expected - received})
+            out.append({"topic": name, "sent": int(self.sent[t]), "consumers": per})
+        return out
 
 
 def receipt_only(consumers: dict[int, dict[str, Any]], fanout: bool) -> list[dict[str, Any]]:

@@ -104,6 +104,9 @@ class RunResult:
     """req-rep only: reply time minus intended send time, in nanoseconds."""
     streams: list[dict[str, Any]] = field(default_factory=list)
     """Per producer stream: the same counts, and the missing seq ranges of lost messages."""
+    topics: list[dict[str, Any]] = field(default_factory=list)
+    """--topics: per topic, "topic", "sent" and per consumer "consumer", "subscribed", "expected",
+    "received", "lost" (measure/reconcile.py); [] without topics."""
     producers: list[dict[str, Any]] = field(default_factory=list)
     """Per producer: its counters, send times (ns) and close/term timings."""
     consumers: list[dict[str, Any]] = field(default_factory=list)
@@ -243,7 +246,7 @@ class RunResult:
             "latency_intended_ns": self.latency_summary("intended"),
             "latency_sent_ns": self.latency_summary("sent"),
             "round_trip_ns": self.latency_summary("round_trip") if self.round_trip.count else None,
-            "streams": self.streams,
+            "streams": self.streams, "topics": self.topics or None,
             "producers": [{k: v for k, v in p.items() if k != "sent_ok_map"} for p in self.producers],
             "consumers": self.consumers, "versions": self.versions,
             "generator_limited": self.generator_limited, "generator": self.generator, "resets": self.resets,

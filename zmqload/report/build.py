@@ -202,6 +202,7 @@ def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], 
     recs = recommend(capacity, budget, args.target_rate, what_if)
     os.makedirs(args.out, exist_ok=True)
     outputs.write_summary(analysis.summary, args.out, capacity, what_if, searches)
+    outputs.write_topics(analysis.topics, args.out)
     page = html.render(analysis, capacity, recs, warnings, slo_p99_us=what_if, memory_budget=budget,
                        searches=searches)
     tmp = os.path.join(args.out, ".index.html.tmp")

@@ -1,5 +1,6 @@
 """summary.parquet and summary.csv: every figure, one row per (run, consumer, stream), with the
-verdict of the run's group; capacity.json: the verdicts, one per group."""
+verdict of the run's group; capacity.json: the verdicts, one per group; topics.parquet and topics.csv
+(runs with --topics): one row per (run, topic, consumer)."""
 from __future__ import annotations
 
 import json
@@ -47,6 +48,20 @@ def summary_table(rows: list[dict[str, Any]], capacity: list[dict[str, Any]] | N
             vals = [by_run.get(str(r.get("run")), {}).get(name) for r in rows]
             cols[name] = pa.array(vals, type=_TYPES[name]) if name in _TYPES else _column(name, vals)
     return pa.table(cols)
+
+
+TOPIC_COLUMNS = {"run": pa.string(), "topic": pa.string(), "consumer": pa.int64(), "subscribed": pa.bool_(),
+                 "sent": pa.int64(), "expected": pa.int64(), "received": pa.int64(), "lost": pa.int64()}
+"""topics.parquet: analysis.pipeline.topic_figures' rows (run.json's `topics`, flattened)."""
+
+
+def write_topics(rows: list[dict[str, Any]], out_dir: str) -> None:
+    """topics.parquet and topics.csv, when some run has topics."""
+    if not rows:
+        return
+    table = pa.table({name: pa.array([r[name] for r in rows], type=kind) for name, kind in TOPIC_COLUMNS.items()})
+    pq.write_table(table, os.path.join(out_dir, "topics.parquet"))
+    pacsv.write_csv(table, os.path.join(out_dir, "topics.csv"))
 
 
 def capacity_json(capacity: list[dict[str, Any]], slo_p99_us: float | None = None,

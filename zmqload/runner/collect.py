@@ -116,7 +116,8 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
     maps_dir = os.path.join(run_dir, bitmaps.MAPS_DIR)
     try:        # the workers' maps and the unreceived ones made from them go once the figures are made
         accounts = reconcile(producers if accountable else {}, consumers, w.fanout, drain_completed, placement,
-                             maps_dir=maps_dir, **dead_paths(state), resets=regions)
+                             maps_dir=maps_dir, **dead_paths(state), resets=regions,
+                             topics=w.topic_set)
         if w.topology.consumers_alone:      # no sends to hold the receipts against: what they say alone
             accounts["streams"] = receipt_only(consumers, w.fanout)
             accounts["totals"].update({key: sum(s[key] for s in accounts["streams"])
@@ -159,6 +160,7 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
         throughput_msgs=counted / span_s if span_s else 0.0,
         throughput_mb=counted * w.message_bytes / 1e6 / span_s if span_s else 0.0,
         latency_intended=lat_i, latency_sent=lat_s, streams=accounts["streams"], round_trip=rtt,
+        topics=accounts.get("topics") or [],
         producers=[{k: v for k, v in p.items() if k not in ("sent_ok_map", "rtt", "lateness")}
                    for p in producers.values()],
         consumers=[{k: v for k, v in c.items() if k not in _CONSUMER_HIDDEN} for c in consumers.values()],

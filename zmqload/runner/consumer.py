@@ -27,12 +27,17 @@ class Consumer(WorkerLifecycle):
             "RCVHWM": w.rcvhwm, "RCVBUF": w.rcvbuf, "LINGER": 0,
             "IMMEDIATE": int(w.immediate) if w.immediate else None,
             "CONFLATE": 1 if w.conflate in ("consumers", "both") else None})     # the Receiver ends each slice
-        if self.pattern.subscribe:
+        topics = w.topic_set
+        if topics is not None:      # its topics, and the warm-up's (contract/topics.py)
+            mine = topics.subscribed[self.spec.worker.index]
+            for prefix in [topics.warmup, *(topics.names[i].encode() for i in mine)]:
+                sock.subscribe(prefix)
+        elif self.pattern.subscribe:
             sock.subscribe(b"")
         self.receiver = receiver = _engine.Receiver(sock, w.consumer_delay_ns,
                                                     self.pattern.consumer_envelope_frames(w.topology),
                                                     self.pattern.round_trip, record_foreign=alone,
-                                                    parts=w.parts)
+                                                    parts=w.parts, topic_width=topics.width if topics else 0)
         pipeline = ChunkPipeline(RecvConverter.COLUMNS, w.chunk_rows, self.convert, self.spill_dir(),
                                  expected_rows=w.expected_receives_per_consumer)
         warm_mask = (1 << w.producers) - 1

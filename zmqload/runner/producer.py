@@ -2,16 +2,18 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import _engine
 from ..contract import control
-from .recorder import ChunkPipeline, SendConverter
 from .lifecycle import WorkerLifecycle, max_rss_kb
 from .placement import place_this_worker, placed
+from .recorder import ChunkPipeline, SendConverter
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from ..contract.workload import Workload
 
 WARMUP_EVERY_MS = 2
 
@@ -54,7 +56,7 @@ class Producer(WorkerLifecycle):
         sender = _engine.Sender(sock, self.spec.worker.index, w.size, w.messages_per_producer, w.rate,
                                 self.t0_ns, end_ns, w.send_mode, w.sndtimeo_ms * 1_000_000, round_trip,
                                 _engine.SPIN_BELOW_NS if w.pacing == "spin" else 0, reply_timeout_ms * 1_000_000,
-                                parts=w.parts)
+                                parts=w.parts, **_topic_args(w))
         if not w.rate:
             time.sleep(max(0.0, (self.t0_ns - _engine.now_ns()) / 1e9))
         try:
@@ -100,7 +102,9 @@ class Producer(WorkerLifecycle):
     def wait_for_start(self, sock: _engine.Socket) -> None:
         """Send warm-up messages (if asked) until the start command arrives."""
         warming = False
-        warm_msg = _engine.warmup_message(self.spec.worker.index, self.workload.size)
+        topics = self.workload.topic_set
+        warm_msg = _engine.warmup_message(self.spec.worker.index, self.workload.size,
+                                          topics.warmup if topics else b"")
         while not self.t0_ns and not self.stop_requested:
             self.check_handshakes()
             message = self.ctl.recv(WARMUP_EVERY_MS if warming else 100)
@@ -124,6 +128,12 @@ class Producer(WorkerLifecycle):
         """Close with the configured linger (or 0 when interrupted) and time both steps."""
         close_ns = sock.close(linger_ms)
         return close_ns, self.finish_context()
+
+
+def _topic_args(w: Workload) -> dict[str, Any]:
+    """The Sender's topics (contract/topics.py): the pattern's names, slot after slot."""
+    topics = w.topic_set
+    return {"topics": topics.table(), "topic_width": topics.width} if topics else {}
 
 
 def _empty_map() -> np.ndarray:

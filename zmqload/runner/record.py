@@ -48,6 +48,7 @@ def finish_records(run_dir: str, record: rr.RunRecord, state: RunState, w: Workl
     record.consumers = codec.convert(result.consumers, list[rr.ConsumerEntry])
     record.counters = codec.convert({k: summary[k] for k in RunResult.COUNTERS}, rr.Counters)
     record.streams = codec.convert(result.streams, list[rr.StreamEntry])
+    record.topics = codec.convert(result.topics, list[rr.TopicEntry])
     record.summary = codec.convert({k: summary[k] for k in RunResult.FIGURES}, rr.Summary)
     try:
         os.remove(os.path.join(run_dir, RESERVE_NAME))
