@@ -92,14 +92,27 @@ def service_runs(tmp_path_factory):
     runs["broker"] = (_run("--producers-connect", broker.endpoint, "--producers", "2", "--rate", "1k",
                            "--count", "400", "--out", str(out)), broker)
     broker.join()
+    # the max sustainable rate of a service that takes 2 ms per answer (REQ, one in flight: < 500/s)
+    searched = UserRep(echo=True, idle_ms=20_000, work_s=0.002)
+    done = zmqload_cli("capacity", "--json", "--pattern", "req-rep", "--role", "producer", "--producers-connect",
+                       searched.endpoint, "--start-rate", "200", "--probe-duration", "1", "--max-probes", "8",
+                       "--precision", "0.5", "--max-loss", "0", "--slo-p99-us", "5000000", "--min-achieved", "0.9",
+                       "--out", str(out), timeout=600)
+    searched.join()
+    assert done.returncode == 0, done.stderr      # the search converged
+    runs["search"] = (json.loads(done.stdout), searched)
     report = out / "report"
     done = zmqload_cli("report", str(out), "--out", str(report), "--no-server", timeout=900)
     assert done.returncode == 0, done.stderr
     assert "skipped" not in done.stderr, done.stderr      # the report refuses nothing it can read
+    # the report's judge over each probe's records agrees with the search's (search_answer.disagreements)
+    assert "the search judged it" not in done.stderr, done.stderr
     summary = pq.read_table(str(report / "summary.parquet")).to_pylist()
     totals = {r["run"]: r for r in summary if r["consumer"] == ALL and r["stream"] == ALL}
     with open(report / "capacity.json") as f:
-        groups = json.load(f)["groups"]
+        capacity = json.load(f)
+    groups = capacity["groups"]
+    runs["search"] = (*runs["search"], capacity["searches"])
     verdicts = {run_id: g["failed_slo"] for g in groups for run_id in g["run_ids"]}
     with open(report / "index.html") as f:
         page = f.read()
@@ -177,3 +190,27 @@ def test_a_service_behind_the_users_router_dealer_broker(service_runs):
     assert sorted(broker.served) == sorted((p, seq) for p in range(2) for seq in range(400))
     assert (row["sent"], row["round_trips"], row["echoed"], row["unanswered"]) == (800, 800, 800, 0)
     assert verdicts[got["run_id"]] is None
+
+
+def test_capacity_of_a_service_agrees_with_the_report_of_its_probes(service_runs):
+    """`zmqload capacity` against the user's service: each probe's figures are its run.json's (the
+    answers' rate, the round trip's p99, the unanswered share) and the report's row of it; the
+    report's answer is the search's."""
+    runs, totals, _, _ = service_runs
+    doc, service, answers = runs["search"]
+    search = doc["searches"][0]
+    assert search["probes"] and len(service.requests) == sum(
+        totals[os.path.basename(p["run_dir"])[4:].split(".")[0]]["sent"] for p in search["probes"])
+    for probe in search["probes"]:
+        run_id = os.path.basename(probe["run_dir"])[4:].split(".")[0]
+        row = totals[run_id]
+        with open(os.path.join(probe["run_dir"], "run.json")) as f:
+            summary = json.load(f)["summary"]
+        figures = probe["figures"]
+        assert figures["throughput_msgs"] == round(summary["service"]["answer_rate"], 1)
+        assert row["recv_rate"] == pytest.approx(summary["service"]["answer_rate"], rel=1e-9)
+        assert figures["lost"] == summary["service"]["unanswered"] == row["unanswered"]
+        assert figures["p99_us"] == pytest.approx(row["round_trip_p99_us"], abs=0.05)
+    assert [(a["max_sustainable_rate"], a["bracket"]) for a in answers] == \
+        [(search["max_sustainable_rate"], search["bracket"])]
+    assert 0 < search["max_sustainable_rate"] < 500         # 2 ms an answer, one request in flight
