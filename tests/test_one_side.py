@@ -283,11 +283,12 @@ def test_a_service_behind_the_users_router_dealer_broker(tmp_path):
 
     def worker() -> None:
         rep = context.socket(zmq.REP)
-        rep.setsockopt(zmq.RCVTIMEO, 2000)
+        rep.setsockopt(zmq.RCVTIMEO, FIRST_MESSAGE_MS)     # zmqload may take seconds to start on a loaded machine
         rep.connect(f"tcp://127.0.0.1:{back_port}")
         try:
             while True:
                 request = rep.recv()
+                rep.setsockopt(zmq.RCVTIMEO, 2000)     # from the first request on: until idle
                 served.append(stream_seq(request)[1])
                 rep.send(request)
         except zmq.Again:

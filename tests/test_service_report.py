@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import threading
 
 import numpy as np
@@ -101,10 +102,20 @@ def service_runs(tmp_path_factory):
     searched.join()
     assert done.returncode == 0, done.stderr      # the search converged
     runs["search"] = (json.loads(done.stdout), searched)
+    # a copy of the echo run with its first replies part cut short: its answers' figures are blanked
+    damaged = out / "run=damaged-copy"
+    shutil.copytree(runs["echo"][0]["run_dir"], damaged)
+    with open(damaged / "run.json") as f:
+        record = json.load(f)
+    with open(damaged / "run.json", "w") as f:
+        json.dump({**record, "run_id": "damaged-copy"}, f)
+    first = min(glob.glob(str(damaged / "replies" / "*.parquet")))
+    os.truncate(first, os.path.getsize(first) // 2)
     report = out / "report"
     done = zmqload_cli("report", str(out), "--out", str(report), "--no-server", timeout=900)
     assert done.returncode == 0, done.stderr
     assert "skipped" not in done.stderr, done.stderr      # the report refuses nothing it can read
+    assert "run damaged-copy: 1 unreadable part left out: replies/" in done.stderr, done.stderr
     # the report's judge over each probe's records agrees with the search's (search_answer.disagreements)
     assert "the search judged it" not in done.stderr, done.stderr
     summary = pq.read_table(str(report / "summary.parquet")).to_pylist()
@@ -214,3 +225,15 @@ def test_capacity_of_a_service_agrees_with_the_report_of_its_probes(service_runs
     assert [(a["max_sustainable_rate"], a["bracket"]) for a in answers] == \
         [(search["max_sustainable_rate"], search["bracket"])]
     assert 0 < search["max_sustainable_rate"] < 500         # 2 ms an answer, one request in flight
+
+
+def test_an_unreadable_replies_part_blanks_the_answers_not_the_run(service_runs):
+    """A service's answers stand for its receipts: a replies part the report cannot read blanks
+    them (and the round trips) rather than counting its answers as unanswered."""
+    _, totals, _, _ = service_runs
+    row = totals["damaged-copy"]
+    assert row["status"].startswith("complete") and row["status"] != "complete"      # marked partial
+    assert row["sent"] == 1500          # the sends are whole
+    for column in ("round_trips", "unanswered", "echoed", "by_order", "received", "lost", "loss_ratio", "recv_rate",
+                   "round_trip_p99_us"):
+        assert row[column] is None, column

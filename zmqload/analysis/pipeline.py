@@ -42,7 +42,8 @@ SPAN_COLUMNS = ("t_first_intended_ns", "t_last_intended_ns", "t_first_send_ns", 
                 "t_first_recv_ns", "t_last_recv_ns")
 # summary.parquet / summary.csv: one row per (run, consumer, stream), each column with its type.
 _RUN_TYPES = {"run": STRING, "status": STRING, "interrupted": BOOL, "pattern": STRING, "transport": STRING,
-              "send_mode": STRING, "fanout": BOOL, "serves": BOOL, "rate_per_producer": FLOAT64, "clock_uncertainty_us": FLOAT64}
+              "send_mode": STRING, "fanout": BOOL, "serves": BOOL, "rate_per_producer": FLOAT64,
+              "clock_uncertainty_us": FLOAT64}
 SUMMARY = Schema(tuple(
     [(c, _RUN_TYPES.get(c, INT64)) for c in RUN_COLUMNS]
     + [("consumer", INT64), ("stream", INT64), ("duration_s", FLOAT64)] + [(c, INT64) for c in SPAN_COLUMNS]
