@@ -79,4 +79,13 @@ static inline int64_t zl_get_t_sent(const char *buf)
     return (int64_t)ZL_LE64(t);
 }
 
+/* A reply of a service (req-rep) echoes its request when it begins with the request's whole
+ * 16-byte header (a REP that sends the request back, or puts the header before its own payload);
+ * any other reply is matched by order: REQ has one request in flight, so a reply answers the
+ * request just sent whatever it carries (docs/RECORDS.md "A service of yours"). */
+static inline int zl_reply_echoes(const char *reply, int reply_len, const char *request)
+{
+    return reply_len >= ZL_HEADER_SIZE && memcmp(reply, request, ZL_HEADER_SIZE) == 0;
+}
+
 #endif

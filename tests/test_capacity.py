@@ -154,6 +154,17 @@ def test_generator_verdict(lag_ms, blocked_ms, lateness_ms, limited):
     assert offered == int(min(lag_ms, blocked_ms) * 2)
 
 
+def test_a_services_wait_for_answers_counts_as_offered():
+    """REQ to a service of the user's: the lag is the wait for the answers (nothing is timed as
+    blocked), so the requests it held back were offered: a service answering 500/s of 2000/s
+    scheduled is not "achieved 1.0" on its attempts alone; and the generator is not blamed."""
+    from zmqload.measure.schedule_keeping import schedule_keeping
+    verdict = schedule_keeping(2000, T0, [producer(2000, 0.25, 750, 0, list(np.linspace(0, 750, 100)))],
+                               round_trip=True)
+    assert verdict["generator_limited"] is False
+    assert verdict["scheduled_messages"] == 500 + 750 * 2       # 500 attempted, 1,500 held back by the lag
+
+
 # -- what the Parquet records say, without zmqload ----------------------------------------------------
 def schedule_lag(run_dir: str) -> tuple[float, float, int]:
     """(lag of the last send in ms, sending span in ms, rows) from the sends records."""

@@ -362,21 +362,23 @@ def test_round_trip_sender_records_when_each_reply_arrives(engine, peer):
         for _ in range(count):
             request = rep.recv()
             echoed.append(decode(request))
-            rep.send(request[:HEADER_SIZE])
+            # odd seqs answered with the service's own payload: matched by order, not echoed
+            rep.send(request[:HEADER_SIZE] if decode(request)[1] % 2 == 0 else b"own answer, no header")
 
     server = threading.Thread(target=echo)
     server.start()
     sender = _engine.Sender(req, 7, 64, count, 0, _engine.now_ns(), round_trip=True)
     t_sent, status = sender_chunk(count + 1)
-    t_reply = np.zeros(count + 1, np.int64)
+    t_reply, echoes = np.zeros(count + 1, np.int64), np.full(count + 1, -1, np.int8)
     row, deadline = 0, time.monotonic() + 10
     while not sender.finished and time.monotonic() < deadline:
-        row = sender.run_slice(t_sent, status, row, _engine.now_ns() + 50 * MS, t_reply)
+        row = sender.run_slice(t_sent, status, row, _engine.now_ns() + 50 * MS, t_reply, echoes)
     server.join(5)
     assert row == count and sender.sent == count
     assert echoed == [(7, seq, int(t_sent[seq])) for seq in range(count)]
     assert (status[:count] == SendStatus.OK).all()
     assert np.all(t_reply[:count] > t_sent[:count])
+    assert echoes[:count].tolist() == [int(seq % 2 == 0) for seq in range(count)]
     assert np.all(t_sent[1:count] >= t_reply[:count - 1])      # REQ: one request in flight
 
 
@@ -400,15 +402,16 @@ def test_round_trip_without_a_reply_times_out_and_goes_on(engine, peer):
     server.start()
     sender = _engine.Sender(req, 0, 64, count, 0, _engine.now_ns(), round_trip=True, reply_timeout_ns=30 * MS)
     t_sent, status = sender_chunk(count + 1)
-    t_reply = np.zeros(count + 1, np.int64)
+    t_reply, echoes = np.zeros(count + 1, np.int64), np.full(count + 1, -1, np.int8)
     row, deadline = 0, time.monotonic() + 10
     while not sender.finished and time.monotonic() < deadline:
-        row = sender.run_slice(t_sent, status, row, _engine.now_ns() + 50 * MS, t_reply)
+        row = sender.run_slice(t_sent, status, row, _engine.now_ns() + 50 * MS, t_reply, echoes)
     stop.set()
     server.join(5)
     assert row == count and sender.sent == count and sender.unanswered == count - answered
     assert (status[:count] == SendStatus.OK).all()
     assert np.all(t_reply[:answered] > t_sent[:answered]) and np.all(t_reply[answered:count] == 0)
+    assert np.all(echoes[:answered] == 1) and np.all(echoes[answered:count] == 0)
     # each unanswered request waited its timeout before the next went
     assert np.all(np.diff(t_sent[answered:count]) >= 30 * MS - MS)
 

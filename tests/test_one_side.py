@@ -11,6 +11,7 @@ import os
 import struct
 import tempfile
 import threading
+import time
 
 import pytest
 import zmq
@@ -182,16 +183,17 @@ def test_the_report_refuses_a_producer_only_run_in_one_line(tmp_path):
 class UserRep:
     """A user's REP service in a thread, on a loopback port: `echo` sends each request back,
     else its own payload (no zmqload header: replies are matched by order, REQ's one request in
-    flight); `stop_after` requests, it stops answering (reads nothing more) until the test ends."""
+    flight); `stop_after` requests, it stops answering (reads nothing more) until the test ends;
+    `idle_ms` without a request, it ends; `work_s`: the time it takes to answer each request."""
 
-    def __init__(self, echo: bool = True, stop_after: int | None = None):
+    def __init__(self, echo: bool = True, stop_after: int | None = None, idle_ms: int = 2000, work_s: float = 0.0):
         self.context = zmq.Context()
         self.sock = self.context.socket(zmq.REP)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.RCVTIMEO, FIRST_MESSAGE_MS)
         port = self.sock.bind_to_random_port("tcp://127.0.0.1")
         self.endpoint = f"tcp://127.0.0.1:{port}"
-        self.echo, self.stop_after = echo, stop_after
+        self.echo, self.stop_after, self.idle_ms, self.work_s = echo, stop_after, idle_ms, work_s
         self.requests: list[tuple[int, int]] = []
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -201,11 +203,13 @@ class UserRep:
         try:
             while True:
                 request = self.sock.recv()
-                self.sock.setsockopt(zmq.RCVTIMEO, 2000)     # from the first request on: until idle
+                self.sock.setsockopt(zmq.RCVTIMEO, self.idle_ms)     # from the first request on: until idle
                 self.requests.append(stream_seq(request))
                 if self.stop_after is not None and len(self.requests) >= self.stop_after:
                     self.stopped.wait(30)       # answers no more
                     return
+                if self.work_s:
+                    time.sleep(self.work_s)
                 self.sock.send(request if self.echo else b"answer of the service's own")
         except zmq.Again:
             pass
@@ -279,11 +283,12 @@ def test_a_service_behind_the_users_router_dealer_broker(tmp_path):
 
     def worker() -> None:
         rep = context.socket(zmq.REP)
-        rep.setsockopt(zmq.RCVTIMEO, 2000)
+        rep.setsockopt(zmq.RCVTIMEO, FIRST_MESSAGE_MS)     # zmqload may take seconds to start on a loaded machine
         rep.connect(f"tcp://127.0.0.1:{back_port}")
         try:
             while True:
                 request = rep.recv()
+                rep.setsockopt(zmq.RCVTIMEO, 2000)     # from the first request on: until idle
                 served.append(stream_seq(request)[1])
                 rep.send(request)
         except zmq.Again:

@@ -282,6 +282,7 @@ def test_service_answers_everything(zmqload):
     result = zmqload.run(pattern="req-rep", role="producer", producers_connect=user_service(),
                          rate=2000, count=1000)
     assert result.answered == 1000 and result.unanswered == 0
+    assert result.service["echoed"] == 1000 and result.service["by_order"] == 0
     assert result.latency_us(99, "round_trip") < 500_000
 
 def test_service_that_stops(zmqload):
@@ -294,5 +295,6 @@ def test_service_that_stops(zmqload):
     assert "assert 20 == 0" in output
     report = _section(output, "zmqload runs")
     assert "1 producer(s) -> your service" in report
+    assert re.search(r"echoed / by order\s*\S\s*20 / 0\b", report), report
     assert re.search(r"answered\s*\S\s*20\b", report) and re.search(r"unanswered\s*\S\s*20 \(no reply within 50 ms\)",
                                                                     report), report

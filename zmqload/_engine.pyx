@@ -426,11 +426,13 @@ cdef class Sender:
         free(self.topics)
 
     def run_slice(self, long long[::1] t_sent not None, signed char[::1] status not None,
-                  Py_ssize_t row, long long slice_end_ns, long long[::1] t_reply=None):
+                  Py_ssize_t row, long long slice_end_ns, long long[::1] t_reply=None,
+                  signed char[::1] echoed=None):
         """Send until the chunk is full, the slice deadline passes, or the run is done.
         Returns the next free row. A blocked send is retried in the next slice.
         Round trip (REQ): each send waits for its reply, whose arrival time goes to t_reply (0: no
-        reply within reply_timeout_ns)."""
+        reply within reply_timeout_ns) and whether it echoed the request's header to echoed
+        (zl_wire.h zl_reply_echoes; else it was matched by order)."""
         cdef Py_ssize_t capacity = t_sent.shape[0]
         cdef long long now, due
         cdef int rc, err, flags, st
@@ -439,8 +441,9 @@ cdef class Sender:
         flags = ZMQ_DONTWAIT if self.mode == ZL_MODE_DONTWAIT else 0
         if status.shape[0] < capacity:
             raise ValueError("status column shorter than t_sent column")
-        if self.round_trip and (t_reply is None or t_reply.shape[0] < capacity):
-            raise ValueError("round trip needs a t_reply column as long as t_sent")
+        if self.round_trip and (t_reply is None or t_reply.shape[0] < capacity
+                                or echoed is None or echoed.shape[0] < capacity):
+            raise ValueError("round trip needs t_reply and echoed columns as long as t_sent")
         # Per slice, not per message: a socket closed since the last slice raises here
         # instead of handing libzmq a freed handle.
         self.sock = self.socket._live()
@@ -461,6 +464,7 @@ cdef class Sender:
                                 t_sent[row] = self.pending_t_sent
                                 status[row] = ZL_ST_OK
                                 t_reply[row] = 0
+                                echoed[row] = 0
                                 row += 1
                                 self.next_seq += 1
                             if now >= slice_end_ns:
@@ -475,6 +479,7 @@ cdef class Sender:
                     t_sent[row] = self.pending_t_sent
                     status[row] = ZL_ST_OK
                     t_reply[row] = now
+                    echoed[row] = zl_reply_echoes(self.reply, rc, self.buf)
                     row += 1
                     self.next_seq += 1
                     if now >= slice_end_ns:

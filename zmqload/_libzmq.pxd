@@ -104,4 +104,5 @@ cdef extern from "zl_wire.h" nogil:
     void zl_put_header(char *buf, unsigned long long stream, unsigned long long seq, long long t_sent_ns)
     void zl_put_t_sent(char *buf, long long t_sent_ns)
     unsigned long long zl_get_word(const char *buf)
+    int zl_reply_echoes(const char *reply, int reply_len, const char *request)
     long long zl_get_t_sent(const char *buf)

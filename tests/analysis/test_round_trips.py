@@ -123,5 +123,5 @@ def test_report_outputs_carry_round_trips(analysis, rr_runs, tmp_path):
     assert set(md_rows) == {"rr-tcp-2p", "rr-ipc-unpaced"}
     assert f"| {results['rr-tcp-2p'].sent} |" in md_rows["rr-tcp-2p"]
     page = open(os.path.join(report, "index.html")).read()
-    assert "<h3>Round trips</h3>" in page
+    assert "<h3>Round trips and answers</h3>" in page
     assert page.count("replies)</td>") == 2          # the per-run latency row of each req-rep run

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from ..contract import histogram as rule
 from ..contract import queue as queue_rule
-from ..contract.fates import AMBIGUOUS_TAIL, TAIL_AMBIGUOUS, TAIL_MID_RUN
+from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_MID_RUN
 from .metrics import ALL, PERCENTILES
 
 _HIST_KEYS = ("run", "consumer", "stream", "metric", "bucket")
@@ -450,3 +450,22 @@ def fates(counts: Iterable[Row], recv_sum: Iterable[Row], views: Iterable[tuple[
                 del row[col]
             out.append(row)
     return out
+
+
+SERVICE_COLUMNS = ("unanswered", "echoed", "by_order")
+"""A service's figures beside the send counts (req-rep with --role producer)."""
+
+
+def answered(rows: list[Row], answers: dict[tuple[int, int], Row]) -> None:
+    """A service's rows (in place): its answers (`metrics.answers`, by (run, stream)) stand for the
+    receipts, as the judge reads them (contract/judge.py): received = unique = answered, lost =
+    unanswered = sent - answered; no message has a fate (the service is the user's: nothing
+    reaches a consumer of zmqload's), as in run.json."""
+    for row in rows:
+        a = answers.get((row["run"], row["stream"]), {})
+        got, echoed = a.get("answered") or 0, a.get("echoed") or 0
+        unanswered = max(row["sent"] - got, 0)
+        row.update(dict.fromkeys((*FATES, "dropped", AMBIGUOUS_TAIL), 0), received=got, unique=got, duplicates=0,
+                   reordered=0, lost=unanswered, unanswered=unanswered, echoed=echoed, by_order=got - echoed,
+                   loss_ratio=unanswered / row["sent"] if row["sent"] else 0.0,
+                   t_first_recv_ns=a.get("t_first_reply_ns"), t_last_recv_ns=a.get("t_last_reply_ns"), bytes=None)

@@ -448,6 +448,23 @@ def round_trip_histogram(replies: DataFrame) -> DataFrame:
             .withColumn("metric", F.lit("round_trip")).withColumn("consumer", F.lit(ALL)))
 
 
+def answers(replies: DataFrame, served: Iterable[int]) -> DataFrame:
+    """A service of the user's (req-rep with --role producer, run numbers `served`): its answers per
+    (run, stream) from the replies records: how many, how many echoed the request's header (the
+    rest were matched by order, docs/RECORDS.md), the first and last answer's time. One scan."""
+    return (replies.filter(F.col("run").isin(list(served))).groupBy("run", "stream")
+            .agg(F.count(F.lit(1)).alias("answered"), F.sum(F.col("echoed").cast("long")).alias("echoed"),
+                 F.min("t_reply_ns").alias("t_first_reply_ns"), F.max("t_reply_ns").alias("t_last_reply_ns")))
+
+
+def answer_windows(replies: DataFrame, window_ns: int, served: Iterable[int]) -> DataFrame:
+    """A service's answers per window as `recv_windows` rows (received = answered, by the answer's
+    time; no size: the answers are the service's): its answers' throughput over time."""
+    return recv_windows(replies.filter(F.col("run").isin(list(served)))
+                        .select("run", "stream", "t_sent_ns", F.col("t_reply_ns").alias("t_recv_ns"),
+                                F.lit(0).alias("size")), window_ns)
+
+
 # Receive latency metrics: from the intended send time (free of coordinated omission), from
 # the actual send time, and the first split by whether the record came in the drain (how
 # long the backlog waited, against the messages delivered while the consumers worked).

@@ -35,21 +35,23 @@ LATENCY_COLUMNS = [f"{m}_{s}_us" for m in LATENCY_METRICS for s in STAT_NAMES]
 
 RUN_COLUMNS = ["run", "status", "interrupted", "pattern", "transport", "size", "sndhwm", "rcvhwm",
                "proxy_sndhwm", "proxy_rcvhwm", "linger_ms", "send_mode", "producers", "consumers", "fanout",
-               "rate_per_producer", "clock_uncertainty_us"]
+               "rate_per_producer", "clock_uncertainty_us", "serves"]
 # The first and last intended, actual send and receive times (CLOCK_MONOTONIC ns): the spans
 # the throughput plot divides its first and last windows by.
 SPAN_COLUMNS = ("t_first_intended_ns", "t_last_intended_ns", "t_first_send_ns", "t_last_send_ns",
                 "t_first_recv_ns", "t_last_recv_ns")
 # summary.parquet / summary.csv: one row per (run, consumer, stream), each column with its type.
 _RUN_TYPES = {"run": STRING, "status": STRING, "interrupted": BOOL, "pattern": STRING, "transport": STRING,
-              "send_mode": STRING, "fanout": BOOL, "rate_per_producer": FLOAT64, "clock_uncertainty_us": FLOAT64}
+              "send_mode": STRING, "fanout": BOOL, "serves": BOOL, "rate_per_producer": FLOAT64,
+              "clock_uncertainty_us": FLOAT64}
 SUMMARY = Schema(tuple(
     [(c, _RUN_TYPES.get(c, INT64)) for c in RUN_COLUMNS]
     + [("consumer", INT64), ("stream", INT64), ("duration_s", FLOAT64)] + [(c, INT64) for c in SPAN_COLUMNS]
     + [(c, FLOAT64) for c in ("offered_rate", "send_rate", "recv_rate", "recv_mb_s")]
     + [(c, INT64) for c in ("attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected",
                             "received", "unique", "duplicates", "reordered", "lost")]
-    + [("loss_ratio", FLOAT64)] + [(c, INT64) for c in (*FATES, "dropped", AMBIGUOUS_TAIL, "round_trips")]
+    + [("loss_ratio", FLOAT64)] + [(c, INT64) for c in (*FATES, "dropped", AMBIGUOUS_TAIL, "round_trips",
+                                                         *finish.SERVICE_COLUMNS)]
     + [(c, FLOAT64) for c in LATENCY_COLUMNS]
     + [("depth_max", INT64)] + [(c, FLOAT64) for c in ("depth_peak_at_s", "depth_mean", "depth_p99",
                                                          "queued_bytes_max", "queued_bytes_mean", "mean_size")]
@@ -128,6 +130,7 @@ def _run_columns(info: RunInfo) -> dict[str, Any]:
         "sndhwm": w.sndhwm, "rcvhwm": w.rcvhwm, "proxy_sndhwm": w.proxy_sndhwm, "proxy_rcvhwm": w.proxy_rcvhwm,
         "linger_ms": w.linger_ms, "send_mode": w.send_mode,
         "producers": w.producers, "consumers": info.consumers, "fanout": info.fanout,
+        "serves": w.serves,     # a service of the user's: judged on its answers (finish.answered)
         "rate_per_producer": schedule.rate_per_producer if schedule is not None else w.rate,
         # placed runs: how far a one-way latency may be off through the hosts' clocks (null: one host)
         "clock_uncertainty_us": (info.record.placement.latency_uncertainty_ns() / 1e3
@@ -274,6 +277,9 @@ def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = 
                                                   for r in runs])
     sends = load_records(spark, runs, "sends")
     recvs = load_records(spark, runs, "recvs")
+    replies = load_records(spark, runs, "replies") if any(r.parts.get("replies") for r in runs) else None
+    # a service of the user's: its answers stand for the receipts (finish.answered)
+    served = [i for i, r in enumerate(runs) if r.workload.serves]
     # Runs are numbered (their index in `runs`) inside Spark; ids come back in `_name_runs`.
     fanout_runs = [i for i, r in enumerate(runs) if r.fanout]
     topic_runs = {i: t for i, r in enumerate(runs) if (t := r.workload.topic_set) is not None}
@@ -315,14 +321,17 @@ def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = 
         for c in ("t_first_recv_ns", "t_last_recv_ns", "bytes"):
             row[c] = got.get(c)
         row["reordered"] = late.get(key, 0) if reorder else None
+    if served:
+        answers = {(x["run"], x["stream"]): x for x in collect(metrics.answers(replies, served))} if replies else {}
+        finish.answered([row for row in loss if row["run"] in served], answers)
 
     step("reordering" if reorder else "reordering (skipped)")
     pairs = collect(metrics.latency_pairs(recvs, fanout_runs, starts))
     # The stall histogram from the cached send cells and, where replies exist, the req-rep
     # round trips: both small, collected in one job; the rest happens on the driver.
     others = metrics.stall_histogram(send_cells)
-    if any(r.parts.get("replies") for r in runs):
-        others = others.unionByName(metrics.round_trip_histogram(load_records(spark, runs, "replies")))
+    if replies is not None:
+        others = others.unionByName(metrics.round_trip_histogram(replies))
     hist = finish.latency_histograms(pairs, collect(others))
     send_cells.unpersist()
     step("latency histograms")
@@ -343,9 +352,12 @@ def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = 
     recv_ms = collect(metrics.recv_windows(recvs, QUEUE_BIN_NS, fanout_runs))
     recv_w = (finish.rebin(recv_ms, window_ns // QUEUE_BIN_NS) if window_ns % QUEUE_BIN_NS == 0
               else collect(metrics.recv_windows(recvs, window_ns, fanout_runs)))
+    if served and replies is not None:     # a service's answers over time
+        recv_w += collect(metrics.answer_windows(replies, window_ns, served))
     rates = finish.rates_over_time(send_w, recv_w)
     step("rates over time")
-    depth, dstats = queue(spark, runs, sends, recvs, loss, rs, recv_ms, window_ns, fanout_runs, topic_runs)
+    depth, dstats = queue(spark, runs, sends, recvs, [row for row in loss if row["run"] not in served], rs, recv_ms,
+                          window_ns, fanout_runs, topic_runs)
     step("queue depth")
     per_topic = topic_figures(runs, sends, recvs, topic_runs) if topic_runs else []
 
@@ -493,7 +505,11 @@ def summarise(runs: list[RunInfo], loss: list[dict[str, Any]], pct: list[dict[st
             t[c] = _sum(r[c] for r in s)
         for c in ("expected", "received", "unique", "duplicates", "lost", *FATES, "dropped", AMBIGUOUS_TAIL, "bytes"):
             t[c] = _sum(r[c] for r in rows)
+        if all(r["bytes"] is None for r in rows):       # a service's answers: their bytes are not seen
+            t["bytes"] = None
         t["reordered"] = None if any(r["reordered"] is None for r in rows) else _sum(r["reordered"] for r in rows)
+        for c in finish.SERVICE_COLUMNS:        # a service's only
+            t[c] = _sum(r.get(c) for r in s) if any(r.get(c) is not None for r in s) else None
         for c in ("t_first_intended_ns", "t_first_send_ns", "t_first_recv_ns"):
             t[c] = _min(r[c] for r in rows)
         for c in ("t_last_intended_ns", "t_last_send_ns", "t_last_recv_ns"):
@@ -527,8 +543,8 @@ def summarise(runs: list[RunInfo], loss: list[dict[str, Any]], pct: list[dict[st
         row["offered_rate"] = offered * r.get("copies", 1) if offered is not None else None
         row["send_rate"] = rate(r["sent"], r.get("t_first_send_ns"), r.get("t_last_send_ns"))
         row["recv_rate"] = throughput(runs[r["run"]], r, began.get(r["run"]))
-        row["recv_mb_s"] = (row["recv_rate"] * r["bytes"] / r["received"] / 1e6
-                            if row["recv_rate"] and r["received"] else None)
+        row["recv_mb_s"] = (row["recv_rate"] * r["bytes"] / r["received"] / 1e6      # bytes None: a service's
+                            if row["recv_rate"] and r["received"] and r["bytes"] is not None else None)
         # a send has no consumer: a fan-out consumer's row takes its stream's stall
         row.update(pct_by.get((r["run"], ALL, r["stream"]), {}))
         row.update(pct_by.get((r["run"], r["consumer"], r["stream"]), {}))

@@ -129,11 +129,7 @@ def read_run(path: str) -> RunInfo:
         raise ReportInputError(str(e)) from None
     base = os.path.basename(os.path.normpath(path))
     run_id = record.run_id or (base[4:] if base.startswith("run=") else base)
-    if record.workload.serves:
-        raise ReportInputError(f"run {run_id} loaded a service of yours (--role producer, req-rep): its requests, "
-                               "answers and round trips are in its run.json and replies/ (`run --json` prints them); "
-                               "the report's accounting of a service is not built yet")
-    if record.workload.role != "both":
+    if record.workload.role != "both" and not record.workload.serves:
         mine, theirs = ("sends", "received") if record.workload.role == "producer" else ("receipts", "sent")
         raise ReportInputError(f"run {run_id} is a {record.workload.role}-only run (--role {record.workload.role}): "
                                f"what your side {theirs} is not seen, so the report has nothing to account for; its "

@@ -119,6 +119,13 @@ def offered(row: Mapping[str, Any]) -> Any:    # float | None: Any, as callers s
     return per * (row.get("producers") or 1)
 
 
+def p99_column(row: Mapping[str, Any]) -> str:
+    """The summary column of the p99 a run is judged by (contract/judge.py): a service of the user's
+    (req-rep with --role producer) on its round trip, every other run on its latency, both from the
+    intended send time."""
+    return "round_trip_p99_us" if row.get("serves") else "latency_intended_p99_us"
+
+
 def judged_slos(made_with: Optional[Slos], what_if_p99_us: Optional[float]) -> Slos:
     """The SLOs a run is judged by here: those it was made under (none: loss only), the p99 one
     replaced by the report's what-if when given."""
@@ -162,7 +169,8 @@ class RunView:
         self.generator_limited = summary is not None and summary.generator_limited
         self.reached_rate = (summary.generator.reached_rate if summary is not None else None) or row.get("send_rate")
         self.queue_peak = summary.queue_peak if summary is not None else QueuePeak()
-        self.p99 = row.get("latency_intended_p99_us")
+        self.serves = bool(row.get("serves"))
+        self.p99 = row.get(p99_column(row))
         self.slos = record.slos if record is not None else None
 
     @property
@@ -194,7 +202,7 @@ class RunView:
         return rules.Figures(expected=expected, lost=row.get("lost") or 0, dropped=self.dropped,
                              stranded=self.fates["stranded"], unknown=self.fates["unknown"],
                              unique_received=row.get("unique") or 0, offered=offered_n, p99_us=self.p99,
-                             backlog=grew)
+                             backlog=grew, unanswered=row.get("unanswered") if self.serves else None)
 
     def breaches(self, what_if_p99_us: Optional[float] = None) -> list[rules.Breach]:
         """The judge's verdict on this run (contract/judge.py): the SLOs it was made under (loss
@@ -216,7 +224,8 @@ class RunView:
                     (self.fates["dropped_start"], "dropped at start"), (self.fates["dropped_mid"], "dropped mid-run"),
                     (self.fates["dropped_tail"], "dropped at tail"),
                     (self.fates["dropped_reset"], "dropped at a connection reset"), (self.fates["stranded"], "stranded"),
-                    (self.fates["unknown"], "unknown (a worker died)")) if n]
+                    (self.fates["unknown"], "unknown (a worker died)"),
+                    (self.row.get("unanswered") or 0, "unanswered by your service")) if n]
                 out.append((LOSS, f"lost {b.measured:.4%} > --max-loss {b.limit:g}: " + ", ".join(parts)))
             elif name == P99:
                 what_if = " (what-if)" if what_if_p99_us is not None else ""
@@ -437,6 +446,11 @@ def advice(v: RunView, fails: list[tuple[str, str]], slo_p99_us: Optional[float]
     if INCOMPLETE in names:
         return ("the run did not complete", "rerun it")
     received = f"received {fmt_rate(v.row.get('recv_rate'))} of {fmt_rate((v.offered or 0) * v.copies)} offered"
+    if v.serves and names & {LOSS, ACHIEVED, P99}:      # the user's service: its answers, not a pipe of zmqload's
+        answered = (f"your service answered {v.row.get('unique') or 0:,} of {v.row.get('sent') or 0:,} requests "
+                    f"({fmt_rate(v.row.get('recv_rate'))} until its last answer; {rate} requested), "
+                    f"round trip p99 {fmt_us(v.p99)}")
+        return (answered, f"a rate below {rate}, or a faster service (more workers behind a broker)")
     if LOSS in names and v.dropped:
         if v.fates["dropped_reset"] == v.dropped:       # --reset-at: not the pipe, not the close
             return (f"{v.dropped:,} lost across connection resets ({where})",

@@ -124,10 +124,13 @@ def service_rows(result: RunResult) -> list[tuple[str, str]]:
     return [
         ("requests sent", f"{result.sent:,}"),
         ("answered", f"{result.answered:,}"),
+        ("echoed / by order", f"{result.service.get('echoed', 0):,} / {result.service.get('by_order', 0):,} "
+                              "(the reply carried the request's header / matched to the request just sent)"),
         ("unanswered", f"{result.unanswered:,} (no reply within {timeout:,} ms)"),
         ("round trip from intended (us)", "  ".join(f"{k} {_ns_to_us(v)}" for k, v in rt.items()
                                                    if k in ("p50", "p99", "p99.9", "max"))),
         ("request rate", f"{result.send_rate:,.0f} req/s"),
+        ("answer rate", f"{result.service.get('answer_rate', 0.0):,.0f} answers/s (first request to last answer)"),
     ]
 
 

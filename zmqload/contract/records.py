@@ -72,8 +72,10 @@ SENDS: Final = Schema.of(stream=INT32, seq=INT64, t_intended_ns=INT64, t_sent_ns
 # One row per received message.
 RECVS: Final = Schema.of(consumer=INT32, stream=INT32, seq=INT64, t_intended_ns=INT64, t_sent_ns=INT64,
                          t_recv_ns=INT64, size=INT32)
-# One row per completed request of a round-trip pattern.
-REPLIES: Final = Schema.of(stream=INT32, seq=INT64, t_intended_ns=INT64, t_sent_ns=INT64, t_reply_ns=INT64)
+# One row per completed request of a round-trip pattern; echoed: the reply began with the
+# request's header (csrc/zl_wire.h zl_reply_echoes), else it was matched by order.
+REPLIES: Final = Schema.of(stream=INT32, seq=INT64, t_intended_ns=INT64, t_sent_ns=INT64, t_reply_ns=INT64,
+                           echoed=BOOL)
 # Counters over time from every worker.
 SAMPLES: Final = Schema.of(t_ns=INT64, role=STRING, worker=INT32, messages=INT64, dropped=INT64,
                            tcp_sendq_bytes=INT64, tcp_recvq_bytes=INT64, rss_kb=INT64)

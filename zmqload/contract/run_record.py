@@ -374,6 +374,25 @@ class ForeignSummary(Record):
     """Time between arrivals: p50, p99, max."""
 
 
+class ServiceSummary(Record):
+    """A service of yours (req-rep with --role producer): its answers, from replies/ (zmqload.measure.service)."""
+    requests: int = 0
+    """Requests sent (accepted by the REQ socket)."""
+    answered: int = 0
+    """Requests answered: `echoed` + `by_order`; each has a replies/ record and a round trip."""
+    unanswered: int = 0
+    """Requests with no answer within --reply-timeout-ms (producers[].unanswered summed)."""
+    echoed: int = 0
+    """Answers that began with the request's 16-byte header (replies/ `echoed`)."""
+    by_order: int = 0
+    """Answers without it, matched by order: REQ has one request in flight per connection."""
+    t_last_reply_ns: int = 0
+    span_s: float = 0.0
+    """From the first request sent to the last answer."""
+    answer_rate: float = 0.0
+    """Answers per second over `span_s`."""
+
+
 class Summary(Record):
     """The run's figures (RunResult.FIGURES)."""
     queue_peak: QueuePeak = msgspec.field(default_factory=QueuePeak)
@@ -389,6 +408,8 @@ class Summary(Record):
     generator: GeneratorVerdict = msgspec.field(default_factory=GeneratorVerdict)
     foreign: Optional[ForeignSummary] = None
     """--role consumer: the foreign messages; null in other runs."""
+    service: Optional[ServiceSummary] = None
+    """A service of yours (req-rep with --role producer): its answers; null in other runs."""
 
 
 class Halves(Record):

@@ -123,6 +123,10 @@ class RunResult:
     generator: dict[str, Any] = field(default_factory=dict)
     """Whether the producers kept their open-loop schedule (zmqload.measure.schedule_keeping): `generator_limited`,
     `scheduled_rate` and `reached_rate` (msg/s, all producers), `lag_ms` and `blocked_ms`."""
+    service: dict[str, Any] = field(default_factory=dict)
+    """A service of the user's (req-rep with --role producer): "requests", "answered" ("echoed" +
+    "by_order"), "unanswered", "answer_rate" (answers/s over "span_s", first request to last
+    answer), from the replies/ records (zmqload.measure.service). {} in other runs."""
     clock_uncertainty_ns: Optional[int] = None
     """Placed runs (--master): how far a one-way latency may be off through the hosts' clocks
     (run.json placement, `Placement.latency_uncertainty_ns`); None on one host, where it is 0."""
@@ -133,7 +137,8 @@ class RunResult:
         "duplicates", "reordered", "lost", *FATES, "dropped")
     FIGURES: ClassVar[tuple[str, ...]] = (
         "queue_peak", "elapsed_s", "send_rate", "throughput_msgs", "throughput_mb", "loss_ratio",
-        "latency_intended_ns", "latency_sent_ns", "round_trip_ns", "generator_limited", "generator", "foreign")
+        "latency_intended_ns", "latency_sent_ns", "round_trip_ns", "generator_limited", "generator", "foreign",
+        "service")
 
     def __repr__(self) -> str:
         return (f"RunResult({self.run_id!r}, status={self.status!r}, sent={self.sent}, received={self.received}, "
@@ -250,6 +255,6 @@ class RunResult:
             "producers": [{k: v for k, v in p.items() if k != "sent_ok_map"} for p in self.producers],
             "consumers": self.consumers, "versions": self.versions,
             "generator_limited": self.generator_limited, "generator": self.generator, "resets": self.resets,
-            "foreign": self.foreign or None,
+            "foreign": self.foreign or None, "service": self.service or None,
             "frame_mismatches": self.frame_mismatches,
         }

@@ -167,11 +167,11 @@ def figures(result: RunResult) -> dict[str, Any]:
         return None if value is None else round(value, 1)
     peak = result.queue.get("peak") or {}
     rss = [c.get("max_rss_kb") or 0 for c in result.consumers]
-    answered_rate = result.send_rate * result.answered / result.attempted if result.attempted else 0.0
     return {
         "offered_rate": result.workload["rate"] * result.workload["producers"],
         "reached_rate": result.generator.get("reached_rate"),
-        "throughput_msgs": round(answered_rate if service else result.throughput_msgs, 1),
+        # a service's: its answers' rate (run.json summary.service, the report's recv_rate)
+        "throughput_msgs": round(result.service["answer_rate"] if service else result.throughput_msgs, 1),
         "achieved": None if judged.achieved is None else round(judged.achieved, 6),
         "loss_ratio": judged.loss_ratio, "lost": judged.lost, "dropped": result.dropped,
         "stranded": result.stranded, "drained": result.drained, "eagain": result.eagain,

@@ -158,10 +158,14 @@ def _hit_rows(info: RunInfo, kind: str) -> Callable[[dict[str, Any]], bool]:
 def mark_damaged(analysis: Analysis, runs: list[RunInfo]) -> set[str]:
     """Blank the figures that unreadable parts would have fed (in the rows they feed) and
     the queue depth over time of those runs; the ids of the runs with such parts."""
+    from ..analysis.finish import SERVICE_COLUMNS
     from ..analysis.pipeline import LATENCY_COLUMNS
     needs = {"recvs": NEEDS_RECVS, "sends": NEEDS_SENDS + tuple(c for c in LATENCY_COLUMNS if c.startswith("stall_")),
-             "replies": ("round_trips", *(c for c in LATENCY_COLUMNS if c.startswith("round_trip_")))}
-    damaged = {r.run_id: [(_hit_rows(r, kind), cols) for kind, cols in needs.items() if r.unreadable.get(kind)]
+             "replies": ("round_trips", *(c for c in LATENCY_COLUMNS if c.startswith("round_trip_")),
+                         *SERVICE_COLUMNS)}
+    # a service's answers (replies/) stand for its receipts (analysis/finish.py answered)
+    damaged = {r.run_id: [(_hit_rows(r, kind), cols + (NEEDS_RECVS if kind == "replies" and r.workload.serves else ()))
+                          for kind, cols in needs.items() if r.unreadable.get(kind)]
                for r in runs if r.damaged}
     for row in analysis.summary:
         for hit, cols in damaged.get(row["run"], ()):

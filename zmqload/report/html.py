@@ -6,7 +6,7 @@ import html
 import os
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate, fmt_us, offered
+from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate, fmt_us, offered, p99_column
 from ..analysis.metrics import ALL
 from . import plots, search_answer
 
@@ -47,10 +47,15 @@ TAIL_COLUMNS = [("lost", "lost"), ("loss_ratio", "loss %"), ("latency_intended_p
 LAT_METRICS = ("latency_intended", "latency_delivered", "latency_drained", "latency_sent", "stall")
 LAT_COLUMNS = [("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99_9", "p99.9"), ("p99_99", "p99.99"), ("max", "max")]
 # req-rep round trips, in the runs section of the page and of the Markdown summary
-ROUND_TRIP_COLUMNS = [("round_trips", "replies"), ("round_trip_p50_us", "p50"), ("round_trip_p99_us", "p99"),
+ROUND_TRIP_COLUMNS = [("sent", "requests"), ("round_trips", "answered"), ("echoed", "echoed"),
+                      ("by_order", "by order"), ("unanswered", "unanswered"), ("recv_rate", "answers/s"),
+                      ("round_trip_p50_us", "p50"), ("round_trip_p99_us", "p99"),
                       ("round_trip_p99_9_us", "p99.9"), ("round_trip_max_us", "max")]
 ROUND_TRIP_NOTE = ("Round trip: reply time minus intended send time (req-rep, one request in flight per producer), "
-                   "as run.json measures it; &micro;s.")
+                   "as run.json measures it; &micro;s. A service of yours (--role producer): answered = echoed (the "
+                   "reply began with the request's header) + by order (matched to the request just sent); "
+                   "unanswered: no reply within --reply-timeout-ms; answers/s from the first request to the last "
+                   "answer (run.json summary.service).")
 
 
 def round_trip_runs(analysis: Analysis) -> list[dict[str, Any]]:
@@ -151,12 +156,12 @@ def runs_table(analysis: Analysis, capacity: list[dict[str, Any]]) -> list[str]:
             f"<td class='l'>{_e(r.get('pattern'))} {_e(r.get('transport'))} {_e(r.get('size'))}&nbsp;B, HWM "
             f"{_hwm(r.get('sndhwm'))}/{_hwm(r.get('rcvhwm'))}</td><td>{offered_cell(r)}</td>"
             f"<td>{fmt_rate(r.get('recv_rate'))}</td><td class='{loss_cls}'>{_cell('loss_ratio', loss)}</td>"
-            f"<td>{_one_way(r, 'latency_intended_p99_us')}</td><td>{queue_cell(r)}</td>"
+            f"<td>{_one_way(r, p99_column(r))}</td><td>{queue_cell(r)}</td>"
             f"<td>{verdict_cell(capacity, info.run_id)}</td></tr>")
     out.append("</table></div>")
     rtt_rows = round_trip_runs(analysis)
     if rtt_rows:
-        out.append("<h3>Round trips</h3><div class='scroll'><table><tr><th class='l'>run</th>"
+        out.append("<h3>Round trips and answers</h3><div class='scroll'><table><tr><th class='l'>run</th>"
                    + "".join(f"<th>{h}</th>" for _, h in ROUND_TRIP_COLUMNS) + "</tr>")
         for r in rtt_rows:
             out.append(f"<tr><td class='l'>{_e(r['run'])}</td>"
@@ -173,7 +178,7 @@ def _digest(info: RunInfo, r: dict[str, Any], capacity: list[dict[str, Any]]) ->
     return (f"{_e(info.status.value)} &middot; {_e(info.record.workload.pattern)} &middot; offered "
             f"{offered_cell(r)} &middot; throughput {fmt_rate(r.get('recv_rate'))} &middot; loss "
             f"{_cell('loss_ratio', loss)}% &middot; p99 "
-            f"{_one_way(r, 'latency_intended_p99_us')}"
+            f"{_one_way(r, p99_column(r))}"
             f" &middot; {verdict_cell(capacity, info.run_id)}")
 
 

@@ -13,7 +13,7 @@ import os
 import textwrap
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate
+from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate, p99_column
 from . import search_answer
 from .html import ROUND_TRIP_COLUMNS, offered_cell, round_trip_runs
 
@@ -83,7 +83,7 @@ def full(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: li
                      f"{_f(r.get('latency_intended_p99_9_us'))}{fmt_clocks(r)} | {fmt_bytes(r.get('queued_bytes_max'))} |")
     rtt_rows = round_trip_runs(analysis)
     if rtt_rows:
-        lines += ["", "## Round trips (req-rep, from the intended send time, us)", "",
+        lines += ["", "## Round trips and answers (req-rep; round trips from the intended send time, us)", "",
                   "| run | " + " | ".join(h for _, h in ROUND_TRIP_COLUMNS) + " |",
                   "|---|" + "---|" * len(ROUND_TRIP_COLUMNS)]
         lines += [f"| {r['run']} | " + " | ".join(_f(r.get(k)) for k, _ in ROUND_TRIP_COLUMNS) + " |"
@@ -132,7 +132,7 @@ def runs_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     """The terminal's runs table: a few columns, run ids cut at the front (keeping their
     distinctive end) where a row would be wider than WIDTH."""
     cells = [[str(r["run"]), _status(r), offered_cell(r), fmt_rate(r.get("recv_rate")), _loss(r),
-              _f(r.get("latency_intended_p99_us")) + fmt_clocks(r)] for r in rows]
+              _f(r.get(p99_column(r))) + fmt_clocks(r)] for r in rows]
     others = max((sum(len(c) for c in row[1:]) for row in cells), default=0)
     room = max(12, WIDTH - others - 3 * len(RUN_COLUMNS) - 1)      # "| " + " | " between + " |"
     for row in cells:

@@ -16,6 +16,7 @@ from ..contract.derived import throughput_span
 from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 from ..contract.ids import Role
 from ..measure.schedule_keeping import schedule_keeping
+from ..measure.service import service_summary
 from ..measure.histogram import Histogram
 from ..measure.result import RunResult
 from .state import RunState
@@ -165,7 +166,10 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
                    for p in producers.values()],
         consumers=[{k: v for k, v in c.items() if k not in _CONSUMER_HIDDEN} for c in consumers.values()],
         versions=versions, queue=queue, generator=generator, resets=[codec.to_builtins(r) for r in state.resets],
-        foreign=foreign_summary([f for f in state.final.values() if isinstance(f, control.ConsumerFinal)]))
+        foreign=foreign_summary([f for f in state.final.values() if isinstance(f, control.ConsumerFinal)]),
+        service=service_summary(run_dir, sum(p.get("sent", 0) for p in producers.values()),
+                                sum(p.get("unanswered") or 0 for p in producers.values()), first_send)
+        if w.serves else {})
 
 
 def foreign_summary(finals: list[control.ConsumerFinal]) -> dict[str, Any]:

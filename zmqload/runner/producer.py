@@ -63,7 +63,8 @@ class Producer(WorkerLifecycle):
             while not sender.finished:
                 now = _engine.now_ns()
                 row = sender.run_slice(pipeline.current["t_sent"], pipeline.current["status"],
-                                       pipeline.row, now + w.slice_ms * 1_000_000, pipeline.current.get("t_reply"))
+                                       pipeline.row, now + w.slice_ms * 1_000_000, pipeline.current.get("t_reply"),
+                                       pipeline.current.get("echoed"))
                 pipeline.advance(row)
                 now = _engine.now_ns()
                 dropped = sender.eagain + sender.timeouts

@@ -487,9 +487,10 @@ class SendConverter:
         self.first_seq = 0
 
     def columns(self) -> dict[str, npt.DTypeLike]:
-        """The engine's raw columns: send time and status (and the reply time, round trips)."""
+        """The engine's raw columns: send time and status (and, round trips, the reply time and
+        whether the reply echoed the request's header)."""
         columns: dict[str, npt.DTypeLike] = {"t_sent": np.int64, "status": np.int8}
-        return dict(columns, t_reply=np.int64) if self.replies is not None else columns
+        return dict(columns, t_reply=np.int64, echoed=np.int8) if self.replies is not None else columns
 
     def __call__(self, chunk: dict[str, np.ndarray], rows: int) -> None:
         seqs = np.arange(self.first_seq, self.first_seq + rows, dtype=np.int64)
@@ -509,7 +510,7 @@ class SendConverter:
             self.rtt.record((t_reply - t_intended)[answered])
             self.replies.write({"stream": stream[answered], "seq": seqs[answered],
                                 "t_intended_ns": t_intended[answered], "t_sent_ns": t_sent[answered],
-                                "t_reply_ns": t_reply[answered]})
+                                "t_reply_ns": t_reply[answered], "echoed": chunk["echoed"][:rows][answered] != 0})
         self.sends.write({"stream": stream, "seq": seqs, "t_intended_ns": t_intended, "t_sent_ns": t_sent,
                           "status": status, "size": np.full(rows, self.size, np.int32)})
 

@@ -1,0 +1,29 @@
+"""A service of the user's (req-rep with --role producer): its answers, from the replies records.
+
+Every request the service answered has a replies/ row; `echoed` says whether the answer began with
+the request's header (csrc/zl_wire.h `zl_reply_echoes`), else it was matched by order (REQ: one
+request in flight, so an answer is the one to the request just sent). The answers' rate is the
+throughput rule's (contract/derived.py `throughput_span`): answers from the first request to the
+last answer. The report computes the same figures over the same records with Spark.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..contract.derived import throughput_span
+from ..contract.parts import read_parts
+
+
+def service_summary(run_dir: str, sent: int, unanswered: int, first_send_ns: int) -> dict[str, Any]:
+    """run.json summary.service: requests, answered (echoed + by order), unanswered, the answers' rate."""
+    table = read_parts(run_dir, "replies", ["t_reply_ns", "echoed"])
+    t_reply = table.column("t_reply_ns").to_numpy() if table is not None else np.zeros(0, np.int64)
+    answered = len(t_reply)
+    echoed = int(np.count_nonzero(table.column("echoed").to_numpy(zero_copy_only=False))) if table is not None else 0
+    last_reply = int(t_reply.max()) if answered else 0
+    counted, span_s = throughput_span(0.0, "none", first_send_ns, last_reply, 0, answered, answered)
+    return {"requests": sent, "answered": answered, "unanswered": unanswered, "echoed": echoed,
+            "by_order": answered - echoed, "t_last_reply_ns": last_reply, "span_s": span_s,
+            "answer_rate": counted / span_s if span_s else 0.0}
