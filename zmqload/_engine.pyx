@@ -11,8 +11,8 @@ stop command without the hot loop ever looking at Python state.
 """
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint64_t
-from libc.stdlib cimport calloc, free
-from libc.string cimport memset
+from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memcpy, memset
 
 from zmqload._libzmq cimport *
 from zmqload.errors import engine_error as _engine_error
@@ -352,6 +352,12 @@ cdef class Sender:
     cdef char *buf
     cdef char *pad                      # frames 2..parts: zeros
     cdef int size
+    # --size A:B, @FILE, --payload (contract/sizes.py): seq s sends entry s mod table_n, table_sizes
+    # bytes from block + table_offsets (a payload's header room and record; else zeros at 0)
+    cdef Py_ssize_t table_n
+    cdef int *table_sizes
+    cdef long long *table_offsets
+    cdef char *block
     cdef int parts
     cdef int mode
     cdef uint64_t stream
@@ -376,7 +382,8 @@ cdef class Sender:
     def __cinit__(self, Socket socket not None, int stream, int size, long long count,
                   long long rate, long long t0_ns, long long end_ns=0,
                   str mode="block", long long timeout_ns=0, bint round_trip=False,
-                  long long spin_below_ns=ZL_SPIN_BELOW_NS, long long reply_timeout_ns=0, int parts=1):
+                  long long spin_below_ns=ZL_SPIN_BELOW_NS, long long reply_timeout_ns=0, int parts=1,
+                  const int32_t[::1] sizes=None, const unsigned char[::1] body=None):
         if size < ZL_HEADER_SIZE:
             raise ValueError(f"size must be >= {ZL_HEADER_SIZE}")
         if parts < 1 or (parts > 1 and round_trip):
@@ -389,6 +396,11 @@ cdef class Sender:
             raise ValueError("reply_timeout_ns must be >= 0")
         self.socket = socket
         self.sock = socket._live()
+        if sizes is not None and sizes.shape[0] > 0:
+            self._table(sizes, body)
+            size = max(size, max(sizes))        # the pad frames' room
+        elif body is not None:
+            raise ValueError("a body needs its sizes")
         self.buf = <char *>calloc(size, 1)
         self.pad = <char *>calloc(size, 1) if parts > 1 else NULL
         if self.buf == NULL or (parts > 1 and self.pad == NULL):
@@ -407,9 +419,37 @@ cdef class Sender:
         self.spin_below_ns = spin_below_ns
         self.clock = _IMPORT_CLOCK
 
+    cdef _table(self, const int32_t[::1] sizes, const unsigned char[::1] body):
+        cdef Py_ssize_t i, n = sizes.shape[0]
+        cdef long long at = 0, largest = 0
+        for i in range(n):
+            if sizes[i] < ZL_HEADER_SIZE:
+                raise ValueError(f"size must be >= {ZL_HEADER_SIZE}")
+            at += sizes[i]
+            largest = max(largest, sizes[i])
+        if body is not None and body.shape[0] != at:
+            raise ValueError("the body must hold every entry, back to back")
+        self.table_sizes = <int *>malloc(n * sizeof(int))
+        self.table_offsets = <long long *>calloc(n, sizeof(long long))
+        self.block = <char *>calloc(body.shape[0] if body is not None else largest, 1)
+        if self.table_sizes == NULL or self.table_offsets == NULL or self.block == NULL:
+            raise MemoryError()
+        at = 0
+        for i in range(n):
+            self.table_sizes[i] = sizes[i]
+            if body is not None:
+                self.table_offsets[i] = at
+                at += sizes[i]
+        if body is not None:
+            memcpy(self.block, &body[0], body.shape[0])
+        self.table_n = n
+
     def __dealloc__(self):
         free(self.buf)
         free(self.pad)
+        free(self.table_sizes)
+        free(self.table_offsets)
+        free(self.block)
 
     def run_slice(self, long long[::1] t_sent not None, signed char[::1] status not None,
                   Py_ssize_t row, long long slice_end_ns, long long[::1] t_reply=None):
@@ -419,7 +459,9 @@ cdef class Sender:
         reply within reply_timeout_ns)."""
         cdef Py_ssize_t capacity = t_sent.shape[0]
         cdef long long now, due
-        cdef int rc, err, flags, st
+        cdef int rc, err, flags, st, n
+        cdef char *msg
+        cdef Py_ssize_t entry
         # block / timeout: each message is first offered without waiting, so a full socket
         # (pushback) is seen as EAGAIN and only then waited for with SNDTIMEO.
         flags = ZMQ_DONTWAIT if self.mode == ZL_MODE_DONTWAIT else 0
@@ -480,11 +522,15 @@ cdef class Sender:
                 if self.end_ns and now >= self.end_ns:
                     self.finished = True
                     break
-                zl_put_header(self.buf, self.stream, <uint64_t>self.next_seq, now)
-                rc = zmq_send(self.sock, self.buf, self.size,
+                msg, n = self.buf, self.size
+                if self.table_n:
+                    entry = self.next_seq % self.table_n
+                    msg, n = self.block + self.table_offsets[entry], self.table_sizes[entry]
+                zl_put_header(msg, self.stream, <uint64_t>self.next_seq, now)
+                rc = zmq_send(self.sock, msg, n,
                               (flags if self.blocked_since else ZMQ_DONTWAIT) | (ZMQ_SNDMORE if self.parts > 1 else 0))
                 if rc >= 0 and self.parts > 1:
-                    rc = self._send_rest()
+                    rc = self._send_rest(n)
                 if rc >= 0:
                     st = ZL_ST_OK
                     self.sent += 1
@@ -534,13 +580,14 @@ cdef class Sender:
                     break
         return row
 
-    cdef int _send_rest(self) noexcept nogil:
-        """Frames 2..parts of a message whose first frame was accepted: libzmq counts a message
-        against the HWM at its first frame, so these do not wait (0, or -1 with errno set)."""
+    cdef int _send_rest(self, int size) noexcept nogil:
+        """Frames 2..parts of a message whose first frame was accepted, each `size` bytes: libzmq
+        counts a message against the HWM at its first frame, so these do not wait (0, or -1 with
+        errno set)."""
         cdef int frame = 1
         cdef int rc
         while frame < self.parts:
-            rc = zmq_send(self.sock, self.pad, self.size, ZMQ_SNDMORE if frame < self.parts - 1 else 0)
+            rc = zmq_send(self.sock, self.pad, size, ZMQ_SNDMORE if frame < self.parts - 1 else 0)
             if rc < 0:
                 if zmq_errno() == EINTR:
                     continue

@@ -122,6 +122,7 @@ class ProducerFinal:
     writer_cpu_s: float = 0.0
     rtt: Optional[dict[str, Any]] = None  # req-rep: round-trip histogram payload
     lateness: Optional[dict[str, Any]] = None  # histogram payload: t_sent - t_intended of every attempt
+    bytes_sent: int = 0                   # of the messages the socket accepted, every frame (contract/sizes.py)
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,7 @@ class ConsumerFinal:
     writer_cpu_s: float = 0.0
     foreign_seen: Optional[ForeignSeen] = None    # --role consumer: the foreign among `foreign`
     frame_mismatches: int = 0             # --parts (and --role consumer): messages of another frame count
+    bytes_received: int = 0               # of zmqload's messages received, every frame (contract/sizes.py)
 
 
 @dataclass(frozen=True)

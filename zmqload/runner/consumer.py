@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .. import _engine
 from ..contract import control
+from ..contract.sizes import message_bytes
 from ..contract.wire import SEQ_BITS, SEQ_MASK
 from .recorder import ChunkPipeline, ForeignRecorder, RecvConverter
 from .lifecycle import WorkerLifecycle, max_rss_kb
@@ -74,7 +75,8 @@ class Consumer(WorkerLifecycle):
             receiver.received, receiver.warmups, receiver.foreign, receiver.errors, receiver.t_first_recv_ns,
             receiver.t_last_recv_ns, self.t_drain_ns, self.convert.latency_intended.to_payload(),
             self.convert.latency_sent.to_payload(), streams, self.convert.recvs.parts, self.interrupted,
-            max_rss_kb(), unconverted, pipeline.writer_cpu_s, self.foreign_seen(), receiver.frame_mismatches))
+            max_rss_kb(), unconverted, pipeline.writer_cpu_s, self.foreign_seen(), receiver.frame_mismatches,
+            message_bytes(self.convert.first_frame_bytes, w.parts)))
 
     def foreign_seen(self) -> control.ForeignSeen | None:
         foreign = self.convert.foreign

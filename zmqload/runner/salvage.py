@@ -70,8 +70,8 @@ def _converter(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int,
     """The converter the worker itself used, its raw columns and its parts' writer."""
     if worker.role is Role.PRODUCER:
         from ..contract import patterns
-        send = SendConverter(run_dir, str(worker), worker.index, w.size, w.rate, t0_ns, w.compression,
-                             patterns.get(w.pattern).round_trip)
+        send = SendConverter(run_dir, str(worker), worker.index, w.sizes, w.rate, t0_ns, w.compression,
+                             patterns.get(w.pattern).round_trip, parts=w.parts)
         return send, send.columns(), send.sends
     recv = RecvConverter(run_dir, str(worker), worker.index, w.rate, 1024, w.compression)
     if w.topology.consumers_alone:      # its foreign rows go where the consumer itself puts them
