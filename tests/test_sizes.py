@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import zmq
-
 from conftest import free_ports, zmqload_cli
+from test_parts import Forwarder
 
 UNIFORM_SEED, UNIFORM_ENTRIES = 27, 65536      # README --size: the table's generator and length
 
@@ -55,6 +55,7 @@ def _check_run(got: dict, table: np.ndarray, parts: int = 1) -> tuple[dict, dict
     assert facts["mean"] == pytest.approx(float(table.mean()), rel=1e-12)
     assert got["throughput_mb"] == pytest.approx(
         got["throughput_msgs"] * got["bytes_received"] / got["received"] / 1e6, rel=1e-9)
+    assert got["size_mismatches"] == 0
     return record, recvs
 
 
@@ -123,11 +124,41 @@ def test_a_users_pull_gets_the_header_then_each_record(tmp_path):
     assert _run_json(got["run_dir"])["summary"]["sizes"]["spec"] == "payload payload.bin"
 
 
+class Cutter:
+    """What a user's device does wrong: cuts every 7th data message to its first 16 bytes (the
+    header), and counts the ones it changed."""
+
+    def __init__(self) -> None:
+        self.cut = self.data = 0
+
+    def __call__(self, frames: list[bytes]) -> list[bytes]:
+        (word,) = struct.unpack_from("<Q", frames[0], 0)
+        if word >> 48 == 0xFFFF:        # a warm-up (docs/RECORDS.md: stream 0xFFFF)
+            return frames
+        self.data += 1
+        if self.data % 7 or len(frames[0]) == 16:
+            return frames
+        self.cut += 1
+        return [frames[0][:16]]
+
+
+def test_a_device_that_cuts_messages_is_caught_by_the_rule(tmp_path):
+    cutter = Cutter()
+    device = Forwarder(change=cutter)      # a user's PULL|PUSH forwarder, in a thread
+    try:
+        got = _run("--size", "17:200", "--producers-connect", device.producers, "--consumers-connect",
+                   device.consumers, "--count", "3500", "--rate", "20k", "--out", str(tmp_path))
+    finally:
+        device.stop()
+    assert got["received"] == 3500 and got["lost"] == 0 and cutter.cut > 400
+    assert got["size_mismatches"] == cutter.cut
+
+
 def test_the_report_shows_the_bytes_and_mb_s_of_run_json(uniform_run, tmp_path):
     run_dir = uniform_run["run_dir"]
     report = str(tmp_path / "report")
     done = subprocess.run([sys.executable, "-m", "zmqload", "report", run_dir, "--out", report, "--no-server"],
-                          capture_output=True, text=True, timeout=600,
+                          capture_output=True, text=True, timeout=600, check=False,
                           env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
     assert done.returncode == 0, done.stderr
     rows = pq.read_table(os.path.join(report, "summary.parquet")).to_pylist()
@@ -171,3 +202,22 @@ def test_bad_sizes_are_one_line_exit_2_nothing_left(tmp_path, args, flag):
     assert len(lines) == 1 and f"error: {flag}: got" in lines[0] and "accepted" in lines[0], done.stderr
     assert not out.exists() or not any(out.iterdir())
     assert not glob.glob(str(tmp_path / "**" / "run.json"), recursive=True)
+
+
+def test_every_surface_takes_the_same_sizes(tmp_path):
+    """One option in the table: the Python API, a sweep's axis and a sweep file (TOML), and the
+    command line's parser give the same values, refused alike."""
+    from zmqload import ConfigError, Workload
+    from zmqload.cli import build_parser
+    from zmqload.plan import sweep as sweeps
+    sizes = tmp_path / "sizes.txt"
+    sizes.write_text("64\n128\n")
+    assert Workload(size="64:1024").size == "64:1024" and Workload(size="1k").size == 1000
+    assert build_parser().parse_args(["run", "--size", f"@{sizes}"]).size == f"@{sizes}"
+    assert build_parser().parse_args(["sweep", "--size", "64,64:1024"]).size == [64, "64:1024"]
+    toml = tmp_path / "sweep.toml"
+    toml.write_text(f'[sweep]\ncount = 2000\nout = "{tmp_path / "out"}"\n[axes]\nsize = [64, "64:1024", "@{sizes}"]\n')
+    spec = sweeps.load_toml(str(toml))
+    assert [p.workload.size for p in sweeps.plan(spec).points] == [64, "64:1024", f"@{sizes}"]
+    with pytest.raises(ConfigError, match="--size: got '1024:64'"):
+        Workload(size="1024:64").validate()

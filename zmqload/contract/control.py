@@ -166,6 +166,7 @@ class ConsumerFinal:
     foreign_seen: Optional[ForeignSeen] = None    # --role consumer: the foreign among `foreign`
     frame_mismatches: int = 0             # --parts (and --role consumer): messages of another frame count
     bytes_received: int = 0               # of zmqload's messages received, every frame (contract/sizes.py)
+    size_mismatches: int = 0              # received at another first-frame size than the rule's for the seq
 
 
 @dataclass(frozen=True)

@@ -258,6 +258,9 @@ class ConsumerEntry(WorkerEntry):
     bytes_received: int = 0
     """Bytes of zmqload's messages received, duplicates included: each one's first frame as received
     (recvs' size) times --parts."""
+    size_mismatches: int = 0
+    """Messages received at another first-frame size than the size rule's for their seq (contract/sizes.py;
+    counted where zmqload's producers ran: not in a consumer half)."""
 
 
 class Fates(Record):

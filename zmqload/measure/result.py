@@ -167,6 +167,12 @@ class RunResult:
         return sum(c.get("frame_mismatches") or 0 for c in self.consumers)
 
     @property
+    def size_mismatches(self) -> int:
+        """Messages received at another first-frame size than the size rule's for their seq
+        (contract/sizes.py), at every consumer: a device of the user's that cut or grew them."""
+        return sum(c.get("size_mismatches") or 0 for c in self.consumers)
+
+    @property
     def loss_ratio(self) -> float:
         return self.lost / self.expected if self.expected else 0.0
 
@@ -255,6 +261,6 @@ class RunResult:
             "consumers": self.consumers, "versions": self.versions,
             "generator_limited": self.generator_limited, "generator": self.generator, "resets": self.resets,
             "foreign": self.foreign or None,
-            "frame_mismatches": self.frame_mismatches,
+            "frame_mismatches": self.frame_mismatches, "size_mismatches": self.size_mismatches,
             "bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received, "sizes": self.sizes or None,
         }

@@ -24,6 +24,8 @@ class Consumer(WorkerLifecycle):
         if alone:
             self.convert.foreign = ForeignRecorder(self.spec.run_dir, self.spec.name, self.spec.worker.index,
                                                    w.compression)
+        else:       # zmqload's producers: each received size is held to the size rule
+            self.convert.expected_sizes = w.sizes
         sock = self.open_socket(self.pattern.consumer_socket, {
             "RCVHWM": w.rcvhwm, "RCVBUF": w.rcvbuf, "LINGER": 0,
             "IMMEDIATE": int(w.immediate) if w.immediate else None,
@@ -76,7 +78,7 @@ class Consumer(WorkerLifecycle):
             receiver.t_last_recv_ns, self.t_drain_ns, self.convert.latency_intended.to_payload(),
             self.convert.latency_sent.to_payload(), streams, self.convert.recvs.parts, self.interrupted,
             max_rss_kb(), unconverted, pipeline.writer_cpu_s, self.foreign_seen(), receiver.frame_mismatches,
-            message_bytes(self.convert.first_frame_bytes, w.parts)))
+            message_bytes(self.convert.first_frame_bytes, w.parts), self.convert.size_mismatches))
 
     def foreign_seen(self) -> control.ForeignSeen | None:
         foreign = self.convert.foreign

@@ -568,6 +568,8 @@ class RecvConverter:
         self.latency_sent = Histogram()
         self.streams: dict[int, SeenMap] = {}
         self.first_frame_bytes = 0      # of zmqload's messages received, duplicates included
+        self.expected_sizes: Optional[Sizes] = None     # the producers' (not known to a consumer half)
+        self.size_mismatches = 0
         self.foreign: Optional[ForeignRecorder] = None      # --role consumer: set by the consumer
 
     def __call__(self, chunk: dict[str, np.ndarray], rows: int) -> None:
@@ -598,7 +600,10 @@ class RecvConverter:
                 seen = self.streams[int(s)] = SeenMap(self.expected, path)
             mine = slice(None) if one_stream else (stream == s)
             seen.add(seq[mine], in_drain[mine])
-        self.first_frame_bytes += int(chunk["size"][:rows].sum(dtype=np.int64))
+        size = chunk["size"][:rows]
+        self.first_frame_bytes += int(size.sum(dtype=np.int64))
+        if self.expected_sizes is not None:
+            self.size_mismatches += int(np.count_nonzero(size != self.expected_sizes.of(seq)))
         self.recvs.write({"consumer": np.full(rows, self.consumer, np.int32), "stream": stream, "seq": seq,
                           "t_intended_ns": t_intended, "t_sent_ns": t_sent, "t_recv_ns": t_recv,
-                          "size": chunk["size"][:rows]})
+                          "size": size})
