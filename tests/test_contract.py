@@ -121,7 +121,7 @@ def test_summary_parquet_columns_are_typed_once():
     their names; the verdict columns follow them."""
     from zmqload.analysis.pipeline import SUMMARY
     from zmqload.report.outputs import summary_table
-    table = summary_table([{"run": "r", "consumer": -1, "stream": -1, "size": 64, "loss_ratio": 0, "fanout": True}])
+    table = summary_table([{"run": "r", "consumer": -1, "stream": -1, "size": "64", "loss_ratio": 0, "fanout": True}])
     assert table.schema.names[:len(SUMMARY.names)] == list(SUMMARY.names)
     for field, (name, kind) in zip(table.schema, SUMMARY.columns):
         assert field.type == kind.arrow, name

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import struct
 import threading
+from typing import Callable
 
 import pytest
 import zmq
@@ -22,9 +23,10 @@ def _run(*args: str) -> dict:
 
 class Forwarder:
     """A user's PULL|PUSH forwarder in a thread (its PULL for zmqload's producers, its PUSH for the
-    consumers). `mangle`: every 10th multipart message loses its last frame, and the forwarder counts them."""
+    consumers). `mangle`: every 10th multipart message loses its last frame, and the forwarder counts them.
+    `change`: what the device does to each message's frames (tests/test_sizes.py)."""
 
-    def __init__(self, mangle: bool = False):
+    def __init__(self, mangle: bool = False, change: Callable[[list[bytes]], list[bytes]] | None = None):
         self.context = zmq.Context()
         self.front, self.back = self.context.socket(zmq.PULL), self.context.socket(zmq.PUSH)
         self.front.setsockopt(zmq.RCVTIMEO, 200)
@@ -32,7 +34,7 @@ class Forwarder:
         self.front.bind(f"tcp://127.0.0.1:{front_port}")
         self.back.bind(f"tcp://127.0.0.1:{back_port}")
         self.producers, self.consumers = f"tcp://127.0.0.1:{front_port}", f"tcp://127.0.0.1:{back_port}"
-        self.mangle, self.mangled, self.forwarded = mangle, 0, 0
+        self.mangle, self.mangled, self.forwarded, self.change = mangle, 0, 0, change
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._forward, daemon=True)
         self.thread.start()
@@ -48,7 +50,7 @@ class Forwarder:
                     frames = frames[:-1]
                     self.mangled += 1
                 self.forwarded += 1
-            self.back.send_multipart(frames)
+            self.back.send_multipart(self.change(frames) if self.change else frames)
 
     def stop(self) -> None:
         self.stopped.set()

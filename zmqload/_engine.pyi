@@ -71,7 +71,8 @@ class Sender:
     def __new__(cls, socket: Socket, stream: int, size: int, count: int, rate: int, t0_ns: int,
                 end_ns: int = 0, mode: Literal["block", "dontwait", "timeout"] = "block",
                 timeout_ns: int = 0, round_trip: bool = False, spin_below_ns: int = ...,
-                reply_timeout_ns: int = 0, parts: int = 1, topics: bytes = b"", topic_width: int = 0) -> Self: ...
+                reply_timeout_ns: int = 0, parts: int = 1, topics: bytes = b"", topic_width: int = 0,
+                sizes: npt.NDArray[np.int32] | None = None, body: bytes | None = None) -> Self: ...
     @property
     def next_seq(self) -> int: ...
     @property

@@ -11,7 +11,7 @@ stop command without the hot loop ever looking at Python state.
 """
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint64_t
-from libc.stdlib cimport calloc, free
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 
 from zmqload._libzmq cimport *
@@ -356,6 +356,12 @@ cdef class Sender:
     cdef long long topic_slots
     cdef int topic_width                # bytes of topic before the header (0: no topics)
     cdef int size
+    # --size A:B, @FILE, --payload (contract/sizes.py): seq s sends entry s mod table_n, table_sizes
+    # bytes from block + table_offsets (a payload's header room and record; else zeros at 0)
+    cdef Py_ssize_t table_n
+    cdef int *table_sizes
+    cdef long long *table_offsets
+    cdef char *block
     cdef int parts
     cdef int mode
     cdef uint64_t stream
@@ -381,12 +387,15 @@ cdef class Sender:
                   long long rate, long long t0_ns, long long end_ns=0,
                   str mode="block", long long timeout_ns=0, bint round_trip=False,
                   long long spin_below_ns=ZL_SPIN_BELOW_NS, long long reply_timeout_ns=0, int parts=1,
-                  bytes topics=b"", int topic_width=0):
+                  bytes topics=b"", int topic_width=0,
+                  const int32_t[::1] sizes=None, const unsigned char[::1] body=None):
         _check_topic_width(topic_width)
         if topic_width and (len(topics) == 0 or len(topics) % topic_width):
             raise ValueError("topics must be whole topics of topic_width bytes")
         if size < ZL_HEADER_SIZE + topic_width:
             raise ValueError(f"size must be >= {ZL_HEADER_SIZE + topic_width} (topic and header)")
+        if topic_width and body is not None:
+            raise ValueError("a payload's records follow the header: no topic before it")
         if parts < 1 or (parts > 1 and round_trip):
             raise ValueError("parts must be >= 1, and 1 with a round trip")
         if mode not in SEND_MODES:
@@ -397,6 +406,11 @@ cdef class Sender:
             raise ValueError("reply_timeout_ns must be >= 0")
         self.socket = socket
         self.sock = socket._live()
+        if sizes is not None and sizes.shape[0] > 0:
+            self._table(sizes, body)
+            size = max(size, max(sizes))        # the pad frames' room
+        elif body is not None:
+            raise ValueError("a body needs its sizes")
         self.buf = <char *>calloc(size, 1)
         self.pad = <char *>calloc(size, 1) if parts > 1 else NULL
         self.topics = <char *>calloc(len(topics), 1) if topic_width else NULL
@@ -420,10 +434,38 @@ cdef class Sender:
         self.spin_below_ns = spin_below_ns
         self.clock = _IMPORT_CLOCK
 
+    cdef _table(self, const int32_t[::1] sizes, const unsigned char[::1] body):
+        cdef Py_ssize_t i, n = sizes.shape[0]
+        cdef long long at = 0, largest = 0
+        for i in range(n):
+            if sizes[i] < ZL_HEADER_SIZE:
+                raise ValueError(f"size must be >= {ZL_HEADER_SIZE}")
+            at += sizes[i]
+            largest = max(largest, sizes[i])
+        if body is not None and body.shape[0] != at:
+            raise ValueError("the body must hold every entry, back to back")
+        self.table_sizes = <int *>malloc(n * sizeof(int))
+        self.table_offsets = <long long *>calloc(n, sizeof(long long))
+        self.block = <char *>calloc(body.shape[0] if body is not None else largest, 1)
+        if self.table_sizes == NULL or self.table_offsets == NULL or self.block == NULL:
+            raise MemoryError()
+        at = 0
+        for i in range(n):
+            self.table_sizes[i] = sizes[i]
+            if body is not None:
+                self.table_offsets[i] = at
+                at += sizes[i]
+        if body is not None:
+            memcpy(self.block, &body[0], body.shape[0])
+        self.table_n = n
+
     def __dealloc__(self):
         free(self.buf)
         free(self.pad)
         free(self.topics)
+        free(self.table_sizes)
+        free(self.table_offsets)
+        free(self.block)
 
     def run_slice(self, long long[::1] t_sent not None, signed char[::1] status not None,
                   Py_ssize_t row, long long slice_end_ns, long long[::1] t_reply=None,
@@ -435,7 +477,9 @@ cdef class Sender:
         (zl_wire.h zl_reply_echoes; else it was matched by order)."""
         cdef Py_ssize_t capacity = t_sent.shape[0]
         cdef long long now, due
-        cdef int rc, err, flags, st
+        cdef int rc, err, flags, st, n
+        cdef char *msg
+        cdef Py_ssize_t entry
         # block / timeout: each message is first offered without waiting, so a full socket
         # (pushback) is seen as EAGAIN and only then waited for with SNDTIMEO.
         flags = ZMQ_DONTWAIT if self.mode == ZL_MODE_DONTWAIT else 0
@@ -499,14 +543,18 @@ cdef class Sender:
                 if self.end_ns and now >= self.end_ns:
                     self.finished = True
                     break
+                msg, n = self.buf, self.size
+                if self.table_n:
+                    entry = self.next_seq % self.table_n
+                    msg, n = self.block + self.table_offsets[entry], self.table_sizes[entry]
                 if self.topic_width:
-                    memcpy(self.buf, self.topics + (self.next_seq % self.topic_slots) * self.topic_width,
+                    memcpy(msg, self.topics + (self.next_seq % self.topic_slots) * self.topic_width,
                            self.topic_width)
-                zl_put_header(self.buf + self.topic_width, self.stream, <uint64_t>self.next_seq, now)
-                rc = zmq_send(self.sock, self.buf, self.size,
+                zl_put_header(msg + self.topic_width, self.stream, <uint64_t>self.next_seq, now)
+                rc = zmq_send(self.sock, msg, n,
                               (flags if self.blocked_since else ZMQ_DONTWAIT) | (ZMQ_SNDMORE if self.parts > 1 else 0))
                 if rc >= 0 and self.parts > 1:
-                    rc = self._send_rest()
+                    rc = self._send_rest(n)
                 if rc >= 0:
                     st = ZL_ST_OK
                     self.sent += 1
@@ -556,13 +604,14 @@ cdef class Sender:
                     break
         return row
 
-    cdef int _send_rest(self) noexcept nogil:
-        """Frames 2..parts of a message whose first frame was accepted: libzmq counts a message
-        against the HWM at its first frame, so these do not wait (0, or -1 with errno set)."""
+    cdef int _send_rest(self, int size) noexcept nogil:
+        """Frames 2..parts of a message whose first frame was accepted, each `size` bytes: libzmq
+        counts a message against the HWM at its first frame, so these do not wait (0, or -1 with
+        errno set)."""
         cdef int frame = 1
         cdef int rc
         while frame < self.parts:
-            rc = zmq_send(self.sock, self.pad, self.size, ZMQ_SNDMORE if frame < self.parts - 1 else 0)
+            rc = zmq_send(self.sock, self.pad, size, ZMQ_SNDMORE if frame < self.parts - 1 else 0)
             if rc < 0:
                 if zmq_errno() == EINTR:
                     continue

@@ -364,7 +364,7 @@ def queue_windows(bins: dict[Key, queue_rule.Bins], window_ns: int, mean_size: d
 
 
 # The send outcome columns of `metrics.send_counts`, the same for every consumer of a stream.
-_SEND_COLUMNS = ("attempted", "sent", "eagain", "timeout", "errors",
+_SEND_COLUMNS = ("attempted", "sent", "sent_bytes", "eagain", "timeout", "errors",
                  "t_first_intended_ns", "t_last_intended_ns", "t_first_send_ns", "t_last_send_ns")
 _ZERO_IF_ABSENT = ("received", "unique", "duplicates", "drained", "sent_before_first", "sent_after_last",
                    "sent_below_limit", "got_below_limit")

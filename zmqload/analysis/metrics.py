@@ -188,6 +188,7 @@ def send_counts(sends: DataFrame, recv_sum: DataFrame, topic_runs: TopicRuns | N
     joined = sends.join(F.broadcast(recv_sum.select("run", "stream", "consumer", "seq_min", "seq_max", "limit")),
                         ["run", "stream"], "left")
     rows = joined.select("run", "stream", "consumer", "status", F.lit(1).alias("n"),
+                         F.col("size").cast("long").alias("bytes"),
                          _seq_position(F.col("seq_min"), F.col("seq_max")).alias("pos"),
                          _below(F.col("limit")).alias("below"), subscribed(topic_runs).alias("mine"),
                          *[F.col(src).alias(f) for f, src in _SEND_TIME_COLUMNS])
@@ -223,6 +224,7 @@ def send_counts_from_cells(rows: DataFrame) -> DataFrame:
     return (rows.groupBy("run", "stream", "consumer")
             .agg(F.sum("n").cast("long").alias("attempted"),
                  count_if(ok).alias("sent"), count_if(mine).alias("expected"),
+                 F.sum(F.when(ok, F.col("bytes")).otherwise(0)).cast("long").alias("sent_bytes"),
                  count_if(F.col("status") == SendStatus.EAGAIN).alias("eagain"),
                  count_if(F.col("status") == SendStatus.TIMEOUT).alias("timeout"),
                  count_if(F.col("status") == SendStatus.ERROR).alias("errors"),
@@ -399,10 +401,11 @@ def send_cells(sends: DataFrame, edges: list[Edge] | None = None) -> DataFrame:
     consumer, seq_min, seq_max, limit = _edge_lookup(edges)
     rows = sends.select("run", "stream", consumer.alias("consumer"), "status", ok.alias("ok"),
                         _seq_position(seq_min, seq_max).alias("pos"), _below(limit).alias("below"),
-                        stall.alias("v"), "t_intended_ns", "t_sent_ns")
+                        stall.alias("v"), "t_intended_ns", "t_sent_ns", "size")
     return (rows.groupBy("run", "stream", "consumer", "status",
                          F.when(F.col("ok"), log_bucket("v")).otherwise(F.lit(-2)).alias("bucket"), "pos", "below")
             .agg(F.count(F.lit(1)).alias("n"), F.max("v").alias("max"), F.sum("v").alias("sum"),
+                 F.sum(F.col("size").cast("long")).alias("bytes"),
                  *[(F.min if f.startswith("t_first") else F.max)(src).alias(f) for f, src in _SEND_TIME_COLUMNS]))
 
 

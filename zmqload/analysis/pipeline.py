@@ -23,6 +23,7 @@ from ..contract.derived import throughput_span
 from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AT_CLOSE, merge_regions, reset_region
 from ..contract.queue import BIN_NS as QUEUE_BIN_NS
 from ..contract.ids import Role
+from ..contract.sizes import message_bytes
 from ..contract.states import RunStatus
 from ..contract.records import BOOL, FLOAT64, INT32, INT64, STRING, Schema
 from . import finish, metrics
@@ -42,6 +43,7 @@ SPAN_COLUMNS = ("t_first_intended_ns", "t_last_intended_ns", "t_first_send_ns", 
                 "t_first_recv_ns", "t_last_recv_ns")
 # summary.parquet / summary.csv: one row per (run, consumer, stream), each column with its type.
 _RUN_TYPES = {"run": STRING, "status": STRING, "interrupted": BOOL, "pattern": STRING, "transport": STRING,
+              "size": STRING,
               "send_mode": STRING, "fanout": BOOL, "serves": BOOL, "rate_per_producer": FLOAT64,
               "clock_uncertainty_us": FLOAT64}
 SUMMARY = Schema(tuple(
@@ -49,7 +51,8 @@ SUMMARY = Schema(tuple(
     + [("consumer", INT64), ("stream", INT64), ("duration_s", FLOAT64)] + [(c, INT64) for c in SPAN_COLUMNS]
     + [(c, FLOAT64) for c in ("offered_rate", "send_rate", "recv_rate", "recv_mb_s")]
     + [(c, INT64) for c in ("attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected",
-                            "received", "unique", "duplicates", "reordered", "lost")]
+                            "received", "unique", "duplicates", "reordered", "lost", "bytes_sent",
+                            "bytes_received")]
     + [("loss_ratio", FLOAT64)] + [(c, INT64) for c in (*FATES, "dropped", AMBIGUOUS_TAIL, "round_trips",
                                                          *finish.SERVICE_COLUMNS)]
     + [(c, FLOAT64) for c in LATENCY_COLUMNS]
@@ -126,7 +129,7 @@ def _run_columns(info: RunInfo) -> dict[str, Any]:
     w, schedule = info.workload, info.record.schedule
     return {
         "status": info.status.value, "interrupted": info.interrupted,
-        "pattern": w.pattern, "transport": w.transport, "size": w.size,
+        "pattern": w.pattern, "transport": w.transport, "size": w.size_spec,
         "sndhwm": w.sndhwm, "rcvhwm": w.rcvhwm, "proxy_sndhwm": w.proxy_sndhwm, "proxy_rcvhwm": w.proxy_rcvhwm,
         "linger_ms": w.linger_ms, "send_mode": w.send_mode,
         "producers": w.producers, "consumers": info.consumers, "fanout": info.fanout,
@@ -501,7 +504,7 @@ def summarise(runs: list[RunInfo], loss: list[dict[str, Any]], pct: list[dict[st
         s = list(per_stream.values())
         copies = len({r["consumer"] for r in rows})
         t = {"run": run, "consumer": ALL, "stream": ALL}
-        for c in ("attempted", "sent", "eagain", "timeout", "errors", "dropped_sender"):
+        for c in ("attempted", "sent", "sent_bytes", "eagain", "timeout", "errors", "dropped_sender"):
             t[c] = _sum(r[c] for r in s)
         for c in ("expected", "received", "unique", "duplicates", "lost", *FATES, "dropped", AMBIGUOUS_TAIL, "bytes"):
             t[c] = _sum(r[c] for r in rows)
@@ -543,8 +546,11 @@ def summarise(runs: list[RunInfo], loss: list[dict[str, Any]], pct: list[dict[st
         row["offered_rate"] = offered * r.get("copies", 1) if offered is not None else None
         row["send_rate"] = rate(r["sent"], r.get("t_first_send_ns"), r.get("t_last_send_ns"))
         row["recv_rate"] = throughput(runs[r["run"]], r, began.get(r["run"]))
-        row["recv_mb_s"] = (row["recv_rate"] * r["bytes"] / r["received"] / 1e6      # bytes None: a service's
-                            if row["recv_rate"] and r["received"] and r["bytes"] is not None else None)
+        parts = runs[r["run"]].workload.parts      # every frame the first's size (contract/sizes.py)
+        row["bytes_sent"] = None if r.get("sent_bytes") is None else message_bytes(r["sent_bytes"], parts)
+        row["bytes_received"] = None if r.get("bytes") is None else message_bytes(r["bytes"], parts)
+        row["recv_mb_s"] = (row["recv_rate"] * row["bytes_received"] / r["received"] / 1e6      # None: a service's
+                            if row["recv_rate"] and r["received"] and row["bytes_received"] is not None else None)
         # a send has no consumer: a fan-out consumer's row takes its stream's stall
         row.update(pct_by.get((r["run"], ALL, r["stream"]), {}))
         row.update(pct_by.get((r["run"], r["consumer"], r["stream"]), {}))

@@ -211,6 +211,9 @@ def summary_table(result: RunResult) -> Table:
           if w.get("parts", 1) > 1 else []),
         ("send rate", f"{result.send_rate:,.0f} msg/s"),
         ("throughput", f"{result.throughput_msgs:,.0f} msg/s  {result.throughput_mb:,.1f} MB/s"),
+        ("bytes sent / received", f"{result.bytes_sent:,} / {result.bytes_received:,}  (sizes {_sizes(result.sizes)})"),
+        *([("size mismatches", f"{result.size_mismatches:,} received at another size than their seq's")]
+          if result.size_mismatches else []),
     ]
     # across hosts every one-way latency is good to the hosts' clock alignment (run.json placement)
     clocks = "" if result.clock_uncertainty_ns is None else f"  (± {_ns_to_us(result.clock_uncertainty_ns)} clocks)"
@@ -221,6 +224,13 @@ def summary_table(result: RunResult) -> Table:
     for label, value in rows:
         table.add_row(label, value)
     return table
+
+
+def _sizes(facts: dict[str, Any]) -> str:
+    """summary.sizes as the table shows it: "64:1024, 64..1024 B, mean 544.8"."""
+    if not facts or facts.get("kind") == "fixed":
+        return f"{facts.get('spec', '?')} B" if facts else "?"
+    return f"{facts['spec']}: {facts['min']}..{facts['max']} B, mean {facts['mean']:,.1f}"
 
 
 def print_summary(result: RunResult, console: Console | None = None) -> None:

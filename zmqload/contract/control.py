@@ -123,6 +123,7 @@ class ProducerFinal:
     writer_cpu_s: float = 0.0
     rtt: Optional[dict[str, Any]] = None  # req-rep: round-trip histogram payload
     lateness: Optional[dict[str, Any]] = None  # histogram payload: t_sent - t_intended of every attempt
+    bytes_sent: int = 0                   # of the messages the socket accepted, every frame (contract/sizes.py)
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,8 @@ class ConsumerFinal:
     writer_cpu_s: float = 0.0
     foreign_seen: Optional[ForeignSeen] = None    # --role consumer: the foreign among `foreign`
     frame_mismatches: int = 0             # --parts (and --role consumer): messages of another frame count
+    bytes_received: int = 0               # of zmqload's messages received, every frame (contract/sizes.py)
+    size_mismatches: int = 0              # received at another first-frame size than the rule's for the seq
 
 
 @dataclass(frozen=True)

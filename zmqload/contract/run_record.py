@@ -236,6 +236,8 @@ class ProducerEntry(WorkerEntry):
     """req-rep: requests with no reply within --reply-timeout-ms (no replies/ record)."""
     close_ns: int = 0
     """How long zmq_close blocked."""
+    bytes_sent: int = 0
+    """Bytes of the messages libzmq accepted, every frame (the size rule, contract/sizes.py)."""
     term_ns: int = 0
     """How long zmq_ctx_term blocked."""
 
@@ -253,6 +255,12 @@ class ConsumerEntry(WorkerEntry):
     """When this consumer began draining (0: never)."""
     frame_mismatches: int = 0
     """Messages whose frame count was not --parts (counted with --parts > 1 and --role consumer)."""
+    bytes_received: int = 0
+    """Bytes of zmqload's messages received, duplicates included: each one's first frame as received
+    (recvs' size) times --parts."""
+    size_mismatches: int = 0
+    """Messages received at another first-frame size than the size rule's for their seq (contract/sizes.py;
+    counted where zmqload's producers ran: not in a consumer half)."""
 
 
 class Fates(Record):
@@ -325,6 +333,10 @@ class Counters(MessageCounts):
     eagain: int = 0
     timeout: int = 0
     errors: int = 0
+    bytes_sent: int = 0
+    """Bytes of the messages libzmq accepted, every frame: the producers' bytes_sent."""
+    bytes_received: int = 0
+    """Bytes of zmqload's messages received, every frame, duplicates included: the consumers' bytes_received."""
 
 
 class QueuePeak(Record, omit_defaults=True):
@@ -393,6 +405,22 @@ class ServiceSummary(Record):
     """Answers per second over `span_s`."""
 
 
+class SizeFacts(Record):
+    """The run's message sizes (contract/sizes.py): the message with seq s takes table entry s mod `entries`."""
+    spec: str = ""
+    """As given: "64", "64:1024", "@FILE", or "payload FILE" (--payload)."""
+    kind: str = "fixed"
+    """fixed, uniform, file or payload."""
+    entries: int = 1
+    min: int = 0
+    """Bytes of the first frame, header included (a message is --parts times it)."""
+    max: int = 0
+    mean: float = 0.0
+    """Over the table's entries."""
+    seed: Optional[int] = None
+    """uniform: the seed of numpy's PCG64 that drew the table (the same table every run)."""
+
+
 class Summary(Record):
     """The run's figures (RunResult.FIGURES)."""
     queue_peak: QueuePeak = msgspec.field(default_factory=QueuePeak)
@@ -410,6 +438,8 @@ class Summary(Record):
     """--role consumer: the foreign messages; null in other runs."""
     service: Optional[ServiceSummary] = None
     """A service of yours (req-rep with --role producer): its answers; null in other runs."""
+    sizes: Optional[SizeFacts] = None
+    """The message sizes; null in runs recorded before them and in --role consumer runs."""
 
 
 class Halves(Record):
@@ -527,6 +557,13 @@ class RunRecord(Record):
     @property
     def t0_ns(self) -> int:
         return self.schedule.t0_ns if self.schedule is not None else 0
+
+    @property
+    def mean_size(self) -> float:
+        """A message's mean first-frame bytes: summary.sizes' mean (runs recorded before it: a fixed --size)."""
+        facts = self.summary.sizes if self.summary is not None else None
+        size = self.workload.size
+        return facts.mean if facts is not None else float(size if isinstance(size, int) else 0)
 
 
 # -- the codec ---------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import Optional
+from typing import Optional, Union
 
 import msgspec
 
@@ -126,7 +126,8 @@ class SearchTemplate(Record):
     consumers_bind: Optional[str] = None
     role: str = "both"
     reply_timeout_ms: Optional[int] = None
-    size: int = 64
+    size: Union[int, str] = 64
+    payload: Optional[str] = None
     parts: int = 1
     topics: int = 0
     topic_weights: Optional[str] = None

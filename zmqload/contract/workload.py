@@ -22,10 +22,10 @@ from . import patterns
 from . import topics as topic_rule
 from .curve import KEY_FILE_FORMS, SECRET_FILE_FORMS, read_public_key, read_server_pair
 from .masters import MASTER_FORM, MASTERS_ACCEPTED
+from .sizes import MAX_SIZE, PAYLOAD_ACCEPTED, SIZE_ACCEPTED, SIZE_FORM, Sizes, sizes_of, spec_of
 from .wire import HEADER_SIZE, MAX_SEQ, MAX_STREAMS, SEND_MODES, SendModeWord
 from ..errors import ConfigError
 
-MAX_SIZE = 256 * 1024 * 1024
 MAX_PARTS = 64
 MAX_PACED = (2 ** 63 - 1) // 10 ** 9   # paced: seq * 1e9 / rate must fit the int64 schedule
 MAX_RATE = 100_000_000
@@ -107,6 +107,7 @@ class Option:
     low_open: bool = False              # low itself is refused (duration > 0)
     choices: Union[tuple[str, ...], Callable[[], tuple[str, ...]], None] = None  # callable: read when used (patterns)
     form: Optional[re.Pattern[str]] = None   # text values must match it whole
+    text_form: Optional[re.Pattern[str]] = None  # a number's option: other text kept as it is if it matches
     words: dict[str, object] = field(default_factory=dict)   # text that stands for a value: {"max": 0}
     nullable: bool = False              # None is accepted: unset, libzmq's default
     negation: Optional[str] = None      # a flag that sets a boolean to false (--no-warmup)
@@ -145,6 +146,8 @@ class Option:
         word = text.strip().lower()
         if word in self.words:
             return self.words[word]
+        if self.text_form is not None and self.text_form.fullmatch(text.strip()):
+            return text.strip()
         if self.kind is bool:
             if word in _TRUE or word in _FALSE:
                 return word in _TRUE
@@ -155,6 +158,8 @@ class Option:
             raise self.refuse(text) from None
 
     def _has_type(self, value: object) -> bool:
+        if isinstance(value, str) and self.text_form is not None:
+            return bool(self.text_form.fullmatch(value))
         if self.kind is bool or self.kind is str:
             return isinstance(value, self.kind)
         if isinstance(value, bool):
@@ -169,6 +174,8 @@ class Option:
             raise self.refuse(value)
         if self.form is not None and not self.form.fullmatch(value):
             raise self.refuse(value)
+        if isinstance(value, str) and self.kind is not str:     # text_form's: the field's own check
+            return
         if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
             raise self.refuse(value)
         if self.high is not None and value > self.high:
@@ -258,12 +265,19 @@ class Workload:
         "(ZMQ_REQ_RELAXED and ZMQ_REQ_CORRELATE on the REQ: a late reply is dropped by libzmq)",
         low=1, high=MAX_MS, nullable=True,
         default_text=f"{SERVICE_REPLY_TIMEOUT_MS} against a service of yours (--role producer), else none (wait)")
-    size: int = option(
-        64, int, f"bytes from {HEADER_SIZE} (the wire header) to {MAX_SIZE}", "message size in bytes",
-        low=HEADER_SIZE, high=MAX_SIZE)
+    size: Union[int, str] = option(
+        64, int, SIZE_ACCEPTED,
+        "message size in bytes (the first frame, header included), or sizes that vary: A:B uniform, @FILE "
+        "listed; the message with seq s takes entry s mod the table's length (contract/sizes.py)",
+        low=HEADER_SIZE, high=MAX_SIZE, text_form=SIZE_FORM)
+    payload: Optional[str] = option(
+        None, str, PAYLOAD_ACCEPTED,
+        "a file of message bodies, one record per line: the message with seq s is the header then record s mod "
+        "the records, so it is 16 + the record's bytes (an empty line: the header alone)", nullable=True)
     parts: int = option(
         1, int, f"an integer from 1 to {MAX_PARTS}",
-        "frames per message: zmqload's header in the first, each frame --size bytes (the rest zeros), sent as "
+        "frames per message: zmqload's header in the first, each frame the message's --size bytes (the rest "
+        "zeros), sent as "
         "one multipart message; a consumer counts every message whose frame count differs (frame_mismatches). "
         "Not with req-rep or --conflate (libzmq's CONFLATE drops the other frames)", low=1, high=MAX_PARTS)
     topics: int = option(
@@ -528,6 +542,10 @@ class Workload:
             read_public_key(self.curve_server_key, OPTIONS["curve_server_key"].flag)
         if self.curve_server_cert is not None:
             read_server_pair(self.curve_server_cert, OPTIONS["curve_server_cert"].flag)
+        if self.payload is not None and self.size != OPTIONS["size"].default:
+            raise ConfigError("--size", f"got {self.size!r} with --payload: the records set each message's size; "
+                                        "accepted: --size at its default (unset) with --payload")
+        self.sizes      # read and checked now: a bad file is refused before the run
         topology = self.topology
         if topology.given:
             # the endpoints name their transport (the producers' first, where the sides differ)
@@ -593,8 +611,9 @@ class Workload:
                         "drain_timeout_ms", "drain_limit_s", "close_order", "subscribe")
     """What zmqload's consumers do: refused with --role producer, where the consumers are the user's."""
 
-    PRODUCER_OPTIONS = ("producers", "count", "rate", "pacing", "size", "topics", "topic_weights", "send_mode",
-                        "sndtimeo_ms", "sndhwm", "linger_ms", "sndbuf", "close_pause_ms", "close_order", "join_delay_ms")
+    PRODUCER_OPTIONS = ("producers", "count", "rate", "pacing", "size", "payload", "topics", "topic_weights",
+                        "send_mode", "sndtimeo_ms", "sndhwm", "linger_ms", "sndbuf", "close_pause_ms", "close_order",
+                        "join_delay_ms")
     """What zmqload's producers do: refused with --role consumer, where the producers are the user's."""
 
     def _one_side_only(self, role: str, others: tuple[str, ...], theirs: str) -> None:
@@ -648,7 +667,10 @@ class Workload:
                                           f"subscribe; accepted: 0, or --topics with {able}")
         topics = self.topic_set
         assert topics is not None
-        if self.size < HEADER_SIZE + topics.width:
+        if self.payload is not None:
+            raise ConfigError("--payload", f"got {self.payload!r} with --topics {self.topics}: a record follows the "
+                                           "header where a topic would lead; accepted: --topics 0 with --payload")
+        if int(self.sizes.sizes.min()) < HEADER_SIZE + topics.width:
             raise ConfigError("--size", f"got {self.size} with --topics {self.topics}: the first frame holds a "
                                         f"{topics.width}-byte topic and the {HEADER_SIZE}-byte header; accepted: "
                                         f"from {HEADER_SIZE + topics.width} to {MAX_SIZE}")
@@ -659,9 +681,14 @@ class Workload:
         return topic_rule.Topics.of(self.topics, self.topic_weights, self.subscribe, self.consumers)
 
     @property
-    def message_bytes(self) -> int:
-        """Bytes of one message, all its frames (--size x --parts)."""
-        return self.size * self.parts
+    def sizes(self) -> Sizes:
+        """The run's size table (contract/sizes.py; reads --size @FILE or --payload FILE)."""
+        return sizes_of(self.size, self.payload)
+
+    @property
+    def size_spec(self) -> str:
+        """The sizes as the report groups runs by them: "64", "64:1024", "@FILE", "payload FILE"."""
+        return spec_of(self.size, self.payload)
 
     def _check_resets(self) -> None:
         """--reset-at: increasing times within the run, tcp connections of zmqload's own sockets (a

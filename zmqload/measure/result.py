@@ -94,7 +94,13 @@ class RunResult:
     time until it began: the drain's speed is not the consumers'."""
     throughput_mb: float = 0.0
     """Megabytes received per second, over the same span as `throughput_msgs` (1 MB = 1e6
-    bytes; a message is --size x --parts bytes)."""
+    bytes): throughput_msgs times the mean bytes of a received message (bytes_received / received)."""
+    bytes_sent: int = 0
+    """Bytes of the messages libzmq accepted, every frame (contract/sizes.py's rule per seq)."""
+    bytes_received: int = 0
+    """Bytes of zmqload's messages received, every frame, duplicates included."""
+    sizes: dict[str, Any] = field(default_factory=dict)
+    """The message sizes (contract/sizes.Sizes.facts): spec, kind, entries, min, max, mean, seed."""
     latency_intended: Histogram = field(default_factory=Histogram)
     """Receive time minus intended send time (the open-loop schedule), in nanoseconds: free
     of coordinated omission. See `latency_us`."""
@@ -134,11 +140,11 @@ class RunResult:
     # The figures run.json keeps under "counters" and "summary" (docs/RECORDS.md).
     COUNTERS: ClassVar[tuple[str, ...]] = (
         "attempted", "sent", "eagain", "timeout", "errors", "expected", "received", "unique_received",
-        "duplicates", "reordered", "lost", *FATES, "dropped")
+        "duplicates", "reordered", "lost", *FATES, "dropped", "bytes_sent", "bytes_received")
     FIGURES: ClassVar[tuple[str, ...]] = (
         "queue_peak", "elapsed_s", "send_rate", "throughput_msgs", "throughput_mb", "loss_ratio",
         "latency_intended_ns", "latency_sent_ns", "round_trip_ns", "generator_limited", "generator", "foreign",
-        "service")
+        "service", "sizes")
 
     def __repr__(self) -> str:
         return (f"RunResult({self.run_id!r}, status={self.status!r}, sent={self.sent}, received={self.received}, "
@@ -166,6 +172,12 @@ class RunResult:
         """Messages whose frame count was not --parts, at every consumer (counted with --parts > 1
         and --role consumer)."""
         return sum(c.get("frame_mismatches") or 0 for c in self.consumers)
+
+    @property
+    def size_mismatches(self) -> int:
+        """Messages received at another first-frame size than the size rule's for their seq
+        (contract/sizes.py), at every consumer: a device of the user's that cut or grew them."""
+        return sum(c.get("size_mismatches") or 0 for c in self.consumers)
 
     @property
     def loss_ratio(self) -> float:
@@ -256,5 +268,6 @@ class RunResult:
             "consumers": self.consumers, "versions": self.versions,
             "generator_limited": self.generator_limited, "generator": self.generator, "resets": self.resets,
             "foreign": self.foreign or None, "service": self.service or None,
-            "frame_mismatches": self.frame_mismatches,
+            "frame_mismatches": self.frame_mismatches, "size_mismatches": self.size_mismatches,
+            "bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received, "sizes": self.sizes or None,
         }

@@ -189,7 +189,7 @@ def run_detail(analysis: Analysis, info: RunInfo, r: dict[str, Any], capacity: l
            f"{'<span class=tag>interrupted</span>' if info.interrupted else ''}</h3>"
            f"<span class='digest'>{_digest(info, r, capacity)}</span></summary>"]
     w = info.workload
-    out.append(f"<p class='note'>{_e(w.pattern)} over {_e(w.transport)}, {_e(w.size)} B, "
+    out.append(f"<p class='note'>{_e(w.pattern)} over {_e(w.transport)}, {_e(w.size_spec)} B, "
                f"{_e(w.producers)} producer(s) &rarr; {_e(info.consumers)} consumer(s), rate "
                f"{_e(w.rate or 'unpaced')} per producer, send mode {_e(w.send_mode)}, "
                f"SNDHWM {_hwm(w.sndhwm)}, RCVHWM {_hwm(w.rcvhwm)}, linger "

@@ -549,7 +549,7 @@ def queue_split(depth: list[dict[str, Any]], run: str, run_path: str, record: Ru
     samples = read_samples(run_path)
     if samples:          # the kernel's bytes at the end of each window, as messages, capped at the depth
         ends = np.array([(d["window"] + 1) * window_ns - 1 for d in rows], dtype=np.int64)
-        frame = frame_bytes(w.size)
+        frame = frame_bytes(round(record.mean_size))
         kernel = np.minimum(np.floor(kernel_bytes_at(samples, ends) / frame), total)
     parts = split_parts(w.transport)
     fig, ax = plt.subplots(figsize=(10, 3.0))

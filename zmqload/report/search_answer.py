@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..analysis.verdicts import KEEPS_UP, fmt_rate, fmt_us
 from ..contract.derived import work_ceiling
+from ..contract.sizes import spec_of
 from ..contract.search_record import (RESULT_FILE, Figures, ProbeEntry, SearchEntry, SearchRecord,
                                       read_search)
 from ..contract.states import Slo
@@ -61,7 +62,7 @@ HEAD = ("pattern", "transport", "size")
 def head(search: SearchEntry) -> str:
     """'pub-sub tcp 256 B': the pattern, transport and size of the searched setting."""
     w = search.workload
-    return f"{w.pattern} {w.transport} {w.size} B"
+    return f"{w.pattern} {w.transport} {spec_of(w.size, w.payload)} B"
 
 
 def keys(search: SearchEntry) -> dict[str, OptionValue]:

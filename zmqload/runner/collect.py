@@ -71,7 +71,7 @@ def queue_depth(run_dir: str, w: Workload, t0_ns: int,
         for _early, tail, stranded in maps:
             # a close the run does not know (no producer final): its tail drops stay, as stranded ones
             unreceived += [Unreceived(stream, tail, closed if closed > 0 else None), Unreceived(stream, stranded, None)]
-    return queue_figures(run_dir, t0_ns=t0_ns, size=w.size, unreceived=unreceived)
+    return queue_figures(run_dir, t0_ns=t0_ns, size=round(w.sizes.mean), unreceived=unreceived)
 
 
 def dead_paths(state: RunState) -> dict[str, frozenset[int]]:
@@ -148,18 +148,23 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
                                       unique, totals["delivered"])
     from ..contract.patterns import get as pattern
     generator = schedule_keeping(w.rate, state.t0_ns, list(producers.values()), pattern(w.pattern).round_trip)
+    received = sum(c.get("received", 0) for c in consumers.values())
+    bytes_received = sum(c.get("bytes_received", 0) for c in consumers.values())
+    mean_bytes = bytes_received / received if received else 0.0      # of a message received
     return RunResult(
         run_id=run_id, run_dir=run_dir, status=status, workload=w.to_dict(),
         attempted=attempted, sent=sum(p.get("sent", 0) for p in producers.values()),
         eagain=sum(p.get("eagain", 0) for p in producers.values()),
         timeout=sum(p.get("timeout", 0) for p in producers.values()),
         errors=sum(p.get("errors", 0) for p in producers.values()),
-        expected=totals["expected"], received=sum(c.get("received", 0) for c in consumers.values()),
+        expected=totals["expected"], received=received,
         unique_received=unique, duplicates=totals["duplicates"], reordered=totals["reordered"],
         lost=totals["lost"], **{name: totals[name] for name in FATES}, drain=dict(state.drain),
         elapsed_s=elapsed, send_rate=attempted / send_span if send_span else 0.0,
         throughput_msgs=counted / span_s if span_s else 0.0,
-        throughput_mb=counted * w.message_bytes / 1e6 / span_s if span_s else 0.0,
+        throughput_mb=counted * mean_bytes / 1e6 / span_s if span_s else 0.0,
+        bytes_sent=sum(p.get("bytes_sent", 0) for p in producers.values()), bytes_received=bytes_received,
+        sizes={} if w.topology.consumers_alone else w.sizes.facts(),
         latency_intended=lat_i, latency_sent=lat_s, streams=accounts["streams"], round_trip=rtt,
         topics=accounts.get("topics") or [],
         producers=[{k: v for k, v in p.items() if k not in ("sent_ok_map", "rtt", "lateness")}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .. import _engine
 from ..contract import control
+from ..contract.sizes import message_bytes
 from ..contract.wire import SEQ_BITS, SEQ_MASK
 from .recorder import ChunkPipeline, ForeignRecorder, RecvConverter
 from .lifecycle import WorkerLifecycle, max_rss_kb
@@ -23,6 +24,8 @@ class Consumer(WorkerLifecycle):
         if alone:
             self.convert.foreign = ForeignRecorder(self.spec.run_dir, self.spec.name, self.spec.worker.index,
                                                    w.compression)
+        else:       # zmqload's producers: each received size is held to the size rule
+            self.convert.expected_sizes = w.sizes
         sock = self.open_socket(self.pattern.consumer_socket, {
             "RCVHWM": w.rcvhwm, "RCVBUF": w.rcvbuf, "LINGER": 0,
             "IMMEDIATE": int(w.immediate) if w.immediate else None,
@@ -79,7 +82,8 @@ class Consumer(WorkerLifecycle):
             receiver.received, receiver.warmups, receiver.foreign, receiver.errors, receiver.t_first_recv_ns,
             receiver.t_last_recv_ns, self.t_drain_ns, self.convert.latency_intended.to_payload(),
             self.convert.latency_sent.to_payload(), streams, self.convert.recvs.parts, self.interrupted,
-            max_rss_kb(), unconverted, pipeline.writer_cpu_s, self.foreign_seen(), receiver.frame_mismatches))
+            max_rss_kb(), unconverted, pipeline.writer_cpu_s, self.foreign_seen(), receiver.frame_mismatches,
+            message_bytes(self.convert.first_frame_bytes, w.parts), self.convert.size_mismatches))
 
     def foreign_seen(self) -> control.ForeignSeen | None:
         foreign = self.convert.foreign

@@ -29,13 +29,14 @@ class Producer(WorkerLifecycle):
             "SNDHWM": w.sndhwm, "SNDBUF": w.sndbuf, "LINGER": w.linger_ms,
             "IMMEDIATE": int(w.immediate) if w.immediate else None, "SNDTIMEO": sndtimeo,
             "CONFLATE": 1 if w.conflate in ("producers", "both") else None})
-        convert = SendConverter(self.spec.run_dir, self.spec.name, self.spec.worker.index, w.size, w.rate,
-                                0, w.compression, self.pattern.round_trip, maps=True)
+        sizes = w.sizes
+        convert = SendConverter(self.spec.run_dir, self.spec.name, self.spec.worker.index, sizes, w.rate,
+                                0, w.compression, self.pattern.round_trip, maps=True, parts=w.parts)
         chunk_rows = (w.chunk_rows + 7) // 8 * 8     # whole bytes of the packed ok-map per chunk
         # before the start: preparing its spill files takes time (ChunkPipeline)
         pipeline = ChunkPipeline(convert.columns(), chunk_rows, convert, self.spill_dir(),
                                  expected_rows=w.expected_sends_per_producer)
-        self.wait_for_start(sock)
+        self.wait_for_start(sock, int(sizes.sizes.min()))
         convert.t0_ns = self.t0_ns
         if self.stop_requested:
             self.ctl.send(control.ProducerDone(self.counters(None)))
@@ -53,10 +54,12 @@ class Producer(WorkerLifecycle):
         if reply_timeout_ms:      # after a timeout the next request may go; a late reply is dropped
             sock.set_option(_engine.SOCKET_OPTION_IDS["REQ_RELAXED"], 1)
             sock.set_option(_engine.SOCKET_OPTION_IDS["REQ_CORRELATE"], 1)
-        sender = _engine.Sender(sock, self.spec.worker.index, w.size, w.messages_per_producer, w.rate,
+        fixed = sizes.fixed       # the engine's fixed path, else its table (contract/sizes.py)
+        sender = _engine.Sender(sock, self.spec.worker.index, int(sizes.sizes[0]), w.messages_per_producer, w.rate,
                                 self.t0_ns, end_ns, w.send_mode, w.sndtimeo_ms * 1_000_000, round_trip,
                                 _engine.SPIN_BELOW_NS if w.pacing == "spin" else 0, reply_timeout_ms * 1_000_000,
-                                parts=w.parts, **_topic_args(w))
+                                parts=w.parts, sizes=None if fixed else sizes.sizes, body=sizes.body,
+                                **_topic_args(w))
         if not w.rate:
             time.sleep(max(0.0, (self.t0_ns - _engine.now_ns()) / 1e9))
         try:
@@ -85,7 +88,7 @@ class Producer(WorkerLifecycle):
         self.ctl.send(control.ProducerFinal(
             self.counters(sender), convert.sent_ok_map(), close_ns, term_ns, convert.sends.parts, max_rss_kb(),
             unconverted, pipeline.writer_cpu_s, convert.rtt.to_payload() if round_trip else None,
-            convert.lateness.to_payload()))
+            convert.lateness.to_payload(), convert.bytes_sent))
 
     def before_close(self) -> None:
         """Shutdown semantics: an optional pause after the last send, and with
@@ -100,12 +103,11 @@ class Producer(WorkerLifecycle):
         if w.close_order in ("consumer-first", "after-drain"):
             self.wait_while(lambda: not self.close_allowed and not self.interrupted)
 
-    def wait_for_start(self, sock: _engine.Socket) -> None:
-        """Send warm-up messages (if asked) until the start command arrives."""
+    def wait_for_start(self, sock: _engine.Socket, size: int) -> None:
+        """Send warm-up messages of `size` bytes (if asked) until the start command arrives."""
         warming = False
         topics = self.workload.topic_set
-        warm_msg = _engine.warmup_message(self.spec.worker.index, self.workload.size,
-                                          topics.warmup if topics else b"")
+        warm_msg = _engine.warmup_message(self.spec.worker.index, size, topics.warmup if topics else b"")
         while not self.t0_ns and not self.stop_requested:
             self.check_handshakes()
             message = self.ctl.recv(WARMUP_EVERY_MS if warming else 100)

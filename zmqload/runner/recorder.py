@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from ..contract import bitmaps
 from ..contract.parts import part_name
 from ..contract.records import FOREIGN, RECVS, REPLIES, SAMPLES, SENDS
+from ..contract.sizes import Sizes, message_bytes
 from ..contract.wire import FOREIGN_STREAM, SEQ_BITS, SEQ_MASK, SendStatus
 from ..contract.records import SCHEMA_VERSION as SCHEMA_VERSION
 from ..errors import RunError
@@ -473,10 +474,11 @@ class SendConverter:
     packed map of seqs the socket accepted (into the run's maps directory with `maps`, else in
     memory), and (req-rep) replies records and round trips."""
 
-    def __init__(self, run_dir: str, name: str, stream: int, size: int, rate: int, t0_ns: int,
-                 compression: str, round_trip: bool, maps: bool = False):
+    def __init__(self, run_dir: str, name: str, stream: int, sizes: Sizes, rate: int, t0_ns: int,
+                 compression: str, round_trip: bool, maps: bool = False, parts: int = 1):
         from ..measure.histogram import Histogram
-        self.stream, self.size, self.rate, self.t0_ns = stream, size, rate, t0_ns
+        self.stream, self.sizes, self.rate, self.t0_ns, self.parts = stream, sizes, rate, t0_ns, parts
+        self.bytes_sent = 0     # of the messages the socket accepted, every frame (contract/sizes.py)
         self.sends = PartWriter(os.path.join(run_dir, "sends"), name, SENDS_SCHEMA, compression)
         self.replies = (PartWriter(os.path.join(run_dir, "replies"), name, REPLIES_SCHEMA, compression)
                         if round_trip else None)
@@ -497,7 +499,10 @@ class SendConverter:
         self.first_seq += rows
         t_sent, status = chunk["t_sent"][:rows], chunk["status"][:rows]
         # chunks spilled on time need not hold whole bytes of flags: carry the rest over
-        ok = np.concatenate([self._ok_carry, status == SendStatus.OK])
+        accepted = status == SendStatus.OK
+        size = self.sizes.of(seqs)
+        self.bytes_sent += message_bytes(int(size.sum(dtype=np.int64, where=accepted)), self.parts)
+        ok = np.concatenate([self._ok_carry, accepted])
         whole = len(ok) // 8 * 8
         self.ok_bits.append(np.packbits(ok[:whole]))
         self._ok_carry = ok[whole:]
@@ -512,7 +517,7 @@ class SendConverter:
                                 "t_intended_ns": t_intended[answered], "t_sent_ns": t_sent[answered],
                                 "t_reply_ns": t_reply[answered], "echoed": chunk["echoed"][:rows][answered] != 0})
         self.sends.write({"stream": stream, "seq": seqs, "t_intended_ns": t_intended, "t_sent_ns": t_sent,
-                          "status": status, "size": np.full(rows, self.size, np.int32)})
+                          "status": status, "size": size})
 
     def sent_ok_map(self) -> bitmaps.Bits:
         self.ok_bits.append(np.packbits(self._ok_carry))
@@ -563,6 +568,9 @@ class RecvConverter:
         self.latency_intended = Histogram()
         self.latency_sent = Histogram()
         self.streams: dict[int, SeenMap] = {}
+        self.first_frame_bytes = 0      # of zmqload's messages received, duplicates included
+        self.expected_sizes: Optional[Sizes] = None     # the producers' (not known to a consumer half)
+        self.size_mismatches = 0
         self.foreign: Optional[ForeignRecorder] = None      # --role consumer: set by the consumer
 
     def __call__(self, chunk: dict[str, np.ndarray], rows: int) -> None:
@@ -593,6 +601,10 @@ class RecvConverter:
                 seen = self.streams[int(s)] = SeenMap(self.expected, path)
             mine = slice(None) if one_stream else (stream == s)
             seen.add(seq[mine], in_drain[mine])
+        size = chunk["size"][:rows]
+        self.first_frame_bytes += int(size.sum(dtype=np.int64))
+        if self.expected_sizes is not None:
+            self.size_mismatches += int(np.count_nonzero(size != self.expected_sizes.of(seq)))
         self.recvs.write({"consumer": np.full(rows, self.consumer, np.int32), "stream": stream, "seq": seq,
                           "t_intended_ns": t_intended, "t_sent_ns": t_sent, "t_recv_ns": t_recv,
-                          "size": chunk["size"][:rows]})
+                          "size": size})

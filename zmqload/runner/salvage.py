@@ -25,6 +25,7 @@ from ..contract.workload import Workload
 from ..contract import bitmaps, control, run_record
 from ..contract.ids import Role, WorkerId
 from ..contract.wire import SendStatus
+from ..contract.sizes import message_bytes
 from ..measure.histogram import Histogram
 from ..contract.parts import PART_NAME, part_files
 from .recorder import ForeignRecorder, PartWriter, RecvConverter, SeenMap, SendConverter, is_write_error, spill_columns_of
@@ -70,8 +71,8 @@ def _converter(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int,
     """The converter the worker itself used, its raw columns and its parts' writer."""
     if worker.role is Role.PRODUCER:
         from ..contract import patterns
-        send = SendConverter(run_dir, str(worker), worker.index, w.size, w.rate, t0_ns, w.compression,
-                             patterns.get(w.pattern).round_trip)
+        send = SendConverter(run_dir, str(worker), worker.index, w.sizes, w.rate, t0_ns, w.compression,
+                             patterns.get(w.pattern).round_trip, parts=w.parts)
         return send, send.columns(), send.sends
     recv = RecvConverter(run_dir, str(worker), worker.index, w.rate, 1024, w.compression)
     if w.topology.consumers_alone:      # its foreign rows go where the consumer itself puts them
@@ -140,8 +141,10 @@ def producer_final(run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 
     parts = part_files(run_dir, "sends", str(worker))
     seqs, status, t_sent = [], [], []
     lateness = Histogram()      # as the producer's own converter keeps it (zmqload.measure.schedule_keeping)
+    first_frames = 0
     for part in parts:
-        cols = _read(part, ["seq", "status", "t_sent_ns", "t_intended_ns"])
+        cols = _read(part, ["seq", "status", "t_sent_ns", "t_intended_ns", "size"])
+        first_frames += int(cols["size"].sum(dtype=np.int64, where=cols["status"] == SendStatus.OK))
         seqs.append(cols["seq"])
         status.append(cols["status"])
         t_sent.append(cols["t_sent_ns"])
@@ -165,7 +168,7 @@ def producer_final(run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 
         t_first_send_ns=int(ts.min()) if len(ts) else 0, t_last_send_ns=int(ts.max()) if len(ts) else 0,
         interrupted=True)
     return control.ProducerFinal(counters, np.packbits(ok), close_ns=close_ns, parts=len(parts), rtt=rtt,
-                                 lateness=lateness.to_payload())
+                                 lateness=lateness.to_payload(), bytes_sent=message_bytes(first_frames, w.parts))
 
 
 def consumer_final(run_dir: str, worker: WorkerId, w: Workload, t_drain_ns: int) -> control.ConsumerFinal:
@@ -173,13 +176,14 @@ def consumer_final(run_dir: str, worker: WorkerId, w: Workload, t_drain_ns: int)
     parts = part_files(run_dir, "recvs", str(worker))
     streams: dict[int, SeenMap] = {}
     lat_i, lat_s = Histogram(), Histogram()
-    received, first, last = 0, 0, 0
+    received, first, last, first_frames = 0, 0, 0, 0
     drain_from = t_drain_ns or RecvConverter.NO_DRAIN
     for part in parts:      # in arrival order, as the worker added them
-        cols = _read(part, ["stream", "seq", "t_intended_ns", "t_sent_ns", "t_recv_ns"])
+        cols = _read(part, ["stream", "seq", "t_intended_ns", "t_sent_ns", "t_recv_ns", "size"])
         if not len(cols["seq"]):
             continue
         received += len(cols["seq"])
+        first_frames += int(cols["size"].sum(dtype=np.int64))
         first = int(cols["t_recv_ns"][0]) if not first else first
         last = int(cols["t_recv_ns"][-1])
         lat_i.record(cols["t_recv_ns"] - cols["t_intended_ns"])
@@ -193,7 +197,8 @@ def consumer_final(run_dir: str, worker: WorkerId, w: Workload, t_drain_ns: int)
         seen_map, drained_map = m.packed()
         seen.append(control.StreamSeen(stream, m.unique, m.duplicates, m.reordered, seen_map, drained_map))
     return control.ConsumerFinal(received, 0, 0, 0, first, last, t_drain_ns, lat_i.to_payload(),
-                                 lat_s.to_payload(), seen, len(parts), interrupted=True)
+                                 lat_s.to_payload(), seen, len(parts), interrupted=True,
+                                 bytes_received=message_bytes(first_frames, w.parts))
 
 
 def _streams(final: Any) -> list[control.StreamSeen]:

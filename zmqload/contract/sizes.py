@@ -1,0 +1,157 @@
+"""Each message's size and body: one rule, a pure function of (stream, seq).
+
+A run's sizes are a table: the message with seq `s` (of any stream) is entry `s mod len(table)`.
+So the sender's bytes are known without recording a size per send (its 9 bytes a message stay),
+the sends records' size column is the table's, and a receiver's recorded size can be checked
+against the expected one with numpy. The table comes from one of:
+
+- `--size N`: every message N bytes (a table of one entry; the engine's fixed path);
+- `--size A:B`: uniform over A..B inclusive, TABLE_ENTRIES draws of numpy's PCG64 seeded with SEED;
+- `--size @FILE`: the sizes in FILE, one per line (blank lines and `#` comments skipped);
+- `--payload FILE`: FILE's records, one per line (the newline not sent), each sent behind the
+  16-byte header: entry k is HEADER_SIZE + len(record k) bytes, the record's bytes after the header.
+
+A size is the first frame's bytes, header included; with --parts K every frame has that size
+(frames 2..K zeros), so a message is K times it.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from .wire import HEADER_SIZE
+
+MAX_SIZE = 256 * 1024 * 1024
+"""The largest message (first frame) zmqload sends, in bytes."""
+SEED = 27
+"""The uniform table's generator seed (run.json summary.sizes.seed)."""
+TABLE_ENTRIES = 65536
+"""Draws of a uniform table: seq mod 65536 picks one."""
+MAX_ENTRIES = 1_000_000
+"""Lines of a file of sizes, records of a payload file."""
+MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
+"""A payload file's bytes: the producers hold every record (and its header room) in memory."""
+SIZE_FORM = re.compile(r"\d+:\d+|@.+")
+"""--size text that is not a number: a uniform range or a file of sizes."""
+SIZE_ACCEPTED = (f"bytes from {HEADER_SIZE} (the wire header) to {MAX_SIZE}; A:B uniform over A..B inclusive "
+                 f"(e.g. 64:1024); or @FILE, one size per line (at most {MAX_ENTRIES:,})")
+PAYLOAD_ACCEPTED = (f"a readable file of records, one per line (each sent behind the {HEADER_SIZE}-byte header), "
+                    f"at most {MAX_ENTRIES:,} records and {MAX_PAYLOAD_BYTES // 2 ** 20} MiB; with --size at its "
+                    "default")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The run's table: `sizes[k]` bytes (first frame, header included) for seq = k mod len."""
+    spec: str                       # as the run was given it: "64", "64:1024", "@FILE", "payload FILE"
+    sizes: np.ndarray               # int32, one entry per table row
+    body: bytes | None = None    # --payload: each entry's header room and record, back to back
+
+    @property
+    def fixed(self) -> bool:
+        return len(self.sizes) == 1 and self.body is None
+
+    def of(self, seq: np.ndarray) -> np.ndarray:
+        """The size (int32) of each seq's message: the rule."""
+        if len(self.sizes) == 1:
+            return np.full(len(seq), self.sizes[0], np.int32)
+        return self.sizes[np.asarray(seq, np.int64) % len(self.sizes)]
+
+    @property
+    def mean(self) -> float:
+        """Over the table's entries: a message's mean first-frame bytes over a whole number of tables."""
+        return float(self.sizes.mean())
+
+    def facts(self) -> dict[str, object]:
+        """What run.json keeps of the table (Summary.sizes)."""
+        kind = "payload" if self.body is not None else ("fixed" if self.fixed else
+                                                         "uniform" if ":" in self.spec else "file")
+        return {"spec": self.spec, "kind": kind, "entries": len(self.sizes), "min": int(self.sizes.min()),
+                "max": int(self.sizes.max()), "mean": self.mean,
+                "seed": SEED if kind == "uniform" else None}
+
+
+def message_bytes(first_frames: int, parts: int) -> int:
+    """Bytes of messages whose first frames hold `first_frames` bytes: every frame has the first's size."""
+    return first_frames * parts
+
+
+def spec_of(size: int | str, payload: str | None) -> str:
+    """How a run's sizes are named (the report's grouping key, run.json summary.sizes.spec):
+    "64", "64:1024", "@sizes.txt" or "payload records.txt"."""
+    return f"payload {os.path.basename(payload)}" if payload is not None else str(size)
+
+
+def sizes_of(size: int | str, payload: str | None) -> Sizes:
+    """The table of --size and --payload (checked: ConfigError naming the option otherwise)."""
+    if payload is not None:
+        return _payload(payload)
+    if isinstance(size, int):
+        return Sizes(str(size), np.array([size], np.int32))
+    if size.startswith("@"):
+        return Sizes(size, _size_file(size, size[1:]))
+    low, high = (int(v) for v in size.split(":"))
+    for value in (low, high):
+        _check_size(size, value, "")
+    if low > high:
+        raise _refuse("--size", size, ": the minimum is above the maximum", SIZE_ACCEPTED)
+    draws = np.random.Generator(np.random.PCG64(SEED)).integers(low, high + 1, TABLE_ENTRIES)
+    return Sizes(size, draws.astype(np.int32))
+
+
+def _refuse(flag: str, value: object, why: str, accepted: str) -> ConfigError:
+    return ConfigError(flag, f"got {value!r}{why}; accepted: {accepted}")
+
+
+def _check_size(spec: str, value: int, where: str) -> None:
+    if not HEADER_SIZE <= value <= MAX_SIZE:
+        raise _refuse("--size", spec, f": {value}{where} is not from {HEADER_SIZE} to {MAX_SIZE}", SIZE_ACCEPTED)
+
+
+def _read(flag: str, spec: str, path: str, limit: int, accepted: str) -> bytes:
+    """A file's bytes, refused in one line when missing, unreadable, empty or above `limit`."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise _refuse(flag, spec, f": cannot read {path} ({e.strerror or e})", accepted) from None
+    if not data.strip(b"\n"):
+        raise _refuse(flag, spec, f": {path} is empty", accepted)
+    if len(data) > limit:
+        raise _refuse(flag, spec, f": {path} is above {limit:,} bytes", accepted)
+    return data
+
+
+def _size_file(spec: str, path: str) -> np.ndarray:
+    lines = _read("--size", spec, path, MAX_ENTRIES * 12, SIZE_ACCEPTED).decode(errors="replace").splitlines()
+    sizes = []
+    for number, line in enumerate(lines, 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        if not text.isdigit():
+            raise _refuse("--size", spec, f": line {number} of {path} is {text!r}, not a whole number of bytes",
+                          SIZE_ACCEPTED)
+        _check_size(spec, int(text), f" (line {number} of {path})")
+        sizes.append(int(text))
+    if not sizes:
+        raise _refuse("--size", spec, f": {path} holds no size", SIZE_ACCEPTED)
+    if len(sizes) > MAX_ENTRIES:
+        raise _refuse("--size", spec, f": {path} holds {len(sizes):,} sizes", SIZE_ACCEPTED)
+    return np.array(sizes, np.int32)
+
+
+def _payload(path: str) -> Sizes:
+    data = _read("--payload", path, path, MAX_PAYLOAD_BYTES, PAYLOAD_ACCEPTED)
+    records = data.split(b"\n")
+    if records[-1] == b"":          # the file's last newline ends its last record
+        records.pop()
+    if len(records) > MAX_ENTRIES:
+        raise _refuse("--payload", path, f": {len(records):,} records", PAYLOAD_ACCEPTED)
+    room = bytes(HEADER_SIZE)
+    return Sizes(spec_of(0, path), np.array([HEADER_SIZE + len(r) for r in records], np.int32),
+                 b"".join(room + r for r in records))
