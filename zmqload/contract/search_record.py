@@ -144,6 +144,7 @@ class SearchTemplate(Record):
     cpu_placement: str = "auto"
     curve: str = "off"
     curve_server_key: Optional[str] = None
+    insecure: bool = False
     master: Optional[str] = None
     placement: Optional[str] = None
     consumer_delay_us: float = 0.0

@@ -20,7 +20,7 @@ def run_worker(spec: WorkerSpec, context: _engine.Context | None = None) -> None
     from .producer import Producer
     from .proxy import ProxyWorker
     body = {Role.PRODUCER: Producer, Role.CONSUMER: Consumer, Role.PROXY: ProxyWorker}[spec.role]
-    ctl = ControlClient(spec.control, spec.worker)
+    ctl = ControlClient(spec.control, spec.worker, spec.control_curve)
     process = context is None       # a worker process, not an inproc thread of the controller
     if process:
         _touch(_marker(spec))
