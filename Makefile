@@ -35,7 +35,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "setuptools>=64" wheel "Cython>=3.0" "numpy>=1.24"
-	$(PY) -m pip install -q --no-build-isolation -e ".[test,report]"
+	$(PY) -m pip install -q --no-build-isolation -e ".[test,report,remote]"
 	touch $@
 
 venv: $(VENV)/.installed

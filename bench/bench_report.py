@@ -24,6 +24,13 @@ uses 20k and one round.
 A real run instead: ZMQLOAD_BENCH_RUN_DIR=RUN (e.g. the hour-long soak run of bench/soak_hour.py);
 numpy's truth then holds every latency in memory (8 bytes a record).
 
+Beside a local Spark Connect server (`test_connect_server_beside_the_warm_report_server`, needs the
+`remote` extra): pyspark's own kept local Connect server, started by a first report, against the warm
+report server; second reports' wall time and peak RSS of both process trees (docs/REPORT.md).
+
+    ZMQLOAD_BENCH_RECORDS=1000000 ZMQLOAD_BENCH_ROUNDS=5 .venv/bin/python -m pytest bench/bench_report.py \
+        -o python_files="bench_*.py" -s -k connect_server
+
 Side by side with another version: ZMQLOAD_BENCH_BASELINE=DIR (a checkout, e.g. `git worktree
 add /tmp/zmqload-base REF`) runs `test_report_against_baseline`: that version's cold report
 (PYTHONPATH=DIR, same venv) right before each of this version's.
@@ -281,3 +288,121 @@ def test_spark_floor_beside_duckdb(benchmark, bench_run):
               + ("" if name == "duckdb" else f"   {med[name] / med['duckdb']:.1f}x DuckDB"))
     benchmark.extra_info.update(records=RECORDS, rounds_s=times,
                                 ratios={n: med[n] / med["duckdb"] for n in runners if n != "duckdb"})
+
+
+# -- a local Spark Connect server beside the warm report server ----------------------------------
+
+def _tree_rss_kib(roots: list[int]) -> int:
+    """VmRSS (KiB) of the processes `roots` and all their descendants, now."""
+    children: dict[int, list[int]] = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.split("/")[2]))
+        except (OSError, IndexError, ValueError):
+            pass
+    total, todo, seen = 0, list(roots), set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        todo.extend(children.get(pid, ()))
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                total += next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+        except OSError:
+            pass
+    return total
+
+
+def _timed_report(path: str, out: str, extra: list[str], env: dict, servers: list[int]) -> tuple[float, int, int]:
+    """A report as a user runs it: (wall s, peak RSS MiB of the report's process tree, peak RSS MiB
+    of the server's), sampled every 0.1 s."""
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "zmqload.report", path, "--out", out, *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=REPO, **env), cwd=REPO)
+    peak_client = peak_server = 0
+    while proc.poll() is None:
+        peak_client = max(peak_client, _tree_rss_kib([proc.pid]))
+        peak_server = max(peak_server, _tree_rss_kib(servers))
+        time.sleep(0.1)
+    wall = time.perf_counter() - t
+    err = proc.stderr.read() if proc.stderr else ""
+    assert proc.returncode == 0, err[-2000:]
+    return wall, peak_client // 1024, peak_server // 1024
+
+
+def _report_server_pids() -> list[int]:
+    from zmqload.report.server import _state_dir
+    with open(os.path.join(_state_dir(), "server.pid")) as f:
+        return [int(f.read())]
+
+
+def test_connect_server_beside_the_warm_report_server(bench_run, tmp_path):
+    """Issue 28, section 4: can a local Spark Connect server, started on first use and kept
+    (pyspark's own `spark.local.connect.reuse` server: pyspark.sql.connect.local_server), replace
+    zmqload's warm report server (zmqload/report/server.py)? Each is started by a first report
+    (timed, its server's start included), then ZMQLOAD_BENCH_ROUNDS rounds of a second report
+    through each, alternating which goes first: wall time, and the peak RSS of the report's
+    process tree and of the server's (its Python and JVM; the Connect server is a JVM alone),
+    sampled every 0.1 s, and the servers' RSS idle 5 s after the last report. Both servers get
+    a 2g heap (the warm server's HEAP). Every report's figures are checked against numpy."""
+    pytest.importorskip("grpc", reason="Spark Connect's client: pip install 'zmqload[remote]'")
+    from pyspark.sql.connect import local_server
+    from zmqload.report.server import HEAP, stop_server
+
+    truth = numpy_truth(bench_run)
+    stop_server()
+    os.environ["SPARK_LOCAL_CONNECT_DISCOVERY"] = str(tmp_path / "connect" / "discovery.json")   # this bench's own
+    rows: dict[str, list[tuple[float, int, int]]] = {"warm": [], "connect": []}
+    first: dict[str, tuple[float, int, int]] = {}
+    connect_env: dict[str, str] = {}
+    servers: dict[str, list[int]] = {}
+
+    def start_connect() -> tuple[float, int, int]:
+        t = time.perf_counter()
+        url = local_server.reuse_or_start_local_connect_server(
+            "local[*]", {"spark.driver.memory": HEAP, "spark.ui.enabled": "false"})
+        started = time.perf_counter() - t
+        connect_env.update(SPARK_CONNECT_AUTHENTICATE_TOKEN=os.environ["SPARK_CONNECT_AUTHENTICATE_TOKEN"],
+                           url=url)
+        with local_server.Discovery() as d:
+            servers["connect"] = [int(local_server.LocalConnectServer(d).pid)]
+        wall, client, server = report("connect", "first")
+        return started + wall, client, server
+
+    def report(mode: str, name: str) -> tuple[float, int, int]:
+        out = str(tmp_path / f"{mode}-{name}")
+        if mode == "warm":
+            got = _timed_report(bench_run, out, [], {}, servers.get("warm", []))
+        else:
+            got = _timed_report(bench_run, out, ["--remote", connect_env["url"], "--master-timeout", "300"],
+                                {"SPARK_CONNECT_AUTHENTICATE_TOKEN": connect_env["SPARK_CONNECT_AUTHENTICATE_TOKEN"]},
+                                servers["connect"])
+        _check_report(out, truth)
+        return got
+
+    try:
+        first["warm"] = report("warm", "first")
+        servers["warm"] = _report_server_pids()
+        first["connect"] = start_connect()
+        print(f"\n{RECORDS:,} receive records; first report, its server started by it: "
+              + ", ".join(f"{m} {w:.2f} s" for m, (w, _, _) in first.items()))
+        for i in range(ROUNDS):
+            order = ("warm", "connect") if i % 2 == 0 else ("connect", "warm")
+            for mode in order:
+                rows[mode].append(report(mode, str(i)))
+            print(f"round {i + 1}: " + ", ".join(
+                f"{m} {rows[m][-1][0]:.2f} s (report process {rows[m][-1][1]} MiB, server {rows[m][-1][2]} MiB)"
+                for m in order), flush=True)
+        time.sleep(5)
+        idle = {m: _tree_rss_kib(servers[m]) // 1024 for m in ("warm", "connect")}
+    finally:
+        stop_server()
+        local_server.stop_local_connect_server()
+    for mode, values in rows.items():
+        print(f"{mode}: second report median {_median([v[0] for v in values]):.2f} s; peak RSS: report process "
+              f"{max(v[1] for v in values)} MiB, server {max(v[2] for v in values)} MiB; server idle {idle[mode]} MiB")

@@ -4,7 +4,9 @@ driver) on the first, one Spark worker on each of the two others, started with p
 `spark-class` (it has no start scripts). Runs placed across them: exact accounting (numpy over
 the Parquet), distinct hosts in the record, clock offsets within their uncertainty of 0 (one
 kernel clock: the built-in truth), and a link limited with tc's token bucket, where the test
-watches the kernel's queues itself (ss) to see where the messages wait.
+watches the kernel's queues itself (ss) to see where the messages wait. The sockets bind at the
+namespaces' addresses, beyond loopback: a run across them is CURVE (--curve on: data, control and
+clock sockets), in the clear only with --insecure, and refused in one line with neither.
 
 The test makes the rig and removes it (root needed, skipped with the reason otherwise); the
 namespaces have no route out, so nothing it sends leaves them."""
@@ -173,7 +175,8 @@ def _record(out) -> tuple[str, dict]:
 
 
 def test_a_run_across_hosts_accounts_exactly_on_distinct_hosts_with_aligned_clocks(rig, tmp_path):
-    done = _run(rig, tmp_path, "--count", "20000", "--rate", "10k")
+    """With --curve on: every socket that crosses the bridge is CURVE."""
+    done = _run(rig, tmp_path, "--count", "20000", "--rate", "10k", "--curve", "on")
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout)
     run_dir, record = _record(tmp_path)
@@ -191,13 +194,25 @@ def test_a_run_across_hosts_accounts_exactly_on_distinct_hosts_with_aligned_cloc
         assert abs(worker["clock_offset_ns"]) <= worker["clock_uncertainty_ns"], worker
     one_way = np.asarray(recvs["t_recv_ns"]) - np.asarray(recvs["t_sent_ns"])
     assert one_way.min() >= -got["clock_uncertainty_ns"]
+    assert record["security"] == "curve" and "secret" not in open(os.path.join(run_dir, "run.json")).read().lower()
+
+
+def test_a_run_across_hosts_in_the_clear_without_insecure_is_refused(rig, tmp_path):
+    """The driver's address (SPARK_LOCAL_IP) is h0's, not loopback: neither --curve on nor --insecure
+    is one line naming --master, exit 2, before Spark starts, nothing written."""
+    done = _run(rig, tmp_path / "runs", "--count", "1000", timeout=60)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("zmqload run: error: --master: got 'tcp://10.213.0.1:*'"), lines
+    assert "--insecure" in lines[0] and not (tmp_path / "runs").exists()
 
 
 def test_a_rate_limited_link_shows_where_the_messages_wait(rig, tmp_path):
     """h1's link limited to 4 Mbit/s by a token bucket, the producer there offering ~4x that: what
     arrives is the link's rate, and the messages wait on the sender's side, in its kernel send
     queue (ss, read by the test itself, sees it; so do zmqload's samples) and in libzmq up to the
-    HWM (the producer's sends were held), not in the receiver's kernel queue."""
+    HWM (the producer's sends were held), not in the receiver's kernel queue. In the clear
+    (--insecure): the bytes on the link are the messages' own."""
     _sh("ip", "netns", "exec", _ns("h1"), "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
         f"{LINK_RATE_BITS // 1000}kbit", "burst", "16kb", "latency", "400ms")
     seen: list[tuple[int, int]] = []        # (peer port, Send-Q bytes) of h1's connections to h2
@@ -215,7 +230,7 @@ def test_a_rate_limited_link_shows_where_the_messages_wait(rig, tmp_path):
     watcher.start()
     try:
         done = _run(rig, tmp_path, "--duration", "8", "--rate", "2000", "--size", "1000", "--sndhwm", "200",
-                    "--sndbuf", "65536")
+                    "--sndbuf", "65536", "--insecure")
     finally:
         stop.set()
         watcher.join(5)

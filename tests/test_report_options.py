@@ -86,6 +86,7 @@ def test_a_switch_takes_no_value_so_a_path_after_it_stays_a_path():
     ("--target-rate", "fast", "messages per second from 1"),
     ("--master-timeout", "0", "seconds > 0"),
     ("--master", "foo", ro.MASTERS_ACCEPTED),
+    ("--remote", "http://h:15002", ro.REMOTES_ACCEPTED),
     ("--driver-memory", "1024", "at least 512m"),
     ("--driver-memory", "100m", "at least 512m"),
     ("--reorder", "sometimes", "auto, on, off"),

@@ -4,6 +4,7 @@ hang guards, not speed targets); a bad file among real runs costs only its own f
 which are checked against pyarrow/numpy reading the same Parquet files."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -100,9 +101,9 @@ def _spark_jvms_for(master: str) -> list[str]:
     return [ln for ln in ps.splitlines() if f"spark.master={master}" in ln]
 
 
-def test_a_silent_master_ends_at_the_timeout(good_run, tmp_path):
-    """Something listens but never speaks Spark (Spark itself retries for ~60 s): the report
-    ends at --master-timeout with one line, and leaves no JVM behind."""
+@contextlib.contextmanager
+def silent_listener():
+    """The port of a listener that accepts connections and never says a word."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
@@ -117,15 +118,22 @@ def test_a_silent_master_ends_at_the_timeout(good_run, tmp_path):
                 pass
     t = threading.Thread(target=accept, daemon=True)
     t.start()
-    master = f"spark://127.0.0.1:{listener.getsockname()[1]}"
     try:
-        rc, _, err, took = report(good_run, "--out", str(tmp_path), "--master", master, "--master-timeout", "3")
+        yield listener.getsockname()[1]
     finally:
         stop.set()
         t.join()
         for c in held:
             c.close()
         listener.close()
+
+
+def test_a_silent_master_ends_at_the_timeout(good_run, tmp_path):
+    """Something listens but never speaks Spark (Spark itself retries for ~60 s): the report
+    ends at --master-timeout with one line, and leaves no JVM behind."""
+    with silent_listener() as port:
+        master = f"spark://127.0.0.1:{port}"
+        rc, _, err, took = report(good_run, "--out", str(tmp_path), "--master", master, "--master-timeout", "3")
     line = assert_one_line(rc, err, "--master")
     assert "within 3 s (--master-timeout)" in line
     assert took >= 3                                   # it did wait for the master

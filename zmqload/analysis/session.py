@@ -1,9 +1,10 @@
-"""One SparkSession for the report, sized for a small machine unless --master says otherwise.
+"""One SparkSession for the report, sized for a small machine unless --master says otherwise,
+or a Spark Connect session on a server of the user's (--remote).
 
 Every way Spark can fail to start is turned into one line before the JVM can print a stack
 trace: the master URL and driver memory are checked here (ConfigError naming the option),
 the JVM's own output goes to a log file (its startup notices are not the report's output),
-and reaching a cluster is bounded by a timeout.
+and reaching a cluster or a Connect server is bounded by a timeout.
 """
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, TypeVar
 
-from ..contract.masters import MASTERS_ACCEPTED, spark_master
+from ..contract.masters import MASTERS_ACCEPTED, remote_address, remote_shown, spark_master
 from ..contract.report_options import DEFAULT_DRIVER_MEMORY, jvm_heap_size
-from ..errors import ConfigError, RunError
+from ..errors import ConfigError, ReportInputError, RunError
 from .javacheck import check_java
 
 if TYPE_CHECKING:
@@ -163,6 +164,92 @@ def _wait_for_executor(spark: SparkSession, master: str, deadline: float, timeou
         time.sleep(0.2)
 
 
+SQL_SETTINGS = {
+    "spark.sql.adaptive.enabled": "true",
+    # Overflow checks on every arithmetic op cost ~40% of the aggregation time (measured
+    # 21.8 -> 13.6 s per 100M rows); the metric arithmetic is bounded by construction. Also what
+    # the metrics' semantics assume (a division by zero is null), so a Connect session sets it too.
+    "spark.sql.ansi.enabled": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.files.maxPartitionBytes": str(64 * 1024 * 1024),
+}
+"""The session settings the report's figures and speed rest on: runtime SQL settings, so a Spark
+Connect session (--remote) sets them on its own server-side session too."""
+
+
+def _connect_installed() -> None:
+    """ReportInputError naming what Spark Connect's client needs and is not installed here."""
+    from pyspark.errors import PySparkImportError
+    from pyspark.sql.connect.utils import check_dependencies
+    try:
+        check_dependencies()
+    except PySparkImportError as e:
+        raise ReportInputError(f"--remote needs Spark Connect's client: {(str(e).splitlines() or [''])[0]}; "
+                               "install it with: pip install 'zmqload[remote]'") from None
+
+
+def _silent(what: str, timeout_s: float) -> ConfigError:
+    return ConfigError("--remote", f"{what} within {timeout_s:g} s (--master-timeout); accepted: a Spark Connect "
+                                   "server that answers")
+
+
+def connect(remote: str, timeout_s: float = DEFAULT_MASTER_TIMEOUT_S,
+            log: Callable[[str], None] | None = None) -> SparkSession:
+    """A Spark Connect session on the server at `remote` (sc://HOST:PORT...), with SQL_SETTINGS;
+    ConfigError('--remote') within `timeout_s` when nothing answers there. No Java here: the
+    server is Spark. The client retries an unavailable server for minutes on its own: its
+    first answer is waited for in a thread, bounded."""
+    shown = remote_shown(remote)
+    host, port = remote_address(remote)
+    _connect_installed()
+    try:
+        socket.create_connection((host, port), timeout=min(timeout_s, 5.0)).close()
+    except OSError as e:
+        raise ConfigError("--remote", f"no Spark Connect server answers at {shown} "
+                                      f"({e.strerror or e.__class__.__name__}); start one or give a reachable one, "
+                                      "or leave --remote out for the embedded local Spark") from None
+    import grpc
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client import DefaultChannelBuilder
+
+    t0 = time.perf_counter()
+    # HTTP/2 first, on a channel made as the client makes its own: a port that accepts and never
+    # speaks is told here. (A client that has made its session waits at exit for the server to
+    # answer its clean-up, so none is made before the server has answered this.)
+    channel = DefaultChannelBuilder(remote).toChannel()
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout_s)
+    except grpc.FutureTimeoutError:
+        raise _silent(f"no answer from {shown}", timeout_s) from None
+    finally:
+        channel.close()
+    result: list[SparkSession] = []
+    failed: list[BaseException] = []
+
+    def first_answer() -> None:
+        try:
+            builder = SparkSession.builder.remote(remote)
+            for k, v in SQL_SETTINGS.items():
+                builder = builder.config(k, v)
+            spark = builder.create()        # a session of its own on the server, never one shared
+            spark.range(1).count()
+            result.append(spark)
+        except BaseException as e:  # noqa: BLE001 - said below, in one line
+            failed.append(e)
+    worker = threading.Thread(target=first_answer, name="spark-connect", daemon=True)
+    worker.start()
+    worker.join(max(0.0, timeout_s - (time.perf_counter() - t0)))
+    if worker.is_alive():
+        raise _silent(f"no answer from {shown}", timeout_s)
+    if failed:
+        first = (str(failed[0]).strip().splitlines() or [failed[0].__class__.__name__])[0][:300]
+        raise ConfigError("--remote", f"{shown} did not answer as a Spark Connect server: {first}; "
+                                      "accepted: a Spark Connect server that answers")
+    if log:
+        log(f"spark connect session: {time.perf_counter() - t0:.2f} s")
+    return result[0]
+
+
 def get_spark(master: str | None = None, app_name: str = "zmqload-report", driver_memory: str | None = None,
               master_timeout_s: float = DEFAULT_MASTER_TIMEOUT_S, debug: bool = False,
               log: Callable[[str], None] | None = None, extra: dict[str, str] | None = None) -> SparkSession:
@@ -200,12 +287,7 @@ def get_spark(master: str | None = None, app_name: str = "zmqload-report", drive
         # Applied as the context starts: under spark-submit, whose JVM (and log4j setup) is
         # up before this script runs, it is what quiets the context's ~40 INFO lines.
         "spark.log.level": "ERROR",
-        "spark.sql.adaptive.enabled": "true",
-        # Overflow checks on every arithmetic op cost ~40% of the aggregation time (measured
-        # 21.8 -> 13.6 s per 100M rows); the metric arithmetic is bounded by construction.
-        "spark.sql.ansi.enabled": "false",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.sql.files.maxPartitionBytes": str(64 * 1024 * 1024),
+        **SQL_SETTINGS,
         # The parallel collector: G1's concurrent threads compete with the two task threads on
         # a small machine while the JIT warms up (first 100M-record scan 15.1 s -> 10.3 s).
         # Metaspace starts large enough for Spark's classes: growing it cost 8 collections,

@@ -7,9 +7,10 @@ command line (zmqload.cli.report) builds its parser from it with zmqload.cli.opt
 value is parsed, checked and refused the same way everywhere:
 ConfigError(flag, "got X; accepted: ...").
 
-Two options take a rule no range can say: a Spark master URL (`--master`) and a JVM heap
-size (`--driver-memory`). Their rules are here (`spark_master`, `jvm_heap_size`), as text
-checks of the contract: nothing here starts Spark or imports it.
+Three options take a rule no range can say: a Spark master URL (`--master`), a Spark Connect
+URL (`--remote`) and a JVM heap size (`--driver-memory`). Their rules are text checks of the
+contract (`spark_master`, `spark_remote`: contract.masters; `jvm_heap_size`): nothing here
+starts Spark or imports it.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any, Callable, Optional
 
 from ..errors import ConfigError
 from .masters import MASTERS_ACCEPTED as MASTERS_ACCEPTED, spark_master as spark_master  # the report's --master rule
+from .masters import REMOTES_ACCEPTED as REMOTES_ACCEPTED, spark_remote
 from .workload import Option, rate_option
 
 # -- the rules of the two Spark options ----------------------------------------------------------
@@ -90,8 +92,13 @@ class ReportOptions:
     master: Optional[str] = _option(
         None, str, MASTERS_ACCEPTED, "Spark master URL", nullable=True, rule=spark_master,
         default_text="embedded local[*]", group=SPARK)
+    remote: Optional[str] = _option(
+        None, str, REMOTES_ACCEPTED, "a Spark Connect server that computes the report (it reads the run directories "
+        "by their absolute paths: storage it shares with this host); not with --master or --driver-memory",
+        nullable=True, rule=spark_remote, default_text="none: Spark runs here", group=SPARK)
     master_timeout: float = _option(
-        20.0, float, "seconds > 0", "seconds to reach a cluster master (--master) and get an executor",
+        20.0, float, "seconds > 0", "seconds to reach a cluster master (--master) and get an executor, or a "
+        "Spark Connect server (--remote) and its first answer",
         low=0, low_open=True, group=SPARK)
     driver_memory: Optional[str] = _option(
         None, str, DRIVER_MEMORY_ACCEPTED, "Spark driver memory (the JVM heap) of the embedded session",

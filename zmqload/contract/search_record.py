@@ -149,6 +149,7 @@ class SearchTemplate(Record):
     curve: str = "off"
     curve_server_key: Optional[str] = None
     curve_server_cert: Optional[str] = None
+    insecure: bool = False
     master: Optional[str] = None
     placement: Optional[str] = None
     consumer_delay_us: float = 0.0

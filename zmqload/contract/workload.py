@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any, Callable, NoReturn, Optional, TypeVar, Union
 
-from . import patterns
+from . import exposure, patterns
 from . import topics as topic_rule
 from .curve import KEY_FILE_FORMS, SECRET_FILE_FORMS, read_public_key, read_server_pair
 from .masters import MASTER_FORM, MASTERS_ACCEPTED
@@ -356,7 +356,8 @@ class Workload:
         "off", str, "",
         "on: CURVE (libzmq's encryption and authentication) on every data socket of the run, zmqload's proxy's "
         "too: the binding side is the server, the connecting side the client, keys made per run and handed to "
-        "the workers only (run.json says `security`, never a secret key); against a CURVE server of yours, "
+        "the workers only (run.json says `security`, never a secret key); the control channel (and with "
+        "--master the clock server) a CURVE server too, a key pair of its own; against a CURVE server of yours, "
         "--curve-server-key. tcp and ipc (libzmq applies no mechanism to inproc)",
         choices=CURVES, group=SECURITY_GROUP)
     curve_server_key: Optional[str] = option(
@@ -372,6 +373,12 @@ class Workload:
         "public half (a split half of zmqload's own connects with --curve-server-key and that public half); the "
         "file is read when the run starts, the keys never recorded", form=re.compile(r".+"), nullable=True,
         group=SECURITY_GROUP, default_text="unset: a server pair made per run")
+    insecure: bool = option(
+        False, bool, "true or false",
+        "bind sockets beyond loopback in the clear: a wildcard or another host's address (--host, --endpoint, "
+        "--producers-bind, --consumers-bind) or, with --master, the workers and the controller on a cluster's "
+        "hosts; without it they are refused unless --curve on protects them (contract/exposure.py)",
+        group=SECURITY_GROUP)
     master: Optional[str] = option(
         None, str, MASTERS_ACCEPTED,
         "run the producers and consumers as one Spark barrier stage on this master, each worker a task (all "
@@ -554,13 +561,19 @@ class Workload:
             binder = topology.side(topology.binder) if topology.binder in ("producer", "consumer") else None
             for side in (topology.producers, topology.consumers):
                 if side is binder:
-                    for endpoint in self.bind_endpoints(self._side_count(side.name)):
+                    binds = self.bind_endpoints(self._side_count(side.name))
+                    exposure.check_binds([(side.flag, e) for e in binds], self.curve == "on", self.insecure)
+                    for endpoint in binds:
                         check_bindable(side.flag, endpoint)
                 elif side.attach is patterns.Attach.CONNECT:
                     for endpoint in side.endpoints:
                         _check_resolvable(side.flag, endpoint)
             return self
         self.transport, self.host, self.port = self._address()
+        if self.transport == "tcp":     # where zmqload's binders (and its proxy) bind
+            host = f"[{self.host}]" if ":" in self.host else self.host
+            exposure.check_binds([("--endpoint" if self.endpoint else "--host", f"tcp://{host}:{self.port}")],
+                                 self.curve == "on", self.insecure)
         if self.transport == "tcp" and self.port:
             for offset in range(self._binding_sockets()):
                 _check_port_free("--endpoint" if self.endpoint else "--port", self.host, self.port + offset)

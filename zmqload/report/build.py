@@ -177,11 +177,24 @@ def mark_damaged(analysis: Analysis, runs: list[RunInfo]) -> set[str]:
     return set(damaged)
 
 
+def _session(args: argparse.Namespace, log: Callable[[str], None] | None) -> Any:
+    """The report's Spark: a Spark Connect session on --remote's server, else the local or
+    --master session (analysis.session)."""
+    from ..analysis.session import connect, get_spark
+    if args.remote is None:
+        return get_spark(args.master, driver_memory=args.driver_memory, master_timeout_s=args.master_timeout,
+                         debug=args.debug, log=log)
+    for flag, given in (("--master", args.master), ("--driver-memory", args.driver_memory)):
+        if given is not None:       # the server is where Spark runs, with its own master and memory
+            raise ConfigError("--remote", f"given with {flag}; accepted: --remote alone (the Connect server's "
+                                          "master and memory are its own)")
+    return connect(args.remote, args.master_timeout, log=log)
+
+
 def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], budget: int | None,
             progress: Progress) -> ExitStatus:
     from ..analysis.verdicts import capacity_table, recommend
     from ..analysis.pipeline import analyze
-    from ..analysis.session import get_spark
     from . import html, markdown, outputs, search_answer
 
     searches, search_warnings = search_answer.load(args.paths)
@@ -192,10 +205,14 @@ def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], 
     t0 = time.perf_counter()
     log = (lambda m: print(f"{PROG}: {m}", file=sys.stderr)) if args.timings else progress
     progress("starting Spark")
-    spark = get_spark(args.master, driver_memory=args.driver_memory, master_timeout_s=args.master_timeout,
-                      debug=args.debug, log=log if args.timings else None)
+    spark = _session(args, log if args.timings else None)
     log(f"spark session: {time.perf_counter() - t0:.2f} s" if args.timings else "reading the records")
-    analysis = analyze(spark, runs, window_ms=args.window_ms, reorder={"on": True, "off": False}.get(args.reorder, "auto"), log=log)
+    try:
+        analysis = analyze(spark, runs, window_ms=args.window_ms,
+                           reorder={"on": True, "off": False}.get(args.reorder, "auto"), log=log)
+    finally:
+        if args.remote is not None:
+            spark.stop()        # the server-side session and what it cached; the server lives on
     damaged = mark_damaged(analysis, runs)
     progress("writing the report")
     # A run with parts left out has no known loss: it cannot show a rate to be clean.

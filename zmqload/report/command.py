@@ -34,10 +34,12 @@ def check_installed() -> None:
 
 def server_may_run(options: argparse.Namespace) -> bool:
     """Whether the warm report server (zmqload.report.server) may make this report: the
-    embedded local Spark with its default memory, from a process without a session of its own."""
+    embedded local Spark with its default memory, from a process without a session of its own
+    (not --master, --remote, --driver-memory)."""
     if options.no_server or options.debug:
         return False
-    if options.master is not None or options.driver_memory is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+    if (options.master is not None or options.remote is not None or options.driver_memory is not None
+            or "PYSPARK_GATEWAY_PORT" in os.environ):
         return False
     if os.environ.get("ZMQLOAD_SPARK_DRIVER_MEMORY") or os.environ.get("ZMQLOAD_REPORT_SERVER", "1") == "0":
         return False

@@ -1,7 +1,9 @@
 """The control channel between the controller and its workers (pyzmq, not the engine).
 
-The controller binds a ROUTER on a private ipc endpoint; every worker connects a DEALER
-whose routing id is its name ("p0", "c1", "x0"). What travels is zmqload.contract.control.
+The controller binds a ROUTER on a private ipc endpoint (a tcp one with --master); every worker
+connects a DEALER whose routing id is its name ("p0", "c1", "x0"). What travels is
+zmqload.contract.control. With --curve on the ROUTER is a CURVE server (runner/curve.py
+control_keys): a peer without the run's keys cannot hand the controller a message.
 """
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import tempfile
 import zmq
 
 from ..contract import control
+from ..contract.curve import CurveKeys
 from ..contract.ids import WorkerId
+from .curve import client_view, secure_zmq
 
 
 def new_endpoint(tcp_host: str | None = None) -> tuple[str, str]:
@@ -24,11 +28,13 @@ def new_endpoint(tcp_host: str | None = None) -> tuple[str, str]:
 
 
 class ControlServer:
-    def __init__(self, endpoint: str):
+    def __init__(self, endpoint: str, keys: CurveKeys | None = None):
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        secure_zmq(self.socket, keys, server=True)
+        self.client_keys = client_view(keys)       # what each worker is given (WorkerSpec.control_curve)
         self.socket.bind(endpoint)
         last = self.socket.getsockopt(zmq.LAST_ENDPOINT)
         self.endpoint = last.decode() if isinstance(last, bytes) else str(last)     # tcp: the port it got
@@ -53,11 +59,12 @@ class ControlServer:
 
 
 class ControlClient:
-    def __init__(self, endpoint: str, worker: WorkerId):
+    def __init__(self, endpoint: str, worker: WorkerId, keys: CurveKeys | None = None):
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.ROUTING_ID, str(worker).encode())
         self.socket.setsockopt(zmq.LINGER, 2000)
+        secure_zmq(self.socket, keys, server=False)
         self.socket.connect(endpoint)
 
     def send(self, message: control.Message) -> None:

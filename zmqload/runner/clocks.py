@@ -23,7 +23,9 @@ from typing import Any, Iterator
 import zmq
 
 from .. import _engine
+from ..contract.curve import CurveKeys
 from ..errors import RunError
+from .curve import secure_zmq
 
 ROUNDS = 200
 """Exchanges per task: a few hundred round trips of ~0.1 ms, the fastest is kept."""
@@ -50,10 +52,11 @@ class ClockServer:
     """On the driver: answers pings with its own two stamps and collects where each task runs.
     A thread of its own, so the controller's loop does not delay an answer."""
 
-    def __init__(self, host: str):
+    def __init__(self, host: str, keys: CurveKeys | None = None):
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
+        secure_zmq(self.socket, keys, server=True)
         self.socket.bind(f"tcp://{host}:*")
         last = self.socket.getsockopt(zmq.LAST_ENDPOINT)
         self.endpoint = last.decode() if isinstance(last, bytes) else str(last)
@@ -85,11 +88,12 @@ class ClockServer:
 
 
 @contextlib.contextmanager
-def _dealer(endpoint: str) -> Iterator[zmq.Socket[bytes]]:
+def _dealer(endpoint: str, keys: CurveKeys | None) -> Iterator[zmq.Socket[bytes]]:
     """A socket to the clock server, each answer awaited ROUND_TIMEOUT_MS at most."""
     context = zmq.Context()
     sock: zmq.Socket[bytes] = context.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
+    secure_zmq(sock, keys, server=False)
     sock.setsockopt(zmq.RCVTIMEO, ROUND_TIMEOUT_MS)
     sock.connect(endpoint)
     try:
@@ -102,10 +106,10 @@ def _dealer(endpoint: str) -> Iterator[zmq.Socket[bytes]]:
         context.term()
 
 
-def measure(endpoint: str, rounds: int = ROUNDS) -> Offset:
+def measure(endpoint: str, rounds: int = ROUNDS, keys: CurveKeys | None = None) -> Offset:
     """This host's offset to the clock server's, from the fastest of `rounds` exchanges."""
     best: Offset | None = None
-    with _dealer(endpoint) as sock:
+    with _dealer(endpoint, keys) as sock:
         for _ in range(rounds):
             t1 = _engine.now_ns()
             sock.send_multipart([PING, b"%d" % t1])
@@ -121,15 +125,15 @@ def measure(endpoint: str, rounds: int = ROUNDS) -> Offset:
     return best
 
 
-def report_placed(endpoint: str, where: dict[str, Any]) -> None:
+def report_placed(endpoint: str, where: dict[str, Any], keys: CurveKeys | None = None) -> None:
     """Tell the driver where this task runs (answered, so it is there before the run starts)."""
-    with _dealer(endpoint) as sock:
+    with _dealer(endpoint, keys) as sock:
         sock.send_multipart([PLACED, json.dumps(where).encode()])
         sock.recv_multipart()
 
 
-def align(endpoint: str) -> Offset:
+def align(endpoint: str, keys: CurveKeys | None = None) -> Offset:
     """Measure this host's offset and move this process's engine clock onto the reference's."""
-    found = measure(endpoint)
+    found = measure(endpoint, keys=keys)
     _engine.set_clock_offset(_engine.clock_offset_ns() + found.offset_ns)
     return found

@@ -124,7 +124,8 @@ class Controller:
         from .spec import WorkerSpec
         # a worker that connects is a CURVE client: it gets no server secret
         curve = self.curve if bind or self.curve is None else dataclasses.replace(self.curve, server_secret=None)
-        self.launcher.start(WorkerSpec(worker, self.w, self.server.endpoint, self.run_dir, bind, curve=curve))
+        self.launcher.start(WorkerSpec(worker, self.w, self.server.endpoint, self.run_dir, bind, curve=curve,
+                                       control_curve=self.server.client_keys))
 
     # -- phases ------------------------------------------------------------------------------
     def execute(self) -> None:

@@ -1,7 +1,12 @@
 """CURVE in a run (--curve on): the run's keys, made with the engine's libzmq, each data socket
 made a server (it binds) or a client (it connects) before it binds or connects, and a client's
-handshakes watched until one succeeds."""
+handshakes watched until one succeeds; the controller's own sockets (the control channel, the
+clock server of a --master run: pyzmq) servers of a pair of their own, the workers their clients."""
 from __future__ import annotations
+
+import dataclasses
+
+import zmq
 
 from .. import _engine
 from ..contract.curve import CurveKeys, read_public_key, read_server_pair
@@ -30,6 +35,36 @@ def run_keys(w: Workload) -> CurveKeys | None:
     else:
         server_public, server_secret = _engine.curve_keypair()
     return CurveKeys(server_public, server_secret, client_public, client_secret)
+
+
+def control_keys(w: Workload) -> CurveKeys | None:
+    """With --curve on (None: off), the keys of the controller's sockets: a server pair apart from the
+    data sockets' (whose server may be the user's) and a client pair for the workers. Handed to the
+    workers in their WorkerSpec (through Spark with --master), never written to run.json."""
+    if w.curve == "off":
+        return None
+    server_public, server_secret = _engine.curve_keypair()
+    client_public, client_secret = _engine.curve_keypair()
+    return CurveKeys(server_public, server_secret, client_public, client_secret)
+
+
+def client_view(keys: CurveKeys | None) -> CurveKeys | None:
+    """What a connecting side is given of `keys`: no server secret."""
+    return None if keys is None else dataclasses.replace(keys, server_secret=None)
+
+
+def secure_zmq(sock: zmq.Socket[bytes], keys: CurveKeys | None, server: bool) -> None:
+    """secure() for a pyzmq socket of the controller's (server) or a worker's (client)."""
+    if keys is None:
+        return
+    if server:
+        assert keys.server_secret is not None
+        sock.curve_server = True
+        sock.curve_secretkey = keys.server_secret
+        return
+    sock.curve_serverkey = keys.server_public
+    sock.curve_publickey = keys.client_public
+    sock.curve_secretkey = keys.client_secret
 
 
 def secure(sock: _engine.Socket, keys: CurveKeys | None, server: bool) -> None:

@@ -13,7 +13,7 @@ import threading
 from types import FrameType
 from typing import Any, Callable, NoReturn
 
-from ..contract import patterns
+from ..contract import exposure, patterns
 from ..contract.records import DISK_BYTES_PER_ROW
 from ..contract.workload import UNPACED_RATE_GUESS, Slos, Workload, check_output_dir
 from ..contract import codec
@@ -28,7 +28,7 @@ from ..versions import clock_pair, host, versions
 from .channel import ControlServer, new_endpoint
 from .collect import build_result
 from .controller import FINAL_TIMEOUT_S, Controller
-from .curve import run_keys
+from .curve import control_keys, run_keys
 from .endpoints import EndpointPlan
 from . import placement
 from .launch import Launcher
@@ -150,6 +150,11 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
     w = workload.validate()
     check_can_reset(w)
     curve = run_keys(w)       # before the run directory: libzmq without CURVE is bad input
+    if w.master is not None:  # the workers bind on their hosts' addresses, the controller at its own
+        at = control_host(w.master)
+        exposure.check_binds([("--master", f"tcp://{f'[{at}]' if ':' in at else at}:*")], curve is not None,
+                             w.insecure)
+    keys = control_keys(w)
     warning = check_space(w)
     run_id, run_dir = _make_run_dir(w)
     record = rr.RunRecord(
@@ -165,11 +170,11 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
     launcher: Launcher | StageLauncher
     if w.master is not None:          # the workers as one Spark barrier stage (runner/spark_stage.py)
         control_endpoint, control_dir = new_endpoint(control_host(w.master))
-        launcher = StageLauncher(w.master, w.placement)
+        launcher = StageLauncher(w.master, w.placement, keys)
     else:
         control_endpoint, control_dir = new_endpoint()
         launcher = Launcher(threads=(w.transport == "inproc"), io_threads=w.io_threads)
-    server = ControlServer(control_endpoint)
+    server = ControlServer(control_endpoint, keys)
     controller = Controller(w, run_dir, run_id, server, launcher, control_dir, progress, curve)
 
     def started(t0_ns: int) -> None:

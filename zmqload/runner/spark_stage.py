@@ -23,6 +23,7 @@ import threading
 import time
 from typing import Any, Iterable, Iterator
 
+from ..contract.curve import CurveKeys
 from ..contract.ids import Role, WorkerId
 from ..contract.workload import OPTIONS
 from ..errors import ConfigError, RunError
@@ -72,13 +73,13 @@ def run_task(clock: str, specs: list[str], placement: str | None,
         return
     spec = WorkerSpec.from_json(specs[given[me]])
     _skew_for_tests(spec.name)
-    found = clocks.align(clock)
+    found = clocks.align(clock, spec.control_curve)
     address = _address_towards(clock)
     spec = _bind_at(spec, address)
     where = {"worker": spec.name, "task": me, "address": address, "executor": executors[me],
              "executor_id": _executor_id(), **_this_node(), "pid": os.getpid(),
              "clock_offset_ns": found.offset_ns, "clock_uncertainty_ns": found.uncertainty_ns}
-    clocks.report_placed(clock, where)
+    clocks.report_placed(clock, where, spec.control_curve)
     context.barrier()
     run_worker(spec)
     yield where
@@ -193,9 +194,10 @@ class StageLauncher:
     """The Launcher of a placed run: `start` collects the workers, `all_started` submits them as
     one barrier stage (in a thread of the driver), the rest answers the controller's questions."""
 
-    def __init__(self, master: str, placement: str | None = None):
+    def __init__(self, master: str, placement: str | None = None, keys: CurveKeys | None = None):
         self.master = master
         self.placement = placement
+        self.keys = keys            # --curve on: the clock server's, as the control channel's
         self.workers: dict[WorkerId, WorkerSpec] = {}
         self.thread: threading.Thread | None = None
         self.error: str | None = None
@@ -237,7 +239,7 @@ class StageLauncher:
         if len(versions) > 1:
             raise RunError(f"--master {self.master}: the executors run different libzmq versions "
                            f"({', '.join(versions)}): one version is measured at a time")
-        self.clock = ClockServer(control_host(self.master))
+        self.clock = ClockServer(control_host(self.master), self.keys)
         self.thread = threading.Thread(target=self._stage, name="zmqload-stage", daemon=True)
         self.thread.start()
 

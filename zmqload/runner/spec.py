@@ -21,6 +21,7 @@ class WorkerSpec:
     bind: list[str] = field(default_factory=list)   # endpoints to bind (binders; the proxy: front, back)
     controller_pid: int = 0       # a worker process ends when this process is gone
     curve: Optional[CurveKeys] = None   # --curve on: the run's keys (a connecting worker's hold no server secret)
+    control_curve: Optional[CurveKeys] = None   # --curve on: the controller's sockets' (no server secret)
 
     @property
     def name(self) -> str:
@@ -34,14 +35,16 @@ class WorkerSpec:
         return json.dumps({"worker": str(self.worker), "workload": self.workload.to_dict(),
                            "control": self.control, "run_dir": self.run_dir, "bind": self.bind,
                            "controller_pid": self.controller_pid,
-                           "curve": None if self.curve is None else self.curve.to_dict()})
+                           "curve": None if self.curve is None else self.curve.to_dict(),
+                           "control_curve": None if self.control_curve is None else self.control_curve.to_dict()})
 
     @classmethod
     def from_json(cls, text: str) -> "WorkerSpec":
         data = json.loads(text)
         return cls(WorkerId.parse(data["worker"]), Workload.from_dict(data["workload"]), data["control"],
                    data["run_dir"], list(data["bind"]), int(data["controller_pid"]),
-                   None if data.get("curve") is None else CurveKeys.from_dict(data["curve"]))
+                   None if data.get("curve") is None else CurveKeys.from_dict(data["curve"]),
+                   None if data.get("control_curve") is None else CurveKeys.from_dict(data["control_curve"]))
 
     def controller_alive(self) -> bool:
         """The watchdog's test: a worker process is reparented when its controller dies."""

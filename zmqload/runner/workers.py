@@ -20,7 +20,7 @@ def run_worker(spec: WorkerSpec, context: _engine.Context | None = None) -> None
     from .producer import Producer
     from .proxy import ProxyWorker
     body = {Role.PRODUCER: Producer, Role.CONSUMER: Consumer, Role.PROXY: ProxyWorker}[spec.role]
-    ctl = ControlClient(spec.control, spec.worker)
+    ctl = ControlClient(spec.control, spec.worker, spec.control_curve)
     # a worker process beside its controller (not an inproc thread of it, nor a Spark task of a driver
     # elsewhere, whose control channel is tcp and which has no control directory to leave markers in)
     process = context is None and control_dir(spec) is not None
