@@ -143,8 +143,14 @@ class SampleWindows:
 
     def __init__(self, run_dir: str):
         self.paths = part_files(run_dir, "samples")
-        self.workers: list[Worker] = sorted({w for path in self.paths
-                                             for w in _workers(_columns(path, ["role", "worker"]) or {})})
+        self.spans: dict[str, tuple[int, int]] = {}         # part -> its first and last sample time
+        workers: set[Worker] = set()
+        for path in self.paths:
+            part = _columns(path, ["t_ns", "role", "worker"])
+            if part is not None and len(part["t_ns"]):
+                self.spans[path] = (int(part["t_ns"].min()), int(part["t_ns"].max()))
+                workers.update(_workers(part))
+        self.workers = sorted(workers)
         self.carried: dict[str, np.ndarray] = {}
         self.read_to = np.iinfo(np.int64).min
 
@@ -154,8 +160,8 @@ class SampleWindows:
         if not self.paths:
             return {}
         got = self.carried
-        for path in self.paths:
-            part = _columns(path, list(SAMPLES.names))
+        for path, (lo, hi) in self.spans.items():
+            part = _columns(path, list(SAMPLES.names)) if hi >= self.read_to and lo < t_ns else None
             if part is not None:
                 inside = (part["t_ns"] >= self.read_to) & (part["t_ns"] < t_ns)
                 got = _joined(got, {k: v[inside] for k, v in part.items()})
@@ -230,6 +236,8 @@ def _in(t: np.ndarray, select: Select) -> np.ndarray:
     if select is None:
         return t
     lo, hi, only = select
+    if only is None and (not len(t) or (int(t.min()) >= lo * queue_rule.BIN_NS and int(t.max()) < hi * queue_rule.BIN_NS)):
+        return t            # all inside: no copy
     b = queue_rule.bin_of(t)
     keep = (b >= lo) & (b < hi)
     return t[keep & np.isin(b, only) if only is not None else keep]
@@ -370,9 +378,10 @@ def _windows(parts: list[_Part], first: int, last: int, window: int, peak: _Peak
         for part in parts:
             if part.meets(lo, hi - 1):
                 found = part.events((lo, hi, None))
-                if found is not None:
-                    entered += np.bincount(queue_rule.bin_of(found[0]) - lo, minlength=hi - lo)
-                    left += np.bincount(queue_rule.bin_of(found[1]) - lo, minlength=hi - lo)
+                for times, into in zip(found or (), (entered, left)):
+                    at = queue_rule.bin_of(times)
+                    at -= lo
+                    into += np.bincount(at, minlength=hi - lo)
         bins = queue_rule.Bins(lo, entered, left, carried)
         depth = bins.depth()
         i = int(np.argmax(depth))
