@@ -197,10 +197,10 @@ def counted(monkeypatch):
 
 
 CASES = {
-    "round robin, stranded and tail drops": dict(producers=2, consumers=2, fanout=False, lost=0.05),
-    "fan-out, three consumers": dict(producers=1, consumers=3, fanout=True, lost=0.1),
-    "no loss, one pair": dict(producers=1, consumers=1, fanout=False, lost=0.0),
-    "a gap of 700 ms": dict(producers=2, consumers=1, fanout=False, lost=0.02, gap_ms=(1200, 1900)),
+    "round robin, stranded and tail drops": {"producers": 2, "consumers": 2, "fanout": False, "lost": 0.05},
+    "fan-out, three consumers": {"producers": 1, "consumers": 3, "fanout": True, "lost": 0.1},
+    "no loss, one pair": {"producers": 1, "consumers": 1, "fanout": False, "lost": 0.0},
+    "a gap of 700 ms": {"producers": 2, "consumers": 1, "fanout": False, "lost": 0.02, "gap_ms": (1200, 1900)},
 }
 
 

@@ -22,7 +22,9 @@ Resolution: every count is exact. The series is the depth at the end of each mil
 depth are over those. The **peak** is the most messages in flight at any instant, exact: the
 bins' depths give a lower bound, and only the bins whose bounds could reach it are replayed
 event by event (`candidate_bins`, `exact_peak`; the report replays them a piece at a time with
-bounded memory, `cuts`, `replay` and `peak_of`, and so does `run`). Pure numpy: imports nothing of zmqload.
+bounded memory, `cuts`, `replay` and `peak_of`, and so does `run`, which also takes the bins a
+window of `WINDOW_BINS` at a time: `Bins.before`, `candidate_bins`' `reach`, `settle`). Pure numpy:
+imports nothing of zmqload.
 """
 from __future__ import annotations
 
@@ -46,10 +48,11 @@ def closed_ns(t_last_send_ns: int, close_ns: int, term_ns: int) -> int:
     return t_last_send_ns + close_ns + term_ns
 
 
-WINDOW_BINS = 1 << 18
-"""The most bins (milliseconds, ~4.4 min) `run` holds at once: a run's queue is measured a window
-of this many bins at a time, the depth carried from one to the next (zmqload.measure.queue_depth),
-so its memory does not grow with the run's duration (~45 bytes per bin: ~12 MB)."""
+WINDOW_BINS = 1 << 16
+"""The most bins (milliseconds: 65.5 s) `run` holds at once: a run's queue is measured a window of
+this many bins at a time, the depth carried from one to the next (zmqload.measure.queue_depth), so
+its memory does not grow with the run's duration (~45 bytes per bin: ~3 MB). Larger windows only
+cost memory; smaller ones read a part that spans several windows once per window."""
 
 
 @dataclass

@@ -8,7 +8,9 @@ from the records, exactly: of the messages that arrived, those sent and not yet 
 receive records carry the send time), plus the never-arrived messages that queued (tail drops until
 their producer closed, stranded ones for good: their send times from the send records). The series
 is the depth at the end of each millisecond; the peak is the most messages in flight at any instant
-(contract/queue.py's two passes: bins, then the candidate bins event by event). The report computes
+(contract/queue.py's two passes: bins, then the candidate bins event by event), a window of
+contract/queue.WINDOW_BINS at a time, so that memory grows neither with the run's messages nor with
+its duration (`queue_figures`, `_windows`; the samples likewise: `SampleWindows`). The report computes
 the same from the same records with Spark (zmqload/analysis/finish.py): the same numbers.
 
 The depth is split into what the kernel's tcp buffers held (send queues of the sending side plus
@@ -357,6 +359,19 @@ class _PeakSoFar:
         return queue_rule.settle(self.highest_end, self.at_bin, self.replayed)
 
 
+def _window_bins(parts: list[_Part], lo: int, hi: int, carried: int) -> queue_rule.Bins:
+    """The bins [lo, hi) from the parts that meet them, a part at a time (what one part's read
+    holds is let go on return)."""
+    entered, left = np.zeros(hi - lo, np.int64), np.zeros(hi - lo, np.int64)
+    for part in parts:
+        if part.meets(lo, hi - 1):
+            for times, into in zip(part.events((lo, hi, None)) or (), (entered, left)):
+                at = queue_rule.bin_of(times)
+                at -= lo
+                into += np.bincount(at, minlength=hi - lo)
+    return queue_rule.Bins(lo, entered, left, carried)
+
+
 def _windows(parts: list[_Part], first: int, last: int, window: int, peak: _PeakSoFar
              ) -> Iterator[tuple[queue_rule.Bins, np.ndarray]]:
     """The bins [first, last] a window of at most `window` at a time (each with the depth carried
@@ -374,16 +389,8 @@ def _windows(parts: list[_Part], first: int, last: int, window: int, peak: _Peak
     carried = 0
     for lo in range(first, last + 1, window):
         hi = min(lo + window, last + 1)
-        entered, left = np.zeros(hi - lo, np.int64), np.zeros(hi - lo, np.int64)
-        for part in parts:
-            if part.meets(lo, hi - 1):
-                found = part.events((lo, hi, None))
-                for times, into in zip(found or (), (entered, left)):
-                    at = queue_rule.bin_of(times)
-                    at -= lo
-                    into += np.bincount(at, minlength=hi - lo)
-        bins = queue_rule.Bins(lo, entered, left, carried)
-        depth = bins.depth()
+        bins = _window_bins(parts, lo, hi, carried)
+        entered, left, depth = bins.entered, bins.left, bins.depth()
         i = int(np.argmax(depth))
         if peak.highest_end is None or depth[i] > peak.highest_end:
             peak.highest_end, peak.at_bin = int(depth[i]), lo + i
