@@ -241,8 +241,13 @@ def _in(t: np.ndarray, select: Select) -> np.ndarray:
     if only is None and (not len(t) or (int(t.min()) >= lo * queue_rule.BIN_NS and int(t.max()) < hi * queue_rule.BIN_NS)):
         return t            # all inside: no copy
     b = queue_rule.bin_of(t)
-    keep = (b >= lo) & (b < hi)
-    return t[keep & np.isin(b, only) if only is not None else keep]
+    b -= lo
+    keep = (b >= 0) & (b < hi - lo)
+    if only is not None:        # a lookup over the window's bins: no sort of the part's (np.isin)
+        wanted = np.zeros(hi - lo, bool)
+        wanted[only - lo] = True
+        keep[keep] = wanted[b[keep]]
+    return t[keep]
 
 
 def _unreceived_events(path: str, by_stream: dict[int, list[Unreceived]], select: Select) -> Events:
