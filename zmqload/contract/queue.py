@@ -22,7 +22,9 @@ Resolution: every count is exact. The series is the depth at the end of each mil
 depth are over those. The **peak** is the most messages in flight at any instant, exact: the
 bins' depths give a lower bound, and only the bins whose bounds could reach it are replayed
 event by event (`candidate_bins`, `exact_peak`; the report replays them a piece at a time with
-bounded memory, `cuts`, `replay` and `peak_of`, and so does `run`). Pure numpy: imports nothing of zmqload.
+bounded memory, `cuts`, `replay` and `peak_of`, and so does `run`, which also takes the bins a
+window of `WINDOW_BINS` at a time: `Bins.before`, `candidate_bins`' `reach`, `settle`). Pure numpy:
+imports nothing of zmqload.
 """
 from __future__ import annotations
 
@@ -46,12 +48,21 @@ def closed_ns(t_last_send_ns: int, close_ns: int, term_ns: int) -> int:
     return t_last_send_ns + close_ns + term_ns
 
 
+WINDOW_BINS = 1 << 16
+"""The most bins (milliseconds: 65.5 s) `run` holds at once: a run's queue is measured a window of
+this many bins at a time, the depth carried from one to the next (zmqload.measure.queue_depth), so
+its memory does not grow with the run's duration (~45 bytes per bin: ~3 MB). Larger windows only
+cost memory; smaller ones read a part that spans several windows once per window."""
+
+
 @dataclass
 class Bins:
-    """Messages that entered and left one queue (or a sum of queues) per bin, from bin `first` on."""
+    """Messages that entered and left one queue (or a sum of queues) per bin, from bin `first` on;
+    `before`: the depth at the start of bin `first` (a window's, carried from the bins before it)."""
     first: int
     entered: np.ndarray       # int64 per bin
     left: np.ndarray
+    before: int = 0
 
     @classmethod
     def of(cls, entered: dict[int, int], left: dict[int, int]) -> Optional[Bins]:
@@ -81,6 +92,7 @@ class Bins:
                    np.bincount(lb - first, minlength=n).astype(np.int64))
 
     def __add__(self, other: Bins) -> Bins:
+        """The sum of two queues' bins, each from its start (`before` 0)."""
         first = min(self.first, other.first)
         last = max(self.first + len(self.entered), other.first + len(other.entered))
         e, x = np.zeros(last - first, np.int64), np.zeros(last - first, np.int64)
@@ -91,24 +103,24 @@ class Bins:
 
     def depth(self) -> np.ndarray:
         """The depth at the end of each bin."""
-        return np.cumsum(self.entered - self.left)
+        return self.before + np.cumsum(self.entered - self.left)
 
     def end_ns(self, i: int | np.ndarray) -> int | np.ndarray:
         """The end of bin index i (relative to `first`), ns."""
         return (self.first + i + 1) * BIN_NS
 
 
-def candidate_bins(bins: Bins, depth: np.ndarray | None = None) -> np.ndarray:
+def candidate_bins(bins: Bins, depth: np.ndarray | None = None, reach: int = 0) -> np.ndarray:
     """The bins (absolute numbers) in which the depth may have risen to or above its highest bin
-    end. Inside a bin the depth is at most its start plus what entered in it, and at most its end
-    plus what left in it (what left after an instant was there at it): only the bins where both
-    bounds reach the highest end need replaying."""
+    end (and `reach`: a depth known to be reached elsewhere). Inside a bin the depth is at most its
+    start plus what entered in it, and at most its end plus what left in it (what left after an
+    instant was there at it): only the bins where both bounds reach it need replaying."""
     depth = bins.depth() if depth is None else depth
     if not len(depth):
         return np.zeros(0, np.int64)
-    start = np.concatenate(([0], depth[:-1]))
+    start = np.concatenate(([bins.before], depth[:-1]))
     bound = np.minimum(start + bins.entered, depth + bins.left)
-    picked = np.flatnonzero((bins.entered > 0) & (bound >= max(int(depth.max()), 1)))
+    picked = np.flatnonzero((bins.entered > 0) & (bound >= max(int(depth.max()), reach, 1)))
     return (picked + bins.first).astype(np.int64)
 
 
@@ -146,7 +158,7 @@ def replay(bins: Bins, depth: np.ndarray, entered_ns: np.ndarray, left_ns: np.nd
     starts = np.flatnonzero(np.concatenate(([True], b[1:] != b[:-1])))
     running = np.cumsum(signs)
     offset = np.repeat(running[starts] - signs[starts], np.diff(np.append(starts, len(b))))
-    before = np.concatenate(([0], depth))[b - bins.first]        # the depth at each bin's start
+    before = np.concatenate(([bins.before], depth))[b - bins.first]     # the depth at each bin's start
     values = before + running - offset
     i = int(np.argmax(values))
     return int(values[i]), int(times[i])
@@ -192,13 +204,19 @@ def peak_of(bins: Bins, depth: np.ndarray, replayed: Iterable[Replayed]) -> Peak
     """The exact peak from the bins' ends and the replays of (pieces of) the candidate bins."""
     if not len(depth) or not bins.entered.any():
         return Peak(0, None)
-    best, best_t = int(depth.max()), None
+    i = int(np.argmax(depth))
+    return settle(int(depth[i]), bins.first + i, replayed)
+
+
+def settle(highest_end: int, at_bin: int, replayed: Iterable[Replayed]) -> Peak:
+    """The exact peak from the highest bin end (`at_bin`: the first bin that ended there) and the
+    replays of the candidate bins, of a queue that something entered."""
+    best, best_t = highest_end, None
     for r in replayed:
         if r is not None and (r[0] > best or (r[0] == best and (best_t is None or r[1] < best_t))):
             best, best_t = r
     if best_t is None:       # the highest bin end was not reached inside a candidate: never by an entry
-        i = int(np.argmax(depth))
-        best_t = int(bins.end_ns(i)) - 1 if best > 0 else None
+        best_t = (at_bin + 1) * BIN_NS - 1 if best > 0 else None
     return Peak(best, best_t)
 
 
