@@ -221,3 +221,20 @@ def test_every_surface_takes_the_same_sizes(tmp_path):
     assert [p.workload.size for p in sweeps.plan(spec).points] == [64, "64:1024", f"@{sizes}"]
     with pytest.raises(ConfigError, match="--size: got '1024:64'"):
         Workload(size="1024:64").validate()
+
+
+def test_a_service_echoing_requests_of_varying_sizes_is_matched_by_echo(tmp_path):
+    """--size A:B against a user's REP that echoes each request (plain pyzmq): every answer begins
+    with its request's header, whatever table entry the request was sent from."""
+    from test_one_side import UserRep
+    echo = UserRep(echo=True)
+    done = zmqload_cli("run", "--json", "--pattern", "req-rep", "--role", "producer", "--producers-connect",
+                       echo.endpoint, "--rate", "2k", "--count", "600", "--size", "32:512", "--out", str(tmp_path))
+    echo.join()
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    (run_dir,) = glob.glob(os.path.join(str(tmp_path), "run=*"))
+    replies = pq.read_table(os.path.join(run_dir, "replies")).column("echoed").to_numpy()
+    assert echo.requests == [(0, seq) for seq in range(600)]
+    assert len(replies) == 600 and int(replies.sum()) == 600
+    assert got["service"]["echoed"] == 600 and got["service"]["by_order"] == 0

@@ -380,6 +380,7 @@ cdef class Sender:
     cdef readonly bint finished
     cdef bint round_trip, awaiting_reply
     cdef long long pending_t_sent
+    cdef const char *pending_header     # the request awaiting its reply: its header (buf or a table entry)
     cdef char reply[64]
     cdef zl_stamp_clock clock
 
@@ -523,7 +524,7 @@ cdef class Sender:
                     t_sent[row] = self.pending_t_sent
                     status[row] = ZL_ST_OK
                     t_reply[row] = now
-                    echoed[row] = zl_reply_echoes(self.reply, rc, self.buf)
+                    echoed[row] = zl_reply_echoes(self.reply, rc, self.pending_header)
                     row += 1
                     self.next_seq += 1
                     if now >= slice_end_ns:
@@ -567,6 +568,7 @@ cdef class Sender:
                     if self.round_trip:
                         self.awaiting_reply = True
                         self.pending_t_sent = now
+                        self.pending_header = msg + self.topic_width
                         continue
                 else:
                     err = zmq_errno()
