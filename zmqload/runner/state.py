@@ -9,6 +9,7 @@ from typing import Any, Protocol, Union
 from ..contract import control
 from ..contract.ids import WorkerId
 from ..contract.run_record import Reset
+from .lifecycle import rss_kb
 from .recorder import free_bytes
 
 
@@ -132,15 +133,7 @@ class Footprint:
         """This footprint, or a new one when a second has passed."""
         if now - self.at < self.EVERY_S:
             return self
-        return Footprint(own_rss_kb(), disk_used(run_dir), free_bytes(run_dir), now)
-
-
-def own_rss_kb() -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
-    except (OSError, ValueError, IndexError):
-        return -1
+        return Footprint(rss_kb(), disk_used(run_dir), free_bytes(run_dir), now)
 
 
 def disk_used(directory: str) -> int:
