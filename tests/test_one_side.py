@@ -319,8 +319,11 @@ def _proxy(front, back) -> None:
 
 def test_capacity_of_a_users_service_is_below_its_closed_loop_ceiling(tmp_path):
     """`capacity` against a REP service that works 200 us per request: the max sustainable
-    request rate (p99 round trip <= 5 ms) cannot exceed what a plain pyzmq REQ loop gets from the
-    same service with no schedule at all (its closed-loop ceiling), and is not far below it."""
+    request rate (p99 round trip <= 50 ms) cannot exceed what a plain pyzmq REQ loop gets from the
+    same service with no schedule at all (its closed-loop ceiling), and is not far below it.
+    The SLO is wide on purpose: a Python service on two shared cores stalls for 5-25 ms now and
+    then, so a 5 ms p99 failed probes at a third of the ceiling (CI, stop 27); above the ceiling
+    the backlog grows for the whole probe and fails by hundreds of ms and by reached rate."""
     import time
     context = zmq.Context()
     rep = context.socket(zmq.REP)
@@ -350,8 +353,8 @@ def test_capacity_of_a_users_service_is_below_its_closed_loop_ceiling(tmp_path):
     ceiling = n / (time.perf_counter() - began)
     req.close(linger=0)
     done = zmqload_cli("capacity", "--pattern", "req-rep", "--role", "producer", "--producers-connect",
-                       f"tcp://127.0.0.1:{port}", "--slo-p99-us", "5000", "--probe-duration", "1", "--start-rate",
-                       "1k", "--json", "--out", str(tmp_path), timeout=300)
+                       f"tcp://127.0.0.1:{port}", "--slo-p99-us", "50000", "--probe-duration", "1",
+                       "--start-rate", "1k", "--json", "--out", str(tmp_path), timeout=300)
     server.join(timeout=10)
     rep.close(linger=0)
     context.term()
@@ -360,7 +363,7 @@ def test_capacity_of_a_users_service_is_below_its_closed_loop_ceiling(tmp_path):
     search = record["searches"][0]
     assert search["workload"]["role"] == "producer" and search["converged"], search
     answer = search["max_sustainable_rate"]
-    assert 0.5 * ceiling <= answer <= 1.1 * ceiling, (answer, ceiling)
+    assert 0.5 * ceiling <= answer <= 1.1 * ceiling, (answer, ceiling, search["probes"])
     passed = [p for p in search["probes"] if p["passed"]]
     assert all(p["figures"]["lost"] == 0 and p["figures"]["queue_peak"] is None for p in passed)
 
