@@ -20,6 +20,7 @@ import glob
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -111,6 +112,11 @@ def main() -> None:
     typescript, timing = os.path.join(args.out, "typescript"), os.path.join(args.out, "timing")
     command = (f"exec {sys.executable} -m zmqload run --pattern push-pull --transport tcp --rate {args.rate} "
                f"--pacing sleep --duration {args.duration:g} --out {args.out} --run-name {NAME}")
+    # The run must hear ^C as a terminal's foreground job does. Started from a shell's `&` (or
+    # nohup) this script inherits SIGINT ignored, script(1) passes that on and Python keeps an
+    # ignored SIGINT ignored: the ^C at 3,600 s of stop 27 was echoed and did nothing. A handler
+    # here becomes SIG_DFL across exec, so the run installs its own again.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     started = time.monotonic()
     proc = subprocess.Popen(["script", "-qfe", f"--timing={timing}", "-c", command, typescript],
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=dict(os.environ, COLUMNS="200"))
