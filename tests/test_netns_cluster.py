@@ -15,8 +15,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -26,139 +24,20 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-PREFIX = "zlt-"
-SUBNET = "10.213.0"
-HOSTS = ("h0", "h1", "h2")          # h0: the master and the driver; h1, h2: a Spark worker each
+import netns_rig
+
 LINK_RATE_BITS = 4_000_000          # the token bucket on h1's link: 4 Mbit/s
 WORKTREE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-
-def _why_not() -> str:
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    for tool in ("ip", "tc", "ss", "unshare", "java"):
-        if shutil.which(tool) is None:
-            return f"needs {tool}"
-    try:
-        import pyspark
-    except ImportError:
-        return "needs pyspark"
-    if not os.path.exists(os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")):
-        return "pip's pyspark without bin/spark-class"
-    return ""
-
-
-pytestmark = pytest.mark.skipif(bool(_why_not()), reason=_why_not() or "-")
-
-
-def _ns(host: str) -> str:
-    return PREFIX + host
-
-
-def _address(host: str) -> str:
-    return f"{SUBNET}.{HOSTS.index(host) + 1}"
-
-
-def _sh(*args: str) -> None:
-    subprocess.run(args, check=True, capture_output=True, timeout=30)
-
-
-def _in(host: str, *args: str) -> list[str]:
-    """A command in `host`'s namespace under its own host name (a UTS namespace of its own)."""
-    return ["ip", "netns", "exec", _ns(host), "unshare", "--uts", "sh", "-c",
-            f'hostname {_ns(host)} && exec "$@"', "sh", *args]
-
-
-def _remove_rig() -> None:
-    for host in (*HOSTS, "sw"):
-        name = _ns(host)
-        if not os.path.exists(f"/run/netns/{name}"):
-            continue
-        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split()
-        for pid in pids:        # processes of ours, in the namespace the test made
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
-        shutil.rmtree(f"/etc/netns/{name}", ignore_errors=True)
-    try:
-        os.rmdir("/etc/netns")      # when nothing else is there
-    except OSError:
-        pass
-
-
-def _make_rig() -> None:
-    _sh("ip", "netns", "add", _ns("sw"))
-    _sh("ip", "-n", _ns("sw"), "link", "add", "name", "br0", "type", "bridge")
-    _sh("ip", "-n", _ns("sw"), "link", "set", "dev", "br0", "up")
-    for i, host in enumerate(HOSTS):
-        _sh("ip", "netns", "add", _ns(host))
-        _sh("ip", "-n", _ns("sw"), "link", "add", "name", f"port{i}", "type", "veth", "peer", "name", "eth0",
-            "netns", _ns(host))
-        _sh("ip", "-n", _ns("sw"), "link", "set", "dev", f"port{i}", "master", "br0")
-        _sh("ip", "-n", _ns("sw"), "link", "set", "dev", f"port{i}", "up")
-        _sh("ip", "-n", _ns(host), "addr", "add", f"{_address(host)}/24", "dev", "eth0")
-        _sh("ip", "-n", _ns(host), "link", "set", "dev", "eth0", "up")
-        _sh("ip", "-n", _ns(host), "link", "set", "dev", "lo", "up")
-        # `ip netns exec` mounts these over /etc: the rig's names resolve at once, and no lookup
-        # waits for a name server the namespace cannot reach (the JVMs look up their host's name)
-        os.makedirs(f"/etc/netns/{_ns(host)}", exist_ok=True)
-        with open(f"/etc/netns/{_ns(host)}/hosts", "w") as f:
-            f.write("127.0.0.1 localhost\n" + "".join(f"{_address(h)} {_ns(h)}\n" for h in HOSTS))
-        open(f"/etc/netns/{_ns(host)}/resolv.conf", "w").close()
-
-
-def _wait_for(path: str, text: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if os.path.exists(path) and text in open(path, errors="replace").read():
-            return
-        time.sleep(0.5)
-    tail = open(path, errors="replace").read()[-3000:]
-    raise AssertionError(f"{text!r} not in {path} after {timeout_s:g} s:\n{tail}")
+pytestmark = pytest.mark.skipif(bool(netns_rig.why_not()), reason=netns_rig.why_not() or "-")
+_ns, _address, _sh, _in = netns_rig.ns, netns_rig.address, netns_rig.sh, netns_rig.in_host
 
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory):
     """The namespaces, the master on h0 and a worker of one core on h1 and on h2; removed after."""
-    import pyspark
-    spark_class = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
-    base = tmp_path_factory.mktemp("rig")
-    conf = base / "conf"
-    conf.mkdir()
-    # small JVMs: three daemons and two executors beside the driver on a small machine
-    (conf / "spark-defaults.conf").write_text("spark.executor.memory 512m\n")
-    _remove_rig()
-    _make_rig()
-    daemons: list[subprocess.Popen] = []
-    master = f"spark://{_address('h0')}:7077"
-    try:
-        def start(host: str, *args: str) -> str:
-            log = str(base / f"{host}.log")
-            env = dict(os.environ, SPARK_LOCAL_IP=_address(host), SPARK_DAEMON_MEMORY="256m",
-                       SPARK_CONF_DIR=str(conf), SPARK_WORKER_DIR=str(base / f"work-{host}"))
-            daemons.append(subprocess.Popen(_in(host, spark_class, *args), stdout=open(log, "w"),
-                                            stderr=subprocess.STDOUT, env=env, start_new_session=True))
-            return log
-        log = start("h0", "org.apache.spark.deploy.master.Master", "--host", _address("h0"), "--port", "7077",
-                    "--webui-port", "0")
-        _wait_for(log, "I have been elected leader", 90)
-        for host in ("h1", "h2"):
-            log = start(host, "org.apache.spark.deploy.worker.Worker", "--host", _address(host), "--cores", "1",
-                        "--memory", "1g", "--webui-port", "0", master)
-        for host in ("h1", "h2"):
-            _wait_for(str(base / f"{host}.log"), "Successfully registered with master", 90)
-        yield {"master": master, "conf": str(conf)}
-    finally:
-        for daemon in daemons:
-            try:
-                os.killpg(daemon.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            daemon.wait(10)
-        _remove_rig()
-        assert not any(os.path.exists(f"/run/netns/{_ns(h)}") for h in (*HOSTS, "sw"))
+    with netns_rig.spark_cluster(str(tmp_path_factory.mktemp("rig"))) as cluster:
+        yield cluster
 
 
 def _run(rig, out, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
