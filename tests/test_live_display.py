@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 from rich.console import Console
 
@@ -89,3 +90,24 @@ def test_a_run_on_a_terminal_shows_memory_and_disk(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert "memory " in proc.stdout and " written" in proc.stdout and " free" in proc.stdout, proc.stdout[-2000:]
     assert read_meta(os.path.join(str(tmp_path), "run=tty"))["status"] == "complete"
+
+
+def test_a_stopped_display_stays_stopped():
+    """The run stops its display before the collect, then pumps the workers' last finals, which
+    update it again: that started a new display whose refresh thread redrew a frozen frame
+    (`running`, 0 msg/s) through an hour-long run's 41 s collect. Once stopped, nothing is drawn."""
+    from zmqload.runner.state import ProgressSnapshot
+    screen = io.StringIO()
+    progress = LiveProgress(Console(file=screen, force_terminal=True, width=200))
+    snapshot = ProgressSnapshot("push-pull", "tcp", "running", 5.0, 100, 0, 90, 1, 0)
+    progress.start(snapshot)
+    progress.started -= 5.0                 # the run has lasted five seconds: the display shows
+    progress.update(snapshot)
+    time.sleep(0.4)                         # the display's refresh thread draws 8 frames a second
+    assert progress.live is not None and "received 90" in screen.getvalue()
+    progress.stop()
+    drawn = len(screen.getvalue())
+    progress._last -= 1.0                   # long enough since the last frame for a new one
+    progress.update(ProgressSnapshot("push-pull", "tcp", "stopping", 6.0, 100, 0, 95, 1, 0))
+    time.sleep(0.4)
+    assert progress.live is None and len(screen.getvalue()) == drawn

@@ -42,13 +42,16 @@ class LiveProgress:
         self._last = 0.0
         self._rate_from = (0.0, 0)      # (time, received) a second or so ago: the receive rate
         self._rate = 0.0
+        self._stopped = False
 
     def start(self, snapshot: ProgressSnapshot) -> None:
         self.started = time.monotonic()
 
     def update(self, snapshot: ProgressSnapshot) -> None:
         now = time.monotonic()
-        if now - self.started < SHOW_AFTER_S or now - self._last < 0.1:
+        # stopped stays stopped: the finals pumped after the stop would start a new display, and
+        # its refresh thread redrew a frozen frame through the whole collect (41 s after an hour)
+        if self._stopped or now - self.started < SHOW_AFTER_S or now - self._last < 0.1:
             return
         self._last = now
         then, received = self._rate_from
@@ -73,6 +76,7 @@ class LiveProgress:
         return table
 
     def stop(self) -> None:
+        self._stopped = True
         if self.live is not None:
             self.live.stop()
             self.live = None

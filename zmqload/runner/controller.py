@@ -345,6 +345,7 @@ class Controller:
         from .state import WorkerFailed
         self.interrupted = True
         s = self.state
+        s.phase = "stopping"
 
         def ended(n: ids.WorkerId) -> bool:
             return n in s.final or n in s.failures or n not in self.launcher.workers or not self.launcher.alive(n)

@@ -18,7 +18,7 @@ class ProgressSnapshot:
     """The run as it stands; a listener may keep it, nothing changes it."""
     pattern: str
     transport: str
-    phase: str                    # starting, running, draining, closing
+    phase: str                    # starting, running, draining, closing, stopping (interrupted)
     elapsed_s: float              # since the run was launched
     sent: int                     # messages the producers' sockets accepted so far
     dropped: int                  # EAGAIN + SNDTIMEO at the producers so far
