@@ -46,6 +46,7 @@ class LiveProgress:
 
     def start(self, snapshot: ProgressSnapshot) -> None:
         self.started = time.monotonic()
+        self._stopped = False       # a display given to another run shows that one
 
     def update(self, snapshot: ProgressSnapshot) -> None:
         now = time.monotonic()
