@@ -15,7 +15,7 @@ from test_scenarios import _check_verdicts, scenario_out  # noqa: F401  (the mod
 from zmqload.contract.fates import FATES
 from zmqload.scenarios import run_scenario
 from zmqload.scenarios.framework import DOES_NOT_HOLD, HOLDS
-from zmqload.scenarios.seed_000 import CANDIDATES_000_4, LONG_PAUSE, SHORT_PAUSE
+from zmqload.scenarios.seed_000 import BOUNDED_RSS_SHARE, CANDIDATES_000_4, LONG_PAUSE, RSS_NOISE_MIB, SHORT_PAUSE
 
 
 def _check_form(outcome, scenario):
@@ -208,8 +208,14 @@ def test_bounded_reliable_repeats_each_candidate_and_names_the_condition(scenari
     for k in range(1, repeats + 1):
         small, unlimited = runs[("ipc 32 KiB", "hwm-10-10", k)], runs[("ipc 32 KiB", "hwm-0-0", k)]
         assert small["queue_peak"]["libzmq_messages"] < count / 10                  # sends blocked: little waited
-        # without HWMs the backlog sat in the processes (on ipc a disconnect can cut it short)
-        assert unlimited["producer_growth_mib"] + unlimited["consumer_growth_mib"] >= 0.5 * unlimited["volume_mib"]
+        # without HWMs the backlog sat in the processes: in libzmq at the queue's peak (the exact
+        # figure), and the memory grew past what the judge lets a bounded run grow. Against half the
+        # volume, the peak RSS over the other runs' least failed 2 of 6 runs on a quiet machine (6.2
+        # and 8.9 of 18.75 MiB, 15-19 otherwise) with the same ~580 messages in libzmq: a peak over
+        # other processes' peaks is the allocator's as much as the backlog's
+        assert unlimited["queue_peak"]["libzmq_messages"] >= 0.9 * unlimited["backlog_at_last_send"] > 0
+        growth = unlimited["producer_growth_mib"] + unlimited["consumer_growth_mib"]
+        assert growth >= max(RSS_NOISE_MIB, BOUNDED_RSS_SHARE * unlimited["volume_mib"]), unlimited
         assert not unlimited["bounded"] and small["bounded"]
     # the judgement does not hang on where the kernel sample fell: the same tcp run, its queue peak split
     # 0 / all in the kernel at the peak's instant, is judged alike (at 64 B that split flipped between runs)
