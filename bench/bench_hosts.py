@@ -35,11 +35,10 @@ import tempfile
 import time
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
 from conftest import SMOKE
-from paired import compare, rotating_rounds
+from paired import compare, rotating_rounds, span_from_records
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 import netns_rig  # noqa: E402
@@ -56,13 +55,8 @@ pytestmark = pytest.mark.skipif(bool(netns_rig.why_not()) or len(os.sched_getaff
 def _measured(out: str, expected: int) -> dict:
     """msg/s from the Parquet (every message once), beside what run.json says."""
     run_dir = glob.glob(os.path.join(out, "run=*"))[0]
-    recvs = pq.read_table(os.path.join(run_dir, "recvs"), columns=["stream", "seq", "t_recv_ns"])
-    sends = pq.read_table(os.path.join(run_dir, "sends"), columns=["t_sent_ns", "status"])
-    key = recvs.column("stream").to_numpy().astype(np.int64) << 48 | recvs.column("seq").to_numpy()
-    assert len(key) == expected and len(np.unique(key)) == expected, f"{run_dir}: not every message once"
-    ok = sends.column("status").to_numpy() == 0
-    first = int(sends.column("t_sent_ns").to_numpy()[ok].min())
-    rate = expected / ((int(recvs.column("t_recv_ns").to_numpy().max()) - first) / 1e9)
+    first, last = span_from_records(run_dir, expected)
+    rate = expected / ((last - first) / 1e9)
     with open(os.path.join(run_dir, "run.json")) as f:
         record = json.load(f)
     hosts = sorted({w["host"] for w in (record.get("placement") or {}).get("workers", [])})

@@ -144,6 +144,20 @@ def _pyzmq_pair(receiver_main, size: int, count: int, stamp: bool) -> float:
     return count / ((last - first) / 1e9)
 
 
+def span_from_records(run_dir: str, expected: int) -> tuple[int, int]:
+    """(earliest accepted send, latest receive) of a zmqload run, straight from its Parquet (numpy,
+    no zmqload code), after checking that recvs/ holds every one of `expected` messages once;
+    msg/s = expected / the span."""
+    import numpy as np
+    import pyarrow.parquet as pq
+    recvs = pq.read_table(os.path.join(run_dir, "recvs"), columns=["stream", "seq", "t_recv_ns"])
+    sends = pq.read_table(os.path.join(run_dir, "sends"), columns=["t_sent_ns", "status"])
+    key = recvs.column("stream").to_numpy().astype(np.int64) << 48 | recvs.column("seq").to_numpy()
+    assert len(key) == expected and len(np.unique(key)) == expected, f"{run_dir}: recvs/ holds other than every message once"
+    ok = sends.column("status").to_numpy() == 0
+    return int(sends.column("t_sent_ns").to_numpy()[ok].min()), int(recvs.column("t_recv_ns").to_numpy().max())
+
+
 # --- running and reading side-by-side rounds -------------------------------------------------
 
 def rotating_rounds(benchmark, runners: dict, rounds: int) -> dict[str, list]:

@@ -30,7 +30,8 @@ _seen_rss_kb = -1       # the largest VmRSS this process has sampled
 
 
 def rss_kb() -> int:
-    """Resident memory of this process now (VmRSS), -1 if unknown: a worker's, or the controller's for the live display."""
+    """Resident memory of this process now (VmRSS), -1 if unknown: a worker's, or the
+    controller's for the live display."""
     global _seen_rss_kb
     try:
         with open("/proc/self/statm") as f:
