@@ -28,7 +28,8 @@ from ..contract.wire import SendStatus
 from ..contract.sizes import message_bytes
 from ..measure.histogram import Histogram
 from ..contract.parts import PART_NAME, part_files
-from .recorder import ForeignRecorder, PartWriter, RecvConverter, SeenMap, SendConverter, is_write_error, spill_columns_of
+from .recorder import (PAGE_SEQS, ForeignRecorder, PagedFlags, PartWriter, RecvConverter, SeenMap, SendConverter,
+                       is_write_error, spill_columns_of)
 
 
 @dataclass
@@ -135,26 +136,41 @@ def _read(path: str, columns: list[str]) -> dict[str, np.ndarray]:
     return {c: table.column(c).to_numpy() for c in columns}
 
 
+def _salvage_maps(run_dir: str, name: str) -> str:
+    """The prefix of the maps a salvage rebuilds for worker `name`, in the run's maps directory
+    (removed with it once the figures are made), with none of an earlier salvage left."""
+    prefix = os.path.join(run_dir, bitmaps.MAPS_DIR, f"salvaged-{name}")
+    os.makedirs(os.path.dirname(prefix), exist_ok=True)
+    for old in glob.glob(glob.escape(prefix) + ".*"):
+        os.remove(old)
+    return prefix
+
+
 def producer_final(run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 0) -> control.ProducerFinal:
-    """A producer's final from its sends/ parts (one row per attempt, seqs from 0)."""
+    """A producer's final from its sends/ parts (one row per attempt, seqs from 0), a part at a
+    time: its accepted-map goes to a file through paged flags, so an hour-long producer's
+    hundreds of millions of rows are never held at once."""
     from ..contract import patterns
     parts = part_files(run_dir, "sends", str(worker))
-    seqs, status, t_sent = [], [], []
+    ok = PagedFlags(PAGE_SEQS, _salvage_maps(run_dir, str(worker)) + ".ok")
     lateness = Histogram()      # as the producer's own converter keeps it (zmqload.measure.schedule_keeping)
-    first_frames = 0
+    first_frames = attempted = sent = 0
+    by_status = dict.fromkeys((SendStatus.EAGAIN, SendStatus.TIMEOUT, SendStatus.ERROR), 0)
+    t_first, t_last = np.iinfo(np.int64).max, 0
     for part in parts:
         cols = _read(part, ["seq", "status", "t_sent_ns", "t_intended_ns", "size"])
-        first_frames += int(cols["size"].sum(dtype=np.int64, where=cols["status"] == SendStatus.OK))
-        seqs.append(cols["seq"])
-        status.append(cols["status"])
-        t_sent.append(cols["t_sent_ns"])
+        if not len(cols["seq"]):
+            continue
+        accepted = cols["status"] == SendStatus.OK
+        first_frames += int(cols["size"].sum(dtype=np.int64, where=accepted))
+        fresh = cols["seq"][accepted]
+        sent += len(fresh) - int(np.count_nonzero(ok.get(fresh)))
+        ok.set(fresh)
+        attempted = max(attempted, int(cols["seq"].max()) + 1)
+        for status in by_status:
+            by_status[status] += int(np.count_nonzero(cols["status"] == status))
+        t_first, t_last = min(t_first, int(cols["t_sent_ns"].min())), max(t_last, int(cols["t_sent_ns"].max()))
         lateness.record(cols["t_sent_ns"] - cols["t_intended_ns"])
-    seq = np.concatenate(seqs) if seqs else np.zeros(0, np.int64)
-    st = np.concatenate(status) if status else np.zeros(0, np.int8)
-    ts = np.concatenate(t_sent) if t_sent else np.zeros(0, np.int64)
-    attempted = int(seq.max()) + 1 if len(seq) else 0
-    ok = np.zeros(attempted, bool)
-    ok[seq[st == SendStatus.OK]] = True
     rtt = None
     if patterns.get(w.pattern).round_trip:
         hist = Histogram()
@@ -163,16 +179,16 @@ def producer_final(run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 
             hist.record(cols["t_reply_ns"] - cols["t_intended_ns"])
         rtt = hist.to_payload()
     counters = control.SendCounters(
-        attempted=attempted, sent=int(ok.sum()), eagain=int((st == SendStatus.EAGAIN).sum()),
-        timeout=int((st == SendStatus.TIMEOUT).sum()), errors=int((st == SendStatus.ERROR).sum()),
-        t_first_send_ns=int(ts.min()) if len(ts) else 0, t_last_send_ns=int(ts.max()) if len(ts) else 0,
-        interrupted=True)
-    return control.ProducerFinal(counters, np.packbits(ok), close_ns=close_ns, parts=len(parts), rtt=rtt,
+        attempted=attempted, sent=sent, eagain=by_status[SendStatus.EAGAIN],
+        timeout=by_status[SendStatus.TIMEOUT], errors=by_status[SendStatus.ERROR],
+        t_first_send_ns=t_first if attempted else 0, t_last_send_ns=t_last, interrupted=True)
+    return control.ProducerFinal(counters, ok.packed(attempted), close_ns=close_ns, parts=len(parts), rtt=rtt,
                                  lateness=lateness.to_payload(), bytes_sent=message_bytes(first_frames, w.parts))
 
 
 def consumer_final(run_dir: str, worker: WorkerId, w: Workload, t_drain_ns: int) -> control.ConsumerFinal:
-    """A consumer's final from its recvs/ parts: seen- and drained-maps, histograms."""
+    """A consumer's final from its recvs/ parts, a part at a time: seen- and drained-maps (paged to
+    files), histograms."""
     parts = part_files(run_dir, "recvs", str(worker))
     streams: dict[int, SeenMap] = {}
     lat_i, lat_s = Histogram(), Histogram()
@@ -191,7 +207,10 @@ def consumer_final(run_dir: str, worker: WorkerId, w: Workload, t_drain_ns: int)
         in_drain = cols["t_recv_ns"] >= drain_from
         for s in np.unique(cols["stream"]):
             mine = cols["stream"] == s
-            streams.setdefault(int(s), SeenMap(1024)).add(cols["seq"][mine], in_drain[mine])
+            arrived = streams.get(int(s))
+            if arrived is None:        # paged to files like the consumer's own (bounded memory)
+                arrived = streams[int(s)] = SeenMap(PAGE_SEQS, _salvage_maps(run_dir, f"{worker}-s{int(s)}"))
+            arrived.add(cols["seq"][mine], in_drain[mine])
     seen = []
     for stream, m in sorted(streams.items()):
         seen_map, drained_map = m.packed()
@@ -205,18 +224,31 @@ def _streams(final: Any) -> list[control.StreamSeen]:
     return list(final.streams) if isinstance(final, control.ConsumerFinal) else []
 
 
-def with_received(final: control.ProducerFinal, seen_maps: list[bitmaps.Bits]) -> control.ProducerFinal:
+def with_received(final: control.ProducerFinal, seen_maps: list[bitmaps.Bits], path: str) -> control.ProducerFinal:
     """A dead producer's accepted-map extended by the seqs its consumers received: those
-    were evidently sent, though their send records died with the producer."""
+    were evidently sent, though their send records died with the producer. Merged a piece
+    at a time into the file `path`."""
     c = final.counters
-    received = [np.flatnonzero(np.unpackbits(bitmaps.load(packed))) for packed in seen_maps]
-    attempted = max([c.attempted] + [int(r[-1]) + 1 for r in received if len(r)])
-    ok = np.zeros(attempted, bool)
-    ok[:c.attempted] = np.unpackbits(bitmaps.load(final.sent_ok_map))[:c.attempted].astype(bool)
-    for seqs in received:
-        ok[seqs] = True
-    counters = dataclasses.replace(c, attempted=attempted, sent=int(ok.sum()), interrupted=True)
-    return dataclasses.replace(final, counters=counters, sent_ok_map=np.packbits(ok))
+    own_bytes = (c.attempted + 7) // 8
+    merged = bitmaps.BitsWriter(path)
+    sent, top = 0, -1       # top: the highest seq received
+    for lo, hi in bitmaps.pieces(max([own_bytes] + [bitmaps.nbytes(m) for m in seen_maps])):
+        own = bitmaps.piece(final.sent_ok_map, lo, min(hi, own_bytes))
+        if len(own) and own_bytes <= hi and c.attempted % 8:    # bits past the attempted seqs are not its own
+            own[-1] &= np.uint8((0xFF << (8 - c.attempted % 8)) & 0xFF)
+        received = np.zeros(hi - lo, np.uint8)
+        for m in seen_maps:
+            received |= bitmaps.piece(m, lo, hi)
+        if (last := np.flatnonzero(received)).size:
+            top = (lo + int(last[-1])) * 8 + int(np.flatnonzero(np.unpackbits(received[last[-1]:last[-1] + 1]))[-1])
+        received[:len(own)] |= own
+        sent += int(np.unpackbits(received).sum())
+        merged.append(received)
+    attempted = max(c.attempted, top + 1)
+    with open(path, "r+b") as f:      # the map of attempted seqs: no bytes past them
+        f.truncate((attempted + 7) // 8)
+    counters = dataclasses.replace(c, attempted=attempted, sent=sent, interrupted=True)
+    return dataclasses.replace(final, counters=counters, sent_ok_map=merged.done())
 
 
 def salvage_run(run_dir: str, w: Workload, t0_ns: int, producers: list[WorkerId], consumers: list[WorkerId],
@@ -251,7 +283,8 @@ def salvage_run(run_dir: str, w: Workload, t0_ns: int, producers: list[WorkerId]
                          if s.stream == worker.index]
             dead_final = rebuilt[worker]
             assert isinstance(dead_final, control.ProducerFinal)
-            rebuilt[worker] = with_received(dead_final, seen_maps)
+            rebuilt[worker] = with_received(dead_final, seen_maps,
+                                            _salvage_maps(run_dir, f"{worker}-with-received") + ".ok")
     try:
         os.rmdir(os.path.join(run_dir, "_spill"))
     except OSError:
