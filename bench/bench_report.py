@@ -5,8 +5,9 @@
 In one run, ZMQLOAD_BENCH_ROUNDS rounds (default 3), each timing in alternating order:
 - duckdb: DuckDB (bench-only: `pip install 'zmqload[bench]'`; the bench skips without it)
   computing the core figures over the same Parquet files: exact received, distinct,
-  duplicates and p50/p99/p99.9 latency from the intended send time. In this process, a fresh
-  connection per round. Its figures must equal numpy's (asserted);
+  duplicates and p50/p99/p99.9 latency from the intended send time. In a process of its own with
+  a spill directory (bench/duckdb_query.py), its connection and queries timed there. Its figures
+  must equal numpy's (asserted);
 - cold: `python -m zmqload.report RUN --no-server --timings`, a fresh process and JVM (the
   embedded local[*] Spark);
 - warm: the same report through the warm report server (zmqload/report/server.py), started
@@ -38,12 +39,15 @@ add /tmp/zmqload-base REF`) runs `test_report_against_baseline`: that version's 
 from __future__ import annotations
 
 import glob
+import json
 import math
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from fractions import Fraction
 
@@ -115,20 +119,18 @@ def numpy_truth(run_dir: str) -> dict:
     return out
 
 
-def duckdb_figures(run_dir: str) -> dict:
-    """The same figures by DuckDB over the same files (quantile_disc: the nearest rank)."""
-    con = duckdb.connect()
-    try:
-        files = ", ".join(f"'{f}'" for f in _recv_files(run_dir))
-        quantiles = ", ".join(f"quantile_disc(t_recv_ns - t_intended_ns, {q}) AS {name}" for name, q in QUANTILES)
-        row = con.execute(
-            f"SELECT count(*) AS received, count(DISTINCT (CAST(stream AS BIGINT) << 48) | seq) AS uniq, {quantiles} "
-            f"FROM read_parquet([{files}])").fetchone()
-    finally:
-        con.close()
-    received, unique, *pcts = row
-    return {"received": received, "unique": unique, "duplicates": received - unique,
-            **{name: int(v) for (name, _), v in zip(QUANTILES, pcts)}}
+def duckdb_figures(run_dir: str) -> tuple[dict, float]:
+    """The same figures by DuckDB over the same files, in a process of its own
+    (bench/duckdb_query.py): (figures, its seconds), its peak RSS printed."""
+    spill = os.path.join(tempfile.gettempdir(), "zmqload-bench-duckdb-spill")
+    p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "duckdb_query.py"), run_dir, spill],
+                       capture_output=True, text=True)
+    shutil.rmtree(spill, ignore_errors=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    if RECORDS >= 50_000_000 or RUN_DIR:
+        print(f"DuckDB: {out['seconds']:.2f} s, peak RSS {out['peak_rss_kib'] / 2**20:.2f} GiB", flush=True)
+    return out["figures"], out["seconds"]
 
 
 def _report(path: str, out: str, timings: dict, server: bool, pythonpath: str = REPO) -> None:
@@ -177,8 +179,8 @@ def test_report_beside_duckdb(benchmark, bench_run, tmp_path):
     def one(mode: str, i: int) -> None:
         t = time.perf_counter()
         if mode == "duckdb":
-            got = duckdb_figures(bench_run)
-            times[mode].append(time.perf_counter() - t)
+            got, seconds = duckdb_figures(bench_run)
+            times[mode].append(seconds)
             assert got == truth, (got, truth)
         else:
             out = str(tmp_path / f"{mode}-{i}")
@@ -272,12 +274,16 @@ def test_spark_floor_beside_duckdb(benchmark, bench_run):
             return time.perf_counter() - t
         return run
 
-    runners = {"duckdb": lambda: duckdb_figures(bench_run), "spark_floor": floor, "spark_exact_sql": exact,
-               "spark_empty_job": lambda: spark.range(1).collect()}
+    def duckdb_seconds() -> float:
+        got, seconds = duckdb_figures(bench_run)
+        assert got == truth, (got, truth)
+        return seconds
+
+    runners = {"spark_floor": floor, "spark_exact_sql": exact, "spark_empty_job": lambda: spark.range(1).collect()}
     try:
         for _ in range(1 if SMOKE else 3):          # the JIT's first queries are not the floor
             floor(), exact()
-        times = rotating_rounds(benchmark, {name: timed(call) for name, call in runners.items()},
+        times = rotating_rounds(benchmark, {"duckdb": duckdb_seconds, **{name: timed(call) for name, call in runners.items()}},
                                 1 if SMOKE else max(ROUNDS, 5))
     finally:
         spark.stop()
@@ -287,7 +293,7 @@ def test_spark_floor_beside_duckdb(benchmark, bench_run):
         print(f"  {name:16s} median {med[name]:.3f}  " + " ".join(f"{v:.3f}" for v in values)
               + ("" if name == "duckdb" else f"   {med[name] / med['duckdb']:.1f}x DuckDB"))
     benchmark.extra_info.update(records=RECORDS, rounds_s=times,
-                                ratios={n: med[n] / med["duckdb"] for n in runners if n != "duckdb"})
+                                ratios={n: med[n] / med["duckdb"] for n in runners})
 
 
 # -- a local Spark Connect server beside the warm report server ----------------------------------

@@ -1,0 +1,47 @@
+"""DuckDB's core figures over a run's receive records, in a process of its own: exact received,
+distinct (stream, seq), duplicates and p50/p99/p99.9 latency from the intended send (quantile_disc:
+the nearest rank). bench_report.py runs it beside the report:
+
+    python bench/duckdb_query.py RUN_DIR SPILL_DIR    # prints one JSON line: figures, seconds, peak RSS
+
+Its own process, so that numpy's truth in the bench (8 bytes a record) does not share DuckDB's memory;
+a spill directory, so that DuckDB may go to disk where it can. Two statements: the count and the
+percentiles in one, the distinct (a GROUP BY, which spills) in another. One statement with
+`count(DISTINCT ...)` beside the percentiles ran out of memory over 400M records at DuckDB's default
+limit (18.8 GiB on this 24 GiB machine). The seconds are the connection and the queries, timed here
+(as before, when DuckDB ran in the bench's process): the process's start is not DuckDB's work.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import resource
+import sys
+import time
+
+QUANTILES = (("p50", "0.5"), ("p99", "0.99"), ("p99_9", "0.999"))
+
+
+def figures(run_dir: str, spill_dir: str) -> dict:
+    import duckdb
+
+    files = sorted(glob.glob(os.path.join(run_dir, "recvs", "*.parquet")))
+    source = "read_parquet([" + ", ".join(f"'{f}'" for f in files) + "])"
+    t = time.perf_counter()
+    con = duckdb.connect(config={"temp_directory": spill_dir})
+    try:
+        received, pcts = con.execute(
+            f"SELECT count(*), quantile_disc(t_recv_ns - t_intended_ns, [{', '.join(q for _, q in QUANTILES)}]) "
+            f"FROM {source}").fetchone()
+        (unique,) = con.execute(f"SELECT count(*) FROM (SELECT DISTINCT stream, seq FROM {source})").fetchone()
+    finally:
+        con.close()
+    seconds = time.perf_counter() - t
+    return {"figures": {"received": received, "unique": unique, "duplicates": received - unique,
+                        **{name: int(v) for (name, _), v in zip(QUANTILES, pcts)}},
+            "seconds": seconds, "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+
+
+if __name__ == "__main__":
+    print(json.dumps(figures(sys.argv[1], sys.argv[2])))
