@@ -23,7 +23,7 @@ ZMQLOAD_BENCH_RECORDS=100000000 for the 100M case (too slow for CI); ZMQLOAD_BEN
 uses 20k and one round.
 
 A real run instead: ZMQLOAD_BENCH_RUN_DIR=RUN (e.g. the hour-long soak run of bench/soak_hour.py);
-numpy's truth then holds every latency in memory (8 bytes a record).
+numpy's truth reads it a file at a time (a flag per seq held, not the latencies).
 
 Beside a local Spark Connect server (`test_connect_server_beside_the_warm_report_server`, needs the
 `remote` extra): pyspark's own kept local Connect server, started by a first report, against the warm
@@ -94,28 +94,58 @@ def _rank(q: str, n: int) -> int:
     return max(1, math.ceil(Fraction(q) * n))
 
 
+TRUTH_BINS = 1 << 22
+"""Buckets of numpy_truth's latency count: a bucket of each wanted rank is read back exactly."""
+
+
+def _latency_columns(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    t = pq.read_table(path, columns=["stream", "seq", "t_intended_ns", "t_recv_ns"])
+    return t["stream"].to_numpy(), t["seq"].to_numpy(), t["t_recv_ns"].to_numpy() - t["t_intended_ns"].to_numpy()
+
+
 def numpy_truth(run_dir: str) -> dict:
     """The core figures from pyarrow + numpy alone: received, distinct (stream, seq),
-    duplicates, latency from the intended send time at the nearest rank (ns)."""
-    received, lat, seen = 0, [], {}
-    for f in _recv_files(run_dir):
-        t = pq.read_table(f, columns=["stream", "seq", "t_intended_ns", "t_recv_ns"])
-        stream, seq = t["stream"].to_numpy(), t["seq"].to_numpy()
+    duplicates, latency from the intended send time at the nearest rank (ns). A file at a
+    time in three passes, so a billion records need a flag per seq, not 8 bytes per record:
+    the range of latencies and seqs; the seen flags and a count of latencies in TRUTH_BINS
+    buckets; then every latency of the buckets holding the wanted ranks, sorted."""
+    files = _recv_files(run_dir)
+    received, lo, hi, top = 0, None, None, {}
+    for f in files:
+        stream, seq, lat = _latency_columns(f)
+        if not len(seq):
+            continue
         received += len(seq)
-        lat.append(t["t_recv_ns"].to_numpy() - t["t_intended_ns"].to_numpy())
+        lo = int(lat.min()) if lo is None else min(lo, int(lat.min()))
+        hi = int(lat.max()) if hi is None else max(hi, int(lat.max()))
         for s in np.unique(stream):
-            got = seq[stream == s]
-            bits = seen.setdefault(int(s), np.zeros(0, bool))
-            if len(bits) <= got.max():
-                bits = np.concatenate([bits, np.zeros(int(got.max()) + 1 - len(bits), bool)])
-            bits[got] = True
-            seen[int(s)] = bits
-    values = np.concatenate(lat)
-    unique = int(sum(b.sum() for b in seen.values()))
-    out = {"received": received, "unique": unique, "duplicates": received - unique}
+            top[int(s)] = max(top.get(int(s), -1), int(seq[stream == s].max()))
+    assert lo is not None and hi is not None, f"no receive records in {run_dir}"
+    shift = max(0, (hi - lo).bit_length() - TRUTH_BINS.bit_length() + 1)
+    seen = {s: np.zeros(n + 1, bool) for s, n in top.items()}
+    counts = np.zeros(TRUTH_BINS, np.int64)
+    for f in files:
+        stream, seq, lat = _latency_columns(f)
+        for s in np.unique(stream):
+            seen[int(s)][seq[stream == s]] = True
+        counts += np.bincount((lat - lo) >> shift, minlength=TRUTH_BINS)
+    unique = int(sum(int(b.sum()) for b in seen.values()))
+    del seen
+    below = np.cumsum(counts) - counts        # latencies in the buckets before each
+    wanted = {}
     for name, q in QUANTILES:
-        k = _rank(q, len(values)) - 1
-        out[name] = int(np.partition(values, k)[k])
+        k = _rank(q, received) - 1
+        bucket = int(np.searchsorted(np.cumsum(counts), k, side="right"))
+        wanted[name] = (bucket, k - int(below[bucket]))
+    held: dict[int, list[np.ndarray]] = {b: [] for b, _ in wanted.values()}
+    for f in files:
+        lat = _latency_columns(f)[2]
+        bucket = (lat - lo) >> shift
+        for b in held:
+            held[b].append(lat[bucket == b])
+    out = {"received": received, "unique": unique, "duplicates": received - unique}
+    for name, (b, i) in wanted.items():
+        out[name] = int(np.sort(np.concatenate(held[b]))[i])
     return out
 
 
