@@ -43,8 +43,8 @@ def run(args: argparse.Namespace) -> ExitStatus:
         say_disk(workload)
     try:
         result = run_workload(workload, progress=progress, slos=slos if slos.given else None)
-    except KeyboardInterrupt as exc:
-        raise KeyboardInterrupt("what was recorded is kept (run.json status: interrupted)") from exc
+    except KeyboardInterrupt as exc:      # its message: where a run copied to an --out URI went
+        raise KeyboardInterrupt(f"{exc or 'what was recorded is kept'} (run.json status: interrupted)") from exc
     except RunError as exc:     # a failed run still has figures (from its records): show them, then the error
         failed: RunResult | None = getattr(exc, "result", None)
         if failed is not None:
@@ -69,11 +69,12 @@ billion messages)."""
 def say_disk(w: Workload) -> None:
     """How much a long run will write and what a full disk does to it, one line before it starts
     (a run that cannot fit was refused already: runner.run.check_space)."""
+    from ..runner.remote_out import local_out
     from ..runner.run import expected_write, free_space
-    (needed, guessed), free = expected_write(w), free_space(w.out)
+    (needed, guessed), free = expected_write(w), free_space(local_out(w))
     if needed >= SAY_BYTES and (guessed or free >= needed):
         print(f"zmqload run: writing about {megabytes(needed)}{' (guessed: unpaced, --duration)' if guessed else ''} "
-              f"to {w.out}, {megabytes(max(free, 0))} free; a disk that fills ends the run failed, "
+              f"to {local_out(w)}, {megabytes(max(free, 0))} free; a disk that fills ends the run failed, "
               "what was recorded kept", file=sys.stderr)
 
 
