@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -134,12 +135,42 @@ def test_run_records_reach_the_bucket_whole_and_staging_goes(bucket, tmp_path):
     assert distinct_messages(recvs) == summary["unique_received"] == record["counters"]["unique_received"]
 
 
-@pytest.mark.parametrize("case", ["missing bucket", "unreachable endpoint", "unknown scheme", "malformed query"])
-def test_an_unusable_uri_is_refused_before_the_run(s3, tmp_path, case):
-    port = free_ports(1)[0] if case == "unreachable endpoint" else s3
+@pytest.fixture
+def silent_endpoint():
+    """A loopback port that accepts connections and never answers (a hung server): the S3 client's
+    waits are all that bound the check."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+@pytest.mark.parametrize("case", ["missing bucket", "unreachable endpoint", "silent endpoint", "unknown scheme",
+                                  "malformed query"])
+def test_an_unusable_uri_is_refused_before_the_run(s3, tmp_path, case, request):
+    port = {"unreachable endpoint": lambda: free_ports(1)[0],
+            "silent endpoint": lambda: request.getfixturevalue("silent_endpoint")}.get(case, lambda: s3)()
     target = {"missing bucket": f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/r?endpoint_override=127.0.0.1:{port}"
                                 "&scheme=http",
               "unreachable endpoint": f"s3://b/r?endpoint_override=127.0.0.1:{port}&scheme=http",
+              "silent endpoint": f"s3://b/r?endpoint_override=127.0.0.1:{port}&scheme=http",
               "unknown scheme": "nosuchfs://b/r",
               "malformed query": f"s3://b/r?endpoint_override=127.0.0.1:{port}&retries=2"}[case]
     started = time.monotonic()

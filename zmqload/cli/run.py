@@ -12,7 +12,6 @@ from .common import megabytes
 from .options import add_workload_arguments, workload_from_args
 
 if TYPE_CHECKING:
-    from ..contract.run_record import Topology
     from ..measure.result import RunResult
     from ..plan.slo import Breach
 
@@ -82,7 +81,7 @@ def show(result: RunResult, breaches: list[Breach], args: argparse.Namespace) ->
     from rich.console import Console
 
     from .display import print_summary
-    topology = _topology(result)
+    topology = result.topology
     if args.json:
         from ..contract.codec import to_builtins
         print(json.dumps({**result.shown(), "topology": to_builtins(topology) if topology else None,
@@ -92,13 +91,3 @@ def show(result: RunResult, breaches: list[Breach], args: argparse.Namespace) ->
         print_summary(result, console)
         if topology is not None and topology.device_in_path:
             console.print(f"device in the path: {topology.note}", soft_wrap=True, markup=False)
-
-
-def _topology(result: RunResult) -> Topology | None:
-    """The run's topology as its record keeps it (None for a record without one)."""
-    from ..contract.run_record import read_run
-    from ..errors import RecordError
-    try:
-        return read_run(result.run_dir).topology
-    except (OSError, RecordError):
-        return None

@@ -47,17 +47,17 @@ def run_staged(w: Workload, run_here: Callable[[Workload, str], RunResult]) -> R
         raise
     except RunError as exc:
         failed: RunResult | None = getattr(exc, "result", None)
-        raise _copied(staged.out, remote, failed, f"the run failed ({exc})") or exc
+        raise _copied(staged.out, remote, failed, f"the run failed ({exc})")[0] or exc
     except KeyboardInterrupt:
-        error = _copied(staged.out, remote, None, "the run was interrupted")
+        error, where = _copied(staged.out, remote, None, "the run was interrupted")
         if error is not None:
             raise error from None
-        raise KeyboardInterrupt(f"what was recorded is at {remote.shown}") from None
+        raise KeyboardInterrupt(f"what was recorded is at {where}") from None
     except BaseException:
         if not _run_dirs(staged.out):      # else kept: what was recorded stays where it is
             shutil.rmtree(staged.out, ignore_errors=True)
         raise
-    error = _copied(staged.out, remote, result, "")
+    error, _ = _copied(staged.out, remote, result, "")
     if error is not None:
         raise error
     return result
@@ -70,14 +70,15 @@ def _run_dirs(staging: str) -> list[str]:
         return []
 
 
-def _copied(staging: str, remote: remote_runs.Remote, result: RunResult | None, how: str) -> RunError | None:
+def _copied(staging: str, remote: remote_runs.Remote, result: RunResult | None,
+            how: str) -> tuple[RunError | None, str]:
     """The staging directory's run directory copied to `remote` and checked, then removed, and
-    `result` pointed at the copy; else the staging copy kept and a RunError saying where and why
-    (`how`: how the run itself ended, when not complete). None when copied."""
+    `result` pointed at the copy: (None, the copy's URI as shown). Else the staging copy kept:
+    (a RunError saying where it is and why, `how` the run itself ended when not complete, its path)."""
     names = _run_dirs(staging)
     if not names:       # the run ended before its directory was made
         shutil.rmtree(staging, ignore_errors=True)
-        return None
+        return None, remote.shown
     local = os.path.join(staging, names[0])
     target = remote.child(names[0])
     if result is not None:
@@ -92,11 +93,11 @@ def _copied(staging: str, remote: remote_runs.Remote, result: RunResult | None, 
         if result is not None:
             result.run_dir = local
             error.result = result       # type: ignore[attr-defined]  # the figures, shown before the error
-        return error
+        return error, local
     shutil.rmtree(staging, ignore_errors=True)
     if result is not None:
         result.run_dir = target.shown
-    return None
+    return None, target.shown
 
 
 def _note_kept(run_dir: str, warning: str) -> None:

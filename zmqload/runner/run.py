@@ -262,6 +262,7 @@ def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
     if record.placement is not None:
         result.clock_uncertainty_ns = record.placement.latency_uncertainty_ns()
     note_device(controller.plan, state, result)
+    result.topology = record.topology
     finish_records(run_dir, record, state, w, result, error)
     if pending is not None:
         if isinstance(pending, RunError):
