@@ -31,33 +31,39 @@ def local_out(w: Workload) -> str:
     return tempfile.gettempdir() if remote_runs.is_uri(w.out) else w.out
 
 
-def run_staged(w: Workload, run_here: Callable[[Workload, str], RunResult]) -> RunResult:
-    """`run_here(staged, shown)` (runner/run.py: the run itself, with run.json's workload.out
-    `shown`) into a staging directory, then its run directory copied to `w.out`. ConfigError
-    before anything is made when the URI cannot be opened or written; RunError when the copy
-    fails (the run's own errors, and Ctrl-C, are raised once the copy is made)."""
-    name = rr.run_dir_name(w.run_name, w.role) if w.run_name else None
-    remote = remote_runs.check_writable(w.out, "--out", new_child=name)
+def run_staged(w: Workload, run_here: Callable[[Workload, str, Callable[[], None]], RunResult]) -> RunResult:
+    """`run_here(staged, shown, check_target)` (runner/run.py: the run itself into a staging
+    directory, run.json's workload.out `shown`, `check_target()` its last check before the run
+    directory is made), then its run directory copied to `w.out`. ConfigError before anything is
+    made when the URI cannot be opened or written (checked last, so no other bad input leaves the
+    check's traces there); RunError when the copy fails (the run's own errors, and Ctrl-C, are
+    raised once the copy is made)."""
+    checked: list[remote_runs.Remote] = []
+
+    def check_target() -> None:
+        name = rr.run_dir_name(w.run_name, w.role) if w.run_name else None
+        checked.append(remote_runs.check_writable(w.out, "--out", new_child=name))
+
     staged = copy.copy(w)       # not replace(): the validated workload as it is
     staged.out = os.path.join(local_out(w), f"{STAGING_PREFIX}{secrets.token_hex(4)}")
     try:
-        result = run_here(staged, remote.shown)
+        result = run_here(staged, remote_runs.shown(w.out), check_target)
     except ConfigError:
         shutil.rmtree(staged.out, ignore_errors=True)      # bad input: nothing was recorded
         raise
     except RunError as exc:
         failed: RunResult | None = getattr(exc, "result", None)
-        raise _copied(staged.out, remote, failed, f"the run failed ({exc})")[0] or exc
+        raise _copied(staged.out, checked, failed, f"the run failed ({exc})")[0] or exc
     except KeyboardInterrupt:
-        error, where = _copied(staged.out, remote, None, "the run was interrupted")
+        error, where = _copied(staged.out, checked, None, "the run was interrupted")
         if error is not None:
             raise error from None
-        raise KeyboardInterrupt(f"what was recorded is at {where}") from None
+        raise KeyboardInterrupt(f"what was recorded is at {where}" if where else "") from None
     except BaseException:
         if not _run_dirs(staged.out):      # else kept: what was recorded stays where it is
             shutil.rmtree(staged.out, ignore_errors=True)
         raise
-    error, _ = _copied(staged.out, remote, result, "")
+    error, _ = _copied(staged.out, checked, result, "")
     if error is not None:
         raise error
     return result
@@ -70,15 +76,17 @@ def _run_dirs(staging: str) -> list[str]:
         return []
 
 
-def _copied(staging: str, remote: remote_runs.Remote, result: RunResult | None,
+def _copied(staging: str, checked: list[remote_runs.Remote], result: RunResult | None,
             how: str) -> tuple[RunError | None, str]:
-    """The staging directory's run directory copied to `remote` and checked, then removed, and
-    `result` pointed at the copy: (None, the copy's URI as shown). Else the staging copy kept:
-    (a RunError saying where it is and why, `how` the run itself ended when not complete, its path)."""
+    """The staging directory's run directory copied to the URI `checked` (before the directory
+    was made) and checked, then removed, and `result` pointed at the copy: (None, the copy's URI as
+    shown). Else the staging copy kept: (a RunError saying where it is and why, `how` the run
+    itself ended when not complete, its path). (None, "") when the run ended before it had one."""
     names = _run_dirs(staging)
-    if not names:       # the run ended before its directory was made
+    if not names or not checked:
         shutil.rmtree(staging, ignore_errors=True)
-        return None, remote.shown
+        return None, ""
+    remote = checked[0]
     local = os.path.join(staging, names[0])
     target = remote.child(names[0])
     if result is not None:

@@ -153,14 +153,16 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
     was recorded."""
     w = workload.validate()
     if remote_runs.is_uri(w.out):     # recorded here, then copied there (runner/remote_out.py)
-        return run_staged(w, lambda staged, shown: _run_here(staged, progress, slos, shown))
+        return run_staged(w, lambda staged, shown, check_target: _run_here(staged, progress, slos, shown,
+                                                                            check_target))
     return _run_here(w, progress, slos)
 
 
 def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
-              staging_for: str | None = None) -> RunResult:
+              staging_for: str | None = None, check_target: Callable[[], None] | None = None) -> RunResult:
     """The run, its directory under w.out; `staging_for`: the URI (shown) it will be copied to,
-    which run.json's workload.out names."""
+    which run.json's workload.out names, `check_target` the URI's check, the last before the run
+    directory is made."""
     check_can_reset(w)
     curve = run_keys(w)       # before the run directory: libzmq without CURVE is bad input
     if w.master is not None:  # the workers bind on their hosts' addresses, the controller at its own
@@ -169,6 +171,8 @@ def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
                              w.insecure)
     keys = control_keys(w)
     warning = check_space(w, staging_for)
+    if check_target is not None:
+        check_target()
     run_id, run_dir = _make_run_dir(w)
     recorded = w
     if staging_for is not None:
