@@ -186,9 +186,15 @@ def copy_checked(source_fs: Any, source: str, destination_fs: Any, destination: 
 
 
 def upload(local_dir: str, remote: Remote) -> int:
-    """A finished local run directory copied to `remote` and checked (copy_checked); its bytes."""
+    """A finished local run directory copied to `remote` and checked (copy_checked); its bytes.
+    run.json goes last, once everything else is there and checked: a directory holding it is a
+    run (run_record.RUN_FILE), so a copy cut short never reads as a whole run."""
     import pyarrow.fs as pafs
-    return copy_checked(pafs.LocalFileSystem(), os.path.abspath(local_dir), remote.fs, remote.path)
+
+    from .run_record import RUN_FILE
+    here, local_dir = pafs.LocalFileSystem(), os.path.abspath(local_dir)
+    return sum(copy_checked(here, os.path.join(local_dir, name), remote.fs, f"{remote.path}/{name}")
+               for name in sorted(os.listdir(local_dir), key=lambda name: (name == RUN_FILE, name)))
 
 
 def download_runs(uri: str, local_parent: str) -> tuple[str, int]:
