@@ -16,20 +16,26 @@ unreadable file bad input.
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
+import tempfile
 from typing import Sequence
 
+from ..contract import remote_runs
+from ..contract.masters import on_this_host
 from ..contract.report_options import REPORT_OPTIONS
-from ..errors import ExitStatus
+from ..errors import ConfigError, ExitStatus
 from ..report import command
 from ..report.build import PROG
-from .common import OneLineParser, guarded
+from .common import OneLineParser, guarded, megabytes
 from .options import add_workload_arguments
 
 NAME = "report"
 HELP = "Spark analysis and HTML capacity report of run directories (pip install 'zmqload[report]')"
 DESCRIPTION = (__doc__ or "").splitlines()[0].replace("`", "")
-PATHS_HELP = "run directories, or directories holding run=*/ directories (a sweep)"
+PATHS_HELP = ("run directories, or directories holding run=*/ directories (a sweep); either may be a filesystem URI "
+              "(s3://...: copied here first)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,10 +64,44 @@ def run(args: argparse.Namespace) -> ExitStatus:
 
 
 def _joined_then_reported(args: argparse.Namespace) -> ExitStatus:
-    """The halves of split runs among the paths joined first (runner/halves.py), then the report."""
+    """Runs at a URI copied here first, the halves of split runs among the paths joined
+    (runner/halves.py), then the report; the copies removed after it."""
     from ..runner.halves import join_found
-    args.paths = join_found(args.paths)
-    return command.run(args)
+    staging = tempfile.mkdtemp(prefix=STAGING_PREFIX) if any(remote_runs.is_uri(p) for p in args.paths) else None
+    try:
+        if staging is not None:
+            args.paths = copied_here(args, staging)
+        args.paths = join_found(args.paths)
+        return command.run(args)
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+STAGING_PREFIX = "zmqload-report-in-"
+"""The local copy of runs given by URI: $TMPDIR (else /tmp)/zmqload-report-in-<random>/, removed
+after the report."""
+
+
+def copied_here(args: argparse.Namespace, staging: str) -> list[str]:
+    """The paths, each URI's runs copied under `staging` (contract/remote_runs.py) and said in
+    one line. A URI with a Spark that is not on this host is refused: the copy is this host's."""
+    for flag, value in (("--master", args.master), ("--remote", args.remote)):
+        if value is not None and not (flag == "--master" and on_this_host(value)):
+            uri = remote_runs.shown(next(p for p in args.paths if remote_runs.is_uri(p)))
+            raise ConfigError(flag, f"got {value!r} with {uri}: runs at a URI are copied to this host, where "
+                                    "that Spark's executors cannot read them; accepted: no --master or a local[...] "
+                                    "one with a URI, or a path the cluster shares")
+    paths = []
+    for i, path in enumerate(args.paths):
+        if not remote_runs.is_uri(path):
+            paths.append(path)
+            continue
+        local, copied = remote_runs.download_runs(path, os.path.join(staging, str(i)))
+        print(f"{PROG}: copied {megabytes(copied)} of runs from {remote_runs.shown(path)} to {local} "
+              "(removed after the report)", file=sys.stderr)
+        paths.append(local)
+    return paths
 
 
 def main(argv: Sequence[str] | None = None) -> ExitStatus:

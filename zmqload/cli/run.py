@@ -12,7 +12,6 @@ from .common import megabytes
 from .options import add_workload_arguments, workload_from_args
 
 if TYPE_CHECKING:
-    from ..contract.run_record import Topology
     from ..measure.result import RunResult
     from ..plan.slo import Breach
 
@@ -43,8 +42,8 @@ def run(args: argparse.Namespace) -> ExitStatus:
         say_disk(workload)
     try:
         result = run_workload(workload, progress=progress, slos=slos if slos.given else None)
-    except KeyboardInterrupt as exc:
-        raise KeyboardInterrupt("what was recorded is kept (run.json status: interrupted)") from exc
+    except KeyboardInterrupt as exc:      # its message: where a run copied to an --out URI went
+        raise KeyboardInterrupt(f"{str(exc) or 'what was recorded is kept'} (run.json status: interrupted)") from exc
     except RunError as exc:     # a failed run still has figures (from its records): show them, then the error
         failed: RunResult | None = getattr(exc, "result", None)
         if failed is not None:
@@ -69,11 +68,12 @@ billion messages)."""
 def say_disk(w: Workload) -> None:
     """How much a long run will write and what a full disk does to it, one line before it starts
     (a run that cannot fit was refused already: runner.run.check_space)."""
+    from ..runner.remote_out import local_out
     from ..runner.run import expected_write, free_space
-    (needed, guessed), free = expected_write(w), free_space(w.out)
+    (needed, guessed), free = expected_write(w), free_space(local_out(w))
     if needed >= SAY_BYTES and (guessed or free >= needed):
         print(f"zmqload run: writing about {megabytes(needed)}{' (guessed: unpaced, --duration)' if guessed else ''} "
-              f"to {w.out}, {megabytes(max(free, 0))} free; a disk that fills ends the run failed, "
+              f"to {local_out(w)}, {megabytes(max(free, 0))} free; a disk that fills ends the run failed, "
               "what was recorded kept", file=sys.stderr)
 
 
@@ -81,7 +81,7 @@ def show(result: RunResult, breaches: list[Breach], args: argparse.Namespace) ->
     from rich.console import Console
 
     from .display import print_summary
-    topology = _topology(result)
+    topology = result.topology
     if args.json:
         from ..contract.codec import to_builtins
         print(json.dumps({**result.shown(), "topology": to_builtins(topology) if topology else None,
@@ -91,13 +91,3 @@ def show(result: RunResult, breaches: list[Breach], args: argparse.Namespace) ->
         print_summary(result, console)
         if topology is not None and topology.device_in_path:
             console.print(f"device in the path: {topology.note}", soft_wrap=True, markup=False)
-
-
-def _topology(result: RunResult) -> Topology | None:
-    """The run's topology as its record keeps it (None for a record without one)."""
-    from ..contract.run_record import read_run
-    from ..errors import RecordError
-    try:
-        return read_run(result.run_dir).topology
-    except (OSError, RecordError):
-        return None

@@ -23,6 +23,12 @@ def spark_master(master: str, flag: str = "--master") -> str:
     raise ConfigError(flag, f"got {master!r}; accepted: {MASTERS_ACCEPTED}")
 
 
+def on_this_host(master: str) -> bool:
+    """Whether a master's executors all run on this host (local, local[N], local-cluster[...]):
+    they reach the driver at loopback and read and write its files."""
+    return master.startswith("local")
+
+
 REMOTES_ACCEPTED = "sc://HOST:PORT, optionally followed by /;NAME=VALUE;... (e.g. sc://spark.example:15002/;token=T)"
 REMOTE_FORM = re.compile(r"sc://(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s/:;\[\]]+):(?P<port>\d{1,5})(?P<params>/(;[^;=\s]+=[^;\s]*)+)?/?")
 """Spark Connect's URL as its client parses it; the port is required here, so the one a report

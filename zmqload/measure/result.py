@@ -6,6 +6,7 @@ from typing import Any, ClassVar, Optional
 
 from ..contract import patterns
 from ..contract.fates import DROPPED, FATES
+from ..contract.run_record import Topology
 from .histogram import Histogram
 
 PERCENTILES = (50, 90, 99, 99.9, 99.99, 100)
@@ -136,6 +137,9 @@ class RunResult:
     clock_uncertainty_ns: Optional[int] = None
     """Placed runs (--master): how far a one-way latency may be off through the hosts' clocks
     (run.json placement, `Placement.latency_uncertainty_ns`); None on one host, where it is 0."""
+    topology: Optional[Topology] = None
+    """Who bound and who connected, to what, and whether a device of yours sat between the sides
+    (run.json `topology`), kept here because the run directory may be at a URI by now."""
 
     # The figures run.json keeps under "counters" and "summary" (docs/RECORDS.md).
     COUNTERS: ClassVar[tuple[str, ...]] = (

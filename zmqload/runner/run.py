@@ -13,7 +13,7 @@ import threading
 from types import FrameType
 from typing import Any, Callable, NoReturn
 
-from ..contract import exposure, patterns
+from ..contract import exposure, patterns, remote_runs
 from ..contract.records import DISK_BYTES_PER_ROW
 from ..contract.workload import UNPACED_RATE_GUESS, Slos, Workload, check_output_dir
 from ..contract import codec
@@ -35,6 +35,7 @@ from .launch import Launcher
 from .spark_stage import StageLauncher, control_host
 from .resets import check_can_reset
 from .record import finish_records, start_records, utc_now
+from .remote_out import run_staged
 from .salvage import salvage_run
 from .state import ProgressListener, RunState, WorkerFailed
 
@@ -97,15 +98,17 @@ def free_space(directory: str) -> int:
     return free_bytes(path)
 
 
-def check_space(w: Workload) -> str | None:
-    """Before anything is made: a run expected to write more than --out has free is refused (one
-    line, naming the option); one whose length is a guess (unpaced --duration) gets a warning
-    line instead (returned). A disk that fills anyway ends the run `failed`, what was recorded
-    kept readable (docs/RELIABILITY.md)."""
+def check_space(w: Workload, staging_for: str | None = None) -> str | None:
+    """Before anything is made: a run expected to write more than --out (or the staging directory
+    of `staging_for`, a URI's: runner/remote_out.py) has free is refused (one line, naming the
+    option); one whose length is a guess (unpaced --duration) gets a warning line instead
+    (returned). A disk that fills anyway ends the run `failed`, what was recorded kept readable
+    (docs/RELIABILITY.md)."""
     (needed, guessed), free = expected_write(w), free_space(w.out)
     if free < 0 or free >= needed:
         return None
-    said = (f"{w.out}: {free:,} bytes free, the run is expected to write about {needed:,} "
+    where = w.out if staging_for is None else f"{w.out} (staging for {staging_for}: $TMPDIR, else /tmp)"
+    said = (f"{where}: {free:,} bytes free, the run is expected to write about {needed:,} "
             f"(~{bytes_per_message(w):.0f} bytes per message kept"
             + (", and every raw row may wait to be converted while unpaced loops run" if not w.rate else ""))
     if not guessed:
@@ -145,9 +148,21 @@ def _make_run_dir(w: Workload) -> tuple[str, str]:
 
 def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos | None = None) -> RunResult:
     """Carry out one run (`slos`: the SLOs it will be judged by, kept in its record). Raises
-    ConfigError for bad options (before anything starts), RunError when the run fails,
-    KeyboardInterrupt after an interrupted run was recorded."""
+    ConfigError for bad options (before anything starts), RunError when the run fails (or its
+    records could not be copied to an --out URI), KeyboardInterrupt after an interrupted run
+    was recorded."""
     w = workload.validate()
+    if remote_runs.is_uri(w.out):     # recorded here, then copied there (runner/remote_out.py)
+        return run_staged(w, lambda staged, shown, check_target: _run_here(staged, progress, slos, shown,
+                                                                            check_target))
+    return _run_here(w, progress, slos)
+
+
+def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
+              staging_for: str | None = None, check_target: Callable[[], None] | None = None) -> RunResult:
+    """The run, its directory under w.out; `staging_for`: the URI (shown) it will be copied to,
+    which run.json's workload.out names, `check_target` the URI's check, the last before the run
+    directory is made."""
     check_can_reset(w)
     curve = run_keys(w)       # before the run directory: libzmq without CURVE is bad input
     if w.master is not None:  # the workers bind on their hosts' addresses, the controller at its own
@@ -155,10 +170,16 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
         exposure.check_binds([("--master", f"tcp://{f'[{at}]' if ':' in at else at}:*")], curve is not None,
                              w.insecure)
     keys = control_keys(w)
-    warning = check_space(w)
+    warning = check_space(w, staging_for)
+    if check_target is not None:
+        check_target()
     run_id, run_dir = _make_run_dir(w)
+    recorded = w
+    if staging_for is not None:
+        recorded = copy.copy(w)
+        recorded.out = staging_for
     record = rr.RunRecord(
-        run_id=run_id, workload=w, slos=slos, security=Security.NULL if curve is None else Security.CURVE,
+        run_id=run_id, workload=recorded, slos=slos, security=Security.NULL if curve is None else Security.CURVE,
         pattern=rr.PatternFacts(fanout=w.fanout, binder=Role(patterns.get(w.pattern).binder)),
         versions=codec.convert(versions(), rr.Versions), host=codec.convert(host(), rr.Host),
         clock=codec.convert(clock_pair(), rr.ClockPair), started_at=utc_now())
@@ -245,6 +266,7 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
     if record.placement is not None:
         result.clock_uncertainty_ns = record.placement.latency_uncertainty_ns()
     note_device(controller.plan, state, result)
+    result.topology = record.topology
     finish_records(run_dir, record, state, w, result, error)
     if pending is not None:
         if isinstance(pending, RunError):

@@ -25,6 +25,7 @@ from typing import Any, Iterable, Iterator
 
 from ..contract.curve import CurveKeys
 from ..contract.ids import Role, WorkerId
+from ..contract.masters import on_this_host
 from ..contract.workload import OPTIONS
 from ..errors import ConfigError, RunError
 from .clocks import ClockServer
@@ -48,7 +49,7 @@ def control_host(master: str) -> str:
     (local, local-cluster) unless SPARK_LOCAL_IP says otherwise, else this host's address."""
     if os.environ.get("SPARK_LOCAL_IP"):
         return os.environ["SPARK_LOCAL_IP"]
-    if master.startswith("local"):
+    if on_this_host(master):
         return "127.0.0.1"
     return socket.gethostbyname(socket.gethostname())
 

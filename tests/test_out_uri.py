@@ -1,0 +1,281 @@
+"""`--out URI` against a real S3 API server on loopback (moto's, a subprocess, like any S3 a user
+runs): a run records into a staging directory and its run directory is copied to the URI when it
+ends (complete, interrupted or failed); the report copies runs at a URI here first. Every outcome
+is checked with pyarrow reading the bucket directly, sharing nothing with zmqload."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import free_ports
+
+pytest.importorskip("moto.server", reason="the S3 API server of the tests: pip install 'moto[server]' (the test extra)")
+
+KEY, SECRET = "AKIAZMQLOADTEST", "fake-secret-Zq81"       # moto takes any credentials
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """`python -m moto.server` on a free loopback port, until the module's tests are done."""
+    port = free_ports(1)[0]
+    log = open(tmp_path_factory.mktemp("moto") / "server.log", "w")
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            assert server.poll() is None and time.monotonic() < deadline, "moto's server did not start"
+            time.sleep(0.1)
+    yield port
+    server.terminate()
+    server.wait(timeout=10)
+    log.close()
+
+
+def filesystem(port: int) -> pafs.S3FileSystem:
+    return pafs.S3FileSystem(access_key=KEY, secret_key=SECRET, endpoint_override=f"127.0.0.1:{port}", scheme="http",
+                             allow_bucket_creation=True, allow_bucket_deletion=True)
+
+
+@pytest.fixture
+def bucket(s3):
+    """A new empty bucket of the server's: (its name, the server's port)."""
+    name = f"runs-{uuid.uuid4().hex[:12]}"
+    filesystem(s3).create_dir(name)
+    return name, s3
+
+
+def uri(bucket: tuple[str, int], prefix: str = "runs", credentials: bool = False) -> str:
+    name, port = bucket
+    user = f"{KEY}:{SECRET}@" if credentials else ""
+    return f"s3://{user}{name}/{prefix}?endpoint_override=127.0.0.1:{port}&scheme=http"
+
+
+def user_env(tmp_path, credentials: bool = True) -> dict[str, str]:
+    """A user's environment: the staging directory under the test's own TMPDIR, fake AWS
+    credentials (or none: they are in the URI), no EC2 metadata lookups."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(TMPDIR=str(tmp_path / "tmp"), AWS_EC2_METADATA_DISABLED="true", AWS_DEFAULT_REGION="us-east-1")
+    if credentials:
+        env.update(AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET)
+    os.makedirs(env["TMPDIR"], exist_ok=True)
+    return env
+
+
+def zmqload(*args: str, env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "zmqload", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def staged(tmp_path) -> list[str]:
+    return glob.glob(str(tmp_path / "tmp" / "zmqload-out-*"))
+
+
+def uploaded_runs(bucket: tuple[str, int], prefix: str = "runs") -> list[str]:
+    name, port = bucket
+    found = filesystem(port).get_file_info(pafs.FileSelector(f"{name}/{prefix}", allow_not_found=True))
+    return sorted(i.path for i in found if i.base_name.startswith("run="))
+
+
+def read_from_s3(port: int, run_path: str, kind: str):
+    fs = filesystem(port)
+    parts = sorted(i.path for i in fs.get_file_info(pafs.FileSelector(f"{run_path}/{kind}"))
+                   if i.path.endswith(".parquet"))
+    assert parts, f"no {kind} parts at {run_path}"
+    return pq.ParquetDataset(parts, filesystem=fs).read()
+
+
+def run_json_from_s3(port: int, run_path: str) -> dict:
+    with filesystem(port).open_input_stream(f"{run_path}/run.json") as f:
+        return json.loads(f.read())
+
+
+def distinct_messages(table) -> int:
+    return table.group_by(["stream", "seq"]).aggregate([]).num_rows
+
+
+def test_run_records_reach_the_bucket_whole_and_staging_goes(bucket, tmp_path):
+    # the credentials in the URI only: they must not be printed, nor stored in run.json
+    target = uri(bucket, credentials=True)
+    done = zmqload("run", "--count", "20k", "--rate", "0", "--json", "--out", target,
+                   env=user_env(tmp_path, credentials=False))
+    assert done.returncode == 0, done.stderr
+    assert SECRET not in done.stdout + done.stderr and KEY not in done.stdout + done.stderr
+    summary = json.loads(done.stdout)
+    (run_path,) = uploaded_runs(bucket)
+    name, port = bucket
+    shown = uri(bucket)
+    assert summary["run_dir"] == shown.replace("/runs?", f"/runs/{os.path.basename(run_path)}?")
+    assert not staged(tmp_path), "the staging copy is removed once the copy is checked"
+
+    record = run_json_from_s3(port, run_path)
+    assert record["status"] == "complete" and record["workload"]["out"] == shown
+    assert SECRET not in json.dumps(record) and KEY not in json.dumps(record)
+    sends, recvs = read_from_s3(port, run_path, "sends"), read_from_s3(port, run_path, "recvs")
+    accepted = sends.filter(pc.equal(sends["status"], 0))
+    assert accepted.num_rows == summary["sent"] == record["counters"]["sent"] == 20_000
+    assert distinct_messages(accepted) == 20_000
+    assert recvs.num_rows == summary["received"] == record["counters"]["received"]
+    assert distinct_messages(recvs) == summary["unique_received"] == record["counters"]["unique_received"]
+
+
+@pytest.fixture
+def silent_endpoint():
+    """A loopback port that accepts connections and never answers (a hung server): the S3 client's
+    waits are all that bound the check."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+@pytest.mark.parametrize("case", ["missing bucket", "unreachable endpoint", "silent endpoint", "unknown scheme",
+                                  "malformed query"])
+def test_an_unusable_uri_is_refused_before_the_run(s3, tmp_path, case, request):
+    port = {"unreachable endpoint": lambda: free_ports(1)[0],
+            "silent endpoint": lambda: request.getfixturevalue("silent_endpoint")}.get(case, lambda: s3)()
+    target = {"missing bucket": f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/r?endpoint_override=127.0.0.1:{port}"
+                                "&scheme=http",
+              "unreachable endpoint": f"s3://b/r?endpoint_override=127.0.0.1:{port}&scheme=http",
+              "silent endpoint": f"s3://b/r?endpoint_override=127.0.0.1:{port}&scheme=http",
+              "unknown scheme": "nosuchfs://b/r",
+              "malformed query": f"s3://b/r?endpoint_override=127.0.0.1:{port}&retries=2"}[case]
+    started = time.monotonic()
+    done = zmqload("run", "--count", "1000", "--out", target, env=user_env(tmp_path))
+    took = time.monotonic() - started
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("zmqload run: error: --out: "), done.stderr
+    assert "accepted: " in done.stderr and "Traceback" not in done.stderr
+    assert took < 30, took
+    assert not staged(tmp_path) and not glob.glob(str(tmp_path / "tmp" / "*")), "nothing may be written"
+
+
+def test_a_cluster_master_and_the_commands_that_write_as_they_go_refuse_a_uri(bucket, tmp_path):
+    env, target = user_env(tmp_path), uri(bucket)
+    for args, flag in ((("run", "--count", "100", "--master", "spark://127.0.0.1:7077"), "--out"),
+                       (("sweep", "--rate", "1k,2k", "--count", "100"), "--out"),
+                       (("capacity", "--probe-duration", "1"), "--out"),
+                       (("scenario", "run", "linger-tail"), "--out")):
+        done = zmqload(*args, "--out", target, env=env)
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.count("\n") == 1 and f"error: {flag}: " in done.stderr, done.stderr
+    assert "share" in zmqload("run", "--master", "spark://127.0.0.1:7077", "--out", target, env=env).stderr
+    report = zmqload("report", target, "--master", "spark://127.0.0.1:7077", env=env)
+    assert report.returncode == 2 and report.stderr.count("\n") == 1 and "--master" in report.stderr, report.stderr
+    assert not uploaded_runs(bucket) and not staged(tmp_path)
+
+
+def wait_for_schedule(tmp_path, timeout: float = 60) -> int:
+    """t0 (CLOCK_MONOTONIC ns) of the run being staged under the test's TMPDIR, once it is set."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in glob.glob(str(tmp_path / "tmp" / "zmqload-out-*" / "run=*" / "run.json")):
+            try:
+                with open(path) as f:
+                    t0 = (json.load(f).get("schedule") or {}).get("t0_ns")
+            except (OSError, ValueError):
+                continue
+            if t0:
+                return int(t0)
+        time.sleep(0.1)
+    raise AssertionError("the run never started")
+
+
+def test_a_copy_that_fails_keeps_the_local_copy_and_fails_the_command(bucket, tmp_path):
+    name, port = bucket
+    proc = subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--rate", "10k", "--duration", "3", "--quiet",
+                             "--out", uri(bucket)], env=user_env(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    wait_for_schedule(tmp_path)
+    filesystem(port).delete_dir(name)         # the bucket goes while the run records
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stderr
+    assert stderr.count("\n") == 1 and "Traceback" not in stderr, stderr
+    (kept,) = glob.glob(str(tmp_path / "tmp" / "zmqload-out-*" / "run=*"))
+    assert f"records are complete in {kept}" in stderr and uri(bucket).split("?")[0] in stderr
+    with open(os.path.join(kept, "run.json")) as f:
+        record = json.load(f)
+    assert record["status"] == "complete" and any("copy to" in w for w in record["warnings"])
+    recvs = pq.ParquetDataset(sorted(glob.glob(os.path.join(kept, "recvs", "*.parquet")))).read()
+    assert recvs.num_rows == record["counters"]["received"] > 20_000
+
+
+def test_an_interrupted_run_is_copied_and_readable(bucket, tmp_path):
+    name, port = bucket
+    proc = subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--rate", "20k", "--duration", "60", "--quiet",
+                             "--out", uri(bucket)], env=user_env(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    t0_ns = wait_for_schedule(tmp_path)
+    while time.monotonic_ns() < t0_ns + 1_500_000_000:     # 1.5 s of the schedule: ~30k messages
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)          # Ctrl-C at a terminal: the whole process group
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and f"what was recorded is at s3://{name}/runs/run=" in stderr, stderr
+    (run_path,) = uploaded_runs(bucket)
+    record = run_json_from_s3(port, run_path)
+    assert record["status"] == "interrupted"
+    sends, recvs = read_from_s3(port, run_path, "sends"), read_from_s3(port, run_path, "recvs")
+    assert sends.num_rows == record["counters"]["attempted"] > 10_000
+    assert distinct_messages(sends.filter(pc.equal(sends["status"], 0))) == record["counters"]["sent"]
+    assert distinct_messages(recvs) == record["counters"]["unique_received"] > 10_000
+    assert not staged(tmp_path)
+
+
+@pytest.mark.slow      # a real local Spark (tests/conftest.py)
+def test_report_from_a_uri_gives_the_figures_of_the_records(bucket, tmp_path):
+    pytest.importorskip("pyspark")
+    env = user_env(tmp_path)
+    for i in range(2):      # a parent of two runs, as a local runs/ folder
+        done = zmqload("run", "--count", "20k", "--rate", "0", "--run-name", f"r{i}", "--quiet", "--out", uri(bucket),
+                       env=env)
+        assert done.returncode == 0, done.stderr
+    report = zmqload("report", uri(bucket), "--out", str(tmp_path / "report"), "--no-server", env=env, timeout=600)
+    assert report.returncode == 0, report.stderr
+    said = [line for line in report.stderr.splitlines() if "copied" in line]
+    assert len(said) == 1 and uri(bucket) in said[0] and "MB" in said[0], report.stderr
+    assert not glob.glob(str(tmp_path / "tmp" / "zmqload-report-in-*")), "the report's copy is removed after it"
+    rows = {r["run"]: r for r in pq.read_table(tmp_path / "report" / "summary.parquet").to_pylist()
+            if r["stream"] == -1 and r["consumer"] == -1}
+    assert sorted(rows) == ["r0", "r1"]
+    _, port = bucket
+    for run_path in uploaded_runs(bucket):
+        sends, recvs = read_from_s3(port, run_path, "sends"), read_from_s3(port, run_path, "recvs")
+        row = rows[run_path.rsplit("run=", 1)[1]]
+        assert row["sent"] == sends.filter(pc.equal(sends["status"], 0)).num_rows == 20_000
+        assert row["received"] == recvs.num_rows and row["unique"] == distinct_messages(recvs)
+        assert row["t_first_send_ns"] == pc.min(sends["t_sent_ns"]).as_py()
+        assert row["t_last_recv_ns"] == pc.max(recvs["t_recv_ns"]).as_py()

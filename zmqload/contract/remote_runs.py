@@ -1,0 +1,229 @@
+"""Run directories kept on a filesystem named by a URI (s3://BUCKET/PREFIX?endpoint_override=...,
+gs://, hdfs://...: what pyarrow.fs.FileSystem.from_uri opens): the URI told from a local path,
+shown without its secrets, its filesystem opened and proven writable in bounded time, and run
+directories copied up (a run's, once it has ended) or down (a report's), every file checked by
+its size on the other side.
+
+A run never writes to the URI as it goes: its workers need local files (spill slots overwritten
+in place, packed maps, atomic renames), so it records into a staging directory on this host and
+the finished directory is copied (runner/remote_out.py); the report reads local files, so it
+copies the runs down first (cli/report.py).
+"""
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ..errors import ConfigError
+
+URI_FORM = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://.*", re.DOTALL)
+URI_ACCEPTED = ("a filesystem URI pyarrow opens, e.g. s3://BUCKET/PREFIX (AWS credentials from the environment; "
+                "another S3 server: ?endpoint_override=HOST:PORT&scheme=http), gs://BUCKET/PREFIX, hdfs://HOST:PORT/PATH")
+SECRET_WORDS = ("key", "secret", "token", "password", "credential", "sas", "sig", "ticket")
+"""A query parameter whose name holds one of these is left out wherever the URI is shown or stored."""
+
+# pyarrow's S3 client retries a failed request with backoff and has no timeout of its own:
+# unbounded against a host that drops packets, 6 s against a refused connection (measured,
+# pyarrow 26). Every S3 filesystem opened here has these bounds instead.
+S3_CONNECT_TIMEOUT_S = 5.0
+S3_REQUEST_TIMEOUT_S = 10.0      # the AWS SDK's: the longest wait for the next bytes, not a whole transfer
+PROBE_ATTEMPTS = 2               # before a run: refused within about 2 x (connect + request) seconds
+COPY_ATTEMPTS = 4                # a copy rides out a brief outage
+
+
+def is_uri(text: str) -> bool:
+    """Whether `text` names a filesystem by URI (scheme://...) rather than a local path."""
+    return bool(URI_FORM.fullmatch(text))
+
+
+def shown(uri: str) -> str:
+    """The URI as messages, run.json and --json show it: without user:password@ and without the
+    query parameters that carry secrets (endpoint_override, scheme and region are kept)."""
+    parts = urllib.parse.urlsplit(uri)
+    netloc = parts.netloc.rpartition("@")[2]
+    query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if not _secret(k)]
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, urllib.parse.urlencode(query, safe=":/"), ""))
+
+
+def join(uri: str, name: str) -> str:
+    """`uri` with `name` appended to its path, the query kept: s3://b/p?x=1 + run=a -> s3://b/p/run=a?x=1."""
+    parts = urllib.parse.urlsplit(uri)
+    return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + name))
+
+
+def local_only(path: str, option: str = "--out") -> None:
+    """ConfigError(option) for a URI where a command writes as it goes (a sweep, a search, a
+    scenario): only a run's finished directory is copied to one (runner/remote_out.py)."""
+    if is_uri(path):
+        raise ConfigError(option, f"got {shown(path)!r}: this command writes to a local directory as it goes; "
+                                  "accepted: a directory path (a URI: zmqload run --out URI)")
+
+
+def _secret(name: str) -> bool:
+    return any(word in name.lower() for word in SECRET_WORDS)
+
+
+def _secrets_of(uri: str) -> list[str]:
+    """The secret values in `uri`, to be scrubbed from any text that may repeat them."""
+    parts = urllib.parse.urlsplit(uri)
+    found = [p for p in re.split(r"[:@]", parts.netloc.rpartition("@")[0]) if p]
+    found += [v for k, v in urllib.parse.parse_qsl(parts.query) if _secret(k) and v]
+    return found
+
+
+def scrubbed(text: str, uri: str) -> str:
+    """`text` (an error's, say) with every secret of `uri` replaced by ***, on one line."""
+    for secret in _secrets_of(uri):
+        text = text.replace(secret, "***").replace(urllib.parse.quote(secret, safe=""), "***")
+    return " ".join(text.split())
+
+
+@dataclass
+class Remote:
+    """A directory on a filesystem named by URI: the filesystem (pyarrow.fs.FileSystem) and the
+    path inside it, as FileSystem.from_uri splits them."""
+    uri: str
+    fs: Any         # pyarrow.fs.FileSystem (pyarrow has no type information)
+    path: str
+
+    @property
+    def shown(self) -> str:
+        return shown(self.uri)
+
+    def child(self, name: str) -> Remote:
+        return Remote(join(self.uri, name), self.fs, f"{self.path.rstrip('/')}/{name}")
+
+    def why(self, exc: BaseException) -> str:
+        """An error of the filesystem's client in one line, without the URI's secrets."""
+        return scrubbed(str(exc) or exc.__class__.__name__, self.uri)
+
+
+def open_remote(uri: str, option: str, attempts: int = COPY_ATTEMPTS) -> Remote:
+    """The filesystem and path of `uri`, its client's waits bounded (S3: timeouts and `attempts`);
+    ConfigError(option) when pyarrow cannot open it (an unknown scheme, a malformed URI)."""
+    import pyarrow.fs as pafs
+    try:
+        fs, path = pafs.FileSystem.from_uri(uri)
+    except (ValueError, OSError, TypeError) as exc:       # ArrowInvalid is a ValueError
+        raise ConfigError(option, f"cannot open {shown(uri)!r} ({scrubbed(str(exc), uri)}); accepted: "
+                                  f"{URI_ACCEPTED}") from None
+    if isinstance(fs, pafs.S3FileSystem):
+        fs = _bounded_s3(fs, attempts)
+    return Remote(uri, fs, path.rstrip("/"))
+
+
+def _bounded_s3(fs: Any, attempts: int) -> Any:
+    """The same S3 filesystem (every option from_uri read from the URI) with bounded waits."""
+    import pyarrow.fs as pafs
+    _, (options,) = fs.__reduce__()
+    # from_uri reports options it was not given as '' (or a proxy without a scheme): unset them,
+    # as an empty access key would replace the environment's credentials
+    options = {k: v for k, v in options.items()
+               if v != "" and not (k == "proxy_options" and not (v or {}).get("scheme"))}
+    options.update(connect_timeout=S3_CONNECT_TIMEOUT_S, request_timeout=S3_REQUEST_TIMEOUT_S,
+                   retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=attempts))
+    return pafs.S3FileSystem(**options)
+
+
+def check_writable(uri: str, option: str, new_child: Optional[str] = None) -> Remote:
+    """Before a run: `uri` opened, a small object written there, read back by its size and removed,
+    and `new_child` (the run's directory) not there yet. ConfigError(option) otherwise, in bounded
+    time: the check writes nothing that stays."""
+    import secrets
+    remote = open_remote(uri, option, attempts=PROBE_ATTEMPTS)
+    probe = f"{remote.path}/.zmqload-write-check-{secrets.token_hex(4)}"
+    try:
+        with remote.fs.open_output_stream(probe) as f:
+            f.write(b"zmqload")
+        written = remote.fs.get_file_info(probe).size
+        remote.fs.delete_file(probe)
+        taken = new_child is not None and _exists(remote.child(new_child))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(option, f"cannot write to {remote.shown!r} ({remote.why(exc)}); accepted: {URI_ACCEPTED}, "
+                                  "whose bucket or directory exists and takes writes") from None
+    if written != len(b"zmqload"):
+        raise ConfigError(option, f"{remote.shown!r} kept {written} of 7 bytes written; accepted: {URI_ACCEPTED}")
+    if taken:
+        raise ConfigError("--run-name", f"{remote.child(new_child or '').shown} already exists; accepted: a new run name")
+    return remote
+
+
+def _exists(remote: Remote) -> bool:
+    import pyarrow.fs as pafs
+    if remote.fs.get_file_info(remote.path).type != pafs.FileType.NotFound:
+        return True
+    return bool(remote.fs.get_file_info(pafs.FileSelector(remote.path, allow_not_found=True, recursive=False)))
+
+
+def file_sizes(fs: Any, path: str) -> dict[str, int]:
+    """Every file under `path` (relative name -> bytes; a file itself: "" -> bytes); {} where
+    there is nothing."""
+    import pyarrow.fs as pafs
+    itself = fs.get_file_info(path)
+    if itself.type == pafs.FileType.File:
+        return {"": itself.size}
+    found = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=True))
+    return {os.path.relpath(i.path, path).replace(os.sep, "/"): i.size for i in found
+            if i.type == pafs.FileType.File}
+
+
+def copy_checked(source_fs: Any, source: str, destination_fs: Any, destination: str) -> int:
+    """Every file under `source` (or the file `source`) copied to `destination`, then each found
+    there with its size; the bytes copied. OSError naming the first file missing or short."""
+    import pyarrow.fs as pafs
+    wanted = file_sizes(source_fs, source)
+    pafs.copy_files(source, destination, source_filesystem=source_fs, destination_filesystem=destination_fs,
+                    use_threads=True)
+    found = file_sizes(destination_fs, destination)
+    for name, size in sorted(wanted.items()):
+        if found.get(name) != size:
+            raise OSError(f"{name or os.path.basename(source)}: {size:,} bytes copied, {'none' if name not in found else f'{found[name]:,}'} "
+                          "found after the copy")
+    return sum(wanted.values())
+
+
+def upload(local_dir: str, remote: Remote) -> int:
+    """A finished local run directory copied to `remote` and checked (copy_checked); its bytes.
+    run.json goes last, once everything else is there and checked: a directory holding it is a
+    run (run_record.RUN_FILE), so a copy cut short never reads as a whole run."""
+    import pyarrow.fs as pafs
+
+    from .run_record import RUN_FILE
+    here, local_dir = pafs.LocalFileSystem(), os.path.abspath(local_dir)
+    return sum(copy_checked(here, os.path.join(local_dir, name), remote.fs, f"{remote.path}/{name}")
+               for name in sorted(os.listdir(local_dir), key=lambda name: (name == RUN_FILE, name)))
+
+
+def download_runs(uri: str, local_parent: str) -> tuple[str, int]:
+    """The runs at `uri` copied under `local_parent` and checked: a run directory (it holds
+    run.json) whole, or of a parent its run=*/ directories, the directories holding a run.json
+    and its own files (a sweep's or a search's record), as the report finds runs in a local
+    parent. (the local copy of `uri`, bytes copied); ReportInputError when nothing is there,
+    ConfigError("PATH") when the URI cannot be opened."""
+    import pyarrow.fs as pafs
+
+    from ..errors import ReportInputError
+    from .run_record import RUN_FILE
+    remote = open_remote(uri, "PATH")
+    local = os.path.join(local_parent, os.path.basename(remote.path) or "root")
+    here = pafs.LocalFileSystem()
+    try:
+        children = remote.fs.get_file_info(pafs.FileSelector(remote.path, allow_not_found=True))
+        names = {os.path.basename(c.path): c for c in children}
+        if not names:
+            raise ReportInputError(f"{remote.shown}: no such directory, or nothing in it")
+        if RUN_FILE in names:
+            return local, copy_checked(remote.fs, remote.path, here, local)
+        copied = 0
+        for name, info in sorted(names.items()):
+            if info.type == pafs.FileType.File:
+                copied += copy_checked(remote.fs, info.path, here, os.path.join(local, name))
+            elif name.startswith("run=") or remote.fs.get_file_info(f"{info.path}/{RUN_FILE}").type \
+                    == pafs.FileType.File:
+                copied += copy_checked(remote.fs, info.path, here, os.path.join(local, name))
+    except OSError as exc:
+        raise ReportInputError(f"{remote.shown}: cannot copy the runs here ({remote.why(exc)})") from None
+    return local, copied

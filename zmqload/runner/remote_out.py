@@ -1,0 +1,118 @@
+"""`--out URI` in a run: the run recorded in a staging directory on this host, then its run directory
+copied to the URI and checked, file by file (contract/remote_runs.py), whenever the run ends:
+complete, interrupted or failed. The staging copy is removed only once the copy is checked; a
+copy that fails keeps it, says where it is and why, and fails the command.
+
+Why stage: the workers need local files (spill slots overwritten in place, packed maps read a
+piece at a time, atomic renames), which an object store does not give.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import secrets
+import shutil
+import tempfile
+from typing import Callable
+
+from ..contract import remote_runs
+from ..contract import run_record as rr
+from ..contract.workload import Workload
+from ..errors import ConfigError, RunError, ZmqloadError
+from ..measure.result import RunResult
+
+STAGING_PREFIX = "zmqload-out-"
+"""A staging directory's name under $TMPDIR (else /tmp): zmqload-out-<random>/run=<id>/."""
+
+
+def local_out(w: Workload) -> str:
+    """Where a run's directory is made on this host: --out itself, or for a URI the system's
+    temporary directory, where its staging directory will be (the disk check looks there)."""
+    return tempfile.gettempdir() if remote_runs.is_uri(w.out) else w.out
+
+
+def run_staged(w: Workload, run_here: Callable[[Workload, str, Callable[[], None]], RunResult]) -> RunResult:
+    """`run_here(staged, shown, check_target)` (runner/run.py: the run itself into a staging
+    directory, run.json's workload.out `shown`, `check_target()` its last check before the run
+    directory is made), then its run directory copied to `w.out`. ConfigError before anything is
+    made when the URI cannot be opened or written (checked last, so no other bad input leaves the
+    check's traces there); RunError when the copy fails (the run's own errors, and Ctrl-C, are
+    raised once the copy is made)."""
+    checked: list[remote_runs.Remote] = []
+
+    def check_target() -> None:
+        name = rr.run_dir_name(w.run_name, w.role) if w.run_name else None
+        checked.append(remote_runs.check_writable(w.out, "--out", new_child=name))
+
+    staged = copy.copy(w)       # not replace(): the validated workload as it is
+    staged.out = os.path.join(local_out(w), f"{STAGING_PREFIX}{secrets.token_hex(4)}")
+    try:
+        result = run_here(staged, remote_runs.shown(w.out), check_target)
+    except ConfigError:
+        shutil.rmtree(staged.out, ignore_errors=True)      # bad input: nothing was recorded
+        raise
+    except RunError as exc:
+        failed: RunResult | None = getattr(exc, "result", None)
+        raise _copied(staged.out, checked, failed, f"the run failed ({exc})")[0] or exc
+    except KeyboardInterrupt:
+        error, where = _copied(staged.out, checked, None, "the run was interrupted")
+        if error is not None:
+            raise error from None
+        raise KeyboardInterrupt(f"what was recorded is at {where}" if where else "") from None
+    except BaseException:
+        if not _run_dirs(staged.out):      # else kept: what was recorded stays where it is
+            shutil.rmtree(staged.out, ignore_errors=True)
+        raise
+    error, _ = _copied(staged.out, checked, result, "")
+    if error is not None:
+        raise error
+    return result
+
+
+def _run_dirs(staging: str) -> list[str]:
+    try:
+        return sorted(d for d in os.listdir(staging) if d.startswith("run="))
+    except FileNotFoundError:
+        return []
+
+
+def _copied(staging: str, checked: list[remote_runs.Remote], result: RunResult | None,
+            how: str) -> tuple[RunError | None, str]:
+    """The staging directory's run directory copied to the URI `checked` (before the directory
+    was made) and checked, then removed, and `result` pointed at the copy: (None, the copy's URI as
+    shown). Else the staging copy kept: (a RunError saying where it is and why, `how` the run
+    itself ended when not complete, its path). (None, "") when the run ended before it had one."""
+    names = _run_dirs(staging)
+    if not names or not checked:
+        shutil.rmtree(staging, ignore_errors=True)
+        return None, ""
+    remote = checked[0]
+    local = os.path.join(staging, names[0])
+    target = remote.child(names[0])
+    if result is not None:
+        result.workload["out"] = remote.shown
+    try:
+        remote_runs.upload(local, target)
+    except (OSError, ValueError, KeyboardInterrupt) as exc:
+        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else target.why(exc)
+        _note_kept(local, f"the copy to {target.shown} failed ({why}): this directory is the run's complete record")
+        error = RunError(f"{how + '; ' if how else ''}the run's records are complete in {local}, "
+                         f"not copied to {target.shown}: {why}")
+        if result is not None:
+            result.run_dir = local
+            error.result = result       # type: ignore[attr-defined]  # the figures, shown before the error
+        return error, local
+    shutil.rmtree(staging, ignore_errors=True)
+    if result is not None:
+        result.run_dir = target.shown
+    return None, target.shown
+
+
+def _note_kept(run_dir: str, warning: str) -> None:
+    """run.json of a staging copy left behind says why it is here (its workload.out names the URI)."""
+    try:
+        record = rr.read_run(run_dir)
+        record.warnings.append(warning)
+        rr.write_run(run_dir, record)
+    except (OSError, ZmqloadError):
+        pass        # the error line says it too
