@@ -3,7 +3,8 @@ with the run. One `zmqload run` per length (push-pull, tcp, 64 B, unpaced, one p
 consumer), its controller a process of its own: its peak is the kernel's VmHWM, read from /proc
 while it runs; each worker's is run.json's max_rss_kb. The run's counters are checked against
 pyarrow over its Parquet files, a file at a time (constant memory while the seqs rise), and the
-run directory is removed afterwards (a billion messages write ~12 GB).
+run directory is removed afterwards (a billion messages write ~12 GB), or with ZMQLOAD_SOAK_KEEP=DIR
+moved under DIR for a report over it (bench_report.py's ZMQLOAD_BENCH_RUN_DIR).
 
     ZMQLOAD_SOAK_MESSAGES=100M,400M,1G .venv/bin/python -m pytest bench/bench_soak.py \\
         -o python_files="bench_*.py" -s --benchmark-only
@@ -34,6 +35,9 @@ SUFFIX = {"k": 10**3, "M": 10**6, "G": 10**9}
 def _count(text: str) -> int:
     return int(float(text[:-1]) * SUFFIX[text[-1]]) if text[-1] in SUFFIX else int(text)
 
+
+KEEP = os.environ.get("ZMQLOAD_SOAK_KEEP")
+"""A directory the runs are moved to instead of removed."""
 
 LENGTHS = [200_000] if SMOKE else [_count(t) for t in os.environ.get("ZMQLOAD_SOAK_MESSAGES", "20M,100M").split(",")]
 
@@ -118,6 +122,9 @@ def test_peak_rss_does_not_grow_with_the_run(benchmark, messages):
         run_dir = os.path.join(out, f"run=soak-{messages}")
         disk = sum(os.path.getsize(p) for p in glob.glob(os.path.join(run_dir, "*", "*.parquet")))
         truth = counters_from_records(run_dir)
+        if KEEP:
+            os.makedirs(KEEP, exist_ok=True)
+            shutil.move(run_dir, os.path.join(KEEP, os.path.basename(run_dir)))
     finally:
         shutil.rmtree(out, ignore_errors=True)
     counters = record["counters"]
