@@ -55,6 +55,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from duckdb_query import QUANTILES, recv_files as _recv_files
 from paired import rotating_rounds
 from report_data import generate
 
@@ -65,7 +66,6 @@ RECORDS = 20_000 if SMOKE else int(os.environ.get("ZMQLOAD_BENCH_RECORDS", "1000
 ROUNDS = int(os.environ.get("ZMQLOAD_BENCH_ROUNDS", "1" if SMOKE else "3"))
 BASELINE = os.environ.get("ZMQLOAD_BENCH_BASELINE")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-QUANTILES = (("p50", "0.5"), ("p99", "0.99"), ("p99_9", "0.999"))
 # issue 14's targets: report time / DuckDB time
 TARGETS = {"warm": 1.5 if RECORDS >= 50_000_000 else 3.0, "cold": 1.5 if RECORDS >= 50_000_000 else 8.0}
 
@@ -83,10 +83,6 @@ def bench_run():
                 while fh.read(1 << 24):
                     pass
     return path
-
-
-def _recv_files(run_dir: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(run_dir, "recvs", "*.parquet")))
 
 
 def _rank(q: str, n: int) -> int:

@@ -26,10 +26,15 @@ MEMORY_LIMIT = os.environ.get("ZMQLOAD_BENCH_DUCKDB_MEMORY", "16GB")
 records asked for 4 GiB more at 15 GiB and failed; under a lower limit it spills to disk."""
 
 
+def recv_files(run_dir: str) -> list[str]:
+    """A run's receive parts, in order (bench_report.py's numpy truth reads the same)."""
+    return sorted(glob.glob(os.path.join(run_dir, "recvs", "*.parquet")))
+
+
 def figures(run_dir: str, spill_dir: str) -> dict:
     import duckdb
 
-    files = sorted(glob.glob(os.path.join(run_dir, "recvs", "*.parquet")))
+    files = recv_files(run_dir)
     source = "read_parquet([" + ", ".join(f"'{f}'" for f in files) + "])"
     t = time.perf_counter()
     con = duckdb.connect(config={"temp_directory": spill_dir, "memory_limit": MEMORY_LIMIT,
