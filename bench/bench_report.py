@@ -7,7 +7,8 @@ In one run, ZMQLOAD_BENCH_ROUNDS rounds (default 3), each timing in alternating 
   computing the core figures over the same Parquet files: exact received, distinct,
   duplicates and p50/p99/p99.9 latency from the intended send time. In a process of its own with
   a spill directory (bench/duckdb_query.py), its connection and queries timed there. Its figures
-  must equal numpy's (asserted);
+  must equal numpy's (asserted). ZMQLOAD_BENCH_DUCKDB_PERCENTILES=buckets: its exact percentiles in
+  bounded memory (quantile_disc, the default, does not fit a billion records in 24 GiB);
 - cold: `python -m zmqload.report RUN --no-server --timings`, a fresh process and JVM (the
   embedded local[*] Spark);
 - warm: the same report through the warm report server (zmqload/report/server.py), started
@@ -40,7 +41,6 @@ from __future__ import annotations
 
 import glob
 import json
-import math
 import os
 import re
 import shutil
@@ -49,13 +49,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from fractions import Fraction
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from duckdb_query import QUANTILES, recv_files as _recv_files
+from duckdb_query import QUANTILES, rank as _rank, recv_files as _recv_files
 from paired import rotating_rounds
 from report_data import generate
 
@@ -83,11 +82,6 @@ def bench_run():
                 while fh.read(1 << 24):
                     pass
     return path
-
-
-def _rank(q: str, n: int) -> int:
-    """Nearest rank, exactly (no float: 0.999 * 4000 must be 3996, not 3997)."""
-    return max(1, math.ceil(Fraction(q) * n))
 
 
 TRUTH_BINS = 1 << 22
@@ -155,7 +149,8 @@ def duckdb_figures(run_dir: str) -> tuple[dict, float]:
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout)
     if RECORDS >= 50_000_000 or RUN_DIR:
-        print(f"DuckDB: {out['seconds']:.2f} s, peak RSS {out['peak_rss_kib'] / 2**20:.2f} GiB", flush=True)
+        print(f"DuckDB ({out['percentiles']}): {out['seconds']:.2f} s, peak RSS {out['peak_rss_kib'] / 2**20:.2f} GiB",
+              flush=True)
     return out["figures"], out["seconds"]
 
 
