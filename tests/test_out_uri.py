@@ -183,16 +183,17 @@ def test_an_unusable_uri_is_refused_before_the_run(s3, tmp_path, case, request):
     assert not staged(tmp_path) and not glob.glob(str(tmp_path / "tmp" / "*")), "nothing may be written"
 
 
-def test_a_cluster_master_and_the_commands_that_write_as_they_go_refuse_a_uri(bucket, tmp_path):
+def test_the_commands_that_write_as_they_go_refuse_a_uri_and_a_cluster_run_takes_one(bucket, tmp_path):
+    from zmqload.contract.workload import Workload
     env, target = user_env(tmp_path), uri(bucket)
-    for args, flag in ((("run", "--count", "100", "--master", "spark://127.0.0.1:7077"), "--out"),
-                       (("sweep", "--rate", "1k,2k", "--count", "100"), "--out"),
+    for args, flag in ((("sweep", "--rate", "1k,2k", "--count", "100"), "--out"),
                        (("capacity", "--probe-duration", "1"), "--out"),
                        (("scenario", "run", "linger-tail"), "--out")):
         done = zmqload(*args, "--out", target, env=env)
         assert done.returncode == 2, (args, done.stderr)
         assert done.stderr.count("\n") == 1 and f"error: {flag}: " in done.stderr, done.stderr
-    assert "share" in zmqload("run", "--master", "spark://127.0.0.1:7077", "--out", target, env=env).stderr
+    # a cluster's tasks copy their records to the URI themselves (runner/task_out.py)
+    Workload(master="spark://127.0.0.1:7077", count=100, out=target).validate()
     report = zmqload("report", target, "--master", "spark://127.0.0.1:7077", env=env)
     assert report.returncode == 2 and report.stderr.count("\n") == 1 and "--master" in report.stderr, report.stderr
     assert not uploaded_runs(bucket) and not staged(tmp_path)
@@ -279,3 +280,98 @@ def test_report_from_a_uri_gives_the_figures_of_the_records(bucket, tmp_path):
         assert row["received"] == recvs.num_rows and row["unique"] == distinct_messages(recvs)
         assert row["t_first_send_ns"] == pc.min(sends["t_sent_ns"]).as_py()
         assert row["t_last_recv_ns"] == pc.max(recvs["t_recv_ns"]).as_py()
+
+
+def spark_cluster() -> None:
+    """A local-cluster needs pyspark and Java (make test installs one)."""
+    import shutil
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None:
+        pytest.skip("Spark needs a Java runtime (make test installs one)")
+
+
+def staged_tasks(tmp_path) -> list[str]:
+    return glob.glob(str(tmp_path / "tmp" / "zmqload-task-*"))
+
+
+def run_entries(port: int, run_path: str) -> set[str]:
+    return {i.base_name for i in filesystem(port).get_file_info(pafs.FileSelector(run_path))}
+
+
+@pytest.mark.slow      # a local-cluster: two executor JVMs
+def test_a_placed_run_s_tasks_copy_their_records_to_the_uri(bucket, tmp_path):
+    """Each task stages its worker on its executor's host and copies its files up as it ends; the
+    driver copies them down, reconciles, and copies the rest (run.json last). The bucket read with
+    pyarrow alone holds every message; the credentials, in the URI only, reach the tasks in their
+    spec and appear nowhere; no staging directory is left, the driver's nor the tasks'."""
+    spark_cluster()
+    env = {**user_env(tmp_path, credentials=False), "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = zmqload("run", "--master", "local-cluster[2,1,1024]", "--placement", "spread", "--count", "20000",
+                   "--rate", "20k", "--json", "--out", uri(bucket, credentials=True), env=env, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert SECRET not in done.stdout + done.stderr and KEY not in done.stdout + done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["status"] == "complete" and summary["lost"] == 0
+    (run_path,) = uploaded_runs(bucket)
+    _, port = bucket
+    record = run_json_from_s3(port, run_path)
+    assert record["status"] == "complete" and record["workload"]["out"] == uri(bucket)
+    assert SECRET not in json.dumps(record) and KEY not in json.dumps(record)
+    placed = {w["worker"]: w for w in record["placement"]["workers"]}
+    assert set(placed) == {"p0", "c0"} and placed["p0"]["executor_id"] != placed["c0"]["executor_id"]
+    sends, recvs = read_from_s3(port, run_path, "sends"), read_from_s3(port, run_path, "recvs")
+    accepted = sends.filter(pc.equal(sends["status"], 0))
+    assert accepted.num_rows == distinct_messages(accepted) == summary["sent"] == record["counters"]["sent"] == 20_000
+    assert recvs.num_rows == summary["received"] == record["counters"]["received"]
+    assert distinct_messages(recvs) == summary["unique_received"] == record["counters"]["unique_received"] == 20_000
+    # what the driver read and removed (the maps) is not left at the URI
+    assert {"run.json", "sends", "recvs"} <= run_entries(port, run_path) and "_maps" not in run_entries(port, run_path)
+    # no staging directory is left (the Spark session's log config stays, made once per user)
+    assert not staged(tmp_path) and not staged_tasks(tmp_path)
+    assert [name for name in os.listdir(tmp_path / "tmp") if not name.startswith("zmqload-log4j2-")] == []
+
+
+@pytest.mark.slow      # a local-cluster: two executor JVMs
+def test_a_killed_executor_with_a_uri_fails_the_run_and_the_others_records_reach_it(bucket, tmp_path):
+    """SIGKILL to c0's executor JVM mid-run: c0's task never copies its records (they stay in its
+    staging directory on its host), the run ends failed naming c0 and what did not reach the URI,
+    and the bucket holds a run.json saying so and p0's records, readable with pyarrow alone."""
+    from test_spark_placement import _descendants
+    spark_cluster()
+    env = {**user_env(tmp_path), "SPARK_LOCAL_IP": "127.0.0.1"}
+    run = subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--master", "local-cluster[2,1,1024]",
+                            "--duration", "20", "--rate", "10k", "--json", "--out", uri(bucket)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline, victim = time.monotonic() + 150, None
+    while victim is None and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(1)
+        for path in glob.glob(str(tmp_path / "tmp" / "zmqload-out-*" / "run=*" / "run.json")):
+            placement = json.load(open(path)).get("placement") or {}
+            victim = next((w["executor_id"] for w in placement.get("workers", []) if w["worker"] == "c0"), None)
+    assert victim is not None, run.communicate()[1][-2000:] if run.poll() is not None else "no placement"
+    time.sleep(3)                    # the run is sending
+    executor = [pid for pid in _descendants(run.pid)
+                if f"\0--executor-id\0{victim}\0" in open(f"/proc/{pid}/cmdline").read()]
+    assert len(executor) == 1, executor
+    os.kill(executor[0], signal.SIGKILL)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 1, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("zmqload run: error: worker c0 ended (its Spark task failed: an executor was lost)"), err
+    assert "c0's records did not reach s3://" in last and "p0's" not in last, last
+    got = json.loads(out)
+    (run_path,) = uploaded_runs(bucket)
+    _, port = bucket
+    record = run_json_from_s3(port, run_path)
+    assert record["status"] == "failed" and "c0's records did not reach" in record["error"]
+    assert {w["worker"] for w in record["placement"]["workers"]} == {"p0", "c0"}
+    sends = read_from_s3(port, run_path, "sends")
+    assert sends.num_rows == record["counters"]["attempted"] == got["attempted"] > 0
+    assert distinct_messages(sends.filter(pc.equal(sends["status"], 0))) == record["counters"]["sent"] == got["sent"]
+    assert "recvs" not in run_entries(port, run_path) and record["counters"]["received"] == 0
+    assert got["expected"] == sum(got[f] for f in ("delivered", "drained", "dropped_start", "dropped_mid",
+                                                   "dropped_tail", "stranded", "unknown"))
+    # the driver's staging copy went; c0's stays where its task recorded it (its host's $TMPDIR)
+    assert not staged(tmp_path)
+    (kept,) = staged_tasks(tmp_path)
+    assert glob.glob(os.path.join(kept, "run=*", "_spill", "c0")) or glob.glob(os.path.join(kept, "run=*", "recvs"))

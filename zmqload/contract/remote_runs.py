@@ -6,8 +6,11 @@ its size on the other side.
 
 A run never writes to the URI as it goes: its workers need local files (spill slots overwritten
 in place, packed maps, atomic renames), so it records into a staging directory on this host and
-the finished directory is copied (runner/remote_out.py); the report reads local files, so it
-copies the runs down first (cli/report.py).
+the finished directory is copied (runner/remote_out.py). A placed run's tasks (run --master) each
+stage their worker on their own host and copy its files up once it has ended; the driver copies
+them down into its staging directory, and its final copy skips what is there already
+(runner/task_out.py). The report reads local files, so it copies the runs down first
+(cli/report.py).
 """
 from __future__ import annotations
 
@@ -186,15 +189,89 @@ def copy_checked(source_fs: Any, source: str, destination_fs: Any, destination: 
 
 
 def upload(local_dir: str, remote: Remote) -> int:
-    """A finished local run directory copied to `remote` and checked (copy_checked); its bytes.
-    run.json goes last, once everything else is there and checked: a directory holding it is a
-    run (run_record.RUN_FILE), so a copy cut short never reads as a whole run."""
+    """A finished local run directory made the same at `remote` and checked (copy_checked); the
+    bytes copied. A file already there with its size is not copied again (a placed run's tasks
+    copied the workers' files up: runner/task_out.py), and what is there but not here is removed
+    (the maps and spill the driver read and removed). run.json goes last, once everything else is
+    there and checked: a directory holding it is a run (run_record.RUN_FILE), so a copy cut short
+    never reads as a whole run."""
+    import pyarrow.fs as pafs
+
+    from .run_record import RUN_FILE
+    here, local_dir = pafs.LocalFileSystem(), os.path.abspath(local_dir)
+    there = _listing(remote)
+    there_sizes = {name: info.size for name, info in there.items() if info.type == pafs.FileType.File}
+    local_sizes = file_sizes(here, local_dir)
+    copied = 0
+    for entry in sorted(os.listdir(local_dir)):
+        if entry == RUN_FILE:
+            continue
+        wanted = {name: size for name, size in local_sizes.items() if _under(name, entry)}
+        missing = sorted(name for name, size in wanted.items() if there_sizes.get(name) != size)
+        if not missing:
+            continue
+        if not any(_under(name, entry) for name in there):      # the whole entry in one copy
+            copied += copy_checked(here, os.path.join(local_dir, entry), remote.fs, f"{remote.path}/{entry}")
+            continue
+        for parent in sorted({os.path.dirname(name) for name in missing}):
+            remote.fs.create_dir(f"{remote.path}/{parent}", recursive=True)
+        copied += sum(copy_checked(here, os.path.join(local_dir, name), remote.fs, f"{remote.path}/{name}")
+                      for name in missing)
+    _remove_extra(remote, there, local_dir, set(local_sizes))
+    if os.path.exists(os.path.join(local_dir, RUN_FILE)):
+        copied += copy_checked(here, os.path.join(local_dir, RUN_FILE), remote.fs, f"{remote.path}/{RUN_FILE}")
+    return copied
+
+
+def _under(name: str, entry: str) -> bool:
+    return name == entry or name.startswith(entry + "/")
+
+
+def _listing(remote: Remote) -> dict[str, Any]:
+    """Everything under `remote`, files and directories: relative name -> FileInfo."""
+    import pyarrow.fs as pafs
+    found = remote.fs.get_file_info(pafs.FileSelector(remote.path, allow_not_found=True, recursive=True))
+    return {os.path.relpath(i.path, remote.path).replace(os.sep, "/"): i for i in found}
+
+
+def _remove_extra(remote: Remote, there: dict[str, Any], local_dir: str, local_files: set[str]) -> None:
+    """What is at `remote` but not in `local_dir` removed, a directory with what it holds."""
+    import pyarrow.fs as pafs
+    gone: list[str] = []
+    for name, info in sorted(there.items()):
+        if any(_under(name, directory) for directory in gone):
+            continue
+        if info.type == pafs.FileType.Directory and not os.path.isdir(os.path.join(local_dir, name)):
+            remote.fs.delete_dir(info.path)
+            gone.append(name)
+        elif info.type == pafs.FileType.File and name not in local_files:
+            remote.fs.delete_file(info.path)
+
+
+def upload_worker_files(local_dir: str, remote: Remote) -> int:
+    """A placed task's records: everything in its worker's run directory but run.json (the
+    driver's alone) copied into the run's directory at `remote`, beside the other tasks', each
+    file checked (copy_checked); the bytes copied."""
     import pyarrow.fs as pafs
 
     from .run_record import RUN_FILE
     here, local_dir = pafs.LocalFileSystem(), os.path.abspath(local_dir)
     return sum(copy_checked(here, os.path.join(local_dir, name), remote.fs, f"{remote.path}/{name}")
-               for name in sorted(os.listdir(local_dir), key=lambda name: (name == RUN_FILE, name)))
+               for name in sorted(os.listdir(local_dir)) if name != RUN_FILE)
+
+
+def download_into(remote: Remote, local_dir: str) -> int:
+    """Everything in the directory at `remote` (nothing there: nothing) copied into the local
+    directory `local_dir` and checked (copy_checked); the bytes copied."""
+    import pyarrow.fs as pafs
+    here = pafs.LocalFileSystem()
+    copied = 0
+    for info in remote.fs.get_file_info(pafs.FileSelector(remote.path, allow_not_found=True)):
+        local = os.path.join(local_dir, info.base_name)
+        if info.type == pafs.FileType.Directory:
+            os.makedirs(local, exist_ok=True)       # pyarrow makes those below it, not it
+        copied += copy_checked(remote.fs, info.path, here, local)
+    return copied
 
 
 def download_runs(uri: str, local_parent: str) -> tuple[str, int]:

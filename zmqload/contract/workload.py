@@ -21,7 +21,7 @@ from typing import Any, Callable, NoReturn, Optional, TypeVar, Union
 from . import exposure, patterns, remote_runs
 from . import topics as topic_rule
 from .curve import KEY_FILE_FORMS, SECRET_FILE_FORMS, read_public_key, read_server_pair
-from .masters import MASTER_FORM, MASTERS_ACCEPTED, on_this_host
+from .masters import MASTER_FORM, MASTERS_ACCEPTED
 from .sizes import MAX_SIZE, PAYLOAD_ACCEPTED, SIZE_ACCEPTED, SIZE_FORM, Sizes, sizes_of, spec_of
 from .wire import HEADER_SIZE, MAX_SEQ, MAX_STREAMS, SEND_MODES, SendModeWord
 from ..errors import ConfigError
@@ -426,7 +426,8 @@ class Workload:
     out: str = option(
         "runs", str, f"a directory path (not file://), or {remote_runs.URI_ACCEPTED}",
         "parent directory of run directories, or a filesystem URI each run directory is copied to when the run "
-        "ends (recorded first in a staging directory under $TMPDIR, else /tmp)",
+        "ends (recorded first in a staging directory under $TMPDIR, else /tmp; with --master each task's on its "
+        "own host, copied up as its worker ends)",
         form=re.compile(r"(?!file://).+", re.DOTALL), group="recording")
     run_name: Optional[str] = option(
         None, str, "1-100 letters, digits, '.', '_' or '-'", "run directory name, run=NAME",
@@ -765,11 +766,6 @@ class Workload:
             raise ConfigError("--master", f"got {self.master!r} with pattern {self.pattern}: zmqload's own proxy is "
                                           "not placed on a cluster yet; accepted: no --master with pattern "
                                           f"{self.pattern}")
-        if remote_runs.is_uri(self.out) and not on_this_host(self.master or ""):
-            raise ConfigError("--out", f"got {remote_runs.shown(self.out)!r} with --master {self.master}: each task "
-                                       "writes its records on its own host, so a cluster run needs a path every "
-                                       "executor and the driver share (copying a cluster run's records to a URI is "
-                                       "not done yet); accepted: such a path, or a URI with a local[...] master")
 
     def _check_endpoints_per_side(self) -> None:
         """Each endpoint of --producers-connect ... --consumers-bind on its own, then the two sides

@@ -11,12 +11,14 @@ uncertainty of 0.
 
 The server also hears where each task runs (its host, address, executor, CPUs, libzmq and
 offset): the driver knows every worker's place before the run starts, even of a task that
-dies later."""
+dies later. With an --out URI it hears each task's copy of its records begin and end
+(runner/task_out.py), which the driver waits for before it ends the stage."""
 from __future__ import annotations
 
 import contextlib
 import json
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -32,7 +34,7 @@ ROUNDS = 200
 ROUND_TIMEOUT_MS = 5000
 """An exchange unanswered this long: the clock server is unreachable."""
 
-PING, PLACED = b"ping", b"placed"
+PING, PLACED, UPLOAD = b"ping", b"placed", b"upload"
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class ClockServer:
         last = self.socket.getsockopt(zmq.LAST_ENDPOINT)
         self.endpoint = last.decode() if isinstance(last, bytes) else str(last)
         self.placed: dict[str, dict[str, Any]] = {}       # worker name -> where it runs
+        self.uploads: dict[str, dict[str, dict[str, Any]]] = {}    # worker name -> its copy's news by kind
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._serve, name="zmqload-clock", daemon=True)
         self.thread.start()
@@ -78,6 +81,11 @@ class ClockServer:
             elif kind == PLACED:
                 where = json.loads(body)
                 self.placed[where["worker"]] = where
+                self.socket.send_multipart([peer, b"", b""])
+            elif kind == UPLOAD:
+                news = json.loads(body)
+                news["at"] = time.monotonic()
+                self.uploads.setdefault(news["worker"], {})[news["kind"]] = news
                 self.socket.send_multipart([peer, b"", b""])
 
     def close(self) -> None:
@@ -129,6 +137,13 @@ def report_placed(endpoint: str, where: dict[str, Any], keys: CurveKeys | None =
     """Tell the driver where this task runs (answered, so it is there before the run starts)."""
     with _dealer(endpoint, keys) as sock:
         sock.send_multipart([PLACED, json.dumps(where).encode()])
+        sock.recv_multipart()
+
+
+def report_upload(endpoint: str, kind: str, news: dict[str, Any], keys: CurveKeys | None = None) -> None:
+    """Tell the driver how this task's copy to an --out URI goes (`kind`: runner/task_out.py)."""
+    with _dealer(endpoint, keys) as sock:
+        sock.send_multipart([UPLOAD, json.dumps({**news, "kind": kind}).encode()])
         sock.recv_multipart()
 
 

@@ -4,7 +4,10 @@ complete, interrupted or failed. The staging copy is removed only once the copy 
 copy that fails keeps it, says where it is and why, and fails the command.
 
 Why stage: the workers need local files (spill slots overwritten in place, packed maps read a
-piece at a time, atomic renames), which an object store does not give.
+piece at a time, atomic renames), which an object store does not give. A placed run's tasks
+(run --master) stage their workers on their own hosts and copy their files to the URI as each
+ends; the driver copies them into this staging directory before it reconciles, and the copy up
+skips them (runner/task_out.py).
 """
 from __future__ import annotations
 
@@ -32,9 +35,10 @@ def local_out(w: Workload) -> str:
 
 
 def run_staged(w: Workload, run_here: Callable[[Workload, str, Callable[[], None]], RunResult]) -> RunResult:
-    """`run_here(staged, shown, check_target)` (runner/run.py: the run itself into a staging
-    directory, run.json's workload.out `shown`, `check_target()` its last check before the run
-    directory is made), then its run directory copied to `w.out`. ConfigError before anything is
+    """`run_here(staged, uri, check_target)` (runner/run.py: the run itself into a staging
+    directory, `uri` where it goes (run.json's workload.out names it without its secrets),
+    `check_target()` its last check before the run directory is made), then its run directory
+    copied to `w.out`. ConfigError before anything is
     made when the URI cannot be opened or written (checked last, so no other bad input leaves the
     check's traces there); RunError when the copy fails (the run's own errors, and Ctrl-C, are
     raised once the copy is made)."""
@@ -47,7 +51,7 @@ def run_staged(w: Workload, run_here: Callable[[Workload, str, Callable[[], None
     staged = copy.copy(w)       # not replace(): the validated workload as it is
     staged.out = os.path.join(local_out(w), f"{STAGING_PREFIX}{secrets.token_hex(4)}")
     try:
-        result = run_here(staged, remote_runs.shown(w.out), check_target)
+        result = run_here(staged, w.out, check_target)
     except ConfigError:
         shutil.rmtree(staged.out, ignore_errors=True)      # bad input: nothing was recorded
         raise

@@ -153,16 +153,16 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
     was recorded."""
     w = workload.validate()
     if remote_runs.is_uri(w.out):     # recorded here, then copied there (runner/remote_out.py)
-        return run_staged(w, lambda staged, shown, check_target: _run_here(staged, progress, slos, shown,
-                                                                            check_target))
+        return run_staged(w, lambda staged, uri, check_target: _run_here(staged, progress, slos, uri, check_target))
     return _run_here(w, progress, slos)
 
 
 def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
-              staging_for: str | None = None, check_target: Callable[[], None] | None = None) -> RunResult:
-    """The run, its directory under w.out; `staging_for`: the URI (shown) it will be copied to,
-    which run.json's workload.out names, `check_target` the URI's check, the last before the run
-    directory is made."""
+              out_uri: str | None = None, check_target: Callable[[], None] | None = None) -> RunResult:
+    """The run, its directory under w.out; `out_uri`: the URI it will be copied to (run.json's
+    workload.out names it without its secrets; a placed run's tasks copy their records there:
+    runner/task_out.py), `check_target` the URI's check, the last before the run directory is made."""
+    staging_for = None if out_uri is None else remote_runs.shown(out_uri)
     check_can_reset(w)
     curve = run_keys(w)       # before the run directory: libzmq without CURVE is bad input
     if w.master is not None:  # the workers bind on their hosts' addresses, the controller at its own
@@ -191,7 +191,8 @@ def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
     launcher: Launcher | StageLauncher
     if w.master is not None:          # the workers as one Spark barrier stage (runner/spark_stage.py)
         control_endpoint, control_dir = new_endpoint(control_host(w.master))
-        launcher = StageLauncher(w.master, w.placement, keys)
+        upload_to = None if out_uri is None else remote_runs.join(out_uri, os.path.basename(run_dir))
+        launcher = StageLauncher(w.master, w.placement, keys, upload_to)
     else:
         control_endpoint, control_dir = new_endpoint()
         launcher = Launcher(threads=(w.transport == "inproc"), io_threads=w.io_threads)
@@ -255,7 +256,17 @@ def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
         # an endpoint the checks before the run could not judge (a port taken since, a path libzmq
         # refused): bad input, and nothing was recorded yet, so nothing is left behind
         shutil.rmtree(run_dir, ignore_errors=True)
+        if isinstance(launcher, StageLauncher):
+            launcher.discard_records()
         raise pending
+    if isinstance(launcher, StageLauncher):        # an --out URI: the tasks' records copied here
+        lost = launcher.take_records(run_dir, state.final)
+        if lost:
+            error = f"{error}; {lost}" if error else lost
+            if status is RunStatus.COMPLETE:
+                status, pending = RunStatus.FAILED, RunError(lost)
+            elif isinstance(pending, RunError):
+                pending = RunError(error)
     record.topology = controller.topology()
     note = salvage_records(state, w, run_dir, record)
     if note and status is not RunStatus.COMPLETE:

@@ -27,9 +27,10 @@ from ..contract.curve import CurveKeys
 from ..contract.ids import Role, WorkerId
 from ..contract.masters import on_this_host
 from ..contract.workload import OPTIONS
-from ..errors import ConfigError, RunError
+from ..errors import ConfigError, RunError, ZmqloadError
 from .clocks import ClockServer
 from .spec import WorkerSpec
+from .task_out import BEGUN, DONE, upload_bound_s
 
 DEFAULT_HOST = OPTIONS["host"].default
 
@@ -38,6 +39,11 @@ SESSION_TIMEOUT_S = 60.0
 JVM alone took 10-40 s to start on a busy 2-core machine."""
 EXECUTORS_WAIT_S = 60
 """How long the executors of a cluster may take to register before their slots are counted."""
+TASK_KILL_TIMEOUT = "1h"
+"""With an --out URI: how long a task Spark kills (its stage failed) may go on before its Python
+process is killed (Spark's default: 2 s), so the other tasks of a stage that failed stop their
+workers and copy their records up. The driver's wait for the copies is bounded
+(runner/task_out.py), then spark.stop() ends the executors and their tasks."""
 SLOT_CHECK_INTERVAL_S = 1
 SLOT_CHECK_FAILURES = 3
 """How long Spark may wait for enough free task slots before the stage fails (it checks every
@@ -82,8 +88,23 @@ def run_task(clock: str, specs: list[str], placement: str | None,
              "clock_offset_ns": found.offset_ns, "clock_uncertainty_ns": found.uncertainty_ns}
     clocks.report_placed(clock, where, spec.control_curve)
     context.barrier()
-    run_worker(spec)
+    if spec.upload_to is None:
+        run_worker(spec)
+    else:       # recorded on this host, then copied to the URI (runner/task_out.py)
+        from .task_out import run_and_upload
+        run_and_upload(spec, run_worker, functools.partial(_tell, clock, spec.control_curve))
     yield where
+
+
+def _tell(clock: str, keys: CurveKeys | None, kind: str, news: dict[str, Any]) -> None:
+    """The driver hears how this task's copy goes; a driver that stopped listening does not stop it."""
+    import zmq
+
+    from . import clocks
+    try:
+        clocks.report_upload(clock, kind, news, keys)
+    except (RunError, zmq.ZMQError):
+        pass
 
 
 def assign(executors: list[str], roles: list[Role], placement: str) -> dict[int, int]:
@@ -195,10 +216,13 @@ class StageLauncher:
     """The Launcher of a placed run: `start` collects the workers, `all_started` submits them as
     one barrier stage (in a thread of the driver), the rest answers the controller's questions."""
 
-    def __init__(self, master: str, placement: str | None = None, keys: CurveKeys | None = None):
+    def __init__(self, master: str, placement: str | None = None, keys: CurveKeys | None = None,
+                 upload_to: str | None = None):
         self.master = master
         self.placement = placement
         self.keys = keys            # --curve on: the clock server's, as the control channel's
+        self.upload_to = upload_to  # --out URI: the run's directory there, where each task copies its records
+        self.uploads_lost: dict[str, str] = {}      # worker -> why its records did not reach upload_to
         self.workers: dict[WorkerId, WorkerSpec] = {}
         self.thread: threading.Thread | None = None
         self.error: str | None = None
@@ -208,7 +232,7 @@ class StageLauncher:
         self.spark: Any = None
 
     def start(self, spec: WorkerSpec) -> None:
-        self.workers[spec.worker] = spec
+        self.workers[spec.worker] = dataclasses.replace(spec, upload_to=self.upload_to)
 
     def all_started(self) -> None:
         from ..analysis.session import get_spark
@@ -220,6 +244,8 @@ class StageLauncher:
                  "spark.python.worker.reuse": "false",             # each worker a fresh process
                  "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": f"{SLOT_CHECK_INTERVAL_S}s",
                  "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": str(SLOT_CHECK_FAILURES)}
+        if self.upload_to is not None:
+            extra["spark.python.task.killTimeout"] = TASK_KILL_TIMEOUT
         try:
             self.spark = get_spark(self.master, app_name="zmqload run", extra=extra,
                                    master_timeout_s=SESSION_TIMEOUT_S)
@@ -285,7 +311,14 @@ class StageLauncher:
         return {}           # the workers are executors' processes: where they ran is `placed`
 
     def alive(self, worker: WorkerId) -> bool:
-        return self.error is None and (self.thread is None or self.thread.is_alive())
+        if self.error is None:
+            return self.thread is None or self.thread.is_alive()
+        # the stage failed: with an --out URI the other tasks go on (TASK_KILL_TIMEOUT) until their
+        # workers stop and their records are copied
+        return self.upload_to is not None and worker != self.failed and not self._copied(str(worker))
+
+    def _copied(self, worker: str) -> bool:
+        return self.clock is not None and DONE in self.clock.uploads.get(worker, {})
 
     def dead(self, workers: Iterable[WorkerId]) -> list[WorkerId]:
         """With the stage failed, every worker of it is gone: the one whose task failed first."""
@@ -301,12 +334,86 @@ class StageLauncher:
         return f"its Spark task failed: {self.error}"
 
     def finish(self, timeout: float) -> None:
-        if self.thread is not None:
-            self.thread.join(timeout)
-            if self.thread.is_alive() and self.spark is not None:
-                self.spark.sparkContext.cancelAllJobs()
-                self.thread.join(10)
-        if self.spark is not None:
-            self.spark.stop()
-        if self.clock is not None:
-            self.clock.close()
+        """The stage ended: its tasks given `timeout` to end, and with an --out URI each living
+        task that long to begin copying its records, then the copy's own bound
+        (task_out.upload_bound_s); what is still running then is cancelled."""
+        try:
+            if self.upload_to is not None and self.clock is not None:
+                self.uploads_lost = self._await_uploads(timeout)
+            if self.thread is not None:
+                self.thread.join(0 if self.uploads_lost else timeout)
+                if self.thread.is_alive() and self.spark is not None:
+                    self.spark.sparkContext.cancelAllJobs()
+                    self.thread.join(10)
+        finally:
+            if self.spark is not None:
+                self.spark.stop()
+            if self.clock is not None:
+                self.clock.close()
+
+    def _await_uploads(self, timeout: float) -> dict[str, str]:
+        """Until every placed worker's task (but the one whose failure failed the stage) said its
+        copy is done, or has not begun it within `timeout`, or not ended it in its bound: the
+        workers whose records did not reach the URI and why."""
+        assert self.clock is not None
+        begin_by = time.monotonic() + timeout
+        copying = [name for name in self.clock.placed if name != str(self.failed)]
+        while True:
+            news = {name: dict(self.clock.uploads.get(name, {})) for name in copying}
+            waiting = [name for name in copying if DONE not in news[name]]
+            # every task ended: what has not said its copy is done never will
+            ended = self.thread is not None and not self.thread.is_alive() and self.error is None
+            late: dict[str, str] = {}
+            for name in waiting:
+                begun = news[name].get(BEGUN)
+                if ended:
+                    late[name] = "its task ended without saying its copy was done"
+                elif begun is None and time.monotonic() > begin_by:
+                    late[name] = f"its task did not begin copying them within {timeout:g} s of the run's end"
+                elif begun is not None and time.monotonic() > begun["at"] + upload_bound_s(begun["bytes"]):
+                    late[name] = (f"its copy of {begun['bytes']:,} bytes was not done in "
+                                  f"{upload_bound_s(begun['bytes']):.0f} s")
+            if len(late) == len(waiting):
+                return {**late, **{name: news[name][DONE]["error"] for name in copying
+                                   if news[name].get(DONE, {}).get("error")}}
+            time.sleep(0.1)
+
+    def discard_records(self) -> None:
+        """With an --out URI, a run that ends as bad input: what the tasks copied there removed."""
+        from ..contract import remote_runs
+        if self.upload_to is None:
+            return
+        try:
+            remote = remote_runs.open_remote(self.upload_to, "--out")
+            remote.fs.delete_dir(remote.path)
+        except (ZmqloadError, OSError, ValueError):
+            pass        # nothing was copied (the directory was never made), or the URI is gone
+
+    def take_records(self, run_dir: str, finals: dict[WorkerId, Any]) -> str:
+        """With an --out URI, once the stage is over: what the tasks copied there copied into the
+        driver's `run_dir` and their finals pointed at it; the finals of workers whose records did
+        not arrive dropped, so the salvage rebuilds them from what did. '' or what was lost, for
+        the error line."""
+        from . import task_out
+        from ..contract import remote_runs
+        if self.upload_to is None:
+            return ""
+        shown = remote_runs.shown(self.upload_to)
+        lost = dict(self.uploads_lost)
+        if self.failed is not None and self.clock is not None and str(self.failed) in self.clock.placed \
+                and not self._copied(str(self.failed)):
+            lost[str(self.failed)] = "its task died before copying them"
+        said = [f"{name}'s records did not reach {shown}: {why}" for name, why in sorted(lost.items())]
+        try:
+            task_out.download(self.upload_to, run_dir)
+        except (ZmqloadError, OSError, ValueError) as exc:
+            why = remote_runs.scrubbed(str(exc) or type(exc).__name__, self.upload_to)
+            lost = {str(worker): why for worker in self.workers}
+            said.append(f"the records the tasks copied to {shown} could not be copied here ({why}): "
+                        "the figures are rebuilt from what was")
+        for worker in list(finals):
+            if str(worker) in lost:
+                del finals[worker]
+            else:
+                finals[worker] = task_out.rebased(finals[worker], run_dir)
+        return "; ".join(said)

@@ -22,6 +22,7 @@ class WorkerSpec:
     controller_pid: int = 0       # a worker process ends when this process is gone
     curve: Optional[CurveKeys] = None   # --curve on: the run's keys (a connecting worker's hold no server secret)
     control_curve: Optional[CurveKeys] = None   # --curve on: the controller's sockets' (no server secret)
+    upload_to: Optional[str] = None     # a placed run's --out URI: the run directory there, secrets and all (runner/task_out.py)
 
     @property
     def name(self) -> str:
@@ -36,7 +37,8 @@ class WorkerSpec:
                            "control": self.control, "run_dir": self.run_dir, "bind": self.bind,
                            "controller_pid": self.controller_pid,
                            "curve": None if self.curve is None else self.curve.to_dict(),
-                           "control_curve": None if self.control_curve is None else self.control_curve.to_dict()})
+                           "control_curve": None if self.control_curve is None else self.control_curve.to_dict(),
+                           "upload_to": self.upload_to})
 
     @classmethod
     def from_json(cls, text: str) -> "WorkerSpec":
@@ -44,7 +46,8 @@ class WorkerSpec:
         return cls(WorkerId.parse(data["worker"]), Workload.from_dict(data["workload"]), data["control"],
                    data["run_dir"], list(data["bind"]), int(data["controller_pid"]),
                    None if data.get("curve") is None else CurveKeys.from_dict(data["curve"]),
-                   None if data.get("control_curve") is None else CurveKeys.from_dict(data["control_curve"]))
+                   None if data.get("control_curve") is None else CurveKeys.from_dict(data["control_curve"]),
+                   data.get("upload_to"))
 
     def controller_alive(self) -> bool:
         """The watchdog's test: a worker process is reparented when its controller dies."""
