@@ -77,7 +77,9 @@ def run_and_upload(spec: WorkerSpec, run: Callable[[WorkerSpec], None],
 
 
 def _bytes(run_dir: str) -> int:
-    return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(run_dir) for name in names)
+    """What the copy of `run_dir` will move: its files' sizes, as copy_checked checks them."""
+    import pyarrow.fs as pafs
+    return sum(remote_runs.file_sizes(pafs.LocalFileSystem(), os.path.abspath(run_dir)).values())
 
 
 def _upload(run_dir: str, upload_to: str) -> str:
