@@ -14,6 +14,7 @@ import pytest
 import zmq
 
 from zmqload import _engine
+from zmqload.contract import wire
 from zmqload.contract.wire import HEADER_SIZE, SEQ_BITS, SEQ_MASK, WARMUP_STREAM, SendStatus
 from zmqload.errors import EngineError, EngineTerminated, engine_error
 
@@ -24,16 +25,17 @@ MS = 1_000_000
 HEADER = np.dtype([("word", "<u8"), ("t_sent", "<i8")])
 
 
-def decode(frame: bytes) -> tuple[int, int, int]:
-    """(stream, seq, t_sent_ns) of a message, without the engine."""
+def decode(frame: bytes, key: int = 0) -> tuple[int, int, int]:
+    """(stream, seq, t_sent_ns) of a message, without the engine; its check byte must be the rule's."""
     head = np.frombuffer(frame[:HEADER_SIZE], dtype=HEADER)[0]
     word = int(head["word"])
-    return word >> SEQ_BITS, word & SEQ_MASK, int(head["t_sent"])
+    stream, seq, t_sent = word >> SEQ_BITS, word & wire.MAX_SEQ, int(head["t_sent"])
+    assert (word >> wire.WIRE_SEQ_BITS) & 0xFF == wire.check(stream, seq, t_sent, key)
+    return stream, seq, t_sent
 
 
-def header(stream: int, seq: int, t_sent_ns: int, size: int = HEADER_SIZE) -> bytes:
-    head = np.array([((stream << SEQ_BITS) | seq, t_sent_ns)], dtype=HEADER).tobytes()
-    return head + bytes(size - HEADER_SIZE)
+def header(stream: int, seq: int, t_sent_ns: int, size: int = HEADER_SIZE, key: int = 0) -> bytes:
+    return wire.header(stream, seq, t_sent_ns, key) + bytes(size - HEADER_SIZE)
 
 
 @pytest.fixture
@@ -254,8 +256,9 @@ def connected_pull(engine, peer, **pull_options):
 
 def test_receiver_slice_returns_when_its_chunk_is_full(engine, peer):
     pull, push = connected_pull(engine, peer, RCVTIMEO=300)
-    sent = [(4, seq, 1_000 + seq) for seq in range(150)]
-    push.send(header(WARMUP_STREAM, 5, 0, 24))      # counted, not recorded
+    t = _engine.now_ns()        # send times of this run's (zl_classify holds them to the receiver's clock)
+    sent = [(4, seq, t + seq) for seq in range(150)]
+    push.send(header(WARMUP_STREAM, 5, t, 24))      # counted, not recorded
     push.send(b"short")                             # shorter than the header: foreign
     for stream, seq, t in sent:
         push.send(header(stream, seq, t, 24 + seq % 3))
@@ -281,8 +284,9 @@ def test_receiver_slice_returns_when_its_chunk_is_full(engine, peer):
 
 def test_receiver_slice_returns_at_its_deadline_while_messages_keep_coming(engine, peer):
     pull, push = connected_pull(engine, peer, RCVTIMEO=2000)
+    t = _engine.now_ns()
     for seq in range(500):
-        push.send(header(0, seq, seq))
+        push.send(header(0, seq, t + seq))
     # 2 ms of simulated work per message: the 30 ms slice ends long before the chunk fills.
     receiver = _engine.Receiver(pull, delay_ns=2 * MS)
     words, t_sent, t_recv, size = receiver_chunk(500)
@@ -427,13 +431,14 @@ def test_receiver_skips_envelope_frames(engine, peer):
     endpoint = router.bind("tcp://127.0.0.1:*")
     dealer = peer(zmq.DEALER, sndtimeo=5000)
     dealer.connect(endpoint)
+    t = _engine.now_ns()
     for seq in range(10):
-        dealer.send(header(2, seq, 100 + seq, 32))
+        dealer.send(header(2, seq, t + seq, 32))
     receiver = _engine.Receiver(router, envelope_frames=1)     # ROUTER prepends the peer's id
     words, t_sent, t_recv, size = receiver_chunk(20)
     assert receiver.run_slice(words, t_sent, t_recv, size, 0, _engine.now_ns() + 300 * MS) == 10
     assert (words[:10] & np.uint64(SEQ_MASK)).tolist() == list(range(10))
-    assert t_sent[:10].tolist() == [100 + seq for seq in range(10)] and (size[:10] == 32).all()
+    assert t_sent[:10].tolist() == [t + seq for seq in range(10)] and (size[:10] == 32).all()
     assert receiver.foreign == 0
 
 
@@ -445,11 +450,12 @@ def test_echoing_receiver_answers_each_request_with_its_header(engine, peer):
     receiver = _engine.Receiver(rep, echo=True)
     words, t_sent, t_recv, size = receiver_chunk(10)
     replies = []
+    t = _engine.now_ns()
     for seq in range(5):
-        req.send(header(1, seq, 500 + seq, 48))
+        req.send(header(1, seq, t + seq, 48))
         assert receiver.run_slice(words, t_sent, t_recv, size, seq, _engine.now_ns() + 20 * MS) == seq + 1
         replies.append(req.recv())
-    assert [decode(r) for r in replies] == [(1, seq, 500 + seq) for seq in range(5)]
+    assert [decode(r) for r in replies] == [(1, seq, t + seq) for seq in range(5)]
     assert {len(r) for r in replies} == {HEADER_SIZE}
     assert receiver.errors == 0
 

@@ -18,14 +18,14 @@ import zmq
 
 from conftest import zmqload_cli
 
-SEQ_BITS = 48       # docs/RECORDS.md: the header's first word is stream << 48 | seq
+SEQ_BITS = 48       # docs/RECORDS.md: the header's first word is stream << 48 | check << 40 | seq
 FIRST_MESSAGE_MS = 90_000   # a user's socket waits this long for zmqload to start (slow on a loaded machine)
 
 
 def stream_seq(message: bytes) -> tuple[int, int]:
     """(stream, seq) from a message's first 8 bytes, little-endian."""
     (word,) = struct.unpack_from("<Q", message, 0)
-    return word >> SEQ_BITS, word & ((1 << SEQ_BITS) - 1)
+    return word >> SEQ_BITS, word & ((1 << 40) - 1)
 
 
 class UserPull:

@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from zmqload import _engine
+from zmqload.contract import wire
 from zmqload.measure.reconcile import missing_ranges, reconcile
 from zmqload.measure.histogram import Histogram, bucket_index, bucket_value
 from zmqload.runner.recorder import (RECVS_SCHEMA, SAMPLE_BLOCK_ROWS, SAMPLES_SCHEMA, SENDS_SCHEMA, PartWriter,
@@ -41,8 +42,10 @@ def test_wire_header_layout():
     msg = _engine.warmup_message(5, 40)
     assert len(msg) == 40
     word = int.from_bytes(msg[:8], "little")
-    assert word >> 48 == 0xFFFF and word & 0xFFFFFFFFFFFF == 5
-    assert abs(int.from_bytes(msg[8:16], "little") - _engine.now_ns()) < 10_000_000_000
+    t_sent = int.from_bytes(msg[8:16], "little")
+    assert word >> 48 == 0xFFFF and word & 0xFFFFFFFFFF == 5
+    assert (word >> 40) & 0xFF == wire.check(0xFFFF, 5, t_sent)     # the public key's check
+    assert abs(t_sent - _engine.now_ns()) < 10_000_000_000
 
 
 def test_intended_schedule_matches_engine():

@@ -27,9 +27,11 @@ SEQ_MASK = ZL_SEQ_MASK
 WARMUP_STREAM = ZL_WARMUP_STREAM
 MAX_STREAMS = ZL_MAX_STREAMS
 MAX_TOPIC_WIDTH = ZL_MAX_TOPIC_WIDTH
+WIRE_SEQ_BITS = ZL_WIRE_SEQ_BITS
 FOREIGN_STREAM = ZL_FOREIGN_STREAM
-FOREIGN_AGE_NS = ZL_FOREIGN_AGE_NS
-FOREIGN_SLACK_NS = ZL_FOREIGN_SLACK_NS
+LOOKBACK_NS = ZL_LOOKBACK_NS
+FUTURE_NS = ZL_FUTURE_NS
+MAX_RATE = ZL_MAX_RATE
 STATUS_OK, STATUS_EAGAIN, STATUS_TIMEOUT, STATUS_ERROR = ZL_ST_OK, ZL_ST_EAGAIN, ZL_ST_TIMEOUT, ZL_ST_ERROR
 SEND_MODES = {"block": ZL_MODE_BLOCK, "dontwait": ZL_MODE_DONTWAIT, "timeout": ZL_MODE_TIMEOUT}
 SPIN_BELOW_NS = ZL_SPIN_BELOW_NS    # a paced Sender spins through waits this short (0: sleeps only)
@@ -365,6 +367,7 @@ cdef class Sender:
     cdef int parts
     cdef int mode
     cdef uint64_t stream
+    cdef uint64_t key                   # the run's header key (zl_wire.h zl_check)
     cdef long long rate, t0_ns, end_ns, timeout_ns, blocked_since, spin_below_ns
     cdef readonly long long next_seq, count
     cdef readonly long long sent, eagain, timeouts, errors
@@ -389,7 +392,8 @@ cdef class Sender:
                   str mode="block", long long timeout_ns=0, bint round_trip=False,
                   long long spin_below_ns=ZL_SPIN_BELOW_NS, long long reply_timeout_ns=0, int parts=1,
                   bytes topics=b"", int topic_width=0,
-                  const int32_t[::1] sizes=None, const unsigned char[::1] body=None):
+                  const int32_t[::1] sizes=None, const unsigned char[::1] body=None,
+                  unsigned long long key=0):
         _check_topic_width(topic_width)
         if topic_width and (len(topics) == 0 or len(topics) % topic_width):
             raise ValueError("topics must be whole topics of topic_width bytes")
@@ -424,6 +428,7 @@ cdef class Sender:
         self.size = size
         self.parts = parts
         self.stream = stream
+        self.key = key
         self.count = count
         self.rate = rate
         self.t0_ns = t0_ns
@@ -551,7 +556,7 @@ cdef class Sender:
                 if self.topic_width:
                     memcpy(msg, self.topics + (self.next_seq % self.topic_slots) * self.topic_width,
                            self.topic_width)
-                zl_put_header(msg + self.topic_width, self.stream, <uint64_t>self.next_seq, now)
+                zl_put_header(msg + self.topic_width, self.stream, <uint64_t>self.next_seq, now, self.key)
                 rc = zmq_send(self.sock, msg, n,
                               (flags if self.blocked_since else ZMQ_DONTWAIT) | (ZMQ_SNDMORE if self.parts > 1 else 0))
                 if rc >= 0 and self.parts > 1:
@@ -633,13 +638,12 @@ cdef class Sender:
 cdef class Receiver:
     """One consumer's receive loop, run slice by slice.
 
-    Records per message: the raw header word (stream << 48 | seq), t_sent_ns from the header,
-    t_recv_ns and the size. Warm-up messages and frames shorter than the header are counted,
-    not recorded. `delay_ns` simulates work per message (a slow consumer).
-
-    `record_foreign` (--role consumer, where the producer is the user's): a message without
-    zmqload's header by zl_wire.h's rule is recorded too, under ZL_FOREIGN_STREAM with seq 0
-    and t_sent 0, and counted in `foreign`, not `received`.
+    Records per message: the header word (stream << 48 | seq), t_sent_ns from the header,
+    t_recv_ns and the size. Only what zl_wire.h's zl_classify calls a message of this run (the
+    key, producers, clock and pace given to `expect`) is received; warm-ups are counted, not
+    recorded; anything else is `foreign` (`implausible` of them: a header this run cannot have
+    sent), and with `record_foreign` (--role consumer, where the producer is the user's) recorded
+    under ZL_FOREIGN_STREAM with seq 0 and t_sent 0. `delay_ns` simulates work per message.
 
     The receive blocks without a timeout and a timer of the thread's own interrupts it at the
     slice's end (csrc/zl_slice_timer.h: a receive timeout costs each wake-up microseconds);
@@ -655,7 +659,8 @@ cdef class Receiver:
     cdef char scratch[256]
     cdef public long long delay_ns      # the drain sets it to 0 (fast drain)
     cdef int envelope_frames
-    cdef readonly long long received, warmups, foreign, errors
+    cdef readonly long long received, warmups, foreign, implausible, errors
+    cdef zl_expect expected             # what a message of this run is (zl_classify)
     cdef readonly long long frame_mismatches    # messages of another frame count than `parts`
     cdef int parts                      # frames per message (--parts); the first holds the header
     cdef readonly unsigned long long warmup_mask   # bit k: a warm-up from producer k arrived
@@ -682,6 +687,22 @@ cdef class Receiver:
             raise ValueError("parts must be >= 1")
         self.parts = parts
         self.clock = _IMPORT_CLOCK
+        self.expect()
+
+    def expect(self, unsigned long long key=0, int streams=ZL_MAX_STREAMS, long long t_origin_ns=0,
+               long long rate=0):
+        """What a message of this run is (zl_wire.h zl_classify): the run's header key, its
+        producers, the time its seq 0 could first be sent (0: ZL_LOOKBACK_NS before this receiver
+        was made, as every bound unknown) and their pace (0: unpaced or unknown, ZL_MAX_RATE).
+        Called again when the run's t0 is known."""
+        if streams < 1 or streams > ZL_MAX_STREAMS:
+            raise ValueError(f"streams must be 1 to {ZL_MAX_STREAMS}")
+        if self.expected.t_floor_ns == 0:
+            self.expected.t_floor_ns = zl_now_ns() - ZL_LOOKBACK_NS
+        self.expected.key = key
+        self.expected.streams = streams
+        self.expected.t_origin_ns = t_origin_ns if t_origin_ns > 0 else self.expected.t_floor_ns
+        self.expected.rate = rate if 0 < rate < ZL_MAX_RATE else ZL_MAX_RATE
 
     def __dealloc__(self):
         zl_slice_timer_free(&self.timer)
@@ -693,8 +714,8 @@ cdef class Receiver:
         RCVTIMEO expires with nothing to read. Returns the next free row."""
         cdef Py_ssize_t capacity = words.shape[0]
         cdef long long now
-        cdef int rc = -1, err, frame, frames
-        cdef uint64_t word
+        cdef int rc = -1, err, frames, kind
+        cdef uint64_t word = 0
         cdef long long every
         cdef const char *head = self.buf + self.topic_width
         if t_sent.shape[0] < capacity or t_recv.shape[0] < capacity or size.shape[0] < capacity:
@@ -706,15 +727,13 @@ cdef class Receiver:
         with nogil:
             zl_stamp_anchor(&self.clock)
             while row < capacity:
-                frame = 0
-                while frame < self.envelope_frames:
-                    rc = zmq_recv(self.sock, self.scratch, sizeof(self.scratch), 0)
-                    if rc < 0:
-                        break
-                    frame += 1
-                if frame == self.envelope_frames:
+                rc = self._envelope()
+                while rc == 0:      # mid-message after an envelope, a signal must not lose the frame
                     rc = zmq_recv(self.sock, self.buf, ZL_HEADER_SIZE + self.topic_width, 0)
-                if rc < 0:
+                    if rc >= 0 or self.envelope_frames == 0 or zmq_errno() != EINTR:
+                        break
+                    rc = 0
+                if rc < 0 and rc != _SHORT_ENVELOPE:
                     err = zmq_errno()
                     if err == EINTR:    # the slice timer, or a signal of someone else's
                         if zl_now_ns() >= slice_end_ns:
@@ -730,31 +749,32 @@ cdef class Receiver:
                 # the rest of a multipart message, counted (read only where frames may be many:
                 # a check of ZMQ_RCVMORE per message costs the single-frame loop its speed)
                 frames = self._rest_of_message() if self.parts > 1 or self.record_foreign else 1
-                if self.record_foreign and _foreign(head, rc - self.topic_width, now):
-                    self.frame_mismatches += frames != self.parts
-                    words[row] = ZL_FOREIGN_STREAM << ZL_SEQ_BITS
-                    t_sent[row] = 0
-                    t_recv[row] = now
-                    size[row] = rc
-                    row += 1
-                    self.foreign += 1
-                    if now >= slice_end_ns:
-                        break
-                    continue
-                if rc < ZL_HEADER_SIZE + self.topic_width:
-                    self.foreign += 1
-                    if now >= slice_end_ns:
-                        break
-                    continue
-                word = zl_get_word(head)
-                if (word >> ZL_SEQ_BITS) == ZL_WARMUP_STREAM:      # a single frame whatever --parts
+                if rc == _SHORT_ENVELOPE:
+                    kind = ZL_FOREIGN
+                    rc = 0
+                else:
+                    kind = zl_classify(head, rc - self.topic_width, now, &self.expected, &word)
+                if kind == ZL_WARMUP:       # a single frame whatever --parts
                     self.warmups += 1
                     self.warmup_mask |= (<unsigned long long>1) << (word & (ZL_MAX_STREAMS - 1))
                     if now >= slice_end_ns:
                         break
                     continue
+                if kind != ZL_OURS:
+                    self.foreign += 1
+                    self.implausible += kind == ZL_IMPLAUSIBLE
+                    if self.record_foreign:
+                        self.frame_mismatches += frames != self.parts
+                        words[row] = ZL_FOREIGN_STREAM << ZL_SEQ_BITS
+                        t_sent[row] = 0
+                        t_recv[row] = now
+                        size[row] = rc
+                        row += 1
+                    if now >= slice_end_ns:
+                        break
+                    continue
                 self.frame_mismatches += frames != self.parts
-                words[row] = word
+                words[row] = word       # without the check (stream << 48 | seq: the records' word)
                 t_sent[row] = zl_get_t_sent(head)
                 t_recv[row] = now
                 size[row] = rc
@@ -778,6 +798,24 @@ cdef class Receiver:
             zl_slice_timer_stop(&self.timer)
         return row
 
+    cdef int _envelope(self) noexcept nogil:
+        """Reads the routing frames a ROUTER puts before the message: 0, -1 with errno set, or
+        _SHORT_ENVELOPE when the message ended among them (a peer's message of fewer frames: its
+        last frame was read, so the next receive starts a message, never the middle of one)."""
+        cdef int frame = 0
+        cdef int more = 1
+        cdef size_t more_size
+        while frame < self.envelope_frames:
+            if zmq_recv(self.sock, self.scratch, sizeof(self.scratch), 0) < 0:
+                if frame == 0 or zmq_errno() != EINTR:
+                    return -1
+                continue
+            frame += 1
+            more_size = sizeof(more)
+            if zmq_getsockopt(self.sock, ZMQ_RCVMORE, &more, &more_size) != 0 or not more:
+                return _SHORT_ENVELOPE
+        return 0
+
     cdef int _rest_of_message(self) noexcept nogil:
         """Reads the frames after the header's; returns the message's frame count."""
         cdef int frames = 1
@@ -800,32 +838,44 @@ cdef class Receiver:
             self.rcvtimeo_ms = ms
 
 
+cdef enum:
+    _SHORT_ENVELOPE = -2     # Receiver._envelope: the message ended among its routing frames
+
+
 cdef _check_topic_width(int topic_width):
     if topic_width < 0 or topic_width > ZL_MAX_TOPIC_WIDTH:
         raise ValueError(f"topic_width {topic_width}: topics are 0 to {ZL_MAX_TOPIC_WIDTH} bytes (zl_wire.h)")
 
 
-cdef inline bint _foreign(const char *buf, int size, long long now) noexcept nogil:
-    """Not a message of zmqload's, by zl_wire.h's rule (ZL_FOREIGN_STREAM)."""
-    cdef uint64_t stream
-    cdef long long t
-    if size < ZL_HEADER_SIZE:
-        return True
-    stream = zl_get_word(buf) >> ZL_SEQ_BITS
-    if stream >= ZL_MAX_STREAMS:
-        return True
-    t = zl_get_t_sent(buf)
-    return t > now + ZL_FOREIGN_SLACK_NS or t < now - ZL_FOREIGN_AGE_NS
-
-
-def warmup_message(int producer, int size, bytes topic=b""):
-    """A warm-up message (stream 0xFFFF, seq = producer index), sent before the run starts
-    so that the controller knows every consumer hears every producer; with topics, behind `topic`."""
+def warmup_message(int producer, int size, bytes topic=b"", unsigned long long key=0):
+    """A warm-up message (stream 0xFFFF, seq = producer index, the run's header key), sent before
+    the run starts so that the controller knows every consumer hears every producer; with topics,
+    behind `topic`."""
     _check_topic_width(len(topic))
     cdef bytearray msg = bytearray(max(size, ZL_HEADER_SIZE + len(topic)))
     msg[:len(topic)] = topic
-    zl_put_header(<char *>msg + len(topic), ZL_WARMUP_STREAM, producer, zl_now_ns())
+    zl_put_header(<char *>msg + len(topic), ZL_WARMUP_STREAM, producer, zl_now_ns(), key)
     return bytes(msg)
+
+
+def header(unsigned long long stream, unsigned long long seq, long long t_sent_ns, unsigned long long key=0):
+    """The 16-byte header zl_put_header writes (for tests and tools: the C statement of the rule)."""
+    cdef char buf[ZL_HEADER_SIZE]
+    zl_put_header(buf, stream, seq, t_sent_ns, key)
+    return buf[:ZL_HEADER_SIZE]
+
+
+def classify(bytes head, long long now_ns, unsigned long long key=0, int streams=ZL_MAX_STREAMS,
+             long long t_floor_ns=0, long long t_origin_ns=0, long long rate=0):
+    """zl_classify of a first frame after its topic: (kind, word), kind one of "foreign", "ours",
+    "warmup", "implausible" (for tests: the receiver's rule, without a socket)."""
+    cdef zl_expect e
+    cdef uint64_t word = 0
+    e.key, e.streams, e.t_floor_ns = key, streams, t_floor_ns
+    e.t_origin_ns = t_origin_ns if t_origin_ns > 0 else t_floor_ns
+    e.rate = rate if 0 < rate < ZL_MAX_RATE else ZL_MAX_RATE
+    kind = zl_classify(head, len(head), now_ns, &e, &word)
+    return ("foreign", "ours", "warmup", "implausible")[kind], word
 
 
 def proxy(Socket frontend not None, Socket backend not None, Socket control not None):

@@ -1,3 +1,4 @@
+from libc.stdint cimport uint64_t
 # Declarations of the parts of libzmq's C API that the engine uses (system libzmq,
 # found with pkg-config at build time; not pyzmq's bundled copy).
 
@@ -92,17 +93,31 @@ cdef extern from "zl_wire.h" nogil:
     enum:
         ZL_HEADER_SIZE
         ZL_SEQ_BITS
+        ZL_WIRE_SEQ_BITS
         ZL_MAX_STREAMS
         ZL_MAX_TOPIC_WIDTH
         ZL_ST_OK, ZL_ST_EAGAIN, ZL_ST_TIMEOUT, ZL_ST_ERROR
         ZL_MODE_BLOCK, ZL_MODE_DONTWAIT, ZL_MODE_TIMEOUT
+        ZL_FOREIGN, ZL_OURS, ZL_WARMUP, ZL_IMPLAUSIBLE
     unsigned long long ZL_SEQ_MASK
+    unsigned long long ZL_WIRE_SEQ_MASK
     unsigned long long ZL_WARMUP_STREAM
     unsigned long long ZL_FOREIGN_STREAM
-    long long ZL_FOREIGN_AGE_NS
-    long long ZL_FOREIGN_SLACK_NS
-    void zl_put_header(char *buf, unsigned long long stream, unsigned long long seq, long long t_sent_ns)
+    long long ZL_LOOKBACK_NS
+    long long ZL_FUTURE_NS
+    long long ZL_MAX_RATE
+    ctypedef struct zl_expect:
+        unsigned long long key
+        unsigned long long streams
+        long long t_floor_ns
+        long long t_origin_ns
+        long long rate
+    unsigned long long zl_check(unsigned long long stream, unsigned long long seq, long long t_sent_ns,
+                                unsigned long long key)
+    void zl_put_header(char *buf, unsigned long long stream, unsigned long long seq, long long t_sent_ns,
+                       unsigned long long key)
     void zl_put_t_sent(char *buf, long long t_sent_ns)
     unsigned long long zl_get_word(const char *buf)
     int zl_reply_echoes(const char *reply, int reply_len, const char *request)
     long long zl_get_t_sent(const char *buf)
+    int zl_classify(const char *head, int len, long long now_ns, const zl_expect *e, uint64_t *word)

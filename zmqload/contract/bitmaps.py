@@ -6,6 +6,7 @@ a piece of PIECE_BYTES at a time, so no process holds a whole map (docs/ARCHITEC
 """
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from typing import Union
@@ -45,6 +46,24 @@ def piece(bits: Bits, lo: int, hi: int) -> np.ndarray:
         got = bits[lo:hi]
         out[:len(got)] = got
     return out
+
+
+def may_hold_bits(bits: Bits, lo: int, hi: int) -> bool:
+    """Whether bytes [lo, hi) of a map may hold a set bit: False only where a file has a hole there
+    (a seen-map is written a page at a time, so a seq far past the rest leaves a hole between),
+    so a reader can skip what was never written instead of reading zeros."""
+    if not isinstance(bits, str) or hi <= lo:
+        return hi > lo
+    try:
+        fd = os.open(bits, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        return os.lseek(fd, lo, os.SEEK_DATA) < hi
+    except OSError as exc:      # ENXIO: no data at or after lo; else no SEEK_DATA here: read it
+        return exc.errno != errno.ENXIO
+    finally:
+        os.close(fd)
 
 
 def pieces(total: int) -> Iterator[tuple[int, int]]:

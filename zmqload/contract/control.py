@@ -168,6 +168,7 @@ class ConsumerFinal:
     frame_mismatches: int = 0             # --parts (and --role consumer): messages of another frame count
     bytes_received: int = 0               # of zmqload's messages received, every frame (contract/sizes.py)
     size_mismatches: int = 0              # received at another first-frame size than the rule's for the seq
+    implausible: int = 0                  # of `foreign`: headers this run cannot have sent (csrc/zl_wire.h)
 
 
 @dataclass(frozen=True)

@@ -248,7 +248,12 @@ class ConsumerEntry(WorkerEntry):
     """Messages received, duplicates included."""
     warmups: int = 0
     foreign: int = 0
-    """Messages without zmqload's header."""
+    """Messages that are not this run's: without zmqload's header (its check) or, counted in
+    `implausible` too, with one this run cannot have sent (docs/RECORDS.md, "Which messages are
+    zmqload's")."""
+    implausible: int = 0
+    """Of `foreign`: headers with a valid check naming a producer the run lacks, a send time outside
+    it, or a seq beyond what its producers could have sent by then."""
     t_first_recv_ns: int = 0
     t_last_recv_ns: int = 0
     t_drain_ns: int = 0

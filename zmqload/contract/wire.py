@@ -11,23 +11,43 @@ from typing import Final, Literal
 HEADER_SIZE: Final = 16
 """Bytes of the header at the start of every message: the smallest message size."""
 SEQ_BITS: Final = 48
-"""The header's first word is stream << SEQ_BITS | seq."""
+"""A recorded word is stream << SEQ_BITS | seq (on the wire the check sits in bits 40-47)."""
 SEQ_MASK: Final = (1 << SEQ_BITS) - 1
-MAX_SEQ: Final = SEQ_MASK
+WIRE_SEQ_BITS: Final = 40
+"""Bits of seq on the wire; the check takes the next 8."""
+MAX_SEQ: Final = (1 << WIRE_SEQ_BITS) - 1
 """The largest seq the header carries (so the largest per-producer count)."""
 WARMUP_STREAM: Final = 0xFFFF
 """Stream id of warm-up messages, sent before the measured run starts."""
 FOREIGN_STREAM: Final = 0xFFFE
-"""Stream id a consumer records a foreign message under (--role consumer): one without zmqload's
-header by csrc/zl_wire.h's rule (too short, a stream id above MAX_STREAMS, or a send time not
-within the hour before it arrived), seq 0, t_sent 0."""
-FOREIGN_AGE_NS: Final = 3_600_000_000_000
-FOREIGN_SLACK_NS: Final = 1_000_000
+"""Stream id a consumer records a foreign message under (--role consumer): seq 0, t_sent 0."""
+LOOKBACK_NS: Final = 60_000_000_000
+"""A message of the run was sent no earlier than this before its receiver started."""
+FUTURE_NS: Final = 1_000_000_000
+"""... and no later than this after it arrived (the clocks of a placed run agree within it)."""
+MAX_RATE: Final = 1 << 25
+"""msg/s a producer is held to where its pace is not known (unpaced, or the user's)."""
 MAX_TOPIC_WIDTH: Final = 48
 """With --topics the first frame is topic (a run's fixed width, at most this) + header + the rest:
 the receiver reads topic and header into a 64-byte buffer (contract/topics.py names the topics)."""
 MAX_STREAMS: Final = 64
 """Producers per run: the receiver marks each producer's warm-up in one 64-bit mask."""
+
+
+def check(stream: int, seq: int, t_sent_ns: int, key: int = 0) -> int:
+    """The header's check byte (csrc/zl_wire.h zl_check): 8 bits of the other fields and the run's
+    key, 0x5A for all zeros. A producer of yours writing zmqload's header uses key 0."""
+    m = (1 << 64) - 1
+    h = ((stream << SEQ_BITS) | (seq & MAX_SEQ)) ^ key
+    h ^= (t_sent_ns * 0x9E3779B97F4A7C15) & m
+    h = (h * 0xC2B2AE3D27D4EB4F) & m
+    return (h >> 56) ^ 0x5A
+
+
+def header(stream: int, seq: int, t_sent_ns: int, key: int = 0) -> bytes:
+    """The 16 bytes a message of (stream, seq) sent at t_sent_ns starts with."""
+    word = (stream << SEQ_BITS) | (check(stream, seq, t_sent_ns, key) << WIRE_SEQ_BITS) | (seq & MAX_SEQ)
+    return word.to_bytes(8, "little") + (t_sent_ns & ((1 << 64) - 1)).to_bytes(8, "little")
 
 
 class SendStatus(enum.IntEnum):

@@ -255,16 +255,19 @@ class _Ranges:
         self.full = False
 
     def add(self, packed_missing: np.ndarray, offset: int) -> None:
+        for lo, hi in missing_ranges(packed_missing, MAX_RANGES + 1):
+            self.add_range(lo + offset, hi + offset)
+
+    def add_range(self, lo: int, hi: int) -> None:
+        """Seqs lo..hi (inclusive) missing, after every range added before."""
         if self.full:
             return
-        for lo, hi in missing_ranges(packed_missing, MAX_RANGES + 1):
-            if self.ranges and self.ranges[-1][1] == lo + offset - 1:
-                self.ranges[-1][1] = hi + offset
-            elif len(self.ranges) >= MAX_RANGES:
-                self.full = True
-                return
-            else:
-                self.ranges.append([lo + offset, hi + offset])
+        if self.ranges and self.ranges[-1][1] == lo - 1:
+            self.ranges[-1][1] = hi
+        elif len(self.ranges) >= MAX_RANGES:
+            self.full = True
+        else:
+            self.ranges.append([lo, hi])
 
 
 class _Stream:
@@ -466,27 +469,39 @@ def receipt_only(consumers: dict[int, dict[str, Any]], fanout: bool) -> list[dic
         duplicates = sum(info["duplicates"] for info in infos.values())
         views: list[int | str] = list(infos) if fanout else ["all"]
 
-        def view_pieces() -> Iterator[tuple[int, dict[int | str, np.ndarray], int]]:
-            """(first seq, {view: its seen bits}, duplicates across consumers) a piece at a time."""
+        def view_pieces() -> Iterator[tuple[int, int, dict[int | str, np.ndarray] | None, int]]:
+            """(first seq, end seq, {view: its seen bits}, duplicates across consumers) a piece at a
+            time; None for a piece no map holds a bit of (a hole in every file: never read, so a seq
+            far past the rest costs no time)."""
             for lo, hi in bitmaps.pieces(size):
+                if not any(bitmaps.may_hold_bits(info["seen_map"], lo, hi) for info in infos.values()):
+                    yield lo * 8, hi * 8, None, 0
+                    continue
                 seen = {i: bitmaps.piece(info["seen_map"], lo, hi) for i, info in infos.items()}
                 if fanout:
-                    yield lo * 8, {i: m for i, m in seen.items()}, 0
+                    yield lo * 8, hi * 8, {i: m for i, m in seen.items()}, 0
                 else:
                     union = np.bitwise_or.reduce(list(seen.values()))
-                    yield lo * 8, {"all": union}, sum(_popcount(m) for m in seen.values()) - _popcount(union)
+                    yield lo * 8, hi * 8, {"all": union}, sum(_popcount(m) for m in seen.values()) - _popcount(union)
         last: dict[int | str, int] = dict.fromkeys(views, -1)
         unique = 0
-        for offset, got, shared in view_pieces():
+        for offset, _, got, shared in view_pieces():
             duplicates += shared
-            for view, bits in got.items():
+            for view, bits in (got or {}).items():
                 unique += _popcount(bits)
                 span = first_last(bits)
                 if span is not None:
                     last[view] = span[1] + offset
         holes = 0
         ranges: dict[int | str, _Ranges] = {view: _Ranges() for view in views}
-        for offset, got, _ in view_pieces():
+        for offset, end, got, _ in view_pieces():
+            if got is None:         # nothing arrived here: every seq below the view's last is a hole
+                for view in views:
+                    top = min(end, last[view] + 1)
+                    if top > offset:
+                        holes += top - offset
+                        ranges[view].add_range(offset, top - 1)
+                continue
             for view, bits in got.items():
                 absent = below(~bits, last[view] + 1 - offset)
                 holes += _popcount(absent)

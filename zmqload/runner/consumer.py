@@ -41,6 +41,7 @@ class Consumer(WorkerLifecycle):
                                                     self.pattern.consumer_envelope_frames(w.topology),
                                                     self.pattern.round_trip, record_foreign=alone,
                                                     parts=w.parts, topic_width=topics.width if topics else 0)
+        self.expect()
         pipeline = ChunkPipeline(RecvConverter.COLUMNS, w.chunk_rows, self.convert, self.spill_dir(),
                                  expected_rows=w.expected_receives_per_consumer)
         warm_mask = (1 << w.producers) - 1
@@ -83,7 +84,18 @@ class Consumer(WorkerLifecycle):
             receiver.t_last_recv_ns, self.t_drain_ns, self.convert.latency_intended.to_payload(),
             self.convert.latency_sent.to_payload(), streams, self.convert.recvs.parts, self.interrupted,
             max_rss_kb(), unconverted, pipeline.writer_cpu_s, self.foreign_seen(), receiver.frame_mismatches,
-            message_bytes(self.convert.first_frame_bytes, w.parts), self.convert.size_mismatches))
+            message_bytes(self.convert.first_frame_bytes, w.parts), self.convert.size_mismatches,
+            receiver.implausible))
+
+    def expect(self) -> None:
+        """Tell the receiver what a message of this run is (zl_wire.h zl_classify): the run's key and
+        producers, and once the start says t0, the pace of zmqload's producers from t0. Producers
+        of the user's (--role consumer, a consumer half) are held to the loosest bounds."""
+        w = self.workload
+        if w.topology.consumers_alone:
+            self.receiver.expect(0)
+        else:
+            self.receiver.expect(self.spec.header_key, w.producers, self.convert.t0_ns, w.rate)
 
     def foreign_seen(self) -> control.ForeignSeen | None:
         foreign = self.convert.foreign
@@ -94,6 +106,8 @@ class Consumer(WorkerLifecycle):
     def on_command(self, message: control.Message) -> None:
         if isinstance(message, control.Start):
             self.convert.t0_ns = message.t0_ns
+            if hasattr(self, "receiver"):
+                self.expect()
         elif isinstance(message, control.ProducersDone):
             # From here on, what arrives was still queued when the producers finished.
             self.t_drain_ns = _engine.now_ns()

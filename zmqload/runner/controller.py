@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 import time
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -72,6 +73,10 @@ class Controller:
         self.server, self.launcher, self.ipc_dir = server, launcher, ipc_dir
         self.listener = listener
         self.curve = curve
+        # the run's header key (csrc/zl_wire.h zl_check): a peer that does not have it cannot pass
+        # for one of its producers; a producer or consumer of the user's knows only the public key 0
+        alone = w.topology.producers_alone or w.topology.consumers_alone
+        self.header_key = 0 if alone else secrets.randbits(64)
         self.state = RunState(ids.producers(w.producer_workers), ids.consumers(w.consumer_workers))
         self.started = time.monotonic()
         self.footprint = Footprint()                           # memory and disk for the live display
@@ -125,7 +130,7 @@ class Controller:
         # a worker that connects is a CURVE client: it gets no server secret
         curve = self.curve if bind or self.curve is None else dataclasses.replace(self.curve, server_secret=None)
         self.launcher.start(WorkerSpec(worker, self.w, self.server.endpoint, self.run_dir, bind, curve=curve,
-                                       control_curve=self.server.client_keys))
+                                       control_curve=self.server.client_keys, header_key=self.header_key))
 
     # -- phases ------------------------------------------------------------------------------
     def execute(self) -> None:

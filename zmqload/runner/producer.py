@@ -59,7 +59,7 @@ class Producer(WorkerLifecycle):
                                 self.t0_ns, end_ns, w.send_mode, w.sndtimeo_ms * 1_000_000, round_trip,
                                 _engine.SPIN_BELOW_NS if w.pacing == "spin" else 0, reply_timeout_ms * 1_000_000,
                                 parts=w.parts, sizes=None if fixed else sizes.sizes, body=sizes.body,
-                                **_topic_args(w))
+                                key=self.spec.header_key, **_topic_args(w))
         if not w.rate:
             time.sleep(max(0.0, (self.t0_ns - _engine.now_ns()) / 1e9))
         try:
@@ -107,7 +107,8 @@ class Producer(WorkerLifecycle):
         """Send warm-up messages of `size` bytes (if asked) until the start command arrives."""
         warming = False
         topics = self.workload.topic_set
-        warm_msg = _engine.warmup_message(self.spec.worker.index, size, topics.warmup if topics else b"")
+        warm_msg = _engine.warmup_message(self.spec.worker.index, size, topics.warmup if topics else b"",
+                                          self.spec.header_key)
         while not self.t0_ns and not self.stop_requested:
             self.check_handshakes()
             message = self.ctl.recv(WARMUP_EVERY_MS if warming else 100)

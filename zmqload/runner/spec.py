@@ -23,6 +23,7 @@ class WorkerSpec:
     curve: Optional[CurveKeys] = None   # --curve on: the run's keys (a connecting worker's hold no server secret)
     control_curve: Optional[CurveKeys] = None   # --curve on: the controller's sockets' (no server secret)
     upload_to: Optional[str] = None     # a placed run's --out URI: the run directory there, secrets and all (runner/task_out.py)
+    header_key: int = 0           # the run's header key (csrc/zl_wire.h zl_check); 0 where a side is the user's
 
     @property
     def name(self) -> str:
@@ -38,7 +39,7 @@ class WorkerSpec:
                            "controller_pid": self.controller_pid,
                            "curve": None if self.curve is None else self.curve.to_dict(),
                            "control_curve": None if self.control_curve is None else self.control_curve.to_dict(),
-                           "upload_to": self.upload_to})
+                           "upload_to": self.upload_to, "header_key": self.header_key})
 
     @classmethod
     def from_json(cls, text: str) -> "WorkerSpec":
@@ -47,7 +48,7 @@ class WorkerSpec:
                    data["run_dir"], list(data["bind"]), int(data["controller_pid"]),
                    None if data.get("curve") is None else CurveKeys.from_dict(data["curve"]),
                    None if data.get("control_curve") is None else CurveKeys.from_dict(data["control_curve"]),
-                   data.get("upload_to"))
+                   data.get("upload_to"), int(data.get("header_key", 0)))
 
     def controller_alive(self) -> bool:
         """The watchdog's test: a worker process is reparented when its controller dies."""
