@@ -1,12 +1,13 @@
 /* The 16-byte wire header at the start of every zmqload message (docs/RECORDS.md).
  *
- *   offset 0: u64 little-endian  stream << 48 | check << 40 | seq      (seq below 2^40)
+ *   offset 0: u64 little-endian  seq (bits 0-39), check low byte (40-47), stream (48-55),
+ *                                check high byte (56-63)
  *   offset 8: i64 little-endian  t_sent_ns (CLOCK_MONOTONIC)
  *
- * `check` is zl_check of the other fields and the run's header key: 8 bits that zeros, small
+ * `check` is zl_check of the other fields and the run's header key: 16 bits that zeros, small
  * integers, text and stale buffers do not carry by accident, and that a peer without the key of a
- * run of zmqload's own cannot forge. A receiver stores the word without it (stream << 48 | seq:
- * the records' layout), so ZL_SEQ_BITS stays the records' split.
+ * run of zmqload's own forges once in 65,536 tries. A receiver stores the word without it
+ * (stream << 48 | seq: the records' layout), so ZL_SEQ_BITS stays the records' split.
  *
  * With topics (--topics), the first frame starts with the message's topic, a fixed number of
  * bytes per run (SUB filters match a prefix of the first frame), and the header follows it:
@@ -27,11 +28,11 @@
 #define ZL_HEADER_SIZE 16
 #define ZL_SEQ_BITS 48
 #define ZL_SEQ_MASK ((1ULL << ZL_SEQ_BITS) - 1)
-/* On the wire seq has 40 bits (a trillion messages per producer), the check the next 8. */
+/* On the wire seq has 40 bits (a trillion messages per producer), the stream 8. */
 #define ZL_WIRE_SEQ_BITS 40
 #define ZL_WIRE_SEQ_MASK ((1ULL << ZL_WIRE_SEQ_BITS) - 1)
 /* Stream id reserved for warm-up messages sent before the measured run starts. */
-#define ZL_WARMUP_STREAM 0xFFFFULL
+#define ZL_WARMUP_STREAM 0xFFULL
 /* Stream id the receiver records a foreign message under: seq 0, t_sent 0. */
 #define ZL_FOREIGN_STREAM 0xFFFEULL
 /* The widest topic before the header: the receiver reads topic and header into 64 bytes. */
@@ -71,19 +72,20 @@ enum zl_send_mode { ZL_MODE_BLOCK = 0, ZL_MODE_DONTWAIT = 1, ZL_MODE_TIMEOUT = 2
 #define ZL_LE64(x) (x)
 #endif
 
-/* 8 bits of the other 14 header bytes and the key: multiply-xorshift, never 0 for all zeros. */
+/* 16 bits of the other 12 header bytes and the key: multiply-xorshift, 0x5A5A for all zeros. */
 static inline uint64_t zl_check(uint64_t stream, uint64_t seq, int64_t t_sent_ns, uint64_t key)
 {
-    uint64_t h = ((stream << ZL_SEQ_BITS) | (seq & ZL_WIRE_SEQ_MASK)) ^ key;
+    uint64_t h = (((stream & 0xFFULL) << ZL_SEQ_BITS) | (seq & ZL_WIRE_SEQ_MASK)) ^ key;
     h ^= (uint64_t)t_sent_ns * 0x9E3779B97F4A7C15ULL;
     h *= 0xC2B2AE3D27D4EB4FULL;
-    return ((h >> 56) ^ 0x5AULL) & 0xFFULL;
+    return ((h >> 48) ^ 0x5A5AULL) & 0xFFFFULL;
 }
 
 static inline void zl_put_header(char *buf, uint64_t stream, uint64_t seq, int64_t t_sent_ns, uint64_t key)
 {
-    uint64_t word = ZL_LE64((stream << ZL_SEQ_BITS) | (zl_check(stream, seq, t_sent_ns, key) << ZL_WIRE_SEQ_BITS)
-                            | (seq & ZL_WIRE_SEQ_MASK));
+    uint64_t check = zl_check(stream, seq, t_sent_ns, key);
+    uint64_t word = ZL_LE64((seq & ZL_WIRE_SEQ_MASK) | ((check & 0xFFULL) << ZL_WIRE_SEQ_BITS)
+                            | ((stream & 0xFFULL) << ZL_SEQ_BITS) | ((check >> 8) << 56));
     uint64_t t = ZL_LE64((uint64_t)t_sent_ns);
     memcpy(buf, &word, 8);
     memcpy(buf + 8, &t, 8);
@@ -121,9 +123,9 @@ static inline int zl_classify(const char *head, int len, int64_t now_ns, const z
         return ZL_FOREIGN;
     w = zl_get_word(head);
     t = zl_get_t_sent(head);
-    stream = w >> ZL_SEQ_BITS;
+    stream = (w >> ZL_SEQ_BITS) & 0xFFULL;
     seq = w & ZL_WIRE_SEQ_MASK;
-    if (((w >> ZL_WIRE_SEQ_BITS) & 0xFFULL) != zl_check(stream, seq, t, e->key))
+    if ((((w >> ZL_WIRE_SEQ_BITS) & 0xFFULL) | ((w >> 56) << 8)) != zl_check(stream, seq, t, e->key))
         return ZL_FOREIGN;
     *word = (stream << ZL_SEQ_BITS) | seq;
     if (t < e->t_floor_ns || t > now_ns + ZL_FUTURE_NS)

@@ -25,12 +25,12 @@ M64 = (1 << 64) - 1
 
 
 def header(stream: int, seq: int, t_sent_ns: int) -> bytes:
-    """zmqload's header as a user's producer writes it from docs/RECORDS.md: stream << 48 |
-    check << 40 | seq, then t_sent_ns, the check from the public key 0."""
+    """zmqload's header as a user's producer writes it from docs/RECORDS.md: the check's high byte,
+    the stream, its low byte and seq, then t_sent_ns, the check from the public key 0."""
     h = (stream << 48) | seq
     h ^= (t_sent_ns * 0x9E3779B97F4A7C15) & M64
-    check = (((h * 0xC2B2AE3D27D4EB4F) & M64) >> 56) ^ 0x5A
-    return struct.pack("<Qq", (stream << 48) | (check << 40) | seq, t_sent_ns)
+    check = (((h * 0xC2B2AE3D27D4EB4F) & M64) >> 48) ^ 0x5A5A
+    return struct.pack("<Qq", (check >> 8) << 56 | stream << 48 | (check & 0xFF) << 40 | seq, t_sent_ns)
 
 
 class UserPush:

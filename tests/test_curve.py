@@ -302,7 +302,7 @@ def test_producers_alone_serve_a_users_curve_pull_client(tmp_path, certificates)
         try:
             while True:
                 word = int.from_bytes(pull.recv()[:8], "little")
-                seen.append((word >> 48, word & ((1 << 40) - 1)))      # docs/RECORDS.md: seq is the low 40 bits
+                seen.append(((word >> 48) & 0xFF, word & ((1 << 40) - 1)))      # docs/RECORDS.md: seq is the low 40 bits
                 pull.rcvtimeo = 3000        # then: until idle
         except zmq.Again:
             pass

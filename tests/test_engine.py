@@ -29,8 +29,8 @@ def decode(frame: bytes, key: int = 0) -> tuple[int, int, int]:
     """(stream, seq, t_sent_ns) of a message, without the engine; its check byte must be the rule's."""
     head = np.frombuffer(frame[:HEADER_SIZE], dtype=HEADER)[0]
     word = int(head["word"])
-    stream, seq, t_sent = word >> SEQ_BITS, word & wire.MAX_SEQ, int(head["t_sent"])
-    assert (word >> wire.WIRE_SEQ_BITS) & 0xFF == wire.check(stream, seq, t_sent, key)
+    stream, seq, t_sent = (word >> SEQ_BITS) & 0xFF, word & wire.MAX_SEQ, int(head["t_sent"])
+    assert ((word >> wire.WIRE_SEQ_BITS) & 0xFF) | (word >> 56) << 8 == wire.check(stream, seq, t_sent, key)
     return stream, seq, t_sent
 
 

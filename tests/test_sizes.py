@@ -133,7 +133,7 @@ class Cutter:
 
     def __call__(self, frames: list[bytes]) -> list[bytes]:
         (word,) = struct.unpack_from("<Q", frames[0], 0)
-        if word >> 48 == 0xFFFF:        # a warm-up (docs/RECORDS.md: stream 0xFFFF)
+        if (word >> 48) & 0xFF == 0xFF:     # a warm-up (docs/RECORDS.md: stream 0xFF)
             return frames
         self.data += 1
         if self.data % 7 or len(frames[0]) == 16:

@@ -11,13 +11,14 @@ from typing import Final, Literal
 HEADER_SIZE: Final = 16
 """Bytes of the header at the start of every message: the smallest message size."""
 SEQ_BITS: Final = 48
-"""A recorded word is stream << SEQ_BITS | seq (on the wire the check sits in bits 40-47)."""
+"""A recorded word is stream << SEQ_BITS | seq (on the wire the stream is bits 48-55, the check
+bits 40-47 and 56-63: docs/RECORDS.md)."""
 SEQ_MASK: Final = (1 << SEQ_BITS) - 1
 WIRE_SEQ_BITS: Final = 40
-"""Bits of seq on the wire; the check takes the next 8."""
+"""Bits of seq on the wire."""
 MAX_SEQ: Final = (1 << WIRE_SEQ_BITS) - 1
 """The largest seq the header carries (so the largest per-producer count)."""
-WARMUP_STREAM: Final = 0xFFFF
+WARMUP_STREAM: Final = 0xFF
 """Stream id of warm-up messages, sent before the measured run starts."""
 FOREIGN_STREAM: Final = 0xFFFE
 """Stream id a consumer records a foreign message under (--role consumer): seq 0, t_sent 0."""
@@ -35,18 +36,19 @@ MAX_STREAMS: Final = 64
 
 
 def check(stream: int, seq: int, t_sent_ns: int, key: int = 0) -> int:
-    """The header's check byte (csrc/zl_wire.h zl_check): 8 bits of the other fields and the run's
-    key, 0x5A for all zeros. A producer of yours writing zmqload's header uses key 0."""
+    """The header's check (csrc/zl_wire.h zl_check): 16 bits of the other fields and the run's key,
+    0x5A5A for all zeros. A producer of yours writing zmqload's header uses key 0."""
     m = (1 << 64) - 1
-    h = ((stream << SEQ_BITS) | (seq & MAX_SEQ)) ^ key
+    h = (((stream & 0xFF) << SEQ_BITS) | (seq & MAX_SEQ)) ^ key
     h ^= (t_sent_ns * 0x9E3779B97F4A7C15) & m
     h = (h * 0xC2B2AE3D27D4EB4F) & m
-    return (h >> 56) ^ 0x5A
+    return (h >> 48) ^ 0x5A5A
 
 
 def header(stream: int, seq: int, t_sent_ns: int, key: int = 0) -> bytes:
     """The 16 bytes a message of (stream, seq) sent at t_sent_ns starts with."""
-    word = (stream << SEQ_BITS) | (check(stream, seq, t_sent_ns, key) << WIRE_SEQ_BITS) | (seq & MAX_SEQ)
+    c = check(stream, seq, t_sent_ns, key)
+    word = (seq & MAX_SEQ) | (c & 0xFF) << WIRE_SEQ_BITS | (stream & 0xFF) << SEQ_BITS | (c >> 8) << 56
     return word.to_bytes(8, "little") + (t_sent_ns & ((1 << 64) - 1)).to_bytes(8, "little")
 
 
