@@ -156,6 +156,7 @@ def test_capacity_refuses_producers_alone(tmp_path):
     done = zmqload_cli("capacity", "--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999",
                        "--out", str(tmp_path))
     assert done.returncode == 2 and "--role" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "--role producer with --pattern req-rep" in done.stderr      # a service of yours is searched
     assert not os.listdir(tmp_path)
 
 

@@ -89,9 +89,10 @@ def copied_here(args: argparse.Namespace, staging: str) -> list[str]:
     for flag, value in (("--master", args.master), ("--remote", args.remote)):
         if value is not None and not (flag == "--master" and on_this_host(value)):
             uri = remote_runs.shown(next(p for p in args.paths if remote_runs.is_uri(p)))
+            instead = "no --master or a local[...] one" if flag == "--master" else "no --remote (the embedded Spark)"
             raise ConfigError(flag, f"got {value!r} with {uri}: runs at a URI are copied to this host, where "
-                                    "that Spark's executors cannot read them; accepted: no --master or a local[...] "
-                                    "one with a URI, or a path the cluster shares")
+                                    f"that Spark's executors cannot read them; accepted: {instead} with a URI, or "
+                                    "a path the cluster shares")
     paths = []
     for i, path in enumerate(args.paths):
         if not remote_runs.is_uri(path):

@@ -227,20 +227,39 @@ class Pattern:
             return Topology(producers, consumers, "producer" if producers.attach is Attach.BIND else "consumer",
                             device=False)
         if not (producers.given and consumers.given):
-            other = "consumers" if producers.given else "producers"
-            raise ConfigError(named.flag, f"got {value!r} without an endpoint for the {other}; zmqload loads both "
-                                          f"sides of a system, not one alone (yet); accepted: with "
-                                          f"{flag_of(other, Attach.CONNECT)} (a device in the middle) or "
-                                          f"{flag_of(other, Attach.BIND)} (the {other} bind, the {named.name} "
-                                          "connect to them)")
+            raise ConfigError(named.flag, f"got {value!r} without endpoints for the {self._other(named)}; accepted: "
+                                          + self._one_side_ways(named))
         if self.device is None:
             able = ", ".join(p.name for p in PATTERNS.values() if p.device is not None)
+            service = ("--role producer with --producers-connect alone (your broker's frontend or your service "
+                       "answers zmqload's requests), " if self.round_trip else "")
             raise ConfigError(flag_of("consumers", Attach.CONNECT),
                               f"got {','.join(consumers.endpoints)!r} with --producers-connect; pattern {self.name} "
-                              f"cannot have a device between its sides ({self.no_device}); accepted: one side binds "
-                              f"(--producers-bind or --consumers-bind), or a pattern whose sides can both connect: "
-                              f"{able}")
+                              f"cannot have a device between its sides ({self.no_device}); accepted: {service}one "
+                              f"side binds (--producers-bind or --consumers-bind), or a pattern whose sides can both "
+                              f"connect: {able}")
         return Topology(producers, consumers, None, device=True)
+
+    @staticmethod
+    def _other(named: Side) -> str:
+        return "consumers" if named.name == "producers" else "producers"
+
+    def _one_side_ways(self, named: Side) -> str:
+        """What a run whose endpoints name one connecting side only (`named`, both roles running)
+        can be instead: the other side's endpoints too (a device of the user's between both sides,
+        or that side binding), or zmqload's `named` side alone against the user's other side
+        (--role; a service of the user's with a round-trip pattern)."""
+        other = self._other(named)
+        ways = []
+        if self.device is not None:
+            ways.append(f"{flag_of(other, Attach.CONNECT)} too (a device of yours between both sides)")
+        ways.append(f"{flag_of(other, Attach.BIND)} (the {other} bind, the {named.name} connect to them)")
+        if named.name == "producers":
+            yours = "a request-reply service of yours" if self.round_trip else "a consumer of yours"
+            ways.append(f"--role producer to load {yours} alone at {named.flag}")
+        elif not self.round_trip:
+            ways.append(f"--role consumer with --duration SECONDS to record a producer of yours alone at {named.flag}")
+        return ", or ".join([", ".join(ways[:-1]), ways[-1]] if len(ways) > 2 else ways)
 
     def _producers_alone(self, w: Settings, producers: Side, consumers: Side) -> Topology:
         """--role producer: zmqload's producers load a consumer of the user's at their endpoints."""
@@ -326,4 +345,5 @@ register(Pattern(
 register(Pattern(
     "req-rep", "REQ", "REP", fanout=False, binder="consumer", round_trip=True,
     description="REQ -> REP round trips (one request in flight per producer); rate-controlled",
-    no_device="round trips through a broker are not measured yet"))
+    no_device="round trips through a broker of yours are measured against the services behind it, not "
+              "zmqload's REPs"))

@@ -213,7 +213,7 @@ def _endpoints(attach: str, what: str) -> Optional[str]:
     return option(
         None, str, "one or more tcp://HOST:PORT or ipc://PATH endpoints separated by commas"
         + (" (HOST * binds every interface, PORT * any free port)" if attach == "bind" else
-           " (a named host and port: nothing to connect to at *)"),
+           " (HOST a host name or address, PORT a port number)"),
         what, form=_ENDPOINT_LIST, nullable=True, group=ENDPOINTS_GROUP,
         default_text="unset: the pattern's own topology")
 
@@ -746,16 +746,23 @@ class Workload:
                                     f"as a CURVE client and needs the server's public key, which a per-run key "
                                     f"would keep from it")
         if topology.binder is None and self.curve_server_cert is not None:
-            raise pair.refuse(self.curve_server_cert, ": zmqload binds no socket here (it connects to your "
-                                                        "system on both sides)")
+            yours = ", ".join(e for side in (topology.producers, topology.consumers) for e in side.endpoints)
+            raise ConfigError(pair.flag, f"got {self.curve_server_cert!r}: zmqload binds no socket here, it "
+                                         f"connects to yours at {yours}; accepted: no {pair.flag} (--curve-server-key "
+                                         "names the public key of the server zmqload connects to)")
         if topology.user_listens and self.curve_server_key is None:
             yours = ", ".join(e for side in (topology.producers, topology.consumers) if side.attach is
                               patterns.Attach.CONNECT for e in side.endpoints)
             raise key.refuse(None, f" with --curve on while zmqload connects to your system at {yours}: its "
                                    "server's public key is needed")
         if not topology.user_listens and self.curve_server_key is not None:
-            raise key.refuse(self.curve_server_key, ": zmqload connects to no server of yours (its own sockets "
-                                                    "use keys made per run)")
+            own = ("the key pair of --curve-server-cert" if self.curve_server_cert is not None else
+                   "a key pair made per run, or --curve-server-cert's")
+            raise ConfigError(key.flag, f"got {self.curve_server_key!r}: zmqload connects to no server of yours "
+                                        f"here (its binding sockets serve with {own}); accepted: no {key.flag}, "
+                                        "or --curve-server-key where zmqload connects to a CURVE server of yours "
+                                        "(--role producer --producers-connect, --role consumer --consumers-connect, "
+                                        "or a device of yours between both sides)")
 
     def _check_placed(self) -> None:
         """--master: each worker a Spark task, a process of its own."""
@@ -763,9 +770,12 @@ class Workload:
             raise ConfigError("--transport", f"got 'inproc' with --master {self.master}: inproc workers are threads "
                                              "of one process, nothing to place; accepted: tcp or ipc (ipc: one host)")
         if patterns.get(self.pattern).own_endpoints:
-            raise ConfigError("--master", f"got {self.master!r} with pattern {self.pattern}: zmqload's own proxy is "
-                                          "not placed on a cluster yet; accepted: no --master with pattern "
-                                          f"{self.pattern}")
+            raise ConfigError("--master", f"got {self.master!r} with pattern {self.pattern}: the Spark stage places "
+                                          "producers and consumers, not zmqload's own proxy; accepted: no --master "
+                                          "with pattern "
+                                          f"{self.pattern}, or --pattern pub-sub with --producers-connect and "
+                                          "--consumers-connect to an XSUB|XPUB proxy of yours (the workers placed "
+                                          "by --master)")
 
     def _check_endpoints_per_side(self) -> None:
         """Each endpoint of --producers-connect ... --consumers-bind on its own, then the two sides
@@ -796,9 +806,11 @@ class Workload:
                                                  "from 1 to 65535")
                 if side.attach is patterns.Attach.CONNECT and ("*" in (host, port) or port == "0"
                                                                or endpoint == "ipc://*"):
+                    example = "ipc:///tmp/NAME" if port is None else \
+                        f"tcp://{'127.0.0.1' if host == '*' else host}:{'5599' if port in ('*', '0') else port}"
                     raise ConfigError(side.flag, f"got {endpoint!r}: a connecting side needs a named host and "
-                                                 "port (or path), * is for binding; accepted: e.g. "
-                                                 "tcp://127.0.0.1:5599 or ipc:///tmp/device")
+                                                 f"port (or path), * is for binding; accepted: "
+                                                 f"{self._listener(side.name)}, e.g. {example}")
             if side.attach is patterns.Attach.BIND:
                 count = self._side_count(side.name)
                 if len(side.endpoints) not in (1, count):
@@ -822,6 +834,18 @@ class Workload:
                                               f"{','.join(bound)!r}; accepted: the endpoints the {binder.name} bind "
                                               f"(or leave {other.flag} out: the {other.name} connect to them; a "
                                               f"device in the middle: both sides connect)")
+
+    def _listener(self, side: str) -> str:
+        """Where zmqload's connecting `side` connects to, as a refusal names it."""
+        topology = self.topology
+        if topology.producers_alone:
+            return f"where your {'service' if self.serves else 'consumer'} listens"
+        if topology.consumers_alone:
+            return "where your producer (or zmqload's producer half) listens"
+        if topology.device:
+            return "where your device listens"
+        other = "consumers" if side == "producers" else "producers"
+        return f"the endpoints the {other} bind (--{other}-bind)"
 
     def _side_count(self, side: str) -> int:
         return self.producers if side == "producers" else self.consumers
@@ -900,12 +924,19 @@ SLO_OPTIONS: dict[str, Option] = _option_table(Slos)
 
 def refuse_unjudged(role: str, flag: Optional[str] = None, value: Any = None) -> NoReturn:
     """One side alone (--role producer or consumer, not a service) judged by an SLO `flag`, or
-    searched by capacity (flag None): what the other side did is not seen."""
+    searched by capacity (flag None): what the other side did is not seen. A service of the
+    user's (req-rep, --role producer) is judged by its answers: the refusal points at it."""
     unseen = "your consumer received" if role == "producer" else "your producer sent"
+    services = ", ".join(p.name for p in patterns.PATTERNS.values() if p.round_trip)
+    service = f"--pattern {services} against a service of yours (judged by its answers)"
+    if flag:
+        accepted = f"no SLO options with --role {role}" + (f", or {service}" if role == "producer" else "")
+    elif role == "producer":
+        accepted = f"--role both (probes judged by what zmqload's consumers receive), or --role producer with {service}"
+    else:
+        accepted = f"--role both (the search sets the rate of zmqload's producers), or --role producer with {service}"
     raise ConfigError(flag or "--role", f"got {value if flag else role!r} {f'with --role {role}' if flag else 'in capacity'}: "
-                                        f"what {unseen} is not seen, so nothing can judge it; accepted: "
-                                        + (f"no SLO options with --role {role}" if flag else
-                                           "--role both for capacity (its probes are judged by what is received)"))
+                                        f"what {unseen} is not seen, so nothing can judge it; accepted: {accepted}")
 
 SEARCH_GROUP = "search"
 

@@ -131,7 +131,8 @@ def _read(run_dir: str, role: str) -> rr.RunRecord:
     except RecordError as exc:
         raise ConfigError("PATH", f"cannot read {exc}; accepted: the halves' run directories") from None
     if record.workload.role != role:
-        raise ConfigError("PATH", f"{run_dir} is not a {role} half (its --role is {record.workload.role})")
+        raise ConfigError("PATH", f"{run_dir} is not a {role} half (its --role is {record.workload.role}); accepted: "
+                                  f"the run directory of a --role {role} run with the same --run-name")
     if record.status is RunStatus.RUNNING:
         raise ConfigError("PATH", f"{run_dir} is still running; accepted: halves that have ended "
                                   "(`zmqload repair` finishes one whose controller died)")
