@@ -154,6 +154,15 @@ def producers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
     ]
 
 
+def _foreign_count(result: RunResult) -> int:
+    return sum(c.get("foreign") or 0 for c in result.consumers)
+
+
+def _foreign(result: RunResult) -> str:
+    implausible = sum(c.get("implausible") or 0 for c in result.consumers)
+    return f"{_foreign_count(result):,}" + (f" ({implausible:,} with an implausible header)" if implausible else "")
+
+
 def consumers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
     """--role consumer: the receive side only; what the user's producer sent is not seen."""
     holes = sum(s.get("holes") or 0 for s in result.streams)
@@ -167,6 +176,9 @@ def consumers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
         ("sent, lost", "not seen: the producer is yours (--role consumer; join a producer half with `report`)"),
         ("foreign messages", f"{foreign.get('messages', 0):,}, {foreign.get('bytes', 0):,} bytes"),
     ]
+    implausible = sum(c.get("implausible") or 0 for c in result.consumers)
+    if implausible:     # zmqload's header, but nothing this run could have sent (docs/RECORDS.md)
+        rows.append(("of them, implausible headers", f"{implausible:,}"))
     if foreign.get("messages"):
         rows += [("foreign rate", f"{foreign['rate_msgs']:,.0f} msg/s over {foreign['span_s']:,.3f} s"),
                  ("foreign gaps (us)", "  ".join(f"{k} {_ns_to_us(v)}" for k, v in gap.items()))]
@@ -219,6 +231,8 @@ def summary_table(result: RunResult) -> Table:
         ("bytes sent / received", f"{result.bytes_sent:,} / {result.bytes_received:,}  (sizes {_sizes(result.sizes)})"),
         *([("size mismatches", f"{result.size_mismatches:,} received at another size than their seq's")]
           if result.size_mismatches else []),
+        # a peer that is not this run's on a port it binds (docs/RECORDS.md "Which messages are zmqload's")
+        *([("foreign messages (not this run's)", _foreign(result))] if _foreign_count(result) else []),
     ]
     # across hosts every one-way latency is good to the hosts' clock alignment (run.json placement)
     clocks = "" if result.clock_uncertainty_ns is None else f"  (± {_ns_to_us(result.clock_uncertainty_ns)} clocks)"
