@@ -1,6 +1,7 @@
 """The record format and the numpy-side building blocks (no sockets)."""
 from __future__ import annotations
 
+import os
 import tracemalloc
 
 import numpy as np
@@ -153,3 +154,36 @@ def test_samples_hold_bounded_memory_and_write_every_row(tmp_path):
     assert set(table.column("tcp_recvq_bytes").to_numpy().tolist()) == {-1}
     assert np.array_equal(table.column("rss_kb").to_numpy(), 150_000 + np.arange(n) % 5)
     assert set(table.column("role").to_pylist()) == {"producer"} and set(table.column("worker").to_pylist()) == {3}
+
+
+def test_an_untrusted_seen_map_holds_scattered_seqs_behind_and_counts_them_exactly(tmp_path, monkeypatch):
+    """A user's producer (--role consumer) may scatter seqs over every page its pace allows: a seq
+    is placed only within 2^23 + 256 seqs per arrival so far (the rest counted `beyond`), those behind
+    the newest pages are set later in one pass, and the map and its counts are numpy's."""
+    from zmqload.runner import recorder
+    monkeypatch.setattr(recorder, "BEHIND_ROWS", 500)        # several passes in a small run
+    rng = np.random.default_rng(38)
+    chunks = [rng.integers(0, 40 * (1 << 20), rng.integers(1, 400)) for _ in range(60)]
+    chunks += [np.arange(10 << 20, (10 << 20) + 1000)]           # then in order near the top
+    seen = recorder.SeenMap(1 << 20, str(tmp_path / "s"), untrusted=True)
+    loads = []
+    page = recorder.PagedFlags._page
+    monkeypatch.setattr(recorder.PagedFlags, "_page",
+                        lambda self, k: (k in self.pages or loads.append(k)) and None or page(self, k))
+    placed, beyond, rows = [], 0, 0
+    for chunk in chunks:
+        seen.add(chunk.astype(np.int64), np.zeros(len(chunk), bool))
+        rows += len(chunk)
+        ok = chunk < (1 << 23) + 256 * rows
+        placed.append(chunk[ok])
+        beyond += int((~ok).sum())
+    packed, drained = seen.packed()
+    everything = np.concatenate(placed)
+    distinct = np.unique(everything)
+    flags = np.unpackbits(np.fromfile(packed, np.uint8))[: distinct.max() + 1]
+    assert np.array_equal(np.flatnonzero(flags), distinct)
+    assert (seen.unique, seen.duplicates, seen.beyond) == (len(distinct), len(everything) - len(distinct), beyond)
+    assert 0 < beyond < rows and len(drained) == 0
+    assert os.path.getsize(packed) <= (1 << 20) + 32 * rows          # 1 MiB + 32 bytes an arrival
+    # a page is brought in once per pass over what is held, not once per chunk that touches it
+    assert len(loads) < len(everything) // 4

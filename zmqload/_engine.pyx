@@ -727,7 +727,7 @@ cdef class Receiver:
         with nogil:
             zl_stamp_anchor(&self.clock)
             while row < capacity:
-                rc = self._envelope()
+                rc = self._envelope() if self.envelope_frames else 0
                 while rc == 0:      # mid-message after an envelope, a signal must not lose the frame
                     rc = zmq_recv(self.sock, self.buf, ZL_HEADER_SIZE + self.topic_width, 0)
                     if rc >= 0 or self.envelope_frames == 0 or zmq_errno() != EINTR:

@@ -135,6 +135,7 @@ class StreamSeen:
     reordered: int
     seen_map: Bits                        # packed bits (or their file): seq k arrived (at least once)
     drained_map: Bits                     # packed bits (or their file): seq k first arrived in the drain
+    beyond: int = 0                       # --role consumer: arrivals past the span a map may take (not in it)
 
 
 @dataclass(frozen=True)

@@ -311,6 +311,10 @@ class StreamEntry(MessageCounts):
     holes: Optional[int] = None
     """--role consumer: seqs below the highest received (per consumer with fan-out) that never arrived,
     a lower bound of the loss (missing_ranges lists them); null in other runs, whose fates say it all."""
+    beyond: Optional[int] = None
+    """--role consumer: arrivals whose seq lay past 8,388,608 + 256 x the stream's arrivals so far
+    (docs/RECORDS.md "Foreign messages"): received and recorded, but in no seq accounting (unique,
+    duplicates, holes); null in other runs."""
 
 
 class TopicConsumer(Record):

@@ -105,7 +105,8 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
                 _plain(c_final, _CONSUMER_HIDDEN), worker=worker.index, latency_intended=c_final.latency_intended,
                 latency_sent=c_final.latency_sent,
                 streams={s.stream: {"unique": s.unique, "duplicates": s.duplicates, "reordered": s.reordered,
-                                    "seen_map": s.seen_map, "drained_map": s.drained_map} for s in c_final.streams})
+                                    "seen_map": s.seen_map, "drained_map": s.drained_map, "beyond": s.beyond}
+                         for s in c_final.streams})
     usable = any(bitmaps.nbytes(p["sent_ok_map"]) or not p.get("attempted") for p in producers.values())
     drain_completed = bool(state.drain.get("completed")) and status == "complete"
     placement, why = tail_placement(w, state.drain)

@@ -78,7 +78,7 @@ class Consumer(WorkerLifecycle):
         for stream, seen in sorted(self.convert.streams.items()):
             seen_map, drained_map = seen.packed()
             streams.append(control.StreamSeen(stream, seen.unique, seen.duplicates, seen.reordered,
-                                              seen_map, drained_map))
+                                              seen_map, drained_map, seen.beyond))
         self.ctl.send(control.ConsumerFinal(
             receiver.received, receiver.warmups, receiver.foreign, receiver.errors, receiver.t_first_recv_ns,
             receiver.t_last_recv_ns, self.t_drain_ns, self.convert.latency_intended.to_payload(),

@@ -370,6 +370,10 @@ class PagedFlags:
             page[seqs[mine] % self.page_seqs] = True
         self._evict(KEEP_PAGES)
 
+    def flush(self) -> None:
+        """Every page in memory written to the file (a reader of the file sees them)."""
+        self._evict(0)
+
     def _evict(self, keep: int) -> None:
         if self.path is None:
             return
@@ -391,6 +395,17 @@ class PagedFlags:
         return self.path
 
 
+BEHIND_ROWS = 1 << 20
+"""Seqs an untrusted SeenMap holds behind its newest pages before it sets them (8 MiB)."""
+
+UNTRUSTED_SPAN = 1 << 23
+SPAN_PER_ROW = 256
+"""An untrusted SeenMap (a producer of the user's) places a seq only below UNTRUSTED_SPAN +
+SPAN_PER_ROW x the stream's arrivals so far: its map is at most 1 MiB + 32 bytes per arrival, so
+seqs scattered over all a pace allows cost what was received (a producer that lost 99.6% of its
+messages still fits); the rest are counted `beyond`, never a bit."""
+
+
 class SeenMap:
     """Which seqs of one stream arrived: exact unique / duplicate / missing accounting,
     and which seqs first arrived in the drain (after the producers were done). With `path`
@@ -398,7 +413,7 @@ class SeenMap:
     `expected` seqs, from MIN_PAGE_SEQS (a short guess must not make a long run page for ever) up
     to PAGE_SEQS."""
 
-    def __init__(self, expected: int, path: str | None = None):
+    def __init__(self, expected: int, path: str | None = None, untrusted: bool = False):
         self.page_seqs = min(PAGE_SEQS, -(-max(expected, MIN_PAGE_SEQS) // 8) * 8)
         self.seen = PagedFlags(self.page_seqs, path and path + ".seen")
         self.drained: PagedFlags | None = None      # made at the first drained arrival
@@ -407,16 +422,42 @@ class SeenMap:
         self.duplicates = 0
         self.reordered = 0
         self.max_seq = -1
+        # a producer of the user's (--role consumer) may scatter seqs over every page its pace
+        # allows: those behind the newest pages wait here and are set a page at a time, so a
+        # message costs the same wherever its seq falls (no drained-map: no fates to give)
+        self.untrusted = untrusted
+        self.behind: list[np.ndarray] = []
+        self.behind_rows = 0
+        self.rows = 0
+        self.beyond = 0         # untrusted: arrivals past the span their count allows (not in the map)
 
     def add(self, seqs: np.ndarray, in_drain: np.ndarray | None = None) -> None:
         """seqs in arrival order; in_drain[i]: seqs[i] arrived during the drain."""
         if len(seqs) == 0:
             return
+        if self.untrusted:      # the map spans at most SPAN_PER_ROW seqs per arrival so far
+            self.rows += len(seqs)
+            placed = seqs < UNTRUSTED_SPAN + SPAN_PER_ROW * self.rows
+            if not placed.all():
+                self.beyond += int(np.count_nonzero(~placed))
+                seqs = seqs[placed]
+                if not len(seqs):
+                    return
         top = int(seqs.max())
         running_max = np.maximum.accumulate(seqs)
         prior_max = np.concatenate(([self.max_seq], running_max[:-1]))
         self.reordered += int(np.count_nonzero(seqs < prior_max))
         self.max_seq = max(self.max_seq, top)
+        if self.untrusted:
+            behind = seqs // self.page_seqs < self.max_seq // self.page_seqs - 1
+            if behind.any():
+                self.behind.append(seqs[behind])
+                self.behind_rows += int(np.count_nonzero(behind))
+                seqs = seqs[~behind]
+                if self.behind_rows >= BEHIND_ROWS:
+                    self._set_behind()
+            self._set(seqs)
+            return
         if in_drain is not None and in_drain.any():
             # a seq counts as drained only if its first arrival was in the drain
             if self.drained is None:
@@ -428,6 +469,11 @@ class SeenMap:
             if len(early):
                 fresh = fresh[~np.isin(fresh, early)]
             self.drained.set(fresh)
+        self._set(seqs)
+
+    def _set(self, seqs: np.ndarray) -> None:
+        if not len(seqs):
+            return
         if len(seqs) == 1 or bool(np.all(seqs[1:] > seqs[:-1])):
             distinct = seqs
         else:
@@ -437,9 +483,36 @@ class SeenMap:
         self.unique += new
         self.duplicates += len(seqs) - new
 
+    def _set_behind(self) -> None:
+        """The seqs held behind, set bit by bit in the map's file (its pages in memory written out
+        first), so the cost follows the seqs, not the pages they fall on."""
+        if not self.behind:
+            return
+        held = np.concatenate(self.behind)
+        self.behind, self.behind_rows = [], 0
+        distinct = np.unique(held)
+        if self.seen.path is None:
+            self._set(held)
+            return
+        self.seen.flush()
+        self.seen.stored.update(np.unique(distinct // self.page_seqs).tolist())
+        with open(self.seen.path, "r+b" if os.path.exists(self.seen.path) else "w+b") as f:
+            if os.fstat(f.fileno()).st_size < int(distinct[-1]) // 8 + 1:
+                f.truncate(int(distinct[-1]) // 8 + 1)      # a hole where nothing was written
+            flags = np.memmap(f, np.uint8, "r+")
+            at, bit = distinct >> 3, (np.uint8(0x80) >> (distinct & 7).astype(np.uint8))
+            new = (flags[at] & bit) == 0
+            np.bitwise_or.at(flags, at, bit)
+            flags.flush()
+            del flags
+        fresh = int(np.count_nonzero(new))
+        self.unique += fresh
+        self.duplicates += len(held) - fresh
+
     def packed(self) -> tuple[bitmaps.Bits, bitmaps.Bits]:
         """(seen, drained) as packed maps up to the highest seq seen (a map without a drained
         arrival is empty)."""
+        self._set_behind()
         n = self.max_seq + 1
         drained = self.drained.packed(n) if self.drained is not None else np.zeros(0, np.uint8)
         return self.seen.packed(n), drained
@@ -606,7 +679,7 @@ class RecvConverter:
                 path = self.maps_prefix and f"{self.maps_prefix}-s{int(s)}"
                 if path:
                     os.makedirs(os.path.dirname(path), exist_ok=True)
-                seen = self.streams[int(s)] = SeenMap(self.expected, path)
+                seen = self.streams[int(s)] = SeenMap(self.expected, path, untrusted=self.foreign is not None)
             mine = slice(None) if one_stream else (stream == s)
             seen.add(seq[mine], in_drain[mine])
         size = chunk["size"][:rows]

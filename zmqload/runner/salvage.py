@@ -209,12 +209,13 @@ def consumer_final(run_dir: str, worker: WorkerId, w: Workload, t_drain_ns: int)
             mine = cols["stream"] == s
             arrived = streams.get(int(s))
             if arrived is None:        # paged to files like the consumer's own (bounded memory)
-                arrived = streams[int(s)] = SeenMap(PAGE_SEQS, _salvage_maps(run_dir, f"{worker}-s{int(s)}"))
+                arrived = streams[int(s)] = SeenMap(PAGE_SEQS, _salvage_maps(run_dir, f"{worker}-s{int(s)}"),
+                                                    untrusted=w.topology.consumers_alone)
             arrived.add(cols["seq"][mine], in_drain[mine])
     seen = []
     for stream, m in sorted(streams.items()):
         seen_map, drained_map = m.packed()
-        seen.append(control.StreamSeen(stream, m.unique, m.duplicates, m.reordered, seen_map, drained_map))
+        seen.append(control.StreamSeen(stream, m.unique, m.duplicates, m.reordered, seen_map, drained_map, m.beyond))
     return control.ConsumerFinal(received, 0, 0, 0, first, last, t_drain_ns, lat_i.to_payload(),
                                  lat_s.to_payload(), seen, len(parts), interrupted=True,
                                  bytes_received=message_bytes(first_frames, w.parts))
