@@ -5,9 +5,12 @@ import glob
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -35,6 +38,150 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if os.path.relpath(str(item.fspath), here) in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
+
+
+# -- what a test starts ends with it ---------------------------------------------------------------
+# A thread, socket, context or process a test starts must not outlive it, passed or failed: a user's
+# PUSH thread (UserPush._send of tests/test_consumer_side.py, also test_curve.py's ClientPush) left in
+# a blocking send on its own libzmq context while later tests ran aborted the whole pytest process
+# (SIGABRT in libzmq) once. Each is handed to end_with_the_test() where it starts; the autouse
+# fixtures below end what was handed to them in their scope (a test, or a module's or the session's
+# fixtures), last first; then a test fails if a thread started by code of tests/ is still alive
+# THREAD_GRACE_S after its teardown (a library's own threads, pyzmq's, py4j's, are not looked at).
+# A socket is closed by the thread that uses it, or after that thread is joined: never under it.
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+THREAD_GRACE_S = 10.0       # a thread of the tests' may take this long to end after its test's teardown
+PROCESS_GRACE_S = 15.0      # a process left running: SIGINT (a run stops its workers, exit 130), then SIGKILL
+_to_end: list = []
+
+
+def end_with_the_test(*things):
+    """Ends each of `things` when the running test ends (or, handed over by a module's or the session's
+    fixture, when that scope ends), passed or failed, last first: a callable (a helper's stop) is called,
+    a subprocess.Popen still running is stopped (SIGINT, then SIGKILL; its process group if it leads
+    one) and reaped, a thread is joined (bounded: the test fails if it does not end). Returns the
+    first of them."""
+    _to_end.extend(things)
+    return things[0] if things else None
+
+
+def _end(thing) -> str | None:
+    """Ends one thing handed to end_with_the_test; what is wrong with it, or None."""
+    if isinstance(thing, subprocess.Popen):
+        _end_process(thing)
+        return None
+    if isinstance(thing, threading.Thread):
+        thing.join(THREAD_GRACE_S)
+        return f"thread {thing.name} did not end within {THREAD_GRACE_S} s" if thing.is_alive() else None
+    thing()
+    return None
+
+
+def _end_process(proc: subprocess.Popen) -> None:
+    """A process still running: SIGINT, then SIGKILL, each given PROCESS_GRACE_S; reaped, its pipes closed."""
+    def signal_it(sig: int) -> None:
+        try:
+            if os.getpgid(proc.pid) == proc.pid:        # start_new_session: its whole group
+                os.killpg(proc.pid, sig)
+            else:
+                proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+    for sig, grace in ((signal.SIGINT, PROCESS_GRACE_S), (signal.SIGKILL, PROCESS_GRACE_S)):
+        if proc.poll() is not None:
+            break
+        signal_it(sig)
+        try:
+            try:
+                proc.communicate(timeout=grace)    # its pipes drained, so it cannot block on them
+            except ValueError:                     # the test closed one of them
+                proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            continue
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+
+
+def _end_from(mark: int) -> list[str]:
+    problems = []
+    while len(_to_end) > mark:
+        thing = _to_end.pop()
+        try:
+            problem = _end(thing)
+        except Exception as e:      # the others are ended all the same
+            problem = f"ending {thing!r}: {type(e).__name__}: {e}"
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def _started_by_the_tests(thread: threading.Thread) -> str | None:
+    """Where the code a thread runs is defined (file:line), if under tests/; else None."""
+    run = getattr(thread, "_target", None) or type(thread).run
+    run = getattr(run, "func", run)                 # functools.partial
+    code = getattr(getattr(run, "__func__", run), "__code__", None)
+    if code is None or not os.path.abspath(code.co_filename).startswith(TESTS_DIR + os.sep):
+        return None
+    return f"{os.path.relpath(code.co_filename, TESTS_DIR)}:{code.co_firstlineno} {code.co_name}"
+
+
+def recv_until(sock, ended: threading.Event, multipart: bool = False):
+    """sock.recv() (or recv_multipart()) in a thread of a test, as the socket's RCVTIMEO has it
+    (zmq.Again once it passes), but in polls of at most 100 ms, so that it ends sooner, with
+    zmq.Again, once `ended` is set: the test is over and its thread must let go of the socket."""
+    import zmq
+    timeout_ms = sock.getsockopt(zmq.RCVTIMEO)
+    deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+    while not ended.is_set():
+        left_ms = 100 if deadline is None else (deadline - time.monotonic()) * 1000
+        if sock.poll(max(0, min(100, int(left_ms) + 1))):
+            return sock.recv_multipart() if multipart else sock.recv()
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    raise zmq.Again()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _the_sessions_ends():
+    mark = len(_to_end)
+    yield
+    problems = _end_from(mark)
+    assert not problems, "; ".join(problems)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _a_modules_ends():
+    mark = len(_to_end)
+    yield
+    problems = _end_from(mark)
+    assert not problems, "; ".join(problems)
+
+
+def join_the_tests_threads(before: set, timeout: float = THREAD_GRACE_S) -> list[str]:
+    """Joins (within `timeout` in all) the threads started by code of tests/ that are not in `before`
+    (a set of threading.enumerate()); those still alive after it, named with where their code is."""
+    deadline, left = time.monotonic() + timeout, []
+    for thread in threading.enumerate():
+        where = None if thread in before else _started_by_the_tests(thread)
+        if where is not None:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                left.append(f"{thread.name} ({where})")
+    return left
+
+
+@pytest.fixture(autouse=True)
+def _a_tests_ends():
+    mark, before = len(_to_end), set(threading.enumerate())
+    yield
+    problems = _end_from(mark)
+    left = join_the_tests_threads(before)
+    if left:
+        problems.append(f"threads of the test still alive {THREAD_GRACE_S:.0f} s after its teardown: "
+                        + ", ".join(left))
+    if problems:
+        pytest.fail("; ".join(problems), pytrace=False)
 
 
 @pytest.fixture

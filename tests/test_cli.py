@@ -15,7 +15,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import read_meta, zmqload_cli
+from conftest import end_with_the_test, read_meta, zmqload_cli
 
 
 BAD_INPUTS = [
@@ -78,6 +78,7 @@ def test_interrupt_stops_promptly_and_keeps_readable_records(tmp_path, sig):
     proc = subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--rate", "20k", "--duration", "60",
                              "--out", str(tmp_path), "--quiet"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    end_with_the_test(proc)         # not left running 60 s if the test fails before the signal
     deadline = time.monotonic() + 60
     t0_ns = None
     while time.monotonic() < deadline and t0_ns is None:   # wait until the schedule began

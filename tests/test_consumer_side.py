@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 import zmq
 
-from conftest import free_ports, zmqload_cli
+from conftest import end_with_the_test, free_ports, zmqload_cli
 
 M64 = (1 << 64) - 1
 
@@ -35,7 +35,14 @@ def header(stream: int, seq: int, t_sent_ns: int) -> bytes:
 
 class UserPush:
     """A user's PUSH (or PUB) in a thread: binds `endpoint`, waits for a peer, sends `messages`
-    (bytes, or a callable making them at send time) `gap_s` apart, then closes with linger."""
+    (bytes, or a callable making them at send time) `gap_s` apart, then closes with linger.
+    The thread alone uses the socket after the start, and closes it and terminates its context
+    itself; stop() (called at the end of the test, passed or failed: tests/conftest.py) ends it
+    early: a send waiting for a peer gives up every SEND_TIMEOUT_MS to look, and the socket then
+    closes with linger 0."""
+
+    SEND_TIMEOUT_MS = 100
+    STOP_S = 15         # the linger of a finished sender's close (5 s) fits in it
 
     def __init__(self, endpoint: str, messages, kind: int = zmq.PUSH, gap_s: float = 0.0005, wait_s: float = 0.0):
         self.context = zmq.Context()
@@ -43,26 +50,54 @@ class UserPush:
         self.sock.setsockopt(zmq.LINGER, 5000)
         self.sock.bind(endpoint)
         self.messages, self.gap_s, self.wait_s = messages, gap_s, wait_s
+        self._start()
+
+    def _start(self) -> None:
+        """The sending thread, on the socket made by the constructor; ended with the test."""
         self.sent: list[bytes] = []
-        self.thread = threading.Thread(target=self._send, daemon=True)
+        self.stopped = threading.Event()
+        self.sock.setsockopt(zmq.SNDTIMEO, self.SEND_TIMEOUT_MS)
+        self.thread = threading.Thread(target=self._send, daemon=True, name=f"{type(self).__name__}._send")
+        end_with_the_test(self.stop)
         self.thread.start()
 
     def _send(self) -> None:
-        time.sleep(self.wait_s)
-        if self.sock.type == zmq.XPUB:
-            self.sock.recv()        # a subscriber's subscription: from here on nothing is lost to joining
-        for message in self.messages:
-            body = message() if callable(message) else message
-            self.sock.send(body)
-            self.sent.append(body)
-            if self.gap_s:
-                time.sleep(self.gap_s)
-        self.sock.close()
-        self.context.term()
+        try:
+            if self.stopped.wait(self.wait_s):
+                return
+            if self.sock.type == zmq.XPUB:
+                while not self.sock.poll(self.SEND_TIMEOUT_MS):
+                    if self.stopped.is_set():
+                        return
+                self.sock.recv()        # a subscriber's subscription: from here on nothing is lost to joining
+            for message in self.messages:
+                if self.stopped.is_set():
+                    return
+                body = message() if callable(message) else message
+                while True:
+                    try:
+                        self.sock.send(body)
+                        break
+                    except zmq.Again:   # no peer to take it yet (SNDTIMEO): as a blocking send, unless stopped
+                        if self.stopped.is_set():
+                            return
+                self.sent.append(body)
+                if self.gap_s:
+                    time.sleep(self.gap_s)
+        finally:
+            self.sock.close(linger=0 if self.stopped.is_set() else None)      # None: its own LINGER
+            self.context.term()
 
     def join(self) -> None:
         self.thread.join(timeout=60)
         assert not self.thread.is_alive()
+
+    def stop(self) -> None:
+        """Ends the sending now (what was not sent is not in `sent`) and waits for the thread, which
+        closes the socket and terminates the context."""
+        self.stopped.set()
+        self.thread.join(timeout=self.STOP_S)
+        assert not self.thread.is_alive(), f"{type(self).__name__}'s thread did not end within {self.STOP_S} s"
 
 
 def _run(*args: str, timeout: int = 120) -> dict:
@@ -131,8 +166,9 @@ def test_a_users_producer_writing_zmqloads_header_is_accounted_by_seq(tmp_path):
 
 
 def _half(role: str, *args: str, out: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--json", "--role", role, "--run-name", "feed",
-                             "--out", out, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return end_with_the_test(subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--json", "--role", role,
+                                               "--run-name", "feed", "--out", out, *args],
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
 
 
 def _until_listening(port: int) -> None:

@@ -17,7 +17,7 @@ import pytest
 import zmq
 import zmq.auth
 import zmq.utils.z85
-from conftest import check_identity, free_ports, read_table, zmqload_cli
+from conftest import check_identity, end_with_the_test, free_ports, read_table, recv_until, zmqload_cli
 from test_devices import Device, proxy_thread
 from test_consumer_side import UserPush, header
 from test_one_side import UserPull
@@ -154,7 +154,8 @@ def test_the_keys_are_made_per_run_and_a_connecting_worker_gets_no_server_secret
 # -- the traffic really is encrypted ----------------------------------------------------------------
 class Listener:
     """A subscriber of the user's in a thread, connected to a PUB of zmqload's: plain (NULL), or a
-    CURVE client of `server_key` (its own fresh key pair); counts what it hears until stop()."""
+    CURVE client of `server_key` (its own fresh key pair); counts what it hears until stop() (at the
+    latest at the end of the test: tests/conftest.py). The thread closes its socket and context."""
 
     def __init__(self, endpoint: str, server_key: bytes | None = None):
         self.context = zmq.Context()
@@ -167,20 +168,24 @@ class Listener:
         self.sock.connect(endpoint)
         self.heard = 0
         self.done = threading.Event()
-        self.thread = threading.Thread(target=self._listen, daemon=True)
+        self.thread = threading.Thread(target=self._listen, daemon=True, name="Listener._listen")
+        end_with_the_test(self.stop)
         self.thread.start()
 
     def _listen(self) -> None:
-        while not self.done.is_set():
-            if self.sock.poll(50):
-                self.sock.recv()
-                self.heard += 1
+        try:
+            while not self.done.is_set():
+                if self.sock.poll(50):
+                    self.sock.recv()
+                    self.heard += 1
+        finally:
+            self.sock.close()
+            self.context.term()
 
     def stop(self) -> int:
         self.done.set()
         self.thread.join(5)
-        self.sock.close()
-        self.context.term()
+        assert not self.thread.is_alive(), "the Listener's thread did not end within 5 s"
         return self.heard
 
 
@@ -242,7 +247,7 @@ def _holds_no_secret(run_dir: str, secret: bytes) -> None:
 
 
 class ClientPush(UserPush):
-    """UserPush's sending, from a socket that connects (a client) instead of binding."""
+    """UserPush's sending (and its ending: stop()), from a socket that connects (a client) instead of binding."""
 
     def __init__(self, endpoint: str, messages, server_public: bytes | None):
         self.context = zmq.Context()
@@ -252,9 +257,7 @@ class ClientPush(UserPush):
             _client_keys(self.sock, server_public)
         self.sock.connect(endpoint)
         self.messages, self.gap_s, self.wait_s = messages, 0.0002, 1.0
-        self.sent = []
-        self.thread = threading.Thread(target=self._send, daemon=True)
-        self.thread.start()
+        self._start()
 
 
 def test_consumers_alone_serve_a_users_curve_client_and_no_plain_one(tmp_path, certificates):
@@ -271,8 +274,7 @@ def test_consumers_alone_serve_a_users_curve_client_and_no_plain_one(tmp_path, c
     done = zmqload_cli("run", "--json", "--role", "consumer", "--consumers-bind", endpoint, "--duration", "4",
                        "--curve", "on", "--curve-server-cert", secret_file, "--out", str(tmp_path / "runs"))
     keyed.join()
-    plain.sock.close(0)
-    plain.context.term()
+    plain.stop()            # its sends wait for ever: a NULL client never completes a handshake with a CURVE server
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert len(keyed.sent) == 2000 and got["received"] == 2000 and got["foreign"]["messages"] == 0
@@ -296,12 +298,13 @@ def test_producers_alone_serve_a_users_curve_pull_client(tmp_path, certificates)
     _client_keys(pull, server_public)
     pull.connect(endpoint)
     seen: list[tuple[int, int]] = []
+    ended = threading.Event()
 
     def read() -> None:
         pull.rcvtimeo = 30_000              # the run's start on a loaded machine
         try:
             while True:
-                word = int.from_bytes(pull.recv()[:8], "little")
+                word = int.from_bytes(recv_until(pull, ended)[:8], "little")
                 seen.append(((word >> 48) & 0xFF, word & ((1 << 40) - 1)))      # docs/RECORDS.md: seq is the low 40 bits
                 pull.rcvtimeo = 3000        # then: until idle
         except zmq.Again:
@@ -315,6 +318,9 @@ def test_producers_alone_serve_a_users_curve_pull_client(tmp_path, certificates)
                            "--out", str(tmp_path / "runs"))
         reader.join(60)
     finally:
+        ended.set()         # a reader still waiting (the run failed) lets go of the socket within 0.1 s
+        reader.join(10)
+        assert not reader.is_alive(), "the reader did not end: its socket is not closed under it"
         pull.close()
         context.term()
     assert done.returncode == 0, done.stderr

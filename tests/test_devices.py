@@ -368,12 +368,12 @@ def test_an_endpoint_taken_after_the_check_leaves_no_run_directory(tmp_path):
     error is still bad input and the run directory is removed: nothing was recorded yet."""
     out = str(tmp_path / "runs")
     port, = free_ports(1)
-    taken = threading.Event()
+    taken, over = threading.Event(), threading.Event()
     blocker = socket.socket()
 
     def take_the_port_once_the_run_dir_exists():
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not over.is_set():
             if glob.glob(os.path.join(out, "run=*")):
                 blocker.bind(("127.0.0.1", port))
                 blocker.listen(1)
@@ -389,6 +389,7 @@ def test_an_endpoint_taken_after_the_check_leaves_no_run_directory(tmp_path):
         assert info.value.option == "--consumers-bind" and "in use" in info.value.message
         assert no_run_dirs(out)
     finally:
+        over.set()          # also when the run failed before its directory showed
         thread.join(5)
         blocker.close()
 

@@ -11,7 +11,7 @@ import sys
 import time
 
 import fault_table as ft
-from conftest import read_meta
+from conftest import end_with_the_test, read_meta
 
 
 def _figure(stdout: str, label: str) -> str:
@@ -24,9 +24,10 @@ def _figure(stdout: str, label: str) -> str:
 
 
 def _run(out: str, name: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "zmqload", "run", *args, "--out", out, "--run-name", name],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(ft.environment(), COLUMNS="200"))     # one line per row
+    return end_with_the_test(subprocess.Popen(
+        [sys.executable, "-m", "zmqload", "run", *args, "--out", out, "--run-name", name],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(ft.environment(), COLUMNS="200")))     # one line per row
 
 
 def test_summary_shows_unknown_when_a_consumer_died(tmp_path):

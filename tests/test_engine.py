@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import zmq
 
+from conftest import join_the_tests_threads
 from zmqload import _engine
 from zmqload.contract import wire
 from zmqload.contract.wire import HEADER_SIZE, SEQ_BITS, SEQ_MASK, WARMUP_STREAM, SendStatus
@@ -60,8 +61,11 @@ def engine():
 
 @pytest.fixture
 def peer():
-    """pyzmq sockets (pyzmq's own libzmq), linger 0."""
+    """pyzmq sockets (pyzmq's own libzmq), linger 0. Closed after the threads the test started are
+    done with them (a failed test's thread may still be in a recv or send: closing a socket under
+    it is undefined in libzmq)."""
     ctx = zmq.Context()
+    before = set(threading.enumerate())
 
     def socket(kind: int, **options: int) -> zmq.Socket:
         sock = ctx.socket(kind)
@@ -70,6 +74,8 @@ def peer():
         return sock
 
     yield socket
+    left = join_the_tests_threads(before)
+    assert not left, f"not closing the peer sockets under threads still using them: {', '.join(left)}"
     ctx.destroy(linger=0)
 
 

@@ -16,7 +16,7 @@ import time
 import pytest
 import zmq
 
-from conftest import zmqload_cli
+from conftest import end_with_the_test, recv_until, zmqload_cli
 
 SEQ_BITS = 48       # docs/RECORDS.md: the header's first word holds seq (bits 0-39), stream (48-55)
 FIRST_MESSAGE_MS = 90_000   # a user's socket waits this long for zmqload to start (slow on a loaded machine)
@@ -31,7 +31,9 @@ def stream_seq(message: bytes) -> tuple[int, int]:
 class UserPull:
     """A user's PULL in a thread: binds (or connects to) `endpoint`, reads until `idle_ms` pass
     without a message, keeps each message's (stream, seq) from its first 8 bytes; with
-    `curve_secret_key`, a CURVE server of that key."""
+    `curve_secret_key`, a CURVE server of that key. stop() (at the end of the test, passed or
+    failed: tests/conftest.py) ends its wait for a message at once; the thread closes the socket
+    and terminates the context itself."""
 
     def __init__(self, endpoint: str, bind: bool = True, rcvhwm: int | None = None, delay_s: float = 0.0,
                  idle_ms: int = 3000, curve_secret_key: bytes | None = None, first_ms: int = FIRST_MESSAGE_MS):
@@ -55,11 +57,13 @@ class UserPull:
         self.bind, self.delay_s = bind, delay_s
         self.seen: list[tuple[int, int]] = []
         self.short = 0
-        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.ended = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True, name="UserPull._read")
 
     def start(self) -> "UserPull":
         if not self.bind:
             self.sock.connect(self.endpoint)
+        end_with_the_test(self.stop)
         self.thread.start()
         return self
 
@@ -67,7 +71,7 @@ class UserPull:
         import time
         try:
             while True:
-                message = self.sock.recv()
+                message = recv_until(self.sock, self.ended)
                 self.sock.setsockopt(zmq.RCVTIMEO, self.idle_ms)    # from the first message on: until idle
                 if len(message) < 16:
                     self.short += 1
@@ -84,6 +88,11 @@ class UserPull:
     def join(self) -> None:
         self.thread.join(timeout=60)
         assert not self.thread.is_alive()
+
+    def stop(self) -> None:
+        self.ended.set()
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), "UserPull's thread did not end within 10 s"
 
 
 def _run(*args: str) -> dict:
@@ -185,7 +194,9 @@ class UserRep:
     """A user's REP service in a thread, on a loopback port: `echo` sends each request back,
     else its own payload (no zmqload header: replies are matched by order, REQ's one request in
     flight); `stop_after` requests, it stops answering (reads nothing more) until the test ends;
-    `idle_ms` without a request, it ends; `work_s`: the time it takes to answer each request."""
+    `idle_ms` without a request, it ends; `work_s`: the time it takes to answer each request.
+    stop() (at the end of the test, passed or failed: tests/conftest.py) ends its wait for a
+    request at once; the thread closes the socket and terminates the context itself."""
 
     def __init__(self, echo: bool = True, stop_after: int | None = None, idle_ms: int = 2000, work_s: float = 0.0):
         self.context = zmq.Context()
@@ -197,13 +208,15 @@ class UserRep:
         self.echo, self.stop_after, self.idle_ms, self.work_s = echo, stop_after, idle_ms, work_s
         self.requests: list[tuple[int, int]] = []
         self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.ended = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True, name="UserRep._serve")
+        end_with_the_test(self.stop)
         self.thread.start()
 
     def _serve(self) -> None:
         try:
             while True:
-                request = self.sock.recv()
+                request = recv_until(self.sock, self.ended)
                 self.sock.setsockopt(zmq.RCVTIMEO, self.idle_ms)     # from the first request on: until idle
                 self.requests.append(stream_seq(request))
                 if self.stop_after is not None and len(self.requests) >= self.stop_after:
@@ -222,6 +235,12 @@ class UserRep:
         self.stopped.set()
         self.thread.join(timeout=30)
         assert not self.thread.is_alive()
+
+    def stop(self) -> None:
+        self.ended.set()
+        self.stopped.set()
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), "UserRep's thread did not end within 10 s"
 
 
 def _replies(run_dir: str):
@@ -292,18 +311,22 @@ def test_a_service_behind_the_users_router_dealer_broker(tmp_path):
                 rep.setsockopt(zmq.RCVTIMEO, 2000)     # from the first request on: until idle
                 served.append(stream_seq(request)[1])
                 rep.send(request)
-        except zmq.Again:
+        except (zmq.Again, zmq.ContextTerminated):      # idle, or the test ended (its context terminated)
             pass
         finally:
             rep.close(linger=0)
     workers = [threading.Thread(target=worker, daemon=True) for _ in range(2)]
     for w in workers:
         w.start()
-    got = _run("--pattern", "req-rep", "--role", "producer", "--producers-connect", f"tcp://127.0.0.1:{port}",
-               "--producers", "2", "--rate", "1k", "--count", "500", "--out", str(tmp_path))
-    for w in workers:
-        w.join(timeout=30)
-    context.term()
+    try:
+        got = _run("--pattern", "req-rep", "--role", "producer", "--producers-connect", f"tcp://127.0.0.1:{port}",
+                   "--producers", "2", "--rate", "1k", "--count", "500", "--out", str(tmp_path))
+        for w in workers:
+            w.join(timeout=30)
+    finally:
+        context.term()      # ends the broker (ETERM) and a worker still waiting; each closes its own sockets
+        for t in (broker, *workers):
+            t.join(timeout=10)
     assert got["answered"] == 1000 and got["unanswered"] == 0
     assert sorted(served) == sorted(list(range(500)) * 2)
 
@@ -330,11 +353,12 @@ def test_capacity_of_a_users_service_is_below_its_closed_loop_ceiling(tmp_path):
     rep = context.socket(zmq.REP)
     rep.setsockopt(zmq.RCVTIMEO, FIRST_MESSAGE_MS)
     port = rep.bind_to_random_port("tcp://127.0.0.1")
+    ended = threading.Event()
 
     def serve() -> None:
         try:
             while True:
-                request = rep.recv()
+                request = recv_until(rep, ended)
                 rep.setsockopt(zmq.RCVTIMEO, 3000)      # from the first request on: until idle
                 until = time.perf_counter() + 0.0002
                 while time.perf_counter() < until:
@@ -345,20 +369,26 @@ def test_capacity_of_a_users_service_is_below_its_closed_loop_ceiling(tmp_path):
     server = threading.Thread(target=serve, daemon=True)
     server.start()
     req = context.socket(zmq.REQ)
-    req.connect(f"tcp://127.0.0.1:{port}")
-    began, n = time.perf_counter(), 0
-    while time.perf_counter() - began < 1.0:
-        req.send(b"x" * 64)
-        req.recv()
-        n += 1
-    ceiling = n / (time.perf_counter() - began)
-    req.close(linger=0)
-    done = zmqload_cli("capacity", "--pattern", "req-rep", "--role", "producer", "--producers-connect",
-                       f"tcp://127.0.0.1:{port}", "--slo-p99-us", "50000", "--probe-duration", "1",
-                       "--start-rate", "1k", "--json", "--out", str(tmp_path), timeout=300)
-    server.join(timeout=10)
-    rep.close(linger=0)
-    context.term()
+    try:
+        req.connect(f"tcp://127.0.0.1:{port}")
+        began, n = time.perf_counter(), 0
+        while time.perf_counter() - began < 1.0:
+            req.send(b"x" * 64)
+            req.recv()
+            n += 1
+        ceiling = n / (time.perf_counter() - began)
+        req.close(linger=0)
+        done = zmqload_cli("capacity", "--pattern", "req-rep", "--role", "producer", "--producers-connect",
+                           f"tcp://127.0.0.1:{port}", "--slo-p99-us", "50000", "--probe-duration", "1",
+                           "--start-rate", "1k", "--json", "--out", str(tmp_path), timeout=300)
+        server.join(timeout=10)
+    finally:
+        ended.set()         # a server still waiting (the test failed) lets go of its socket within 0.1 s
+        server.join(timeout=10)
+        assert not server.is_alive(), "the service's thread did not end: its socket is not closed under it"
+        req.close(linger=0)
+        rep.close(linger=0)
+        context.term()
     assert done.returncode == 0, done.stderr
     record = json.load(open(tmp_path / "capacity-search.json"))
     search = record["searches"][0]
@@ -379,16 +409,23 @@ def test_a_service_that_dies_ends_the_run_promptly(tmp_path):
     port = rep.bind_to_random_port("tcp://127.0.0.1")
 
     def serve_then_die() -> None:
-        for _ in range(30):
-            rep.send(rep.recv())
-        rep.close(linger=0)
+        try:
+            for _ in range(30):
+                rep.send(rep.recv())
+        except zmq.ContextTerminated:       # the test ended before 30 requests came
+            pass
+        finally:
+            rep.close(linger=0)
     server = threading.Thread(target=serve_then_die, daemon=True)
     server.start()
-    began = time.monotonic()
-    got = _run("--pattern", "req-rep", "--role", "producer", "--producers-connect", f"tcp://127.0.0.1:{port}",
-               "--rate", "1k", "--count", "60", "--reply-timeout-ms", "50", "--out", str(tmp_path))
-    took = time.monotonic() - began
-    server.join(timeout=10)
-    context.term()
+    try:
+        began = time.monotonic()
+        got = _run("--pattern", "req-rep", "--role", "producer", "--producers-connect", f"tcp://127.0.0.1:{port}",
+                   "--rate", "1k", "--count", "60", "--reply-timeout-ms", "50", "--out", str(tmp_path))
+        took = time.monotonic() - began
+        server.join(timeout=10)
+    finally:
+        context.term()      # a server still waiting for a request gets ETERM and closes its socket
+        server.join(timeout=10)
     assert got["status"] == "complete" and got["answered"] == 30 and got["unanswered"] == 30
     assert took < 20, took          # 30 x 50 ms of timeouts plus the start; not the 30 s final timeout

@@ -20,7 +20,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import free_ports
+from conftest import end_with_the_test, free_ports
 
 pytest.importorskip("moto.server", reason="the S3 API server of the tests: pip install 'moto[server]' (the test extra)")
 
@@ -34,6 +34,7 @@ def s3(tmp_path_factory):
     log = open(tmp_path_factory.mktemp("moto") / "server.log", "w")
     server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                               stdout=log, stderr=subprocess.STDOUT)
+    end_with_the_test(server)       # ended with the module also when it never answered
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -220,6 +221,7 @@ def test_a_copy_that_fails_keeps_the_local_copy_and_fails_the_command(bucket, tm
     proc = subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--rate", "10k", "--duration", "3", "--quiet",
                              "--out", uri(bucket)], env=user_env(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+    end_with_the_test(proc)
     wait_for_schedule(tmp_path)
     filesystem(port).delete_dir(name)         # the bucket goes while the run records
     _, stderr = proc.communicate(timeout=120)
@@ -239,6 +241,7 @@ def test_an_interrupted_run_is_copied_and_readable(bucket, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--rate", "20k", "--duration", "60", "--quiet",
                              "--out", uri(bucket)], env=user_env(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    end_with_the_test(proc)         # not left running 60 s if the test fails before the signal
     t0_ns = wait_for_schedule(tmp_path)
     while time.monotonic_ns() < t0_ns + 1_500_000_000:     # 1.5 s of the schedule: ~30k messages
         time.sleep(0.05)
@@ -342,6 +345,7 @@ def test_a_killed_executor_with_a_uri_fails_the_run_and_the_others_records_reach
     run = subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--master", "local-cluster[2,1,1024]",
                             "--duration", "20", "--rate", "10k", "--json", "--out", uri(bucket)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    end_with_the_test(run)
     deadline, victim = time.monotonic() + 150, None
     while victim is None and time.monotonic() < deadline and run.poll() is None:
         time.sleep(1)

@@ -12,7 +12,7 @@ from typing import Callable
 import pytest
 import zmq
 
-from conftest import free_ports, zmqload_cli
+from conftest import end_with_the_test, free_ports, recv_until, zmqload_cli
 
 
 def _run(*args: str) -> dict:
@@ -24,40 +24,52 @@ def _run(*args: str) -> dict:
 class Forwarder:
     """A user's PULL|PUSH forwarder in a thread (its PULL for zmqload's producers, its PUSH for the
     consumers). `mangle`: every 10th multipart message loses its last frame, and the forwarder counts them.
-    `change`: what the device does to each message's frames (tests/test_sizes.py)."""
+    `change`: what the device does to each message's frames (tests/test_sizes.py). Until stop() (at the
+    latest at the end of the test: tests/conftest.py); the thread closes its sockets and context itself."""
 
     def __init__(self, mangle: bool = False, change: Callable[[list[bytes]], list[bytes]] | None = None):
         self.context = zmq.Context()
         self.front, self.back = self.context.socket(zmq.PULL), self.context.socket(zmq.PUSH)
         self.front.setsockopt(zmq.RCVTIMEO, 200)
+        self.back.setsockopt(zmq.SNDTIMEO, 200)       # a send with no consumer to take it looks at `stopped`
         front_port, back_port = free_ports(2)
         self.front.bind(f"tcp://127.0.0.1:{front_port}")
         self.back.bind(f"tcp://127.0.0.1:{back_port}")
         self.producers, self.consumers = f"tcp://127.0.0.1:{front_port}", f"tcp://127.0.0.1:{back_port}"
         self.mangle, self.mangled, self.forwarded, self.change = mangle, 0, 0, change
         self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._forward, daemon=True)
+        self.thread = threading.Thread(target=self._forward, daemon=True, name="Forwarder._forward")
+        end_with_the_test(self.stop)
         self.thread.start()
 
     def _forward(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                frames = self.front.recv_multipart()
-            except zmq.Again:
-                continue
-            if len(frames) > 1:     # a data message (zmqload's warm-ups are single frames)
-                if self.mangle and self.forwarded % 10 == 9:
-                    frames = frames[:-1]
-                    self.mangled += 1
-                self.forwarded += 1
-            self.back.send_multipart(self.change(frames) if self.change else frames)
+        try:
+            while not self.stopped.is_set():
+                try:
+                    frames = self.front.recv_multipart()
+                except zmq.Again:
+                    continue
+                if len(frames) > 1:     # a data message (zmqload's warm-ups are single frames)
+                    if self.mangle and self.forwarded % 10 == 9:
+                        frames = frames[:-1]
+                        self.mangled += 1
+                    self.forwarded += 1
+                frames = self.change(frames) if self.change else frames
+                while not self.stopped.is_set():
+                    try:
+                        self.back.send_multipart(frames)
+                        break
+                    except zmq.Again:   # as a blocking send, unless stopped
+                        continue
+        finally:
+            self.front.close(0)
+            self.back.close(0)
+            self.context.term()
 
     def stop(self) -> None:
         self.stopped.set()
         self.thread.join(timeout=10)
-        self.front.close(0)
-        self.back.close(0)
-        self.context.term()
+        assert not self.thread.is_alive(), "the Forwarder's thread did not end within 10 s"
 
 
 def test_parts_are_sent_whole_and_counted_in_bytes(tmp_path):
@@ -90,11 +102,12 @@ def test_a_users_pull_sees_every_frame_with_the_header_first(tmp_path):
     (port,) = free_ports(1)
     pull.bind(f"tcp://127.0.0.1:{port}")
     shapes, seqs = [], []
+    ended = threading.Event()
 
     def read() -> None:
         try:
             while True:
-                frames = pull.recv_multipart()
+                frames = recv_until(pull, ended, multipart=True)
                 pull.setsockopt(zmq.RCVTIMEO, 3000)
                 shapes.append(tuple(len(f) for f in frames))
                 (word,) = struct.unpack_from("<Q", frames[0], 0)
@@ -104,11 +117,16 @@ def test_a_users_pull_sees_every_frame_with_the_header_first(tmp_path):
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    got = _run("--role", "producer", "--producers-connect", f"tcp://127.0.0.1:{port}", "--parts", "5", "--size", "20",
-               "--count", "3000", "--rate", "20k", "--out", str(tmp_path))
-    reader.join(timeout=60)
-    pull.close(0)
-    context.term()
+    try:
+        got = _run("--role", "producer", "--producers-connect", f"tcp://127.0.0.1:{port}", "--parts", "5",
+                   "--size", "20", "--count", "3000", "--rate", "20k", "--out", str(tmp_path))
+        reader.join(timeout=60)
+    finally:
+        ended.set()                 # a reader still waiting (the run failed) lets go of the socket within 0.1 s
+        reader.join(timeout=10)
+        assert not reader.is_alive(), "the reader did not end: its socket is not closed under it"
+        pull.close(0)
+        context.term()
     assert got["sent"] == 3000
     assert set(shapes) == {(20, 20, 20, 20, 20)} and seqs == list(range(3000))
 

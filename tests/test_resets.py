@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import check_identity, read_meta, read_table
+from conftest import check_identity, end_with_the_test, read_meta, read_table
 
 from tests.oracle.resets import pair_with_resets, seq_runs
 from zmqload import Workload
@@ -165,8 +165,9 @@ def test_a_repaired_run_keeps_its_resets_and_their_losses(tmp_path):
     import fault_table as ft
     out = str(tmp_path)
     run_dir = os.path.join(out, "run=reset-repair")
-    proc = ft.start_run(out, "reset-repair", ["--rate", "20k", "--duration", "2", "--consumer-delay-us",
-                                              str(SLOW_US), "--reset-at", RESETS])
+    proc = end_with_the_test(ft.start_run(out, "reset-repair", ["--rate", "20k", "--duration", "2",
+                                                                "--consumer-delay-us", str(SLOW_US), "--reset-at",
+                                                                RESETS]))
     ft.wait_started(run_dir)
     seen_running = 0
     deadline = time.monotonic() + 60

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 import zmq
 
-from conftest import zmqload_cli
+from conftest import end_with_the_test, zmqload_cli
 from test_one_side import UserRep, _proxy, stream_seq
 
 ALL = -1            # the summary's consumer / stream of a run's total row
@@ -38,18 +38,21 @@ def _records(run_dir: str, kind: str) -> dict[str, np.ndarray]:
 
 
 class Broker:
-    """The user's ROUTER|DEALER broker (zmq.proxy) in front of `workers` REP threads that echo."""
+    """The user's ROUTER|DEALER broker (zmq.proxy) in front of `workers` REP threads that echo.
+    join() (or, at the latest, the end of the test or fixture that made it: tests/conftest.py)
+    terminates its context: the proxy and a worker still waiting end (ETERM) and close their own sockets."""
 
     def __init__(self, workers: int = 2):
         self.context = zmq.Context()
         front, back = self.context.socket(zmq.ROUTER), self.context.socket(zmq.DEALER)
         self.endpoint = f"tcp://127.0.0.1:{front.bind_to_random_port('tcp://127.0.0.1')}"
         back_port = back.bind_to_random_port("tcp://127.0.0.1")
-        threading.Thread(target=lambda: _proxy(front, back), daemon=True).start()
+        self.proxy = threading.Thread(target=lambda: _proxy(front, back), daemon=True)
         self.served: list[tuple[int, int]] = []
         self.workers = [threading.Thread(target=self._worker, args=(back_port,), daemon=True) for _ in range(workers)]
-        for w in self.workers:
-            w.start()
+        end_with_the_test(self.stop)
+        for t in (self.proxy, *self.workers):
+            t.start()
 
     def _worker(self, port: int) -> None:
         rep = self.context.socket(zmq.REP)
@@ -61,7 +64,7 @@ class Broker:
                 rep.setsockopt(zmq.RCVTIMEO, 2000)
                 self.served.append(stream_seq(request))
                 rep.send(request)
-        except zmq.Again:
+        except (zmq.Again, zmq.ContextTerminated):      # idle, or stopped
             pass
         finally:
             rep.close(linger=0)
@@ -69,7 +72,13 @@ class Broker:
     def join(self) -> None:
         for w in self.workers:
             w.join(timeout=30)
+        self.stop()
+
+    def stop(self) -> None:
         self.context.term()
+        for t in (self.proxy, *self.workers):
+            t.join(timeout=10)
+            assert not t.is_alive(), f"the broker's thread {t.name} did not end within 10 s"
 
 
 @pytest.fixture(scope="module")

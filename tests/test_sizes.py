@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import zmq
-from conftest import free_ports, zmqload_cli
+from conftest import free_ports, recv_until, zmqload_cli
 from test_parts import Forwarder
 
 UNIFORM_SEED, UNIFORM_ENTRIES = 27, 65536      # README --size: the table's generator and length
@@ -97,22 +97,28 @@ def test_a_users_pull_gets_the_header_then_each_record(tmp_path):
     (port,) = free_ports(1)
     pull.bind(f"tcp://127.0.0.1:{port}")
     messages: list[bytes] = []
+    ended = threading.Event()
 
     def read() -> None:
         try:
             while True:
-                messages.append(pull.recv())
+                messages.append(recv_until(pull, ended))
                 pull.setsockopt(zmq.RCVTIMEO, 3000)
         except zmq.Again:
             pass
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    got = _run("--role", "producer", "--producers-connect", f"tcp://127.0.0.1:{port}", "--payload", str(path),
-               "--count", "3000", "--rate", "20k", "--out", str(tmp_path / "r"))
-    reader.join(timeout=60)
-    pull.close(0)
-    context.term()
+    try:
+        got = _run("--role", "producer", "--producers-connect", f"tcp://127.0.0.1:{port}", "--payload", str(path),
+                   "--count", "3000", "--rate", "20k", "--out", str(tmp_path / "r"))
+        reader.join(timeout=60)
+    finally:
+        ended.set()                 # a reader still waiting (the run failed) lets go of the socket within 0.1 s
+        reader.join(timeout=10)
+        assert not reader.is_alive(), "the reader did not end: its socket is not closed under it"
+        pull.close(0)
+        context.term()
     seqs = []
     for message in messages:
         (word,) = struct.unpack_from("<Q", message, 0)

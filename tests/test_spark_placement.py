@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import zmqload_cli
+from conftest import end_with_the_test, zmqload_cli
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")      # Spark binds loopback, not the machine's address
 
@@ -273,9 +273,9 @@ def _placed_run(tmp_path):
     """A 20 s placed run on two executors, started as a user would."""
     import subprocess
     import sys
-    return subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--master", "local-cluster[2,1,1024]",
-                             "--duration", "20", "--rate", "10k", "--json", "--out", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return end_with_the_test(subprocess.Popen(
+        [sys.executable, "-m", "zmqload", "run", "--master", "local-cluster[2,1,1024]", "--duration", "20",
+         "--rate", "10k", "--json", "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
 
 
 def _readable_after_failure(out: str, tmp_path) -> dict:

@@ -14,7 +14,7 @@ import types
 
 import pytest
 
-from conftest import free_ports, read_meta, zmqload_cli
+from conftest import end_with_the_test, free_ports, read_meta, zmqload_cli
 from zmqload import cli
 from zmqload.plan import sweep as sweeps
 from zmqload.cli import report_after, sweep as sweep_command
@@ -204,6 +204,7 @@ def test_interrupt_stops_the_sweep_and_records_it(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "zmqload", "sweep", "--size", "64,128,256", "--rate", "5k",
                              "--duration", "60", "--out", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
+    end_with_the_test(proc)         # not left running 3 x 60 s if the test fails before the signal
     deadline = time.monotonic() + 30
     while not glob.glob(os.path.join(out, "run=*", "run.json")) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -188,9 +188,10 @@ def test_a_users_sub_gets_only_its_topic_and_reads_the_header_after_it(tmp_path)
     try:
         result = zmqload.run(pattern="pub-sub", role="producer", producers_bind=f"tcp://127.0.0.1:{port}", topics=4,
                              count=8000, rate=8000, size=64, out=str(tmp_path / "runs"))
-        ran.set()
-        reader.join(timeout=30)
     finally:
+        ran.set()                   # also when the run failed: the reader ends within 0.5 s
+        reader.join(timeout=30)
+        assert not reader.is_alive(), "the reader did not end: its socket is not closed under it"
         sub.close(0)
         context.term()
     assert got and all(m[:2] == b"t1" and len(m) == 64 for m in got)
