@@ -49,6 +49,16 @@ class RecordError(ZmqloadError):
     exit_status = ExitStatus.BAD_INPUT
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM that came once a run's last run.json was written (while it was written,
+    or during the copy to an --out URI): `status` is what that run.json says (complete, interrupted
+    or failed); the message, where its records are."""
+
+    def __init__(self, message: str = "", status: str = "interrupted"):
+        super().__init__(message)
+        self.status = status
+
+
 class EngineError(ZmqloadError, OSError):
     """A libzmq call made by the engine failed; `errno` and libzmq's message are attached."""
 

@@ -173,6 +173,7 @@ def starting(point: sweeps.Point) -> SearchEntry:
 def run(args: argparse.Namespace) -> ExitStatus:
     from .display import LiveProgress
     from ..plan.capacity_search import find_max_rate, probe_once
+    from ..runner import signals
 
     if "consumer" in (getattr(args, "role", None) or ()):     # (an axis: a list) before its probes' rates are refused, less clearly
         refuse_unjudged("consumer")
@@ -193,46 +194,50 @@ def run(args: argparse.Namespace) -> ExitStatus:
     write_search(args.out, record)
     status = ExitStatus.OK
     started = time.monotonic()
-    try:
-        for point in combos.points:
-            tag = sweeps.point_tag(point.values) or point.workload.pattern
-            say(f"search {point.index + 1}/{len(combos.points)}: {tag}")
-            started = time.monotonic()
-            count = [0]
+    with signals.handled():     # Ctrl-C and SIGTERM raised as KeyboardInterrupt; each probe records itself
+        try:
+            for point in combos.points:
+                tag = sweeps.point_tag(point.values) or point.workload.pattern
+                say(f"search {point.index + 1}/{len(combos.points)}: {tag}")
+                started = time.monotonic()
+                count = [0]
 
-            def probe(rate: int, point: sweeps.Point = point, count: list[int] = count) -> Probe:
-                count[0] += 1
-                name = f"{point.run_id}-p{count[0]:02d}-r{rate}"[:sweeps.MAX_RUN_NAME]
-                live = None if args.quiet or args.json else LiveProgress(total_s=plan.probe_duration)
-                result = probe_once(point.workload, slos, rate, plan.probe_duration, name, progress=live)
-                say(probe_line(count[0], result))
-                return result
+                def probe(rate: int, point: sweeps.Point = point, count: list[int] = count) -> Probe:
+                    count[0] += 1
+                    name = f"{point.run_id}-p{count[0]:02d}-r{rate}"[:sweeps.MAX_RUN_NAME]
+                    live = None if args.quiet or args.json else LiveProgress(total_s=plan.probe_duration)
+                    result = probe_once(point.workload, slos, rate, plan.probe_duration, name, progress=live)
+                    say(probe_line(count[0], result))
+                    return result
 
-            def so_far(outcome: Outcome, point: sweeps.Point = point, started: float = started) -> None:
-                record.searches[-1] = search_entry(point, outcome, time.monotonic() - started)
+                def so_far(outcome: Outcome, point: sweeps.Point = point, started: float = started) -> None:
+                    record.searches[-1] = search_entry(point, outcome, time.monotonic() - started)
+                    write_search(args.out, record)
+
+                outcome = find_max_rate(probe, plan, on_probe=so_far)
+                say(answer_line(tag, outcome))
+                if not outcome.converged:
+                    status = ExitStatus.FAILED
+                following = combos.points[point.index + 1:]
+                record.searches[-1:] = [search_entry(point, outcome, time.monotonic() - started),
+                                        *(starting(p) for p in following[:1])]
+                if not following:
+                    record.status = SearchStatus.COMPLETE
                 write_search(args.out, record)
-
-            outcome = find_max_rate(probe, plan, on_probe=so_far)
-            say(answer_line(tag, outcome))
-            if not outcome.converged:
-                status = ExitStatus.FAILED
-            following = combos.points[point.index + 1:]
-            record.searches[-1:] = [search_entry(point, outcome, time.monotonic() - started),
-                                    *(starting(p) for p in following[:1])]
-            if not following:
-                record.status = SearchStatus.COMPLETE
-            write_search(args.out, record)
-    except BaseException as exc:
-        if record.status is SearchStatus.RUNNING:
-            record.status = SearchStatus.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else SearchStatus.FAILED
-            last = record.searches[-1]
-            last.wall_s = round(time.monotonic() - started, 2)
-            last.reason = f"cut short ({record.status}) after {len(last.probes)} probe{'s' * (len(last.probes) != 1)}"
-        write_search(args.out, record)
-        if isinstance(exc, KeyboardInterrupt):
-            raise KeyboardInterrupt(f"the probes' records are kept; {search_path(args.out)} says "
-                                    f"{record.status}") from exc
-        raise
+        except BaseException as exc:
+            with signals.held():        # the record says how the search ended, whatever comes meanwhile
+                if record.status is SearchStatus.RUNNING:
+                    interrupted = isinstance(exc, KeyboardInterrupt)
+                    record.status = SearchStatus.INTERRUPTED if interrupted else SearchStatus.FAILED
+                    last = record.searches[-1]
+                    last.wall_s = round(time.monotonic() - started, 2)
+                    last.reason = (f"cut short ({record.status}) after {len(last.probes)} "
+                                   f"probe{'s' * (len(last.probes) != 1)}")
+                write_search(args.out, record)
+            if isinstance(exc, KeyboardInterrupt):
+                raise KeyboardInterrupt(f"the probes' records are kept; {search_path(args.out)} says "
+                                        f"{record.status}") from exc
+            raise
     if args.json:
         print(json.dumps(to_builtins(record)))
     if report is not None:

@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> ExitStatus:
     try:
         result = run_workload(workload, progress=progress, slos=slos if slos.given else None)
     except KeyboardInterrupt as exc:      # its message: where a run copied to an --out URI went
-        raise KeyboardInterrupt(f"{str(exc) or 'what was recorded is kept'} (run.json status: interrupted)") from exc
+        status = getattr(exc, "status", "interrupted")      # errors.Interrupted: it came after the last run.json
+        raise KeyboardInterrupt(f"{str(exc) or 'what was recorded is kept'} (run.json status: {status})") from exc
     except RunError as exc:     # a failed run still has figures (from its records): show them, then the error
         failed: RunResult | None = getattr(exc, "result", None)
         if failed is not None:

@@ -16,7 +16,6 @@ import itertools
 import os
 import re
 import secrets
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -448,53 +447,52 @@ def execute(sweep: Sweep, reporter: Optional[SweepReporter] = None) -> Sweep:
     (or SIGTERM) the current run is recorded as interrupted by the runner, the sweep json
     says interrupted, and KeyboardInterrupt is raised again."""
     from ..contract.workload import check_output_dir
-    from ..runner import run, sigterm_as_interrupt
+    from ..runner import run, signals
 
     reporter = reporter or SweepReporter()
     check_output_dir(sweep.out)
     sweep.status, sweep.started_at = SweepStatus.RUNNING, _utc_now()
     sweep.write()
     reporter.sweep_started(sweep)
-    previous_sigterm = sigterm_as_interrupt()
     current, started = None, time.monotonic()
-    try:
-        for point in sweep.points:
-            current, started = point, time.monotonic()
-            reporter.run_started(sweep, point)
-            try:
-                result = run(dataclasses.replace(point.workload, label=dict(point.workload.label)),
-                             progress=_RunWatch(sweep, point, reporter))
-                point.status = PointStatus(result.status)
-                figures = {k: v for k, v in result.summary().items() if k in _SUMMARY_KEYS}
-                point.summary = convert({**figures, "latency_intended_p99_us": result.latency_us(99)}, PointSummary)
-            except KeyboardInterrupt:
-                raise
-            except Exception as exc:      # recorded; the sweep goes on
-                point.status = PointStatus.FAILED
-                point.error = str(exc) if str(exc) else type(exc).__name__
-            finally:
-                point.elapsed_s = round(time.monotonic() - started, 3)
-            if point.status is PointStatus.FAILED and _recorded_status(point) is None:
-                point.error = f"{point.error} (no run directory was created)"
-            current = None
-            sweep.write()
-            reporter.run_finished(sweep, point)
-        sweep.status = SweepStatus.COMPLETE
-    except KeyboardInterrupt:
-        sweep.status = SweepStatus.INTERRUPTED
-        if current is not None and current.status is PointStatus.PENDING:
-            if current.elapsed_s is None:
-                current.elapsed_s = round(time.monotonic() - started, 3)
-            current.status = PointStatus.INTERRUPTED
-            current.error = "interrupted (Ctrl-C or SIGTERM)"
-        for point in sweep.points:
-            if point.status is PointStatus.PENDING:
-                point.status = PointStatus.NOT_RUN
-        raise
-    finally:
-        if previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, previous_sigterm)
-        sweep.finished_at = _utc_now()
-        sweep.write()
-        reporter.sweep_finished(sweep)
+    with signals.handled():     # Ctrl-C and SIGTERM raised as KeyboardInterrupt; each run records itself
+        try:
+            for point in sweep.points:
+                current, started = point, time.monotonic()
+                reporter.run_started(sweep, point)
+                try:
+                    result = run(dataclasses.replace(point.workload, label=dict(point.workload.label)),
+                                 progress=_RunWatch(sweep, point, reporter))
+                    point.status = PointStatus(result.status)
+                    figures = {k: v for k, v in result.summary().items() if k in _SUMMARY_KEYS}
+                    point.summary = convert({**figures, "latency_intended_p99_us": result.latency_us(99)}, PointSummary)
+                except KeyboardInterrupt:
+                    raise
+                except Exception as exc:      # recorded; the sweep goes on
+                    point.status = PointStatus.FAILED
+                    point.error = str(exc) if str(exc) else type(exc).__name__
+                finally:
+                    point.elapsed_s = round(time.monotonic() - started, 3)
+                if point.status is PointStatus.FAILED and _recorded_status(point) is None:
+                    point.error = f"{point.error} (no run directory was created)"
+                current = None
+                sweep.write()
+                reporter.run_finished(sweep, point)
+            sweep.status = SweepStatus.COMPLETE
+        except KeyboardInterrupt:
+            sweep.status = SweepStatus.INTERRUPTED
+            if current is not None and current.status is PointStatus.PENDING:
+                if current.elapsed_s is None:
+                    current.elapsed_s = round(time.monotonic() - started, 3)
+                current.status = PointStatus.INTERRUPTED
+                current.error = "interrupted (Ctrl-C or SIGTERM)"
+            for point in sweep.points:
+                if point.status is PointStatus.PENDING:
+                    point.status = PointStatus.NOT_RUN
+            raise
+        finally:
+            with signals.held():        # the sweep's record says how it ended, whatever comes meanwhile
+                sweep.finished_at = _utc_now()
+                sweep.write()
+                reporter.sweep_finished(sweep)
     return sweep

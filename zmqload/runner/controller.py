@@ -30,6 +30,7 @@ from .state import Footprint, ProgressListener, ProgressSnapshot, RunState
 
 from .launch import TOOL_ENV, TOOL_SLOWDOWN, WorkerLauncher
 from .resets import Resets
+from . import signals
 
 if TYPE_CHECKING:
     from .channel import ControlServer
@@ -283,6 +284,7 @@ class Controller:
         else:
             s.drain_sent_ns = _engine.now_ns()
             self.send_all(s.consumers, control.ProducersDone(w.drain))
+            signals.pause_in("drain")       # the tests' pause (runner/signals.py), the consumers draining
             ended = "none" if w.drain == "none" else self.drain_until_done(start)
             if w.close_order == "after-drain":
                 # the producers held their sockets open through the drain; what their close
@@ -330,6 +332,7 @@ class Controller:
 
     def collect(self) -> None:
         s = self.state
+        signals.pause_in("collect")         # the tests' pause (runner/signals.py)
         self.wait(lambda: all(n in s.final for n in s.producers + s.consumers), self.close_timeout_s(),
                   "waiting for the final counters")
         self.send_all(s.proxies, control.Stop())

@@ -15,9 +15,12 @@ from .workers import run_worker
 
 
 def main() -> None:
-    # The controller handles Ctrl-C and tells the workers to stop.
+    # The controller handles Ctrl-C and SIGTERM and tells the workers to stop, so a signal to the
+    # whole process group (a terminal's Ctrl-C, `timeout`, a service manager's stop) ends the run
+    # `interrupted` with every worker's records whole; a worker whose controller is gone stops by
+    # itself (its watchdog). SIGKILL still kills a worker (the fault table's way).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     text = sys.stdin.read()
     if not text.strip():        # the controller was interrupted before it handed over the spec
         return

@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from .. import _engine
 from ..contract.ids import WorkerId
@@ -20,6 +20,8 @@ TOOL_ENV = "ZMQLOAD_WORKER_TOOL"
 """A command every worker process runs under (`valgrind --tool=callgrind ...`: bench/
 profile_engine.py profiles the workers so); the controller's deadlines grow by TOOL_SLOWDOWN."""
 TOOL_SLOWDOWN = 15.0
+HURRY_S = 2.0
+"""How long the workers still get to end once a signal came while they were ending."""
 
 
 def _worker_environment() -> dict[str, str]:
@@ -43,7 +45,7 @@ class WorkerLauncher(Protocol):
     def alive(self, worker: WorkerId) -> bool: ...
     def dead(self, workers: Iterable[WorkerId]) -> list[WorkerId]: ...
     def how_it_ended(self, worker: WorkerId) -> str: ...
-    def finish(self, timeout: float) -> None: ...
+    def finish(self, timeout: float, hurry: Callable[[], bool] | None = None) -> None: ...
 
 
 class Launcher:
@@ -96,24 +98,30 @@ class Launcher:
                 return f"killed by signal {-code}"
         return f"exit code {code}"
 
-    def finish(self, timeout: float) -> None:
+    def finish(self, timeout: float, hurry: Callable[[], bool] | None = None) -> None:
+        """The workers given `timeout` to end (HURRY_S once `hurry()` says a signal came meanwhile);
+        a process still there is killed (it ignores SIGTERM: runner/entry.py)."""
         deadline = time.monotonic() + timeout
+        hurried = False
         for worker in self.workers.values():
-            left = max(0.0, deadline - time.monotonic())
-            if isinstance(worker, threading.Thread):
-                worker.join(left)
-            else:
-                try:
-                    worker.wait(left)
-                except subprocess.TimeoutExpired:
-                    pass
+            while True:
+                if not hurried and hurry is not None and hurry():
+                    hurried, deadline = True, min(deadline, time.monotonic() + HURRY_S)
+                left = max(0.0, deadline - time.monotonic())
+                if isinstance(worker, threading.Thread):
+                    worker.join(min(left, 0.1))
+                    ended = not worker.is_alive()
+                else:
+                    try:
+                        worker.wait(min(left, 0.1))
+                    except subprocess.TimeoutExpired:
+                        pass
+                    ended = worker.poll() is not None
+                if ended or left <= 0:
+                    break
         for worker in self.workers.values():
             if isinstance(worker, subprocess.Popen) and worker.poll() is None:
-                worker.terminate()
-                try:
-                    worker.wait(1.0)
-                except subprocess.TimeoutExpired:
-                    worker.kill()
-                    worker.wait()
+                worker.kill()
+                worker.wait()
         if self.context is not None and not any(self.alive(w) for w in self.workers):
             self.context.term()

@@ -36,6 +36,18 @@ def start_records(run_dir: str, record: rr.RunRecord, reserve: int) -> None:
         raise error from None
 
 
+def finish_unfigured(run_dir: str, record: rr.RunRecord, state: RunState, w: Workload, status: RunStatus,
+                     error: str) -> None:
+    """The last run.json of a run whose figures were not computed (a signal stopped them): its
+    status and why, how far it got, no counters (null, as while it ran)."""
+    record.status, record.error, record.finished_at = status, error, utc_now()
+    record.schedule = rr.Schedule(t0_ns=state.t0_ns, rate_per_producer=w.rate, fanout=w.fanout) \
+        if state.t0_ns else record.schedule
+    record.drain = codec.convert(state.drain, rr.Drain) if state.drain else None
+    record.resets = list(state.resets)
+    _write_last(run_dir, record)
+
+
 def finish_records(run_dir: str, record: rr.RunRecord, state: RunState, w: Workload, result: RunResult,
                    error: str | None) -> None:
     """The last run.json: status, counters and summary, written in the room kept for it."""
@@ -50,6 +62,11 @@ def finish_records(run_dir: str, record: rr.RunRecord, state: RunState, w: Workl
     record.streams = codec.convert(result.streams, list[rr.StreamEntry])
     record.topics = codec.convert(result.topics, list[rr.TopicEntry])
     record.summary = codec.convert({k: summary[k] for k in RunResult.FIGURES}, rr.Summary)
+    _write_last(run_dir, record)
+
+
+def _write_last(run_dir: str, record: rr.RunRecord) -> None:
+    """run.json written in the room kept for it."""
     try:
         os.remove(os.path.join(run_dir, RESERVE_NAME))
     except FileNotFoundError:

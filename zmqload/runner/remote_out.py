@@ -21,8 +21,9 @@ from typing import Callable
 from ..contract import remote_runs
 from ..contract import run_record as rr
 from ..contract.workload import Workload
-from ..errors import ConfigError, RunError, ZmqloadError
+from ..errors import ConfigError, Interrupted, RunError, ZmqloadError
 from ..measure.result import RunResult
+from . import signals
 
 STAGING_PREFIX = "zmqload-out-"
 """A staging directory's name under $TMPDIR (else /tmp): zmqload-out-<random>/run=<id>/."""
@@ -41,7 +42,10 @@ def run_staged(w: Workload, run_here: Callable[[Workload, str, Callable[[], None
     copied to `w.out`. ConfigError before anything is
     made when the URI cannot be opened or written (checked last, so no other bad input leaves the
     check's traces there); RunError when the copy fails (the run's own errors, and Ctrl-C, are
-    raised once the copy is made)."""
+    raised once the copy is made). Signals are held but in the run's own raised sections and the
+    copy (runner/signals.py): Ctrl-C or SIGTERM during the copy stops it, the staging copy is kept,
+    its run.json keeps the status the run ended with and says why it is there, and
+    errors.Interrupted says where it is."""
     checked: list[remote_runs.Remote] = []
 
     def check_target() -> None:
@@ -50,27 +54,30 @@ def run_staged(w: Workload, run_here: Callable[[Workload, str, Callable[[], None
 
     staged = copy.copy(w)       # not replace(): the validated workload as it is
     staged.out = os.path.join(local_out(w), f"{STAGING_PREFIX}{secrets.token_hex(4)}")
-    try:
-        result = run_here(staged, w.out, check_target)
-    except ConfigError:
-        shutil.rmtree(staged.out, ignore_errors=True)      # bad input: nothing was recorded
-        raise
-    except RunError as exc:
-        failed: RunResult | None = getattr(exc, "result", None)
-        raise _copied(staged.out, checked, failed, f"the run failed ({exc})")[0] or exc
-    except KeyboardInterrupt:
-        error, where = _copied(staged.out, checked, None, "the run was interrupted")
+    with signals.held():        # the run raises where it may (runner/signals.py), the copy while it copies
+        try:
+            result = run_here(staged, w.out, check_target)
+        except ConfigError:
+            shutil.rmtree(staged.out, ignore_errors=True)      # bad input: nothing was recorded
+            raise
+        except RunError as exc:
+            failed: RunResult | None = getattr(exc, "result", None)
+            raise _copied(staged.out, checked, failed, f"the run failed ({exc})", "failed")[0] or exc
+        except KeyboardInterrupt as exc:
+            status = getattr(exc, "status", "interrupted")
+            error, where = _copied(staged.out, checked, None, "the run was interrupted", status)
+            if error is not None:
+                raise error from None
+            raise Interrupted(f"what was recorded is at {where}" if where else "", status=status) from None
+        except BaseException:
+            if not _run_dirs(staged.out):      # else kept: what was recorded stays where it is
+                shutil.rmtree(staged.out, ignore_errors=True)
+            raise
+        error, _ = _copied(staged.out, checked, result, "", result.status)
         if error is not None:
-            raise error from None
-        raise KeyboardInterrupt(f"what was recorded is at {where}" if where else "") from None
-    except BaseException:
-        if not _run_dirs(staged.out):      # else kept: what was recorded stays where it is
-            shutil.rmtree(staged.out, ignore_errors=True)
-        raise
-    error, _ = _copied(staged.out, checked, result, "")
-    if error is not None:
-        raise error
-    return result
+            raise error
+        signals.current().take()        # one that came once the copy was checked: the command ends as it is
+        return result
 
 
 def _run_dirs(staging: str) -> list[str]:
@@ -81,11 +88,12 @@ def _run_dirs(staging: str) -> list[str]:
 
 
 def _copied(staging: str, checked: list[remote_runs.Remote], result: RunResult | None,
-            how: str) -> tuple[RunError | None, str]:
+            how: str, status: str) -> tuple[RunError | Interrupted | None, str]:
     """The staging directory's run directory copied to the URI `checked` (before the directory
     was made) and checked, then removed, and `result` pointed at the copy: (None, the copy's URI as
     shown). Else the staging copy kept: (a RunError saying where it is and why, `how` the run
-    itself ended when not complete, its path). (None, "") when the run ended before it had one."""
+    itself ended when not complete, or Interrupted when a signal stopped the copy; its path).
+    (None, "") when the run ended before it had one. `status`: what its run.json says."""
     names = _run_dirs(staging)
     if not names or not checked:
         shutil.rmtree(staging, ignore_errors=True)
@@ -96,15 +104,19 @@ def _copied(staging: str, checked: list[remote_runs.Remote], result: RunResult |
     if result is not None:
         result.workload["out"] = remote.shown
     try:
-        remote_runs.upload(local, target)
+        with signals.raised():      # a signal stops the copy (one that came before it: at once)
+            signals.pause_in("copy")        # the tests' pause (runner/signals.py)
+            remote_runs.upload(local, target)
     except (OSError, ValueError, KeyboardInterrupt) as exc:
-        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else target.why(exc)
+        stopped = isinstance(exc, KeyboardInterrupt)
+        why = "interrupted (Ctrl-C or SIGTERM)" if stopped else target.why(exc)
         _note_kept(local, f"the copy to {target.shown} failed ({why}): this directory is the run's complete record")
-        error = RunError(f"{how + '; ' if how else ''}the run's records are complete in {local}, "
-                         f"not copied to {target.shown}: {why}")
+        said = (f"{how + '; ' if how else ''}the run's records are complete in {local}, "
+                f"not copied to {target.shown}: {why}")
+        error: RunError | Interrupted = Interrupted(said, status=status) if stopped else RunError(said)
         if result is not None:
             result.run_dir = local
-            error.result = result       # type: ignore[attr-defined]  # the figures, shown before the error
+            error.result = result       # type: ignore[union-attr]  # the figures, shown before the error
         return error, local
     shutil.rmtree(staging, ignore_errors=True)
     if result is not None:

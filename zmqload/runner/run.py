@@ -7,21 +7,19 @@ import errno
 import os
 import secrets
 import shutil
-import signal
 import sys
-import threading
-from types import FrameType
-from typing import Any, Callable, NoReturn
+from typing import Callable
 
 from ..contract import exposure, patterns, remote_runs
 from ..contract.records import DISK_BYTES_PER_ROW
 from ..contract.workload import UNPACED_RATE_GUESS, Slos, Workload, check_output_dir
 from ..contract import codec
 from ..contract import run_record as rr
-from ..contract.curve import Security
+from ..contract.curve import CurveKeys, Security
+from ..contract import bitmaps, ids
 from ..contract.ids import Role
 from ..contract.states import RunStatus
-from ..errors import ConfigError, RunError
+from ..errors import ConfigError, Interrupted, RunError, ZmqloadError
 from .recorder import WRITE_ERRNOS, free_bytes, held_spill_bytes, write_error
 from ..measure.result import RunResult
 from ..versions import clock_pair, host, versions
@@ -34,9 +32,10 @@ from . import placement
 from .launch import Launcher
 from .spark_stage import StageLauncher, control_host
 from .resets import check_can_reset
-from .record import finish_records, start_records, utc_now
+from .record import finish_records, finish_unfigured, start_records, utc_now
 from .remote_out import run_staged
-from .salvage import salvage_run
+from .salvage import remove_partial_parts, salvage_run
+from . import signals
 from .state import ProgressListener, RunState, WorkerFailed
 
 SPILL_BYTES_PER_ROW = {"producer": 9, "consumer": 28}
@@ -122,17 +121,6 @@ def new_run_id(w: Workload) -> str:
     return w.run_name or f"{stamp}-{w.pattern}-{w.transport}-{secrets.token_hex(2)}"
 
 
-def sigterm_as_interrupt() -> Callable[[int, FrameType | None], Any] | int | None:
-    """Treat SIGTERM like Ctrl-C while a run is in progress (main thread only).
-    Returns the previous handler for the caller to restore, or None off the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def handler(signum: int, frame: FrameType | None) -> NoReturn:
-        raise KeyboardInterrupt
-    return signal.signal(signal.SIGTERM, handler)
-
-
 def _make_run_dir(w: Workload) -> tuple[str, str]:
     check_output_dir(w.out)
     run_id = new_run_id(w)
@@ -150,54 +138,180 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
     """Carry out one run (`slos`: the SLOs it will be judged by, kept in its record). Raises
     ConfigError for bad options (before anything starts), RunError when the run fails (or its
     records could not be copied to an --out URI), KeyboardInterrupt after an interrupted run
-    was recorded."""
+    was recorded (Ctrl-C or SIGTERM, in any phase: runner/signals.py)."""
     w = workload.validate()
-    if remote_runs.is_uri(w.out):     # recorded here, then copied there (runner/remote_out.py)
-        return run_staged(w, lambda staged, uri, check_target: _run_here(staged, progress, slos, uri, check_target))
-    return _run_here(w, progress, slos)
+    with signals.handled():
+        if remote_runs.is_uri(w.out):     # recorded here, then copied there (runner/remote_out.py)
+            return run_staged(w, lambda staged, uri, check_target: _run_here(staged, progress, slos, uri,
+                                                                              check_target))
+        return _run_here(w, progress, slos)
 
 
 def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
               out_uri: str | None = None, check_target: Callable[[], None] | None = None) -> RunResult:
     """The run, its directory under w.out; `out_uri`: the URI it will be copied to (run.json's
     workload.out names it without its secrets; a placed run's tasks copy their records there:
-    runner/task_out.py), `check_target` the URI's check, the last before the run directory is made."""
-    staging_for = None if out_uri is None else remote_runs.shown(out_uri)
-    check_can_reset(w)
-    curve = run_keys(w)       # before the run directory: libzmq without CURVE is bad input
-    if w.master is not None:  # the workers bind on their hosts' addresses, the controller at its own
-        at = control_host(w.master)
-        exposure.check_binds([("--master", f"tcp://{f'[{at}]' if ':' in at else at}:*")], curve is not None,
-                             w.insecure)
-    keys = control_keys(w)
-    warning = check_space(w, staging_for)
-    if check_target is not None:
-        check_target()
-    run_id, run_dir = _make_run_dir(w)
-    recorded = w
-    if staging_for is not None:
-        recorded = copy.copy(w)
-        recorded.out = staging_for
-    record = rr.RunRecord(
-        run_id=run_id, workload=recorded, slos=slos, security=Security.NULL if curve is None else Security.CURVE,
-        pattern=rr.PatternFacts(fanout=w.fanout, binder=Role(patterns.get(w.pattern).binder)),
-        versions=codec.convert(versions(), rr.Versions), host=codec.convert(host(), rr.Host),
-        clock=codec.convert(clock_pair(), rr.ClockPair), started_at=utc_now())
-    if warning:
-        record.warnings.append(warning)
-        print(f"zmqload: warning: {warning}", file=sys.stderr)
-    start_records(run_dir, record, reserve_bytes(w))
+    runner/task_out.py), `check_target` the URI's check, the last before the run directory is made.
+    Signals (runner/signals.py): raised in the checks before the run directory, the workers' phases
+    and the figures; held everywhere else, so every way out writes the last run.json."""
+    sigs = signals.current()
+    with signals.raised():      # nothing made yet: a signal ends the command, nothing left behind
+        staging_for = None if out_uri is None else remote_runs.shown(out_uri)
+        check_can_reset(w)
+        curve = run_keys(w)       # before the run directory: libzmq without CURVE is bad input
+        if w.master is not None:  # the workers bind on their hosts' addresses, the controller at its own
+            at = control_host(w.master)
+            exposure.check_binds([("--master", f"tcp://{f'[{at}]' if ':' in at else at}:*")], curve is not None,
+                                 w.insecure)
+        keys = control_keys(w)
+        warning = check_space(w, staging_for)
+        if check_target is not None:
+            check_target()
+    with signals.held():
+        run_id, run_dir = _make_run_dir(w)
+        recorded = w
+        if staging_for is not None:
+            recorded = copy.copy(w)
+            recorded.out = staging_for
+        record = rr.RunRecord(
+            run_id=run_id, workload=recorded, slos=slos, security=Security.NULL if curve is None else Security.CURVE,
+            pattern=rr.PatternFacts(fanout=w.fanout, binder=Role(patterns.get(w.pattern).binder)),
+            versions=codec.convert(versions(), rr.Versions), host=codec.convert(host(), rr.Host),
+            clock=codec.convert(clock_pair(), rr.ClockPair), started_at=utc_now())
+        if warning:
+            record.warnings.append(warning)
+            print(f"zmqload: warning: {warning}", file=sys.stderr)
+        start_records(run_dir, record, reserve_bytes(w))
+        # run.json says `running` from here: every way out below writes the last one
+        return _recorded_run(w, progress, out_uri, curve, keys, run_id, run_dir, record, sigs)
 
-    launcher: Launcher | StageLauncher
-    if w.master is not None:          # the workers as one Spark barrier stage (runner/spark_stage.py)
-        control_endpoint, control_dir = new_endpoint(control_host(w.master))
-        upload_to = None if out_uri is None else remote_runs.join(out_uri, os.path.basename(run_dir))
-        launcher = StageLauncher(w.master, w.placement, keys, upload_to)
-    else:
-        control_endpoint, control_dir = new_endpoint()
-        launcher = Launcher(threads=(w.transport == "inproc"), io_threads=w.io_threads)
-    server = ControlServer(control_endpoint, keys)
-    controller = Controller(w, run_dir, run_id, server, launcher, control_dir, progress, curve)
+
+def _recorded_run(w: Workload, progress: ProgressListener | None, out_uri: str | None, curve: CurveKeys | None,
+                  keys: CurveKeys | None, run_id: str, run_dir: str, record: rr.RunRecord,
+                  sigs: signals.RunSignals) -> RunResult:
+    """The run once its first run.json is written (signals held, but where raised below)."""
+    launcher: Launcher | StageLauncher | None = None
+    server: ControlServer | None = None
+    controller: Controller | None = None
+    control_dir: str | None = None
+    status, error = RunStatus.COMPLETE, None
+    pending: BaseException | None = None       # raised once the run is recorded
+    try:
+        with signals.raised():      # the workers' phases (one that came since the directory was made: at once)
+            if w.master is not None:          # the workers as one Spark barrier stage (runner/spark_stage.py)
+                control_endpoint, control_dir = new_endpoint(control_host(w.master))
+                upload_to = None if out_uri is None else remote_runs.join(out_uri, os.path.basename(run_dir))
+                launcher = StageLauncher(w.master, w.placement, keys, upload_to)
+            else:
+                control_endpoint, control_dir = new_endpoint()
+                launcher = Launcher(threads=(w.transport == "inproc"), io_threads=w.io_threads)
+            server = ControlServer(control_endpoint, keys)
+            controller = Controller(w, run_dir, run_id, server, launcher, control_dir, progress, curve)
+            _on_start(controller, launcher, record, run_dir, control_dir)
+            controller.execute()
+    except KeyboardInterrupt as exc:
+        status, pending = RunStatus.INTERRUPTED, exc
+    except WorkerFailed as exc:
+        assert controller is not None
+        pending = _worker_error(w, exc, started=controller.state.t0_ns != 0)
+        status, error = RunStatus.FAILED, str(pending)
+    except ZmqloadError as exc:       # RunError; ConfigError: an endpoint that could not be used
+        status, error, pending = RunStatus.FAILED, str(exc), exc
+    except Exception as exc:          # a fault of zmqload's own: recorded, then raised as it is
+        status, error, pending = RunStatus.FAILED, f"{type(exc).__name__}: {exc}", exc
+
+    # Stopping the workers and their last records: bounded (controller.INTERRUPT_GRACE_S, then
+    # launch.HURRY_S once a signal came meanwhile), held; a signal in it skips the figures.
+    try:
+        if status is not RunStatus.COMPLETE and controller is not None:
+            signals.pause_in("stopping")
+            controller.interrupt()
+    finally:
+        if progress is not None:
+            progress.stop()
+        if launcher is not None:
+            launcher.finish(timeout=2.0 if status is not RunStatus.COMPLETE else FINAL_TIMEOUT_S,
+                            hurry=lambda: sigs.pending > 0)
+        if controller is not None:
+            controller.pump_last()      # finals that came while the workers ended
+        if server is not None:
+            server.close()
+        if control_dir is not None:
+            shutil.rmtree(control_dir, ignore_errors=True)
+
+    state = controller.state if controller is not None else RunState(ids.producers(w.producer_workers),
+                                                                      ids.consumers(w.consumer_workers))
+    if isinstance(launcher, StageLauncher):
+        record.placement = placed(launcher)
+    if isinstance(pending, ConfigError):
+        # an endpoint the checks before the run could not judge (a port taken since, a path libzmq
+        # refused): bad input, and nothing was recorded yet, so nothing is left behind
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if isinstance(launcher, StageLauncher):
+            launcher.discard_records()
+        raise pending
+    if isinstance(launcher, StageLauncher):        # an --out URI: the tasks' records copied here
+        lost = launcher.take_records(run_dir, state.final)      # (the copy up removes there what is not here)
+        if lost:
+            error = f"{error}; {lost}" if error else lost
+            if status is RunStatus.COMPLETE:
+                status, pending = RunStatus.FAILED, RunError(lost)
+            elif isinstance(pending, RunError):
+                pending = RunError(error)
+    if controller is not None:
+        record.topology = controller.topology()
+
+    # The figures from the records, raised: a signal stops them (one that came while the workers
+    # stopped skips them), and run.json is written without them; so it is when they fail.
+    result, failure = None, None
+    cut = "stopped by a signal while the workers ended: the figures were not computed (run.json has none)"
+    if not sigs.take():
+        cut = "stopped by a signal while the figures were computed: run.json has none"
+        try:
+            with signals.raised():
+                signals.pause_in("reconcile")
+                note = salvage_records(state, w, run_dir, record)
+                if note and status is not RunStatus.COMPLETE:
+                    error = f"{error}; {note}" if error else note
+                    if isinstance(pending, RunError):
+                        pending = RunError(f"{pending}; {note}")
+                result = build_result(state, w, run_id, run_dir, status, codec.to_builtins(record.versions))
+        except KeyboardInterrupt:
+            result = None
+        except Exception as exc:        # recorded `failed`, then raised as it is
+            result, failure = None, exc
+    if result is None:
+        if failure is not None:
+            said = str(failure) if isinstance(failure, ZmqloadError) else f"{type(failure).__name__}: {failure}"
+            cut = f"the figures could not be computed ({said}): run.json has none"
+            status, pending = RunStatus.FAILED, failure
+        elif status is RunStatus.COMPLETE:
+            status, pending = RunStatus.INTERRUPTED, KeyboardInterrupt()
+        cut = f"{cut}; {forget_figures(run_dir, state)}"
+        error = f"{error}; {cut}" if error else cut
+        if isinstance(pending, RunError):
+            pending = RunError(error)
+        finish_unfigured(run_dir, record, state, w, status, error)
+        assert pending is not None
+        raise pending
+    if record.placement is not None:
+        result.clock_uncertainty_ns = record.placement.latency_uncertainty_ns()
+    note_device(controller.plan if controller is not None else None, state, result)
+    result.topology = record.topology
+    finish_records(run_dir, record, state, w, result, error)
+    if pending is not None:
+        if isinstance(pending, RunError):
+            pending.result = result     # type: ignore[attr-defined]  # the figures of the failed run
+        raise pending
+    if out_uri is None and sigs.take():     # it came once the figures were made: the command ends here
+        raise Interrupted("what was recorded is kept", status=result.status)
+    return result       # (with a URI, one that came is raised as the copy begins: runner/remote_out.py)
+
+
+def _on_start(controller: Controller, launcher: Launcher | StageLauncher, record: rr.RunRecord, run_dir: str,
+              control_dir: str) -> None:
+    """run.json rewritten when the schedule begins and as each connection reset is made."""
+    w = controller.w
 
     def started(t0_ns: int) -> None:
         # run.json says when the schedule began and which process is which worker, so an
@@ -211,7 +325,8 @@ def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
         record.control_dir = control_dir      # private control and ipc socket files, removed at the end
         record.topology = controller.topology()
         try:
-            rr.write_run(run_dir, record)
+            with signals.held(then_raise=True):
+                rr.write_run(run_dir, record)
         except OSError as exc:      # a run error: the run ends failed, in the room kept for run.json
             raise write_error(exc, run_dir, len(codec.encode(record))) from None
     controller.on_start = started
@@ -220,70 +335,23 @@ def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
         # run.json holds each reset as it is made, so `zmqload repair` places its losses as the run would
         record.resets = list(controller.state.resets)
         try:
-            rr.write_run(run_dir, record)
+            with signals.held(then_raise=True):
+                rr.write_run(run_dir, record)
         except OSError as exc:
             raise write_error(exc, run_dir, len(codec.encode(record))) from None
     controller.on_reset = reset_made
-    previous_sigterm = sigterm_as_interrupt()
-    status, error = RunStatus.COMPLETE, None
-    pending: BaseException | None = None       # raised once the run is recorded
-    try:
-        controller.execute()
-    except KeyboardInterrupt as exc:
-        status, pending = RunStatus.INTERRUPTED, exc
-        controller.interrupt()
-    except WorkerFailed as exc:
-        pending = _worker_error(w, exc, started=controller.state.t0_ns != 0)
-        status, error = RunStatus.FAILED, str(pending)
-        controller.interrupt()
-    except RunError as exc:
-        status, error, pending = RunStatus.FAILED, str(exc), exc
-        controller.interrupt()
-    finally:
-        if previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, previous_sigterm)
-        if progress is not None:
-            progress.stop()
-        launcher.finish(timeout=2.0 if status is not RunStatus.COMPLETE else FINAL_TIMEOUT_S)
-        controller.pump_last()      # finals that came while the workers ended
-        server.close()
-        shutil.rmtree(control_dir, ignore_errors=True)
 
-    state = controller.state
-    if isinstance(launcher, StageLauncher):
-        record.placement = placed(launcher)
-    if isinstance(pending, ConfigError):
-        # an endpoint the checks before the run could not judge (a port taken since, a path libzmq
-        # refused): bad input, and nothing was recorded yet, so nothing is left behind
-        shutil.rmtree(run_dir, ignore_errors=True)
-        if isinstance(launcher, StageLauncher):
-            launcher.discard_records()
-        raise pending
-    if isinstance(launcher, StageLauncher):        # an --out URI: the tasks' records copied here
-        lost = launcher.take_records(run_dir, state.final)
-        if lost:
-            error = f"{error}; {lost}" if error else lost
-            if status is RunStatus.COMPLETE:
-                status, pending = RunStatus.FAILED, RunError(lost)
-            elif isinstance(pending, RunError):
-                pending = RunError(error)
-    record.topology = controller.topology()
-    note = salvage_records(state, w, run_dir, record)
-    if note and status is not RunStatus.COMPLETE:
-        error = f"{error}; {note}" if error else note
-        if isinstance(pending, RunError):
-            pending = RunError(f"{pending}; {note}")
-    result = build_result(state, w, run_id, run_dir, status, codec.to_builtins(record.versions))
-    if record.placement is not None:
-        result.clock_uncertainty_ns = record.placement.latency_uncertainty_ns()
-    note_device(controller.plan, state, result)
-    result.topology = record.topology
-    finish_records(run_dir, record, state, w, result, error)
-    if pending is not None:
-        if isinstance(pending, RunError):
-            pending.result = result     # type: ignore[attr-defined]  # the figures of the failed run
-        raise pending
-    return result
+
+def forget_figures(run_dir: str, state: RunState) -> str:
+    """What computing the figures left when a signal stopped it: a part half written (hidden, never
+    read) and the maps removed; the raw rows not yet converted stay in _spill/. Says what is kept."""
+    for worker in state.everyone:
+        remove_partial_parts(run_dir, str(worker))
+    shutil.rmtree(os.path.join(run_dir, bitmaps.MAPS_DIR), ignore_errors=True)
+    spill = os.path.join(run_dir, "_spill")
+    if os.path.isdir(spill) and any(files for _, _, files in os.walk(spill)):
+        return "the Parquet records are kept, and the raw rows not yet converted are in _spill/"
+    return "the Parquet records are kept"
 
 
 def placed(launcher: StageLauncher) -> rr.Placement:
@@ -305,15 +373,17 @@ def salvage_records(state: RunState, w: Workload, run_dir: str, record: rr.RunRe
     return salvage.note()
 
 
-def note_device(plan: EndpointPlan, state: RunState, result: RunResult) -> None:
+def note_device(plan: EndpointPlan | None, state: RunState, result: RunResult) -> None:
     """With a device of the user's in the path, the drain's record says so beside the tail rule:
-    the fates stay zmqload's (dropped is dropped), but a drop may have happened inside the device."""
+    the fates stay zmqload's (dropped is dropped), but a drop may have happened inside the device.
+    `plan` None: the run ended before its controller was made."""
+    device = plan is not None and plan.device
     why = state.drain.get("tail_placement_why")
-    if plan.device and why:
+    if device and why:
         why = f"{why}; a device of yours was in the path: a message missing may have been dropped inside it " \
               "(zmqload does not see it)"
     for drain in (state.drain, result.drain):       # --json says what run.json says, device or not
-        drain["device_in_path"] = plan.device
+        drain["device_in_path"] = device
         if why:
             drain["tail_placement_why"] = why
 

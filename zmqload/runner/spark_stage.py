@@ -21,7 +21,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ..contract.curve import CurveKeys
 from ..contract.ids import Role, WorkerId
@@ -333,10 +333,11 @@ class StageLauncher:
             return f"stopped with the Spark stage, which failed in {self.failed}'s task: {self.error}"
         return f"its Spark task failed: {self.error}"
 
-    def finish(self, timeout: float) -> None:
+    def finish(self, timeout: float, hurry: Callable[[], bool] | None = None) -> None:
         """The stage ended: its tasks given `timeout` to end, and with an --out URI each living
         task that long to begin copying its records, then the copy's own bound
-        (task_out.upload_bound_s); what is still running then is cancelled."""
+        (task_out.upload_bound_s); what is still running then is cancelled. `hurry` is not
+        heeded: the tasks' copies are what the driver's records are made of."""
         try:
             if self.upload_to is not None and self.clock is not None:
                 self.uploads_lost = self._await_uploads(timeout)

@@ -1,0 +1,154 @@
+"""SIGINT and SIGTERM while a run is recorded, so that every phase ends with a final run.json.
+
+From the start of `run` to the end of the copy to an --out URI (runner/run.py installs a
+RunSignals around the whole of it), both signals are handled in the main thread, in one of two
+modes:
+
+  raised    Ctrl-C and SIGTERM become KeyboardInterrupt where the run is. Only in: the checks
+            before the run directory exists (nothing is left behind), the workers' phases
+            (launch, warm-up, the loop, the drain, the collect: the run stops its workers and
+            records itself `interrupted` with the figures of what they recorded), the figures
+            (reconciliation: the computing stops, run.json is written `interrupted` without
+            figures) and the copy to a URI (it stops, the staging copy is kept, its run.json
+            keeps the status the run ended with).
+  held      everywhere else once the run directory exists: making it and its first run.json,
+            stopping the workers and their last records (bounded: controller.INTERRUPT_GRACE_S,
+            then launch.HURRY_S for the processes to end before they are killed), writing
+            run.json, keeping a staging copy. A signal is counted, not raised, and the step
+            finishes. One counted since the workers began to stop means "now": the figures are
+            not computed and run.json is written `interrupted` at once; one counted before a
+            raised section is raised as it begins (the copy to a URI: not begun, the staging
+            copy kept); one counted while the last run.json is written, without a URI, ends
+            the command once it is written (exit 130, run.json's status said).
+
+So a second signal never cuts the cleanup of the first short: it makes it skip what is not
+bounded (the figures, the copy).
+
+A worker process ignores both signals (runner/entry.py): its controller stops it, and its
+watchdog stops it when the controller is gone. A SIGINT that was ignored when the command began
+(a shell's `&`, nohup) stays ignored.
+
+The tests' pause (one mechanism, read once): ZMQLOAD_TEST_PAUSE_IN=PHASE makes the run wait at
+the start of PHASE (drain, collect, stopping, reconcile, copy) after printing `zmqload: test
+pause in PHASE` on stderr, until a signal comes (or PAUSE_LIMIT_S passes), so a test can signal a
+phase that would otherwise last milliseconds (tests/test_signal_phases.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from types import FrameType
+from typing import Any, Iterator
+
+PAUSE_ENV = "ZMQLOAD_TEST_PAUSE_IN"
+PAUSE_IN = os.environ.get(PAUSE_ENV, "")
+"""The phase a test asked the run to wait in ("" none): read once, when zmqload starts."""
+PAUSE_LIMIT_S = 60.0
+
+
+class RunSignals:
+    """SIGINT and SIGTERM of one run: counted; raised as KeyboardInterrupt in a raised section,
+    else pending until something acts on them (take(), or a raised section beginning)."""
+
+    def __init__(self) -> None:
+        self.count = 0              # signals received since the run began
+        self.pending = 0            # of those, received while held and not acted on yet
+        self.modes: list[bool] = []     # innermost last; True raised, False held (none: raised)
+        self.installed: dict[int, Any] = {}     # signal -> the handler it had before
+
+    def raising(self) -> bool:
+        return not self.modes or self.modes[-1]
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        if self.raising():
+            self.pending = 0
+            raise KeyboardInterrupt
+        self.pending += 1
+
+    def take(self) -> bool:
+        """Whether a signal came while held since the last look (it is acted on now)."""
+        came, self.pending = self.pending > 0, 0
+        return came
+
+    def install(self) -> None:
+        """On the main thread only (elsewhere the caller's own handling stays)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(sig)
+            if sig == signal.SIGINT and previous is not signal.default_int_handler:
+                continue        # ignored (`&`, nohup) or the caller's own: left as it is
+            self.installed[sig] = signal.signal(sig, self.handler)
+
+    def restore(self) -> None:
+        for sig, previous in self.installed.items():
+            signal.signal(sig, previous)
+        self.installed.clear()
+
+    @contextlib.contextmanager
+    def mode(self, raised: bool, then_raise: bool = False) -> Iterator[None]:
+        """A section raised or held. A raised one begins by raising what is pending; a held one
+        with `then_raise` raises what came in it once it ended (a write inside a raised phase)."""
+        self.modes.append(raised)
+        try:
+            if raised and self.pending:
+                self.pending = 0
+                raise KeyboardInterrupt
+            yield
+        finally:
+            self.modes.pop()
+        if then_raise and self.pending and self.raising():
+            self.pending = 0
+            raise KeyboardInterrupt
+
+
+_active: list[RunSignals] = []
+
+
+@contextlib.contextmanager
+def handled() -> Iterator[RunSignals]:
+    """The run's signals from here to the end of the block (a sweep's or a search's, and the runs
+    in it, share the outermost one)."""
+    if _active:
+        yield _active[-1]
+        return
+    signals = RunSignals()
+    signals.install()
+    _active.append(signals)
+    try:
+        yield signals
+    finally:
+        _active.pop()
+        signals.restore()
+
+
+def current() -> RunSignals:
+    """The running run's signals (an idle one, never signalled, outside a run)."""
+    return _active[-1] if _active else RunSignals()
+
+
+def held(then_raise: bool = False) -> contextlib.AbstractContextManager[None]:
+    """A step that must finish: a signal in it is counted, not raised (nothing held outside a
+    run); `then_raise`: raised once the step is done, if the section around it is raised."""
+    return _active[-1].mode(False, then_raise) if _active else contextlib.nullcontext()
+
+
+def raised() -> contextlib.AbstractContextManager[None]:
+    """A step a signal stops (KeyboardInterrupt), one pending included."""
+    return _active[-1].mode(True) if _active else contextlib.nullcontext()
+
+
+def pause_in(phase: str) -> None:
+    """The tests' pause (ZMQLOAD_TEST_PAUSE_IN, above): wait here until a signal comes."""
+    if PAUSE_IN != phase:
+        return
+    count = _active[-1].count if _active else 0       # before the line: a test signals once it reads it
+    print(f"zmqload: test pause in {phase}", file=sys.stderr, flush=True)
+    deadline = time.monotonic() + PAUSE_LIMIT_S
+    while (_active[-1].count if _active else 0) == count and time.monotonic() < deadline:
+        time.sleep(0.01)        # a raised signal ends it with KeyboardInterrupt, a held one by its count
