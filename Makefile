@@ -132,7 +132,7 @@ fuzz: build
 	@mkdir -p build && rm -f build/fuzz-log.tsv
 	ZMQLOAD_FUZZ_SECONDS=$(FUZZ_SECONDS) ZMQLOAD_FUZZ_LOG=$(CURDIR)/build/fuzz-log.tsv \
 	  $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz_inputs.py; status=$$?; \
-	  printf 'target\texamples\tseconds\n' | cat - build/fuzz-log.tsv | column -t; exit $$status
+	  printf 'target\texamples\tseconds\n' | cat - build/fuzz-log.tsv; exit $$status
 
 # Runs every benchmark once with tiny sizes so benchmark code cannot rot (CI).
 bench-smoke: build

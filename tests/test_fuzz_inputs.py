@@ -447,7 +447,8 @@ def check_spec(data: bytes) -> None:
 @example(data=json.dumps({**SPEC, "curve": {**_keys_dict(), "client_secret": "#" * 40}}).encode())  # not Z85 that decodes
 @example(data=json.dumps({**SPEC, "curve": {**_keys_dict(), "client_secret": 7}}).encode())
 @example(data=DEEP[0])
-def test_worker_spec(data):
+@example(data=json.dumps({**SPEC, "workload": {"\r": None}}).encode())     # found: the unknown option's name,
+def test_worker_spec(data):                                                # unquoted, broke the line
     """WorkerSpec.from_json (a worker's standard input): a spec or RecordError in one line."""
     check_spec(data)
 

@@ -108,6 +108,12 @@ def parse_number(text: str, integer: bool) -> Union[int, float]:
     return int(value)
 
 
+def flag_of(name: str) -> str:
+    """A field's name as its flag in an error's line (`rate` -> `--rate`); a name that could be none
+    (a line break, a hundred characters) as its repr, cut short."""
+    return "--" + name.replace("_", "-") if re.fullmatch(r"[A-Za-z0-9_\-]{1,40}", name) else f"option {shown(name)}"
+
+
 def shown(value: object, limit: int = 80) -> str:
     """A value as an error's line shows it: its repr, cut short (a 5000-digit int has no repr at all)."""
     try:
@@ -556,8 +562,7 @@ class Workload:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - names)
         if unknown:
-            raise ConfigError("--" + unknown[0].replace("_", "-"),
-                              f"unknown option; accepted: {', '.join(sorted(names))}")
+            raise ConfigError(flag_of(unknown[0]), f"unknown option; accepted: {', '.join(sorted(names))}")
         return cls(**values)
 
     # -- validation ----------------------------------------------------------------------

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from ..contract.workload import OPTIONS, Option, Workload, shown
+from ..contract.workload import OPTIONS, Option, Workload, flag_of, shown
 from ..contract import remote_runs
 from ..contract.codec import convert, to_builtins
 from ..contract.run_record import read_run
@@ -346,8 +346,7 @@ def plan(spec: SweepSpec) -> Sweep:
     opts = options()
     for name in itertools.chain(spec.fixed, spec.axes, *spec.points):
         if name not in opts:
-            raise ConfigError("--" + str(name).replace("_", "-"),
-                              f"not an option a sweep can set; accepted: {_accepted_keys()}")
+            raise ConfigError(flag_of(str(name)), f"not an option a sweep can set; accepted: {_accepted_keys()}")
     for name, values in spec.axes.items():
         if not isinstance(values, (list, tuple)) or not values:
             raise ConfigError(opts[name].flag, f"got {shown(values)}; accepted: a non-empty list of values")
