@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 DEMO   ?= runs/demo
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all prereqs venv build demo test test-fast browser engine-debug test-engine-debug typecheck scenarios bench bench-smoke faults clean
+.PHONY: all prereqs venv build demo test test-fast browser engine-debug test-engine-debug typecheck scenarios bench bench-smoke faults fuzz clean
 
 all: build
 
@@ -121,6 +121,18 @@ bench: build
 # root), each checked against its records with numpy: the table of docs/RELIABILITY.md.
 faults: build
 	$(PY) tests/fault_table.py $(FAULTS_ARGS)
+
+# Every parser of bytes from outside (control messages, the worker spec, run.json and the other records,
+# --size @FILE, --payload, CURVE key files, sweep files, option values) fuzzed for FUZZ_SECONDS each,
+# randomized: tests/test_fuzz_inputs.py, whose short derandomized run is part of `make test`. Each
+# target's executions and seconds go to build/fuzz-log.tsv; a finding fails its test with the shrunk
+# input, which becomes an @example there once the parser is fixed (docs/FUZZING.md).
+FUZZ_SECONDS ?= 150
+fuzz: build
+	@mkdir -p build && rm -f build/fuzz-log.tsv
+	ZMQLOAD_FUZZ_SECONDS=$(FUZZ_SECONDS) ZMQLOAD_FUZZ_LOG=$(CURDIR)/build/fuzz-log.tsv \
+	  $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz_inputs.py; status=$$?; \
+	  printf 'target\texamples\tseconds\n' | cat - build/fuzz-log.tsv; exit $$status
 
 # Runs every benchmark once with tiny sizes so benchmark code cannot rot (CI).
 bench-smoke: build

@@ -359,11 +359,12 @@ def test_key_files_in_both_forms_read_the_same_key(tmp_path, certificates):
     public, _ = zmq.auth.load_certificate(public_file)
     bare = tmp_path / "bare"
     bare.write_text(f"# the server's key\n\n{public.decode()}\n")
-    hashed = tmp_path / "hashed"        # Z85 has '#': a bare key may begin with it
+    hashed = tmp_path / "hashed"        # Z85 has '#', but no key begins with it: 84 * 85**4 > 2**32
     hashed.write_text("#" + public.decode()[1:] + "\n")
     assert read_public_key(public_file, "--k") == read_public_key(secret_file, "--k") == public
     assert read_public_key(str(bare), "--k") == public
-    assert read_public_key(str(hashed), "--k") == b"#" + public[1:]
+    with pytest.raises(ConfigError, match="no CURVE public key"):      # libzmq would refuse it once the run started
+        read_public_key(str(hashed), "--k")
 
 
 def test_the_rules_need_no_io_and_the_file_is_read_by_validate(tmp_path):

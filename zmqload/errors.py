@@ -45,7 +45,8 @@ class ReportInputError(ZmqloadError):
 
 class RecordError(ZmqloadError):
     """A record file (run.json, capacity-search.json, ...) is missing, of another schema
-    version, or not what its type says; the message names the file."""
+    version, or not what its type says; the message names the file. Also a worker's spec on
+    its standard input that is not one (runner/spec.py: "worker spec: ...")."""
     exit_status = ExitStatus.BAD_INPUT
 
 

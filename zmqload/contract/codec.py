@@ -55,17 +55,23 @@ def decode(data: bytes, kind: type[R], where: str, unversioned: str = "") -> R:
     to say of a JSON object without schema_version (the file of an older zmqload, say)."""
     try:
         version = msgspec.json.decode(data, type=_Versioned).schema_version
-    except msgspec.DecodeError as exc:
+    except _UNREADABLE as exc:
         raise RecordError(f"{where}: not a zmqload record ({_first_line(exc)})") from None
     if version is None:
         raise RecordError(f"{where}: {unversioned or 'not a zmqload record (no schema_version)'}")
     if version != SCHEMA_VERSION:
-        raise RecordError(f"{where}: unknown record schema version {version!r} "
+        shown = repr(version) if len(repr(version)) <= 40 else repr(version)[:37] + "..."
+        raise RecordError(f"{where}: unknown record schema version {shown} "
                           f"(this zmqload reads version {SCHEMA_VERSION})")
     try:
         return msgspec.json.decode(data, type=kind)
-    except msgspec.DecodeError as exc:
+    except _UNREADABLE as exc:
         raise RecordError(f"{where}: not a valid {kind.__name__} ({_first_line(exc)})") from None
+
+
+_UNREADABLE = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+"""What decoding bytes that are not a record raises: malformed or mistyped JSON (msgspec), a string
+that is not UTF-8, JSON nested deeper than msgspec recurses."""
 
 
 def read(path: str, kind: type[R], unversioned: str = "") -> R:
@@ -112,7 +118,8 @@ class _Versioned(msgspec.Struct):
 
 
 def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [exc.__class__.__name__])[0]
+    line = (str(exc).splitlines() or [exc.__class__.__name__])[0]
+    return line if len(line) <= 300 else line[:297] + "..."
 
 
 # -- a record's fields, as the docs list them ------------------------------------------------

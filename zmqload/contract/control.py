@@ -19,14 +19,19 @@ close-order consumer-first or after-drain); each worker's last word is its Final
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import math
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from ..errors import RunError
 from .bitmaps import Bits
+from .histogram import N_BUCKETS
+from .ids import WorkerId
 
 # -- controller -> worker ----------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -186,7 +191,6 @@ class Failed:
 
 Message = Union[Connect, Warmup, Start, ProducersDone, Close, Stop, Ready, Connected, Warm, Draining, Progress,
                 ProducerDone, ProducerFinal, ConsumerFinal, ProxyFinal, Failed]
-_TYPES = {cls.__name__: cls for cls in typing.get_args(Message) + (SendCounters, StreamSeen, ForeignSeen)}
 
 
 # -- encoding ----------------------------------------------------------------------------------
@@ -216,24 +220,167 @@ def encode(message: Message) -> list[bytes | memoryview]:
 
 
 def decode(frames: Sequence[bytes | memoryview]) -> Message:
-    """Inverse of encode()."""
-    blobs = frames[1:]
-
-    def value(obj: Any) -> Any:
-        if isinstance(obj, dict):
-            if "$blob" in obj:
-                return np.frombuffer(bytes(blobs[obj["$blob"]]), dtype=np.dtype(obj["dtype"])).copy()
-            if "$items" in obj:
-                return {value(k): value(v) for k, v in obj["$items"]}
-            if "$type" in obj:
-                cls = _TYPES[obj["$type"]]
-                return cls(**{k: value(v) for k, v in obj.items() if k != "$type"})
-            return {k: value(v) for k, v in obj.items()}
-        if isinstance(obj, list):
-            return [value(v) for v in obj]
-        return obj
-
-    message = value(json.loads(bytes(frames[0])))
-    if type(message).__name__ not in _TYPES:
-        raise ValueError("not a control message")
+    """Inverse of encode(), checked: every field of the type its message declares (ints within int64,
+    floats finite, histogram payloads of contract/histogram.py's layout, each array a frame of packed
+    bits referenced once). Anything else, whatever its bytes, is RunError: one line naming the field
+    (a worker that hands the controller such a message fails the run; so does a controller's, the worker)."""
+    if not frames:
+        raise _refuse("no frames")
+    try:
+        head = json.loads(bytes(frames[0]).decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:     # JSONDecodeError: a ValueError
+        raise _refuse(f"not JSON ({_first_line(exc)})") from None
+    blobs = _Blobs(frames[1:])
+    if not isinstance(head, dict) or not isinstance(head.get("$type"), str) or head["$type"] not in _MESSAGES:
+        raise _refuse(f"not one of {', '.join(_MESSAGES)}")
+    try:
+        message = _typed(head, _MESSAGES[head["$type"]], head["$type"], blobs)
+    except RecursionError:
+        raise _refuse("nested too deeply") from None
+    if blobs.unused:
+        raise _refuse(f"{len(blobs.unused)} array frame(s) not referenced")
     return typing.cast(Message, message)
+
+
+def sender(routing_id: bytes) -> WorkerId:
+    """The worker a message came from, by its routing id ("p0", "c1", "x0"); RunError otherwise."""
+    try:
+        return WorkerId.parse(routing_id.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        raise _refuse(f"from a peer that is not a worker (routing id {routing_id[:40]!r})") from None
+
+
+# -- the checks of decode ------------------------------------------------------------------------
+_MESSAGES = {cls.__name__: cls for cls in typing.get_args(Message)}
+INT64 = (-2 ** 63, 2 ** 63)
+PACKED_DTYPE = "|u1"
+"""The dtype of every array a message carries (packed bit maps: np.packbits, uint8)."""
+_HISTOGRAM_KEYS = ("index", "count", "min", "max", "total")
+
+
+def _refuse(why: str) -> RunError:
+    return RunError(f"control message: {why}")
+
+
+def _no_constant(word: str) -> Any:
+    raise ValueError(f"{word} is not a number a message holds")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+
+
+class _Blobs:
+    """The frames after the head; each may be referenced once (a reference repeated would make
+    many arrays of one frame's bytes: memory beyond the message's size)."""
+
+    def __init__(self, frames: Sequence[bytes | memoryview]):
+        self.frames = frames
+        self.unused = set(range(len(frames)))
+
+    def take(self, ref: Any, where: str) -> np.ndarray:
+        if set(ref) != {"$blob", "dtype"} or type(ref["$blob"]) is not int or ref["dtype"] != PACKED_DTYPE:
+            raise _refuse(f"{where}: not an array reference {{\"$blob\": frame, \"dtype\": \"{PACKED_DTYPE}\"}}")
+        index = ref["$blob"]
+        if index not in self.unused:
+            raise _refuse(f"{where}: array frame {index} is missing or referenced twice")
+        self.unused.discard(index)
+        return np.frombuffer(self.frames[index], dtype=np.uint8).copy()
+
+
+def _typed(value: Any, kind: Any, where: str, blobs: _Blobs) -> Any:
+    """`value` (decoded JSON) as `kind`, a message's field type; RunError naming `where` otherwise."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is Union:
+        if value is None and type(None) in args:
+            return None
+        if isinstance(value, str) and str in args:              # Bits: the path of a map's file
+            return value
+        inner = [a for a in args if a is not type(None) and a is not str]
+        if len(inner) == 1:
+            return _typed(value, inner[0], where, blobs)
+        raise _refuse(f"{where}: got {_shown(value)}")
+    if kind is np.ndarray:
+        if not isinstance(value, dict):
+            raise _refuse(f"{where}: got {_shown(value)}; accepted: packed bits (an array frame or a path)")
+        return blobs.take(value, where)
+    if origin is list:
+        if not isinstance(value, list):
+            raise _refuse(f"{where}: got {_shown(value)}; accepted: a list")
+        return [_typed(v, args[0], f"{where}[{i}]", blobs) for i, v in enumerate(value)]
+    if origin is dict:                  # every dict a message holds is a histogram payload
+        return _histogram(value, where)
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        return _instance(value, kind, where, blobs)
+    if kind is bool:
+        if type(value) is not bool:
+            raise _refuse(f"{where}: got {_shown(value)}; accepted: true or false")
+        return value
+    if kind is int:
+        return _int(value, where)
+    if kind is float:
+        if type(value) not in (int, float) or not math.isfinite(value) or not INT64[0] <= value < INT64[1]:
+            raise _refuse(f"{where}: got {_shown(value)}; accepted: a finite number")
+        return float(value)
+    if kind is str:
+        if not isinstance(value, str):
+            raise _refuse(f"{where}: got {_shown(value)}; accepted: a string")
+        return value
+    raise _refuse(f"{where}: of a type messages do not hold ({kind})")     # pragma: no cover: the types above
+
+
+def _int(value: Any, where: str) -> int:
+    if type(value) is not int or not INT64[0] <= value < INT64[1]:
+        raise _refuse(f"{where}: got {_shown(value)}; accepted: an integer within int64")
+    return value
+
+
+def _instance(value: Any, cls: type, where: str, blobs: _Blobs) -> Any:
+    if not isinstance(value, dict) or value.get("$type") != cls.__name__:
+        raise _refuse(f"{where}: got {_shown(value)}; accepted: a {cls.__name__}")
+    hints = _hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = [k for k in value if k != "$type" and k not in fields]
+    if unknown:
+        raise _refuse(f"{where}: unknown field {_shown(unknown[0])}")
+    missing = [name for name, f in fields.items() if name not in value
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise _refuse(f"{where}: missing field {missing[0]!r}")
+    return cls(**{name: _typed(v, hints[name], f"{where}.{name}", blobs) for name, v in value.items() if name != "$type"})
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _histogram(value: Any, where: str) -> dict[str, Any]:
+    """A histogram payload (measure/histogram.py to_payload): index and count of its non-empty buckets,
+    min, max (null when empty) and total."""
+    if not isinstance(value, dict) or sorted(value) != sorted(_HISTOGRAM_KEYS):
+        raise _refuse(f"{where}: got {_shown(value)}; accepted: a histogram payload "
+                      f"({', '.join(_HISTOGRAM_KEYS)})")
+    index, count = value["index"], value["count"]
+    if not isinstance(index, list) or not isinstance(count, list) or len(index) != len(count) \
+            or len(index) > N_BUCKETS:
+        raise _refuse(f"{where}: index and count must be lists of one length, at most {N_BUCKETS}")
+    for i, (bucket, n) in enumerate(zip(index, count)):
+        if type(bucket) is not int or not 0 <= bucket < N_BUCKETS:
+            raise _refuse(f"{where}.index[{i}]: got {_shown(bucket)}; accepted: a bucket from 0 to {N_BUCKETS - 1}")
+        if type(n) is not int or not 0 <= n < INT64[1]:
+            raise _refuse(f"{where}.count[{i}]: got {_shown(n)}; accepted: a count within int64")
+    for name in ("min", "max"):
+        if value[name] is not None:
+            _int(value[name], f"{where}.{name}")
+    _int(value["total"], f"{where}.total")
+    return dict(value)
+
+
+def _shown(value: Any) -> str:
+    """A value in an error's line: its JSON, cut short."""
+    try:
+        text = json.dumps(value)
+    except (ValueError, TypeError, RecursionError):
+        text = type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."

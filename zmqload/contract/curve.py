@@ -24,6 +24,9 @@ class Security(Word):
     CURVE = "curve"
 
 Z85_KEY = re.compile(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}")
+Z85_CHARS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+MAX_KEY_FILE = 64 * 1024
+"""Bytes of a key file read at most: a certificate is a few hundred; a larger file is refused."""
 KEY_FILE_FORMS = ('a file with a public-key = "<40 Z85 characters>" line (a zmq.auth certificate, .key or '
                   '.key_secret), or one line of the bare 40-character Z85 public key')
 _CERT_LINE = re.compile(r'\s*public-key\s*=\s*"([^"]*)"\s*')
@@ -32,13 +35,32 @@ SECRET_FILE_FORMS = ('a zmq.auth secret certificate (server.key_secret from zmq.
                      'zcert): its public-key = "..." and secret-key = "..." lines, 40 Z85 characters each')
 
 
+def z85_key(text: str) -> bool:
+    """40 characters of Z85 that decode to 32 bytes: each group of 5 is below 2**32 (libzmq's
+    zmq_z85_decode refuses the others, and a socket would refuse the key once the run has started)."""
+    if not Z85_KEY.fullmatch(text):
+        return False
+    for group in range(0, 40, 5):
+        value = 0
+        for char in text[group:group + 5]:
+            value = value * 85 + Z85_CHARS.index(char)
+        if value >= 2 ** 32:
+            return False
+    return True
+
+
 def _read_text(path: str, option: str, forms: str) -> str:
     try:
         with open(path, encoding="ascii") as f:
-            return f.read(64 * 1024)
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not ASCII text"
+            text = f.read(MAX_KEY_FILE + 1)
+    except (OSError, ValueError) as exc:       # UnicodeDecodeError; ValueError: a path with a NUL character
+        why = (exc.strerror if isinstance(exc, OSError) and exc.strerror else
+               "not ASCII text" if isinstance(exc, UnicodeDecodeError) else str(exc))
         raise ConfigError(option, f"got {path!r}: cannot read it ({why}); accepted: {forms}") from None
+    if len(text) > MAX_KEY_FILE:
+        raise ConfigError(option, f"got {path!r}: above {MAX_KEY_FILE:,} characters, not a key file; "
+                                  f"accepted: {forms}")
+    return text
 
 
 def read_public_key(path: str, option: str) -> bytes:
@@ -50,7 +72,7 @@ def read_public_key(path: str, option: str) -> bytes:
              if line.strip() and (not line.lstrip().startswith("#") or Z85_KEY.fullmatch(line.strip()))]
     certified = [m.group(1) for line in lines if (m := _CERT_LINE.fullmatch(line))]
     key = certified[0] if len(certified) == 1 else lines[0] if len(lines) == 1 and not certified else None
-    if key is None or not Z85_KEY.fullmatch(key):
+    if key is None or not z85_key(key):
         raise ConfigError(option, f"got {path!r}: no CURVE public key in it; accepted: {KEY_FILE_FORMS}")
     return key.encode()
 
@@ -62,7 +84,7 @@ def read_server_pair(path: str, option: str) -> tuple[bytes, bytes]:
     text = _read_text(path, option, SECRET_FILE_FORMS)
     lines = text.splitlines()
     found = [[m.group(1) for line in lines if (m := rule.fullmatch(line))] for rule in (_CERT_LINE, _SECRET_LINE)]
-    if any(len(keys) != 1 or not Z85_KEY.fullmatch(keys[0]) for keys in found):
+    if any(len(keys) != 1 or not z85_key(keys[0]) for keys in found):
         raise ConfigError(option, f"got {path!r}: no CURVE key pair in it; accepted: {SECRET_FILE_FORMS}")
     return found[0][0].encode(), found[1][0].encode()
 
@@ -82,7 +104,16 @@ class CurveKeys:
         return {name: None if value is None else value.decode() for name, value in self.__dict__.items()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CurveKeys:
+    def from_dict(cls, data: Any) -> CurveKeys:
+        """Inverse of to_dict(), checked: each key 40 characters of Z85 that decode (the server's secret
+        may be null); ConfigError otherwise."""
+        names = ("server_public", "server_secret", "client_public", "client_secret")
+        if not isinstance(data, dict) or sorted(data) != sorted(names):
+            raise ConfigError("curve", f"accepted: an object of {', '.join(names)}")
+        for name in names:
+            value = data[name]
+            if not (value is None and name == "server_secret") and not (isinstance(value, str) and z85_key(value)):
+                raise ConfigError("curve", f"{name}: not a key; accepted: 40 characters of Z85")
         secret = data["server_secret"]
-        return cls(str(data["server_public"]).encode(), None if secret is None else str(secret).encode(),
-                   str(data["client_public"]).encode(), str(data["client_secret"]).encode())
+        return cls(data["server_public"].encode(), None if secret is None else secret.encode(),
+                   data["client_public"].encode(), data["client_secret"].encode())

@@ -16,8 +16,11 @@ A size is the first frame's bytes, header included; with --parts K every frame h
 """
 from __future__ import annotations
 
+import array
 import os
 import re
+import stat
+import typing
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,43 +118,81 @@ def _check_size(spec: str, value: int, where: str) -> None:
 def _read(flag: str, spec: str, path: str, limit: int, accepted: str) -> bytes:
     """A file's bytes, refused in one line when missing, unreadable, empty or above `limit`."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
-    except OSError as e:
-        raise _refuse(flag, spec, f": cannot read {path} ({e.strerror or e})", accepted) from None
-    if not data.strip(b"\n"):
+        f = open(path, "rb")
+    except (OSError, ValueError) as e:      # ValueError: a path with a NUL character
+        raise _refuse(flag, spec, f": cannot read {path!r} ({getattr(e, 'strerror', None) or e})", accepted) from None
+    with f:
+        held = os.fstat(f.fileno())
+        if stat.S_ISREG(held.st_mode) and held.st_size > limit:     # refused unread
+            raise _refuse(flag, spec, f": {path} is above {limit:,} bytes", accepted)
+        try:
+            data = read_bounded(f, limit + 1)
+        except OSError as e:                # a directory, a device that refuses to be read
+            raise _refuse(flag, spec, f": cannot read {path!r} ({e.strerror or e})", accepted) from None
+    if data.count(b"\n") == len(data):         # (no copy, as data.strip would make)
         raise _refuse(flag, spec, f": {path} is empty", accepted)
     if len(data) > limit:
         raise _refuse(flag, spec, f": {path} is above {limit:,} bytes", accepted)
     return data
 
 
+def read_bounded(f: typing.BinaryIO, most: int, chunk: int = 1 << 20) -> bytes:
+    """At most `most` bytes of `f`, in memory no larger than what it holds (`f.read(most)` allocates
+    `most` bytes first, whatever the file's size): a regular file in one read of its size, anything
+    else (a pipe, a device) a chunk at a time."""
+    held = os.fstat(f.fileno())
+    if stat.S_ISREG(held.st_mode):
+        return f.read(min(most, held.st_size + 1))
+    chunks, got = [], 0
+    while got < most:
+        block = f.read(min(chunk, most - got))
+        if not block:
+            break
+        chunks.append(block)
+        got += len(block)
+    return b"".join(chunks)
+
+
+_SIZE_LINE = re.compile(rb"^[ \t\r\x0b\x0c]*(?:([0-9]{1,10})[ \t\r\x0b\x0c]*(?:#[^\n]*)?$|([^#\s][^\n]*))",
+                        re.MULTILINE)
+"""A line that holds something: group 1 its size (ASCII digits, few enough for any size, then blanks or a
+comment), else group 2 its text. Blank and comment lines do not match: the regex engine skips them
+itself, so a file of millions of them costs no Python loop."""
+
+
 def _size_file(spec: str, path: str) -> np.ndarray:
-    lines = _read("--size", spec, path, MAX_ENTRIES * 12, SIZE_ACCEPTED).decode(errors="replace").splitlines()
-    sizes = []
-    for number, line in enumerate(lines, 1):
-        text = line.split("#", 1)[0].strip()
-        if not text:
-            continue
-        if not text.isdigit():
-            raise _refuse("--size", spec, f": line {number} of {path} is {text!r}, not a whole number of bytes",
-                          SIZE_ACCEPTED)
-        _check_size(spec, int(text), f" (line {number} of {path})")
-        sizes.append(int(text))
+    data = _read("--size", spec, path, MAX_ENTRIES * 12, SIZE_ACCEPTED)
+    sizes = array.array("i")        # 4 bytes a size: no Python int per line
+    for match in _SIZE_LINE.finditer(data):
+        digits = match[1]
+        if digits is None:
+            text = match[2].split(b"#", 1)[0].rstrip()
+            shown = text[:40].decode(errors="replace") + ("..." if len(text) > 40 else "")
+            raise _refuse("--size", spec, f": line {_line(data, match)} of {path} is {shown!r}, not a whole number "
+                                          "of bytes", SIZE_ACCEPTED)
+        value = int(digits)
+        if not HEADER_SIZE <= value <= MAX_SIZE:
+            _check_size(spec, value, f" (line {_line(data, match)} of {path})")
+        if len(sizes) == MAX_ENTRIES:
+            raise _refuse("--size", spec, f": {path} holds more than {MAX_ENTRIES:,} sizes", SIZE_ACCEPTED)
+        sizes.append(value)
     if not sizes:
         raise _refuse("--size", spec, f": {path} holds no size", SIZE_ACCEPTED)
-    if len(sizes) > MAX_ENTRIES:
-        raise _refuse("--size", spec, f": {path} holds {len(sizes):,} sizes", SIZE_ACCEPTED)
-    return np.array(sizes, np.int32)
+    return np.frombuffer(sizes, np.int32).copy()
+
+
+def _line(data: bytes, match: re.Match[bytes]) -> int:
+    return data.count(b"\n", 0, match.start()) + 1
 
 
 def _payload(path: str) -> Sizes:
     data = _read("--payload", path, path, MAX_PAYLOAD_BYTES, PAYLOAD_ACCEPTED)
-    records = data.split(b"\n")
-    if records[-1] == b"":          # the file's last newline ends its last record
-        records.pop()
-    if len(records) > MAX_ENTRIES:
-        raise _refuse("--payload", path, f": {len(records):,} records", PAYLOAD_ACCEPTED)
+    records = data.count(b"\n") + (not data.endswith(b"\n"))     # the file's last newline ends its last record
+    if records > MAX_ENTRIES:         # counted before the split: no list of millions of records first
+        raise _refuse("--payload", path, f": {records:,} records", PAYLOAD_ACCEPTED)
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
     room = bytes(HEADER_SIZE)
-    return Sizes(spec_of(0, path), np.array([HEADER_SIZE + len(r) for r in records], np.int32),
-                 b"".join(room + r for r in records))
+    return Sizes(spec_of(0, path), np.array([HEADER_SIZE + len(r) for r in lines], np.int32),
+                 b"".join(room + r for r in lines))

@@ -77,22 +77,50 @@ _MULTIPLIERS = {"k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9}
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
 
+MAX_NUMBER_TEXT = 64
+"""Characters of a number's text at most (no option takes a longer one)."""
+MAX_MAGNITUDE = 40
+"""A whole number's decimal exponent at most: beyond every option's range (int() of 1e999999 would take
+seconds and a million digits of memory before any range check)."""
+_EXACT = decimal.Context(prec=2 * MAX_NUMBER_TEXT + 10)     # exact for every text of MAX_NUMBER_TEXT
+
+
 def parse_number(text: str, integer: bool) -> Union[int, float]:
     """'250000', '10k', '1M', '2.5', '1e6', '1_000' -> a number; ValueError if it is none
     (or, with `integer`, not a whole one)."""
     t = text.strip().lower().replace("_", "")
+    if len(t) > MAX_NUMBER_TEXT:
+        raise ValueError(text)
     factor = 1
     if t and t[-1] in _MULTIPLIERS:
         factor, t = _MULTIPLIERS[t[-1]], t[:-1]
     if not integer:
         return float(t) * factor
     try:
-        value = decimal.Decimal(t) * factor       # exact: 1.1k is 1100, not 1100.0000000000002
+        value = decimal.Decimal(t)
     except decimal.InvalidOperation:
         raise ValueError(text) from None
-    if not value.is_finite() or value != value.to_integral_value():
+    if not value.is_finite() or (value and not -MAX_MAGNITUDE <= value.adjusted() <= MAX_MAGNITUDE):
+        raise ValueError(text)
+    value = _EXACT.multiply(value, factor)      # exact: 1.1k is 1100, not 1100.0000000000002
+    if value != value.to_integral_value():
         raise ValueError(text)
     return int(value)
+
+
+def flag_of(name: str) -> str:
+    """A field's name as its flag in an error's line (`rate` -> `--rate`); a name that could be none
+    (a line break, a hundred characters) as its repr, cut short."""
+    return "--" + name.replace("_", "-") if re.fullmatch(r"[A-Za-z0-9_\-]{1,40}", name) else f"option {shown(name)}"
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """A value as an error's line shows it: its repr, cut short (a 5000-digit int has no repr at all)."""
+    try:
+        text = repr(value)
+    except ValueError:          # int beyond sys.get_int_max_str_digits()
+        return f"<an integer of {value.bit_length() if isinstance(value, int) else '?'} bits>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -140,7 +168,7 @@ class Option:
 
     def refuse(self, value: object, why: str = "") -> ConfigError:
         """The one error shape: `--flag: got X[why]; accepted: ...`."""
-        return ConfigError(self.flag, f"got {value!r}{why}; accepted: {self.accepts}")
+        return ConfigError(self.flag, f"got {shown(value)}{why}; accepted: {self.accepts}")
 
     def _parse_text(self, text: str) -> object:
         word = text.strip().lower()
@@ -447,6 +475,8 @@ class Workload:
     def __post_init__(self) -> None:
         for name, opt in OPTIONS.items():
             setattr(self, name, opt.convert(getattr(self, name)))
+        if not isinstance(self.label, dict) or not all(isinstance(k, str) for k in self.label):
+            raise ConfigError("label", f"got {shown(self.label)}; accepted: a mapping of names to values")
         self._check_together()
 
     # -- derived -----------------------------------------------------------------------
@@ -532,8 +562,7 @@ class Workload:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - names)
         if unknown:
-            raise ConfigError("--" + unknown[0].replace("_", "-"),
-                              f"unknown option; accepted: {', '.join(sorted(names))}")
+            raise ConfigError(flag_of(unknown[0]), f"unknown option; accepted: {', '.join(sorted(names))}")
         return cls(**values)
 
     # -- validation ----------------------------------------------------------------------
@@ -1041,6 +1070,8 @@ def check_bindable(option: str, endpoint: str) -> None:
             raise ConfigError(option, f"got {endpoint!r}: another process listens there; accepted: an ipc path "
                                       "nobody listens on")
         return
+    if "\x00" in path:          # a C string ends there: libzmq would bind another path
+        raise ConfigError(option, f"got {endpoint!r}: a NUL character in the path; accepted: an ipc path")
     if len(path.encode()) > IPC_PATH_MAX:
         raise ConfigError(option, f"got {endpoint!r}: the path is {len(path.encode())} bytes, a unix socket's "
                                   f"takes {IPC_PATH_MAX}; accepted: a shorter path")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import itertools
+import math
 import os
 import re
 import secrets
@@ -21,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from ..contract.workload import OPTIONS, Option, Workload
+from ..contract.workload import OPTIONS, Option, Workload, flag_of, shown
 from ..contract import remote_runs
 from ..contract.codec import convert, to_builtins
 from ..contract.run_record import read_run
@@ -40,6 +41,11 @@ SWEEP_KEYS = ("out", "name", "report")
 TOML_TABLES = ("sweep", "axes", "points")
 MAX_RUN_NAME = 100
 MAX_SWEEP_NAME = 40
+MAX_POINTS = 10_000
+"""Points of one sweep at most (each a run of a second or more: 10,000 is hours), checked before any is
+made: a few axes of a hundred values each would otherwise be millions of Workloads in memory."""
+MAX_SWEEP_FILE = 1024 * 1024
+"""Bytes of a sweep file at most (a hand-written file is a few hundred)."""
 # Wall time of a run beyond its duration (spawn workers, warm up, drain, write run.json),
 # measured for tiny tcp runs on 2 cores; replaced by what the sweep itself observes.
 RUN_OVERHEAD_S = 1.0
@@ -76,7 +82,7 @@ def parse_value(name: str, value: Any, where: str = "") -> Any:
     rates accept 10k / 1M / max); ConfigError naming the option and `where` it came from."""
     opt = options()[name]
     if isinstance(value, (list, dict)):
-        raise ConfigError(opt.flag, f"{where}got {value!r}; accepted: a single value")
+        raise ConfigError(opt.flag, f"{where}got {shown(value)}; accepted: a single value")
     try:
         return opt.convert(value)
     except ConfigError as exc:
@@ -119,23 +125,30 @@ def load_toml(path: str) -> SweepSpec:
                               "accepted: pip install tomli")
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as exc:
-        raise ConfigError("--config", f"cannot read {path!r} ({exc.strerror}); accepted: a readable TOML file")
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError("--config", f"{path}: {exc}; accepted: TOML as in docs/SWEEPS.md")
+            raw = f.read(MAX_SWEEP_FILE + 1)
+    except (OSError, ValueError) as exc:       # ValueError: a path with a NUL byte
+        raise ConfigError("--config", f"cannot read {path!r} ({getattr(exc, 'strerror', None) or exc}); "
+                                      "accepted: a readable TOML file")
+    if len(raw) > MAX_SWEEP_FILE:
+        raise ConfigError("--config", f"{path}: above {MAX_SWEEP_FILE:,} bytes; accepted: a sweep file "
+                                      "as in docs/SWEEPS.md")
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:     # TOMLDecodeError, not UTF-8, an int of 4300+ digits
+        why = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        raise ConfigError("--config", f"{path}: {why}; accepted: TOML (UTF-8) as in docs/SWEEPS.md") from None
     for key in data:
         if key not in TOML_TABLES:
-            raise ConfigError("--config", f"{path}: unknown table {key!r}; accepted: "
+            raise ConfigError("--config", f"{path}: unknown table {shown(key)}; accepted: "
                               "[sweep], [axes], [[points]]")
     spec = SweepSpec()
     sweep = _table(path, data, "sweep", dict)
     for key, value in sweep.items():
         if key in SWEEP_KEYS:
             if key == "report" and not isinstance(value, bool):
-                raise ConfigError("--config", f"{path} [sweep]: report = {value!r}; accepted: true or false")
+                raise ConfigError("--config", f"{path} [sweep]: report = {shown(value)}; accepted: true or false")
             if key in ("out", "name") and not isinstance(value, str):
-                raise ConfigError("--config", f"{path} [sweep]: {key} = {value!r}; accepted: a string")
+                raise ConfigError("--config", f"{path} [sweep]: {key} = {shown(value)}; accepted: a string")
             setattr(spec, key, value)
             continue
         name = _field(path, "[sweep]", key, SWEEP_KEYS)
@@ -143,10 +156,16 @@ def load_toml(path: str) -> SweepSpec:
     for key, values in _table(path, data, "axes", dict).items():
         name = _field(path, "[axes]", key)
         values = values if isinstance(values, list) else [values]
+        if len(values) > MAX_POINTS:
+            raise ConfigError(options()[name].flag, f"{path} [axes]: {len(values):,} values; accepted: at most "
+                                                    f"{MAX_POINTS:,} points")
         if not values:
             raise ConfigError(options()[name].flag, f"{path} [axes]: empty list; accepted: one or more values")
         spec.axes[name] = [parse_value(name, v, f"{path} [axes]: ") for v in values]
-    for number, point in enumerate(_table(path, data, "points", list), 1):
+    points = _table(path, data, "points", list)
+    if len(points) > MAX_POINTS:
+        raise ConfigError("--config", f"{path}: {len(points):,} [[points]]; accepted: at most {MAX_POINTS:,}")
+    for number, point in enumerate(points, 1):
         if not isinstance(point, dict):
             raise ConfigError("--config", f"{path}: points must be tables; accepted: [[points]] entries")
         where = f"{path} [[points]] #{number}: "
@@ -166,7 +185,7 @@ def _table(path: str, data: dict[str, Any], key: str, kind: type) -> Any:
 def _field(path: str, where: str, key: str, extra: Iterable[str] = ()) -> str:
     name = _key_to_field(key)
     if name is None:
-        raise ConfigError("--config", f"{path} {where}: unknown key {key!r}; accepted: {_accepted_keys(extra)}")
+        raise ConfigError("--config", f"{path} {where}: unknown key {shown(key)}; accepted: {_accepted_keys(extra)}")
     return name
 
 
@@ -326,21 +345,26 @@ def plan(spec: SweepSpec) -> Sweep:
     opts = options()
     for name in itertools.chain(spec.fixed, spec.axes, *spec.points):
         if name not in opts:
-            raise ConfigError("--" + str(name).replace("_", "-"),
-                              f"not an option a sweep can set; accepted: {_accepted_keys()}")
+            raise ConfigError(flag_of(str(name)), f"not an option a sweep can set; accepted: {_accepted_keys()}")
     for name, values in spec.axes.items():
         if not isinstance(values, (list, tuple)) or not values:
-            raise ConfigError(opts[name].flag, f"got {values!r}; accepted: a non-empty list of values")
-        seen: list[object] = []
+            raise ConfigError(opts[name].flag, f"got {shown(values)}; accepted: a non-empty list of values")
+    total = math.prod(len(values) for values in spec.axes.values()) if spec.axes or not spec.points else 0
+    if total + len(spec.points) > MAX_POINTS:
+        named = " x ".join(opts[name].flag for name in spec.axes) or "--config"
+        raise ConfigError(named, f"{total + len(spec.points):,} points; accepted: at most {MAX_POINTS:,} "
+                                 "(the product of the axes' lengths, plus explicit points)")
+    for name, values in spec.axes.items():
+        seen: set[tuple[type, object]] = set()
         for value in (parse_value(name, v) for v in values):
-            if value in seen and type(value) is type(seen[seen.index(value)]):
-                raise ConfigError(opts[name].flag, f"got {value!r} twice; accepted: distinct values")
-            seen.append(value)
+            if (type(value), value) in seen:
+                raise ConfigError(opts[name].flag, f"got {shown(value)} twice; accepted: distinct values")
+            seen.add((type(value), value))
     sweep_id = spec.name or new_sweep_id()
     if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,%d}" % MAX_SWEEP_NAME, sweep_id):
-        raise ConfigError("--name", f"got {sweep_id!r}; accepted: 1-{MAX_SWEEP_NAME} letters, digits, '.', '_' or '-'")
+        raise ConfigError("--name", f"got {shown(sweep_id)}; accepted: 1-{MAX_SWEEP_NAME} letters, digits, '.', '_' or '-'")
     if not isinstance(spec.out, str) or not spec.out:
-        raise ConfigError("--out", f"got {spec.out!r}; accepted: a directory path")
+        raise ConfigError("--out", f"got {shown(spec.out)}; accepted: a directory path")
     remote_runs.local_only(spec.out)      # the sweep's own record is written as it goes
 
     varying = list(spec.axes)

@@ -51,7 +51,7 @@ class ControlServer:
         if not self.socket.poll(timeout_ms):
             return None
         worker, *frames = self.socket.recv_multipart(copy=False)
-        return WorkerId.parse(worker.bytes.decode()), control.decode([f.buffer for f in frames])
+        return control.sender(worker.bytes), control.decode([f.buffer for f in frames])
 
     def close(self) -> None:
         self.socket.close(0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import sys
 
+from ..errors import ZmqloadError
 from .spec import WorkerSpec
 from .workers import run_worker
 
@@ -21,10 +22,15 @@ def main() -> None:
     # itself (its watchdog). SIGKILL still kills a worker (the fault table's way).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    text = sys.stdin.read()
+    text = sys.stdin.buffer.read()
     if not text.strip():        # the controller was interrupted before it handed over the spec
         return
-    run_worker(WorkerSpec.from_json(text))
+    try:
+        spec = WorkerSpec.from_json(text)
+    except ZmqloadError as exc:     # one line, no traceback (the controller reports how the worker ended)
+        print(f"zmqload worker: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_status)
+    run_worker(spec)
 
 
 if __name__ == "__main__":

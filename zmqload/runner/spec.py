@@ -10,6 +10,11 @@ from typing import Optional
 from ..contract.curve import CurveKeys
 from ..contract.workload import Workload
 from ..contract.ids import Role, WorkerId
+from ..errors import ConfigError, RecordError
+
+_SPEC_KEYS = {"worker", "workload", "control", "run_dir", "bind", "controller_pid", "curve", "control_curve",
+              "upload_to", "header_key"}
+_REQUIRED = {"worker", "workload", "control", "run_dir", "bind", "controller_pid"}
 
 
 @dataclass(frozen=True)
@@ -42,13 +47,46 @@ class WorkerSpec:
                            "upload_to": self.upload_to, "header_key": self.header_key})
 
     @classmethod
-    def from_json(cls, text: str) -> "WorkerSpec":
-        data = json.loads(text)
-        return cls(WorkerId.parse(data["worker"]), Workload.from_dict(data["workload"]), data["control"],
-                   data["run_dir"], list(data["bind"]), int(data["controller_pid"]),
-                   None if data.get("curve") is None else CurveKeys.from_dict(data["curve"]),
-                   None if data.get("control_curve") is None else CurveKeys.from_dict(data["control_curve"]),
-                   data.get("upload_to"), int(data.get("header_key", 0)))
+    def from_json(cls, text: str | bytes) -> "WorkerSpec":
+        """Inverse of to_json(), checked: RecordError in one line for anything else, whatever its bytes
+        (a workload value as its option refuses it: `worker spec: --rate: got ...`)."""
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:    # JSONDecodeError, UnicodeDecodeError, digits: ValueErrors
+            raise _refuse(f"not JSON ({_first_line(exc)})") from None
+        if not isinstance(data, dict) or set(data) - _SPEC_KEYS or _REQUIRED - set(data):
+            raise _refuse(f"not a JSON object of {', '.join(sorted(_SPEC_KEYS))}")
+        worker = data["worker"]
+        if not isinstance(worker, str):
+            raise _refuse("worker: not a worker name")
+        try:
+            worker_id = WorkerId.parse(worker)
+        except ValueError:
+            raise _refuse(f"worker: {worker[:20]!r} is not a worker name (p0, c1, x0)") from None
+        if not isinstance(data["workload"], dict) or not all(isinstance(k, str) for k in data["workload"]):
+            raise _refuse("workload: not an object of options")
+        try:
+            workload = Workload.from_dict(data["workload"])
+        except ConfigError as exc:
+            raise _refuse(f"workload: {exc}") from None
+        for name in ("control", "run_dir"):
+            if not isinstance(data[name], str):
+                raise _refuse(f"{name}: not a string")
+        bind = data["bind"]
+        if not isinstance(bind, list) or not all(isinstance(e, str) for e in bind):
+            raise _refuse("bind: not a list of endpoints")
+        pid = data["controller_pid"]
+        if type(pid) is not int or not 0 <= pid < 2 ** 31:
+            raise _refuse("controller_pid: not a process id")
+        upload_to = data.get("upload_to")
+        if upload_to is not None and not isinstance(upload_to, str):
+            raise _refuse("upload_to: not a string")
+        key = data.get("header_key", 0)
+        if type(key) is not int or not 0 <= key < 2 ** 64:
+            raise _refuse("header_key: not a 64-bit key")
+        curve, control_curve = (_keys(data.get(name), name) for name in ("curve", "control_curve"))
+        return cls(worker_id, workload, data["control"], data["run_dir"], list(bind), pid, curve, control_curve,
+                   upload_to, key)
 
     def controller_alive(self) -> bool:
         """The watchdog's test: a worker process is reparented when its controller dies."""
@@ -56,3 +94,21 @@ class WorkerSpec:
 
     def with_pid(self) -> "WorkerSpec":
         return dataclasses.replace(self, controller_pid=os.getpid())
+
+
+def _refuse(why: str) -> RecordError:
+    return RecordError(f"worker spec: {why}")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+
+
+def _keys(data: object, name: str) -> Optional[CurveKeys]:
+    """A spec's CURVE keys: null, or the four keys of CurveKeys (the server's secret may be null)."""
+    if data is None:
+        return None
+    try:
+        return CurveKeys.from_dict(data)
+    except ConfigError as exc:
+        raise _refuse(f"{name}: {exc.message}") from None
