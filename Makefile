@@ -123,15 +123,16 @@ faults: build
 	$(PY) tests/fault_table.py $(FAULTS_ARGS)
 
 # Every parser of bytes from outside (control messages, the worker spec, run.json and the other records,
-# --size @FILE, --payload, CURVE key files, sweep files, option values) fuzzed for FUZZ_SECONDS each,
-# randomized: tests/test_fuzz_inputs.py, whose short derandomized run is part of `make test`. Each
+# --size @FILE, --payload, CURVE key files, sweep files, option values, and the receiver's header and
+# frames) fuzzed for FUZZ_SECONDS each, randomized: tests/test_fuzz_inputs.py and
+# tests/test_fuzz_receiver.py, whose short derandomized runs are part of `make test`. Each
 # target's executions and seconds go to build/fuzz-log.tsv; a finding fails its test with the shrunk
 # input, which becomes an @example there once the parser is fixed (docs/FUZZING.md).
 FUZZ_SECONDS ?= 150
 fuzz: build
 	@mkdir -p build && rm -f build/fuzz-log.tsv
 	ZMQLOAD_FUZZ_SECONDS=$(FUZZ_SECONDS) ZMQLOAD_FUZZ_LOG=$(CURDIR)/build/fuzz-log.tsv \
-	  $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz_inputs.py; status=$$?; \
+	  $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz_inputs.py tests/test_fuzz_receiver.py; status=$$?; \
 	  printf 'target\texamples\tseconds\n' | cat - build/fuzz-log.tsv; exit $$status
 
 # Runs every benchmark once with tiny sizes so benchmark code cannot rot (CI).

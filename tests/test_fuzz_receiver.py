@@ -1,20 +1,17 @@
-"""The receiver's parsing of a peer's bytes, fuzzed (hypothesis, derandomized and bounded here;
-`make fuzz` runs it long): zl_classify through the engine against the rule of docs/RECORDS.md
+"""The receiver's parsing of a peer's bytes, fuzzed like the other parsers (test_fuzz_inputs.fuzz:
+derandomized and short here, `make fuzz` runs it long): zl_classify through the engine against the rule of docs/RECORDS.md
 written again below, and a Receiver fed arbitrary multipart messages through a real socket, whose
 counts must add up to what was sent with nothing recorded outside the run's bounds."""
 from __future__ import annotations
 
-import os
 import struct
 
 import numpy as np
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import example, given, strategies as st
 
+from test_fuzz_inputs import bounded, fuzz
 from zmqload import _engine
 
-EXAMPLES = int(os.environ.get("ZMQLOAD_FUZZ_EXAMPLES", "0"))
-SETTINGS = settings(max_examples=EXAMPLES or 400, derandomize=not EXAMPLES, deadline=None,
-                    suppress_health_check=list(HealthCheck))
 M64 = (1 << 64) - 1
 NOW = 10**15          # a monotonic time well past boot
 FLOOR = NOW - 60 * 10**9
@@ -59,14 +56,15 @@ headers = st.one_of(
 )
 
 
-@SETTINGS
+@fuzz(400)
 @given(head=headers, key=st.sampled_from([0, 7, M64]), streams=st.integers(1, 64),
        origin=st.sampled_from([0, FLOOR, NOW - 10**9, NOW]), rate=st.sampled_from([0, 1, 1000, 10**6, 1 << 30]))
 @example(head=bytes(16), key=0, streams=64, origin=0, rate=0)
 @example(head=forged(0, 0, NOW, 0), key=0, streams=1, origin=NOW, rate=1)
 @example(head=forged(0, 2, NOW, 0), key=0, streams=1, origin=NOW, rate=1)      # 2 in a second at 1/s: no
 def test_the_engines_rule_is_the_documented_rule(head, key, streams, origin, rate):
-    kind, word = _engine.classify(head, NOW, key, streams, FLOOR, origin, rate)
+    with bounded("receiver_rule", len(head)):
+        kind, word = _engine.classify(head, NOW, key, streams, FLOOR, origin, rate)
     assert kind == rule(head, NOW, key, streams, FLOOR, origin, rate)
     if kind in ("ours", "warmup"):
         assert word >> 48 == head[6] and word & ((1 << 48) - 1) == int.from_bytes(head[:5], "little")
@@ -75,7 +73,7 @@ def test_the_engines_rule_is_the_documented_rule(head, key, streams, origin, rat
 frames = st.lists(st.binary(max_size=48), min_size=1, max_size=4)
 
 
-@settings(SETTINGS, max_examples=EXAMPLES // 10 or 40)
+@fuzz(40)
 @given(messages=st.lists(st.one_of(frames, st.builds(lambda s: [forged(0, s, _engine.now_ns(), 0)],
                                                                st.integers(0, 1 << 39))), max_size=60),
        parts=st.sampled_from([1, 2]), record_foreign=st.booleans(), router=st.booleans())
@@ -84,6 +82,11 @@ def test_a_receiver_counts_every_message_whatever_its_frames(messages, parts, re
     keeps no foreign records: reading on for frames costs the loop its speed) is received or foreign
     exactly once, and every recorded seq is one the run could have sent: at most 2^25 a second from
     60 s before the receiver was made. A ROUTER's receiver reads the routing id first (its envelope)."""
+    with bounded("receiver_frames", sum(map(len, messages)), trace=False):
+        _exchange(messages, parts, record_foreign, router)
+
+
+def _exchange(messages: list[list[bytes]], parts: int, record_foreign: bool, router: bool) -> None:
     ctx = _engine.Context(1)
     pull = _engine.Socket(ctx, _engine.SOCKET_TYPES["ROUTER" if router else "PULL"])
     push = _engine.Socket(ctx, _engine.SOCKET_TYPES["DEALER" if router else "PUSH"])
