@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 DEMO   ?= runs/demo
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all prereqs venv build demo test test-fast browser engine-debug test-engine-debug typecheck scenarios bench bench-smoke faults fuzz clean
+.PHONY: all prereqs venv build demo test test-fast browser engine-debug test-engine-debug typecheck lint scenarios bench bench-smoke faults fuzz clean
 
 all: build
 
@@ -108,6 +108,10 @@ typecheck: build
 	@$(PY) -m mypy --version >/dev/null 2>&1 || $(PY) -m pip install -q mypy
 	$(PY) -m mypy
 	$(PY) -m mypy.stubtest zmqload._engine --mypy-config-file pyproject.toml --allowlist .ci/stubtest-allowlist
+
+# The linter (ruff, pyproject.toml [tool.ruff]) over the package, the tests and the benchmarks.
+lint: venv
+	$(VENV)/bin/ruff check zmqload tests bench
 
 # Every scenario in full form (about 15 minutes; not CI): regenerates docs/HWM-VERDICTS.md.
 scenarios: build

@@ -110,7 +110,7 @@ def rounds_side_by_side(benchmark, runners: dict, label: str) -> dict:
               + f"   CPU us/msg in span: {statistics.median(f['cpu_s'] for f in figs) / (TOTAL / 1e6):.3f}"
               + f"   this process: {statistics.median(f['self_cores'] for f in figs):.2f} cores")
     z = figures["zmqload"]
-    print(f"  zmqload RunResult.throughput_msgs / Parquet aggregate: " + " ".join(f"{f['reported_ratio']:.4f}" for f in z)
+    print("  zmqload RunResult.throughput_msgs / Parquet aggregate: " + " ".join(f"{f['reported_ratio']:.4f}" for f in z)
           + f"; converter CPU-s (after the span): {statistics.median(f['converter_cpu_s'] for f in z):.2f}"
           + f"; cpu_placement {z[0]['placement']}")
     for other in figures:

@@ -11,7 +11,7 @@ RATE=int(sys.argv[1]); DUR=float(sys.argv[2]); HWM=int(sys.argv[3]); SIZE=256
 def sub(port, q):
     c=zmq.Context(); s=c.socket(zmq.SUB); s.setsockopt(zmq.RCVHWM,HWM); s.setsockopt(zmq.SUBSCRIBE,b"")
     s.connect(f"tcp://127.0.0.1:{port}"); s.setsockopt(zmq.RCVTIMEO,1000)
-    q.put("ready"); got=0; last=-1; missing=0; t_last=None; gaps=[]
+    q.put("ready"); got=0; last=-1; missing=0; gaps=[]
     while True:
         try: m=s.recv()
         except zmq.Again: break

@@ -22,7 +22,7 @@ import zmqload
 from zmqload import ConfigError, RunError, Workload
 from zmqload.contract import run_record as rr
 from zmqload.plan import sweep as sweeps
-from conftest import check_identity, free_ports, read_table, zmqload_cli
+from conftest import free_ports, read_table, zmqload_cli
 
 
 # -- the user's devices, in plain pyzmq --------------------------------------------------------

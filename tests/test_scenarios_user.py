@@ -4,9 +4,7 @@ no zmqload code: tests/../zmqload is never imported by the pyzmq checks) or, for
 latency, the same trip in bare C (bench/baseline_oneway.c)."""
 from __future__ import annotations
 
-import json
 import os
-import statistics
 import struct
 import subprocess
 import sys

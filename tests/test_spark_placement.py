@@ -240,8 +240,6 @@ def test_a_killed_task_fails_the_run_in_one_line_and_leaves_readable_records(tmp
     executors): Spark fails the barrier stage, the run ends failed naming the task's worker, and
     its figures are rebuilt from the records both tasks wrote, equal to numpy over them."""
     import signal
-    import subprocess
-    import sys
     import time
     run = _placed_run(tmp_path)
     # the stage's tasks: children of the executors' pyspark daemons (themselves children of the

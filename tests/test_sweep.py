@@ -6,7 +6,6 @@ import glob
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time

@@ -154,7 +154,7 @@ def zmq_header() -> dict[str, Any]:
             includedir = found[0]
             break
     path = os.path.join(includedir, "zmq.h")
-    defines, draft, depth, in_draft = {}, set(), 0, []
+    defines, draft, in_draft = {}, set(), []
     with open(path) as f:
         for line in f:
             s = line.strip()
