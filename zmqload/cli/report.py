@@ -22,7 +22,7 @@ import sys
 import tempfile
 from typing import Sequence
 
-from ..contract import remote_runs
+from ..contract import remote_runs, uris
 from ..contract.masters import on_this_host
 from ..contract.report_options import REPORT_OPTIONS
 from ..errors import ConfigError, ExitStatus
@@ -67,7 +67,7 @@ def _joined_then_reported(args: argparse.Namespace) -> ExitStatus:
     """Runs at a URI copied here first, the halves of split runs among the paths joined
     (runner/halves.py), then the report; the copies removed after it."""
     from ..runner.halves import join_found
-    staging = tempfile.mkdtemp(prefix=STAGING_PREFIX) if any(remote_runs.is_uri(p) for p in args.paths) else None
+    staging = tempfile.mkdtemp(prefix=STAGING_PREFIX) if any(uris.is_uri(p) for p in args.paths) else None
     try:
         if staging is not None:
             args.paths = copied_here(args, staging)
@@ -88,18 +88,18 @@ def copied_here(args: argparse.Namespace, staging: str) -> list[str]:
     one line. A URI with a Spark that is not on this host is refused: the copy is this host's."""
     for flag, value in (("--master", args.master), ("--remote", args.remote)):
         if value is not None and not (flag == "--master" and on_this_host(value)):
-            uri = remote_runs.shown(next(p for p in args.paths if remote_runs.is_uri(p)))
+            uri = uris.shown(next(p for p in args.paths if uris.is_uri(p)))
             instead = "no --master or a local[...] one" if flag == "--master" else "no --remote (the embedded Spark)"
             raise ConfigError(flag, f"got {value!r} with {uri}: runs at a URI are copied to this host, where "
                                     f"that Spark's executors cannot read them; accepted: {instead} with a URI, or "
                                     "a path the cluster shares")
     paths = []
     for i, path in enumerate(args.paths):
-        if not remote_runs.is_uri(path):
+        if not uris.is_uri(path):
             paths.append(path)
             continue
         local, copied = remote_runs.download_runs(path, os.path.join(staging, str(i)))
-        print(f"{PROG}: copied {megabytes(copied)} of runs from {remote_runs.shown(path)} to {local} "
+        print(f"{PROG}: copied {megabytes(copied)} of runs from {uris.shown(path)} to {local} "
               "(removed after the report)", file=sys.stderr)
         paths.append(local)
     return paths

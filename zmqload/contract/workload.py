@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any, Callable, NoReturn, Optional, TypeVar, Union
 
-from . import exposure, patterns, remote_runs
+from . import exposure, patterns, uris
 from . import topics as topic_rule
 from .curve import KEY_FILE_FORMS, SECRET_FILE_FORMS, read_public_key, read_server_pair
 from .masters import MASTER_FORM, MASTERS_ACCEPTED
@@ -452,7 +452,7 @@ class Workload:
     proxy_sndhwm: Optional[int] = _hwm("pattern proxy: SNDHWM of the proxy's XPUB side")
     proxy_rcvhwm: Optional[int] = _hwm("pattern proxy: RCVHWM of the proxy's XSUB side")
     out: str = option(
-        "runs", str, f"a directory path (not file://), or {remote_runs.URI_ACCEPTED}",
+        "runs", str, f"a directory path (not file://), or {uris.URI_ACCEPTED}",
         "parent directory of run directories, or a filesystem URI each run directory is copied to when the run "
         "ends (recorded first in a staging directory under $TMPDIR, else /tmp; with --master each task's on its "
         "own host, copied up as its worker ends)",
@@ -1009,7 +1009,7 @@ def _check_port_free(option: str, host: str, port: int) -> None:
 def check_output_dir(path: str, option: str = "--out") -> None:
     """The output directory must exist or be creatable, and be writable (a local one: only a run
     copies its records to a filesystem URI, runner/remote_out.py)."""
-    remote_runs.local_only(path, option)
+    uris.local_only(path, option)
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:

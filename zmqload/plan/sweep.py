@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from ..contract.workload import OPTIONS, Option, Workload, flag_of, shown
-from ..contract import remote_runs
+from ..contract import uris
 from ..contract.codec import convert, to_builtins
 from ..contract.run_record import read_run
 from ..contract.states import PointStatus, RunStatus, SweepStatus
@@ -365,7 +365,7 @@ def plan(spec: SweepSpec) -> Sweep:
         raise ConfigError("--name", f"got {shown(sweep_id)}; accepted: 1-{MAX_SWEEP_NAME} letters, digits, '.', '_' or '-'")
     if not isinstance(spec.out, str) or not spec.out:
         raise ConfigError("--out", f"got {shown(spec.out)}; accepted: a directory path")
-    remote_runs.local_only(spec.out)      # the sweep's own record is written as it goes
+    uris.local_only(spec.out)      # the sweep's own record is written as it goes
 
     varying = list(spec.axes)
     for point in spec.points:

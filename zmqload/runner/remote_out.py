@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from typing import Callable
 
-from ..contract import remote_runs
+from ..contract import remote_runs, uris
 from ..contract import run_record as rr
 from ..contract.workload import Workload
 from ..errors import ConfigError, Interrupted, RunError, ZmqloadError
@@ -32,7 +32,7 @@ STAGING_PREFIX = "zmqload-out-"
 def local_out(w: Workload) -> str:
     """Where a run's directory is made on this host: --out itself, or for a URI the system's
     temporary directory, where its staging directory will be (the disk check looks there)."""
-    return tempfile.gettempdir() if remote_runs.is_uri(w.out) else w.out
+    return tempfile.gettempdir() if uris.is_uri(w.out) else w.out
 
 
 def run_staged(w: Workload, run_here: Callable[[Workload, str, Callable[[], None]], RunResult]) -> RunResult:

@@ -10,7 +10,7 @@ import shutil
 import sys
 from typing import Callable
 
-from ..contract import exposure, patterns, remote_runs
+from ..contract import exposure, patterns, uris
 from ..contract.records import DISK_BYTES_PER_ROW
 from ..contract.workload import UNPACED_RATE_GUESS, Slos, Workload, check_output_dir
 from ..contract import codec
@@ -141,7 +141,7 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
     was recorded (Ctrl-C or SIGTERM, in any phase: runner/signals.py)."""
     w = workload.validate()
     with signals.handled():
-        if remote_runs.is_uri(w.out):     # recorded here, then copied there (runner/remote_out.py)
+        if uris.is_uri(w.out):     # recorded here, then copied there (runner/remote_out.py)
             return run_staged(w, lambda staged, uri, check_target: _run_here(staged, progress, slos, uri,
                                                                               check_target))
         return _run_here(w, progress, slos)
@@ -156,7 +156,7 @@ def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
     and the figures; held everywhere else, so every way out writes the last run.json."""
     sigs = signals.current()
     with signals.raised():      # nothing made yet: a signal ends the command, nothing left behind
-        staging_for = None if out_uri is None else remote_runs.shown(out_uri)
+        staging_for = None if out_uri is None else uris.shown(out_uri)
         check_can_reset(w)
         curve = run_keys(w)       # before the run directory: libzmq without CURVE is bad input
         if w.master is not None:  # the workers bind on their hosts' addresses, the controller at its own
@@ -200,7 +200,7 @@ def _recorded_run(w: Workload, progress: ProgressListener | None, out_uri: str |
         with signals.raised():      # the workers' phases (one that came since the directory was made: at once)
             if w.master is not None:          # the workers as one Spark barrier stage (runner/spark_stage.py)
                 control_endpoint, control_dir = new_endpoint(control_host(w.master))
-                upload_to = None if out_uri is None else remote_runs.join(out_uri, os.path.basename(run_dir))
+                upload_to = None if out_uri is None else uris.join(out_uri, os.path.basename(run_dir))
                 launcher = StageLauncher(w.master, w.placement, keys, upload_to)
             else:
                 control_endpoint, control_dir = new_endpoint()

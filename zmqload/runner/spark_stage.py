@@ -396,10 +396,10 @@ class StageLauncher:
         not arrive dropped, so the salvage rebuilds them from what did. '' or what was lost, for
         the error line."""
         from . import task_out
-        from ..contract import remote_runs
+        from ..contract import uris
         if self.upload_to is None:
             return ""
-        shown = remote_runs.shown(self.upload_to)
+        shown = uris.shown(self.upload_to)
         lost = dict(self.uploads_lost)
         if self.failed is not None and self.clock is not None and str(self.failed) in self.clock.placed \
                 and not self._copied(str(self.failed)):
@@ -408,7 +408,7 @@ class StageLauncher:
         try:
             task_out.download(self.upload_to, run_dir)
         except (ZmqloadError, OSError, ValueError) as exc:
-            why = remote_runs.scrubbed(str(exc) or type(exc).__name__, self.upload_to)
+            why = uris.scrubbed(str(exc) or type(exc).__name__, self.upload_to)
             lost = {str(worker): why for worker in self.workers}
             said.append(f"the records the tasks copied to {shown} could not be copied here ({why}): "
                         "the figures are rebuilt from what was")

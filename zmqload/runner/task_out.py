@@ -23,7 +23,7 @@ import tempfile
 import threading
 from typing import TYPE_CHECKING, Callable
 
-from ..contract import control, remote_runs
+from ..contract import control, remote_runs, uris
 from ..contract.bitmaps import Bits
 from ..errors import ZmqloadError
 from .spec import WorkerSpec
@@ -87,7 +87,7 @@ def _upload(run_dir: str, upload_to: str) -> str:
     try:
         remote_runs.upload_worker_files(run_dir, remote_runs.open_remote(upload_to, "--out"))
     except (ZmqloadError, OSError, ValueError) as exc:
-        return remote_runs.scrubbed(str(exc) or type(exc).__name__, upload_to)
+        return uris.scrubbed(str(exc) or type(exc).__name__, upload_to)
     return ""
 
 
