@@ -273,3 +273,34 @@ def help_entries(text: str) -> dict[str, str]:
         else:
             flag = None
     return entries
+
+
+def until_listening(port: int, within_s: float = 60) -> None:
+    """Until something accepts tcp connections on loopback `port` (bounded)."""
+    import time
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listened on {port} within {within_s:g} s")
+
+
+def moto_server(log=subprocess.DEVNULL):
+    """`python -m moto.server` (an S3 API server) on a free loopback port, answering: (port, process).
+    The caller ends it (end_with_the_test)."""
+    import time
+    pytest.importorskip("moto.server", reason="the S3 API server of the tests: pip install 'moto[server]'")
+    (port,) = free_ports(1)
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=log, stderr=subprocess.STDOUT)
+    end_with_the_test(server)       # ended with its scope also when it never answered
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return port, server
+        except OSError:
+            assert server.poll() is None and time.monotonic() < deadline, "moto's server did not start"
+            time.sleep(0.1)

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 import zmq
 
-from conftest import end_with_the_test, free_ports, zmqload_cli
+from conftest import end_with_the_test, free_ports, until_listening, zmqload_cli
 
 M64 = (1 << 64) - 1
 
@@ -171,18 +171,6 @@ def _half(role: str, *args: str, out: str) -> subprocess.Popen:
                                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
 
 
-def _until_listening(port: int) -> None:
-    """Until the consumer half's socket accepts connections (bounded)."""
-    import socket
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"nothing listened on {port} within 60 s")
-
-
 def _ended(half: subprocess.Popen) -> dict:
     out, err = half.communicate(timeout=120)
     assert half.returncode == 0, err
@@ -201,7 +189,7 @@ def test_split_halves_are_joined_by_the_report_with_exact_accounting(tmp_path, l
     # lossy: the consumer half records 3 s and drains 0.5 s at most, while the producer half sends for 6 s
     window = ("--duration", "3", "--drain-limit-s", "0.5") if lossy else ("--duration", "6")
     consumer = _half("consumer", *pattern, "--consumers-bind", endpoint, *window, out=str(tmp_path))
-    _until_listening(port)
+    until_listening(port)
     # lossy: the connecting PUB keeps its gone subscriber's pipe and would wait for it at close (LINGER -1)
     linger = ("--linger", "0") if lossy else ()
     producer = _half("producer", *pattern, *linger, "--producers-connect", endpoint, "--rate", "10k",

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import zmq
 
-from conftest import free_ports, read_table
+from conftest import free_ports, read_table, until_listening
 
 # remote_thr's loop (libzmq perf/remote_thr.cpp): messages of `size` bytes it never writes
 REMOTE_THR_C = r"""
@@ -84,17 +84,6 @@ def _remote_thr(tmp_path) -> str:
     return str(exe)
 
 
-def _until_listening(port: int) -> None:
-    import socket
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"nothing listened on {port} within 60 s")
-
-
 def _zmqload(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--json", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -132,7 +121,7 @@ def consumer_only_bound(tmp_path_factory):
     started = time.monotonic()
     run = _zmqload("--role", "consumer", "--consumers-bind", endpoint, "--duration", str(DURATION_S),
                    "--out", str(tmp_path))
-    _until_listening(port)
+    until_listening(port)
     flood = subprocess.Popen([thr, endpoint, "64", str(THR_COUNT)])
     context = zmq.Context()
     push = context.socket(zmq.PUSH)

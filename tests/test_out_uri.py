@@ -20,7 +20,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import end_with_the_test, free_ports
+from conftest import end_with_the_test, free_ports, moto_server
 
 pytest.importorskip("moto.server", reason="the S3 API server of the tests: pip install 'moto[server]' (the test extra)")
 
@@ -30,19 +30,8 @@ KEY, SECRET = "AKIAZMQLOADTEST", "fake-secret-Zq81"       # moto takes any crede
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """`python -m moto.server` on a free loopback port, until the module's tests are done."""
-    port = free_ports(1)[0]
     log = open(tmp_path_factory.mktemp("moto") / "server.log", "w")
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=log, stderr=subprocess.STDOUT)
-    end_with_the_test(server)       # ended with the module also when it never answered
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            assert server.poll() is None and time.monotonic() < deadline, "moto's server did not start"
-            time.sleep(0.1)
+    port, server = moto_server(log)
     yield port
     server.terminate()
     server.wait(timeout=10)

@@ -22,7 +22,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import free_ports, read_meta
+from conftest import free_ports, moto_server, read_meta
 
 STOP_BOUND_S = 10.0
 """Signal to exit, any phase (measured 0.1-4 s on the shared 2-core machine: docs/RELIABILITY.md)."""
@@ -272,19 +272,7 @@ def test_a_second_signal_while_the_figures_of_an_interrupted_run_are_computed(tm
 @pytest.fixture
 def s3_port():
     """`python -m moto.server` on a free loopback port (as tests/test_out_uri.py starts it)."""
-    pytest.importorskip("moto.server", reason="the S3 API server of the tests: pip install 'moto[server]'")
-    import socket
-    (port,) = free_ports(1)
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            assert server.poll() is None and time.monotonic() < deadline, "moto's server did not start"
-            time.sleep(0.1)
+    port, server = moto_server()
     yield port
     server.terminate()
     server.wait(timeout=10)
