@@ -215,6 +215,15 @@ def test_an_executor_without_zmqload_is_one_line_before_anything_starts(tmp_path
     assert record["status"] == "failed" and not glob.glob(str(tmp_path / "runs" / "run=*" / "sends" / "*"))
 
 
+def _cmdline(pid: int) -> str:
+    """A process's command line, "" once it has ended (a process listed a moment ago may be gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 def _descendants(root: int) -> dict[int, int]:
     """pid -> parent pid of every process under `root` (from /proc)."""
     parents = {}
@@ -247,7 +256,7 @@ def test_a_killed_task_fails_the_run_in_one_line_and_leaves_readable_records(tmp
     deadline, task, seen = time.monotonic() + 120, None, []
     while task is None and time.monotonic() < deadline and run.poll() is None:
         under = _descendants(run.pid)
-        java = {pid for pid in under if "java" in open(f"/proc/{pid}/cmdline").read()}
+        java = {pid for pid in under if "java" in _cmdline(pid)}
         daemons = {pid for pid, parent in under.items() if parent in java and pid not in java}
         tasks = tuple(sorted(pid for pid, parent in under.items() if parent in daemons))
         seen = seen[-2:] + [tasks]

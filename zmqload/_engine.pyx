@@ -746,9 +746,11 @@ cdef class Receiver:
                             self.terminated = True
                     break
                 now = zl_stamp(&self.clock)
-                # the rest of a multipart message, counted (read only where frames may be many:
-                # a check of ZMQ_RCVMORE per message costs the single-frame loop its speed)
-                frames = self._rest_of_message() if self.parts > 1 or self.record_foreign else 1
+                # the rest of a multipart message, counted (read only where frames may be many, or
+                # a ROUTER's envelope is read anyway: a check of ZMQ_RCVMORE per message costs the
+                # single-frame loop its speed)
+                frames = (self._rest_of_message() if self.parts > 1 or self.record_foreign or self.envelope_frames
+                          else 1)
                 if rc == _SHORT_ENVELOPE:
                     kind = ZL_FOREIGN
                     rc = 0

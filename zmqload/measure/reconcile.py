@@ -411,6 +411,7 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
             **fate_totals, "dropped": dropped, AMBIGUOUS_TAIL: ambiguous_tail(fate_totals, tail_placement),
             "fates_by_consumer": by_consumer if fanout else None,      # per consumer: fan-out only
             "holes": None,      # the consumers alone only (receipt_only): here the fates say it all
+            "beyond": None,
         })
     keys = ("attempted", "sent", "expected", "received", "unique_received", "duplicates", "reordered", "lost",
             *FATES, "dropped", AMBIGUOUS_TAIL)
