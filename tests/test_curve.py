@@ -436,6 +436,7 @@ def test_a_server_that_fails_every_handshake_fails_the_run_in_one_line(tmp_path,
                        "--duration", "5", "--curve", "on", "--curve-server-key", public_file,
                        "--out", str(tmp_path / "runs"), timeout=60)
     elapsed = time.monotonic() - started
+    user.stop()         # it heard nothing and would wait out its first_ms: the run is over
     user.join()
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()
