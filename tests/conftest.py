@@ -304,3 +304,21 @@ def moto_server(log=subprocess.DEVNULL):
         except OSError:
             assert server.poll() is None and time.monotonic() < deadline, "moto's server did not start"
             time.sleep(0.1)
+
+
+def wait_for_schedule(run_json_glob: str, within_s: float = 60) -> int:
+    """t0 (CLOCK_MONOTONIC ns) once a run.json matching `run_json_glob` has it (the workers have the
+    start): polled on the run's own progress, bounded."""
+    import time
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        for path in glob.glob(run_json_glob, recursive=True):
+            try:
+                with open(path) as f:
+                    t0 = (json.load(f).get("schedule") or {}).get("t0_ns")
+            except (OSError, ValueError):
+                continue
+            if t0:
+                return int(t0)
+        time.sleep(0.05)
+    raise AssertionError("the run never started")

@@ -20,6 +20,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
+import conftest
 from conftest import end_with_the_test, free_ports, moto_server
 
 pytest.importorskip("moto.server", reason="the S3 API server of the tests: pip install 'moto[server]' (the test extra)")
@@ -190,19 +191,8 @@ def test_the_commands_that_write_as_they_go_refuse_a_uri_and_a_cluster_run_takes
 
 
 def wait_for_schedule(tmp_path, timeout: float = 60) -> int:
-    """t0 (CLOCK_MONOTONIC ns) of the run being staged under the test's TMPDIR, once it is set."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for path in glob.glob(str(tmp_path / "tmp" / "zmqload-out-*" / "run=*" / "run.json")):
-            try:
-                with open(path) as f:
-                    t0 = (json.load(f).get("schedule") or {}).get("t0_ns")
-            except (OSError, ValueError):
-                continue
-            if t0:
-                return int(t0)
-        time.sleep(0.1)
-    raise AssertionError("the run never started")
+    """t0 of the run being staged under the test's TMPDIR, once it is set."""
+    return conftest.wait_for_schedule(str(tmp_path / "tmp" / "zmqload-out-*" / "run=*" / "run.json"), timeout)
 
 
 def test_a_copy_that_fails_keeps_the_local_copy_and_fails_the_command(bucket, tmp_path):

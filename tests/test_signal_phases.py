@@ -22,6 +22,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
+import conftest
 from conftest import free_ports, moto_server, read_meta
 
 STOP_BOUND_S = 10.0
@@ -102,19 +103,8 @@ def the_run_dir(out) -> str:
 
 
 def wait_for_schedule(out) -> int:
-    """t0 (CLOCK_MONOTONIC ns) once run.json has it: the workers have the start."""
-    deadline = time.monotonic() + START_BOUND_S
-    while time.monotonic() < deadline:
-        for path in glob.glob(os.path.join(str(out), "**", "run=*", "run.json"), recursive=True):
-            try:
-                with open(path) as f:
-                    t0 = (json.load(f).get("schedule") or {}).get("t0_ns")
-            except (OSError, ValueError):
-                continue
-            if t0:
-                return int(t0)
-        time.sleep(0.05)
-    raise AssertionError("the run never started")
+    """t0 once run.json has it: the workers have the start."""
+    return conftest.wait_for_schedule(os.path.join(str(out), "**", "run=*", "run.json"), START_BOUND_S)
 
 
 def alive(pid: int) -> bool:
@@ -188,8 +178,7 @@ def test_loop_sigterm_to_the_process_group(tmp_path):
     SIGINT and SIGTERM to the controller alone in the loop: tests/test_cli.py."""
     run = Run(run_args(tmp_path, "--rate", "5k", "--duration", "30"), session=True)
     t0_ns = wait_for_schedule(tmp_path)
-    while time.monotonic_ns() < t0_ns + 500_000_000:       # half a second of the schedule
-        time.sleep(0.02)
+    time.sleep(max(0.0, (t0_ns + 500_000_000 - time.monotonic_ns()) / 1e9))     # half a second of the schedule
     run.signal(signal.SIGTERM, group=True)
     code, took = run.ended()
     assert code == 130, run.stderr

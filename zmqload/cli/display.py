@@ -158,8 +158,12 @@ def _foreign_count(result: RunResult) -> int:
     return sum(c.get("foreign") or 0 for c in result.consumers)
 
 
+def _implausible_count(result: RunResult) -> int:
+    return sum(c.get("implausible") or 0 for c in result.consumers)
+
+
 def _foreign(result: RunResult) -> str:
-    implausible = sum(c.get("implausible") or 0 for c in result.consumers)
+    implausible = _implausible_count(result)
     return f"{_foreign_count(result):,}" + (f" ({implausible:,} with an implausible header)" if implausible else "")
 
 
@@ -176,7 +180,7 @@ def consumers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
         ("sent, lost", "not seen: the producer is yours (--role consumer; join a producer half with `report`)"),
         ("foreign messages", f"{foreign.get('messages', 0):,}, {foreign.get('bytes', 0):,} bytes"),
     ]
-    implausible = sum(c.get("implausible") or 0 for c in result.consumers)
+    implausible = _implausible_count(result)
     if implausible:     # zmqload's header, but nothing this run could have sent (docs/RECORDS.md)
         rows.append(("of them, implausible headers", f"{implausible:,}"))
     if foreign.get("messages"):

@@ -423,8 +423,9 @@ class SeenMap:
         self.reordered = 0
         self.max_seq = -1
         # a producer of the user's (--role consumer) may scatter seqs over every page its pace
-        # allows: those behind the newest pages wait here and are set a page at a time, so a
-        # message costs the same wherever its seq falls (no drained-map: no fates to give)
+        # allows: those behind the newest pages wait here and are set bit by bit in the map's file
+        # in one pass, so a message costs the same wherever its seq falls (no drained-map: no
+        # fates to give)
         self.untrusted = untrusted
         self.behind: list[np.ndarray] = []
         self.behind_rows = 0
