@@ -8,7 +8,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import struct
 import subprocess
 import sys
 import threading
@@ -20,18 +19,7 @@ import pytest
 import zmq
 
 from conftest import end_with_the_test, free_ports, until_listening, zmqload_cli
-
-M64 = (1 << 64) - 1
-
-
-def header(stream: int, seq: int, t_sent_ns: int) -> bytes:
-    """zmqload's header as a user's producer writes it from docs/RECORDS.md: the check's high byte,
-    the stream, its low byte and seq, then t_sent_ns, the check from the public key 0."""
-    h = (stream << 48) | seq
-    h ^= (t_sent_ns * 0x9E3779B97F4A7C15) & M64
-    check = (((h * 0xC2B2AE3D27D4EB4F) & M64) >> 48) ^ 0x5A5A
-    return struct.pack("<Qq", (check >> 8) << 56 | stream << 48 | (check & 0xFF) << 40 | seq, t_sent_ns)
-
+from users_header import header, hostile_messages
 
 class UserPush:
     """A user's PUSH (or PUB) in a thread: binds `endpoint`, waits for a peer, sends `messages`
@@ -182,7 +170,9 @@ def test_split_halves_are_joined_by_the_report_with_exact_accounting(tmp_path, l
     """The consumer half binds, the producer half connects (two processes, one --run-name). `report`
     joins them into run=feed: its counts equal numpy over the halves' own Parquet, and its intended
     times follow the producer half's schedule. When the consumer half stops first (pub-sub: the PUB
-    then drops), the join counts as lost exactly the sends numpy finds unreceived."""
+    then drops), the join counts as lost exactly the sends numpy finds unreceived. Whole: a stray
+    PUSH on the consumer half's port sends garbage and forged headers beside the producer half;
+    each is foreign, none joins the producer half's accounting."""
     (port,) = free_ports(1)
     endpoint = f"tcp://127.0.0.1:{port}"
     pattern = ("--pattern", "pub-sub") if lossy else ()
@@ -194,7 +184,19 @@ def test_split_halves_are_joined_by_the_report_with_exact_accounting(tmp_path, l
     linger = ("--linger", "0") if lossy else ()
     producer = _half("producer", *pattern, *linger, "--producers-connect", endpoint, "--rate", "10k",
                      "--count", "60000" if lossy else "20000", out=str(tmp_path))
+    if not lossy:
+        context = zmq.Context()
+        stray = context.socket(zmq.PUSH)
+        stray.setsockopt(zmq.LINGER, 5000)
+        stray.connect(endpoint)
+        messages, forged = hostile_messages(time.monotonic_ns())
+        for frames in messages:
+            stray.send_multipart(frames)
+        stray.close()           # once all are delivered (linger), well inside the consumer half's 6 s
+        context.term()
     c_got, p_got = _ended(consumer), _ended(producer)
+    if not lossy:
+        assert c_got["foreign"]["messages"] == len(messages) and c_got["consumers"][0]["implausible"] == forged
     assert c_got["sends_seen"] is False and p_got["receipt_seen"] is False
     done = zmqload_cli("report", str(tmp_path), "--out", str(tmp_path / "report"), "--no-server", timeout=300)
     assert done.returncode == 0, done.stderr

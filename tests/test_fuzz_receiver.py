@@ -10,17 +10,11 @@ import numpy as np
 from hypothesis import example, given, strategies as st
 
 from test_fuzz_inputs import bounded, fuzz
+from users_header import M64, check
 from zmqload import _engine
 
-M64 = (1 << 64) - 1
 NOW = 10**15          # a monotonic time well past boot
 FLOOR = NOW - 60 * 10**9
-
-
-def check(stream: int, seq: int, t: int, key: int) -> int:
-    h = ((stream << 48) | seq) ^ key
-    h ^= (t * 0x9E3779B97F4A7C15) & M64
-    return (((h * 0xC2B2AE3D27D4EB4F) & M64) >> 48) ^ 0x5A5A
 
 
 def rule(head: bytes, now: int, key: int, streams: int, floor: int, origin: int, rate: int) -> str:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
-import struct
 import subprocess
 import sys
 import time
@@ -20,6 +18,7 @@ import pytest
 import zmq
 
 from conftest import free_ports, read_table, until_listening
+from users_header import header, hostile_messages
 
 # remote_thr's loop (libzmq perf/remote_thr.cpp): messages of `size` bytes it never writes
 REMOTE_THR_C = r"""
@@ -43,36 +42,8 @@ int main(int argc, char **argv)
     return 0;
 }
 """
-M64 = (1 << 64) - 1
 DURATION_S = 3
 THR_COUNT = 200_000
-
-
-def header(stream: int, seq: int, t_sent_ns: int) -> bytes:
-    """zmqload's header as docs/RECORDS.md states it, with the public key 0."""
-    h = (stream << 48) | seq
-    h ^= (t_sent_ns * 0x9E3779B97F4A7C15) & M64
-    check = (((h * 0xC2B2AE3D27D4EB4F) & M64) >> 48) ^ 0x5A5A
-    return struct.pack("<QQ", (check >> 8) << 56 | stream << 48 | (check & 0xFF) << 40 | seq, t_sent_ns & M64)
-
-
-def hostile_messages(now_ns: int) -> tuple[list[list[bytes]], int]:
-    """(messages as frame lists, how many carry a valid check but cannot be a run's): zeros, text,
-    random bytes, small integers, a truncated header, a multipart message with a 3-byte first frame,
-    and forged headers with extreme streams, seqs and send times."""
-    rng = random.Random(38)
-    plain = ([bytes(n) for n in (16, 64, 1000)]
-             + [b"GET /metrics HTTP/1.1 line %d\n" % i for i in range(50)]
-             + [rng.randbytes(rng.randint(16, 300)) for _ in range(200)]
-             + [struct.pack("<QQ", i, i + 1) for i in range(50)]
-             + [header(0, 7, now_ns)[:8]])
-    forged = [header(100, 1, now_ns), header(0xFE, 1, now_ns), header(0xFF, 9999, now_ns),
-              header(0, (1 << 40) - 1, now_ns), header(1, 1 << 39, now_ns),
-              header(0, 3, 0), header(0, 3, -1), header(0, 3, (1 << 63) - 1),
-              header(0, 3, now_ns + 10_000_000_000), header(0, 3, now_ns - 120_000_000_000)]
-    messages = [[m] for m in plain + forged] + [[b"abc", header(0, 5, now_ns) + bytes(16)]]
-    rng.shuffle(messages)
-    return messages, len(forged)
 
 
 def _remote_thr(tmp_path) -> str:
