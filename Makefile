@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 DEMO   ?= runs/demo
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all prereqs venv build demo test test-fast browser engine-debug test-engine-debug typecheck lint scenarios bench bench-smoke faults fuzz clean
+.PHONY: all prereqs venv build demo test test-fast browser engine-debug test-engine-debug typecheck lint docs scenarios bench bench-smoke faults fuzz clean
 
 all: build
 
@@ -49,7 +49,7 @@ build: venv
 # of work per message, an unpaced max-throughput run, and the report, which opens with the
 # search's answer in one sentence. HWM 1000 (libzmq's default), not 100: with 100 the PUB's pipe
 # overflows on a few ms of scheduling stall at any rate, and the answer measured that jitter
-# instead of the consumer (README). A loose p99 SLO (50 ms): the question is what the consumer
+# instead of the consumer (docs/CAPACITY.md). A loose p99 SLO (50 ms): the question is what the consumer
 # carries, and the answer states the p99 it costs (the report judges its runs by the same SLO).
 demo: build
 	@rm -rf $(DEMO)
@@ -112,6 +112,11 @@ typecheck: build
 # The linter (ruff, pyproject.toml [tool.ruff]) over the package, the tests and the benchmarks.
 lint: venv
 	$(VENV)/bin/ruff check zmqload tests bench
+
+# The option reference, docs/OPTIONS.md, generated from the option tables that `zmqload COMMAND --help`
+# is built from (zmqload/cli/options_doc.py); tests/test_options.py fails when the page is stale.
+docs: build
+	$(PY) -m zmqload.cli.options_doc docs/OPTIONS.md
 
 # Every scenario in full form (about 15 minutes; not CI): regenerates docs/HWM-VERDICTS.md.
 scenarios: build

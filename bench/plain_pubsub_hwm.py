@@ -3,7 +3,7 @@
     python bench/plain_pubsub_hwm.py RATE SECONDS HWM      e.g. 20000 4 100
 
 A PUB paced by busy-waiting, 256 B messages carrying their seq, SNDHWM = RCVHWM = HWM; a SUB in
-another process that only counts (it keeps up easily) and notes the missing seqs. The README
+another process that only counts (it keeps up easily) and notes the missing seqs. docs/CAPACITY.md
 quotes it: HWM 100 drops under a few ms of scheduling stall, HWM 1000 does not.
 """
 import sys, time, struct, zmq, multiprocessing as mp

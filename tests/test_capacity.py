@@ -420,7 +420,8 @@ def demo_search(hwm: int, failing_figures: dict, breaches: list) -> sr.SearchEnt
 
 
 def test_drops_while_the_consumer_kept_up_are_put_on_the_hwm_not_the_consumer():
-    # the README's first demo (HWM 100): 8 of 16,105 dropped at 16.1k/s, everything else received in time
+    # the demo's search with HWM 100 (docs/CAPACITY.md, "A small HWM drops under scheduling jitter"):
+    # 8 of 16,105 dropped at 16.1k/s, everything else received in time
     from zmqload.report.search_answer import sentence
     text = sentence(demo_search(100, {"achieved": 0.9995, "loss_ratio": 8 / 16105, "dropped": 8,
                                       "offered_rate": 16_100, "throughput_msgs": 16_090.0},

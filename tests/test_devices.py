@@ -144,7 +144,7 @@ def test_pub_sub_through_the_seed_proxy_loses_nothing_with_large_hwms(seed_proxy
     """The issue's command: --pattern pub-sub --producers-connect P1 --consumers-connect P2 --rate 20k,
     through seed 001's XSUB|XPUB proxy with HWMs large enough (0: no limit) on the proxy, and on
     zmqload's PUB and SUB (their default 1000 dropped 902 in a row in a 50 ms stall of this shared
-    2-core machine: README, "a small HWM drops under scheduling jitter"): every seq arrives once."""
+    2-core machine: docs/CAPACITY.md, "A small HWM drops under scheduling jitter"): every seq arrives once."""
     proxy = seed_proxy(sndhwm=0, rcvhwm=0)
     count = 60_000
     proc = zmqload_cli("run", "--pattern", "pub-sub", "--producers-connect", proxy.producers_connect,

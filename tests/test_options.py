@@ -1,8 +1,9 @@
 """The option table (zmqload.contract.workload.OPTIONS) as every surface meets it: the Python API, the
-argument parsers built from it, sweeps, and the README's option table."""
+argument parsers built from it, sweeps, and the option reference generated from it (docs/OPTIONS.md)."""
 from __future__ import annotations
 
 import contextlib
+import difflib
 import io
 import os
 import re
@@ -11,13 +12,14 @@ import numpy as np
 import pytest
 
 from zmqload import OPTIONS, RunResult, Workload, cli
+from zmqload.contract.workload import SLO_OPTIONS
 from zmqload.contract import patterns
 from zmqload.plan import sweep as sweeps
 from zmqload.errors import ConfigError
 from zmqload.measure.histogram import Histogram
 from conftest import help_entries
 
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+OPTIONS_PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "OPTIONS.md")
 
 
 def test_workload_takes_the_text_the_command_line_takes():
@@ -137,23 +139,34 @@ def test_sweeps_take_every_table_option_but_the_ones_they_set(tmp_path):
     assert [(p.workload.size, p.workload.count) for p in sweeps.plan(spec).points] == [(1000, 2000), (64, 2000)]
 
 
-def _readme_option_table() -> list:
-    with open(README) as f:
-        text = f.read()
-    table = re.search(r"^\| option \| meaning \|\n\|---\|---\|\n((?:\|.*\n)+)", text, re.M)
-    assert table, "README.md has no '| option | meaning |' table"
-    return [row.split(" | ")[0] for row in table.group(1).splitlines()]
+def test_options_page_is_what_the_option_tables_generate():
+    """docs/OPTIONS.md is generated (`make docs`) from the parsers `--help` prints, whose options come
+    from the option tables: a changed option, help text or default without `make docs` fails here."""
+    from zmqload.cli import options_doc
+    with open(OPTIONS_PAGE, encoding="utf-8") as f:
+        written = f.read()
+    generated = options_doc.page()
+    if written != generated:
+        diff = difflib.unified_diff(written.splitlines(), generated.splitlines(), "docs/OPTIONS.md", "generated",
+                                    lineterm="", n=0)
+        pytest.fail("docs/OPTIONS.md differs from what the option tables generate: run `make docs`\n"
+                    + "\n".join(list(diff)[:40]), pytrace=False)
 
 
-def test_readme_option_table_lists_exactly_the_table_flags():
-    listed = [flag for cell in _readme_option_table() for flag in re.findall(r"`(--[a-z0-9-]+)`", cell)]
+def test_options_page_lists_every_run_flag_once_and_every_option_with_help():
+    from zmqload.cli import options_doc
+    page = options_doc.page()
+    run = page.split("\n## `zmqload run`\n", 1)[1].split("\n## ", 1)[0]
+    listed = [flag for cell in re.findall(r"^\| ([^|]*) \|", run, re.M) for flag in re.findall(r"`(--[a-z0-9-]+)`", cell)]
     assert len(listed) == len(set(listed)), "a flag is listed twice"
     expected = {opt.flag for opt in OPTIONS.values() if opt.cli}
     expected |= {opt.negation for opt in OPTIONS.values() if opt.cli and opt.negation}
-    assert set(listed) == expected
-    with open(README) as f:
-        pattern_row = next(line for line in f if line.startswith("| `--pattern` |"))
-    assert set(re.findall(r"`([a-z-]+)`", pattern_row.split(" | ", 1)[1])) >= set(patterns.PATTERNS)
+    assert set(listed) == expected | {"--json", "--quiet"} | {opt.flag for opt in SLO_OPTIONS.values()}
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    assert rows and all(not line.rstrip().endswith("|  |") for line in rows), \
+        [line for line in rows if line.rstrip().endswith("|  |")]     # every option of every command has help
+    pattern_row = next(line for line in run.splitlines() if line.startswith("| `--pattern` |"))
+    assert set(re.findall(r"[a-z]+(?:-[a-z]+)?", pattern_row.split(" | ")[1])) >= set(patterns.PATTERNS)
 
 
 def test_latency_us_takes_a_percent_not_a_fraction():

@@ -154,7 +154,7 @@ RANGED = ("size", "producers", "consumers", "sndhwm", "rcvhwm", "proxy_sndhwm", 
 
 
 def test_run_help_shows_the_range_of_every_numeric_option(monkeypatch):
-    """README: `zmqload run --help` shows every range and default. The range is the option's
+    """`zmqload run --help` (and docs/OPTIONS.md) shows every range and default. The range is the option's
     "accepted" text, the one its errors give."""
     monkeypatch.setenv("COLUMNS", "1000")
     entries = help_entries(_help(["run"]))

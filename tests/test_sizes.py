@@ -20,7 +20,7 @@ import zmq
 from conftest import free_ports, recv_until, zmqload_cli
 from test_parts import Forwarder
 
-UNIFORM_SEED, UNIFORM_ENTRIES = 27, 65536      # README --size: the table's generator and length
+UNIFORM_SEED, UNIFORM_ENTRIES = 27, 65536      # docs/RECORDS.md "Each message's size"
 
 
 def _run(*args: str) -> dict:

@@ -254,7 +254,10 @@ class Workload:
     accepted: `Workload(rate="10k")`); `validate()` is the full check before a run."""
 
     pattern: str = option(
-        "push-pull", str, "", "messaging pattern", choices=lambda: tuple(patterns.PATTERNS))
+        "push-pull", str, "",
+        "messaging pattern: pair = exactly one producer and one consumer; proxy = PUB -> XSUB|zmq_proxy|XPUB -> "
+        "SUB, zmqload's own proxy in the middle; req-rep = round trips (--send-mode block only)",
+        choices=lambda: tuple(patterns.PATTERNS))
     transport: str = option("tcp", str, "", "transport", choices=TRANSPORTS)
     host: str = option(
         "127.0.0.1", str, "an IP address or host name", "tcp host the binding side binds and the other connects to",
@@ -264,7 +267,8 @@ class Workload:
         "first tcp port; each binding socket takes the next one", low=0, high=65535, default_text="0: any free port")
     endpoint: Optional[str] = option(
         None, str, "tcp://HOST:PORT, ipc://PATH or inproc://NAME",
-        "explicit endpoint, overrides --transport/--host/--port (e.g. tcp://127.0.0.1:5555, ipc:///tmp/x)",
+        "explicit endpoint, overrides --transport/--host/--port (e.g. tcp://127.0.0.1:5555, ipc:///tmp/x); "
+        "not with --pattern proxy",
         form=_ENDPOINT, nullable=True)
     producers_connect: Optional[str] = _endpoints(
         "connect", "every producer connects to all of these; with --consumers-connect a device of yours "
