@@ -10,7 +10,7 @@
  * what zmqload's t_recv_ns - t_sent_ns measures, with nothing recorded.
  *
  * How the sender waits for a slot moves the trip's p50 on a VM by more than the 2 us asked
- * (docs/BENCHMARKS.md 1.5), so both ways are here: `sleep` (the default) clock_nanosleeps to
+ * (docs/BENCHMARKS.md, "One-way latency"), so both ways are here: `sleep` (the default) clock_nanosleeps to
  * the slot; `spin` waits as zmqload's producer does (csrc/zl_clock.h, written out again here):
  * with more than 80 us left it sleeps to 40 us before the slot, then it spins, calling
  * sched_yield while more than 4 us are left.

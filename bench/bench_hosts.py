@@ -5,7 +5,7 @@ The hosts are network namespaces of this machine joined by a bridge (tests/netns
 pinned to a CPU of its own: h1 to the first CPU this process may use, h2 to the second; h0 holds
 the Spark master and the driver (unpinned: it pumps progress and does no per-message work).
 PUSH -> PULL, unpaced, 64 B, over tcp between the namespaces' addresses, in the clear
-(`--insecure`; CURVE's cost is BENCHMARKS 1.9). Each round, the order rotating:
+(`--insecure`; CURVE's cost is docs/BENCHMARKS.md, "CURVE"). Each round, the order rotating:
 
 - `h1`, `h2`: a single-host run, `zmqload run` 1 producer x 1 consumer inside that host under
   its CPU (no Spark: what a user runs on one host); `single` is their sum;

@@ -16,21 +16,21 @@ recorded), COUNT messages as zmqload's run; twice: sleeping to each slot (c_onew
 waiting for it the way zmqload's producer does (c_oneway_spin). zmqload runs twice too, with
 its default --pacing spin and with --pacing sleep: each against the C pair that waits the same
 way is what the tool itself adds to the trip; how the sender waits moves the p50 by more than
-that on a VM (docs/BENCHMARKS.md 1.5, 1.7).
+that on a VM (docs/BENCHMARKS.md, "One-way latency").
 
 Every difference is printed twice: of the p50 (the issue's figure) and of the p10. On this
 VM a paced trip's latencies are a mixture: a narrow fast mode (the wake-ups fall where the
 kernel wakes a thread soonest) and a broad slower spread, and the p50 lies on the spread, so
 run to run it moves by 5-15 us with the mixture's weights. Where the fast mode holds more
 than a tenth of the messages (ipc, both senders sleeping), the p10 lies in it: the trip's
-floor, where work a tool adds to every message shows run after run (docs/BENCHMARKS.md 1.8).
+floor, where work a tool adds to every message shows run after run (docs/BENCHMARKS.md, "One-way latency").
 Each median of per-round differences comes with a distribution-free 95% interval: with the
 p50's spread, 21 rounds decide a 2 us question only where the interval misses the line.
 
     ZMQLOAD_BENCH_ROUNDS=5 .venv/bin/python -m pytest bench/bench_latency.py -o python_files="bench_*.py" \
         -s --benchmark-only --benchmark-columns=median,min,max,rounds
 
-One question over many rounds (docs/BENCHMARKS.md 1.8): add -k tcp and
+One question over many rounds (docs/BENCHMARKS.md, "One-way latency"): add -k tcp and
 ZMQLOAD_BENCH_LATENCY_RUNNERS=zmqload,c_paced,c_oneway_spin.
 """
 from __future__ import annotations

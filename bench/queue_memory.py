@@ -2,7 +2,7 @@
 8M receipts spread over runs of different durations: its traced peak memory (tracemalloc, numpy's
 arrays), Arrow's pool peak (pyarrow's reads, which tracemalloc does not see) and the process's peak
 RSS, each length measured in a fresh process. What grows with the run's duration, not its messages
-(issue 30, docs/BENCHMARKS.md 2b).
+(docs/BENCHMARKS.md, "Memory").
 
     PYTHONPATH=. .venv/bin/python bench/queue_memory.py 150 370 1500
 

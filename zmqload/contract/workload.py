@@ -57,7 +57,8 @@ PACINGS = ("spin", "sleep")
 DEFAULT_COUNT = 100_000
 UNPACED_RATE_GUESS = 5_000_000
 """Messages per second one unpaced producer is assumed to reach where only --duration bounds a
-run (loopback's ceiling here, docs/BENCHMARKS.md 1): what its workers prepare spill files for."""
+run (loopback's ceiling here, docs/BENCHMARKS.md "Engine throughput"): what its workers prepare
+spill files for."""
 SOCKET_OPTIONS = "socket options (unset: libzmq's default)"     # a help group
 T = TypeVar("T")
 
@@ -344,7 +345,7 @@ class Workload:
         "how a paced producer waits for each send's time: spin = sleep to 40 us before it, then spin (sends "
         "closer to the schedule, spending CPU on the spin); sleep = sleep to it (each send as late as the "
         "kernel wakes the thread, tens of us, as an application's sleeping sender). The choice moves the "
-        "one-way latency at low rates, differently by transport: docs/BENCHMARKS.md 1.7",
+        "one-way latency at low rates, differently by transport: docs/BENCHMARKS.md, 'One-way latency'",
         choices=PACINGS)
     producers: int = option(
         1, int, f"an integer from 1 to {MAX_STREAMS}", "number of producer processes, threads with inproc",

@@ -41,7 +41,7 @@ HOLD_BACKLOG_BYTES = 256 << 20
 running beside them took ~1,300 instructions per message (valgrind) from the thing being
 measured; beside a paced loop, its conversions compete for the GIL and the CPUs at a
 slice's end and delay the next receive (p99 at 10k msg/s over tcp 328 -> 223 us without
-them, docs/BENCHMARKS.md 1.5). Beyond it, the converter runs (nice 19)
+them, docs/BENCHMARKS.md, "Engine throughput"). Beyond it, the converter runs (nice 19)
 so that disk use stays bounded."""
 
 SLOT_PREFIX = "slot-"
@@ -49,7 +49,7 @@ SLOT_PREFIX = "slot-"
 take `*.raw` only). On a VM, the first write into a page the guest has not touched lately
 costs a host fault per page (~15 ms per 7 MB chunk here against ~1.5 ms into pages in use:
 a third of an unpaced receive loop's CPU); a slot's pages are touched before the span, and
-each spill overwrites them in place (docs/BENCHMARKS.md 1.6). A chunk converted while the
+each spill overwrites them in place (docs/BENCHMARKS.md, "Engine throughput"). A chunk converted while the
 loop still runs becomes a slot again instead of being deleted."""
 
 def held_spill_bytes(rows: int, row_bytes: int, chunk_rows: int) -> int:
