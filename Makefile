@@ -58,8 +58,11 @@ demo: build
 	$(PY) -m zmqload report $(DEMO)/capacity $(DEMO)/max --out report
 	@echo "report: file://$$(pwd)/report/index.html"
 
+# Two workers (pytest-xdist), a test file each at a time: the suite's runs wait on sockets, JVMs and
+# clocks much of the time, so two share this 2-core machine's CPUs well.
+TEST_WORKERS ?= 2
 test: build browser
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 # A headless browser for tests/analysis/test_page.py (it renders the report's page and measures it):
 # Debian's chromium, installed with apt-get when possible; never a failure (the test skips without it).

@@ -17,13 +17,24 @@ import pytest
 
 import zmqload
 
+# Parallel workers (pytest-xdist, `make test`): each its own temporary directory, so that what lives
+# there per user (the warm report server's socket, ipc endpoints, staging copies) is per worker, and
+# a worker's session end stops only its own report server.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    import tempfile
+    _worker_tmp = os.path.join(tempfile.gettempdir(), f"zmqload-tests-{os.getpid()}-{os.environ['PYTEST_XDIST_WORKER']}")
+    os.makedirs(_worker_tmp, exist_ok=True)
+    os.environ["TMPDIR"] = tempfile.tempdir = _worker_tmp
+
 
 # The files whose tests take many seconds each (a Spark report, a scenario's repeated runs, a
 # capacity search, CPU placement's unpaced runs): marked `slow`, so `make test-fast` (-m "not
 # slow") is a developer's loop of a few minutes; `make test` and CI run everything.
 SLOW_FILES = frozenset({
     "test_scenarios.py", "test_scenarios_000_003.py", "test_scenarios_001_002.py", "test_scenarios_user.py",
-    "test_scenarios_conflate.py",
+    "test_scenarios_conflate.py", "test_scenarios_resets.py",
+    "test_consumer_side.py", "test_out_uri.py", "test_topics.py", "test_service_report.py",
+    "analysis/test_queue_figure.py", "analysis/test_remote_report.py", "analysis/test_one_answer.py",
     "test_capacity.py", "test_placement.py", "test_search_record.py", "test_devices.py", "test_one_side.py",
     "test_spark_placement.py", "test_curve.py", "test_netns_cluster.py",
     "analysis/test_report_server.py", "analysis/test_search_section.py", "analysis/test_command.py",
@@ -35,9 +46,13 @@ SLOW_FILES = frozenset({
 
 def pytest_collection_modifyitems(config, items):
     here = os.path.dirname(os.path.abspath(__file__))
+    slow = {item: os.path.relpath(str(item.fspath), here) in SLOW_FILES for item in items}
     for item in items:
-        if os.path.relpath(str(item.fspath), here) in SLOW_FILES:
+        if slow[item]:
             item.add_marker(pytest.mark.slow)
+    # the long files first: parallel workers (`make test`) then end together instead of one of them
+    # starting a long file last
+    items.sort(key=lambda item: not slow[item])
 
 
 # -- what a test starts ends with it ---------------------------------------------------------------
@@ -147,6 +162,10 @@ def _the_sessions_ends():
     mark = len(_to_end)
     yield
     problems = _end_from(mark)
+    # `zmqload report` starts a warm server that outlives it (zmqload/report/server.py): the session
+    # stops the one its reports started
+    from zmqload.report.server import stop_server
+    stop_server()
     assert not problems, "; ".join(problems)
 
 

@@ -198,7 +198,7 @@ def test_split_halves_are_joined_by_the_report_with_exact_accounting(tmp_path, l
     if not lossy:
         assert c_got["foreign"]["messages"] == len(messages) and c_got["consumers"][0]["implausible"] == forged
     assert c_got["sends_seen"] is False and p_got["receipt_seen"] is False
-    done = zmqload_cli("report", str(tmp_path), "--out", str(tmp_path / "report"), "--no-server", timeout=300)
+    done = zmqload_cli("report", str(tmp_path), "--out", str(tmp_path / "report"), timeout=300)
     assert done.returncode == 0, done.stderr
     joined_dir = os.path.join(tmp_path, "run=feed")
     record = json.load(open(os.path.join(joined_dir, "run.json")))
@@ -224,7 +224,7 @@ def test_split_halves_are_joined_by_the_report_with_exact_accounting(tmp_path, l
         return
     # a second report reuses the join as it is
     before = os.path.getmtime(os.path.join(joined_dir, "run.json"))
-    done = zmqload_cli("report", str(tmp_path), "--out", str(tmp_path / "report2"), "--no-server", timeout=300)
+    done = zmqload_cli("report", str(tmp_path), "--out", str(tmp_path / "report2"), timeout=300)
     assert done.returncode == 0 and os.path.getmtime(os.path.join(joined_dir, "run.json")) == before
 
 

@@ -125,7 +125,7 @@ def test_an_interrupted_search_keeps_its_probes_and_the_report_says_it_was_cut_s
     assert lo == (max(passed) if passed else None)
     assert search.reason == "cut short (interrupted) after 2 probes"
 
-    done = _cli("report", out, "--out", report, "--no-server", timeout=600)
+    done = _cli("report", out, "--out", report, timeout=600)
     assert done.returncode == 0, done.stderr
     page = open(os.path.join(report, "index.html")).read()
     assert "the search was cut short (interrupted) after 2 probes" in page

@@ -121,7 +121,7 @@ def service_runs(tmp_path_factory):
     first = min(glob.glob(str(damaged / "replies" / "*.parquet")))
     os.truncate(first, os.path.getsize(first) // 2)
     report = out / "report"
-    done = zmqload_cli("report", str(out), "--out", str(report), "--no-server", timeout=900)
+    done = zmqload_cli("report", str(out), "--out", str(report), timeout=900)
     assert done.returncode == 0, done.stderr
     assert "skipped" not in done.stderr, done.stderr      # the report refuses nothing it can read
     assert "run damaged-copy: 1 unreadable part left out: replies/" in done.stderr, done.stderr

@@ -163,7 +163,7 @@ def test_a_device_that_cuts_messages_is_caught_by_the_rule(tmp_path):
 def test_the_report_shows_the_bytes_and_mb_s_of_run_json(uniform_run, tmp_path):
     run_dir = uniform_run["run_dir"]
     report = str(tmp_path / "report")
-    done = subprocess.run([sys.executable, "-m", "zmqload", "report", run_dir, "--out", report, "--no-server"],
+    done = subprocess.run([sys.executable, "-m", "zmqload", "report", run_dir, "--out", report],
                           capture_output=True, text=True, timeout=600, check=False,
                           env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
     assert done.returncode == 0, done.stderr

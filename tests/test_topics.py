@@ -41,7 +41,7 @@ def received_keys(run_dir: str, consumer: int) -> np.ndarray:
 
 def report_rows(run_dir: str, out: str) -> tuple[list[dict], list[dict]]:
     """A real local Spark report of one run: (summary.csv rows, topics.csv rows)."""
-    done = zmqload_cli("report", run_dir, "--out", out, "--no-server", timeout=600)
+    done = zmqload_cli("report", run_dir, "--out", out, timeout=600)
     assert done.returncode == 0, done.stderr
     with open(os.path.join(out, "summary.csv")) as f:
         summary = list(csv.DictReader(f))

@@ -6,15 +6,6 @@ import pytest
 from .synth import make_run
 
 
-@pytest.fixture(scope="session", autouse=True)
-def no_report_server_left():
-    """`zmqload report` starts a warm server that outlives it (zmqload/report/server.py);
-    the test session stops the one its reports started."""
-    yield
-    from zmqload.report.server import stop_server
-    stop_server()
-
-
 @pytest.fixture(scope="session")
 def spark():
     from zmqload.analysis.session import get_spark

@@ -92,7 +92,7 @@ def searched(tmp_path_factory):
              "--max-probes", "2", "--out", stopped, timeout=300)
     assert r.returncode == 1, (r.stdout, r.stderr)          # one search found no answer
     report = str(root / "report")
-    rep = _cli("report", out, stopped, "--out", report, "--no-server")
+    rep = _cli("report", out, stopped, "--out", report)
     assert rep.returncode == 0, rep.stderr
     docs = {d: json.load(open(os.path.join(d, "capacity-search.json"))) for d in (out, stopped)}
     with open(os.path.join(report, "capacity.json")) as f:
