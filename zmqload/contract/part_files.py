@@ -1,5 +1,5 @@
 """Where a run's Parquet parts are (docs/RECORDS.md: `<run>/<kind>/part-<worker>-<n>.parquet`) and
-how to read one kind of them back: the layout every writer (runner/recorder.py) and every reader
+how to read one kind of them back: the layout every writer (runner/parquet_writer.py) and every reader
 with numpy (measure/, plan/slo.py, salvage) shares."""
 from __future__ import annotations
 
