@@ -22,7 +22,8 @@ import sys
 import tempfile
 from typing import Sequence
 
-from ..contract import remote_runs, uris
+from ..contract import uris
+from ..store import remote_runs
 from ..contract.masters import on_this_host
 from ..contract.report_options import REPORT_OPTIONS
 from ..errors import ConfigError, ExitStatus
@@ -84,7 +85,7 @@ after the report."""
 
 
 def copied_here(args: argparse.Namespace, staging: str) -> list[str]:
-    """The paths, each URI's runs copied under `staging` (contract/remote_runs.py) and said in
+    """The paths, each URI's runs copied under `staging` (store/remote_runs.py) and said in
     one line. A URI with a Spark that is not on this host is refused: the copy is this host's."""
     for flag, value in (("--master", args.master), ("--remote", args.remote)):
         if value is not None and not (flag == "--master" and on_this_host(value)):

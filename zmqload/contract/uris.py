@@ -1,6 +1,6 @@
 """Filesystem URIs as options name them (s3://BUCKET/PREFIX?endpoint_override=..., gs://, hdfs://...):
 told from a local path, shown and stored without their secrets, and refused where a command writes
-as it goes. Rules on strings only; contract/remote_runs.py opens and copies what they name."""
+as it goes. Rules on strings only; store/remote_runs.py opens and copies what they name."""
 from __future__ import annotations
 
 import re

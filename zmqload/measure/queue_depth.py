@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from ..contract import bitmaps
 from . import queue_replay as queue_rule
-from ..contract.part_files import part_files, read_parts
+from ..store.parquet_parts import part_files, read_parts
 from ..contract.records import SAMPLES
 
 MAX_POINTS = 2000

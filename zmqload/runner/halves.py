@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from ..contract import codec, control, ids
 from ..contract import run_record as rr
-from ..contract.part_files import part_files
+from ..store.parquet_parts import part_files
 from ..contract.records import RECVS
 from ..contract.states import RunStatus
 from ..contract.workload import Workload

@@ -1,5 +1,5 @@
 """`--out URI` in a run: the run recorded in a staging directory on this host, then its run directory
-copied to the URI and checked, file by file (contract/remote_runs.py), whenever the run ends:
+copied to the URI and checked, file by file (store/remote_runs.py), whenever the run ends:
 complete, interrupted or failed. The staging copy is removed only once the copy is checked; a
 copy that fails keeps it, says where it is and why, and fails the command.
 
@@ -18,7 +18,8 @@ import shutil
 import tempfile
 from typing import Callable
 
-from ..contract import remote_runs, uris
+from ..contract import uris
+from ..store import remote_runs
 from ..contract import run_record as rr
 from ..contract.workload import Workload
 from ..errors import ConfigError, Interrupted, RunError, ZmqloadError

@@ -381,7 +381,7 @@ class StageLauncher:
 
     def discard_records(self) -> None:
         """With an --out URI, a run that ends as bad input: what the tasks copied there removed."""
-        from ..contract import remote_runs
+        from ..store import remote_runs
         if self.upload_to is None:
             return
         try:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..errors import ConfigError
-from .uris import URI_ACCEPTED, join, scrubbed, without_secrets
+from ..contract.uris import URI_ACCEPTED, join, scrubbed, without_secrets
 
 # pyarrow's S3 client retries a failed request with backoff and has no timeout of its own:
 # unbounded against a host that drops packets, 6 s against a refused connection (measured,
@@ -143,7 +143,7 @@ def upload(local_dir: str, remote: Remote) -> int:
     never reads as a whole run."""
     import pyarrow.fs as pafs
 
-    from .run_record import RUN_FILE
+    from ..contract.run_record import RUN_FILE
     here, local_dir = pafs.LocalFileSystem(), os.path.abspath(local_dir)
     there = _listing(remote)
     there_sizes = {name: info.size for name, info in there.items() if info.type == pafs.FileType.File}
@@ -200,7 +200,7 @@ def upload_worker_files(local_dir: str, remote: Remote) -> int:
     file checked (copy_checked); the bytes copied."""
     import pyarrow.fs as pafs
 
-    from .run_record import RUN_FILE
+    from ..contract.run_record import RUN_FILE
     here, local_dir = pafs.LocalFileSystem(), os.path.abspath(local_dir)
     return sum(copy_checked(here, os.path.join(local_dir, name), remote.fs, f"{remote.path}/{name}")
                for name in sorted(os.listdir(local_dir)) if name != RUN_FILE)
@@ -229,7 +229,7 @@ def download_runs(uri: str, local_parent: str) -> tuple[str, int]:
     import pyarrow.fs as pafs
 
     from ..errors import ReportInputError
-    from .run_record import RUN_FILE
+    from ..contract.run_record import RUN_FILE
     remote = open_remote(uri, "PATH")
     local = os.path.join(local_parent, os.path.basename(remote.path) or "root")
     here = pafs.LocalFileSystem()
