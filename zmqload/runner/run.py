@@ -10,9 +10,9 @@ import shutil
 import sys
 from typing import Callable
 
-from ..contract import exposure, patterns, uris
+from ..contract import patterns, uris
 from ..contract.records import DISK_BYTES_PER_ROW
-from ..contract.workload import UNPACED_RATE_GUESS, Slos, Workload, check_output_dir
+from ..contract.workload import UNPACED_RATE_GUESS, Slos, Workload
 from ..contract import codec
 from ..contract import run_record as rr
 from ..contract.curve import CurveKeys, Security
@@ -31,6 +31,7 @@ from .endpoints import EndpointPlan
 from . import placement
 from .launch import Launcher
 from .spark_stage import StageLauncher, control_host
+from .preflight import check_binds, check_output_dir, preflight
 from .resets import check_can_reset
 from .run_file import finish_records, finish_unfigured, start_records, utc_now
 from .remote_out import run_staged
@@ -139,7 +140,7 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
     ConfigError for bad options (before anything starts), RunError when the run fails (or its
     records could not be copied to an --out URI), KeyboardInterrupt after an interrupted run
     was recorded (Ctrl-C or SIGTERM, in any phase: runner/signals.py)."""
-    w = workload.validate()
+    w = preflight(workload.validate())
     with signals.handled():
         if uris.is_uri(w.out):     # recorded here, then copied there (runner/remote_out.py)
             return run_staged(w, lambda staged, uri, check_target: _run_here(staged, progress, slos, uri,
@@ -161,8 +162,8 @@ def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
         curve = run_keys(w)       # before the run directory: libzmq without CURVE is bad input
         if w.master is not None:  # the workers bind on their hosts' addresses, the controller at its own
             at = control_host(w.master)
-            exposure.check_binds([("--master", f"tcp://{f'[{at}]' if ':' in at else at}:*")], curve is not None,
-                                 w.insecure)
+            check_binds([("--master", f"tcp://{f'[{at}]' if ':' in at else at}:*")], curve is not None,
+                        w.insecure)
         keys = control_keys(w)
         warning = check_space(w, staging_for)
         if check_target is not None:
