@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from zmqload.contract.parts import part_name
+from zmqload.contract.part_files import part_name
 from zmqload.contract.records import RECVS, SAMPLES
 
 ROWS = 8_000_000

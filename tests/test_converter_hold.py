@@ -1,4 +1,4 @@
-"""The converter waits while the loop runs (recorder.ChunkPipeline holds it from the start),
+"""The converter waits while the loop runs (parquet_writer.ChunkPipeline holds it from the start),
 converts once released or closed, and stops waiting when the spilled backlog reaches its bound."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from zmqload.runner import recorder
+from zmqload.runner import parquet_writer
 
 ROWS = 1024
 COLUMNS = {"t": np.int64}
@@ -21,7 +21,7 @@ def _pipeline(tmp_path):
         converted.append(chunk["t"][:rows].copy())
         done.set()
 
-    return recorder.ChunkPipeline(COLUMNS, ROWS, process, str(tmp_path / "spill")), converted, done
+    return parquet_writer.ChunkPipeline(COLUMNS, ROWS, process, str(tmp_path / "spill")), converted, done
 
 
 def _fill(pipeline, first: int) -> None:
@@ -52,7 +52,7 @@ def test_close_converts_a_held_backlog(tmp_path):
 
 def test_backlog_bound_lets_the_converter_run(tmp_path, monkeypatch):
     chunk_bytes = ROWS * 8
-    monkeypatch.setattr(recorder, "HOLD_BACKLOG_BYTES", 3 * chunk_bytes)
+    monkeypatch.setattr(parquet_writer, "HOLD_BACKLOG_BYTES", 3 * chunk_bytes)
     pipeline, converted, done = _pipeline(tmp_path)
     _fill(pipeline, 0)
     assert not done.wait(0.3), "one chunk is under the bound"

@@ -367,12 +367,14 @@ def test_key_files_in_both_forms_read_the_same_key(tmp_path, certificates):
         read_public_key(str(hashed), "--k")
 
 
-def test_the_rules_need_no_io_and_the_file_is_read_by_validate(tmp_path):
+def test_the_rules_need_no_io_and_the_file_is_read_by_the_preflight(tmp_path):
+    from zmqload.runner.preflight import preflight
     missing = str(tmp_path / "nope.key")
     w = Workload(role="producer", producers_connect="tcp://127.0.0.1:5999", curve="on", curve_server_key=missing)
     assert Workload.from_dict(w.to_dict()).curve_server_key == missing      # what a worker does: no read
+    w.validate()                                                            # the values only: no read
     with pytest.raises(ConfigError) as info:
-        w.validate()
+        preflight(w)
     assert info.value.option == "--curve-server-key" and "No such file" in info.value.message
 
 

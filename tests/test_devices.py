@@ -22,6 +22,7 @@ import zmqload
 from zmqload import ConfigError, RunError, Workload
 from zmqload.contract import run_record as rr
 from zmqload.plan import sweep as sweeps
+from zmqload.runner.preflight import preflight
 from conftest import free_ports, read_table, zmqload_cli
 
 
@@ -396,7 +397,7 @@ def test_an_endpoint_taken_after_the_check_leaves_no_run_directory(tmp_path):
 
 def test_workload_rules_need_no_io():
     """The pattern table's rules hold on construction (workers rebuild the Workload); the checks of
-    what is bound or resolved happen in validate()."""
+    what is bound or resolved happen in the preflight (runner/preflight.py) after validate()."""
     w = Workload(pattern="dealer-router", producers_connect="tcp://127.0.0.1:1, ipc:///tmp/zl-x",
                  consumers_connect="tcp://127.0.0.1:2")
     assert w.topology.device and w.topology.producers.endpoints == ("tcp://127.0.0.1:1", "ipc:///tmp/zl-x")
@@ -415,4 +416,4 @@ def test_workload_rules_need_no_io():
     with pytest.raises(ConfigError, match="--consumers-bind.*inproc"):
         Workload(consumers_bind="inproc://x")
     with pytest.raises(ConfigError, match="--producers-connect.*cannot resolve"):
-        Workload(producers_connect="tcp://no-such-host.invalid:1", consumers_connect="tcp://127.0.0.1:2").validate()
+        preflight(Workload(producers_connect="tcp://no-such-host.invalid:1", consumers_connect="tcp://127.0.0.1:2").validate())

@@ -15,7 +15,7 @@ import pytest
 import zmq
 
 from zmqload.contract import control
-from zmqload.contract.exposure import beyond_loopback
+from zmqload.runner.preflight import beyond_loopback, preflight
 from zmqload.contract.ids import Role, WorkerId
 from zmqload.contract.workload import Workload
 from zmqload.runner.channel import ControlClient, ControlServer, new_endpoint
@@ -80,12 +80,13 @@ def test_with_insecure_or_curve_the_wildcard_bind_runs(tmp_path, extra, security
 
 
 def test_the_workload_refuses_it_too():
-    """The Python API, sweeps and capacity validate the same Workload."""
+    """The Python API, sweeps and capacity preflight the same Workload (runner/preflight.py, after
+    Workload.validate, which checks the values only)."""
     from zmqload.errors import ConfigError
     with pytest.raises(ConfigError, match=r"^--host: got 'tcp://0.0.0.0:0'"):
-        Workload(host="0.0.0.0").validate()
-    Workload(host="0.0.0.0", insecure=True).validate()
-    Workload(host="127.0.0.1").validate()
+        preflight(Workload(host="0.0.0.0").validate())
+    preflight(Workload(host="0.0.0.0", insecure=True).validate())
+    preflight(Workload(host="127.0.0.1").validate())
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The one judge (zmqload/contract/judge.py) and the queue's exact peak (zmqload/contract/queue.py) on
+"""The one judge (zmqload/contract/judge.py) and the queue's exact peak (zmqload/measure/queue_replay.py) on
 hand-made figures with known answers; their use on real runs is tested in tests/analysis
 (test_one_answer.py, test_queue_figure.py)."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from zmqload.contract import judge as rules
-from zmqload.contract import queue as q
+from zmqload.measure import queue_replay as q
 from zmqload.contract.workload import Slos
 
 

@@ -10,6 +10,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYERS = (
     ("zmqload.errors", "zmqload._engine"),
     ("zmqload.contract", "zmqload.versions"),
+    ("zmqload.store",),
     ("zmqload.measure", "zmqload.analysis"),
     ("zmqload.runner", "zmqload.report", "zmqload.info"),
     ("zmqload.plan",),
@@ -62,6 +63,13 @@ def imports() -> dict[str, set[str]]:
                     out.update(a.name for a in node.names if a.name.startswith("zmqload"))
             out.discard(module)
     return found
+
+
+def test_contract_does_no_io_through_store_or_runner():
+    """zmqload.contract is types and rules: it imports nothing of the I/O above it (store, runner)."""
+    reaching = sorted(f"{m} -> {t}" for m, targets in imports().items() if layer(m) == layer("zmqload.contract")
+                      for t in targets if t.startswith(("zmqload.store", "zmqload.runner")))
+    assert not reaching, reaching
 
 
 def test_no_import_runs_up_a_layer():

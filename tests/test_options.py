@@ -69,11 +69,13 @@ def test_pattern_error_lists_every_registered_pattern():
     assert {"proxy", "req-rep"} <= set(patterns.PATTERNS)
 
 
-def test_construction_does_no_io_and_validate_probes_the_port(busy_port):
+def test_construction_and_validate_do_no_io_and_preflight_probes_the_port(busy_port):
+    from zmqload.runner.preflight import preflight
     w = Workload(port=busy_port)                       # what a worker process does: no probe
     assert Workload.from_dict(w.to_dict()).port == busy_port
+    w.validate()                                       # the values only
     with pytest.raises(ConfigError, match="in use") as info:
-        w.validate()
+        preflight(w)
     assert info.value.option == "--port"
 
 

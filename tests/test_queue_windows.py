@@ -2,7 +2,7 @@
 memory that does not grow with the run's duration) equal the whole run's at once: the peak, its instant,
 the kept series points, the kernel / libzmq split and the RSS at the peak. The whole run's figures are
 computed here with numpy straight over the Parquet files (every event at once, the samples' step
-functions by searchsorted), the peak also by one sorted sweep over every event and by contract/queue.py's
+functions by searchsorted), the peak also by one sorted sweep over every event and by measure/queue_replay.py's
 `exact_peak`. Windows are made small (the `window` parameter), so that a few seconds of records cross
 dozens of them: events straddle window edges, a window in the middle is empty, a peak falls on an edge."""
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import read_meta
 
-from zmqload.contract import queue as q
-from zmqload.contract.parts import part_name
+from zmqload.measure import queue_replay as q
+from zmqload.contract.part_files import part_name
 from zmqload.contract.records import RECVS, SAMPLES, SENDS
 from zmqload.measure import queue_depth
 from zmqload.measure.queue_depth import Unreceived

@@ -12,7 +12,7 @@ from zmqload import _engine
 from zmqload.contract import wire
 from zmqload.measure.reconcile import missing_ranges, reconcile
 from zmqload.measure.histogram import Histogram, bucket_index, bucket_value
-from zmqload.runner.recorder import (RECVS_SCHEMA, SAMPLE_BLOCK_ROWS, SAMPLES_SCHEMA, SENDS_SCHEMA, PartWriter,
+from zmqload.runner.parquet_writer import (RECVS_SCHEMA, SAMPLE_BLOCK_ROWS, SAMPLES_SCHEMA, SENDS_SCHEMA, PartWriter,
                                      Samples, SeenMap)
 
 
@@ -53,7 +53,7 @@ def test_wire_header_layout():
 def test_intended_schedule_matches_engine():
     t0, rate = 1_000_000_000_123, 333_333
     seqs = np.array([0, 1, 2, 999_999, 123_456_789], dtype=np.int64)
-    from zmqload.runner.recorder import intended_times
+    from zmqload.runner.parquet_writer import intended_times
     numpy_side = intended_times(t0, seqs, rate, seqs)
     assert [_engine.intended_ns(t0, int(s), rate) for s in seqs] == numpy_side.tolist()
 
@@ -160,15 +160,15 @@ def test_an_untrusted_seen_map_holds_scattered_seqs_behind_and_counts_them_exact
     """A user's producer (--role consumer) may scatter seqs over every page its pace allows: a seq
     is placed only within 2^23 + 256 seqs per arrival so far (the rest counted `beyond`), those behind
     the newest pages are set later in one pass, and the map and its counts are numpy's."""
-    from zmqload.runner import recorder
-    monkeypatch.setattr(recorder, "BEHIND_ROWS", 500)        # several passes in a small run
+    from zmqload.runner import parquet_writer
+    monkeypatch.setattr(parquet_writer, "BEHIND_ROWS", 500)        # several passes in a small run
     rng = np.random.default_rng(38)
     chunks = [rng.integers(0, 40 * (1 << 20), rng.integers(1, 400)) for _ in range(60)]
     chunks += [np.arange(10 << 20, (10 << 20) + 1000)]           # then in order near the top
-    seen = recorder.SeenMap(1 << 20, str(tmp_path / "s"), untrusted=True)
+    seen = parquet_writer.SeenMap(1 << 20, str(tmp_path / "s"), untrusted=True)
     loads = []
-    page = recorder.PagedFlags._page
-    monkeypatch.setattr(recorder.PagedFlags, "_page",
+    page = parquet_writer.PagedFlags._page
+    monkeypatch.setattr(parquet_writer.PagedFlags, "_page",
                         lambda self, k: (k in self.pages or loads.append(k)) and None or page(self, k))
     placed, beyond, rows = [], 0, 0
     for chunk in chunks:

@@ -14,7 +14,7 @@ from zmqload.contract.ids import WorkerId, consumers, producers
 from zmqload.contract.wire import SendStatus
 from zmqload.contract.workload import Workload
 from zmqload.runner import salvage
-from zmqload.runner.recorder import RECVS_SCHEMA, SENDS_SCHEMA, PartWriter
+from zmqload.runner.parquet_writer import RECVS_SCHEMA, SENDS_SCHEMA, PartWriter
 
 PART_ROWS = 50_000
 

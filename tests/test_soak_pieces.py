@@ -1,7 +1,7 @@
 """Soak runs in bounded memory (issue 30): the fates, counters and the queue's exact peak of a run
 whose maps are read a piece at a time (contract/bitmaps.PIECE_BYTES), whose consumers page their
-seen-maps to files (runner/recorder.PAGE_SEQS, KEEP_PAGES) and whose peak is replayed a piece of
-candidate bins at a time (contract/queue.REPLAY_EVENTS) equal numpy and pyarrow over the Parquet
+seen-maps to files (runner/parquet_writer.PAGE_SEQS, KEEP_PAGES) and whose peak is replayed a piece of
+candidate bins at a time (measure/queue_replay.REPLAY_EVENTS) equal numpy and pyarrow over the Parquet
 files, read one file at a time. The constants are lowered so that runs of a few hundred thousand
 messages take dozens of pieces; inproc, so that the workers (threads) see them too."""
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 from conftest import check_identity
 
 from zmqload.contract import bitmaps
-from zmqload.contract import queue as queue_rule
+from zmqload.measure import queue_replay as queue_rule
 from zmqload.contract.fates import TAIL_MID_RUN
-from zmqload.runner import recorder
+from zmqload.runner import parquet_writer
 
 NO_DRAIN = np.iinfo(np.int64).max
 
@@ -29,9 +29,9 @@ def small_pieces(monkeypatch):
     2,000 events; counts how many map pieces were read, pages written out and replays made."""
     seen = {"map_pieces": 0, "pages_out": 0, "replays": 0}
     monkeypatch.setattr(bitmaps, "PIECE_BYTES", 1024)
-    monkeypatch.setattr(recorder, "PAGE_SEQS", 4096)
+    monkeypatch.setattr(parquet_writer, "PAGE_SEQS", 4096)
     monkeypatch.setattr(queue_rule, "REPLAY_EVENTS", 2000)
-    pieces, evict, replay = bitmaps.pieces, recorder.PagedFlags._evict, queue_rule.replay
+    pieces, evict, replay = bitmaps.pieces, parquet_writer.PagedFlags._evict, queue_rule.replay
 
     def counted_pieces(total):
         for lo_hi in pieces(total):
@@ -41,7 +41,7 @@ def small_pieces(monkeypatch):
     def counted_evict(self, keep):
         before = len(self.stored)
         evict(self, keep)
-        assert len(self.pages) <= max(keep, recorder.KEEP_PAGES) or self.path is None
+        assert len(self.pages) <= max(keep, parquet_writer.KEEP_PAGES) or self.path is None
         seen["pages_out"] += len(self.stored) - before
 
     def counted_replay(*args):
@@ -49,7 +49,7 @@ def small_pieces(monkeypatch):
         return replay(*args)
 
     monkeypatch.setattr(bitmaps, "pieces", counted_pieces)
-    monkeypatch.setattr(recorder.PagedFlags, "_evict", counted_evict)
+    monkeypatch.setattr(parquet_writer.PagedFlags, "_evict", counted_evict)
     monkeypatch.setattr(queue_rule, "replay", counted_replay)
     return seen
 

@@ -255,7 +255,8 @@ class ZmqloadBenchmark:
                  timing: str = "message", **options: Any) -> RunResult:
         if timing not in TIMINGS:
             raise ValueError(f"timing must be one of {', '.join(TIMINGS)}, not {timing!r}")
-        w = self.runs.workload(workload, **options).validate()   # bad options fail before any timing
+        from .runner.preflight import preflight
+        w = preflight(self.runs.workload(workload, **options).validate())   # bad options fail before any timing
         results: list[RunResult] = []
         elapsed = [0.0]                  # the message clock: engine time, advanced by each run
 

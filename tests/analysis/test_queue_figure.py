@@ -1,4 +1,4 @@
-"""One queue figure (issue 26, item 2): the queue's depth and peak, as zmqload/contract/queue.py defines
+"""One queue figure (issue 26, item 2): the queue's depth and peak, as zmqload/measure/queue_replay.py defines
 them, are the same number in `run`'s --json, run.json, the summary table the pytest plugin shows, and
 every table of the report, and equal what numpy computes straight from the Parquet records (no zmqload
 code in the check): sent minus received minus dropped over time, where a drop before the first

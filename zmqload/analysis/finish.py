@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..contract import histogram as rule
-from ..contract import queue as queue_rule
+from ..measure import queue_replay as queue_rule
 from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_MID_RUN
 from .metrics import ALL, PERCENTILES
 
@@ -164,7 +164,7 @@ def rebin(recv_w: Iterable[Row], factor: int) -> list[Row]:
             for k, v in out.items()]
 
 
-# -- the queue (contract/queue.py) -------------------------------------------------------------------
+# -- the queue (measure/queue_replay.py) -------------------------------------------------------------------
 def _views(run: int, consumer: int, stream: int) -> tuple[Key, ...]:
     """The queues an event counts in: its view's and the run's (all of them together)."""
     own = (run, consumer, stream)
@@ -207,7 +207,7 @@ def time_bins(rows: pa.Table, column: str = "t_sent_ns") -> list[Row]:
 def queue_bins(recv_w: Iterable[Row], unreceived: Iterable[Row], leaves: dict[Key, int]
                ) -> tuple[dict[Key, queue_rule.Bins], dict[Key, float], dict[Key, int]]:
     """Per view (run, consumer key, stream) and per run (ALL, ALL): the messages that entered and
-    left its queue per millisecond (contract/queue.py), from `metrics.recv_windows` rows made with
+    left its queue per millisecond (measure/queue_replay.py), from `metrics.recv_windows` rows made with
     the queue's bin (the arrived: in at their send time, out at their receive time) and
     `metrics.time_bins` rows of `metrics.unreceived_sends` (in at their send time; the tail drops
     out at their producer's close, `leaves`). Also each view's mean received size and how many
@@ -243,12 +243,12 @@ def queue_bins(recv_w: Iterable[Row], unreceived: Iterable[Row], leaves: dict[Ke
 REPLAY_EVENTS = 4_000_000
 """The most events one piece of the exact peak's replay brings to the driver (about 100 MB):
 the report's memory does not grow with the run (fewer, larger pieces than the run's own
-contract/queue.REPLAY_EVENTS: each piece is a Spark scan)."""
+measure/queue_replay.REPLAY_EVENTS: each piece is a Spark scan)."""
 
 
 def replay_pieces(bins: dict[Key, queue_rule.Bins], budget: int | None = None) -> list[dict[int, list[int]]]:
     """The bins any queue must replay event by event for its exact peak, in pieces of at most
-    `budget` events each (REPLAY_EVENTS unless given; contract/queue.py's `pieces`), in time order:
+    `budget` events each (REPLAY_EVENTS unless given; measure/queue_replay.py's `pieces`), in time order:
     [{run: [bin]}]. A run's events in a bin are counted from its all-queues bins."""
     wanted: defaultdict[int, set[int]] = defaultdict(set)
     for (run, _, _), b in bins.items():
@@ -264,7 +264,7 @@ def replay_pieces(bins: dict[Key, queue_rule.Bins], budget: int | None = None) -
 
 
 class PeakReplay:
-    """Every queue's exact peak (contract/queue.py), replayed a piece of candidate bins at a time
+    """Every queue's exact peak (measure/queue_replay.py), replayed a piece of candidate bins at a time
     (`replay_pieces`): `add` each piece's events, then `peaks`."""
 
     def __init__(self, bins: dict[Key, queue_rule.Bins], unreceived: pa.Table | None,

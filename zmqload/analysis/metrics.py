@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..contract import histogram as rule
-from ..contract.queue import BIN_NS as QUEUE_BIN_NS
+from ..measure.queue_replay import BIN_NS as QUEUE_BIN_NS
 from ..contract.topics import Topics
 from ..contract.wire import SendStatus
 
@@ -511,14 +511,14 @@ def recv_windows(recvs: DataFrame, window_ns: int, fanout_runs: Iterable[int] = 
             .agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes")))
 
 
-# -- the queue (contract/queue.py): what the driver needs beyond the 1 ms receive windows -------------
+# -- the queue (measure/queue_replay.py): what the driver needs beyond the 1 ms receive windows -------------
 def _bin(column: str) -> Column:
     return F.expr(f"{column} div {QUEUE_BIN_NS}")
 
 
 def unreceived_sends(sends: DataFrame, recvs: DataFrame, thresholds: dict[tuple[int, int, int], int],
                      fanout_runs: Iterable[int] = (), topic_runs: TopicRuns | None = None) -> DataFrame:
-    """The never-arrived messages that queued (contract/queue.py: tail drops, stranded, unknown),
+    """The never-arrived messages that queued (measure/queue_replay.py: tail drops, stranded, unknown),
     per view: for each (run, consumer key, stream) in `thresholds` ({view: first seq}), the ok sends
     of that stream with seq >= the threshold that did not arrive at the view, as (run, consumer,
     stream, t_sent_ns). Only those runs' sends at or above a threshold are read past the filter,
@@ -570,7 +570,7 @@ def times_in_bins(rows: DataFrame, bins: Mapping[int, Iterable[int]], column: st
 def recv_events_in_bins(recvs: DataFrame, bins: Mapping[int, Iterable[int]], fanout_runs: Iterable[int] = ()) -> DataFrame:
     """Every receive record with its send or its receive time in one of its run's `bins`: (run,
     consumer key, stream, t_sent_ns or null, t_recv_ns or null), the events the exact queue peak
-    replays (contract/queue.py). The bins' time span is filtered first, so a piece of the replay
+    replays (measure/queue_replay.py). The bins' time span is filtered first, so a piece of the replay
     reads only the row groups around it."""
     span = _span(bins)
     sent_in, recv_in = _in_bins("t_sent_ns", bins), _in_bins("t_recv_ns", bins)

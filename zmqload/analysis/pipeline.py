@@ -18,10 +18,10 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from ..contract import judge as judge_rule
-from ..contract import queue as queue_rule
+from ..measure import queue_replay as queue_rule
 from ..contract.derived import throughput_span
 from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AT_CLOSE, merge_regions, reset_region
-from ..contract.queue import BIN_NS as QUEUE_BIN_NS
+from ..measure.queue_replay import BIN_NS as QUEUE_BIN_NS
 from ..contract.ids import Role
 from ..contract.sizes import message_bytes
 from ..contract.states import RunStatus
@@ -350,7 +350,7 @@ def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = 
 
     step("percentiles")
     send_w = collect(metrics.send_windows(sends, window_ns))
-    # the receive windows at the queue's millisecond (contract/queue.py); the report's windows
+    # the receive windows at the queue's millisecond (measure/queue_replay.py); the report's windows
     # follow from them when they are whole milliseconds (one scan), else from a scan of their own
     recv_ms = collect(metrics.recv_windows(recvs, QUEUE_BIN_NS, fanout_runs))
     recv_w = (finish.rebin(recv_ms, window_ns // QUEUE_BIN_NS) if window_ns % QUEUE_BIN_NS == 0
@@ -410,7 +410,7 @@ def backlog_windows(runs: list[RunInfo]) -> dict[int, tuple[int, int]]:
 
 
 def producers_closed(runs: list[RunInfo]) -> dict[tuple[int, int], int]:
-    """{(run number, stream): when the producer closed} (contract/queue.py), from run.json."""
+    """{(run number, stream): when the producer closed} (measure/queue_replay.py), from run.json."""
     return {(i, p.worker): closed for i, r in enumerate(runs) for p in r.record.producers
             if (closed := queue_rule.closed_ns(p.t_last_send_ns, p.close_ns, p.term_ns)) > 0}
 
@@ -419,7 +419,7 @@ def queue(spark: SparkSession, runs: list[RunInfo], sends: DataFrame, recvs: Dat
           rs: list[dict[str, Any]], recv_ms: list[dict[str, Any]], window_ns: int,
           fanout_runs: list[int], topic_runs: metrics.TopicRuns | None = None
           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The queue of every view and run (contract/queue.py): (depth per report window for the plots,
+    """The queue of every view and run (measure/queue_replay.py): (depth per report window for the plots,
     its stats with the exact peak). From the millisecond receive windows, the never-arrived messages
     that queued (a filtered scan of the sends at the tail of their streams, only for runs with
     such), and the events of the bins where a peak may lie (a filtered scan)."""

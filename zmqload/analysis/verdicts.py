@@ -242,7 +242,7 @@ class RunView:
         return judged_by_text(self.slos, self.probe, what_if_p99_us)
 
     def peak(self) -> tuple[Optional[int], Optional[int], Optional[int]]:
-        """The queue's peak (contract/queue.py), messages (kernel, libzmq): the report's own from the
+        """The queue's peak (measure/queue_replay.py), messages (kernel, libzmq): the report's own from the
         records, split as run.json split the same peak (None when run.json has another figure)."""
         messages = self.row.get("depth_max")
         if messages is None:

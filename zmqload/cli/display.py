@@ -84,7 +84,7 @@ class LiveProgress:
 
 
 def _queue(peak: dict[str, Any], drain: dict[str, Any] | None = None) -> str:
-    """The queue's peak (zmqload/contract/queue.py: sent - received - dropped, the most in flight at
+    """The queue's peak (zmqload/measure/queue_replay.py: sent - received - dropped, the most in flight at
     any instant), when, and its kernel / libzmq split. A PUB's tail drops the run cannot place
     (mid-run or at close) count as queued until it closed: said, as they may weigh in it."""
     if not peak:

@@ -22,7 +22,8 @@ import sys
 import tempfile
 from typing import Sequence
 
-from ..contract import remote_runs, uris
+from ..contract import uris
+from ..store import remote_runs
 from ..contract.masters import on_this_host
 from ..contract.report_options import REPORT_OPTIONS
 from ..errors import ConfigError, ExitStatus
@@ -84,11 +85,11 @@ after the report."""
 
 
 def copied_here(args: argparse.Namespace, staging: str) -> list[str]:
-    """The paths, each URI's runs copied under `staging` (contract/remote_runs.py) and said in
+    """The paths, each URI's runs copied under `staging` (store/remote_runs.py) and said in
     one line. A URI with a Spark that is not on this host is refused: the copy is this host's."""
     for flag, value in (("--master", args.master), ("--remote", args.remote)):
         if value is not None and not (flag == "--master" and on_this_host(value)):
-            uri = uris.shown(next(p for p in args.paths if uris.is_uri(p)))
+            uri = uris.without_secrets(next(p for p in args.paths if uris.is_uri(p)))
             instead = "no --master or a local[...] one" if flag == "--master" else "no --remote (the embedded Spark)"
             raise ConfigError(flag, f"got {value!r} with {uri}: runs at a URI are copied to this host, where "
                                     f"that Spark's executors cannot read them; accepted: {instead} with a URI, or "
@@ -99,7 +100,7 @@ def copied_here(args: argparse.Namespace, staging: str) -> list[str]:
             paths.append(path)
             continue
         local, copied = remote_runs.download_runs(path, os.path.join(staging, str(i)))
-        print(f"{PROG}: copied {megabytes(copied)} of runs from {uris.shown(path)} to {local} "
+        print(f"{PROG}: copied {megabytes(copied)} of runs from {uris.without_secrets(path)} to {local} "
               "(removed after the report)", file=sys.stderr)
         paths.append(local)
     return paths

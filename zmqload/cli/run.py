@@ -32,8 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> ExitStatus:
     from .display import LiveProgress
     from ..runner import run as run_workload
+    from ..runner.preflight import preflight
 
-    workload = workload_from_args(args).validate()
+    workload = preflight(workload_from_args(args).validate())
     slos = Slos(**{name: getattr(args, name) for name in SLO_OPTIONS})
     slos.check_with(workload)
     from ..plan.sweep import estimate_run_s

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..contract.workload import check_output_dir
+from ..runner.preflight import check_output_dir
 from ..errors import ConfigError, ExitStatus
 from .common import OneLineParser, usage_error
 

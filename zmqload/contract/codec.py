@@ -86,8 +86,8 @@ def read(path: str, kind: type[R], unversioned: str = "") -> R:
     return decode(data, kind, path, unversioned)
 
 
-def older(what: str, again: str) -> str:
-    """What to say of a `what` without schema_version: written before the typed records."""
+def unversioned_message(what: str, again: str) -> str:
+    """The error message for a `what` without schema_version (written before the typed records)."""
     return (f"a {what} of an older zmqload (no schema_version); accepted: one written by this zmqload "
             f"(record schema version {SCHEMA_VERSION}): {again}")
 

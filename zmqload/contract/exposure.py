@@ -2,15 +2,19 @@
 where other hosts can reach it is protected with CURVE (--curve on: the data sockets, the control
 channel and the clock server of the run) or bound in the clear only when --insecure says so;
 refused before the run otherwise. Loopback (127.0.0.0/8, ::1, a name that resolves only there, the
-`lo` interface) and ipc:// and inproc:// are this host's alone and stay as they are."""
+`lo` interface) and ipc:// and inproc:// are this host's alone and stay as they are. The rule only:
+a name's addresses come from `resolve` (runner/preflight.py resolves them on this machine)."""
 from __future__ import annotations
 
 import ipaddress
-import socket
+from typing import Callable, Optional
 
 from ..errors import ConfigError
 
 INSECURE_FLAG = "--insecure"
+Resolve = Callable[[str], Optional[list[str]]]
+"""A host name -> the addresses it resolves to, or None when it resolves to none."""
+
 ACCEPTED = ("--curve on (CURVE on every socket of the run), --insecure (bind it in the clear), or a loopback "
             "address (127.0.0.1, ::1, ipc://)")
 
@@ -19,7 +23,7 @@ def _loopback_address(text: str) -> bool:
     return ipaddress.ip_address(text.split("%", 1)[0]).is_loopback
 
 
-def beyond_loopback(endpoint: str) -> bool:
+def beyond_loopback(endpoint: str, resolve: Resolve) -> bool:
     """Whether a socket bound at `endpoint` can be reached from another host: a wildcard (*, 0.0.0.0,
     ::), an address or a name that is not loopback's, an interface other than `lo` (libzmq binds an
     interface by name; one that is no name this host resolves counts as reachable)."""
@@ -35,19 +39,18 @@ def beyond_loopback(endpoint: str) -> bool:
         pass
     if host == "lo":
         return False
-    try:
-        found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
+    found = resolve(host)
+    if found is None:
         return True
-    return not all(_loopback_address(str(info[4][0])) for info in found)
+    return not all(_loopback_address(address) for address in found)
 
 
-def check_binds(binds: list[tuple[str, str]], curve: bool, insecure: bool) -> None:
+def check_binds(binds: list[tuple[str, str]], curve: bool, insecure: bool, resolve: Resolve) -> None:
     """ConfigError naming the option of the first (option, endpoint) bound beyond loopback, unless
     CURVE protects the run's sockets or --insecure allows them in the clear."""
     if curve or insecure:
         return
     for option, endpoint in binds:
-        if beyond_loopback(endpoint):
+        if beyond_loopback(endpoint, resolve):
             raise ConfigError(option, f"got {endpoint!r}: a socket bound there is open to other hosts, in the clear; "
                                       f"accepted: {ACCEPTED}")

@@ -17,7 +17,7 @@ The rules, in the order breaches are named (ORDER; the first is the one a search
 - backlog (the capacity search's rule, on when asked): over the second half of sending
   (`backlog_window`), the messages sent in it that arrived (at any time, the drain included)
   minus the messages that arrived in it, i.e. how much the queue of arriving messages grew
-  (contract/queue.py's depth, of the messages that arrived: the ones that never arrive are
+  (measure/queue_replay.py's depth, of the messages that arrived: the ones that never arrive are
   judged by max-loss), above max(BACKLOG_FLOOR, BACKLOG_SHARE of the messages offered in that
   half) (`backlog_tolerance`);
 - slo-p99-us: the p99 latency from the intended send time above --slo-p99-us, or unknown

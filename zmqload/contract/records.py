@@ -86,6 +86,6 @@ SCHEMAS: Final = {"sends": SENDS, "recvs": RECVS, "replies": REPLIES, "samples":
 """Record kind (the directory under a run) -> its schema."""
 
 DISK_BYTES_PER_ROW: Final = {"sends": 7, "recvs": 5, "replies": 7}
-"""Bytes a row of each kind takes in its Parquet part (delta-encoded, runner/recorder.PartWriter),
+"""Bytes a row of each kind takes in its Parquet part (delta-encoded, runner/parquet_writer.PartWriter),
 rounded up from what was measured: 6.1 per send and 3.4 per receive unpaced (push-pull tcp 64 B,
 5M messages), 6.0 and 3.9 paced at 100k msg/s. How much a run will write is counted from these."""

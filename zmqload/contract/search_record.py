@@ -22,7 +22,7 @@ from typing import Optional, Union
 import msgspec
 
 from .workload import SearchPlan, Slos, Workload
-from .codec import doc_table_command, Record, older, read, write_atomic
+from .codec import doc_table_command, Record, unversioned_message, read, write_atomic
 from .records import SCHEMA_VERSION
 from .states import SearchStatus, Slo
 from .sweep_record import OptionValue
@@ -250,7 +250,7 @@ def read_search(path: str) -> SearchRecord:
     holding it); RecordError (one line naming the file) when it is not one this zmqload reads."""
     if os.path.isdir(path):
         path = search_path(path)
-    return read(path, SearchRecord, older(RESULT_FILE, "run the search again"))
+    return read(path, SearchRecord, unversioned_message(RESULT_FILE, "run the search again"))
 
 
 def write_search(out: str, record: SearchRecord) -> None:

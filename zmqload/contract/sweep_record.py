@@ -14,7 +14,7 @@ from typing import Optional, Union
 
 import msgspec
 
-from .codec import doc_table_command, Record, older, read, write_atomic
+from .codec import doc_table_command, Record, unversioned_message, read, write_atomic
 from .records import SCHEMA_VERSION
 from .states import PointStatus, SweepStatus
 
@@ -99,7 +99,7 @@ class SweepRecord(Record):
 def read_sweep(path: str) -> SweepRecord:
     """The sweep file at `path`; RecordError (one line naming the file) when it is not one this
     zmqload reads."""
-    return read(path, SweepRecord, older("sweep file", "run the sweep again"))
+    return read(path, SweepRecord, unversioned_message("sweep file", "run the sweep again"))
 
 
 def write_sweep(path: str, record: SweepRecord) -> None:

@@ -1,6 +1,6 @@
 """Filesystem URIs as options name them (s3://BUCKET/PREFIX?endpoint_override=..., gs://, hdfs://...):
 told from a local path, shown and stored without their secrets, and refused where a command writes
-as it goes. Rules on strings only; contract/remote_runs.py opens and copies what they name."""
+as it goes. Rules on strings only; store/remote_runs.py opens and copies what they name."""
 from __future__ import annotations
 
 import re
@@ -20,7 +20,7 @@ def is_uri(text: str) -> bool:
     return bool(URI_FORM.fullmatch(text))
 
 
-def shown(uri: str) -> str:
+def without_secrets(uri: str) -> str:
     """The URI as messages, run.json and --json show it: without user:password@ and without the
     query parameters that carry secrets (endpoint_override, scheme and region are kept)."""
     parts = urllib.parse.urlsplit(uri)
@@ -39,7 +39,7 @@ def local_only(path: str, option: str = "--out") -> None:
     """ConfigError(option) for a URI where a command writes as it goes (a sweep, a search, a
     scenario): only a run's finished directory is copied to one (runner/remote_out.py)."""
     if is_uri(path):
-        raise ConfigError(option, f"got {shown(path)!r}: this command writes to a local directory as it goes; "
+        raise ConfigError(option, f"got {without_secrets(path)!r}: this command writes to a local directory as it goes; "
                                   "accepted: a directory path (a URI: zmqload run --out URI)")
 
 

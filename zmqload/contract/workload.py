@@ -13,14 +13,12 @@ import dataclasses
 import decimal
 import os
 import re
-import socket
-import stat
 from dataclasses import dataclass, field
 from typing import Any, Callable, NoReturn, Optional, TypeVar, Union
 
-from . import exposure, patterns, uris
+from . import patterns, uris
 from . import topics as topic_rule
-from .curve import KEY_FILE_FORMS, SECRET_FILE_FORMS, read_public_key, read_server_pair
+from .curve import KEY_FILE_FORMS, SECRET_FILE_FORMS
 from .masters import MASTER_FORM, MASTERS_ACCEPTED
 from .sizes import MAX_SIZE, PAYLOAD_ACCEPTED, SIZE_ACCEPTED, SIZE_FORM, Sizes, sizes_of, spec_of
 from .wire import HEADER_SIZE, MAX_SEQ, MAX_STREAMS, SEND_MODES, SendModeWord
@@ -572,9 +570,11 @@ class Workload:
 
     # -- validation ----------------------------------------------------------------------
     def validate(self) -> "Workload":
-        """The full check before a run: every value again (fields may have been set since
-        construction), defaults that depend on others filled in (count, and transport, host and
-        port from --endpoint), and an explicit tcp port probed free. Returns self."""
+        """The full check of the values before a run: every value again (fields may have been set
+        since construction), and defaults that depend on others filled in (count, and transport,
+        host and port from --endpoint). No I/O: what touches the machine (key and size files read,
+        ports probed free, names resolved, output directories made) is runner/preflight.py's, once
+        before a run. Returns self."""
         self.__post_init__()
         if self.topology.consumers_alone and self.duration is None:
             raise ConfigError("--duration", "unset with --role consumer: the consumers alone cannot know when your "
@@ -582,41 +582,18 @@ class Workload:
                                             "the drain: until nothing came for --drain-timeout-ms)")
         if self.count is None and self.duration is None:
             self.count = DEFAULT_COUNT
-        if self.curve_server_key is not None:
-            read_public_key(self.curve_server_key, OPTIONS["curve_server_key"].flag)
-        if self.curve_server_cert is not None:
-            read_server_pair(self.curve_server_cert, OPTIONS["curve_server_cert"].flag)
         if self.payload is not None and self.size != OPTIONS["size"].default:
             raise ConfigError("--size", f"got {self.size!r} with --payload: the records set each message's size; "
                                         "accepted: --size at its default (unset) with --payload")
-        self.sizes      # read and checked now: a bad file is refused before the run
+        if self.payload is None and not str(self.size).startswith("@"):
+            self.sizes      # checked now; a file's (--size @FILE, --payload FILE) is read by runner/preflight.py
         topology = self.topology
         if topology.given:
             # the endpoints name their transport (the producers' first, where the sides differ)
             first = (topology.producers.endpoints or topology.consumers.endpoints)[0]
             self.transport = first.split("://", 1)[0]
-            binder = topology.side(topology.binder) if topology.binder in ("producer", "consumer") else None
-            for side in (topology.producers, topology.consumers):
-                if side is binder:
-                    binds = self.bind_endpoints(self._side_count(side.name))
-                    exposure.check_binds([(side.flag, e) for e in binds], self.curve == "on", self.insecure)
-                    for endpoint in binds:
-                        check_bindable(side.flag, endpoint)
-                elif side.attach is patterns.Attach.CONNECT:
-                    for endpoint in side.endpoints:
-                        _check_resolvable(side.flag, endpoint)
             return self
         self.transport, self.host, self.port = self._address()
-        if self.transport == "tcp":     # where zmqload's binders (and its proxy) bind
-            host = f"[{self.host}]" if ":" in self.host else self.host
-            exposure.check_binds([("--endpoint" if self.endpoint else "--host", f"tcp://{host}:{self.port}")],
-                                 self.curve == "on", self.insecure)
-        if self.transport == "tcp" and self.port:
-            for offset in range(self._binding_sockets()):
-                _check_port_free("--endpoint" if self.endpoint else "--port", self.host, self.port + offset)
-        elif self.transport == "ipc" and self.endpoint is not None:
-            for endpoint in self.bind_endpoints(self._binding_sockets()):
-                check_bindable("--endpoint", endpoint)
         return self
 
     def _check_together(self) -> None:
@@ -834,7 +811,7 @@ class Workload:
                     raise ConfigError(side.flag, f"got {endpoint!r}: nothing outside zmqload's own context reaches "
                                                  "an inproc endpoint; accepted: tcp://HOST:PORT or ipc://PATH "
                                                  "(--transport inproc for zmqload's own topology)")
-                host, port = _tcp_parts(endpoint)
+                host, port = tcp_parts(endpoint)
                 if port is not None and port != "*" and int(port) > 65535:
                     raise ConfigError(side.flag, f"got {endpoint!r}: the port is above 65535; accepted: a tcp port "
                                                  "from 1 to 65535")
@@ -852,7 +829,7 @@ class Workload:
                                                  f"accepted: one per {side.name[:-1]} ({count}), or one they count "
                                                  "up from (the next tcp port, ipc PATH-1, PATH-2...)")
                 bound = self.bind_endpoints(count)
-                last = _tcp_parts(bound[-1])[1]
+                last = tcp_parts(bound[-1])[1]
                 if last is not None and last != "*" and int(last) > 65535:
                     raise ConfigError(side.flag, f"got {text!r} for {count} {side.name}, a port each: the last is "
                                                  f"{last}; accepted: a first port up to {65536 - count}")
@@ -998,31 +975,6 @@ class SearchPlan:
 SEARCH_OPTIONS: dict[str, Option] = _option_table(SearchPlan)
 
 
-def _check_port_free(option: str, host: str, port: int) -> None:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    probe = socket.socket(family, socket.SOCK_STREAM)
-    # libzmq binds with SO_REUSEADDR, so a port in TIME_WAIT is free for it: probe alike
-    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        probe.bind((host, port))
-    except OSError as exc:
-        raise ConfigError(option, f"cannot bind {host}:{port} ({exc.strerror}); accepted: a free local port, or 0 for any")
-    finally:
-        probe.close()
-
-
-def check_output_dir(path: str, option: str = "--out") -> None:
-    """The output directory must exist or be creatable, and be writable (a local one: only a run
-    copies its records to a filesystem URI, runner/remote_out.py)."""
-    uris.local_only(path, option)
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(option, f"cannot create {path!r} ({exc.strerror}); accepted: a writable directory")
-    if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
-        raise ConfigError(option, f"{path!r} is not a writable directory; accepted: a writable directory")
-
-
 def expand_bind(endpoints: list[str], count: int) -> list[str]:
     """One endpoint per binding socket: the `count` given, or from one: tcp ports counted up
     from its port (port * or 0: any free port, each), ipc paths PATH, PATH-1, PATH-2..."""
@@ -1037,7 +989,7 @@ def expand_bind(endpoints: list[str], count: int) -> list[str]:
     return [base if i == 0 else f"{base}-{i}" for i in range(count)]
 
 
-def _tcp_parts(endpoint: str) -> tuple[Optional[str], Optional[str]]:
+def tcp_parts(endpoint: str) -> tuple[Optional[str], Optional[str]]:
     """(host, port) of a tcp endpoint as written (host without brackets); (None, None) otherwise."""
     if not endpoint.startswith("tcp://"):
         return None, None
@@ -1048,90 +1000,8 @@ def _tcp_parts(endpoint: str) -> tuple[Optional[str], Optional[str]]:
 def _address_key(endpoint: str) -> tuple[str, str]:
     """What makes a bound endpoint and one connecting to it the same place: the tcp port (hosts may
     be spelled apart: 0.0.0.0, 127.0.0.1, a name), the ipc path."""
-    host, port = _tcp_parts(endpoint)
+    host, port = tcp_parts(endpoint)
     if port is not None:
         return "tcp", "*" if port in ("*", "0") else str(int(port))
     transport, _, where = endpoint.partition("://")
     return transport, os.path.abspath(where) if transport == "ipc" and not where.startswith("@") else where
-
-
-def check_bindable(option: str, endpoint: str) -> None:
-    """What can be checked before anything starts of an endpoint a zmqload socket will bind: a
-    tcp port free on its host, an ipc path whose directory exists and is writable and which is no
-    other file and no live socket (libzmq removes whatever is there and binds: it would take a
-    running system's endpoint away). ConfigError naming `option` otherwise."""
-    host, port = _tcp_parts(endpoint)
-    if port is not None:
-        if port not in ("*", "0"):
-            _check_port_free(option, "0.0.0.0" if host == "*" else (host or ""), int(port))
-        return
-    if not endpoint.startswith("ipc://"):
-        return
-    path = endpoint[len("ipc://"):]
-    if path == "*":          # libzmq makes a fresh path
-        return
-    if path.startswith("@"):     # Linux's abstract namespace: no file, but it may be live
-        if refused(endpoint) is None:
-            raise ConfigError(option, f"got {endpoint!r}: another process listens there; accepted: an ipc path "
-                                      "nobody listens on")
-        return
-    if "\x00" in path:          # a C string ends there: libzmq would bind another path
-        raise ConfigError(option, f"got {endpoint!r}: a NUL character in the path; accepted: an ipc path")
-    if len(path.encode()) > IPC_PATH_MAX:
-        raise ConfigError(option, f"got {endpoint!r}: the path is {len(path.encode())} bytes, a unix socket's "
-                                  f"takes {IPC_PATH_MAX}; accepted: a shorter path")
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise ConfigError(option, f"got {endpoint!r}: the directory {directory} does not exist; accepted: an ipc "
-                                  "path in an existing, writable directory")
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise ConfigError(option, f"got {endpoint!r}: the directory {directory} is not writable; accepted: an ipc "
-                                  "path in an existing, writable directory")
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise ConfigError(option, f"got {endpoint!r}: {exc.strerror}; accepted: an ipc path zmqload can bind")
-    if not stat.S_ISSOCK(mode):
-        raise ConfigError(option, f"got {endpoint!r}: {path} exists and is not a socket (binding would remove it); "
-                                  "accepted: a path that does not exist or is a stale socket")
-    if refused(endpoint) is None:
-        raise ConfigError(option, f"got {endpoint!r}: another process listens there (binding would take it "
-                                  "away); accepted: an ipc path nobody listens on")
-
-
-def refused(endpoint: str, timeout_s: float = 1.0) -> Optional[str]:
-    """Why nothing accepts a connection at a tcp or ipc endpoint now (a tcp connect refused or timed
-    out, an ipc path absent, a stale socket file), or None when something does: one connection,
-    opened and closed, which libzmq drops. Checks before a bind (`check_bindable`: a live ipc
-    socket) and names the silent endpoints of a user's device or consumer (runner/endpoints.py)."""
-    transport, _, where = endpoint.partition("://")
-    try:
-        if transport == "tcp":
-            host, port = _tcp_parts(endpoint)
-            socket.create_connection((host or "", int(port or 0)), timeout=timeout_s).close()
-        elif transport == "ipc":
-            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            probe.settimeout(timeout_s)
-            try:
-                probe.connect("\0" + where[1:] if where.startswith("@") else where)
-            finally:
-                probe.close()
-    except OSError as exc:
-        return exc.strerror or type(exc).__name__
-    return None
-
-
-def _check_resolvable(option: str, endpoint: str) -> None:
-    """A tcp endpoint to connect to names a host this machine resolves (libzmq refuses it otherwise,
-    once the run has started)."""
-    host, port = _tcp_parts(endpoint)
-    if host is None or port is None:
-        return
-    try:
-        socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        why = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
-        raise ConfigError(option, f"got {endpoint!r}: cannot resolve {host!r} ({why}); accepted: a host name or "
-                                  "address this machine resolves")

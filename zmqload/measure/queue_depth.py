@@ -1,15 +1,15 @@
-"""Queue depth over time, from a run's records (contract/queue.py's definition), with numpy.
+"""Queue depth over time, from a run's records (measure/queue_replay.py's definition), with numpy.
 
     depth(t) = sent(t) - received(t) - dropped(t)
 
 for each consumer's queue, summed: a drop at the start or mid-run leaves at its send time, one at
-the tail when its producer closed; stranded and unknown messages stay (contract/queue.py). Counted
+the tail when its producer closed; stranded and unknown messages stay (measure/queue_replay.py). Counted
 from the records, exactly: of the messages that arrived, those sent and not yet received (the
 receive records carry the send time), plus the never-arrived messages that queued (tail drops until
 their producer closed, stranded ones for good: their send times from the send records). The series
 is the depth at the end of each millisecond; the peak is the most messages in flight at any instant
-(contract/queue.py's two passes: bins, then the candidate bins event by event), a window of
-contract/queue.WINDOW_BINS at a time, so that memory grows neither with the run's messages nor with
+(measure/queue_replay.py's two passes: bins, then the candidate bins event by event), a window of
+measure/queue_replay.WINDOW_BINS at a time, so that memory grows neither with the run's messages nor with
 its duration (`queue_figures`, `_windows`; the samples likewise: `SampleWindows`). The report computes
 the same from the same records with Spark (zmqload/analysis/finish.py): the same numbers.
 
@@ -38,8 +38,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..contract import bitmaps
-from ..contract import queue as queue_rule
-from ..contract.parts import part_files, read_parts
+from . import queue_replay as queue_rule
+from ..store.parquet_parts import part_files, read_parts
 from ..contract.records import SAMPLES
 
 MAX_POINTS = 2000
@@ -190,7 +190,7 @@ def _last_rows(samples: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: v[keep] for k, v in samples.items()}
 
 
-# -- from the records (contract/queue.py) ---------------------------------------------------------
+# -- from the records (measure/queue_replay.py) ---------------------------------------------------------
 SERIES_POINTS = 20_000
 """RunResult.queue["series"] keeps the depth at the end of every millisecond up to this many points,
 of every k-th millisecond beyond (the peak is always exact)."""
@@ -348,7 +348,7 @@ def _gathered(parts: list[_Part], lo: int, hi: int, only: np.ndarray) -> Events:
 
 @dataclass
 class _PeakSoFar:
-    """contract/queue.py's exact peak over the windows seen so far."""
+    """measure/queue_replay.py's exact peak over the windows seen so far."""
     highest_end: int | None = None      # the highest bin end
     at_bin: int = 0                     # the first bin that ended there
     entered: bool = False
@@ -384,7 +384,7 @@ def _windows(parts: list[_Part], first: int, last: int, window: int, peak: _Peak
 
     Why this peak is the whole run's `exact_peak` (all bins at once): let P be the most in flight at
     any instant, t the first instant it was. If P >= 1, the depth rose to P at t, so something
-    entered at t and in t's bin both bounds (contract/queue.py `candidate_bins`) are >= P. The
+    entered at t and in t's bin both bounds (measure/queue_replay.py `candidate_bins`) are >= P. The
     threshold a window's bins are held to is the highest of its bin ends, `peak.reached()` (bin
     ends and replays of earlier windows) and 1: each a depth reached at some instant, or 1, so at
     most P. So t's bin is replayed, it gives (P, t), and no replay gives more, or P earlier; the
@@ -423,10 +423,10 @@ def queue_figures(run_dir: str, *, t0_ns: int, size: int, unreceived: Sequence[U
     """RunResult.queue: "peak" (the most messages in flight at any instant, when, split kernel /
     libzmq by the samples at that instant, and each role's RSS then) and "series" (the depth at
     the end of each millisecond, its kernel / libzmq split and RSS by role). {} parts without
-    records. contract/queue.py's depth of all consumers' queues together: the receive records' send
+    records. measure/queue_replay.py's depth of all consumers' queues together: the receive records' send
     and receive times, and `unreceived` (the never-arrived messages that queued, per view:
     zmqload.measure.reconcile's maps). A window of at most `window` bins at a time
-    (contract/queue.WINDOW_BINS unless given), a part at a time, the samples of that window only,
+    (measure/queue_replay.WINDOW_BINS unless given), a part at a time, the samples of that window only,
     so memory grows neither with the run's messages nor with its duration."""
     parts = _parts(run_dir, unreceived)
     if not parts:

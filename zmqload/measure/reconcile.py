@@ -163,7 +163,7 @@ def dropped_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain
 
 def unreceived_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain_completed: bool,
                     tail_placement: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Packed maps of the unreceived seqs by how they left the queue (contract/queue.py): (start and
+    """Packed maps of the unreceived seqs by how they left the queue (measure/queue_replay.py): (start and
     mid-run drops: at their send time; tail drops: when the producer closed; stranded or unknown:
     never)."""
     span = first_last(got & sent_ok)

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ..contract.fates import merge_regions, reset_region
-from ..contract.parts import part_files
+from ..store.parquet_parts import part_files
 
 _NONE = np.iinfo(np.int64).max      # no such seq
 Region = tuple[int, int]

@@ -82,7 +82,7 @@ class RunResult:
     drain: dict[str, Any] = field(default_factory=dict)
     """The drain: its mode, how it ended and when."""
     queue: dict[str, Any] = field(default_factory=dict)
-    """Queue depth in messages (zmqload/contract/queue.py: sent - received - dropped, counted from the
+    """Queue depth in messages (zmqload/measure/queue_replay.py: sent - received - dropped, counted from the
     records): "peak" (the most messages in flight at any instant, when, and its kernel / libzmq
     split) and "series" (the depth at the end of each millisecond, with the split and each role's RSS)."""
     elapsed_s: float = 0.0

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..contract.derived import throughput_span
-from ..contract.parts import read_parts
+from ..store.parquet_parts import read_parts
 
 
 def service_summary(run_dir: str, sent: int, unanswered: int, first_send_ns: int) -> dict[str, Any]:

@@ -152,7 +152,8 @@ def probe_workload(template: Workload, rate: int, duration: float, run_name: str
     """The template at `rate` msg/s per producer for `duration` seconds."""
     values = dataclasses.asdict(template)
     values.update(rate=rate, duration=duration, count=None, run_name=run_name)
-    return Workload(**values).validate()
+    from ..runner.preflight import preflight
+    return preflight(Workload(**values).validate())
 
 
 def figures(result: RunResult) -> dict[str, Any]:

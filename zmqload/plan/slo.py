@@ -16,7 +16,7 @@ import numpy as np
 
 from ..contract import judge as rules
 from ..contract.judge import BACKLOG_FLOOR, BACKLOG_SHARE, ORDER, Breach
-from ..contract.parts import read_parts
+from ..store.parquet_parts import read_parts
 from ..contract.workload import Slos
 from ..measure.result import RunResult
 

@@ -29,6 +29,7 @@ from ..contract.run_record import read_run
 from ..contract.states import PointStatus, RunStatus, SweepStatus
 from ..contract.sweep_record import Counts, PointEntry, PointSummary, SweepRecord, write_sweep
 from ..errors import ConfigError, RecordError
+from ..runner.preflight import preflight
 from ..runner.resets import check_can_reset
 
 if TYPE_CHECKING:
@@ -384,7 +385,7 @@ def plan(spec: SweepSpec) -> Sweep:
             w.out = spec.out
             w.run_name = run_name(sweep_id, index, width, labels)
             w.label = dict(labels)
-            w.validate()
+            preflight(w.validate())
             if w.reset_times and not any(p.workload.reset_times for p in points):
                 check_can_reset(w)          # proven once, before the first run
         except ConfigError as exc:
@@ -470,8 +471,8 @@ def execute(sweep: Sweep, reporter: Optional[SweepReporter] = None) -> Sweep:
     """Run every point in order. A failed run is recorded and the sweep goes on. On Ctrl-C
     (or SIGTERM) the current run is recorded as interrupted by the runner, the sweep json
     says interrupted, and KeyboardInterrupt is raised again."""
-    from ..contract.workload import check_output_dir
     from ..runner import run, signals
+    from ..runner.preflight import check_output_dir
 
     reporter = reporter or SweepReporter()
     check_output_dir(sweep.out)

@@ -256,7 +256,7 @@ READING = (
     "before the drain, up to its start). A fan-out run offers every message to each consumer. An unpaced "
     "run (--rate max) offers no rate: it is a max-throughput test.</li>"
     "<li><b>Queue depth</b> (one definition, the same in <code>run</code>'s summary, <code>--json</code>, "
-    "the capacity search and every table here; zmqload/contract/queue.py): messages sent minus received "
+    "the capacity search and every table here; zmqload/measure/queue_replay.py): messages sent minus received "
     "minus dropped, where a drop at the start or mid-run leaves at its send time, a tail drop when its "
     "producer closed, and a stranded message never; per consumer in fan-out runs, all consumers together "
     "for the run. <b>Queue peak</b>: the most messages in flight at any instant, counted exactly from the "
@@ -290,7 +290,7 @@ def verdict_cell(capacity: list[dict[str, Any]], run_id: str) -> str:
 
 
 def queue_cell(r: dict[str, Any]) -> str:
-    """The queue's peak in messages (contract/queue.py) and the memory it held."""
+    """The queue's peak in messages (measure/queue_replay.py) and the memory it held."""
     peak = r.get("depth_max")
     return "-" if peak is None else f"{peak:,} ({fmt_bytes(r.get('queued_bytes_max')).replace(' ', '&nbsp;')})"
 

@@ -262,7 +262,7 @@ def messages_axis(ax: Axes, top: float, mean_size: float | None = None) -> None:
 
 def queue_depth(depth: list[dict[str, Any]], run: str, window_ns: int, t0_ns: int | None = None,
                 peak: tuple[Optional[int], Optional[float]] = (None, None)) -> Optional[str]:
-    """The run's queue (contract/queue.py) per window: the deepest of the millisecond ends in it;
+    """The run's queue (measure/queue_replay.py) per window: the deepest of the millisecond ends in it;
     `peak` (messages, seconds since t0): the exact peak, marked."""
     rows = [d for d in depth if d["run"] == run and d["stream"] == ALL]
     if not rows:

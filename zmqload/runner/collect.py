@@ -59,10 +59,10 @@ def tail_placement(w: Workload, drain: dict[str, Any]) -> tuple[str, str]:
 def queue_depth(run_dir: str, w: Workload, t0_ns: int,
                 drops: dict[int, list[tuple[bitmaps.Bits, bitmaps.Bits, bitmaps.Bits]]],
                 producers: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """The queue's peak and series from the records (contract/queue.py's definition, measured by
+    """The queue's peak and series from the records (measure/queue_replay.py's definition, measured by
     zmqload.measure.queue_depth): a drop at the start or mid-run leaves the queue at its send time,
     one at the tail when its producer closed, a stranded or unknown message never."""
-    from ..contract.queue import closed_ns
+    from ..measure.queue_replay import closed_ns
     from ..measure.queue_depth import Unreceived, queue_figures
     unreceived = []
     for stream, maps in drops.items():

@@ -5,7 +5,7 @@ from .. import _engine
 from ..contract import control
 from ..contract.sizes import message_bytes
 from ..contract.wire import SEQ_BITS, SEQ_MASK
-from .recorder import ChunkPipeline, ForeignRecorder, RecvConverter
+from .parquet_writer import ChunkPipeline, ForeignRecorder, RecvConverter
 from .lifecycle import WorkerLifecycle, max_rss_kb
 from .placement import place_this_worker, placed
 

@@ -11,7 +11,8 @@ from ..contract import patterns
 from ..contract import run_record as rr
 from ..contract.ids import Role
 from ..contract.patterns import Attach
-from ..contract.workload import Workload, refused
+from ..contract.workload import Workload
+from .preflight import refused
 
 
 def binder_endpoints(w: Workload, count: int, ipc_dir: str, run_id: str) -> list[str]:
@@ -108,5 +109,5 @@ def topology_record(w: Workload, endpoint_plan: EndpointPlan, bound: dict[Role, 
 
 def unanswered(endpoints: list[str], timeout_s: float = 1.0) -> list[tuple[str, str]]:
     """Of the endpoints zmqload connects to, those where nothing accepts a connection now, and why
-    (contract/workload.py `refused`): what to name when a device or consumer never answered."""
+    (runner/preflight.py `refused`): what to name when a device or consumer never answered."""
     return [(endpoint, why) for endpoint in endpoints if (why := refused(endpoint, timeout_s)) is not None]

@@ -24,14 +24,14 @@ import pyarrow.parquet as pq
 
 from ..contract import codec, control, ids
 from ..contract import run_record as rr
-from ..contract.parts import part_files
+from ..store.parquet_parts import part_files
 from ..contract.records import RECVS
 from ..contract.states import RunStatus
 from ..contract.workload import Workload
 from ..errors import ConfigError, RecordError
 from .collect import build_result
-from .record import finish_records
-from .recorder import intended_times
+from .run_file import finish_records
+from .parquet_writer import intended_times
 from .salvage import consumer_final, producer_final
 from .state import RunState
 

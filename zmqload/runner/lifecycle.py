@@ -17,7 +17,7 @@ from .. import _engine
 from ..contract import patterns
 from ..contract import control
 from .kernel_queues import TcpQueues, ports_of
-from .recorder import SAMPLES_SCHEMA, ChunkPipeline, PartWriter, Samples
+from .parquet_writer import SAMPLES_SCHEMA, ChunkPipeline, PartWriter, Samples
 from .channel import ControlClient
 from .curve import HandshakeWatch, secure
 from .spec import WorkerSpec

@@ -8,7 +8,7 @@ from .. import _engine
 from ..contract import control
 from .lifecycle import WorkerLifecycle, max_rss_kb
 from .placement import place_this_worker, placed
-from .recorder import ChunkPipeline, SendConverter
+from .parquet_writer import ChunkPipeline, SendConverter
 
 if TYPE_CHECKING:
     import numpy as np

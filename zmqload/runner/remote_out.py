@@ -1,5 +1,5 @@
 """`--out URI` in a run: the run recorded in a staging directory on this host, then its run directory
-copied to the URI and checked, file by file (contract/remote_runs.py), whenever the run ends:
+copied to the URI and checked, file by file (store/remote_runs.py), whenever the run ends:
 complete, interrupted or failed. The staging copy is removed only once the copy is checked; a
 copy that fails keeps it, says where it is and why, and fails the command.
 
@@ -18,7 +18,8 @@ import shutil
 import tempfile
 from typing import Callable
 
-from ..contract import remote_runs, uris
+from ..contract import uris
+from ..store import remote_runs
 from ..contract import run_record as rr
 from ..contract.workload import Workload
 from ..errors import ConfigError, Interrupted, RunError, ZmqloadError
@@ -102,7 +103,7 @@ def _copied(staging: str, checked: list[remote_runs.Remote], result: RunResult |
     local = os.path.join(staging, names[0])
     target = remote.child(names[0])
     if result is not None:
-        result.workload["out"] = remote.shown
+        result.workload["out"] = remote.without_secrets
     try:
         with signals.raised():      # a signal stops the copy (one that came before it: at once)
             signals.pause_in("copy")        # the tests' pause (runner/signals.py)
@@ -110,9 +111,9 @@ def _copied(staging: str, checked: list[remote_runs.Remote], result: RunResult |
     except (OSError, ValueError, KeyboardInterrupt) as exc:
         stopped = isinstance(exc, KeyboardInterrupt)
         why = "interrupted (Ctrl-C or SIGTERM)" if stopped else target.why(exc)
-        _note_kept(local, f"the copy to {target.shown} failed ({why}): this directory is the run's complete record")
+        _note_kept(local, f"the copy to {target.without_secrets} failed ({why}): this directory is the run's complete record")
         said = (f"{how + '; ' if how else ''}the run's records are complete in {local}, "
-                f"not copied to {target.shown}: {why}")
+                f"not copied to {target.without_secrets}: {why}")
         error: RunError | Interrupted = Interrupted(said, status=status) if stopped else RunError(said)
         if result is not None:
             result.run_dir = local
@@ -120,8 +121,8 @@ def _copied(staging: str, checked: list[remote_runs.Remote], result: RunResult |
         return error, local
     shutil.rmtree(staging, ignore_errors=True)
     if result is not None:
-        result.run_dir = target.shown
-    return None, target.shown
+        result.run_dir = target.without_secrets
+    return None, target.without_secrets
 
 
 def _note_kept(run_dir: str, warning: str) -> None:

@@ -16,7 +16,7 @@ from ..contract.states import RunStatus
 from ..errors import ConfigError, RecordError
 from ..measure.result import RunResult
 from .collect import build_result
-from .record import finish_records
+from .run_file import finish_records
 from .salvage import salvage_run
 from .state import RunState
 

@@ -10,9 +10,9 @@ import shutil
 import sys
 from typing import Callable
 
-from ..contract import exposure, patterns, uris
+from ..contract import patterns, uris
 from ..contract.records import DISK_BYTES_PER_ROW
-from ..contract.workload import UNPACED_RATE_GUESS, Slos, Workload, check_output_dir
+from ..contract.workload import UNPACED_RATE_GUESS, Slos, Workload
 from ..contract import codec
 from ..contract import run_record as rr
 from ..contract.curve import CurveKeys, Security
@@ -20,7 +20,7 @@ from ..contract import bitmaps, ids
 from ..contract.ids import Role
 from ..contract.states import RunStatus
 from ..errors import ConfigError, Interrupted, RunError, ZmqloadError
-from .recorder import WRITE_ERRNOS, free_bytes, held_spill_bytes, write_error
+from .parquet_writer import WRITE_ERRNOS, free_bytes, held_spill_bytes, write_error
 from ..measure.result import RunResult
 from ..versions import clock_pair, host, versions
 from .channel import ControlServer, new_endpoint
@@ -31,8 +31,9 @@ from .endpoints import EndpointPlan
 from . import placement
 from .launch import Launcher
 from .spark_stage import StageLauncher, control_host
+from .preflight import check_binds, check_output_dir, preflight
 from .resets import check_can_reset
-from .record import finish_records, finish_unfigured, start_records, utc_now
+from .run_file import finish_records, finish_unfigured, start_records, utc_now
 from .remote_out import run_staged
 from .salvage import remove_partial_parts, salvage_run
 from . import signals
@@ -62,7 +63,7 @@ def expected_bytes(w: Workload) -> int | None:
     """The most a run will have on disk at once, or None when its length is unbounded (unpaced
     with --duration): bytes_per_message of every send, and the raw chunks waiting in _spill/.
     A paced run's converter keeps up: what it holds while held (prepared before the loop, up to
-    recorder.HOLD_BACKLOG_BYTES, at least one chunk). Beside unpaced loops the converter (nice 19)
+    parquet_writer.HOLD_BACKLOG_BYTES, at least one chunk). Beside unpaced loops the converter (nice 19)
     may get almost no CPU until they end (measured: 7 GB of raw chunks waiting 2 minutes into a
     400M-message run on the shared 2-core machine): every raw row may wait at once."""
     from ..contract.wire import MAX_SEQ
@@ -139,7 +140,7 @@ def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos
     ConfigError for bad options (before anything starts), RunError when the run fails (or its
     records could not be copied to an --out URI), KeyboardInterrupt after an interrupted run
     was recorded (Ctrl-C or SIGTERM, in any phase: runner/signals.py)."""
-    w = workload.validate()
+    w = preflight(workload.validate())
     with signals.handled():
         if uris.is_uri(w.out):     # recorded here, then copied there (runner/remote_out.py)
             return run_staged(w, lambda staged, uri, check_target: _run_here(staged, progress, slos, uri,
@@ -156,13 +157,13 @@ def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
     and the figures; held everywhere else, so every way out writes the last run.json."""
     sigs = signals.current()
     with signals.raised():      # nothing made yet: a signal ends the command, nothing left behind
-        staging_for = None if out_uri is None else uris.shown(out_uri)
+        staging_for = None if out_uri is None else uris.without_secrets(out_uri)
         check_can_reset(w)
         curve = run_keys(w)       # before the run directory: libzmq without CURVE is bad input
         if w.master is not None:  # the workers bind on their hosts' addresses, the controller at its own
             at = control_host(w.master)
-            exposure.check_binds([("--master", f"tcp://{f'[{at}]' if ':' in at else at}:*")], curve is not None,
-                                 w.insecure)
+            check_binds([("--master", f"tcp://{f'[{at}]' if ':' in at else at}:*")], curve is not None,
+                        w.insecure)
         keys = control_keys(w)
         warning = check_space(w, staging_for)
         if check_target is not None:

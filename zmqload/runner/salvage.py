@@ -27,8 +27,9 @@ from ..contract.ids import Role, WorkerId
 from ..contract.wire import SendStatus
 from ..contract.sizes import message_bytes
 from ..measure.histogram import Histogram
-from ..contract.parts import PART_NAME, part_files
-from .recorder import (PAGE_SEQS, ForeignRecorder, PagedFlags, PartWriter, RecvConverter, SeenMap, SendConverter,
+from ..contract.part_files import PART_NAME
+from ..store.parquet_parts import part_files
+from .parquet_writer import (PAGE_SEQS, ForeignRecorder, PagedFlags, PartWriter, RecvConverter, SeenMap, SendConverter,
                        is_write_error, spill_columns_of)
 
 

@@ -381,7 +381,7 @@ class StageLauncher:
 
     def discard_records(self) -> None:
         """With an --out URI, a run that ends as bad input: what the tasks copied there removed."""
-        from ..contract import remote_runs
+        from ..store import remote_runs
         if self.upload_to is None:
             return
         try:
@@ -399,7 +399,7 @@ class StageLauncher:
         from ..contract import uris
         if self.upload_to is None:
             return ""
-        shown = uris.shown(self.upload_to)
+        shown = uris.without_secrets(self.upload_to)
         lost = dict(self.uploads_lost)
         if self.failed is not None and self.clock is not None and str(self.failed) in self.clock.placed \
                 and not self._copied(str(self.failed)):

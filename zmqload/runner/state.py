@@ -10,7 +10,7 @@ from ..contract import control
 from ..contract.ids import WorkerId
 from ..contract.run_record import Reset
 from .lifecycle import rss_kb
-from .recorder import free_bytes
+from .parquet_writer import free_bytes
 
 
 @dataclass(frozen=True)

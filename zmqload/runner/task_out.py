@@ -23,7 +23,8 @@ import tempfile
 import threading
 from typing import TYPE_CHECKING, Callable
 
-from ..contract import control, remote_runs, uris
+from ..contract import control, uris
+from ..store import remote_runs
 from ..contract.bitmaps import Bits
 from ..errors import ZmqloadError
 from .spec import WorkerSpec
@@ -37,7 +38,7 @@ TASK_STAGING_PREFIX = "zmqload-task-"
 UPLOAD_BASE_S = 30.0
 UPLOAD_SLOWEST_BYTES_PER_S = 5_000_000
 """The driver waits for a task's copy at most UPLOAD_BASE_S plus its bytes at this rate (a slow
-link's; the S3 client's own waits are bounded: contract/remote_runs.py), then gives it up: the
+link's; the S3 client's own waits are bounded: store/remote_runs.py), then gives it up: the
 run ends failed, the task's staging copy is named. A copy that is done ends the wait at once."""
 
 BEGUN, DONE = "uploading", "uploaded"

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..contract.parts import read_parts
+from ..store.parquet_parts import read_parts
 from ..measure.queue_depth import frame_bytes, kernel_bytes_at, read_samples
 from .framework import (
     DOES_NOT_HOLD,

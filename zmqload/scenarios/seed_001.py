@@ -313,7 +313,7 @@ def pyzmq_capacity(hwm: Optional[int] = None, when: str = "before", size: int = 
 
 def first_refused(run_dir: str) -> Optional[int]:
     """seq of the first send the producer's socket refused (EAGAIN / SNDTIMEO), or None."""
-    from ..contract.parts import read_parts
+    from ..store.parquet_parts import read_parts
     t = read_parts(run_dir, "sends", ["seq", "status"])
     if t is None:
         return None

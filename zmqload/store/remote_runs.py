@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..errors import ConfigError
-from .uris import URI_ACCEPTED, join, scrubbed, shown
+from ..contract.uris import URI_ACCEPTED, join, scrubbed, without_secrets
 
 # pyarrow's S3 client retries a failed request with backoff and has no timeout of its own:
 # unbounded against a host that drops packets, 6 s against a refused connection (measured,
@@ -39,8 +39,8 @@ class Remote:
     path: str
 
     @property
-    def shown(self) -> str:
-        return shown(self.uri)
+    def without_secrets(self) -> str:
+        return without_secrets(self.uri)
 
     def child(self, name: str) -> Remote:
         return Remote(join(self.uri, name), self.fs, f"{self.path.rstrip('/')}/{name}")
@@ -57,7 +57,7 @@ def open_remote(uri: str, option: str, attempts: int = COPY_ATTEMPTS) -> Remote:
     try:
         fs, path = pafs.FileSystem.from_uri(uri)
     except (ValueError, OSError, TypeError) as exc:       # ArrowInvalid is a ValueError
-        raise ConfigError(option, f"cannot open {shown(uri)!r} ({scrubbed(str(exc), uri)}); accepted: "
+        raise ConfigError(option, f"cannot open {without_secrets(uri)!r} ({scrubbed(str(exc), uri)}); accepted: "
                                   f"{URI_ACCEPTED}") from None
     if isinstance(fs, pafs.S3FileSystem):
         fs = _bounded_s3(fs, attempts)
@@ -91,12 +91,12 @@ def check_writable(uri: str, option: str, new_child: Optional[str] = None) -> Re
         remote.fs.delete_file(probe)
         taken = new_child is not None and _exists(remote.child(new_child))
     except (OSError, ValueError) as exc:
-        raise ConfigError(option, f"cannot write to {remote.shown!r} ({remote.why(exc)}); accepted: {URI_ACCEPTED}, "
+        raise ConfigError(option, f"cannot write to {remote.without_secrets!r} ({remote.why(exc)}); accepted: {URI_ACCEPTED}, "
                                   "whose bucket or directory exists and takes writes") from None
     if written != len(b"zmqload"):
-        raise ConfigError(option, f"{remote.shown!r} kept {written} of 7 bytes written; accepted: {URI_ACCEPTED}")
+        raise ConfigError(option, f"{remote.without_secrets!r} kept {written} of 7 bytes written; accepted: {URI_ACCEPTED}")
     if taken:
-        raise ConfigError("--run-name", f"{remote.child(new_child or '').shown} already exists; accepted: a new run name")
+        raise ConfigError("--run-name", f"{remote.child(new_child or '').without_secrets} already exists; accepted: a new run name")
     return remote
 
 
@@ -143,7 +143,7 @@ def upload(local_dir: str, remote: Remote) -> int:
     never reads as a whole run."""
     import pyarrow.fs as pafs
 
-    from .run_record import RUN_FILE
+    from ..contract.run_record import RUN_FILE
     here, local_dir = pafs.LocalFileSystem(), os.path.abspath(local_dir)
     there = _listing(remote)
     there_sizes = {name: info.size for name, info in there.items() if info.type == pafs.FileType.File}
@@ -200,7 +200,7 @@ def upload_worker_files(local_dir: str, remote: Remote) -> int:
     file checked (copy_checked); the bytes copied."""
     import pyarrow.fs as pafs
 
-    from .run_record import RUN_FILE
+    from ..contract.run_record import RUN_FILE
     here, local_dir = pafs.LocalFileSystem(), os.path.abspath(local_dir)
     return sum(copy_checked(here, os.path.join(local_dir, name), remote.fs, f"{remote.path}/{name}")
                for name in sorted(os.listdir(local_dir)) if name != RUN_FILE)
@@ -229,7 +229,7 @@ def download_runs(uri: str, local_parent: str) -> tuple[str, int]:
     import pyarrow.fs as pafs
 
     from ..errors import ReportInputError
-    from .run_record import RUN_FILE
+    from ..contract.run_record import RUN_FILE
     remote = open_remote(uri, "PATH")
     local = os.path.join(local_parent, os.path.basename(remote.path) or "root")
     here = pafs.LocalFileSystem()
@@ -237,7 +237,7 @@ def download_runs(uri: str, local_parent: str) -> tuple[str, int]:
         children = remote.fs.get_file_info(pafs.FileSelector(remote.path, allow_not_found=True))
         names = {os.path.basename(c.path): c for c in children}
         if not names:
-            raise ReportInputError(f"{remote.shown}: no such directory, or nothing in it")
+            raise ReportInputError(f"{remote.without_secrets}: no such directory, or nothing in it")
         if RUN_FILE in names:
             return local, copy_checked(remote.fs, remote.path, here, local)
         copied = 0
@@ -248,5 +248,5 @@ def download_runs(uri: str, local_parent: str) -> tuple[str, int]:
                     == pafs.FileType.File:
                 copied += copy_checked(remote.fs, info.path, here, os.path.join(local, name))
     except OSError as exc:
-        raise ReportInputError(f"{remote.shown}: cannot copy the runs here ({remote.why(exc)})") from None
+        raise ReportInputError(f"{remote.without_secrets}: cannot copy the runs here ({remote.why(exc)})") from None
     return local, copied

@@ -1,6 +1,5 @@
-"""Where a run's Parquet parts are (docs/RECORDS.md: `<run>/<kind>/part-<worker>-<n>.parquet`) and
-how to read one kind of them back: the layout every writer (runner/recorder.py) and every reader
-with numpy (measure/, plan/slo.py, salvage) shares."""
+"""A run's Parquet parts read back (the layout: contract/part_files.py): the files of one kind, and
+their records, for every reader with numpy (measure/, plan/slo.py, salvage)."""
 from __future__ import annotations
 
 import glob
@@ -9,13 +8,7 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-
-PART_NAME = "part-{worker}-{index}.parquet"
-"""A worker's Parquet parts of one record kind, numbered in the order written."""
-
-
-def part_name(worker: str, index: int) -> str:
-    return PART_NAME.format(worker=worker, index=f"{index:05d}")
+from ..contract.part_files import PART_NAME
 
 
 def part_files(run_dir: str, kind: str, worker: str = "*") -> list[str]:

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..contract import bitmaps
-from ..contract.parts import part_name
+from ..contract.part_files import part_name
 from ..contract.records import FOREIGN, RECVS, REPLIES, SAMPLES, SENDS
 from ..contract.sizes import Sizes, message_bytes
 from ..contract.wire import FOREIGN_STREAM, SEQ_BITS, SEQ_MASK, SendStatus

@@ -11,7 +11,7 @@ from ..contract.workload import Workload
 from ..contract import codec
 from ..contract import run_record as rr
 from ..contract.states import RunStatus
-from .recorder import write_error
+from .parquet_writer import write_error
 from ..measure.result import RunResult
 from .state import RunState
 
