@@ -1,6 +1,7 @@
 """Shared helpers for the engine and run tests: real sockets on loopback only."""
 from __future__ import annotations
 
+import fcntl
 import glob
 import json
 import os
@@ -188,6 +189,26 @@ def join_the_tests_threads(before: set, timeout: float = THREAD_GRACE_S) -> list
             if thread.is_alive():
                 left.append(f"{thread.name} ({where})")
     return left
+
+
+@pytest.fixture(autouse=True)
+def _alone_when_marked(request, tmp_path_factory):
+    """Parallel workers share two locks in the session's directory: every test holds `running`
+    shared, a test marked `alone` holds it exclusively, so it runs while no other test does (the
+    `turnstile` keeps new tests from starving it). Only where pytest-xdist runs workers."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    shared = tmp_path_factory.getbasetemp().parent
+    with open(shared / "turnstile.lock", "a") as turnstile, open(shared / "running.lock", "a") as running:
+        if request.node.get_closest_marker("alone"):
+            fcntl.flock(turnstile, fcntl.LOCK_EX)
+            fcntl.flock(running, fcntl.LOCK_EX)
+        else:
+            fcntl.flock(turnstile, fcntl.LOCK_SH)
+            fcntl.flock(running, fcntl.LOCK_SH)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        yield           # closing the files releases the locks
 
 
 @pytest.fixture(autouse=True)

@@ -229,6 +229,7 @@ def test_a_modest_paced_run_is_neither(run_workload):
 
 
 # -- the search on real runs -----------------------------------------------------------------------
+@pytest.mark.alone
 def test_the_search_finds_a_slow_consumers_ceiling(out_dir):
     """R, the answer, passes at 0.9 R and fails at 1.25 R; the ceiling is measured first."""
     template = zmqload.Workload(pattern="push-pull", consumer_delay_us=50, out=out_dir)
@@ -256,6 +257,7 @@ def test_the_search_finds_a_slow_consumers_ceiling(out_dir):
     assert kept_up(below.run_dir) > 0.95 > kept_up(above.run_dir)
 
 
+@pytest.mark.alone
 def test_a_rate_6_percent_above_the_consumers_ceiling_is_not_sustainable(out_dir):
     """With 1 s probes (the demo's, the bench's) the backlog check sees a consumer 6% short of
     the rate; it used to pass such a probe (a 19.5k/s consumer answered at 20.9k/s: the

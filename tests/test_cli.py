@@ -72,6 +72,7 @@ def test_endpoint_in_use_is_bad_input(busy_port, tmp_path):
     assert proc.stderr.count("\n") == 1 and "in use" in proc.stderr
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_stops_promptly_and_keeps_readable_records(tmp_path, sig):
     proc = subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--rate", "20k", "--duration", "60",

@@ -341,6 +341,7 @@ def _proxy(front, back) -> None:
         back.close(linger=0)
 
 
+@pytest.mark.alone
 def test_capacity_of_a_users_service_is_below_its_closed_loop_ceiling(tmp_path):
     """`capacity` against a REP service that works 200 us per request: the max sustainable
     request rate (p99 round trip <= 50 ms) cannot exceed what a plain pyzmq REQ loop gets from the

@@ -9,6 +9,7 @@ import tempfile
 import threading
 import time
 
+import pytest
 import zmq
 
 from test_scenarios import _check_verdicts, scenario_out  # noqa: F401  (the module's fixture)
@@ -187,6 +188,7 @@ def test_sender_ending_term_blocks_on_an_open_socket(scenario_out):
 
 # -- 000-4 -------------------------------------------------------------------------------------
 
+@pytest.mark.alone
 def test_bounded_reliable_repeats_each_candidate_and_names_the_condition(scenario_out):
     outcome = run_scenario("bounded-reliable", scenario_out, fast=True)
     _check_form(outcome, "bounded-reliable")
