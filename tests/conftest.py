@@ -18,6 +18,13 @@ import pytest
 
 import zmqload
 
+# The tests that interrupt a run do it as a user at a terminal does. A suite started in the background
+# without job control (`make test &` in a script, some CI runners) has SIGINT ignored, which every
+# run it starts would inherit, and zmqload keeps an ignored SIGINT ignored (nohup, `&`): give the
+# runs the terminal's disposition back.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 # Parallel workers (pytest-xdist, `make test`): each its own temporary directory, so that what lives
 # there per user (the warm report server's socket, ipc endpoints, staging copies) is per worker, and
 # a worker's session end stops only its own report server.
