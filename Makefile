@@ -79,7 +79,7 @@ browser:
 # A developer's loop (a few minutes): every test but those marked slow (Spark reports, scenarios,
 # capacity searches, CPU placement; tests/conftest.py SLOW_FILES). CI runs `make test`.
 test-fast: build
-	$(PY) -m pytest -q -m "not slow" tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" tests
 
 # The checked engine (ZMQLOAD_DEBUG=1, setup.py): Cython bounds/wraparound/initialized checks,
 # -O0 -g, AddressSanitizer and UBSan. It is built with a copy of the package into
