@@ -6,6 +6,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,6 +29,7 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # Parallel workers (pytest-xdist, `make test`): each its own temporary directory, so that what lives
 # there per user (the warm report server's socket, ipc endpoints, staging copies) is per worker, and
 # a worker's session end stops only its own report server.
+_worker_tmp = None          # removed at the session's end
 if os.environ.get("PYTEST_XDIST_WORKER"):
     import tempfile
     _worker_tmp = os.path.join(tempfile.gettempdir(), f"zmqload-tests-{os.getpid()}-{os.environ['PYTEST_XDIST_WORKER']}")
@@ -174,6 +176,8 @@ def _the_sessions_ends():
     # stops the one its reports started
     from zmqload.report.server import stop_server
     stop_server()
+    if _worker_tmp:
+        shutil.rmtree(_worker_tmp, ignore_errors=True)
     assert not problems, "; ".join(problems)
 
 
