@@ -195,6 +195,31 @@ def kill_worker(out: str, name: str, args: list[str] = PACED) -> Outcome:
                    leftovers(run_dir, meta), stdout)
 
 
+def kill_in_drain(out: str) -> Outcome:
+    """SIGKILL the consumer in the drain, before it heard of it: stopped (SIGSTOP) mid-run, killed
+    once the producer's loop is over (its first Parquet part is written then)."""
+    run_dir = os.path.join(out, "run=kill-in-drain")
+    proc = start_run(out, "kill-in-drain", ["--pattern", "push-pull", "--rate", "1k", "--duration", "1.5"])
+    try:
+        pid = wait_started(run_dir)["worker_pids"]["c0"]
+        time.sleep(0.5)
+        os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 30
+        while not glob.glob(os.path.join(run_dir, "sends", "part-p0-*.parquet")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)         # the controller hears the producer is done and begins the drain
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        stdout, err = proc.communicate(timeout=60)
+        ended = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    meta = read_meta(run_dir)
+    return Outcome("c0 stopped, then killed in the drain", proc.returncode, ended, meta, err,
+                   figures_from_records(run_dir), leftovers(run_dir, meta), stdout)
+
+
 def kill_controller(out: str) -> Outcome:
     run_dir = os.path.join(out, "run=kill-controller")
     proc = start_run(out, "kill-controller", PACED)
@@ -375,6 +400,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="zmqload-faults-") as out:
         rows.append(kill_worker(out, "c0"))
         rows.append(kill_worker(out, "p0"))
+        rows.append(kill_in_drain(out))
         rows.append(kill_worker(out, "x0", PACED_PROXY))
         rows[-1].fault = "proxy x0 killed (SIGKILL), pattern proxy"
         rows.append(kill_controller(out))

@@ -78,6 +78,19 @@ def test_killed_worker(tmp_path, worker):
     assert_json_agrees(outcome, outcome.stdout)
 
 
+def test_a_consumer_killed_in_the_drain_ends_the_run(tmp_path):
+    # it never heard of the drain, so nothing it could send would end it: the run ends at once
+    outcome = ft.kill_in_drain(str(tmp_path))
+    assert outcome.exit == 1
+    assert "worker c0 ended (killed by SIGKILL) while draining" in one_error_line(outcome.stderr)
+    assert outcome.meta["status"] == "failed" and outcome.seconds_to_end < 5, outcome.seconds_to_end
+    assert_consistent(outcome)
+    c = outcome.meta["counters"]
+    assert c["sent"] == 1500 and c["unknown"] == c["sent"] - c["unique_received"] > 0, c
+    assert outcome.meta["salvaged"]["died"] == ["c0"]
+    assert_json_agrees(outcome, outcome.stdout)
+
+
 def test_connection_reset(tmp_path):
     """--reset-at mid-run: the run completes (exit 0), consistent with the records, and what the
     reset cost is placed as dropped_reset (checked in fault_table.connection_reset)."""

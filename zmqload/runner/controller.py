@@ -115,12 +115,18 @@ class Controller:
             self.pump()
             if condition():
                 return
-            dead = [n for n in self.launcher.dead(self.state.everyone) if n not in self.state.final]
-            if dead:
-                self.pump(0)
-                raise RunError(f"worker {dead[0]} ended ({self.launcher.how_it_ended(dead[0])}) while {what}")
+            self.check_alive(what)
             if time.monotonic() > deadline:
                 raise RunError(f"timed out after {timeout_s:g} s {what}")
+
+    def check_alive(self, what: str) -> None:
+        """RunError naming a worker that ended before its final: nothing it would have sent can
+        end the phase now (a consumer killed before it heard of the drain keeps the drain's
+        idle clock from ever starting)."""
+        dead = [n for n in self.launcher.dead(self.state.everyone) if n not in self.state.final]
+        if dead:
+            self.pump(0)
+            raise RunError(f"worker {dead[0]} ended ({self.launcher.how_it_ended(dead[0])}) while {what}")
 
     def send_all(self, workers: Iterable[ids.WorkerId], message: control.Message) -> None:
         for worker in workers:
@@ -225,6 +231,8 @@ class Controller:
         timeout_s = WARMUP_TIMEOUT_S * (TOOL_SLOWDOWN if os.environ.get(TOOL_ENV) else 1.0)
         deadline = time.monotonic() + timeout_s
         while unanswered(self.plan.user_endpoints(), timeout_s=0.5):
+            self.check_alive("waiting for the device's endpoints" if self.plan.device
+                             else f"waiting for {self.users_side()}'s endpoints")
             if time.monotonic() > deadline:
                 raise RunError(self.device_silence(
                     timeout_s, "the device's endpoints" if self.plan.device else f"{self.users_side()}'s endpoints"))
@@ -320,6 +328,7 @@ class Controller:
             ended = drain_decision(expected, count, idle_ns, now - start, self.w)
             if ended:
                 return ended
+            self.check_alive("draining")
 
     def close_timeout_s(self) -> float:
         """How long the workers' finals may take: FINAL_TIMEOUT_S, the linger and pause, and the

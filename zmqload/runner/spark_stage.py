@@ -44,6 +44,10 @@ TASK_KILL_TIMEOUT = "1h"
 process is killed (Spark's default: 2 s), so the other tasks of a stage that failed stop their
 workers and copy their records up. The driver's wait for the copies is bounded
 (runner/task_out.py), then spark.stop() ends the executors and their tasks."""
+COPY_BEGIN_S = 15.0
+"""With an --out URI: how long after the run's end each living task may take to begin copying its
+records up. A task begins once its worker has stopped and converted its chunks (seconds on a busy
+executor): 2 s lost whole workers' records on a loaded 2-core machine."""
 SLOT_CHECK_INTERVAL_S = 1
 SLOT_CHECK_FAILURES = 3
 """How long Spark may wait for enough free task slots before the stage fails (it checks every
@@ -335,12 +339,12 @@ class StageLauncher:
 
     def finish(self, timeout: float, hurry: Callable[[], bool] | None = None) -> None:
         """The stage ended: its tasks given `timeout` to end, and with an --out URI each living
-        task that long to begin copying its records, then the copy's own bound
+        task that long (COPY_BEGIN_S at least) to begin copying its records, then the copy's own bound
         (task_out.upload_bound_s); what is still running then is cancelled. `hurry` is not
         heeded: the tasks' copies are what the driver's records are made of."""
         try:
             if self.upload_to is not None and self.clock is not None:
-                self.uploads_lost = self._await_uploads(timeout)
+                self.uploads_lost = self._await_uploads(max(timeout, COPY_BEGIN_S))
             if self.thread is not None:
                 self.thread.join(0 if self.uploads_lost else timeout)
                 if self.thread.is_alive() and self.spark is not None:
