@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 DEMO   ?= runs/demo
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all prereqs venv build demo test test-fast browser engine-debug test-engine-debug typecheck lint docs scenarios bench bench-smoke faults fuzz clean
+.PHONY: all prereqs venv build demo test test-system test-fast browser engine-debug test-engine-debug typecheck lint docs scenarios bench bench-smoke faults fuzz clean
 
 all: build
 
@@ -59,10 +59,15 @@ demo: build
 	@echo "report: file://$$(pwd)/report/index.html"
 
 # Two workers (pytest-xdist), a test file each at a time: the suite's runs wait on sockets, JVMs and
-# clocks much of the time, so two share this 2-core machine's CPUs well.
+# clocks much of the time, so two share this 2-core machine's CPUs well (three were no faster).
+# `make test` is every test but the system tests (clusters, faults, scenarios, the browser:
+# tests/conftest.py SYSTEM_FILES), which `make test-system` runs; CI runs both.
 TEST_WORKERS ?= 2
-test: build browser
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
+test: build
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not system" tests
+
+test-system: build browser
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m system tests
 
 # A headless browser for tests/analysis/test_page.py (it renders the report's page and measures it):
 # Debian's chromium, installed with apt-get when possible; never a failure (the test skips without it).
@@ -77,9 +82,10 @@ browser:
 	fi
 
 # A developer's loop (a few minutes): every test but those marked slow (Spark reports, scenarios,
-# capacity searches, CPU placement; tests/conftest.py SLOW_FILES). CI runs `make test`.
+# capacity searches; tests/conftest.py SLOW_FILES) and the system tests. CI runs `make test`
+# and `make test-system`.
 test-fast: build
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not system" tests
 
 # The checked engine (ZMQLOAD_DEBUG=1, setup.py): Cython bounds/wraparound/initialized checks,
 # -O0 -g, AddressSanitizer and UBSan. It is built with a copy of the package into

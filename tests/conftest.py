@@ -54,12 +54,28 @@ SLOW_FILES = frozenset({
 })
 
 
+# The system tests: what needs a cluster (Spark's local-cluster, network namespaces, an object
+# store), a fault injected into a whole run (SIGKILL, SIGSTOP, a full disk, reset connections, a
+# signal in each phase), a scenario's repeated runs, a browser, a server's lifecycle, or the CPUs
+# to itself. Marked `system`: `make test` runs the others, `make test-system` these (CI runs both).
+SYSTEM_FILES = frozenset({
+    "test_spark_placement.py", "test_netns_cluster.py", "test_out_uri.py", "analysis/test_remote_report.py",
+    "test_faults.py", "test_signal_phases.py", "test_resets.py",
+    "test_scenarios.py", "test_scenarios_000_003.py", "test_scenarios_001_002.py", "test_scenarios_user.py",
+    "test_scenarios_conflate.py", "test_scenarios_resets.py",
+    "analysis/test_page.py", "analysis/test_report_server.py", "test_placement.py",
+})
+
+
 def pytest_collection_modifyitems(config, items):
     here = os.path.dirname(os.path.abspath(__file__))
-    slow = {item: os.path.relpath(str(item.fspath), here) in SLOW_FILES for item in items}
+    files = {item: os.path.relpath(str(item.fspath), here) for item in items}
+    slow = {item: files[item] in SLOW_FILES for item in items}
     for item in items:
         if slow[item]:
             item.add_marker(pytest.mark.slow)
+        if files[item] in SYSTEM_FILES:
+            item.add_marker(pytest.mark.system)
     # the long files first: parallel workers (`make test`) then end together instead of one of them
     # starting a long file last
     items.sort(key=lambda item: not slow[item])
