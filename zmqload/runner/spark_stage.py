@@ -265,7 +265,7 @@ class StageLauncher:
             nodes = self.spark.sparkContext.parallelize(range(slots), slots).mapPartitions(check_nodes).collect()
         except Exception as exc:
             raise RunError(f"--master {self.master}: an executor cannot run zmqload ({_one_line(exc)}); install "
-                           "the same zmqload and libzmq on every node (docs: README, --master)") from None
+                           "the same zmqload and libzmq on every node (docs/CLUSTER.md, \"What every node needs\")") from None
         versions = sorted({node["libzmq"] for node in nodes})
         if len(versions) > 1:
             raise RunError(f"--master {self.master}: the executors run different libzmq versions "
