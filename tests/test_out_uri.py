@@ -318,7 +318,7 @@ def test_a_killed_executor_with_a_uri_fails_the_run_and_the_others_records_reach
     """SIGKILL to c0's executor JVM mid-run: c0's task never copies its records (they stay in its
     staging directory on its host), the run ends failed naming c0 and what did not reach the URI,
     and the bucket holds a run.json saying so and p0's records, readable with pyarrow alone."""
-    from test_spark_placement import _descendants
+    from test_spark_placement import _descendants, wait_for_records
     spark_cluster()
     env = {**user_env(tmp_path), "SPARK_LOCAL_IP": "127.0.0.1"}
     run = subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--master", "local-cluster[2,1,1024]",
@@ -332,7 +332,8 @@ def test_a_killed_executor_with_a_uri_fails_the_run_and_the_others_records_reach
             placement = json.load(open(path)).get("placement") or {}
             victim = next((w["executor_id"] for w in placement.get("workers", []) if w["worker"] == "c0"), None)
     assert victim is not None, run.communicate()[1][-2000:] if run.poll() is not None else "no placement"
-    time.sleep(3)                    # the run is sending
+    # the run is sending: both tasks' first records are in their staging directories
+    wait_for_records(run, str(tmp_path / "tmp" / "zmqload-task-*" / "run=*"))
     executor = [pid for pid in _descendants(run.pid)
                 if f"\0--executor-id\0{victim}\0" in open(f"/proc/{pid}/cmdline").read()]
     assert len(executor) == 1, executor
