@@ -3,24 +3,60 @@ rules, each verdict cross-checked against a plain pyzmq PUSH/PULL pair (its bund
 zmqload code) with the same resets injected by ss -K (tests/oracle/resets.py)."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from scenario_checks import check_all_or_none, check_verdict
 
 from tests.oracle.resets import lost_at_resets
-from zmqload.scenarios import SCENARIOS, run_scenario, unsettled_claims
+from zmqload.scenarios import SCENARIOS, get, unsettled_claims
 from zmqload.scenarios.connection_resets import RECEIVERS, SLOW_US
-from zmqload.scenarios.framework import DOES_NOT_HOLD, HOLDS
+from zmqload.scenarios.framework import DOES_NOT_HOLD, HOLDS, ScenarioRunner, remove_scratch_dirs
+
+
+class _SharedRuns(ScenarioRunner):
+    """A scenario's runner that runs each distinct workload once for the module: reset-immediate's runs
+    without ZMQ_IMMEDIATE are reset-loss's, option for option, so they are run once and both scenarios'
+    bodies (and verdicts) read the same real runs."""
+
+    def __init__(self, scenario, out, fast, done):
+        super().__init__(scenario, out, fast)
+        self.done, self.shared = done, 0
+
+    def run(self, variant, **options):
+        key = (variant, tuple(sorted(options.items())))
+        if key in self.done:
+            self.shared += 1
+            self.run_dirs.append(self.done[key].run_dir)
+            return self.done[key]
+        result = super().run(variant, **options)
+        self.done[key] = result
+        return result
+
+
+def _run_sharing(name, out, done):
+    """run_scenario(name, out, fast=True), its runs shared through `done`; the runner comes along."""
+    runner = _SharedRuns(get(name), out, True, done)
+    try:
+        outcome = runner.scenario.body(runner)
+    finally:
+        remove_scratch_dirs()
+    outcome.run_dirs = runner.run_dirs
+    return outcome, runner
 
 
 @pytest.fixture(scope="module")
-def scenario_out(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("reset-scenarios"))
-
-
-@pytest.fixture(scope="module")
-def slow_pair():
-    """The oracle's slow receiver (the scenarios' 80 us per message), without and with ZMQ_IMMEDIATE."""
-    return {immediate: lost_at_resets(SLOW_US, immediate, seconds=1.5) for immediate in (False, True)}
+def reset_runs(tmp_path_factory):
+    """Both reset scenarios, fast, on one set of real runs (reset-immediate adds only its ZMQ_IMMEDIATE
+    cells); meanwhile the oracle's slow receiver (the scenarios' 80 us per message), without and with
+    ZMQ_IMMEDIATE, each pair on its own port and its own resets."""
+    out, done = str(tmp_path_factory.mktemp("reset-scenarios")), {}
+    with ThreadPoolExecutor(2) as pool:
+        pairs = {immediate: pool.submit(lost_at_resets, SLOW_US, immediate, seconds=1.5) for immediate in (False, True)}
+        loss = _run_sharing("reset-loss", out, done)
+        immediate = _run_sharing("reset-immediate", out, done)
+        slow_pair = {k: f.result() for k, f in pairs.items()}
+    return {"reset-loss": loss, "reset-immediate": immediate, "slow_pair": slow_pair}
 
 
 def test_the_claims_are_settled():
@@ -38,8 +74,9 @@ def _cells_are_accounted(cells):
         assert f["stranded"] == 0 and f["expected"] == f["sent"]
 
 
-def test_reset_loss(scenario_out, slow_pair):
-    outcome = run_scenario("reset-loss", scenario_out, fast=True)
+def test_reset_loss(reset_runs):
+    (outcome, runner), slow_pair = reset_runs["reset-loss"], reset_runs["slow_pair"]
+    assert runner.shared == 0 and len(outcome.run_dirs) == len(set(outcome.run_dirs))     # its own runs, each new
     v = check_verdict(outcome, "reset-loss")
     cells, n = outcome.figures["cells"], outcome.figures["repeats"]
     assert set(cells) == {f"{r}/default" for r, _ in RECEIVERS} and all(len(c) == n for c in cells.values())
@@ -60,8 +97,14 @@ def test_reset_loss(scenario_out, slow_pair):
     assert all(last < plain["reset_boundaries"][-1] for _, last in plain["lost_runs"]), plain
 
 
-def test_reset_immediate(scenario_out, slow_pair):
-    outcome = run_scenario("reset-immediate", scenario_out, fast=True)
+def test_reset_immediate(reset_runs):
+    (outcome, runner), slow_pair = reset_runs["reset-immediate"], reset_runs["slow_pair"]
+    # its cells without ZMQ_IMMEDIATE are reset-loss's runs, the same records; the ZMQ_IMMEDIATE ones its own
+    loss_outcome = reset_runs["reset-loss"][0]
+    assert runner.shared == len(loss_outcome.run_dirs) and outcome.run_dirs[:runner.shared] == loss_outcome.run_dirs
+    assert {k: c for k, c in outcome.figures["cells"].items() if k.endswith("/default")} == \
+        loss_outcome.figures["cells"]
+    assert not set(outcome.run_dirs[runner.shared:]) & set(loss_outcome.run_dirs)
     v = check_verdict(outcome, "reset-immediate")
     cells, n = outcome.figures["cells"], outcome.figures["repeats"]
     assert set(cells) == {f"{r}/{i}" for r, _ in RECEIVERS for i in ("default", "immediate")}
