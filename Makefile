@@ -123,9 +123,14 @@ lint: venv
 	$(VENV)/bin/ruff check zmqload tests bench
 
 # The option reference, docs/OPTIONS.md, generated from the option tables that `zmqload COMMAND --help`
-# is built from (zmqload/cli/options_doc.py); tests/test_options.py fails when the page is stale.
+# is built from (zmqload/cli/options_doc.py); tests/test_options.py fails when the page is stale. And the
+# records' field tables in docs/RECORDS.md, docs/CAPACITY.md and docs/SWEEPS.md, from their types
+# (zmqload/cli/records_doc.py); tests/test_run_record.py and tests/test_search_record.py hold them.
 docs: build
 	$(PY) -m zmqload.cli.options_doc docs/OPTIONS.md
+	$(PY) -m zmqload.cli.records_doc run_record docs/RECORDS.md
+	$(PY) -m zmqload.cli.records_doc search_record docs/CAPACITY.md
+	$(PY) -m zmqload.cli.records_doc sweep_record docs/SWEEPS.md
 
 # Every scenario in full form (about 15 minutes; not CI): regenerates docs/HWM-VERDICTS.md.
 scenarios: build

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from zmqload.contract.workload import Workload
 from zmqload.contract import run_record as rr
+from zmqload.store import record_files
 from zmqload.contract.records import RECVS, SAMPLES, SENDS
 from zmqload.contract.states import RunStatus
 from zmqload.contract.wire import SendStatus
@@ -91,7 +92,7 @@ def generate(records: int, producers: int = 2, rate_per_producer: int = 500_000,
          "tcp_sendq_bytes": np.full(len(ts), -1, np.int64), "tcp_recvq_bytes": np.full(len(ts), -1, np.int64),
          "rss_kb": np.full(len(ts), -1, np.int64)},
         schema=SAMPLE_SCHEMA))
-    rr.write_run(path, rr.RunRecord(
+    record_files.write_run(path, rr.RunRecord(
         run_id=f"bench-{records}", status=RunStatus.COMPLETE,
         workload=Workload(pattern="push-pull", transport="tcp", size=size, count=per_stream, rate=rate_per_producer,
                           producers=producers, consumers=1, send_mode="dontwait", sndhwm=1000, rcvhwm=1000,

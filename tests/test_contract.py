@@ -103,11 +103,12 @@ def test_schema_forms_agree():
 def test_analysis_imports_only_the_pure_data_modules_of_zmqload():
     """zmqload.analysis runs where the engine may not be built (a Spark driver, a laptop
     reading someone's runs): it may import zmqload.contract, zmqload.errors and the workload
-    model the run record holds (zmqload.contract.workload, with the pattern table it checks against)
-    and the queue's replay (zmqload.measure.queue_replay: pure numpy, the run's and the report's one
-    definition), nothing else; and with the engine missing, all of it imports."""
+    model the run record holds (zmqload.contract.workload, with the pattern table it checks against),
+    the reader of run.json (zmqload.store.record_files: the codec on a file) and the queue's replay
+    (zmqload.measure.queue_replay: pure numpy, the run's and the report's one definition), nothing
+    else; and with the engine missing, all of it imports."""
     allowed = ("zmqload.contract", "zmqload.errors", "zmqload.analysis", "zmqload.contract.workload", "zmqload.contract.patterns",
-               "zmqload.measure.queue_replay")
+               "zmqload.store.record_files", "zmqload.measure.queue_replay")
     package = os.path.join(ROOT, "zmqload", "analysis")
     seen = set()
     for name in sorted(os.listdir(package)):
@@ -131,7 +132,7 @@ def test_analysis_imports_only_the_pure_data_modules_of_zmqload():
     assert not outside
     assert ("runs.py", "zmqload.contract.records") in seen     # the walk sees relative imports
     no_engine = ("import sys; sys.modules['zmqload._engine'] = None\n"
-                 "import zmqload.analysis.pipeline, zmqload.analysis.verdicts, zmqload.contract.run_record\n"
+                 "import zmqload.analysis.pipeline, zmqload.analysis.verdicts, zmqload.contract.run_record, zmqload.store.record_files\n"
                  "assert 'zmqload.runner.parquet_writer' not in sys.modules and 'zmqload.runner' not in sys.modules")
     done = subprocess.run([sys.executable, "-c", no_engine], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr

@@ -24,7 +24,7 @@ from test_one_side import UserPull
 
 import zmqload
 from zmqload import ConfigError, Workload
-from zmqload.contract.curve import read_public_key
+from zmqload.runner.preflight import read_public_key
 
 pytestmark = pytest.mark.skipif(not zmq.has("curve"), reason="pyzmq's libzmq has no CURVE: no peer to check with")
 

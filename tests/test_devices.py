@@ -20,7 +20,7 @@ import zmq
 
 import zmqload
 from zmqload import ConfigError, RunError, Workload
-from zmqload.contract import run_record as rr
+from zmqload.store import record_files
 from zmqload.plan import sweep as sweeps
 from zmqload.runner.preflight import preflight
 from conftest import free_ports, read_table, zmqload_cli
@@ -162,7 +162,7 @@ def test_pub_sub_through_the_seed_proxy_loses_nothing_with_large_hwms(seed_proxy
     assert topology["device_in_path"] and "XSUB|XPUB proxy" in topology["device"]
     assert topology["producers"] == {"attach": "connect", "endpoints": [proxy.producers_connect], "given": True}
     assert topology["consumers"] == {"attach": "connect", "endpoints": [proxy.back_endpoint], "given": True}
-    record = rr.read_run(summary["run_dir"])
+    record = record_files.read_run(summary["run_dir"])
     assert record.topology is not None and record.topology.device_in_path
     assert record.drain is not None and record.drain.device_in_path
     assert "device of yours was in the path" in record.drain.tail_placement_why
@@ -199,7 +199,7 @@ def test_push_pull_through_a_forwarder_each_socket_to_every_endpoint(device, run
         assert_every_seq_once(r.run_dir, count, stream)
     by_consumer = [len(seqs(r.run_dir, 0, c)) + len(seqs(r.run_dir, 1, c)) for c in (0, 1)]
     assert min(by_consumer) > 0, f"the forwarder's PUSH round-robins to both consumers: {by_consumer}"
-    topology = rr.read_run(r.run_dir).topology
+    topology = record_files.read_run(r.run_dir).topology
     assert topology is not None and topology.producers.endpoints == forwarder.front_endpoints
     assert r.workload["transport"] == "tcp"
 
@@ -226,7 +226,7 @@ def test_a_sweep_file_puts_the_device_in_every_run(seed_proxy, tmp_path):
     sweep = sweeps.plan(sweeps.load_toml(str(path)))
     sweeps.execute(sweep)
     for point in sweep.points:
-        record = rr.read_run(point.run_dir)
+        record = record_files.read_run(point.run_dir)
         assert record.counters is not None and record.counters.lost == 0 and record.counters.sent == 3000
         assert record.topology is not None and record.topology.device_in_path
 
@@ -247,7 +247,7 @@ def test_consumers_bind_explicit_ports_and_the_producers_connect_to_them(run_wor
     r = run_workload(pattern="push-pull", producers=2, consumers=2, consumers_bind=f"tcp://127.0.0.1:{first}",
                      count=20_000)
     assert r.lost == 0 and r.unique_received == 40_000
-    topology = rr.read_run(r.run_dir).topology
+    topology = record_files.read_run(r.run_dir).topology
     assert topology is not None and not topology.device_in_path
     bound = [f"tcp://127.0.0.1:{first}", f"tcp://127.0.0.1:{first + 1}"]
     assert (topology.consumers.attach, topology.consumers.endpoints, topology.consumers.given) == ("bind", bound, True)
@@ -262,13 +262,13 @@ def test_pub_sub_with_binding_subscribers(run_workload):
     r = run_workload(pattern="pub-sub", consumers_bind=endpoint, producers_connect=endpoint, rate="20k", count=5000,
                      drain_timeout_ms=300)
     assert r.lost == 0 and r.unique_received == 5000
-    topology = rr.read_run(r.run_dir).topology
+    topology = record_files.read_run(r.run_dir).topology
     assert topology is not None and topology.consumers.attach == "bind" and topology.producers.given
 
 
 def test_todays_topology_records_itself_too(run_workload):
     r = run_workload(pattern="proxy", count=2000, rate="20k", drain_timeout_ms=300)
-    topology = rr.read_run(r.run_dir).topology
+    topology = record_files.read_run(r.run_dir).topology
     assert topology is not None and not topology.device_in_path and len(topology.proxy) == 2
     assert topology.producers.endpoints == topology.proxy[:1] and topology.consumers.endpoints == topology.proxy[1:]
     assert not topology.producers.given and not topology.consumers.given
@@ -289,7 +289,7 @@ def test_a_device_that_never_comes_up_ends_the_run_naming_its_endpoints(tmp_path
     assert f"nobody answered on tcp://127.0.0.1:{p1}" in proc.stderr and f"tcp://127.0.0.1:{p2}" in proc.stderr
     assert took < 22, f"took {took:.1f} s"
     run_dir, = glob.glob(str(tmp_path / "run=*"))
-    record = rr.read_run(run_dir)
+    record = record_files.read_run(run_dir)
     assert record.status == "failed" and record.topology is not None and record.topology.device_in_path
 
 

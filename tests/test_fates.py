@@ -276,10 +276,10 @@ def test_kernel_part_never_exceeds_what_is_in_flight():
 
 @pytest.mark.parametrize("fanout", [False, True], ids=["round-robin", "fan-out"])
 def test_reset_regions_read_in_pieces_give_the_whole_maps_fates(monkeypatch, fanout):
-    """The `dropped_reset` rule over maps read a piece at a time (contract/bitmaps.PIECE_BYTES 2:
+    """The `dropped_reset` rule over maps read a piece at a time (store/bitmaps.PIECE_BYTES 2:
     16 seqs a piece, regions crossing the pieces' edges) gives the fates of one whole-map pass,
     stream by stream and consumer by consumer; and those are fates() over the whole maps."""
-    from zmqload.contract import bitmaps
+    from zmqload.store import bitmaps
     from zmqload.measure.reconcile import reconcile
     rng = np.random.default_rng(11)
     n = 200

@@ -55,6 +55,7 @@ from zmqload.contract.sweep_record import SweepRecord
 from zmqload.contract.workload import OPTIONS, Workload
 from zmqload.errors import ConfigError, RecordError, RunError, ZmqloadError
 from zmqload.plan import sweep as sweeps
+from zmqload.runner import preflight
 from zmqload.runner.spec import WorkerSpec
 
 FUZZ_SECONDS = float(os.environ.get("ZMQLOAD_FUZZ_SECONDS", "0"))
@@ -688,8 +689,8 @@ def check_key_file(directory: str, data: bytes, secret: bool) -> None:
     path = _file(directory, "server.key", data)
     with bounded("key_file", len(data)):
         try:
-            keys = curve.read_server_pair(path, "--curve-server-cert") if secret else \
-                [curve.read_public_key(path, "--curve-server-key")]
+            keys = preflight.read_server_pair(path, "--curve-server-cert") if secret else \
+                [preflight.read_public_key(path, "--curve-server-key")]
         except ZmqloadError as exc:
             refused(exc, ConfigError, "--curve-server-")
             return
@@ -720,7 +721,7 @@ def test_key_file_of_gigabytes(scratch):
         f.truncate(4 << 30)
     with bounded("key_file", curve.MAX_KEY_FILE):
         with pytest.raises(ConfigError) as exc:
-            curve.read_public_key(path, "--curve-server-key")
+            preflight.read_public_key(path, "--curve-server-key")
     refused(exc.value, ConfigError, "--curve-server-key: ")
 
 

@@ -119,3 +119,121 @@ def test_no_modules_import_each_other_round_a_circle():
 def test_a_circle_of_three_is_found():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+# -- zmqload.contract does no I/O ------------------------------------------------------------------
+# contract/ is types and rules: files, sockets, names and directories are store/'s and runner/'s
+# (docs/ARCHITECTURE.md). The check is an allowlist: of os only os.path's functions that compute a
+# path from its text (join, basename, ...: no system call), and abspath, which reads the process's
+# working directory and nothing of the file system's contents (contract/workload.py makes an ipc
+# endpoint's path absolute when the option is parsed); pathlib's pure paths likewise. Any other use
+# of os, and open(), socket, shutil, glob, pathlib's concrete paths or the other modules of I/O below
+# fails, until it is moved out (or argued for here).
+PURE_OS_PATH = {"join", "basename", "dirname", "splitext", "split", "normpath", "isabs", "abspath", "sep"}
+PURE_OS = {"sep", "fspath", "PathLike"}
+PURE_PATHLIB = {"PurePath", "PurePosixPath", "PureWindowsPath"}
+IO_MODULES = ("socket", "shutil", "glob", "tempfile", "subprocess", "mmap", "fcntl", "select", "selectors",
+              "urllib.request", "http", "ftplib", "pyarrow.fs", "pyarrow.parquet", "pyarrow.csv", "pyarrow.dataset")
+NUMPY_IO = {"fromfile", "tofile", "load", "save", "savez", "memmap", "loadtxt", "savetxt", "genfromtxt"}
+KNOWN_IO = {
+    # --size @FILE and --payload FILE are read by Workload.sizes (and by Workload.validate's --topics room
+    # check): moving the reading out changes when a bad file is refused and a public property of Workload,
+    # so these two functions are the one known exception, each named, and nothing else of sizes.py may.
+    ("zmqload/contract/sizes.py", "_read"),
+    ("zmqload/contract/sizes.py", "read_bounded"),
+}
+
+
+def io_uses(source: str) -> list[tuple[str, int, str]]:
+    """(enclosing function, line, what) of every use of I/O in a module's source: open(), os and
+    os.path beyond the pure path functions, pathlib beyond its pure paths, numpy's file functions,
+    and imports of the modules of I/O (IO_MODULES)."""
+    tree = ast.parse(source)
+    os_names, os_path_names, pathlib_names, numpy_names = {"os"}, set(), {"pathlib"}, {"numpy", "np"}
+    found: list[tuple[str, int, str]] = []
+
+    def io_module(name: str) -> bool:
+        return any(name == m or name.startswith(m + ".") for m in IO_MODULES)
+
+    def visit(node: ast.AST, where: str) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            where = f"{where}.{node.name}" if where else node.name
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                if io_module(alias.name):
+                    found.append((where, node.lineno, f"import {alias.name}"))
+                elif alias.name == "os.path" and alias.asname:
+                    os_path_names.add(alias.asname)
+                elif alias.name in ("os", "os.path"):
+                    os_names.add(bound)
+                elif alias.name == "pathlib":
+                    pathlib_names.add(bound)
+                elif alias.name == "numpy":
+                    numpy_names.add(bound)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            for alias in node.names:
+                name = alias.name
+                allowed = (PURE_OS_PATH if node.module == "os.path" else
+                           PURE_OS | {"path"} if node.module == "os" else
+                           PURE_PATHLIB if node.module == "pathlib" else None)
+                if io_module(node.module) or (node.module == "io" and name == "open") or \
+                        (allowed is not None and name not in allowed) or \
+                        (node.module == "numpy" and name in NUMPY_IO):
+                    found.append((where, node.lineno, f"from {node.module} import {name}"))
+                elif node.module == "os" and name == "path":
+                    os_path_names.add(alias.asname or name)
+        elif isinstance(node, ast.Name) and node.id == "open" and isinstance(node.ctx, ast.Load):
+            found.append((where, node.lineno, "open"))
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            base, attr = node.value.id, node.attr
+            if base in os_names and attr not in PURE_OS | {"path"}:
+                found.append((where, node.lineno, f"{base}.{attr}"))
+            elif base in os_path_names and attr not in PURE_OS_PATH:
+                found.append((where, node.lineno, f"{base}.{attr}"))
+            elif base in pathlib_names and attr not in PURE_PATHLIB:
+                found.append((where, node.lineno, f"{base}.{attr}"))
+            elif base in numpy_names and attr in NUMPY_IO:
+                found.append((where, node.lineno, f"{base}.{attr}"))
+            elif base == "io" and attr == "open":
+                found.append((where, node.lineno, "io.open"))
+        if isinstance(node, ast.Attribute) and node.attr == "tofile":       # an array written to a file
+            found.append((where, node.lineno, ".tofile"))
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and \
+                isinstance(node.value.value, ast.Name) and node.value.value.id in os_names and \
+                node.value.attr == "path" and node.attr not in PURE_OS_PATH:
+            found.append((where, node.lineno, f"os.path.{node.attr}"))
+        for child in ast.iter_child_nodes(node):
+            visit(child, where)
+
+    visit(tree, "")
+    return found
+
+
+def test_contract_calls_no_file_socket_or_directory_io():
+    uses = []
+    for name in sorted(os.listdir(os.path.join(ROOT, "zmqload", "contract"))):
+        if not name.endswith(".py"):
+            continue
+        rel = f"zmqload/contract/{name}"
+        with open(os.path.join(ROOT, rel)) as f:
+            source = f.read()
+        uses += [f"{rel}:{line} {what} (in {where or 'the module'})" for where, line, what in io_uses(source)
+                 if (rel, where) not in KNOWN_IO]
+    assert not uses, uses
+
+
+def test_the_io_check_finds_io_and_passes_pure_path_work():
+    found = {what for _, _, what in io_uses(
+        "import os\nimport os.path as osp\nimport shutil\nimport socket as s\nfrom glob import glob\n"
+        "from os import remove\nfrom os.path import isfile, join\nfrom pathlib import Path, PurePath\n"
+        "import numpy as np\n"
+        "def f(p, a):\n"
+        "    open(p)\n    os.remove(p)\n    os.path.isdir(p)\n    osp.exists(p)\n    os.lseek(3, 0, 0)\n"
+        "    np.fromfile(p)\n    a.tofile(p)\n"
+        "    return os.path.join(p, 'x'), os.path.basename(p), osp.dirname(p), os.path.splitext(p), join(p)\n")}
+    assert found == {"import shutil", "import socket", "from glob import glob", "from os import remove",
+                     "from os.path import isfile", "from pathlib import Path", "open", "os.remove",
+                     "os.path.isdir", "osp.exists", "os.lseek", "np.fromfile", ".tofile"}, found
+    where = {(w, what) for w, _, what in io_uses("import os\nclass A:\n    def f(self):\n        os.stat('x')\n")}
+    assert where == {("A.f", "os.stat")}

@@ -13,8 +13,10 @@ import pytest
 import fault_table as ft
 import zmqload
 from zmqload.contract.workload import Slos
+from zmqload.cli import records_doc
 from zmqload.contract import codec
 from zmqload.contract import run_record as rr
+from zmqload.store import record_files
 from zmqload.contract.states import DrainEnd, RunStatus
 from zmqload.errors import ExitStatus, RecordError
 
@@ -27,7 +29,7 @@ def assert_round_trips(run_dir: str) -> rr.RunRecord:
     path = os.path.join(run_dir, "run.json")
     with open(path, "rb") as f:
         data = f.read()
-    record = rr.read_run(run_dir)
+    record = record_files.read_run(run_dir)
     assert codec.encode(record) == data
     assert codec.to_builtins(record) == json.loads(data)
     return record
@@ -39,7 +41,8 @@ def test_records_md_lists_every_field_of_the_type():
     table = re.search(r"<!-- run.json fields: generated, do not edit -->\n(.*?)<!-- end of run.json fields -->",
                       text, re.S)
     assert table, "docs/RECORDS.md has no generated run.json table"
-    assert table.group(1) == codec.markdown_table(rr.RunRecord), "regenerate: python -m zmqload.contract.run_record docs/RECORDS.md"
+    assert table.group(1) == records_doc.markdown_table(rr.RunRecord), \
+        "regenerate: python -m zmqload.cli.records_doc run_record docs/RECORDS.md"
 
 
 def test_real_runs_round_trip(tmp_path):
@@ -71,7 +74,7 @@ def test_a_failed_and_a_repaired_run_round_trip(tmp_path):
     assert record.status is RunStatus.FAILED and record.salvaged is not None and record.salvaged.died == ["c0"]
 
     run_dir, _ = ft.kill_everything(str(tmp_path / "everything"))
-    assert rr.read_run(run_dir).status is RunStatus.RUNNING
+    assert record_files.read_run(run_dir).status is RunStatus.RUNNING
     done = ft.repair(run_dir)
     assert done.returncode == 0, done.stderr
     repaired = assert_round_trips(run_dir)
@@ -95,7 +98,7 @@ def test_a_record_that_is_not_one_is_refused_in_one_line(tmp_path, change, says)
     with open(path, "w") as f:
         json.dump(meta, f)
     with pytest.raises(RecordError) as caught:
-        rr.read_run(result.run_dir)
+        record_files.read_run(result.run_dir)
     message = str(caught.value)
     assert message.startswith(path + ": ") and says in message and "\n" not in message, message
     assert caught.value.exit_status is ExitStatus.BAD_INPUT

@@ -9,7 +9,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from zmqload.contract import bitmaps
+from zmqload.store import bitmaps
 from zmqload.contract.ids import WorkerId, consumers, producers
 from zmqload.contract.wire import SendStatus
 from zmqload.contract.workload import Workload

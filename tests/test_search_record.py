@@ -19,9 +19,11 @@ import msgspec
 import pytest
 
 from zmqload.contract.workload import SearchPlan, Slos, Workload
+from zmqload.cli import records_doc
 from zmqload.contract import codec
 from zmqload.contract import search_record as sr
 from zmqload.contract import sweep_record as swr
+from zmqload.store import record_files
 from zmqload.contract.states import PointStatus, SearchStatus, Slo, SweepStatus
 from zmqload.errors import RecordError
 from zmqload.plan.capacity_search import Outcome, Probe, find_max_rate
@@ -53,7 +55,7 @@ def test_a_real_search_round_trips_byte_for_byte(tmp_path):
                 "--max-probes", "3", "--out", out, "--json")
     assert done.returncode in (0, 1), done.stderr          # 1: no answer within 3 probes
     path = os.path.join(out, sr.RESULT_FILE)
-    record = assert_round_trips(path, sr.SearchRecord, sr.read_search)
+    record = assert_round_trips(path, sr.SearchRecord, record_files.read_search)
     assert isinstance(record, sr.SearchRecord)
     assert json.loads(done.stdout) == json.load(open(path))           # --json prints the document
     assert record.status is SearchStatus.COMPLETE and record.cut_short is None
@@ -102,8 +104,8 @@ def test_an_interrupted_search_keeps_its_probes_and_the_report_says_it_was_cut_s
               lambda: any(_complete(f) for f in glob.glob(os.path.join(out, "run=cut-000-p02-*", "run.json"))))
         # ... and the search's record written after it (a signal between the two would stop the search
         # while it judged the second probe: the record would rightly hold one probe)
-        _wait("the record after the second probe", lambda: len(sr.read_search(out).searches[-1].probes) == 2)
-        assert sr.read_search(out).status is SearchStatus.RUNNING
+        _wait("the record after the second probe", lambda: len(record_files.read_search(out).searches[-1].probes) == 2)
+        assert record_files.read_search(out).status is SearchStatus.RUNNING
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
     finally:
@@ -112,7 +114,7 @@ def test_an_interrupted_search_keeps_its_probes_and_the_report_says_it_was_cut_s
             proc.communicate()
     assert proc.returncode == 130, stderr
     assert len(stderr.strip().splitlines()) == 1 and "interrupted" in stderr and sr.RESULT_FILE in stderr
-    record = assert_round_trips(sr.search_path(out), sr.SearchRecord, sr.read_search)
+    record = assert_round_trips(sr.search_path(out), sr.SearchRecord, record_files.read_search)
     assert isinstance(record, sr.SearchRecord)
     assert record.status is SearchStatus.INTERRUPTED
     (search,) = record.searches
@@ -178,11 +180,11 @@ def _refused(path: str, read, field: str | None = None) -> str:
 def test_a_file_not_of_the_type_is_refused_with_one_line_naming_it(tmp_path, kind):
     if kind == "search":
         plain = codec.to_builtins(_synthetic_search())
-        read = sr.read_search
+        read = record_files.read_search
         wrong, where = (lambda d: d["searches"][0]["probes"][1].update(rate="fast")), "$.searches[0].probes[1].rate"
     else:
         plain = codec.to_builtins(swr.SweepRecord(sweep_id="w", out="o", points=[swr.PointEntry(index=0)]))
-        read = swr.read_sweep
+        read = record_files.read_sweep
         wrong, where = (lambda d: d["points"][0].update(status="done")), "$.points[0].status"
     path = str(tmp_path / f"{kind}.json")
 
@@ -234,7 +236,7 @@ def test_a_real_sweep_round_trips_byte_for_byte(tmp_path):
     out = str(tmp_path / "runs")
     done = _cli("sweep", "--size", "64,128", "--count", "500", "--out", out, "--name", "rt", "--quiet")
     assert done.returncode == 0, done.stderr
-    record = assert_round_trips(os.path.join(out, "sweep-rt.json"), swr.SweepRecord, swr.read_sweep)
+    record = assert_round_trips(os.path.join(out, "sweep-rt.json"), swr.SweepRecord, record_files.read_sweep)
     assert isinstance(record, swr.SweepRecord)
     assert record.status is SweepStatus.COMPLETE and record.counts.complete == 2 and record.counts.not_run == 0
     assert [p.status for p in record.points] == [PointStatus.COMPLETE] * 2
@@ -254,8 +256,8 @@ def test_the_docs_list_every_field_of_the_type(doc, module):
                       f"{re.escape(label)} fields -->", text, re.S)
     assert table, f"docs/{doc} has no generated table"
     kind = sr.SearchRecord if module is sr else swr.SweepRecord
-    assert table.group(1) == codec.markdown_table(kind), \
-        f"regenerate: python -m {module.__name__} docs/{doc}"
+    assert table.group(1) == records_doc.markdown_table(kind), \
+        f"regenerate: python -m zmqload.cli.records_doc {module.__name__.rsplit('.', 1)[1]} docs/{doc}"
     assert re.search(r"\| `searches\[\]\.probes\[\]\.figures\.queue_peak\.messages` \|", text) or module is swr
 
 

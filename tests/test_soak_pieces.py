@@ -1,5 +1,5 @@
 """Soak runs in bounded memory (issue 30): the fates, counters and the queue's exact peak of a run
-whose maps are read a piece at a time (contract/bitmaps.PIECE_BYTES), whose consumers page their
+whose maps are read a piece at a time (store/bitmaps.PIECE_BYTES), whose consumers page their
 seen-maps to files (runner/parquet_writer.PAGE_SEQS, KEEP_PAGES) and whose peak is replayed a piece of
 candidate bins at a time (measure/queue_replay.REPLAY_EVENTS) equal numpy and pyarrow over the Parquet
 files, read one file at a time. The constants are lowered so that runs of a few hundred thousand
@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import check_identity
 
-from zmqload.contract import bitmaps
+from zmqload.store import bitmaps
 from zmqload.measure import queue_replay as queue_rule
 from zmqload.contract.fates import TAIL_MID_RUN
 from zmqload.runner import parquet_writer

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any, Generator, Iterator, Optional
 
 import pytest
 
-from .contract.run_record import RunRecord, read_run
+from .contract.run_record import RunRecord
 from .errors import RecordError
+from .store.record_files import read_run
 
 if TYPE_CHECKING:
     from pluggy import Result

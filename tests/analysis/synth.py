@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from zmqload.contract.workload import Workload
 from zmqload.contract import run_record as rr
+from zmqload.store import record_files
 from zmqload.contract.records import RECVS, SAMPLES, SCHEMA_VERSION, SENDS
 from zmqload.contract.states import RunStatus
 from zmqload.contract.wire import SendStatus
@@ -140,5 +141,5 @@ def make_run(parent, run_id="synth", *, streams=2, count=5000, consumers=1, fano
     write_parts(os.path.join(path, "samples"), samples, 100_000, "p000")
     record = _record(run_id, pattern, transport, size, rate, streams, consumers, fanout, sndhwm, rcvhwm, t0,
                      run_status, schema_version)
-    rr.write_run(path, record)
+    record_files.write_run(path, record)
     return Synth(path=path, run_id=run_id, sends=sends, recvs=recvs, record=record)

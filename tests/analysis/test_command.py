@@ -13,6 +13,7 @@ import pytest
 from zmqload.analysis import javacheck
 from zmqload.analysis.verdicts import parse_bytes
 from zmqload.contract import run_record as rr
+from zmqload.store import record_files
 from zmqload.contract.states import RunStatus
 from zmqload.cli import report as command      # the report's command line (add_arguments, run)
 
@@ -50,7 +51,7 @@ def test_unknown_schema_version(tmp_path, capsys):
 def test_empty_run(tmp_path, capsys):
     d = tmp_path / "run=empty"
     d.mkdir()
-    rr.write_run(str(d), rr.RunRecord(run_id="empty", status=RunStatus.COMPLETE))
+    record_files.write_run(str(d), rr.RunRecord(run_id="empty", status=RunStatus.COMPLETE))
     assert "no send or receive records" in one_line_error(capsys, command.run(parse([str(d)])))
 
 

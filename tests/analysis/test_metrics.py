@@ -8,6 +8,7 @@ from zmqload.analysis import finish, metrics
 from zmqload.analysis.pipeline import collect
 from zmqload.analysis.runs import discover_runs, load_records
 from zmqload.contract import run_record as rr
+from zmqload.store import record_files
 from zmqload.contract.states import RunStatus
 from zmqload.contract.fates import TAIL_AT_CLOSE
 
@@ -215,7 +216,7 @@ def test_fanout_latency_and_depth_are_each_consumers_own(spark, tmp_path):
         "seq": lambda c: seq, "t_intended_ns": lambda c: t_sent, "t_sent_ns": lambda c: t_sent,
         "t_recv_ns": lambda c: t_sent + lag[c], "size": lambda c: np.full(n, 16, np.int32)}.items()}
     write_parts(str(d / "recvs"), pa.table(table, schema=RECV_SCHEMA), 1000, "c000")
-    rr.write_run(str(d), rr.RunRecord(run_id="fan", status=RunStatus.COMPLETE))
+    record_files.write_run(str(d), rr.RunRecord(run_id="fan", status=RunStatus.COMPLETE))
     runs, _ = discover_runs([str(d)])
     recvs = load_records(spark, runs, "recvs")
     pct = {(r["consumer"], r["metric"]): r for r in
@@ -256,7 +257,7 @@ def _recvs_of_seqs(spark, tmp_path, run_id, seq, rows_per_part, stream=None):
     write_parts(str(d / "recvs"), pa.table({"consumer": np.zeros(n, np.int32), "stream": stream,
                 "seq": seq, "t_intended_ns": t, "t_sent_ns": t, "t_recv_ns": t + 5, "size": np.full(n, 16, np.int32)},
                 schema=RECV_SCHEMA), rows_per_part, "c000")
-    rr.write_run(str(d), rr.RunRecord(run_id=run_id, status=RunStatus.COMPLETE))
+    record_files.write_run(str(d), rr.RunRecord(run_id=run_id, status=RunStatus.COMPLETE))
     runs, _ = discover_runs([str(d)])
     return load_records(spark, runs, "recvs")
 

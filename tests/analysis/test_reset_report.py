@@ -9,7 +9,7 @@ import zmqload
 from zmqload.analysis import analyze, discover_runs
 from zmqload.analysis.metrics import ALL
 from zmqload.contract.fates import FATES
-from zmqload.contract.run_record import read_run
+from zmqload.store.record_files import read_run
 
 RESETS = "0.4,1.0"
 

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from ..contract.workload import Workload
 from ..contract import run_record as rr
+from ..store import record_files
 from ..contract.ids import Role
 from ..contract.records import SCHEMAS
 from ..contract.states import RunStatus
@@ -121,10 +122,10 @@ def _sort_out_parts(info: RunInfo, kind: str) -> None:
 
 def read_run(path: str) -> RunInfo:
     """One run directory, validated. Raises ReportInputError (one line) if unusable."""
-    if not rr.is_run_dir(path):
+    if not record_files.is_run_dir(path):
         raise ReportInputError(f"{path}: not a zmqload run (no run.json)")
     try:
-        record = rr.read_run(path)
+        record = record_files.read_run(path)
     except RecordError as e:
         raise ReportInputError(str(e)) from None
     base = os.path.basename(os.path.normpath(path))
@@ -172,7 +173,7 @@ def discover_runs(paths: Union[str, os.PathLike[str], Sequence[Union[str, os.Pat
             raise ReportInputError(f"{p}: no such directory")
         if not os.path.isdir(p):
             raise ReportInputError(f"{p}: not a directory")
-        if rr.is_run_dir(p):
+        if record_files.is_run_dir(p):
             candidates, single = [p], True
         else:
             candidates = sorted(d for d in glob.glob(os.path.join(p, "run=*")) if os.path.isdir(d))

@@ -22,9 +22,10 @@ from ..contract.derived import work_ceiling
 from ..contract.workload import SEARCH_OPTIONS, SLO_OPTIONS, UNPACED_RATE_GUESS, SearchPlan, Slos, Workload, refuse_unjudged
 from ..contract.codec import to_builtins
 from ..contract.search_record import (RESULT_FILE, SET_BY_SEARCH, SearchEntry, SearchRecord, SearchTemplate,
-                                      search_path, write_search)
+                                      search_path)
 from ..contract.states import SearchStatus, Slo
 from ..errors import ConfigError, ExitStatus
+from ..store.record_files import write_search
 from .common import disk_warning, megabytes
 from .options import add_workload_arguments
 from .report_after import report_module, run_report

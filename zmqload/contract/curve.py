@@ -5,8 +5,9 @@ zmq_curve_keypair and pyzmq's zmq.curve_keypair make them. A key file is read in
 forms: a certificate as zmq.auth.create_certificates (and czmq's zcert) writes it, whose
 `public-key = "..."` line is taken, or a file whose one line (comments `#` and blank lines
 aside) is the bare key. A server's own pair (zmqload's binding sockets with a key
-the user's clients know) is read from a secret certificate. Nothing here makes keys (the runner
-does, with the engine's libzmq) or sets them on a socket.
+the user's clients know) is read from a secret certificate. Nothing here reads the files
+(runner/preflight.py does), makes keys (the runner does, with the engine's libzmq) or sets them on
+a socket.
 """
 from __future__ import annotations
 
@@ -49,24 +50,9 @@ def z85_key(text: str) -> bool:
     return True
 
 
-def _read_text(path: str, option: str, forms: str) -> str:
-    try:
-        with open(path, encoding="ascii") as f:
-            text = f.read(MAX_KEY_FILE + 1)
-    except (OSError, ValueError) as exc:       # UnicodeDecodeError; ValueError: a path with a NUL character
-        why = (exc.strerror if isinstance(exc, OSError) and exc.strerror else
-               "not ASCII text" if isinstance(exc, UnicodeDecodeError) else str(exc))
-        raise ConfigError(option, f"got {path!r}: cannot read it ({why}); accepted: {forms}") from None
-    if len(text) > MAX_KEY_FILE:
-        raise ConfigError(option, f"got {path!r}: above {MAX_KEY_FILE:,} characters, not a key file; "
-                                  f"accepted: {forms}")
-    return text
-
-
-def read_public_key(path: str, option: str) -> bytes:
-    """The public key in the file at `path`; ConfigError naming `option` when the file is missing,
-    unreadable or holds no key in either form (KEY_FILE_FORMS)."""
-    text = _read_text(path, option, KEY_FILE_FORMS)
+def parse_public_key(text: str, path: str, option: str) -> bytes:
+    """The public key in `text`, the key file at `path`; ConfigError naming `option` when it holds
+    no key in either form (KEY_FILE_FORMS). The file is read by runner/preflight.py."""
     # '#' begins a comment line, unless the line is a bare key (Z85 has '#')
     lines = [line.strip() for line in text.splitlines()
              if line.strip() and (not line.lstrip().startswith("#") or Z85_KEY.fullmatch(line.strip()))]
@@ -77,11 +63,11 @@ def read_public_key(path: str, option: str) -> bytes:
     return key.encode()
 
 
-def read_server_pair(path: str, option: str) -> tuple[bytes, bytes]:
-    """(public, secret) of the server certificate at `path` (SECRET_FILE_FORMS): the identity zmqload's
-    binding sockets take so that a client of the user's, which holds the public half, can connect.
-    ConfigError naming `option` when it is missing, unreadable or not a secret certificate."""
-    text = _read_text(path, option, SECRET_FILE_FORMS)
+def parse_server_pair(text: str, path: str, option: str) -> tuple[bytes, bytes]:
+    """(public, secret) of `text`, the server certificate at `path` (SECRET_FILE_FORMS): the identity
+    zmqload's binding sockets take so that a client of the user's, which holds the public half, can
+    connect. ConfigError naming `option` when it is not a secret certificate. The file is read by
+    runner/preflight.py."""
     lines = text.splitlines()
     found = [[m.group(1) for line in lines if (m := rule.fullmatch(line))] for rule in (_CERT_LINE, _SECRET_LINE)]
     if any(len(keys) != 1 or not z85_key(keys[0]) for keys in found):

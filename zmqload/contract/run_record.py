@@ -2,10 +2,11 @@
 
 A run's record is written by the runner (at the start, once the schedule is set, at the
 end), by salvage and `zmqload repair`, and read by everything after: the report, the sweep
-and capacity commands, the pytest plugin. They go through `read_run` and `write_run`, never
-through string keys into a dict, so a field is named, typed and checked once, here.
-docs/RECORDS.md's run.json table is generated from these types (`python -m
-zmqload.contract.run_record docs/RECORDS.md`) and checked against them (tests/test_run_record.py).
+and capacity commands, the pytest plugin. They go through `read_run` and `write_run`
+(store/record_files.py), never through string keys into a dict, so a field is named, typed and
+checked once, here. docs/RECORDS.md's run.json table is generated from these types (`python -m
+zmqload.cli.records_doc run_record docs/RECORDS.md`) and checked against them
+(tests/test_run_record.py).
 
 Versions: every record carries `schema_version` (contract.records.SCHEMA_VERSION, shared
 with the Parquet parts). A record of another version is refused with one line naming the
@@ -15,13 +16,12 @@ types describe, as every zmqload so far wrote it (`slos` added since, read as nu
 from __future__ import annotations
 
 import os
-import sys
 from typing import Optional
 
 import msgspec
 
 from .workload import Slos, Workload
-from .codec import doc_table_command, Record, read, write_atomic
+from .codec import Record
 from .curve import Security
 from .fates import AMBIGUOUS_TAIL, TailPlacement
 from .ids import Role
@@ -575,23 +575,6 @@ class RunRecord(Record):
         return facts.mean if facts is not None else float(size if isinstance(size, int) else 0)
 
 
-# -- the codec ---------------------------------------------------------------------------------
+# -- where it is (read and written by store/record_files.py) -----------------------------------
 def run_path(run_dir: str) -> str:
     return os.path.join(run_dir, RUN_FILE)
-
-
-def is_run_dir(path: str) -> bool:
-    return os.path.isfile(run_path(path))
-
-
-def read_run(run_dir: str) -> RunRecord:
-    """The record of the run in `run_dir`."""
-    return read(run_path(run_dir), RunRecord, "not a zmqload run (no schema_version)")
-
-
-def write_run(run_dir: str, record: RunRecord) -> None:
-    write_atomic(run_path(run_dir), record)
-
-
-if __name__ == "__main__":
-    doc_table_command(RunRecord, RUN_FILE, sys.argv[1:])

@@ -5,24 +5,24 @@
 after every probe with the search so far (the combination being searched has its probes and
 bracket so far), and at the end `complete`, `interrupted` (Ctrl-C, SIGTERM) or `failed`. So a
 search killed or interrupted after six probes leaves its six probes and the rules they were
-judged by. The report (report/search_answer.py) reads it through `read_search`, never through
-string keys into a dict.
+judged by. The report (report/search_answer.py) reads it through `read_search`
+(store/record_files.py), never through string keys into a dict.
 
 docs/CAPACITY.md's table of the fields is generated from these types (`python -m
-zmqload.contract.search_record docs/CAPACITY.md`) and held to them by tests/test_search_record.py.
+zmqload.cli.records_doc search_record docs/CAPACITY.md`) and held to them by
+tests/test_search_record.py.
 A file of the zmqload before this type (no schema_version) is refused with one line naming it.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from typing import Optional, Union
 
 import msgspec
 
 from .workload import SearchPlan, Slos, Workload
-from .codec import doc_table_command, Record, unversioned_message, read, write_atomic
+from .codec import Record
 from .records import SCHEMA_VERSION
 from .states import SearchStatus, Slo
 from .sweep_record import OptionValue
@@ -240,22 +240,6 @@ class SearchRecord(Record):
         return self.searches[-1] if self.status.cut_short and self.searches else None
 
 
-# -- the codec ---------------------------------------------------------------------------------
+# -- where it is (read and written by store/record_files.py) -----------------------------------
 def search_path(out: str) -> str:
     return os.path.join(out, RESULT_FILE)
-
-
-def read_search(path: str) -> SearchRecord:
-    """The record of the search in `path` (a capacity-search.json, or the --out directory
-    holding it); RecordError (one line naming the file) when it is not one this zmqload reads."""
-    if os.path.isdir(path):
-        path = search_path(path)
-    return read(path, SearchRecord, unversioned_message(RESULT_FILE, "run the search again"))
-
-
-def write_search(out: str, record: SearchRecord) -> None:
-    write_atomic(search_path(out), record)
-
-
-if __name__ == "__main__":
-    doc_table_command(SearchRecord, RESULT_FILE, sys.argv[1:])

@@ -3,18 +3,18 @@ the one codec (contract/codec.py), as run.json is (contract/run_record.py).
 
 `zmqload sweep` (zmqload/plan/sweep.py) writes it when the sweep starts and rewrites it atomically
 after every run, so it is current even if the sweep is killed. docs/SWEEPS.md's table of the
-fields is generated from these types (`python -m zmqload.contract.sweep_record docs/SWEEPS.md`)
-and held to them by tests/test_search_record.py. A file of the zmqload before this type (no
+fields is generated from these types (`python -m zmqload.cli.records_doc sweep_record
+docs/SWEEPS.md`) and held to them by tests/test_search_record.py; the file is read and written by
+store/record_files.py (`read_sweep`, `write_sweep`). A file of the zmqload before this type (no
 schema_version) is refused with one line naming it.
 """
 from __future__ import annotations
 
-import sys
 from typing import Optional, Union
 
 import msgspec
 
-from .codec import doc_table_command, Record, unversioned_message, read, write_atomic
+from .codec import Record
 from .records import SCHEMA_VERSION
 from .states import PointStatus, SweepStatus
 
@@ -93,18 +93,3 @@ class SweepRecord(Record):
     counts: Counts = msgspec.field(default_factory=Counts)
     points: list[PointEntry] = []
     """Every point, in the order run."""
-
-
-# -- the codec ---------------------------------------------------------------------------------
-def read_sweep(path: str) -> SweepRecord:
-    """The sweep file at `path`; RecordError (one line naming the file) when it is not one this
-    zmqload reads."""
-    return read(path, SweepRecord, unversioned_message("sweep file", "run the sweep again"))
-
-
-def write_sweep(path: str, record: SweepRecord) -> None:
-    write_atomic(path, record)
-
-
-if __name__ == "__main__":
-    doc_table_command(SweepRecord, "sweep-<id>.json", sys.argv[1:])

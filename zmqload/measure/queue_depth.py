@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..contract import bitmaps
+from ..store import bitmaps
 from . import queue_replay as queue_rule
 from ..store.parquet_parts import part_files, read_parts
 from ..contract.records import SAMPLES

@@ -42,8 +42,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..contract import bitmaps
 from ..contract.bitmaps import Bits
+from ..store import bitmaps
 from ..contract.fates import AMBIGUOUS_TAIL, DROPPED, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 from ..contract.topics import Topics
 

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional
 from ..contract.workload import OPTIONS, Option, Workload, flag_of, shown
 from ..contract import uris
 from ..contract.codec import convert, to_builtins
-from ..contract.run_record import read_run
 from ..contract.states import PointStatus, RunStatus, SweepStatus
-from ..contract.sweep_record import Counts, PointEntry, PointSummary, SweepRecord, write_sweep
+from ..contract.sweep_record import Counts, PointEntry, PointSummary, SweepRecord
 from ..errors import ConfigError, RecordError
+from ..store.record_files import read_run, write_sweep
 from ..runner.preflight import preflight
 from ..runner.resets import check_can_reset
 

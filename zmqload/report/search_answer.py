@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ..analysis.verdicts import KEEPS_UP, fmt_rate, fmt_us
 from ..contract.derived import work_ceiling
 from ..contract.sizes import spec_of
-from ..contract.search_record import (RESULT_FILE, Figures, ProbeEntry, SearchEntry, SearchRecord,
-                                      read_search)
+from ..contract.search_record import RESULT_FILE, Figures, ProbeEntry, SearchEntry, SearchRecord
 from ..contract.states import Slo
 from ..contract.sweep_record import OptionValue
 from ..errors import RecordError
+from ..store.record_files import read_search
 from ..contract.patterns import PATTERNS
 
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ import numpy as np
 from ..measure.reconcile import receipt_only, reconcile
 from ..measure.reset_regions import reset_regions
 from ..contract.workload import Workload
-from ..contract import bitmaps, codec, control
+from ..contract import codec, control
+from ..store import bitmaps
 from ..contract.derived import throughput_span
 from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 from ..contract.ids import Role

@@ -9,9 +9,10 @@ import dataclasses
 import zmq
 
 from .. import _engine
-from ..contract.curve import CurveKeys, read_public_key, read_server_pair
+from ..contract.curve import CurveKeys
 from ..contract.workload import OPTIONS, Workload
 from ..errors import ConfigError, RunError
+from .preflight import read_public_key, read_server_pair
 
 
 def run_keys(w: Workload) -> CurveKeys | None:

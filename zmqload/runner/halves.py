@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from ..contract import codec, control, ids
 from ..contract import run_record as rr
+from ..store import record_files
 from ..store.parquet_parts import part_files
 from ..contract.records import RECVS
 from ..contract.states import RunStatus
@@ -45,7 +46,7 @@ def join_found(paths: Sequence[str]) -> list[str]:
     a half given by itself is replaced by the joined run; a parent's joined run is found in it."""
     out: list[str] = []
     for path in paths:
-        if rr.is_run_dir(path):
+        if record_files.is_run_dir(path):
             half = _half_of(path)
             if half is None:
                 out.append(path)
@@ -72,7 +73,7 @@ def _half_names(parent: str) -> set[str]:
 
 def _pair(parent: str, name: str) -> tuple[str | None, str | None]:
     dirs = [os.path.join(parent, rr.run_dir_name(name, role)) for role in ("producer", "consumer")]
-    producer, consumer = (d if rr.is_run_dir(d) else None for d in dirs)
+    producer, consumer = (d if record_files.is_run_dir(d) else None for d in dirs)
     return producer, consumer
 
 
@@ -83,9 +84,9 @@ def join(producer_dir: str, consumer_dir: str) -> str:
     joined_dir = os.path.join(parent, rr.run_dir_name(p.run_id))
     halves = rr.Halves(producer=os.path.basename(producer_dir), consumer=os.path.basename(consumer_dir),
                        finished_at=[p.finished_at or "", c.finished_at or ""])
-    if rr.is_run_dir(joined_dir):
+    if record_files.is_run_dir(joined_dir):
         try:
-            existing = rr.read_run(joined_dir)
+            existing = record_files.read_run(joined_dir)
         except RecordError:
             existing = None
         if existing is None or existing.halves is None:
@@ -127,7 +128,7 @@ def join(producer_dir: str, consumer_dir: str) -> str:
 
 def _read(run_dir: str, role: str) -> rr.RunRecord:
     try:
-        record = rr.read_run(run_dir)
+        record = record_files.read_run(run_dir)
     except RecordError as exc:
         raise ConfigError("PATH", f"cannot read {exc}; accepted: the halves' run directories") from None
     if record.workload.role != role:

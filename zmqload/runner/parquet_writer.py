@@ -23,7 +23,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..contract import bitmaps
+from ..store import bitmaps
 from ..contract.part_files import part_name
 from ..contract.records import FOREIGN, RECVS, REPLIES, SAMPLES, SENDS
 from ..contract.sizes import Sizes, message_bytes

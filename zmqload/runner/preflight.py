@@ -14,7 +14,8 @@ import stat
 from typing import Optional
 
 from ..contract import exposure, patterns, uris
-from ..contract.curve import read_public_key, read_server_pair
+from ..contract.curve import (KEY_FILE_FORMS, MAX_KEY_FILE, SECRET_FILE_FORMS, parse_public_key,
+                              parse_server_pair)
 from ..contract.workload import IPC_PATH_MAX, OPTIONS, Workload, tcp_parts
 from ..errors import ConfigError
 
@@ -50,6 +51,36 @@ def preflight(w: Workload) -> Workload:
         for endpoint in w.bind_endpoints(binding):
             check_bindable("--endpoint", endpoint)
     return w
+
+
+def read_public_key(path: str, option: str) -> bytes:
+    """The public key in the file at `path`; ConfigError naming `option` when the file is missing,
+    unreadable or holds no key in either form (contract/curve.py KEY_FILE_FORMS)."""
+    return parse_public_key(_read_key_file(path, option, KEY_FILE_FORMS), path, option)
+
+
+def read_server_pair(path: str, option: str) -> tuple[bytes, bytes]:
+    """(public, secret) of the server certificate at `path` (contract/curve.py SECRET_FILE_FORMS): the
+    identity zmqload's binding sockets take so that a client of the user's, which holds the public
+    half, can connect. ConfigError naming `option` when it is missing, unreadable or not a secret
+    certificate."""
+    return parse_server_pair(_read_key_file(path, option, SECRET_FILE_FORMS), path, option)
+
+
+def _read_key_file(path: str, option: str, forms: str) -> str:
+    """A key file's text (ASCII, MAX_KEY_FILE characters at most); ConfigError naming `option` and
+    what it accepts (`forms`) otherwise."""
+    try:
+        with open(path, encoding="ascii") as f:
+            text = f.read(MAX_KEY_FILE + 1)
+    except (OSError, ValueError) as exc:       # UnicodeDecodeError; ValueError: a path with a NUL character
+        why = (exc.strerror if isinstance(exc, OSError) and exc.strerror else
+               "not ASCII text" if isinstance(exc, UnicodeDecodeError) else str(exc))
+        raise ConfigError(option, f"got {path!r}: cannot read it ({why}); accepted: {forms}") from None
+    if len(text) > MAX_KEY_FILE:
+        raise ConfigError(option, f"got {path!r}: above {MAX_KEY_FILE:,} characters, not a key file; "
+                                  f"accepted: {forms}")
+    return text
 
 
 def addresses(host: str) -> Optional[list[str]]:

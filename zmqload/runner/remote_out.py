@@ -21,6 +21,7 @@ from typing import Callable
 from ..contract import uris
 from ..store import remote_runs
 from ..contract import run_record as rr
+from ..store import record_files
 from ..contract.workload import Workload
 from ..errors import ConfigError, Interrupted, RunError, ZmqloadError
 from ..measure.result import RunResult
@@ -128,8 +129,8 @@ def _copied(staging: str, checked: list[remote_runs.Remote], result: RunResult |
 def _note_kept(run_dir: str, warning: str) -> None:
     """run.json of a staging copy left behind says why it is here (its workload.out names the URI)."""
     try:
-        record = rr.read_run(run_dir)
+        record = record_files.read_run(run_dir)
         record.warnings.append(warning)
-        rr.write_run(run_dir, record)
+        record_files.write_run(run_dir, record)
     except (OSError, ZmqloadError):
         pass        # the error line says it too

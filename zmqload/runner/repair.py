@@ -12,6 +12,7 @@ import shutil
 from ..contract import ids
 from ..contract import codec
 from ..contract import run_record as rr
+from ..store import record_files
 from ..contract.states import RunStatus
 from ..errors import ConfigError, RecordError
 from ..measure.result import RunResult
@@ -31,10 +32,10 @@ def process_alive(pid: int) -> bool:
 
 
 def read_running(run_dir: str, option: str = "RUN_DIR") -> rr.RunRecord:
-    if not rr.is_run_dir(run_dir):
+    if not record_files.is_run_dir(run_dir):
         raise ConfigError(option, f"{run_dir} has no run.json; accepted: a run directory (runs/run=...)")
     try:
-        record = rr.read_run(run_dir)
+        record = record_files.read_run(run_dir)
     except RecordError as exc:
         raise ConfigError(option, f"cannot read {exc}; accepted: a run directory with a readable run.json") from None
     if record.status is not RunStatus.RUNNING:

@@ -15,8 +15,10 @@ from ..contract.records import DISK_BYTES_PER_ROW
 from ..contract.workload import UNPACED_RATE_GUESS, Slos, Workload
 from ..contract import codec
 from ..contract import run_record as rr
+from ..store import record_files
 from ..contract.curve import CurveKeys, Security
-from ..contract import bitmaps, ids
+from ..contract import ids
+from ..store import bitmaps
 from ..contract.ids import Role
 from ..contract.states import RunStatus
 from ..errors import ConfigError, Interrupted, RunError, ZmqloadError
@@ -51,7 +53,7 @@ def reserve_bytes(w: Workload) -> int:
 def bytes_per_message(w: Workload) -> float:
     """What one message sent adds to the run's records: its send row, a receive row per copy
     (contract/records.DISK_BYTES_PER_ROW), a reply row for a round trip, and a bit in the
-    producer's and each copy's two maps (contract/bitmaps.py, removed at the end)."""
+    producer's and each copy's two maps (store/bitmaps.py, removed at the end)."""
     copies = w.consumers if w.fanout else 1
     rows = DISK_BYTES_PER_ROW["sends"] + copies * DISK_BYTES_PER_ROW["recvs"]
     if patterns.get(w.pattern).round_trip:
@@ -327,7 +329,7 @@ def _on_start(controller: Controller, launcher: Launcher | StageLauncher, record
         record.topology = controller.topology()
         try:
             with signals.held(then_raise=True):
-                rr.write_run(run_dir, record)
+                record_files.write_run(run_dir, record)
         except OSError as exc:      # a run error: the run ends failed, in the room kept for run.json
             raise write_error(exc, run_dir, len(codec.encode(record))) from None
     controller.on_start = started
@@ -337,7 +339,7 @@ def _on_start(controller: Controller, launcher: Launcher | StageLauncher, record
         record.resets = list(controller.state.resets)
         try:
             with signals.held(then_raise=True):
-                rr.write_run(run_dir, record)
+                record_files.write_run(run_dir, record)
         except OSError as exc:
             raise write_error(exc, run_dir, len(codec.encode(record))) from None
     controller.on_reset = reset_made

@@ -10,6 +10,7 @@ import shutil
 from ..contract.workload import Workload
 from ..contract import codec
 from ..contract import run_record as rr
+from ..store import record_files
 from ..contract.states import RunStatus
 from .parquet_writer import write_error
 from ..measure.result import RunResult
@@ -27,7 +28,7 @@ def start_records(run_dir: str, record: rr.RunRecord, reserve: int) -> None:
     """The first run.json (status running) and the room kept for the last one; on a disk
     too full for either nothing starts (and the empty run directory goes)."""
     try:
-        rr.write_run(run_dir, record)
+        record_files.write_run(run_dir, record)
         with open(os.path.join(run_dir, RESERVE_NAME), "wb") as f:
             f.write(b"\0" * reserve)       # written zeros, not a sparse hole: the room is taken now
     except OSError as exc:
@@ -72,6 +73,6 @@ def _write_last(run_dir: str, record: rr.RunRecord) -> None:
     except FileNotFoundError:
         pass
     try:
-        rr.write_run(run_dir, record)
+        record_files.write_run(run_dir, record)
     except OSError as exc:
         raise write_error(exc, run_dir, len(codec.encode(record))) from None

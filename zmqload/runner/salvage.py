@@ -22,7 +22,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ..contract.workload import Workload
-from ..contract import bitmaps, control, run_record
+from ..contract import control, run_record
+from ..store import bitmaps
 from ..contract.ids import Role, WorkerId
 from ..contract.wire import SendStatus
 from ..contract.sizes import message_bytes
