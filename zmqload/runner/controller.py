@@ -42,6 +42,7 @@ CONVERT_S_PER_ROW = 1e-6
 """Time allowed per row a worker recorded for its converter's work after the loop (the held spill
 to Parquet: ~0.1 us a row measured alone, 10x for a loaded machine): a billion-message run's
 consumer converts for minutes, which a fixed FINAL_TIMEOUT_S failed (issue 30)."""
+FINAL_IN_FLIGHT_S = 1.0      # how long a worker seen ended may still have its final on the way
 INTERRUPT_GRACE_S = 2.5       # a stopped worker converts for 1 s at most, then sends its final
 START_MARGIN_NS = 30_000_000
 NO_LIMIT = float("inf")
@@ -124,8 +125,12 @@ class Controller:
         end the phase now (a consumer killed before it heard of the drain keeps the drain's
         idle clock from ever starting)."""
         dead = [n for n in self.launcher.dead(self.state.everyone) if n not in self.state.final]
+        # a worker that sent its final and ended at once may be seen ended before its final is read
+        deadline = time.monotonic() + FINAL_IN_FLIGHT_S
+        while dead and time.monotonic() < deadline:
+            self.pump(20)
+            dead = [n for n in dead if n not in self.state.final]
         if dead:
-            self.pump(0)
             raise RunError(f"worker {dead[0]} ended ({self.launcher.how_it_ended(dead[0])}) while {what}")
 
     def send_all(self, workers: Iterable[ids.WorkerId], message: control.Message) -> None:
