@@ -19,7 +19,8 @@ from .synth import make_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HANG_GUARD_S = 900          # a cold report of 10k records took 200-300 s on the loaded 2-core test machine
-IDLE_S = 25
+IDLE_S = 25                 # the first server's: it is killed long before
+LAST_IDLE_S = 8             # the replacing server's, whose idle stop the test waits for (read when it starts)
 
 
 def alive(pid: int) -> bool:
@@ -55,8 +56,8 @@ def private_tmp():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def report(run_path, out, tmpdir):
-    env = dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmpdir), ZMQLOAD_REPORT_SERVER_IDLE_S=str(IDLE_S))
+def report(run_path, out, tmpdir, idle_s=IDLE_S):
+    env = dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmpdir), ZMQLOAD_REPORT_SERVER_IDLE_S=str(idle_s))
     env.pop("ZMQLOAD_REPORT_SERVER", None)
     p = subprocess.run([sys.executable, "-m", "zmqload", "report", run_path, "--out", str(out)],
                        capture_output=True, text=True, timeout=HANG_GUARD_S, env=env, cwd=ROOT)
@@ -95,12 +96,13 @@ def test_server_is_reused_replaced_and_stops_when_idle(private_tmp):
     assert jvms, "the server's Spark runs in a JVM it started"
     os.kill(first, signal.SIGKILL)                                 # a crashed server...
     assert wait_until(lambda: not any(alive(p) for p in jvms), 60), "its JVM outlived it"
-    report(synth.path, os.path.join(tmp_path, "r3"), private_tmp)              # ...is replaced
+    report(synth.path, os.path.join(tmp_path, "r3"), private_tmp, idle_s=LAST_IDLE_S)   # ...is replaced
     second = server_pid(private_tmp)
     assert second != first and alive(second)
+    jvms = children(second)                 # read at once: LAST_IDLE_S after the report it stops
+    assert jvms, "the new server's Spark runs in a JVM it started"
     check_figures(os.path.join(tmp_path, "r3"), synth)
 
-    jvms = children(second)
-    assert wait_until(lambda: not alive(second), IDLE_S + 60), "the idle server did not stop"
+    assert wait_until(lambda: not alive(second), LAST_IDLE_S + 60), "the idle server did not stop"
     assert wait_until(lambda: not any(alive(p) for p in jvms), 60), "its JVM outlived it"
     assert not glob.glob(os.path.join(private_tmp, "zmqload-report-*", "*", "server.sock"))
