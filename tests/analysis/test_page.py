@@ -122,7 +122,7 @@ def screenshot(page: str, width: int, png: str, height: int = FIRST_SCREEN_PX) -
 @pytest.fixture(scope="session")
 def pages(spark, tmp_path_factory):
     if CHROMIUM is None:
-        pytest.skip("no chromium to render the page in (apt-get install chromium; make test installs it)")
+        pytest.skip("no chromium to render the page in (apt-get install chromium; make test-system installs it)")
     root = str(tmp_path_factory.mktemp("page"))
     shapes = make_runs(os.path.join(root, "runs"))
     return {name: report(paths, os.path.join(root, "report-" + re.sub(r"\W+", "-", name)))
