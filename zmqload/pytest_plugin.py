@@ -1,14 +1,6 @@
-"""pytest plugin: ZeroMQ capacity checks in users' test suites (registered via pytest11).
-
-Fixtures:
-  zmqload            `zmqload.run(**options)` with its records in a directory of the test's own
-  zmqload_benchmark  the same run timed by pytest-benchmark, with msg/s and MB/s in extra_info
-
-Run directories live under pytest's temporary directory (or `--zmqload-out DIR`), one
-directory per test, so parallel workers (pytest-xdist) never share a path. They are removed
-after a passing test, kept after a failing one (the failure report names them and the
-command for the Spark report), and always kept with `--zmqload-keep`. See docs/PYTEST.md.
-"""
+"""pytest plugin (pytest11): ZeroMQ capacity checks in users' test suites. Fixtures `zmqload` (a run
+in the test's own directory) and `zmqload_benchmark` (timed by pytest-benchmark). Run directories
+are removed after a passing test, kept after a failing one (docs/PYTEST.md)."""
 from __future__ import annotations
 
 import dataclasses

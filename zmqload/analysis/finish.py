@@ -1,13 +1,7 @@
-"""The report's last steps, on the driver: figures derived from aggregates already collected
-(histogram cells, window counts), with no more Spark jobs.
-
-Spark does the work over records (metrics.py); what reaches the driver is thousands of rows
-at any run length (buckets x keys, windows x keys). Handing those back to Spark for the last
-steps cost a DataFrame built from Arrow and one or two jobs per step, about a second each in
-a warm session at any size (issue 14: most of a warm report's time), for work that takes
-milliseconds here. Each function states the rule it computes; tests/analysis/test_metrics.py
-holds them against numpy over the records.
-"""
+"""The report's last steps, on the driver: figures derived from the aggregates already collected
+(histogram cells, window counts), with no more Spark jobs: a job costs about a second, the work here
+milliseconds (docs/REPORT.md). Each function states its rule; tests/analysis/test_metrics.py holds
+them against numpy over the records."""
 from __future__ import annotations
 
 from collections import defaultdict

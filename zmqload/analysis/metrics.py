@@ -1,13 +1,7 @@
-"""Metric functions: each takes record DataFrames (with a `run` column) and returns a small
-aggregate DataFrame. No function collects; the caller decides what reaches the driver.
-
-Costs, on purpose: every function is a partial (map-side) aggregation over one scan with
-keys of low cardinality, so 100M records shuffle few rows. Distinct counts are exact, from
-64-seq bitmap words (the only aggregation with up to records / 64 keys); latency
-percentiles come from a log-bucket histogram (relative error < 1%); time windows are
-integer division of t_ns. The only row-level shuffle is `reordering`, which needs
-receive order per stream, and is partitioned by stream.
-"""
+"""Metric functions: record DataFrames (with a `run` column) to small aggregate DataFrames. None
+collects; the caller decides what reaches the driver. Each is a partial aggregation over one scan
+with keys of low cardinality, so 100M records shuffle few rows (docs/REPORT.md, "How it is
+computed")."""
 from __future__ import annotations
 
 import math

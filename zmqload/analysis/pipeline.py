@@ -1,11 +1,6 @@
-"""The report's Spark job: every metric over every run, collected as small lists of dicts.
-
-Only aggregates are collected: per-stream summaries, histogram cells, per-window counts.
-Spark does the scans over records; what is derived from collected aggregates (histograms,
-percentiles, rates over time, queue depth) is finished on the driver (finish.py), where it
-takes milliseconds instead of a Spark job each. The receive summary is handed back to
-Spark only where the send counts need a join (see _small). No pandas: the collected data are
-thousands of rows, and the package does not depend on it.
+"""The report's Spark job: every metric over every run, collected as small lists of dicts
+(aggregates only), then finished on the driver (finish.py). The receive summary goes back to Spark
+only where the send counts need a join (`_small`). No pandas: thousands of rows, and no dependency.
 """
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""Finding run directories and reading their records into Spark with a `run` column.
-
-A path may be a run directory (holds run.json), a parent of `run=*/` directories (a sweep
-or a runs/ folder), or several of either. Parts are listed here rather than by Spark so a
-run with no parts of a kind is an empty DataFrame, not an "unable to infer schema" error,
-and names starting with `.` or `_` (parts being written) are skipped as RECORDS.md says.
-
-Every part's footer is read here with pyarrow (a few hundred bytes each) before Spark sees
-it: a truncated, empty or foreign file is left out and named, so one bad part costs its own
-figures, not the report (Spark would abort the whole job with a Java trace).
-"""
+"""Finding run directories (a run, a parent of `run=*/`, or several) and reading their records into
+Spark with a `run` column. Parts are listed and their footers checked here, not by Spark, so a
+missing kind is an empty DataFrame and a bad part costs only its own figures."""
 from __future__ import annotations
 
 import glob

@@ -1,11 +1,6 @@
-"""One SparkSession for the report, sized for a small machine unless --master says otherwise,
-or a Spark Connect session on a server of the user's (--remote).
-
-Every way Spark can fail to start is turned into one line before the JVM can print a stack
-trace: the master URL and driver memory are checked here (ConfigError naming the option),
-the JVM's own output goes to a log file (its startup notices are not the report's output),
-and reaching a cluster or a Connect server is bounded by a timeout.
-"""
+"""The report's SparkSession, sized for a small machine unless --master says otherwise, or a Spark
+Connect session (--remote). Every way Spark can fail to start becomes one line before the JVM prints
+a trace: options checked here, the JVM's output to a log file, connecting bounded."""
 from __future__ import annotations
 
 import atexit

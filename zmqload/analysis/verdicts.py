@@ -1,20 +1,7 @@
-"""The report's verdicts: per setting, which offered rates were carried cleanly, where it broke,
-which SLO broke and what to change, from the per-run summary rows and each run's run.json.
-
-A setting (a group) is every workload field that varies across the runs, and the libzmq
-version, except the offered rate (the x axis) and bookkeeping (where records go). Within a
-group, paced runs are ordered by offered rate; unpaced runs are max-throughput tests and
-get no knee and no rate advice. Plain Python on a handful of rows: Spark already aggregated
-the records.
-
-Every run is judged by the one judge (contract/judge.py, the rules `run` and `capacity` apply)
-against the SLOs it was made under (run.json's `slos`): a capacity probe by its search's, with
-the backlog rule; a run made with `run --max-loss ...` by those; a run made without any by loss
-only (contract.judge.LOSS_ONLY: no latency SLO is invented). The report's --slo-p99-us is a
-what-if: it stands in for the runs' own p99 SLO, and every verdict made with it says so. A group
-whose runs are a capacity search's probes has the search's answer as its verdict, not one of
-the report's own (`searches`).
-"""
+"""The report's verdicts: per setting, which offered rates were carried, where it broke, which SLO
+and what to change, from the summary rows and each run.json. Every run is judged by
+contract/judge.py against the SLOs it was made under; --slo-p99-us is a what-if (docs/REPORT.md).
+Plain Python."""
 from __future__ import annotations
 
 import math

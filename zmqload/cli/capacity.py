@@ -1,13 +1,9 @@
-"""`zmqload capacity`: the highest rate each combination of options sustains within the SLOs.
+"""`zmqload capacity`: the highest rate each combination of options sustains within the SLOs, one
+search per combination (as in `zmqload sweep`).
 
-    zmqload capacity --pattern pub-sub --size 256 --consumer-delay-us 20 --slo-p99-us 2000 --out runs/cap
-    zmqload capacity --pattern pub-sub --rcvhwm 10,100,1000 --size 64,1024 --probe-duration 2
+    zmqload capacity --pattern pub-sub --size 256 --slo-p99-us 2000 --out runs/cap
 
-Lists make one search per combination (as in `zmqload sweep`). The search's record,
-capacity-search.json (contract/search_record.SearchRecord), is written before the first probe and
-after every probe, so a search killed or interrupted keeps its probes and how far it got.
-docs/CAPACITY.md.
-"""
+docs/CAPACITY.md."""
 from __future__ import annotations
 
 import argparse

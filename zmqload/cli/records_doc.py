@@ -1,16 +1,7 @@
-"""The docs' tables of the records' fields (docs/RECORDS.md's run.json, docs/CAPACITY.md's
-capacity-search.json, docs/SWEEPS.md's sweep file), generated from the types (contract/run_record.py,
-contract/search_record.py, contract/sweep_record.py), each field's meaning the docstring written
-under it in its module's source; tests/test_run_record.py and tests/test_search_record.py hold each
-page's table to its type.
+"""The docs' tables of the records' fields (docs/RECORDS.md, CAPACITY.md, SWEEPS.md), generated from
+the record types and their field docstrings, between the `<!-- {label} fields: ... -->` markers.
 
     python -m zmqload.cli.records_doc run_record docs/RECORDS.md       # what `make docs` runs
-    python -m zmqload.cli.records_doc search_record docs/CAPACITY.md
-    python -m zmqload.cli.records_doc sweep_record docs/SWEEPS.md
-    python -m zmqload.cli.records_doc run_record                       # the table, printed
-
-A page's table is the text between `<!-- {label} fields: generated, do not edit -->` and
-`<!-- end of {label} fields -->`, the label being the record's file name.
 """
 from __future__ import annotations
 

@@ -1,18 +1,7 @@
-"""`zmqload report PATH... --out DIR`: Spark analysis of run directories into an HTML report.
-
-The report's command line: its arguments (PATH... and the report's option table,
-zmqload.contract.report_options, every option's one definition), `run(args)` (the `zmqload
-report` command, also what `sweep --report` and `capacity --report` run; `--stop-server`) and
-`main(argv)` (`python -m zmqload.report`, spark-submit's script). The report itself is
-zmqload.report.command's. Always listed; without the `report` extra it says which to install.
-
-Bad input (missing directory, not a run, unknown schema version, nothing recorded, no
-usable Java or a stale JAVA_HOME, the `report` extra not installed, a bad option value, a
-Spark master that is malformed or does not answer within --master-timeout) is one line on
-stderr and exit status 2; runs that can be reported but deserve a caveat (interrupted,
-failed, empty among others, an unreadable part left out) are warnings. `--strict` makes an
-unreadable file bad input.
-"""
+"""`zmqload report PATH... --out DIR`: the report's command line, its parser built from
+contract/report_options.py: `run(args)` (also `sweep --report`, `capacity --report`) and
+`main(argv)` (`python -m zmqload.report`). Bad input is one line and exit status 2, caveats are
+warnings (docs/REPORT.md)."""
 from __future__ import annotations
 
 import argparse

@@ -1,7 +1,6 @@
-"""Packed bit maps of seqs (bit k is seq k, np.packbits order) as the control messages name them: the
-producers' accepted-maps and the consumers' seen- and drained-maps that the fates are reconciled from
-(zmqload.measure.reconcile). A map is the bytes themselves or the path of a file under `<run>/_maps/`
-holding them; reading and writing them a piece at a time is store/bitmaps.py's."""
+"""Packed bit maps of seqs (bit k is seq k, np.packbits order) as the control messages name them
+(`Bits`): the bytes themselves, or the path of a file under `<run>/_maps/`. Reading and writing them
+is store/bitmaps.py's."""
 from __future__ import annotations
 
 from typing import Union

@@ -1,15 +1,7 @@
-"""The one codec of zmqload's records (run.json, capacity-search.json, a sweep's file): typed
-with msgspec Structs, decoded strictly from bytes (a wrong type or an unknown field is an error
-naming the file and the field's path), versioned. The files themselves are read and written
-(atomically) by store/record_files.py; the docs' tables of the fields are made by
-cli/records_doc.py.
-
-Why msgspec: its Structs are declared like dataclasses, it decodes JSON straight into the
-types with a strict check (`$.counters.sent`: Expected `int`, got `str`), encodes str enums by
-their word, and is several times faster than a dataclass round trip through `json` (a sweep's
-report reads hundreds of records). Dataclasses of the option table (Workload, Slos, SearchPlan)
-are fields as they are: msgspec decodes them through their own checks (`__post_init__`).
-"""
+"""The one codec of zmqload's records (run.json, capacity-search.json, a sweep's file): msgspec
+Structs, decoded strictly (an error names the file and the field's path), versioned
+(docs/ARCHITECTURE.md, "Records"). Files are store/record_files.py's; the docs' field tables
+cli/records_doc.py's."""
 from __future__ import annotations
 
 from typing import Any, TypeVar

@@ -1,21 +1,6 @@
-"""The control messages between the controller and its workers, and their encoding.
-
-Every message is a frozen dataclass; a message travels as data, never as pickle: frame 0
-is JSON (the message's type name and fields), the following frames are the raw bytes of
-the numpy arrays it carries (seen-maps of small runs, histograms), referenced from the JSON by
-index. A run's own workers name the files of their maps instead (contract/bitmaps.py).
-
-    controller -> worker   Connect, Warmup, Start, ProducersDone, Close, Stop
-    worker -> controller   Ready, Connected, Warm, Draining, Progress, ProducerDone,
-                           ProducerFinal, ConsumerFinal, ProxyFinal, Failed
-
-The order of a run (docs/ARCHITECTURE.md): every worker sends Ready (binders with their
-endpoints); connecting workers get Connect and answer Connected; with warm-up, producers
-get Warmup and consumers answer Warm once they heard every producer; everyone gets Start;
-each producer sends ProducerDone after its last send; consumers then get ProducersDone,
-answer Draining and drain; Stop ends the consumers (and Close lets producers close, with
-close-order consumer-first or after-drain); each worker's last word is its Final (or Failed).
-"""
+"""The control messages between the controller and its workers: frozen dataclasses, sent as data (a
+JSON frame, then the numpy arrays' raw bytes), never pickled. Their order in a run:
+docs/ARCHITECTURE.md, "Process model"."""
 from __future__ import annotations
 
 import dataclasses

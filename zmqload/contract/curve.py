@@ -1,14 +1,6 @@
-"""CURVE on the data sockets: the keys a run hands its workers, and the key files a user gives.
-
-A key is 40 characters of Z85 (ZeroMQ's base-85 text for 32 bytes), as libzmq's
-zmq_curve_keypair and pyzmq's zmq.curve_keypair make them. A key file is read in one of two
-forms: a certificate as zmq.auth.create_certificates (and czmq's zcert) writes it, whose
-`public-key = "..."` line is taken, or a file whose one line (comments `#` and blank lines
-aside) is the bare key. A server's own pair (zmqload's binding sockets with a key
-the user's clients know) is read from a secret certificate. Nothing here reads the files
-(runner/preflight.py does), makes keys (the runner does, with the engine's libzmq) or sets them on
-a socket.
-"""
+"""CURVE's keys: those a run hands its workers (the server's secret only to the binding side), the
+key files a user gives parsed (a zmq.auth certificate or a bare Z85 line), run.json's `Security`.
+Reading files and making keys are runner/'s."""
 from __future__ import annotations
 
 import re

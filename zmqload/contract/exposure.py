@@ -1,9 +1,6 @@
-"""Sockets bound beyond loopback: which they are, and the one rule for them. A socket zmqload binds
-where other hosts can reach it is protected with CURVE (--curve on: the data sockets, the control
-channel and the clock server of the run) or bound in the clear only when --insecure says so;
-refused before the run otherwise. Loopback (127.0.0.0/8, ::1, a name that resolves only there, the
-`lo` interface) and ipc:// and inproc:// are this host's alone and stay as they are. The rule only:
-a name's addresses come from `resolve` (runner/preflight.py resolves them on this machine)."""
+"""Sockets bound beyond loopback, and the one rule for them: CURVE (--curve on) or --insecure, else
+refused before the run. Loopback, ipc:// and inproc:// are this host's alone. The rule only:
+runner/preflight.py resolves the names."""
 from __future__ import annotations
 
 import ipaddress

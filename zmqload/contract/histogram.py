@@ -1,14 +1,6 @@
-"""The latency histogram's layout and percentile rule, shared by `run` (zmqload/measure/histogram.py,
-the engine's `histogram_add`) and the report (analysis/metrics.py in Spark), so both give
-the same percentile of the same records, to the nanosecond.
-
-Layout (log-linear, HdrHistogram-like): values below 256 ns have a bucket each; above,
-each power of two is split into SUB_BUCKETS buckets, so a bucket is < 1/128 (< 0.8%) of its
-values wide. Negative values count as 0.
-
-Rule: the percentile q of n values is the value of rank max(1, ceil(q * n)) in ascending
-order; it is reported as the midpoint of that value's bucket, capped by the exact maximum.
-"""
+"""The latency histogram's layout (log-linear: a bucket per value below 256 ns, each power of two
+above split into SUB_BUCKETS) and percentile rule, shared by `run` and the report so both give the
+same percentile of the same records, to the nanosecond (docs/REPORT.md)."""
 from __future__ import annotations
 
 SUB_BUCKETS = 128

@@ -1,34 +1,6 @@
-"""The one judge: a run's figures against the SLOs it is judged by (contract.workload.Slos).
-
-Every verdict on a run goes through `judge`: `zmqload run --max-loss/--slo-p99-us/--min-achieved`
-(exit status 3, zmqload.plan.slo), every probe of `zmqload capacity` (zmqload.plan.slo, with the
-backlog rule on) and the report's verdicts, knees and advice (zmqload.analysis.verdicts). The
-callers only compute the figures (`Figures`): `run` and `capacity` from the RunResult and the
-records with numpy, the report from its Spark rows over the same records and the run's record.
-The rules, in the order breaches are named (ORDER; the first is the one a search reports as
-"failed first"):
-
-- max-loss: lost / expected > --max-loss, where lost = dropped + stranded + unknown (the fates,
-  docs/RECORDS.md: a message drained at the end arrived, a message the sender refused was never
-  accepted, neither is lost);
-- min-achieved: unique_received / offered < --min-achieved, where offered is what the load called
-  for (`offered_messages`: a paced run's schedule up to each producer's last send, counting the
-  lag the sockets caused, an unpaced run's attempts; times the consumers under fan-out);
-- backlog (the capacity search's rule, on when asked): over the second half of sending
-  (`backlog_window`), the messages sent in it that arrived (at any time, the drain included)
-  minus the messages that arrived in it, i.e. how much the queue of arriving messages grew
-  (measure/queue_replay.py's depth, of the messages that arrived: the ones that never arrive are
-  judged by max-loss), above max(BACKLOG_FLOOR, BACKLOG_SHARE of the messages offered in that
-  half) (`backlog_tolerance`);
-- slo-p99-us: the p99 latency from the intended send time above --slo-p99-us, or unknown
-  (nothing received).
-
-A service of the user's (req-rep with --role producer) is judged by the same rules on its
-answers: lost = the requests it did not answer, received = those it answered, the p99 that of
-the round trip from the intended time.
-
-A rule whose SLO is unset (None) is not applied. Pure Python: imports only contract.
-"""
+"""The one judge: a run's figures (`Figures`) against the SLOs it is judged by. `run`'s exit status
+3, every capacity probe and the report's verdicts go through `judge`; callers only compute the
+figures. The rules: docs/ARCHITECTURE.md, "Judging a run". Imports only contract."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,33 +1,7 @@
-"""Messaging patterns as pluggable units.
-
-A pattern says which socket types the producers and consumers use, which side binds,
-whether every consumer should see every message (fan-out), and any envelope frames the
-consumer must skip. Topology code, accounting and validation read only this description
-(the rules a pattern puts on a workload are `Pattern.check`, the endpoints each side binds
-or connects to are `Pattern.topology`), so a new pattern is one `register()` call.
-
-Endpoints per side (--producers-connect, --producers-bind, --consumers-connect,
---consumers-bind). Which combinations a pattern admits is stated here, once:
-
-    none given                  the pattern's own topology (its `binder` binds)
-    one side binds              the other side connects to what it bound (or names the same
-                                endpoints itself): today's topology with explicit endpoints
-    both sides connect          a device in the middle, the user's, as the pattern's `device`
-                                says (push-pull: a PULL|PUSH forwarder; pub-sub: an XSUB|XPUB
-                                proxy; dealer-router: a ROUTER|DEALER broker); a pattern
-                                without one refuses it, saying why (`no_device`)
-    --role producer             zmqload's producers alone bind or connect to a consumer of the
-                                user's (its endpoints given for the producers only); with a
-                                round-trip pattern (req-rep) that consumer is the user's service
-    --role consumer             zmqload's consumers alone bind or connect to a producer of the
-                                user's (or to the producer half of a split run, `--role producer`
-                                with the same --run-name): its endpoints given for the consumers only
-    refused everywhere          bind and connect on one side; both sides bind (nobody
-                                connects); one side connects with the other side not given
-                                and both roles running;
-                                any of them with --endpoint; any of them with a pattern whose
-                                own process binds (`own_endpoints`: proxy)
-"""
+"""Messaging patterns as data: socket types, which side binds, fan-out, envelope, round trip, the
+device a user may put in the middle. Topology, accounting and validation read only this
+(`Pattern.check`, `Pattern.topology`), so a new pattern is one `register()` call
+(docs/ARCHITECTURE.md, "Endpoints")."""
 from __future__ import annotations
 
 from dataclasses import dataclass

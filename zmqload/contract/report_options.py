@@ -1,17 +1,6 @@
-"""The report's option table: every option of `zmqload report`, stated once.
-
-Each field of `ReportOptions` carries an `Option` in its metadata, as the Workload's fields do
-(zmqload.contract.workload): the flag, how text becomes a value, the range or choices, the
-"accepted: ..." text, the default and the help. `REPORT_OPTIONS` is that table; the report's
-command line (zmqload.cli.report) builds its parser from it with zmqload.cli.options, so a
-value is parsed, checked and refused the same way everywhere:
-ConfigError(flag, "got X; accepted: ...").
-
-Three options take a rule no range can say: a Spark master URL (`--master`), a Spark Connect
-URL (`--remote`) and a JVM heap size (`--driver-memory`). Their rules are text checks of the
-contract (`spark_master`, `spark_remote`: contract.masters; `jvm_heap_size`): nothing here
-starts Spark or imports it.
-"""
+"""The report's option table (`ReportOptions`, `REPORT_OPTIONS`): every option of `zmqload report`,
+stated once as the Workload's are, so cli/report.py parses and refuses values as everywhere. The
+Spark URLs and heap size are text checks: nothing here starts or imports Spark."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,18 +1,6 @@
-"""run.json as a type: `RunRecord`, read and written through the one codec (contract/codec.py).
-
-A run's record is written by the runner (at the start, once the schedule is set, at the
-end), by salvage and `zmqload repair`, and read by everything after: the report, the sweep
-and capacity commands, the pytest plugin. They go through `read_run` and `write_run`
-(store/record_files.py), never through string keys into a dict, so a field is named, typed and
-checked once, here. docs/RECORDS.md's run.json table is generated from these types (`python -m
-zmqload.cli.records_doc run_record docs/RECORDS.md`) and checked against them
-(tests/test_run_record.py).
-
-Versions: every record carries `schema_version` (contract.records.SCHEMA_VERSION, shared
-with the Parquet parts). A record of another version is refused with one line naming the
-file and both versions; there is no older version to migrate: version 1 is the shape these
-types describe, as every zmqload so far wrote it (`slos` added since, read as null).
-"""
+"""run.json as a type, `RunRecord`, read and written through the one codec (contract/codec.py,
+store/record_files.py), never through string keys, so each field is named, typed and checked once,
+here. docs/RECORDS.md's table is generated from these types (docs/ARCHITECTURE.md, "Records")."""
 from __future__ import annotations
 
 import os

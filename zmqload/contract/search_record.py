@@ -1,18 +1,6 @@
-"""capacity-search.json as a type: `SearchRecord`, read and written through the one codec
-(contract/codec.py), as run.json is (contract/run_record.py).
-
-`zmqload capacity` writes the record into its --out before the first probe (`running`), again
-after every probe with the search so far (the combination being searched has its probes and
-bracket so far), and at the end `complete`, `interrupted` (Ctrl-C, SIGTERM) or `failed`. So a
-search killed or interrupted after six probes leaves its six probes and the rules they were
-judged by. The report (report/search_answer.py) reads it through `read_search`
-(store/record_files.py), never through string keys into a dict.
-
-docs/CAPACITY.md's table of the fields is generated from these types (`python -m
-zmqload.cli.records_doc search_record docs/CAPACITY.md`) and held to them by
-tests/test_search_record.py.
-A file of the zmqload before this type (no schema_version) is refused with one line naming it.
-"""
+"""capacity-search.json as a type, `SearchRecord`, through the one codec as run.json is. Written
+before the first probe and after every one, so an interrupted search keeps its probes.
+docs/CAPACITY.md's field table is generated from these types."""
 from __future__ import annotations
 
 import dataclasses

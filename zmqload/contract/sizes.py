@@ -1,19 +1,6 @@
-"""Each message's size and body: one rule, a pure function of (stream, seq).
-
-A run's sizes are a table: the message with seq `s` (of any stream) is entry `s mod len(table)`.
-So the sender's bytes are known without recording a size per send (its 9 bytes a message stay),
-the sends records' size column is the table's, and a receiver's recorded size can be checked
-against the expected one with numpy. The table comes from one of:
-
-- `--size N`: every message N bytes (a table of one entry; the engine's fixed path);
-- `--size A:B`: uniform over A..B inclusive, TABLE_ENTRIES draws of numpy's PCG64 seeded with SEED;
-- `--size @FILE`: the sizes in FILE, one per line (blank lines and `#` comments skipped);
-- `--payload FILE`: FILE's records, one per line (the newline not sent), each sent behind the
-  16-byte header: entry k is HEADER_SIZE + len(record k) bytes, the record's bytes after the header.
-
-A size is the first frame's bytes, header included; with --parts K every frame has that size
-(frames 2..K zeros), so a message is K times it.
-"""
+"""Each message's size and body, a pure function of (stream, seq): entry `seq mod len(table)` of the
+table of --size N, A:B, @FILE or --payload FILE (docs/RECORDS.md). So sends record no size and a
+received size can be checked."""
 from __future__ import annotations
 
 import array

@@ -1,13 +1,6 @@
-"""A sweep's file, `<out>/sweep-<id>.json`, as a type: `SweepRecord`, read and written through
-the one codec (contract/codec.py), as run.json is (contract/run_record.py).
-
-`zmqload sweep` (zmqload/plan/sweep.py) writes it when the sweep starts and rewrites it atomically
-after every run, so it is current even if the sweep is killed. docs/SWEEPS.md's table of the
-fields is generated from these types (`python -m zmqload.cli.records_doc sweep_record
-docs/SWEEPS.md`) and held to them by tests/test_search_record.py; the file is read and written by
-store/record_files.py (`read_sweep`, `write_sweep`). A file of the zmqload before this type (no
-schema_version) is refused with one line naming it.
-"""
+"""A sweep's file, `<out>/sweep-<id>.json`, as a type, `SweepRecord`, through the one codec as
+run.json is; rewritten atomically after every run so it is current even if the sweep is killed.
+docs/SWEEPS.md's field table is generated from these types."""
 from __future__ import annotations
 
 from typing import Optional, Union

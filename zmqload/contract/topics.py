@@ -1,17 +1,6 @@
-"""Topics (--topics, --topic-weights, --subscribe): which topic each message carries, and which
-messages each consumer subscribed to. One rule, used by the producer (what it writes before the
-header), the consumer (what it subscribes to), the reconciliation, the queue depth and the report.
-
-    names      "t0".."t{N-1}", zero-padded to one width: N = 4 -> t0..t3, N = 100 -> t00..t99
-    pattern    each topic index repeated its weight's times, in topic order (weights 1 each:
-               round robin): 5,3,1 -> [0,0,0,0,0,1,1,1,2]
-    topic(seq) = pattern[seq mod len(pattern)]      (per producer: its own seqs)
-
-The topic is the leading bytes of the message's first frame (contract/wire.py), so a SUB's
-prefix filter selects it. A consumer subscribes to the topics whose name starts with one of its
-prefixes; the seqs of the other topics are outside its accounting (not expected, not lost, not
-in its queue). Pure: a function of the settings, no records.
-"""
+"""Topics (--topics, --topic-weights, --subscribe): which topic each seq carries (`pattern[seq mod
+len(pattern)]`) and which seqs each consumer subscribed to. One pure rule for the producer, the
+consumer, the reconciliation, the queue depth and the report (docs/RECORDS.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,12 +1,6 @@
-"""The workload model and its option table: the one place for every limit.
-
-Every Workload field a user sets carries an `Option` in its metadata: the command-line flag,
-how text becomes a value ("10k", "1M", "max", "true"), the range or choices, the "accepted:
-..." text, help and group. That one table (`OPTIONS`) drives validation, the argument
-parsers of `run` and `sweep` (zmqload.cli.options), sweep files and the Python API, so every
-surface accepts the same values and rejects a bad one with the same line:
-ConfigError(option, "got X; accepted: ...").
-"""
+"""The workload model and its option table `OPTIONS`: every flag, parser, limit, choice and help
+text, in one place. Validation, the `run` and `sweep` parsers, sweep files and the Python API all
+use it, so each refuses a bad value with the same ConfigError."""
 from __future__ import annotations
 
 import dataclasses

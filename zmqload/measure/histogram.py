@@ -1,10 +1,6 @@
-"""Log-linear latency histogram (HdrHistogram-like), filled with numpy off the hot path.
-
-The layout and the percentile rule are zmqload/contract/histogram.py's, the report's too:
-values below 256 ns are exact; above, each power of two is split into 128 sub-buckets, so
-any reported percentile is within 1/128 (< 0.8%) of the true value. Counts are int64
-arrays, so consumers can ship them to the controller and histograms merge by addition.
-"""
+"""Log-linear latency histogram, filled with numpy off the hot path, on contract/histogram.py's
+layout and rule (within 0.8 % of the true value). Counts are int64 arrays: they ship to the
+controller and merge by addition."""
 from __future__ import annotations
 
 from typing import Any, Callable

@@ -1,30 +1,6 @@
-"""Queue depth over time, from a run's records (measure/queue_replay.py's definition), with numpy.
-
-    depth(t) = sent(t) - received(t) - dropped(t)
-
-for each consumer's queue, summed: a drop at the start or mid-run leaves at its send time, one at
-the tail when its producer closed; stranded and unknown messages stay (measure/queue_replay.py). Counted
-from the records, exactly: of the messages that arrived, those sent and not yet received (the
-receive records carry the send time), plus the never-arrived messages that queued (tail drops until
-their producer closed, stranded ones for good: their send times from the send records). The series
-is the depth at the end of each millisecond; the peak is the most messages in flight at any instant
-(measure/queue_replay.py's two passes: bins, then the candidate bins event by event), a window of
-measure/queue_replay.WINDOW_BINS at a time, so that memory grows neither with the run's messages nor with
-its duration (`queue_figures`, `_windows`; the samples likewise: `SampleWindows`). The report computes
-the same from the same records with Spark (zmqload/analysis/finish.py): the same numbers.
-
-The depth is split into what the kernel's tcp buffers held (send queues of the sending side plus
-receive queues of the receiving side, in bytes from the workers' samples, taken between engine
-slices, turned into messages of the run's size plus the ZMTP frame header) and the rest, which
-libzmq's pipes held. The workers sample their queues at different instants, so the same bytes can be
-counted at both ends (in the sender's queue at one sample, the receiver's at the next); the
-kernel part is therefore capped at what was in flight, the depth times the frame size. Memory follows
-it: each role's resident size over time (VmRSS, sampled with the kernel queues) comes with the
-samples, so the memory cost of a backlog is visible next to it.
-
-`depth_over_time` is the older estimate from the samples alone (sent and received counters sampled
-between slices, which lag each other by up to a slice): only its kernel part is still used.
-"""
+"""Queue depth over time from a run's records and samples, with numpy: the series, the exact peak
+(measure/queue_replay.py's definition), a window of WINDOW_BINS at a time, and the split between the
+kernel's buffers and libzmq's pipes (docs/ARCHITECTURE.md, "Queue depth")."""
 from __future__ import annotations
 
 from collections import defaultdict

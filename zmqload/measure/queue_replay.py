@@ -1,31 +1,6 @@
-"""Queue depth and its peak: one definition, for `run` (zmqload.measure.queue_depth, numpy over the
-run's records at its end) and the report (zmqload.analysis, Spark over the same records).
-
-    depth(t) = sent(t) - received(t) - dropped(t)
-
-for each consumer's queue (under fan-out every consumer has its own and the run's depth is their
-sum; round robin has one): the messages the sockets accepted by their send time, minus the
-deliveries by their receive time, minus the drops: a drop before the first arrival or mid-run
-leaves at its send time (a full pipe drops a message as it comes: it never queued), one at the
-tail (`dropped_tail`: lost at close, linger or term, or a PUB's drop the run cannot place) when its
-producer closed (`closed_ns`: what a close discards waited until then); stranded and unknown
-messages (a drain cut short, a worker that died: queued or dropped, nobody knows) never leave.
-In libzmq's pipes and the kernel's socket buffers together, in messages.
-
-The same, counted the way both sides count it: of the messages that arrived, those sent and not
-yet received (from the receive records alone: each carries its send time), plus the tail drops
-sent and not yet closed, plus the stranded and unknown ones sent (from the send records of the
-seqs that never arrived).
-
-Resolution: every count is exact. The series is the depth at the end of each millisecond
-(BIN_NS; absolute CLOCK_MONOTONIC bins, `t_ns // BIN_NS`): the report's mean and p99 of the
-depth are over those. The **peak** is the most messages in flight at any instant, exact: the
-bins' depths give a lower bound, and only the bins whose bounds could reach it are replayed
-event by event (`candidate_bins`, `exact_peak`; the report replays them a piece at a time with
-bounded memory, `cuts`, `replay` and `peak_of`, and so does `run`, which also takes the bins a
-window of `WINDOW_BINS` at a time: `Bins.before`, `candidate_bins`' `reach`, `settle`). Pure numpy:
-imports nothing of zmqload.
-"""
+"""Queue depth and its exact peak, one definition for `run` (numpy) and the report (Spark): sent -
+received - dropped per consumer's queue, summed, in millisecond bins; the peak replays only the
+candidate bins event by event. Pure numpy (docs/ARCHITECTURE.md, "Queue depth")."""
 from __future__ import annotations
 
 from collections import defaultdict

@@ -1,39 +1,6 @@
-"""The fate of every message, reconciled exactly from packed bit maps.
-
-Producers ship a packed map of the seqs their socket accepted; consumers ship, per
-stream, a packed map of the seqs that arrived and one of those that first arrived in the
-drain. Working on packed bits keeps the controller's memory at count/8 bytes per map even
-for 100M-message runs.
-
-Every message a producer's socket accepted ends in exactly one fate (docs/RECORDS.md):
-
-    delivered      arrived while the consumers worked normally
-    drained        was still queued when the producers finished, arrived in the drain
-    dropped_start  never arrived, sent before the first message that did (not yet joined)
-    dropped_mid    never arrived, sent between arrivals (a full pipe dropped it)
-    dropped_tail   never arrived, sent after the last arrival, lost at close/linger/term
-    dropped_reset  never arrived, lost across a connection reset (--reset-at): in its
-                   region (measure/reset_regions.py), below a later arrival; taken
-                   from what would otherwise be a start or mid-run drop
-    stranded       not received because the drain was cut short (limit, --drain none,
-                   consumer-first close, interrupt): queued or dropped, unknown
-    unknown        not received, and a process on its path died (its consumer, or its
-                   producer, was killed): it may have arrived in records that died with
-                   the process, or died in its queue; never counted as dropped
-
-A drop is only called a drop when the drain ran to completion (consumers read until
-idle) or when a later message of the same stream already reached every consumer that
-could hold it: one connection delivers in order, so an earlier message cannot still be
-queued behind it. Everything else unreceived is stranded, never dropped.
-
-Drops after the last arrival are placed by the rule the run chose (zmqload.contract.fates,
-runner/collect.tail_placement): when the consumers had drained to idle before the producers
-closed (after-drain close), nothing was in flight at the close, so they are mid-run drops;
-otherwise a producer socket that blocks at HWM (PUSH, DEALER, PAIR, REQ) dropped nothing
-while running, so they were lost at close; one that drops at HWM (PUB) may have dropped them
-at a full pipe or lost them at close (measured: over ipc a close loses what the kernel still
-held even with LINGER -1), so they are tail drops flagged ambiguous.
-"""
+"""The fate of every message (delivered, drained, dropped, stranded, unknown: docs/RECORDS.md),
+reconciled exactly from the producers' accepted-maps and the consumers' seen- and drained-maps,
+packed bits read a piece at a time so memory stays bounded."""
 from __future__ import annotations
 
 import os

@@ -1,23 +1,6 @@
-"""Where each connection reset (--reset-at) falls in every stream's seqs, from the records.
-
-A reset (asked for at T0, made by T: `ss` takes ms to start, longer under load, and libzmq may
-have reconnected before it returns) can lose two kinds of message (contract/fates.py `dropped_reset`): those in
-flight at T (sent before it, not yet received by the consumer: in libzmq's buffers and the
-kernel's on either side) and those sent after it before the connection was back. On one
-connection messages arrive in order, so for one consumer's view of one stream that is the seq
-region (r, b):
-
-    r  the highest seq the consumer had received when the abort was asked for (t_recv_ns <= T0,
-       T0 = resets[i].t_ns - took_ns; -1: none)
-    k  the first seq its producer sent after it had been made (t_sent_ns > T, T = resets[i].t_ns)
-    b  the first seq at or after k that the consumer received: the connection was back
-
-A message of the region that never arrived was lost at the reset (the rule, with round robin's
-several consumers and no return seen, is contract/fates.py `reset_region`; the report applies it
-to the same three figures from Spark, analysis/metrics.py `reset_marks`).
-
-The parts are read one at a time, three columns, so memory stays one part's worth.
-"""
+"""Where each connection reset (--reset-at) falls in every stream's seqs, from the records: per
+consumer and stream, the region (r, b) whose lost messages are `dropped_reset` (the rule:
+contract/fates.py `reset_region`; docs/RECORDS.md). One part at a time, three columns."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence

@@ -1,21 +1,6 @@
-"""Did the load generator keep its open-loop schedule, and if not, whose fault was it?
-
-A paced producer's lag is how late its last send was against the schedule
-(t_intended = t0 + seq * 1e9 / rate, docs/ARCHITECTURE.md). Lag has two causes:
-
-- pushback: the socket was full (HWM reached, a slow consumer) and the send waited. The
-  engine offers every message without waiting first, so such a send shows as EAGAIN and the
-  wait that follows is timed (`blocked_ns`; nothing is read on the path of a send that did
-  not block);
-- the generator itself: the CPU (or the scheduler) could not run the send loop fast enough.
-
-Lag that the blocked time does not explain is the generator's own. When it exceeds a small
-share of the run, and the producer was late for a sustained part of it (p90 of its lateness,
-t_sent - t_intended of every attempt, over the same share: one late wake-up just before the
-end leaves the last send late but not the run), the run says `generator_limited`: its figures
-measure zmqload's producer, not the system under test. The capacity search reads the same
-verdict from its probes.
-"""
+"""Did the producers keep their open-loop schedule, and if not, whose fault was it? Lag not
+explained by time blocked in full sockets is the generator's own; when sustained, the run is
+`generator_limited` (docs/ARCHITECTURE.md, "Judging a run")."""
 from __future__ import annotations
 
 from typing import Any

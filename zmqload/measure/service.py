@@ -1,11 +1,6 @@
-"""A service of the user's (req-rep with --role producer): its answers, from the replies records.
-
-Every request the service answered has a replies/ row; `echoed` says whether the answer began with
-the request's header (csrc/zl_wire.h `zl_reply_echoes`), else it was matched by order (REQ: one
-request in flight, so an answer is the one to the request just sent). The answers' rate is the
-throughput rule's (contract/derived.py `throughput_span`): answers from the first request to the
-last answer. The report computes the same figures over the same records with Spark.
-"""
+"""A service of the user's (req-rep, --role producer): its answers from the replies records
+(answered, echoed or matched by order, their rate by contract/derived.py's rule), run.json's
+`summary.service`. The report computes the same with Spark."""
 from __future__ import annotations
 
 from typing import Any

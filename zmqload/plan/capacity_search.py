@@ -1,17 +1,6 @@
-"""The max-sustainable-rate search behind `zmqload capacity` (docs/CAPACITY.md).
-
-A probe is one real open-loop run at a fixed rate, judged by the SLOs (zmqload.plan.slo) with
-the backlog check on. The search ramps the rate geometrically from the start rate until a
-probe fails (or down until one passes), bisects the bracket [highest passing, lowest
-failing] until it is within the precision, then runs the highest passing rate once more:
-a pass there is the answer, a failure (noise) makes it the new lowest failing rate and the
-search goes on, trying one precision step below it first (a pass that did not repeat sits at
-the system's edge, where the answer most likely is) before bisecting down to the last pass.
-A probe whose producers could not keep their own schedule without pushback (zmqload.measure.schedule_keeping)
-ends the search: what it measured is the load generator, not a capacity.
-
-`find_max_rate` is the pure search over any probe function; `probe_once` is the real probe.
-"""
+"""The max-sustainable-rate search behind `zmqload capacity`: ramp, bisect, re-run the final pass
+(docs/CAPACITY.md). `find_max_rate` is the pure search over any probe function; `probe_once` the
+real probe, a run judged with the backlog rule."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,13 +1,6 @@
-"""Judging a finished run against service-level objectives (contract.workload.Slos).
-
-The same judgement gates `zmqload run` (exit status 3) and decides whether a capacity probe
-passed; the rules themselves are contract/judge.py's, which the report's verdicts apply too
-(zmqload.analysis.verdicts). Here: the figures those rules read, from a RunResult and the run's
-records (numpy). Every breach names its SLO, the measured value and the limit, in one line.
-Loss counts the fates that never arrived (dropped + stranded + unknown), so a backlog that was
-drained at the end is not loss; a backlog that keeps growing is judged on its own
-(`backlog`, the search's rule): it is not sustainable even when nothing is dropped.
-"""
+"""A finished run's figures for the SLO rules of contract/judge.py, from its RunResult and records
+(numpy): what gates `zmqload run` (exit status 3) and passes or fails a capacity probe. Every breach
+names its SLO, the value and the limit, in one line."""
 from __future__ import annotations
 
 from typing import Optional

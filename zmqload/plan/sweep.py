@@ -1,13 +1,6 @@
-"""Sweeps: the cartesian product of option lists (or an explicit list of points), one run
-each, one after another.
-
-Every point becomes a Workload and is validated before the first run starts, so a bad
-tenth value costs nothing. A failed run is recorded (its run.json says so) and the sweep
-goes on; Ctrl-C stops it. `<out>/sweep-<id>.json` (contract/sweep_record.SweepRecord) lists
-every point, its run directory and its status, and is rewritten after every run so it is
-current even if the sweep is killed.
-Each point's axis values go into its Workload's `label`, so a report can group by them.
-"""
+"""Sweeps: the cartesian product of option lists (or explicit points), one run each, in turn. Every
+point is validated before the first run; a failed run is recorded and the sweep goes on. Each
+point's axis values go into its `label` (docs/SWEEPS.md)."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,12 +1,6 @@
-"""The report made in this process: the run directories among the report's options checked
-and read (`prepare`), then Spark's figures, the verdicts, the HTML page, the summary files
-and the markdown summary on stdout (`make`).
-
-What both the command (zmqload.report.command) and the warm report server
-(zmqload.report.server) run; neither is imported here. Bad input raises a ZmqloadError,
-which the command line turns into one line and an exit status (zmqload.cli.report);
-warnings are lines on stderr.
-"""
+"""The report made in this process: the run directories checked and read (`prepare`), then Spark's
+figures, the verdicts, the page, the summary files and the terminal summary (`make`). What the
+command and the warm report server both run."""
 from __future__ import annotations
 
 import argparse

@@ -1,16 +1,6 @@
-"""The Spark report of run directories as a library call: `run(options)`, the options as the
-report's command line parses them (zmqload.cli.report, which owns that command line: its
-arguments, `main` and the one-line errors and exit statuses).
-
-The report is made in the warm report server (zmqload.report.server) when it may be and is
-not larger than the server's heap was measured to carry, else in this process
-(zmqload.report.build). Bad input (missing directory, not a run, unknown
-schema version, nothing recorded, no usable Java or a stale JAVA_HOME, the `report` extra
-not installed) raises a ZmqloadError of exit status 2, wherever the report is made; runs
-that can be reported but deserve a caveat (interrupted, failed, empty among others, an
-unreadable part left out) are warnings on stderr. `--strict` makes an unreadable file bad
-input.
-"""
+"""The Spark report as a library call, `run(options)`: made in the warm report server when it may be
+and fits its heap, else in this process (report/build.py). Bad input raises a ZmqloadError of exit
+status 2; caveats are warnings (docs/REPORT.md)."""
 from __future__ import annotations
 
 import argparse

@@ -1,12 +1,6 @@
 """The report in Markdown: every table in `summary.md` under --out, and a short summary for the
-terminal (the answers and where the page is).
-
-The full Markdown (the runs table with every fate and latency column, round trips, the capacity
-search's table, the verdicts) is as wide as its columns make it, hundreds of columns: it goes to
-a file. What the report prints is the short summary: the capacity search's answers, a narrow
-runs table (at most RUNS_SHOWN rows), the verdicts and recommendations, and where the page and
-the tables are; no line wider than WIDTH columns (a path longer than that is not cut).
-"""
+terminal (the answers, a narrow runs table, the verdicts, where the page is), no line wider than
+WIDTH."""
 from __future__ import annotations
 
 import os

@@ -1,13 +1,6 @@
-"""The capacity search's answer, as the report opens with it.
-
-`zmqload capacity` writes `capacity-search.json` beside its probes' run directories
-(docs/CAPACITY.md). A report over such a directory starts with one sentence per searched
-setting: the max sustainable rate, its bracket, what broke above it (the measured value of
-the first broken SLO), the cause read from the failing probe's figures (issue 12: drops while
-the consumers kept up -> a larger HWM; consumers falling behind -> the consumer, with what its
-simulated work allows), and at the answer the p99, the queue peak by place and the consumer's
-memory. The sentence restates the search's own figures; it computes nothing new.
-"""
+"""The capacity search's answer, as the report opens with it: one sentence per searched setting from
+capacity-search.json (the rate, its bracket, what broke above it and why). It restates the search's
+own figures and computes nothing new (docs/CAPACITY.md)."""
 from __future__ import annotations
 
 import glob

@@ -1,23 +1,6 @@
-"""A warm Spark for `zmqload report`: one local process keeps a SparkSession between reports.
-
-Most of a small report's time is fixed cost (JVM start, session, the JIT warming up on the
-first queries), paid again by every `report` process. The first report that may use the
-embedded local Spark starts this server (a detached `python -m zmqload.report.server`); it
-and later reports send their arguments over a Unix socket, the server makes the report in
-its warm session (zmqload.report.build, as the report's own process would) and sends back
-the exit status, the output and the error it ended with, which the report's process raises
-again for its command line to say. Nothing to set up: the socket lives
-in a private directory per user and per zmqload installation, the server exits after
-`IDLE_S` seconds without a report (its JVM with it), a dead server is replaced by the next
-report, and anything else (a cluster --master, --driver-memory, spark-submit, --no-server)
-runs in-process as before. `zmqload report --stop-server` stops every server of the user.
-
-Its memory is bounded: the JVM's heap is `HEAP` (measured in docs/REPORT.md), reports larger
-than it was measured to carry (MAX_RECEIVE_RECORDS) run in-process instead, the heap starts
-small, and after each report a full collection hands back to the system what the report made
-it take (JAVA_OPTIONS), so an idle server holds what its warm session needs, not the peak of
-its largest report.
-"""
+"""A warm Spark for `zmqload report`: a local process that keeps a SparkSession between reports,
+which send it their arguments over a Unix socket, since most of a small report's time is the JVM's
+start. Started on demand, gone when idle, its memory bounded (docs/REPORT.md)."""
 from __future__ import annotations
 
 import contextlib

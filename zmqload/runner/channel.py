@@ -1,10 +1,6 @@
-"""The control channel between the controller and its workers (pyzmq, not the engine).
-
-The controller binds a ROUTER on a private ipc endpoint (a tcp one with --master); every worker
-connects a DEALER whose routing id is its name ("p0", "c1", "x0"). What travels is
-zmqload.contract.control. With --curve on the ROUTER is a CURVE server (runner/curve.py
-control_keys): a peer without the run's keys cannot hand the controller a message.
-"""
+"""The control channel between the controller and its workers (pyzmq, not the engine): a ROUTER on a
+private endpoint, a DEALER per worker named by its id, a CURVE server with --curve on
+(docs/ARCHITECTURE.md, "Process model")."""
 from __future__ import annotations
 
 import os

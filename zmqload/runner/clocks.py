@@ -1,18 +1,6 @@
-"""Host clocks (run --master): each task's CLOCK_MONOTONIC put onto the reference host's, the
-driver's, before t0.
-
-A task pings the driver's clock server over ZeroMQ many times; each exchange gives four
-stamps, t1 (the task sends) t2 (the server receives) t3 (the server answers) t4 (the task
-receives). Its offset is ((t1 - t2) + (t4 - t3)) / 2 and the true offset lies within half of
-its round trip less the server's time, (t4 - t1) - (t3 - t2): the exchange with the fastest
-round trip is kept, its half round trip is the uncertainty. On one kernel clock (one host, or
-network namespaces of one machine) the true offset is 0, so every estimate lies within its
-uncertainty of 0.
-
-The server also hears where each task runs (its host, address, executor, CPUs, libzmq and
-offset): the driver knows every worker's place before the run starts, even of a task that
-dies later. With an --out URI it hears each task's copy of its records begin and end
-(runner/task_out.py), which the driver waits for before it ends the stage."""
+"""Host clocks (run --master): each task's CLOCK_MONOTONIC put onto the driver's before t0 by
+ping-pong with the driver's clock server, the fastest exchange kept (offset and uncertainty:
+docs/CLUSTER.md). The server also hears where each task runs and its copy to an --out URI."""
 from __future__ import annotations
 
 import contextlib

@@ -2,14 +2,7 @@
 
     launch -> connect -> warm-up -> start -> producers done -> drain -> collect
 
-launch: workers start; binders report their endpoints. connect: the other side learns
-where to connect. warm-up: producers send warm-up messages until every consumer heard
-every producer, so nothing is lost to slow joining unless a run asks for it. start: one
-t0 for the open-loop schedule. producers done: every producer reported its last send.
-drain: consumers read what is still queued (fast, at their normal pace, or not at all)
-until it all arrived, nothing came for --drain-timeout-ms, or --drain-limit-s passed.
-collect: every worker's final counters.
-"""
+(docs/ARCHITECTURE.md, "Process model", "The end of a run")."""
 from __future__ import annotations
 
 import dataclasses

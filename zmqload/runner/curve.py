@@ -1,7 +1,6 @@
-"""CURVE in a run (--curve on): the run's keys, made with the engine's libzmq, each data socket
-made a server (it binds) or a client (it connects) before it binds or connects, and a client's
-handshakes watched until one succeeds; the controller's own sockets (the control channel, the
-clock server of a --master run: pyzmq) servers of a pair of their own, the workers their clients."""
+"""CURVE in a run (--curve on): its keys, made with the engine's libzmq; each data socket made a
+server (it binds) or a client (it connects), a client's handshakes watched until one succeeds; the
+controller's own sockets servers of their own pair."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,14 +1,6 @@
-"""Split halves joined into one run: a producer half (`--role producer`) and a consumer half
-(`--role consumer`) of the same --run-name, made by two processes on one host, become the run
-`run=NAME` beside them, with exact accounting across the two (`report` joins them first).
-
-The consumer half could not know the schedule: its receive records are written again with the
-producer half's intended send times (its t0 and rate). Every worker's figures are then rebuilt
-from the records, as `repair` rebuilds a dead worker's (runner/salvage.py), and reconciled as any
-run's are; what the records do not hold (pushback, close timings, memory) is taken from each
-half's run.json. Both halves stamped their messages with one host's CLOCK_MONOTONIC: halves from
-two hosts are refused (their clocks are not aligned).
-"""
+"""Split halves (`--role producer` and `--role consumer` of one --run-name, one host) joined into
+the run `run=NAME`: the consumer half's records rescheduled with the producer half's t0 and rate,
+every figure rebuilt from the records and reconciled as any run's."""
 from __future__ import annotations
 
 import dataclasses

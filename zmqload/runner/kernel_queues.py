@@ -1,15 +1,6 @@
-"""Kernel socket queue bytes of this process's tcp connections (Linux).
-
-A PUB's HWM seems "not to drop" when the kernel's send and receive buffers hold the
-messages instead: sampling the send and receive queues of the run's own connections shows
-how much was waiting in the kernel versus in libzmq's queues.
-
-The connections are libzmq's file descriptors in this very process, so each sample is two
-ioctls per connection (SIOCOUTQ: bytes not yet acknowledged by the peer, the tx_queue of
-/proc/net/tcp; SIOCINQ: bytes not yet read, its rx_queue). Reading /proc/net/tcp instead
-walks the kernel's whole connection table: measured 8.7 ms per sample here, which stalled
-the load loops by ~9% at 10 samples/s.
-"""
+"""Kernel tcp queue bytes of this process's own connections (Linux), sampled as the run goes: how
+much waited in the kernel rather than in libzmq. Two ioctls per connection, not /proc/net/tcp
+(docs/ARCHITECTURE.md, "Recording stays off the measured path")."""
 from __future__ import annotations
 
 import fcntl

@@ -1,11 +1,6 @@
-"""The one worker lifecycle that producers, consumers and the proxy share.
-
-A worker runs in its own process (tcp, ipc) or thread (inproc, sharing one engine
-context). It talks to the controller only between engine slices, so the per-message loop
-never waits on Python. The base class owns what every role needs: the control client and
-the commands it carries, the watchdog that ends a worker whose controller died, the
-samples over time, kernel queue sampling and the engine context.
-"""
+"""The one worker lifecycle producers, consumers and the proxy share: the control client and its
+commands (only between engine slices), the watchdog that ends a worker whose controller died, the
+samples, kernel queue sampling and the engine context."""
 from __future__ import annotations
 
 import dataclasses

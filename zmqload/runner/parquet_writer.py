@@ -1,12 +1,6 @@
-"""Chunked record buffers, spilled raw and written to Parquet by a background thread.
-
-The engine loops fill one preallocated numpy chunk per worker; a full chunk is spilled raw
-to `_spill/` and reused at once. A converter thread at the lowest priority reads spilled
-chunks back, derives the remaining columns with vectorised numpy, updates the running
-statistics (latency histograms, seen- and drained-maps) and writes one Parquet part under a
-temporary name before renaming it. Memory stays one chunk per worker plus the converter's
-working set, whatever the run length or backlog (docs/ARCHITECTURE.md).
-"""
+"""Chunked record buffers: spilled raw to `_spill/` and reused at once, then converted by a
+background thread at the lowest priority into Parquet parts and running statistics (histograms,
+seen- and drained-maps) (docs/ARCHITECTURE.md, "Recording stays off the measured path")."""
 from __future__ import annotations
 
 import errno

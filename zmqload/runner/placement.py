@@ -1,30 +1,6 @@
-"""Where an unpaced worker process runs: on a CPU of its own, with its libzmq I/O thread.
-
-Measured on the 2-core development machine (docs/BENCHMARKS.md, "Engine throughput"): the bare C PUSH/PULL
-pair's two modes are thread placement. With each process's loop thread and its I/O thread
-on one CPU, and the two processes on different CPUs, it ran 2.7-3.6M msg/s at 64 B; with a
-loop thread and its I/O thread on different CPUs, 0.14-0.19M; left to the scheduler,
-0.7-0.9M (the same minutes, a busy machine). A loop thread and its I/O thread hand every
-message over through a shared pipe and wake each other: on one CPU that stays in its cache.
-
-Workers that outnumber the CPUs share them by side: the producers the first CPUs, the
-consumers the rest, in proportion to their numbers (on two CPUs: every producer on the first,
-every consumer on the second), each process still with its I/O thread. Measured there
-(docs/BENCHMARKS.md, "CPU placement"): push-pull 4x4 and 4x1 1.14x and 1.18x the scheduler's placement, 2x2
-the same. Only where both sides do alike per message: not where every consumer receives every
-message (pub-sub: its consumers' side does M times the work) nor with --consumer-delay-us
-(simulated work: the consumers' share would cap what they carry, the very figure measured);
-the scheduler places those.
-
-Inproc workers are threads of one process that hand every message to each other through
-libzmq's pipes, with no I/O thread between them: apart, every hand-over bounces the pipe's
-cache lines and wakes the other CPU. An unpaced inproc producer and consumer (1x1, no consumer
-delay) run on one CPU together: 2.0-2.2x the msg/s of the two left to the scheduler here, as
-for the bare C inproc pair (docs/BENCHMARKS.md, "CPU placement").
-
-Only for unpaced runs, whose loops keep their CPUs busy; otherwise (or with --cpu-placement
-none) the scheduler places them. run.json records the plan (`cpu_placement`).
-"""
+"""Where a worker runs (--cpu-placement): an unpaced worker process on a CPU of its own with its
+libzmq I/O thread, shared by side when workers outnumber the CPUs; an inproc pair on one CPU. Why,
+measured: docs/ARCHITECTURE.md, "Process model"."""
 from __future__ import annotations
 
 import os

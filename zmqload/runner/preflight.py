@@ -1,11 +1,6 @@
-"""What a run checks on this machine once before it starts, after Workload.validate has checked
-the values (contract/workload.py does no I/O): the key files of --curve-server-key and
---curve-server-cert read, the size table of --size @FILE or --payload FILE read, every socket
-zmqload binds beyond loopback allowed (names resolved: contract/exposure.py's rule), an explicit
-tcp port probed free, an ipc path bindable, a host to connect to resolved, and the output
-directory made. ConfigError(option, message) as the values' refusals, before anything is written:
-runner/run.py calls it, and so do the commands that check every run before the first (cli/run.py,
-plan/sweep.py for sweeps and capacity searches, plan/capacity_search.py, the pytest plugin)."""
+"""What a run checks on this machine once before it starts, after Workload.validate: key and size
+files read, binds beyond loopback allowed, ports free, ipc paths bindable, hosts resolved, the
+output directory made; refusals are ConfigErrors, before anything is written."""
 from __future__ import annotations
 
 import os

@@ -1,14 +1,6 @@
-"""`--out URI` in a run: the run recorded in a staging directory on this host, then its run directory
-copied to the URI and checked, file by file (store/remote_runs.py), whenever the run ends:
-complete, interrupted or failed. The staging copy is removed only once the copy is checked; a
-copy that fails keeps it, says where it is and why, and fails the command.
-
-Why stage: the workers need local files (spill slots overwritten in place, packed maps read a
-piece at a time, atomic renames), which an object store does not give. A placed run's tasks
-(run --master) stage their workers on their own hosts and copy their files to the URI as each
-ends; the driver copies them into this staging directory before it reconciles, and the copy up
-skips them (runner/task_out.py).
-"""
+"""`--out URI` in a run: recorded in a staging directory on this host, then copied to the URI and
+checked file by file however the run ends; the staging copy removed once checked, kept and named
+when the copy fails (why stage: docs/ARCHITECTURE.md, "Runs at a URI")."""
 from __future__ import annotations
 
 import copy

@@ -1,12 +1,6 @@
-"""The connection-reset fault (--reset-at): at each time, the kernel aborts every tcp connection of
-the run's data sockets, as a reset from the network would, and libzmq reconnects by itself.
-
-The abort is Linux's sock_destroy, the call `ss -K` makes (netlink SOCK_DESTROY: kernel
-CONFIG_INET_DIAG_DESTROY, and CAP_NET_ADMIN). `ss` kills the first end of a connection it meets; its
-peer then gets the RST and fails with ECONNRESET, as across a real network. Without the privilege `ss
--K` kills nothing and still exits 0 (it says so on stderr), so the privilege is proven up front on a
-loopback pair of this process's own, before a run starts (`check_can_reset`).
-"""
+"""The connection-reset fault (--reset-at): when due, the kernel aborts every tcp connection of the
+run's data sockets (sock_destroy, as `ss -K` does) and libzmq reconnects. The privilege is proven
+before the run (`check_can_reset`): unprivileged, `ss -K` silently kills nothing."""
 from __future__ import annotations
 
 import shutil

@@ -1,13 +1,6 @@
-"""A worker's figures rebuilt from its records on disk, when its final control message
-never came (it was killed, crashed, hit a full disk, or its controller died) or came
-without everything converted.
-
-What a worker ships in its final (the accepted-map, the seen- and drained-maps, latency
-histograms) is derived from its records, so the same can be derived again from its
-Parquet parts plus the raw chunks still waiting in `_spill/<worker>/`. The raw chunks are
-converted first, with the converters the worker itself uses; a chunk that cannot be
-converted (a partial file, a full disk) is removed and counted.
-"""
+"""A worker's final figures rebuilt from its Parquet parts and the raw chunks left in its `_spill/`,
+when its final never came (killed, crashed, full disk) or came with rows unconverted. A chunk that
+cannot be converted is removed and counted."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,38 +1,6 @@
-"""SIGINT and SIGTERM while a run is recorded, so that every phase ends with a final run.json.
-
-From the start of `run` to the end of the copy to an --out URI (runner/run.py installs a
-RunSignals around the whole of it), both signals are handled in the main thread, in one of two
-modes:
-
-  raised    Ctrl-C and SIGTERM become KeyboardInterrupt where the run is. Only in: the checks
-            before the run directory exists (nothing is left behind), the workers' phases
-            (launch, warm-up, the loop, the drain, the collect: the run stops its workers and
-            records itself `interrupted` with the figures of what they recorded), the figures
-            (reconciliation: the computing stops, run.json is written `interrupted` without
-            figures) and the copy to a URI (it stops, the staging copy is kept, its run.json
-            keeps the status the run ended with).
-  held      everywhere else once the run directory exists: making it and its first run.json,
-            stopping the workers and their last records (bounded: controller.INTERRUPT_GRACE_S,
-            then launch.HURRY_S for the processes to end before they are killed), writing
-            run.json, keeping a staging copy. A signal is counted, not raised, and the step
-            finishes. One counted since the workers began to stop means "now": the figures are
-            not computed and run.json is written `interrupted` at once; one counted before a
-            raised section is raised as it begins (the copy to a URI: not begun, the staging
-            copy kept); one counted while the last run.json is written, without a URI, ends
-            the command once it is written (exit 130, run.json's status said).
-
-So a second signal never cuts the cleanup of the first short: it makes it skip what is not
-bounded (the figures, the copy).
-
-A worker process ignores both signals (runner/entry.py): its controller stops it, and its
-watchdog stops it when the controller is gone. A SIGINT that was ignored when the command began
-(a shell's `&`, nohup) stays ignored.
-
-The tests' pause (one mechanism, read once): ZMQLOAD_TEST_PAUSE_IN=PHASE makes the run wait at
-the start of PHASE (drain, collect, stopping, reconcile, copy) after printing `zmqload: test
-pause in PHASE` on stderr, until a signal comes (or PAUSE_LIMIT_S passes), so a test can signal a
-phase that would otherwise last milliseconds (tests/test_signal_phases.py).
-"""
+"""SIGINT and SIGTERM while a run is recorded, so that every phase ends with a final run.json:
+raised in the phases that can stop at once, held (counted, acted on after) in the others; and the
+tests' pause, ZMQLOAD_TEST_PAUSE_IN (docs/RELIABILITY.md, "Signals")."""
 from __future__ import annotations
 
 import contextlib

@@ -1,15 +1,6 @@
-"""Workers as one Spark barrier stage (--master): each producer and consumer a task, all
-started together or none (`RDD.barrier()`), on the executors Spark gives. Spark is the
-scheduler, zmqload writes no agent daemon of its own.
-
-The controller stays on the driver and plays its usual part over its control channel (tcp
-here, the executors may be other hosts): the binders report what they bound, the others are
-told where to connect, the start, the drain and the finals travel as in a local run. This
-module only replaces the launcher: where the workers run and how their end is known.
-
-What Spark does on its own is turned into one line: a cluster with fewer free task slots than
-workers (Spark re-checks for minutes by default: bounded here), an executor without zmqload,
-a task that failed (a barrier result stage is not retried)."""
+"""Workers as one Spark barrier stage (--master): each a task, all started together or none. Only
+the launcher changes; the controller stays on the driver. What Spark does on its own (too few slots,
+a failed task) becomes one line (docs/CLUSTER.md)."""
 from __future__ import annotations
 
 import dataclasses

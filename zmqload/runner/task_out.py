@@ -1,17 +1,6 @@
-"""`--out URI` in a placed run (run --master): each task records its worker into a staging
-directory of its own on its executor's host and, once the worker has ended (complete, interrupted
-or failed), copies the worker's files into the run's directory at the URI, each checked by its
-size, then removes its staging copy. The driver, once the stage has ended, copies what the tasks
-copied there into its own staging run directory (runner/remote_out.py), and the run goes on from
-there as for a shared path; its last copy up skips the workers' files already there.
-
-Why each task copies its own: a task writes on its own host, which the driver cannot read, and
-the workers need local files (spill slots overwritten in place, packed maps, atomic renames).
-Every placed run with a URI goes this way, a local or local-cluster master's too: one host runs
-exactly what a cluster does. A task whose executor dies never copies: what its worker recorded
-stays in its host's staging directory, the run ends failed naming it, and the driver's salvage
-works from what reached the URI.
-"""
+"""`--out URI` in a placed run: each task stages its worker on its own host and copies its files to
+the URI, each checked by size, as it ends; the driver copies them down before it reconciles
+(docs/CLUSTER.md; why: docs/ARCHITECTURE.md, "Runs at a URI")."""
 from __future__ import annotations
 
 import dataclasses

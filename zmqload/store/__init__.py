@@ -1,5 +1,3 @@
-"""Where records live, local or at a filesystem URI: the record files read and written
-(`record_files`: run.json, capacity-search.json, a sweep's file), the packed seq maps in memory or
-in files (`bitmaps`), a run's Parquet parts read back (`parquet_parts`) and run directories copied
-to and from a URI (`remote_runs`). The I/O under the types and rules of zmqload.contract, which
-does none (tests/test_layers.py)."""
+"""Where records live, local or at a filesystem URI: record files (`record_files`), packed seq maps
+(`bitmaps`), Parquet parts read back (`parquet_parts`), run directories copied (`remote_runs`). The
+I/O under zmqload.contract, which does none."""

@@ -1,9 +1,6 @@
-"""Packed bit maps of seqs (contract/bitmaps.py: bit k is seq k, np.packbits order), in memory or in
-a file, and read a piece at a time: the producers' accepted-maps and the consumers' seen- and
-drained-maps that the fates are reconciled from (zmqload.measure.reconcile). A whole-run map is count/8 bytes (125 MB per
-billion messages): a run writes its maps to files under `<run>/_maps/` and every reader takes them
-a piece of PIECE_BYTES at a time, so no process holds a whole map (docs/ARCHITECTURE.md, Memory).
-"""
+"""Packed seq maps (contract/bitmaps.py) in memory or in `<run>/_maps/` files, written in order and
+read a piece of PIECE_BYTES at a time, so no process holds a whole map (docs/ARCHITECTURE.md,
+"Memory")."""
 from __future__ import annotations
 
 import errno

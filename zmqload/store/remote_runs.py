@@ -1,17 +1,6 @@
-"""Run directories kept on a filesystem named by a URI (s3://BUCKET/PREFIX?endpoint_override=...,
-gs://, hdfs://...: what pyarrow.fs.FileSystem.from_uri opens): the URI told from a local path,
-shown without its secrets, its filesystem opened and proven writable in bounded time, and run
-directories copied up (a run's, once it has ended) or down (a report's), every file checked by
-its size on the other side.
-
-A run never writes to the URI as it goes: its workers need local files (spill slots overwritten
-in place, packed maps, atomic renames), so it records into a staging directory on this host and
-the finished directory is copied (runner/remote_out.py). A placed run's tasks (run --master) each
-stage their worker on their own host and copy its files up once it has ended; the driver copies
-them down into its staging directory, and its final copy skips what is there already
-(runner/task_out.py). The report reads local files, so it copies the runs down first
-(cli/report.py).
-"""
+"""Run directories on a filesystem named by a URI (s3://, gs://, hdfs://: pyarrow.fs): the URI told
+from a path, shown without secrets, opened and proven writable in bounded time, run directories
+copied up or down and checked file by file (docs/ARCHITECTURE.md, "Runs at a URI")."""
 from __future__ import annotations
 
 import os
