@@ -1,7 +1,8 @@
-"""`zmqload report PATH... --out DIR`: the report's command line, its parser built from
-contract/report_options.py: `run(args)` (also `sweep --report`, `capacity --report`) and
-`main(argv)` (`python -m zmqload.report`). Bad input is one line and exit status 2, caveats are
-warnings (docs/REPORT.md)."""
+"""`zmqload report PATH... --out DIR`: Spark analysis of run directories into an HTML report.
+
+The report's command line, its parser built from contract/report_options.py: `run(args)` (also
+`sweep --report`, `capacity --report`) and `main(argv)`. Bad input is one line and exit status 2
+(docs/REPORT.md)."""
 from __future__ import annotations
 
 import argparse
