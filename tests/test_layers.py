@@ -237,3 +237,37 @@ def test_the_io_check_finds_io_and_passes_pure_path_work():
                      "os.path.isdir", "osp.exists", "os.lseek", "np.fromfile", ".tofile"}, found
     where = {(w, what) for w, _, what in io_uses("import os\nclass A:\n    def f(self):\n        os.stat('x')\n")}
     assert where == {("A.f", "os.stat")}
+
+
+# -- module docstrings are short --------------------------------------------------------------------
+# A module's docstring says what it is and why, in a few lines (as pyzmq's do); the long explanation
+# (rules, invariants, measured reasons) belongs in docs/ARCHITECTURE.md or the user docs it names.
+# Words are counted as str.split() counts them in the docstring as written (ast, not cleaned).
+DOCSTRING_MAX_WORDS = 60
+# Exempt by name while another change rewrites them: the scenarios and the scenario commands.
+DOCSTRING_EXEMPT = ("zmqload/scenarios/", "zmqload/cli/scenario")
+
+
+def docstring_words(source: str) -> int:
+    """The words of a module's docstring (0 without one)."""
+    doc = ast.get_docstring(ast.parse(source), clean=False)
+    return len(doc.split()) if doc else 0
+
+
+def test_module_docstrings_are_short():
+    long = []
+    for directory, _, files in os.walk(os.path.join(ROOT, "zmqload")):
+        for name in files:
+            rel = os.path.relpath(os.path.join(directory, name), ROOT).replace(os.sep, "/")
+            if not name.endswith(".py") or rel.startswith(DOCSTRING_EXEMPT):
+                continue
+            with open(os.path.join(ROOT, rel)) as f:
+                words = docstring_words(f.read())
+            if words > DOCSTRING_MAX_WORDS:
+                long.append(f"{rel}: {words} words")
+    assert not sorted(long), sorted(long)
+
+
+def test_docstring_words_are_counted_as_written():
+    assert docstring_words('"""One two\n\n    three."""\nx = 1\n') == 3
+    assert docstring_words("x = 1\n") == 0
