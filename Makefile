@@ -127,7 +127,8 @@ lint: venv
 docs: build
 	$(PY) -m zmqload.cli.options_doc docs/OPTIONS.md
 
-# Every scenario in full form (about 15 minutes; not CI): regenerates docs/HWM-VERDICTS.md.
+# Every scenario in full form (not CI; `zmqload scenario list` says how long): regenerates
+# docs/HWM-VERDICTS.md whole, its header naming this command, the date and the libzmq.
 scenarios: build
 	$(PY) -m zmqload scenario run --all --out runs/scenarios --markdown docs/HWM-VERDICTS.md
 

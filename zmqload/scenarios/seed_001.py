@@ -743,16 +743,16 @@ def size_vs_hwm(r: ScenarioRunner) -> Outcome:
 
 SCENARIOS = (
     Scenario("hwm-behaviour", "Drop or block at HWM, with blocking sends and with DONTWAIT",
-             ("001-2", "001-4", "002-4"), hwm_behaviour),
+             ("001-2", "001-4", "002-4"), hwm_behaviour, expected_s=20),
     Scenario("proxy-pileup", "PUB -> XSUB/XPUB proxy -> slow SUB: the post's own faulty and fixed code (pyzmq), "
              "and zmqload at load with SNDHWM 100 on the PUB (and the XPUB)",
-             ("001-5",), proxy_pileup),
+             ("001-5",), proxy_pileup, expected_s=22),
     Scenario("hwm-defaults", "Default SNDHWM/RCVHWM of every socket type (engine and pyzmq) and what it lets queue",
-             ("001-1",), hwm_defaults),
+             ("001-1",), hwm_defaults, expected_s=2),
     Scenario("rcvhwm-full", "A full RCVHWM: who drops or blocks, PUB/SUB vs PUSH/PULL, sender unlimited or at "
-             "default", ("001-3",), rcvhwm_full),
+             "default", ("001-3",), rcvhwm_full, expected_s=24),
     Scenario("monitor-at-hwm", "Is there a ZMQ_EVENT_SND_HWM, and what a monitor reports at the HWM",
-             ("001-6",), monitor_at_hwm),
+             ("001-6",), monitor_at_hwm, expected_s=7),
     Scenario("size-vs-hwm", "64 B vs 64 KiB messages at the same HWM: first block / drop and bytes queued",
-             ("001-7",), size_vs_hwm),
+             ("001-7",), size_vs_hwm, expected_s=34),
 )
