@@ -475,9 +475,9 @@ def _why_not(f: dict[str, Any], short: bool = False) -> str:
 
 SCENARIOS = (
     Scenario("linger-tail", "PUSH/PULL, slow receiver, sender terminates right after sending (RCVHWM 1/10/default, "
-             "ipc and tcp)", ("000-1", "000-2"), linger_tail, expected_s=40),
+             "ipc and tcp)", ("000-1", "000-2"), linger_tail, expected_s=34),
     Scenario("sender-ending", "The post's sender ends: its function returns (no close, no term), close then term, "
-             "or term with the socket open (engine and pyzmq)", ("000-3",), sender_ending, expected_s=35),
+             "or term with the socket open (engine and pyzmq)", ("000-3",), sender_ending, expected_s=26),
     Scenario("bounded-reliable", "Slow PULL: which HWM / LINGER / close setup delivers everything with bounded "
-             "memory at both ends", ("000-4",), bounded_reliable, expected_s=205),
+             "memory at both ends", ("000-4",), bounded_reliable, expected_s=120),
 )

@@ -388,10 +388,10 @@ def five_messages(r: ScenarioRunner) -> Outcome:
 
 SCENARIOS = (
     Scenario("linger-on-close", "A sender with a backlog at close: LINGER 0 / 1000 / -1, and the real default",
-             ("003-1", "003-2", "003-3"), linger_on_close, expected_s=15),
-    Scenario("slow-joiner", "PUB starts sending before the SUB has connected", ("X-1",), slow_joiner, expected_s=5),
+             ("003-1", "003-2", "003-3"), linger_on_close, expected_s=12),
+    Scenario("slow-joiner", "PUB starts sending before the SUB has connected", ("X-1",), slow_joiner, expected_s=4),
     Scenario("term-and-linger", "context.term() against a lingering backlog, an open socket and a blocked recv "
-             "(engine and pyzmq)", ("003-4",), term_and_linger, expected_s=15),
+             "(engine and pyzmq)", ("003-4",), term_and_linger, expected_s=13),
     Scenario("five-messages", "The post's PUB/SUB example: LINGER 0 / 1000 / -1, the SUB started before, with or "
-             "after the PUB", ("003-5",), five_messages, expected_s=26),
+             "after the PUB", ("003-5",), five_messages, expected_s=22),
 )
