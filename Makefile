@@ -132,7 +132,8 @@ docs: build
 	$(PY) -m zmqload.cli.records_doc search_record docs/CAPACITY.md
 	$(PY) -m zmqload.cli.records_doc sweep_record docs/SWEEPS.md
 
-# Every scenario in full form (about 15 minutes; not CI): regenerates docs/HWM-VERDICTS.md.
+# Every scenario in full form (not CI; `zmqload scenario list` says how long): regenerates
+# docs/HWM-VERDICTS.md whole, its header naming this command, the date and the libzmq.
 scenarios: build
 	$(PY) -m zmqload scenario run --all --out runs/scenarios --markdown docs/HWM-VERDICTS.md
 

@@ -6,10 +6,11 @@ from zmqload.scenarios import SCENARIOS
 from zmqload.scenarios.framework import DOES_NOT_HOLD, HOLDS
 
 
-def check_verdict(outcome, name):
-    """The scenario's one verdict, of a known form, with figures in its reason and its measurements."""
+def check_verdict(outcome, name, claim=None):
+    """The scenario's verdict on `claim` (default: its one claim), of a known form, with figures in
+    its reason and its measurements."""
     assert [v.claim for v in outcome.verdicts] == list(SCENARIOS[name].claims)
-    v = outcome.verdicts[0]
+    v = outcome.verdict(claim) if claim else outcome.verdicts[0]
     assert v.verdict in (HOLDS, DOES_NOT_HOLD) or v.verdict.startswith("depends: "), v
     assert v.because and any(ch.isdigit() for ch in v.because) and v.measurements, v
     return v

@@ -9,58 +9,25 @@ import pytest
 from scenario_checks import check_all_or_none, check_verdict
 
 from tests.oracle.resets import lost_at_resets
-from zmqload.scenarios import SCENARIOS, get, unsettled_claims
+from zmqload.scenarios import SCENARIOS, run_scenario, unsettled_claims
 from zmqload.scenarios.connection_resets import RECEIVERS, SLOW_US
-from zmqload.scenarios.framework import DOES_NOT_HOLD, HOLDS, ScenarioRunner, remove_scratch_dirs
-
-
-class _SharedRuns(ScenarioRunner):
-    """A scenario's runner that runs each distinct workload once for the module: reset-immediate's runs
-    without ZMQ_IMMEDIATE are reset-loss's, option for option, so they are run once and both scenarios'
-    bodies (and verdicts) read the same real runs."""
-
-    def __init__(self, scenario, out, fast, done):
-        super().__init__(scenario, out, fast)
-        self.done, self.shared = done, 0
-
-    def run(self, variant, **options):
-        key = (variant, tuple(sorted(options.items())))
-        if key in self.done:
-            self.shared += 1
-            self.run_dirs.append(self.done[key].run_dir)
-            return self.done[key]
-        result = super().run(variant, **options)
-        self.done[key] = result
-        return result
-
-
-def _run_sharing(name, out, done):
-    """run_scenario(name, out, fast=True), its runs shared through `done`; the runner comes along."""
-    runner = _SharedRuns(get(name), out, True, done)
-    try:
-        outcome = runner.scenario.body(runner)
-    finally:
-        remove_scratch_dirs()
-    outcome.run_dirs = runner.run_dirs
-    return outcome, runner
+from zmqload.scenarios.framework import DOES_NOT_HOLD, HOLDS
 
 
 @pytest.fixture(scope="module")
 def reset_runs(tmp_path_factory):
-    """Both reset scenarios, fast, on one set of real runs (reset-immediate adds only its ZMQ_IMMEDIATE
-    cells); meanwhile the oracle's slow receiver (the scenarios' 80 us per message), without and with
-    ZMQ_IMMEDIATE, each pair on its own port and its own resets."""
-    out, done = str(tmp_path_factory.mktemp("reset-scenarios")), {}
+    """The reset scenario, fast; meanwhile the oracle's slow receiver (the scenario's 80 us per
+    message), without and with ZMQ_IMMEDIATE, each pair on its own port and its own resets."""
+    out = str(tmp_path_factory.mktemp("reset-scenarios"))
     with ThreadPoolExecutor(2) as pool:
         pairs = {immediate: pool.submit(lost_at_resets, SLOW_US, immediate, seconds=1.5) for immediate in (False, True)}
-        loss = _run_sharing("reset-loss", out, done)
-        immediate = _run_sharing("reset-immediate", out, done)
+        outcome = run_scenario("connection-reset", out, fast=True)
         slow_pair = {k: f.result() for k, f in pairs.items()}
-    return {"reset-loss": loss, "reset-immediate": immediate, "slow_pair": slow_pair}
+    return {"outcome": outcome, "slow_pair": slow_pair}
 
 
 def test_the_claims_are_settled():
-    assert {"reset-loss", "reset-immediate"} <= set(SCENARIOS)
+    assert SCENARIOS["connection-reset"].claims == ("U-6", "U-8")
     assert not {"U-6", "U-8"} & set(unsettled_claims())
 
 
@@ -75,10 +42,11 @@ def _cells_are_accounted(cells):
 
 
 def test_reset_loss(reset_runs):
-    (outcome, runner), slow_pair = reset_runs["reset-loss"], reset_runs["slow_pair"]
-    assert runner.shared == 0 and len(outcome.run_dirs) == len(set(outcome.run_dirs))     # its own runs, each new
-    v = check_verdict(outcome, "reset-loss")
-    cells, n = outcome.figures["cells"], outcome.figures["repeats"]
+    outcome, slow_pair = reset_runs["outcome"], reset_runs["slow_pair"]
+    assert len(outcome.run_dirs) == len(set(outcome.run_dirs))     # its own runs, each new
+    v = check_verdict(outcome, "connection-reset", "U-6")
+    n = outcome.figures["repeats"]
+    cells = {k: c for k, c in outcome.figures["cells"].items() if k.endswith("/default")}    # U-6's: no IMMEDIATE
     assert set(cells) == {f"{r}/default" for r, _ in RECEIVERS} and all(len(c) == n for c in cells.values())
     for runs in cells.values():
         _cells_are_accounted(runs)
@@ -98,14 +66,8 @@ def test_reset_loss(reset_runs):
 
 
 def test_reset_immediate(reset_runs):
-    (outcome, runner), slow_pair = reset_runs["reset-immediate"], reset_runs["slow_pair"]
-    # its cells without ZMQ_IMMEDIATE are reset-loss's runs, the same records; the ZMQ_IMMEDIATE ones its own
-    loss_outcome = reset_runs["reset-loss"][0]
-    assert runner.shared == len(loss_outcome.run_dirs) and outcome.run_dirs[:runner.shared] == loss_outcome.run_dirs
-    assert {k: c for k, c in outcome.figures["cells"].items() if k.endswith("/default")} == \
-        loss_outcome.figures["cells"]
-    assert not set(outcome.run_dirs[runner.shared:]) & set(loss_outcome.run_dirs)
-    v = check_verdict(outcome, "reset-immediate")
+    outcome, slow_pair = reset_runs["outcome"], reset_runs["slow_pair"]
+    v = check_verdict(outcome, "connection-reset", "U-8")
     cells, n = outcome.figures["cells"], outcome.figures["repeats"]
     assert set(cells) == {f"{r}/{i}" for r, _ in RECEIVERS for i in ("default", "immediate")}
     assert all(len(runs) == n for runs in cells.values())

@@ -6,6 +6,8 @@ zmqload runs (their run directories feed the Spark report too) or, where a claim
 a socket call itself, probes the engine's libzmq directly; then states per claim a verdict
 computed from the measurements: "holds", "does not hold", or "depends: <condition>".
 `fast=True` shrinks counts and delays for the test suite; questions and rules stay.
+Each scenario declares how long its full form takes (`expected_s`, measured): `scenario
+list` and `scenario run` say it, and `run` says when a scenario took much longer.
 
 A scenario leaves nothing in the temp directory: a directory it needs there (an ipc
 endpoint's) comes from `scratch_dir`, and `run_scenario` removes them all when the scenario
@@ -76,6 +78,9 @@ class Scenario:
     title: str
     claims: tuple[str, ...]            # claim ids it settles
     body: Callable[["ScenarioRunner"], Outcome]
+    # its full form's wall time in seconds on the 2-core machine, quiet. Measured while the machine was
+    # shared (load 4-8), times 0.85: the same 19 scenarios took 13 min quiet, 15.3 min shared
+    expected_s: int
 
 
 class ScenarioRunner:

@@ -285,9 +285,9 @@ def multipart_memory(r: ScenarioRunner) -> Outcome:
 
 SCENARIOS = (
     Scenario("slow-subscriber", "Fast PUB, SUB doing 100 ms of work per message, RCVHWM 10/1000/10000",
-             ("002-1", "002-2"), slow_subscriber),
+             ("002-1", "002-2"), slow_subscriber, expected_s=20),
     Scenario("hwm-option", "setsockopt(zmq.HWM, 10000) in pyzmq and the engine; HWM set before vs after connect",
-             ("002-3",), hwm_option),
+             ("002-3",), hwm_option, expected_s=2),
     Scenario("multipart-memory", "The same bytes queued as single-part, multipart and separate messages: memory "
-             "and HWM counting", ("002-5",), multipart_memory),
+             "and HWM counting", ("002-5",), multipart_memory, expected_s=14),
 )

@@ -336,7 +336,7 @@ def five_messages(r: ScenarioRunner) -> Outcome:
     lingers = (0, 1000, -1)
     joins = [(o, 0) for o in r.scale((-1600, -500, 0, 150, 350), (-500, 0, 150))] + [(0, 300)]
     trials = []
-    for _ in range(r.scale(6, 2)):
+    for _ in range(r.scale(6, 2)):     # 6 rounds: the claim is about a likelihood, the means need the spread
         trials += _post_round([(lg, o, p) for lg in lingers for o, p in joins])
     mean: Callable[..., float] = lambda rows, key="in_loop": round(statistics.fmean(t[key] for t in rows), 2)
     post = [t for t in trials if t["pause_ms"] == 0]           # the post's publisher, unchanged
@@ -388,10 +388,10 @@ def five_messages(r: ScenarioRunner) -> Outcome:
 
 SCENARIOS = (
     Scenario("linger-on-close", "A sender with a backlog at close: LINGER 0 / 1000 / -1, and the real default",
-             ("003-1", "003-2", "003-3"), linger_on_close),
-    Scenario("slow-joiner", "PUB starts sending before the SUB has connected", ("X-1",), slow_joiner),
+             ("003-1", "003-2", "003-3"), linger_on_close, expected_s=12),
+    Scenario("slow-joiner", "PUB starts sending before the SUB has connected", ("X-1",), slow_joiner, expected_s=4),
     Scenario("term-and-linger", "context.term() against a lingering backlog, an open socket and a blocked recv "
-             "(engine and pyzmq)", ("003-4",), term_and_linger),
+             "(engine and pyzmq)", ("003-4",), term_and_linger, expected_s=13),
     Scenario("five-messages", "The post's PUB/SUB example: LINGER 0 / 1000 / -1, the SUB started before, with or "
-             "after the PUB", ("003-5",), five_messages),
+             "after the PUB", ("003-5",), five_messages, expected_s=22),
 )
