@@ -6,10 +6,12 @@ Parquet records read with pyarrow/numpy (no zmqload code in the check).
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import math
 import os
+import subprocess
 
 import numpy as np
 import pytest
@@ -21,6 +23,28 @@ from zmqload.contract import search_record as sr
 from zmqload.contract.states import Slo
 from zmqload.plan.capacity_search import Probe, find_max_rate, probe_once
 from zmqload.plan.slo import Breach
+
+
+def children() -> set[int]:
+    """The pids of this process's children (from /proc)."""
+    pids: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as f:
+            pids.update(int(pid) for pid in f.read().split())
+    return pids
+
+
+def in_process(capsys, *argv: str) -> subprocess.CompletedProcess:
+    """`zmqload ARGV` in this process, through the CLI's own entry (`python -m zmqload` is
+    sys.exit(cli.main())), as a CompletedProcess; argparse's refusals exit as a process would."""
+    from zmqload import cli
+    capsys.readouterr()
+    try:
+        status = cli.main(list(argv))
+    except SystemExit as exc:
+        status = exc.code
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(["zmqload", *argv], status, captured.out, captured.err)
 
 
 # -- the search's logic on fake probes ---------------------------------------------------------------
@@ -297,7 +321,7 @@ def test_the_consumers_simulated_work_takes_what_it_asks_per_message(run_workloa
 
 
 def test_a_search_far_above_one_producer_reports_the_generator_limit(out_dir):
-    r = zmqload_cli("capacity", "--start-rate", "50M", "--probe-duration", "1", "--out", out_dir, "--json")
+    r = zmqload_cli("capacity", "--start-rate", "50M", "--probe-duration", "0.5", "--out", out_dir, "--json")
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
     assert doc == json.load(open(os.path.join(out_dir, "capacity-search.json")))
@@ -310,7 +334,8 @@ def test_a_search_far_above_one_producer_reports_the_generator_limit(out_dir):
 
 
 def test_capacity_cli_answers_and_writes_its_result(out_dir):
-    r = zmqload_cli("capacity", "--start-rate", "1k", "--probe-duration", "0.5", "--precision", "0.5",
+    # 200 us of work: at most 5k/s; a start at 3k brackets it in two probes instead of four
+    r = zmqload_cli("capacity", "--start-rate", "3k", "--probe-duration", "0.5", "--precision", "0.5",
                     "--consumer-delay-us", "200", "--out", out_dir, timeout=300)
     assert r.returncode == 0, (r.stdout, r.stderr)
     doc = json.load(open(os.path.join(out_dir, "capacity-search.json")))
@@ -338,12 +363,13 @@ def test_run_exits_3_naming_the_broken_loss_slo(out_dir):
     assert f"{lost / accepted:.4%}" in r.stderr
 
 
-def test_run_exits_3_naming_the_broken_latency_slo_and_0_within_it(out_dir):
-    r = zmqload_cli("run", "--rate", "2k", "--duration", "0.5", "--slo-p99-us", "1", "--quiet", "--out", out_dir)
+def test_run_exits_3_naming_the_broken_latency_slo_and_0_within_it(out_dir, capsys):
+    """In this process, through the CLI's own entry; exit status 3 of a real process is checked above."""
+    r = in_process(capsys, "run", "--rate", "2k", "--duration", "0.5", "--slo-p99-us", "1", "--quiet", "--out", out_dir)
     assert r.returncode == 3 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "--slo-p99-us 1: p99 from the intended send time" in r.stderr
     measured = float(r.stderr.split("send time ")[1].split(" us")[0].replace(",", ""))
-    ok = zmqload_cli("run", "--rate", "2k", "--duration", "0.5", "--slo-p99-us", "10000000", "--max-loss", "0",
+    ok = in_process(capsys, "run", "--rate", "2k", "--duration", "0.5", "--slo-p99-us", "10000000", "--max-loss", "0",
                      "--json", "--out", out_dir)
     assert ok.returncode == 0, ok.stderr
     recvs = read_table(json.loads(ok.stdout)["run_dir"], "recvs")
@@ -362,18 +388,24 @@ def test_run_exits_3_naming_the_broken_latency_slo_and_0_within_it(out_dir):
     (["run", "--slo-p99-us", "-1"], "--slo-p99-us"),
     (["run", "--max-loss", "1.5"], "--max-loss"),
 ])
-def test_bad_input_is_one_line_and_exit_2(args, option, out_dir):
-    r = zmqload_cli(*args, "--out", out_dir)
+def test_bad_input_is_one_line_and_exit_2(args, option, out_dir, capsys):
+    """In this process, through the CLI's own entry (that `python -m zmqload` refuses in one line,
+    exit status 2, no traceback is test_cli.py's): nothing written, no process started."""
+    before = children()
+    r = in_process(capsys, *args, "--out", out_dir)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert len(r.stderr.strip().splitlines()) == 1 and option in r.stderr and "Traceback" not in r.stderr
     assert not os.path.exists(out_dir) or not os.listdir(out_dir)
+    assert children() <= before, "a refused command started a process"
 
 
-def test_capacity_refuses_a_directory_that_holds_a_search(out_dir):
+def test_capacity_refuses_a_directory_that_holds_a_search(out_dir, capsys):
     os.makedirs(out_dir)
     open(os.path.join(out_dir, "capacity-search.json"), "w").close()
-    r = zmqload_cli("capacity", "--out", out_dir)
+    before = children()
+    r = in_process(capsys, "capacity", "--out", out_dir)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--out" in r.stderr
+    assert os.listdir(out_dir) == ["capacity-search.json"] and children() <= before
 
 
 # -- the live line ------------------------------------------------------------------------------------

@@ -17,6 +17,30 @@ import pytest
 from conftest import end_with_the_test, read_meta, zmqload_cli
 
 
+def children() -> set[int]:
+    """The pids of this process's children (from /proc)."""
+    pids: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as f:
+            pids.update(int(pid) for pid in f.read().split())
+    return pids
+
+
+def in_process(capsys, *argv: str) -> subprocess.CompletedProcess:
+    """`zmqload ARGV` in this process, through the CLI's own entry (`python -m zmqload` is
+    sys.exit(cli.main())), as a CompletedProcess; argparse's refusals exit as a process would.
+    What only a real process shows (exit status, one line, no traceback) is checked on one
+    refusal of each kind below (test_bad_input_in_a_real_process_*, test_mistyped_*)."""
+    from zmqload import cli
+    capsys.readouterr()
+    try:
+        status = cli.main(list(argv))
+    except SystemExit as exc:
+        status = exc.code
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(["zmqload", *argv], status, captured.out, captured.err)
+
+
 BAD_INPUTS = [
     (["--size", "8"], "--size"),
     (["--size", "0"], "--size"),
@@ -48,26 +72,39 @@ BAD_INPUTS = [
 
 
 @pytest.mark.parametrize("args,option", BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
-def test_bad_input_is_one_line_exit_2(args, option, tmp_path):
+def test_bad_input_is_one_line_exit_2(args, option, tmp_path, capsys):
     if "--out" not in args:
         args = [*args, "--out", str(tmp_path)]
-    proc = zmqload_cli("run", *args)
+    before = children()
+    proc = in_process(capsys, "run", *args)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert option in lines[0] and "Traceback" not in proc.stderr
     assert "accepted" in lines[0] or "invalid choice" in lines[0] or "expected" in lines[0]
     assert not glob.glob(str(tmp_path / "run=*")), "nothing may start on bad input"
+    assert children() <= before, "a refused run started a process"
 
 
-def test_port_in_use_is_bad_input(busy_port, tmp_path):
-    proc = zmqload_cli("run", "--port", str(busy_port), "--count", "10", "--out", str(tmp_path))
+def test_bad_input_in_a_real_process_is_one_line_exit_2(tmp_path):
+    """`python -m zmqload` itself: a value the command refuses (zmqload's own check, not argparse's)
+    is exit status 2 and one line, no traceback; the other refusals are checked in this process."""
+    proc = zmqload_cli("run", "--pattern", "pair", "--producers", "2", "--out", str(tmp_path))
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "--producers" in lines[0] and "Traceback" not in proc.stderr and "accepted" in lines[0]
+    assert not glob.glob(str(tmp_path / "run=*")), "nothing may start on bad input"
+
+
+def test_port_in_use_is_bad_input(busy_port, tmp_path, capsys):
+    proc = in_process(capsys, "run", "--port", str(busy_port), "--count", "10", "--out", str(tmp_path))
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "--port" in proc.stderr and "in use" in proc.stderr
 
 
-def test_endpoint_in_use_is_bad_input(busy_port, tmp_path):
-    proc = zmqload_cli("run", "--endpoint", f"tcp://127.0.0.1:{busy_port}", "--count", "10", "--out", str(tmp_path))
+def test_endpoint_in_use_is_bad_input(busy_port, tmp_path, capsys):
+    proc = in_process(capsys, "run", "--endpoint", f"tcp://127.0.0.1:{busy_port}", "--count", "10", "--out", str(tmp_path))
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "in use" in proc.stderr
 
@@ -111,13 +148,13 @@ def test_interrupt_stops_promptly_and_keeps_readable_records(tmp_path, sig):
     assert total > 0
 
 
-def test_json_summary_and_info(tmp_path):
-    proc = zmqload_cli("run", "--count", "5000", "--json", "--out", str(tmp_path))
+def test_json_summary_and_info(tmp_path, capsys):
+    proc = in_process(capsys, "run", "--count", "5000", "--json", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["sent"] == 5000 and summary["lost"] == 0
     assert summary["latency_intended_ns"]["p99"] > 0
-    info = zmqload_cli("info", "--json")
+    info = in_process(capsys, "info", "--json")
     assert info.returncode == 0
     facts = json.loads(info.stdout)
     assert facts["versions"]["libzmq"].count(".") == 2
@@ -125,18 +162,19 @@ def test_json_summary_and_info(tmp_path):
     assert facts["socket_defaults"]["PUSH"]["LINGER"] in (-1, 0, 30000)
 
 
-def test_mistyped_option_names_the_command_and_the_closest_option():
+def test_mistyped_option_names_the_command_and_the_closest_option(capsys):
+    # the first in a real process (`python -m zmqload`: argparse's refusal is exit status 2, one line)
     proc = zmqload_cli("run", "--szie", "64")
     assert proc.returncode == 2
     assert proc.stderr == "zmqload run: error: unrecognized option --szie; did you mean --size?\n"
-    proc = zmqload_cli("sweep", "--sndhmw=1,10")
+    proc = in_process(capsys, "sweep", "--sndhmw=1,10")
     assert proc.returncode == 2
     assert proc.stderr == "zmqload sweep: error: unrecognized option --sndhmw; did you mean --sndhwm?\n"
 
 
-def test_a_command_without_its_action_shows_its_usage():
+def test_a_command_without_its_action_shows_its_usage(capsys):
     for args, usage in ((["scenario"], "usage: zmqload scenario"), ([], "usage: zmqload ")):
-        proc = zmqload_cli(*args)
+        proc = in_process(capsys, *args)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith(usage) and "Traceback" not in proc.stderr
         assert proc.stderr.strip().splitlines()[-1].endswith("error: missing command; accepted: "
@@ -150,17 +188,19 @@ def test_info_fits_80_columns_and_version():
     assert proc.returncode == 0, proc.stderr
     assert "SNDHWM" in proc.stdout and "PUSH" in proc.stdout
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+
+def test_version(capsys):
     import zmqload
-    version = zmqload_cli("--version")
+    version = in_process(capsys, "--version")
     assert version.returncode == 0 and version.stdout == f"zmqload {zmqload.__version__}\n"
 
 
-def test_report_target_rate_takes_what_run_rate_takes():
+def test_report_target_rate_takes_what_run_rate_takes(capsys):
     from zmqload import cli
     parser = cli.build_parser()
     assert parser.parse_args(["report", "runs", "--target-rate", "200k"]).target_rate == 200_000
     assert parser.parse_args(["run", "--rate", "200k"]).rate == 200_000
-    proc = zmqload_cli("report", "runs", "--target-rate", "fast")
+    proc = in_process(capsys, "report", "runs", "--target-rate", "fast")
     assert proc.returncode == 2
     assert proc.stderr.startswith("zmqload report: error: --target-rate: got 'fast'; accepted: ")
 
