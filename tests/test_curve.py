@@ -378,7 +378,7 @@ def test_the_rules_need_no_io_and_the_file_is_read_by_the_preflight(tmp_path):
     assert info.value.option == "--curve-server-key" and "No such file" in info.value.message
 
 
-@pytest.mark.parametrize("args, flag, words", [
+BAD_CURVE_INPUT = [
     (("--curve", "maybe"), "--curve", "off, on"),
     (("--curve", "on", "--transport", "inproc"), "--curve", "inproc"),
     (("--curve-server-key", "KEYFILE"), "--curve-server-key", "--curve off"),
@@ -403,25 +403,59 @@ def test_the_rules_need_no_io_and_the_file_is_read_by_the_preflight(tmp_path):
       "--curve-server-key", "MALFORMED"), "--curve-server-key", "no CURVE public key"),
     (("--curve", "on", "--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999",
       "--curve-server-key", "BINARY"), "--curve-server-key", "cannot read"),
-])
-def test_bad_curve_input_is_one_line_exit_2_nothing_left(tmp_path, certificates, args, flag, words):
+]
+
+
+def _bad_input_files(tmp_path, certificates) -> dict[str, str]:
     files = {"KEYFILE": certificates[0], "SECRET": certificates[1], "MISSING": str(tmp_path / "missing.key"),
              "MALFORMED": str(tmp_path / "malformed.key"), "BINARY": str(tmp_path / "binary.key")}
     with open(files["MALFORMED"], "w") as f:
         f.write('curve\n    public-key = "too short"\n')
     with open(files["BINARY"], "wb") as f:
         f.write(bytes(range(256)))
-    out = tmp_path / "runs"
+    return files
+
+
+def _bad_input_argvs(args, files, out):
+    """(command, argv) for run and capacity (capacity refuses --role producer or consumer before it reads a key)."""
     for command in ("run", "capacity"):
         if command == "capacity" and ("producer" in args or "consumer" in args):
-            continue        # capacity refuses --role producer or consumer before it reads a key
+            continue
         bound = () if "--duration" in args else ("--count", "10") if command == "run" else ("--probe-duration", "0.2")
-        done = zmqload_cli(command, *[files.get(a, a) for a in args], *bound, "--out", str(out))
-        assert done.returncode == 2, (command, done.stderr)
-        lines = done.stderr.strip().splitlines()
-        assert len(lines) == 1 and flag in lines[0] and words in lines[0] and "accepted" in lines[0], done.stderr
-        assert "Traceback" not in done.stderr
-        assert not out.exists() or not os.listdir(out)
+        yield command, [command, *[files.get(a, a) for a in args], *bound, "--out", str(out)]
+
+
+def _one_refusal_line(command, status, err, flag, words, out) -> None:
+    assert status == 2, (command, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0] and words in lines[0] and "accepted" in lines[0], err
+    assert "Traceback" not in err
+    assert not out.exists() or not os.listdir(out)
+
+
+@pytest.mark.parametrize("args, flag, words", BAD_CURVE_INPUT)
+def test_bad_curve_input_is_one_line_exit_2_nothing_left(tmp_path, certificates, capsys, args, flag, words):
+    """In this process, through the CLI's own entry (`python -m zmqload` is sys.exit(cli.main())):
+    exit status 2 and one line on stderr, nothing written; the same from a real process below."""
+    from zmqload import cli
+    out = tmp_path / "runs"
+    for command, argv in _bad_input_argvs(args, _bad_input_files(tmp_path, certificates), out):
+        try:
+            status = cli.main(argv)
+        except SystemExit as exc:       # argparse's refusals exit as a process would
+            status = exc.code
+        _one_refusal_line(command, status, capsys.readouterr().err, flag, words, out)
+
+
+@pytest.mark.parametrize("case", [0, 1, 10], ids=["argparse-choice", "validation", "preflight-file"])
+def test_bad_curve_input_from_a_process_is_one_line_exit_2_nothing_left(tmp_path, certificates, case):
+    """As a user runs it (`python -m zmqload`): one refusal of each kind (argparse's, the workload's
+    rules, the preflight's read of a key file) for run and capacity."""
+    args, flag, words = BAD_CURVE_INPUT[case]
+    out = tmp_path / "runs"
+    for command, argv in _bad_input_argvs(args, _bad_input_files(tmp_path, certificates), out):
+        done = zmqload_cli(*argv)
+        _one_refusal_line(command, done.returncode, done.stderr, flag, words, out)
 
 
 @pytest.mark.parametrize("server", ["another key", "no CURVE"])
