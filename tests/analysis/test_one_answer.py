@@ -6,7 +6,7 @@ exactly one answer per setting: the search's.
 Real runs (real libzmq over loopback tcp) and real reports (the report command in this process, on
 the test session's local Spark): the demo's shape (a pub-sub consumer doing simulated work per
 message, 50 us here so that the producer need not pace above 40k/s on a small machine, probes of
-0.5 s, a loose p99 SLO, and an unpaced run beside it), plain runs made without SLOs, and the same
+0.3 s to 25%, a loose p99 SLO, and an unpaced run beside it), plain runs made without SLOs, and the same
 with --slo-p99-us.
 """
 from __future__ import annotations
@@ -79,8 +79,8 @@ def demo(tmp_path_factory):
     cap, flood = str(root / "capacity"), str(root / "max")
     _cli("capacity", "--pattern", "pub-sub", "--transport", "tcp", "--size", "256", "--sndhwm", "1000",
          "--rcvhwm", "1000", "--consumer-delay-us", "50", "--slo-p99-us", str(LOOSE_P99_US), "--start-rate", "5k",
-         "--probe-duration", "0.5", "--precision", "0.1", "--out", cap, "--quiet", ok=(0, 1))
-    _cli("run", "--pattern", "push-pull", "--size", "64", "--count", "300000", "--out", flood, "--quiet")
+         "--probe-duration", "0.3", "--precision", "0.25", "--out", cap, "--quiet", ok=(0, 1))
+    _cli("run", "--pattern", "push-pull", "--size", "64", "--count", "100000", "--out", flood, "--quiet")
     return {"root": root, "cap": cap, "flood": flood,
             "search": json.load(open(os.path.join(cap, "capacity-search.json")))}
 
@@ -156,9 +156,14 @@ def plain(tmp_path_factory):
     (80 us a message: 12.5k/s) is offered 20k/s: a backlog drained at the end, p99 far over 1 ms,
     nothing lost."""
     runs = str(tmp_path_factory.mktemp("plain") / "runs")
-    for name, rate, delay in (("r2k", "2k", "0"), ("r5k", "5k", "0"), ("r20k-slow", "20k", "80")):
-        _cli("run", "--pattern", "push-pull", "--rate", rate, "--consumer-delay-us", delay, "--duration", "0.5",
-             "--out", runs, "--run-name", name, "--quiet")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    procs = [subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--pattern", "push-pull", "--rate", rate,
+                               "--consumer-delay-us", delay, "--duration", "0.3", "--out", runs, "--run-name", name,
+                               "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+             for name, rate, delay in (("r2k", "2k", "0"), ("r5k", "5k", "0"), ("r20k-slow", "20k", "80"))]
+    for p in procs:        # at once: push-pull blocks rather than drops, and a slower consumer only adds backlog
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, (out[-3000:], err[-3000:])
     return runs
 
 

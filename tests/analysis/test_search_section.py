@@ -85,12 +85,19 @@ def searched(tmp_path_factory):
     combinations); and a search stopped by --max-probes 2 before it could confirm an answer."""
     root = tmp_path_factory.mktemp("searched")
     out, stopped = str(root / "cap"), str(root / "stopped")
-    r = _cli("capacity", "--pattern", "push-pull", "--rcvhwm", "10,1000", "--start-rate", "1k", "--probe-duration",
-             "0.5", "--precision", "0.5", "--consumer-delay-us", "200", "--out", out, timeout=600)
-    assert r.returncode == 0, (r.stdout, r.stderr)
-    r = _cli("capacity", "--pattern", "push-pull", "--start-rate", "100", "--probe-duration", "0.5",
-             "--max-probes", "2", "--out", stopped, timeout=300)
-    assert r.returncode == 1, (r.stdout, r.stderr)          # one search found no answer
+    # the two searches at once (the stopped one is two light probes of 20 messages): a consumer doing
+    # 200 us a message tops out near 5k/s, so from 2k in 0.3 s probes (600+ messages each) the
+    # search ramps, fails, bisects to 50% and confirms in a few probes per combination
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    procs = [subprocess.Popen([sys.executable, "-m", "zmqload", "capacity", *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT) for args in (
+        ["--pattern", "push-pull", "--rcvhwm", "10,1000", "--start-rate", "2k", "--probe-duration", "0.3",
+         "--precision", "0.5", "--consumer-delay-us", "200", "--out", out],
+        ["--pattern", "push-pull", "--start-rate", "100", "--probe-duration", "0.2", "--max-probes", "2",
+         "--out", stopped])]
+    (r, r_stopped) = [(p.communicate(timeout=600), p.returncode) for p in procs]
+    assert r[1] == 0, r[0]
+    assert r_stopped[1] == 1, r_stopped[0]                  # one search found no answer
     report = str(root / "report")
     rep = _cli("report", out, stopped, "--out", report)
     assert rep.returncode == 0, rep.stderr
