@@ -218,17 +218,19 @@ def join_the_tests_threads(before: set, timeout: float = THREAD_GRACE_S) -> list
     return left
 
 
-@pytest.fixture(autouse=True)
-def _alone_when_marked(request, tmp_path_factory):
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
     """Parallel workers share two locks in the session's directory: every test holds `running`
     shared, a test marked `alone` holds it exclusively, so it runs while no other test does (the
-    `turnstile` keeps new tests from starving it). Only where pytest-xdist runs workers."""
+    `turnstile` keeps new tests from starving it). Held over the whole protocol, so that the module
+    and session fixtures a test sets up or tears down (a capacity search, a report) wait too. Only
+    where pytest-xdist runs workers."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
-    shared = tmp_path_factory.getbasetemp().parent
+    shared = item.config._tmp_path_factory.getbasetemp().parent
     with open(shared / "turnstile.lock", "a") as turnstile, open(shared / "running.lock", "a") as running:
-        if request.node.get_closest_marker("alone"):
+        if item.get_closest_marker("alone"):
             fcntl.flock(turnstile, fcntl.LOCK_EX)
             fcntl.flock(running, fcntl.LOCK_EX)
         else:

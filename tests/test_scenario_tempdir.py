@@ -39,7 +39,7 @@ def test_scratch_directories_go_even_when_the_scenario_fails(tmp_path, monkeypat
         raise RuntimeError("the scenario broke")
 
     from zmqload import scenarios
-    monkeypatch.setitem(scenarios.SCENARIOS, "broken", framework.Scenario("broken", "t", (), body))
+    monkeypatch.setitem(scenarios.SCENARIOS, "broken", framework.Scenario("broken", "t", (), body, expected_s=1))
     with pytest.raises(RuntimeError, match="broke"):
         run_scenario("broken", str(tmp_path / "runs"))
     assert made and not os.path.exists(made[0]) and os.listdir(tmp_path) == []

@@ -31,12 +31,12 @@ pytest_plugins = ["pytester"]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN_NS = 1_000_000
 
-RUNS = {      # 0.5 s: the backlog grows by 7.5k/s (past 2,000 in 0.27 s), the PUB overflows HWM 100 in ms
+RUNS = {
     "backlog": ["--pattern", "push-pull", "--transport", "tcp", "--rate", "20k", "--consumer-delay-us", "80",
-                "--duration", "0.5"],
+                "--duration", "1"],
     "pub-drops": ["--pattern", "pub-sub", "--sndhwm", "100", "--rcvhwm", "100", "--consumer-delay-us", "50",
-                  "--rate", "40k", "--duration", "0.5"],
-    "unpaced": ["--pattern", "push-pull", "--count", "200000"],
+                  "--rate", "40k", "--duration", "1"],
+    "unpaced": ["--pattern", "push-pull", "--count", "500000"],
 }
 
 
