@@ -167,6 +167,31 @@ def _started_by_the_tests(thread: threading.Thread) -> str | None:
     return f"{os.path.relpath(code.co_filename, TESTS_DIR)}:{code.co_firstlineno} {code.co_name}"
 
 
+def children() -> set[int]:
+    """The pids of this process's children (from /proc): a refusal must start none."""
+    import contextlib
+    pids: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as f:
+            pids.update(int(pid) for pid in f.read().split())
+    return pids
+
+
+def in_process(capsys, *argv: str) -> subprocess.CompletedProcess:
+    """`zmqload ARGV` in this process, through the CLI's own entry (`python -m zmqload` is
+    sys.exit(cli.main())), as a CompletedProcess; argparse's refusals exit as a process would.
+    What only a real process shows (no traceback, the interpreter's exit) is checked on one refusal
+    of each kind in a real process (tests/test_cli.py)."""
+    from zmqload import cli
+    capsys.readouterr()
+    try:
+        status = cli.main(list(argv))
+    except SystemExit as exc:
+        status = exc.code
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(["zmqload", *argv], status, captured.out, captured.err)
+
+
 def recv_until(sock, ended: threading.Event, multipart: bool = False):
     """sock.recv() (or recv_multipart()) in a thread of a test, as the socket's RCVTIMEO has it
     (zmq.Again once it passes), but in polls of at most 100 ms, so that it ends sooner, with

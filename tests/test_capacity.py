@@ -6,18 +6,16 @@ Parquet records read with pyarrow/numpy (no zmqload code in the check).
 """
 from __future__ import annotations
 
-import contextlib
 import glob
 import json
 import math
 import os
-import subprocess
 
 import numpy as np
 import pytest
 
 import zmqload
-from conftest import read_meta, read_table, zmqload_cli
+from conftest import children, in_process, read_meta, read_table, zmqload_cli
 from zmqload.contract.workload import SearchPlan, Slos
 from zmqload.contract import search_record as sr
 from zmqload.contract.states import Slo
@@ -25,26 +23,6 @@ from zmqload.plan.capacity_search import Probe, find_max_rate, probe_once
 from zmqload.plan.slo import Breach
 
 
-def children() -> set[int]:
-    """The pids of this process's children (from /proc)."""
-    pids: set[int] = set()
-    for task in os.listdir("/proc/self/task"):
-        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as f:
-            pids.update(int(pid) for pid in f.read().split())
-    return pids
-
-
-def in_process(capsys, *argv: str) -> subprocess.CompletedProcess:
-    """`zmqload ARGV` in this process, through the CLI's own entry (`python -m zmqload` is
-    sys.exit(cli.main())), as a CompletedProcess; argparse's refusals exit as a process would."""
-    from zmqload import cli
-    capsys.readouterr()
-    try:
-        status = cli.main(list(argv))
-    except SystemExit as exc:
-        status = exc.code
-    captured = capsys.readouterr()
-    return subprocess.CompletedProcess(["zmqload", *argv], status, captured.out, captured.err)
 
 
 # -- the search's logic on fake probes ---------------------------------------------------------------

@@ -14,31 +14,9 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import end_with_the_test, read_meta, zmqload_cli
+from conftest import children, end_with_the_test, in_process, read_meta, zmqload_cli
 
 
-def children() -> set[int]:
-    """The pids of this process's children (from /proc)."""
-    pids: set[int] = set()
-    for task in os.listdir("/proc/self/task"):
-        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as f:
-            pids.update(int(pid) for pid in f.read().split())
-    return pids
-
-
-def in_process(capsys, *argv: str) -> subprocess.CompletedProcess:
-    """`zmqload ARGV` in this process, through the CLI's own entry (`python -m zmqload` is
-    sys.exit(cli.main())), as a CompletedProcess; argparse's refusals exit as a process would.
-    What only a real process shows (exit status, one line, no traceback) is checked on one
-    refusal of each kind below (test_bad_input_in_a_real_process_*, test_mistyped_*)."""
-    from zmqload import cli
-    capsys.readouterr()
-    try:
-        status = cli.main(list(argv))
-    except SystemExit as exc:
-        status = exc.code
-    captured = capsys.readouterr()
-    return subprocess.CompletedProcess(["zmqload", *argv], status, captured.out, captured.err)
 
 
 BAD_INPUTS = [

@@ -17,7 +17,7 @@ from zmqload.contract import patterns
 from zmqload.plan import sweep as sweeps
 from zmqload.errors import ConfigError
 from zmqload.measure.histogram import Histogram
-from conftest import help_entries
+from conftest import children, help_entries
 
 OPTIONS_PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "OPTIONS.md")
 
@@ -215,7 +215,7 @@ def test_sweep_files_and_the_api_take_rate_spellings_too():
 def test_every_rate_option_refuses_alike_in_one_line_with_exit_2(before, flag, dest, value_of, text, capsys):
     """In this process, through the CLI's own entry (`python -m zmqload` is sys.exit(cli.main()); that a
     real process exits 2 in one line without a traceback is test_cli.py's): nothing on stdout, no process."""
-    children = _children()
+    started = children()
     try:
         status = cli.main([*before, f"{flag}={text}"])
     except SystemExit as exc:       # argparse's refusals exit as a process would
@@ -230,16 +230,9 @@ def test_every_rate_option_refuses_alike_in_one_line_with_exit_2(before, flag, d
     assert re.match(rf"zmqload {command}: error: {flag}: got ('{re.escape(text)}'|-?[0-9.e+]+); "
                     r"accepted: messages per second", lines[0]), lines[0]
     assert RATE_COMMON in lines[0]
-    assert _children() <= children, "a refused command started a process"
+    assert children() <= started, "a refused command started a process"
 
 
-def _children() -> set[int]:
-    """The pids of this process's children (from /proc)."""
-    pids: set[int] = set()
-    for task in os.listdir("/proc/self/task"):
-        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as f:
-            pids.update(int(pid) for pid in f.read().split())
-    return pids
 
 
 @pytest.mark.parametrize("before, flag, accepted", [(["run"], "--rate", True), (["sweep"], "--rate", True),
