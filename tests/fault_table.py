@@ -174,15 +174,15 @@ class Outcome:
                 ", ".join(self.left) or "none"]
 
 
-def kill_worker(out: str, name: str, args: list[str] = PACED) -> Outcome:
-    """SIGKILL one worker process KILL_AFTER_S into a paced run."""
-    run_dir = os.path.join(out, f"run=kill-{name}")
-    proc = start_run(out, f"kill-{name}", args)
+def _kill(out: str, run_name: str, args: list[str], name: str, fault: str, before_kill) -> Outcome:
+    """A run whose worker `name` is SIGKILLed once `before_kill(run_dir, pid)` returned: its outcome,
+    timed from the kill to the controller's end."""
+    run_dir = os.path.join(out, f"run={run_name}")
+    proc = start_run(out, run_name, args)
     try:
-        meta = wait_started(run_dir)
-        pid = meta["worker_pids"][name]
+        pid = wait_started(run_dir)["worker_pids"][name]
         assert pid in children_of(proc.pid), f"{name} (pid {pid}) is not a child of the controller {proc.pid}"
-        time.sleep(KILL_AFTER_S)
+        before_kill(run_dir, pid)
         os.kill(pid, signal.SIGKILL)
         killed = time.monotonic()
         stdout, err = proc.communicate(timeout=60)
@@ -191,33 +191,28 @@ def kill_worker(out: str, name: str, args: list[str] = PACED) -> Outcome:
         if proc.poll() is None:
             proc.kill()
     meta = read_meta(run_dir)
-    return Outcome(f"{name} killed (SIGKILL)", proc.returncode, ended, meta, err, figures_from_records(run_dir),
+    return Outcome(fault, proc.returncode, ended, meta, err, figures_from_records(run_dir),
                    leftovers(run_dir, meta), stdout)
+
+
+def kill_worker(out: str, name: str, args: list[str] = PACED) -> Outcome:
+    """SIGKILL one worker process KILL_AFTER_S into a paced run."""
+    return _kill(out, f"kill-{name}", args, name, f"{name} killed (SIGKILL)",
+                 lambda run_dir, pid: time.sleep(KILL_AFTER_S))
 
 
 def kill_in_drain(out: str) -> Outcome:
     """SIGKILL the consumer in the drain, before it heard of it: stopped (SIGSTOP) mid-run, killed
     once the producer's loop is over (its first Parquet part is written then)."""
-    run_dir = os.path.join(out, "run=kill-in-drain")
-    proc = start_run(out, "kill-in-drain", ["--pattern", "push-pull", "--rate", "1k", "--duration", "1.5"])
-    try:
-        pid = wait_started(run_dir)["worker_pids"]["c0"]
+    def stopped_until_the_drain(run_dir: str, pid: int) -> None:
         time.sleep(0.5)
         os.kill(pid, signal.SIGSTOP)
         deadline = time.monotonic() + 30
         while not glob.glob(os.path.join(run_dir, "sends", "part-p0-*.parquet")) and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.3)         # the controller hears the producer is done and begins the drain
-        os.kill(pid, signal.SIGKILL)
-        killed = time.monotonic()
-        stdout, err = proc.communicate(timeout=60)
-        ended = time.monotonic() - killed
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    meta = read_meta(run_dir)
-    return Outcome("c0 stopped, then killed in the drain", proc.returncode, ended, meta, err,
-                   figures_from_records(run_dir), leftovers(run_dir, meta), stdout)
+    return _kill(out, "kill-in-drain", ["--pattern", "push-pull", "--rate", "1k", "--duration", "1.5"], "c0",
+                 "c0 stopped, then killed in the drain", stopped_until_the_drain)
 
 
 def kill_controller(out: str) -> Outcome:
