@@ -1,8 +1,9 @@
 # Two commands on a fresh machine (see README.md):
 #   make demo   installs what is missing, builds, runs a demo capacity test and its Spark report
 #   make test   installs what is missing, builds, runs the test suite
-# Everything Python goes into .venv; system packages (libzmq headers, pkg-config, a Java 17+
-# runtime for Spark) are installed with apt-get when possible, otherwise named in one line.
+# Everything Python goes into .venv; system packages (a C compiler, a Java 17+ runtime for Spark,
+# and libzmq's headers for the C peers of tests/ and bench/: the engine's build needs none) are
+# installed with apt-get when possible, otherwise named in one line.
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -43,7 +44,7 @@ venv: $(VENV)/.installed
 # Rebuild the extension when the Cython or C sources change.
 build: venv
 	@$(PY) setup.py -q build_ext --inplace 2>&1 | grep -v -e "^running" -e "^copying" -e "Warning" -e "warnings.warn" || true
-	@$(PY) -c "import zmqload._engine as e; print('zmqload engine built against libzmq', '.'.join(map(str, e.libzmq_version())))"
+	@$(PY) -c "import zmqload._engine as e; print('zmqload engine built; it runs libzmq', '.'.join(map(str, e.libzmq_version())), '(pyzmq\'s; --libzmq for another)')"
 
 # The demo: a capacity search (1 s probes, about a minute) for a pub-sub consumer doing 20 us
 # of work per message, an unpaced max-throughput run, and the report, which opens with the

@@ -1,7 +1,6 @@
-"""Build of the one compiled extension, zmqload._engine, against the system libzmq.
-
-libzmq is found with pkg-config. pyzmq's wheel bundles a private libzmq without headers,
-so the engine cannot link to that one (docs/ARCHITECTURE.md).
+"""Build of the one compiled extension, zmqload._engine. It needs no libzmq to build and links to
+none: the engine opens the run's libzmq (--libzmq) when a process first needs it
+(csrc/zl_libzmq.h), so a C compiler and Python's headers are all a build needs.
 
 ZMQLOAD_DEBUG=1 builds the checked engine instead (`make test-engine-debug`): Cython's
 bounds, wraparound and initialized checks on, -O0 -g, AddressSanitizer and UBSan. It goes to
@@ -9,19 +8,11 @@ build/debug/ (generated C, objects, and a package tree in build/debug/lib), neve
 so the optimised engine next to the sources is not replaced by it.
 """
 import os
-import shlex
-import subprocess
 import sys
 import warnings
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
-
-MISSING_LIBZMQ = (
-    "zmqload: libzmq headers not found via pkg-config; install them first "
-    "(Debian/Ubuntu: sudo apt-get install libzmq3-dev pkg-config; macOS: brew install zeromq pkg-config; "
-    "conda: conda install zeromq pkg-config)"
-)
 
 # What setuptools and wheel say on every build but a user cannot act on, kept out of `make`'s
 # output: pyproject.toml's [tool.setuptools] tables (package discovery and data) called "beta"
@@ -51,36 +42,16 @@ CHECKED = {
 }
 
 
-def pkg_config(*args):
-    try:
-        out = subprocess.run(["pkg-config", *args, "libzmq"], check=True,
-                             capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        sys.exit(MISSING_LIBZMQ)
-    return shlex.split(out)
-
-
-def libzmq_flags():
-    cflags = pkg_config("--cflags")
-    libs = pkg_config("--libs")
-    return {
-        "include_dirs": [f[2:] for f in cflags if f.startswith("-I")],
-        "library_dirs": [f[2:] for f in libs if f.startswith("-L")],
-        "libraries": [f[2:] for f in libs if f.startswith("-l")],
-    }
-
-
 def extensions():
     from Cython.Build import cythonize
 
     build = CHECKED if DEBUG else RELEASE
-    flags = libzmq_flags()
     engine = Extension(
         "zmqload._engine",
         sources=["zmqload/_engine.pyx"],
-        include_dirs=["csrc", *flags["include_dirs"]],
-        library_dirs=flags["library_dirs"],
-        libraries=flags["libraries"],
+        include_dirs=["csrc"],
+        # dlopen: libdl on glibc before 2.34 (an empty stub after it), in libSystem on macOS
+        libraries=[] if sys.platform == "darwin" else ["dl"],
         extra_compile_args=build["compile"],
         extra_link_args=build["link"],
     )

@@ -10,7 +10,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYERS = (
     ("zmqload.errors", "zmqload._engine"),
     ("zmqload.contract", "zmqload.versions"),
-    ("zmqload.store",),
+    ("zmqload.store", "zmqload.libzmq"),
     ("zmqload.measure", "zmqload.analysis"),
     ("zmqload.runner", "zmqload.report", "zmqload.info"),
     ("zmqload.plan",),

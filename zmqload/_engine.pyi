@@ -1,6 +1,6 @@
 """Types of the compiled engine (zmqload/_engine.pyx); `make typecheck` checks this stub
 against the built extension (mypy's stubtest). Cython's __cinit__ arguments are __new__'s."""
-from typing import Final, Literal
+from typing import Sequence, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +28,12 @@ SOCKET_TYPES: Final[dict[str, int]]
 SOCKET_OPTION_IDS: Final[dict[str, int]]
 BYTES_OPTION_IDS: Final[dict[str, int]]
 HANDSHAKE_EVENTS: Final[dict[str, int]]
+LIBZMQ_NUMBERS: Final[dict[str, int]]
+MSG_T_SIZE: Final[int]
+
+def load_libzmq(path: str) -> None: ...
+def libzmq_file() -> str | None: ...
+def probe_libzmq(path: str, capabilities: Sequence[str]) -> tuple[tuple[int, int, int], str, dict[str, bool]]: ...
 
 def libzmq_version() -> tuple[int, int, int]: ...
 TICK_STAMPS: bool

@@ -56,6 +56,13 @@ HANDSHAKE_EVENTS = {    # zmq_socket_monitor's events of a security handshake, b
     "handshake failed": ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL, "protocol error": ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL,
     "authentication refused": ZMQ_EVENT_HANDSHAKE_FAILED_AUTH, "succeeded": ZMQ_EVENT_HANDSHAKE_SUCCEEDED,
 }
+LIBZMQ_NUMBERS = {     # the rest of csrc/zl_libzmq.h's ABI numbers, for tests/test_libzmq.py to check
+    "ROUTING_ID": ZMQ_ROUTING_ID, "SUBSCRIBE": ZMQ_SUBSCRIBE, "RCVMORE": ZMQ_RCVMORE, "FD": ZMQ_FD,
+    "LAST_ENDPOINT": ZMQ_LAST_ENDPOINT, "IO_THREADS": ZMQ_IO_THREADS, "MAX_SOCKETS": ZMQ_MAX_SOCKETS,
+    "DONTWAIT": ZMQ_DONTWAIT, "SNDMORE": ZMQ_SNDMORE, "POLLIN": ZMQ_POLLIN, "POLLOUT": ZMQ_POLLOUT,
+    "ETERM": ETERM, "EFSM": EFSM, "EHOSTUNREACH": EHOSTUNREACH, "EAGAIN": EAGAIN, "EINTR": EINTR,
+}
+MSG_T_SIZE = sizeof(zmq_msg_t)
 BYTES_OPTION_IDS = {    # set with Socket.set_option_bytes: keys as 40 z85 characters (or 32 raw bytes)
     "CURVE_PUBLICKEY": ZMQ_CURVE_PUBLICKEY, "CURVE_SECRETKEY": ZMQ_CURVE_SECRETKEY,
     "CURVE_SERVERKEY": ZMQ_CURVE_SERVERKEY,
@@ -105,15 +112,64 @@ def stamp_brackets(int n, long long gap_ns):
     return out
 
 
+# --- which libzmq (csrc/zl_libzmq.h) ---------------------------------------------------
+
+def load_libzmq(str path):
+    """Opens the libzmq at `path` (a file, or a name the dynamic linker resolves) for every call of
+    this process's engine. Once per process: ValueError, one line saying why, for a file that is not
+    a libzmq 4.x or when one is loaded already (libzmq_file says which)."""
+    cdef char err[512]
+    if zl_libzmq_load(path.encode(), err, sizeof(err)) != 0:
+        raise ValueError(err.decode(errors="replace"))
+
+
+def libzmq_file():
+    """The file of the libzmq this process's engine runs, None before one is loaded."""
+    cdef const char *name = zl_libzmq_file()
+    return None if name == NULL else name.decode(errors="replace")
+
+
+def probe_libzmq(str path, capabilities):
+    """(version, file, {capability: zmq_has}) of the libzmq at `path`, without loading it for the
+    engine; ValueError, one line, for a file that is not a libzmq 4.x."""
+    cdef int version[3]
+    cdef char file[4096]
+    cdef char err[512]
+    encoded = [c.encode() for c in capabilities]
+    cdef int n = len(encoded)
+    cdef const char **names = <const char **>malloc(max(n, 1) * sizeof(char *))
+    cdef int *answers = <int *>calloc(max(n, 1), sizeof(int))
+    try:
+        for i in range(n):
+            names[i] = encoded[i]
+        if zl_libzmq_probe(path.encode(), version, names, answers, n, file, sizeof(file), err, sizeof(err)) != 0:
+            raise ValueError(err.decode(errors="replace"))
+        return ((version[0], version[1], version[2]), file.decode(errors="replace"),
+                {c: bool(answers[i]) for i, c in enumerate(capabilities)})
+    finally:
+        free(names)
+        free(answers)
+
+
+cdef inline int _need_libzmq() except -1:
+    # The first use in a process that chose none (a script, a test) runs pyzmq's libzmq.
+    if not zl_libzmq_loaded():
+        from zmqload.libzmq import load_default
+        load_default()
+    return 0
+
+
 def libzmq_version():
-    """Version of the libzmq the engine is linked to, as (major, minor, patch)."""
+    """Version of the libzmq the engine runs, as (major, minor, patch)."""
     cdef int major, minor, patch
+    _need_libzmq()
     zmq_version(&major, &minor, &patch)
     return (major, minor, patch)
 
 
 def has(str capability):
     """zmq_has: whether this libzmq was built with a capability ("curve": with libsodium)."""
+    _need_libzmq()
     return zmq_has(capability.encode()) == 1
 
 
@@ -122,6 +178,7 @@ def curve_keypair():
     when this libzmq has no CURVE."""
     cdef char public[41]
     cdef char secret[41]
+    _need_libzmq()
     if zmq_curve_keypair(public, secret) != 0:
         raise _error("zmq_curve_keypair")
     return public[:40], secret[:40]
@@ -164,6 +221,7 @@ cdef class Context:
     cdef void *handle
 
     def __cinit__(self, int io_threads=1):
+        _need_libzmq()
         self.handle = zmq_ctx_new()
         if self.handle == NULL:
             raise _error("zmq_ctx_new")

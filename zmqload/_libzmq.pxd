@@ -1,8 +1,8 @@
 from libc.stdint cimport uint64_t
-# Declarations of the parts of libzmq's C API that the engine uses (system libzmq,
-# found with pkg-config at build time; not pyzmq's bundled copy).
+# The parts of libzmq's C API that the engine uses, as csrc/zl_libzmq.h declares them: calls go
+# through a table filled with dlopen when a process first needs libzmq (the run's --libzmq).
 
-cdef extern from "zmq.h" nogil:
+cdef extern from "zl_libzmq.h" nogil:
     enum:
         ZMQ_PAIR, ZMQ_PUB, ZMQ_SUB, ZMQ_REQ, ZMQ_REP, ZMQ_DEALER, ZMQ_ROUTER
         ZMQ_PULL, ZMQ_PUSH, ZMQ_XPUB, ZMQ_XSUB
@@ -17,7 +17,6 @@ cdef extern from "zmq.h" nogil:
         ZMQ_DONTWAIT, ZMQ_SNDMORE
         ZMQ_POLLIN, ZMQ_POLLOUT
         EAGAIN, EINTR, ETERM, EFSM, EHOSTUNREACH
-        ZMQ_VERSION_MAJOR, ZMQ_VERSION_MINOR, ZMQ_VERSION_PATCH
 
     ctypedef struct zmq_msg_t:
         pass
@@ -58,6 +57,12 @@ cdef extern from "zmq.h" nogil:
 
     int zmq_poll(zmq_pollitem_t *items, int nitems, long timeout)
     int zmq_proxy_steerable(void *frontend, void *backend, void *capture, void *control)
+
+    int zl_libzmq_loaded()
+    int zl_libzmq_load(const char *path, char *err, size_t err_len)
+    const char *zl_libzmq_file()
+    int zl_libzmq_probe(const char *path, int *version, const char **names, int *has, int n,
+                        char *file, size_t file_len, char *err, size_t err_len)
 
 
 cdef extern from "zl_slice_timer.h" nogil:

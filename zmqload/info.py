@@ -6,7 +6,7 @@ import subprocess
 import time
 from typing import Any
 
-from . import _engine
+from . import _engine, libzmq
 from .analysis.javacheck import find_java
 from .errors import ConfigError
 from .versions import clock_pair, host, versions
@@ -47,9 +47,17 @@ def java_version() -> str | None:
     return match.group(1) if match else out.strip().splitlines()[0]
 
 
+def libraries() -> list[dict[str, Any]]:
+    """Each libzmq --libzmq can name here, with run.json's facts (or why it is not there)."""
+    from .contract import codec
+    return [dict(codec.to_builtins(lib), missing=None) if lib is not None else {"choice": choice, "missing": why}
+            for choice, lib, why in libzmq.found()]
+
+
 def gather() -> dict[str, Any]:
     return {
         "versions": versions(),
+        "libraries": libraries(),
         "socket_defaults": socket_defaults(),
         "clock": dict(clock_pair(), resolution_ns=int(time.clock_getres(time.CLOCK_MONOTONIC) * 1e9)),
         "host": host(),

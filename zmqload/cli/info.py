@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..contract.workload import OPTIONS
 from ..errors import ExitStatus
 
 NAME = "info"
@@ -12,13 +13,19 @@ HELP = "libzmq/pyzmq versions, real socket defaults, clock"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the facts as JSON")
+    libzmq = OPTIONS["libzmq"]
+    parser.add_argument(libzmq.flag, default=libzmq.default, metavar="LIBZMQ",
+                        help="the libzmq whose fresh-socket defaults are measured: " + libzmq.accepts)
 
 
 def run(args: argparse.Namespace) -> ExitStatus:
     from rich.console import Console
     from rich.table import Table
 
+    from ..contract.workload import Workload
     from ..info import gather
+    from ..runner.preflight import load_libzmq
+    load_libzmq(Workload(libzmq=args.libzmq))
     facts = gather()
     if args.json:
         print(json.dumps(facts, indent=2))
@@ -29,6 +36,10 @@ def run(args: argparse.Namespace) -> ExitStatus:
     console.print(f"zmqload {v['zmqload']}, engine libzmq {v['libzmq']}, python {v['python']}")
     console.print(f"pyzmq {v['pyzmq']} (bundled libzmq {v['pyzmq_libzmq']})")
     console.print(f"CURVE (--curve on): {'yes' if facts['curve'] else 'no: the engine libzmq has no libsodium'}")
+    for lib in facts["libraries"]:     # what --libzmq can name
+        console.print(f"--libzmq {lib['choice']}: " + (f"libzmq {lib['version']}, {lib['file']}, sha256 "
+                      f"{lib['sha256'][:16]}, has {' '.join(lib['capabilities'])}" if not lib["missing"]
+                      else f"none ({lib['missing']})"))
     sockets = list(facts["socket_defaults"])
     table = Table(title=f"fresh-socket defaults, libzmq {v['libzmq']} (measured)")
     table.add_column("option")

@@ -102,10 +102,23 @@ class Placement(Record):
         return max(by_role["p"]) + max(by_role["c"])
 
 
+class Libzmq(Record):
+    """A libzmq file and what it is (--libzmq; `zmqload info` lists the ones it finds)."""
+    choice: str = ""
+    """What --libzmq said: pyzmq, system or the path given."""
+    file: str = ""
+    """The file the dynamic linker opened."""
+    version: str = ""
+    sha256: str = ""
+    """Of the file's bytes: two runs ran the same library when these agree."""
+    capabilities: list[str] = []
+    """What zmq_has says it was built with, of ipc, pgm, tipc, norm, curve, gssapi, draft."""
+
+
 class Versions(Record):
     zmqload: str = ""
     libzmq: str = ""
-    """The libzmq the engine is built against: the one measured."""
+    """The libzmq the run's engine ran (--libzmq): the one measured."""
     pyzmq: str = ""
     pyzmq_libzmq: str = ""
     """The libzmq bundled with pyzmq (control sockets, the plain-pyzmq checks)."""
@@ -489,6 +502,8 @@ class RunRecord(Record):
     probe); None: made without any."""
     versions: Versions = msgspec.field(default_factory=Versions)
     """Versions of zmqload, both libzmqs, pyzmq, Python, numpy and pyarrow."""
+    libzmq: Optional[Libzmq] = None
+    """The libzmq the run ran (--libzmq); null in runs recorded before this field."""
     host: Host = msgspec.field(default_factory=Host)
     """The machine the run ran on."""
     clock: ClockPair = msgspec.field(default_factory=ClockPair)

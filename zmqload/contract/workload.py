@@ -370,6 +370,12 @@ class Workload:
     io_threads: int = option(
         1, int, "an integer from 1 to 64", "libzmq I/O threads per context (one context per process)",
         low=1, high=64, group=SOCKET_OPTIONS)
+    libzmq: str = option(
+        "pyzmq", str, "pyzmq, system, or the path of a libzmq 4.x file",
+        "the libzmq the run's engine loads: pyzmq = the one pyzmq runs in this Python (your pyzmq code's), "
+        "system = the one the dynamic linker finds (libzmq.so.5), or a file of yours (another version, your "
+        "build); run.json records its file, version, sha256 and capabilities, `zmqload info` lists those found",
+        form=re.compile(r".+"), group=SOCKET_OPTIONS)
     cpu_placement: str = option(
         "auto", str, "",
         "auto: an unpaced run pins each worker process (with its libzmq I/O thread) to a CPU of its own, "

@@ -22,6 +22,7 @@ from .lifecycle import PROGRESS_EVERY_NS
 from .state import Footprint, ProgressListener, ProgressSnapshot, RunState
 
 from .launch import TOOL_ENV, TOOL_SLOWDOWN, WorkerLauncher
+from .preflight import load_libzmq
 from .resets import Resets
 from . import signals
 
@@ -135,7 +136,8 @@ class Controller:
         # a worker that connects is a CURVE client: it gets no server secret
         curve = self.curve if bind or self.curve is None else dataclasses.replace(self.curve, server_secret=None)
         self.launcher.start(WorkerSpec(worker, self.w, self.server.endpoint, self.run_dir, bind, curve=curve,
-                                       control_curve=self.server.client_keys, header_key=self.header_key))
+                                       control_curve=self.server.client_keys, header_key=self.header_key,
+                                       libzmq=load_libzmq(self.w)))
 
     # -- phases ------------------------------------------------------------------------------
     def execute(self) -> None:

@@ -3,20 +3,24 @@ files read, binds beyond loopback allowed, ports free, ipc paths bindable, hosts
 output directory made; refusals are ConfigErrors, before anything is written."""
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import stat
 from typing import Optional
 
+from .. import libzmq
 from ..contract import exposure, patterns, uris
 from ..contract.curve import (KEY_FILE_FORMS, MAX_KEY_FILE, SECRET_FILE_FORMS, parse_public_key,
                               parse_server_pair)
+from ..contract.run_record import Libzmq
 from ..contract.workload import IPC_PATH_MAX, OPTIONS, Workload, tcp_parts
 from ..errors import ConfigError
 
 
 def preflight(w: Workload) -> Workload:
     """The checks of a validated workload that touch this machine; `w`, its files read, again."""
+    load_libzmq(w)
     if w.curve_server_key is not None:
         read_public_key(w.curve_server_key, OPTIONS["curve_server_key"].flag)
     if w.curve_server_cert is not None:
@@ -46,6 +50,22 @@ def preflight(w: Workload) -> Workload:
         for endpoint in w.bind_endpoints(binding):
             check_bindable("--endpoint", endpoint)
     return w
+
+
+def load_libzmq(w: Workload) -> Libzmq:
+    """The run's libzmq (--libzmq), found, described and loaded into this process's engine (the
+    controller's CURVE keys and inproc workers use it); ConfigError in one line otherwise."""
+    try:
+        lib = _described(w.libzmq)
+        libzmq.use(lib)
+    except ValueError as exc:
+        raise ConfigError(OPTIONS["libzmq"].flag, f"{exc}; accepted: {OPTIONS['libzmq'].accepts}")
+    return lib
+
+
+@functools.lru_cache(maxsize=8)
+def _described(choice: str) -> Libzmq:     # a sweep's runs describe it once (the sha256 reads the file)
+    return libzmq.describe(choice)
 
 
 def read_public_key(path: str, option: str) -> bytes:

@@ -7,13 +7,15 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..contract import codec
 from ..contract.curve import CurveKeys
+from ..contract.run_record import Libzmq
 from ..contract.workload import Workload
 from ..contract.ids import Role, WorkerId
 from ..errors import ConfigError, RecordError
 
 _SPEC_KEYS = {"worker", "workload", "control", "run_dir", "bind", "controller_pid", "curve", "control_curve",
-              "upload_to", "header_key"}
+              "upload_to", "header_key", "libzmq"}
 _REQUIRED = {"worker", "workload", "control", "run_dir", "bind", "controller_pid"}
 
 
@@ -29,6 +31,7 @@ class WorkerSpec:
     control_curve: Optional[CurveKeys] = None   # --curve on: the controller's sockets' (no server secret)
     upload_to: Optional[str] = None     # a placed run's --out URI: the run directory there, secrets and all (runner/task_out.py)
     header_key: int = 0           # the run's header key (csrc/zl_wire.h zl_check); 0 where a side is the user's
+    libzmq: Optional[Libzmq] = None     # the run's libzmq as the controller found it: the worker's must be the same file
 
     @property
     def name(self) -> str:
@@ -44,7 +47,8 @@ class WorkerSpec:
                            "controller_pid": self.controller_pid,
                            "curve": None if self.curve is None else self.curve.to_dict(),
                            "control_curve": None if self.control_curve is None else self.control_curve.to_dict(),
-                           "upload_to": self.upload_to, "header_key": self.header_key})
+                           "upload_to": self.upload_to, "header_key": self.header_key,
+                           "libzmq": None if self.libzmq is None else codec.to_builtins(self.libzmq)})
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "WorkerSpec":
@@ -85,8 +89,12 @@ class WorkerSpec:
         if type(key) is not int or not 0 <= key < 2 ** 64:
             raise _refuse("header_key: not a 64-bit key")
         curve, control_curve = (_keys(data.get(name), name) for name in ("curve", "control_curve"))
+        try:
+            lib = None if data.get("libzmq") is None else codec.convert(data["libzmq"], Libzmq)
+        except RecordError as exc:
+            raise _refuse(f"libzmq: {exc}") from None
         return cls(worker_id, workload, data["control"], data["run_dir"], list(bind), pid, curve, control_curve,
-                   upload_to, key)
+                   upload_to, key, lib)
 
     def controller_alive(self) -> bool:
         """The watchdog's test: a worker process is reparented when its controller dies."""

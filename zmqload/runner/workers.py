@@ -7,12 +7,27 @@ import shutil
 import sys
 import traceback
 
-from .. import _engine
+from .. import _engine, libzmq
 from ..contract import control
 from ..contract.ids import Role
-from ..errors import ZmqloadError
+from ..contract.run_record import Libzmq
+from ..errors import RunError, ZmqloadError
 from .channel import ControlClient
 from .spec import WorkerSpec
+
+
+def load_runs_libzmq(lib: Libzmq) -> None:
+    """Loads the run's libzmq, found here as the controller found it there (--libzmq pyzmq on an
+    executor is that executor's pyzmq's): RunError in one line unless it is the same file's bytes."""
+    try:
+        here = libzmq.describe(lib.choice)
+        if here.sha256 != lib.sha256:
+            raise RunError(f"--libzmq {lib.choice} here is {here.file} (libzmq {here.version}, sha256 "
+                           f"{here.sha256[:12]}), not the run's {lib.file} (libzmq {lib.version}, sha256 "
+                           f"{lib.sha256[:12]}): install the same one on every host, or give its path")
+        libzmq.use(here)
+    except ValueError as exc:
+        raise RunError(f"--libzmq {lib.choice}: {exc}") from None
 
 
 def run_worker(spec: WorkerSpec, context: _engine.Context | None = None) -> None:
@@ -28,6 +43,8 @@ def run_worker(spec: WorkerSpec, context: _engine.Context | None = None) -> None
         _touch(_marker(spec))
     worker = None
     try:
+        if spec.libzmq is not None:
+            load_runs_libzmq(spec.libzmq)
         worker = body(spec, ctl, context)
         worker.run()
     except BaseException as exc:
