@@ -136,8 +136,8 @@ def _verdict_001_5(figures: dict[str, Any], rate: int) -> Verdict:
 # --- measured through the libraries themselves: headers, the engine, pyzmq ------------------------------------
 
 def zmq_header() -> dict[str, Any]:
-    """The engine's libzmq header (zmq.h from `pkg-config libzmq`): every `#define ZMQ_*` with
-    its value, and the names that only exist under ZMQ_BUILD_DRAFT_API."""
+    """The system's libzmq header (zmq.h from `pkg-config libzmq`): every `#define ZMQ_*` with
+    its value, the names that only exist under ZMQ_BUILD_DRAFT_API, and its version."""
     import os
     import re
     import subprocess
@@ -167,18 +167,16 @@ def zmq_header() -> dict[str, Any]:
                 defines[m.group(1)] = int(m.group(2), 0)
                 if any(in_draft):
                     draft.add(m.group(1))
-    return {"path": path, "defines": defines, "draft": sorted(draft)}
+    version = ".".join(str(defines.get(f"ZMQ_VERSION_{part}", "?")) for part in ("MAJOR", "MINOR", "PATCH"))
+    return {"path": path, "defines": defines, "draft": sorted(draft), "version": version}
 
 
 def engine_libzmq_path() -> str:
-    """The libzmq file the engine is linked to, as this process has it mapped."""
-    from .. import _engine  # noqa: F401  (maps the library)
-    with open("/proc/self/maps") as f:
-        paths = sorted({line.split()[-1] for line in f if "/libzmq" in line and "pyzmq" not in line
-                        and "libzmq-" not in line.rsplit("/", 1)[-1]})
-    if not paths:
-        raise RuntimeError("the engine's libzmq is not mapped in this process")
-    return paths[0]
+    """The libzmq file the engine runs in this process (--libzmq; pyzmq's where none was chosen)."""
+    import os
+    from .. import _engine
+    _engine.libzmq_version()        # loads the default where the process chose none
+    return os.path.realpath(_engine.libzmq_file() or "")
 
 
 _counter = iter(range(10 ** 9))
@@ -627,7 +625,6 @@ def monitor_at_hwm(r: ScenarioRunner) -> Outcome:
     """Is there a ZMQ_EVENT_SND_HWM (zmq.h of the engine's libzmq, pyzmq's zmq.Event), and
     what does a monitor on every event report while a PUB / PUSH sits at its HWM?"""
     import zmq
-    from .. import _engine
     header = zmq_header()
     event_names = sorted(k for k in header["defines"] if k.startswith("ZMQ_EVENT_"))
     hwm_like = [k for k in event_names if "HWM" in k]
@@ -639,8 +636,7 @@ def monitor_at_hwm(r: ScenarioRunner) -> Outcome:
         for sender in ("PUB", "PUSH"):
             runs.append(_engine_monitor(sender, transport, header, n_pub))
             runs.append(_pyzmq_monitor(sender, transport, n_pub))
-    eng_version = ".".join(map(str, _engine.libzmq_version()))
-    measured = [f"zmq.h of libzmq {eng_version} ({header['path']}): {len(event_names)} ZMQ_EVENT_* names, "
+    measured = [f"zmq.h of libzmq {header['version']} ({header['path']}): {len(event_names)} ZMQ_EVENT_* names, "
                 f"{'with ' + ', '.join(hwm_like) if hwm_like else 'none about HWM'}; draft-only: "
                 f"{', '.join(n for n in header['draft'] if n.startswith('ZMQ_EVENT_')) or 'none'}",
                 f"pyzmq {zmq.pyzmq_version()} (libzmq {zmq.zmq_version()}): zmq.Event = {', '.join(py_events)}; "
@@ -660,7 +656,7 @@ def monitor_at_hwm(r: ScenarioRunner) -> Outcome:
         verdict = depends(f"on the library: constant {hwm_like or py_hwm}, events at HWM {during}")
     else:
         verdict = DOES_NOT_HOLD
-    because = (f"no *HWM* event in zmq.h of libzmq {eng_version} ({len(event_names)} ZMQ_EVENT_* names) nor in pyzmq's "
+    because = (f"no *HWM* event in zmq.h of libzmq {header['version']} ({len(event_names)} ZMQ_EVENT_* names) nor in pyzmq's "
                f"zmq.Event ({len(py_events)} members) ; {len(at_hwm_hit)} of {len(runs)} monitored sockets at their HWM "
                f"reported {during or 'no event'} while there" if not exists else
                f"HWM event names {hwm_like or py_hwm}; at the HWM the monitors reported {during}")

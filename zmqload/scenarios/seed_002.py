@@ -110,7 +110,7 @@ def hwm_option(r: ScenarioRunner) -> Outcome:
             capacity[f"engine/{transport}/{when}"] = engine_capacity(hwm, when, transport)["accepted"]
     for hwm, when in ((None, "default"), (10000, "before"), (10000, "after")):
         capacity[f"pyzmq/inproc/{when}"] = pyzmq_capacity(hwm, when)
-    measured = [f"zmq.h of libzmq {eng_version}: ZMQ_HWM {'= ' + str(header_hwm) if header_hwm is not None else 'not defined'}"
+    measured = [f"zmq.h of libzmq {header['version']}: ZMQ_HWM {'= ' + str(header_hwm) if header_hwm is not None else 'not defined'}"
                 f" (ZMQ_SNDHWM = {header['defines']['ZMQ_SNDHWM']}, ZMQ_RCVHWM = {header['defines']['ZMQ_RCVHWM']}); "
                 f"pyzmq's zmq.HWM = {int(zmq.HWM)}"]
     for lib in ("pyzmq", "engine"):
