@@ -4,6 +4,9 @@ it; the count for N messages less the count for none, over N.
 
     valgrind --tool=callgrind --callgrind-out-file=/dev/null python bench/engine_instructions.py N SIZE
     python bench/engine_instructions.py --compare N SIZE [PYTHONPATH ...]   # each tree, 0 and N messages
+
+BENCH_LIBZMQ=pyzmq|system|PATH picks the libzmq of a tree whose engine loads it at run time
+(--libzmq's words); a tree linked at build time runs the one it was linked to.
 """
 from __future__ import annotations
 
@@ -16,6 +19,9 @@ import sys
 def exchange(n: int, size: int) -> None:
     import numpy as np
     from zmqload import _engine as e
+    if os.environ.get("BENCH_LIBZMQ"):
+        from zmqload import libzmq
+        libzmq.use(libzmq.describe(os.environ["BENCH_LIBZMQ"]))
     ctx = e.Context(1)
     push, pull = e.Socket(ctx, e.SOCKET_TYPES["PUSH"]), e.Socket(ctx, e.SOCKET_TYPES["PULL"])
     for sock, name in ((push, "SNDHWM"), (pull, "RCVHWM")):

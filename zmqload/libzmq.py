@@ -55,8 +55,9 @@ def use(lib: Libzmq) -> None:
     if current is None:
         _engine.load_libzmq(lib.file)
     elif os.path.realpath(current) != os.path.realpath(lib.file):
-        raise ValueError(f"this process runs {current} already; run zmqload again (a new process) "
-                         f"for {lib.file}")
+        raise ValueError(f"one libzmq per process, and this one runs {os.path.realpath(current)}: give "
+                         f"{lib.file} to a zmqload command of its own (a sweep or capacity search per library, then one "
+                         "`zmqload report` over their runs)")
 
 
 def load_default() -> None:
