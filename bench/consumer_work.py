@@ -39,7 +39,7 @@ from paired import build_c, free_port  # noqa: E402
 
 
 def build_yardstick() -> str:
-    """Compile the yardstick against the system libzmq (pkg-config), as paired.py does."""
+    """Compile the yardstick against the libzmq the benchmarks run, as paired.py does."""
     return build_c("baseline_busy_consumer")
 
 

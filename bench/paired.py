@@ -8,6 +8,9 @@ over the same span (first send to last receive, CLOCK_MONOTONIC):
 - pyzmq_plain: the loop a user writes first: send / recv in pyzmq, nothing stamped or kept
 
 and how to read side-by-side rounds of them (modes, per-round ratios, best vs best).
+
+The C pair and zmqload run one libzmq file: BENCH_LIBZMQ (--libzmq's words: pyzmq, system or a
+path; default pyzmq, zmqload's default).
 """
 from __future__ import annotations
 
@@ -24,22 +27,35 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD_DIR = os.path.join(HERE, ".build")
 
 
+LIBZMQ = os.environ.get("BENCH_LIBZMQ", "pyzmq")
+
+
+def libzmq_file() -> str:
+    """The libzmq file BENCH_LIBZMQ names: what zmqload_run's engine and the C baselines run."""
+    from zmqload import libzmq
+    return libzmq.describe(LIBZMQ).file
+
+
 def build_c_baseline() -> str:
-    """Compile the baseline against the same system libzmq as the engine (pkg-config)."""
+    """Compile the baseline against the libzmq the engine runs (libzmq_file)."""
     return build_c("baseline_pushpull")
 
 
 def build_c(name: str) -> str:
-    """bench/NAME.c compiled against the system libzmq (pkg-config) into bench/.build/NAME,
-    again only when it or the header the baselines share is newer."""
+    """bench/NAME.c compiled with the system's zmq.h (pkg-config; the 4.x API is one ABI) and linked to
+    libzmq_file() into bench/.build/NAME-<sha256 of that file>, again only when it or the header the
+    baselines share is newer."""
+    from zmqload import libzmq
+    lib = libzmq.describe(LIBZMQ)
     os.makedirs(BUILD_DIR, exist_ok=True)
-    binary = os.path.join(BUILD_DIR, name)
+    binary = os.path.join(BUILD_DIR, f"{name}-{lib.sha256[:12]}")
     source = os.path.join(HERE, f"{name}.c")
     newest = max(os.path.getmtime(source), os.path.getmtime(os.path.join(HERE, "baseline_common.h")))
     if not os.path.exists(binary) or os.path.getmtime(binary) < newest:
-        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libzmq"], check=True,
+        flags = subprocess.run(["pkg-config", "--cflags", "libzmq"], check=True,
                                capture_output=True, text=True).stdout.split()
-        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-o", binary, source, *flags], check=True)
+        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-o", binary, source, *flags, lib.file,
+                        f"-Wl,-rpath,{os.path.dirname(lib.file)}"], check=True)
     return binary
 
 
@@ -64,7 +80,8 @@ def zmqload_run(size: int, count: int, out_dir: str | None = None, **options: ob
     import zmqload
     out = out_dir or tempfile.mkdtemp(prefix="zmqload-bench-")
     try:
-        result = zmqload.run(pattern="push-pull", transport="tcp", size=size, count=count, out=out, **options)
+        result = zmqload.run(pattern="push-pull", transport="tcp", size=size, count=count, out=out,
+                             **{"libzmq": LIBZMQ, **options})
         assert result.lost == 0 and result.unique_received == count
         return result.throughput_msgs
     finally:
