@@ -170,7 +170,7 @@ def _foreign(result: RunResult) -> str:
 
 def consumers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
     """--role consumer: the receive side only; what the user's producer sent is not seen."""
-    holes = sum(s.get("holes") or 0 for s in result.streams)
+    holes = sum(s.holes or 0 for s in result.streams)
     foreign = result.foreign or {}
     gap = foreign.get("gap_ns") or {}
     rows = [
@@ -260,13 +260,13 @@ def _sizes(facts: dict[str, Any]) -> str:
 def print_summary(result: RunResult, console: Console | None = None) -> None:
     console = console or Console()
     console.print(summary_table(result))
-    lossy = [s for s in result.streams if s.get("lost") or s.get("holes")]
+    lossy = [s for s in result.streams if s.lost or s.holes]
     for stream in lossy[:4]:
-        for where, ranges in stream["missing_ranges"].items():
+        for where, ranges in stream.missing_ranges.items():
             if ranges:
                 shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges[:8])
                 who = "" if where == "all" else f" at consumer {where}"
-                console.print(f"missing seqs of stream {stream['stream']}{who}: {shown}"
+                console.print(f"missing seqs of stream {stream.stream}{who}: {shown}"
                               f"{' ...' if len(ranges) > 8 else ''}")
     from ..measure.schedule_keeping import describe
     limited = describe(result.generator)

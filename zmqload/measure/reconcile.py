@@ -15,6 +15,7 @@ from ..contract.control import ProducerFinal, StreamSeen
 from ..store import bitmaps
 from ..contract.fates import AMBIGUOUS_TAIL, DROPPED, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 from ..contract.topics import Topics
+from .stream_account import StreamAccount, ViewFates
 
 MAX_RANGES = 20
 
@@ -292,7 +293,7 @@ Seen = dict[int, dict[int, StreamSeen]]
 @dataclass
 class Accounts:
     """reconcile's answer: per stream (run.json `streams`) and in total, and the unreceived maps."""
-    streams: list[dict[str, Any]]
+    streams: list[StreamAccount]
     totals: dict[str, int]
     """The streams' counts summed, by name (attempted ... dropped, AMBIGUOUS_TAIL)."""
     drops: dict[int, list[tuple[Bits, Bits, Bits]]]
@@ -320,12 +321,12 @@ def reconcile(producers: dict[int, ProducerFinal], consumers: Seen, fanout: bool
     outside its accounting; "topics" in the result counts per topic what was sent and, per
     consumer, what it expected and received.
     """
-    streams: list[dict[str, Any]] = []
+    streams: list[StreamAccount] = []
     per_topic = _TopicCounts(topics, sorted(consumers) or [0]) if topics is not None and fanout else None
     drops: dict[int, list[tuple[Bits, Bits, Bits]]] = {}     # stream -> one per view
     indices = sorted(consumers) or [0]
     for stream, prod in sorted(producers.items()):
-        nbits, sent = prod.counters.attempted, prod.counters.sent
+        nbits, sent = int(prod.counters.attempted), int(prod.counters.sent)
         infos = {i: consumers.get(i, {}).get(stream) for i in indices}
         maps = _Stream(prod.sent_ok_map, nbits,
                        {i: None if info is None else info.seen_map for i, info in infos.items()},
@@ -377,30 +378,28 @@ def reconcile(producers: dict[int, ProducerFinal], consumers: Seen, fanout: bool
                 ranges[view].add(mine & ~got, offset)
                 delivered += _popcount(got & mine)
         fate_totals = dict.fromkeys(FATES, 0)
-        by_consumer = {}
+        by_consumer: dict[int, ViewFates] = {}
         for view in views:
             died = died_producer or (view in dead_consumers if fanout else bool(dead_consumers & set(indices)))
             f = _fate_total(counts[view], tail_placement, died)
             _add(fate_totals, f)
             if fanout:
-                by_consumer[view] = {**f, AMBIGUOUS_TAIL: ambiguous_tail(f, tail_placement)}
+                by_consumer[view] = ViewFates(**f, dropped_tail_ambiguous=ambiguous_tail(f, tail_placement))
         drops[stream] = [writers[view].done() for view in views]
         missing: dict[int | str, list[list[int]]] = {view: ranges[view].ranges for view in views}
         if per_topic is None:       # with topics: each view's own topics' seqs, counted above
             expected = sent * (len(indices) if fanout else 1)
         dropped = sum(fate_totals[f] for f in DROPPED)
-        streams.append({
-            "stream": stream, "attempted": nbits, "sent": sent, "expected": expected,
-            "received": received, "unique_received": delivered, "duplicates": duplicates,
-            "reordered": reordered, "lost": expected - delivered, "missing_ranges": missing,
-            **fate_totals, "dropped": dropped, AMBIGUOUS_TAIL: ambiguous_tail(fate_totals, tail_placement),
-            "fates_by_consumer": by_consumer if fanout else None,      # per consumer: fan-out only
-            "holes": None,      # the consumers alone only (receipt_only): here the fates say it all
-            "beyond": None,
-        })
+        # holes and beyond stay None: the consumers alone only (receipt_only); here the fates say it all
+        streams.append(StreamAccount(
+            stream=stream, attempted=nbits, sent=sent, expected=expected, received=received,
+            unique_received=delivered, duplicates=duplicates, reordered=reordered, lost=expected - delivered,
+            missing_ranges=missing, **fate_totals, dropped=dropped,
+            dropped_tail_ambiguous=ambiguous_tail(fate_totals, tail_placement),
+            fates_by_consumer=by_consumer if fanout else None))     # per consumer: fan-out only
     keys = ("attempted", "sent", "expected", "received", "unique_received", "duplicates", "reordered", "lost",
             *FATES, "dropped", AMBIGUOUS_TAIL)
-    totals = {key: sum(s[key] for s in streams) for key in keys}
+    totals = {key: sum(getattr(s, key) for s in streams) for key in keys}
     return Accounts(streams, totals, drops, per_topic.rows() if per_topic is not None else None)
 
 
@@ -435,7 +434,7 @@ class _TopicCounts:
         return out
 
 
-def receipt_only(consumers: Seen, fanout: bool) -> list[dict[str, Any]]:
+def receipt_only(consumers: Seen, fanout: bool) -> list[StreamAccount]:
     """Per stream, what zmqload's consumers alone (--role consumer) can say with no sends to hold
     it against: received, unique, duplicates, reordered, and the `holes`: seqs below the highest one
     received (per consumer with fan-out) that never arrived, with their ranges. A hole is a lower
@@ -488,8 +487,7 @@ def receipt_only(consumers: Seen, fanout: bool) -> list[dict[str, Any]]:
                 absent = below(~bits, last[view] + 1 - offset)
                 holes += _popcount(absent)
                 ranges[view].add(absent, offset)
-        out.append({"stream": stream, "received": received, "duplicates": duplicates, "unique_received": unique,
-                    "reordered": sum(info.reordered for info in infos.values()),
-                    "holes": holes, "missing_ranges": {view: r.ranges for view, r in ranges.items()},
-                    "beyond": beyond})
+        out.append(StreamAccount(stream=stream, received=received, duplicates=duplicates, unique_received=unique,
+                                 reordered=sum(info.reordered for info in infos.values()), holes=holes,
+                                 missing_ranges={view: r.ranges for view, r in ranges.items()}, beyond=beyond))
     return out

@@ -8,6 +8,7 @@ from ..contract import codec, patterns
 from ..contract.fates import DROPPED, FATES
 from ..contract.run_record import ConsumerEntry, Drain, GeneratorVerdict, ProducerEntry, Topology, Versions
 from .histogram import Histogram
+from .stream_account import StreamAccount
 
 PERCENTILES = (50, 90, 99, 99.9, 99.99, 100)
 
@@ -109,8 +110,9 @@ class RunResult:
     """Receive time minus actual send time, in nanoseconds."""
     round_trip: Histogram = field(default_factory=Histogram)
     """req-rep only: reply time minus intended send time, in nanoseconds."""
-    streams: list[dict[str, Any]] = field(default_factory=list)
-    """Per producer stream: the same counts, and the missing seq ranges of lost messages."""
+    streams: list[StreamAccount] = field(default_factory=list)
+    """Per producer stream: the same counts, and the missing seq ranges of lost messages (run.json
+    `streams[]`, a view keyed by its consumer's index; by attribute or key: `streams[i]["missing_ranges"]`)."""
     topics: list[dict[str, Any]] = field(default_factory=list)
     """--topics: per topic, "topic", "sent" and per consumer "consumer", "subscribed", "expected",
     "received", "lost" (measure/reconcile.py); [] without topics."""
@@ -271,7 +273,7 @@ class RunResult:
             "latency_intended_ns": self.latency_summary("intended"),
             "latency_sent_ns": self.latency_summary("sent"),
             "round_trip_ns": self.latency_summary("round_trip") if self.round_trip.count else None,
-            "streams": self.streams, "topics": self.topics or None,
+            "streams": [codec.to_builtins(s) for s in self.streams], "topics": self.topics or None,
             "producers": [codec.to_builtins(p) for p in self.producers],
             "consumers": [codec.to_builtins(c) for c in self.consumers],
             "versions": codec.to_builtins(self.versions), "generator_limited": self.generator_limited,

@@ -129,7 +129,7 @@ def build_result(state: RunState, w: Workload, run_id: str, run_dir: str, status
                              topics=w.topic_set)
         if w.topology.consumers_alone:      # no sends to hold the receipts against: what they say alone
             accounts.streams = receipt_only(seen, w.fanout)
-            accounts.totals.update({key: sum(s[key] for s in accounts.streams)
+            accounts.totals.update({key: sum(getattr(s, key) for s in accounts.streams)
                                     for key in ("received", "unique_received", "duplicates", "reordered")})
         queue = queue_depth(run_dir, w, state.t0_ns, accounts.drops, producers)
     finally:
