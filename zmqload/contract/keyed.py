@@ -1,5 +1,5 @@
-"""Records read by key as well as by attribute: RunResult's per-worker parts and its generator
-verdict were dicts, and users' tests index them (docs/PYTEST.md), so they still can."""
+"""Records read by key as well as by attribute: RunResult's parts (its workers, streams, drain,
+generator verdict, versions) were dicts, and users' tests index them (docs/PYTEST.md)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -12,8 +12,9 @@ class Keyed:
     __slots__ = ()
 
     def _names(self) -> dict[str, str]:
-        kind = type(self)
-        return dict(zip(kind.__struct_encode_fields__, kind.__struct_fields__))    # type: ignore[attr-defined]
+        """Each key (the field's name in the JSON) -> the attribute that holds it."""
+        kind: Any = type(self)      # a msgspec Struct's class: its fields as named in Python and in JSON
+        return dict(zip(kind.__struct_encode_fields__, kind.__struct_fields__))
 
     def __getitem__(self, key: str) -> Any:
         try:
@@ -44,5 +45,5 @@ class Keyed:
         return len(self._names())
 
     def __bool__(self) -> Literal[True]:
-        """A record is there whatever its fields hold (so mypy knows `record or {}` is the record)."""
+        """A record is there whatever its fields hold (mypy: `record or {}` is the record)."""
         return True

@@ -287,7 +287,7 @@ class _Drops:
 
 
 Seen = dict[int, dict[int, StreamSeen]]
-"""What the consumers saw: consumer index -> stream -> its StreamSeen (a consumer's final's streams)."""
+"""What the consumers saw: consumer index -> stream -> its StreamSeen (from the consumers' finals)."""
 
 
 @dataclass
@@ -311,9 +311,9 @@ def reconcile(producers: dict[int, ProducerFinal], consumers: Seen, fanout: bool
     """Per-stream and total counters and fates from the producers' and consumers' finals.
 
     producers: stream -> its final (attempted, sent, sent_ok_map); consumers: what each saw of
-    each stream (maps as contract/bitmaps.Bits: arrays or files). dead_producers / dead_consumers: indices of
-    workers that died (killed, crashed): what they may have held is `unknown`. Every map is read a
-    piece at a time (bitmaps.PIECE_BYTES), twice: each view's first and last arrival, then the
+    each stream (maps as contract/bitmaps.Bits: arrays or files). dead_producers / dead_consumers:
+    indices of workers that died (killed, crashed): what they may have held is `unknown`. Every
+    map is read a piece at a time (bitmaps.PIECE_BYTES), twice: each view's first and last arrival, then the
     counts, which add up over the pieces; `drops` (each view's unreceived maps) go to files in
     `maps_dir` when given. resets: stream -> view (consumer index with fan-out, else "all") -> the
     connection resets' seq regions (measure/reset_regions.py). topics (fan-out only): a consumer's
@@ -487,7 +487,8 @@ def receipt_only(consumers: Seen, fanout: bool) -> list[StreamAccount]:
                 absent = below(~bits, last[view] + 1 - offset)
                 holes += _popcount(absent)
                 ranges[view].add(absent, offset)
-        out.append(StreamAccount(stream=stream, received=received, duplicates=duplicates, unique_received=unique,
-                                 reordered=sum(info.reordered for info in infos.values()), holes=holes,
-                                 missing_ranges={view: r.ranges for view, r in ranges.items()}, beyond=beyond))
+        out.append(StreamAccount(
+            stream=stream, received=received, duplicates=duplicates, unique_received=unique,
+            reordered=sum(info.reordered for info in infos.values()), holes=holes,
+            missing_ranges={view: r.ranges for view, r in ranges.items()}, beyond=beyond))
     return out

@@ -6,7 +6,8 @@ from typing import Any, ClassVar, Optional
 
 from ..contract import codec, patterns
 from ..contract.fates import DROPPED, FATES
-from ..contract.run_record import ConsumerEntry, Drain, GeneratorVerdict, ProducerEntry, Topology, Versions
+from ..contract.run_record import (ConsumerEntry, Drain, GeneratorVerdict, ProducerEntry, Topology,
+                                   Versions)
 from .histogram import Histogram
 from .stream_account import StreamAccount
 
@@ -81,7 +82,8 @@ class RunResult:
     """Messages unreceived whose producer or consumer died (killed, crashed): they may have
     arrived in records that died with it, or died in its queue. Never counted as dropped."""
     drain: Drain = field(default_factory=Drain)
-    """The drain: its mode, how it ended and when, and the tail rule (run.json `drain`; by attribute or key)."""
+    """The drain: its mode, how it ended and when, and the tail rule (run.json `drain`; by
+    attribute or key)."""
     queue: dict[str, Any] = field(default_factory=dict)
     """Queue depth in messages (zmqload/measure/queue_replay.py: sent - received - dropped, counted from the
     records): "peak" (the most messages in flight at any instant, when, and its kernel / libzmq
@@ -112,7 +114,8 @@ class RunResult:
     """req-rep only: reply time minus intended send time, in nanoseconds."""
     streams: list[StreamAccount] = field(default_factory=list)
     """Per producer stream: the same counts, and the missing seq ranges of lost messages (run.json
-    `streams[]`, a view keyed by its consumer's index; by attribute or key: `streams[i]["missing_ranges"]`)."""
+    `streams[]`, a view keyed by its consumer's index or "all"; by attribute or key:
+    `streams[i]["missing_ranges"]`)."""
     topics: list[dict[str, Any]] = field(default_factory=list)
     """--topics: per topic, "topic", "sent" and per consumer "consumer", "subscribed", "expected",
     "received", "lost" (measure/reconcile.py); [] without topics."""
@@ -120,7 +123,8 @@ class RunResult:
     """Per producer: its counters, send times (ns) and close/term timings (run.json `producers[]`;
     read as `p.blocked_sends` or, as before, `p["blocked_sends"]`)."""
     consumers: list[ConsumerEntry] = field(default_factory=list)
-    """Per consumer: its counters and receive times (ns) (run.json `consumers[]`; by attribute or key)."""
+    """Per consumer: its counters and receive times (ns) (run.json `consumers[]`; by attribute
+    or key)."""
     versions: Versions = field(default_factory=Versions)
     """libzmq (engine and pyzmq's), pyzmq, Python and zmqload versions of the run (run.json
     `versions`; by attribute or key)."""

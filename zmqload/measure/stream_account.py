@@ -21,6 +21,7 @@ class StreamAccount(MessageCounts, Keyed):
     fates_by_consumer: Optional[dict[int, ViewFates]] = None
     """Fan-out only: the fates seen by each consumer."""
     holes: Optional[int] = None
-    """--role consumer: seqs below the highest received that never arrived (a lower bound of the loss)."""
+    """--role consumer: seqs below the highest received that never arrived (a lower bound of
+    the loss)."""
     beyond: Optional[int] = None
     """--role consumer: arrivals past the span a seen-map may take, in no seq accounting."""
