@@ -127,14 +127,15 @@ def test_the_probe_budget_bounds_the_search():
 
 
 # -- the generator verdict's logic on hand-made producers ----------------------------------------------
-def producer(rate: int, sent_s: float, lag_ms: float, blocked_ms: float, lateness_ms: list) -> dict:
+def producer(rate: int, sent_s: float, lag_ms: float, blocked_ms: float, lateness_ms: list):
+    from zmqload.contract.control import ProducerFinal, SendCounters
     from zmqload.measure.histogram import Histogram
     attempted = int(sent_s * rate)
     late = Histogram()
     late.record(np.array([int(x * 1e6) for x in lateness_ms], np.int64))
     t_last = T0 + (attempted - 1) * 10 ** 9 // rate + int(lag_ms * 1e6)
-    return {"attempted": attempted, "t_last_send_ns": t_last, "blocked_ns": int(blocked_ms * 1e6),
-            "lateness": late.to_payload()}
+    counters = SendCounters(attempted=attempted, t_last_send_ns=t_last, blocked_ns=int(blocked_ms * 1e6))
+    return ProducerFinal(counters, sent_ok_map=np.zeros(0, np.uint8), lateness=late.to_payload())
 
 
 T0 = 10 ** 12

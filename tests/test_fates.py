@@ -7,6 +7,9 @@ import pytest
 
 from conftest import check_identity, read_meta, read_table
 from zmqload import Workload
+from zmqload.contract.control import ProducerFinal, SendCounters, StreamSeen
+from zmqload.contract.run_record import Drain
+from zmqload.contract.states import DrainEnd
 from zmqload.measure.reconcile import ambiguous_tail, bits_in, dropped_maps, fates, first_last, region_map
 from zmqload.contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 from zmqload.runner.collect import tail_placement
@@ -146,7 +149,7 @@ def test_tail_placement_moves_only_the_drops_after_the_last_arrival(placement, m
     (dict(pattern="push-pull", close_order="after-drain"), "idle", TAIL_MID_RUN),
 ])
 def test_the_rule_follows_the_socket_and_the_close_order(options, ended, placement):
-    rule, why = tail_placement(Workload(**options), {"ended": ended})
+    rule, why = tail_placement(Workload(**options), Drain(ended=DrainEnd(ended)))
     assert rule == placement and why and "\n" not in why
 
 
@@ -285,17 +288,18 @@ def test_reset_regions_read_in_pieces_give_the_whole_maps_fates(monkeypatch, fan
     n = 200
     sent_ok = np.packbits(rng.random(n) < 0.97)
     seen = {c: np.packbits(rng.random(n) < 0.7) for c in (0, 1)}
-    producers = {0: {"attempted": n, "sent": int(np.unpackbits(sent_ok)[:n].sum()), "sent_ok_map": sent_ok}}
-    consumers = {c: {"streams": {0: {"seen_map": m, "drained_map": np.zeros_like(m), "unique": int(m.sum()),
-                                     "duplicates": 0, "reordered": 0}}} for c, m in seen.items()}
+    sent = int(np.unpackbits(sent_ok)[:n].sum())
+    producers = {0: ProducerFinal(SendCounters(attempted=n, sent=sent), sent_ok_map=sent_ok)}
+    consumers = {c: {0: StreamSeen(0, unique=int(m.sum()), duplicates=0, reordered=0, seen_map=m,
+                                   drained_map=np.zeros_like(m))} for c, m in seen.items()}
     views = [0, 1] if fanout else ["all"]
     resets = {0: {view: [(13, 40), (95, 130)] for view in views}}
     whole = reconcile(producers, consumers, fanout, resets=resets)
     monkeypatch.setattr(bitmaps, "PIECE_BYTES", 2)
     pieces = reconcile(producers, consumers, fanout, resets=resets)
     keys = ("dropped_reset", "dropped_start", "dropped_mid", "dropped_tail", "delivered", "lost")
-    assert [whole["streams"][0][k] for k in keys] == [pieces["streams"][0][k] for k in keys]
-    assert whole["streams"][0]["dropped_reset"] > 0
+    assert [whole.streams[0][k] for k in keys] == [pieces.streams[0][k] for k in keys]
+    assert whole.streams[0]["dropped_reset"] > 0
     ok = np.unpackbits(sent_ok)[:n].astype(bool)
     regions = region_map([(13, 40), (95, 130)], n)
     got_views = {c: m for c, m in seen.items()} if fanout else {"all": seen[0] | seen[1]}
@@ -304,4 +308,4 @@ def test_reset_regions_read_in_pieces_give_the_whole_maps_fates(monkeypatch, fan
         span = first_last(got & np.packbits(ok))
         total += fates(np.packbits(ok), got, np.zeros_like(got), span[1] if span else -1, True,
                        at_reset=regions)["dropped_reset"]
-    assert pieces["streams"][0]["dropped_reset"] == total
+    assert pieces.streams[0]["dropped_reset"] == total

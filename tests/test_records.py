@@ -10,6 +10,7 @@ import pytest
 
 from zmqload import _engine
 from zmqload.contract import wire
+from zmqload.contract.control import ProducerFinal, SendCounters, StreamSeen
 from zmqload.measure.reconcile import missing_ranges, reconcile
 from zmqload.measure.histogram import Histogram, bucket_index, bucket_value
 from zmqload.runner.parquet_writer import (RECVS_SCHEMA, SAMPLE_BLOCK_ROWS, SAMPLES_SCHEMA, SENDS_SCHEMA, PartWriter,
@@ -93,19 +94,22 @@ def test_seen_map_counts_duplicates_and_reordering():
 def test_reconcile_fanout_and_round_robin():
     sent = np.ones(10, dtype=bool)
     sent[7] = False                                   # an EAGAIN drop: not sent, not lost
-    producers = {0: {"attempted": 10, "sent": 9, "sent_ok_map": np.packbits(sent)}}
+    producers = {0: ProducerFinal(SendCounters(attempted=10, sent=9), sent_ok_map=np.packbits(sent))}
     got_a = np.zeros(10, bool)
     got_a[[0, 2, 4, 6, 8]] = True
     got_b = np.zeros(10, bool)
     got_b[[1, 3, 5]] = True
+    nothing_drained = np.zeros(2, np.uint8)
     consumers = {
-        0: {"streams": {0: {"seen_map": np.packbits(got_a), "unique": 5, "duplicates": 0, "reordered": 0}}},
-        1: {"streams": {0: {"seen_map": np.packbits(got_b), "unique": 3, "duplicates": 0, "reordered": 0}}},
+        0: {0: StreamSeen(0, unique=5, duplicates=0, reordered=0, seen_map=np.packbits(got_a),
+                          drained_map=nothing_drained)},
+        1: {0: StreamSeen(0, unique=3, duplicates=0, reordered=0, seen_map=np.packbits(got_b),
+                          drained_map=nothing_drained)},
     }
-    rr = reconcile(producers, consumers, fanout=False)["streams"][0]
+    rr = reconcile(producers, consumers, fanout=False).streams[0]
     assert rr["expected"] == 9 and rr["unique_received"] == 8 and rr["lost"] == 1
     assert rr["missing_ranges"]["all"] == [[9, 9]]
-    fan = reconcile(producers, consumers, fanout=True)["streams"][0]
+    fan = reconcile(producers, consumers, fanout=True).streams[0]
     assert fan["expected"] == 18 and fan["lost"] == 18 - 8
     assert fan["missing_ranges"][1] == [[0, 0], [2, 2], [4, 4], [6, 6], [8, 9]]
 

@@ -302,8 +302,7 @@ def _extra_info(w: Workload, results: list[RunResult], timing: str, rounds: int)
         "lost": sum(r.lost for r in results), "refused": sum(r.refused for r in results),
         "dropped": sum(r.dropped for r in results), "stranded": sum(r.stranded for r in results),
         "latency_p50_us": us(50), "latency_p99_us": us(99), "latency_max_us": us(100),
-        "libzmq": versions.get("libzmq"), "pyzmq_libzmq": versions.get("pyzmq_libzmq"),
-        "zmqload": versions.get("zmqload"),
+        "libzmq": versions.libzmq, "pyzmq_libzmq": versions.pyzmq_libzmq, "zmqload": versions.zmqload,
     }
 
 

@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ..contract.fates import AMBIGUOUS_TAIL, LOST_BRIEF
+from ..contract.fates import LOST_BRIEF
+from ..contract.run_record import Drain
 from ..contract.workload import reply_timeout_in_effect
 from ..measure.result import RunResult
 
@@ -83,25 +84,25 @@ class LiveProgress:
             self.live = None
 
 
-def _queue(peak: dict[str, Any], drain: dict[str, Any] | None = None) -> str:
+def _queue(peak: dict[str, Any], drain: Drain | None = None) -> str:
     """The queue's peak (zmqload/measure/queue_replay.py: sent - received - dropped, the most in flight at
     any instant), when, and its kernel / libzmq split. A PUB's tail drops the run cannot place
     (mid-run or at close) count as queued until it closed: said, as they may weigh in it."""
     if not peak:
         return "-"
-    ambiguous = (drain or {}).get(AMBIGUOUS_TAIL) or 0
+    ambiguous = drain.dropped_tail_ambiguous if drain is not None else 0
     return (f"{peak['messages']:,} at {peak['at_s']:.2f} s ({peak['kernel_messages']:,} / "
             f"{peak['libzmq_messages']:,} messages)"
             + (f"; the {ambiguous:,} tail drops of ambiguous place count as queued until their producer closed"
                if ambiguous else ""))
 
 
-def _drain(drain: dict[str, Any]) -> str:
+def _drain(drain: Drain) -> str:
     # a failed run's drain may hold only the run's tail rule: it never began or never ended
-    if "t_end_ns" not in drain:
+    if drain.ended is None:
         return "not reached"
-    seconds = (drain["t_end_ns"] - drain["t_start_ns"]) / 1e9
-    return f"{drain['mode']}, ended {drain['ended']} after {seconds:.2f} s"
+    seconds = (drain.t_end_ns - drain.t_start_ns) / 1e9
+    return f"{drain.mode}, ended {drain.ended} after {seconds:.2f} s"
 
 
 def _resets(resets: list[dict[str, Any]]) -> str:
@@ -109,16 +110,16 @@ def _resets(resets: list[dict[str, Any]]) -> str:
     return ", ".join(f"{r['at_s']:.3f} s ({r['connections']} conn.)" for r in resets)
 
 
-def _ambiguous(drain: dict[str, Any]) -> str:
+def _ambiguous(drain: Drain) -> str:
     # the tail drops a PUB's run cannot place (mid-run or at close): said, not hidden in the count
-    n = drain.get(AMBIGUOUS_TAIL) or 0
+    n = drain.dropped_tail_ambiguous
     return f"  ({n:,} of the tail: mid-run or at close, ambiguous)" if n else ""
 
 
 def pushback(result: RunResult) -> str:
     """Sends that found the socket full, and how long they waited (the producers' counters)."""
-    blocked = sum(p.get("blocked_sends") or 0 for p in result.producers)
-    waited = sum(p.get("blocked_ns") or 0 for p in result.producers) / 1e9
+    blocked = sum(p.blocked_sends for p in result.producers)
+    waited = sum(p.blocked_ns for p in result.producers) / 1e9
     return f"{blocked:,} sends waited, {waited:,.3f} s in all"
 
 
@@ -155,11 +156,11 @@ def producers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
 
 
 def _foreign_count(result: RunResult) -> int:
-    return sum(c.get("foreign") or 0 for c in result.consumers)
+    return sum(c.foreign for c in result.consumers)
 
 
 def _implausible_count(result: RunResult) -> int:
-    return sum(c.get("implausible") or 0 for c in result.consumers)
+    return sum(c.implausible for c in result.consumers)
 
 
 def _foreign(result: RunResult) -> str:
@@ -169,7 +170,7 @@ def _foreign(result: RunResult) -> str:
 
 def consumers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
     """--role consumer: the receive side only; what the user's producer sent is not seen."""
-    holes = sum(s.get("holes") or 0 for s in result.streams)
+    holes = sum(s.holes or 0 for s in result.streams)
     foreign = result.foreign or {}
     gap = foreign.get("gap_ns") or {}
     rows = [
@@ -259,13 +260,13 @@ def _sizes(facts: dict[str, Any]) -> str:
 def print_summary(result: RunResult, console: Console | None = None) -> None:
     console = console or Console()
     console.print(summary_table(result))
-    lossy = [s for s in result.streams if s.get("lost") or s.get("holes")]
+    lossy = [s for s in result.streams if s.lost or s.holes]
     for stream in lossy[:4]:
-        for where, ranges in stream["missing_ranges"].items():
+        for where, ranges in stream.missing_ranges.items():
             if ranges:
                 shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges[:8])
                 who = "" if where == "all" else f" at consumer {where}"
-                console.print(f"missing seqs of stream {stream['stream']}{who}: {shown}"
+                console.print(f"missing seqs of stream {stream.stream}{who}: {shown}"
                               f"{' ...' if len(ranges) > 8 else ''}")
     from ..measure.schedule_keeping import describe
     limited = describe(result.generator)

@@ -13,6 +13,7 @@ from .codec import Record
 from .curve import Security
 from .fates import AMBIGUOUS_TAIL, TailPlacement
 from .ids import Role
+from .keyed import Keyed
 from .patterns import Attach
 from .records import SCHEMA_VERSION
 from .states import DrainEnd, DrainMode, RunStatus
@@ -115,7 +116,7 @@ class Libzmq(Record):
     """What zmq_has says it was built with, of ipc, pgm, tipc, norm, curve, gssapi, draft."""
 
 
-class Versions(Record):
+class Versions(Record, Keyed):
     zmqload: str = ""
     libzmq: str = ""
     """The libzmq the run's engine ran (--libzmq): the one measured."""
@@ -177,7 +178,7 @@ class Reset(Record):
 
 
 # -- how it ended ------------------------------------------------------------------------------
-class Drain(Record):
+class Drain(Record, Keyed):
     mode: Optional[DrainMode] = None
     """--drain, or `none` with --close-order consumer-first; null: the run ended before its drain."""
     ended: Optional[DrainEnd] = None
@@ -203,7 +204,7 @@ class Drain(Record):
         return max(0, self.t_end_ns - self.t_start_ns) / 1e9
 
 
-class WorkerEntry(Record):
+class WorkerEntry(Record, Keyed):
     """What every worker reports of itself and of its recording."""
     worker: int = 0
     """Its index among the workers of its role."""
@@ -372,7 +373,7 @@ class LatencySummary(Record):
     max: Optional[int] = None
 
 
-class GeneratorVerdict(Record):
+class GeneratorVerdict(Record, Keyed):
     """Whether the producers kept their open-loop schedule (zmqload.measure.schedule_keeping)."""
     generator_limited: bool = False
     scheduled_rate: int = 0

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
 
 from ..contract.bitmaps import Bits
+from ..contract.control import ProducerFinal, StreamSeen
 from ..store import bitmaps
 from ..contract.fates import AMBIGUOUS_TAIL, DROPPED, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 from ..contract.topics import Topics
+from .stream_account import StreamAccount, ViewFates
 
 MAX_RANGES = 20
 
@@ -283,19 +286,34 @@ class _Drops:
         return early, tail, stranded
 
 
-def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[str, Any]], fanout: bool,
+Seen = dict[int, dict[int, StreamSeen]]
+"""What the consumers saw: consumer index -> stream -> its StreamSeen (from the consumers' finals)."""
+
+
+@dataclass
+class Accounts:
+    """reconcile's answer: per stream (run.json `streams`) and in total, and the unreceived maps."""
+    streams: list[StreamAccount]
+    totals: dict[str, int]
+    """The streams' counts summed, by name (attempted ... dropped, AMBIGUOUS_TAIL)."""
+    drops: dict[int, list[tuple[Bits, Bits, Bits]]]
+    """stream -> each view's (early, tail, stranded) unreceived maps."""
+    topics: Optional[list[dict[str, Any]]] = None
+    """--topics with fan-out: per topic (run.json `topics`); None otherwise."""
+
+
+def reconcile(producers: dict[int, ProducerFinal], consumers: Seen, fanout: bool,
               drain_completed: bool = True, tail_placement: str = TAIL_AT_CLOSE,
               dead_producers: frozenset[int] = frozenset(), dead_consumers: frozenset[int] = frozenset(),
               maps_dir: str | None = None,
               resets: dict[int, dict[int | str, list[tuple[int, int]]]] | None = None,
-              topics: Topics | None = None) -> dict[str, Any]:
+              topics: Topics | None = None) -> Accounts:
     """Per-stream and total counters and fates from the producers' and consumers' finals.
 
-    producers: stream -> {"attempted", "sent", "sent_ok_map"}; consumers: index ->
-    {"streams": {stream: {"seen_map", "drained_map", "unique", "duplicates", "reordered"}}}
-    (maps as contract/bitmaps.Bits: arrays or files). dead_producers / dead_consumers: indices of
-    workers that died (killed, crashed): what they may have held is `unknown`. Every map is read a
-    piece at a time (bitmaps.PIECE_BYTES), twice: each view's first and last arrival, then the
+    producers: stream -> its final (attempted, sent, sent_ok_map); consumers: what each saw of
+    each stream (maps as contract/bitmaps.Bits: arrays or files). dead_producers / dead_consumers:
+    indices of workers that died (killed, crashed): what they may have held is `unknown`. Every
+    map is read a piece at a time (bitmaps.PIECE_BYTES), twice: each view's first and last arrival, then the
     counts, which add up over the pieces; `drops` (each view's unreceived maps) go to files in
     `maps_dir` when given. resets: stream -> view (consumer index with fan-out, else "all") -> the
     connection resets' seq regions (measure/reset_regions.py). topics (fan-out only): a consumer's
@@ -303,19 +321,20 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
     outside its accounting; "topics" in the result counts per topic what was sent and, per
     consumer, what it expected and received.
     """
-    streams = []
+    streams: list[StreamAccount] = []
     per_topic = _TopicCounts(topics, sorted(consumers) or [0]) if topics is not None and fanout else None
-    drops: dict[int, list[Any]] = {}     # stream -> [(early, tail, stranded) packed maps], one per view
+    drops: dict[int, list[tuple[Bits, Bits, Bits]]] = {}     # stream -> one per view
     indices = sorted(consumers) or [0]
     for stream, prod in sorted(producers.items()):
-        nbits = prod["attempted"]
-        infos = {i: consumers.get(i, {}).get("streams", {}).get(stream) for i in indices}
-        maps = _Stream(prod["sent_ok_map"], nbits, {i: info and info["seen_map"] for i, info in infos.items()},
-                       {i: info and info.get("drained_map") for i, info in infos.items()})
+        nbits, sent = int(prod.counters.attempted), int(prod.counters.sent)
+        infos = {i: consumers.get(i, {}).get(stream) for i in indices}
+        maps = _Stream(prod.sent_ok_map, nbits,
+                       {i: None if info is None else info.seen_map for i, info in infos.items()},
+                       {i: None if info is None else info.drained_map for i, info in infos.items()})
         known = [info for info in infos.values() if info is not None]
-        received = sum(info["unique"] + info["duplicates"] for info in known)
-        duplicates = sum(info["duplicates"] for info in known)
-        reordered = sum(info["reordered"] for info in known)
+        received = sum(info.unique + info.duplicates for info in known)
+        duplicates = sum(info.duplicates for info in known)
+        reordered = sum(info.reordered for info in known)
         end = maps.nbytes * 8
         spans = maps.spans()
         died_producer = stream in dead_producers
@@ -359,32 +378,29 @@ def reconcile(producers: dict[int, dict[str, Any]], consumers: dict[int, dict[st
                 ranges[view].add(mine & ~got, offset)
                 delivered += _popcount(got & mine)
         fate_totals = dict.fromkeys(FATES, 0)
-        by_consumer = {}
+        by_consumer: dict[int, ViewFates] = {}
         for view in views:
             died = died_producer or (view in dead_consumers if fanout else bool(dead_consumers & set(indices)))
             f = _fate_total(counts[view], tail_placement, died)
             _add(fate_totals, f)
             if fanout:
-                by_consumer[view] = {**f, AMBIGUOUS_TAIL: ambiguous_tail(f, tail_placement)}
+                by_consumer[view] = ViewFates(**f, dropped_tail_ambiguous=ambiguous_tail(f, tail_placement))
         drops[stream] = [writers[view].done() for view in views]
         missing: dict[int | str, list[list[int]]] = {view: ranges[view].ranges for view in views}
         if per_topic is None:       # with topics: each view's own topics' seqs, counted above
-            expected = prod["sent"] * (len(indices) if fanout else 1)
+            expected = sent * (len(indices) if fanout else 1)
         dropped = sum(fate_totals[f] for f in DROPPED)
-        streams.append({
-            "stream": stream, "attempted": nbits, "sent": prod["sent"], "expected": expected,
-            "received": received, "unique_received": delivered, "duplicates": duplicates,
-            "reordered": reordered, "lost": expected - delivered, "missing_ranges": missing,
-            **fate_totals, "dropped": dropped, AMBIGUOUS_TAIL: ambiguous_tail(fate_totals, tail_placement),
-            "fates_by_consumer": by_consumer if fanout else None,      # per consumer: fan-out only
-            "holes": None,      # the consumers alone only (receipt_only): here the fates say it all
-            "beyond": None,
-        })
+        # holes and beyond stay None: the consumers alone only (receipt_only); here the fates say it all
+        streams.append(StreamAccount(
+            stream=stream, attempted=nbits, sent=sent, expected=expected, received=received,
+            unique_received=delivered, duplicates=duplicates, reordered=reordered, lost=expected - delivered,
+            missing_ranges=missing, **fate_totals, dropped=dropped,
+            dropped_tail_ambiguous=ambiguous_tail(fate_totals, tail_placement),
+            fates_by_consumer=by_consumer if fanout else None))     # per consumer: fan-out only
     keys = ("attempted", "sent", "expected", "received", "unique_received", "duplicates", "reordered", "lost",
             *FATES, "dropped", AMBIGUOUS_TAIL)
-    totals = {key: sum(s[key] for s in streams) for key in keys}
-    return {"streams": streams, "totals": totals, "drops": drops,
-            "topics": per_topic.rows() if per_topic is not None else None}
+    totals = {key: sum(getattr(s, key) for s in streams) for key in keys}
+    return Accounts(streams, totals, drops, per_topic.rows() if per_topic is not None else None)
 
 
 class _TopicCounts:
@@ -418,20 +434,20 @@ class _TopicCounts:
         return out
 
 
-def receipt_only(consumers: dict[int, dict[str, Any]], fanout: bool) -> list[dict[str, Any]]:
+def receipt_only(consumers: Seen, fanout: bool) -> list[StreamAccount]:
     """Per stream, what zmqload's consumers alone (--role consumer) can say with no sends to hold
     it against: received, unique, duplicates, reordered, and the `holes`: seqs below the highest one
     received (per consumer with fan-out) that never arrived, with their ranges. A hole is a lower
     bound of what was lost: the producer may have refused sends, and a tail after the highest seq
     is not seen at all (joining the producer half settles both). Maps read a piece at a time."""
-    streams = sorted({s for c in consumers.values() for s in c.get("streams", {})})
+    streams = sorted({s for seen in consumers.values() for s in seen})
     out = []
     for stream in streams:
-        infos = {i: c["streams"][stream] for i, c in sorted(consumers.items()) if stream in c.get("streams", {})}
-        size = max(bitmaps.nbytes(info["seen_map"]) for info in infos.values())
-        beyond = sum(info.get("beyond", 0) for info in infos.values())
-        received = sum(info["unique"] + info["duplicates"] for info in infos.values()) + beyond
-        duplicates = sum(info["duplicates"] for info in infos.values())
+        infos = {i: seen[stream] for i, seen in sorted(consumers.items()) if stream in seen}
+        size = max(bitmaps.nbytes(info.seen_map) for info in infos.values())
+        beyond = sum(info.beyond for info in infos.values())
+        received = sum(info.unique + info.duplicates for info in infos.values()) + beyond
+        duplicates = sum(info.duplicates for info in infos.values())
         views: list[int | str] = list(infos) if fanout else ["all"]
 
         def view_pieces() -> Iterator[tuple[int, int, dict[int | str, np.ndarray] | None, int]]:
@@ -439,10 +455,10 @@ def receipt_only(consumers: dict[int, dict[str, Any]], fanout: bool) -> list[dic
             time; None for a piece no map holds a bit of (a hole in every file: never read, so a seq
             far past the rest costs no time)."""
             for lo, hi in bitmaps.pieces(size):
-                if not any(bitmaps.may_hold_bits(info["seen_map"], lo, hi) for info in infos.values()):
+                if not any(bitmaps.may_hold_bits(info.seen_map, lo, hi) for info in infos.values()):
                     yield lo * 8, hi * 8, None, 0
                     continue
-                seen = {i: bitmaps.piece(info["seen_map"], lo, hi) for i, info in infos.items()}
+                seen = {i: bitmaps.piece(info.seen_map, lo, hi) for i, info in infos.items()}
                 if fanout:
                     yield lo * 8, hi * 8, {i: m for i, m in seen.items()}, 0
                 else:
@@ -471,8 +487,8 @@ def receipt_only(consumers: dict[int, dict[str, Any]], fanout: bool) -> list[dic
                 absent = below(~bits, last[view] + 1 - offset)
                 holes += _popcount(absent)
                 ranges[view].add(absent, offset)
-        out.append({"stream": stream, "received": received, "duplicates": duplicates, "unique_received": unique,
-                    "reordered": sum(info["reordered"] for info in infos.values()),
-                    "holes": holes, "missing_ranges": {view: r.ranges for view, r in ranges.items()},
-                    "beyond": beyond})
+        out.append(StreamAccount(
+            stream=stream, received=received, duplicates=duplicates, unique_received=unique,
+            reordered=sum(info.reordered for info in infos.values()), holes=holes,
+            missing_ranges={view: r.ranges for view, r in ranges.items()}, beyond=beyond))
     return out

@@ -4,10 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
-from ..contract import patterns
+from ..contract import codec, patterns
 from ..contract.fates import DROPPED, FATES
-from ..contract.run_record import Topology
+from ..contract.run_record import (ConsumerEntry, Drain, GeneratorVerdict, ProducerEntry, Topology,
+                                   Versions)
 from .histogram import Histogram
+from .stream_account import StreamAccount
 
 PERCENTILES = (50, 90, 99, 99.9, 99.99, 100)
 
@@ -79,8 +81,9 @@ class RunResult:
     unknown: int = 0
     """Messages unreceived whose producer or consumer died (killed, crashed): they may have
     arrived in records that died with it, or died in its queue. Never counted as dropped."""
-    drain: dict[str, Any] = field(default_factory=dict)
-    """The drain: its mode, how it ended and when."""
+    drain: Drain = field(default_factory=Drain)
+    """The drain: its mode, how it ended and when, and the tail rule (run.json `drain`; by
+    attribute or key)."""
     queue: dict[str, Any] = field(default_factory=dict)
     """Queue depth in messages (zmqload/measure/queue_replay.py: sent - received - dropped, counted from the
     records): "peak" (the most messages in flight at any instant, when, and its kernel / libzmq
@@ -109,17 +112,22 @@ class RunResult:
     """Receive time minus actual send time, in nanoseconds."""
     round_trip: Histogram = field(default_factory=Histogram)
     """req-rep only: reply time minus intended send time, in nanoseconds."""
-    streams: list[dict[str, Any]] = field(default_factory=list)
-    """Per producer stream: the same counts, and the missing seq ranges of lost messages."""
+    streams: list[StreamAccount] = field(default_factory=list)
+    """Per producer stream: the same counts, and the missing seq ranges of lost messages (run.json
+    `streams[]`, a view keyed by its consumer's index or "all"; by attribute or key:
+    `streams[i]["missing_ranges"]`)."""
     topics: list[dict[str, Any]] = field(default_factory=list)
     """--topics: per topic, "topic", "sent" and per consumer "consumer", "subscribed", "expected",
     "received", "lost" (measure/reconcile.py); [] without topics."""
-    producers: list[dict[str, Any]] = field(default_factory=list)
-    """Per producer: its counters, send times (ns) and close/term timings."""
-    consumers: list[dict[str, Any]] = field(default_factory=list)
-    """Per consumer: its counters and receive times (ns)."""
-    versions: dict[str, str] = field(default_factory=dict)
-    """libzmq (engine and pyzmq's), pyzmq, Python and zmqload versions of the run."""
+    producers: list[ProducerEntry] = field(default_factory=list)
+    """Per producer: its counters, send times (ns) and close/term timings (run.json `producers[]`;
+    read as `p.blocked_sends` or, as before, `p["blocked_sends"]`)."""
+    consumers: list[ConsumerEntry] = field(default_factory=list)
+    """Per consumer: its counters and receive times (ns) (run.json `consumers[]`; by attribute
+    or key)."""
+    versions: Versions = field(default_factory=Versions)
+    """libzmq (engine and pyzmq's), pyzmq, Python and zmqload versions of the run (run.json
+    `versions`; by attribute or key)."""
     foreign: dict[str, Any] = field(default_factory=dict)
     """--role consumer: the messages without zmqload's header (contract/wire.py FOREIGN_STREAM):
     "messages", "bytes", "span_s" (first to last arrival), "rate_msgs" and "gap_ns" (p50, p99, max
@@ -127,9 +135,10 @@ class RunResult:
     resets: list[dict[str, int]] = field(default_factory=list)
     """--reset-at: each connection reset made, in order: `t_ns` (CLOCK_MONOTONIC, the records' clock)
     and `connections` (tcp connections it aborted)."""
-    generator: dict[str, Any] = field(default_factory=dict)
+    generator: GeneratorVerdict = field(default_factory=GeneratorVerdict)
     """Whether the producers kept their open-loop schedule (zmqload.measure.schedule_keeping): `generator_limited`,
-    `scheduled_rate` and `reached_rate` (msg/s, all producers), `lag_ms` and `blocked_ms`."""
+    `scheduled_rate` and `reached_rate` (msg/s, all producers), `lag_ms` and `blocked_ms` (run.json
+    `summary.generator`; by attribute or key)."""
     service: dict[str, Any] = field(default_factory=dict)
     """A service of the user's (req-rep with --role producer): "requests", "answered" ("echoed" +
     "by_order"), "unanswered", "answer_rate" (answers/s over "span_s", first request to last
@@ -169,19 +178,19 @@ class RunResult:
     def generator_limited(self) -> bool:
         """The producers fell behind their schedule without pushback from the sockets: the
         load generator, not the system under test, set the pace (zmqload.measure.schedule_keeping)."""
-        return bool(self.generator.get("generator_limited"))
+        return self.generator.generator_limited
 
     @property
     def frame_mismatches(self) -> int:
         """Messages whose frame count was not --parts, at every consumer (counted with --parts > 1
         and --role consumer)."""
-        return sum(c.get("frame_mismatches") or 0 for c in self.consumers)
+        return sum(c.frame_mismatches for c in self.consumers)
 
     @property
     def size_mismatches(self) -> int:
         """Messages received at another first-frame size than the size rule's for their seq
         (contract/sizes.py), at every consumer: a device of the user's that cut or grew them."""
-        return sum(c.get("size_mismatches") or 0 for c in self.consumers)
+        return sum(c.size_mismatches for c in self.consumers)
 
     @property
     def loss_ratio(self) -> float:
@@ -248,7 +257,7 @@ class RunResult:
     @property
     def unanswered(self) -> int:
         """req-rep: requests with no reply within --reply-timeout-ms."""
-        return sum(p.get("unanswered") or 0 for p in self.producers)
+        return sum(p.unanswered for p in self.producers)
 
     def summary(self) -> dict[str, Any]:
         """Every figure, JSON-ready (latencies in ns)."""
@@ -260,17 +269,19 @@ class RunResult:
             "timeout": self.timeout, "errors": self.errors, "expected": self.expected,
             "received": self.received, "unique_received": self.unique_received,
             "duplicates": self.duplicates, "reordered": self.reordered, "lost": self.lost,
-            **{name: getattr(self, name) for name in FATES}, "dropped": self.dropped, "drain": self.drain,
+            **{name: getattr(self, name) for name in FATES}, "dropped": self.dropped,
+            "drain": codec.to_builtins(self.drain),
             "queue_peak": self.queue.get("peak", {}),
             "loss_ratio": self.loss_ratio, "elapsed_s": self.elapsed_s, "send_rate": self.send_rate,
             "throughput_msgs": self.throughput_msgs, "throughput_mb": self.throughput_mb,
             "latency_intended_ns": self.latency_summary("intended"),
             "latency_sent_ns": self.latency_summary("sent"),
             "round_trip_ns": self.latency_summary("round_trip") if self.round_trip.count else None,
-            "streams": self.streams, "topics": self.topics or None,
-            "producers": [{k: v for k, v in p.items() if k != "sent_ok_map"} for p in self.producers],
-            "consumers": self.consumers, "versions": self.versions,
-            "generator_limited": self.generator_limited, "generator": self.generator, "resets": self.resets,
+            "streams": [codec.to_builtins(s) for s in self.streams], "topics": self.topics or None,
+            "producers": [codec.to_builtins(p) for p in self.producers],
+            "consumers": [codec.to_builtins(c) for c in self.consumers],
+            "versions": codec.to_builtins(self.versions), "generator_limited": self.generator_limited,
+            "generator": codec.to_builtins(self.generator), "resets": self.resets,
             "foreign": self.foreign or None, "service": self.service or None,
             "frame_mismatches": self.frame_mismatches, "size_mismatches": self.size_mismatches,
             "bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received, "sizes": self.sizes or None,

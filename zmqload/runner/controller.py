@@ -17,6 +17,7 @@ from ..contract.curve import CurveKeys
 from ..contract.workload import Workload
 from ..contract import control, ids
 from ..contract import run_record as rr
+from ..contract.states import DrainEnd, DrainMode
 from ..errors import RunError
 from .lifecycle import PROGRESS_EVERY_NS
 from .state import Footprint, ProgressListener, ProgressSnapshot, RunState
@@ -303,9 +304,9 @@ class Controller:
                 if w.drain != "none":
                     self.drain_until_done(_engine.now_ns())
             self.send_all(s.consumers, control.Stop())
-        s.drain = {"mode": "none" if w.close_order == "consumer-first" else w.drain, "ended": ended,
-                   "t_start_ns": start, "t_end_ns": _engine.now_ns(),
-                   "completed": ended in ("complete", "idle")}
+        end = DrainEnd(ended)
+        s.drain = rr.Drain(mode=DrainMode("none" if w.close_order == "consumer-first" else w.drain), ended=end,
+                           t_start_ns=start, t_end_ns=_engine.now_ns(), completed=end.completed)
         s.phase = "closing"
 
     def drain_until_done(self, start: int) -> str:

@@ -14,7 +14,7 @@ import msgspec
 import numpy as np
 import pyarrow.parquet as pq
 
-from ..contract import codec, control, ids
+from ..contract import control, ids
 from ..contract import run_record as rr
 from ..store import record_files
 from ..store.parquet_parts import part_files
@@ -106,13 +106,13 @@ def join(producer_dir: str, consumer_dir: str) -> str:
     for c_entry in c.consumers:
         worker = ids.WorkerId(ids.Role.CONSUMER, c_entry.worker)
         state.final[worker] = _consumer(joined_dir, worker, w, c_entry)
-    state.drain = codec.to_builtins(c.drain) if c.drain is not None else {}
+    state.drain = msgspec.structs.replace(c.drain) if c.drain is not None else None     # the join's own
     statuses = (p.status, c.status)
     status = next((s for s in (RunStatus.FAILED, RunStatus.INTERRUPTED) if s in statuses), RunStatus.COMPLETE)
     record = msgspec.structs.replace(p, workload=w, halves=halves, status=RunStatus.RUNNING,
                                  topology=_topology(p.topology, c.topology), worker_pids={**p.worker_pids,
                                                                                         **c.worker_pids})
-    result = build_result(state, w, p.run_id, joined_dir, status.value, codec.to_builtins(p.versions))
+    result = build_result(state, w, p.run_id, joined_dir, status.value, p.versions)
     errors = [f"{role} half: {r.error}" for role, r in (("producer", p), ("consumer", c)) if r.error]
     finish_records(joined_dir, record, state, w, result, "; ".join(errors) or None)
     return joined_dir

@@ -10,7 +10,6 @@ import os
 import shutil
 
 from ..contract import ids
-from ..contract import codec
 from ..contract import run_record as rr
 from ..store import record_files
 from ..contract.states import RunStatus
@@ -57,7 +56,7 @@ def repair_run(run_dir: str, reason: str, workers_died: bool) -> RunResult:
     state.dead = dead if workers_died else set()
     note = salvage.note()
     record.salvaged = salvage.record(rebuilt, state.dead)
-    result = build_result(state, w, record.run_id, run_dir, RunStatus.FAILED, codec.to_builtins(record.versions))
+    result = build_result(state, w, record.run_id, run_dir, RunStatus.FAILED, record.versions)
     finish_records(run_dir, record, state, w, result, reason + (f"; {note}" if note else ""))
     remove_control_dir(record)
     return result

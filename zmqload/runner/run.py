@@ -279,7 +279,7 @@ def _recorded_run(w: Workload, progress: ProgressListener | None, out_uri: str |
                     error = f"{error}; {note}" if error else note
                     if isinstance(pending, RunError):
                         pending = RunError(f"{pending}; {note}")
-                result = build_result(state, w, run_id, run_dir, status, codec.to_builtins(record.versions))
+                result = build_result(state, w, run_id, run_dir, status, record.versions)
         except KeyboardInterrupt:
             result = None
         except Exception as exc:        # recorded `failed`, then raised as it is
@@ -382,14 +382,16 @@ def note_device(plan: EndpointPlan | None, state: RunState, result: RunResult) -
     the fates stay zmqload's (dropped is dropped), but a drop may have happened inside the device.
     `plan` None: the run ended before its controller was made."""
     device = plan is not None and plan.device
-    why = state.drain.get("tail_placement_why")
+    why = state.drain.tail_placement_why if state.drain is not None else ""
     if device and why:
         why = f"{why}; a device of yours was in the path: a message missing may have been dropped inside it " \
               "(zmqload does not see it)"
     for drain in (state.drain, result.drain):       # --json says what run.json says, device or not
-        drain["device_in_path"] = device
+        if drain is None:
+            continue
+        drain.device_in_path = bool(device)
         if why:
-            drain["tail_placement_why"] = why
+            drain.tail_placement_why = why
 
 
 def _worker_error(w: Workload, exc: WorkerFailed, started: bool) -> Exception:

@@ -44,7 +44,7 @@ def finish_unfigured(run_dir: str, record: rr.RunRecord, state: RunState, w: Wor
     record.status, record.error, record.finished_at = status, error, utc_now()
     record.schedule = rr.Schedule(t0_ns=state.t0_ns, rate_per_producer=w.rate, fanout=w.fanout) \
         if state.t0_ns else record.schedule
-    record.drain = codec.convert(state.drain, rr.Drain) if state.drain else None
+    record.drain = state.drain
     record.resets = list(state.resets)
     _write_last(run_dir, record)
 
@@ -55,10 +55,9 @@ def finish_records(run_dir: str, record: rr.RunRecord, state: RunState, w: Workl
     summary = result.summary()
     record.status, record.error, record.finished_at = RunStatus(result.status), error, utc_now()
     record.schedule = rr.Schedule(t0_ns=state.t0_ns, rate_per_producer=w.rate, fanout=w.fanout)
-    record.drain = codec.convert(state.drain, rr.Drain) if state.drain else None
+    record.drain = state.drain
     record.resets = list(state.resets)
-    record.producers = codec.convert(result.producers, list[rr.ProducerEntry])
-    record.consumers = codec.convert(result.consumers, list[rr.ConsumerEntry])
+    record.producers, record.consumers = list(result.producers), list(result.consumers)
     record.counters = codec.convert({k: summary[k] for k in RunResult.COUNTERS}, rr.Counters)
     record.streams = codec.convert(result.streams, list[rr.StreamEntry])
     record.topics = codec.convert(result.topics, list[rr.TopicEntry])

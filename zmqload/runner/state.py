@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Union
+from typing import Optional, Protocol, Union
 
 from ..contract import control
 from ..contract.ids import WorkerId
-from ..contract.run_record import Reset
+from ..contract.run_record import Drain, Reset
 from .lifecycle import rss_kb
 from .parquet_writer import free_bytes
 
@@ -74,7 +74,7 @@ class RunState:
     failures: dict[WorkerId, control.Failed] = field(default_factory=dict)    # worker -> Failed
     t0_ns: int = 0
     phase: str = "starting"
-    drain: dict[str, Any] = field(default_factory=dict)    # how the drain went (run.json "drain")
+    drain: Optional[Drain] = None                          # how the drain went (run.json "drain")
     drain_sent_ns: int = 0                                 # when the consumers were told to drain
     dead: set[WorkerId] = field(default_factory=set)       # workers that ended without their final
     resets: list[Reset] = field(default_factory=list)      # the resets made (--reset-at)
