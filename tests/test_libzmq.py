@@ -134,7 +134,7 @@ def test_a_run_runs_the_file_it_names(tmp_path):
         for pid in _descendants(proc.pid):
             try:
                 if "zmqload.runner.entry" in open(f"/proc/{pid}/cmdline").read():
-                    seen[pid] = _maps_libzmq(pid)
+                    seen.setdefault(pid, set()).update(_maps_libzmq(pid))
             except OSError:
                 pass
         time.sleep(0.1)
