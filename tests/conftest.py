@@ -38,8 +38,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 
 # The files whose tests take many seconds each (a Spark report, a scenario's repeated runs, a
-# capacity search, CPU placement's unpaced runs): marked `slow`, so `make test-fast` (-m "not
-# slow") is a developer's loop of a few minutes; `make test` and CI run everything.
+# capacity search, CPU placement's unpaced runs): marked `slow` (and single tests like them, by
+# hand), so `make test-fast` (-m "not slow") is a developer's loop under 3 minutes; `make test`
+# and CI run everything.
 SLOW_FILES = frozenset({
     "test_scenarios.py", "test_scenarios_000_003.py", "test_scenarios_001_002.py", "test_scenarios_user.py",
     "test_scenarios_conflate.py", "test_scenarios_resets.py",
@@ -70,7 +71,7 @@ SYSTEM_FILES = frozenset({
 def pytest_collection_modifyitems(config, items):
     here = os.path.dirname(os.path.abspath(__file__))
     files = {item: os.path.relpath(str(item.fspath), here) for item in items}
-    slow = {item: files[item] in SLOW_FILES for item in items}
+    slow = {item: files[item] in SLOW_FILES or item.get_closest_marker("slow") is not None for item in items}
     for item in items:
         if slow[item]:
             item.add_marker(pytest.mark.slow)

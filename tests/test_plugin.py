@@ -102,6 +102,7 @@ def test_failing_slo_reports_the_runs_and_keeps_their_records(inner):
     assert f"test_inner.py::test_slow_subscriber: {os.path.dirname(run_dir)}" in summary
 
 
+@pytest.mark.slow     # a Spark session or many runs: out of make test-fast, in make test
 def test_parallel_workers_share_no_endpoint_or_directory(inner, tmp_path):
     """Two xdist workers run tcp, ipc and inproc runs at the same time, all with one run name and
     one --zmqload-out: every message arrives exactly once and every run has its own directory.
@@ -201,6 +202,7 @@ def _scale_times(path, factor: float) -> None:
     path.write_text(json.dumps(data))
 
 
+@pytest.mark.slow     # a Spark session or many runs: out of make test-fast, in make test
 def test_benchmark_compare_fail_guards_throughput(inner, tmp_path):
     storage = tmp_path / "storage"
     saved = inner(BENCH_SOURCE, f"--benchmark-storage=file://{storage}", "--benchmark-save=base")

@@ -68,6 +68,7 @@ def test_the_slos_a_run_was_judged_by_are_in_its_record(tmp_path):
     assert record.slos == Slos(max_loss=0.0, slo_p99_us=900000.0)
 
 
+@pytest.mark.slow     # a Spark session or many runs: out of make test-fast, in make test
 def test_a_failed_and_a_repaired_run_round_trip(tmp_path):
     ft.kill_worker(str(tmp_path / "killed"), "c0")
     record = assert_round_trips(str(tmp_path / "killed" / "run=kill-c0"))

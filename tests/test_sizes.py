@@ -160,6 +160,7 @@ def test_a_device_that_cuts_messages_is_caught_by_the_rule(tmp_path):
     assert got["size_mismatches"] == cutter.cut
 
 
+@pytest.mark.slow     # a Spark session or many runs: out of make test-fast, in make test
 def test_the_report_shows_the_bytes_and_mb_s_of_run_json(uniform_run, tmp_path):
     run_dir = uniform_run["run_dir"]
     report = str(tmp_path / "report")

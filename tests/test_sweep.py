@@ -76,6 +76,7 @@ def test_invalid_axis_value_is_one_line_exit_2_before_any_run(args, option, tmp_
     assert not os.path.exists(out)
 
 
+@pytest.mark.slow     # a Spark session or many runs: out of make test-fast, in make test
 def test_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path):
     """A point that fails at run time (here: a device in the middle that nobody runs, so its
     warm-up never arrives; a point that cannot bind is refused before anything starts, exit 2)."""

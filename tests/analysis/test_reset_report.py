@@ -30,6 +30,7 @@ def reset_runs(tmp_path_factory):
     return out, {r.run_id: r for r in results}
 
 
+@pytest.mark.slow     # a Spark session or many runs: out of make test-fast, in make test
 def test_report_places_the_reset_drops_as_the_run_did(spark, reset_runs):
     out, results = reset_runs
     runs, _ = discover_runs(out)
