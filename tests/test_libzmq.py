@@ -166,3 +166,27 @@ def _descendants(pid: int) -> set[int]:
         except OSError:
             pass
     return found
+
+
+def test_scenarios_on_two_libraries_make_one_table(tmp_path):
+    """`scenario run --libzmq pyzmq,system`: a process per library, each run recorded with its
+    library, one verdict table with a column each."""
+    table = tmp_path / "verdicts.md"
+    done = subprocess.run([sys.executable, "-m", "zmqload", "scenario", "run", "hwm-defaults", "--fast",
+                           "--libzmq", "pyzmq,system", "--out", str(tmp_path / "runs"), "--markdown", str(table),
+                           "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    found = {choice: lib for choice, lib, _ in libzmq.found()}
+    by_label = json.loads(done.stdout)
+    labels = [f"libzmq {_ctypes_version(found[c].file)} ({c})" for c in ("pyzmq", "system")]
+    assert list(by_label) == labels
+    for label, choice in zip(labels, ("pyzmq", "system")):
+        (outcome,) = by_label[label].values()
+        assert outcome["claims"]["001-1"]["verdict"] == "holds"
+        for run_dir in outcome["run_dirs"]:
+            with open(os.path.join(run_dir, "run.json")) as f:
+                assert json.load(f)["libzmq"]["sha256"] == _sha256(found[choice].file)
+    text = table.read_text()
+    assert f"| claim | source's words | verdict on {labels[0]} | verdict on {labels[1]} | scenario |" in text
+    assert "| 001-1 | Default SNDHWM/RCVHWM is 1000 (per socket type) | **holds** | **holds** | `hwm-defaults` |" in text
+    assert "## Where the libraries differ" in text and f"({labels[1]})" in text

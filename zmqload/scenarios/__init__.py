@@ -25,9 +25,9 @@ def get(name: str) -> Scenario:
     return SCENARIOS[name]
 
 
-def run_scenario(name: str, out: str, fast: bool = False) -> Outcome:
+def run_scenario(name: str, out: str, fast: bool = False, libzmq: str = "pyzmq") -> Outcome:
     scenario = get(name)
-    runner = ScenarioRunner(scenario, out, fast)
+    runner = ScenarioRunner(scenario, out, fast, libzmq)
     try:
         outcome = scenario.body(runner)
     finally:
