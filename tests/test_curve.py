@@ -24,7 +24,7 @@ from test_one_side import UserPull
 
 import zmqload
 from zmqload import ConfigError, Workload
-from zmqload.runner.preflight import read_public_key
+from zmqload.runner.preflight import load_libzmq, read_public_key
 
 pytestmark = pytest.mark.skipif(not zmq.has("curve"), reason="pyzmq's libzmq has no CURVE: no peer to check with")
 
@@ -130,7 +130,8 @@ def test_the_keys_are_made_per_run_and_a_connecting_worker_gets_no_server_secret
             self.specs.append(WorkerSpec.from_json(spec.to_json()))
 
     w = Workload(curve="on").validate()
-    keys, again = run_keys(w), run_keys(w)
+    lib = load_libzmq(w)
+    keys, again = run_keys(w, lib), run_keys(w, lib)
     assert keys is not None and again is not None and keys != again
     assert keys.server_secret is not None and keys.server_public != keys.client_public
     endpoint, directory = new_endpoint()

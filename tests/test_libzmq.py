@@ -190,3 +190,24 @@ def test_scenarios_on_two_libraries_make_one_table(tmp_path):
     assert f"| claim | source's words | verdict on {labels[0]} | verdict on {labels[1]} | scenario |" in text
     assert "| 001-1 | Default SNDHWM/RCVHWM is 1000 (per socket type) | **holds** | **holds** | `hwm-defaults` |" in text
     assert "## Where the libraries differ" in text and f"({labels[1]})" in text
+
+
+def test_a_sweep_over_libraries_runs_each_and_inproc_is_refused(capsys, tmp_path):
+    """tcp: each point's workers load their own library; inproc's workers are this process's
+    threads, so two libraries are refused before any run."""
+    out = tmp_path / "sweep"
+    done = subprocess.run([sys.executable, "-m", "zmqload", "sweep", "--libzmq", "pyzmq,system", "--count", "3000",
+                           "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    found = {choice: lib for choice, lib, _ in libzmq.found()}
+    records = [json.loads((d / "run.json").read_text()) for d in sorted(out.glob("run=*"))]
+    assert sorted((r["workload"]["label"]["libzmq"], r["versions"]["libzmq"], r["libzmq"]["sha256"], r["status"])
+                  for r in records) == sorted((c, _ctypes_version(lib.file), _sha256(lib.file), "complete")
+                                              for c, lib in found.items())
+    before = children()
+    r = in_process(capsys, "sweep", "--libzmq", "pyzmq,system", "--transport", "inproc", "--count", "100",
+                   "--out", str(tmp_path / "inproc"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "an inproc run's workers are its threads" in r.stderr and "use tcp or ipc" in r.stderr
+    assert not (tmp_path / "inproc").exists() or not list((tmp_path / "inproc").glob("run=*"))
+    assert children() <= before

@@ -55,9 +55,9 @@ def use(lib: Libzmq) -> None:
     if current is None:
         _engine.load_libzmq(lib.file)
     elif os.path.realpath(current) != os.path.realpath(lib.file):
-        raise ValueError(f"one libzmq per process, and this one runs {os.path.realpath(current)}: give "
-                         f"{lib.file} to a zmqload command of its own (a sweep or capacity search per library, then one "
-                         "`zmqload report` over their runs)")
+        raise ValueError(f"one libzmq per process, and this one runs {os.path.realpath(current)}: an inproc "
+                         f"run's workers are its threads; give {lib.file} to a zmqload command of its own, or "
+                         "use tcp or ipc (each worker a process that loads the run's libzmq)")
 
 
 def load_default() -> None:

@@ -12,7 +12,8 @@ ZMQLOAD_VERSION = "0.1.0"
 """This zmqload's version (pyproject.toml's); `zmqload.__version__` hands it on."""
 
 
-def versions() -> dict[str, str]:
+def versions(libzmq: str | None = None) -> dict[str, str]:
+    """`libzmq`: the version of a run's libzmq (--libzmq); None: the one this process's engine runs."""
     import numpy
     import pyarrow
     import zmq
@@ -20,7 +21,7 @@ def versions() -> dict[str, str]:
     from . import _engine
     return {
         "zmqload": ZMQLOAD_VERSION,
-        "libzmq": ".".join(map(str, _engine.libzmq_version())),
+        "libzmq": libzmq or ".".join(map(str, _engine.libzmq_version())),
         "pyzmq": zmq.__version__,
         "pyzmq_libzmq": zmq.zmq_version(),
         "python": platform.python_version(),

@@ -22,10 +22,9 @@ def run(args: argparse.Namespace) -> ExitStatus:
     from rich.console import Console
     from rich.table import Table
 
-    from ..contract.workload import Workload
     from ..info import gather
-    from ..runner.preflight import load_libzmq
-    load_libzmq(Workload(libzmq=args.libzmq))
+    from ..runner.preflight import use_libzmq
+    use_libzmq(args.libzmq)
     facts = gather()
     if args.json:
         print(json.dumps(facts, indent=2))

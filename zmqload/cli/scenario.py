@@ -10,8 +10,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..contract.workload import OPTIONS, Workload
-from ..runner.preflight import check_output_dir, load_libzmq
+from ..contract.workload import OPTIONS
+from ..runner.preflight import check_output_dir, use_libzmq
 from ..errors import ConfigError, ExitStatus
 from .common import OneLineParser, usage_error
 
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
     check_output_dir(args.out)
     if len(libraries) > 1:
         return _run_per_library(args, names, libraries, console)
-    load_libzmq(Workload(libzmq=libraries[0]))
+    use_libzmq(libraries[0])      # the scenarios call the engine in this process too
     if not args.fast:
         console.print(_expected(names))
     outcomes, started = {}, time.monotonic()

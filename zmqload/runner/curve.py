@@ -1,4 +1,4 @@
-"""CURVE in a run (--curve on): its keys, made with the engine's libzmq; each data socket made a
+"""CURVE in a run (--curve on): its keys, made with pyzmq's libzmq; each data socket made a
 server (it binds) or a client (it connects), a client's handshakes watched until one succeeds; the
 controller's own sockets servers of their own pair."""
 from __future__ import annotations
@@ -9,32 +9,38 @@ import zmq
 
 from .. import _engine
 from ..contract.curve import CurveKeys
+from ..contract.run_record import Libzmq
 from ..contract.workload import OPTIONS, Workload
 from ..errors import ConfigError, RunError
 from .preflight import read_public_key, read_server_pair
 
 
-def run_keys(w: Workload) -> CurveKeys | None:
+def run_keys(w: Workload, lib: Libzmq) -> CurveKeys | None:
     """The keys of a run with --curve on (None: off): a client pair, and zmqload's own server pair
     (made per run, or --curve-server-cert's) or, against a server of the user's, its public key
-    from --curve-server-key. ConfigError when the
-    engine's libzmq has no CURVE (built without libsodium) or the key file cannot be read."""
+    from --curve-server-key. ConfigError when the run's libzmq `lib` has no CURVE (built without
+    libsodium) or the key file cannot be read."""
     if w.curve == "off":
         return None
-    if not _engine.has("curve"):
-        version = ".".join(map(str, _engine.libzmq_version()))
-        raise ConfigError("--curve", f"got 'on', but the libzmq {version} zmqload's engine uses has no CURVE "
-                                     "(zmq_has(\"curve\") is false: built without libsodium); accepted: off, or a "
-                                     "libzmq built with CURVE")
-    client_public, client_secret = _engine.curve_keypair()
+    if "curve" not in lib.capabilities:
+        raise ConfigError("--curve", f"got 'on', but the libzmq {lib.version} the run uses ({lib.file}) has no "
+                                     "CURVE (zmq_has(\"curve\") is false: built without libsodium); accepted: off, "
+                                     "or a libzmq built with CURVE (--libzmq)")
+    client_public, client_secret = keypair()
     if w.curve_server_key is not None:
         server_key = read_public_key(w.curve_server_key, OPTIONS["curve_server_key"].flag)
         return CurveKeys(server_key, None, client_public, client_secret)
     if w.curve_server_cert is not None:      # a pair whose public half a client of the user's holds
         server_public, server_secret = read_server_pair(w.curve_server_cert, OPTIONS["curve_server_cert"].flag)
     else:
-        server_public, server_secret = _engine.curve_keypair()
+        server_public, server_secret = keypair()
     return CurveKeys(server_public, server_secret, client_public, client_secret)
+
+
+def keypair() -> tuple[bytes, bytes]:
+    """A CURVE key pair (z85 public, secret) made by pyzmq's libzmq: keys are the same whatever
+    library uses them, and the controller need not load the run's libzmq (its workers do)."""
+    return zmq.curve_keypair()
 
 
 def control_keys(w: Workload) -> CurveKeys | None:
@@ -43,8 +49,8 @@ def control_keys(w: Workload) -> CurveKeys | None:
     workers in their WorkerSpec (through Spark with --master), never written to run.json."""
     if w.curve == "off":
         return None
-    server_public, server_secret = _engine.curve_keypair()
-    client_public, client_secret = _engine.curve_keypair()
+    server_public, server_secret = keypair()
+    client_public, client_secret = keypair()
     return CurveKeys(server_public, server_secret, client_public, client_secret)
 
 

@@ -53,13 +53,25 @@ def preflight(w: Workload) -> Workload:
 
 
 def load_libzmq(w: Workload) -> Libzmq:
-    """The run's libzmq (--libzmq), found, described and loaded into this process's engine (the
-    controller's CURVE keys and inproc workers use it); ConfigError in one line otherwise."""
+    """The run's libzmq (--libzmq), found and described; loaded into this process's engine where
+    its workers are threads of this process (inproc), while worker processes load it themselves.
+    ConfigError in one line otherwise."""
+    return use_libzmq(w.libzmq) if w.transport == "inproc" else _libzmq(w.libzmq, load=False)
+
+
+def use_libzmq(choice: str) -> Libzmq:
+    """--libzmq CHOICE found, described and loaded into this process's engine (a command that uses
+    the engine itself: inproc runs, scenarios, info); ConfigError in one line otherwise."""
+    return _libzmq(choice, load=True)
+
+
+def _libzmq(choice: str, load: bool) -> Libzmq:
     try:
-        lib = _described(w.libzmq)
-        libzmq.use(lib)
+        lib = _described(choice)
+        if load:
+            libzmq.use(lib)
     except ValueError as exc:
-        raise ConfigError(OPTIONS["libzmq"].flag, f"{exc}; accepted: {OPTIONS['libzmq'].accepts}")
+        raise ConfigError(OPTIONS["libzmq"].flag, f"{exc}; accepted: {OPTIONS['libzmq'].accepts}") from None
     return lib
 
 

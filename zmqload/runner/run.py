@@ -161,8 +161,8 @@ def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
     with signals.raised():      # nothing made yet: a signal ends the command, nothing left behind
         staging_for = None if out_uri is None else uris.without_secrets(out_uri)
         check_can_reset(w)
-        lib = load_libzmq(w)      # this process runs it from here (CURVE keys, inproc workers)
-        curve = run_keys(w)       # before the run directory: libzmq without CURVE is bad input
+        lib = load_libzmq(w)      # inproc: this process runs it from here (its workers are threads)
+        curve = run_keys(w, lib)  # before the run directory: libzmq without CURVE is bad input
         if w.master is not None:  # the workers bind on their hosts' addresses, the controller at its own
             at = control_host(w.master)
             check_binds([("--master", f"tcp://{f'[{at}]' if ':' in at else at}:*")], curve is not None,
@@ -180,7 +180,7 @@ def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
         record = rr.RunRecord(
             run_id=run_id, workload=recorded, slos=slos, security=Security.NULL if curve is None else Security.CURVE,
             pattern=rr.PatternFacts(fanout=w.fanout, binder=Role(patterns.get(w.pattern).binder)),
-            versions=codec.convert(versions(), rr.Versions), libzmq=lib, host=codec.convert(host(), rr.Host),
+            versions=codec.convert(versions(lib.version), rr.Versions), libzmq=lib, host=codec.convert(host(), rr.Host),
             clock=codec.convert(clock_pair(), rr.ClockPair), started_at=utc_now())
         if warning:
             record.warnings.append(warning)
