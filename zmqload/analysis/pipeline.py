@@ -23,6 +23,7 @@ from ..contract.states import RunStatus
 from ..contract.records import BOOL, FLOAT64, INT32, INT64, STRING, Schema
 from . import finish, metrics
 from .runs import RunInfo, load_records
+from .summary_row import SummaryRow
 
 ALL = metrics.ALL
 LATENCY_METRICS = (*metrics.RECV_METRICS, "stall", "round_trip")
@@ -72,7 +73,7 @@ RS_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, received=INT64, u
 class Analysis:
     runs: list[RunInfo]
     window_ns: int
-    summary: list[dict[str, Any]]     # one per (run, consumer, stream), plus run totals (ALL, ALL)
+    summary: list[SummaryRow]         # one per (run, consumer, stream), plus run totals (ALL, ALL)
     rates: list[dict[str, Any]]       # per (run, stream, window), sorted
     depth: list[dict[str, Any]]       # per (run, consumer, stream, window) and (run, ALL, ALL, window), sorted
     hist: list[dict[str, Any]]        # per (run, consumer, stream, metric, bucket) and (run, ALL, ALL, ...)
@@ -81,8 +82,8 @@ class Analysis:
     reorder_measured: bool = True
     topics: list[dict[str, Any]] = field(default_factory=list)    # --topics: per (run, topic, consumer)
 
-    def run_rows(self) -> list[dict[str, Any]]:
-        return [r for r in self.summary if r["stream"] == ALL and r["consumer"] == ALL]
+    def run_rows(self) -> list[SummaryRow]:
+        return [r for r in self.summary if r.is_run_total]
 
 
 def collect(df: DataFrame) -> list[dict[str, Any]]:
@@ -361,9 +362,9 @@ def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = 
 
     step("topics")
     summary = summarise(runs, loss, pct, dstats, starts, rs)
-    for rows in (summary, rates, depth, hist, per_topic):
+    for rows in (rates, depth, hist, per_topic):
         _name_runs(rows, runs)
-    summary.sort(key=lambda r: (r["run"], r["stream"] != ALL, r["stream"], r["consumer"]))
+    summary.sort(key=lambda r: (r.run, r.stream != ALL, r.stream, r.consumer))
     rates.sort(key=lambda r: (r["run"], r["stream"], r["window"]))
     depth.sort(key=lambda r: (r["run"], r["consumer"], r["stream"], r["window"]))
     step("summary")
@@ -479,10 +480,11 @@ def throughput(info: RunInfo, row: dict[str, Any], drain_began: int | None) -> f
 
 def summarise(runs: list[RunInfo], loss: list[dict[str, Any]], pct: list[dict[str, Any]], dstats: list[dict[str, Any]],
               starts: dict[tuple[int, int], int] | None = None,
-              recv_sum: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """One row per (run, consumer, stream) and a run total (consumer ALL, stream ALL); `run`
-    is still the run's number here. The run total carries the backlog rule's counts (contract/judge.py)
-    from `recv_sum` (`metrics.recv_summary` rows), for runs with a window."""
+              recv_sum: list[dict[str, Any]] | None = None) -> list[SummaryRow]:
+    """One row per (run, consumer, stream) and a run total (consumer ALL, stream ALL), named by
+    run id (`run` is still the run's number in the rows read). The run total carries the backlog
+    rule's counts (contract/judge.py) from `recv_sum` (`metrics.recv_summary` rows), for runs
+    with a window."""
     windows = backlog_windows(runs)
     went: defaultdict[int, list[int]] = defaultdict(lambda: [0, 0])
     for r in recv_sum or ():
@@ -553,9 +555,10 @@ def summarise(runs: list[RunInfo], loss: list[dict[str, Any]], pct: list[dict[st
         for c in ("depth_max", "depth_peak_at_s", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean",
                   "mean_size"):
             row[c] = d.get(c)
-        out.append({c: row.get(c) for c in SUMMARY_COLUMNS})
-    seen = {r["run"] for r in out}
+        row["run"] = runs[r["run"]].run_id
+        out.append(SummaryRow.of({c: row.get(c) for c in SUMMARY_COLUMNS}))
+    seen = {r["run"] for r in rows}
     for i, info in enumerate(runs):       # runs with no records still get a row, so the report can say so
         if i not in seen:
-            out.append({c: {**_run_columns(info), "run": i, "consumer": ALL, "stream": ALL}.get(c) for c in SUMMARY_COLUMNS})
+            out.append(SummaryRow.of({**_run_columns(info), "run": info.run_id, "consumer": ALL, "stream": ALL}))
     return out
