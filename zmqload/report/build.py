@@ -121,11 +121,12 @@ class Progress:
 
 # The figures that need each kind of record: not computed (None) for a run with an
 # unreadable part of that kind, rather than computed from part of the records.
-NEEDS_RECVS = ("received", "unique", "duplicates", "reordered", "lost", "loss_ratio", "recv_rate", "recv_mb_s", "depth_max", "depth_peak_at_s", "depth_mean", "depth_p99",
-               "queued_bytes_max", "queued_bytes_mean", "backlog_went_in", "backlog_came_out")
+NEEDS_RECVS = ("received", "unique", "duplicates", "reordered", "lost", "loss_ratio", "recv_rate", "recv_mb_s",
+               "depth_max", "depth_peak_at_s", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean",
+               "backlog_went_in", "backlog_came_out")
 NEEDS_SENDS = ("attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected", "lost", "loss_ratio",
-               "offered_rate", "send_rate", "depth_max", "depth_peak_at_s",
-               "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean")      # and the stall_* latency columns
+               "offered_rate", "send_rate", "depth_max", "depth_peak_at_s", "depth_mean", "depth_p99",
+               "queued_bytes_max", "queued_bytes_mean")      # and the stall_* latency columns
 PARTIAL = " (partial)"      # appended to the status of such a run in the summary
 
 
@@ -165,7 +166,8 @@ def mark_damaged(analysis: Analysis, runs: list[RunInfo]) -> set[str]:
         for hit, cols in damaged.get(row.run, ()):
             if hit(row):
                 status = row.status or ""
-                row = replace(row.blanked(cols), status=status if status.endswith(PARTIAL) else status + PARTIAL)
+                partial = status if status.endswith(PARTIAL) else status + PARTIAL
+                row = replace(row.blanked(cols), status=partial)
         analysis.summary[i] = row
     analysis.depth = [d for d in analysis.depth if not damaged.get(d["run"])]
     return set(damaged)
