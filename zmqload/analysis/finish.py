@@ -168,7 +168,7 @@ def _views(run: int, consumer: int, stream: int) -> tuple[Key, ...]:
 
 def queue_thresholds(loss: Iterable[ViewCounts], recv_sum: Iterable[Row], closed: dict[tuple[int, int], int]
                      ) -> tuple[dict[Key, int], dict[Key, int]]:
-    """Which never-arrived messages queued, per view (a `fates` row): ({view: first seq}, {view:
+    """Which never-arrived messages queued, per view (`fates`' counts): ({view: first seq}, {view:
     when they left, ns}). Tail drops are the ok sends after the view's last arrival (seq > seq_max;
     the drain completed) and leave when their producer closed (`closed`: {(run, stream): ns});
     stranded and unknown ones are the unreceived sends at or above the certain line (`limit`; 0

@@ -148,7 +148,7 @@ def runs_table(analysis: Analysis, capacity: list[VerdictGroup]) -> list[str]:
            "<th>p99</th><th>queue peak, msgs (memory)</th><th>verdict</th></tr>"]
     for info in analysis.runs:
         found = run_rows.get(info.run_id)
-        r = found or SummaryRow(run=info.run_id)
+        r = found or SummaryRow(run=info.run_id)        # no row: blank cells, as for a run without records
         status = info.status.value + ("<span class='tag'>interrupted</span>" if info.interrupted else "")
         loss = r.loss_ratio
         loss_cls = "ok" if loss == 0 else "bad" if loss else ""
