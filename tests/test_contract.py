@@ -142,8 +142,9 @@ def test_summary_parquet_columns_are_typed_once():
     """summary.parquet's own columns take their types from analysis.pipeline.SUMMARY, not from
     their names; the verdict columns follow them."""
     from zmqload.analysis.pipeline import SUMMARY
+    from zmqload.analysis.summary_row import SummaryRow
     from zmqload.report.outputs import summary_table
-    table = summary_table([{"run": "r", "consumer": -1, "stream": -1, "size": "64", "loss_ratio": 0, "fanout": True}])
+    table = summary_table([SummaryRow(run="r", consumer=-1, stream=-1, size="64", loss_ratio=0, fanout=True)])
     assert table.schema.names[:len(SUMMARY.names)] == list(SUMMARY.names)
     for field, (name, kind) in zip(table.schema, SUMMARY.columns):
         assert field.type == kind.arrow, name

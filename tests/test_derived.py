@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from zmqload.analysis import verdicts
+from zmqload.analysis.summary_row import Percentiles, SummaryRow
 from zmqload.contract.workload import Workload
 from zmqload.contract.derived import work_ceiling
 from zmqload.contract import search_record as sr
@@ -49,7 +50,7 @@ def _slow_consumer_search(delay_us):
 
 
 def test_the_report_and_the_search_answer_state_the_ceiling_by_the_one_rule():
-    row = {"run": "r", "offered_rate": 40_000, "received": 1000, "latency_intended_p99_us": 9000.0}
+    row = SummaryRow(run="r", offered_rate=40_000, received=1000, latency_intended=Percentiles(p99=9000.0))
     for delay, text in ((40, "25.0k/s"), (30, "33.3k/s")):
         view = verdicts.RunView(row, RunRecord(workload=Workload(consumer_delay_us=delay)))
         cause, _ = verdicts.advice(view, [(verdicts.P99, "p99 9000 us")], 1000.0)

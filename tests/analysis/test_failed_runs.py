@@ -56,7 +56,7 @@ def _unique(run_dir: str) -> int:
 def test_report_totals_on_a_failed_run_equal_run_json(analysis, failed_runs, name):
     _, outcomes = failed_runs
     counters = outcomes[name].meta["counters"]
-    row = next(r for r in analysis.run_rows() if r["run"] == f"kill-{name}")
+    row = next(r.columns() for r in analysis.run_rows() if r.run == f"kill-{name}")
     assert row["status"] == "failed"
     assert {ours: row[ours] for ours, _ in PAIRS} == {ours: counters[theirs] for ours, theirs in PAIRS}
     # the identity, with unknown: every expected message has one fate; lost is what no consumer got
@@ -83,7 +83,7 @@ def test_report_streams_on_a_failed_run_equal_run_json(analysis, failed_runs, na
     streams = outcomes[name].meta["streams"]
     assert streams
     for stream in streams:
-        rows = [r for r in analysis.summary if r["run"] == f"kill-{name}" and r["stream"] == stream["stream"]]
+        rows = [r.columns() for r in analysis.summary if r.run == f"kill-{name}" and r.stream == stream["stream"]]
         assert [r["consumer"] for r in rows] == [ALL]           # push-pull: one view, round robin
         row = rows[0]
         assert {f: row[f] for f in (*FATES, "lost", "dropped")} == {f: stream[f] for f in (*FATES, "lost", "dropped")}

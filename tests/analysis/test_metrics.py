@@ -64,7 +64,8 @@ def test_loss_where_duplicates_and_drops_match_numpy(spark, lossy_run, form):
     else:
         assert metrics.single_consumer_edges(_edges(rs))
         counts = metrics.send_counts_from_cells(metrics.send_cells(sends, _edges(rs)))
-    got = {(r["consumer"], r["stream"]): r for r in finish.fates(collect(counts), collect(rs), _views(0, [metrics.ALL]))}
+    got = {(r.consumer, r.stream): r.columns()
+           for r in finish.fates(collect(counts), collect(rs), _views(0, [metrics.ALL]))}
     truth = _truth_loss(lossy_run, fanout=False)
     assert set(got) == set(truth)
     for key, t in truth.items():
@@ -87,7 +88,7 @@ def test_fanout_loss_is_per_consumer_and_silent_consumer_is_all_lost(spark, fano
     rs = _no_lines(metrics.recv_summary(recvs, fanout_runs=[0]))
     # Consumer 2 is expected (3 consumers subscribed) but received nothing.
     rows = finish.fates(collect(metrics.send_counts(sends, rs)), collect(rs), _views(0, [0, 1, 2]))
-    got = {(r["consumer"], r["stream"]): r for r in rows}
+    got = {(r.consumer, r.stream): r.columns() for r in rows}
     truth = _truth_loss(fanout_run, fanout=True)
     for key, t in truth.items():
         assert (got[key]["lost"], got[key]["dropped_start"], got[key]["dropped_tail"], got[key]["duplicates"]) == \
@@ -99,7 +100,7 @@ def test_fanout_loss_is_per_consumer_and_silent_consumer_is_all_lost(spark, fano
     # arrival may still be queued (stranded); below it they are drops
     cut = _views(0, [0, 1, 2], completed=False)
     lines = rs.drop("limit", "got_below_limit").selectExpr("*", "seq_max as limit", "unique - 1 as got_below_limit")
-    got = {(r["consumer"], r["stream"]): r for r in
+    got = {(r.consumer, r.stream): r.columns() for r in
            finish.fates(collect(metrics.send_counts(sends, lines)), collect(lines), cut)}
     for key, t in truth.items():
         g = got[key]
@@ -108,7 +109,7 @@ def test_fanout_loss_is_per_consumer_and_silent_consumer_is_all_lost(spark, fano
     assert got[(2, 0)]["stranded"] == 4000 and got[(2, 0)]["dropped"] == 0
     # consumer 1 died (and stream 0's producer in another run): what was stranded on its path is unknown,
     # drops stay drops
-    dead = {(r["consumer"], r["stream"]): r for r in finish.fates(
+    dead = {(r.consumer, r.stream): r.columns() for r in finish.fates(
         collect(metrics.send_counts(sends, lines)), collect(lines), _views(0, [0, 1, 2], completed=False, died={1}),
         {1: [0]})}
     for key, g in got.items():

@@ -74,7 +74,7 @@ def test_real_runs_report_percentiles_equal_run_json(spark, real_runs):
     the report, from the intended and from the actual send time: equal to the nanosecond."""
     from zmqload.analysis import analyze, discover_runs
     runs, _ = discover_runs(real_runs)
-    rows = {r["run"]: r for r in analyze(spark, runs).run_rows()}
+    rows = {r.run: r.columns() for r in analyze(spark, runs).run_rows()}
     assert set(rows) == {"slow-sub", "tcp-2x2"}
     for run_id, row in rows.items():
         with open(os.path.join(real_runs, f"run={run_id}", "run.json")) as f:

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from zmqload.analysis import metrics
+from zmqload.analysis.summary_row import SummaryRow
+from zmqload.analysis.verdict_group import VerdictGroup
 from zmqload.contract.fates import TailPlacement
 from zmqload.contract.run_record import Drain, RunRecord
 from zmqload.contract.states import DrainEnd
@@ -19,7 +21,7 @@ from zmqload.report import plots
 W = 100_000_000     # 100 ms
 
 
-def _rates(times: dict[str, np.ndarray], window_ns: int = W, run: str = "r") -> tuple[list[dict], dict]:
+def _rates(times: dict[str, np.ndarray], window_ns: int = W, run: str = "r") -> tuple[list[dict], SummaryRow]:
     """Rates rows (as analysis.rates) and the run row's spans from message times per series."""
     rows: dict[int, dict] = {}
     for k, t in times.items():
@@ -29,7 +31,7 @@ def _rates(times: dict[str, np.ndarray], window_ns: int = W, run: str = "r") -> 
     keys = {"offered": "intended", "sent": "send", "received": "recv"}
     span = {f"t_first_{keys[k]}_ns": int(t.min()) for k, t in times.items()}
     span.update({f"t_last_{keys[k]}_ns": int(t.max()) for k, t in times.items()})
-    return sorted(rows.values(), key=lambda r: r["window"]), span
+    return sorted(rows.values(), key=lambda r: r["window"]), SummaryRow.of({"run": run, **span})
 
 
 def _paced(rate: float, seconds: float, start_ns: int, lag_ns: int = 0) -> np.ndarray:
@@ -49,7 +51,7 @@ def test_edge_windows_are_not_dips_or_spikes(start_in_window, seconds):
         assert len(edges) == len(values) + 1 and np.all(np.diff(edges) > 0)
         assert min(values) >= 0.99 * 50_000 and max(values) <= 1.01 * 50_000, (name, min(values), max(values))
         # the windows cover the series' span, and no more than half a window beyond
-        assert edges[0] <= (span[f"t_first_{ {'offered': 'intended', 'sent': 'send', 'received': 'recv'}[name]}_ns"] - start) / 1e9 + 1e-9
+        assert edges[0] <= (span.column(f"t_first_{ {'offered': 'intended', 'sent': 'send', 'received': 'recv'}[name]}_ns") - start) / 1e9 + 1e-9
 
 
 def test_a_gap_inside_the_run_is_drawn_as_zero():
@@ -130,12 +132,11 @@ def _capacity_and_rows(spec):
     rows = []
     for run, hwm, delay, rate, lost in spec:
         key = (hwm, delay)
-        g = groups.setdefault(key, {"group": f"rcvhwm={hwm}, delay={delay}", "keys": {"rcvhwm": hwm,
-                                    "consumer_delay_us": delay}, "key_names": ["rcvhwm", "consumer_delay_us"],
-                                    "run_ids": []})
-        g["run_ids"].append(run)
-        rows.append({"run": run, "rate_per_producer": rate, "producers": 1, "expected": 10_000, "lost": lost,
-                     "dropped_sender": 0, "offered_rate": rate})
+        g = groups.setdefault(key, VerdictGroup(group=f"rcvhwm={hwm}, delay={delay}", keys={
+            "rcvhwm": hwm, "consumer_delay_us": delay}, key_names=["rcvhwm", "consumer_delay_us"], run_ids=[]))
+        g.run_ids.append(run)
+        rows.append(SummaryRow(run=run, rate_per_producer=rate, producers=1, expected=10_000, lost=lost,
+                               dropped_sender=0, offered_rate=rate))
     return rows, list(groups.values())
 
 
@@ -186,14 +187,14 @@ def test_real_paced_run_draws_no_dip(real_analysis):
     offered rate in the median (single 10 ms windows swing on a busy 2-core machine)."""
     analysis, runs = real_analysis
     info = runs["paced"]
-    row = {r["run"]: r for r in analysis.run_rows()}["paced"]
-    assert row["lost"] == 0 and not info.record.summary.generator_limited
+    row = {r.run: r for r in analysis.run_rows()}["paced"]
+    assert row.lost == 0 and not info.record.summary.generator_limited
     data = plots.throughput_series(analysis.rates, "paced", analysis.window_ns, row,
                                    info.record.t0_ns)
     offered_edges, offered = data["series"]["offered"]
     assert min(offered) >= 0.98 * 5000 and max(offered) <= 1.02 * 5000
     assert offered_edges[0] == pytest.approx(0.0, abs=1e-3)     # t0 is the first scheduled send
-    for name, count in (("offered", row["attempted"]), ("sent", row["sent"]), ("received", row["received"])):
+    for name, count in (("offered", row.attempted), ("sent", row.sent), ("received", row.received)):
         edges, values = data["series"][name]
         assert sum(v * (b - a) for v, a, b in zip(values, edges, edges[1:])) == pytest.approx(count, rel=1e-6)
         assert np.median(values) >= 0.9 * 5000, (name, values)
@@ -202,7 +203,7 @@ def test_real_paced_run_draws_no_dip(real_analysis):
 def test_real_short_run_gets_enough_windows(real_analysis):
     analysis, runs = real_analysis
     assert analysis.window_ns <= 20_000_000
-    row = {r["run"]: r for r in analysis.run_rows()}["short"]
+    row = {r.run: r for r in analysis.run_rows()}["short"]
     values = plots.throughput_series(analysis.rates, "short", analysis.window_ns, row)["series"]["received"][1]
     assert len(values) >= 25
 
@@ -290,10 +291,10 @@ def test_loss_vs_hwm_needs_two_hwm_settings():
     one HWM among the paced runs, no axis to draw (it drew seven markers on one category)."""
     rows, capacity = _capacity_and_rows([(f"p{i}", 1000, 20, rate, lost) for i, (rate, lost) in
                                          enumerate([(1000, 0), (2000, 0), (4000, 0), (8000, 30)])])
-    rows.append({"run": "max", "rate_per_producer": None, "producers": 1, "expected": 10_000, "lost": 0,
-                 "dropped_sender": 0, "offered_rate": 7.14e6})
-    capacity.append({"group": "rcvhwm=default", "keys": {"rcvhwm": None, "consumer_delay_us": 0},
-                     "key_names": ["rcvhwm", "consumer_delay_us"], "run_ids": ["max"]})
+    rows.append(SummaryRow(run="max", rate_per_producer=None, producers=1, expected=10_000, lost=0,
+                           dropped_sender=0, offered_rate=7.14e6))
+    capacity.append(VerdictGroup(group="rcvhwm=default", keys={"rcvhwm": None, "consumer_delay_us": 0},
+                                 key_names=["rcvhwm", "consumer_delay_us"], run_ids=["max"]))
     assert plots.loss_vs_hwm_series(rows, capacity) is None and plots.loss_vs_hwm(rows, capacity) is None
 
 

@@ -73,7 +73,7 @@ def test_each_run_shows_the_fate_it_was_built_for(real_runs):
 
 def test_report_totals_equal_run_json(analysis, real_runs):
     _, results = real_runs
-    totals = {r["run"]: r for r in analysis.summary if r["stream"] == ALL and r["consumer"] == ALL}
+    totals = {r.run: r.columns() for r in analysis.summary if r.is_run_total}
     assert set(totals) == set(results)
     for run_id, result in results.items():
         row = totals[run_id]
@@ -93,7 +93,7 @@ def test_report_streams_and_consumers_equal_run_json(analysis, real_runs):
     for run_id, result in results.items():
         fanout = result.workload["pattern"] == "pub-sub"
         for stream in result.streams:
-            rows = [r for r in analysis.summary if r["run"] == run_id and r["stream"] == stream["stream"]]
+            rows = [r.columns() for r in analysis.summary if r.run == run_id and r.stream == stream["stream"]]
             assert rows, (run_id, stream["stream"])
             for name in ("lost", *FATES, "dropped", AMBIGUOUS_TAIL):
                 assert sum(r[name] for r in rows) == stream[name], (run_id, stream["stream"], name)
@@ -130,7 +130,7 @@ def test_fates_from_numpy_over_the_parquet(analysis, real_runs):
         assert meta["drain"]["completed"] and meta["drain"]["tail_placement"] == TAIL_AMBIGUOUS
         s, r = _np(run_dir, "sends"), _np(run_dir, "recvs")
         t_drain = {c["worker"]: c["t_drain_ns"] for c in meta["consumers"]}
-        for row in (x for x in analysis.summary if x["run"] == run_id and x["stream"] != ALL):
+        for row in (x.columns() for x in analysis.summary if x.run == run_id and x.stream != ALL):
             c, stream = row["consumer"], row["stream"]
             ok = np.unique(s["seq"][(s["stream"] == stream) & (s["status"] == 0)])
             mine = (r["stream"] == stream) & (r["consumer"] == (0 if c == ALL else c))
@@ -153,7 +153,7 @@ def test_fanout_consumers_have_their_own_latency(analysis, real_runs):
     _, results = real_runs
     run_dir = results["fanout-2x2"].run_dir
     r = _np(run_dir, "recvs")
-    rows = [x for x in analysis.summary if x["run"] == "fanout-2x2" and x["stream"] != ALL]
+    rows = [x.columns() for x in analysis.summary if x.run == "fanout-2x2" and x.stream != ALL]
     assert {(x["consumer"], x["stream"]) for x in rows} == {(0, 0), (0, 1), (1, 0), (1, 1)}
     for x in rows:
         m = (r["consumer"] == x["consumer"]) & (r["stream"] == x["stream"])
@@ -161,7 +161,7 @@ def test_fanout_consumers_have_their_own_latency(analysis, real_runs):
         for name, q in (("p50", 0.5), ("p99", 0.99)):
             exact = lat[max(int(np.ceil(q * len(lat))) - 1, 0)] / 1e3
             assert x[f"latency_intended_{name}_us"] == pytest.approx(exact, rel=0.0101), (x["consumer"], x["stream"])
-    total = next(x for x in analysis.summary if x["run"] == "fanout-2x2" and x["stream"] == ALL)
+    total = next(x.columns() for x in analysis.summary if x.run == "fanout-2x2" and x.stream == ALL)
     # offered counts every copy: 2 producers x 20k/s x 2 consumers
     assert total["offered_rate"] == pytest.approx(80_000, rel=0.02)
     assert total["recv_rate"] <= total["offered_rate"] * 1.02

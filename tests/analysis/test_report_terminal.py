@@ -7,6 +7,7 @@ import argparse
 
 import pytest
 
+from zmqload.analysis.summary_row import SummaryRow
 from zmqload.cli import report as command
 from zmqload.report import markdown
 
@@ -61,12 +62,13 @@ def test_the_terminal_gets_a_short_summary_and_summary_md_every_table(spark, man
 
 
 def test_a_long_run_name_is_cut_at_the_front():
-    rows = [{"run": LONG_ID, "status": "complete (partial)", "recv_rate": 123456.0, "loss_ratio": 0.0123,
-             "latency_intended_p99_us": 123456789.0, "offered_rate": 5e6, "consumers": 64, "fanout": True}]
+    rows = [SummaryRow.of({"run": LONG_ID, "status": "complete (partial)", "recv_rate": 123456.0,
+                           "loss_ratio": 0.0123, "latency_intended_p99_us": 123456789.0, "offered_rate": 5e6,
+                           "consumers": 64, "fanout": True})]
     (line,) = markdown.runs_table(rows)[2:]
     assert len(line) <= markdown.WIDTH and line.startswith(f"| {markdown.ELLIPSIS}")
     assert LONG_ID[-20:] in line
-    assert markdown.runs_table([{"run": "short", "status": "complete"}])[2].startswith("| short | complete |")
+    assert markdown.runs_table([SummaryRow(run="short", status="complete")])[2].startswith("| short | complete |")
 
 
 def test_prose_wraps_at_the_width_and_keeps_paths_whole():

@@ -36,7 +36,7 @@ def test_report_places_the_reset_drops_as_the_run_did(spark, reset_runs):
     runs, _ = discover_runs(out)
     analysis = analyze(spark, runs)
     assert all(r.dropped_reset > 0 for r in results.values())       # every view kind has reset drops
-    for row in analysis.summary:
+    for row in (r.columns() for r in analysis.summary):
         result = results[row["run"]]
         if row["consumer"] == ALL and row["stream"] == ALL:
             expected = {f: getattr(result, f) for f in FATES}

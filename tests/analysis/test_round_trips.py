@@ -70,7 +70,7 @@ def _assert_close_to_truth(row: dict, values_ns: np.ndarray, what: str) -> None:
 
 def test_round_trips_per_run_and_stream_against_numpy(analysis, rr_runs):
     out, results = rr_runs
-    rows = {(r["run"], r["consumer"], r["stream"]): r for r in analysis.summary}
+    rows = {(r.run, r.consumer, r.stream): r.columns() for r in analysis.summary}
     for run_id in ("rr-tcp-2p", "rr-ipc-unpaced"):
         per_stream = _rtt_ns(results[run_id].run_dir)
         assert sum(len(v) for v in per_stream.values()) == results[run_id].sent       # one reply per request
@@ -90,7 +90,7 @@ def test_round_trips_against_run_json(analysis, rr_runs):
     """run.json's round_trip_ns and the report's come from one histogram layout and rule
     (zmqload/contract/histogram.py): equal to the nanosecond, max exact."""
     _, results = rr_runs
-    totals = {r["run"]: r for r in analysis.run_rows()}
+    totals = {r.run: r.columns() for r in analysis.run_rows()}
     for run_id in ("rr-tcp-2p", "rr-ipc-unpaced"):
         with open(os.path.join(results[run_id].run_dir, "run.json")) as f:
             own = json.load(f)["summary"]["round_trip_ns"]
@@ -112,7 +112,7 @@ def test_report_outputs_carry_round_trips(analysis, rr_runs, tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     summary = pq.read_table(os.path.join(report, "summary.parquet")).to_pylist()
     totals = {r["run"]: r for r in summary if r["consumer"] == ALL and r["stream"] == ALL}
-    expected = {r["run"]: r for r in analysis.run_rows()}
+    expected = {r.run: r.columns() for r in analysis.run_rows()}
     for run_id in ("rr-tcp-2p", "rr-ipc-unpaced"):
         assert totals[run_id]["round_trips"] == results[run_id].sent
         assert totals[run_id]["round_trip_p99_us"] == pytest.approx(expected[run_id]["round_trip_p99_us"])

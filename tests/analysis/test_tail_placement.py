@@ -18,7 +18,6 @@ import pytest
 
 from tests.oracle.close_order import close_order_run
 from zmqload.analysis import analyze, discover_runs
-from zmqload.analysis.metrics import ALL
 from zmqload.contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
 
 ORDERS = ("producer-first", "after-drain")
@@ -134,7 +133,7 @@ def test_report_equals_run_json(spark, runs):
     out, found = runs
     analysis = analyze(spark, discover_runs(out)[0])
     by_id = {meta["run_id"]: (summary, meta) for summary, meta in found.values()}
-    totals = {r["run"]: r for r in analysis.summary if r["stream"] == ALL and r["consumer"] == ALL}
+    totals = {r.run: r.columns() for r in analysis.summary if r.is_run_total}
     assert set(totals) == set(by_id)
     for run_id, (summary, meta) in by_id.items():
         row = totals[run_id]
@@ -143,7 +142,7 @@ def test_report_equals_run_json(spark, runs):
         assert row[AMBIGUOUS_TAIL] == meta["drain"][AMBIGUOUS_TAIL], run_id
         assert row["expected"] == sum(row[f] for f in FATES), run_id
         for stream in summary["streams"]:
-            rows = [x for x in analysis.summary if x["run"] == run_id and x["stream"] == stream["stream"]]
+            rows = [x.columns() for x in analysis.summary if x.run == run_id and x.stream == stream["stream"]]
             for name in (*FATES, "dropped", AMBIGUOUS_TAIL):
                 assert sum(x[name] for x in rows) == stream[name], (run_id, stream["stream"], name)
 

@@ -18,6 +18,7 @@ from ..contract import histogram as rule
 from ..measure import queue_replay as queue_rule
 from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_MID_RUN
 from .metrics import ALL, PERCENTILES
+from .view_counts import ViewCounts
 
 _HIST_KEYS = ("run", "consumer", "stream", "metric", "bucket")
 
@@ -165,9 +166,9 @@ def _views(run: int, consumer: int, stream: int) -> tuple[Key, ...]:
     return (own,) if own == (run, ALL, ALL) else (own, (run, ALL, ALL))
 
 
-def queue_thresholds(loss: Iterable[Row], recv_sum: Iterable[Row], closed: dict[tuple[int, int], int]
+def queue_thresholds(loss: Iterable[ViewCounts], recv_sum: Iterable[Row], closed: dict[tuple[int, int], int]
                      ) -> tuple[dict[Key, int], dict[Key, int]]:
-    """Which never-arrived messages queued, per view (a `fates` row): ({view: first seq}, {view:
+    """Which never-arrived messages queued, per view (`fates`' counts): ({view: first seq}, {view:
     when they left, ns}). Tail drops are the ok sends after the view's last arrival (seq > seq_max;
     the drain completed) and leave when their producer closed (`closed`: {(run, stream): ns});
     stranded and unknown ones are the unreceived sends at or above the certain line (`limit`; 0
@@ -178,13 +179,13 @@ def queue_thresholds(loss: Iterable[Row], recv_sum: Iterable[Row], closed: dict[
     firsts: dict[Key, int] = {}
     leaves: dict[Key, int] = {}
     for row in loss:
-        key = (row["run"], row["consumer"], row["stream"])
+        key = (row.run, row.consumer, row.stream)
         got = rs.get(key)
-        if row.get("dropped_tail") and got is not None:
+        if row.dropped_tail and got is not None:
             firsts[key] = got["seq_max"] + 1
-            if closed.get((row["run"], row["stream"])):     # else no close is known: they stay, as `run` keeps them
-                leaves[key] = closed[(row["run"], row["stream"])]
-        elif (row.get("stranded") or 0) + (row.get("unknown") or 0):
+            if closed.get((row.run, row.stream)):     # else no close is known: they stay, as `run` keeps them
+                leaves[key] = closed[(row.run, row.stream)]
+        elif row.stranded + row.unknown:
             firsts[key] = (got.get("limit") or 0) if got is not None else 0
     return firsts, leaves
 
@@ -366,7 +367,7 @@ _ZERO_IF_ABSENT = ("received", "unique", "duplicates", "drained", "sent_before_f
 
 def fates(counts: Iterable[Row], recv_sum: Iterable[Row], views: Iterable[tuple[int, int, bool, str, bool]],
           dead_streams: dict[int, list[int]] | None = None,
-          at_reset: dict[Key, tuple[int, int]] | None = None) -> list[Row]:
+          at_reset: dict[Key, tuple[int, int]] | None = None) -> list[ViewCounts]:
     """Per (run, consumer, stream): what was sent, what arrived, and the fate of every sent
     message, by the rules of zmqload/measure/reconcile.py (restated here on counts, not imported:
     analysis/ reads records only). The identity sent = the sum of
@@ -402,25 +403,24 @@ def fates(counts: Iterable[Row], recv_sum: Iterable[Row], views: Iterable[tuple[
     got = {(c["run"], c["stream"], c["consumer"]): c for c in counts if c["consumer"] is not None}
     rs = {(r["run"], r["stream"], r["consumer"]): r for r in recv_sum}
     dead = {(run, s) for run, streams in (dead_streams or {}).items() for s in streams}
-    out = []
+    out: list[ViewCounts] = []
     for run, consumer, completed, placement, died in views:
         for (srun, stream), sends in per_stream.items():
             if srun != run:
                 continue
             key = (run, stream, consumer)
-            row: Row = {"run": run, "stream": stream, "consumer": consumer, **sends}
-            r = rs.get(key, {})
-            for col in _ZERO_IF_ABSENT:
-                row[col] = r.get(col) or got.get(key, {}).get(col) or 0
+            r: Row = rs.get(key, {})
+            mine: Row = got.get(key, {})
+            n = {col: r.get(col) or mine.get(col) or 0 for col in _ZERO_IF_ABSENT}
             limit, seq_min = r.get("limit"), r.get("seq_min")
             # the sends in the view: with topics, those of the consumer's topics (metrics.subscribed)
-            row["expected"] = got.get(key, {}).get("expected", row["sent"])
-            lost = max(row["expected"] - row["unique"], 0)
-            before, after = row["sent_before_first"], row["sent_after_last"]
-            below, got_below = row["sent_below_limit"], row["got_below_limit"]
+            expected = mine["expected"] if "expected" in mine else sends["sent"]
+            lost = max(expected - n["unique"], 0)
+            before, after = n["sent_before_first"], n["sent_after_last"]
+            below, got_below = n["sent_below_limit"], n["got_below_limit"]
             # the certain line at or below the first arrival: every send below it is a start drop
             line_first = None if limit is None or seq_min is None else limit <= seq_min
-            if row["unique"] == 0:
+            if n["unique"] == 0:
                 start, mid, tail = (lost if completed else 0), 0, 0
             elif completed:
                 start, mid, tail = before, lost - before - after, after
@@ -434,15 +434,15 @@ def fates(counts: Iterable[Row], recv_sum: Iterable[Row], views: Iterable[tuple[
             start, mid = start - reset_start, mid - reset_mid
             died = bool(died) or (run, stream) in dead
             dropped = start + mid + tail + reset_start + reset_mid
-            row.update(lost=lost, delivered=row["unique"] - row["drained"], dropped_start=start, dropped_mid=mid,
-                       dropped_tail=tail, dropped_reset=reset_start + reset_mid, dropped=dropped,
-                       **{AMBIGUOUS_TAIL: tail if placement == TAIL_AMBIGUOUS else 0},
-                       stranded=0 if died else lost - dropped, unknown=lost - dropped if died else 0,
-                       loss_ratio=lost / row["expected"] if row["expected"] else 0.0,
-                       dropped_sender=(row["eagain"] or 0) + (row["timeout"] or 0))
-            for col in ("sent_before_first", "sent_after_last", "sent_below_limit", "got_below_limit"):
-                del row[col]
-            out.append(row)
+            out.append(ViewCounts(
+                run=run, stream=stream, consumer=consumer, **sends, received=n["received"],
+                unique=n["unique"], duplicates=n["duplicates"], drained=n["drained"], expected=expected, lost=lost,
+                delivered=n["unique"] - n["drained"], dropped_start=start, dropped_mid=mid, dropped_tail=tail,
+                dropped_reset=reset_start + reset_mid, dropped=dropped,
+                dropped_tail_ambiguous=tail if placement == TAIL_AMBIGUOUS else 0,
+                stranded=0 if died else lost - dropped, unknown=lost - dropped if died else 0,
+                loss_ratio=lost / expected if expected else 0.0,
+                dropped_sender=(sends["eagain"] or 0) + (sends["timeout"] or 0)))
     return out
 
 
@@ -450,16 +450,21 @@ SERVICE_COLUMNS = ("unanswered", "echoed", "by_order")
 """A service's figures beside the send counts (req-rep with --role producer)."""
 
 
-def answered(rows: list[Row], answers: dict[tuple[int, int], Row]) -> None:
+def answered(rows: list[ViewCounts], answers: dict[tuple[int, int], Row]) -> None:
     """A service's rows (in place): its answers (`metrics.answers`, by (run, stream)) stand for the
     receipts, as the judge reads them (contract/judge.py): received = unique = answered, lost =
     unanswered = sent - answered; no message has a fate (the service is the user's: nothing
     reaches a consumer of zmqload's), as in run.json."""
     for row in rows:
-        a = answers.get((row["run"], row["stream"]), {})
+        a = answers.get((row.run, row.stream), {})
         got, echoed = a.get("answered") or 0, a.get("echoed") or 0
-        unanswered = max(row["sent"] - got, 0)
-        row.update(dict.fromkeys((*FATES, "dropped", AMBIGUOUS_TAIL), 0), received=got, unique=got, duplicates=0,
-                   reordered=0, lost=unanswered, unanswered=unanswered, echoed=echoed, by_order=got - echoed,
-                   loss_ratio=unanswered / row["sent"] if row["sent"] else 0.0,
-                   t_first_recv_ns=a.get("t_first_reply_ns"), t_last_recv_ns=a.get("t_last_reply_ns"), bytes=None)
+        sent = row.sent or 0
+        for fate in (*FATES, "dropped", AMBIGUOUS_TAIL):
+            setattr(row, fate, 0)
+        row.received = row.unique = got
+        row.duplicates = row.reordered = 0
+        row.lost = row.unanswered = max(sent - got, 0)
+        row.echoed, row.by_order = echoed, got - echoed
+        row.loss_ratio = row.lost / sent if sent else 0.0
+        row.t_first_recv_ns, row.t_last_recv_ns = a.get("t_first_reply_ns"), a.get("t_last_reply_ns")
+        row.bytes = None

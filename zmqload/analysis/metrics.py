@@ -14,12 +14,11 @@ from ..contract import histogram as rule
 from ..measure.queue_replay import BIN_NS as QUEUE_BIN_NS
 from ..contract.topics import Topics
 from ..contract.wire import SendStatus
+from .summary_row import ALL as ALL     # the consumer (or stream) key meaning "all of them"
 
 # Latency histograms: `run`'s layout and percentile rule (zmqload/contract/histogram.py), so
 # the report's percentiles of a run equal run.json's.
 PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("p99_9", 0.999), ("p99_99", 0.9999))
-
-ALL = -1   # consumer (or stream) key meaning "all of them"
 
 
 def consumer_key(fanout_runs: Iterable[int] | None) -> Column:

@@ -23,6 +23,8 @@ from ..contract.states import RunStatus
 from ..contract.records import BOOL, FLOAT64, INT32, INT64, STRING, Schema
 from . import finish, metrics
 from .runs import RunInfo, load_records
+from .summary_row import SummaryRow
+from .view_counts import ViewCounts
 
 ALL = metrics.ALL
 LATENCY_METRICS = (*metrics.RECV_METRICS, "stall", "round_trip")
@@ -72,7 +74,7 @@ RS_SCHEMA = Schema.of(run=INT32, consumer=INT32, stream=INT32, received=INT64, u
 class Analysis:
     runs: list[RunInfo]
     window_ns: int
-    summary: list[dict[str, Any]]     # one per (run, consumer, stream), plus run totals (ALL, ALL)
+    summary: list[SummaryRow]         # one per (run, consumer, stream), plus run totals (ALL, ALL)
     rates: list[dict[str, Any]]       # per (run, stream, window), sorted
     depth: list[dict[str, Any]]       # per (run, consumer, stream, window) and (run, ALL, ALL, window), sorted
     hist: list[dict[str, Any]]        # per (run, consumer, stream, metric, bucket) and (run, ALL, ALL, ...)
@@ -81,8 +83,8 @@ class Analysis:
     reorder_measured: bool = True
     topics: list[dict[str, Any]] = field(default_factory=list)    # --topics: per (run, topic, consumer)
 
-    def run_rows(self) -> list[dict[str, Any]]:
-        return [r for r in self.summary if r["stream"] == ALL and r["consumer"] == ALL]
+    def run_rows(self) -> list[SummaryRow]:
+        return [r for r in self.summary if r.is_run_total]
 
 
 def collect(df: DataFrame) -> list[dict[str, Any]]:
@@ -314,14 +316,15 @@ def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = 
         late = {(r["run"], r["consumer"], r["stream"]): r["reordered"]
                 for r in collect(metrics.reordering(recvs, fanout_runs))}
     for row in loss:
-        key = (row["run"], row["consumer"], row["stream"])
-        got = rs_by.get(key, {})
-        for c in ("t_first_recv_ns", "t_last_recv_ns", "bytes"):
-            row[c] = got.get(c)
-        row["reordered"] = late.get(key, 0) if reorder else None
+        key = (row.run, row.consumer, row.stream)
+        got = rs_by.get(key)        # None: the view received nothing
+        if got is not None:
+            row.t_first_recv_ns, row.t_last_recv_ns = got["t_first_recv_ns"], got["t_last_recv_ns"]
+            row.bytes = got["bytes"]
+        row.reordered = late.get(key, 0) if reorder else None
     if served:
         answers = {(x["run"], x["stream"]): x for x in collect(metrics.answers(replies, served))} if replies else {}
-        finish.answered([row for row in loss if row["run"] in served], answers)
+        finish.answered([row for row in loss if row.run in served], answers)
 
     step("reordering" if reorder else "reordering (skipped)")
     pairs = collect(metrics.latency_pairs(recvs, fanout_runs, starts))
@@ -354,16 +357,16 @@ def analyze(spark: SparkSession, runs: list[RunInfo], window_ms: float | None = 
         recv_w += collect(metrics.answer_windows(replies, window_ns, served))
     rates = finish.rates_over_time(send_w, recv_w)
     step("rates over time")
-    depth, dstats = queue(spark, runs, sends, recvs, [row for row in loss if row["run"] not in served], rs, recv_ms,
+    depth, dstats = queue(spark, runs, sends, recvs, [row for row in loss if row.run not in served], rs, recv_ms,
                           window_ns, fanout_runs, topic_runs)
     step("queue depth")
     per_topic = topic_figures(runs, sends, recvs, topic_runs) if topic_runs else []
 
     step("topics")
     summary = summarise(runs, loss, pct, dstats, starts, rs)
-    for rows in (summary, rates, depth, hist, per_topic):
+    for rows in (rates, depth, hist, per_topic):
         _name_runs(rows, runs)
-    summary.sort(key=lambda r: (r["run"], r["stream"] != ALL, r["stream"], r["consumer"]))
+    summary.sort(key=lambda r: (r.run, r.stream != ALL, r.stream, r.consumer))
     rates.sort(key=lambda r: (r["run"], r["stream"], r["window"]))
     depth.sort(key=lambda r: (r["run"], r["consumer"], r["stream"], r["window"]))
     step("summary")
@@ -410,7 +413,7 @@ def producers_closed(runs: list[RunInfo]) -> dict[tuple[int, int], int]:
             if (closed := queue_rule.closed_ns(p.t_last_send_ns, p.close_ns, p.term_ns)) > 0}
 
 
-def queue(spark: SparkSession, runs: list[RunInfo], sends: DataFrame, recvs: DataFrame, loss: list[dict[str, Any]],
+def queue(spark: SparkSession, runs: list[RunInfo], sends: DataFrame, recvs: DataFrame, loss: list[ViewCounts],
           rs: list[dict[str, Any]], recv_ms: list[dict[str, Any]], window_ns: int,
           fanout_runs: list[int], topic_runs: metrics.TopicRuns | None = None
           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -420,8 +423,8 @@ def queue(spark: SparkSession, runs: list[RunInfo], sends: DataFrame, recvs: Dat
     such), and the events of the bins where a peak may lie (a filtered scan)."""
     firsts, leaves = finish.queue_thresholds(loss, rs, producers_closed(runs))
     unreceived = metrics.unreceived_sends(sends, recvs, firsts, fanout_runs, topic_runs) if firsts else None
-    expected = sum((row.get("dropped_tail") or 0) + (row.get("stranded") or 0) + (row.get("unknown") or 0)
-                   for row in loss if (row["run"], row["consumer"], row["stream"]) in firsts)
+    expected = sum(row.dropped_tail + row.stranded + row.unknown
+                   for row in loss if (row.run, row.consumer, row.stream) in firsts)
     u_table = None
     if unreceived is not None and expected <= finish.REPLAY_EVENTS:     # few: one scan, binned here
         u_table = collect_table(unreceived)
@@ -465,59 +468,84 @@ def _max(values: Iterable[Optional[int]]) -> Optional[int]:
     return max(known) if known else None
 
 
-def throughput(info: RunInfo, row: dict[str, Any], drain_began: int | None) -> float | None:
+def throughput(info: RunInfo, row: ViewCounts, drain_began: int | None) -> float | None:
     """Distinct messages received per second, as `run` computes its throughput_msgs
     (runner/collect.py): over the span from the first ok send to the last receive; with
     --consumer-delay-us and the fast drain (which skips that work) only what was delivered
     before the drain, over the time until the drain began."""
     w = info.workload
-    counted, span_s = throughput_span(w.consumer_delay_us, w.drain, row.get("t_first_send_ns") or 0,
-                                      row.get("t_last_recv_ns") or 0, drain_began or 0,
-                                      row.get("unique") or 0, row.get("delivered") or 0)
+    counted, span_s = throughput_span(w.consumer_delay_us, w.drain, row.t_first_send_ns or 0,
+                                      row.t_last_recv_ns or 0, drain_began or 0, row.unique, row.delivered)
     return counted / span_s if span_s else None
 
 
-def summarise(runs: list[RunInfo], loss: list[dict[str, Any]], pct: list[dict[str, Any]], dstats: list[dict[str, Any]],
-              starts: dict[tuple[int, int], int] | None = None,
-              recv_sum: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """One row per (run, consumer, stream) and a run total (consumer ALL, stream ALL); `run`
-    is still the run's number here. The run total carries the backlog rule's counts (contract/judge.py)
-    from `recv_sum` (`metrics.recv_summary` rows), for runs with a window."""
+def _sum_or_none(values: Iterable[Optional[int]]) -> Optional[int]:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def run_total(run: int, views: list[ViewCounts]) -> ViewCounts:
+    """A run's counts over its views (consumer and stream ALL): the sends once per stream (they
+    repeat per consumer), the receipts and fates of every view."""
+    per_stream: dict[int, ViewCounts] = {}
+    for v in views:
+        per_stream.setdefault(v.stream, v)
+    s = list(per_stream.values())
+    total = ViewCounts(
+        run=run, consumer=ALL, stream=ALL,
+        attempted=_sum(v.attempted for v in s), sent=_sum(v.sent for v in s),
+        sent_bytes=_sum(v.sent_bytes for v in s), eagain=_sum(v.eagain for v in s),
+        timeout=_sum(v.timeout for v in s), errors=_sum(v.errors for v in s),
+        dropped_sender=_sum(v.dropped_sender for v in s), expected=_sum(v.expected for v in views),
+        received=_sum(v.received for v in views), unique=_sum(v.unique for v in views),
+        duplicates=_sum(v.duplicates for v in views), lost=_sum(v.lost for v in views),
+        delivered=_sum(v.delivered for v in views), drained=_sum(v.drained for v in views),
+        dropped_start=_sum(v.dropped_start for v in views), dropped_mid=_sum(v.dropped_mid for v in views),
+        dropped_tail=_sum(v.dropped_tail for v in views), dropped_reset=_sum(v.dropped_reset for v in views),
+        stranded=_sum(v.stranded for v in views), unknown=_sum(v.unknown for v in views),
+        dropped=_sum(v.dropped for v in views),
+        dropped_tail_ambiguous=_sum(v.dropped_tail_ambiguous for v in views),
+        bytes=_sum_or_none(v.bytes for v in views),       # None: a service's answers (bytes not seen)
+        reordered=None if any(v.reordered is None for v in views) else _sum(v.reordered for v in views),
+        unanswered=_sum_or_none(v.unanswered for v in s), echoed=_sum_or_none(v.echoed for v in s),
+        by_order=_sum_or_none(v.by_order for v in s),        # a service's only
+        t_first_intended_ns=_min(v.t_first_intended_ns for v in views),
+        t_first_send_ns=_min(v.t_first_send_ns for v in views),
+        t_first_recv_ns=_min(v.t_first_recv_ns for v in views),
+        t_last_intended_ns=_max(v.t_last_intended_ns for v in views),
+        t_last_send_ns=_max(v.t_last_send_ns for v in views),
+        t_last_recv_ns=_max(v.t_last_recv_ns for v in views),
+        copies=len({v.consumer for v in views}))
+    total.loss_ratio = total.lost / total.expected if total.expected else 0.0
+    return total
+
+
+DEPTH_COLUMNS = ("depth_max", "depth_peak_at_s", "depth_mean", "depth_p99", "queued_bytes_max",
+                 "queued_bytes_mean", "mean_size")
+"""The queue's figures of a summary row (finish.queue_stats)."""
+
+
+def summarise(runs: list[RunInfo], loss: list[ViewCounts], pct: list[dict[str, Any]],
+              dstats: list[dict[str, Any]], starts: dict[tuple[int, int], int] | None = None,
+              recv_sum: list[dict[str, Any]] | None = None) -> list[SummaryRow]:
+    """One row per (run, consumer, stream) and a run total (consumer ALL, stream ALL), named by
+    run id (`run` is still the run's number in what it reads). The run total carries the backlog
+    rule's counts (contract/judge.py) from `recv_sum` (`metrics.recv_summary` rows), for runs
+    with a window."""
     windows = backlog_windows(runs)
     went: defaultdict[int, list[int]] = defaultdict(lambda: [0, 0])
-    for r in recv_sum or ():
-        went[r["run"]][0] += r.get("went_in") or 0
-        went[r["run"]][1] += r.get("came_out") or 0
-    by_run = defaultdict(list)
-    for row in loss:
-        by_run[row["run"]].append(row)
+    for x in recv_sum or ():
+        went[x["run"]][0] += x["went_in"] or 0
+        went[x["run"]][1] += x["came_out"] or 0
+    by_run: defaultdict[int, list[ViewCounts]] = defaultdict(list)
+    for view in loss:
+        by_run[view.run].append(view)
     totals = []
-    for run, rows in by_run.items():
-        per_stream: dict[int, dict[str, Any]] = {}
-        for r in rows:
-            per_stream.setdefault(r["stream"], r)     # send counts repeat per consumer
-        s = list(per_stream.values())
-        copies = len({r["consumer"] for r in rows})
-        t = {"run": run, "consumer": ALL, "stream": ALL}
-        for c in ("attempted", "sent", "sent_bytes", "eagain", "timeout", "errors", "dropped_sender"):
-            t[c] = _sum(r[c] for r in s)
-        for c in ("expected", "received", "unique", "duplicates", "lost", *FATES, "dropped", AMBIGUOUS_TAIL, "bytes"):
-            t[c] = _sum(r[c] for r in rows)
-        if all(r["bytes"] is None for r in rows):       # a service's answers: their bytes are not seen
-            t["bytes"] = None
-        t["reordered"] = None if any(r["reordered"] is None for r in rows) else _sum(r["reordered"] for r in rows)
-        for c in finish.SERVICE_COLUMNS:        # a service's only
-            t[c] = _sum(r.get(c) for r in s) if any(r.get(c) is not None for r in s) else None
-        for c in ("t_first_intended_ns", "t_first_send_ns", "t_first_recv_ns"):
-            t[c] = _min(r[c] for r in rows)
-        for c in ("t_last_intended_ns", "t_last_send_ns", "t_last_recv_ns"):
-            t[c] = _max(r[c] for r in rows)
-        t["copies"] = copies
-        t["loss_ratio"] = t["lost"] / t["expected"] if t["expected"] else 0.0
+    for run, views in by_run.items():
+        total = run_total(run, views)
         if run in windows:
-            t["backlog_went_in"], t["backlog_came_out"] = went[run]
-        totals.append(t)
-    rows = loss + totals
+            total.backlog_went_in, total.backlog_came_out = went[run]
+        totals.append(total)
 
     pct_by: defaultdict[tuple[int, int, int], dict[str, Any]] = defaultdict(dict)
     for p in pct:
@@ -529,33 +557,32 @@ def summarise(runs: list[RunInfo], loss: list[dict[str, Any]], pct: list[dict[st
     dstats_by = {(d["run"], d["consumer"], d["stream"]): d for d in dstats}
     meta = {i: _run_columns(r) for i, r in enumerate(runs)}
     began = {i: min((v for (run, _), v in (starts or {}).items() if run == i), default=None) for i in range(len(runs))}
+    summary_columns = set(SUMMARY_COLUMNS)
     out = []
-    for r in rows:
-        row = dict(meta.get(r["run"], {}))
-        row.update(r)
-        first = r.get("t_first_intended_ns")
-        last = _max([r.get("t_last_recv_ns"), r.get("t_last_send_ns")])
-        row["duration_s"] = (last - first) / 1e9 if first is not None and last is not None else None
-        offered = rate(r["attempted"], r.get("t_first_intended_ns"), r.get("t_last_intended_ns"))
-        # a fan-out run offers every message to each consumer: its total counts every copy
-        row["offered_rate"] = offered * r.get("copies", 1) if offered is not None else None
-        row["send_rate"] = rate(r["sent"], r.get("t_first_send_ns"), r.get("t_last_send_ns"))
-        row["recv_rate"] = throughput(runs[r["run"]], r, began.get(r["run"]))
-        parts = runs[r["run"]].workload.parts      # every frame the first's size (contract/sizes.py)
-        row["bytes_sent"] = None if r.get("sent_bytes") is None else message_bytes(r["sent_bytes"], parts)
-        row["bytes_received"] = None if r.get("bytes") is None else message_bytes(r["bytes"], parts)
-        row["recv_mb_s"] = (row["recv_rate"] * row["bytes_received"] / r["received"] / 1e6      # None: a service's
-                            if row["recv_rate"] and r["received"] and row["bytes_received"] is not None else None)
-        # a send has no consumer: a fan-out consumer's row takes its stream's stall
-        row.update(pct_by.get((r["run"], ALL, r["stream"]), {}))
-        row.update(pct_by.get((r["run"], r["consumer"], r["stream"]), {}))
-        d = dstats_by.get((r["run"], r["consumer"], r["stream"]), {})
-        for c in ("depth_max", "depth_peak_at_s", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean",
-                  "mean_size"):
-            row[c] = d.get(c)
-        out.append({c: row.get(c) for c in SUMMARY_COLUMNS})
-    seen = {r["run"] for r in out}
+    for r in loss + totals:
+        info = runs[r.run]
+        first, last = r.t_first_intended_ns, _max([r.t_last_recv_ns, r.t_last_send_ns])
+        offered = rate(r.attempted, r.t_first_intended_ns, r.t_last_intended_ns)
+        recv_rate = throughput(info, r, began.get(r.run))
+        parts = info.workload.parts      # every frame the first's size (contract/sizes.py)
+        bytes_received = None if r.bytes is None else message_bytes(r.bytes, parts)
+        depth = dstats_by.get((r.run, r.consumer, r.stream), {})
+        out.append(SummaryRow.of({
+            **meta[r.run], **{c: v for c, v in r.columns().items() if c in summary_columns},
+            "run": info.run_id,
+            "duration_s": (last - first) / 1e9 if first is not None and last is not None else None,
+            # a fan-out run offers every message to each consumer: its total counts every copy
+            "offered_rate": offered * r.copies if offered is not None else None,
+            "send_rate": rate(r.sent, r.t_first_send_ns, r.t_last_send_ns), "recv_rate": recv_rate,
+            "bytes_sent": None if r.sent_bytes is None else message_bytes(r.sent_bytes, parts),
+            "bytes_received": bytes_received,
+            "recv_mb_s": (recv_rate * bytes_received / r.received / 1e6      # None: a service's
+                          if recv_rate and r.received and bytes_received is not None else None),
+            # a send has no consumer: a fan-out consumer's row takes its stream's stall
+            **pct_by.get((r.run, ALL, r.stream), {}), **pct_by.get((r.run, r.consumer, r.stream), {}),
+            **{c: depth.get(c) for c in DEPTH_COLUMNS}}))
+    seen = {r.run for r in loss}
     for i, info in enumerate(runs):       # runs with no records still get a row, so the report can say so
         if i not in seen:
-            out.append({c: {**_run_columns(info), "run": i, "consumer": ALL, "stream": ALL}.get(c) for c in SUMMARY_COLUMNS})
+            out.append(SummaryRow.of({**_run_columns(info), "run": info.run_id, "consumer": ALL, "stream": ALL}))
     return out

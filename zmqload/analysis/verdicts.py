@@ -10,15 +10,17 @@ import dataclasses
 import os
 import re
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
 
 from ..contract import judge as rules
-from ..contract.fates import AMBIGUOUS_TAIL, DROPPED, FATES
+from ..contract.fates import DROPPED, FATES
 from ..contract.derived import work_ceiling
 from ..contract.run_record import QueuePeak, RunRecord
 from ..contract.search_record import SearchEntry, SearchRecord
 from ..contract.states import Slo
 from ..contract.workload import Slos
+from .summary_row import SummaryRow
+from .verdict_group import Flood, SearchRef, VerdictGroup
 
 if TYPE_CHECKING:
     from .runs import RunInfo
@@ -75,10 +77,10 @@ def fmt_us(us: Optional[float]) -> str:
     return f"{us:,.0f} µs" if us >= 10 else f"{us:.3g} µs"
 
 
-def fmt_clocks(row: dict[str, Any]) -> str:
+def fmt_clocks(row: SummaryRow) -> str:
     """What a one-way latency of a placed run is good to through its hosts' clocks, to print
     beside it: ' ± 75 µs', or '' on one host."""
-    uncertainty = row.get("clock_uncertainty_us")
+    uncertainty = row.clock_uncertainty_us
     return "" if uncertainty is None else f" ± {fmt_us(uncertainty)}"
 
 
@@ -97,20 +99,13 @@ def key_text(name: str, value: object) -> str:
     return f"{name}={'default' if value is None else value}"
 
 
-def offered(row: Mapping[str, Any]) -> Any:    # float | None: Any, as callers sort by it once Nones are left out
+def offered(row: SummaryRow) -> Any:    # float | None: Any, as callers sort by it once Nones are left out
     """The offered rate of a paced run (the schedule's rate x producers); None when unpaced:
     a max-throughput test offers whatever the producers manage, which is no offered rate."""
-    per = row.get("rate_per_producer")
+    per = row.rate_per_producer
     if not per:
         return None
-    return per * (row.get("producers") or 1)
-
-
-def p99_column(row: Mapping[str, Any]) -> str:
-    """The summary column of the p99 a run is judged by (contract/judge.py): a service of the user's
-    (req-rep with --role producer) on its round trip, every other run on its latency, both from the
-    intended send time."""
-    return "round_trip_p99_us" if row.get("serves") else "latency_intended_p99_us"
+    return per * (row.producers or 1)
 
 
 def judged_slos(made_with: Optional[Slos], what_if_p99_us: Optional[float]) -> Slos:
@@ -140,35 +135,35 @@ class RunView:
     """One run as the verdicts see it: its summary row, its workload and run.json figures.
     `probe`: the run is a capacity search's probe (judged with the backlog rule, as the search did)."""
 
-    def __init__(self, row: dict[str, Any], record: RunRecord | None, probe: bool = False):
+    def __init__(self, row: SummaryRow, record: RunRecord | None, probe: bool = False):
         self.row, self.record, self.probe = row, record, probe
         # the settings the runs are grouped by: the record's workload, else the row's columns
         self.workload = (dataclasses.asdict(record.workload) if record is not None
-                         else {k: row.get(k) for k in ROW_SETTINGS})
+                         else {k: row.column(k) for k in ROW_SETTINGS})
         self.workload["libzmq"] = record.versions.libzmq if record is not None else None
-        self.id = row.get("run")
+        self.id = row.run
         self.offered = offered(row)
         # the fates as the report computed them from the records (the same rules as the run's)
-        self.fates = {k: row.get(k) or 0 for k in FATES}
+        self.fates = {k: row.column(k) or 0 for k in FATES}
         self.dropped = sum(self.fates[k] for k in DROPPED)
-        self.sender_drops = (row.get("eagain") or 0) + (row.get("timeout") or 0)
+        self.sender_drops = (row.eagain or 0) + (row.timeout or 0)
         summary = record.summary if record is not None else None
         self.generator_limited = summary is not None and summary.generator_limited
-        self.reached_rate = (summary.generator.reached_rate if summary is not None else None) or row.get("send_rate")
+        self.reached_rate = (summary.generator.reached_rate if summary is not None else None) or row.send_rate
         self.queue_peak = summary.queue_peak if summary is not None else QueuePeak()
-        self.serves = bool(row.get("serves"))
-        self.p99 = row.get(p99_column(row))
+        self.serves = bool(row.serves)
+        self.p99 = row.judged_p99_us
         self.slos = record.slos if record is not None else None
 
     @property
     def copies(self) -> int:
-        return (self.row.get("consumers") or 1) if self.row.get("fanout") else 1
+        return (self.row.consumers or 1) if self.row.fanout else 1
 
     def keeps_up(self) -> bool:
         """The consumers took what was offered as it came: received at >= 95% of the offered
         rate (x copies for fan-out), with no more than 1% of it left for the drain."""
-        o, r = self.offered, self.row.get("recv_rate")
-        expected = self.row.get("expected") or 0
+        o, r = self.offered, self.row.recv_rate
+        expected = self.row.expected or 0
         return bool(o and r and r >= KEEPS_UP * o * self.copies
                     and self.fates["drained"] <= 0.01 * max(expected, 1))
 
@@ -177,19 +172,22 @@ class RunView:
         and run.json (the workload, the schedule the generator kept)."""
         row = self.row
         summary = self.record.summary if self.record is not None else None
-        expected, sent = row.get("expected") or 0, row.get("sent") or 0
+        expected, sent = row.expected or 0, row.sent or 0
+        made = self.record.workload if self.record is not None else None
+        # without run.json, the row's rate: the judge asks only whether the run was paced
+        paced = made.rate if made is not None else math.ceil(row.rate_per_producer or 0)
         offered_n = rules.offered_messages(
-            rate=self.workload.get("rate") if self.record is not None else row.get("rate_per_producer"),
-            consumers=self.workload.get("consumers") or row.get("consumers") or 1, expected=expected, sent=sent,
-            attempted=row.get("attempted") or 0,
+            rate=paced, consumers=(made.consumers if made is not None else None) or row.consumers or 1,
+            expected=expected, sent=sent,
+            attempted=row.attempted or 0,
             scheduled=summary.generator.scheduled_messages if summary is not None else None)
-        went_in, came_out = row.get("backlog_went_in"), row.get("backlog_came_out")
+        went_in, came_out = row.backlog_went_in, row.backlog_came_out
         grew = (rules.Backlog(went_in, came_out, rules.backlog_tolerance(offered_n))
                 if went_in is not None and came_out is not None else None)
-        return rules.Figures(expected=expected, lost=row.get("lost") or 0, dropped=self.dropped,
+        return rules.Figures(expected=expected, lost=row.lost or 0, dropped=self.dropped,
                              stranded=self.fates["stranded"], unknown=self.fates["unknown"],
-                             unique_received=row.get("unique") or 0, offered=offered_n, p99_us=self.p99,
-                             backlog=grew, unanswered=row.get("unanswered") if self.serves else None)
+                             unique_received=row.unique or 0, offered=offered_n, p99_us=self.p99,
+                             backlog=grew, unanswered=row.unanswered if self.serves else None)
 
     def breaches(self, what_if_p99_us: Optional[float] = None) -> list[rules.Breach]:
         """The judge's verdict on this run (contract/judge.py): the SLOs it was made under (loss
@@ -200,9 +198,9 @@ class RunView:
         """(SLO, what was measured) for every SLO this run broke, and what kept it from being
         judged (cut short, nothing sent, the generator's own limit); empty when clean."""
         out = []
-        if self.row.get("interrupted") or self.row.get("status") not in (None, "complete"):
-            out.append((INCOMPLETE, f"status {self.row.get('status')}"))
-        if not self.row.get("received") and not self.row.get("expected"):
+        if self.row.interrupted or self.row.status not in (None, "complete"):
+            out.append((INCOMPLETE, f"status {self.row.status}"))
+        if not self.row.received and not self.row.expected:
             out.append((LOSS, "nothing received"))
         for b in self.breaches(what_if_p99_us):
             name = NAMES[b.slo]
@@ -212,7 +210,7 @@ class RunView:
                     (self.fates["dropped_tail"], "dropped at tail"),
                     (self.fates["dropped_reset"], "dropped at a connection reset"), (self.fates["stranded"], "stranded"),
                     (self.fates["unknown"], "unknown (a worker died)"),
-                    (self.row.get("unanswered") or 0, "unanswered by your service")) if n]
+                    (self.row.unanswered or 0, "unanswered by your service")) if n]
                 out.append((LOSS, f"lost {b.measured:.4%} > --max-loss {b.limit:g}: " + ", ".join(parts)))
             elif name == P99:
                 what_if = " (what-if)" if what_if_p99_us is not None else ""
@@ -231,7 +229,7 @@ class RunView:
     def peak(self) -> tuple[Optional[int], Optional[int], Optional[int]]:
         """The queue's peak (measure/queue_replay.py), messages (kernel, libzmq): the report's own from the
         records, split as run.json split the same peak (None when run.json has another figure)."""
-        messages = self.row.get("depth_max")
+        messages = self.row.depth_max
         if messages is None:
             messages = self.queue_peak.messages
         if messages is not None and self.queue_peak.messages == messages:
@@ -259,23 +257,23 @@ def probe_runs(searches: Iterable[SearchRecord]) -> dict[str, tuple[SearchRecord
     return out
 
 
-def capacity_table(run_rows: list[dict[str, Any]], slo_p99_us: Optional[float] = None,
+def capacity_table(run_rows: list[SummaryRow], slo_p99_us: Optional[float] = None,
                    runs: Optional[Iterable[RunInfo]] = None,
-                   searches: Iterable[SearchRecord] = ()) -> list[dict[str, Any]]:
+                   searches: Iterable[SearchRecord] = ()) -> list[VerdictGroup]:
     """One verdict per group. `runs`: the RunInfo list (run.json of each run); without it the
     groups come from the summary rows' workload columns and loss from their seq counts.
     `slo_p99_us`: the report's what-if p99 SLO (None: the runs' own SLOs only). `searches`: the
     capacity searches among the inputs, whose probes' groups take the search's answer."""
-    records: dict[Optional[str], RunRecord] = {r.run_id: r.record for r in runs or ()}
+    records: dict[str, RunRecord] = {r.run_id: r.record for r in runs or ()}
     probes = probe_runs(searches)
-    views = [RunView(r, records.get(r.get("run")), probe=r.get("run") in probes) for r in run_rows
-             if r.get("received") is not None or r.get("attempted") is not None]
+    views = [RunView(r, records.get(r.run), probe=r.run in probes) for r in run_rows
+             if r.received is not None or r.attempted is not None]
     keys = grouping_keys(views)
     groups: dict[tuple[str, ...], list[RunView]] = defaultdict(list)
     for v in views:
         groups[tuple(repr(v.workload.get(k)) for k in keys)].append(v)
     table = [group_verdict(members, keys, slo_p99_us, probes) for members in groups.values()]
-    table.sort(key=lambda g: tuple(_sort_key(g["keys"][k]) for k in keys))
+    table.sort(key=lambda g: tuple(_sort_key(g.keys[k]) for k in keys))
     return table
 
 
@@ -286,18 +284,16 @@ def _sort_key(value: object) -> tuple[bool, bool, object]:
 
 
 def group_verdict(views: list[RunView], keys: list[str], slo_p99_us: Optional[float] = None,
-                  probes: Optional[dict[str, tuple[SearchRecord, int]]] = None) -> dict[str, Any]:
+                  probes: Optional[dict[str, tuple[SearchRecord, int]]] = None) -> VerdictGroup:
     """The bracket [highest clean rate, lowest failing rate above it], the SLO that broke
     there, whether the results are monotone in rate, the max-throughput tests and advice; for
     a group of a capacity search's probes, the search's answer (`search_verdict`)."""
     first = views[0].workload
-    g: dict[str, Any] = {"keys": {k: first.get(k) for k in keys}, "key_names": list(keys)}
-    g["group"] = ", ".join(key_text(k, first.get(k)) for k in keys) or "all runs"
-    g["runs"] = len(views)
-    g["run_ids"] = [v.id for v in views]
-    g["what_if_p99_us"] = slo_p99_us
-    g["judged_by"] = sorted({v.judged_by(slo_p99_us) for v in views})
-    g["judged"] = {v.id: [name for name, _ in v.failures(slo_p99_us)] for v in views}
+    g = VerdictGroup(keys={k: first.get(k) for k in keys}, key_names=list(keys),
+                     group=", ".join(key_text(k, first.get(k)) for k in keys) or "all runs",
+                     run_ids=[v.id for v in views], what_if_p99_us=slo_p99_us,
+                     judged_by=sorted({v.judged_by(slo_p99_us) for v in views}),
+                     judged={v.id: [name for name, _ in v.failures(slo_p99_us)] for v in views})
     found = {probes[v.id][0].search_id: probes[v.id] for v in views if probes and v.id in probes}
     if len(found) == 1:
         (doc, index), = found.values()
@@ -306,7 +302,7 @@ def group_verdict(views: list[RunView], keys: list[str], slo_p99_us: Optional[fl
     return _judged_verdict(g, views, slo_p99_us)
 
 
-def _judged_verdict(g: dict[str, Any], views: list[RunView], slo_p99_us: Optional[float]) -> dict[str, Any]:
+def _judged_verdict(g: VerdictGroup, views: list[RunView], slo_p99_us: Optional[float]) -> VerdictGroup:
     """The group's verdict from its runs' judgements."""
     paced = sorted((v for v in views if v.offered), key=lambda v: v.offered)
     floods = [v for v in views if not v.offered]
@@ -320,42 +316,42 @@ def _judged_verdict(g: dict[str, Any], views: list[RunView], slo_p99_us: Optiona
     above = [r for r in bad if high is None or r > high]
     low = above[0] if above else None
     below = [r for r in bad if high is not None and r < high]
-    g.update({"rates_tested": sorted(by_rate), "highest_clean_rate": high, "lowest_failing_rate": low,
-              "monotone": not below, "failed_slo": None, "failure": None, "cause": None, "advice": None,
-              "runs_at_clean": [v.id for v in (by_rate[high] if high is not None else ())],
-              "max_throughput": [_flood(v) for v in floods]})
+    g.rates_tested, g.highest_clean_rate, g.lowest_failing_rate = sorted(by_rate), high, low
+    g.monotone = not below
+    g.runs_at_clean = [v.id for v in (by_rate[high] if high is not None else ())]
+    g.max_throughput = [_flood(v) for v in floods]
     _at_clean(g, by_rate[high] if high is not None else [])
     if low is not None:
         view, fails = failing[low][0]
-        g["failed_slo"] = "+".join(name for name, _ in fails)
-        g["failure"] = "; ".join(text for _, text in fails)
-        g["failing_run"] = view.id
-        g["cause"], g["advice"] = advice(view, fails, slo_p99_us)
+        g.failed_slo = "+".join(name for name, _ in fails)
+        g.failure = "; ".join(text for _, text in fails)
+        g.failing_run = view.id
+        g.cause, g.advice = advice(view, fails, slo_p99_us)
     what_if = f" (with the what-if --slo-p99-us {slo_p99_us:g})" if slo_p99_us is not None else ""
     if not paced:
-        g["verdict"] = "max throughput tests only (unpaced): no offered rate, no knee"
+        g.verdict = "max throughput tests only (unpaced): no offered rate, no knee"
     elif low is None:
-        g["verdict"] = f"no failure up to {fmt_rate(high)} (the highest rate tested){what_if}"
+        g.verdict = f"no failure up to {fmt_rate(high)} (the highest rate tested){what_if}"
     elif high is None:
-        g["verdict"] = f"fails at every tested rate, lowest {fmt_rate(low)}: {g['failed_slo']} ({g['failure']}){what_if}"
+        g.verdict = f"fails at every tested rate, lowest {fmt_rate(low)}: {g.failed_slo} ({g.failure}){what_if}"
     else:
-        g["verdict"] = (f"clean up to {fmt_rate(high)}, fails at {fmt_rate(low)}: {g['failed_slo']} "
-                        f"({g['failure']}); the limit lies in between{what_if}")
+        g.verdict = (f"clean up to {fmt_rate(high)}, fails at {fmt_rate(low)}: {g.failed_slo} "
+                     f"({g.failure}); the limit lies in between{what_if}")
     if below:
         worst = failing[below[0]][0][1]
-        g["monotone_note"] = (f"not monotone in rate: {fmt_rate(below[0])} failed ({'+'.join(n for n, _ in worst)}) "
-                              f"below the clean {fmt_rate(high)}; repeat the runs before trusting the bracket")
+        g.monotone_note = (f"not monotone in rate: {fmt_rate(below[0])} failed ({'+'.join(n for n, _ in worst)}) "
+                           f"below the clean {fmt_rate(high)}; repeat the runs before trusting the bracket")
     return g
 
 
-def _at_clean(g: dict[str, Any], at_high: list[RunView]) -> None:
-    g["p99_at_clean_us"] = max((v.p99 for v in at_high if v.p99 is not None), default=None)
-    g["queued_bytes_at_clean"] = max((v.row.get("queued_bytes_max") or 0 for v in at_high), default=None)
-    g["queue_peak_at_clean"] = max((v.peak()[0] or 0 for v in at_high), default=None)
+def _at_clean(g: VerdictGroup, at_high: list[RunView]) -> None:
+    g.p99_at_clean_us = max((v.p99 for v in at_high if v.p99 is not None), default=None)
+    g.queued_bytes_at_clean = max((v.row.queued_bytes_max or 0 for v in at_high), default=None)
+    g.queue_peak_at_clean = max((v.peak()[0] or 0 for v in at_high), default=None)
 
 
-def search_verdict(g: dict[str, Any], mine: list[RunView], others: list[RunView], doc: SearchRecord, index: int,
-                   slo_p99_us: Optional[float]) -> dict[str, Any]:
+def search_verdict(g: VerdictGroup, mine: list[RunView], others: list[RunView], doc: SearchRecord, index: int,
+                   slo_p99_us: Optional[float]) -> VerdictGroup:
     """A group of a capacity search's probes: the search's answer is its verdict (rates per producer
     times the producers, as the report's offered rates; the report words it: zmqload.report.search_answer).
     With a what-if p99 SLO, what the probes as run would give under it, labelled; runs of the same
@@ -367,35 +363,35 @@ def search_verdict(g: dict[str, Any], mine: list[RunView], others: list[RunView]
     by_id = {v.id: v for v in mine}
     answer = next((p for p in reversed(entry.probes) if p.passed and p.rate == entry.max_sustainable_rate), None)
     failing = next((p for p in reversed(entry.probes) if not p.passed and p.rate == hi), None)
-    g.update({"search": {"search_id": doc.search_id, "index": index}, "rates_tested": sorted({p.rate * n for p in entry.probes}),
-              "highest_clean_rate": entry.max_sustainable_rate * n if converged and entry.max_sustainable_rate else None,
-              "lowest_failing_rate": hi * n if hi is not None else None, "monotone": True,
-              "failed_slo": NAMES.get(str(entry.failed_slo)) if entry.failed_slo is not None else None,
-              "failure": (failing.breaches[0].text or None) if failing is not None and failing.breaches else None,
-              "cause": None, "advice": None, "max_throughput": [_flood(v) for v in mine if not v.offered],
-              "runs_at_clean": [], "verdict": None})
+    g.search = SearchRef(doc.search_id, index)
+    g.rates_tested = sorted({p.rate * n for p in entry.probes})
+    g.highest_clean_rate = entry.max_sustainable_rate * n if converged and entry.max_sustainable_rate else None
+    g.lowest_failing_rate = hi * n if hi is not None else None
+    g.failed_slo = NAMES.get(str(entry.failed_slo)) if entry.failed_slo is not None else None
+    g.failure = (failing.breaches[0].text or None) if failing is not None and failing.breaches else None
+    g.max_throughput = [_flood(v) for v in mine if not v.offered]
     answer_id = _run_id(answer.run_dir) if answer is not None and converged else None
     at_clean = [by_id[answer_id]] if answer_id in by_id else []
-    g["runs_at_clean"] = [v.id for v in at_clean]
+    g.runs_at_clean = [v.id for v in at_clean]
     _at_clean(g, at_clean)
     if failing is not None and _run_id(failing.run_dir) in by_id:
-        g["failing_run"] = _run_id(failing.run_dir)
+        g.failing_run = _run_id(failing.run_dir)
     if converged:
-        g["verdict"] = (f"the capacity search's answer: {fmt_rate(lo)} sustainable per producer (bracket "
-                        f"{fmt_rate(lo)} - {fmt_rate(hi)})" + (f"; above it: {g['failure']}" if g["failure"] else ""))
+        g.verdict = (f"the capacity search's answer: {fmt_rate(lo)} sustainable per producer (bracket "
+                     f"{fmt_rate(lo)} - {fmt_rate(hi)})" + (f"; above it: {g.failure}" if g.failure else ""))
     else:
-        g["verdict"] = f"the capacity search found no answer: {entry.reason or 'it did not converge'}"
+        g.verdict = f"the capacity search found no answer: {entry.reason or 'it did not converge'}"
     if slo_p99_us is not None:
         judged = [(v.offered, not v.failures(slo_p99_us)) for v in mine if v.offered]
         passing = [r for r, ok in judged if ok]
         top = max(passing, default=None)
         failing_above = min((r for r, ok in judged if not ok and (top is None or r > top)), default=None)
-        g["what_if"] = (f"what-if --slo-p99-us {slo_p99_us:g} over the search's probes as run (not a search): "
-                        + (f"passing up to {fmt_rate(top)}" if top is not None else "none passes")
-                        + (f", failing from {fmt_rate(failing_above)}" if failing_above is not None else "")
-                        + " (rates of all producers)")
+        g.what_if = (f"what-if --slo-p99-us {slo_p99_us:g} over the search's probes as run (not a search): "
+                     + (f"passing up to {fmt_rate(top)}" if top is not None else "none passes")
+                     + (f", failing from {fmt_rate(failing_above)}" if failing_above is not None else "")
+                     + " (rates of all producers)")
     if others:
-        g["others"] = "; ".join(
+        g.others = "; ".join(
             f"{v.id} at {fmt_rate(v.offered) if v.offered else 'max (unpaced)'}, outside the search: "
             + (("fails: " + "; ".join(t for _, t in f)) if (f := v.failures(slo_p99_us)) else "clean")
             for v in others)
@@ -410,9 +406,9 @@ def _run_id(run_dir: Optional[str]) -> Optional[str]:
     return base[len("run="):] if base.startswith("run=") else base
 
 
-def _flood(v: RunView) -> dict[str, Any]:
-    return {"run": v.id, "send_rate": v.row.get("send_rate"), "recv_rate": v.row.get("recv_rate"),
-            "dropped": v.dropped, "stranded": v.fates["stranded"], "p99_us": v.p99}
+def _flood(v: RunView) -> Flood:
+    return Flood(run=v.id, send_rate=v.row.send_rate, recv_rate=v.row.recv_rate, dropped=v.dropped,
+                 stranded=v.fates["stranded"], p99_us=v.p99)
 
 
 def advice(v: RunView, fails: list[tuple[str, str]], slo_p99_us: Optional[float] = None) -> tuple[str, str]:
@@ -432,10 +428,10 @@ def advice(v: RunView, fails: list[tuple[str, str]], slo_p99_us: Optional[float]
                 f"add producers (now {producers}) to offer {rate}; this is not the system's limit")
     if INCOMPLETE in names:
         return ("the run did not complete", "rerun it")
-    received = f"received {fmt_rate(v.row.get('recv_rate'))} of {fmt_rate((v.offered or 0) * v.copies)} offered"
+    received = f"received {fmt_rate(v.row.recv_rate)} of {fmt_rate((v.offered or 0) * v.copies)} offered"
     if v.serves and names & {LOSS, ACHIEVED, P99}:      # the user's service: its answers, not a pipe of zmqload's
-        answered = (f"your service answered {v.row.get('unique') or 0:,} of {v.row.get('sent') or 0:,} requests "
-                    f"({fmt_rate(v.row.get('recv_rate'))} until its last answer; {rate} requested), "
+        answered = (f"your service answered {v.row.unique or 0:,} of {v.row.sent or 0:,} requests "
+                    f"({fmt_rate(v.row.recv_rate)} until its last answer; {rate} requested), "
                     f"round trip p99 {fmt_us(v.p99)}")
         return (answered, f"a rate below {rate}, or a faster service (more workers behind a broker)")
     if LOSS in names and v.dropped:
@@ -444,7 +440,7 @@ def advice(v: RunView, fails: list[tuple[str, str]], slo_p99_us: Optional[float]
                     ("ZMQ_IMMEDIATE, HWMs and linger do not keep what was in flight at a reset: acknowledge "
                      "end to end, or resend (claims U-6, U-8, docs/HWM-VERDICTS.md)"))
         if v.fates["dropped_tail"] and not (v.fates["dropped_start"] or v.fates["dropped_mid"]):
-            if v.row.get(AMBIGUOUS_TAIL):       # a PUB closed at once: a full pipe or the close (docs/RECORDS.md)
+            if v.row.dropped_tail_ambiguous:       # a PUB closed at once: a full pipe or the close (docs/RECORDS.md)
                 return (f"{v.fates['dropped_tail']:,} lost after the last arrival, at a full pipe or at close ({where})",
                         "keep the producers open until the consumers drained (--close-order after-drain) to tell "
                         "which")
@@ -464,7 +460,7 @@ def advice(v: RunView, fails: list[tuple[str, str]], slo_p99_us: Optional[float]
                 f"faster or more consumers, or a rate below {rate}")
     if P99 in names:
         drained = f"; {v.fates['drained']:,} drained after the producers finished" if v.fates["drained"] else ""
-        return (f"{fmt_us(v.row.get('latency_intended_p99_us') or 0)} p99 with nothing dropped: a backlog "
+        return (f"{fmt_us(v.row.latency_intended.p99 or 0)} p99 with nothing dropped: a backlog "
                 f"({where}{drained}{per_consumer})",
                 f"a rate below {rate}, a smaller HWM (now {hwm}; it bounds the wait but drops instead), "
                 "or faster or more consumers")
@@ -475,13 +471,13 @@ def _hwm(x: object) -> object:
     return "default" if x is None else x
 
 
-def verdict_columns(table: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def verdict_columns(table: list[VerdictGroup]) -> dict[str, dict[str, Any]]:
     """run id -> its group's keys and verdict (VERDICT_COLUMNS), for the summary files."""
     out = {}
     for g in table:
-        cols = {**{f"group_{k}": _plain(v) for k, v in g["keys"].items()},
-                **{c: g.get(c) for c in VERDICT_COLUMNS}}
-        for rid in g["run_ids"]:
+        cols = {**{f"group_{k}": _plain(v) for k, v in g.keys.items()},
+                **{c: getattr(g, c) for c in VERDICT_COLUMNS}}
+        for rid in g.run_ids:
             out[rid] = cols
     return out
 
@@ -490,41 +486,41 @@ def _plain(v: object) -> Union[int, float, str, bool, None]:
     return v if v is None or isinstance(v, (int, float, str, bool)) else str(v)
 
 
-def recommend(table: list[dict[str, Any]], memory_budget: int | None = None, target_rate: float | None = None,
+def recommend(table: list[VerdictGroup], memory_budget: int | None = None, target_rate: float | None = None,
               slo_p99_us: Optional[float] = None) -> list[str]:
     """Plain-words verdicts, one per group with its cause and advice, then the cheapest group
     that carries the target rate cleanly (within the memory budget) when there is a choice.
     `slo_p99_us`: the what-if p99 SLO the verdicts were made with, if any (said)."""
     out = []
     for g in table:
-        line = f"{g['group']}: {g['verdict']}"
-        if g.get("cause"):
-            line += f". Cause: {g['cause']}" + (f". Advice: {g['advice']}" if g.get("advice") else "")
-        if g.get("monotone_note"):
-            line += f". Note: {g['monotone_note']}"
-        if g.get("what_if"):
-            line += f". What-if: {g['what_if']}"
-        if g.get("others"):
-            line += f". Also: {g['others']}"
-        for f in g["max_throughput"]:
-            line += (f". Max throughput test {f['run']}: received {fmt_rate(f['recv_rate'])} "
-                     f"(sent {fmt_rate(f['send_rate'])}), {f['dropped']:,} dropped")
+        line = f"{g.group}: {g.verdict}"
+        if g.cause:
+            line += f". Cause: {g.cause}" + (f". Advice: {g.advice}" if g.advice else "")
+        if g.monotone_note:
+            line += f". Note: {g.monotone_note}"
+        if g.what_if:
+            line += f". What-if: {g.what_if}"
+        if g.others:
+            line += f". Also: {g.others}"
+        for f in g.max_throughput:
+            line += (f". Max throughput test {f.run}: received {fmt_rate(f.recv_rate)} "
+                     f"(sent {fmt_rate(f.send_rate)}), {f.dropped:,} dropped")
         out.append(line + ".")
-    carried = [g for g in table if g["highest_clean_rate"]]
+    carried = [g for g in table if g.highest_clean_rate]
     if len(table) > 1 and carried:
-        target = target_rate or max(g["highest_clean_rate"] for g in carried)
+        target = target_rate or max(g.highest_clean_rate or 0 for g in carried)
         budget = f" within {fmt_bytes(memory_budget)}" if memory_budget else ""
-        fits = [g for g in carried if g["highest_clean_rate"] >= target * 0.999
-                and (memory_budget is None or (g["queued_bytes_at_clean"] or 0) <= memory_budget)]
+        fits = [g for g in carried if (g.highest_clean_rate or 0) >= target * 0.999
+                and (memory_budget is None or (g.queued_bytes_at_clean or 0) <= memory_budget)]
         if fits:
-            pick = min(fits, key=lambda g: g["queued_bytes_at_clean"] or 0)
-            p99 = pick["p99_at_clean_us"]
+            pick = min(fits, key=lambda g: g.queued_bytes_at_clean or 0)
+            p99 = pick.p99_at_clean_us
             what_if = (f" (with the what-if --slo-p99-us {slo_p99_us:g})"
-                       if slo_p99_us is not None and "search" not in pick else "")
-            out.append(f"To carry {fmt_rate(target)}{budget}{what_if}: {pick['group']} ("
-                       f"{'sustainable per its capacity search' if 'search' in pick else 'clean'} at "
-                       f"{fmt_rate(pick['highest_clean_rate'])}, p99 {fmt_us(p99)}, "
-                       f"peak queued {fmt_bytes(pick['queued_bytes_at_clean'])}).")
+                       if slo_p99_us is not None and pick.search is None else "")
+            out.append(f"To carry {fmt_rate(target)}{budget}{what_if}: {pick.group} ("
+                       f"{'sustainable per its capacity search' if pick.search is not None else 'clean'} at "
+                       f"{fmt_rate(pick.highest_clean_rate)}, p99 {fmt_us(p99)}, "
+                       f"peak queued {fmt_bytes(pick.queued_bytes_at_clean)}).")
         else:
             out.append(f"No tested setting carries {fmt_rate(target)} cleanly{budget}.")
     return out

@@ -7,13 +7,14 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError, ExitStatus, ReportInputError, RunError, ZmqloadError
 
 if TYPE_CHECKING:
     from ..analysis.pipeline import Analysis
+    from ..analysis.summary_row import SummaryRow
     from ..analysis.runs import RunInfo
 
 PROG = "zmqload report"
@@ -120,16 +121,16 @@ class Progress:
 
 # The figures that need each kind of record: not computed (None) for a run with an
 # unreadable part of that kind, rather than computed from part of the records.
-NEEDS_RECVS = ("received", "unique", "duplicates", "reordered", "lost", "loss_ratio", "lost_start", "lost_middle",
-               "lost_tail", "recv_rate", "recv_mb_s", "depth_max", "depth_peak_at_s", "depth_mean", "depth_p99",
-               "queued_bytes_max", "queued_bytes_mean", "backlog_went_in", "backlog_came_out")
+NEEDS_RECVS = ("received", "unique", "duplicates", "reordered", "lost", "loss_ratio", "recv_rate", "recv_mb_s",
+               "depth_max", "depth_peak_at_s", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean",
+               "backlog_went_in", "backlog_came_out")
 NEEDS_SENDS = ("attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected", "lost", "loss_ratio",
-               "lost_start", "lost_middle", "lost_tail", "offered_rate", "send_rate", "depth_max", "depth_peak_at_s",
-               "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean")      # and the stall_* latency columns
+               "offered_rate", "send_rate", "depth_max", "depth_peak_at_s", "depth_mean", "depth_p99",
+               "queued_bytes_max", "queued_bytes_mean")      # and the stall_* latency columns
 PARTIAL = " (partial)"      # appended to the status of such a run in the summary
 
 
-def _hit_rows(info: RunInfo, kind: str) -> Callable[[dict[str, Any]], bool]:
+def _hit_rows(info: RunInfo, kind: str) -> Callable[[SummaryRow], bool]:
     """Which summary rows of `info` an unreadable `kind` part touches: the run total always;
     a sends part of producer k, stream k's rows; a recvs part of consumer k, consumer k's
     rows in a fan-out run (elsewhere any consumer may hold any message: every row)."""
@@ -143,9 +144,9 @@ def _hit_rows(info: RunInfo, kind: str) -> Callable[[dict[str, Any]], bool]:
         except (ValueError, IndexError):
             return lambda row: True
     if kind in ("sends", "replies"):        # both written by the stream's producer
-        return lambda row: row["stream"] == ALL or row["stream"] in workers
+        return lambda row: row.stream == ALL or row.stream in workers
     if info.fanout:
-        return lambda row: row["consumer"] == ALL or row["consumer"] in workers
+        return lambda row: row.consumer == ALL or row.consumer in workers
     return lambda row: True
 
 
@@ -161,12 +162,13 @@ def mark_damaged(analysis: Analysis, runs: list[RunInfo]) -> set[str]:
     damaged = {r.run_id: [(_hit_rows(r, kind), cols + (NEEDS_RECVS if kind == "replies" and r.workload.serves else ()))
                           for kind, cols in needs.items() if r.unreadable.get(kind)]
                for r in runs if r.damaged}
-    for row in analysis.summary:
-        for hit, cols in damaged.get(row["run"], ()):
+    for i, row in enumerate(analysis.summary):
+        for hit, cols in damaged.get(row.run, ()):
             if hit(row):
-                if not row["status"].endswith(PARTIAL):
-                    row["status"] += PARTIAL
-                row.update(dict.fromkeys(cols))
+                status = row.status or ""
+                partial = status if status.endswith(PARTIAL) else status + PARTIAL
+                row = replace(row.blanked(cols), status=partial)
+        analysis.summary[i] = row
     analysis.depth = [d for d in analysis.depth if not damaged.get(d["run"])]
     return set(damaged)
 
@@ -210,7 +212,7 @@ def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], 
     damaged = mark_damaged(analysis, runs)
     progress("writing the report")
     # A run with parts left out has no known loss: it cannot show a rate to be clean.
-    run_rows = [r for r in analysis.run_rows() if r["run"] not in damaged]
+    run_rows = [r for r in analysis.run_rows() if r.run not in damaged]
     capacity = capacity_table(run_rows, what_if, runs, searches)
     search_answer.word_groups(capacity, searches)
     warnings += search_answer.disagreements(capacity, run_rows, runs, searches)

@@ -6,13 +6,14 @@ import html
 import os
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate, fmt_us, offered, p99_column
-from ..analysis.metrics import ALL
+from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate, fmt_us, offered
+from ..analysis.summary_row import ALL, SummaryRow
 from . import plots, search_answer
 
 if TYPE_CHECKING:
     from ..analysis.pipeline import Analysis
     from ..analysis.runs import RunInfo
+    from ..analysis.verdict_group import VerdictGroup
     from ..contract.search_record import SearchRecord
 
 CSS = """
@@ -58,9 +59,9 @@ ROUND_TRIP_NOTE = ("Round trip: reply time minus intended send time (req-rep, on
                    "answer (run.json summary.service).")
 
 
-def round_trip_runs(analysis: Analysis) -> list[dict[str, Any]]:
+def round_trip_runs(analysis: Analysis) -> list[SummaryRow]:
     """The run-total rows of the runs that recorded round trips (req-rep)."""
-    return [r for r in analysis.run_rows() if r.get("round_trips")]
+    return [r for r in analysis.run_rows() if r.round_trips]
 
 
 def _e(x: object) -> str:
@@ -79,9 +80,9 @@ def _cell(key: str, v: Any) -> str:
     return _e(plots.nice_number(v))
 
 
-def _one_way(r: dict[str, Any], key: str) -> str:
+def _one_way(r: SummaryRow, key: str) -> str:
     """A one-way latency's cell, with what the hosts' clocks leave uncertain in a placed run."""
-    return _cell(key, r.get(key)) + _e(fmt_clocks(r)).replace(" ", "&nbsp;")
+    return _cell(key, r.column(key)) + _e(fmt_clocks(r)).replace(" ", "&nbsp;")
 
 
 def _hwm(v: Optional[int]) -> str:
@@ -92,7 +93,7 @@ def _img(b64: Optional[str], alt: str) -> str:
     return f'<img alt="{_e(alt)}" src="data:image/png;base64,{b64}">' if b64 else ""
 
 
-def render(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: list[str], warnings: list[str], *,
+def render(analysis: Analysis, capacity: list[VerdictGroup], recommendations: list[str], warnings: list[str], *,
            slo_p99_us: Optional[float], memory_budget: int | None, max_runs_plotted: int = 24,
            searches: Sequence[SearchRecord] = ()) -> str:
     """The page, in the order a person reads it: the answer and its evidence (the capacity
@@ -100,7 +101,7 @@ def render(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: 
     screen, then the runs in one table, then each run's detail folded (<details>: a click opens
     it, no script), then how to read it, folded too."""
     runs = analysis.runs
-    run_rows = {r["run"]: r for r in analysis.run_rows()}
+    run_rows = {r.run: r for r in analysis.run_rows()}
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     out = [f"<!doctype html><html><head><meta charset='utf-8'>"
            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
@@ -121,7 +122,7 @@ def render(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: 
         out.append("<p class='note'>Reordering was not measured (it sorts every record; use --reorder on).</p>")
     out.append("<h2>Per run</h2><p class='note'>Each run's fates, latency and plots: click a run to open it.</p>")
     for i, info in enumerate(runs):
-        out += run_detail(analysis, info, run_rows.get(info.run_id, {}), capacity, plotted=i < max_runs_plotted)
+        out += run_detail(analysis, info, run_rows.get(info.run_id), capacity, plotted=i < max_runs_plotted)
     if len(runs) > max_runs_plotted:
         out.append(f"<p class='note'>Plots shown for the first {max_runs_plotted} runs only.</p>")
     out.append(READING)
@@ -134,29 +135,30 @@ def _scroll(table: str) -> str:
     return f"<div class='scroll'>{table}</div>"
 
 
-def runs_table(analysis: Analysis, capacity: list[dict[str, Any]]) -> list[str]:
+def runs_table(analysis: Analysis, capacity: list[VerdictGroup]) -> list[str]:
     """One row per run: what it was, what it carried, its verdict (last: tests read it there).
     The fate breakdown and p99.9 are in each run's detail and in summary.md; few columns, so it
     fits a 900 px window."""
-    run_rows = {r["run"]: r for r in analysis.run_rows()}
-    group_of = {rid: g["group"] for g in capacity for rid in g["run_ids"]}
-    keys = ", ".join(capacity[0]["key_names"]) if capacity else ""
+    run_rows = {r.run: r for r in analysis.run_rows()}
+    group_of = {rid: g.group for g in capacity for rid in g.run_ids}
+    keys = ", ".join(capacity[0].key_names) if capacity else ""
     out = ["<h2>Runs</h2>", "<div class='scroll'><table><tr><th class='l'>run</th><th>status</th>"
            f"<th class='l'>group ({_e(keys or 'one setting')})</th><th class='l'>setting</th><th>offered/s</th>"
            "<th>throughput/s</th><th>loss %</th>"
            "<th>p99</th><th>queue peak, msgs (memory)</th><th>verdict</th></tr>"]
     for info in analysis.runs:
-        r = run_rows.get(info.run_id, {})
+        found = run_rows.get(info.run_id)
+        r = found or SummaryRow(run=info.run_id)        # no row: blank cells, as for a run without records
         status = info.status.value + ("<span class='tag'>interrupted</span>" if info.interrupted else "")
-        loss = r.get("loss_ratio")
+        loss = r.loss_ratio
         loss_cls = "ok" if loss == 0 else "bad" if loss else ""
         out.append(
             f"<tr><td class='l'><a href='#{_e(info.run_id)}'>{_e(info.run_id)}</a></td><td>{status}</td>"
             f"<td class='l'>{_e(group_of.get(info.run_id, '-'))}</td>"
-            f"<td class='l'>{_e(r.get('pattern'))} {_e(r.get('transport'))} {_e(r.get('size'))}&nbsp;B, HWM "
-            f"{_hwm(r.get('sndhwm'))}/{_hwm(r.get('rcvhwm'))}</td><td>{offered_cell(r)}</td>"
-            f"<td>{fmt_rate(r.get('recv_rate'))}</td><td class='{loss_cls}'>{_cell('loss_ratio', loss)}</td>"
-            f"<td>{_one_way(r, p99_column(r))}</td><td>{queue_cell(r)}</td>"
+            f"<td class='l'>{_e(r.pattern)} {_e(r.transport)} {_e(r.size)}&nbsp;B, HWM "
+            f"{_hwm(r.sndhwm)}/{_hwm(r.rcvhwm)}</td><td>{offered_cell(found)}</td>"
+            f"<td>{fmt_rate(r.recv_rate)}</td><td class='{loss_cls}'>{_cell('loss_ratio', loss)}</td>"
+            f"<td>{_one_way(r, r.judged_p99_column)}</td><td>{queue_cell(r)}</td>"
             f"<td>{verdict_cell(capacity, info.run_id)}</td></tr>")
     out.append("</table></div>")
     rtt_rows = round_trip_runs(analysis)
@@ -164,25 +166,25 @@ def runs_table(analysis: Analysis, capacity: list[dict[str, Any]]) -> list[str]:
         out.append("<h3>Round trips and answers</h3><div class='scroll'><table><tr><th class='l'>run</th>"
                    + "".join(f"<th>{h}</th>" for _, h in ROUND_TRIP_COLUMNS) + "</tr>")
         for r in rtt_rows:
-            out.append(f"<tr><td class='l'>{_e(r['run'])}</td>"
-                       + "".join(f"<td>{_cell(k, r.get(k))}</td>" for k, _ in ROUND_TRIP_COLUMNS) + "</tr>")
+            out.append(f"<tr><td class='l'>{_e(r.run)}</td>"
+                       + "".join(f"<td>{_cell(k, r.column(k))}</td>" for k, _ in ROUND_TRIP_COLUMNS) + "</tr>")
         out.append(f"</table></div><p class='note'>{ROUND_TRIP_NOTE}</p>")
     return out
 
 
-def _digest(info: RunInfo, r: dict[str, Any], capacity: list[dict[str, Any]]) -> str:
+def _digest(info: RunInfo, r: Optional[SummaryRow], capacity: list[VerdictGroup]) -> str:
     """A run's line while folded: what it offered and carried, its loss, p99 and verdict."""
-    if not r.get("received") and not r.get("attempted"):
+    if r is None or (not r.received and not r.attempted):
         return "no records"
-    loss = r.get("loss_ratio")
+    loss = r.loss_ratio
     return (f"{_e(info.status.value)} &middot; {_e(info.record.workload.pattern)} &middot; offered "
-            f"{offered_cell(r)} &middot; throughput {fmt_rate(r.get('recv_rate'))} &middot; loss "
+            f"{offered_cell(r)} &middot; throughput {fmt_rate(r.recv_rate)} &middot; loss "
             f"{_cell('loss_ratio', loss)}% &middot; p99 "
-            f"{_one_way(r, p99_column(r))}"
+            f"{_one_way(r, r.judged_p99_column)}"
             f" &middot; {verdict_cell(capacity, info.run_id)}")
 
 
-def run_detail(analysis: Analysis, info: RunInfo, r: dict[str, Any], capacity: list[dict[str, Any]], *,
+def run_detail(analysis: Analysis, info: RunInfo, r: Optional[SummaryRow], capacity: list[VerdictGroup], *,
                plotted: bool) -> list[str]:
     """One run, folded: its settings, fates table, latency table and plots inside <details>."""
     out = [f"<details><summary><h3 id='{_e(info.run_id)}'>{_e(info.run_id)}"
@@ -195,16 +197,16 @@ def run_detail(analysis: Analysis, info: RunInfo, r: dict[str, Any], capacity: l
                f"SNDHWM {_hwm(w.sndhwm)}, RCVHWM {_hwm(w.rcvhwm)}, linger "
                f"{'default' if w.linger_ms is None else _e(w.linger_ms) + ' ms'}; "
                f"libzmq {_e(info.record.versions.libzmq)}.</p>")
-    if not r.get("received") and not r.get("attempted"):
+    if r is None or (not r.received and not r.attempted):
         out.append("<p class='bad'>No records in this run.</p></details>")
         return out
-    rows = [s for s in analysis.summary if s["run"] == info.run_id]
-    unpaced = not r.get("rate_per_producer")
-    fates = [(k, h) for k, h in FATE_COLUMNS if any(s.get(k) for s in rows)]
+    rows = [s for s in analysis.summary if s.run == info.run_id]
+    unpaced = not r.rate_per_producer
+    fates = [(k, h) for k, h in FATE_COLUMNS if any(s.column(k) for s in rows)]
     columns = ROW_COLUMNS + fates + TAIL_COLUMNS
     out.append("<div class='scroll'><table><tr>" + "".join(f"<th>{h}</th>" for _, h in columns) + "</tr>")
     for s in rows:
-        out.append("<tr>" + "".join(f"<td>{'unpaced' if k == 'offered_rate' and unpaced else _cell(k, s.get(k))}</td>"
+        out.append("<tr>" + "".join(f"<td>{'unpaced' if k == 'offered_rate' and unpaced else _cell(k, s.column(k))}</td>"
                                     for k, _ in columns) + "</tr>")
     shown = ", ".join(h for _, h in fates)
     out.append("</table></div><p class='note'>Messages; rates per second" + (f"; fates: {_e(shown)}" if fates else "")
@@ -215,13 +217,13 @@ def run_detail(analysis: Analysis, info: RunInfo, r: dict[str, Any], capacity: l
     for m in LAT_METRICS:
         out.append(f"<tr><td class='l'>{_e(plots.LABELS[m])}</td>" +
                    "".join(f"<td>{_one_way(r, f'{m}_{k}_us')}</td>" for k, _ in LAT_COLUMNS) +
-                   (f"<td rowspan={len(LAT_METRICS)}>{_cell('x', r.get('depth_max'))} / "
-                    f"{_cell('x', r.get('depth_mean'))} / {_cell('x', r.get('depth_p99'))}</td>"
-                    f"<td rowspan={len(LAT_METRICS)}>{fmt_bytes(r.get('queued_bytes_max'))}</td>"
+                   (f"<td rowspan={len(LAT_METRICS)}>{_cell('x', r.depth_max)} / "
+                    f"{_cell('x', r.depth_mean)} / {_cell('x', r.depth_p99)}</td>"
+                    f"<td rowspan={len(LAT_METRICS)}>{fmt_bytes(r.queued_bytes_max)}</td>"
                     if m == "latency_intended" else "") + "</tr>")
-    if r.get("round_trips"):
-        out.append(f"<tr><td class='l'>round trip (req-rep, {_cell('x', r['round_trips'])} replies)</td>" +
-                   "".join(f"<td>{_cell(f'round_trip_{k}_us', r.get(f'round_trip_{k}_us'))}</td>"
+    if r.round_trips:
+        out.append(f"<tr><td class='l'>round trip (req-rep, {_cell('x', r.round_trips)} replies)</td>" +
+                   "".join(f"<td>{_cell(f'round_trip_{k}_us', r.column(f'round_trip_{k}_us'))}</td>"
                            for k, _ in LAT_COLUMNS) + "</tr>")
     out.append("</table></div>")
     if plotted:
@@ -230,7 +232,7 @@ def run_detail(analysis: Analysis, info: RunInfo, r: dict[str, Any], capacity: l
                         "throughput"))
         out.append(_img(plots.latency_curve(analysis.hist, info.run_id), "latency percentiles"))
         out.append(_img(plots.queue_depth(analysis.depth, info.run_id, analysis.window_ns, t0,
-                                          (r.get("depth_max"), r.get("depth_peak_at_s"))), "queue depth"))
+                                          (r.depth_max, r.depth_peak_at_s)), "queue depth"))
         out += where_and_when(analysis, info)
     out.append("</details>")
     return out
@@ -266,11 +268,11 @@ READING = (
     "<li>Latency across hosts is only meaningful with synchronised clocks.</li></ul></details>")
 
 
-def slo_lines(capacity: list[dict[str, Any]], slo_p99_us: Optional[float]) -> list[str]:
+def slo_lines(capacity: list[VerdictGroup], slo_p99_us: Optional[float]) -> list[str]:
     """What the runs were judged by (the SLOs each was made under: analysis/verdicts.py; the
     verdicts open with it), and the what-if, labelled as one, when --slo-p99-us was given (the
     page opens with it)."""
-    judged = sorted({text for g in capacity for text in g.get("judged_by", ())})
+    judged = sorted({text for g in capacity for text in g.judged_by})
     out = ["<p class='sub'>Runs judged by the SLOs they were made under (the rules of <code>run</code> and "
            "<code>capacity</code>): " + ("; ".join(_e(t) for t in judged) or "-") + ".</p>"]
     if slo_p99_us is not None:
@@ -280,19 +282,19 @@ def slo_lines(capacity: list[dict[str, Any]], slo_p99_us: Optional[float]) -> li
     return out
 
 
-def verdict_cell(capacity: list[dict[str, Any]], run_id: str) -> str:
+def verdict_cell(capacity: list[VerdictGroup], run_id: str) -> str:
     """The run's judgement (the one judge, analysis/verdicts.py): pass, or what broke."""
     for g in capacity:
-        if run_id in g.get("judged", {}):
-            broke = g["judged"][run_id]
+        if run_id in g.judged:
+            broke = g.judged[run_id]
             return "<span class='ok'>pass</span>" if not broke else f"<span class='bad'>{_e('+'.join(broke))}</span>"
     return "-"
 
 
-def queue_cell(r: dict[str, Any]) -> str:
+def queue_cell(r: SummaryRow) -> str:
     """The queue's peak in messages (measure/queue_replay.py) and the memory it held."""
-    peak = r.get("depth_max")
-    return "-" if peak is None else f"{peak:,} ({fmt_bytes(r.get('queued_bytes_max')).replace(' ', '&nbsp;')})"
+    peak = r.depth_max
+    return "-" if peak is None else f"{peak:,} ({fmt_bytes(r.queued_bytes_max).replace(' ', '&nbsp;')})"
 
 
 def search_section(searches: Sequence[SearchRecord]) -> list[str]:
@@ -367,24 +369,24 @@ def _search_cell(key: str, row: dict[str, Any], cells: dict[str, str]) -> str:
     return f"<td>{_e(cells[key])}</td>"
 
 
-def offered_to_consumers(r: Optional[dict[str, Any]]) -> Optional[float]:
+def offered_to_consumers(r: Optional[SummaryRow]) -> Optional[float]:
     """The offered rate of a run as its consumers see it: a fan-out run offers every message
     to each consumer, so received/s and offered/s compare."""
-    if not r:
+    if r is None:
         return None
     rate: Optional[float] = offered(r)
-    return None if rate is None else rate * ((r.get("consumers") or 1) if r.get("fanout") else 1)
+    return None if rate is None else rate * ((r.consumers or 1) if r.fanout else 1)
 
 
-def offered_cell(r: Optional[dict[str, Any]]) -> str:
+def offered_cell(r: Optional[SummaryRow]) -> str:
     """The offered rate of a paced run; an unpaced run offers none (a max-throughput test)."""
-    if not r:
+    if r is None:
         return "-"
     o = offered_to_consumers(r)
     return fmt_rate(o) if o else "max (unpaced)"
 
 
-def capacity_section(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: list[str],
+def capacity_section(analysis: Analysis, capacity: list[VerdictGroup], recommendations: list[str],
                      slo_p99_us: Optional[float], answer: bool = True, judged_by: str = "") -> list[str]:
     """The verdict per group: what the runs were judged by, the sentences (the page's answer when
     no search gave one), the curves, then a table naming the grouping keys and how the runs were
@@ -406,21 +408,21 @@ def capacity_section(analysis: Analysis, capacity: list[dict[str, Any]], recomme
                    f"tested ({_e(', '.join(hwm_data['labels']))}).</p>")     # a plot of zeros says no more
     elif hwm_data:
         out.append("<h3>Loss vs high-water mark</h3>" + _img(plots.loss_vs_hwm(rows, capacity), "loss vs HWM"))
-    keys = capacity[0]["key_names"] if capacity else []
+    keys = capacity[0].key_names if capacity else []
     out.append("<div class='scroll'><table><tr>" + "".join(f"<th class='l'>{_e(k)}</th>" for k in keys) +
                "<th>runs</th><th>rates tested</th><th>highest clean rate</th><th>lowest failing rate</th>"
                "<th class='l'>failed SLO</th><th>p99 at clean</th><th>peak queued at clean</th>"
                "<th class='l'>cause; advice</th><th class='l'>max throughput (unpaced)</th></tr>")
     for g in capacity:
-        flood = "; ".join(f"{fmt_rate(f['recv_rate'])} received" for f in g["max_throughput"]) or "-"
-        slo = _e(g["failed_slo"] or "-") + ("" if g["monotone"] else " <span class='tag'>not monotone</span>")
-        out.append("<tr>" + "".join(f"<td class='l'>{_hwm(g['keys'][k])}</td>" for k in keys) +
-                   f"<td>{g['runs']}</td>"
-                   f"<td class='l'>{_e(', '.join(fmt_rate(r) for r in g['rates_tested']) or '-')}</td>"
-                   f"<td>{fmt_rate(g['highest_clean_rate'])}</td><td>{fmt_rate(g['lowest_failing_rate'])}</td>"
-                   f"<td class='l'>{slo}</td><td>{_cell('p99_us', g['p99_at_clean_us'])}</td>"
-                   f"<td>{fmt_bytes(g['queued_bytes_at_clean'])}</td>"
-                   f"<td class='l'>{_e('; '.join(t for t in (g['cause'], g['advice']) if t) or '-')}</td>"
+        flood = "; ".join(f"{fmt_rate(f.recv_rate)} received" for f in g.max_throughput) or "-"
+        slo = _e(g.failed_slo or "-") + ("" if g.monotone else " <span class='tag'>not monotone</span>")
+        out.append("<tr>" + "".join(f"<td class='l'>{_hwm(g.keys[k])}</td>" for k in keys) +
+                   f"<td>{g.runs}</td>"
+                   f"<td class='l'>{_e(', '.join(fmt_rate(r) for r in g.rates_tested) or '-')}</td>"
+                   f"<td>{fmt_rate(g.highest_clean_rate)}</td><td>{fmt_rate(g.lowest_failing_rate)}</td>"
+                   f"<td class='l'>{slo}</td><td>{_cell('p99_us', g.p99_at_clean_us)}</td>"
+                   f"<td>{fmt_bytes(g.queued_bytes_at_clean)}</td>"
+                   f"<td class='l'>{_e('; '.join(t for t in (g.cause, g.advice) if t) or '-')}</td>"
                    f"<td class='l'>{_e(flood)}</td></tr>")
     what_if = (f" The what-if p99 &le; {slo_p99_us:g} &micro;s (--slo-p99-us) stands in for the runs' own p99 SLO "
                "in the verdicts that say so." if slo_p99_us is not None else "")

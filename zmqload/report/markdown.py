@@ -7,12 +7,14 @@ import os
 import textwrap
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate, p99_column
+from ..analysis.summary_row import SummaryRow
+from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate
 from . import search_answer
 from .html import ROUND_TRIP_COLUMNS, offered_cell, round_trip_runs
 
 if TYPE_CHECKING:
     from ..analysis.pipeline import Analysis
+    from ..analysis.verdict_group import VerdictGroup
     from ..contract.search_record import SearchRecord
 
 SUMMARY_FILE = "summary.md"
@@ -25,16 +27,16 @@ def _f(x: Optional[float], fmt: str = "{:.0f}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
-def _status(r: dict[str, Any]) -> str:
-    return f"{r.get('status')}{' (interrupted)' if r.get('interrupted') else ''}"
+def _status(r: SummaryRow) -> str:
+    return f"{r.status}{' (interrupted)' if r.interrupted else ''}"
 
 
-def _loss(r: dict[str, Any]) -> str:
-    loss = r.get("loss_ratio")
+def _loss(r: SummaryRow) -> str:
+    loss = r.loss_ratio
     return _f(None if loss is None else 100 * loss, "{:.3g}")
 
 
-def summary(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: list[str], out_dir: str,
+def summary(analysis: Analysis, capacity: list[VerdictGroup], recommendations: list[str], out_dir: str,
             searches: Sequence[SearchRecord] = ()) -> str:
     """Writes every table to `out_dir`/summary.md; returns the short summary the report prints."""
     write(out_dir, full(analysis, capacity, recommendations, out_dir, searches))
@@ -55,10 +57,10 @@ def _answers(searches: Sequence[SearchRecord]) -> list[str]:
     return [search_answer.sentence(s, doc) for doc in searches for s in doc.searches]
 
 
-def full(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: list[str], out_dir: str,
+def full(analysis: Analysis, capacity: list[VerdictGroup], recommendations: list[str], out_dir: str,
          searches: Sequence[SearchRecord] = ()) -> str:
     """The whole report in Markdown: summary.md."""
-    group_of = {rid: g["group"] for g in capacity for rid in g["run_ids"]}
+    group_of = {rid: g.group for g in capacity for rid in g.run_ids}
     lines = ["# zmqload report", ""]
     answers = _answers(searches)
     if answers:         # the capacity search's answer comes first
@@ -68,29 +70,29 @@ def full(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: li
              "| run | status | group | pattern/transport | size | offered | throughput | loss % | drained | dropped | stranded | sender drops | p99 us | p99.9 us | peak queued |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in analysis.run_rows():
-        lines.append(f"| {r['run']} | {_status(r)} | "
-                     f"{group_of.get(r['run'], '-')} | "
-                     f"{r.get('pattern')}/{r.get('transport')} | {r.get('size')} | {offered_cell(r)} | "
-                     f"{fmt_rate(r.get('recv_rate'))} | {_loss(r)} | "
-                     f"{_f(r.get('drained'), '{}')} | {_f(r.get('dropped'), '{}')} | {_f(r.get('stranded'), '{}')} | "
-                     f"{_f(r.get('dropped_sender'), '{}')} | {_f(r.get('latency_intended_p99_us'))}{fmt_clocks(r)} | "
-                     f"{_f(r.get('latency_intended_p99_9_us'))}{fmt_clocks(r)} | {fmt_bytes(r.get('queued_bytes_max'))} |")
+        lines.append(f"| {r.run} | {_status(r)} | "
+                     f"{group_of.get(r.run, '-')} | "
+                     f"{r.pattern}/{r.transport} | {r.size} | {offered_cell(r)} | "
+                     f"{fmt_rate(r.recv_rate)} | {_loss(r)} | "
+                     f"{_f(r.drained, '{}')} | {_f(r.dropped, '{}')} | {_f(r.stranded, '{}')} | "
+                     f"{_f(r.dropped_sender, '{}')} | {_f(r.latency_intended.p99)}{fmt_clocks(r)} | "
+                     f"{_f(r.latency_intended.p99_9)}{fmt_clocks(r)} | {fmt_bytes(r.queued_bytes_max)} |")
     rtt_rows = round_trip_runs(analysis)
     if rtt_rows:
         lines += ["", "## Round trips and answers (req-rep; round trips from the intended send time, us)", "",
                   "| run | " + " | ".join(h for _, h in ROUND_TRIP_COLUMNS) + " |",
                   "|---|" + "---|" * len(ROUND_TRIP_COLUMNS)]
-        lines += [f"| {r['run']} | " + " | ".join(_f(r.get(k)) for k, _ in ROUND_TRIP_COLUMNS) + " |"
+        lines += [f"| {r.run} | " + " | ".join(_f(r.column(k)) for k, _ in ROUND_TRIP_COLUMNS) + " |"
                   for r in rtt_rows]
     if capacity:
-        keys = ", ".join(capacity[0]["key_names"]) or "nothing (one setting)"
+        keys = ", ".join(capacity[0].key_names) or "nothing (one setting)"
         lines += ["", "## Capacity verdicts", "", f"Grouped by: {keys}", ""]
         lines += [f"- {rec}" for rec in recommendations]
     lines += ["", f"Report: {out_dir}/index.html (also summary.parquet, summary.csv, capacity.json)"]
     return "\n".join(lines)
 
 
-def terminal(analysis: Analysis, capacity: list[dict[str, Any]], recommendations: list[str], out_dir: str,
+def terminal(analysis: Analysis, capacity: list[VerdictGroup], recommendations: list[str], out_dir: str,
              searches: Sequence[SearchRecord] = ()) -> str:
     """The short summary: the answers, a narrow runs table, the verdicts, where the rest is."""
     lines = ["# zmqload report", ""]
@@ -102,7 +104,7 @@ def terminal(analysis: Analysis, capacity: list[dict[str, Any]], recommendations
     if len(rows) > RUNS_SHOWN:
         lines.append(f"(and {len(rows) - RUNS_SHOWN} more: {SUMMARY_FILE})")
     if capacity:
-        keys = ", ".join(capacity[0]["key_names"]) or "nothing (one setting)"
+        keys = ", ".join(capacity[0].key_names) or "nothing (one setting)"
         lines += ["", "## Capacity verdicts", "", wrap(f"Grouped by: {keys}"), ""]
         lines += [wrap(f"- {rec}") for rec in recommendations]
     tables = "every table: fates, latency, round trips" + (", the search's table" if answers else "")
@@ -122,11 +124,11 @@ def wrap(text: str) -> str:
 RUN_COLUMNS = ("run", "status", "offered", "throughput", "loss %", "p99 us")
 
 
-def runs_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+def runs_table(rows: Sequence[SummaryRow]) -> list[str]:
     """The terminal's runs table: a few columns, run ids cut at the front (keeping their
     distinctive end) where a row would be wider than WIDTH."""
-    cells = [[str(r["run"]), _status(r), offered_cell(r), fmt_rate(r.get("recv_rate")), _loss(r),
-              _f(r.get(p99_column(r))) + fmt_clocks(r)] for r in rows]
+    cells = [[str(r.run), _status(r), offered_cell(r), fmt_rate(r.recv_rate), _loss(r),
+              _f(r.judged_p99_us) + fmt_clocks(r)] for r in rows]
     others = max((sum(len(c) for c in row[1:]) for row in cells), default=0)
     room = max(12, WIDTH - others - 3 * len(RUN_COLUMNS) - 1)      # "| " + " | " between + " |"
     for row in cells:

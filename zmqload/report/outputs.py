@@ -3,6 +3,7 @@ verdict of the run's group; capacity.json: the verdicts, one per group; topics.p
 (runs with --topics): one row per (run, topic, consumer)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from typing import Any, Sequence
@@ -13,6 +14,8 @@ import pyarrow.parquet as pq
 
 from ..analysis.verdicts import VERDICT_COLUMNS, verdict_columns
 from ..analysis.pipeline import SUMMARY
+from ..analysis.summary_row import SummaryRow
+from ..analysis.verdict_group import VerdictGroup
 from ..contract.search_record import SearchRecord
 from . import search_answer
 
@@ -32,10 +35,11 @@ def _column(name: str, vals: list[Any]) -> pa.Array:
         return pa.array([None if v is None else str(v) for v in vals], type=pa.string())
 
 
-def summary_table(rows: list[dict[str, Any]], capacity: list[dict[str, Any]] | None = None) -> pa.Table:
+def summary_table(rows: list[SummaryRow], capacity: list[VerdictGroup] | None = None) -> pa.Table:
+    flat = [r.columns() for r in rows]
     cols = {}
     for f in SUMMARY.arrow:
-        vals = [r.get(f.name) for r in rows]
+        vals = [r[f.name] for r in flat]
         if pa.types.is_floating(f.type):
             vals = [None if v is None else float(v) for v in vals]
         elif pa.types.is_integer(f.type):
@@ -43,9 +47,9 @@ def summary_table(rows: list[dict[str, Any]], capacity: list[dict[str, Any]] | N
         cols[f.name] = pa.array(vals, type=f.type)
     if capacity:
         by_run = verdict_columns(capacity)
-        names = [n for g in capacity for n in (f"group_{k}" for k in g["key_names"])]
+        names = [n for g in capacity for n in (f"group_{k}" for k in g.key_names)]
         for name in list(dict.fromkeys(names)) + list(VERDICT_COLUMNS):
-            vals = [by_run.get(str(r.get("run")), {}).get(name) for r in rows]
+            vals = [by_run.get(str(r.run), {}).get(name) for r in rows]
             cols[name] = pa.array(vals, type=_TYPES[name]) if name in _TYPES else _column(name, vals)
     return pa.table(cols)
 
@@ -64,16 +68,22 @@ def write_topics(rows: list[dict[str, Any]], out_dir: str) -> None:
     pacsv.write_csv(table, os.path.join(out_dir, "topics.csv"))
 
 
-def capacity_json(capacity: list[dict[str, Any]], slo_p99_us: float | None = None,
+def _group_json(g: VerdictGroup) -> dict[str, Any]:
+    """capacity.json's form of a group: its keys, then CAPACITY_FIELDS."""
+    fields = {k: getattr(g, k) for k in CAPACITY_FIELDS}
+    fields["max_throughput"] = [dataclasses.asdict(f) for f in g.max_throughput]
+    return {"keys": g.keys, **fields}
+
+
+def capacity_json(capacity: list[VerdictGroup], slo_p99_us: float | None = None,
                   searches: Sequence[SearchRecord] = ()) -> dict[str, Any]:
     """The verdicts per group and, for a capacity search's directory, its table per combination
     (report/search_answer.table: max sustainable rate with its memory and latency cost)."""
-    return {"slo_p99_us": slo_p99_us, "groups": [
-        {"keys": g["keys"], **{k: g.get(k) for k in CAPACITY_FIELDS}} for g in capacity],
-        "searches": search_answer.table(list(searches))}
+    return {"slo_p99_us": slo_p99_us, "groups": [_group_json(g) for g in capacity],
+            "searches": search_answer.table(list(searches))}
 
 
-def write_summary(rows: list[dict[str, Any]], out_dir: str, capacity: list[dict[str, Any]] | None = None,
+def write_summary(rows: list[SummaryRow], out_dir: str, capacity: list[VerdictGroup] | None = None,
                   slo_p99_us: float | None = None, searches: Sequence[SearchRecord] = ()) -> None:
     table = summary_table(rows, capacity)
     pq.write_table(table, os.path.join(out_dir, "summary.parquet"))

@@ -18,7 +18,8 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..analysis.verdicts import fmt_rate, fmt_us, key_text, offered  # noqa: E402
-from ..analysis.metrics import ALL  # noqa: E402
+from ..analysis.summary_row import ALL, SummaryRow  # noqa: E402
+from ..analysis.verdict_group import VerdictGroup  # noqa: E402
 from ..contract.fates import TAIL_AMBIGUOUS, TAIL_MID_RUN  # noqa: E402
 from ..contract.histogram import bucket_value  # noqa: E402
 from ..contract.run_record import RunRecord  # noqa: E402
@@ -66,7 +67,7 @@ SERIES = {"offered": ("offered (by intended time)", "t_first_intended_ns", "t_la
           "received": ("received", "t_first_recv_ns", "t_last_recv_ns")}
 
 
-def throughput_series(rates: list[dict[str, Any]], run: str, window_ns: int, row: dict[str, Any] | None = None,
+def throughput_series(rates: list[dict[str, Any]], run: str, window_ns: int, row: SummaryRow | None = None,
                       t0_ns: int | None = None) -> dict[str, Any]:
     """The throughput plot's data: per series (offered, sent, received), the window edges in
     seconds since t0 (default: the first intended send) and the rate in each window.
@@ -81,7 +82,7 @@ def throughput_series(rates: list[dict[str, Any]], run: str, window_ns: int, row
     rows = [r for r in rates if r["run"] == run]
     if not rows:
         return {"window_ns": window_ns, "series": {}}
-    row = row or {}
+    row = row or SummaryRow(run=run)
     counts: dict[str, defaultdict[int, int]] = {k: defaultdict(int) for k in SERIES}
     for r in rows:
         for k in SERIES:
@@ -91,14 +92,14 @@ def throughput_series(rates: list[dict[str, Any]], run: str, window_ns: int, row
     factor = max(1, math.ceil((last_w - first_w + 1) / MOST_STEPS))
     width = window_ns * factor
     origin = first_w * window_ns
-    t0 = t0_ns if t0_ns is not None else row.get("t_first_intended_ns") or origin
+    t0 = t0_ns if t0_ns is not None else row.t_first_intended_ns or origin
     series = {}
     for k, (_, first_key, last_key) in SERIES.items():
         per = counts[k]
         windows = [w for w, n in per.items() if n]
         if not windows:
             continue
-        first, last = row.get(first_key), row.get(last_key)
+        first, last = row.column(first_key), row.column(last_key)
         start: int = first if first is not None else min(windows) * window_ns
         end: int = last + 1 if last is not None else (max(windows) + 1) * window_ns
         start = min(start, (min(windows) + 1) * window_ns - 1)     # the span holds every counted window
@@ -123,7 +124,7 @@ def throughput_series(rates: list[dict[str, Any]], run: str, window_ns: int, row
     return {"window_ns": width, "series": series}
 
 
-def throughput(rates: list[dict[str, Any]], run: str, window_ns: int, row: dict[str, Any] | None = None,
+def throughput(rates: list[dict[str, Any]], run: str, window_ns: int, row: SummaryRow | None = None,
                t0_ns: int | None = None, paced: bool = True) -> Optional[str]:
     """The throughput plot; an unpaced run (`paced` False) offers no rate: no offered line."""
     data = throughput_series(rates, run, window_ns, row, t0_ns)
@@ -285,47 +286,47 @@ def queue_depth(depth: list[dict[str, Any]], run: str, window_ns: int, t0_ns: in
     return _png(fig)
 
 
-def _group_of(capacity: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _group_of(capacity: list[VerdictGroup]) -> dict[str, VerdictGroup]:
     """run id -> its group (capacity.capacity_table)."""
-    return {rid: g for g in capacity for rid in g["run_ids"]}
+    return {rid: g for g in capacity for rid in g.run_ids}
 
 
-def loss_vs_hwm_series(run_rows: list[dict[str, Any]], capacity: list[dict[str, Any]]) -> dict[str, Any] | None:
+def loss_vs_hwm_series(run_rows: list[SummaryRow], capacity: list[VerdictGroup]) -> dict[str, Any] | None:
     """The loss-vs-HWM plot's data: the HWM settings tested (the x categories, in order) and
     one series per setup (every other grouping key and the offered rate), each a list of
     (category index, loss %) where loss = lost + refused by the sender, % of attempted.
     Points of one series only are ever joined. None without an HWM among the grouping keys, or
     with one HWM setting among the paced runs (nothing to compare)."""
     hwm_keys = [k for k in ("sndhwm", "rcvhwm", "proxy_sndhwm", "proxy_rcvhwm")
-                if capacity and k in capacity[0]["key_names"]]
+                if capacity and k in capacity[0].key_names]
     if not hwm_keys:
         return None
     group = _group_of(capacity)
-    rows = [r for r in run_rows if r.get("expected") and offered(r) and r["run"] in group]
+    rows = [r for r in run_rows if r.expected and offered(r) and r.run in group]
 
     def hwm_sort(keys: dict[str, Any]) -> tuple[tuple[bool, Any], ...]:       # numeric order, libzmq's default last
         return tuple((keys[k] is None, keys[k] or 0) for k in hwm_keys)
-    settings = sorted({tuple((k, group[r["run"]]["keys"][k]) for k in hwm_keys) for r in rows},
+    settings = sorted({tuple((k, group[r.run].keys[k]) for k in hwm_keys) for r in rows},
                       key=lambda t: hwm_sort(dict(t)))
     if len(settings) < 2:       # one HWM among the paced runs: nothing to compare along the axis
         return None
     labels = [", ".join(key_text(k, v) for k, v in t) for t in settings]
     series: defaultdict[str, list[tuple[int, float]]] = defaultdict(list)
     for r in rows:
-        keys = group[r["run"]]["keys"]
+        keys = group[r.run].keys
         rest = ", ".join(key_text(k, v) for k, v in keys.items() if k not in hwm_keys)
         name = f"{rest + ' ' if rest else ''}@ {fmt_rate(offered(r))}"
-        refused = r.get("dropped_sender") or 0
-        loss = 100 * ((r.get("lost") or 0) + refused) / max(r["expected"] + refused, 1)
+        refused = r.dropped_sender or 0
+        loss = 100 * ((r.lost or 0) + refused) / max((r.expected or 0) + refused, 1)
         series[name].append((settings.index(tuple((k, keys[k]) for k in hwm_keys)), loss))
     return {"labels": labels, "series": {name: sorted(pts) for name, pts in sorted(series.items())},
-            "keys": [k for k in capacity[0]["key_names"] if k not in hwm_keys]}
+            "keys": [k for k in capacity[0].key_names if k not in hwm_keys]}
 
 
 MARKERS = "osD^vP*Xh<>"
 
 
-def loss_vs_hwm(run_rows: list[dict[str, Any]], capacity: list[dict[str, Any]]) -> Optional[str]:
+def loss_vs_hwm(run_rows: list[SummaryRow], capacity: list[VerdictGroup]) -> Optional[str]:
     """Loss of paced runs against the HWM settings, one series per setup; series are
     shifted sideways a little and marked differently, so equal values stay visible."""
     data = loss_vs_hwm_series(run_rows, capacity)
@@ -354,20 +355,20 @@ def loss_vs_hwm(run_rows: list[dict[str, Any]], capacity: list[dict[str, Any]]) 
     return _png(fig)
 
 
-def capacity_curves(run_rows: list[dict[str, Any]], slo_p99_us: Optional[float], capacity: list[dict[str, Any]],
+def capacity_curves(run_rows: list[SummaryRow], slo_p99_us: Optional[float], capacity: list[VerdictGroup],
                     own_p99_us: Sequence[float] = ()) -> Optional[str]:
     """Achieved vs offered and p99 vs offered, one line per group (named by its keys), paced
     runs only; the bracket [highest clean, lowest failing] is marked on each line. The p99 SLOs
     the runs were made under (`own_p99_us`) and the report's what-if (`slo_p99_us`), each named.
     A capacity search's setting is left out: its probe plots show the same runs, by outcome."""
-    group = {rid: g for rid, g in _group_of(capacity).items() if not g.get("search")}
-    lines: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
+    group = {rid: g for rid, g in _group_of(capacity).items() if g.search is None}
+    lines: defaultdict[str, list[SummaryRow]] = defaultdict(list)
     for r in run_rows:
-        if offered(r) and r.get("recv_rate") and r["run"] in group:
-            lines[group[r["run"]]["group"]].append(r)
+        if offered(r) and r.recv_rate and r.run in group:
+            lines[group[r.run].group].append(r)
     if not lines or max(len(rs) for rs in lines.values()) < 2:
         return None
-    by_name = {g["group"]: g for g in capacity}
+    by_name = {g.group: g for g in capacity}
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
     top = 0
     for i, (name, rs) in enumerate(sorted(lines.items())):
@@ -375,15 +376,15 @@ def capacity_curves(run_rows: list[dict[str, Any]], slo_p99_us: Optional[float],
         x = [offered(r) for r in rs]
         top = max(top, max(x))
         marker = MARKERS[i % len(MARKERS)]      # its own marker, so equal points of two groups both show
-        line, = a1.plot(x, [r["recv_rate"] for r in rs], marker=marker, ms=7, alpha=0.85, label=name)
-        a2.plot(x, [max(r.get("latency_intended_p99_us") or 0, FLOOR_US) for r in rs], marker=marker, ms=7,
+        line, = a1.plot(x, [r.recv_rate for r in rs], marker=marker, ms=7, alpha=0.85, label=name)
+        a2.plot(x, [max(r.latency_intended.p99 or 0, FLOOR_US) for r in rs], marker=marker, ms=7,
                 alpha=0.85, color=line.get_color())
         g = by_name[name]
         for a in (a1, a2):
-            if g["highest_clean_rate"]:
-                a.axvline(g["highest_clean_rate"], color=line.get_color(), ls=":", lw=1)
-            if g["lowest_failing_rate"]:
-                a.axvline(g["lowest_failing_rate"], color=line.get_color(), ls="--", lw=1)
+            if g.highest_clean_rate:
+                a.axvline(g.highest_clean_rate, color=line.get_color(), ls=":", lw=1)
+            if g.lowest_failing_rate:
+                a.axvline(g.lowest_failing_rate, color=line.get_color(), ls="--", lw=1)
     a1.plot([0, top], [0, top], color="#999", ls=":", label="achieved = offered")
     a1.set_xlabel("offered msgs/s")
     a1.set_ylabel("received msgs/s (all consumers)")
@@ -400,7 +401,7 @@ def capacity_curves(run_rows: list[dict[str, Any]], slo_p99_us: Optional[float],
         a.xaxis.set_major_formatter(FuncFormatter(_si))
         a.grid(alpha=0.3)
     a1.yaxis.set_major_formatter(FuncFormatter(_si))
-    keys = ", ".join(capacity[0]["key_names"]) or None
+    keys = ", ".join(capacity[0].key_names) or None
     a2.yaxis.set_major_formatter(FuncFormatter(us_tick))
     fig.tight_layout()
     # one legend for both, under them: inside, it hid points

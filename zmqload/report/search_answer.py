@@ -19,6 +19,8 @@ from ..contract.patterns import PATTERNS
 
 if TYPE_CHECKING:
     from ..analysis.runs import RunInfo
+    from ..analysis.summary_row import SummaryRow
+    from ..analysis.verdict_group import VerdictGroup
 
 FILE = RESULT_FILE
 
@@ -339,32 +341,32 @@ TABLE_COLUMNS = (("setting", "setting"), ("max_sustainable_rate", "max sustainab
 
 
 # -- the search's answer as the verdict of its setting (analysis/verdicts.py's groups) -------------------
-def word_groups(capacity: list[dict[str, Any]], docs: Sequence[SearchRecord]) -> None:
+def word_groups(capacity: list[VerdictGroup], docs: Sequence[SearchRecord]) -> None:
     """In place: each verdict group of a search's probes (analysis.verdicts.search_verdict) takes
     the cause this sentence gives (`cause`), so the page's verdict for the setting is the search's
     answer, in the search's words, and no second one."""
     by_id = {doc.search_id: doc for doc in docs}
     for g in capacity:
-        found = g.get("search")
-        if not found or found["search_id"] not in by_id:
+        found = g.search
+        if found is None or found.search_id not in by_id:
             continue
-        doc = by_id[found["search_id"]]
-        entry = doc.searches[found["index"]]
+        doc = by_id[found.search_id]
+        entry = doc.searches[found.index]
         if status(entry, doc) != CONVERGED:
-            g["verdict"] = f"the capacity search's outcome: {sentence(entry, doc).split(': ', 1)[-1].rstrip('.')}"
+            g.verdict = f"the capacity search's outcome: {sentence(entry, doc).split(': ', 1)[-1].rstrip('.')}"
             continue
         why = cause(entry, _probe_at(entry, entry.bracket[1], passed=False))
-        g["cause"], g["advice"] = why, None
+        g.cause, g.advice = why, None
 
 
-def disagreements(capacity: list[dict[str, Any]], run_rows: list[dict[str, Any]], runs: Sequence[RunInfo],
+def disagreements(capacity: list[VerdictGroup], run_rows: list[SummaryRow], runs: Sequence[RunInfo],
                   docs: Sequence[SearchRecord]) -> list[str]:
     """Probes the report's judge (the one judge, over Spark's figures of the probe's records and the
     SLOs the probe recorded) passes where the search failed them, or the other way round: one
     warning each (none expected: the same rules over the same records)."""
     from ..analysis.verdicts import RunView
     records = {r.run_id: r.record for r in runs}
-    rows = {r["run"]: r for r in run_rows}
+    rows = {r.run: r for r in run_rows}
     out = []
     for doc in docs:
         for entry in doc.searches:
