@@ -156,10 +156,10 @@ def figures(result: RunResult) -> dict[str, Any]:
         value = result.latency_us(q, since)
         return None if value is None else round(value, 1)
     peak = result.queue.get("peak") or {}
-    rss = [c.get("max_rss_kb") or 0 for c in result.consumers]
+    rss = [c.max_rss_kb for c in result.consumers]
     return {
         "offered_rate": result.workload["rate"] * result.workload["producers"],
-        "reached_rate": result.generator.get("reached_rate"),
+        "reached_rate": result.generator.reached_rate,
         # a service's: its answers' rate (run.json summary.service, the report's recv_rate)
         "throughput_msgs": round(result.service["answer_rate"] if service else result.throughput_msgs, 1),
         "achieved": None if judged.achieved is None else round(judged.achieved, 6),
@@ -168,7 +168,7 @@ def figures(result: RunResult) -> dict[str, Any]:
         "p99_us": us(99), "p99_9_us": us(99.9),
         "queue_peak": {k: peak.get(k) for k in ("messages", "kernel_messages", "libzmq_messages")} if peak else None,
         "consumer_max_rss_kb": max(rss) if rss else None,
-        "lag_ms": result.generator.get("lag_ms"), "blocked_ms": result.generator.get("blocked_ms"),
+        "lag_ms": result.generator.lag_ms, "blocked_ms": result.generator.blocked_ms,
     }
 
 

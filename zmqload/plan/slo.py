@@ -22,15 +22,15 @@ def offered(result: RunResult) -> int:
     w = result.workload
     return rules.offered_messages(rate=w["rate"], consumers=w["consumers"], expected=result.expected,
                                   sent=result.sent, attempted=result.attempted,
-                                  scheduled=(result.generator or {}).get("scheduled_messages"))
+                                  scheduled=result.generator.scheduled_messages)
 
 
 def backlog(result: RunResult) -> Optional[rules.Backlog]:
     """The queue's growth over the second half of sending (contract/judge.py's window), counted
     exactly from the receive records; None when the run has no records or no span to tell."""
-    window = rules.backlog_window((result.generator or {}).get("t0_ns") or 0,
-                                  (p.get("t_first_send_ns") or 0 for p in result.producers),
-                                  (p.get("t_last_send_ns") or 0 for p in result.producers))
+    window = rules.backlog_window(result.generator.t0_ns,
+                                  (p.t_first_send_ns for p in result.producers),
+                                  (p.t_last_send_ns for p in result.producers))
     if window is None or not result.run_dir:
         return None
     table = read_parts(result.run_dir, "recvs", ["t_sent_ns", "t_recv_ns"])
