@@ -110,6 +110,7 @@ JSON_READERS_NOT_RECORDS = {
     "zmqload/contract/codec.py": "the codec itself (msgspec)",
     "zmqload/contract/control.py": "control messages between the controller and its workers",
     "zmqload/runner/spec.py": "a worker's spec on its standard input",
+    "zmqload/cli/scenario.py": "the scenarios' outcomes, a child zmqload's --json (one per library)",
     "zmqload/runner/clocks.py": "where a Spark task runs, told the driver before the start (run.json takes it "
                                 "through the codec)",
     "zmqload/report/server.py": "the warm report server's requests and answers",
