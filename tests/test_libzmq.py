@@ -70,14 +70,20 @@ def test_the_extension_links_no_libzmq():
             assert not re.search(r'#include\s*[<"]zmq\.h[>"]', f.read())
 
 
-def test_default_is_pyzmqs_and_facts_match_ctypes():
-    """A process that chose none runs the libzmq pyzmq runs; each library `info` names is
-    described as ctypes and hashlib see it."""
+def test_default_is_the_options_and_facts_match_ctypes():
+    """A process that chose none runs --libzmq's default (the system's); pyzmq's is the file
+    pyzmq's extension maps; each library `info` names is described as ctypes and hashlib see it."""
     _engine.Context().term()
     assert os.path.realpath(_engine.libzmq_file()) in _maps_libzmq()
-    assert ".".join(map(str, _engine.libzmq_version())) == zmq.zmq_version()
     found = {choice: lib for choice, lib, _ in libzmq.found()}
-    assert found["pyzmq"] is not None and found["pyzmq"].file == os.path.realpath(_engine.libzmq_file())
+    assert found["system"] is not None and found["system"].file == os.path.realpath(_engine.libzmq_file())
+    assert ".".join(map(str, _engine.libzmq_version())) == _ctypes_version("libzmq.so.5")
+    from zmq.backend.cython import _zmq
+    with open("/proc/self/maps") as maps:
+        pyzmqs = {line.split()[-1] for line in maps if "libzmq" in line and os.path.dirname(
+            os.path.dirname(os.path.dirname(os.path.dirname(_zmq.__file__)))) in line}
+    assert found["pyzmq"] is not None and found["pyzmq"].file in pyzmqs
+    assert found["pyzmq"].version == zmq.zmq_version()
     for lib in found.values():
         if lib is None:
             continue
@@ -120,7 +126,7 @@ def test_a_worker_refuses_another_librarys_bytes():
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads the workers' maps in /proc")
 def test_a_run_runs_the_file_it_names(tmp_path):
     """A copy of the system's libzmq, given by path: run.json names it, its workers map it, and
-    the messages flow; the default run names pyzmq's."""
+    the messages flow; the default run names the system's."""
     system = libzmq.describe("system")
     copy = tmp_path / "libzmq-copy.so.5"
     shutil.copyfile(system.file, copy)
@@ -148,9 +154,9 @@ def test_a_run_runs_the_file_it_names(tmp_path):
     assert record["versions"]["libzmq"] == system.version and record["status"] == "complete"
     assert record["workload"]["libzmq"] == str(copy)
     result = zmqload.run(zmqload.Workload(count=2000, out=str(tmp_path / "default")))
-    assert result.workload["libzmq"] == "pyzmq"
+    assert result.workload["libzmq"] == "system"
     (default_dir,) = (tmp_path / "default").iterdir()
-    assert json.loads((default_dir / "run.json").read_text())["libzmq"]["version"] == zmq.zmq_version()
+    assert json.loads((default_dir / "run.json").read_text())["libzmq"]["version"] == system.version
 
 
 def _descendants(pid: int) -> set[int]:

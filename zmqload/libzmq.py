@@ -61,8 +61,9 @@ def use(lib: Libzmq) -> None:
 
 
 def load_default() -> None:
-    """pyzmq's libzmq, for a process that uses the engine without choosing (a script, a test)."""
-    use(describe(PYZMQ))
+    """--libzmq's default, for a process that uses the engine without choosing (a script, a test)."""
+    from .contract.workload import OPTIONS
+    use(describe(OPTIONS["libzmq"].default))
 
 
 def found() -> list[tuple[str, Optional[Libzmq], str]]:

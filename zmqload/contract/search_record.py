@@ -133,7 +133,7 @@ class SearchTemplate(Record):
     immediate: bool = False
     conflate: str = "off"
     io_threads: int = 1
-    libzmq: str = "pyzmq"
+    libzmq: str = "system"
     cpu_placement: str = "auto"
     curve: str = "off"
     curve_server_key: Optional[str] = None

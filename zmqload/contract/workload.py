@@ -371,10 +371,11 @@ class Workload:
         1, int, "an integer from 1 to 64", "libzmq I/O threads per context (one context per process)",
         low=1, high=64, group=SOCKET_OPTIONS)
     libzmq: str = option(
-        "pyzmq", str, "pyzmq, system, or the path of a libzmq 4.x file",
-        "the libzmq the run's engine loads: pyzmq = the one pyzmq runs in this Python (your pyzmq code's), "
-        "system = the one the dynamic linker finds (libzmq.so.5), or a file of yours (another version, your "
-        "build); run.json records its file, version, sha256 and capabilities, `zmqload info` lists those found",
+        "system", str, "pyzmq, system, or the path of a libzmq 4.x file",
+        "the libzmq the run's engine loads: system = the one the dynamic linker finds (libzmq.so.5), pyzmq = the "
+        "one pyzmq runs in this Python (your pyzmq code's; the only one where pip installed zmqload without a "
+        "system libzmq), or a file of yours (another version, your build); run.json records its file, version, "
+        "sha256 and capabilities, `zmqload info` lists those found",
         form=re.compile(r".+"), group=SOCKET_OPTIONS)
     cpu_placement: str = option(
         "auto", str, "",

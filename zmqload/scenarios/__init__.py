@@ -3,6 +3,8 @@ measurement against the installed libzmq (`claims` lists them, `framework` holds
 every scenario shares, one module per source of claims)."""
 from __future__ import annotations
 
+from typing import Optional
+
 from ..errors import ConfigError
 from . import (
     conflate_and_linger,
@@ -25,7 +27,7 @@ def get(name: str) -> Scenario:
     return SCENARIOS[name]
 
 
-def run_scenario(name: str, out: str, fast: bool = False, libzmq: str = "pyzmq") -> Outcome:
+def run_scenario(name: str, out: str, fast: bool = False, libzmq: Optional[str] = None) -> Outcome:
     scenario = get(name)
     runner = ScenarioRunner(scenario, out, fast, libzmq)
     try:

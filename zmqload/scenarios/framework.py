@@ -86,7 +86,7 @@ class Scenario:
 class ScenarioRunner:
     """Runs the workloads of one scenario, labelled so the report can group them."""
 
-    def __init__(self, scenario: Scenario, out: str, fast: bool, libzmq: str = "pyzmq"):
+    def __init__(self, scenario: Scenario, out: str, fast: bool, libzmq: Optional[str] = None):
         self.scenario, self.out, self.fast, self.libzmq = scenario, out, fast, libzmq
         self.run_dirs: list[str] = []
 
@@ -96,7 +96,8 @@ class ScenarioRunner:
     def run(self, variant: str, **options: Any) -> RunResult:
         from ..runner import run
         options.setdefault("out", self.out)
-        options.setdefault("libzmq", self.libzmq)
+        if self.libzmq is not None:     # None: --libzmq's default
+            options.setdefault("libzmq", self.libzmq)
         label = {"scenario": self.scenario.name, "variant": variant, "fast": self.fast}
         result = run(Workload(label=label, **options))
         self.run_dirs.append(result.run_dir)
