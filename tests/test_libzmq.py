@@ -115,9 +115,9 @@ def test_refused_in_one_line(capsys, tmp_path, given, why):
 
 def test_a_worker_refuses_another_librarys_bytes():
     """A placed worker finds --libzmq on its own host: other bytes than the controller's fail it."""
-    here = libzmq.describe("pyzmq")
-    other = Libzmq(choice="pyzmq", file="/elsewhere/libzmq.so.5", version="4.3.9", sha256="0" * 64)
-    with pytest.raises(RunError, match=r"--libzmq pyzmq here is .* not the run's /elsewhere/libzmq.so.5 "
+    here = libzmq.describe("system")
+    other = Libzmq(choice="system", file="/elsewhere/libzmq.so.5", version="4.3.9", sha256="0" * 64)
+    with pytest.raises(RunError, match=r"--libzmq system here is .* not the run's /elsewhere/libzmq.so.5 "
                                        r"\(libzmq 4.3.9, sha256 000000000000\)"):
         load_runs_libzmq(other)
     load_runs_libzmq(here)      # the same file: loaded (this process runs it already)
@@ -174,6 +174,7 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
+@pytest.mark.slow     # several runs: out of make test-fast, in make test
 def test_scenarios_on_two_libraries_make_one_table(tmp_path):
     """`scenario run --libzmq pyzmq,system`: a process per library, each run recorded with its
     library, one verdict table with a column each."""
@@ -198,6 +199,7 @@ def test_scenarios_on_two_libraries_make_one_table(tmp_path):
     assert "## Where the libraries differ" in text and f"({labels[1]})" in text
 
 
+@pytest.mark.slow     # several runs: out of make test-fast, in make test
 def test_a_sweep_over_libraries_runs_each_and_inproc_is_refused(capsys, tmp_path):
     """tcp: each point's workers load their own library; inproc's workers are this process's
     threads, so two libraries are refused before any run."""

@@ -158,6 +158,7 @@ BENCH_SOURCE = """
 """
 
 
+@pytest.mark.slow     # several runs: out of make test-fast, in make test
 def test_benchmark_fixture_writes_throughput_to_json(inner, tmp_path):
     out = tmp_path / "bench.json"
     result = inner(BENCH_SOURCE + """
@@ -275,6 +276,7 @@ def user_service(stop_after=None):
 '''
 
 
+@pytest.mark.slow     # several runs: out of make test-fast, in make test
 def test_the_fixture_points_at_a_users_service(inner):
     """The `zmqload` fixture loads a service of the user's (req-rep, --role producer): a test
     asserts its answers; a service that stops answering fails it with the answered and unanswered

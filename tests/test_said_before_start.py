@@ -36,6 +36,7 @@ def _megabytes(line: str) -> float:
     return float(match.group(1).replace(",", ""))
 
 
+@pytest.mark.slow     # several runs: out of make test-fast, in make test
 def test_the_sweep_says_what_it_writes_before_its_first_run(tmp_path):
     out = str(tmp_path / "runs")
     p = _cli("sweep", "--pattern", "push-pull", "--size", "64,1024", "--count", "2000", "--out", out, timeout=300)
@@ -60,6 +61,7 @@ def test_a_dry_run_says_it_too_and_counts_unbounded_runs_at_the_guess():
     assert _megabytes(first) == pytest.approx((guessed + paced) / 1e6, rel=0.001)
 
 
+@pytest.mark.slow     # several runs: out of make test-fast, in make test
 def test_the_capacity_search_says_what_it_writes_before_its_first_probe(tmp_path):
     out = str(tmp_path / "cap")
     p = _cli("capacity", "--pattern", "push-pull", "--start-rate", "200", "--probe-duration", "0.2",

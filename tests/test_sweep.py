@@ -27,6 +27,7 @@ def sweep_json(out: str) -> dict:
         return json.load(f)
 
 
+@pytest.mark.slow     # several runs: out of make test-fast, in make test
 def test_2x2_sweep_makes_four_runs_and_a_sweep_json(tmp_path):
     out = str(tmp_path / "runs")
     proc = zmqload_cli("sweep", "--pattern", "push-pull,pub-sub", "--size", "64,128", "--count", "2000",
@@ -123,6 +124,7 @@ rcvhwm = 10
 """
 
 
+@pytest.mark.slow     # several runs: out of make test-fast, in make test
 def test_toml_sweep_with_explicit_points(tmp_path):
     out = str(tmp_path / "runs")
     path = tmp_path / "sweep.toml"
