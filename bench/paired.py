@@ -10,7 +10,7 @@ over the same span (first send to last receive, CLOCK_MONOTONIC):
 and how to read side-by-side rounds of them (modes, per-round ratios, best vs best).
 
 The C pair and zmqload run one libzmq file: BENCH_LIBZMQ (--libzmq's words: pyzmq, system or a
-path; default pyzmq, zmqload's default).
+path; default --libzmq's).
 """
 from __future__ import annotations
 
@@ -27,7 +27,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD_DIR = os.path.join(HERE, ".build")
 
 
-LIBZMQ = os.environ.get("BENCH_LIBZMQ", "pyzmq")
+def _default_libzmq() -> str:
+    from zmqload.contract.workload import OPTIONS
+    return str(OPTIONS["libzmq"].default)
+
+
+LIBZMQ = os.environ.get("BENCH_LIBZMQ") or _default_libzmq()
 
 
 def libzmq_file() -> str:
