@@ -194,14 +194,19 @@ def run(args: argparse.Namespace) -> ExitStatus:
     if args.json:
         print(json.dumps({n: _as_json(o) for n, o in outcomes.items()}, default=str))
     if args.markdown:
-        text = verdict_markdown(outcomes, _command(), time.monotonic() - started, args.fast)
-        if args.markdown == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            with open(args.markdown, "w") as f:
-                f.write(text + "\n")
-            console.print(f"verdict table: {args.markdown}")
+        _write_markdown(args.markdown, verdict_markdown(outcomes, _command(), time.monotonic() - started,
+                                                        args.fast), console)
     return ExitStatus.OK
+
+
+def _write_markdown(where: str, text: str, console: Any) -> None:
+    """--markdown's table to FILE, or to stdout for '-'."""
+    if where == "-":
+        sys.stdout.write(text + "\n")
+        return
+    with open(where, "w") as f:
+        f.write(text + "\n")
+    console.print(f"verdict table: {where}")
 
 
 def _run_per_library(args: argparse.Namespace, names: list[str], libraries: list[str], console: Any) -> ExitStatus:
@@ -235,11 +240,6 @@ def _run_per_library(args: argparse.Namespace, names: list[str], libraries: list
         print(json.dumps({label: {n: _as_json(o) for n, o in outcomes.items()}
                           for label, outcomes in by_library.items()}, default=str))
     if args.markdown:
-        text = libraries_markdown(by_library, _command(), time.monotonic() - started, args.fast)
-        if args.markdown == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            with open(args.markdown, "w") as f:
-                f.write(text + "\n")
-            console.print(f"verdict table: {args.markdown}")
+        _write_markdown(args.markdown, libraries_markdown(by_library, _command(), time.monotonic() - started,
+                                                          args.fast), console)
     return ExitStatus.OK
