@@ -35,20 +35,14 @@ def _default_libzmq() -> str:
 LIBZMQ = os.environ.get("BENCH_LIBZMQ") or _default_libzmq()
 
 
-def libzmq_file() -> str:
-    """The libzmq file BENCH_LIBZMQ names: what zmqload_run's engine and the C baselines run."""
-    from zmqload import libzmq
-    return libzmq.describe(LIBZMQ).file
-
-
 def build_c_baseline() -> str:
-    """Compile the baseline against the libzmq the engine runs (libzmq_file)."""
+    """Compile the baseline against the libzmq the engine runs (BENCH_LIBZMQ's)."""
     return build_c("baseline_pushpull")
 
 
 def build_c(name: str) -> str:
     """bench/NAME.c compiled with the system's zmq.h (pkg-config; the 4.x API is one ABI) and linked to
-    libzmq_file() into bench/.build/NAME-<sha256 of that file>, again only when it or the header the
+    BENCH_LIBZMQ's file into bench/.build/NAME-<sha256 of that file>, again only when it or the header the
     baselines share is newer."""
     from zmqload import libzmq
     lib = libzmq.describe(LIBZMQ)

@@ -3,8 +3,8 @@
  * (`--libzmq`): the library is opened with dlopen when a process first needs it, not linked at
  * build time. The build needs no zmq.h and the extension links to no libzmq.
  *
- * The numbers below are libzmq 4.x's ABI (zmq.h of 4.0 to 4.3 agrees on every one);
- * tests/test_libzmq.py checks each against pyzmq's constants. `zmq_msg_t` is 64 bytes aligned
+ * The numbers below are libzmq 4.x's ABI, the same in every 4.x zmq.h that has them (the
+ * handshake events since 4.3); tests/test_libzmq.py checks each against pyzmq's constants. `zmq_msg_t` is 64 bytes aligned
  * on a pointer, as in every 4.x release. One translation unit includes this file (the engine's
  * generated C), so the table is a static there.
  */
