@@ -121,7 +121,8 @@ typecheck: build
 
 # The linter (ruff, pyproject.toml [tool.ruff]) over the package, the tests and the benchmarks.
 lint: venv
-	$(VENV)/bin/ruff check zmqload tests bench
+	$(VENV)/bin/ruff check zmqload tests bench setup.py
+	$(VENV)/bin/ruff format --check -q zmqload tests bench setup.py
 
 # The option reference, docs/OPTIONS.md, generated from the option tables that `zmqload COMMAND --help`
 # is built from (zmqload/cli/options_doc.py); tests/test_options.py fails when the page is stale. And the

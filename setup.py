@@ -7,6 +7,7 @@ bounds, wraparound and initialized checks on, -O0 -g, AddressSanitizer and UBSan
 build/debug/ (generated C, objects, and a package tree in build/debug/lib), never in place,
 so the optimised engine next to the sources is not replaced by it.
 """
+
 import os
 import sys
 import warnings
@@ -19,9 +20,11 @@ from setuptools.command.build_ext import build_ext
 # by setuptools before 67; wheel's bdist_wheel, which setuptools before 70.1 imports, announcing
 # its move; the editable install's note on a package folder in the working directory (the
 # checkout itself: the editable install points there).
-for _message in (r"Support for `\[tool\.setuptools\]` in `pyproject\.toml` is still \*beta\*",
-                 r"The 'wheel' package is no longer the canonical location of the 'bdist_wheel' command",
-                 r"\s*Please be careful with folders in your working directory with the same"):
+for _message in (
+    r"Support for `\[tool\.setuptools\]` in `pyproject\.toml` is still \*beta\*",
+    r"The 'wheel' package is no longer the canonical location of the 'bdist_wheel' command",
+    r"\s*Please be careful with folders in your working directory with the same",
+):
     warnings.filterwarnings("ignore", message=_message)
 
 DEBUG = os.environ.get("ZMQLOAD_DEBUG", "") not in ("", "0")
@@ -37,7 +40,14 @@ SANITIZERS = "-fsanitize=address,undefined"
 CHECKED = {
     "directives": {"boundscheck": True, "wraparound": True, "initializedcheck": True},
     # -fno-sanitize-recover: UBSan findings abort like ASan's instead of printing and going on.
-    "compile": ["-O0", "-g", "-UNDEBUG", "-fno-omit-frame-pointer", SANITIZERS, "-fno-sanitize-recover=all"],
+    "compile": [
+        "-O0",
+        "-g",
+        "-UNDEBUG",
+        "-fno-omit-frame-pointer",
+        SANITIZERS,
+        "-fno-sanitize-recover=all",
+    ],
     "link": [SANITIZERS],
 }
 
@@ -57,9 +67,13 @@ def extensions():
     )
     # The checked build's C goes apart too: cythonize reuses a .c newer than the .pyx
     # whatever directives made it, so a shared one would leak into the next release build.
-    return cythonize([engine], language_level=3, include_path=["zmqload"],
-                     compiler_directives=build["directives"],
-                     build_dir=os.path.join(DEBUG_DIR, "src") if DEBUG else None)
+    return cythonize(
+        [engine],
+        language_level=3,
+        include_path=["zmqload"],
+        compiler_directives=build["directives"],
+        build_dir=os.path.join(DEBUG_DIR, "src") if DEBUG else None,
+    )
 
 
 class BuildExt(build_ext):

@@ -4,6 +4,7 @@ A push-pull consumer with 50 us of work per message (a ceiling near 20k msg/s, l
 busy machine) searched from 5k msg/s with 1 s probes; the smoke pass (CI) uses 0.3 s probes
 and 25% precision. Target: at most ~12 probes (docs/CAPACITY.md).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -25,14 +26,22 @@ def test_search_to_precision(benchmark):
     out = tempfile.mkdtemp(prefix="zmqload-bench-capacity-")
     template = zmqload.Workload(pattern="push-pull", consumer_delay_us=50, out=out)
     slos = Slos().with_search_defaults()
-    plan = SearchPlan(start_rate=5_000, precision=PRECISION, probe_duration=PROBE_S, max_probes=MAX_PROBES + 8)
+    plan = SearchPlan(
+        start_rate=5_000, precision=PRECISION, probe_duration=PROBE_S, max_probes=MAX_PROBES + 8
+    )
     outcomes, walls = [], []
 
     def one_search():
         count = iter(range(1000))
         started = time.monotonic()
-        outcomes.append(find_max_rate(
-            lambda rate: probe_once(template, slos, rate, PROBE_S, f"bench-{len(outcomes)}-{next(count)}"), plan))
+        outcomes.append(
+            find_max_rate(
+                lambda rate: probe_once(
+                    template, slos, rate, PROBE_S, f"bench-{len(outcomes)}-{next(count)}"
+                ),
+                plan,
+            )
+        )
         walls.append(time.monotonic() - started)
 
     try:
@@ -41,10 +50,16 @@ def test_search_to_precision(benchmark):
         shutil.rmtree(out, ignore_errors=True)
     outcome = outcomes[-1]
     assert outcome.converged, outcome.reason
-    benchmark.extra_info.update({
-        "precision": PRECISION, "probe_s": PROBE_S, "probes": len(outcome.probes),
-        "wall_s": round(walls[-1], 1), "max_sustainable_rate": outcome.max_sustainable_rate,
-        "bracket": outcome.bracket, "rates": [p.rate for p in outcome.probes],
-    })
+    benchmark.extra_info.update(
+        {
+            "precision": PRECISION,
+            "probe_s": PROBE_S,
+            "probes": len(outcome.probes),
+            "wall_s": round(walls[-1], 1),
+            "max_sustainable_rate": outcome.max_sustainable_rate,
+            "bracket": outcome.bracket,
+            "rates": [p.rate for p in outcome.probes],
+        }
+    )
     print(f"\n{benchmark.extra_info}")
     assert len(outcome.probes) <= MAX_PROBES, outcome.to_dict()

@@ -9,6 +9,7 @@ zmqload ratio well below it would be zmqload's doing), with every round's value 
     ZMQLOAD_BENCH_ROUNDS=9 .venv/bin/python -m pytest bench/bench_curve.py -o python_files="bench_*.py" \\
         -s --benchmark-only --benchmark-columns=median,min,max,rounds
 """
+
 from __future__ import annotations
 
 import os
@@ -37,15 +38,28 @@ def test_curve_against_null_throughput(benchmark, c_baseline_binary, size):
         "c_curve": lambda: c_baseline(c_baseline_binary, size, count, curve=True),
     }
     rates = rotating_rounds(benchmark, runners, ROUNDS)
-    ratios = {who: compare({"curve": rates[f"{who}_curve"], "null": rates[f"{who}_null"]}, subject="curve")
-              for who in ("zmqload", "c")}
-    benchmark.extra_info.update({"size": size, "count": count, "rounds": ROUNDS, "rates": rates,
-                                 **{f"{who} curve/null": r["curve/null"] for who, r in ratios.items()}})
+    ratios = {
+        who: compare(
+            {"curve": rates[f"{who}_curve"], "null": rates[f"{who}_null"]}, subject="curve"
+        )
+        for who in ("zmqload", "c")
+    }
+    benchmark.extra_info.update(
+        {
+            "size": size,
+            "count": count,
+            "rounds": ROUNDS,
+            "rates": rates,
+            **{f"{who} curve/null": r["curve/null"] for who, r in ratios.items()},
+        }
+    )
     print(f"\nsize {size} B, {count:,} messages, {ROUNDS} rounds, msg/s per round")
     for name, values in rates.items():
         print(f"  {name:14s} " + " ".join(f"{v / 1e6:.3f}M" for v in values))
     for who, r in ratios.items():
         ratio = r["curve/null"]
-        print(f"  {who:8s} curve / null: median of per-round ratios {ratio['median_of_ratios']:.3f}, best vs best "
-              f"{ratio['best_vs_best']:.3f}   rounds: {' '.join(f'{x:.3f}' for x in ratio['per_round'])}")
+        print(
+            f"  {who:8s} curve / null: median of per-round ratios {ratio['median_of_ratios']:.3f}, best vs best "
+            f"{ratio['best_vs_best']:.3f}   rounds: {' '.join(f'{x:.3f}' for x in ratio['per_round'])}"
+        )
     assert all(v > 0 for values in rates.values() for v in values)

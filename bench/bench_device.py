@@ -15,6 +15,7 @@ and best against best (the C pair can be bimodal by thread placement).
     ZMQLOAD_BENCH_ROUNDS=7 .venv/bin/python -m pytest bench/bench_device.py -o python_files="bench_*.py" \
         -s --benchmark-only --benchmark-columns=median,min,max,rounds
 """
+
 from __future__ import annotations
 
 import os
@@ -47,10 +48,19 @@ def c_device(binary: str) -> Iterator[tuple[str, str]]:
 
 def zmqload_rate(**options) -> float:
     import zmqload
+
     out = tempfile.mkdtemp(prefix="zmqload-bench-device-")
     try:
-        result = zmqload.run(pattern="pub-sub", transport="tcp", size=SIZE, count=COUNT, sndhwm=0, rcvhwm=0,
-                             out=out, **options)
+        result = zmqload.run(
+            pattern="pub-sub",
+            transport="tcp",
+            size=SIZE,
+            count=COUNT,
+            sndhwm=0,
+            rcvhwm=0,
+            out=out,
+            **options,
+        )
         assert result.lost == 0 and result.unique_received == COUNT, result
         return result.throughput_msgs
     finally:
@@ -66,11 +76,20 @@ def test_pub_sub_through_a_c_xsub_xpub_device(benchmark):
 
     def through_c() -> float:
         with c_device(binary) as (front, back):
-            out = subprocess.run([binary, "pair", front, back, str(COUNT), str(SIZE)], check=True,
-                                 capture_output=True, text=True, timeout=600).stdout.split()
+            out = subprocess.run(
+                [binary, "pair", front, back, str(COUNT), str(SIZE)],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            ).stdout.split()
             return int(out[0]) / (int(out[1]) / 1e9)
 
-    runners = {"zmqload_device": through_zmqload, "c_device": through_c, "zmqload_direct": zmqload_rate}
+    runners = {
+        "zmqload_device": through_zmqload,
+        "c_device": through_c,
+        "zmqload_direct": zmqload_rate,
+    }
     rates = rotating_rounds(benchmark, runners, ROUNDS)
     summary = compare(rates, subject="zmqload_device")
     benchmark.extra_info.update({"size": SIZE, "count": COUNT, "rounds": ROUNDS, **summary})

@@ -11,6 +11,7 @@ moved under DIR for a report over it (bench_report.py's ZMQLOAD_BENCH_RUN_DIR).
 
 Memory figures are valid on a shared machine (RSS moves little with other load); times are not.
 """
+
 from __future__ import annotations
 
 import glob
@@ -39,7 +40,11 @@ def _count(text: str) -> int:
 KEEP = os.environ.get("ZMQLOAD_SOAK_KEEP")
 """A directory the runs are moved to instead of removed."""
 
-LENGTHS = [200_000] if SMOKE else [_count(t) for t in os.environ.get("ZMQLOAD_SOAK_MESSAGES", "20M,100M").split(",")]
+LENGTHS = (
+    [200_000]
+    if SMOKE
+    else [_count(t) for t in os.environ.get("ZMQLOAD_SOAK_MESSAGES", "20M,100M").split(",")]
+)
 
 
 def _hwm_kb(pid: int) -> int:
@@ -54,14 +59,34 @@ def run_measured(messages: int, out: str) -> tuple[dict, int, float]:
     """(run.json, the controller's peak RSS in kB, wall seconds) of one unpaced run."""
     name = f"soak-{messages}"
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--pattern", "push-pull", "--transport", "tcp",
-                             "--size", "64", "--count", str(messages), "--out", out, "--run-name", name, "--quiet"],
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "zmqload",
+            "run",
+            "--pattern",
+            "push-pull",
+            "--transport",
+            "tcp",
+            "--size",
+            "64",
+            "--count",
+            str(messages),
+            "--out",
+            out,
+            "--run-name",
+            name,
+            "--quiet",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     peak = [0]
 
     def watch() -> None:
         while proc.poll() is None:
-            peak[0] = max(peak[0], _hwm_kb(proc.pid))     # VmHWM only rises: the last read before exit
+            peak[0] = max(peak[0], _hwm_kb(proc.pid))  # VmHWM only rises: the last read before exit
             time.sleep(0.05)
 
     watcher = threading.Thread(target=watch, daemon=True)
@@ -91,7 +116,11 @@ def counters_from_records(run_dir: str) -> dict[str, int]:
     pass over packed maps of the seqs seen (count/8 bytes per stream: push-pull, one union)."""
     sent = 0
     for path in sorted(glob.glob(os.path.join(run_dir, "sends", "*.parquet"))):
-        sent += int(np.count_nonzero(pq.read_table(path, columns=["status"]).column("status").to_numpy() == 0))
+        sent += int(
+            np.count_nonzero(
+                pq.read_table(path, columns=["status"]).column("status").to_numpy() == 0
+            )
+        )
     received = 0
     last: dict[tuple[int, int], int] = {}
     rising = True
@@ -129,16 +158,23 @@ def test_peak_rss_does_not_grow_with_the_run(benchmark, messages):
         shutil.rmtree(out, ignore_errors=True)
     counters = record["counters"]
     assert record["status"] == "complete" and counters["lost"] == 0
-    assert {k: counters[k] for k in truth} == truth == {"sent": messages, "received": messages,
-                                                         "unique_received": messages}
+    assert (
+        {k: counters[k] for k in truth}
+        == truth
+        == {"sent": messages, "received": messages, "unique_received": messages}
+    )
     producer_kb = max(p["max_rss_kb"] for p in record["producers"])
     consumer_kb = max(c["max_rss_kb"] for c in record["consumers"])
-    benchmark.extra_info.update({
-        "messages": messages, "throughput_msgs": round(record["summary"]["throughput_msgs"]),
-        "wall_s": round(wall_s, 1), "parquet_bytes": disk,
-        "producer_peak_rss_mib": round(producer_kb / 1024, 1),
-        "consumer_peak_rss_mib": round(consumer_kb / 1024, 1),
-        "controller_peak_rss_mib": round(controller_kb / 1024, 1),
-        "total_peak_rss_mib": round((producer_kb + consumer_kb + controller_kb) / 1024, 1),
-    })
+    benchmark.extra_info.update(
+        {
+            "messages": messages,
+            "throughput_msgs": round(record["summary"]["throughput_msgs"]),
+            "wall_s": round(wall_s, 1),
+            "parquet_bytes": disk,
+            "producer_peak_rss_mib": round(producer_kb / 1024, 1),
+            "consumer_peak_rss_mib": round(consumer_kb / 1024, 1),
+            "controller_peak_rss_mib": round(controller_kb / 1024, 1),
+            "total_peak_rss_mib": round((producer_kb + consumer_kb + controller_kb) / 1024, 1),
+        }
+    )
     print(f"\n{benchmark.extra_info}")

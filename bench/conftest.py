@@ -12,4 +12,5 @@ SMOKE = os.environ.get("ZMQLOAD_BENCH_SMOKE") == "1"
 @pytest.fixture(scope="session")
 def c_baseline_binary():
     from paired import build_c_baseline
+
     return build_c_baseline()

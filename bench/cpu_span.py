@@ -11,6 +11,7 @@ are left out. Divided by the span it is the number of cores busy (2.0 = this mac
 A process that exits between samples keeps its last sampled value (up to INTERVAL of its CPU
 is missed). /proc reports in clock ticks (10 ms), so a span of ~0.5 s is good to a few %.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,7 @@ def _proc_ticks(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat") as f:
             rest = f.read().rsplit(")", 1)[1].split()
-        return int(rest[11]) + int(rest[12])          # utime, stime
+        return int(rest[11]) + int(rest[12])  # utime, stime
     except (OSError, IndexError, ValueError):
         return None
 
@@ -55,7 +56,9 @@ def _machine_ticks() -> tuple[int, int]:
 class CpuSampler:
     def __init__(self, interval: float = INTERVAL):
         self.interval = interval
-        self.samples: list[tuple[int, float, float, float, float]] = []   # t_ns, ours_s, machine_busy_s, steal_s, self_s
+        self.samples: list[
+            tuple[int, float, float, float, float]
+        ] = []  # t_ns, ours_s, machine_busy_s, steal_s, self_s
         self._last: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -72,8 +75,15 @@ class CpuSampler:
                 self._last[pid] = max(ticks, self._last.get(pid, 0))
             stack.extend(_children(pid))
         busy, steal = _machine_ticks()
-        self.samples.append((time.monotonic_ns(), sum(self._last.values()) / TICK, busy / TICK, steal / TICK,
-                             self._last.get(os.getpid(), 0) / TICK))
+        self.samples.append(
+            (
+                time.monotonic_ns(),
+                sum(self._last.values()) / TICK,
+                busy / TICK,
+                steal / TICK,
+                self._last.get(os.getpid(), 0) / TICK,
+            )
+        )
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -107,7 +117,12 @@ class CpuSampler:
         machine = self._at(t1_ns, 2) - self._at(t0_ns, 2)
         steal = self._at(t1_ns, 3) - self._at(t0_ns, 3)
         own = self._at(t1_ns, 4) - self._at(t0_ns, 4)
-        return {"span_s": span, "cpu_s": ours, "cores": ours / span if span > 0 else 0.0,
-                "machine_cores": machine / span if span > 0 else 0.0, "steal_cores": steal / span if span > 0 else 0.0,
-                "self_cores": own / span if span > 0 else 0.0,
-                "total_cpu_s": self.samples[-1][1] - self.samples[0][1]}
+        return {
+            "span_s": span,
+            "cpu_s": ours,
+            "cores": ours / span if span > 0 else 0.0,
+            "machine_cores": machine / span if span > 0 else 0.0,
+            "steal_cores": steal / span if span > 0 else 0.0,
+            "self_cores": own / span if span > 0 else 0.0,
+            "total_cpu_s": self.samples[-1][1] - self.samples[0][1],
+        }

@@ -18,6 +18,7 @@ Percentiles two ways (ZMQLOAD_BENCH_DUCKDB_PERCENTILES):
   latencies' range; a count per bucket of at most BUCKETS buckets; then the latencies of the
   buckets holding each wanted rank, counted per value. Only the walks to the ranks are Python.
 """
+
 from __future__ import annotations
 
 import glob
@@ -57,32 +58,51 @@ def figures(run_dir: str, spill_dir: str) -> dict:
     files = recv_files(run_dir)
     source = "read_parquet([" + ", ".join(f"'{f}'" for f in files) + "])"
     t = time.perf_counter()
-    con = duckdb.connect(config={"temp_directory": spill_dir, "memory_limit": MEMORY_LIMIT,
-                                 "preserve_insertion_order": False})
+    con = duckdb.connect(
+        config={
+            "temp_directory": spill_dir,
+            "memory_limit": MEMORY_LIMIT,
+            "preserve_insertion_order": False,
+        }
+    )
     try:
         if PERCENTILES == "buckets":
             received, pcts = _bucketed(con, source)
         else:
             received, pcts = con.execute(
                 f"SELECT count(*), quantile_disc({LATENCY}, [{', '.join(q for _, q in QUANTILES)}]) "
-                f"FROM {source}").fetchone()
-        (unique,) = con.execute(f"SELECT count(*) FROM (SELECT DISTINCT stream, seq FROM {source})").fetchone()
+                f"FROM {source}"
+            ).fetchone()
+        (unique,) = con.execute(
+            f"SELECT count(*) FROM (SELECT DISTINCT stream, seq FROM {source})"
+        ).fetchone()
     finally:
         con.close()
     seconds = time.perf_counter() - t
-    return {"figures": {"received": received, "unique": unique, "duplicates": received - unique,
-                        **{name: int(v) for (name, _), v in zip(QUANTILES, pcts)}},
-            "percentiles": PERCENTILES, "seconds": seconds,
-            "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+    return {
+        "figures": {
+            "received": received,
+            "unique": unique,
+            "duplicates": received - unique,
+            **{name: int(v) for (name, _), v in zip(QUANTILES, pcts)},
+        },
+        "percentiles": PERCENTILES,
+        "seconds": seconds,
+        "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    }
 
 
 def _bucketed(con, source: str) -> tuple[int, list[int]]:
     """(received, the QUANTILES' latencies at their nearest ranks), exactly, in three statements."""
-    received, lo, hi = con.execute(f"SELECT count(*), min({LATENCY}), max({LATENCY}) FROM {source}").fetchone()
+    received, lo, hi = con.execute(
+        f"SELECT count(*), min({LATENCY}), max({LATENCY}) FROM {source}"
+    ).fetchone()
     shift = max(0, (hi - lo).bit_length() - BUCKETS.bit_length() + 1)
     bucket = f"(({LATENCY}) - {lo}) >> {shift}"
-    counts = con.execute(f"SELECT {bucket} AS b, count(*) FROM {source} GROUP BY b ORDER BY b").fetchall()
-    wanted, below, i = [], 0, 0          # per quantile: its bucket, and its rank within that bucket
+    counts = con.execute(
+        f"SELECT {bucket} AS b, count(*) FROM {source} GROUP BY b ORDER BY b"
+    ).fetchall()
+    wanted, below, i = [], 0, 0  # per quantile: its bucket, and its rank within that bucket
     for _, q in QUANTILES:
         k = rank(q, received)
         while below + counts[i][1] < k:
@@ -90,8 +110,10 @@ def _bucketed(con, source: str) -> tuple[int, list[int]]:
             i += 1
         wanted.append((counts[i][0], k - below))
     buckets = sorted({b for b, _ in wanted})
-    values = con.execute(f"SELECT {bucket} AS b, {LATENCY} AS v, count(*) FROM {source} "
-                         f"WHERE {bucket} IN ({', '.join(map(str, buckets))}) GROUP BY b, v ORDER BY b, v").fetchall()
+    values = con.execute(
+        f"SELECT {bucket} AS b, {LATENCY} AS v, count(*) FROM {source} "
+        f"WHERE {bucket} IN ({', '.join(map(str, buckets))}) GROUP BY b, v ORDER BY b, v"
+    ).fetchall()
     found = []
     for b, k in wanted:
         for vb, v, n in values:

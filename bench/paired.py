@@ -12,6 +12,7 @@ and how to read side-by-side rounds of them (modes, per-round ratios, best vs be
 The C pair and zmqload run one libzmq file: BENCH_LIBZMQ (--libzmq's words: pyzmq, system or a
 path; default --libzmq's).
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -29,6 +30,7 @@ BUILD_DIR = os.path.join(HERE, ".build")
 
 def _default_libzmq() -> str:
     from zmqload.contract.workload import OPTIONS
+
     return str(OPTIONS["libzmq"].default)
 
 
@@ -45,16 +47,31 @@ def build_c(name: str) -> str:
     BENCH_LIBZMQ's file into bench/.build/NAME-<sha256 of that file>, again only when it or the header the
     baselines share is newer."""
     from zmqload import libzmq
+
     lib = libzmq.describe(LIBZMQ)
     os.makedirs(BUILD_DIR, exist_ok=True)
     binary = os.path.join(BUILD_DIR, f"{name}-{lib.sha256[:12]}")
     source = os.path.join(HERE, f"{name}.c")
-    newest = max(os.path.getmtime(source), os.path.getmtime(os.path.join(HERE, "baseline_common.h")))
+    newest = max(
+        os.path.getmtime(source), os.path.getmtime(os.path.join(HERE, "baseline_common.h"))
+    )
     if not os.path.exists(binary) or os.path.getmtime(binary) < newest:
-        flags = subprocess.run(["pkg-config", "--cflags", "libzmq"], check=True,
-                               capture_output=True, text=True).stdout.split()
-        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-o", binary, source, *flags, lib.file,
-                        f"-Wl,-rpath,{os.path.dirname(lib.file)}"], check=True)
+        flags = subprocess.run(
+            ["pkg-config", "--cflags", "libzmq"], check=True, capture_output=True, text=True
+        ).stdout.split()
+        subprocess.run(
+            [
+                os.environ.get("CC", "cc"),
+                "-O2",
+                "-o",
+                binary,
+                source,
+                *flags,
+                lib.file,
+                f"-Wl,-rpath,{os.path.dirname(lib.file)}",
+            ],
+            check=True,
+        )
     return binary
 
 
@@ -64,23 +81,43 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def c_baseline(binary: str, size: int, count: int, placement: str | None = None, curve: bool = False) -> float:
+def c_baseline(
+    binary: str, size: int, count: int, placement: str | None = None, curve: bool = False
+) -> float:
     """The bare C pair; placement "0011" puts each process with its I/O thread on a CPU of its
     own (the fast mode, as zmqload places unpaced workers), None leaves it to the scheduler;
     `curve`: CURVE between the two (BASELINE_CURVE=1)."""
-    out = subprocess.run([binary, f"tcp://127.0.0.1:{free_port()}", str(count), str(size), *filter(None, [placement])],
-                         check=True, capture_output=True, text=True, timeout=600,
-                         env=dict(os.environ, BASELINE_CURVE="1" if curve else "0")).stdout.split()
+    out = subprocess.run(
+        [
+            binary,
+            f"tcp://127.0.0.1:{free_port()}",
+            str(count),
+            str(size),
+            *filter(None, [placement]),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, BASELINE_CURVE="1" if curve else "0"),
+    ).stdout.split()
     return int(out[0]) / (int(out[1]) / 1e9)
 
 
 def zmqload_run(size: int, count: int, out_dir: str | None = None, **options: object) -> float:
     """An unpaced push-pull run over tcp (`options`: more Workload fields, e.g. curve="on")."""
     import zmqload
+
     out = out_dir or tempfile.mkdtemp(prefix="zmqload-bench-")
     try:
-        result = zmqload.run(pattern="push-pull", transport="tcp", size=size, count=count, out=out,
-                             **{"libzmq": LIBZMQ, **options})
+        result = zmqload.run(
+            pattern="push-pull",
+            transport="tcp",
+            size=size,
+            count=count,
+            out=out,
+            **{"libzmq": LIBZMQ, **options},
+        )
         assert result.lost == 0 and result.unique_received == count
         return result.throughput_msgs
     finally:
@@ -90,6 +127,7 @@ def zmqload_run(size: int, count: int, out_dir: str | None = None, **options: ob
 
 def _pyzmq_receiver(endpoint: str, count: int, ready, result) -> None:
     import zmq
+
     ctx = zmq.Context()
     pull = ctx.socket(zmq.PULL)
     pull.bind(endpoint)
@@ -109,6 +147,7 @@ def _pyzmq_receiver(endpoint: str, count: int, ready, result) -> None:
 
 def _pyzmq_plain_receiver(endpoint: str, count: int, ready, result) -> None:
     import zmq
+
     ctx = zmq.Context()
     pull = ctx.socket(zmq.PULL)
     pull.bind(endpoint)
@@ -132,6 +171,7 @@ def pyzmq_loop(size: int, count: int) -> float:
 
 def _pyzmq_pair(receiver_main, size: int, count: int, stamp: bool) -> float:
     import zmq
+
     mp = multiprocessing.get_context("spawn")
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     ready, result = mp.Event(), mp.Queue()
@@ -166,15 +206,21 @@ def span_from_records(run_dir: str, expected: int) -> tuple[int, int]:
     msg/s = expected / the span."""
     import numpy as np
     import pyarrow.parquet as pq
+
     recvs = pq.read_table(os.path.join(run_dir, "recvs"), columns=["stream", "seq", "t_recv_ns"])
     sends = pq.read_table(os.path.join(run_dir, "sends"), columns=["t_sent_ns", "status"])
     key = recvs.column("stream").to_numpy().astype(np.int64) << 48 | recvs.column("seq").to_numpy()
-    assert len(key) == expected and len(np.unique(key)) == expected, f"{run_dir}: recvs/ holds other than every message once"
+    assert len(key) == expected and len(np.unique(key)) == expected, (
+        f"{run_dir}: recvs/ holds other than every message once"
+    )
     ok = sends.column("status").to_numpy() == 0
-    return int(sends.column("t_sent_ns").to_numpy()[ok].min()), int(recvs.column("t_recv_ns").to_numpy().max())
+    return int(sends.column("t_sent_ns").to_numpy()[ok].min()), int(
+        recvs.column("t_recv_ns").to_numpy().max()
+    )
 
 
 # --- running and reading side-by-side rounds -------------------------------------------------
+
 
 def rotating_rounds(benchmark, runners: dict, rounds: int) -> dict[str, list]:
     """Each round runs every runner back to back, the order rotating by one each round, so
@@ -196,10 +242,11 @@ def median_interval(values: list[float], confidence: float = 0.95) -> tuple[floa
     k-th smallest and k-th largest, k the largest with P(Binomial(n, 1/2) < k) <= (1 -
     confidence) / 2. None when there are too few rounds for it (fewer than 6 at 95%)."""
     from math import comb
+
     n = len(values)
     tail, k = 0.0, 0
-    while k < n and tail + comb(n, k) / 2 ** n <= (1 - confidence) / 2:
-        tail += comb(n, k) / 2 ** n
+    while k < n and tail + comb(n, k) / 2**n <= (1 - confidence) / 2:
+        tail += comb(n, k) / 2**n
         k += 1
     if k == 0:
         return None
@@ -228,9 +275,17 @@ def compare(rounds: dict[str, list[float]], subject: str = "zmqload") -> dict:
     per-round ratios (each round's pair ran back to back, so machine noise hits both) and
     best round against best round (the ceiling each reached)."""
     import statistics
-    out: dict = {name: {"all": [round(v) for v in values], "median": round(statistics.median(values)),
-                        "best": round(max(values)), "worst": round(min(values)), "modes": modes(values)}
-                 for name, values in rounds.items()}
+
+    out: dict = {
+        name: {
+            "all": [round(v) for v in values],
+            "median": round(statistics.median(values)),
+            "best": round(max(values)),
+            "worst": round(min(values)),
+            "modes": modes(values),
+        }
+        for name, values in rounds.items()
+    }
     for other, values in rounds.items():
         if other == subject:
             continue
@@ -249,10 +304,17 @@ def print_rounds(rates: dict[str, list[float]], summary: dict, subject: str = "z
     width = max(len(name) for name in rates)
     for name in rates:
         s = summary[name]
-        print(f"  {name:{width}s} median {s['median']:>10,} best {s['best']:>10,} worst {s['worst']:>10,}  "
-              + " ".join(f"{v / 1e6:.2f}M{'' if m == 'one' else '(' + m[0] + ')'}" for v, m in zip(s["all"], s["modes"])))
+        print(
+            f"  {name:{width}s} median {s['median']:>10,} best {s['best']:>10,} worst {s['worst']:>10,}  "
+            + " ".join(
+                f"{v / 1e6:.2f}M{'' if m == 'one' else '(' + m[0] + ')'}"
+                for v, m in zip(s["all"], s["modes"])
+            )
+        )
     for name in rates:
         if name != subject:
             r = summary[f"{subject}/{name}"]
-            print(f"  {subject} / {name:{width}s} median of per-round ratios {r['median_of_ratios']:.2f}, "
-                  f"best vs best {r['best_vs_best']:.2f}   rounds: {' '.join(f'{x:.2f}' for x in r['per_round'])}")
+            print(
+                f"  {subject} / {name:{width}s} median of per-round ratios {r['median_of_ratios']:.2f}, "
+                f"best vs best {r['best_vs_best']:.2f}   rounds: {' '.join(f'{x:.2f}' for x in r['per_round'])}"
+            )

@@ -12,6 +12,7 @@ Only the workers run under valgrind (the controller's start-up deadlines are rai
 this harness only): a thread's name is its role, found from the functions it spent its
 instructions in (the engine's Sender / Receiver loop, libzmq's I/O thread, the converter).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,7 +41,9 @@ def _thread_costs(out_dir: str) -> dict[tuple[str, str], int]:
     costs: dict[tuple[str, str], int] = {}
     for per_thread in threads.values():
         main_text = per_thread[1][1]
-        if re.search(r"Sender_\d*run_slice", main_text) or ("zmq_send" in main_text and "zmq_recv" not in main_text):
+        if re.search(r"Sender_\d*run_slice", main_text) or (
+            "zmq_send" in main_text and "zmq_recv" not in main_text
+        ):
             process = "producer"
         elif re.search(r"Receiver_\d*run_slice", main_text) or "zmq_recv" in main_text:
             process = "consumer"
@@ -56,7 +59,7 @@ def _role(text: str) -> str:
     """What a thread other than the main one did, from the functions it ran."""
     if "parquet" in text.lower():
         return "converter"
-    if "epoll_wait" in text:    # libzmq's internal symbols are hidden; its threads poll with epoll
+    if "epoll_wait" in text:  # libzmq's internal symbols are hidden; its threads poll with epoll
         return "libzmq threads"
     return "other thread"
 
@@ -65,12 +68,24 @@ def profile_zmqload(size: int, count: int, out_dir: str) -> dict:
     """One zmqload run, its worker processes under callgrind."""
     import zmqload
     from zmqload.runner.launch import TOOL_ENV
-    tool = " ".join(VALGRIND) + f" --callgrind-out-file={out_dir}/cg.%p.out --log-file={out_dir}/valgrind.%p.log"
+
+    tool = (
+        " ".join(VALGRIND)
+        + f" --callgrind-out-file={out_dir}/cg.%p.out --log-file={out_dir}/valgrind.%p.log"
+    )
     saved = os.environ.get(TOOL_ENV)
-    os.environ[TOOL_ENV] = tool     # the workers run under callgrind, the controller's deadlines raised for it
+    os.environ[TOOL_ENV] = (
+        tool  # the workers run under callgrind, the controller's deadlines raised for it
+    )
     try:
-        result = zmqload.run(pattern="push-pull", transport="tcp", size=size, count=count,
-                             out=os.path.join(out_dir, "runs"), drain_timeout_ms=20000)
+        result = zmqload.run(
+            pattern="push-pull",
+            transport="tcp",
+            size=size,
+            count=count,
+            out=os.path.join(out_dir, "runs"),
+            drain_timeout_ms=20000,
+        )
         assert result.lost == 0 and result.unique_received == count, result
     finally:
         if saved is None:
@@ -82,14 +97,27 @@ def profile_zmqload(size: int, count: int, out_dir: str) -> dict:
 
 def profile_c(size: int, count: int, out_dir: str) -> dict:
     from paired import build_c_baseline, free_port
+
     binary = build_c_baseline()
-    subprocess.run([*VALGRIND, f"--callgrind-out-file={out_dir}/cg.%p.out", binary,
-                    f"tcp://127.0.0.1:{free_port()}", str(count), str(size)],
-                   check=True, capture_output=True, timeout=1800)
+    subprocess.run(
+        [
+            *VALGRIND,
+            f"--callgrind-out-file={out_dir}/cg.%p.out",
+            binary,
+            f"tcp://127.0.0.1:{free_port()}",
+            str(count),
+            str(size),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=1800,
+    )
     return _thread_costs(out_dir)
 
 
-def marginal(run, size: int, counts: tuple[int, int], keep: str | None = None) -> list[tuple[str, str, float]]:
+def marginal(
+    run, size: int, counts: tuple[int, int], keep: str | None = None
+) -> list[tuple[str, str, float]]:
     """Instructions per message per (process, thread role): the run at counts[1] minus the
     run at counts[0], over the difference in messages. `keep`: a directory to keep the
     larger run's callgrind files in (callgrind_annotate them for the functions)."""
@@ -105,8 +133,10 @@ def marginal(run, size: int, counts: tuple[int, int], keep: str | None = None) -
         finally:
             shutil.rmtree(out_dir, ignore_errors=True)
     delta = counts[1] - counts[0]
-    return [(p, r, (totals[1].get((p, r), 0) - totals[0].get((p, r), 0)) / delta)
-            for p, r in sorted(set(totals[0]) | set(totals[1]))]
+    return [
+        (p, r, (totals[1].get((p, r), 0) - totals[0].get((p, r), 0)) / delta)
+        for p, r in sorted(set(totals[0]) | set(totals[1]))
+    ]
 
 
 def main() -> None:
@@ -114,12 +144,18 @@ def main() -> None:
     parser.add_argument("--which", choices=["zmqload", "c", "both"], default="both")
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--counts", type=int, nargs=2, default=[50_000, 150_000])
-    parser.add_argument("--keep", help="keep the larger run's callgrind files here (one subdirectory per side)")
+    parser.add_argument(
+        "--keep", help="keep the larger run's callgrind files here (one subdirectory per side)"
+    )
     args = parser.parse_args()
     runs = {"zmqload": profile_zmqload, "c": profile_c}
-    for name in (["zmqload", "c"] if args.which == "both" else [args.which]):
-        rows = marginal(runs[name], args.size, tuple(args.counts), args.keep and os.path.join(args.keep, name))
-        print(f"\n{name}, {args.size} B, instructions per message (marginal, {args.counts[0]:,} -> {args.counts[1]:,})")
+    for name in ["zmqload", "c"] if args.which == "both" else [args.which]:
+        rows = marginal(
+            runs[name], args.size, tuple(args.counts), args.keep and os.path.join(args.keep, name)
+        )
+        print(
+            f"\n{name}, {args.size} B, instructions per message (marginal, {args.counts[0]:,} -> {args.counts[1]:,})"
+        )
         for process, role, per_msg in rows:
             print(f"  {process:18s} {role:22s} {per_msg:10.0f}")
         print(f"  {'total':41s} {sum(r[2] for r in rows):10.0f}")

@@ -11,6 +11,7 @@ threads (ZMQbg/IO/*), `other` the rest (zmqload's converter and sampler threads,
 reaper). Roles: zmqload's from run.json `worker_pids`; C receivers are forked before the
 senders (the lower pids). Thread samples nearest the span's ends bound it (20 ms either way).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,7 @@ from paired import build_c  # noqa: E402
 class ThreadSampler:
     def __init__(self, interval: float = 0.02):
         self.interval = interval
-        self.samples: list[tuple[int, dict]] = []       # t_ns, {(pid, tid): (comm, ticks)}
+        self.samples: list[tuple[int, dict]] = []  # t_ns, {(pid, tid): (comm, ticks)}
         self.parents: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -54,7 +55,7 @@ class ThreadSampler:
                         slices = int(f.read().split()[2])
                 except (OSError, IndexError, ValueError):
                     continue
-                comm = text[text.index("(") + 1:text.rindex(")")]
+                comm = text[text.index("(") + 1 : text.rindex(")")]
                 rest = text.rsplit(")", 1)[1].split()
                 snap[(pid, int(tid))] = (comm, (int(rest[11]), int(rest[12]), slices))
             for kid in _children(pid):
@@ -79,7 +80,9 @@ class ThreadSampler:
     def in_span(self, t0: int, t1: int) -> dict:
         """{(pid, tid): (comm, (user_s, sys_s, slices))} between the last sample at or before t0
         and the first at or after t1; a thread gone by then counts up to its last sample."""
-        before = max((s for s in self.samples if s[0] <= t0), key=lambda s: s[0], default=self.samples[0])
+        before = max(
+            (s for s in self.samples if s[0] <= t0), key=lambda s: s[0], default=self.samples[0]
+        )
         after_list = [s for s in self.samples if s[0] >= t1] or [self.samples[-1]]
         after = min(after_list, key=lambda s: s[0])
         last_seen: dict = {}
@@ -114,18 +117,37 @@ def run_zmqload(n: int, m: int, per: int) -> tuple[dict, int, float]:
     import numpy as np
     import pyarrow.parquet as pq
     import zmqload
+
     out = tempfile.mkdtemp(prefix="zmqload-threads-")
     try:
         with ThreadSampler() as s:
-            r = zmqload.run(pattern="push-pull", transport="tcp", size=SIZE, count=per, producers=n,
-                            consumers=m, rate=0, out=out)
+            r = zmqload.run(
+                pattern="push-pull",
+                transport="tcp",
+                size=SIZE,
+                count=per,
+                producers=n,
+                consumers=m,
+                rate=0,
+                out=out,
+            )
         assert r.lost == 0
-        t_recv = pq.read_table(os.path.join(r.run_dir, "recvs"), columns=["t_recv_ns"]).column(0).to_numpy()
-        t_sent = pq.read_table(os.path.join(r.run_dir, "sends"), columns=["t_sent_ns"]).column(0).to_numpy()
+        t_recv = (
+            pq.read_table(os.path.join(r.run_dir, "recvs"), columns=["t_recv_ns"])
+            .column(0)
+            .to_numpy()
+        )
+        t_sent = (
+            pq.read_table(os.path.join(r.run_dir, "sends"), columns=["t_sent_ns"])
+            .column(0)
+            .to_numpy()
+        )
         t0, t1 = int(t_sent.min()), int(np.max(t_recv))
         with open(os.path.join(r.run_dir, "run.json")) as f:
             pids = json.load(f)["worker_pids"]
-        roles = {pid: ("sender" if name.startswith("p") else "receiver") for name, pid in pids.items()}
+        roles = {
+            pid: ("sender" if name.startswith("p") else "receiver") for name, pid in pids.items()
+        }
         roles[os.getpid()] = "controller"
         per_thread, window = s.in_span(t0, t1)
         return summarise(per_thread, roles), len(t_recv), (t1 - t0) / 1e9
@@ -135,8 +157,11 @@ def run_zmqload(n: int, m: int, per: int) -> tuple[dict, int, float]:
 
 def run_c(binary: str, n: int, m: int, per: int) -> tuple[dict, int, float]:
     with ThreadSampler() as s:
-        proc = subprocess.Popen([binary, str(free_ports(m)), str(n), str(m), str(per), str(SIZE)],
-                                stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [binary, str(free_ports(m)), str(n), str(m), str(per), str(SIZE)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         out = proc.communicate(timeout=600)[0].split()
     msgs, _, t0, t1 = map(int, out)
     kids = sorted(pid for pid, parent in s.parents.items() if parent == proc.pid)
@@ -160,14 +185,21 @@ def main() -> None:
     order = ["zmqload", "c"]
     for _ in range(a.rounds):
         for name in order:
-            results[name].append(run_zmqload(n, m, per) if name == "zmqload" else run_c(binary, n, m, per))
+            results[name].append(
+                run_zmqload(n, m, per) if name == "zmqload" else run_c(binary, n, m, per)
+            )
         order.reverse()
-    print(f"shape {a.shape}, {a.total:,} messages of {SIZE} B, {a.rounds} rounds: CPU in the span, "
-          f"ns per message (median over rounds) and cores")
+    print(
+        f"shape {a.shape}, {a.total:,} messages of {SIZE} B, {a.rounds} rounds: CPU in the span, "
+        f"ns per message (median over rounds) and cores"
+    )
     import statistics
+
     for name, rounds in results.items():
         keys = sorted({k for totals, _, _ in rounds for k in totals})
-        print(f"  {name}: msg/s " + " ".join(f"{msgs / span / 1e6:.2f}M" for _, msgs, span in rounds))
+        print(
+            f"  {name}: msg/s " + " ".join(f"{msgs / span / 1e6:.2f}M" for _, msgs, span in rounds)
+        )
         for key in keys:
             cells = [(t.get(key, [0.0, 0.0, 0]), msgs, span) for t, msgs, span in rounds]
             ns = statistics.median((c[0] + c[1]) / msgs * 1e9 for c, msgs, _ in cells)
@@ -176,9 +208,13 @@ def main() -> None:
             cores = statistics.median((c[0] + c[1]) / span for c, _, span in cells)
             switches = statistics.median(c[2] / msgs * 1e6 for c, msgs, _ in cells)
             if ns >= 1:
-                print(f"    {key[0]:10s} {key[1]:5s} {ns:7.0f} ns/msg (user {user:4.0f}, sys {system:4.0f})"
-                      f"  {cores:5.2f} cores  {switches:7.0f} scheduled-in per 1M msgs")
-        total = statistics.median(sum(c[0] + c[1] for c in t.values()) / msgs * 1e9 for t, msgs, _ in rounds)
+                print(
+                    f"    {key[0]:10s} {key[1]:5s} {ns:7.0f} ns/msg (user {user:4.0f}, sys {system:4.0f})"
+                    f"  {cores:5.2f} cores  {switches:7.0f} scheduled-in per 1M msgs"
+                )
+        total = statistics.median(
+            sum(c[0] + c[1] for c in t.values()) / msgs * 1e9 for t, msgs, _ in rounds
+        )
         print(f"    {'total':16s} {total:7.0f} ns/msg")
 
 

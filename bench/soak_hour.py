@@ -13,6 +13,7 @@ terminal's ^C) at a chosen second. Afterwards, from what the run left and from t
 Writes OUT/soak-hour.json with the figures; the run directory is kept (a few GB) for the report.
 Memory figures are valid on a shared machine; the paced run needs about one core of its own.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,14 +70,19 @@ def worker_rss_by_minute(run_dir: str, t0_ns: int) -> dict[str, list[int]]:
         t = pq.read_table(path, columns=["t_ns", "role", "worker", "rss_kb"])
         minute = (t.column("t_ns").to_numpy() - t0_ns) // 60_000_000_000
         rss = t.column("rss_kb").to_numpy()
-        names = [f"{r}{w}" for r, w in zip(t.column("role").to_pylist(), t.column("worker").to_pylist())]
+        names = [
+            f"{r}{w}" for r, w in zip(t.column("role").to_pylist(), t.column("worker").to_pylist())
+        ]
         for name in set(names):
             mine = np.array([n == name for n in names])
             for m in np.unique(minute[mine & (minute >= 0)]):
                 top = int(rss[mine & (minute == m)].max())
                 slot = out.setdefault(name, {})
                 slot[int(m)] = max(slot.get(int(m), -1), top)
-    return {name: [by_minute.get(m, -1) for m in range(max(by_minute) + 1)] for name, by_minute in out.items()}
+    return {
+        name: [by_minute.get(m, -1) for m in range(max(by_minute) + 1)]
+        for name, by_minute in out.items()
+    }
 
 
 def display_by_minute(typescript: str, timing: str) -> list[str]:
@@ -91,7 +97,7 @@ def display_by_minute(typescript: str, timing: str) -> list[str]:
         for row in f:
             delay, count = row.split()[:2]
             at += float(delay)
-            chunk = data[offset:offset + int(count)].decode("utf-8", "replace")
+            chunk = data[offset : offset + int(count)].decode("utf-8", "replace")
             offset += int(count)
             for line in ANSI.sub("", chunk).splitlines():
                 if "received " in line:
@@ -110,27 +116,35 @@ def main() -> None:
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     typescript, timing = os.path.join(args.out, "typescript"), os.path.join(args.out, "timing")
-    command = (f"exec {sys.executable} -m zmqload run --pattern push-pull --transport tcp --rate {args.rate} "
-               f"--pacing sleep --duration {args.duration:g} --out {args.out} --run-name {NAME}")
+    command = (
+        f"exec {sys.executable} -m zmqload run --pattern push-pull --transport tcp --rate {args.rate} "
+        f"--pacing sleep --duration {args.duration:g} --out {args.out} --run-name {NAME}"
+    )
     # The run must hear ^C as a terminal's foreground job does. Started from a shell's `&` (or
     # nohup) this script inherits SIGINT ignored, script(1) passes that on and Python keeps an
     # ignored SIGINT ignored: the ^C at 3,600 s of stop 27 was echoed and did nothing. A handler
     # here becomes SIG_DFL across exec, so the run installs its own again.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     started = time.monotonic()
-    proc = subprocess.Popen(["script", "-qfe", f"--timing={timing}", "-c", command, typescript],
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=dict(os.environ, COLUMNS="200"))
+    proc = subprocess.Popen(
+        ["script", "-qfe", f"--timing={timing}", "-c", command, typescript],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        env=dict(os.environ, COLUMNS="200"),
+    )
     assert proc.stdin is not None
     controller = _controller(proc.pid, started + 60)
     controller_rss: list[tuple[float, int]] = []
     while time.monotonic() - started < args.interrupt_at and proc.poll() is None:
-        controller_rss.append((round(time.monotonic() - started, 1), _status_kb(controller, "VmRSS")))
+        controller_rss.append(
+            (round(time.monotonic() - started, 1), _status_kb(controller, "VmRSS"))
+        )
         time.sleep(min(10.0, max(0.0, args.interrupt_at - (time.monotonic() - started))))
     interrupted_at = time.monotonic()
     controller_hwm = _status_kb(controller, "VmHWM")
-    proc.stdin.write(b"\x03")               # the terminal's ^C: SIGINT to the run's process group
+    proc.stdin.write(b"\x03")  # the terminal's ^C: SIGINT to the run's process group
     proc.stdin.flush()
-    while _status_kb(controller, "VmHWM") >= 0:     # the run's own exit, not script's
+    while _status_kb(controller, "VmHWM") >= 0:  # the run's own exit, not script's
         controller_hwm = max(controller_hwm, _status_kb(controller, "VmHWM"))
         time.sleep(0.02)
     stopped_in = time.monotonic() - interrupted_at
@@ -142,19 +156,34 @@ def main() -> None:
     t0_ns = record["schedule"]["t0_ns"]
     truth = counters_from_records(run_dir)
     figures = {
-        "command": command.replace(sys.executable, "python"), "interrupt_after_s": args.interrupt_at,
-        "exit_status": script_status, "stopped_in_s": round(stopped_in, 2), "status": record["status"],
-        "counters": {k: record["counters"][k] for k in ("sent", "received", "lost")}, "from_parquet": truth,
-        "parquet_bytes": sum(os.path.getsize(p) for p in glob.glob(os.path.join(run_dir, "*", "*.parquet"))),
+        "command": command.replace(sys.executable, "python"),
+        "interrupt_after_s": args.interrupt_at,
+        "exit_status": script_status,
+        "stopped_in_s": round(stopped_in, 2),
+        "status": record["status"],
+        "counters": {k: record["counters"][k] for k in ("sent", "received", "lost")},
+        "from_parquet": truth,
+        "parquet_bytes": sum(
+            os.path.getsize(p) for p in glob.glob(os.path.join(run_dir, "*", "*.parquet"))
+        ),
         "worker_rss_kb_by_minute": worker_rss_by_minute(run_dir, t0_ns),
-        "controller_rss_kb_every_10s": controller_rss, "controller_peak_kb": controller_hwm,
-        "workers_peak_kb": {w["id"] if "id" in w else f"{role}{i}": w.get("max_rss_kb")
-                            for role in ("producers", "consumers") for i, w in enumerate(record.get(role) or [])},
+        "controller_rss_kb_every_10s": controller_rss,
+        "controller_peak_kb": controller_hwm,
+        "workers_peak_kb": {
+            w["id"] if "id" in w else f"{role}{i}": w.get("max_rss_kb")
+            for role in ("producers", "consumers")
+            for i, w in enumerate(record.get(role) or [])
+        },
         "display_by_minute": display_by_minute(typescript, timing),
     }
     with open(os.path.join(args.out, f"{NAME}.json"), "w") as f:
         json.dump(figures, f, indent=1)
-    print(json.dumps({k: v for k, v in figures.items() if "by_minute" not in k and "every" not in k}, indent=1))
+    print(
+        json.dumps(
+            {k: v for k, v in figures.items() if "by_minute" not in k and "every" not in k},
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

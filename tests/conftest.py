@@ -1,4 +1,5 @@
 """Shared helpers for the engine and run tests: real sockets on loopback only."""
+
 from __future__ import annotations
 
 import fcntl
@@ -29,10 +30,13 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # Parallel workers (pytest-xdist, `make test`): each its own temporary directory, so that what lives
 # there per user (the warm report server's socket, ipc endpoints, staging copies) is per worker, and
 # a worker's session end stops only its own report server.
-_worker_tmp = None          # removed at the session's end
+_worker_tmp = None  # removed at the session's end
 if os.environ.get("PYTEST_XDIST_WORKER"):
     import tempfile
-    _worker_tmp = os.path.join(tempfile.gettempdir(), f"zmqload-tests-{os.getpid()}-{os.environ['PYTEST_XDIST_WORKER']}")
+
+    _worker_tmp = os.path.join(
+        tempfile.gettempdir(), f"zmqload-tests-{os.getpid()}-{os.environ['PYTEST_XDIST_WORKER']}"
+    )
     os.makedirs(_worker_tmp, exist_ok=True)
     os.environ["TMPDIR"] = tempfile.tempdir = _worker_tmp
 
@@ -41,37 +45,78 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # capacity search, CPU placement's unpaced runs): marked `slow` (and single tests like them, by
 # hand), so `make test-fast` (-m "not slow") is a developer's loop under 3 minutes; `make test`
 # and CI run everything.
-SLOW_FILES = frozenset({
-    "test_scenarios.py", "test_scenarios_000_003.py", "test_scenarios_001_002.py", "test_scenarios_user.py",
-    "test_scenarios_conflate.py", "test_scenarios_resets.py",
-    "test_consumer_side.py", "test_out_uri.py", "test_topics.py", "test_service_report.py",
-    "analysis/test_queue_figure.py", "analysis/test_remote_report.py", "analysis/test_one_answer.py",
-    "test_capacity.py", "test_placement.py", "test_search_record.py", "test_devices.py", "test_one_side.py",
-    "test_spark_placement.py", "test_curve.py", "test_netns_cluster.py",
-    "analysis/test_report_server.py", "analysis/test_search_section.py", "analysis/test_command.py",
-    "analysis/test_report_errors.py", "analysis/test_capacity_report.py", "analysis/test_plots.py",
-    "analysis/test_round_trips.py", "analysis/test_real_runs.py", "analysis/test_percentile_rule.py",
-    "analysis/test_failed_runs.py", "analysis/test_tail_placement.py", "analysis/test_page.py",
-})
+SLOW_FILES = frozenset(
+    {
+        "test_scenarios.py",
+        "test_scenarios_000_003.py",
+        "test_scenarios_001_002.py",
+        "test_scenarios_user.py",
+        "test_scenarios_conflate.py",
+        "test_scenarios_resets.py",
+        "test_consumer_side.py",
+        "test_out_uri.py",
+        "test_topics.py",
+        "test_service_report.py",
+        "analysis/test_queue_figure.py",
+        "analysis/test_remote_report.py",
+        "analysis/test_one_answer.py",
+        "test_capacity.py",
+        "test_placement.py",
+        "test_search_record.py",
+        "test_devices.py",
+        "test_one_side.py",
+        "test_spark_placement.py",
+        "test_curve.py",
+        "test_netns_cluster.py",
+        "analysis/test_report_server.py",
+        "analysis/test_search_section.py",
+        "analysis/test_command.py",
+        "analysis/test_report_errors.py",
+        "analysis/test_capacity_report.py",
+        "analysis/test_plots.py",
+        "analysis/test_round_trips.py",
+        "analysis/test_real_runs.py",
+        "analysis/test_percentile_rule.py",
+        "analysis/test_failed_runs.py",
+        "analysis/test_tail_placement.py",
+        "analysis/test_page.py",
+    }
+)
 
 
 # The system tests: what needs a cluster (Spark's local-cluster, network namespaces, an object
 # store), a fault injected into a whole run (SIGKILL, SIGSTOP, a full disk, reset connections, a
 # signal in each phase), a scenario's repeated runs, a browser, a server's lifecycle, or the CPUs
 # to itself. Marked `system`: `make test` runs the others, `make test-system` these (CI runs both).
-SYSTEM_FILES = frozenset({
-    "test_spark_placement.py", "test_netns_cluster.py", "test_out_uri.py", "analysis/test_remote_report.py",
-    "test_faults.py", "test_signal_phases.py", "test_resets.py",
-    "test_scenarios.py", "test_scenarios_000_003.py", "test_scenarios_001_002.py", "test_scenarios_user.py",
-    "test_scenarios_conflate.py", "test_scenarios_resets.py",
-    "analysis/test_page.py", "analysis/test_report_server.py", "test_placement.py",
-})
+SYSTEM_FILES = frozenset(
+    {
+        "test_spark_placement.py",
+        "test_netns_cluster.py",
+        "test_out_uri.py",
+        "analysis/test_remote_report.py",
+        "test_faults.py",
+        "test_signal_phases.py",
+        "test_resets.py",
+        "test_scenarios.py",
+        "test_scenarios_000_003.py",
+        "test_scenarios_001_002.py",
+        "test_scenarios_user.py",
+        "test_scenarios_conflate.py",
+        "test_scenarios_resets.py",
+        "analysis/test_page.py",
+        "analysis/test_report_server.py",
+        "test_placement.py",
+    }
+)
 
 
 def pytest_collection_modifyitems(config, items):
     here = os.path.dirname(os.path.abspath(__file__))
     files = {item: os.path.relpath(str(item.fspath), here) for item in items}
-    slow = {item: files[item] in SLOW_FILES or item.get_closest_marker("slow") is not None for item in items}
+    slow = {
+        item: files[item] in SLOW_FILES or item.get_closest_marker("slow") is not None
+        for item in items
+    }
     for item in items:
         if slow[item]:
             item.add_marker(pytest.mark.slow)
@@ -92,8 +137,10 @@ def pytest_collection_modifyitems(config, items):
 # THREAD_GRACE_S after its teardown (a library's own threads, pyzmq's, py4j's, are not looked at).
 # A socket is closed by the thread that uses it, or after that thread is joined: never under it.
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
-THREAD_GRACE_S = 10.0       # a thread of the tests' may take this long to end after its test's teardown
-PROCESS_GRACE_S = 15.0      # a process left running: SIGINT (a run stops its workers, exit 130), then SIGKILL
+THREAD_GRACE_S = 10.0  # a thread of the tests' may take this long to end after its test's teardown
+PROCESS_GRACE_S = (
+    15.0  # a process left running: SIGINT (a run stops its workers, exit 130), then SIGKILL
+)
 _to_end: list = []
 
 
@@ -114,29 +161,35 @@ def _end(thing) -> str | None:
         return None
     if isinstance(thing, threading.Thread):
         thing.join(THREAD_GRACE_S)
-        return f"thread {thing.name} did not end within {THREAD_GRACE_S} s" if thing.is_alive() else None
+        return (
+            f"thread {thing.name} did not end within {THREAD_GRACE_S} s"
+            if thing.is_alive()
+            else None
+        )
     thing()
     return None
 
 
 def _end_process(proc: subprocess.Popen) -> None:
     """A process still running: SIGINT, then SIGKILL, each given PROCESS_GRACE_S; reaped, its pipes closed."""
+
     def signal_it(sig: int) -> None:
         try:
-            if os.getpgid(proc.pid) == proc.pid:        # start_new_session: its whole group
+            if os.getpgid(proc.pid) == proc.pid:  # start_new_session: its whole group
                 os.killpg(proc.pid, sig)
             else:
                 proc.send_signal(sig)
         except ProcessLookupError:
             pass
+
     for sig, grace in ((signal.SIGINT, PROCESS_GRACE_S), (signal.SIGKILL, PROCESS_GRACE_S)):
         if proc.poll() is not None:
             break
         signal_it(sig)
         try:
             try:
-                proc.communicate(timeout=grace)    # its pipes drained, so it cannot block on them
-            except ValueError:                     # the test closed one of them
+                proc.communicate(timeout=grace)  # its pipes drained, so it cannot block on them
+            except ValueError:  # the test closed one of them
                 proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             continue
@@ -151,7 +204,7 @@ def _end_from(mark: int) -> list[str]:
         thing = _to_end.pop()
         try:
             problem = _end(thing)
-        except Exception as e:      # the others are ended all the same
+        except Exception as e:  # the others are ended all the same
             problem = f"ending {thing!r}: {type(e).__name__}: {e}"
         if problem:
             problems.append(problem)
@@ -161,7 +214,7 @@ def _end_from(mark: int) -> list[str]:
 def _started_by_the_tests(thread: threading.Thread) -> str | None:
     """Where the code a thread runs is defined (file:line), if under tests/; else None."""
     run = getattr(thread, "_target", None) or type(thread).run
-    run = getattr(run, "func", run)                 # functools.partial
+    run = getattr(run, "func", run)  # functools.partial
     code = getattr(getattr(run, "__func__", run), "__code__", None)
     if code is None or not os.path.abspath(code.co_filename).startswith(TESTS_DIR + os.sep):
         return None
@@ -171,6 +224,7 @@ def _started_by_the_tests(thread: threading.Thread) -> str | None:
 def children() -> set[int]:
     """The pids of this process's children (from /proc): a refusal must start none."""
     import contextlib
+
     pids: set[int] = set()
     for task in os.listdir("/proc/self/task"):
         with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as f:
@@ -184,6 +238,7 @@ def in_process(capsys, *argv: str) -> subprocess.CompletedProcess:
     What only a real process shows (no traceback, the interpreter's exit) is checked on one refusal
     of each kind in a real process (tests/test_cli.py)."""
     from zmqload import cli
+
     capsys.readouterr()
     try:
         status = cli.main(list(argv))
@@ -198,6 +253,7 @@ def recv_until(sock, ended: threading.Event, multipart: bool = False):
     (zmq.Again once it passes), but in polls of at most 100 ms, so that it ends sooner, with
     zmq.Again, once `ended` is set: the test is over and its thread must let go of the socket."""
     import zmq
+
     timeout_ms = sock.getsockopt(zmq.RCVTIMEO)
     deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
     while not ended.is_set():
@@ -217,6 +273,7 @@ def _the_sessions_ends():
     # `zmqload report` starts a warm server that outlives it (zmqload/report/server.py): the session
     # stops the one its reports started
     from zmqload.report.server import stop_server
+
     stop_server()
     if _worker_tmp:
         shutil.rmtree(_worker_tmp, ignore_errors=True)
@@ -255,7 +312,10 @@ def pytest_runtest_protocol(item, nextitem):
         yield
         return
     shared = item.config._tmp_path_factory.getbasetemp().parent
-    with open(shared / "turnstile.lock", "a") as turnstile, open(shared / "running.lock", "a") as running:
+    with (
+        open(shared / "turnstile.lock", "a") as turnstile,
+        open(shared / "running.lock", "a") as running,
+    ):
         if item.get_closest_marker("alone"):
             fcntl.flock(turnstile, fcntl.LOCK_EX)
             fcntl.flock(running, fcntl.LOCK_EX)
@@ -263,7 +323,7 @@ def pytest_runtest_protocol(item, nextitem):
             fcntl.flock(turnstile, fcntl.LOCK_SH)
             fcntl.flock(running, fcntl.LOCK_SH)
             fcntl.flock(turnstile, fcntl.LOCK_UN)
-        yield           # closing the files releases the locks
+        yield  # closing the files releases the locks
 
 
 @pytest.fixture(autouse=True)
@@ -273,8 +333,10 @@ def _a_tests_ends():
     problems = _end_from(mark)
     left = join_the_tests_threads(before)
     if left:
-        problems.append(f"threads of the test still alive {THREAD_GRACE_S:.0f} s after its teardown: "
-                        + ", ".join(left))
+        problems.append(
+            f"threads of the test still alive {THREAD_GRACE_S:.0f} s after its teardown: "
+            + ", ".join(left)
+        )
     if problems:
         pytest.fail("; ".join(problems), pytrace=False)
 
@@ -287,6 +349,7 @@ def out_dir(tmp_path):
 def check_identity(result) -> None:
     """Every accepted message has exactly one fate, per stream and in total."""
     from zmqload.contract.fates import FATES
+
     assert result.expected == sum(getattr(result, f) for f in FATES), result.summary()
     assert result.lost == result.dropped + result.stranded + result.unknown
     for stream in result.streams:
@@ -297,11 +360,13 @@ def check_identity(result) -> None:
 def run_workload(out_dir):
     """Run a workload with records under the test's temporary directory; the fate
     identity is checked on every run."""
+
     def run(**options):
         options.setdefault("out", out_dir)
         result = zmqload.run(**options)
         check_identity(result)
         return result
+
     return run
 
 
@@ -319,8 +384,9 @@ def read_meta(run_dir: str) -> dict:
 
 def zmqload_cli(*args, timeout=120):
     """`python -m zmqload ARGS` as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "zmqload", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "zmqload", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def free_ports(n, consecutive=False):
@@ -373,6 +439,7 @@ def help_entries(text: str) -> dict[str, str]:
 def until_listening(port: int, within_s: float = 60) -> None:
     """Until something accepts tcp connections on loopback `port` (bounded)."""
     import time
+
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         with socket.socket() as probe:
@@ -386,18 +453,26 @@ def moto_server(log=subprocess.DEVNULL):
     """`python -m moto.server` (an S3 API server) on a free loopback port, answering: (port, process).
     The caller ends it (end_with_the_test)."""
     import time
-    pytest.importorskip("moto.server", reason="the S3 API server of the tests: pip install 'moto[server]'")
+
+    pytest.importorskip(
+        "moto.server", reason="the S3 API server of the tests: pip install 'moto[server]'"
+    )
     (port,) = free_ports(1)
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=log, stderr=subprocess.STDOUT)
-    end_with_the_test(server)       # ended with its scope also when it never answered
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    end_with_the_test(server)  # ended with its scope also when it never answered
     deadline = time.monotonic() + 30
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return port, server
         except OSError:
-            assert server.poll() is None and time.monotonic() < deadline, "moto's server did not start"
+            assert server.poll() is None and time.monotonic() < deadline, (
+                "moto's server did not start"
+            )
             time.sleep(0.1)
 
 
@@ -405,6 +480,7 @@ def wait_for_schedule(run_json_glob: str, within_s: float = 60) -> int:
     """t0 (CLOCK_MONOTONIC ns) once a run.json matching `run_json_glob` has it (the workers have the
     start): polled on the run's own progress, bounded."""
     import time
+
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         for path in glob.glob(run_json_glob, recursive=True):

@@ -10,6 +10,7 @@ in /proc) or the controller itself; a disk that fills (a 5 MiB tmpfs, root only)
 no producer can reach; the run's tcp connections aborted by the kernel (--reset-at, root); a truncated Parquet part under `zmqload report` (Spark; --no-report
 skips it).
 """
+
 from __future__ import annotations
 
 import glob
@@ -26,9 +27,10 @@ import numpy as np
 import pyarrow.parquet as pq
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if REPO not in sys.path:        # run as a script (make faults): this checkout's fate names
+if REPO not in sys.path:  # run as a script (make faults): this checkout's fate names
     sys.path.insert(0, REPO)
 from zmqload.contract.fates import FATES, LOST  # noqa: E402  (names only: nothing here reads records with zmqload)
+
 PACED = ["--pattern", "push-pull", "--transport", "tcp", "--rate", "50k", "--duration", "4"]
 PACED_PROXY = ["--pattern", "proxy", "--transport", "tcp", "--rate", "50k", "--duration", "4"]
 KILL_AFTER_S = 1.5
@@ -36,13 +38,20 @@ KILL_AFTER_S = 1.5
 
 def environment() -> dict:
     """This checkout's zmqload, wherever the caller runs from."""
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p))
+    return dict(
+        os.environ, PYTHONPATH=os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p)
+    )
 
 
 def start_run(out: str, name: str, args: list[str], own_group: bool = False) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "zmqload", "run", *args, "--out", out, "--run-name", name,
-                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=environment(), start_new_session=own_group)
+    return subprocess.Popen(
+        [sys.executable, "-m", "zmqload", "run", *args, "--out", out, "--run-name", name, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(),
+        start_new_session=own_group,
+    )
 
 
 def read_meta(run_dir: str) -> dict:
@@ -130,19 +139,28 @@ def figures_from_records(run_dir: str) -> dict:
 
 
 def identity_holds(counters: dict) -> bool:
-    return (counters["expected"] == sum(counters[f] for f in FATES)
-            and counters["lost"] == counters["expected"] - counters["unique_received"]
-            and counters["lost"] == sum(counters[f] for f in LOST))
+    return (
+        counters["expected"] == sum(counters[f] for f in FATES)
+        and counters["lost"] == counters["expected"] - counters["unique_received"]
+        and counters["lost"] == sum(counters[f] for f in LOST)
+    )
 
 
 def leftovers(run_dir: str, meta: dict) -> list[str]:
     """Whatever a run left behind: processes, private control files, raw chunks, temp files."""
-    left = [f"process {name} (pid {pid})" for name, pid in meta.get("worker_pids", {}).items() if running(pid)]
+    left = [
+        f"process {name} (pid {pid})"
+        for name, pid in meta.get("worker_pids", {}).items()
+        if running(pid)
+    ]
     if meta.get("control_dir") and os.path.exists(meta["control_dir"]):
         left.append(f"control directory {meta['control_dir']}")
     if os.path.exists(os.path.join(run_dir, "_spill")):
         left.append("_spill/")
-    left += [os.path.relpath(p, run_dir) for p in glob.glob(os.path.join(run_dir, "**", ".*"), recursive=True)]
+    left += [
+        os.path.relpath(p, run_dir)
+        for p in glob.glob(os.path.join(run_dir, "**", ".*"), recursive=True)
+    ]
     return left
 
 
@@ -155,7 +173,7 @@ class Outcome:
     stderr: str
     records: dict
     left: list[str] = field(default_factory=list)
-    stdout: str = ""        # the run's --json summary, if it printed one
+    stdout: str = ""  # the run's --json summary, if it printed one
 
     @property
     def ok(self) -> bool:
@@ -168,10 +186,16 @@ class Outcome:
 
     def row(self) -> list[str]:
         c = self.meta.get("counters") or {}
-        return [self.fault, str(self.exit), f"{self.seconds_to_end:.1f} s", self.meta.get("status", "?"),
-                f"sent {c.get('sent', 0):,} received {c.get('received', 0):,} unknown {c.get('unknown', 0):,} "
-                f"stranded {c.get('stranded', 0):,}: " + ("consistent" if self.consistent else "INCONSISTENT"),
-                ", ".join(self.left) or "none"]
+        return [
+            self.fault,
+            str(self.exit),
+            f"{self.seconds_to_end:.1f} s",
+            self.meta.get("status", "?"),
+            f"sent {c.get('sent', 0):,} received {c.get('received', 0):,} unknown {c.get('unknown', 0):,} "
+            f"stranded {c.get('stranded', 0):,}: "
+            + ("consistent" if self.consistent else "INCONSISTENT"),
+            ", ".join(self.left) or "none",
+        ]
 
 
 def _kill(out: str, run_name: str, args: list[str], name: str, fault: str, before_kill) -> Outcome:
@@ -181,7 +205,9 @@ def _kill(out: str, run_name: str, args: list[str], name: str, fault: str, befor
     proc = start_run(out, run_name, args)
     try:
         pid = wait_started(run_dir)["worker_pids"][name]
-        assert pid in children_of(proc.pid), f"{name} (pid {pid}) is not a child of the controller {proc.pid}"
+        assert pid in children_of(proc.pid), (
+            f"{name} (pid {pid}) is not a child of the controller {proc.pid}"
+        )
         before_kill(run_dir, pid)
         os.kill(pid, signal.SIGKILL)
         killed = time.monotonic()
@@ -191,28 +217,53 @@ def _kill(out: str, run_name: str, args: list[str], name: str, fault: str, befor
         if proc.poll() is None:
             proc.kill()
     meta = read_meta(run_dir)
-    return Outcome(fault, proc.returncode, ended, meta, err, figures_from_records(run_dir),
-                   leftovers(run_dir, meta), stdout)
+    return Outcome(
+        fault,
+        proc.returncode,
+        ended,
+        meta,
+        err,
+        figures_from_records(run_dir),
+        leftovers(run_dir, meta),
+        stdout,
+    )
 
 
 def kill_worker(out: str, name: str, args: list[str] = PACED) -> Outcome:
     """SIGKILL one worker process KILL_AFTER_S into a paced run."""
-    return _kill(out, f"kill-{name}", args, name, f"{name} killed (SIGKILL)",
-                 lambda run_dir, pid: time.sleep(KILL_AFTER_S))
+    return _kill(
+        out,
+        f"kill-{name}",
+        args,
+        name,
+        f"{name} killed (SIGKILL)",
+        lambda run_dir, pid: time.sleep(KILL_AFTER_S),
+    )
 
 
 def kill_in_drain(out: str) -> Outcome:
     """SIGKILL the consumer in the drain, before it heard of it: stopped (SIGSTOP) mid-run, killed
     once the producer's loop is over (its first Parquet part is written then)."""
+
     def stopped_until_the_drain(run_dir: str, pid: int) -> None:
         time.sleep(0.5)
         os.kill(pid, signal.SIGSTOP)
         deadline = time.monotonic() + 30
-        while not glob.glob(os.path.join(run_dir, "sends", "part-p0-*.parquet")) and time.monotonic() < deadline:
+        while (
+            not glob.glob(os.path.join(run_dir, "sends", "part-p0-*.parquet"))
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
-        time.sleep(0.3)         # the controller hears the producer is done and begins the drain
-    return _kill(out, "kill-in-drain", ["--pattern", "push-pull", "--rate", "1k", "--duration", "1.5"], "c0",
-                 "c0 stopped, then killed in the drain", stopped_until_the_drain)
+        time.sleep(0.3)  # the controller hears the producer is done and begins the drain
+
+    return _kill(
+        out,
+        "kill-in-drain",
+        ["--pattern", "push-pull", "--rate", "1k", "--duration", "1.5"],
+        "c0",
+        "c0 stopped, then killed in the drain",
+        stopped_until_the_drain,
+    )
 
 
 def kill_controller(out: str) -> Outcome:
@@ -228,11 +279,18 @@ def kill_controller(out: str) -> Outcome:
         if proc.poll() is None:
             proc.kill()
     meta = read_meta(run_dir)
-    deadline = time.monotonic() + 5     # the last worker removes the control files after marking
+    deadline = time.monotonic() + 5  # the last worker removes the control files after marking
     while leftovers(run_dir, meta) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return Outcome("controller killed (SIGKILL)", proc.returncode, marked, meta, proc.stderr.read(),
-                   figures_from_records(run_dir), leftovers(run_dir, meta))
+    return Outcome(
+        "controller killed (SIGKILL)",
+        proc.returncode,
+        marked,
+        meta,
+        proc.stderr.read(),
+        figures_from_records(run_dir),
+        leftovers(run_dir, meta),
+    )
 
 
 def kill_everything(out: str) -> tuple[str, dict]:
@@ -255,8 +313,13 @@ def kill_everything(out: str) -> tuple[str, dict]:
 
 
 def repair(run_dir: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zmqload", "repair", run_dir, "--json"], capture_output=True,
-                          text=True, env=environment(), timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "zmqload", "repair", run_dir, "--json"],
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=60,
+    )
 
 
 def can_mount() -> str | None:
@@ -274,8 +337,11 @@ class SmallDisk:
 
     def __enter__(self) -> str:
         self.path = tempfile.mkdtemp(prefix="zmqload-smalldisk-")
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.size}", "tmpfs", self.path],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={self.size}", "tmpfs", self.path],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode:
             os.rmdir(self.path)
             raise PermissionError(f"cannot mount a tmpfs: {done.stderr.strip()}")
@@ -286,7 +352,9 @@ class SmallDisk:
         os.rmdir(self.path)
 
 
-def disk_full(disk: str, name: str = "disk-full", length: tuple[str, str] = ("--duration", "3")) -> Outcome:
+def disk_full(
+    disk: str, name: str = "disk-full", length: tuple[str, str] = ("--duration", "3")
+) -> Outcome:
     """An unpaced run onto a 5 MiB disk: 3 s long (what it writes is a guess, so it starts and the
     disk fills mid-run), or `--count 2M` (expected to write more than is free: refused)."""
     out = os.path.join(disk, "runs")
@@ -296,8 +364,16 @@ def disk_full(disk: str, name: str = "disk-full", length: tuple[str, str] = ("--
     stdout, err = proc.communicate(timeout=120)
     ended = time.monotonic() - start
     meta = read_meta(run_dir) if os.path.exists(os.path.join(run_dir, "run.json")) else {}
-    return Outcome(f"output disk full (5 MiB tmpfs, unpaced {' '.join(length)})", proc.returncode, ended, meta, err,
-                   figures_from_records(run_dir), leftovers(run_dir, meta), stdout)
+    return Outcome(
+        f"output disk full (5 MiB tmpfs, unpaced {' '.join(length)})",
+        proc.returncode,
+        ended,
+        meta,
+        err,
+        figures_from_records(run_dir),
+        leftovers(run_dir, meta),
+        stdout,
+    )
 
 
 def connection_reset(out: str) -> Outcome:
@@ -306,16 +382,26 @@ def connection_reset(out: str) -> Outcome:
     cost is `dropped_reset`, and sent minus received from the records is what it lost."""
     name = "connection-reset"
     run_dir = os.path.join(out, f"run={name}")
-    proc = start_run(out, name, [*PACED, "--consumer-delay-us", "25", "--reset-at", str(KILL_AFTER_S)])
+    proc = start_run(
+        out, name, [*PACED, "--consumer-delay-us", "25", "--reset-at", str(KILL_AFTER_S)]
+    )
     start = time.monotonic()
     stdout, err = proc.communicate(timeout=120)
     meta = read_meta(run_dir)
     c, resets = meta.get("counters") or {}, meta.get("resets") or []
     records = figures_from_records(run_dir)
-    outcome = Outcome(f"tcp connections reset (--reset-at {KILL_AFTER_S}, ss -K: "
-                      f"{sum(r['connections'] for r in resets)} aborted), slow consumer: dropped_reset "
-                      f"{c.get('dropped_reset', 0):,} = sent - received from the records",
-                      proc.returncode, time.monotonic() - start, meta, err, records, leftovers(run_dir, meta), stdout)
+    outcome = Outcome(
+        f"tcp connections reset (--reset-at {KILL_AFTER_S}, ss -K: "
+        f"{sum(r['connections'] for r in resets)} aborted), slow consumer: dropped_reset "
+        f"{c.get('dropped_reset', 0):,} = sent - received from the records",
+        proc.returncode,
+        time.monotonic() - start,
+        meta,
+        err,
+        records,
+        leftovers(run_dir, meta),
+        stdout,
+    )
     if len(resets) != 1 or c.get("dropped_reset") != records["sent"] - records["unique_received"]:
         outcome.left.append("the reset's loss not placed as dropped_reset")
     return outcome
@@ -325,17 +411,29 @@ def unreachable_schedule(out: str) -> Outcome:
     """A rate one producer cannot reach: the run says so (generator_limited, the rate reached)."""
     name = "unreachable-rate"
     run_dir = os.path.join(out, f"run={name}")
-    proc = start_run(out, name, ["--pattern", "push-pull", "--transport", "tcp", "--rate", "100000000",
-                                 "--duration", "1"])
+    proc = start_run(
+        out,
+        name,
+        ["--pattern", "push-pull", "--transport", "tcp", "--rate", "100000000", "--duration", "1"],
+    )
     start = time.monotonic()
     stdout, err = proc.communicate(timeout=120)
     meta = read_meta(run_dir)
     generator = (meta.get("summary") or {}).get("generator") or {}
-    said = bool((meta.get("summary") or {}).get("generator_limited")) and "generator" in stdout + err
-    outcome = Outcome(f"--rate 100000000 (unreachable): generator_limited "
-                      f"{'said, reached ' + format(round(generator.get('reached_rate') or 0), ',') + ' msg/s' if said else 'NOT SAID'}",
-                      proc.returncode, time.monotonic() - start, meta, err, figures_from_records(run_dir),
-                      leftovers(run_dir, meta), stdout)
+    said = (
+        bool((meta.get("summary") or {}).get("generator_limited")) and "generator" in stdout + err
+    )
+    outcome = Outcome(
+        f"--rate 100000000 (unreachable): generator_limited "
+        f"{'said, reached ' + format(round(generator.get('reached_rate') or 0), ',') + ' msg/s' if said else 'NOT SAID'}",
+        proc.returncode,
+        time.monotonic() - start,
+        meta,
+        err,
+        figures_from_records(run_dir),
+        leftovers(run_dir, meta),
+        stdout,
+    )
     if not said:
         outcome.left.append("no generator-limit verdict")
     return outcome
@@ -344,6 +442,7 @@ def unreachable_schedule(out: str) -> Outcome:
 @dataclass
 class ReportOutcome:
     """`zmqload report` over a good run and one with a truncated receive part."""
+
     fault: str
     exit: int | None
     seconds_to_end: float
@@ -356,37 +455,72 @@ class ReportOutcome:
         return self.exit == 0 and self.good_matches and self.warned and not self.left
 
     def row(self) -> list[str]:
-        return [self.fault, str(self.exit), f"{self.seconds_to_end:.1f} s", "report written" if self.exit == 0 else "?",
-                ("good run == numpy over Parquet" if self.good_matches else "good run WRONG")
-                + ("; one warning names the file and the run" if self.warned else "; NO WARNING"),
-                ", ".join(self.left) or "none"]
+        return [
+            self.fault,
+            str(self.exit),
+            f"{self.seconds_to_end:.1f} s",
+            "report written" if self.exit == 0 else "?",
+            ("good run == numpy over Parquet" if self.good_matches else "good run WRONG")
+            + ("; one warning names the file and the run" if self.warned else "; NO WARNING"),
+            ", ".join(self.left) or "none",
+        ]
 
 
 def truncated_part(out: str) -> ReportOutcome:
     """Two runs; one receive part of the second cut in half; the report on both."""
     for name in ("good", "cut-part"):
-        proc = start_run(out, name, ["--pattern", "push-pull", "--transport", "tcp", "--rate", "20k", "--duration", "1"])
+        proc = start_run(
+            out,
+            name,
+            ["--pattern", "push-pull", "--transport", "tcp", "--rate", "20k", "--duration", "1"],
+        )
         proc.communicate(timeout=120)
     part = sorted(glob.glob(os.path.join(out, "run=cut-part", "recvs", "part-*.parquet")))[0]
     with open(part, "r+b") as f:
         f.truncate(os.path.getsize(part) // 2)
     report_dir = os.path.join(out, "report")
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "zmqload", "report", os.path.join(out, "run=good"),
-                           os.path.join(out, "run=cut-part"), "--out", report_dir, "--no-server"],
-                          capture_output=True, text=True, env=environment(), timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zmqload",
+            "report",
+            os.path.join(out, "run=good"),
+            os.path.join(out, "run=cut-part"),
+            "--out",
+            report_dir,
+            "--no-server",
+        ],
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=600,
+    )
     seconds = time.monotonic() - start
     good_matches = False
     if done.returncode == 0:
         rows = pq.read_table(os.path.join(report_dir, "summary.parquet")).to_pylist()
-        total = [r for r in rows if r["run"] == "good" and r["stream"] == -1 and r["consumer"] == -1]
+        total = [
+            r for r in rows if r["run"] == "good" and r["stream"] == -1 and r["consumer"] == -1
+        ]
         truth = figures_from_records(os.path.join(out, "run=good"))
-        good_matches = bool(total) and total[0]["received"] == truth["received"] and \
-            total[0]["unique"] == truth["unique_received"]
+        good_matches = (
+            bool(total)
+            and total[0]["received"] == truth["received"]
+            and total[0]["unique"] == truth["unique_received"]
+        )
     warnings = [line for line in done.stderr.splitlines() if "warning" in line]
-    warned = len(warnings) == 1 and "cut-part" in warnings[0] and os.path.basename(part) in warnings[0]
-    return ReportOutcome("one receive Parquet part truncated, then `zmqload report`", done.returncode, seconds,
-                         good_matches, warned)
+    warned = (
+        len(warnings) == 1 and "cut-part" in warnings[0] and os.path.basename(part) in warnings[0]
+    )
+    return ReportOutcome(
+        "one receive Parquet part truncated, then `zmqload report`",
+        done.returncode,
+        seconds,
+        good_matches,
+        warned,
+    )
 
 
 def main() -> None:
@@ -403,9 +537,17 @@ def main() -> None:
         start = time.monotonic()
         done = repair(run_dir)
         meta = read_meta(run_dir)
-        rows.append(Outcome("controller and workers killed, then `zmqload repair`", done.returncode,
-                            time.monotonic() - start, meta, done.stderr, figures_from_records(run_dir),
-                            leftovers(run_dir, meta)))
+        rows.append(
+            Outcome(
+                "controller and workers killed, then `zmqload repair`",
+                done.returncode,
+                time.monotonic() - start,
+                meta,
+                done.stderr,
+                figures_from_records(run_dir),
+                leftovers(run_dir, meta),
+            )
+        )
         rows.append(unreachable_schedule(out))
         rows.append(connection_reset(out))
         if "--no-report" not in sys.argv:
@@ -417,8 +559,14 @@ def main() -> None:
             rows.append(disk_full(disk))
             rows.append(disk_full(disk, "disk-full-again"))
             rows[-1].fault = "the next run on that full disk"
-    head = ["fault", "exit", "time to end", "status", "figures (run.json == numpy over Parquet, identity)",
-            "left behind"]
+    head = [
+        "fault",
+        "exit",
+        "time to end",
+        "status",
+        "figures (run.json == numpy over Parquet, identity)",
+        "left behind",
+    ]
     if markdown:
         print("| " + " | ".join(head) + " |")
         print("|" + "---|" * len(head))

@@ -5,6 +5,7 @@ route out, so nothing sent inside them leaves them.
 
 Used by tests/test_netns_cluster.py and bench/bench_hosts.py (which pins each host to a CPU of
 its own, so that a host's load cannot borrow another host's core)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 
 PREFIX = "zlt-"
 SUBNET = "10.213.0"
-HOSTS = ("h0", "h1", "h2")          # h0: the master and the driver; h1, h2: a Spark worker each
+HOSTS = ("h0", "h1", "h2")  # h0: the master and the driver; h1, h2: a Spark worker each
 
 
 def why_not() -> str:
@@ -50,8 +51,19 @@ def sh(*args: str) -> None:
 
 def in_host(host: str, *args: str) -> list[str]:
     """A command in `host`'s namespace under its own host name (a UTS namespace of its own)."""
-    return ["ip", "netns", "exec", ns(host), "unshare", "--uts", "sh", "-c",
-            f'hostname {ns(host)} && exec "$@"', "sh", *args]
+    return [
+        "ip",
+        "netns",
+        "exec",
+        ns(host),
+        "unshare",
+        "--uts",
+        "sh",
+        "-c",
+        f'hostname {ns(host)} && exec "$@"',
+        "sh",
+        *args,
+    ]
 
 
 def remove() -> None:
@@ -59,8 +71,10 @@ def remove() -> None:
         name = ns(host)
         if not os.path.exists(f"/run/netns/{name}"):
             continue
-        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split()
-        for pid in pids:        # processes of ours, in the namespace the rig made
+        pids = subprocess.run(
+            ["ip", "netns", "pids", name], capture_output=True, text=True
+        ).stdout.split()
+        for pid in pids:  # processes of ours, in the namespace the rig made
             try:
                 os.kill(int(pid), signal.SIGKILL)
             except ProcessLookupError:
@@ -68,7 +82,7 @@ def remove() -> None:
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
         shutil.rmtree(f"/etc/netns/{name}", ignore_errors=True)
     try:
-        os.rmdir("/etc/netns")      # when nothing else is there
+        os.rmdir("/etc/netns")  # when nothing else is there
     except OSError:
         pass
 
@@ -79,8 +93,22 @@ def make() -> None:
     sh("ip", "-n", ns("sw"), "link", "set", "dev", "br0", "up")
     for i, host in enumerate(HOSTS):
         sh("ip", "netns", "add", ns(host))
-        sh("ip", "-n", ns("sw"), "link", "add", "name", f"port{i}", "type", "veth", "peer", "name", "eth0",
-           "netns", ns(host))
+        sh(
+            "ip",
+            "-n",
+            ns("sw"),
+            "link",
+            "add",
+            "name",
+            f"port{i}",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            ns(host),
+        )
         sh("ip", "-n", ns("sw"), "link", "set", "dev", f"port{i}", "master", "br0")
         sh("ip", "-n", ns("sw"), "link", "set", "dev", f"port{i}", "up")
         sh("ip", "-n", ns(host), "addr", "add", f"{address(host)}/24", "dev", "eth0")
@@ -105,11 +133,14 @@ def wait_for(path: str, text: str, timeout_s: float) -> None:
 
 
 @contextlib.contextmanager
-def spark_cluster(base: str, worker_cores: int = 1, cpus: dict[str, int] | None = None) -> Iterator[dict]:
+def spark_cluster(
+    base: str, worker_cores: int = 1, cpus: dict[str, int] | None = None
+) -> Iterator[dict]:
     """The namespaces, the master on h0 and a worker of `worker_cores` task slots on h1 and on h2
     (`cpus`: host -> the one CPU its daemons, executors and workers may run on); removed after.
     Yields {"master": URL, "conf": SPARK_CONF_DIR}."""
     import pyspark
+
     spark_class = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
     conf = os.path.join(base, "conf")
     os.makedirs(conf, exist_ok=True)
@@ -121,20 +152,53 @@ def spark_cluster(base: str, worker_cores: int = 1, cpus: dict[str, int] | None 
     daemons: list[subprocess.Popen] = []
     master = f"spark://{address('h0')}:7077"
     try:
+
         def start(host: str, *args: str) -> str:
             log = os.path.join(base, f"{host}.log")
-            env = dict(os.environ, SPARK_LOCAL_IP=address(host), SPARK_DAEMON_MEMORY="256m",
-                       SPARK_CONF_DIR=conf, SPARK_WORKER_DIR=os.path.join(base, f"work-{host}"))
+            env = dict(
+                os.environ,
+                SPARK_LOCAL_IP=address(host),
+                SPARK_DAEMON_MEMORY="256m",
+                SPARK_CONF_DIR=conf,
+                SPARK_WORKER_DIR=os.path.join(base, f"work-{host}"),
+            )
             pin = [] if cpus is None or host not in cpus else ["taskset", "-c", str(cpus[host])]
-            daemons.append(subprocess.Popen(in_host(host, *pin, spark_class, *args), stdout=open(log, "w"),
-                                            stderr=subprocess.STDOUT, env=env, start_new_session=True))
+            daemons.append(
+                subprocess.Popen(
+                    in_host(host, *pin, spark_class, *args),
+                    stdout=open(log, "w"),
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
+            )
             return log
-        log = start("h0", "org.apache.spark.deploy.master.Master", "--host", address("h0"), "--port", "7077",
-                    "--webui-port", "0")
+
+        log = start(
+            "h0",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            address("h0"),
+            "--port",
+            "7077",
+            "--webui-port",
+            "0",
+        )
         wait_for(log, "I have been elected leader", 90)
         for host in ("h1", "h2"):
-            start(host, "org.apache.spark.deploy.worker.Worker", "--host", address(host), "--cores",
-                  str(worker_cores), "--memory", "1g", "--webui-port", "0", master)
+            start(
+                host,
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                address(host),
+                "--cores",
+                str(worker_cores),
+                "--memory",
+                "1g",
+                "--webui-port",
+                "0",
+                master,
+            )
         for host in ("h1", "h2"):
             wait_for(os.path.join(base, f"{host}.log"), "Successfully registered with master", 90)
         yield {"master": master, "conf": conf}

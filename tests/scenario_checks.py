@@ -1,5 +1,6 @@
 """What every claim test asserts of a scenario's outcome (tests/test_scenarios_user.py,
 tests/test_scenarios_conflate.py)."""
+
 from __future__ import annotations
 
 from zmqload.scenarios import SCENARIOS
@@ -18,8 +19,15 @@ def check_verdict(outcome, name, claim=None):
 
 def fates_add_up(f):
     """Every message sent has exactly one fate."""
-    assert f["delivered"] + f["drained"] + f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"] \
-        + f["stranded"] == f["sent"]
+    assert (
+        f["delivered"]
+        + f["drained"]
+        + f["dropped_start"]
+        + f["dropped_mid"]
+        + f["dropped_tail"]
+        + f["stranded"]
+        == f["sent"]
+    )
 
 
 def check_all_or_none(v, counts, n, depends_prefix):

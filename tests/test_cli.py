@@ -1,4 +1,5 @@
 """The command line as a user meets it: bad input, interrupts, info, JSON output."""
+
 from __future__ import annotations
 
 import contextlib
@@ -15,8 +16,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import children, end_with_the_test, in_process, read_meta, zmqload_cli
-
-
 
 
 BAD_INPUTS = [
@@ -76,13 +75,24 @@ def test_bad_input_in_a_real_process_is_one_line_exit_2(tmp_path):
 
 
 def test_port_in_use_is_bad_input(busy_port, tmp_path, capsys):
-    proc = in_process(capsys, "run", "--port", str(busy_port), "--count", "10", "--out", str(tmp_path))
+    proc = in_process(
+        capsys, "run", "--port", str(busy_port), "--count", "10", "--out", str(tmp_path)
+    )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "--port" in proc.stderr and "in use" in proc.stderr
 
 
 def test_endpoint_in_use_is_bad_input(busy_port, tmp_path, capsys):
-    proc = in_process(capsys, "run", "--endpoint", f"tcp://127.0.0.1:{busy_port}", "--count", "10", "--out", str(tmp_path))
+    proc = in_process(
+        capsys,
+        "run",
+        "--endpoint",
+        f"tcp://127.0.0.1:{busy_port}",
+        "--count",
+        "10",
+        "--out",
+        str(tmp_path),
+    )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "in use" in proc.stderr
 
@@ -90,13 +100,28 @@ def test_endpoint_in_use_is_bad_input(busy_port, tmp_path, capsys):
 @pytest.mark.alone
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_stops_promptly_and_keeps_readable_records(tmp_path, sig):
-    proc = subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--rate", "20k", "--duration", "60",
-                             "--out", str(tmp_path), "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    end_with_the_test(proc)         # not left running 60 s if the test fails before the signal
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "zmqload",
+            "run",
+            "--rate",
+            "20k",
+            "--duration",
+            "60",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    end_with_the_test(proc)  # not left running 60 s if the test fails before the signal
     deadline = time.monotonic() + 60
     t0_ns = None
-    while time.monotonic() < deadline and t0_ns is None:   # wait until the schedule began
+    while time.monotonic() < deadline and t0_ns is None:  # wait until the schedule began
         time.sleep(0.1)
         for path in glob.glob(str(tmp_path / "run=*" / "run.json")):
             with contextlib.suppress(ValueError, OSError):
@@ -111,7 +136,7 @@ def test_interrupt_stops_promptly_and_keeps_readable_records(tmp_path, sig):
     stopped_in = time.monotonic() - sent_at
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
-    assert stopped_in < 2.5, stopped_in     # stops within a second or so, records flushed
+    assert stopped_in < 2.5, stopped_in  # stops within a second or so, records flushed
     run_dir = glob.glob(str(tmp_path / "run=*"))[0]
     meta = read_meta(run_dir)
     assert meta["status"] == "interrupted"
@@ -147,7 +172,10 @@ def test_mistyped_option_names_the_command_and_the_closest_option(capsys):
     assert proc.stderr == "zmqload run: error: unrecognized option --szie; did you mean --size?\n"
     proc = in_process(capsys, "sweep", "--sndhmw=1,10")
     assert proc.returncode == 2
-    assert proc.stderr == "zmqload sweep: error: unrecognized option --sndhmw; did you mean --sndhwm?\n"
+    assert (
+        proc.stderr
+        == "zmqload sweep: error: unrecognized option --sndhmw; did you mean --sndhwm?\n"
+    )
 
 
 def test_a_command_without_its_action_shows_its_usage(capsys):
@@ -155,26 +183,39 @@ def test_a_command_without_its_action_shows_its_usage(capsys):
         proc = in_process(capsys, *args)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith(usage) and "Traceback" not in proc.stderr
-        assert proc.stderr.strip().splitlines()[-1].endswith("error: missing command; accepted: "
-                                                             + ("list, run" if args else
-                                                                "run, info, sweep, capacity, scenario, report, repair"))
+        assert (
+            proc.stderr.strip()
+            .splitlines()[-1]
+            .endswith(
+                "error: missing command; accepted: "
+                + ("list, run" if args else "run, info, sweep, capacity, scenario, report, repair")
+            )
+        )
 
 
 def test_info_fits_80_columns_and_version():
-    proc = subprocess.run([sys.executable, "-m", "zmqload", "info"], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, COLUMNS="80"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "zmqload", "info"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, COLUMNS="80"),
+    )
     assert proc.returncode == 0, proc.stderr
     assert "SNDHWM" in proc.stdout and "PUSH" in proc.stdout
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
 
+
 def test_version(capsys):
     import zmqload
+
     version = in_process(capsys, "--version")
     assert version.returncode == 0 and version.stdout == f"zmqload {zmqload.__version__}\n"
 
 
 def test_report_target_rate_takes_what_run_rate_takes(capsys):
     from zmqload import cli
+
     parser = cli.build_parser()
     assert parser.parse_args(["report", "runs", "--target-rate", "200k"]).target_rate == 200_000
     assert parser.parse_args(["run", "--rate", "200k"]).rate == 200_000
@@ -189,21 +230,45 @@ WITHOUT_REPORT_EXTRA = "import sys; sys.modules['pyspark'] = sys.modules['matplo
 
 def test_report_without_its_extra_is_listed_and_names_the_extra(tmp_path):
     code = WITHOUT_REPORT_EXTRA + "from zmqload.cli import main; sys.exit(main(sys.argv[1:]))"
-    listed = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True, timeout=120)
+    listed = subprocess.run(
+        [sys.executable, "-c", code, "--help"], capture_output=True, text=True, timeout=120
+    )
     assert listed.returncode == 0 and re.search(r"^\s+report\s", listed.stdout, re.M), listed.stdout
-    proc = subprocess.run([sys.executable, "-c", code, "report", str(tmp_path)], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "report", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("zmqload report: error: the report needs ")
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(
+        "zmqload report: error: the report needs "
+    )
     assert proc.stderr.rstrip().endswith("install it with: pip install 'zmqload[report]'")
-    proc = subprocess.run([sys.executable, "-c", code, "sweep", "--count", "10", "--report", "--out",
-                           str(tmp_path / "runs")], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "sweep",
+            "--count",
+            "10",
+            "--report",
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "--report" in proc.stderr and "zmqload[report]" in proc.stderr
     assert not os.path.exists(tmp_path / "runs")
 
 
 def test_run_api_plugin_and_cli_never_import_the_report_extra(tmp_path):
-    code = WITHOUT_REPORT_EXTRA + f"""
+    code = (
+        WITHOUT_REPORT_EXTRA
+        + f"""
 import zmqload, zmqload.pytest_plugin
 from zmqload import cli
 result = zmqload.run(count=1000, out={str(tmp_path)!r})
@@ -211,6 +276,7 @@ assert result.status == "complete", result
 cli.build_parser()
 sys.exit(cli.main(["run", "--count", "1000", "--quiet", "--out", {str(tmp_path)!r}]))
 """
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert len(glob.glob(str(tmp_path / "run=*"))) == 2

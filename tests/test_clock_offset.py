@@ -3,6 +3,7 @@ task does before t0): every stamp and deadline is on the moved clock, and the ke
 sleeps and slice timers still wake on time. Timed against Python's own CLOCK_MONOTONIC, in a
 process of its own (the offset is per process), with the host 5 s ahead of and 5 s behind the
 reference."""
+
 from __future__ import annotations
 
 import json
@@ -57,16 +58,17 @@ print(json.dumps(got))
 
 @pytest.mark.parametrize("offset_ns", [-5_000_000_000, 5_000_000_000])
 def test_the_moved_clock_stamps_and_wakes_on_time(offset_ns):
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(offset_ns)], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(offset_ns)], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     ms = 1_000_000
-    assert abs(got["now_off_ns"]) < 5 * ms                 # now_ns is the host's clock minus the offset
-    assert 30 * ms <= got["sleeps_ns"] < 1_000 * ms          # not 5 s longer, not cut short
+    assert abs(got["now_off_ns"]) < 5 * ms  # now_ns is the host's clock minus the offset
+    assert 30 * ms <= got["sleeps_ns"] < 1_000 * ms  # not 5 s longer, not cut short
     assert 50 * ms <= got["idle_slice_ns"] < 1_000 * ms
-    assert 20 * ms <= got["paced_ns"] < 1_000 * ms           # 20 ms to t0, 19 ms of schedule
+    assert 20 * ms <= got["paced_ns"] < 1_000 * ms  # 20 ms to t0, 19 ms of schedule
     # on the schedule of the moved clock: a wake-up on a loaded machine is late by ms (8 ms seen
     # at load 16), the offset under test is 5 s
     assert 0 <= got["first_late_ns"] < 200 * ms and 0 <= got["last_late_ns"] < 200 * ms
-    assert got["header_t_sent_ns"]                           # the wire carries the moved stamps
+    assert got["header_t_sent_ns"]  # the wire carries the moved stamps

@@ -3,6 +3,7 @@ sends, and the split halves of one --run-name are joined by `report` into one ru
 accounting. The users' producers are plain pyzmq in a thread of the test, writing zmqload's
 header themselves with struct (docs/RECORDS.md) or writing foreign bytes; the figures are held to
 what they sent and to numpy/pyarrow straight over the Parquet files. Loopback only, bounded."""
+
 from __future__ import annotations
 
 import glob
@@ -21,6 +22,7 @@ import zmq
 from conftest import end_with_the_test, free_ports, until_listening, zmqload_cli
 from users_header import header, hostile_messages
 
+
 class UserPush:
     """A user's PUSH (or PUB) in a thread: binds `endpoint`, waits for a peer, sends `messages`
     (bytes, or a callable making them at send time) `gap_s` apart, then closes with linger.
@@ -30,9 +32,16 @@ class UserPush:
     closes with linger 0."""
 
     SEND_TIMEOUT_MS = 100
-    STOP_S = 15         # the linger of a finished sender's close (5 s) fits in it
+    STOP_S = 15  # the linger of a finished sender's close (5 s) fits in it
 
-    def __init__(self, endpoint: str, messages, kind: int = zmq.PUSH, gap_s: float = 0.0005, wait_s: float = 0.0):
+    def __init__(
+        self,
+        endpoint: str,
+        messages,
+        kind: int = zmq.PUSH,
+        gap_s: float = 0.0005,
+        wait_s: float = 0.0,
+    ):
         self.context = zmq.Context()
         self.sock = self.context.socket(kind)
         self.sock.setsockopt(zmq.LINGER, 5000)
@@ -45,7 +54,9 @@ class UserPush:
         self.sent: list[bytes] = []
         self.stopped = threading.Event()
         self.sock.setsockopt(zmq.SNDTIMEO, self.SEND_TIMEOUT_MS)
-        self.thread = threading.Thread(target=self._send, daemon=True, name=f"{type(self).__name__}._send")
+        self.thread = threading.Thread(
+            target=self._send, daemon=True, name=f"{type(self).__name__}._send"
+        )
         end_with_the_test(self.stop)
         self.thread.start()
 
@@ -57,7 +68,7 @@ class UserPush:
                 while not self.sock.poll(self.SEND_TIMEOUT_MS):
                     if self.stopped.is_set():
                         return
-                self.sock.recv()        # a subscriber's subscription: from here on nothing is lost to joining
+                self.sock.recv()  # a subscriber's subscription: from here on nothing is lost to joining
             for message in self.messages:
                 if self.stopped.is_set():
                     return
@@ -66,14 +77,16 @@ class UserPush:
                     try:
                         self.sock.send(body)
                         break
-                    except zmq.Again:   # no peer to take it yet (SNDTIMEO): as a blocking send, unless stopped
+                    except (
+                        zmq.Again
+                    ):  # no peer to take it yet (SNDTIMEO): as a blocking send, unless stopped
                         if self.stopped.is_set():
                             return
                 self.sent.append(body)
                 if self.gap_s:
                     time.sleep(self.gap_s)
         finally:
-            self.sock.close(linger=0 if self.stopped.is_set() else None)      # None: its own LINGER
+            self.sock.close(linger=0 if self.stopped.is_set() else None)  # None: its own LINGER
             self.context.term()
 
     def join(self) -> None:
@@ -85,7 +98,9 @@ class UserPush:
         closes the socket and terminates the context."""
         self.stopped.set()
         self.thread.join(timeout=self.STOP_S)
-        assert not self.thread.is_alive(), f"{type(self).__name__}'s thread did not end within {self.STOP_S} s"
+        assert not self.thread.is_alive(), (
+            f"{type(self).__name__}'s thread did not end within {self.STOP_S} s"
+        )
 
 
 def _run(*args: str, timeout: int = 120) -> dict:
@@ -102,16 +117,30 @@ def test_a_users_foreign_messages_are_counted_timed_and_sized_never_an_error(tmp
     """Text, short frames and random bytes (none with zmqload's header by docs/RECORDS.md's rule):
     each one is foreign, with its own size, none received as zmqload's."""
     rng = np.random.default_rng(7)
-    bodies = [b"hello %d" % i if i % 3 == 0 else b"\x01\x02" if i % 3 == 1 else rng.bytes(int(rng.integers(16, 300)))
-              for i in range(600)]
+    bodies = [
+        b"hello %d" % i
+        if i % 3 == 0
+        else b"\x01\x02"
+        if i % 3 == 1
+        else rng.bytes(int(rng.integers(16, 300)))
+        for i in range(600)
+    ]
     (port,) = free_ports(1)
     user = UserPush(f"tcp://127.0.0.1:{port}", bodies, wait_s=0.5)
-    got = _run("--role", "consumer", "--consumers-connect", f"tcp://127.0.0.1:{port}", "--duration", "2",
-               "--out", str(tmp_path))
+    got = _run(
+        "--role",
+        "consumer",
+        "--consumers-connect",
+        f"tcp://127.0.0.1:{port}",
+        "--duration",
+        "2",
+        "--out",
+        str(tmp_path),
+    )
     user.join()
     assert len(user.sent) == 600
     assert got["status"] == "complete" and got["sends_seen"] is False
-    assert got["sent"] is None and got["lost"] is None           # the producer is the user's: not seen
+    assert got["sent"] is None and got["lost"] is None  # the producer is the user's: not seen
     assert got["received"] == 0 and got["streams"] == []
     foreign = _table(got["run_dir"], "foreign")
     sizes = foreign.column("size").to_numpy()
@@ -126,8 +155,9 @@ def test_a_users_foreign_messages_are_counted_timed_and_sized_never_an_error(tmp
     # before the consumer's start arrived in a burst, so the median is numpy's, not the send gap
     gaps = np.diff(t)
     assert got["foreign"]["gap_ns"]["max"] == pytest.approx(int(gaps.max()), rel=0.01)
-    assert got["foreign"]["gap_ns"]["p50"] == pytest.approx(float(np.percentile(gaps, 50, method="higher")),
-                                                            rel=0.01, abs=50)
+    assert got["foreign"]["gap_ns"]["p50"] == pytest.approx(
+        float(np.percentile(gaps, 50, method="higher")), rel=0.01, abs=50
+    )
     assert got["foreign"]["rate_msgs"] == pytest.approx(599 / ((t[-1] - t[0]) / 1e9), rel=1e-6)
 
 
@@ -137,26 +167,60 @@ def test_a_users_producer_writing_zmqloads_header_is_accounted_by_seq(tmp_path):
     skipped = set(range(100, 150)) | {700}
     seqs = [s for s in range(1000) if s not in skipped]
     (port,) = free_ports(1)
-    user = UserPush(f"tcp://127.0.0.1:{port}", [lambda s=s: header(0, s, time.monotonic_ns()) + b"." * 48
-                                                  for s in seqs], kind=zmq.XPUB, gap_s=0.0002)
-    got = _run("--role", "consumer", "--pattern", "pub-sub", "--consumers-connect", f"tcp://127.0.0.1:{port}",
-               "--duration", "3", "--out", str(tmp_path))
+    user = UserPush(
+        f"tcp://127.0.0.1:{port}",
+        [lambda s=s: header(0, s, time.monotonic_ns()) + b"." * 48 for s in seqs],
+        kind=zmq.XPUB,
+        gap_s=0.0002,
+    )
+    got = _run(
+        "--role",
+        "consumer",
+        "--pattern",
+        "pub-sub",
+        "--consumers-connect",
+        f"tcp://127.0.0.1:{port}",
+        "--duration",
+        "3",
+        "--out",
+        str(tmp_path),
+    )
     user.join()
     assert got["received"] == len(seqs) and got["foreign"]["messages"] == 0
     (stream,) = got["streams"]
     assert stream["holes"] == len(skipped)
-    assert stream["missing_ranges"] == {"0": [[100, 149], [700, 700]]}       # fan-out: by consumer
+    assert stream["missing_ranges"] == {"0": [[100, 149], [700, 700]]}  # fan-out: by consumer
     recvs = _table(got["run_dir"], "recvs")
     assert sorted(recvs.column("seq").to_numpy().tolist()) == seqs
     # latency from sent: the user's own monotonic stamps on one host
-    lat = (recvs.column("t_recv_ns").to_numpy() - recvs.column("t_sent_ns").to_numpy())
-    assert lat.min() >= -1_000_000 and got["latency_sent_ns"]["max"] == pytest.approx(int(lat.max()), rel=0.01)
+    lat = recvs.column("t_recv_ns").to_numpy() - recvs.column("t_sent_ns").to_numpy()
+    assert lat.min() >= -1_000_000 and got["latency_sent_ns"]["max"] == pytest.approx(
+        int(lat.max()), rel=0.01
+    )
 
 
 def _half(role: str, *args: str, out: str) -> subprocess.Popen:
-    return end_with_the_test(subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--json", "--role", role,
-                                               "--run-name", "feed", "--out", out, *args],
-                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    return end_with_the_test(
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "zmqload",
+                "run",
+                "--json",
+                "--role",
+                role,
+                "--run-name",
+                "feed",
+                "--out",
+                out,
+                *args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    )
 
 
 def _ended(half: subprocess.Popen) -> dict:
@@ -182,8 +246,18 @@ def test_split_halves_are_joined_by_the_report_with_exact_accounting(tmp_path, l
     until_listening(port)
     # lossy: the connecting PUB keeps its gone subscriber's pipe and would wait for it at close (LINGER -1)
     linger = ("--linger", "0") if lossy else ()
-    producer = _half("producer", *pattern, *linger, "--producers-connect", endpoint, "--rate", "10k",
-                     "--count", "60000" if lossy else "20000", out=str(tmp_path))
+    producer = _half(
+        "producer",
+        *pattern,
+        *linger,
+        "--producers-connect",
+        endpoint,
+        "--rate",
+        "10k",
+        "--count",
+        "60000" if lossy else "20000",
+        out=str(tmp_path),
+    )
     if not lossy:
         context = zmq.Context()
         stray = context.socket(zmq.PUSH)
@@ -192,11 +266,14 @@ def test_split_halves_are_joined_by_the_report_with_exact_accounting(tmp_path, l
         messages, forged = hostile_messages(time.monotonic_ns())
         for frames in messages:
             stray.send_multipart(frames)
-        stray.close()           # once all are delivered (linger), well inside the consumer half's 6 s
+        stray.close()  # once all are delivered (linger), well inside the consumer half's 6 s
         context.term()
     c_got, p_got = _ended(consumer), _ended(producer)
     if not lossy:
-        assert c_got["foreign"]["messages"] == len(messages) and c_got["consumers"][0]["implausible"] == forged
+        assert (
+            c_got["foreign"]["messages"] == len(messages)
+            and c_got["consumers"][0]["implausible"] == forged
+        )
     assert c_got["sends_seen"] is False and p_got["receipt_seen"] is False
     done = zmqload_cli("report", str(tmp_path), "--out", str(tmp_path / "report"), timeout=300)
     assert done.returncode == 0, done.stderr
@@ -206,7 +283,12 @@ def test_split_halves_are_joined_by_the_report_with_exact_accounting(tmp_path, l
     assert record["workload"]["role"] == "both"
     sends = _table(p_got["run_dir"], "sends")
     recvs = _table(c_got["run_dir"], "recvs")
-    sent = set(sends.filter(np.asarray(sends.column("status").to_numpy() == 0)).column("seq").to_numpy().tolist())
+    sent = set(
+        sends.filter(np.asarray(sends.column("status").to_numpy() == 0))
+        .column("seq")
+        .to_numpy()
+        .tolist()
+    )
     received = set(recvs.column("seq").to_numpy().tolist())
     counters = record["counters"]
     assert counters["sent"] == len(sent) == p_got["sent"]
@@ -217,7 +299,9 @@ def test_split_halves_are_joined_by_the_report_with_exact_accounting(tmp_path, l
     t0 = p_got["generator"]["t0_ns"]
     joined = _table(joined_dir, "recvs")
     seq = joined.column("seq").to_numpy()
-    assert np.array_equal(joined.column("t_intended_ns").to_numpy(), t0 + seq * 1_000_000_000 // 10_000)
+    assert np.array_equal(
+        joined.column("t_intended_ns").to_numpy(), t0 + seq * 1_000_000_000 // 10_000
+    )
     summary = open(os.path.join(tmp_path, "report", "summary.csv")).read()
     assert "feed" in summary and "feed.producer-half" not in summary
     if lossy:
@@ -228,23 +312,49 @@ def test_split_halves_are_joined_by_the_report_with_exact_accounting(tmp_path, l
     assert done.returncode == 0 and os.path.getmtime(os.path.join(joined_dir, "run.json")) == before
 
 
-@pytest.mark.parametrize("args, flag", [
-    (("--consumers-bind", "tcp://127.0.0.1:5999"), "--duration"),
-    (("--consumers-bind", "tcp://127.0.0.1:5999", "--duration", "1", "--rate", "10k"), "--rate"),
-    (("--consumers-bind", "tcp://127.0.0.1:5999", "--duration", "1", "--count", "10"), "--count"),
-    (("--producers-connect", "tcp://127.0.0.1:5999", "--duration", "1"), "--producers-connect"),
-    (("--duration", "1"), "--role"),
-    (("--consumers-bind", "tcp://127.0.0.1:5999", "--duration", "1", "--pattern", "req-rep"), "--role"),
-    (("--consumers-bind", "tcp://127.0.0.1:5999", "--duration", "1", "--conflate", "producers"), "--conflate"),
-    (("--consumers-bind", "tcp://127.0.0.1:5999", "--duration", "1", "--max-loss", "0"), "--max-loss"),
-])
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (("--consumers-bind", "tcp://127.0.0.1:5999"), "--duration"),
+        (
+            ("--consumers-bind", "tcp://127.0.0.1:5999", "--duration", "1", "--rate", "10k"),
+            "--rate",
+        ),
+        (
+            ("--consumers-bind", "tcp://127.0.0.1:5999", "--duration", "1", "--count", "10"),
+            "--count",
+        ),
+        (("--producers-connect", "tcp://127.0.0.1:5999", "--duration", "1"), "--producers-connect"),
+        (("--duration", "1"), "--role"),
+        (
+            ("--consumers-bind", "tcp://127.0.0.1:5999", "--duration", "1", "--pattern", "req-rep"),
+            "--role",
+        ),
+        (
+            (
+                "--consumers-bind",
+                "tcp://127.0.0.1:5999",
+                "--duration",
+                "1",
+                "--conflate",
+                "producers",
+            ),
+            "--conflate",
+        ),
+        (
+            ("--consumers-bind", "tcp://127.0.0.1:5999", "--duration", "1", "--max-loss", "0"),
+            "--max-loss",
+        ),
+    ],
+)
 def test_bad_consumer_side_input_is_one_line_exit_2_nothing_left(tmp_path, capsys, args, flag):
     """In this process, through the CLI's own entry (`python -m zmqload` is sys.exit(cli.main())); the
     same from a real process below."""
     from zmqload import cli
+
     try:
         status = cli.main(["run", "--role", "consumer", *args, "--out", str(tmp_path)])
-    except SystemExit as exc:       # argparse's refusals exit as a process would
+    except SystemExit as exc:  # argparse's refusals exit as a process would
         status = exc.code
     err = capsys.readouterr().err
     assert status == 2, err
@@ -254,7 +364,15 @@ def test_bad_consumer_side_input_is_one_line_exit_2_nothing_left(tmp_path, capsy
 
 
 def test_bad_consumer_side_input_from_a_process_is_one_line_exit_2_nothing_left(tmp_path):
-    done = zmqload_cli("run", "--role", "consumer", "--consumers-bind", "tcp://127.0.0.1:5999", "--out", str(tmp_path))
+    done = zmqload_cli(
+        "run",
+        "--role",
+        "consumer",
+        "--consumers-bind",
+        "tcp://127.0.0.1:5999",
+        "--out",
+        str(tmp_path),
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "--duration" in lines[0] and "accepted" in lines[0], done.stderr
@@ -264,16 +382,37 @@ def test_bad_consumer_side_input_from_a_process_is_one_line_exit_2_nothing_left(
 def test_a_silent_producer_endpoint_fails_in_bounded_time_naming_it(tmp_path):
     (port,) = free_ports(1)
     start = time.monotonic()
-    done = zmqload_cli("run", "--role", "consumer", "--consumers-connect", f"tcp://127.0.0.1:{port}",
-                       "--duration", "1", "--out", str(tmp_path), timeout=60)
+    done = zmqload_cli(
+        "run",
+        "--role",
+        "consumer",
+        "--consumers-connect",
+        f"tcp://127.0.0.1:{port}",
+        "--duration",
+        "1",
+        "--out",
+        str(tmp_path),
+        timeout=60,
+    )
     assert done.returncode == 1 and time.monotonic() - start < 45
     last = done.stderr.strip().splitlines()[-1]
     assert f"tcp://127.0.0.1:{port}" in last and "your producer" in last, done.stderr
 
 
 def test_capacity_refuses_the_consumers_alone(tmp_path):
-    done = zmqload_cli("capacity", "--role", "consumer", "--consumers-bind", "tcp://127.0.0.1:5999",
-                       "--out", str(tmp_path))
-    assert done.returncode == 2 and "--role" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    done = zmqload_cli(
+        "capacity",
+        "--role",
+        "consumer",
+        "--consumers-bind",
+        "tcp://127.0.0.1:5999",
+        "--out",
+        str(tmp_path),
+    )
+    assert (
+        done.returncode == 2
+        and "--role" in done.stderr
+        and len(done.stderr.strip().splitlines()) == 1
+    )
     assert "your producer sent is not seen" in done.stderr
     assert not os.listdir(tmp_path)

@@ -1,5 +1,6 @@
 """The contracts in zmqload.contract against their other statements: the engine's C
 constants (csrc/zl_wire.h, exported by the compiled engine) and docs/RECORDS.md."""
+
 from __future__ import annotations
 
 import ast
@@ -44,8 +45,12 @@ def test_wire_contract_equals_engine_constants():
         "LOOKBACK_NS": _engine.LOOKBACK_NS,
         "FUTURE_NS": _engine.FUTURE_NS,
         "MAX_RATE": _engine.MAX_RATE,
-        "SendStatus": {"OK": _engine.STATUS_OK, "EAGAIN": _engine.STATUS_EAGAIN,
-                       "TIMEOUT": _engine.STATUS_TIMEOUT, "ERROR": _engine.STATUS_ERROR},
+        "SendStatus": {
+            "OK": _engine.STATUS_OK,
+            "EAGAIN": _engine.STATUS_EAGAIN,
+            "TIMEOUT": _engine.STATUS_TIMEOUT,
+            "ERROR": _engine.STATUS_ERROR,
+        },
         "SendMode": {word.upper(): code for word, code in _engine.SEND_MODES.items()},
         "SEND_MODES": tuple(_engine.SEND_MODES),
     }
@@ -62,8 +67,13 @@ def test_the_header_and_its_check_are_the_same_in_c_and_python():
         seq = rng.choice([0, 1, wire.MAX_SEQ, rng.getrandbits(40)])
         t = rng.choice([0, -1, 2**63 - 1, -(2**63), rng.getrandbits(63)])
         key = rng.choice([0, 2**64 - 1, rng.getrandbits(64)])
-        assert _engine.header(stream, seq, t, key) == wire.header(stream, seq, t, key), (stream, seq, t, key)
-    assert wire.check(0, 0, 0) == 0x5A5A     # all zeros never carry their own check
+        assert _engine.header(stream, seq, t, key) == wire.header(stream, seq, t, key), (
+            stream,
+            seq,
+            t,
+            key,
+        )
+    assert wire.check(0, 0, 0) == 0x5A5A  # all zeros never carry their own check
 
 
 def test_send_mode_type_lists_the_send_modes():
@@ -81,7 +91,9 @@ def _documented_columns(kind: str) -> list[tuple[str, str]]:
 
 def test_record_schemas_match_records_md():
     for kind, schema in records.SCHEMAS.items():
-        assert _documented_columns(kind) == [(name, str(kind_.arrow)) for name, kind_ in schema.columns], kind
+        assert _documented_columns(kind) == [
+            (name, str(kind_.arrow)) for name, kind_ in schema.columns
+        ], kind
 
 
 def test_schema_version_matches_records_md():
@@ -91,13 +103,26 @@ def test_schema_version_matches_records_md():
 
 
 def test_schema_forms_agree():
-    schema = records.Schema.of(run=records.INT32, ok=records.BOOL, role=records.STRING, depth=records.FLOAT64,
-                               status=records.INT8, seq=records.INT64)
-    assert schema.ddl == "run INT, ok BOOLEAN, role STRING, depth DOUBLE, status TINYINT, seq BIGINT"
+    schema = records.Schema.of(
+        run=records.INT32,
+        ok=records.BOOL,
+        role=records.STRING,
+        depth=records.FLOAT64,
+        status=records.INT8,
+        seq=records.INT64,
+    )
+    assert (
+        schema.ddl == "run INT, ok BOOLEAN, role STRING, depth DOUBLE, status TINYINT, seq BIGINT"
+    )
     assert schema.names == ("run", "ok", "role", "depth", "status", "seq")
     assert [(f.name, str(f.type)) for f in schema.arrow] == [
-        ("run", "int32"), ("ok", "bool"), ("role", "string"), ("depth", "double"), ("status", "int8"),
-        ("seq", "int64")]
+        ("run", "int32"),
+        ("ok", "bool"),
+        ("role", "string"),
+        ("depth", "double"),
+        ("status", "int8"),
+        ("seq", "int64"),
+    ]
 
 
 def test_analysis_imports_only_the_pure_data_modules_of_zmqload():
@@ -107,8 +132,15 @@ def test_analysis_imports_only_the_pure_data_modules_of_zmqload():
     the reader of run.json (zmqload.store.record_files: the codec on a file) and the queue's replay
     (zmqload.measure.queue_replay: pure numpy, the run's and the report's one definition), nothing
     else; and with the engine missing, all of it imports."""
-    allowed = ("zmqload.contract", "zmqload.errors", "zmqload.analysis", "zmqload.contract.workload", "zmqload.contract.patterns",
-               "zmqload.store.record_files", "zmqload.measure.queue_replay")
+    allowed = (
+        "zmqload.contract",
+        "zmqload.errors",
+        "zmqload.analysis",
+        "zmqload.contract.workload",
+        "zmqload.contract.patterns",
+        "zmqload.store.record_files",
+        "zmqload.measure.queue_replay",
+    )
     package = os.path.join(ROOT, "zmqload", "analysis")
     seen = set()
     for name in sorted(os.listdir(package)):
@@ -118,11 +150,19 @@ def test_analysis_imports_only_the_pure_data_modules_of_zmqload():
             tree = ast.parse(f.read())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
-                base = "zmqload.analysis" if node.level == 1 else "zmqload" if node.level == 2 else ""
-                target = f"{base}.{node.module}" if base and node.module else base or node.module or ""
+                base = (
+                    "zmqload.analysis" if node.level == 1 else "zmqload" if node.level == 2 else ""
+                )
+                target = (
+                    f"{base}.{node.module}" if base and node.module else base or node.module or ""
+                )
                 # `from ..measure import queue_replay` imports the module zmqload.measure.queue_replay
-                modules = [f"{target}.{a.name}" if os.path.exists(os.path.join(ROOT, *target.split("."), a.name + ".py"))
-                           else target for a in node.names]
+                modules = [
+                    f"{target}.{a.name}"
+                    if os.path.exists(os.path.join(ROOT, *target.split("."), a.name + ".py"))
+                    else target
+                    for a in node.names
+                ]
             elif isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names]
             else:
@@ -130,11 +170,15 @@ def test_analysis_imports_only_the_pure_data_modules_of_zmqload():
             seen.update((name, m) for m in modules if m == "zmqload" or m.startswith("zmqload."))
     outside = {(file, m) for file, m in seen if not m.startswith(allowed)}
     assert not outside
-    assert ("runs.py", "zmqload.contract.records") in seen     # the walk sees relative imports
-    no_engine = ("import sys; sys.modules['zmqload._engine'] = None\n"
-                 "import zmqload.analysis.pipeline, zmqload.analysis.verdicts, zmqload.contract.run_record, zmqload.store.record_files\n"
-                 "assert 'zmqload.runner.parquet_writer' not in sys.modules and 'zmqload.runner' not in sys.modules")
-    done = subprocess.run([sys.executable, "-c", no_engine], capture_output=True, text=True, cwd=ROOT)
+    assert ("runs.py", "zmqload.contract.records") in seen  # the walk sees relative imports
+    no_engine = (
+        "import sys; sys.modules['zmqload._engine'] = None\n"
+        "import zmqload.analysis.pipeline, zmqload.analysis.verdicts, zmqload.contract.run_record, zmqload.store.record_files\n"
+        "assert 'zmqload.runner.parquet_writer' not in sys.modules and 'zmqload.runner' not in sys.modules"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", no_engine], capture_output=True, text=True, cwd=ROOT
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -144,8 +188,13 @@ def test_summary_parquet_columns_are_typed_once():
     from zmqload.analysis.pipeline import SUMMARY
     from zmqload.analysis.summary_row import SummaryRow
     from zmqload.report.outputs import summary_table
-    table = summary_table([SummaryRow(run="r", consumer=-1, stream=-1, size="64", loss_ratio=0, fanout=True)])
-    assert table.schema.names[:len(SUMMARY.names)] == list(SUMMARY.names)
+
+    table = summary_table(
+        [SummaryRow(run="r", consumer=-1, stream=-1, size="64", loss_ratio=0, fanout=True)]
+    )
+    assert table.schema.names[: len(SUMMARY.names)] == list(SUMMARY.names)
     for field, (name, kind) in zip(table.schema, SUMMARY.columns):
         assert field.type == kind.arrow, name
-    assert table.column("loss_ratio").to_pylist() == [0.0] and table.column("fanout").to_pylist() == [True]
+    assert table.column("loss_ratio").to_pylist() == [0.0] and table.column(
+        "fanout"
+    ).to_pylist() == [True]

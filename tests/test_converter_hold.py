@@ -1,5 +1,6 @@
 """The converter waits while the loop runs (parquet_writer.ChunkPipeline holds it from the start),
 converts once released or closed, and stops waiting when the spilled backlog reaches its bound."""
+
 from __future__ import annotations
 
 import threading
@@ -21,7 +22,11 @@ def _pipeline(tmp_path):
         converted.append(chunk["t"][:rows].copy())
         done.set()
 
-    return parquet_writer.ChunkPipeline(COLUMNS, ROWS, process, str(tmp_path / "spill")), converted, done
+    return (
+        parquet_writer.ChunkPipeline(COLUMNS, ROWS, process, str(tmp_path / "spill")),
+        converted,
+        done,
+    )
 
 
 def _fill(pipeline, first: int) -> None:
@@ -34,7 +39,7 @@ def test_held_converter_waits_for_release(tmp_path):
     _fill(pipeline, 0)
     _fill(pipeline, ROWS)
     assert not done.wait(0.5), "the converter ran while held"
-    assert len(list((tmp_path / "spill").iterdir())) == 2      # both chunks wait on disk
+    assert len(list((tmp_path / "spill").iterdir())) == 2  # both chunks wait on disk
     pipeline.release()
     assert done.wait(10)
     assert pipeline.close() == 0

@@ -3,6 +3,7 @@ zmqload: numpy over the run's Parquet records for the accounting, plain pyzmq pe
 encryption (a NULL or wrongly keyed subscriber hears nothing where a plain one hears the run),
 and a user's CURVE server written with zmq.auth's key files, which checks every header. Loopback
 only, bounded in count and time."""
+
 from __future__ import annotations
 
 import glob
@@ -17,7 +18,14 @@ import pytest
 import zmq
 import zmq.auth
 import zmq.utils.z85
-from conftest import check_identity, end_with_the_test, free_ports, read_table, recv_until, zmqload_cli
+from conftest import (
+    check_identity,
+    end_with_the_test,
+    free_ports,
+    read_table,
+    recv_until,
+    zmqload_cli,
+)
 from test_devices import Device, proxy_thread
 from test_consumer_side import UserPush, header
 from test_one_side import UserPull
@@ -26,7 +34,9 @@ import zmqload
 from zmqload import ConfigError, Workload
 from zmqload.runner.preflight import load_libzmq, read_public_key
 
-pytestmark = pytest.mark.skipif(not zmq.has("curve"), reason="pyzmq's libzmq has no CURVE: no peer to check with")
+pytestmark = pytest.mark.skipif(
+    not zmq.has("curve"), reason="pyzmq's libzmq has no CURVE: no peer to check with"
+)
 
 
 def run_dir_of(out: str) -> str:
@@ -47,19 +57,35 @@ def certificates(tmp_path):
 
 
 # -- the accounting, with numpy over the records --------------------------------------------------
-@pytest.mark.parametrize("pattern, transport", [
-    ("push-pull", "tcp"),       # the consumers bind: CURVE servers
-    ("pub-sub", "tcp"),         # the producers bind
-    ("proxy", "tcp"),           # zmqload's own proxy binds both ends
-    ("push-pull", "ipc"),
-    ("req-rep", "tcp"),         # round trips: the reply travels back through the same CURVE session
-])
+@pytest.mark.parametrize(
+    "pattern, transport",
+    [
+        ("push-pull", "tcp"),  # the consumers bind: CURVE servers
+        ("pub-sub", "tcp"),  # the producers bind
+        ("proxy", "tcp"),  # zmqload's own proxy binds both ends
+        ("push-pull", "ipc"),
+        ("req-rep", "tcp"),  # round trips: the reply travels back through the same CURVE session
+    ],
+)
 def test_a_curve_run_accounts_for_every_message(tmp_path, pattern, transport):
     producers, consumers, count = (1, 1, 3000) if pattern == "req-rep" else (2, 2, 20_000)
     # HWMs without limit: a stall of this shared machine must not drop (what is checked is the accounting)
-    hwms = {"sndhwm": 0, "rcvhwm": 0, **({"proxy_sndhwm": 0, "proxy_rcvhwm": 0} if pattern == "proxy" else {})}
-    result = zmqload.run(pattern=pattern, transport=transport, producers=producers, consumers=consumers,
-                         count=count, rate=20_000, curve="on", out=str(tmp_path), **hwms)
+    hwms = {
+        "sndhwm": 0,
+        "rcvhwm": 0,
+        **({"proxy_sndhwm": 0, "proxy_rcvhwm": 0} if pattern == "proxy" else {}),
+    }
+    result = zmqload.run(
+        pattern=pattern,
+        transport=transport,
+        producers=producers,
+        consumers=consumers,
+        count=count,
+        rate=20_000,
+        curve="on",
+        out=str(tmp_path),
+        **hwms,
+    )
     check_identity(result)
     copies = consumers if result.workload["pattern"] in ("pub-sub", "proxy") else 1
     assert result.status == "complete" and result.lost == 0 and result.sent == producers * count
@@ -69,10 +95,15 @@ def test_a_curve_run_accounts_for_every_message(tmp_path, pattern, transport):
     with open(os.path.join(run_dir, "run.json")) as f:
         assert "secret" not in f.read().lower()
     sends, recvs = read_table(run_dir, "sends"), read_table(run_dir, "recvs")
-    assert len(sends) == result.sent and int((sends.column("status").to_numpy() == 0).sum()) == result.sent
+    assert (
+        len(sends) == result.sent
+        and int((sends.column("status").to_numpy() == 0).sum()) == result.sent
+    )
     assert len(recvs) == result.received
     keys = recvs.column("stream").to_numpy().astype(np.int64) << 48 | recvs.column("seq").to_numpy()
-    expected = np.repeat(np.arange(producers, dtype=np.int64) << 48, count) + np.tile(np.arange(count), producers)
+    expected = np.repeat(np.arange(producers, dtype=np.int64) << 48, count) + np.tile(
+        np.arange(count), producers
+    )
     if copies == 1:
         assert np.array_equal(np.sort(keys), expected)
     else:
@@ -88,22 +119,45 @@ def test_without_curve_the_record_says_null(tmp_path):
 
 def test_info_says_whether_the_engine_has_curve():
     done = zmqload_cli("info", "--json")
-    assert done.returncode == 0 and json.loads(done.stdout)["curve"] is True      # the curve runs in this file need it
+    assert (
+        done.returncode == 0 and json.loads(done.stdout)["curve"] is True
+    )  # the curve runs in this file need it
 
 
 def test_the_summary_says_curve(tmp_path):
-    done = zmqload_cli("run", "--curve", "on", "--count", "1000", "--rate", "10k", "--out", str(tmp_path))
+    done = zmqload_cli(
+        "run", "--curve", "on", "--count", "1000", "--rate", "10k", "--out", str(tmp_path)
+    )
     assert done.returncode == 0, done.stderr
     assert "push-pull over tcp with CURVE, 64 B" in done.stdout
 
 
-@pytest.mark.skipif(shutil.which("java") is None, reason="Spark needs a Java runtime (make test installs one)")
+@pytest.mark.skipif(
+    shutil.which("java") is None, reason="Spark needs a Java runtime (make test installs one)"
+)
 def test_the_keys_reach_tasks_of_a_spark_stage(tmp_path, monkeypatch):
     """--master: the keys travel in each task's spec through Spark (issue 28 will hand them to other hosts)."""
     pytest.importorskip("pyspark")
-    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")       # no traffic leaves loopback
-    done = zmqload_cli("run", "--master", "local[2]", "--curve", "on", "--count", "20000", "--rate", "20k",
-                       "--sndhwm", "0", "--rcvhwm", "0", "--json", "--out", str(tmp_path), timeout=240)
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")  # no traffic leaves loopback
+    done = zmqload_cli(
+        "run",
+        "--master",
+        "local[2]",
+        "--curve",
+        "on",
+        "--count",
+        "20000",
+        "--rate",
+        "20k",
+        "--sndhwm",
+        "0",
+        "--rcvhwm",
+        "0",
+        "--json",
+        "--out",
+        str(tmp_path),
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert got["status"] == "complete" and got["sent"] == 20_000 and got["lost"] == 0
@@ -122,7 +176,7 @@ def test_the_keys_are_made_per_run_and_a_connecting_worker_gets_no_server_secret
     from zmqload.runner.curve import run_keys
     from zmqload.runner.spec import WorkerSpec
 
-    class Recorded:         # a launcher that starts nothing: what the controller hands each worker
+    class Recorded:  # a launcher that starts nothing: what the controller hands each worker
         def __init__(self) -> None:
             self.specs: list[WorkerSpec] = []
 
@@ -146,10 +200,16 @@ def test_the_keys_are_made_per_run_and_a_connecting_worker_gets_no_server_secret
     binder, connecter = launcher.specs
     assert binder.curve == keys
     assert connecter.curve is not None and connecter.curve.server_secret is None
-    assert (connecter.curve.server_public, connecter.curve.client_public, connecter.curve.client_secret) == \
-        (keys.server_public, keys.client_public, keys.client_secret)
+    assert (
+        connecter.curve.server_public,
+        connecter.curve.client_public,
+        connecter.curve.client_secret,
+    ) == (keys.server_public, keys.client_public, keys.client_secret)
     # what libzmq takes: 40 Z85 characters, checked by pyzmq's own decoder
-    assert all(len(zmq.utils.z85.decode(k)) == 32 for k in (keys.server_public, keys.server_secret, keys.client_public))
+    assert all(
+        len(zmq.utils.z85.decode(k)) == 32
+        for k in (keys.server_public, keys.server_secret, keys.client_public)
+    )
 
 
 # -- the traffic really is encrypted ----------------------------------------------------------------
@@ -164,7 +224,11 @@ class Listener:
         self.sock.linger = 0
         if server_key is not None:
             public, secret = zmq.curve_keypair()
-            self.sock.curve_serverkey, self.sock.curve_publickey, self.sock.curve_secretkey = server_key, public, secret
+            self.sock.curve_serverkey, self.sock.curve_publickey, self.sock.curve_secretkey = (
+                server_key,
+                public,
+                secret,
+            )
         self.sock.subscribe(b"")
         self.sock.connect(endpoint)
         self.heard = 0
@@ -199,14 +263,25 @@ def test_a_peer_without_the_runs_key_hears_nothing(tmp_path, curve):
     endpoint = f"tcp://127.0.0.1:{port}"
     plain, wrong_key = Listener(endpoint), Listener(endpoint, server_key=zmq.curve_keypair()[0])
     try:
-        result = zmqload.run(pattern="pub-sub", producers_bind=endpoint, consumers=2, count=20_000, rate=20_000,
-                             sndhwm=0, rcvhwm=0, curve=curve, out=str(tmp_path))
+        result = zmqload.run(
+            pattern="pub-sub",
+            producers_bind=endpoint,
+            consumers=2,
+            count=20_000,
+            rate=20_000,
+            sndhwm=0,
+            rcvhwm=0,
+            curve=curve,
+            out=str(tmp_path),
+        )
     finally:
         heard = plain.stop(), wrong_key.stop()
     check_identity(result)
     assert result.lost == 0 and result.received == 2 * 20_000
     if curve == "off":
-        assert heard[0] > 10_000 and heard[1] == 0, heard      # a CURVE client of a NULL server fails too
+        assert heard[0] > 10_000 and heard[1] == 0, (
+            heard
+        )  # a CURVE client of a NULL server fails too
     else:
         assert heard == (0, 0)
         assert security_of(result.run_dir) == "curve"
@@ -221,10 +296,29 @@ def test_producers_alone_into_a_users_curve_pull_every_header_once(tmp_path, cer
         public_file = str(tmp_path / "server.z85")
         with open(public_file, "w") as f:
             f.write(server_public.decode() + "\n")
-    user = UserPull("tcp://127.0.0.1:*", curve_secret_key=server_secret, idle_ms=8000).start()      # a loaded machine starts slowly
-    done = zmqload_cli("run", "--json", "--role", "producer", "--producers-connect", user.endpoint, "--producers", "2",
-                       "--rate", "20k", "--count", "10000", "--curve", "on", "--curve-server-key", public_file,
-                       "--out", str(tmp_path / "runs"))
+    user = UserPull(
+        "tcp://127.0.0.1:*", curve_secret_key=server_secret, idle_ms=8000
+    ).start()  # a loaded machine starts slowly
+    done = zmqload_cli(
+        "run",
+        "--json",
+        "--role",
+        "producer",
+        "--producers-connect",
+        user.endpoint,
+        "--producers",
+        "2",
+        "--rate",
+        "20k",
+        "--count",
+        "10000",
+        "--curve",
+        "on",
+        "--curve-server-key",
+        public_file,
+        "--out",
+        str(tmp_path / "runs"),
+    )
     user.join()
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["sent"] == 20_000
@@ -269,19 +363,39 @@ def test_consumers_alone_serve_a_users_curve_client_and_no_plain_one(tmp_path, c
     server_public, server_secret = zmq.auth.load_certificate(secret_file)
     (port,) = free_ports(1)
     endpoint = f"tcp://127.0.0.1:{port}"
-    keyed = ClientPush(endpoint, [lambda s=s: header(0, s, time.monotonic_ns()) + b"k" * 16 for s in range(2000)],
-                       server_public)
-    plain = ClientPush(endpoint, [lambda s=s: header(1, s, time.monotonic_ns()) for s in range(500)], None)
-    done = zmqload_cli("run", "--json", "--role", "consumer", "--consumers-bind", endpoint, "--duration", "4",
-                       "--curve", "on", "--curve-server-cert", secret_file, "--out", str(tmp_path / "runs"))
+    keyed = ClientPush(
+        endpoint,
+        [lambda s=s: header(0, s, time.monotonic_ns()) + b"k" * 16 for s in range(2000)],
+        server_public,
+    )
+    plain = ClientPush(
+        endpoint, [lambda s=s: header(1, s, time.monotonic_ns()) for s in range(500)], None
+    )
+    done = zmqload_cli(
+        "run",
+        "--json",
+        "--role",
+        "consumer",
+        "--consumers-bind",
+        endpoint,
+        "--duration",
+        "4",
+        "--curve",
+        "on",
+        "--curve-server-cert",
+        secret_file,
+        "--out",
+        str(tmp_path / "runs"),
+    )
     keyed.join()
-    plain.stop()            # its sends wait for ever: a NULL client never completes a handshake with a CURVE server
+    plain.stop()  # its sends wait for ever: a NULL client never completes a handshake with a CURVE server
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert len(keyed.sent) == 2000 and got["received"] == 2000 and got["foreign"]["messages"] == 0
     recvs = read_table(got["run_dir"], "recvs")
-    assert sorted(zip(recvs.column("stream").to_pylist(), recvs.column("seq").to_pylist())) == \
-        [(0, s) for s in range(2000)]          # none of the plain PUSH's stream 1
+    assert sorted(zip(recvs.column("stream").to_pylist(), recvs.column("seq").to_pylist())) == [
+        (0, s) for s in range(2000)
+    ]  # none of the plain PUSH's stream 1
     assert security_of(got["run_dir"]) == "curve"
     _holds_no_secret(got["run_dir"], server_secret)
 
@@ -302,24 +416,41 @@ def test_producers_alone_serve_a_users_curve_pull_client(tmp_path, certificates)
     ended = threading.Event()
 
     def read() -> None:
-        pull.rcvtimeo = 30_000              # the run's start on a loaded machine
+        pull.rcvtimeo = 30_000  # the run's start on a loaded machine
         try:
             while True:
                 word = int.from_bytes(recv_until(pull, ended)[:8], "little")
-                seen.append(((word >> 48) & 0xFF, word & ((1 << 40) - 1)))      # docs/RECORDS.md: seq is the low 40 bits
-                pull.rcvtimeo = 3000        # then: until idle
+                seen.append(
+                    ((word >> 48) & 0xFF, word & ((1 << 40) - 1))
+                )  # docs/RECORDS.md: seq is the low 40 bits
+                pull.rcvtimeo = 3000  # then: until idle
         except zmq.Again:
             pass
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        done = zmqload_cli("run", "--json", "--role", "producer", "--producers-bind", endpoint, "--rate", "10k",
-                           "--count", "5000", "--curve", "on", "--curve-server-cert", secret_file,
-                           "--out", str(tmp_path / "runs"))
+        done = zmqload_cli(
+            "run",
+            "--json",
+            "--role",
+            "producer",
+            "--producers-bind",
+            endpoint,
+            "--rate",
+            "10k",
+            "--count",
+            "5000",
+            "--curve",
+            "on",
+            "--curve-server-cert",
+            secret_file,
+            "--out",
+            str(tmp_path / "runs"),
+        )
         reader.join(60)
     finally:
-        ended.set()         # a reader still waiting (the run failed) lets go of the socket within 0.1 s
+        ended.set()  # a reader still waiting (the run failed) lets go of the socket within 0.1 s
         reader.join(10)
         assert not reader.is_alive(), "the reader did not end: its socket is not closed under it"
         pull.close()
@@ -336,14 +467,26 @@ def test_through_a_users_curve_device_nothing_is_lost(tmp_path, certificates):
     and consumers are its clients."""
     public_file, secret_file = certificates
     _, server_secret = zmq.auth.load_certificate(secret_file)
-    xsub, xpub = proxy_thread(zmq.Context(), sndhwm=0, rcvhwm=0)      # as tests/test_devices.py: no drops
+    xsub, xpub = proxy_thread(
+        zmq.Context(), sndhwm=0, rcvhwm=0
+    )  # as tests/test_devices.py: no drops
     for sock in (xsub, xpub):
         sock.curve_server, sock.curve_secretkey = True, server_secret
     device = Device(xsub, xpub)
     try:
-        result = zmqload.run(pattern="pub-sub", producers_connect=device.producers_connect,
-                             consumers_connect=device.back_endpoint, consumers=2, count=10_000, rate=10_000,
-                             sndhwm=0, rcvhwm=0, curve="on", curve_server_key=public_file, out=str(tmp_path))
+        result = zmqload.run(
+            pattern="pub-sub",
+            producers_connect=device.producers_connect,
+            consumers_connect=device.back_endpoint,
+            consumers=2,
+            count=10_000,
+            rate=10_000,
+            sndhwm=0,
+            rcvhwm=0,
+            curve="on",
+            curve_server_key=public_file,
+            out=str(tmp_path),
+        )
     finally:
         device.stop()
     check_identity(result)
@@ -360,20 +503,30 @@ def test_key_files_in_both_forms_read_the_same_key(tmp_path, certificates):
     public, _ = zmq.auth.load_certificate(public_file)
     bare = tmp_path / "bare"
     bare.write_text(f"# the server's key\n\n{public.decode()}\n")
-    hashed = tmp_path / "hashed"        # Z85 has '#', but no key begins with it: 84 * 85**4 > 2**32
+    hashed = tmp_path / "hashed"  # Z85 has '#', but no key begins with it: 84 * 85**4 > 2**32
     hashed.write_text("#" + public.decode()[1:] + "\n")
     assert read_public_key(public_file, "--k") == read_public_key(secret_file, "--k") == public
     assert read_public_key(str(bare), "--k") == public
-    with pytest.raises(ConfigError, match="no CURVE public key"):      # libzmq would refuse it once the run started
+    with pytest.raises(
+        ConfigError, match="no CURVE public key"
+    ):  # libzmq would refuse it once the run started
         read_public_key(str(hashed), "--k")
 
 
 def test_the_rules_need_no_io_and_the_file_is_read_by_the_preflight(tmp_path):
     from zmqload.runner.preflight import preflight
+
     missing = str(tmp_path / "nope.key")
-    w = Workload(role="producer", producers_connect="tcp://127.0.0.1:5999", curve="on", curve_server_key=missing)
-    assert Workload.from_dict(w.to_dict()).curve_server_key == missing      # what a worker does: no read
-    w.validate()                                                            # the values only: no read
+    w = Workload(
+        role="producer",
+        producers_connect="tcp://127.0.0.1:5999",
+        curve="on",
+        curve_server_key=missing,
+    )
+    assert (
+        Workload.from_dict(w.to_dict()).curve_server_key == missing
+    )  # what a worker does: no read
+    w.validate()  # the values only: no read
     with pytest.raises(ConfigError) as info:
         preflight(w)
     assert info.value.option == "--curve-server-key" and "No such file" in info.value.message
@@ -383,33 +536,127 @@ BAD_CURVE_INPUT = [
     (("--curve", "maybe"), "--curve", "off, on"),
     (("--curve", "on", "--transport", "inproc"), "--curve", "inproc"),
     (("--curve-server-key", "KEYFILE"), "--curve-server-key", "--curve off"),
-    (("--curve", "on", "--curve-server-key", "KEYFILE"), "--curve-server-key", "no server of yours"),
-    (("--curve", "on", "--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999"),
-     "--curve-server-key", "tcp://127.0.0.1:5999"),
-    (("--curve", "on", "--pattern", "pub-sub", "--producers-connect", "tcp://127.0.0.1:5999",
-      "--consumers-connect", "tcp://127.0.0.1:5998"), "--curve-server-key", "public key is needed"),
-    (("--curve", "on", "--role", "producer", "--producers-bind", "tcp://127.0.0.1:5999"), "--curve-server-cert",
-     "--producers-bind"),
-    (("--curve", "on", "--role", "consumer", "--consumers-bind", "tcp://127.0.0.1:5999", "--duration", "1"),
-     "--curve-server-cert", "--consumers-bind"),
+    (
+        ("--curve", "on", "--curve-server-key", "KEYFILE"),
+        "--curve-server-key",
+        "no server of yours",
+    ),
+    (
+        ("--curve", "on", "--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999"),
+        "--curve-server-key",
+        "tcp://127.0.0.1:5999",
+    ),
+    (
+        (
+            "--curve",
+            "on",
+            "--pattern",
+            "pub-sub",
+            "--producers-connect",
+            "tcp://127.0.0.1:5999",
+            "--consumers-connect",
+            "tcp://127.0.0.1:5998",
+        ),
+        "--curve-server-key",
+        "public key is needed",
+    ),
+    (
+        ("--curve", "on", "--role", "producer", "--producers-bind", "tcp://127.0.0.1:5999"),
+        "--curve-server-cert",
+        "--producers-bind",
+    ),
+    (
+        (
+            "--curve",
+            "on",
+            "--role",
+            "consumer",
+            "--consumers-bind",
+            "tcp://127.0.0.1:5999",
+            "--duration",
+            "1",
+        ),
+        "--curve-server-cert",
+        "--consumers-bind",
+    ),
     (("--curve-server-cert", "SECRET"), "--curve-server-cert", "--curve off"),
-    (("--curve", "on", "--curve-server-cert", "KEYFILE"), "--curve-server-cert", "no CURVE key pair"),
+    (
+        ("--curve", "on", "--curve-server-cert", "KEYFILE"),
+        "--curve-server-cert",
+        "no CURVE key pair",
+    ),
     (("--curve", "on", "--curve-server-cert", "MISSING"), "--curve-server-cert", "No such file"),
-    (("--curve", "on", "--pattern", "pub-sub", "--producers-connect", "tcp://127.0.0.1:5999",
-      "--consumers-connect", "tcp://127.0.0.1:5998", "--curve-server-key", "KEYFILE", "--curve-server-cert",
-      "SECRET"), "--curve-server-cert", "binds no socket"),
-    (("--curve", "on", "--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999",
-      "--curve-server-key", "MISSING"), "--curve-server-key", "No such file"),
-    (("--curve", "on", "--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999",
-      "--curve-server-key", "MALFORMED"), "--curve-server-key", "no CURVE public key"),
-    (("--curve", "on", "--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999",
-      "--curve-server-key", "BINARY"), "--curve-server-key", "cannot read"),
+    (
+        (
+            "--curve",
+            "on",
+            "--pattern",
+            "pub-sub",
+            "--producers-connect",
+            "tcp://127.0.0.1:5999",
+            "--consumers-connect",
+            "tcp://127.0.0.1:5998",
+            "--curve-server-key",
+            "KEYFILE",
+            "--curve-server-cert",
+            "SECRET",
+        ),
+        "--curve-server-cert",
+        "binds no socket",
+    ),
+    (
+        (
+            "--curve",
+            "on",
+            "--role",
+            "producer",
+            "--producers-connect",
+            "tcp://127.0.0.1:5999",
+            "--curve-server-key",
+            "MISSING",
+        ),
+        "--curve-server-key",
+        "No such file",
+    ),
+    (
+        (
+            "--curve",
+            "on",
+            "--role",
+            "producer",
+            "--producers-connect",
+            "tcp://127.0.0.1:5999",
+            "--curve-server-key",
+            "MALFORMED",
+        ),
+        "--curve-server-key",
+        "no CURVE public key",
+    ),
+    (
+        (
+            "--curve",
+            "on",
+            "--role",
+            "producer",
+            "--producers-connect",
+            "tcp://127.0.0.1:5999",
+            "--curve-server-key",
+            "BINARY",
+        ),
+        "--curve-server-key",
+        "cannot read",
+    ),
 ]
 
 
 def _bad_input_files(tmp_path, certificates) -> dict[str, str]:
-    files = {"KEYFILE": certificates[0], "SECRET": certificates[1], "MISSING": str(tmp_path / "missing.key"),
-             "MALFORMED": str(tmp_path / "malformed.key"), "BINARY": str(tmp_path / "binary.key")}
+    files = {
+        "KEYFILE": certificates[0],
+        "SECRET": certificates[1],
+        "MISSING": str(tmp_path / "missing.key"),
+        "MALFORMED": str(tmp_path / "malformed.key"),
+        "BINARY": str(tmp_path / "binary.key"),
+    }
     with open(files["MALFORMED"], "w") as f:
         f.write('curve\n    public-key = "too short"\n')
     with open(files["BINARY"], "wb") as f:
@@ -422,34 +669,49 @@ def _bad_input_argvs(args, files, out):
     for command in ("run", "capacity"):
         if command == "capacity" and ("producer" in args or "consumer" in args):
             continue
-        bound = () if "--duration" in args else ("--count", "10") if command == "run" else ("--probe-duration", "0.2")
+        bound = (
+            ()
+            if "--duration" in args
+            else ("--count", "10")
+            if command == "run"
+            else ("--probe-duration", "0.2")
+        )
         yield command, [command, *[files.get(a, a) for a in args], *bound, "--out", str(out)]
 
 
 def _one_refusal_line(command, status, err, flag, words, out) -> None:
     assert status == 2, (command, err)
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and flag in lines[0] and words in lines[0] and "accepted" in lines[0], err
+    assert len(lines) == 1 and flag in lines[0] and words in lines[0] and "accepted" in lines[0], (
+        err
+    )
     assert "Traceback" not in err
     assert not out.exists() or not os.listdir(out)
 
 
 @pytest.mark.parametrize("args, flag, words", BAD_CURVE_INPUT)
-def test_bad_curve_input_is_one_line_exit_2_nothing_left(tmp_path, certificates, capsys, args, flag, words):
+def test_bad_curve_input_is_one_line_exit_2_nothing_left(
+    tmp_path, certificates, capsys, args, flag, words
+):
     """In this process, through the CLI's own entry (`python -m zmqload` is sys.exit(cli.main())):
     exit status 2 and one line on stderr, nothing written; the same from a real process below."""
     from zmqload import cli
+
     out = tmp_path / "runs"
     for command, argv in _bad_input_argvs(args, _bad_input_files(tmp_path, certificates), out):
         try:
             status = cli.main(argv)
-        except SystemExit as exc:       # argparse's refusals exit as a process would
+        except SystemExit as exc:  # argparse's refusals exit as a process would
             status = exc.code
         _one_refusal_line(command, status, capsys.readouterr().err, flag, words, out)
 
 
-@pytest.mark.parametrize("case", [0, 1, 10], ids=["argparse-choice", "validation", "preflight-file"])
-def test_bad_curve_input_from_a_process_is_one_line_exit_2_nothing_left(tmp_path, certificates, case):
+@pytest.mark.parametrize(
+    "case", [0, 1, 10], ids=["argparse-choice", "validation", "preflight-file"]
+)
+def test_bad_curve_input_from_a_process_is_one_line_exit_2_nothing_left(
+    tmp_path, certificates, case
+):
     """As a user runs it (`python -m zmqload`): one refusal of each kind (argparse's, the workload's
     rules, the preflight's read of a key file) for run and capacity."""
     args, flag, words = BAD_CURVE_INPUT[case]
@@ -460,25 +722,47 @@ def test_bad_curve_input_from_a_process_is_one_line_exit_2_nothing_left(tmp_path
 
 
 @pytest.mark.parametrize("server", ["another key", "no CURVE"])
-def test_a_server_that_fails_every_handshake_fails_the_run_in_one_line(tmp_path, certificates, server):
+def test_a_server_that_fails_every_handshake_fails_the_run_in_one_line(
+    tmp_path, certificates, server
+):
     """A user's server whose key is not the one given (every handshake fails, libzmq retries for ever), or
     one without CURVE (a mismatch of mechanisms): nothing arrives, and the run fails within seconds in one
     line naming the endpoint, with the default linger (the queued messages can go nowhere)."""
     public_file, _ = certificates
     other_secret = zmq.curve_keypair()[1] if server == "another key" else None
     # it hears nothing: its wait for a first message ends with the run's bound
-    user = UserPull("tcp://127.0.0.1:*", curve_secret_key=other_secret, idle_ms=8000, first_ms=50_000).start()
+    user = UserPull(
+        "tcp://127.0.0.1:*", curve_secret_key=other_secret, idle_ms=8000, first_ms=50_000
+    ).start()
     started = time.monotonic()
-    done = zmqload_cli("run", "--role", "producer", "--producers-connect", user.endpoint, "--rate", "1k",
-                       "--duration", "5", "--curve", "on", "--curve-server-key", public_file,
-                       "--out", str(tmp_path / "runs"), timeout=60)
+    done = zmqload_cli(
+        "run",
+        "--role",
+        "producer",
+        "--producers-connect",
+        user.endpoint,
+        "--rate",
+        "1k",
+        "--duration",
+        "5",
+        "--curve",
+        "on",
+        "--curve-server-key",
+        public_file,
+        "--out",
+        str(tmp_path / "runs"),
+        timeout=60,
+    )
     elapsed = time.monotonic() - started
-    user.stop()         # it heard nothing and would wait out its first_ms: the run is over
+    user.stop()  # it heard nothing and would wait out its first_ms: the run is over
     user.join()
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
-    assert f"the CURVE handshake with {user.endpoint} failed" in lines[0] and "--curve-server-key" in lines[0]
+    assert (
+        f"the CURVE handshake with {user.endpoint} failed" in lines[0]
+        and "--curve-server-key" in lines[0]
+    )
     # libzmq reports a mismatch of mechanisms as a protocol error or without detail, by timing
     assert "(handshake failed" in lines[0] or "(protocol error" in lines[0]
     assert elapsed < 20 and user.seen == []

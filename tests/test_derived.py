@@ -2,6 +2,7 @@
 states it: the consumer's work in nanoseconds (Workload.consumer_delay_ns: the consumer's
 engine and the controller's slow drain) and the rate that work caps a consumer near
 (contract.derived.work_ceiling: the report's verdicts and the capacity search's answer)."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,8 +18,10 @@ from zmqload.report import search_answer
 from zmqload.runner.controller import PROGRESS_EVERY_NS, drain_decision
 
 
-@pytest.mark.parametrize("us, ns", [(0, 0), (20, 20_000), ("2.5", 2500), (1.001, 1001), (0.0005, 0),
-                                    (60_000_000, 60_000_000_000)])
+@pytest.mark.parametrize(
+    "us, ns",
+    [(0, 0), (20, 20_000), ("2.5", 2500), (1.001, 1001), (0.0005, 0), (60_000_000, 60_000_000_000)],
+)
 def test_consumer_delay_ns_is_the_option_in_whole_nanoseconds(us, ns):
     assert Workload(consumer_delay_us=us).consumer_delay_ns == ns
 
@@ -34,7 +37,11 @@ def test_the_slow_drain_waits_one_more_message_of_work_the_engines_nanoseconds()
 
 
 def test_work_ceiling():
-    assert work_ceiling(20) == 50_000 and work_ceiling(40.0) == 25_000 and work_ceiling(0.5) == 2_000_000
+    assert (
+        work_ceiling(20) == 50_000
+        and work_ceiling(40.0) == 25_000
+        and work_ceiling(0.5) == 2_000_000
+    )
     for nothing in (0, 0.0, -5):
         with pytest.raises(ValueError):
             work_ceiling(nothing)
@@ -43,14 +50,26 @@ def test_work_ceiling():
 def _slow_consumer_search(delay_us):
     """A converged search whose failing probe's consumer fell behind (as test_capacity's)."""
     return sr.SearchEntry(
-        converged=True, max_sustainable_rate=20_000, bracket=[20_000, 40_000], producers=1,
+        converged=True,
+        max_sustainable_rate=20_000,
+        bracket=[20_000, 40_000],
+        producers=1,
         workload=sr.SearchTemplate(pattern="push-pull", consumers=1, consumer_delay_us=delay_us),
-        probes=[sr.ProbeEntry(rate=40_000, passed=False, breaches=[sr.BreachEntry(slo=Slo.MIN_ACHIEVED)],
-                              figures=sr.Figures(offered_rate=40_000, throughput_msgs=21_000, achieved=0.5))])
+        probes=[
+            sr.ProbeEntry(
+                rate=40_000,
+                passed=False,
+                breaches=[sr.BreachEntry(slo=Slo.MIN_ACHIEVED)],
+                figures=sr.Figures(offered_rate=40_000, throughput_msgs=21_000, achieved=0.5),
+            )
+        ],
+    )
 
 
 def test_the_report_and_the_search_answer_state_the_ceiling_by_the_one_rule():
-    row = SummaryRow(run="r", offered_rate=40_000, received=1000, latency_intended=Percentiles(p99=9000.0))
+    row = SummaryRow(
+        run="r", offered_rate=40_000, received=1000, latency_intended=Percentiles(p99=9000.0)
+    )
     for delay, text in ((40, "25.0k/s"), (30, "33.3k/s")):
         view = verdicts.RunView(row, RunRecord(workload=Workload(consumer_delay_us=delay)))
         cause, _ = verdicts.advice(view, [(verdicts.P99, "p99 9000 us")], 1000.0)

@@ -4,6 +4,7 @@ other connects (--producers-bind, --consumers-bind). Each device is written in p
 user writes it (seed 001's XSUB|XPUB proxy; a PULL|PUSH forwarder; a ROUTER|DEALER broker), and
 runs in a thread of the test; zmqload's figures are checked against numpy over its Parquet
 records. Loopback only, a few seconds per run."""
+
 from __future__ import annotations
 
 import glob
@@ -35,7 +36,7 @@ def proxy_thread(context, sndhwm=None, rcvhwm=None, sndbuf=None):
     if rcvhwm is not None:
         xsub.setsockopt(zmq.RCVHWM, rcvhwm)
     if sndhwm is not None:
-        xpub.setsockopt(zmq.SNDHWM, sndhwm)       # the seed's fix: the XPUB's HWM set
+        xpub.setsockopt(zmq.SNDHWM, sndhwm)  # the seed's fix: the XPUB's HWM set
     if sndbuf is not None:
         xpub.setsockopt(zmq.SNDBUF, sndbuf)
     return xsub, xpub
@@ -72,7 +73,7 @@ class Device:
             self.front.close(0)
             self.back.close(0)
 
-    def _idle(self):            # bound, answering connections, forwarding nothing
+    def _idle(self):  # bound, answering connections, forwarding nothing
         poller = zmq.Poller()
         poller.register(self.front, zmq.POLLIN)
         try:
@@ -102,6 +103,7 @@ def device():
         front, back = context.socket(front_type), context.socket(back_type)
         made.append(Device(front, back, **options))
         return made[-1]
+
     yield make
     for d in made:
         d.stop()
@@ -115,6 +117,7 @@ def seed_proxy():
         context = zmq.Context()
         made.append(Device(*proxy_thread(context, **hwms)))
         return made[-1]
+
     yield make
     for d in made:
         d.stop()
@@ -133,7 +136,9 @@ def seqs(run_dir, stream=0, consumer=None):
 def assert_every_seq_once(run_dir, count, stream=0, consumer=None):
     got = seqs(run_dir, stream, consumer)
     assert len(got) == count, f"stream {stream}: {len(got)} received of {count}"
-    assert np.array_equal(np.sort(got), np.arange(count)), f"stream {stream}: a seq missing or twice"
+    assert np.array_equal(np.sort(got), np.arange(count)), (
+        f"stream {stream}: a seq missing or twice"
+    )
 
 
 def no_run_dirs(out):
@@ -148,25 +153,58 @@ def test_pub_sub_through_the_seed_proxy_loses_nothing_with_large_hwms(seed_proxy
     2-core machine: docs/CAPACITY.md, "A small HWM drops under scheduling jitter"): every seq arrives once."""
     proxy = seed_proxy(sndhwm=0, rcvhwm=0)
     count = 60_000
-    proc = zmqload_cli("run", "--pattern", "pub-sub", "--producers-connect", proxy.producers_connect,
-                       "--consumers-connect", proxy.back_endpoint, "--rate", "20k", "--count", str(count),
-                       "--sndhwm", "0", "--rcvhwm", "0", "--drain-timeout-ms", "300", "--json", "--out", str(tmp_path))
+    proc = zmqload_cli(
+        "run",
+        "--pattern",
+        "pub-sub",
+        "--producers-connect",
+        proxy.producers_connect,
+        "--consumers-connect",
+        proxy.back_endpoint,
+        "--rate",
+        "20k",
+        "--count",
+        str(count),
+        "--sndhwm",
+        "0",
+        "--rcvhwm",
+        "0",
+        "--drain-timeout-ms",
+        "300",
+        "--json",
+        "--out",
+        str(tmp_path),
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
-    assert (summary["sent"], summary["expected"], summary["unique_received"], summary["lost"]) == \
-        (count, count, count, 0)
+    assert (summary["sent"], summary["expected"], summary["unique_received"], summary["lost"]) == (
+        count,
+        count,
+        count,
+        0,
+    )
     assert summary["duplicates"] == 0 and summary["delivered"] + summary["drained"] == count
-    assert summary["latency_intended_ns"]["p50"] > 0 and summary["queue_peak"]["messages"] is not None
+    assert (
+        summary["latency_intended_ns"]["p50"] > 0 and summary["queue_peak"]["messages"] is not None
+    )
     assert_every_seq_once(summary["run_dir"], count)
     topology = summary["topology"]
     assert topology["device_in_path"] and "XSUB|XPUB proxy" in topology["device"]
-    assert topology["producers"] == {"attach": "connect", "endpoints": [proxy.producers_connect], "given": True}
-    assert topology["consumers"] == {"attach": "connect", "endpoints": [proxy.back_endpoint], "given": True}
+    assert topology["producers"] == {
+        "attach": "connect",
+        "endpoints": [proxy.producers_connect],
+        "given": True,
+    }
+    assert topology["consumers"] == {
+        "attach": "connect",
+        "endpoints": [proxy.back_endpoint],
+        "given": True,
+    }
     record = record_files.read_run(summary["run_dir"])
     assert record.topology is not None and record.topology.device_in_path
     assert record.drain is not None and record.drain.device_in_path
     assert "device of yours was in the path" in record.drain.tail_placement_why
-    assert record.consumers[0].warmups > 0      # zmqload's warm-up went through the device too
+    assert record.consumers[0].warmups > 0  # zmqload's warm-up went through the device too
 
 
 def test_pub_sub_through_the_seed_proxy_counts_its_drops(seed_proxy, run_workload):
@@ -174,9 +212,18 @@ def test_pub_sub_through_the_seed_proxy_counts_its_drops(seed_proxy, run_workloa
     exactly numpy's count of the seqs missing from the recvs records."""
     proxy = seed_proxy(sndhwm=100, rcvhwm=100, sndbuf=65_536)
     count = 40_000
-    r = run_workload(pattern="pub-sub", producers_connect=proxy.producers_connect,
-                     consumers_connect=proxy.back_endpoint, rate="20k", count=count, size=1024,
-                     rcvhwm=100, rcvbuf=65_536, consumer_delay_us=200, drain_timeout_ms=500)
+    r = run_workload(
+        pattern="pub-sub",
+        producers_connect=proxy.producers_connect,
+        consumers_connect=proxy.back_endpoint,
+        rate="20k",
+        count=count,
+        size=1024,
+        rcvhwm=100,
+        rcvbuf=65_536,
+        consumer_delay_us=200,
+        drain_timeout_ms=500,
+    )
     got = seqs(r.run_dir)
     missing = count - len(np.unique(got))
     assert len(got) == len(np.unique(got)) and got.max() < count
@@ -192,13 +239,23 @@ def test_push_pull_through_a_forwarder_each_socket_to_every_endpoint(device, run
     ipc: every producer connects to both, every seq of every stream arrives exactly once."""
     forwarder = device(zmq.PULL, zmq.PUSH, fronts=("tcp", "ipc"))
     count = 30_000
-    r = run_workload(pattern="push-pull", producers=2, consumers=2, producers_connect=forwarder.producers_connect,
-                     consumers_connect=forwarder.back_endpoint, rate="10k", count=count, drain_timeout_ms=300)
+    r = run_workload(
+        pattern="push-pull",
+        producers=2,
+        consumers=2,
+        producers_connect=forwarder.producers_connect,
+        consumers_connect=forwarder.back_endpoint,
+        rate="10k",
+        count=count,
+        drain_timeout_ms=300,
+    )
     assert r.lost == 0 and r.duplicates == 0 and r.unique_received == 2 * count
     for stream in (0, 1):
         assert_every_seq_once(r.run_dir, count, stream)
     by_consumer = [len(seqs(r.run_dir, 0, c)) + len(seqs(r.run_dir, 1, c)) for c in (0, 1)]
-    assert min(by_consumer) > 0, f"the forwarder's PUSH round-robins to both consumers: {by_consumer}"
+    assert min(by_consumer) > 0, (
+        f"the forwarder's PUSH round-robins to both consumers: {by_consumer}"
+    )
     topology = record_files.read_run(r.run_dir).topology
     assert topology is not None and topology.producers.endpoints == forwarder.front_endpoints
     assert r.workload["transport"] == "tcp"
@@ -209,8 +266,15 @@ def test_dealer_router_through_a_broker(device, run_workload):
     skip both routing ids, every seq arrives exactly once."""
     broker = device(zmq.ROUTER, zmq.DEALER)
     count = 20_000
-    r = run_workload(pattern="dealer-router", producers_connect=broker.producers_connect,
-                     consumers_connect=broker.back_endpoint, rate="10k", count=count, size=32, drain_timeout_ms=300)
+    r = run_workload(
+        pattern="dealer-router",
+        producers_connect=broker.producers_connect,
+        consumers_connect=broker.back_endpoint,
+        rate="10k",
+        count=count,
+        size=32,
+        drain_timeout_ms=300,
+    )
     assert r.lost == 0 and r.duplicates == 0 and r.consumers[0]["foreign"] == 0
     assert_every_seq_once(r.run_dir, count)
 
@@ -220,23 +284,37 @@ def test_a_sweep_file_puts_the_device_in_every_run(seed_proxy, tmp_path):
     proxy = seed_proxy(sndhwm=0, rcvhwm=0)
     out = str(tmp_path / "runs")
     path = tmp_path / "sweep.toml"
-    path.write_text(f'[sweep]\npattern = "pub-sub"\nproducers-connect = "{proxy.producers_connect}"\n'
-                    f'consumers_connect = "{proxy.back_endpoint}"\ncount = 3000\nrate = "20k"\n'
-                    f'drain_timeout_ms = 300\nout = "{out}"\nname = "dev"\n[axes]\nsize = [64, 256]\n')
+    path.write_text(
+        f'[sweep]\npattern = "pub-sub"\nproducers-connect = "{proxy.producers_connect}"\n'
+        f'consumers_connect = "{proxy.back_endpoint}"\ncount = 3000\nrate = "20k"\n'
+        f'drain_timeout_ms = 300\nout = "{out}"\nname = "dev"\n[axes]\nsize = [64, 256]\n'
+    )
     sweep = sweeps.plan(sweeps.load_toml(str(path)))
     sweeps.execute(sweep)
     for point in sweep.points:
         record = record_files.read_run(point.run_dir)
-        assert record.counters is not None and record.counters.lost == 0 and record.counters.sent == 3000
+        assert (
+            record.counters is not None
+            and record.counters.lost == 0
+            and record.counters.sent == 3000
+        )
         assert record.topology is not None and record.topology.device_in_path
 
 
 def test_every_command_takes_the_endpoints_per_side():
     from zmqload import cli
+
     parser = cli.build_parser()
     for command in ("run", "sweep", "capacity"):
-        args = parser.parse_args([command, "--producers-connect", "tcp://127.0.0.1:5601",
-                                  "--consumers-connect", "tcp://127.0.0.1:5602"])
+        args = parser.parse_args(
+            [
+                command,
+                "--producers-connect",
+                "tcp://127.0.0.1:5601",
+                "--consumers-connect",
+                "tcp://127.0.0.1:5602",
+            ]
+        )
         value = args.producers_connect
         assert value in ("tcp://127.0.0.1:5601", ["tcp://127.0.0.1:5601"]), (command, value)
 
@@ -244,23 +322,41 @@ def test_every_command_takes_the_endpoints_per_side():
 # -- one side binds, the other connects to it ----------------------------------------------------
 def test_consumers_bind_explicit_ports_and_the_producers_connect_to_them(run_workload):
     first, _ = free_ports(2, consecutive=True)
-    r = run_workload(pattern="push-pull", producers=2, consumers=2, consumers_bind=f"tcp://127.0.0.1:{first}",
-                     count=20_000)
+    r = run_workload(
+        pattern="push-pull",
+        producers=2,
+        consumers=2,
+        consumers_bind=f"tcp://127.0.0.1:{first}",
+        count=20_000,
+    )
     assert r.lost == 0 and r.unique_received == 40_000
     topology = record_files.read_run(r.run_dir).topology
     assert topology is not None and not topology.device_in_path
     bound = [f"tcp://127.0.0.1:{first}", f"tcp://127.0.0.1:{first + 1}"]
-    assert (topology.consumers.attach, topology.consumers.endpoints, topology.consumers.given) == ("bind", bound, True)
-    assert (topology.producers.attach, topology.producers.endpoints, topology.producers.given) == \
-        ("connect", bound, False)
+    assert (topology.consumers.attach, topology.consumers.endpoints, topology.consumers.given) == (
+        "bind",
+        bound,
+        True,
+    )
+    assert (topology.producers.attach, topology.producers.endpoints, topology.producers.given) == (
+        "connect",
+        bound,
+        False,
+    )
 
 
 def test_pub_sub_with_binding_subscribers(run_workload):
     """The side that binds follows the options, not the pattern: SUBs bind, PUBs connect."""
-    port, = free_ports(1)
+    (port,) = free_ports(1)
     endpoint = f"tcp://127.0.0.1:{port}"
-    r = run_workload(pattern="pub-sub", consumers_bind=endpoint, producers_connect=endpoint, rate="20k", count=5000,
-                     drain_timeout_ms=300)
+    r = run_workload(
+        pattern="pub-sub",
+        consumers_bind=endpoint,
+        producers_connect=endpoint,
+        rate="20k",
+        count=5000,
+        drain_timeout_ms=300,
+    )
     assert r.lost == 0 and r.unique_received == 5000
     topology = record_files.read_run(r.run_dir).topology
     assert topology is not None and topology.consumers.attach == "bind" and topology.producers.given
@@ -270,7 +366,10 @@ def test_todays_topology_records_itself_too(run_workload):
     r = run_workload(pattern="proxy", count=2000, rate="20k", drain_timeout_ms=300)
     topology = record_files.read_run(r.run_dir).topology
     assert topology is not None and not topology.device_in_path and len(topology.proxy) == 2
-    assert topology.producers.endpoints == topology.proxy[:1] and topology.consumers.endpoints == topology.proxy[1:]
+    assert (
+        topology.producers.endpoints == topology.proxy[:1]
+        and topology.consumers.endpoints == topology.proxy[1:]
+    )
     assert not topology.producers.given and not topology.consumers.given
 
 
@@ -280,26 +379,52 @@ def test_a_device_that_never_comes_up_ends_the_run_naming_its_endpoints(tmp_path
     keeps the rest short. Exit 1 (the run was made and failed), one line."""
     p1, p2 = free_ports(2)
     start = time.monotonic()
-    proc = zmqload_cli("run", "--pattern", "pub-sub", "--producers-connect", f"tcp://127.0.0.1:{p1}",
-                       "--consumers-connect", f"tcp://127.0.0.1:{p2}", "--count", "1000", "--drain-timeout-ms",
-                       "200", "--quiet", "--out", str(tmp_path), timeout=60)
+    proc = zmqload_cli(
+        "run",
+        "--pattern",
+        "pub-sub",
+        "--producers-connect",
+        f"tcp://127.0.0.1:{p1}",
+        "--consumers-connect",
+        f"tcp://127.0.0.1:{p2}",
+        "--count",
+        "1000",
+        "--drain-timeout-ms",
+        "200",
+        "--quiet",
+        "--out",
+        str(tmp_path),
+        timeout=60,
+    )
     took = time.monotonic() - start
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.count("\n") == 1, proc.stderr
-    assert f"nobody answered on tcp://127.0.0.1:{p1}" in proc.stderr and f"tcp://127.0.0.1:{p2}" in proc.stderr
+    assert (
+        f"nobody answered on tcp://127.0.0.1:{p1}" in proc.stderr
+        and f"tcp://127.0.0.1:{p2}" in proc.stderr
+    )
     assert took < 22, f"took {took:.1f} s"
-    run_dir, = glob.glob(str(tmp_path / "run=*"))
+    (run_dir,) = glob.glob(str(tmp_path / "run=*"))
     record = record_files.read_run(run_dir)
-    assert record.status == "failed" and record.topology is not None and record.topology.device_in_path
+    assert (
+        record.status == "failed" and record.topology is not None and record.topology.device_in_path
+    )
 
 
 def test_without_warm_up_the_device_must_answer_within_the_same_deadline(monkeypatch, tmp_path):
     from zmqload.runner import controller
+
     monkeypatch.setattr(controller, "WARMUP_TIMEOUT_S", 1.5)
     p1, p2 = free_ports(2)
     with pytest.raises(RunError) as info:
-        zmqload.run(pattern="push-pull", producers_connect=f"tcp://127.0.0.1:{p1}",
-                    consumers_connect=f"tcp://127.0.0.1:{p2}", warmup=False, count=1000, out=str(tmp_path))
+        zmqload.run(
+            pattern="push-pull",
+            producers_connect=f"tcp://127.0.0.1:{p1}",
+            consumers_connect=f"tcp://127.0.0.1:{p2}",
+            warmup=False,
+            count=1000,
+            out=str(tmp_path),
+        )
     message = str(info.value)
     assert "\n" not in message and "(the device's endpoints)" in message
     assert f"nobody answered on tcp://127.0.0.1:{p1}" in message
@@ -307,35 +432,100 @@ def test_without_warm_up_the_device_must_answer_within_the_same_deadline(monkeyp
 
 def test_a_device_that_answers_but_forwards_nothing_is_told_apart(device, monkeypatch, tmp_path):
     from zmqload.runner import controller
+
     monkeypatch.setattr(controller, "WARMUP_TIMEOUT_S", 2.0)
     silent = device(zmq.XSUB, zmq.XPUB, run=False)
     with pytest.raises(RunError) as info:
-        zmqload.run(pattern="pub-sub", producers_connect=silent.producers_connect,
-                    consumers_connect=silent.back_endpoint, count=1000, out=str(tmp_path))
-    assert "accepted connections" in str(info.value) and "did not carry a warm-up" in str(info.value)
+        zmqload.run(
+            pattern="pub-sub",
+            producers_connect=silent.producers_connect,
+            consumers_connect=silent.back_endpoint,
+            count=1000,
+            out=str(tmp_path),
+        )
+    assert "accepted connections" in str(info.value) and "did not carry a warm-up" in str(
+        info.value
+    )
 
 
 # -- bad input: one line, exit 2, nothing started ------------------------------------------------
-@pytest.mark.parametrize("args, option, words", [
-    (["--consumers-connect", "tcp://127.0.0.1", "--producers-connect", "tcp://127.0.0.1:5601"],
-     "--consumers-connect", ["accepted"]),
-    (["--producers-bind", "tcp://127.0.0.1:{p}", "--producers-connect", "tcp://127.0.0.1:{q}"],
-     "--producers-connect", ["either binds or connects"]),
-    (["--endpoint", "tcp://127.0.0.1:{p}", "--consumers-bind", "tcp://127.0.0.1:{q}"], "--endpoint", ["not both"]),
-    (["--producers-connect", "tcp://127.0.0.1:*", "--consumers-connect", "tcp://127.0.0.1:{q}"],
-     "--producers-connect", ["* is for binding"]),
-    (["--pattern", "pair", "--producers-connect", "tcp://127.0.0.1:{p}", "--consumers-connect",
-      "tcp://127.0.0.1:{q}"], "--consumers-connect", ["pattern pair", "push-pull, pub-sub, dealer-router"]),
-    (["--producers-connect", "tcp://127.0.0.1:{p}"], "--producers-connect",
-     ["without endpoints for the consumers", "--consumers-connect too", "--role producer to load a consumer of yours"]),
-    (["--producers-bind", "tcp://127.0.0.1:{p}", "--consumers-bind", "tcp://127.0.0.1:{q}"], "--consumers-bind",
-     ["nobody connects"]),
-    (["--consumers-bind", "ipc:///nonexistent-zmqload-dir/x"], "--consumers-bind", ["does not exist"]),
-    (["--endpoint", "ipc:///nonexistent-zmqload-dir/x"], "--endpoint", ["does not exist"]),
-])
+@pytest.mark.parametrize(
+    "args, option, words",
+    [
+        (
+            [
+                "--consumers-connect",
+                "tcp://127.0.0.1",
+                "--producers-connect",
+                "tcp://127.0.0.1:5601",
+            ],
+            "--consumers-connect",
+            ["accepted"],
+        ),
+        (
+            [
+                "--producers-bind",
+                "tcp://127.0.0.1:{p}",
+                "--producers-connect",
+                "tcp://127.0.0.1:{q}",
+            ],
+            "--producers-connect",
+            ["either binds or connects"],
+        ),
+        (
+            ["--endpoint", "tcp://127.0.0.1:{p}", "--consumers-bind", "tcp://127.0.0.1:{q}"],
+            "--endpoint",
+            ["not both"],
+        ),
+        (
+            [
+                "--producers-connect",
+                "tcp://127.0.0.1:*",
+                "--consumers-connect",
+                "tcp://127.0.0.1:{q}",
+            ],
+            "--producers-connect",
+            ["* is for binding"],
+        ),
+        (
+            [
+                "--pattern",
+                "pair",
+                "--producers-connect",
+                "tcp://127.0.0.1:{p}",
+                "--consumers-connect",
+                "tcp://127.0.0.1:{q}",
+            ],
+            "--consumers-connect",
+            ["pattern pair", "push-pull, pub-sub, dealer-router"],
+        ),
+        (
+            ["--producers-connect", "tcp://127.0.0.1:{p}"],
+            "--producers-connect",
+            [
+                "without endpoints for the consumers",
+                "--consumers-connect too",
+                "--role producer to load a consumer of yours",
+            ],
+        ),
+        (
+            ["--producers-bind", "tcp://127.0.0.1:{p}", "--consumers-bind", "tcp://127.0.0.1:{q}"],
+            "--consumers-bind",
+            ["nobody connects"],
+        ),
+        (
+            ["--consumers-bind", "ipc:///nonexistent-zmqload-dir/x"],
+            "--consumers-bind",
+            ["does not exist"],
+        ),
+        (["--endpoint", "ipc:///nonexistent-zmqload-dir/x"], "--endpoint", ["does not exist"]),
+    ],
+)
 def test_bad_endpoints_are_refused_in_one_line(tmp_path, args, option, words):
     p, q = free_ports(2)
-    proc = zmqload_cli("run", *[a.format(p=p, q=q) for a in args], "--count", "10", "--out", str(tmp_path))
+    proc = zmqload_cli(
+        "run", *[a.format(p=p, q=q) for a in args], "--count", "10", "--out", str(tmp_path)
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and option in proc.stderr, proc.stderr
     for word in words:
@@ -352,7 +542,10 @@ def test_a_live_ipc_socket_is_not_taken_away(tmp_path):
     try:
         with pytest.raises(ConfigError) as info:
             zmqload.run(consumers_bind=f"ipc://{path}", count=10, out=str(tmp_path / "runs"))
-        assert info.value.option == "--consumers-bind" and "another process listens" in info.value.message
+        assert (
+            info.value.option == "--consumers-bind"
+            and "another process listens" in info.value.message
+        )
         push = context.socket(zmq.PUSH)
         push.connect(f"ipc://{path}")
         push.send(b"still mine")
@@ -368,7 +561,7 @@ def test_an_endpoint_taken_after_the_check_leaves_no_run_directory(tmp_path):
     """Where only the worker's bind can tell (the port taken between the check and the bind), the
     error is still bad input and the run directory is removed: nothing was recorded yet."""
     out = str(tmp_path / "runs")
-    port, = free_ports(1)
+    (port,) = free_ports(1)
     taken, over = threading.Event(), threading.Event()
     blocker = socket.socket()
 
@@ -381,6 +574,7 @@ def test_an_endpoint_taken_after_the_check_leaves_no_run_directory(tmp_path):
                 taken.set()
                 return
             time.sleep(0.0005)
+
     thread = threading.Thread(target=take_the_port_once_the_run_dir_exists, daemon=True)
     thread.start()
     try:
@@ -390,7 +584,7 @@ def test_an_endpoint_taken_after_the_check_leaves_no_run_directory(tmp_path):
         assert info.value.option == "--consumers-bind" and "in use" in info.value.message
         assert no_run_dirs(out)
     finally:
-        over.set()          # also when the run failed before its directory showed
+        over.set()  # also when the run failed before its directory showed
         thread.join(5)
         blocker.close()
 
@@ -398,22 +592,46 @@ def test_an_endpoint_taken_after_the_check_leaves_no_run_directory(tmp_path):
 def test_workload_rules_need_no_io():
     """The pattern table's rules hold on construction (workers rebuild the Workload); the checks of
     what is bound or resolved happen in the preflight (runner/preflight.py) after validate()."""
-    w = Workload(pattern="dealer-router", producers_connect="tcp://127.0.0.1:1, ipc:///tmp/zl-x",
-                 consumers_connect="tcp://127.0.0.1:2")
-    assert w.topology.device and w.topology.producers.endpoints == ("tcp://127.0.0.1:1", "ipc:///tmp/zl-x")
+    w = Workload(
+        pattern="dealer-router",
+        producers_connect="tcp://127.0.0.1:1, ipc:///tmp/zl-x",
+        consumers_connect="tcp://127.0.0.1:2",
+    )
+    assert w.topology.device and w.topology.producers.endpoints == (
+        "tcp://127.0.0.1:1",
+        "ipc:///tmp/zl-x",
+    )
     from zmqload.contract import patterns
+
     assert patterns.get("dealer-router").consumer_envelope_frames(w.topology) == 2
-    assert Workload(consumers_bind="ipc:///tmp/zl-y", consumers=3).bind_endpoints(3) == \
-        ["ipc:///tmp/zl-y", "ipc:///tmp/zl-y-1", "ipc:///tmp/zl-y-2"]
+    assert Workload(consumers_bind="ipc:///tmp/zl-y", consumers=3).bind_endpoints(3) == [
+        "ipc:///tmp/zl-y",
+        "ipc:///tmp/zl-y-1",
+        "ipc:///tmp/zl-y-2",
+    ]
     with pytest.raises(ConfigError, match="--consumers-connect.*twice"):
-        Workload(producers_connect="tcp://127.0.0.1:1", consumers_connect="tcp://127.0.0.1:2,tcp://127.0.0.1:2")
+        Workload(
+            producers_connect="tcp://127.0.0.1:1",
+            consumers_connect="tcp://127.0.0.1:2,tcp://127.0.0.1:2",
+        )
     with pytest.raises(ConfigError, match="--consumers-bind.*3 endpoints for 2 consumers"):
-        Workload(consumers=2, consumers_bind="tcp://127.0.0.1:1,tcp://127.0.0.1:2,tcp://127.0.0.1:3")
+        Workload(
+            consumers=2, consumers_bind="tcp://127.0.0.1:1,tcp://127.0.0.1:2,tcp://127.0.0.1:3"
+        )
     with pytest.raises(ConfigError, match="--producers-connect.*while the consumers bind"):
         Workload(consumers_bind="tcp://127.0.0.1:5601", producers_connect="tcp://127.0.0.1:5602")
     with pytest.raises(ConfigError, match="--producers-connect.*proxy"):
-        Workload(pattern="proxy", producers_connect="tcp://127.0.0.1:1", consumers_connect="tcp://127.0.0.1:2")
+        Workload(
+            pattern="proxy",
+            producers_connect="tcp://127.0.0.1:1",
+            consumers_connect="tcp://127.0.0.1:2",
+        )
     with pytest.raises(ConfigError, match="--consumers-bind.*inproc"):
         Workload(consumers_bind="inproc://x")
     with pytest.raises(ConfigError, match="--producers-connect.*cannot resolve"):
-        preflight(Workload(producers_connect="tcp://no-such-host.invalid:1", consumers_connect="tcp://127.0.0.1:2").validate())
+        preflight(
+            Workload(
+                producers_connect="tcp://no-such-host.invalid:1",
+                consumers_connect="tcp://127.0.0.1:2",
+            ).validate()
+        )

@@ -1,6 +1,7 @@
 """The summary table a person reads, on a real failed run: a consumer SIGKILLed mid-run
 (tests/fault_table.py injects it) shows an `unknown` row with run.json's figure, and the
 `lost` line says what it sums; a complete run shows no `unknown` row."""
+
 from __future__ import annotations
 
 import os
@@ -24,10 +25,15 @@ def _figure(stdout: str, label: str) -> str:
 
 
 def _run(out: str, name: str, *args: str) -> subprocess.Popen:
-    return end_with_the_test(subprocess.Popen(
-        [sys.executable, "-m", "zmqload", "run", *args, "--out", out, "--run-name", name],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(ft.environment(), COLUMNS="200")))     # one line per row
+    return end_with_the_test(
+        subprocess.Popen(
+            [sys.executable, "-m", "zmqload", "run", *args, "--out", out, "--run-name", name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(ft.environment(), COLUMNS="200"),
+        )
+    )  # one line per row
 
 
 def test_summary_shows_unknown_when_a_consumer_died(tmp_path):
@@ -47,12 +53,16 @@ def test_summary_shows_unknown_when_a_consumer_died(tmp_path):
     assert counters["unknown"] > 0, counters
     assert _figure(stdout, "unknown (a worker died)") == f"{counters['unknown']:,}"
     lost = _figure(stdout, "lost")
-    assert lost.startswith(f"{counters['lost']:,} ") and lost.endswith("= dropped + stranded + unknown"), lost
+    assert lost.startswith(f"{counters['lost']:,} ") and lost.endswith(
+        "= dropped + stranded + unknown"
+    ), lost
     assert counters["lost"] == counters["dropped"] + counters["stranded"] + counters["unknown"]
 
 
 def test_summary_has_no_unknown_row_on_a_complete_run(tmp_path):
-    proc = _run(str(tmp_path), "complete", "--pattern", "push-pull", "--transport", "tcp", "--count", "2000")
+    proc = _run(
+        str(tmp_path), "complete", "--pattern", "push-pull", "--transport", "tcp", "--count", "2000"
+    )
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     assert "unknown (a worker died)" not in stdout

@@ -4,6 +4,7 @@ pyzmq bundles its own libzmq, so each message crosses a real tcp connection on l
 between two independent implementations. Every blocking call here has a timeout and every
 test a time limit (thread method: a loop stuck without the GIL cannot take a signal).
 """
+
 from __future__ import annotations
 
 import threading
@@ -31,7 +32,9 @@ def decode(frame: bytes, key: int = 0) -> tuple[int, int, int]:
     head = np.frombuffer(frame[:HEADER_SIZE], dtype=HEADER)[0]
     word = int(head["word"])
     stream, seq, t_sent = (word >> SEQ_BITS) & 0xFF, word & wire.MAX_SEQ, int(head["t_sent"])
-    assert ((word >> wire.WIRE_SEQ_BITS) & 0xFF) | (word >> 56) << 8 == wire.check(stream, seq, t_sent, key)
+    assert ((word >> wire.WIRE_SEQ_BITS) & 0xFF) | (word >> 56) << 8 == wire.check(
+        stream, seq, t_sent, key
+    )
     return stream, seq, t_sent
 
 
@@ -75,7 +78,9 @@ def peer():
 
     yield socket
     left = join_the_tests_threads(before)
-    assert not left, f"not closing the peer sockets under threads still using them: {', '.join(left)}"
+    assert not left, (
+        f"not closing the peer sockets under threads still using them: {', '.join(left)}"
+    )
     ctx.destroy(linger=0)
 
 
@@ -92,8 +97,12 @@ def sender_chunk(rows: int):
 
 
 def receiver_chunk(rows: int):
-    return (np.zeros(rows, np.uint64), np.zeros(rows, np.int64), np.zeros(rows, np.int64),
-            np.zeros(rows, np.intc))
+    return (
+        np.zeros(rows, np.uint64),
+        np.zeros(rows, np.int64),
+        np.zeros(rows, np.int64),
+        np.zeros(rows, np.intc),
+    )
 
 
 def connected_push(engine, peer, *, pull_options=None, **push_options):
@@ -118,7 +127,7 @@ def test_sender_slice_returns_when_its_chunk_is_full_and_writes_a_plain_header(e
     start = _engine.now_ns()
     rows = sender.run_slice(t_sent, status, 0, start + 10_000 * MS)
 
-    assert rows == 100                                  # stopped by the chunk, not the deadline
+    assert rows == 100  # stopped by the chunk, not the deadline
     assert _engine.now_ns() - start < 5_000 * MS
     assert (sender.next_seq, sender.sent, sender.finished) == (100, 100, False)
     assert (status == SendStatus.OK).all()
@@ -156,12 +165,12 @@ def test_pacing_spin_sends_closer_to_the_schedule_than_pacing_sleep(engine, peer
     alone is 50 us). Lateness against the schedule as plain arithmetic (t0 + i / rate); never
     before the slot."""
     push, pull = connected_push(engine, peer, SNDTIMEO=1000)
-    rate, count = 5_000, 250         # 50 ms of slots, 200 us apart
+    rate, count = 5_000, 250  # 50 ms of slots, 200 us apart
 
     def paced(spin_below_ns: int) -> float:
         t0 = _engine.now_ns() + 20 * MS
         sender = _engine.Sender(push, 0, 16, count, rate, t0, spin_below_ns=spin_below_ns)
-        t_sent, status = sender_chunk(count + 1)     # room for the slice that finds the run done
+        t_sent, status = sender_chunk(count + 1)  # room for the slice that finds the run done
         row = 0
         while not sender.finished:
             row = sender.run_slice(t_sent, status, row, _engine.now_ns() + 20 * MS)
@@ -176,7 +185,9 @@ def test_pacing_spin_sends_closer_to_the_schedule_than_pacing_sleep(engine, peer
     spin: list[float] = []
     sleep: list[float] = []
     for i in range(5):
-        for spin_below_ns in ((_engine.SPIN_BELOW_NS, 0) if i % 2 == 0 else (0, _engine.SPIN_BELOW_NS)):
+        for spin_below_ns in (
+            (_engine.SPIN_BELOW_NS, 0) if i % 2 == 0 else (0, _engine.SPIN_BELOW_NS)
+        ):
             (spin if spin_below_ns else sleep).append(paced(spin_below_ns))
     assert np.median(spin) < np.median(sleep), (spin, sleep)
 
@@ -184,8 +195,14 @@ def test_pacing_spin_sends_closer_to_the_schedule_than_pacing_sleep(engine, peer
 def _small_pipe(engine, peer, **push_options):
     """PUSH -> PULL whose HWMs and kernel buffers fill after a few 16 KB messages, with the
     pyzmq side not reading."""
-    return connected_push(engine, peer, SNDHWM=4, SNDBUF=4096,
-                          pull_options={"rcvhwm": 4, "rcvbuf": 4096}, **push_options)
+    return connected_push(
+        engine,
+        peer,
+        SNDHWM=4,
+        SNDBUF=4096,
+        pull_options={"rcvhwm": 4, "rcvbuf": 4096},
+        **push_options,
+    )
 
 
 def test_blocked_send_is_retried_across_slices_until_the_reader_reads(engine, peer):
@@ -195,7 +212,7 @@ def test_blocked_send_is_retried_across_slices_until_the_reader_reads(engine, pe
     t_sent, status = sender_chunk(count + 1)
     row = 0
     deadline = time.monotonic() + 20
-    while True:         # until a whole slice passes without a send: the pipe is full
+    while True:  # until a whole slice passes without a send: the pipe is full
         start = _engine.now_ns()
         before = row
         row = sender.run_slice(t_sent, status, row, start + 100 * MS)
@@ -213,7 +230,9 @@ def test_blocked_send_is_retried_across_slices_until_the_reader_reads(engine, pe
 
     # The reader reads: the pending send completes in a later slice, nothing lost or doubled.
     received: list[int] = []
-    reader = threading.Thread(target=lambda: received.extend(decode(f)[1] for f in drain(pull, idle_ms=1000)))
+    reader = threading.Thread(
+        target=lambda: received.extend(decode(f)[1] for f in drain(pull, idle_ms=1000))
+    )
     reader.start()
     while not sender.finished and time.monotonic() < deadline:
         row = sender.run_slice(t_sent, status, row, _engine.now_ns() + 50 * MS)
@@ -241,7 +260,7 @@ def test_dontwait_at_a_full_hwm_records_eagain(engine, peer):
 
 
 def test_timeout_mode_drops_after_its_timeout(engine):
-    push = engine("PUSH", SNDTIMEO=10)          # no peer: every send blocks
+    push = engine("PUSH", SNDTIMEO=10)  # no peer: every send blocks
     sender = _engine.Sender(push, 0, 16, 3, 0, _engine.now_ns(), mode="timeout", timeout_ns=30 * MS)
     t_sent, status = sender_chunk(4)
     start = _engine.now_ns()
@@ -262,10 +281,12 @@ def connected_pull(engine, peer, **pull_options):
 
 def test_receiver_slice_returns_when_its_chunk_is_full(engine, peer):
     pull, push = connected_pull(engine, peer, RCVTIMEO=300)
-    t = _engine.now_ns()        # send times of this run's (zl_classify holds them to the receiver's clock)
+    t = (
+        _engine.now_ns()
+    )  # send times of this run's (zl_classify holds them to the receiver's clock)
     sent = [(4, seq, t + seq) for seq in range(150)]
-    push.send(header(WARMUP_STREAM, 5, t, 24))      # counted, not recorded
-    push.send(b"short")                             # shorter than the header: foreign
+    push.send(header(WARMUP_STREAM, 5, t, 24))  # counted, not recorded
+    push.send(b"short")  # shorter than the header: foreign
     for stream, seq, t in sent:
         push.send(header(stream, seq, t, 24 + seq % 3))
     receiver = _engine.Receiver(pull)
@@ -275,7 +296,9 @@ def test_receiver_slice_returns_when_its_chunk_is_full(engine, peer):
     assert receiver.run_slice(words, t_sent, t_recv, size, 0, start + 10_000 * MS) == 100
     assert (receiver.received, receiver.warmups, receiver.foreign) == (100, 1, 1)
     assert receiver.warmup_mask == 1 << 5
-    assert [(int(w) >> SEQ_BITS, int(w) & SEQ_MASK, int(t)) for w, t in zip(words, t_sent)] == sent[:100]
+    assert [(int(w) >> SEQ_BITS, int(w) & SEQ_MASK, int(t)) for w, t in zip(words, t_sent)] == sent[
+        :100
+    ]
     assert size.tolist() == [24 + seq % 3 for seq in range(100)]
     assert (t_recv >= start).all() and np.all(np.diff(t_recv) >= 0)
 
@@ -312,7 +335,9 @@ def _idle_slice(receiver, ms: int) -> int:
     return time.monotonic_ns() - start
 
 
-@pytest.mark.skipif(_engine.SLICE_SIGNAL is None, reason="no per-thread timer signals on this OS (Linux only)")
+@pytest.mark.skipif(
+    _engine.SLICE_SIGNAL is None, reason="no per-thread timer signals on this OS (Linux only)"
+)
 def test_receiver_with_nothing_to_read_blocks_without_a_timeout_until_its_slice_ends(engine):
     """The wait has no receive timeout (each wake-up would pay for one); the slice's own timer
     ends it: RCVTIMEO set by the caller is replaced by -1, and the slice still ends on time."""
@@ -325,19 +350,24 @@ def test_receiver_with_nothing_to_read_blocks_without_a_timeout_until_its_slice_
     assert receiver.received == receiver.errors == 0 and not receiver.terminated
 
 
-@pytest.mark.skipif(_engine.SLICE_SIGNAL is None, reason="no per-thread timer signals on this OS (Linux only)")
+@pytest.mark.skipif(
+    _engine.SLICE_SIGNAL is None, reason="no per-thread timer signals on this OS (Linux only)"
+)
 def test_a_signal_before_the_slice_ends_does_not_end_it(engine):
     """Someone else's signal, or the slice signal itself arriving early, interrupts the wait;
     the loop goes back to waiting until its deadline."""
     import signal
+
     pull = engine("PULL")
     pull.bind("tcp://127.0.0.1:*")
     receiver = _engine.Receiver(pull)
     me = threading.get_ident()
     previous = signal.signal(signal.SIGUSR1, lambda *_: None)
     try:
-        kills = [threading.Timer(0.02 * k, signal.pthread_kill, (me, sig))
-                 for k, sig in enumerate((signal.SIGUSR1, _engine.SLICE_SIGNAL, signal.SIGUSR1), start=1)]
+        kills = [
+            threading.Timer(0.02 * k, signal.pthread_kill, (me, sig))
+            for k, sig in enumerate((signal.SIGUSR1, _engine.SLICE_SIGNAL, signal.SIGUSR1), start=1)
+        ]
         for kill in kills:
             kill.start()
         assert 150 * MS <= _idle_slice(receiver, 150) < 2_000 * MS
@@ -348,21 +378,27 @@ def test_a_signal_before_the_slice_ends_does_not_end_it(engine):
     assert receiver.slice_timer and receiver.errors == 0
 
 
-@pytest.mark.skipif(_engine.SLICE_SIGNAL is None, reason="no per-thread timer signals on this OS (Linux only)")
+@pytest.mark.skipif(
+    _engine.SLICE_SIGNAL is None, reason="no per-thread timer signals on this OS (Linux only)"
+)
 def test_where_the_slice_signal_is_taken_the_receive_timeout_ends_the_slice(engine):
     """A handler of someone else's on the engine's signal: the Receiver leaves it alone and
     falls back to RCVTIMEO of the slice's length."""
     import signal
+
     pull = engine("PULL")
     pull.bind("tcp://127.0.0.1:*")
     signal.signal(_engine.SLICE_SIGNAL, lambda *_: None)
     try:
         receiver = _engine.Receiver(pull)
         assert 60 * MS <= _idle_slice(receiver, 60) < 1_000 * MS
-        assert not receiver.slice_timer and pull.get_option(_engine.SOCKET_OPTION_IDS["RCVTIMEO"]) == 60
+        assert (
+            not receiver.slice_timer
+            and pull.get_option(_engine.SOCKET_OPTION_IDS["RCVTIMEO"]) == 60
+        )
     finally:
         signal.signal(_engine.SLICE_SIGNAL, signal.SIG_DFL)
-    assert 60 * MS <= _idle_slice(receiver, 60) < 1_000 * MS       # its own again
+    assert 60 * MS <= _idle_slice(receiver, 60) < 1_000 * MS  # its own again
     assert receiver.slice_timer
 
 
@@ -379,7 +415,9 @@ def test_round_trip_sender_records_when_each_reply_arrives(engine, peer):
             request = rep.recv()
             echoed.append(decode(request))
             # odd seqs answered with the service's own payload: matched by order, not echoed
-            rep.send(request[:HEADER_SIZE] if decode(request)[1] % 2 == 0 else b"own answer, no header")
+            rep.send(
+                request[:HEADER_SIZE] if decode(request)[1] % 2 == 0 else b"own answer, no header"
+            )
 
     server = threading.Thread(target=echo)
     server.start()
@@ -395,7 +433,7 @@ def test_round_trip_sender_records_when_each_reply_arrives(engine, peer):
     assert (status[:count] == SendStatus.OK).all()
     assert np.all(t_reply[:count] > t_sent[:count])
     assert echoes[:count].tolist() == [int(seq % 2 == 0) for seq in range(count)]
-    assert np.all(t_sent[1:count] >= t_reply[:count - 1])      # REQ: one request in flight
+    assert np.all(t_sent[1:count] >= t_reply[: count - 1])  # REQ: one request in flight
 
 
 def test_round_trip_without_a_reply_times_out_and_goes_on(engine, peer):
@@ -412,11 +450,14 @@ def test_round_trip_without_a_reply_times_out_and_goes_on(engine, peer):
     def answer_then_stop():
         for _ in range(answered):
             rep.send(rep.recv())
-        rep.recv()                 # read, never answered
+        rep.recv()  # read, never answered
         stop.wait(10)
+
     server = threading.Thread(target=answer_then_stop)
     server.start()
-    sender = _engine.Sender(req, 0, 64, count, 0, _engine.now_ns(), round_trip=True, reply_timeout_ns=30 * MS)
+    sender = _engine.Sender(
+        req, 0, 64, count, 0, _engine.now_ns(), round_trip=True, reply_timeout_ns=30 * MS
+    )
     t_sent, status = sender_chunk(count + 1)
     t_reply, echoes = np.zeros(count + 1, np.int64), np.full(count + 1, -1, np.int8)
     row, deadline = 0, time.monotonic() + 10
@@ -440,7 +481,7 @@ def test_receiver_skips_envelope_frames(engine, peer):
     t = _engine.now_ns()
     for seq in range(10):
         dealer.send(header(2, seq, t + seq, 32))
-    receiver = _engine.Receiver(router, envelope_frames=1)     # ROUTER prepends the peer's id
+    receiver = _engine.Receiver(router, envelope_frames=1)  # ROUTER prepends the peer's id
     words, t_sent, t_recv, size = receiver_chunk(20)
     assert receiver.run_slice(words, t_sent, t_recv, size, 0, _engine.now_ns() + 300 * MS) == 10
     assert (words[:10] & np.uint64(SEQ_MASK)).tolist() == list(range(10))
@@ -459,7 +500,10 @@ def test_echoing_receiver_answers_each_request_with_its_header(engine, peer):
     t = _engine.now_ns()
     for seq in range(5):
         req.send(header(1, seq, t + seq, 48))
-        assert receiver.run_slice(words, t_sent, t_recv, size, seq, _engine.now_ns() + 20 * MS) == seq + 1
+        assert (
+            receiver.run_slice(words, t_sent, t_recv, size, seq, _engine.now_ns() + 20 * MS)
+            == seq + 1
+        )
         replies.append(req.recv())
     assert [decode(r) for r in replies] == [(1, seq, t + seq) for seq in range(5)]
     assert {len(r) for r in replies} == {HEADER_SIZE}
@@ -508,7 +552,7 @@ def test_receiver_sees_context_termination(engine):
         assert receiver.run_slice(*receiver_chunk(10), 0, _engine.now_ns() + 50 * MS) == 0
     assert receiver.terminated and receiver.errors == 1
     assert isinstance(engine_error(receiver.last_errno, "recv", ""), EngineTerminated)
-    pull.close(0)                   # zmq_ctx_term returns once its sockets are closed
+    pull.close(0)  # zmq_ctx_term returns once its sockets are closed
     term.join(5)
     assert not term.is_alive()
     with pytest.raises(ValueError, match="terminated"):
@@ -516,7 +560,7 @@ def test_receiver_sees_context_termination(engine):
 
 
 def test_sender_records_an_error_row_on_context_termination(engine):
-    push = engine("PUSH", SNDTIMEO=20)          # no peer: sends block until the context ends
+    push = engine("PUSH", SNDTIMEO=20)  # no peer: sends block until the context ends
     sender = _engine.Sender(push, 0, 16, 100, 0, _engine.now_ns())
     t_sent, status = sender_chunk(100)
     term = _terminate_in_background(engine)
@@ -544,10 +588,12 @@ def test_python_side_call_raises_engine_terminated(engine):
 
 # --- stamps: the loops' clock (csrc/zl_clock.h) against the OS clock --------------------
 
+
 def test_stamps_go_through_the_tsc_exactly_where_the_kernels_clock_is_the_tsc():
     """What run.json's clock.stamps says, against the machine as sysfs describes it."""
     import platform
     from zmqload.versions import clock_pair
+
     try:
         with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
             source = f.read().strip()
@@ -609,7 +655,7 @@ def test_receive_stamps_follow_the_senders_clock(engine, peer):
 def test_unpaced_send_stamps_lie_in_their_slice_and_travel_in_the_header(engine, peer):
     push, pull = connected_push(engine, peer, SNDHWM=100_000)
     sender = _engine.Sender(push, 2, 64, 3_000, 0, 0)
-    t_sent, status = sender_chunk(3_001)    # a row to spare: a full chunk returns before the end
+    t_sent, status = sender_chunk(3_001)  # a row to spare: a full chunk returns before the end
     row = 0
     while not sender.finished:
         before = time.monotonic_ns()
@@ -636,7 +682,7 @@ def test_a_multipart_message_goes_whole_and_its_frames_are_counted(engine, peer)
 
     pull_e, user = connected_pull(engine, peer, RCVTIMEO=50)
     receiver = _engine.Receiver(pull_e, parts=3)
-    shapes = [3, 3, 2, 1, 4, 3]     # frames per message the user sends
+    shapes = [3, 3, 2, 1, 4, 3]  # frames per message the user sends
     for seq, n in enumerate(shapes):
         user.send_multipart([header(0, seq, _engine.now_ns(), 32)] + [b"z" * 8] * (n - 1))
     words, t_sent_r, t_recv, size = receiver_chunk(16)
@@ -644,5 +690,7 @@ def test_a_multipart_message_goes_whole_and_its_frames_are_counted(engine, peer)
     deadline = time.monotonic() + 10
     while rows < len(shapes) and time.monotonic() < deadline:
         rows = receiver.run_slice(words, t_sent_r, t_recv, size, rows, _engine.now_ns() + 50 * MS)
-    assert rows == len(shapes) and [int(w) & SEQ_MASK for w in words[:rows]] == list(range(len(shapes)))
+    assert rows == len(shapes) and [int(w) & SEQ_MASK for w in words[:rows]] == list(
+        range(len(shapes))
+    )
     assert receiver.frame_mismatches == sum(n != 3 for n in shapes) == 3

@@ -6,6 +6,7 @@ zmqload code reads them in the check), and that nothing is left behind.
 The injection and the independent checks live in tests/fault_table.py, which `make faults`
 also runs to print the fault table of docs/RELIABILITY.md.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,7 @@ def one_error_line(stderr: str) -> str:
 def assert_consistent(outcome: ft.Outcome) -> None:
     counters = outcome.meta["counters"]
     assert ft.identity_holds(counters), counters
-    for key, value in outcome.records.items():      # run.json == numpy over the Parquet records
+    for key, value in outcome.records.items():  # run.json == numpy over the Parquet records
         assert counters[key] == value, (key, counters, outcome.records)
     for stream in outcome.meta["streams"]:
         assert stream["expected"] == sum(stream[f] for f in FATES), stream
@@ -53,7 +54,10 @@ def test_fates_of_a_dead_path_are_unknown_never_dropped():
     assert died["dropped_start"] + died["dropped_mid"] + died["dropped_tail"] == 0
     # a gap below a later arrival was dropped for sure, dead consumer or not
     gap = np.packbits(np.isin(np.arange(16), [0, 1, 3, 4]))
-    assert fates(sent, gap, none, certain_below=4, drain_completed=False, died=True)["dropped_mid"] == 1
+    assert (
+        fates(sent, gap, none, certain_below=4, drain_completed=False, died=True)["dropped_mid"]
+        == 1
+    )
 
 
 @pytest.mark.parametrize("worker", ["c0", "p0"])
@@ -67,7 +71,7 @@ def test_killed_worker(tmp_path, worker):
     assert_consistent(outcome)
     c = outcome.meta["counters"]
     assert c["sent"] > 0 and c["received"] > 0, c
-    assert c["dropped"] == 0, c             # nothing here was dropped: a process died
+    assert c["dropped"] == 0, c  # nothing here was dropped: a process died
     assert outcome.meta["salvaged"]["died"] == [worker]
     if worker == "c0":
         # what the consumer held when it died (its last second of records, its queue) is unknown
@@ -133,8 +137,15 @@ def test_repair_finishes_a_run_left_running(tmp_path):
     assert done.returncode == 0, done.stderr
     meta = ft.read_meta(run_dir)
     assert meta["status"] == "failed" and "repair" in meta["error"]
-    outcome = ft.Outcome("repair", 0, 0.0, meta, done.stderr, ft.figures_from_records(run_dir),
-                         ft.leftovers(run_dir, meta))
+    outcome = ft.Outcome(
+        "repair",
+        0,
+        0.0,
+        meta,
+        done.stderr,
+        ft.figures_from_records(run_dir),
+        ft.leftovers(run_dir, meta),
+    )
     assert_consistent(outcome)
     assert_json_agrees(outcome, done.stdout)
     assert meta["counters"]["sent"] > 0 and meta["counters"]["dropped"] == 0
@@ -158,7 +169,7 @@ def small_disk():
 def test_disk_full(small_disk):
     outcome = ft.disk_full(small_disk)
     assert outcome.exit == 1
-    assert "warning:" in outcome.stderr and "bytes free" in outcome.stderr     # said before the run
+    assert "warning:" in outcome.stderr and "bytes free" in outcome.stderr  # said before the run
     line = one_error_line(outcome.stderr)
     assert "No space left on device" in line and small_disk in line
     assert "needed" in line and "bytes free" in line
@@ -194,7 +205,10 @@ def test_repair_converts_raw_chunks_like_the_worker(tmp_path):
     import pyarrow.parquet as pq
 
     import zmqload
-    result = zmqload.run(pattern="push-pull", transport="tcp", count=20_000, chunk_rows=4096, out=str(tmp_path))
+
+    result = zmqload.run(
+        pattern="push-pull", transport="tcp", count=20_000, chunk_rows=4096, out=str(tmp_path)
+    )
     run_dir = result.run_dir
     originals = {}
     for kind, worker in (("sends", "p0"), ("recvs", "c0")):
@@ -202,11 +216,16 @@ def test_repair_converts_raw_chunks_like_the_worker(tmp_path):
         table = pq.read_table(last)
         originals[last] = table
         c = {name: table.column(name).to_numpy() for name in table.column_names}
-        if kind == "sends":     # the producer's raw columns: send time, status
+        if kind == "sends":  # the producer's raw columns: send time, status
             raw = [c["t_sent_ns"].astype(np.int64), c["status"].astype(np.int8)]
-        else:                   # the consumer's: header word, send time, receive time, size
+        else:  # the consumer's: header word, send time, receive time, size
             words = (c["stream"].astype(np.uint64) << np.uint64(48)) | c["seq"].astype(np.uint64)
-            raw = [words, c["t_sent_ns"].astype(np.int64), c["t_recv_ns"].astype(np.int64), c["size"].astype(np.int32)]
+            raw = [
+                words,
+                c["t_sent_ns"].astype(np.int64),
+                c["t_recv_ns"].astype(np.int64),
+                c["size"].astype(np.int32),
+            ]
         index = int(os.path.basename(last).rsplit("-", 1)[1].split(".")[0])
         os.makedirs(os.path.join(run_dir, "_spill", worker), exist_ok=True)
         with open(os.path.join(run_dir, "_spill", worker, f"{index:06d}.raw"), "wb") as f:
@@ -215,7 +234,7 @@ def test_repair_converts_raw_chunks_like_the_worker(tmp_path):
         os.remove(last)
     meta = ft.read_meta(run_dir)
     meta["status"] = "running"
-    del meta["controller_pid"]      # this very process ran it; repair refuses a live controller's run
+    del meta["controller_pid"]  # this very process ran it; repair refuses a live controller's run
     with open(os.path.join(run_dir, "run.json"), "w") as f:
         json.dump(meta, f)
     done = ft.repair(run_dir)
@@ -224,9 +243,14 @@ def test_repair_converts_raw_chunks_like_the_worker(tmp_path):
         assert pq.read_table(path).equals(table), path
     repaired = ft.read_meta(run_dir)
     assert repaired["salvaged"]["converted_rows"] == {
-        ("p0" if "sends" in p else "c0"): t.num_rows for p, t in originals.items()}
+        ("p0" if "sends" in p else "c0"): t.num_rows for p, t in originals.items()
+    }
     for key in ("attempted", "sent", "received", "unique_received"):
-        assert repaired["counters"][key] == getattr(result, key) == ft.figures_from_records(run_dir)[key]
+        assert (
+            repaired["counters"][key]
+            == getattr(result, key)
+            == ft.figures_from_records(run_dir)[key]
+        )
     assert repaired["counters"]["unknown"] == 0 and ft.identity_holds(repaired["counters"])
     assert not os.path.exists(os.path.join(run_dir, "_spill"))
 

@@ -4,6 +4,7 @@ run with a stray peer on the port it binds. Each run ends on time, its counts eq
 producers sent (foreign against zmqload's), and its memory and files stay bounded (apparent sizes
 too: a seen-map once grew to 17 TB). The producers share no code with zmqload: a C program written
 the way libzmq's perf/remote_thr is (zmq_msg_init_size buffers never written) and plain pyzmq."""
+
 from __future__ import annotations
 
 import json
@@ -56,8 +57,12 @@ def _remote_thr(tmp_path) -> str:
 
 
 def _zmqload(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--json", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "zmqload", "run", "--json", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _ended(proc: subprocess.Popen, started: float, bound_s: float) -> dict:
@@ -90,8 +95,16 @@ def consumer_only_bound(tmp_path_factory):
     (port,) = free_ports(1)
     endpoint = f"tcp://127.0.0.1:{port}"
     started = time.monotonic()
-    run = _zmqload("--role", "consumer", "--consumers-bind", endpoint, "--duration", str(DURATION_S),
-                   "--out", str(tmp_path))
+    run = _zmqload(
+        "--role",
+        "consumer",
+        "--consumers-bind",
+        endpoint,
+        "--duration",
+        str(DURATION_S),
+        "--out",
+        str(tmp_path),
+    )
     until_listening(port)
     flood = subprocess.Popen([thr, endpoint, "64", str(THR_COUNT)])
     context = zmq.Context()
@@ -141,10 +154,18 @@ def test_a_consumer_only_run_that_connects_counts_a_users_garbage(tmp_path):
     port = push.bind_to_random_port("tcp://127.0.0.1")
     try:
         started = time.monotonic()
-        run = _zmqload("--role", "consumer", "--consumers-connect", f"tcp://127.0.0.1:{port}",
-                       "--duration", "2", "--out", str(tmp_path))
+        run = _zmqload(
+            "--role",
+            "consumer",
+            "--consumers-connect",
+            f"tcp://127.0.0.1:{port}",
+            "--duration",
+            "2",
+            "--out",
+            str(tmp_path),
+        )
         messages, forged = hostile_messages(time.monotonic_ns())
-        push.setsockopt(zmq.SNDTIMEO, 60_000)       # the first send waits for zmqload to connect
+        push.setsockopt(zmq.SNDTIMEO, 60_000)  # the first send waits for zmqload to connect
         for frames in messages:
             push.send_multipart(frames)
         got = _ended(run, started, 2 + 20)
@@ -166,7 +187,7 @@ def test_a_stray_peer_on_a_normal_runs_port_is_foreign_and_the_accounting_exact(
     context = zmq.Context()
     stray = context.socket(zmq.PUSH)
     stray.setsockopt(zmq.LINGER, 0)
-    stray.connect(endpoint)         # queued until zmqload binds
+    stray.connect(endpoint)  # queued until zmqload binds
     now = time.monotonic_ns()
     # stream 0, seqs in range: each passes the run's key by chance once in 65,536 (all 200: 0.3%)
     forged_ours = [header(0, seq, now + 1_000_000_000) for seq in range(200)]
@@ -175,7 +196,16 @@ def test_a_stray_peer_on_a_normal_runs_port_is_foreign_and_the_accounting_exact(
         stray.send(body)
     try:
         started = time.monotonic()
-        run = _zmqload("--consumers-bind", endpoint, "--count", "20000", "--rate", "20k", "--out", str(tmp_path))
+        run = _zmqload(
+            "--consumers-bind",
+            endpoint,
+            "--count",
+            "20000",
+            "--rate",
+            "20k",
+            "--out",
+            str(tmp_path),
+        )
         got = _ended(run, started, 40)
     finally:
         stray.close()
@@ -185,4 +215,4 @@ def test_a_stray_peer_on_a_normal_runs_port_is_foreign_and_the_accounting_exact(
     assert got["consumers"][0]["foreign"] == len(forged_ours) + len(garbage)
     recvs = read_table(got["run_dir"], "recvs")
     seqs = recvs.column("seq").to_numpy()
-    assert np.array_equal(np.sort(seqs), np.arange(20000))       # each once: no forged duplicate
+    assert np.array_equal(np.sort(seqs), np.arange(20000))  # each once: no forged duplicate

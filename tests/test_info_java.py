@@ -1,5 +1,6 @@
 """`zmqload info` reports the Java the Spark report will run: javacheck's one rule
 (JAVA_HOME's bin/java whenever JAVA_HOME is set, else java on PATH), not a probe of its own."""
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,9 @@ def two_javas(tmp_path, monkeypatch):
     return home_java, path_java
 
 
-def test_info_reports_the_java_home_java_the_report_runs_not_the_one_on_path(two_javas, monkeypatch):
+def test_info_reports_the_java_home_java_the_report_runs_not_the_one_on_path(
+    two_javas, monkeypatch
+):
     home_java, path_java = two_javas
     assert javacheck.check_java() == (home_java, 21)
     assert info.java_version() == "21.0.2"
@@ -48,11 +51,15 @@ def test_info_has_no_java_where_the_report_refuses_java_home(two_javas, tmp_path
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk-gone"))
     with pytest.raises(ConfigError, match="JAVA_HOME"):
         javacheck.check_java()
-    assert info.java_version() is None        # not the java on PATH, which the report would not run
+    assert info.java_version() is None  # not the java on PATH, which the report would not run
 
 
 def test_zmqload_info_json_says_the_java_home_version(two_javas):
-    proc = subprocess.run([sys.executable, "-m", "zmqload", "info", "--json"], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "zmqload", "info", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["java"] == "21.0.2"

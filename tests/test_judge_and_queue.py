@@ -1,6 +1,7 @@
 """The one judge (zmqload/contract/judge.py) and the queue's exact peak (zmqload/measure/queue_replay.py) on
 hand-made figures with known answers; their use on real runs is tested in tests/analysis
 (test_one_answer.py, test_queue_figure.py)."""
+
 from __future__ import annotations
 
 import math
@@ -32,56 +33,86 @@ def test_the_exact_peak_equals_replaying_every_event(seed):
     n = int(rng.integers(1, 400))
     spread = int(rng.choice([q.BIN_NS // 50, q.BIN_NS, 20 * q.BIN_NS]))
     entered = 10**12 + rng.integers(0, spread, n)
-    if seed % 4 == 0:        # instants on bin edges and ties between an arrival and a departure
+    if seed % 4 == 0:  # instants on bin edges and ties between an arrival and a departure
         entered = 10**12 + rng.integers(0, 8, n) * q.BIN_NS
     wait = rng.integers(0, spread // 3 + 1, n)
     left = entered + wait
-    keep = rng.random(n) > 0.1              # some never leave (stranded)
+    keep = rng.random(n) > 0.1  # some never leave (stranded)
     bins = q.Bins.from_times(entered, left[keep])
     peak = q.exact_peak(bins, entered, left[keep])
     assert (peak.messages, peak.t_ns) == _brute(entered, left[keep])
     # the bins alone: the depth at every bin's end
     ends = (bins.first + np.arange(len(bins.entered)) + 1) * q.BIN_NS
-    assert bins.depth().tolist() == [int((entered < e).sum() - (left[keep] < e).sum()) for e in ends]
+    assert bins.depth().tolist() == [
+        int((entered < e).sum() - (left[keep] < e).sum()) for e in ends
+    ]
     assert bins.depth().max() <= peak.messages
     # replayed a piece at a time (the report's bounded memory): the same peak and instant
     depth, candidates = bins.depth(), q.candidate_bins(bins)
-    pieces = [q.replay(bins, depth, entered, left[keep], part) for part in np.array_split(candidates, 3)]
+    pieces = [
+        q.replay(bins, depth, entered, left[keep], part) for part in np.array_split(candidates, 3)
+    ]
     assert q.peak_of(bins, depth, pieces) == peak
 
 
 def test_the_peak_needs_only_the_candidate_bins_events():
     entered = np.array([10, 20, 30, 5 * q.BIN_NS + 1, 5 * q.BIN_NS + 2], np.int64)
-    left = np.array([q.BIN_NS + 5, q.BIN_NS + 6, q.BIN_NS + 7, 5 * q.BIN_NS + 3, 5 * q.BIN_NS + 4], np.int64)
+    left = np.array(
+        [q.BIN_NS + 5, q.BIN_NS + 6, q.BIN_NS + 7, 5 * q.BIN_NS + 3, 5 * q.BIN_NS + 4], np.int64
+    )
     bins = q.Bins.from_times(entered, left)
     # 3 in flight at bin 0's end; bin 5 starts empty and only 2 enter it: it cannot hold more
     assert q.candidate_bins(bins).tolist() == [0]
     inside = np.isin(entered // q.BIN_NS, q.candidate_bins(bins))
-    assert q.exact_peak(bins, entered[inside], left[np.isin(left // q.BIN_NS, q.candidate_bins(bins))]) == \
-        q.Peak(3, 30)
-    assert q.exact_peak(q.Bins.from_times(np.zeros(0, np.int64), np.zeros(0, np.int64)) or bins,
-                        entered, left).messages == 3
+    assert q.exact_peak(
+        bins, entered[inside], left[np.isin(left // q.BIN_NS, q.candidate_bins(bins))]
+    ) == q.Peak(3, 30)
+    assert (
+        q.exact_peak(
+            q.Bins.from_times(np.zeros(0, np.int64), np.zeros(0, np.int64)) or bins, entered, left
+        ).messages
+        == 3
+    )
 
 
 def _figures(**over):
-    f = dict(expected=10_000, lost=0, dropped=0, stranded=0, unknown=0, unique_received=10_000, offered=10_000,
-             p99_us=500.0, backlog=rules.Backlog(went_in=5_000, came_out=5_000, tolerated=100.0))
+    f = dict(
+        expected=10_000,
+        lost=0,
+        dropped=0,
+        stranded=0,
+        unknown=0,
+        unique_received=10_000,
+        offered=10_000,
+        p99_us=500.0,
+        backlog=rules.Backlog(went_in=5_000, came_out=5_000, tolerated=100.0),
+    )
     f.update(over)
     return rules.Figures(**f)
 
 
 def test_every_rule_in_order_with_its_numbers():
-    f = _figures(lost=10, dropped=10, unique_received=9_000, p99_us=None,
-                 backlog=rules.Backlog(went_in=5_000, came_out=4_000, tolerated=100.0))
+    f = _figures(
+        lost=10,
+        dropped=10,
+        unique_received=9_000,
+        p99_us=None,
+        backlog=rules.Backlog(went_in=5_000, came_out=4_000, tolerated=100.0),
+    )
     slos = Slos(max_loss=0.0, min_achieved=0.99, slo_p99_us=1000.0)
     names = [b.slo for b in rules.judge(f, slos, backlog=True)]
     assert names == list(rules.ORDER) == ["max-loss", "min-achieved", "backlog", "slo-p99-us"]
     texts = [b.text for b in rules.judge(f, slos, backlog=True)]
-    assert texts[0] == "--max-loss 0: lost 0.1000% (10 of 10,000: 10 dropped, 0 stranded, 0 unknown)"
+    assert (
+        texts[0] == "--max-loss 0: lost 0.1000% (10 of 10,000: 10 dropped, 0 stranded, 0 unknown)"
+    )
     assert texts[1] == "--min-achieved 0.99: received 0.9000 of the offered load (9,000 of 10,000)"
-    assert texts[2] == ("backlog: the queue grew by 1,000 messages over the second half of sending "
-                        "(tolerated 100)")
-    assert texts[3] == "--slo-p99-us 1000: p99 from the intended send time unknown (nothing received)"
+    assert texts[2] == (
+        "backlog: the queue grew by 1,000 messages over the second half of sending (tolerated 100)"
+    )
+    assert (
+        texts[3] == "--slo-p99-us 1000: p99 from the intended send time unknown (nothing received)"
+    )
     assert math.isinf(rules.judge(f, slos)[-1].measured)
     # the backlog rule only when asked (the capacity search's), unset SLOs never
     assert [b.slo for b in rules.judge(f, slos)] == ["max-loss", "min-achieved", "slo-p99-us"]
@@ -97,12 +128,24 @@ def test_a_drained_backlog_and_refused_sends_are_not_loss():
 
 
 def test_offered_backlog_window_and_tolerance():
-    assert rules.offered_messages(rate=1000, consumers=2, expected=200, sent=100, attempted=100, scheduled=120) == 240
-    assert rules.offered_messages(rate=0, consumers=2, expected=100, sent=100, attempted=100, scheduled=None) == 100
+    assert (
+        rules.offered_messages(
+            rate=1000, consumers=2, expected=200, sent=100, attempted=100, scheduled=120
+        )
+        == 240
+    )
+    assert (
+        rules.offered_messages(
+            rate=0, consumers=2, expected=100, sent=100, attempted=100, scheduled=None
+        )
+        == 100
+    )
     assert rules.backlog_window(1000, [1500], [3000, 2000]) == (2000, 3000)
     assert rules.backlog_window(0, [0, 1200], [3000]) == (2100, 3000)
     assert rules.backlog_window(0, [0], [0]) is None
     assert rules.backlog_tolerance(1000) == 64 and rules.backlog_tolerance(100_000) == 1000
     assert rules.describe(None) == "none set"
-    assert rules.describe(Slos(max_loss=0, min_achieved=0.99, slo_p99_us=50000), backlog=True) == \
-        "--max-loss 0, --min-achieved 0.99, --slo-p99-us 50000, no growing backlog"
+    assert (
+        rules.describe(Slos(max_loss=0, min_achieved=0.99, slo_p99_us=50000), backlog=True)
+        == "--max-loss 0, --min-achieved 0.99, --slo-p99-us 50000, no growing backlog"
+    )

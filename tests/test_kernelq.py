@@ -1,4 +1,5 @@
 """Kernel queue sampling on real loopback tcp connections of this process."""
+
 from __future__ import annotations
 
 import socket
@@ -7,7 +8,9 @@ import time
 from zmqload.runner.kernel_queues import TcpQueues, ports_of
 
 
-def _wait_for(queues: TcpQueues, expected: tuple[int, int], timeout_s: float = 3.0) -> tuple[int, int]:
+def _wait_for(
+    queues: TcpQueues, expected: tuple[int, int], timeout_s: float = 3.0
+) -> tuple[int, int]:
     deadline = time.monotonic() + timeout_s
     seen = queues.sample()
     while seen != expected and time.monotonic() < deadline:
@@ -43,7 +46,7 @@ def test_closed_connection_is_dropped_and_nothing_is_owned():
         queues = TcpQueues([port])
         client.sendall(b"y" * 100)
         assert _wait_for(queues, (0, 100)) == (0, 100)
-        peer.close()        # the sampler must not keep the connection alive
+        peer.close()  # the sampler must not keep the connection alive
         assert _wait_for(queues, (0, 0)) == (0, 0)
         client.close()
 

@@ -1,5 +1,6 @@
 """The package's layers (docs/ARCHITECTURE.md, "The layout"): every import of a zmqload module
 points to its own layer or one below, and no modules import one another round a circle."""
+
 from __future__ import annotations
 
 import ast
@@ -15,7 +16,13 @@ LAYERS = (
     ("zmqload.runner", "zmqload.report", "zmqload.info"),
     ("zmqload.plan",),
     ("zmqload.scenarios",),
-    ("zmqload.cli", "zmqload.pytest_plugin", "zmqload.__main__", "zmqload.report.__main__", "zmqload"),
+    (
+        "zmqload.cli",
+        "zmqload.pytest_plugin",
+        "zmqload.__main__",
+        "zmqload.report.__main__",
+        "zmqload",
+    ),
 )
 
 
@@ -39,7 +46,9 @@ def imports() -> dict[str, set[str]]:
                 continue
             path = os.path.join(directory, name)
             module = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
-            package = module.rsplit(".", 1)[0] if name != "__init__.py" else module[: -len(".__init__")]
+            package = (
+                module.rsplit(".", 1)[0] if name != "__init__.py" else module[: -len(".__init__")]
+            )
             module = package if name == "__init__.py" else module
             with open(path) as f:
                 tree = ast.parse(f.read())
@@ -54,10 +63,11 @@ def imports() -> dict[str, set[str]]:
                         target = node.module or ""
                     if not target.startswith("zmqload"):
                         continue
-                    for alias in node.names:        # `from . import x` imports the module x
+                    for alias in node.names:  # `from . import x` imports the module x
                         sub = f"{target}.{alias.name}"
-                        exists = os.path.exists(os.path.join(ROOT, *sub.split("."))) or \
-                            os.path.exists(os.path.join(ROOT, *sub.split(".")) + ".py")
+                        exists = os.path.exists(
+                            os.path.join(ROOT, *sub.split("."))
+                        ) or os.path.exists(os.path.join(ROOT, *sub.split(".")) + ".py")
                         out.add(sub if exists or alias.name == "_engine" else target)
                 elif isinstance(node, ast.Import):
                     out.update(a.name for a in node.names if a.name.startswith("zmqload"))
@@ -67,14 +77,23 @@ def imports() -> dict[str, set[str]]:
 
 def test_contract_does_no_io_through_store_or_runner():
     """zmqload.contract is types and rules: it imports nothing of the I/O above it (store, runner)."""
-    reaching = sorted(f"{m} -> {t}" for m, targets in imports().items() if layer(m) == layer("zmqload.contract")
-                      for t in targets if t.startswith(("zmqload.store", "zmqload.runner")))
+    reaching = sorted(
+        f"{m} -> {t}"
+        for m, targets in imports().items()
+        if layer(m) == layer("zmqload.contract")
+        for t in targets
+        if t.startswith(("zmqload.store", "zmqload.runner"))
+    )
     assert not reaching, reaching
 
 
 def test_no_import_runs_up_a_layer():
-    upward = sorted(f"{m} -> {t}" for m, targets in imports().items() for t in targets
-                    if t != "zmqload" and layer(t) > layer(m))
+    upward = sorted(
+        f"{m} -> {t}"
+        for m, targets in imports().items()
+        for t in targets
+        if t != "zmqload" and layer(t) > layer(m)
+    )
     assert not upward, upward
 
 
@@ -129,12 +148,48 @@ def test_a_circle_of_three_is_found():
 # endpoint's path absolute when the option is parsed); pathlib's pure paths likewise. Any other use
 # of os, and open(), socket, shutil, glob, pathlib's concrete paths or the other modules of I/O below
 # fails, until it is moved out (or argued for here).
-PURE_OS_PATH = {"join", "basename", "dirname", "splitext", "split", "normpath", "isabs", "abspath", "sep"}
+PURE_OS_PATH = {
+    "join",
+    "basename",
+    "dirname",
+    "splitext",
+    "split",
+    "normpath",
+    "isabs",
+    "abspath",
+    "sep",
+}
 PURE_OS = {"sep", "fspath", "PathLike"}
 PURE_PATHLIB = {"PurePath", "PurePosixPath", "PureWindowsPath"}
-IO_MODULES = ("socket", "shutil", "glob", "tempfile", "subprocess", "mmap", "fcntl", "select", "selectors",
-              "urllib.request", "http", "ftplib", "pyarrow.fs", "pyarrow.parquet", "pyarrow.csv", "pyarrow.dataset")
-NUMPY_IO = {"fromfile", "tofile", "load", "save", "savez", "memmap", "loadtxt", "savetxt", "genfromtxt"}
+IO_MODULES = (
+    "socket",
+    "shutil",
+    "glob",
+    "tempfile",
+    "subprocess",
+    "mmap",
+    "fcntl",
+    "select",
+    "selectors",
+    "urllib.request",
+    "http",
+    "ftplib",
+    "pyarrow.fs",
+    "pyarrow.parquet",
+    "pyarrow.csv",
+    "pyarrow.dataset",
+)
+NUMPY_IO = {
+    "fromfile",
+    "tofile",
+    "load",
+    "save",
+    "savez",
+    "memmap",
+    "loadtxt",
+    "savetxt",
+    "genfromtxt",
+}
 KNOWN_IO = {
     # --size @FILE and --payload FILE are read by Workload.sizes (and by Workload.validate's --topics room
     # check): moving the reading out changes when a bad file is refused and a public property of Workload,
@@ -149,7 +204,12 @@ def io_uses(source: str) -> list[tuple[str, int, str]]:
     os.path beyond the pure path functions, pathlib beyond its pure paths, numpy's file functions,
     and imports of the modules of I/O (IO_MODULES)."""
     tree = ast.parse(source)
-    os_names, os_path_names, pathlib_names, numpy_names = {"os"}, set(), {"pathlib"}, {"numpy", "np"}
+    os_names, os_path_names, pathlib_names, numpy_names = (
+        {"os"},
+        set(),
+        {"pathlib"},
+        {"numpy", "np"},
+    )
     found: list[tuple[str, int, str]] = []
 
     def io_module(name: str) -> bool:
@@ -174,12 +234,21 @@ def io_uses(source: str) -> list[tuple[str, int, str]]:
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
             for alias in node.names:
                 name = alias.name
-                allowed = (PURE_OS_PATH if node.module == "os.path" else
-                           PURE_OS | {"path"} if node.module == "os" else
-                           PURE_PATHLIB if node.module == "pathlib" else None)
-                if io_module(node.module) or (node.module == "io" and name == "open") or \
-                        (allowed is not None and name not in allowed) or \
-                        (node.module == "numpy" and name in NUMPY_IO):
+                allowed = (
+                    PURE_OS_PATH
+                    if node.module == "os.path"
+                    else PURE_OS | {"path"}
+                    if node.module == "os"
+                    else PURE_PATHLIB
+                    if node.module == "pathlib"
+                    else None
+                )
+                if (
+                    io_module(node.module)
+                    or (node.module == "io" and name == "open")
+                    or (allowed is not None and name not in allowed)
+                    or (node.module == "numpy" and name in NUMPY_IO)
+                ):
                     found.append((where, node.lineno, f"from {node.module} import {name}"))
                 elif node.module == "os" and name == "path":
                     os_path_names.add(alias.asname or name)
@@ -197,11 +266,16 @@ def io_uses(source: str) -> list[tuple[str, int, str]]:
                 found.append((where, node.lineno, f"{base}.{attr}"))
             elif base == "io" and attr == "open":
                 found.append((where, node.lineno, "io.open"))
-        if isinstance(node, ast.Attribute) and node.attr == "tofile":       # an array written to a file
+        if isinstance(node, ast.Attribute) and node.attr == "tofile":  # an array written to a file
             found.append((where, node.lineno, ".tofile"))
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and \
-                isinstance(node.value.value, ast.Name) and node.value.value.id in os_names and \
-                node.value.attr == "path" and node.attr not in PURE_OS_PATH:
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and isinstance(node.value.value, ast.Name)
+            and node.value.value.id in os_names
+            and node.value.attr == "path"
+            and node.attr not in PURE_OS_PATH
+        ):
             found.append((where, node.lineno, f"os.path.{node.attr}"))
         for child in ast.iter_child_nodes(node):
             visit(child, where)
@@ -218,24 +292,46 @@ def test_contract_calls_no_file_socket_or_directory_io():
         rel = f"zmqload/contract/{name}"
         with open(os.path.join(ROOT, rel)) as f:
             source = f.read()
-        uses += [f"{rel}:{line} {what} (in {where or 'the module'})" for where, line, what in io_uses(source)
-                 if (rel, where) not in KNOWN_IO]
+        uses += [
+            f"{rel}:{line} {what} (in {where or 'the module'})"
+            for where, line, what in io_uses(source)
+            if (rel, where) not in KNOWN_IO
+        ]
     assert not uses, uses
 
 
 def test_the_io_check_finds_io_and_passes_pure_path_work():
-    found = {what for _, _, what in io_uses(
-        "import os\nimport os.path as osp\nimport shutil\nimport socket as s\nfrom glob import glob\n"
-        "from os import remove\nfrom os.path import isfile, join\nfrom pathlib import Path, PurePath\n"
-        "import numpy as np\n"
-        "def f(p, a):\n"
-        "    open(p)\n    os.remove(p)\n    os.path.isdir(p)\n    osp.exists(p)\n    os.lseek(3, 0, 0)\n"
-        "    np.fromfile(p)\n    a.tofile(p)\n"
-        "    return os.path.join(p, 'x'), os.path.basename(p), osp.dirname(p), os.path.splitext(p), join(p)\n")}
-    assert found == {"import shutil", "import socket", "from glob import glob", "from os import remove",
-                     "from os.path import isfile", "from pathlib import Path", "open", "os.remove",
-                     "os.path.isdir", "osp.exists", "os.lseek", "np.fromfile", ".tofile"}, found
-    where = {(w, what) for w, _, what in io_uses("import os\nclass A:\n    def f(self):\n        os.stat('x')\n")}
+    found = {
+        what
+        for _, _, what in io_uses(
+            "import os\nimport os.path as osp\nimport shutil\nimport socket as s\nfrom glob import glob\n"
+            "from os import remove\nfrom os.path import isfile, join\nfrom pathlib import Path, PurePath\n"
+            "import numpy as np\n"
+            "def f(p, a):\n"
+            "    open(p)\n    os.remove(p)\n    os.path.isdir(p)\n    osp.exists(p)\n    os.lseek(3, 0, 0)\n"
+            "    np.fromfile(p)\n    a.tofile(p)\n"
+            "    return os.path.join(p, 'x'), os.path.basename(p), osp.dirname(p), os.path.splitext(p), join(p)\n"
+        )
+    }
+    assert found == {
+        "import shutil",
+        "import socket",
+        "from glob import glob",
+        "from os import remove",
+        "from os.path import isfile",
+        "from pathlib import Path",
+        "open",
+        "os.remove",
+        "os.path.isdir",
+        "osp.exists",
+        "os.lseek",
+        "np.fromfile",
+        ".tofile",
+    }, found
+    where = {
+        (w, what)
+        for w, _, what in io_uses("import os\nclass A:\n    def f(self):\n        os.stat('x')\n")
+    }
     assert where == {("A.f", "os.stat")}
 
 

@@ -3,6 +3,7 @@ of the user's. The user's consumer is plain pyzmq in a thread of the test, as a 
 and checks every header itself (struct over the 16 wire bytes of docs/RECORDS.md, no zmqload
 code); zmqload's figures are checked against what it saw. Loopback only, bounded in count and
 time."""
+
 from __future__ import annotations
 
 import glob
@@ -18,8 +19,10 @@ import zmq
 
 from conftest import end_with_the_test, recv_until, zmqload_cli
 
-SEQ_BITS = 48       # docs/RECORDS.md: the header's first word holds seq (bits 0-39), stream (48-55)
-FIRST_MESSAGE_MS = 90_000   # a user's socket waits this long for zmqload to start (slow on a loaded machine)
+SEQ_BITS = 48  # docs/RECORDS.md: the header's first word holds seq (bits 0-39), stream (48-55)
+FIRST_MESSAGE_MS = (
+    90_000  # a user's socket waits this long for zmqload to start (slow on a loaded machine)
+)
 
 
 def stream_seq(message: bytes) -> tuple[int, int]:
@@ -35,12 +38,20 @@ class UserPull:
     failed: tests/conftest.py) ends its wait for a message at once; the thread closes the socket
     and terminates the context itself."""
 
-    def __init__(self, endpoint: str, bind: bool = True, rcvhwm: int | None = None, delay_s: float = 0.0,
-                 idle_ms: int = 3000, curve_secret_key: bytes | None = None, first_ms: int = FIRST_MESSAGE_MS):
+    def __init__(
+        self,
+        endpoint: str,
+        bind: bool = True,
+        rcvhwm: int | None = None,
+        delay_s: float = 0.0,
+        idle_ms: int = 3000,
+        curve_secret_key: bytes | None = None,
+        first_ms: int = FIRST_MESSAGE_MS,
+    ):
         self.context = zmq.Context()
         self.sock = self.context.socket(zmq.PULL)
         self.sock.setsockopt(zmq.LINGER, 0)
-        if curve_secret_key is not None:       # a CURVE server (tests/test_curve.py)
+        if curve_secret_key is not None:  # a CURVE server (tests/test_curve.py)
             self.sock.curve_server = True
             self.sock.curve_secretkey = curve_secret_key
         if rcvhwm is not None:
@@ -69,10 +80,13 @@ class UserPull:
 
     def _read(self) -> None:
         import time
+
         try:
             while True:
                 message = recv_until(self.sock, self.ended)
-                self.sock.setsockopt(zmq.RCVTIMEO, self.idle_ms)    # from the first message on: until idle
+                self.sock.setsockopt(
+                    zmq.RCVTIMEO, self.idle_ms
+                )  # from the first message on: until idle
                 if len(message) < 16:
                     self.short += 1
                     continue
@@ -103,8 +117,20 @@ def _run(*args: str) -> dict:
 
 def test_producers_alone_feed_a_users_pull_every_header_once(tmp_path):
     user = UserPull("tcp://127.0.0.1:*").start()
-    got = _run("--role", "producer", "--producers-connect", user.endpoint, "--producers", "2", "--rate", "20k",
-               "--count", "10000", "--out", str(tmp_path))
+    got = _run(
+        "--role",
+        "producer",
+        "--producers-connect",
+        user.endpoint,
+        "--producers",
+        "2",
+        "--rate",
+        "20k",
+        "--count",
+        "10000",
+        "--out",
+        str(tmp_path),
+    )
     user.join()
     assert got["sent"] == 20_000 and got["attempted"] == 20_000
     # what the user's consumer received is not seen by zmqload: null, not 0
@@ -121,8 +147,18 @@ def test_producers_alone_feed_a_users_pull_every_header_once(tmp_path):
 def test_producers_alone_bind_where_the_users_pull_connects(tmp_path):
     path = os.path.join(tempfile.mkdtemp(prefix="zl-one-side-"), "feed")
     user = UserPull(f"ipc://{path}", bind=False, idle_ms=4000).start()
-    got = _run("--role", "producer", "--producers-bind", f"ipc://{path}", "--rate", "10k", "--count", "5000",
-               "--out", str(tmp_path))
+    got = _run(
+        "--role",
+        "producer",
+        "--producers-bind",
+        f"ipc://{path}",
+        "--rate",
+        "10k",
+        "--count",
+        "5000",
+        "--out",
+        str(tmp_path),
+    )
     user.join()
     assert got["sent"] == 5000
     # a connecting PULL may join after the first sends; PUSH queues for it (it blocks, never drops)
@@ -133,8 +169,20 @@ def test_a_slow_users_pull_pushes_back(tmp_path):
     """A user's PULL reading slowly with a small RCVHWM: zmqload's PUSH (HWM 10, block) waits,
     and the wait is counted; every message still arrives once."""
     user = UserPull("tcp://127.0.0.1:*", rcvhwm=10, delay_s=0.0005).start()
-    got = _run("--role", "producer", "--producers-connect", user.endpoint, "--sndhwm", "10", "--sndbuf", "4096",
-               "--count", "3000", "--out", str(tmp_path))
+    got = _run(
+        "--role",
+        "producer",
+        "--producers-connect",
+        user.endpoint,
+        "--sndhwm",
+        "10",
+        "--sndbuf",
+        "4096",
+        "--count",
+        "3000",
+        "--out",
+        str(tmp_path),
+    )
     user.join()
     assert sorted(user.seen) == [(0, seq) for seq in range(3000)]
     blocked = sum(p["blocked_sends"] for p in got["producers"])
@@ -142,16 +190,57 @@ def test_a_slow_users_pull_pushes_back(tmp_path):
     assert blocked > 0 and waited_s > 0.1, got["producers"]
 
 
-@pytest.mark.parametrize("args, flag", [
-    (("--role", "producer"), "--role"),
-    (("--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999", "--consumers-bind",
-      "tcp://127.0.0.1:5998"), "--consumers-bind"),
-    (("--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999", "--max-loss", "0"), "--max-loss"),
-    (("--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999", "--consumer-delay-us", "5"),
-     "--consumer-delay-us"),
-    (("--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999", "--pattern", "proxy"), "--role"),
-    (("--role", "consumer", "--consumers-bind", "tcp://127.0.0.1:5999"), "--count"),
-])
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (("--role", "producer"), "--role"),
+        (
+            (
+                "--role",
+                "producer",
+                "--producers-connect",
+                "tcp://127.0.0.1:5999",
+                "--consumers-bind",
+                "tcp://127.0.0.1:5998",
+            ),
+            "--consumers-bind",
+        ),
+        (
+            (
+                "--role",
+                "producer",
+                "--producers-connect",
+                "tcp://127.0.0.1:5999",
+                "--max-loss",
+                "0",
+            ),
+            "--max-loss",
+        ),
+        (
+            (
+                "--role",
+                "producer",
+                "--producers-connect",
+                "tcp://127.0.0.1:5999",
+                "--consumer-delay-us",
+                "5",
+            ),
+            "--consumer-delay-us",
+        ),
+        (
+            (
+                "--role",
+                "producer",
+                "--producers-connect",
+                "tcp://127.0.0.1:5999",
+                "--pattern",
+                "proxy",
+            ),
+            "--role",
+        ),
+        (("--role", "consumer", "--consumers-bind", "tcp://127.0.0.1:5999"), "--count"),
+    ],
+)
 def test_bad_one_side_input_is_one_line_exit_2_nothing_left(tmp_path, args, flag):
     done = zmqload_cli("run", *args, "--count", "10", "--out", str(tmp_path))
     assert done.returncode == 2, done.stderr
@@ -162,18 +251,40 @@ def test_bad_one_side_input_is_one_line_exit_2_nothing_left(tmp_path, args, flag
 
 
 def test_capacity_refuses_producers_alone(tmp_path):
-    done = zmqload_cli("capacity", "--role", "producer", "--producers-connect", "tcp://127.0.0.1:5999",
-                       "--out", str(tmp_path))
-    assert done.returncode == 2 and "--role" in done.stderr and len(done.stderr.strip().splitlines()) == 1
-    assert "--role producer with --pattern req-rep" in done.stderr      # a service of yours is searched
+    done = zmqload_cli(
+        "capacity",
+        "--role",
+        "producer",
+        "--producers-connect",
+        "tcp://127.0.0.1:5999",
+        "--out",
+        str(tmp_path),
+    )
+    assert (
+        done.returncode == 2
+        and "--role" in done.stderr
+        and len(done.stderr.strip().splitlines()) == 1
+    )
+    assert "--role producer with --pattern req-rep" in done.stderr  # a service of yours is searched
     assert not os.listdir(tmp_path)
 
 
 def test_nobody_listening_fails_in_bounded_time_naming_the_endpoint(tmp_path):
     from conftest import free_ports
+
     (port,) = free_ports(1)
-    done = zmqload_cli("run", "--role", "producer", "--producers-connect", f"tcp://127.0.0.1:{port}",
-                       "--count", "10", "--out", str(tmp_path), timeout=60)
+    done = zmqload_cli(
+        "run",
+        "--role",
+        "producer",
+        "--producers-connect",
+        f"tcp://127.0.0.1:{port}",
+        "--count",
+        "10",
+        "--out",
+        str(tmp_path),
+        timeout=60,
+    )
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert f"tcp://127.0.0.1:{port}" in last and "your consumer" in last, done.stderr
@@ -181,12 +292,24 @@ def test_nobody_listening_fails_in_bounded_time_naming_the_endpoint(tmp_path):
 
 def test_the_report_refuses_a_producer_only_run_in_one_line(tmp_path):
     user = UserPull("tcp://127.0.0.1:*", idle_ms=2000).start()
-    _run("--role", "producer", "--producers-connect", user.endpoint, "--count", "100", "--out", str(tmp_path))
+    _run(
+        "--role",
+        "producer",
+        "--producers-connect",
+        user.endpoint,
+        "--count",
+        "100",
+        "--out",
+        str(tmp_path),
+    )
     user.join()
     run_dir = glob.glob(os.path.join(tmp_path, "run=*"))[0]
     done = zmqload_cli("report", run_dir, "--out", str(tmp_path / "report"), "--no-server")
     assert done.returncode == 2, done.stderr
-    assert "producer-only run (--role producer)" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert (
+        "producer-only run (--role producer)" in done.stderr
+        and len(done.stderr.strip().splitlines()) == 1
+    )
 
 
 # -- a request-reply service of the user's (req-rep with --role producer) ----------------------
@@ -198,7 +321,13 @@ class UserRep:
     stop() (at the end of the test, passed or failed: tests/conftest.py) ends its wait for a
     request at once; the thread closes the socket and terminates the context itself."""
 
-    def __init__(self, echo: bool = True, stop_after: int | None = None, idle_ms: int = 2000, work_s: float = 0.0):
+    def __init__(
+        self,
+        echo: bool = True,
+        stop_after: int | None = None,
+        idle_ms: int = 2000,
+        work_s: float = 0.0,
+    ):
         self.context = zmq.Context()
         self.sock = self.context.socket(zmq.REP)
         self.sock.setsockopt(zmq.LINGER, 0)
@@ -217,10 +346,12 @@ class UserRep:
         try:
             while True:
                 request = recv_until(self.sock, self.ended)
-                self.sock.setsockopt(zmq.RCVTIMEO, self.idle_ms)     # from the first request on: until idle
+                self.sock.setsockopt(
+                    zmq.RCVTIMEO, self.idle_ms
+                )  # from the first request on: until idle
                 self.requests.append(stream_seq(request))
                 if self.stop_after is not None and len(self.requests) >= self.stop_after:
-                    self.stopped.wait(30)       # answers no more
+                    self.stopped.wait(30)  # answers no more
                     return
                 if self.work_s:
                     time.sleep(self.work_s)
@@ -245,15 +376,32 @@ class UserRep:
 
 def _replies(run_dir: str):
     import pyarrow.parquet as pq
+
     parts = glob.glob(os.path.join(run_dir, "replies", "*.parquet"))
-    return pq.read_table(parts).to_pydict() if parts else {"seq": [], "t_reply_ns": [], "t_intended_ns": []}
+    return (
+        pq.read_table(parts).to_pydict()
+        if parts
+        else {"seq": [], "t_reply_ns": [], "t_intended_ns": []}
+    )
 
 
 @pytest.mark.parametrize("echo", [True, False], ids=["echo", "own-payload"])
 def test_a_users_rep_service_every_request_answered_and_recorded(tmp_path, echo):
     service = UserRep(echo=echo)
-    got = _run("--pattern", "req-rep", "--role", "producer", "--producers-connect", service.endpoint,
-               "--rate", "2k", "--count", "1500", "--out", str(tmp_path))
+    got = _run(
+        "--pattern",
+        "req-rep",
+        "--role",
+        "producer",
+        "--producers-connect",
+        service.endpoint,
+        "--rate",
+        "2k",
+        "--count",
+        "1500",
+        "--out",
+        str(tmp_path),
+    )
     service.join()
     assert service.requests == [(0, seq) for seq in range(1500)]
     assert got["sent"] == 1500 and got["answered"] == 1500 and got["unanswered"] == 0
@@ -262,19 +410,38 @@ def test_a_users_rep_service_every_request_answered_and_recorded(tmp_path, echo)
     assert sorted(replies["seq"]) == list(range(1500))
     # the round trips run --json gives are those of the replies records (from the intended time)
     import numpy as np
+
     rtt = np.array(replies["t_reply_ns"]) - np.array(replies["t_intended_ns"])
     assert (rtt > 0).all()
-    assert got["round_trip_ns"]["max"] >= int(rtt.max()) * 0.99 and got["round_trip_ns"]["max"] <= int(rtt.max()) * 1.01
+    assert (
+        got["round_trip_ns"]["max"] >= int(rtt.max()) * 0.99
+        and got["round_trip_ns"]["max"] <= int(rtt.max()) * 1.01
+    )
 
 
 def test_a_service_that_stops_answering_times_out_in_bounded_time(tmp_path):
     """After 50 answers the service reads nothing more: each later request waits
     --reply-timeout-ms (100) and counts unanswered; the run ends by itself."""
     import time
-    service = UserRep(stop_after=51)      # the 51st request is read and never answered
+
+    service = UserRep(stop_after=51)  # the 51st request is read and never answered
     began = time.monotonic()
-    got = _run("--pattern", "req-rep", "--role", "producer", "--producers-connect", service.endpoint,
-               "--rate", "1k", "--count", "80", "--reply-timeout-ms", "100", "--out", str(tmp_path))
+    got = _run(
+        "--pattern",
+        "req-rep",
+        "--role",
+        "producer",
+        "--producers-connect",
+        service.endpoint,
+        "--rate",
+        "1k",
+        "--count",
+        "80",
+        "--reply-timeout-ms",
+        "100",
+        "--out",
+        str(tmp_path),
+    )
     took = time.monotonic() - began
     service.join()
     assert got["answered"] == 50 and got["unanswered"] == 30 and got["sent"] == 80
@@ -284,8 +451,17 @@ def test_a_service_that_stops_answering_times_out_in_bounded_time(tmp_path):
 
 
 def test_reply_timeout_needs_a_round_trip_pattern(tmp_path):
-    done = zmqload_cli("run", "--pattern", "push-pull", "--reply-timeout-ms", "100", "--count", "10",
-                       "--out", str(tmp_path))
+    done = zmqload_cli(
+        "run",
+        "--pattern",
+        "push-pull",
+        "--reply-timeout-ms",
+        "100",
+        "--count",
+        "10",
+        "--out",
+        str(tmp_path),
+    )
     assert done.returncode == 2 and "--reply-timeout-ms" in done.stderr and "req-rep" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not os.listdir(tmp_path)
 
@@ -303,28 +479,48 @@ def test_a_service_behind_the_users_router_dealer_broker(tmp_path):
 
     def worker() -> None:
         rep = context.socket(zmq.REP)
-        rep.setsockopt(zmq.RCVTIMEO, FIRST_MESSAGE_MS)     # zmqload may take seconds to start on a loaded machine
+        rep.setsockopt(
+            zmq.RCVTIMEO, FIRST_MESSAGE_MS
+        )  # zmqload may take seconds to start on a loaded machine
         rep.connect(f"tcp://127.0.0.1:{back_port}")
         try:
             while True:
                 request = rep.recv()
-                rep.setsockopt(zmq.RCVTIMEO, 2000)     # from the first request on: until idle
+                rep.setsockopt(zmq.RCVTIMEO, 2000)  # from the first request on: until idle
                 served.append(stream_seq(request)[1])
                 rep.send(request)
-        except (zmq.Again, zmq.ContextTerminated):      # idle, or the test ended (its context terminated)
+        except (
+            zmq.Again,
+            zmq.ContextTerminated,
+        ):  # idle, or the test ended (its context terminated)
             pass
         finally:
             rep.close(linger=0)
+
     workers = [threading.Thread(target=worker, daemon=True) for _ in range(2)]
     for w in workers:
         w.start()
     try:
-        got = _run("--pattern", "req-rep", "--role", "producer", "--producers-connect", f"tcp://127.0.0.1:{port}",
-                   "--producers", "2", "--rate", "1k", "--count", "500", "--out", str(tmp_path))
+        got = _run(
+            "--pattern",
+            "req-rep",
+            "--role",
+            "producer",
+            "--producers-connect",
+            f"tcp://127.0.0.1:{port}",
+            "--producers",
+            "2",
+            "--rate",
+            "1k",
+            "--count",
+            "500",
+            "--out",
+            str(tmp_path),
+        )
         for w in workers:
             w.join(timeout=30)
     finally:
-        context.term()      # ends the broker (ETERM) and a worker still waiting; each closes its own sockets
+        context.term()  # ends the broker (ETERM) and a worker still waiting; each closes its own sockets
         for t in (broker, *workers):
             t.join(timeout=10)
     assert got["answered"] == 1000 and got["unanswered"] == 0
@@ -350,6 +546,7 @@ def test_capacity_of_a_users_service_is_below_its_closed_loop_ceiling(tmp_path):
     then, so a 5 ms p99 failed probes at a third of the ceiling (CI, stop 27); above the ceiling
     the backlog grows for the whole probe and fails by hundreds of ms and by reached rate."""
     import time
+
     context = zmq.Context()
     rep = context.socket(zmq.REP)
     rep.setsockopt(zmq.RCVTIMEO, FIRST_MESSAGE_MS)
@@ -360,13 +557,14 @@ def test_capacity_of_a_users_service_is_below_its_closed_loop_ceiling(tmp_path):
         try:
             while True:
                 request = recv_until(rep, ended)
-                rep.setsockopt(zmq.RCVTIMEO, 3000)      # from the first request on: until idle
+                rep.setsockopt(zmq.RCVTIMEO, 3000)  # from the first request on: until idle
                 until = time.perf_counter() + 0.0002
                 while time.perf_counter() < until:
                     pass
                 rep.send(request)
         except zmq.Again:
             pass
+
     server = threading.Thread(target=serve, daemon=True)
     server.start()
     req = context.socket(zmq.REQ)
@@ -379,14 +577,32 @@ def test_capacity_of_a_users_service_is_below_its_closed_loop_ceiling(tmp_path):
             n += 1
         ceiling = n / (time.perf_counter() - began)
         req.close(linger=0)
-        done = zmqload_cli("capacity", "--pattern", "req-rep", "--role", "producer", "--producers-connect",
-                           f"tcp://127.0.0.1:{port}", "--slo-p99-us", "50000", "--probe-duration", "1",
-                           "--start-rate", "1k", "--json", "--out", str(tmp_path), timeout=300)
+        done = zmqload_cli(
+            "capacity",
+            "--pattern",
+            "req-rep",
+            "--role",
+            "producer",
+            "--producers-connect",
+            f"tcp://127.0.0.1:{port}",
+            "--slo-p99-us",
+            "50000",
+            "--probe-duration",
+            "1",
+            "--start-rate",
+            "1k",
+            "--json",
+            "--out",
+            str(tmp_path),
+            timeout=300,
+        )
         server.join(timeout=10)
     finally:
-        ended.set()         # a server still waiting (the test failed) lets go of its socket within 0.1 s
+        ended.set()  # a server still waiting (the test failed) lets go of its socket within 0.1 s
         server.join(timeout=10)
-        assert not server.is_alive(), "the service's thread did not end: its socket is not closed under it"
+        assert not server.is_alive(), (
+            "the service's thread did not end: its socket is not closed under it"
+        )
         req.close(linger=0)
         rep.close(linger=0)
         context.term()
@@ -405,6 +621,7 @@ def test_a_service_that_dies_ends_the_run_promptly(tmp_path):
     crashed): the later requests go unanswered and the REQ, holding them, closes at once
     (LINGER 0 when --linger is unset) instead of waiting for a peer that is gone."""
     import time
+
     context = zmq.Context()
     rep = context.socket(zmq.REP)
     port = rep.bind_to_random_port("tcp://127.0.0.1")
@@ -413,20 +630,35 @@ def test_a_service_that_dies_ends_the_run_promptly(tmp_path):
         try:
             for _ in range(30):
                 rep.send(rep.recv())
-        except zmq.ContextTerminated:       # the test ended before 30 requests came
+        except zmq.ContextTerminated:  # the test ended before 30 requests came
             pass
         finally:
             rep.close(linger=0)
+
     server = threading.Thread(target=serve_then_die, daemon=True)
     server.start()
     try:
         began = time.monotonic()
-        got = _run("--pattern", "req-rep", "--role", "producer", "--producers-connect", f"tcp://127.0.0.1:{port}",
-                   "--rate", "1k", "--count", "60", "--reply-timeout-ms", "50", "--out", str(tmp_path))
+        got = _run(
+            "--pattern",
+            "req-rep",
+            "--role",
+            "producer",
+            "--producers-connect",
+            f"tcp://127.0.0.1:{port}",
+            "--rate",
+            "1k",
+            "--count",
+            "60",
+            "--reply-timeout-ms",
+            "50",
+            "--out",
+            str(tmp_path),
+        )
         took = time.monotonic() - began
         server.join(timeout=10)
     finally:
-        context.term()      # a server still waiting for a request gets ETERM and closes its socket
+        context.term()  # a server still waiting for a request gets ETERM and closes its socket
         server.join(timeout=10)
     assert got["status"] == "complete" and got["answered"] == 30 and got["unanswered"] == 30
-    assert took < 20, took          # 30 x 50 ms of timeouts plus the start; not the 30 s final timeout
+    assert took < 20, took  # 30 x 50 ms of timeouts plus the start; not the 30 s final timeout

@@ -1,6 +1,7 @@
 """The controller's phases one at a time, without spawning: workers are scripted peers that
 speak the real control protocol over a real control socket (as the engine tests use plain
 pyzmq peers), so each phase is checked against the contract, not against a mock of it."""
+
 from __future__ import annotations
 
 import shutil
@@ -30,6 +31,7 @@ class ScriptedLauncher:
                 self.scripts[spec.role](spec, client)
             finally:
                 client.close()
+
         self.specs[spec.worker] = spec
         self.threads[spec.worker] = threading.Thread(target=body, daemon=True)
         self.threads[spec.worker].start()
@@ -61,9 +63,12 @@ def controller_for():
         endpoint, directory = new_endpoint()
         server = ControlServer(endpoint)
         w = Workload(**{"pattern": "pub-sub", "warmup": False, **options})
-        c = Controller(w.validate(), "/nonexistent", "phase-test", server, ScriptedLauncher(scripts), directory)
+        c = Controller(
+            w.validate(), "/nonexistent", "phase-test", server, ScriptedLauncher(scripts), directory
+        )
         made.append((server, directory))
         return c
+
     yield make
     for server, directory in made:
         server.close()
@@ -73,7 +78,7 @@ def controller_for():
 def test_launch_and_connect_hand_the_binders_endpoint_to_the_other_side(controller_for):
     got = {}
 
-    def producer(spec, client):            # pub-sub: producers bind
+    def producer(spec, client):  # pub-sub: producers bind
         client.send(control.Ready([spec.bind[0].replace("*", "5999")]))
         until(client, control.Stop)
 
@@ -93,14 +98,18 @@ def test_launch_and_connect_hand_the_binders_endpoint_to_the_other_side(controll
 
 def test_a_worker_that_dies_while_launching_is_named(controller_for):
     def producer(spec, client):
-        return                              # ends without a word
+        return  # ends without a word
 
     c = controller_for({Role.PRODUCER: producer, Role.CONSUMER: producer})
-    with pytest.raises(RunError, match=r"worker p0 ended \(script ended\) while waiting for the workers to start"):
+    with pytest.raises(
+        RunError, match=r"worker p0 ended \(script ended\) while waiting for the workers to start"
+    ):
         c.launch()
 
 
-@pytest.mark.parametrize("behaviour,ended", [("all", "complete"), ("some", "idle"), ("trickle", "limit")])
+@pytest.mark.parametrize(
+    "behaviour,ended", [("all", "complete"), ("some", "idle"), ("trickle", "limit")]
+)
 def test_drain_ends_complete_idle_or_at_its_limit(controller_for, behaviour, ended):
     def consumer(spec, client):
         until(client, control.ProducersDone)
@@ -110,15 +119,17 @@ def test_drain_ends_complete_idle_or_at_its_limit(controller_for, behaviour, end
         while behaviour == "trickle":
             if isinstance(client.recv(40), control.Stop):
                 return
-            count += 1                       # keeps arriving: never idle, never complete
+            count += 1  # keeps arriving: never idle, never complete
             client.send(control.Progress(count))
         until(client, control.Stop)
 
     c = controller_for({Role.CONSUMER: consumer}, drain_timeout_ms=200, drain_limit_s=1.0)
-    c.state.done = {p: control.ProducerDone(control.SendCounters(100, 100)) for p in c.state.producers}
+    c.state.done = {
+        p: control.ProducerDone(control.SendCounters(100, 100)) for p in c.state.producers
+    }
     for worker in c.state.consumers:
         c.start_worker(worker, [])
-    time.sleep(0.2)                          # the scripted consumer's socket connects
+    time.sleep(0.2)  # the scripted consumer's socket connects
     started = time.monotonic()
     c.drain()
     assert c.state.drain["ended"] == ended
@@ -133,6 +144,12 @@ def test_a_worker_whose_controller_stopped_before_its_spec_ends_quietly():
     traceback on the user's terminal."""
     import subprocess
     import sys
-    done = subprocess.run([sys.executable, "-m", "zmqload.runner.entry"], input="", capture_output=True,
-                          text=True, timeout=60)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "zmqload.runner.entry"],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0 and done.stderr == "", done.stderr

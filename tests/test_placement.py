@@ -1,5 +1,6 @@
 """Unpaced worker processes each run on a CPU of their own, with their libzmq I/O thread
 (zmqload/runner/placement.py); otherwise the scheduler places them."""
+
 from __future__ import annotations
 
 import os
@@ -13,10 +14,16 @@ from zmqload import Workload
 from zmqload.runner.placement import worker_cpu
 
 
-def _cpus(pattern: str, producers: int, consumers: int, cpus: list[int], delay_us: float = 0) -> tuple[list, list]:
-    w = Workload(pattern=pattern, producers=producers, consumers=consumers, consumer_delay_us=delay_us)
-    return ([worker_cpu(w, "producer", i, cpus) for i in range(producers)],
-            [worker_cpu(w, "consumer", i, cpus) for i in range(consumers)])
+def _cpus(
+    pattern: str, producers: int, consumers: int, cpus: list[int], delay_us: float = 0
+) -> tuple[list, list]:
+    w = Workload(
+        pattern=pattern, producers=producers, consumers=consumers, consumer_delay_us=delay_us
+    )
+    return (
+        [worker_cpu(w, "producer", i, cpus) for i in range(producers)],
+        [worker_cpu(w, "consumer", i, cpus) for i in range(consumers)],
+    )
 
 
 def test_producers_take_the_first_cpus_consumers_the_next():
@@ -36,8 +43,12 @@ def test_workers_that_outnumber_the_cpus_share_them_by_side():
 
 def test_an_inproc_pair_shares_one_cpu_and_only_the_pair():
     from zmqload.runner.placement import placed
+
     w = Workload(transport="inproc")
-    assert placed(w) and [worker_cpu(w, role, 0, [3, 5]) for role in ("producer", "consumer")] == [3, 3]
+    assert placed(w) and [worker_cpu(w, role, 0, [3, 5]) for role in ("producer", "consumer")] == [
+        3,
+        3,
+    ]
     assert not placed(Workload(transport="inproc", producers=2, consumers=2))
     assert not placed(Workload(transport="inproc", consumer_delay_us=5))
     assert not placed(Workload(transport="inproc", rate="10k"))
@@ -49,7 +60,7 @@ def test_sides_of_unequal_work_that_outnumber_the_cpus_are_left_to_the_scheduler
     consumer work would be capped by the consumers' share, the figure a run measures."""
     assert _cpus("pub-sub", 1, 4, [0, 1]) == ([None], [None] * 4)
     assert _cpus("push-pull", 1, 2, [0, 1], delay_us=20) == ([None], [None, None])
-    assert _cpus("push-pull", 1, 1, [0, 1], delay_us=20) == ([0], [1])      # one each still
+    assert _cpus("push-pull", 1, 1, [0, 1], delay_us=20) == ([0], [1])  # one each still
     assert _cpus("push-pull", 2, 1, [0]) == ([None, None], [None])
 
 
@@ -58,7 +69,9 @@ def _allowed(pid: str) -> dict[str, str]:
     lists = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         with open(f"/proc/{pid}/task/{tid}/status") as f:
-            lists[tid] = next(line.split()[1] for line in f if line.startswith("Cpus_allowed_list:"))
+            lists[tid] = next(
+                line.split()[1] for line in f if line.startswith("Cpus_allowed_list:")
+            )
     return lists
 
 
@@ -73,18 +86,36 @@ def _expand(allowed: str) -> list[int]:
 
 def _io_threads(pid: str) -> int:
     try:
-        names = [open(f"/proc/{pid}/task/{tid}/comm").read() for tid in os.listdir(f"/proc/{pid}/task")]
+        names = [
+            open(f"/proc/{pid}/task/{tid}/comm").read() for tid in os.listdir(f"/proc/{pid}/task")
+        ]
     except OSError:
         return 0
     return sum(name.startswith("ZMQbg/IO") for name in names)
 
 
-def _worker_affinities(paced: bool, extra: tuple[str, ...] = (), workers: int = 2,
-                       out: str | None = None) -> dict[str, dict[str, str]]:
+def _worker_affinities(
+    paced: bool, extra: tuple[str, ...] = (), workers: int = 2, out: str | None = None
+) -> dict[str, dict[str, str]]:
     """Start a real run, and read each worker process's thread affinities while it sends."""
     out = out or os.path.join(os.environ.get("TMPDIR", "/tmp"), "zl-placement")
-    args = [sys.executable, "-m", "zmqload", "run", "--transport", "tcp", "--size", "64", "--duration", "3",
-            "--count", "50000000", "--quiet", "--out", out]
+    args = [
+        sys.executable,
+        "-m",
+        "zmqload",
+        "run",
+        "--transport",
+        "tcp",
+        "--size",
+        "64",
+        "--duration",
+        "3",
+        "--count",
+        "50000000",
+        "--quiet",
+        "--out",
+        out,
+    ]
     if paced:
         args += ["--rate", "10k"]
     args += list(extra)
@@ -93,7 +124,9 @@ def _worker_affinities(paced: bool, extra: tuple[str, ...] = (), workers: int = 
         seen: dict[str, dict[str, str]] = {}
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and run.poll() is None:
-            kids = subprocess.run(["pgrep", "-P", str(run.pid)], capture_output=True, text=True).stdout.split()
+            kids = subprocess.run(
+                ["pgrep", "-P", str(run.pid)], capture_output=True, text=True
+            ).stdout.split()
             # both libzmq contexts started (control channel and engine: two I/O threads each)
             if len(kids) == workers and all(_io_threads(pid) >= 2 for pid in kids):
                 seen = {pid: _allowed(pid) for pid in kids}
@@ -110,9 +143,9 @@ def _worker_affinities(paced: bool, extra: tuple[str, ...] = (), workers: int = 
 def test_unpaced_workers_each_get_a_cpu_of_their_own():
     seen = _worker_affinities(paced=False)
     assert len(seen) == 2
-    cpus = [threads[pid] for pid, threads in seen.items()]            # each main thread's
-    assert all(c.isdigit() for c in cpus), seen                       # on a single CPU ...
-    assert cpus[0] != cpus[1], seen                                   # ... the two apart
+    cpus = [threads[pid] for pid, threads in seen.items()]  # each main thread's
+    assert all(c.isdigit() for c in cpus), seen  # on a single CPU ...
+    assert cpus[0] != cpus[1], seen  # ... the two apart
     for (pid, threads), cpu in zip(seen.items(), cpus):
         # with it the engine's libzmq I/O and reaper threads (started at its first socket);
         # only the control channel's context, started before, is left to the scheduler
@@ -126,15 +159,17 @@ def test_unpaced_workers_that_outnumber_two_cpus_run_by_side(tmp_path):
     role from the run's run.json."""
     import glob
     import json
-    seen = _worker_affinities(paced=False, extra=("--producers", "2", "--consumers", "2"), workers=4,
-                              out=str(tmp_path))
+
+    seen = _worker_affinities(
+        paced=False, extra=("--producers", "2", "--consumers", "2"), workers=4, out=str(tmp_path)
+    )
     assert len(seen) == 4
     (run_json,) = glob.glob(str(tmp_path / "run=*" / "run.json"))
     pids = json.load(open(run_json))["worker_pids"]
     cpus = sorted(os.sched_getaffinity(0))
     for name, cpu in (("p0", cpus[0]), ("p1", cpus[0]), ("c0", cpus[1]), ("c1", cpus[1])):
         threads = seen[str(pids[name])]
-        assert threads[str(pids[name])] == str(cpu), (name, seen)      # the main thread ...
+        assert threads[str(pids[name])] == str(cpu), (name, seen)  # the main thread ...
         # ... and with it the engine's libzmq I/O and reaper threads
         assert sum(allowed == str(cpu) for allowed in threads.values()) >= 3, (name, seen)
 
@@ -152,12 +187,32 @@ def test_the_plan_is_in_run_json_and_none_leaves_the_scheduler(tmp_path):
     """run.json names each worker's CPU; --cpu-placement none pins nothing (and says so)."""
     import json
     import glob
+
     runs = {}
     for choice in ("auto", "none"):
         out = tmp_path / choice
-        subprocess.run([sys.executable, "-m", "zmqload", "run", "--transport", "tcp", "--size", "64",
-                        "--count", "20000", "--quiet", "--cpu-placement", choice, "--out", str(out)],
-                       check=True, cwd=os.path.dirname(os.path.dirname(__file__)), timeout=120)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "zmqload",
+                "run",
+                "--transport",
+                "tcp",
+                "--size",
+                "64",
+                "--count",
+                "20000",
+                "--quiet",
+                "--cpu-placement",
+                choice,
+                "--out",
+                str(out),
+            ],
+            check=True,
+            cwd=os.path.dirname(os.path.dirname(__file__)),
+            timeout=120,
+        )
         (run_json,) = glob.glob(str(out / "run=*" / "run.json"))
         runs[choice] = json.load(open(run_json))
     cpus = sorted(os.sched_getaffinity(0))
@@ -180,17 +235,35 @@ def test_an_unpaced_inproc_pair_runs_on_one_cpu_the_controller_does_not(tmp_path
     (and what they started) are on the first CPU, its main thread (the controller) is not pinned."""
     import glob
     import json
+
     cpus = sorted(os.sched_getaffinity(0))
-    run = subprocess.Popen([sys.executable, "-m", "zmqload", "run", "--transport", "inproc", "--size", "64",
-                            "--duration", "3", "--count", "50000000", "--quiet", "--out", str(tmp_path)],
-                           cwd=os.path.dirname(os.path.dirname(__file__)))
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "zmqload",
+            "run",
+            "--transport",
+            "inproc",
+            "--size",
+            "64",
+            "--duration",
+            "3",
+            "--count",
+            "50000000",
+            "--quiet",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
     try:
         seen: dict[str, str] = {}
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and run.poll() is None:
             try:
                 threads = _allowed(str(run.pid))
-            except OSError:         # a thread ended between listing and reading
+            except OSError:  # a thread ended between listing and reading
                 continue
             if sum(allowed == str(cpus[0]) for allowed in threads.values()) >= 2:
                 seen = threads
@@ -201,7 +274,6 @@ def test_an_unpaced_inproc_pair_runs_on_one_cpu_the_controller_does_not(tmp_path
         if run.poll() is None:
             run.kill()
     assert sum(allowed == str(cpus[0]) for allowed in seen.values()) >= 2, seen
-    assert _expand(seen[str(run.pid)]) == cpus, seen          # the controller's own thread
+    assert _expand(seen[str(run.pid)]) == cpus, seen  # the controller's own thread
     (run_json,) = glob.glob(str(tmp_path / "run=*" / "run.json"))
     assert json.load(open(run_json))["cpu_placement"] == {"p0": cpus[0], "c0": cpus[0]}
-

@@ -1,5 +1,6 @@
 """The pytest plugin (zmqload.pytest_plugin), exercised as users meet it: inner pytest sessions
 in subprocesses (pytester), with the plugin loaded from the installed entry point."""
+
 from __future__ import annotations
 
 import itertools
@@ -22,22 +23,29 @@ INNER_TIMEOUT_S = 120
 @pytest.fixture
 def inner(pytester, monkeypatch):
     """Run an inner pytest session in a subprocess (workers are spawned processes)."""
-    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)   # the entry point must load
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)  # the entry point must load
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
-    for name in list(os.environ):       # when this suite itself runs under xdist: the inner session
-        if name.startswith("PYTEST_XDIST_"):   # is no xdist worker (pytest-benchmark would disable itself)
+    for name in list(os.environ):  # when this suite itself runs under xdist: the inner session
+        if name.startswith(
+            "PYTEST_XDIST_"
+        ):  # is no xdist worker (pytest-benchmark would disable itself)
             monkeypatch.delenv(name)
 
     def run(source: str, *args: str):
         pytester.makepyfile(test_inner=textwrap.dedent(source))
-        return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=INNER_TIMEOUT_S)
+        return pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", *args, timeout=INNER_TIMEOUT_S
+        )
+
     return run
 
 
 def _section(output: str, title: str, rule: str = "-") -> str:
     """The text of one titled section ('---- title ----' up to the next rule of any kind)."""
     r = re.escape(rule)
-    match = re.search(rf"^{r}+ {re.escape(title)} {r}+$\n(.*?)(?=^[-=_]{{5,}} |\Z)", output, re.M | re.S)
+    match = re.search(
+        rf"^{r}+ {re.escape(title)} {r}+$\n(.*?)(?=^[-=_]{{5,}} |\Z)", output, re.M | re.S
+    )
     assert match, f"no {title!r} section in:\n{output}"
     return match.group(1)
 
@@ -59,14 +67,18 @@ def test_passing_slo_passes_and_removes_its_run_directory(inner, tmp_path):
     """)
     result.assert_outcomes(passed=1)
     facts = json.loads(log.read_text())
-    assert 0 < facts["sent"] <= 10_000          # rate x duration, whichever bound ends first
-    assert os.path.dirname(facts["run_dir"]) == facts["out_dir"]   # records went to the test's directory
-    assert not os.path.exists(facts["out_dir"])                     # and it was removed after the pass
+    assert 0 < facts["sent"] <= 10_000  # rate x duration, whichever bound ends first
+    assert (
+        os.path.dirname(facts["run_dir"]) == facts["out_dir"]
+    )  # records went to the test's directory
+    assert not os.path.exists(facts["out_dir"])  # and it was removed after the pass
     assert "zmqload runs" not in result.stdout.str()
     assert "run directories kept" not in result.stdout.str()
 
 
-LOSSY = dict(pattern="pub-sub", size=1024, count=30_000, sndhwm=100, rcvhwm=100, consumer_delay_us=20)
+LOSSY = dict(
+    pattern="pub-sub", size=1024, count=30_000, sndhwm=100, rcvhwm=100, consumer_delay_us=20
+)
 
 
 def test_failing_slo_reports_the_runs_and_keeps_their_records(inner):
@@ -84,11 +96,15 @@ def test_failing_slo_reports_the_runs_and_keeps_their_records(inner):
     assert "pub-sub over tcp, 1024 B, unpaced, 1x1" in report
     assert re.search(rf"lost\s*\S\s*{lost:,} \(", report), report
     assert re.search(r"attempted\s*\S\s*30,000\b", report), report
-    assert re.search(r"latency from intended \(us\)\s*\S\s*p50 [\d,.]+\s+p99 [\d,.]+", report), report
+    assert re.search(r"latency from intended \(us\)\s*\S\s*p50 [\d,.]+\s+p99 [\d,.]+", report), (
+        report
+    )
     # where the loss happened: sequence ranges missing at the consumer
     missing = re.search(r"missing seqs of stream 0 at consumer 0: (.+)", report)
     assert missing, report
-    ranges = [tuple(int(x) for x in part.split("-")) for part in missing.group(1).rstrip(" .").split(", ")]
+    ranges = [
+        tuple(int(x) for x in part.split("-")) for part in missing.group(1).rstrip(" .").split(", ")
+    ]
     assert sum(r[-1] - r[0] + 1 for r in ranges) <= lost
     assert all(0 <= r[0] <= r[-1] < 30_000 for r in ranges)
     # the records survive for the Spark report, and the report says how to get it
@@ -102,14 +118,15 @@ def test_failing_slo_reports_the_runs_and_keeps_their_records(inner):
     assert f"test_inner.py::test_slow_subscriber: {os.path.dirname(run_dir)}" in summary
 
 
-@pytest.mark.slow     # a Spark session or many runs: out of make test-fast, in make test
+@pytest.mark.slow  # a Spark session or many runs: out of make test-fast, in make test
 def test_parallel_workers_share_no_endpoint_or_directory(inner, tmp_path):
     """Two xdist workers run tcp, ipc and inproc runs at the same time, all with one run name and
     one --zmqload-out: every message arrives exactly once and every run has its own directory.
     One test fails on purpose: its report and kept directory must cross from worker to controller."""
     logs, shared = tmp_path / "logs", tmp_path / "shared"
     logs.mkdir()
-    result = inner(f"""
+    result = inner(
+        f"""
         import json, os, time
         import pytest
 
@@ -130,15 +147,28 @@ def test_parallel_workers_share_no_endpoint_or_directory(inner, tmp_path):
         def test_impossible_slo(zmqload):
             result = zmqload.run(pattern="push-pull", size=64, count=20_000)
             assert result.latency_us(99) < 0.001
-    """, "-n", "2", "--zmqload-out", str(shared), "--zmqload-keep")
+    """,
+        "-n",
+        "2",
+        "--zmqload-out",
+        str(shared),
+        "--zmqload-keep",
+    )
     result.assert_outcomes(passed=6, failed=1)
     runs = [json.loads(p.read_text()) for p in sorted(logs.iterdir())]
     assert len(runs) == 6
     assert {r["worker"] for r in runs} == {"gw0", "gw1"}
     assert len({r["run_dir"] for r in runs}) == 6
-    assert all(os.path.isfile(os.path.join(r["run_dir"], "run.json")) for r in runs)   # --zmqload-keep
-    overlapping = [(a, b) for a, b in itertools.combinations(runs, 2)
-                   if a["worker"] != b["worker"] and a["started"] < b["finished"] and b["started"] < a["finished"]]
+    assert all(
+        os.path.isfile(os.path.join(r["run_dir"], "run.json")) for r in runs
+    )  # --zmqload-keep
+    overlapping = [
+        (a, b)
+        for a, b in itertools.combinations(runs, 2)
+        if a["worker"] != b["worker"]
+        and a["started"] < b["finished"]
+        and b["started"] < a["finished"]
+    ]
     assert overlapping, "the two workers never ran at the same time"
     output = result.stdout.str()
     report = _section(output, "zmqload runs")
@@ -158,10 +188,12 @@ BENCH_SOURCE = """
 """
 
 
-@pytest.mark.slow     # several runs: out of make test-fast, in make test
+@pytest.mark.slow  # several runs: out of make test-fast, in make test
 def test_benchmark_fixture_writes_throughput_to_json(inner, tmp_path):
     out = tmp_path / "bench.json"
-    result = inner(BENCH_SOURCE + """
+    result = inner(
+        BENCH_SOURCE
+        + """
     def test_wall_time(zmqload_benchmark, zmqload):
         zmqload_benchmark(pattern="push-pull", size=64, count=30_000, rounds=2, timing="wall",
                           run_name="named")
@@ -169,8 +201,11 @@ def test_benchmark_fixture_writes_throughput_to_json(inner, tmp_path):
 
     def test_not_a_benchmark(zmqload):
         pass
-    """, f"--benchmark-json={out}", "--benchmark-only")
-    result.assert_outcomes(passed=2, skipped=1)      # --benchmark-only knows the fixture for one
+    """,
+        f"--benchmark-json={out}",
+        "--benchmark-only",
+    )
+    result.assert_outcomes(passed=2, skipped=1)  # --benchmark-only knows the fixture for one
     benches = {b["name"]: b for b in json.loads(out.read_text())["benchmarks"]}
     engine, wall = benches["test_engine_throughput"], benches["test_wall_time"]
 
@@ -196,14 +231,26 @@ def _scale_times(path, factor: float) -> None:
     data = json.loads(path.read_text())
     for bench in data["benchmarks"]:
         stats = bench["stats"]
-        for key in ("min", "max", "mean", "median", "stddev", "iqr", "q1", "q3", "ld15iqr", "hd15iqr", "total"):
+        for key in (
+            "min",
+            "max",
+            "mean",
+            "median",
+            "stddev",
+            "iqr",
+            "q1",
+            "q3",
+            "ld15iqr",
+            "hd15iqr",
+            "total",
+        ):
             stats[key] *= factor
         stats["data"] = [x * factor for x in stats.get("data", [])]
         stats["ops"] /= factor
     path.write_text(json.dumps(data))
 
 
-@pytest.mark.slow     # a Spark session or many runs: out of make test-fast, in make test
+@pytest.mark.slow  # a Spark session or many runs: out of make test-fast, in make test
 def test_benchmark_compare_fail_guards_throughput(inner, tmp_path):
     storage = tmp_path / "storage"
     saved = inner(BENCH_SOURCE, f"--benchmark-storage=file://{storage}", "--benchmark-save=base")
@@ -212,8 +259,8 @@ def test_benchmark_compare_fail_guards_throughput(inner, tmp_path):
     slower, faster = baseline.with_name("0002_slower.json"), baseline.with_name("0003_faster.json")
     slower.write_text(baseline.read_text())
     faster.write_text(baseline.read_text())
-    _scale_times(slower, 4.0)        # a baseline 4x slower: today is no regression
-    _scale_times(faster, 0.25)       # a baseline 4x faster: today lost 75% of the throughput
+    _scale_times(slower, 4.0)  # a baseline 4x slower: today is no regression
+    _scale_times(faster, 0.25)  # a baseline 4x faster: today lost 75% of the throughput
 
     common = (f"--benchmark-storage=file://{storage}", "--benchmark-compare-fail=min:50%")
     ok = inner(BENCH_SOURCE, *common, "--benchmark-compare=0002")
@@ -221,12 +268,16 @@ def test_benchmark_compare_fail_guards_throughput(inner, tmp_path):
     assert "Performance has regressed" not in ok.stdout.str()
     regressed = inner(BENCH_SOURCE, *common, "--benchmark-compare=0003")
     assert regressed.ret != 0
-    said = regressed.stdout.str() + regressed.stderr.str()     # pytest-benchmark reports on stderr
-    assert re.search(r"Performance has regressed:\s*\n\s*test_engine_throughput \(0003_faster\) - "
-                     r"Field 'min' has failed PercentageRegressionCheck", said), said
+    said = regressed.stdout.str() + regressed.stderr.str()  # pytest-benchmark reports on stderr
+    assert re.search(
+        r"Performance has regressed:\s*\n\s*test_engine_throughput \(0003_faster\) - "
+        r"Field 'min' has failed PercentageRegressionCheck",
+        said,
+    ), said
 
 
 # -- without an inner session ----------------------------------------------------------------
+
 
 def test_directory_names_are_safe_and_never_reused(tmp_path):
     nodeid = "tests/test_x.py::test_feed[tcp://127.0.0.1:* / 512B]"
@@ -276,12 +327,14 @@ def user_service(stop_after=None):
 '''
 
 
-@pytest.mark.slow     # several runs: out of make test-fast, in make test
+@pytest.mark.slow  # several runs: out of make test-fast, in make test
 def test_the_fixture_points_at_a_users_service(inner):
     """The `zmqload` fixture loads a service of the user's (req-rep, --role producer): a test
     asserts its answers; a service that stops answering fails it with the answered and unanswered
     counts in the report."""
-    result = inner(SERVICE + """
+    result = inner(
+        SERVICE
+        + """
 def test_service_answers_everything(zmqload):
     result = zmqload.run(pattern="req-rep", role="producer", producers_connect=user_service(),
                          rate=2000, count=1000)
@@ -293,12 +346,14 @@ def test_service_that_stops(zmqload):
     result = zmqload.run(pattern="req-rep", role="producer", producers_connect=user_service(stop_after=20),
                          rate=1000, count=40, reply_timeout_ms=50)
     assert result.unanswered == 0
-""")
+"""
+    )
     result.assert_outcomes(passed=1, failed=1)
     output = result.stdout.str()
     assert "assert 20 == 0" in output
     report = _section(output, "zmqload runs")
     assert "1 producer(s) -> your service" in report
     assert re.search(r"echoed / by order\s*\S\s*20 / 0\b", report), report
-    assert re.search(r"answered\s*\S\s*20\b", report) and re.search(r"unanswered\s*\S\s*20 \(no reply within 50 ms\)",
-                                                                    report), report
+    assert re.search(r"answered\s*\S\s*20\b", report) and re.search(
+        r"unanswered\s*\S\s*20 \(no reply within 50 ms\)", report
+    ), report

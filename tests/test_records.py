@@ -1,4 +1,5 @@
 """The record format and the numpy-side building blocks (no sockets)."""
+
 from __future__ import annotations
 
 import os
@@ -13,11 +14,20 @@ from zmqload.contract import wire
 from zmqload.contract.control import ProducerFinal, SendCounters, StreamSeen
 from zmqload.measure.reconcile import missing_ranges, reconcile
 from zmqload.measure.histogram import Histogram, bucket_index, bucket_value
-from zmqload.runner.parquet_writer import (RECVS_SCHEMA, SAMPLE_BLOCK_ROWS, SAMPLES_SCHEMA, SENDS_SCHEMA, PartWriter,
-                                     Samples, SeenMap)
+from zmqload.runner.parquet_writer import (
+    RECVS_SCHEMA,
+    SAMPLE_BLOCK_ROWS,
+    SAMPLES_SCHEMA,
+    SENDS_SCHEMA,
+    PartWriter,
+    Samples,
+    SeenMap,
+)
 
 
-@pytest.mark.parametrize("schema", [SENDS_SCHEMA, RECVS_SCHEMA, SAMPLES_SCHEMA], ids=["sends", "recvs", "samples"])
+@pytest.mark.parametrize(
+    "schema", [SENDS_SCHEMA, RECVS_SCHEMA, SAMPLES_SCHEMA], ids=["sends", "recvs", "samples"]
+)
 def test_parquet_round_trip(tmp_path, schema):
     rng = np.random.default_rng(7)
     n = 5000
@@ -47,7 +57,7 @@ def test_wire_header_layout():
     t_sent = int.from_bytes(msg[8:16], "little")
     assert (word >> 48) & 0xFF == 0xFF and word & 0xFFFFFFFFFF == 5
     check = ((word >> 40) & 0xFF) | (word >> 56) << 8
-    assert check == wire.check(0xFF, 5, t_sent)     # the public key's check
+    assert check == wire.check(0xFF, 5, t_sent)  # the public key's check
     assert abs(t_sent - _engine.now_ns()) < 10_000_000_000
 
 
@@ -55,6 +65,7 @@ def test_intended_schedule_matches_engine():
     t0, rate = 1_000_000_000_123, 333_333
     seqs = np.array([0, 1, 2, 999_999, 123_456_789], dtype=np.int64)
     from zmqload.runner.parquet_writer import intended_times
+
     numpy_side = intended_times(t0, seqs, rate, seqs)
     assert [_engine.intended_ns(t0, int(s), rate) for s in seqs] == numpy_side.tolist()
 
@@ -87,24 +98,42 @@ def test_seen_map_counts_duplicates_and_reordering():
     seen.add(np.array([3, 2, 6], dtype=np.int64))
     assert seen.unique == 7
     assert seen.duplicates == 2
-    assert seen.reordered == 4          # 4, 4, 3, 2 arrived after a higher seq
+    assert seen.reordered == 4  # 4, 4, 3, 2 arrived after a higher seq
     assert seen.max_seq == 6
 
 
 def test_reconcile_fanout_and_round_robin():
     sent = np.ones(10, dtype=bool)
-    sent[7] = False                                   # an EAGAIN drop: not sent, not lost
-    producers = {0: ProducerFinal(SendCounters(attempted=10, sent=9), sent_ok_map=np.packbits(sent))}
+    sent[7] = False  # an EAGAIN drop: not sent, not lost
+    producers = {
+        0: ProducerFinal(SendCounters(attempted=10, sent=9), sent_ok_map=np.packbits(sent))
+    }
     got_a = np.zeros(10, bool)
     got_a[[0, 2, 4, 6, 8]] = True
     got_b = np.zeros(10, bool)
     got_b[[1, 3, 5]] = True
     nothing_drained = np.zeros(2, np.uint8)
     consumers = {
-        0: {0: StreamSeen(0, unique=5, duplicates=0, reordered=0, seen_map=np.packbits(got_a),
-                          drained_map=nothing_drained)},
-        1: {0: StreamSeen(0, unique=3, duplicates=0, reordered=0, seen_map=np.packbits(got_b),
-                          drained_map=nothing_drained)},
+        0: {
+            0: StreamSeen(
+                0,
+                unique=5,
+                duplicates=0,
+                reordered=0,
+                seen_map=np.packbits(got_a),
+                drained_map=nothing_drained,
+            )
+        },
+        1: {
+            0: StreamSeen(
+                0,
+                unique=3,
+                duplicates=0,
+                reordered=0,
+                seen_map=np.packbits(got_b),
+                drained_map=nothing_drained,
+            )
+        },
     }
     rr = reconcile(producers, consumers, fanout=False).streams[0]
     assert rr["expected"] == 9 and rr["unique_received"] == 8 and rr["lost"] == 1
@@ -125,8 +154,13 @@ def test_missing_ranges_limit():
 
 def test_compiled_histogram_matches_numpy_layout():
     rng = np.random.default_rng(11)
-    values = np.concatenate([rng.integers(-5, 300, 1000), rng.lognormal(15, 4, 5000).astype(np.int64),
-                             np.array([0, 127, 128, 255, 256, 2 ** 40, 2 ** 62])]).astype(np.int64)
+    values = np.concatenate(
+        [
+            rng.integers(-5, 300, 1000),
+            rng.lognormal(15, 4, 5000).astype(np.int64),
+            np.array([0, 127, 128, 255, 256, 2**40, 2**62]),
+        ]
+    ).astype(np.int64)
     counts = np.zeros_like(Histogram().counts)
     lo, hi, total = _engine.histogram_add(values, counts)
     expected = np.bincount(bucket_index(values), minlength=len(counts))
@@ -157,23 +191,31 @@ def test_samples_hold_bounded_memory_and_write_every_row(tmp_path):
     assert np.array_equal(table.column("tcp_sendq_bytes").to_numpy(), 4096 + np.arange(n))
     assert set(table.column("tcp_recvq_bytes").to_numpy().tolist()) == {-1}
     assert np.array_equal(table.column("rss_kb").to_numpy(), 150_000 + np.arange(n) % 5)
-    assert set(table.column("role").to_pylist()) == {"producer"} and set(table.column("worker").to_pylist()) == {3}
+    assert set(table.column("role").to_pylist()) == {"producer"} and set(
+        table.column("worker").to_pylist()
+    ) == {3}
 
 
-def test_an_untrusted_seen_map_holds_scattered_seqs_behind_and_counts_them_exactly(tmp_path, monkeypatch):
+def test_an_untrusted_seen_map_holds_scattered_seqs_behind_and_counts_them_exactly(
+    tmp_path, monkeypatch
+):
     """A user's producer (--role consumer) may scatter seqs over every page its pace allows: a seq
     is placed only within 2^23 + 256 seqs per arrival so far (the rest counted `beyond`), those behind
     the newest pages are set later in one pass, and the map and its counts are numpy's."""
     from zmqload.runner import parquet_writer
-    monkeypatch.setattr(parquet_writer, "BEHIND_ROWS", 500)        # several passes in a small run
+
+    monkeypatch.setattr(parquet_writer, "BEHIND_ROWS", 500)  # several passes in a small run
     rng = np.random.default_rng(38)
     chunks = [rng.integers(0, 40 * (1 << 20), rng.integers(1, 400)) for _ in range(60)]
-    chunks += [np.arange(10 << 20, (10 << 20) + 1000)]           # then in order near the top
+    chunks += [np.arange(10 << 20, (10 << 20) + 1000)]  # then in order near the top
     seen = parquet_writer.SeenMap(1 << 20, str(tmp_path / "s"), untrusted=True)
     loads = []
     page = parquet_writer.PagedFlags._page
-    monkeypatch.setattr(parquet_writer.PagedFlags, "_page",
-                        lambda self, k: (k in self.pages or loads.append(k)) and None or page(self, k))
+    monkeypatch.setattr(
+        parquet_writer.PagedFlags,
+        "_page",
+        lambda self, k: (k in self.pages or loads.append(k)) and None or page(self, k),
+    )
     placed, beyond, rows = [], 0, 0
     for chunk in chunks:
         seen.add(chunk.astype(np.int64), np.zeros(len(chunk), bool))
@@ -186,8 +228,12 @@ def test_an_untrusted_seen_map_holds_scattered_seqs_behind_and_counts_them_exact
     distinct = np.unique(everything)
     flags = np.unpackbits(np.fromfile(packed, np.uint8))[: distinct.max() + 1]
     assert np.array_equal(np.flatnonzero(flags), distinct)
-    assert (seen.unique, seen.duplicates, seen.beyond) == (len(distinct), len(everything) - len(distinct), beyond)
+    assert (seen.unique, seen.duplicates, seen.beyond) == (
+        len(distinct),
+        len(everything) - len(distinct),
+        beyond,
+    )
     assert 0 < beyond < rows and len(drained) == 0
-    assert os.path.getsize(packed) <= (1 << 20) + 32 * rows          # 1 MiB + 32 bytes an arrival
+    assert os.path.getsize(packed) <= (1 << 20) + 32 * rows  # 1 MiB + 32 bytes an arrival
     # a page is brought in once per pass over what is held, not once per chunk that touches it
     assert len(loads) < len(everything) // 4

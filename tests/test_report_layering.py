@@ -2,6 +2,7 @@
 zmqload.cli (but __main__, the `python -m zmqload.report` entry point that runs the
 report's command line), and its modules import each other without a cycle (every import
 counted, those inside functions too)."""
+
 from __future__ import annotations
 
 import ast
@@ -28,8 +29,11 @@ def _imports(name: str) -> set[str]:
             else:
                 module = node.module or ""
             found.add(module)
-            found.update(f"{module}.{alias.name}" for alias in node.names
-                         if os.path.exists(os.path.join(ROOT, *module.split("."), f"{alias.name}.py")))
+            found.update(
+                f"{module}.{alias.name}"
+                for alias in node.names
+                if os.path.exists(os.path.join(ROOT, *module.split("."), f"{alias.name}.py"))
+            )
     return {m for m in found if m == "zmqload" or m.startswith("zmqload.")}
 
 
@@ -39,16 +43,21 @@ def _modules() -> list[str]:
 
 def test_report_imports_nothing_of_the_command_line():
     seen = {(name, m) for name in _modules() for m in _imports(name)}
-    assert ("server", "zmqload.report.build") in seen      # the walk sees relative imports
-    assert ("__main__", "zmqload.cli.report") in seen      # and absolute ones
+    assert ("server", "zmqload.report.build") in seen  # the walk sees relative imports
+    assert ("__main__", "zmqload.cli.report") in seen  # and absolute ones
     cli = {(name, m) for name, m in seen if m == "zmqload.cli" or m.startswith("zmqload.cli.")}
     assert {name for name, _ in cli} <= {ENTRY_POINT}, cli
 
 
 def test_report_modules_import_each_other_without_a_cycle():
     prefix = "zmqload.report."
-    graph = {name: {m[len(prefix):] for m in _imports(name) if m.startswith(prefix)} for name in _modules()}
-    assert "build" in graph["command"] and "build" in graph["server"] and "server" in graph["command"]
+    graph = {
+        name: {m[len(prefix) :] for m in _imports(name) if m.startswith(prefix)}
+        for name in _modules()
+    }
+    assert (
+        "build" in graph["command"] and "build" in graph["server"] and "server" in graph["command"]
+    )
     done: set[str] = set()
 
     def visit(name: str, path: tuple[str, ...]) -> None:

@@ -1,6 +1,7 @@
 """--reset-at, the connection-reset fault: its rules, the privilege it needs (refused up front in one
 line), and real runs whose resets and losses are checked against numpy over the Parquet records
 and against a plain pyzmq PUSH/PULL pair with the same reset injected (ss -K, no zmqload code)."""
+
 from __future__ import annotations
 
 import os
@@ -19,19 +20,31 @@ from zmqload.errors import ConfigError
 RESETS = "0.5,1.2"
 
 
-@pytest.mark.parametrize("values, says", [
-    (dict(reset_at="1,0.5"), "must increase"),
-    (dict(reset_at="1,1"), "must increase"),
-    (dict(reset_at="soon"), "got 'soon'"),
-    (dict(reset_at="-1"), "got '-1'"),
-    (dict(reset_at="2", duration=2), "not within --duration 2"),
-    (dict(reset_at="1", transport="ipc"), "over ipc"),
-    (dict(reset_at="1", transport="inproc"), "over inproc"),
-    (dict(reset_at="1", endpoint="ipc:///tmp/zl-reset"), "over ipc"),
-    (dict(reset_at="1", producers_connect="tcp://127.0.0.1:5998", consumers_connect="tcp://127.0.0.1:5999"),
-     "a device, consumer or producer of yours"),
-    (dict(reset_at="1", role="producer", producers_connect="tcp://127.0.0.1:5999"), "a device, consumer or producer of yours"),
-])
+@pytest.mark.parametrize(
+    "values, says",
+    [
+        (dict(reset_at="1,0.5"), "must increase"),
+        (dict(reset_at="1,1"), "must increase"),
+        (dict(reset_at="soon"), "got 'soon'"),
+        (dict(reset_at="-1"), "got '-1'"),
+        (dict(reset_at="2", duration=2), "not within --duration 2"),
+        (dict(reset_at="1", transport="ipc"), "over ipc"),
+        (dict(reset_at="1", transport="inproc"), "over inproc"),
+        (dict(reset_at="1", endpoint="ipc:///tmp/zl-reset"), "over ipc"),
+        (
+            dict(
+                reset_at="1",
+                producers_connect="tcp://127.0.0.1:5998",
+                consumers_connect="tcp://127.0.0.1:5999",
+            ),
+            "a device, consumer or producer of yours",
+        ),
+        (
+            dict(reset_at="1", role="producer", producers_connect="tcp://127.0.0.1:5999"),
+            "a device, consumer or producer of yours",
+        ),
+    ],
+)
 def test_reset_at_is_refused_in_one_line(values, says):
     with pytest.raises(ConfigError) as info:
         Workload(**values)
@@ -41,20 +54,43 @@ def test_reset_at_is_refused_in_one_line(values, says):
 
 def test_reset_at_is_read_as_increasing_seconds():
     assert Workload(reset_at="0.5, 1,2.25", duration=3).reset_times == (0.5, 1.0, 2.25)
-    assert Workload(reset_at="4", count=1000).reset_times == (4.0,)     # no --duration: not bounded by it
+    assert Workload(reset_at="4", count=1000).reset_times == (
+        4.0,
+    )  # no --duration: not bounded by it
     assert Workload().reset_times == ()
 
 
-@pytest.mark.skipif(shutil.which("capsh") is None or os.geteuid() != 0, reason="needs root and capsh to drop "
-                    "CAP_NET_ADMIN")
+@pytest.mark.skipif(
+    shutil.which("capsh") is None or os.geteuid() != 0,
+    reason="needs root and capsh to drop CAP_NET_ADMIN",
+)
 def test_without_the_privilege_the_run_is_refused_up_front(tmp_path):
     """A process without CAP_NET_ADMIN cannot destroy sockets (ss -K kills nothing and exits 0): refused
     before anything starts, one line naming what is needed, exit 2, nothing left behind."""
     out = tmp_path / "runs"
-    command = " ".join([sys.executable, "-m", "zmqload", "run", "--duration", "1", "--rate", "1k",
-                        "--reset-at", "0.5", "--out", str(out)])
-    done = subprocess.run(["capsh", "--drop=cap_net_admin", "--", "-c", command], capture_output=True, text=True,
-                          timeout=60, check=False)
+    command = " ".join(
+        [
+            sys.executable,
+            "-m",
+            "zmqload",
+            "run",
+            "--duration",
+            "1",
+            "--rate",
+            "1k",
+            "--reset-at",
+            "0.5",
+            "--out",
+            str(out),
+        ]
+    )
+    done = subprocess.run(
+        ["capsh", "--drop=cap_net_admin", "--", "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "--reset-at" in lines[0] and "CAP_NET_ADMIN" in lines[0], done.stderr
@@ -73,10 +109,15 @@ def test_a_run_with_resets_records_them_and_counts_the_loss(run_workload):
     result = run_workload(rate=20_000, duration=2, reset_at=RESETS)
     meta = read_meta(result.run_dir)
     t0 = meta["schedule"]["t0_ns"]
-    assert [r["connections"] for r in meta["resets"]] == [1, 1]      # one PUSH -> PULL connection each time
+    assert [r["connections"] for r in meta["resets"]] == [
+        1,
+        1,
+    ]  # one PUSH -> PULL connection each time
     for reset, due in zip(meta["resets"], (0.5, 1.2)):
         # made when due, within the controller's 20 ms poll and one ss call
-        assert 0 <= reset["t_ns"] - (t0 + due * 1e9) < 0.2e9 and reset["at_s"] == pytest.approx(due, abs=0.2)
+        assert 0 <= reset["t_ns"] - (t0 + due * 1e9) < 0.2e9 and reset["at_s"] == pytest.approx(
+            due, abs=0.2
+        )
     assert result.resets == meta["resets"]
     check_identity(result)
     assert result.lost == _sent_minus_received(result.run_dir) == meta["counters"]["lost"]
@@ -86,7 +127,7 @@ def test_a_run_with_resets_records_them_and_counts_the_loss(run_workload):
 
 
 # ------------------------------------------------------------------- the fate, checked from the records
-SLOW_US = 80        # the consumer's work per message: 12.5k/s against 20k/s sent, a backlog at each reset
+SLOW_US = 80  # the consumer's work per message: 12.5k/s against 20k/s sent, a backlog at each reset
 
 
 def _lost_at_resets_from_parquet(run_dir: str, resets: list[dict]) -> tuple[int, np.ndarray]:
@@ -99,7 +140,7 @@ def _lost_at_resets_from_parquet(run_dir: str, resets: list[dict]) -> tuple[int,
     got, t_recv = recvs["seq"].to_numpy(), recvs["t_recv_ns"].to_numpy()
     missing = np.setdiff1d(ok, got)
     lost = np.zeros(len(missing), bool)
-    for reset in resets:        # asked for at t_ns - took_ns, made by t_ns
+    for reset in resets:  # asked for at t_ns - took_ns, made by t_ns
         high = got[t_recv <= reset["t_ns"] - reset["took_ns"]].max(initial=-1)
         k = seq[t_sent > reset["t_ns"]].min()
         back = got[got >= k]
@@ -132,14 +173,16 @@ def test_a_plain_pyzmq_pair_loses_the_same_kind_of_messages_at_a_reset(tmp_path,
     """The oracle: plain pyzmq (its own libzmq), the same slow PULL and the same resets by ss -K. Both
     lose a run of messages at each reset, all sent before it, then deliver again; no duplicates."""
     sent, got, boundaries = pair_with_resets(str(tmp_path), 20_000, 2.0, [0.5, 1.2], SLOW_US)
-    assert len(got) == len(set(got))                                   # no duplicates
+    assert len(got) == len(set(got))  # no duplicates
     missing = np.setdiff1d(np.arange(sent), np.array(got))
     runs = seq_runs(missing)
-    assert missing.size > 0 and 1 <= len(runs) <= 2, runs             # a run lost at a reset
-    assert all(last < boundaries[-1] for _, last in runs)               # sent before a reset: in flight
-    assert max(got) == sent - 1                                         # delivered again after the last reset
+    assert missing.size > 0 and 1 <= len(runs) <= 2, runs  # a run lost at a reset
+    assert all(last < boundaries[-1] for _, last in runs)  # sent before a reset: in flight
+    assert max(got) == sent - 1  # delivered again after the last reset
     result = run_workload(rate=20_000, duration=2, consumer_delay_us=SLOW_US, reset_at=RESETS)
-    assert result.dropped_reset > 0 and result.duplicates == 0 and result.lost == result.dropped_reset
+    assert (
+        result.dropped_reset > 0 and result.duplicates == 0 and result.lost == result.dropped_reset
+    )
 
 
 def test_a_reset_that_cannot_be_made_mid_run_fails_the_run_in_one_line(monkeypatch, tmp_path):
@@ -147,9 +190,10 @@ def test_a_reset_that_cannot_be_made_mid_run_fails_the_run_in_one_line(monkeypat
     of subprocess's."""
     from zmqload.errors import RunError
     from zmqload.runner.resets import Resets
+
     made: list = []
     resets = Resets(0, [0], frozenset({5999}), made)
-    monkeypatch.setenv("PATH", str(tmp_path))          # an empty directory: no ss
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no ss
     with pytest.raises(RunError, match=r"the connection reset due at -?\d.* failed: ss: "):
         resets.poll()
     assert made == []
@@ -163,11 +207,25 @@ def test_a_repaired_run_keeps_its_resets_and_their_losses(tmp_path):
     import time
 
     import fault_table as ft
+
     out = str(tmp_path)
     run_dir = os.path.join(out, "run=reset-repair")
-    proc = end_with_the_test(ft.start_run(out, "reset-repair", ["--rate", "20k", "--duration", "2",
-                                                                "--consumer-delay-us", str(SLOW_US), "--reset-at",
-                                                                RESETS]))
+    proc = end_with_the_test(
+        ft.start_run(
+            out,
+            "reset-repair",
+            [
+                "--rate",
+                "20k",
+                "--duration",
+                "2",
+                "--consumer-delay-us",
+                str(SLOW_US),
+                "--reset-at",
+                RESETS,
+            ],
+        )
+    )
     ft.wait_started(run_dir)
     seen_running = 0
     deadline = time.monotonic() + 60
@@ -179,8 +237,17 @@ def test_a_repaired_run_keeps_its_resets_and_their_losses(tmp_path):
     assert proc.wait(60) == 0 and seen_running == 2
     finished = ft.read_meta(run_dir)
     # as a controller that died after its resets leaves it: running, without the end's figures
-    left = dict(finished, status="running", finished_at=None, counters=None, summary=None, drain=None,
-                streams=[], producers=[], consumers=[])
+    left = dict(
+        finished,
+        status="running",
+        finished_at=None,
+        counters=None,
+        summary=None,
+        drain=None,
+        streams=[],
+        producers=[],
+        consumers=[],
+    )
     with open(os.path.join(run_dir, "run.json"), "w") as f:
         json.dump(left, f)
     done = ft.repair(run_dir)

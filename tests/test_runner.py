@@ -1,5 +1,6 @@
 """The controller's parts on their own: control messages, worker ids, the drain rule,
 and workers that start without re-importing the caller's script."""
+
 from __future__ import annotations
 
 import json
@@ -22,31 +23,50 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _payload(index: list[int], count: list[int]) -> dict:
     """A histogram payload as measure/histogram.py's to_payload makes it."""
-    return {"index": index, "count": count, "min": min(index, default=None), "max": max(index, default=None),
-            "total": sum(i * n for i, n in zip(index, count))}
+    return {
+        "index": index,
+        "count": count,
+        "min": min(index, default=None),
+        "max": max(index, default=None),
+        "total": sum(i * n for i, n in zip(index, count)),
+    }
 
 
 def test_every_control_message_round_trips_as_data():
     seen = control.StreamSeen(3, 10, 1, 2, np.packbits([1, 0, 1, 1]), np.zeros(1, np.uint8))
     messages = [
-        control.Connect(["tcp://127.0.0.1:5555"]), control.Warmup(), control.Start(123), control.ProducersDone("fast"),
-        control.Close(), control.Stop(True), control.Ready(["ipc:///tmp/x"]), control.Connected(), control.Warm(),
-        control.Progress(5, 1, 7), control.ProducerDone(control.SendCounters(1, 2, 3)),
-        control.ProducerFinal(control.SendCounters(4, 4), np.packbits([1, 1, 1, 1]), 1, 2, rtt=_payload([1], [1])),
+        control.Connect(["tcp://127.0.0.1:5555"]),
+        control.Warmup(),
+        control.Start(123),
+        control.ProducersDone("fast"),
+        control.Close(),
+        control.Stop(True),
+        control.Ready(["ipc:///tmp/x"]),
+        control.Connected(),
+        control.Warm(),
+        control.Progress(5, 1, 7),
+        control.ProducerDone(control.SendCounters(1, 2, 3)),
+        control.ProducerFinal(
+            control.SendCounters(4, 4), np.packbits([1, 1, 1, 1]), 1, 2, rtt=_payload([1], [1])
+        ),
         control.ConsumerFinal(1, 2, 3, 4, 5, 6, 7, _payload([0], [1]), _payload([], []), [seen]),
-        control.ProxyFinal(9), control.Failed("boom", 98, "tb"),
+        control.ProxyFinal(9),
+        control.Failed("boom", 98, "tb"),
     ]
     for message in messages:
         frames = [bytes(f) for f in control.encode(message)]
         assert b"pickle" not in frames[0]
-        json.loads(frames[0])                   # the head is plain JSON
+        json.loads(frames[0])  # the head is plain JSON
         back = control.decode(frames)
         assert type(back) is type(message)
         if isinstance(message, control.ConsumerFinal):
             assert back.streams[0].stream == 3
             assert np.array_equal(back.streams[0].seen_map, seen.seen_map)
         elif isinstance(message, control.ProducerFinal):
-            assert np.array_equal(back.sent_ok_map, message.sent_ok_map) and back.counters == message.counters
+            assert (
+                np.array_equal(back.sent_ok_map, message.sent_ok_map)
+                and back.counters == message.counters
+            )
         else:
             assert back == message
 
@@ -66,11 +86,19 @@ def test_worker_ids():
             WorkerId.parse(bad)
 
 
-@pytest.mark.parametrize("received,idle_ms,since_s,drain,expect", [
-    (100, 0, 0, "fast", "complete"), (50, 1101, 1, "fast", "idle"), (50, 1000, 1, "fast", None),
-    (50, 10, 61, "fast", "limit"), (50, 10, 1, "fast", None),
-    # a slow drain waits one work item (300 ms here) longer before it calls the consumers idle
-    (50, 1101, 1, "slow", None), (50, 1401, 1, "slow", "idle")])
+@pytest.mark.parametrize(
+    "received,idle_ms,since_s,drain,expect",
+    [
+        (100, 0, 0, "fast", "complete"),
+        (50, 1101, 1, "fast", "idle"),
+        (50, 1000, 1, "fast", None),
+        (50, 10, 61, "fast", "limit"),
+        (50, 10, 1, "fast", None),
+        # a slow drain waits one work item (300 ms here) longer before it calls the consumers idle
+        (50, 1101, 1, "slow", None),
+        (50, 1401, 1, "slow", "idle"),
+    ],
+)
 def test_drain_decision(received, idle_ms, since_s, drain, expect):
     # idle = --drain-timeout-ms + the 100 ms the consumers' counts take to arrive (+ work, slow)
     w = Workload(drain_timeout_ms=1000, drain_limit_s=60, consumer_delay_us=300_000, drain=drain)
@@ -83,16 +111,29 @@ def test_readme_example_as_plain_script_without_main_guard(tmp_path, how):
     runs once, is not re-imported by the workers, and its run completes; as a file and as
     `python - <<EOF` (which multiprocessing's spawn could not re-import at all)."""
     script = tmp_path / "example.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         from zmqload import Workload, run
         print("top level ran")
         result = run(Workload(pattern="pub-sub", rate=5_000, size=512, duration=0.5, sndhwm=1000,
-                              rcvhwm=1000, out={str(tmp_path / 'runs')!r}))
+                              rcvhwm=1000, out={str(tmp_path / "runs")!r}))
         print("status", result.status, result.lost, result.run_dir)
-    """))
-    argv, stdin = ([sys.executable, str(script)], None) if how == "file" else ([sys.executable, "-"], script.read_text())
-    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path, env=dict(os.environ, PYTHONPATH=ROOT))
+    """)
+    )
+    argv, stdin = (
+        ([sys.executable, str(script)], None)
+        if how == "file"
+        else ([sys.executable, "-"], script.read_text())
+    )
+    done = subprocess.run(
+        argv,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("top level ran") == 1
     assert "status complete 0" in done.stdout

@@ -1,4 +1,5 @@
 """End-to-end runs over real libzmq sockets, checked against the Parquet records."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,7 +30,9 @@ def test_million_push_pull_tcp_every_seq_exactly_once(run_workload):
 
 def test_paced_run_hits_target_rate(run_workload):
     rate, duration = 100_000, 2.0
-    result = run_workload(pattern="push-pull", transport="tcp", size=64, rate=rate, duration=duration)
+    result = run_workload(
+        pattern="push-pull", transport="tcp", size=64, rate=rate, duration=duration
+    )
     sends = read_table(result.run_dir, "sends")
     t = np.sort(sends.column("t_sent_ns").to_numpy())
     achieved = (len(t) - 1) / ((t[-1] - t[0]) / 1e9)
@@ -44,8 +47,17 @@ def test_paced_run_hits_target_rate(run_workload):
 
 
 def test_pub_sub_slow_consumer_loses_and_accounts_exactly(run_workload):
-    result = run_workload(pattern="pub-sub", transport="tcp", size=64, count=20_000, rate=200_000,
-                          sndhwm=10, rcvhwm=10, consumer_delay_us=50, drain_timeout_ms=500)
+    result = run_workload(
+        pattern="pub-sub",
+        transport="tcp",
+        size=64,
+        count=20_000,
+        rate=200_000,
+        sndhwm=10,
+        rcvhwm=10,
+        consumer_delay_us=50,
+        drain_timeout_ms=500,
+    )
     assert result.lost > 0
     assert result.lost == result.sent - result.unique_received
     recv_seqs = set(read_table(result.run_dir, "recvs").column("seq").to_pylist())
@@ -58,9 +70,19 @@ def test_pub_sub_slow_consumer_loses_and_accounts_exactly(run_workload):
 
 
 def test_dontwait_at_tiny_hwm_counts_eagain(run_workload):
-    result = run_workload(pattern="push-pull", transport="tcp", size=64, count=5_000, send_mode="dontwait",
-                          sndhwm=1, rcvhwm=1, sndbuf=4096, rcvbuf=4096, consumer_delay_us=2_000,
-                          drain_timeout_ms=300)
+    result = run_workload(
+        pattern="push-pull",
+        transport="tcp",
+        size=64,
+        count=5_000,
+        send_mode="dontwait",
+        sndhwm=1,
+        rcvhwm=1,
+        sndbuf=4096,
+        rcvbuf=4096,
+        consumer_delay_us=2_000,
+        drain_timeout_ms=300,
+    )
     assert result.eagain > 0
     assert result.sent + result.eagain == result.attempted == 5_000
     status = read_table(result.run_dir, "sends").column("status").to_numpy()
@@ -72,8 +94,9 @@ def test_dontwait_at_tiny_hwm_counts_eagain(run_workload):
 @pytest.mark.parametrize("pattern", ["push-pull", "pub-sub"])
 def test_transports_deliver_everything_when_paced(run_workload, transport, pattern):
     n = 20_000
-    result = run_workload(pattern=pattern, transport=transport, size=128, count=n, rate=50_000,
-                          sndhwm=0, rcvhwm=0)
+    result = run_workload(
+        pattern=pattern, transport=transport, size=128, count=n, rate=50_000, sndhwm=0, rcvhwm=0
+    )
     assert result.status == "complete"
     assert result.unique_received == n and result.lost == 0
     seqs = np.sort(read_table(result.run_dir, "recvs").column("seq").to_numpy())
@@ -83,8 +106,17 @@ def test_transports_deliver_everything_when_paced(run_workload, transport, patte
 @pytest.mark.parametrize("pattern,consumers", [("push-pull", 2), ("pub-sub", 2)])
 def test_multi_producer_streams_complete(run_workload, pattern, consumers):
     n, producers = 20_000, 3
-    result = run_workload(pattern=pattern, transport="tcp", size=64, count=n, rate=40_000,
-                          producers=producers, consumers=consumers, sndhwm=0, rcvhwm=0)
+    result = run_workload(
+        pattern=pattern,
+        transport="tcp",
+        size=64,
+        count=n,
+        rate=40_000,
+        producers=producers,
+        consumers=consumers,
+        sndhwm=0,
+        rcvhwm=0,
+    )
     assert result.lost == 0
     recvs = read_table(result.run_dir, "recvs")
     stream = recvs.column("stream").to_numpy()
@@ -103,13 +135,25 @@ def test_dealer_router_and_pair(run_workload):
     # A short pause before close: terminating right after the last send can lose the
     # tail in libzmq itself (see test_shutdown_tail_loss_is_located), not what this test is about.
     for pattern in ("dealer-router", "pair"):
-        result = run_workload(pattern=pattern, transport="ipc", size=32, count=10_000, close_pause_ms=200)
+        result = run_workload(
+            pattern=pattern, transport="ipc", size=32, count=10_000, close_pause_ms=200
+        )
         assert result.unique_received == 10_000 and result.lost == 0, pattern
 
 
 def test_proxy_pattern_delivers_through_xsub_xpub(run_workload):
-    result = run_workload(pattern="proxy", transport="tcp", size=64, count=20_000, rate=50_000,
-                          sndhwm=0, rcvhwm=0, proxy_sndhwm=0, proxy_rcvhwm=0, consumers=2)
+    result = run_workload(
+        pattern="proxy",
+        transport="tcp",
+        size=64,
+        count=20_000,
+        rate=50_000,
+        sndhwm=0,
+        rcvhwm=0,
+        proxy_sndhwm=0,
+        proxy_rcvhwm=0,
+        consumers=2,
+    )
     assert result.expected == 40_000 and result.lost == 0
     samples = read_table(result.run_dir, "samples")
     roles = set(samples.column("role").to_pylist())

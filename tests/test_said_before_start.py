@@ -2,6 +2,7 @@
 expected_bytes summed over the runs, or over the probes a search is expected to make), on the
 first line, before any run's output; and a warning when the disk holds less. A `run` expected
 to write more than the disk holds is refused; a long one says what it will write."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,8 +27,14 @@ WRITES = re.compile(r"writing up to about ([\d,.]+) MB to (\S+)")
 
 def _cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=ROOT, COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "zmqload", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "zmqload", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=ROOT,
+    )
 
 
 def _megabytes(line: str) -> float:
@@ -36,16 +43,31 @@ def _megabytes(line: str) -> float:
     return float(match.group(1).replace(",", ""))
 
 
-@pytest.mark.slow     # several runs: out of make test-fast, in make test
+@pytest.mark.slow  # several runs: out of make test-fast, in make test
 def test_the_sweep_says_what_it_writes_before_its_first_run(tmp_path):
     out = str(tmp_path / "runs")
-    p = _cli("sweep", "--pattern", "push-pull", "--size", "64,1024", "--count", "2000", "--out", out, timeout=300)
+    p = _cli(
+        "sweep",
+        "--pattern",
+        "push-pull",
+        "--size",
+        "64,1024",
+        "--count",
+        "2000",
+        "--out",
+        out,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert lines[0].startswith("2 runs, about ") and "writing up to about" in lines[0], lines
-    assert lines.index(next(ln for ln in lines if ln.startswith("[1/2]"))) > 0     # after the line, not before
+    assert (
+        lines.index(next(ln for ln in lines if ln.startswith("[1/2]"))) > 0
+    )  # after the line, not before
     # the figure is runner.run's expected_bytes of each point, summed
-    spec = sweeps.SweepSpec(fixed={"pattern": "push-pull", "count": 2000}, axes={"size": [64, 1024]}, out=out)
+    spec = sweeps.SweepSpec(
+        fixed={"pattern": "push-pull", "count": 2000}, axes={"size": [64, 1024]}, out=out
+    )
     expected = sum(expected_bytes(pt.workload) or 0 for pt in sweeps.plan(spec).points)
     assert _megabytes(lines[0]) == pytest.approx(expected / 1e6, abs=0.051)
     assert WRITES.search(lines[0]).group(2) == out
@@ -55,21 +77,40 @@ def test_a_dry_run_says_it_too_and_counts_unbounded_runs_at_the_guess():
     p = _cli("sweep", "--rate", "10k,max", "--duration", "2", "--dry-run", timeout=120)
     assert p.returncode == 0, p.stderr
     first = p.stdout.splitlines()[0]
-    assert "writing up to about" in first and f"1 unpaced --duration run counted at {UNPACED_RATE_GUESS:,}" in first
+    assert (
+        "writing up to about" in first
+        and f"1 unpaced --duration run counted at {UNPACED_RATE_GUESS:,}" in first
+    )
     guessed = expected_bytes(Workload(rate=UNPACED_RATE_GUESS, duration=2).validate()) or 0
     paced = expected_bytes(Workload(rate=10_000, duration=2).validate()) or 0
     assert _megabytes(first) == pytest.approx((guessed + paced) / 1e6, rel=0.001)
 
 
-@pytest.mark.slow     # several runs: out of make test-fast, in make test
+@pytest.mark.slow  # several runs: out of make test-fast, in make test
 def test_the_capacity_search_says_what_it_writes_before_its_first_probe(tmp_path):
     out = str(tmp_path / "cap")
-    p = _cli("capacity", "--pattern", "push-pull", "--start-rate", "200", "--probe-duration", "0.2",
-             "--max-probes", "2", "--out", out, timeout=300)
-    assert p.returncode in (0, 1), p.stderr           # two probes may or may not settle it
+    p = _cli(
+        "capacity",
+        "--pattern",
+        "push-pull",
+        "--start-rate",
+        "200",
+        "--probe-duration",
+        "0.2",
+        "--max-probes",
+        "2",
+        "--out",
+        out,
+        timeout=300,
+    )
+    assert p.returncode in (0, 1), p.stderr  # two probes may or may not settle it
     lines = p.stdout.splitlines()
-    assert lines[0].startswith("1 search, about 2 probes of 0.2 s (at most 2 per search), writing up to about"), lines
-    assert any(ln.startswith("search 1/1") for ln in lines[1:]) and not lines[0].lstrip().startswith("probe")
+    assert lines[0].startswith(
+        "1 search, about 2 probes of 0.2 s (at most 2 per search), writing up to about"
+    ), lines
+    assert any(ln.startswith("search 1/1") for ln in lines[1:]) and not lines[
+        0
+    ].lstrip().startswith("probe")
     # two probes at 200 and 400 msg/s (the ramp), 0.2 s each
     template = Workload(pattern="push-pull", rate=200, duration=0.2).validate()
     expected = sum(expected_bytes(dataclasses.replace(template, rate=r)) or 0 for r in (200, 400))
@@ -80,25 +121,39 @@ def test_the_probes_expected_are_the_searchs_own():
     """The probe count comes from find_max_rate itself, with probes that pass up to the guess."""
     plan = SearchPlan(start_rate=20_000, precision=0.05, probe_duration=1, max_probes=20)
     rates = capacity_cli.expected_probes(plan, 50_000)
-    assert rates[:3] == [20_000, 40_000, 80_000] and rates[-1] == rates[-2] <= 50_000 < 80_000   # confirmed
+    assert (
+        rates[:3] == [20_000, 40_000, 80_000] and rates[-1] == rates[-2] <= 50_000 < 80_000
+    )  # confirmed
     real = find_max_rate(lambda r: Probe(r, r <= 50_000), plan)
     assert rates == [p.rate for p in real.probes] and len(rates) <= plan.max_probes
     assert len(capacity_cli.expected_probes(SearchPlan(start_rate=1, max_probes=3), 10**9)) == 3
 
 
 def test_the_guess_is_the_consumers_work_ceiling_or_the_generators():
-    assert capacity_cli.likely_capacity(Workload(consumer_delay_us=20)) == (50_000, "the consumers' work ceiling")
+    assert capacity_cli.likely_capacity(Workload(consumer_delay_us=20)) == (
+        50_000,
+        "the consumers' work ceiling",
+    )
     # round robin shares the work among consumers; fan-out gives each all of it
-    assert capacity_cli.likely_capacity(Workload(consumer_delay_us=20, consumers=2, producers=4))[0] == 25_000
-    assert capacity_cli.likely_capacity(Workload(pattern="pub-sub", consumer_delay_us=20, consumers=2,
-                                                 producers=2))[0] == 25_000
+    assert (
+        capacity_cli.likely_capacity(Workload(consumer_delay_us=20, consumers=2, producers=4))[0]
+        == 25_000
+    )
+    assert (
+        capacity_cli.likely_capacity(
+            Workload(pattern="pub-sub", consumer_delay_us=20, consumers=2, producers=2)
+        )[0]
+        == 25_000
+    )
     assert capacity_cli.likely_capacity(Workload())[0] == UNPACED_RATE_GUESS
 
 
 def test_a_disk_with_too_little_room_is_one_warning_line(tmp_path, capsys):
     common.disk_warning("zmqload sweep", str(tmp_path / "not" / "yet"), 10**18, "the sweep is")
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"zmqload sweep: warning: {tmp_path / 'not' / 'yet'}: ")
+    assert len(err) == 1 and err[0].startswith(
+        f"zmqload sweep: warning: {tmp_path / 'not' / 'yet'}: "
+    )
     assert "the sweep is expected to write about 1,000,000,000,000,000,000" in err[0]
     common.disk_warning("zmqload sweep", str(tmp_path), 1, "the sweep is")
     assert capsys.readouterr().err == ""
@@ -128,11 +183,14 @@ def test_a_run_that_cannot_fit_is_refused_before_anything_is_made(tmp_path):
 
 def test_a_long_run_says_what_it_writes(tmp_path, capsys):
     from zmqload.cli import run as run_cli
+
     long_run = Workload(count=100_000_000, out=str(tmp_path)).validate()
     run_cli.say_disk(long_run)
     line = capsys.readouterr().err
-    assert line.startswith(f"zmqload run: writing about {common.megabytes(expected_bytes(long_run) or 0)} "
-                           f"to {tmp_path}, ")
+    assert line.startswith(
+        f"zmqload run: writing about {common.megabytes(expected_bytes(long_run) or 0)} "
+        f"to {tmp_path}, "
+    )
     assert "a disk that fills ends the run failed" in line
     run_cli.say_disk(Workload(count=1_000_000, out=str(tmp_path)).validate())
     assert capsys.readouterr().err == ""

@@ -1,6 +1,7 @@
 """Each named scenario in its fast form: the measurements and the verdict rules, not
 fixed verdict strings. Verdicts changed with the message fates (issue "The fate of every
 message"): a message still queued at the end is no longer counted as dropped."""
+
 from __future__ import annotations
 
 import json
@@ -46,7 +47,7 @@ def test_linger_tail_accounts_for_every_message(scenario_out):
     for run in outcome.figures["runs"]:
         missing = sum(b - a + 1 for a, b in run["missing"])
         assert run["delivered"] + run["drained"] + missing == 10
-        assert run["dropped_tail"] == missing       # whatever is lost is lost at the tail, at close
+        assert run["dropped_tail"] == missing  # whatever is lost is lost at the tail, at close
         if missing:
             assert run["missing"][-1][1] == 9
     lossy = [r for r in outcome.figures["runs"] if r["dropped_tail"]]
@@ -57,30 +58,45 @@ def test_hwm_behaviour_push_and_dealer_block_pub_drops(scenario_out):
     outcome = run_scenario("hwm-behaviour", scenario_out, fast=True)
     _check_verdicts(outcome, "hwm-behaviour")
     figures = outcome.figures
-    assert figures["push-pull"]["timeouts"] > 0           # PUSH blocks (sends time out)
-    assert figures["dealer-router"]["timeouts"] > 0       # DEALER blocks
-    assert figures["pub-sub"]["timeouts"] == 0            # PUB never blocks ...
-    assert figures["pub-sub"]["eagain"] == 0              # ... nor returns EAGAIN with DONTWAIT
-    assert figures["push-pull"]["eagain"] > 0             # PUSH with DONTWAIT says EAGAIN
-    assert figures["pub-sub"]["dropped_dontwait"] > 0     # the PUB dropped silently instead
-    assert figures["push-pull"]["dropped_dontwait"] == 0  # a PUSH that says EAGAIN drops nothing it accepted
+    assert figures["push-pull"]["timeouts"] > 0  # PUSH blocks (sends time out)
+    assert figures["dealer-router"]["timeouts"] > 0  # DEALER blocks
+    assert figures["pub-sub"]["timeouts"] == 0  # PUB never blocks ...
+    assert figures["pub-sub"]["eagain"] == 0  # ... nor returns EAGAIN with DONTWAIT
+    assert figures["push-pull"]["eagain"] > 0  # PUSH with DONTWAIT says EAGAIN
+    assert figures["pub-sub"]["dropped_dontwait"] > 0  # the PUB dropped silently instead
+    assert (
+        figures["push-pull"]["dropped_dontwait"] == 0
+    )  # a PUSH that says EAGAIN drops nothing it accepted
     assert outcome.verdict("001-4").verdict == DOES_NOT_HOLD
     # the senders closed after the drain: every drop is placed at the HWM, none at close
     for pattern in ("push-pull", "dealer-router", "pub-sub"):
         assert figures[pattern]["blocking"]["dropped_tail"] == 0, pattern
     # cross-check: plain pyzmq (tests/oracle, no zmqload code), the same HWM 1 over tcp
     from tests.oracle.seed_001 import hwm_behaviour as plain
+
     for pattern, sender in (("push-pull", "PUSH"), ("dealer-router", "DEALER"), ("pub-sub", "PUB")):
-        found = plain(sender=sender, transport="tcp", sndhwm=1, rcvhwm=1, max_messages=5_000, sndtimeo_ms=50,
-                      idle_s=0.3)["behaviour"]
+        found = plain(
+            sender=sender,
+            transport="tcp",
+            sndhwm=1,
+            rcvhwm=1,
+            max_messages=5_000,
+            sndtimeo_ms=50,
+            idle_s=0.3,
+        )["behaviour"]
         assert found == figures[pattern]["behaviour"] or (found, figures[pattern]["behaviour"]) == (
-            "delivered_all", "neither (queues had room)"), (pattern, found)
+            "delivered_all",
+            "neither (queues had room)",
+        ), (pattern, found)
 
 
 def test_slow_joiner_misses_the_first_messages(scenario_out):
     outcome = run_scenario("slow-joiner", scenario_out, fast=True)
-    assert outcome.figures["dropped_start"] > 0 and outcome.figures["dropped_start"] == outcome.figures["lost"]
-    assert outcome.figures["missing"][0][0] == 0          # the loss is at the start
+    assert (
+        outcome.figures["dropped_start"] > 0
+        and outcome.figures["dropped_start"] == outcome.figures["lost"]
+    )
+    assert outcome.figures["missing"][0][0] == 0  # the loss is at the start
 
 
 def test_slow_subscriber_queues_with_a_large_hwm_and_drops_with_a_small_one(scenario_out):
@@ -90,12 +106,15 @@ def test_slow_subscriber_queues_with_a_large_hwm_and_drops_with_a_small_one(scen
     # the post's own setup drops nothing: what the subscriber missed was queued (as plain
     # pyzmq found too: tests/oracle/seed_002.py, FINDINGS.md 002-1)
     post = figures["post"]
-    assert post["dropped_start"] + post["dropped_mid"] + post["dropped_tail"] == 0 and post["drained"] > 0
+    assert (
+        post["dropped_start"] + post["dropped_mid"] + post["dropped_tail"] == 0
+        and post["drained"] > 0
+    )
     assert outcome.verdict("002-1").verdict == DOES_NOT_HOLD
     small, large = figures[10], figures[10000]
-    assert small["dropped_mid"] > 0                       # a full pipe dropped mid-run
+    assert small["dropped_mid"] > 0  # a full pipe dropped mid-run
     assert large["dropped_mid"] + large["dropped_tail"] + large["dropped_start"] == 0
-    assert large["drained"] > small["drained"]            # ... the backlog waited instead
+    assert large["drained"] > small["drained"]  # ... the backlog waited instead
     assert large["queue_peak"]["messages"] > small["queue_peak"]["messages"]
     assert large["consumer_rss_kb"] > small["consumer_rss_kb"]
     for f in figures.values():
@@ -107,7 +126,10 @@ def test_proxy_pileup_runs_the_posts_code_and_measures_queues(scenario_out):
 
     from tests.oracle.seed_001 import proxy_run
     from zmqload.scenarios.seed_001 import WAIT_BOUND
-    with ThreadPoolExecutor(1) as pool:      # the plain-pyzmq cross-check is sleep-paced: run it meanwhile
+
+    with ThreadPoolExecutor(
+        1
+    ) as pool:  # the plain-pyzmq cross-check is sleep-paced: run it meanwhile
         oracle = pool.submit(proxy_run, variant="fixed", n_messages=600, sub_delay=1.0)
         outcome = run_scenario("proxy-pileup", scenario_out, fast=True)
         cross = oracle.result()
@@ -115,21 +137,41 @@ def test_proxy_pileup_runs_the_posts_code_and_measures_queues(scenario_out):
     post = outcome.figures["post"]
     for name, hwms in (("faulty", (1000, 1000)), ("fixed", (100, 100))):
         p = post[name]
-        assert (p["pub_sndhwm"], p["xpub_sndhwm"]) == hwms          # the post's settings took effect
-        assert p["published"] and p["term_returned"] and p["sent"] + p["eagain"] == p["messages"] == 600
-        assert p["received_during"] + p["drained"] + p["lost_before_subscription"] \
-            + p["lost_after_subscription"] == p["sent"]
+        assert (p["pub_sndhwm"], p["xpub_sndhwm"]) == hwms  # the post's settings took effect
+        assert (
+            p["published"]
+            and p["term_returned"]
+            and p["sent"] + p["eagain"] == p["messages"] == 600
+        )
+        assert (
+            p["received_during"]
+            + p["drained"]
+            + p["lost_before_subscription"]
+            + p["lost_after_subscription"]
+            == p["sent"]
+        )
         assert p["waiting_at_end"] == p["drained"] + p["lost_after_subscription"]
     for variant in ("pub-only", "pub-and-proxy"):
         f = outcome.figures[variant]
-        assert f["delivered"] + f["drained"] + f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"] \
-            + f["stranded"] == f["sent"]
+        assert (
+            f["delivered"]
+            + f["drained"]
+            + f["dropped_start"]
+            + f["dropped_mid"]
+            + f["dropped_tail"]
+            + f["stranded"]
+            == f["sent"]
+        )
         assert f["queue_peak"]["messages"] > 0
     assert len(outcome.run_dirs) == 2
     # the rule, from the numbers: bounded (within WAIT_BOUND) with drops, at 100 msg/s and at load
     fixed, load = post["fixed"], outcome.figures["pub-and-proxy"]
-    parts = (fixed["waiting_at_end"] <= WAIT_BOUND, fixed["eagain"] + fixed["lost_after_subscription"] > 0,
-             load["queue_peak"]["messages"] <= WAIT_BOUND, load["dropped_mid"] + load["dropped_tail"] > 0)
+    parts = (
+        fixed["waiting_at_end"] <= WAIT_BOUND,
+        fixed["eagain"] + fixed["lost_after_subscription"] > 0,
+        load["queue_peak"]["messages"] <= WAIT_BOUND,
+        load["dropped_mid"] + load["dropped_tail"] > 0,
+    )
     verdict = outcome.verdict("001-5").verdict
     if all(parts):
         assert verdict == HOLDS
@@ -141,8 +183,12 @@ def test_proxy_pileup_runs_the_posts_code_and_measures_queues(scenario_out):
     # process) lands on the same side of each part of the rule
     assert not cross.get("error") and not cross["blocked"], cross
     assert (cross["again_raised"] > 0) == (fixed["eagain"] > 0), cross
-    assert (cross["never_received_after_subscription"] > 0) == (fixed["lost_after_subscription"] > 0), cross
-    assert (cross["backlog_at_pub_end"] > WAIT_BOUND) == (fixed["waiting_at_end"] > WAIT_BOUND), cross
+    assert (cross["never_received_after_subscription"] > 0) == (
+        fixed["lost_after_subscription"] > 0
+    ), cross
+    assert (cross["backlog_at_pub_end"] > WAIT_BOUND) == (fixed["waiting_at_end"] > WAIT_BOUND), (
+        cross
+    )
 
 
 def test_linger_on_close_discards_only_with_linger_0(scenario_out):
@@ -157,35 +203,63 @@ def test_linger_on_close_discards_only_with_linger_0(scenario_out):
     assert outcome.verdict("003-3").verdict == HOLDS
     # 003-1 against plain pyzmq, asked here: a fresh PUB's and SUB's LINGER
     import zmq
+
     ctx = zmq.Context()
     pub, sub = ctx.socket(zmq.PUB), ctx.socket(zmq.SUB)
     pub_linger, sub_linger = pub.getsockopt(zmq.LINGER), sub.getsockopt(zmq.LINGER)
     pub.close(0), sub.close(0), ctx.term()
     assert outcome.figures["pyzmq_defaults"]["PUB"] == pub_linger
     v1 = outcome.verdict("003-1")
-    assert v1.verdict == (HOLDS if pub_linger == 0 == outcome.figures["default_linger"] else DOES_NOT_HOLD)
+    assert v1.verdict == (
+        HOLDS if pub_linger == 0 == outcome.figures["default_linger"] else DOES_NOT_HOLD
+    )
     assert f"{sub_linger} on" in v1.because and "PUB" in v1.because
 
 
 def test_scenario_cli_list_and_markdown(tmp_path):
-    listing = subprocess.run([sys.executable, "-m", "zmqload", "scenario", "list"], capture_output=True, text=True)
+    listing = subprocess.run(
+        [sys.executable, "-m", "zmqload", "scenario", "list"], capture_output=True, text=True
+    )
     assert listing.returncode == 0
     for name, scenario in SCENARIOS.items():
         assert f"{name} ({about(scenario.expected_s)})" in listing.stdout
     assert f"{_expected(list(SCENARIOS))} in all" in listing.stdout
-    as_json = subprocess.run([sys.executable, "-m", "zmqload", "scenario", "list", "--json"], capture_output=True,
-                             text=True)
+    as_json = subprocess.run(
+        [sys.executable, "-m", "zmqload", "scenario", "list", "--json"],
+        capture_output=True,
+        text=True,
+    )
     assert {c["id"] for s in json.loads(as_json.stdout) for c in s["claims"]} == {
-        c for s in SCENARIOS.values() for c in s.claims}
+        c for s in SCENARIOS.values() for c in s.claims
+    }
     md = tmp_path / "verdicts.md"
-    proc = subprocess.run([sys.executable, "-m", "zmqload", "scenario", "run", "slow-joiner", "--fast",
-                           "--out", str(tmp_path / "runs"), "--markdown", str(md)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zmqload",
+            "scenario",
+            "run",
+            "slow-joiner",
+            "--fast",
+            "--out",
+            str(tmp_path / "runs"),
+            "--markdown",
+            str(md),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     text = md.read_text()
     assert "| X-1 |" in text and "`slow-joiner`" in text and "libzmq" in text
     # the header names the command that regenerates the file whole, and what it covers
-    assert f"Generated whole by `python -m zmqload scenario run slow-joiner --fast --out {tmp_path / 'runs'} " \
-           f"--markdown {md}` on " in text
+    assert (
+        f"Generated whole by `python -m zmqload scenario run slow-joiner --fast --out {tmp_path / 'runs'} "
+        f"--markdown {md}` on " in text
+    )
     assert f"It covers 1 of the {len(SCENARIOS)} scenarios only. Short form (--fast)" in text
-    bad = subprocess.run([sys.executable, "-m", "zmqload", "scenario", "run", "nope"], capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "zmqload", "scenario", "run", "nope"], capture_output=True, text=True
+    )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1

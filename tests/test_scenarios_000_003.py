@@ -3,6 +3,7 @@ post), each in its fast form: the measurements and the verdict rules (recomputed
 the figures, never a fixed verdict string), and one key figure cross-checked against a
 plain pyzmq measurement written here that shares no code with zmqload (pyzmq bundles its
 own libzmq, zmq.zmq_version())."""
+
 from __future__ import annotations
 
 import tempfile
@@ -16,8 +17,14 @@ from test_scenarios import _check_verdicts, scenario_out  # noqa: F401  (the mod
 from zmqload.contract.fates import FATES
 from zmqload.scenarios import run_scenario
 from zmqload.scenarios.framework import DOES_NOT_HOLD, HOLDS
-from zmqload.scenarios.seed_000 import (BOUNDED_RSS_SHARE, CANDIDATES_000_4, LONG_PAUSE, ONCE, RSS_NOISE_MIB,
-                                        SHORT_PAUSE)
+from zmqload.scenarios.seed_000 import (
+    BOUNDED_RSS_SHARE,
+    CANDIDATES_000_4,
+    LONG_PAUSE,
+    ONCE,
+    RSS_NOISE_MIB,
+    SHORT_PAUSE,
+)
 
 
 def _check_form(outcome, scenario):
@@ -26,6 +33,7 @@ def _check_form(outcome, scenario):
 
 
 # -- plain pyzmq probes (no zmqload code) ---------------------------------------------------------
+
 
 def _ipc() -> str:
     return f"ipc://{tempfile.mkdtemp(prefix='pyzmq-check-')}/s"
@@ -43,8 +51,11 @@ def _pyzmq_term_with_open_socket(wait_s: float = 0.5) -> dict:
     closed_at = time.monotonic()
     sock.close()
     thread.join(5)
-    return {"blocked": blocked, "returned_after_close_s": time.monotonic() - closed_at,
-            "returned": not thread.is_alive()}
+    return {
+        "blocked": blocked,
+        "returned_after_close_s": time.monotonic() - closed_at,
+        "returned": not thread.is_alive(),
+    }
 
 
 def _pyzmq_capacity(sndhwm: int, rcvhwm: int, size: int = 32 * 1024, cap: int = 1000) -> int:
@@ -72,8 +83,9 @@ def _pyzmq_capacity(sndhwm: int, rcvhwm: int, size: int = 32 * 1024, cap: int = 
     return accepted
 
 
-def _pyzmq_lost_at_close(transport: str, count: int, size: int, hwm: int, rcvhwm: int | None = None,
-                         pause_s: float = 0.0) -> int:
+def _pyzmq_lost_at_close(
+    transport: str, count: int, size: int, hwm: int, rcvhwm: int | None = None, pause_s: float = 0.0
+) -> int:
     """PUSH (SNDHWM hwm, own context) sends `count` messages unpaced to a PULL (RCVHWM hwm, or
     rcvhwm) reading one per ms, then pauses `pause_s` and closes + terms (LINGER -1); how
     many never arrive."""
@@ -156,10 +168,15 @@ def _pyzmq_post_example(linger_ms: int, sub_after_s: float) -> dict:
     pub_ctx.term()
     thread.join(10)
     first = min(got) if got else 5
-    return {"received": len(got), "missed_at_start": first, "missed_later": 5 - first - len(set(got))}
+    return {
+        "received": len(got),
+        "missed_at_start": first,
+        "missed_later": 5 - first - len(set(got)),
+    }
 
 
 # -- 000-3 -------------------------------------------------------------------------------------
+
 
 def test_sender_ending_term_blocks_on_an_open_socket(scenario_out):
     outcome = run_scenario("sender-ending", scenario_out, fast=True)
@@ -171,11 +188,11 @@ def test_sender_ending_term_blocks_on_an_open_socket(scenario_out):
     for c in cases:
         if c["sent"]:
             assert c["received"] + len(c["missing"]) == c["sent"] == 10
-            assert c["exit_code"] == 0                      # every sender process ended by itself
-        if c["ending"] != "term-open":                      # nothing held: exit well before any limit
+            assert c["exit_code"] == 0  # every sender process ended by itself
+        if c["ending"] != "term-open":  # nothing held: exit well before any limit
             assert c["process_exit_ms"] is not None and c["process_exit_ms"] < 1000 * limit_s, c
     held = [c for c in open_cases if c["term_blocked_for_at_least_s"] == limit_s]
-    for c in held:                                          # held by the socket: released by its close
+    for c in held:  # held by the socket: released by its close
         assert c["term_returned"] and c["term_returned_after_close_ms"] < 500, c
     expected = HOLDS if len(held) == len(open_cases) else DOES_NOT_HOLD if not held else None
     verdict = outcome.verdict("000-3").verdict
@@ -189,6 +206,7 @@ def test_sender_ending_term_blocks_on_an_open_socket(scenario_out):
 
 # -- 000-4 -------------------------------------------------------------------------------------
 
+
 @pytest.mark.alone
 def test_bounded_reliable_repeats_each_candidate_and_names_the_condition(scenario_out):
     outcome = run_scenario("bounded-reliable", scenario_out, fast=True)
@@ -197,8 +215,12 @@ def test_bounded_reliable_repeats_each_candidate_and_names_the_condition(scenari
     count, repeats = figures["count"], figures["repeats"]
     runs = {(f["condition"], f["candidate"], f["repeat"]): f for f in figures["runs"]}
     cells = {(c, n) for c, n, _ in runs}
-    of = {(c, n): 1 if n in ONCE else repeats for c, n in cells}       # ONCE's: their HWMs alone fail them
-    assert repeats >= 2 and len(outcome.run_dirs) == len(runs) == sum(of.values()) and len(cells) >= 4
+    of = {
+        (c, n): 1 if n in ONCE else repeats for c, n in cells
+    }  # ONCE's: their HWMs alone fail them
+    assert (
+        repeats >= 2 and len(outcome.run_dirs) == len(runs) == sum(of.values()) and len(cells) >= 4
+    )
     for f in runs.values():
         # facts() leaves out `unknown`: no worker dies in a scenario
         assert sum(f[k] for k in FATES if k != "unknown") == f["sent"] == count
@@ -208,30 +230,47 @@ def test_bounded_reliable_repeats_each_candidate_and_names_the_condition(scenari
         cell = figures["cells"][f"{c} / {n}"]
         works = sum(runs[(c, n, k)]["works"] for k in range(1, of[(c, n)] + 1))
         assert (cell["works"], cell["of"]) == (works, of[(c, n)])
-        assert cell["state"] == ("always" if works == of[(c, n)] else "never" if not works else "sometimes")
+        assert cell["state"] == (
+            "always" if works == of[(c, n)] else "never" if not works else "sometimes"
+        )
         assert n not in ONCE or not works
     for k in range(1, repeats + 1):
         small, unlimited = runs[("ipc 32 KiB", "hwm-10-10", k)], runs[("ipc 32 KiB", "hwm-0-0", 1)]
-        assert small["queue_peak"]["libzmq_messages"] < count / 10                  # sends blocked: little waited
+        assert small["queue_peak"]["libzmq_messages"] < count / 10  # sends blocked: little waited
         # without HWMs the backlog sat in the processes: in libzmq at the queue's peak (the exact
         # figure), and the memory grew past what the judge lets a bounded run grow. Against half the
         # volume, the peak RSS over the other runs' least failed 2 of 6 runs on a quiet machine (6.2
         # and 8.9 of 18.75 MiB, 15-19 otherwise) with the same ~580 messages in libzmq: a peak over
         # other processes' peaks is the allocator's as much as the backlog's
-        assert unlimited["queue_peak"]["libzmq_messages"] >= 0.9 * unlimited["backlog_at_last_send"] > 0
+        assert (
+            unlimited["queue_peak"]["libzmq_messages"]
+            >= 0.9 * unlimited["backlog_at_last_send"]
+            > 0
+        )
         growth = unlimited["producer_growth_mib"] + unlimited["consumer_growth_mib"]
         assert growth >= max(RSS_NOISE_MIB, BOUNDED_RSS_SHARE * unlimited["volume_mib"]), unlimited
         assert not unlimited["bounded"] and small["bounded"]
     # the judgement does not hang on where the kernel sample fell: the same tcp run, its queue peak split
     # 0 / all in the kernel at the peak's instant, is judged alike (at 64 B that split flipped between runs)
     from zmqload.scenarios.seed_000 import _judge
+
     tcp = dict(runs[("tcp 64 B", "hwm-10-10", 1)])
     judged = []
     for kernel in (0, tcp["queue_peak"]["messages"]):
-        f = dict(tcp, queue_peak=dict(tcp["queue_peak"], kernel_messages=kernel,
-                                      libzmq_messages=tcp["queue_peak"]["messages"] - kernel))
-        _judge(f, count, min(r["producer_rss_kb"] for r in runs.values()),
-               min(r["consumer_rss_kb"] for r in runs.values()))
+        f = dict(
+            tcp,
+            queue_peak=dict(
+                tcp["queue_peak"],
+                kernel_messages=kernel,
+                libzmq_messages=tcp["queue_peak"]["messages"] - kernel,
+            ),
+        )
+        _judge(
+            f,
+            count,
+            min(r["producer_rss_kb"] for r in runs.values()),
+            min(r["consumer_rss_kb"] for r in runs.values()),
+        )
         judged.append((f["bounded"], f["works"]))
     assert judged[0] == judged[1] == (tcp["bounded"], tcp["works"])
     # the rule: a candidate that works in every run under every condition is named; else one that
@@ -242,20 +281,36 @@ def test_bounded_reliable_repeats_each_candidate_and_names_the_condition(scenari
     state = {(c, n): figures["cells"][f"{c} / {n}"]["state"] for c, n in cells}
     verdict = outcome.verdict("000-4")
     paused = [c for c in conditions if (c, LONG_PAUSE) in cells and (c, SHORT_PAUSE) in cells]
-    pause_matters = bool(paused) and all(state[(c, LONG_PAUSE)] == "always" for c in paused) and any(
-        state[(c, SHORT_PAUSE)] != "always" for c in paused)
-    universal = [n for n in names if all(state.get((c, n)) == "always" for c in conditions)
-                 and not (pause_matters and n == LONG_PAUSE)]
-    racy = [n for n in names if n not in universal
-            and all(state.get((c, n)) in ("always", "sometimes") for c in conditions)]
+    pause_matters = (
+        bool(paused)
+        and all(state[(c, LONG_PAUSE)] == "always" for c in paused)
+        and any(state[(c, SHORT_PAUSE)] != "always" for c in paused)
+    )
+    universal = [
+        n
+        for n in names
+        if all(state.get((c, n)) == "always" for c in conditions)
+        and not (pause_matters and n == LONG_PAUSE)
+    ]
+    racy = [
+        n
+        for n in names
+        if n not in universal
+        and all(state.get((c, n)) in ("always", "sometimes") for c in conditions)
+    ]
     always = {n: [c for c in conditions if state.get((c, n)) == "always"] for n in names}
     if universal:
         assert verdict.verdict == HOLDS and verdict.measurements["setup"] == universal[0]
     elif pause_matters:
-        assert verdict.verdict.startswith("depends: on timing: SNDHWM 10 + RCVHWM 1 with a pause before close")
+        assert verdict.verdict.startswith(
+            "depends: on timing: SNDHWM 10 + RCVHWM 1 with a pause before close"
+        )
         assert verdict.measurements["setup"] == LONG_PAUSE
     elif racy:
-        assert verdict.verdict.startswith("depends: on timing") and verdict.measurements["setup"] in racy
+        assert (
+            verdict.verdict.startswith("depends: on timing")
+            and verdict.measurements["setup"] in racy
+        )
     elif any(always.values()):
         assert verdict.verdict.startswith("depends: on the transport and the message size")
         assert len(always[verdict.measurements["setup"]]) == max(len(w) for w in always.values())
@@ -266,15 +321,24 @@ def test_bounded_reliable_repeats_each_candidate_and_names_the_condition(scenari
     # kernel held it) but not on tcp -- zmqload's runs fall on the same sides
     cap_small = _pyzmq_capacity(10, 10)
     assert cap_small <= 60
-    assert all(runs[("ipc 32 KiB", "hwm-10-10", k)]["queue_peak"]["messages"] <= 3 * cap_small + 10
-               for k in range(1, repeats + 1))
+    assert all(
+        runs[("ipc 32 KiB", "hwm-10-10", k)]["queue_peak"]["messages"] <= 3 * cap_small + 10
+        for k in range(1, repeats + 1)
+    )
     for transport in ("ipc", "tcp"):
         lost = _pyzmq_lost_at_close(transport, count, 64, 10)
-        zmqload_lost = [runs[(f"{transport} 64 B", "hwm-10-10", k)]["dropped_tail"] for k in range(1, repeats + 1)]
+        zmqload_lost = [
+            runs[(f"{transport} 64 B", "hwm-10-10", k)]["dropped_tail"]
+            for k in range(1, repeats + 1)
+        ]
         # how much of the backlog the kernel held at the disconnect varies from run to run in
         # both tools (pyzmq lost 84 and 580 of 600 on ipc in two runs here): compare whether
         # the close lost anything, which the transport decides
-        assert (lost > 0) == (max(zmqload_lost) > 0) == (min(zmqload_lost) > 0), (transport, lost, zmqload_lost)
+        assert (lost > 0) == (max(zmqload_lost) > 0) == (min(zmqload_lost) > 0), (
+            transport,
+            lost,
+            zmqload_lost,
+        )
     # ... and a pause before close saves that backlog when it outlasts the PULL's work on it, not when shorter
     # (pyzmq's backlog at its last send varies too: with the 250 ms pause it lost 84 and 342
     # of 600 here, and once 0 in CI; so up to three tries, and whether any of them lost)
@@ -289,6 +353,7 @@ def test_bounded_reliable_repeats_each_candidate_and_names_the_condition(scenari
 
 # -- 003-4 -------------------------------------------------------------------------------------
 
+
 def test_term_waits_for_the_linger_and_for_open_sockets(scenario_out):
     outcome = run_scenario("term-and-linger", scenario_out, fast=True)
     _check_form(outcome, "term-and-linger")
@@ -296,24 +361,31 @@ def test_term_waits_for_the_linger_and_for_open_sockets(scenario_out):
     by = {c["case"]: c for c in outcome.figures["cases"]}
     assert all(c.get("queued", 5) == 5 for c in by.values())
     linger, forever = by["close-then-term-linger-1000"], by["close-then-term-linger-forever"]
-    early, still_open = by["close-then-term-linger-1000-peer-at-0.3s"], by["term-socket-open-linger-1000"]
+    early, still_open = (
+        by["close-then-term-linger-1000-peer-at-0.3s"],
+        by["term-socket-open-linger-1000"],
+    )
     recv = by["term-interrupts-blocked-recv"]
     py_term, py_destroy = by["pyzmq-term-socket-open"], by["pyzmq-destroy-socket-open"]
-    assert linger["delivered_to_late_peer"] == 0                       # nobody came: discarded at expiry
+    assert linger["delivered_to_late_peer"] == 0  # nobody came: discarded at expiry
     assert early["delivered_to_late_peer"] == forever["delivered_to_late_peer"] == 5
-    assert early["term_took_ms"] < 1000                                 # returns when the backlog has left
+    assert early["term_took_ms"] < 1000  # returns when the backlog has left
     assert "terminated" in recv["recv_error"] and recv["recv_interrupted_after_ms"] < 1000
     assert recv["term_blocked_for_at_least_s"] is None
     assert py_destroy["socket_closed_by_it"] and py_destroy["term_took_ms"] >= 900
-    interrupts = (linger["term_took_ms"] is not None and linger["term_took_ms"] < 900) \
-        or forever["term_blocked_for_at_least_s"] is None
-    closes = still_open["term_blocked_for_at_least_s"] is None or py_term["term_blocked_for_at_least_s"] is None
+    interrupts = (linger["term_took_ms"] is not None and linger["term_took_ms"] < 900) or forever[
+        "term_blocked_for_at_least_s"
+    ] is None
+    closes = (
+        still_open["term_blocked_for_at_least_s"] is None
+        or py_term["term_blocked_for_at_least_s"] is None
+    )
     verdict = outcome.verdict("003-4").verdict
     if interrupts == closes:
         assert verdict == (HOLDS if interrupts else DOES_NOT_HOLD)
     else:
         assert verdict.startswith("depends: ")
-    if not closes:      # held past its own 1 s linger, then the linger ran from the close
+    if not closes:  # held past its own 1 s linger, then the linger ran from the close
         assert still_open["term_blocked_for_at_least_s"] == limit_s > 1.0
         assert 900 <= still_open["term_after_release_ms"] < 1000 + 500
     # cross-check with plain pyzmq: close then term with LINGER 300 and 5 queued for nobody
@@ -326,20 +398,24 @@ def test_term_waits_for_the_linger_and_for_open_sockets(scenario_out):
 
 # -- 003-5 -------------------------------------------------------------------------------------
 
+
 def test_five_messages_linger_vs_join_time(scenario_out):
     outcome = run_scenario("five-messages", scenario_out, fast=True)
     _check_form(outcome, "five-messages")
     trials, by_linger, by_join = (outcome.figures[k] for k in ("trials", "by_linger", "by_join"))
     for t in trials:
         assert t["in_loop"] + t["after_loop"] + t["missed_at_start"] + t["missed_later"] == 5, t
-        assert t["term_ms"] is not None                      # no publisher was left blocked
+        assert t["term_ms"] is not None  # no publisher was left blocked
     for t in trials:
-        if t["pause_ms"]:                                    # control: the subscription was in first
+        if t["pause_ms"]:  # control: the subscription was in first
             assert t["missed_at_start"] == 0, t
-        elif t["offset_ms"] >= 150:                          # the SUB started after 'Message 0' went out
+        elif t["offset_ms"] >= 150:  # the SUB started after 'Message 0' went out
             assert t["missed_at_start"] >= 1, t
     zero, thousand = by_linger[0], by_linger[1000]
-    if zero["missed_later"] > thousand["missed_later"] and thousand["mean_in_loop"] > zero["mean_in_loop"]:
+    if (
+        zero["missed_later"] > thousand["missed_later"]
+        and thousand["mean_in_loop"] > zero["mean_in_loop"]
+    ):
         expected = HOLDS
     elif zero["missed_later"] == 0:
         expected = DOES_NOT_HOLD

@@ -2,6 +2,7 @@
 hwm-option, multipart-memory) in their fast form: the measurements and the verdict rules,
 not fixed verdict strings; and for each a key figure cross-checked against a minimal
 plain-pyzmq measurement written here, sharing no code with zmqload."""
+
 from __future__ import annotations
 
 import json
@@ -26,6 +27,7 @@ def scenario(tmp_path_factory):
         if name not in done:
             done[name] = run_scenario(name, out, fast=True)
         return done[name]
+
     return run
 
 
@@ -35,15 +37,22 @@ def _check_verdicts(outcome, scenario):
         assert v.verdict in (HOLDS, DOES_NOT_HOLD) or v.verdict.startswith("depends: "), v
         assert v.because and any(ch.isdigit() for ch in v.because), v
         assert v.measurements, v
-    json.dumps(outcome.figures)                        # the CLI prints them with --json
+    json.dumps(outcome.figures)  # the CLI prints them with --json
 
 
 def _fates_add_up(f):
-    return (f["delivered"] + f["drained"] + f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"]
-            + f["stranded"]) == f["expected"]
+    return (
+        f["delivered"]
+        + f["drained"]
+        + f["dropped_start"]
+        + f["dropped_mid"]
+        + f["dropped_tail"]
+        + f["stranded"]
+    ) == f["expected"]
 
 
 # --- plain pyzmq, written out here ------------------------------------------------------------------------------
+
 
 def _py_pair(ctx, snd_type, rcv_type, endpoint, sndhwm=None, rcvhwm=None, rcvbuf=None, sndbuf=None):
     rcv, snd = ctx.socket(rcv_type), ctx.socket(snd_type)
@@ -87,6 +96,7 @@ def _py_accepted(ctx, endpoint, hwm, size, frames=1, limit=100_000):
 
 # --- 001-1 ------------------------------------------------------------------------------------------------------
 
+
 def test_hwm_defaults(scenario):
     outcome = scenario("hwm-defaults")
     _check_verdicts(outcome, "hwm-defaults")
@@ -107,14 +117,20 @@ def test_hwm_defaults_cross_check_pyzmq(scenario):
     try:
         for name, engine in outcome.figures["engine"].items():
             s = ctx.socket(getattr(zmq, name))
-            assert (s.getsockopt(zmq.SNDHWM), s.getsockopt(zmq.RCVHWM)) == (engine["SNDHWM"], engine["RCVHWM"]), name
+            assert (s.getsockopt(zmq.SNDHWM), s.getsockopt(zmq.RCVHWM)) == (
+                engine["SNDHWM"],
+                engine["RCVHWM"],
+            ), name
             s.close(0)
-        assert _py_accepted(ctx, "inproc://t-defaults", None, 64) == outcome.figures["capacity_engine"]
+        assert (
+            _py_accepted(ctx, "inproc://t-defaults", None, 64) == outcome.figures["capacity_engine"]
+        )
     finally:
         ctx.term()
 
 
 # --- 001-3 ------------------------------------------------------------------------------------------------------
+
 
 def test_rcvhwm_full(scenario):
     outcome = scenario("rcvhwm-full")
@@ -126,19 +142,26 @@ def test_rcvhwm_full(scenario):
         assert f["tail_placement"] == TAIL_MID_RUN and f[AMBIGUOUS_TAIL] == 0, f
     unlimited = {k: f for k, f in fig.items() if k.endswith("sndhwm=0")}
     default = {k: f for k, f in fig.items() if k.endswith("sndhwm=default")}
-    lost = {k: f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"] for k, f in unlimited.items()}
+    lost = {
+        k: f["dropped_start"] + f["dropped_mid"] + f["dropped_tail"] for k, f in unlimited.items()
+    }
     waited = {k: f["queue_peak"]["messages"] for k, f in unlimited.items()}
     rule = not any(lost.values()) and all(w > 100 for w in waited.values())
     assert (outcome.verdict("001-3").verdict == DOES_NOT_HOLD) == rule
     # the backlog sat on the sender's side: its process grew, the receiver's did not grow more than it
     for k, f in unlimited.items():
-        assert f["producer_rss_kb"] > default[k.replace("sndhwm=0", "sndhwm=default")]["producer_rss_kb"]
+        assert (
+            f["producer_rss_kb"]
+            > default[k.replace("sndhwm=0", "sndhwm=default")]["producer_rss_kb"]
+        )
     pub_default = [f for k, f in default.items() if "/PUB/" in k]
     push_default = [f for k, f in default.items() if "/PUSH/" in k]
     # a PUB at its own SNDHWM drops (after the SUB's last arrival too: it read too few to free the pipe)
     assert all(f["dropped_mid"] + f["dropped_tail"] > 0 for f in pub_default)
     assert all(f["dropped_mid"] + f["dropped_tail"] == 0 for f in push_default)
-    assert all(f["attempted"] < 0.8 * f["scheduled"] for f in push_default)   # ... a PUSH blocks instead
+    assert all(
+        f["attempted"] < 0.8 * f["scheduled"] for f in push_default
+    )  # ... a PUSH blocks instead
 
 
 def test_rcvhwm_full_cross_check_pyzmq(scenario):
@@ -151,7 +174,7 @@ def test_rcvhwm_full_cross_check_pyzmq(scenario):
         for snd_type, rcv_type in ((zmq.PUSH, zmq.PULL), (zmq.PUB, zmq.SUB)):
             snd, rcv = _py_pair(ctx, snd_type, rcv_type, "tcp://127.0.0.1:0", sndhwm=0, rcvhwm=10)
             deadline = time.monotonic() + 3
-            while not rcv.poll(10) and time.monotonic() < deadline:     # connected (SUB: subscribed)
+            while not rcv.poll(10) and time.monotonic() < deadline:  # connected (SUB: subscribed)
                 snd.send(b"probe")
             while rcv.poll(50):
                 rcv.recv()
@@ -167,12 +190,16 @@ def test_rcvhwm_full_cross_check_pyzmq(scenario):
     finally:
         ctx.term()
     assert got == {zmq.PUSH: n, zmq.PUB: n}
-    unlimited_lost = [f["dropped_mid"] + f["dropped_tail"] for k, f in outcome.figures.items()
-                      if k.endswith("sndhwm=0")]
-    assert unlimited_lost and not any(unlimited_lost)                 # zmqload measured the same: none lost
+    unlimited_lost = [
+        f["dropped_mid"] + f["dropped_tail"]
+        for k, f in outcome.figures.items()
+        if k.endswith("sndhwm=0")
+    ]
+    assert unlimited_lost and not any(unlimited_lost)  # zmqload measured the same: none lost
 
 
 # --- 001-6 ------------------------------------------------------------------------------------------------------
+
 
 def test_monitor_at_hwm(scenario):
     outcome = scenario("monitor-at-hwm")
@@ -181,8 +208,10 @@ def test_monitor_at_hwm(scenario):
     assert "ZMQ_EVENT_CONNECTED" in fig["header_events"] and "CONNECTED" in fig["pyzmq_events"]
     hwm_names = [e for e in fig["header_events"] + fig["pyzmq_events"] if "HWM" in e]
     for m in fig["runs"]:
-        assert m["eagain"] > 0 if m["sender"] == "PUSH" else m["dropped"] > 0, m    # really at the HWM
-        assert "HANDSHAKE_SUCCEEDED" in m["events_setup"]                           # the monitor works
+        assert m["eagain"] > 0 if m["sender"] == "PUSH" else m["dropped"] > 0, (
+            m
+        )  # really at the HWM
+        assert "HANDSHAKE_SUCCEEDED" in m["events_setup"]  # the monitor works
     during = {e for m in fig["runs"] for e in m["events_at_hwm"]}
     assert {m["library"] for m in fig["runs"]} == {"engine", "pyzmq"}
     assert (v.verdict == DOES_NOT_HOLD) == (not hwm_names and not during)
@@ -194,8 +223,16 @@ def test_monitor_at_hwm_cross_check_pyzmq(scenario):
     ctx = zmq.Context()
     events = []
     try:
-        snd, rcv = _py_pair(ctx, zmq.PUSH, zmq.PULL, "tcp://127.0.0.1:0", sndhwm=1, rcvhwm=1, rcvbuf=2048,
-                            sndbuf=2048)
+        snd, rcv = _py_pair(
+            ctx,
+            zmq.PUSH,
+            zmq.PULL,
+            "tcp://127.0.0.1:0",
+            sndhwm=1,
+            rcvhwm=1,
+            rcvbuf=2048,
+            sndbuf=2048,
+        )
         mon = snd.get_monitor_socket()
         time.sleep(0.3)
         while mon.poll(10):
@@ -220,21 +257,26 @@ def test_monitor_at_hwm_cross_check_pyzmq(scenario):
 
 # --- 001-7 ------------------------------------------------------------------------------------------------------
 
+
 def test_size_vs_hwm(scenario):
     outcome = scenario("size-vs-hwm")
     _check_verdicts(outcome, "size-vs-hwm")
     fig = outcome.figures
     for key, f in fig.items():
-        assert _fates_add_up(f) and f["dropped_mid"] == 0, key     # a PUSH blocks, it does not drop mid-run
+        assert _fates_add_up(f) and f["dropped_mid"] == 0, (
+            key
+        )  # a PUSH blocks, it does not drop mid-run
         assert f["first_stop"] is not None and f["sndhwm"] == f["rcvhwm"] == 100, key
-        assert f["stop"] == f["first_stop"]                          # push-pull: the first block
+        assert f["stop"] == f["first_stop"]  # push-pull: the first block
     inproc = (fig["push-pull/inproc/64"]["stop"], fig["push-pull/inproc/65536"]["stop"])
     tcp = (fig["push-pull/tcp/64"]["stop"], fig["push-pull/tcp/65536"]["stop"])
-    assert abs(inproc[0] - inproc[1]) <= 0.05 * inproc[0]            # HWM counts messages ...
-    assert tcp[0] > 10 * tcp[1]                                      # ... the kernel's buffers count bytes
+    assert abs(inproc[0] - inproc[1]) <= 0.05 * inproc[0]  # HWM counts messages ...
+    assert tcp[0] > 10 * tcp[1]  # ... the kernel's buffers count bytes
     assert fig["push-pull/tcp/65536"]["bytes_at_stop"] > fig["push-pull/tcp/64"]["bytes_at_stop"]
     m = outcome.verdict("001-7").measurements
-    assert (outcome.verdict("001-7").verdict.startswith("depends: ")) == bool(m["same_count"] and m["large_stop_sooner"])
+    assert (outcome.verdict("001-7").verdict.startswith("depends: ")) == bool(
+        m["same_count"] and m["large_stop_sooner"]
+    )
 
 
 def test_size_vs_hwm_cross_check_pyzmq(scenario):
@@ -253,13 +295,18 @@ def test_size_vs_hwm_cross_check_pyzmq(scenario):
 
 # --- 002-3 ------------------------------------------------------------------------------------------------------
 
+
 def test_hwm_option(scenario):
     outcome = scenario("hwm-option")
     _check_verdicts(outcome, "hwm-option")
     calls, cap = outcome.figures["calls"], outcome.figures["capacity"]
     failed = [lib for lib in ("pyzmq", "engine") if calls[lib]["setsockopt"] != "ok"]
-    raised = [lib for lib in ("pyzmq", "engine") if calls[lib]["setsockopt"] == "ok"
-              and calls[lib]["SNDHWM"] == calls[lib]["RCVHWM"] == 10000]
+    raised = [
+        lib
+        for lib in ("pyzmq", "engine")
+        if calls[lib]["setsockopt"] == "ok"
+        and calls[lib]["SNDHWM"] == calls[lib]["RCVHWM"] == 10000
+    ]
     assert (outcome.verdict("002-3").verdict == DOES_NOT_HOLD) == (not raised)
     for lib in failed:
         assert (calls[lib]["SNDHWM"], calls[lib]["RCVHWM"]) == (1000, 1000)
@@ -276,7 +323,9 @@ def test_hwm_option_cross_check_pyzmq(scenario):
         with pytest.raises(zmq.ZMQError) as err:
             sub.setsockopt(zmq.HWM, 10000)
         assert err.value.errno == zmq.EINVAL
-        assert outcome.figures["calls"]["pyzmq"]["setsockopt"].startswith(f"ZMQError errno {zmq.EINVAL}")
+        assert outcome.figures["calls"]["pyzmq"]["setsockopt"].startswith(
+            f"ZMQError errno {zmq.EINVAL}"
+        )
         sub.close(0)
         # HWM 10000 set after connect, written out with SNDHWM/RCVHWM
         pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
@@ -301,8 +350,10 @@ def test_hwm_option_cross_check_pyzmq(scenario):
 
 # --- 002-5 ------------------------------------------------------------------------------------------------------
 
+
 def test_multipart_memory(scenario):
     from zmqload.scenarios.seed_002 import REDUCED
+
     outcome = scenario("multipart-memory")
     _check_verdicts(outcome, "multipart-memory")
     fig = outcome.figures
@@ -311,9 +362,13 @@ def test_multipart_memory(scenario):
         assert m["bytes_received"] == m["bytes_queued"] and m["rss_growth_kb"] > 0, key
     ratios = fig["ratios"]
     assert set(ratios) == {f"{t}/multipart-{n}" for t in ("inproc", "tcp") for n in (16, 1024)}
-    assert (outcome.verdict("002-5").verdict == DOES_NOT_HOLD) == all(r >= REDUCED for r in ratios.values())
+    assert (outcome.verdict("002-5").verdict == DOES_NOT_HOLD) == all(
+        r >= REDUCED for r in ratios.values()
+    )
     counts = outcome.verdict("002-5").measurements["hwm_counting"]
-    assert counts["16 x 4096 B"] == counts["1 x 4096 B"] == counts["1 x 65536 B"]   # one message, however many parts
+    assert (
+        counts["16 x 4096 B"] == counts["1 x 4096 B"] == counts["1 x 65536 B"]
+    )  # one message, however many parts
 
 
 _PYZMQ_MULTIPART = r"""
@@ -340,21 +395,30 @@ print(json.dumps({"growth_kb": r1 - r0, "bytes": got}))
 
 def test_multipart_memory_cross_check_pyzmq(scenario):
     from zmqload.scenarios.seed_002 import REDUCED
+
     outcome = scenario("multipart-memory")
     growth = {}
     for frames in (1, 16, 1024):
-        proc = subprocess.run([sys.executable, "-c", _PYZMQ_MULTIPART, str(frames)], capture_output=True, text=True,
-                              timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-c", _PYZMQ_MULTIPART, str(frames)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         r = json.loads(proc.stdout)
         assert r["bytes"] == 128 * 65536
         growth[frames] = r["growth_kb"]
-    assert growth[16] >= REDUCED * growth[1] and growth[1024] >= REDUCED * growth[1]   # no reduction in pyzmq either
-    assert growth[1024] > 1.5 * growth[1]                                              # tiny parts cost more
+    assert (
+        growth[16] >= REDUCED * growth[1] and growth[1024] >= REDUCED * growth[1]
+    )  # no reduction in pyzmq either
+    assert growth[1024] > 1.5 * growth[1]  # tiny parts cost more
     assert outcome.figures["ratios"]["inproc/multipart-1024"] > 1.5
     ctx = zmq.Context()
     try:
-        assert _py_accepted(ctx, "inproc://t-mp-hwm", 10, 4096, frames=16) == \
-            outcome.verdict("002-5").measurements["hwm_counting"]["16 x 4096 B"]
+        assert (
+            _py_accepted(ctx, "inproc://t-mp-hwm", 10, 4096, frames=16)
+            == outcome.verdict("002-5").measurements["hwm_counting"]["16 x 4096 B"]
+        )
     finally:
         ctx.term()

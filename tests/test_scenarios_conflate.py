@@ -1,6 +1,7 @@
 """`--conflate` and the user-report scenarios U-4, U-5, U-7 in their fast form: the option's rules,
 its accounting in a real run, the measurements and verdict rules, each verdict cross-checked
 against plain pyzmq (its bundled libzmq, no zmqload code) doing the same thing."""
+
 from __future__ import annotations
 
 import select
@@ -30,22 +31,37 @@ def test_the_claims_are_settled():
 
 
 # ------------------------------------------------------------------------------- --conflate
-@pytest.mark.parametrize("values, says", [
-    (dict(conflate="yes"), "accepted: off, consumers, producers, both"),
-    (dict(pattern="dealer-router", conflate="consumers"), "ROUTER"),
-    (dict(pattern="req-rep", conflate="producers"), "REQ"),
-    (dict(pattern="pair", conflate="both"), "PAIR"),
-    (dict(role="producer", producers_connect="tcp://127.0.0.1:5999", conflate="consumers"), "--role producer"),
-])
+@pytest.mark.parametrize(
+    "values, says",
+    [
+        (dict(conflate="yes"), "accepted: off, consumers, producers, both"),
+        (dict(pattern="dealer-router", conflate="consumers"), "ROUTER"),
+        (dict(pattern="req-rep", conflate="producers"), "REQ"),
+        (dict(pattern="pair", conflate="both"), "PAIR"),
+        (
+            dict(role="producer", producers_connect="tcp://127.0.0.1:5999", conflate="consumers"),
+            "--role producer",
+        ),
+    ],
+)
 def test_conflate_is_refused_where_libzmq_would_ignore_it(values, says):
     with pytest.raises(ConfigError) as info:
         Workload(**values)
-    assert info.value.option == "--conflate" and says in info.value.message and "accepted: " in info.value.message
+    assert (
+        info.value.option == "--conflate"
+        and says in info.value.message
+        and "accepted: " in info.value.message
+    )
     assert "\n" not in str(info.value)
 
 
 def test_conflate_is_accepted_where_libzmq_conflates():
-    for pattern, side in (("push-pull", "both"), ("pub-sub", "both"), ("proxy", "both"), ("dealer-router", "producers")):
+    for pattern, side in (
+        ("push-pull", "both"),
+        ("pub-sub", "both"),
+        ("proxy", "both"),
+        ("dealer-router", "producers"),
+    ):
         assert Workload(pattern=pattern, conflate=side).conflate == side
 
 
@@ -86,8 +102,15 @@ def test_a_conflating_slow_subscriber_accounts_every_message(run_workload):
     # 2,000 messages in 0.2 s to a SUB doing 1 ms of work per message: it sees ~1 in 10; the rest
     # were replaced in its queue (CONFLATE) and have one fate each: dropped mid-run
     n = 2000
-    r = run_workload(pattern="pub-sub", conflate="consumers", rate=10_000, count=n, consumer_delay_us=1000,
-                     drain_timeout_ms=300, close_order="after-drain")
+    r = run_workload(
+        pattern="pub-sub",
+        conflate="consumers",
+        rate=10_000,
+        count=n,
+        consumer_delay_us=1000,
+        drain_timeout_ms=300,
+        close_order="after-drain",
+    )
     assert r.workload["conflate"] == "consumers"
     assert r.sent == n and r.dropped_tail == 0 and r.stranded == 0
     assert r.delivered + r.drained < n / 4 and r.dropped_mid > n / 2, r.summary()
@@ -97,9 +120,18 @@ def test_a_conflating_slow_subscriber_accounts_every_message(run_workload):
     assert py < n / 4, py
     assert 1 / 4 <= (r.delivered + r.drained) / py <= 4, (r.delivered, r.drained, py)
     # and without --conflate the same SUB keeps a backlog instead (drained, not dropped)
-    plain = run_workload(pattern="pub-sub", rate=10_000, count=n, consumer_delay_us=1000, drain_timeout_ms=300,
-                         close_order="after-drain")
-    assert plain.drained > r.drained and plain.dropped_mid < r.dropped_mid, (plain.summary(), r.summary())
+    plain = run_workload(
+        pattern="pub-sub",
+        rate=10_000,
+        count=n,
+        consumer_delay_us=1000,
+        drain_timeout_ms=300,
+        close_order="after-drain",
+    )
+    assert plain.drained > r.drained and plain.dropped_mid < r.dropped_mid, (
+        plain.summary(),
+        r.summary(),
+    )
 
 
 # ------------------------------------------------------------------------------- U-4
@@ -110,7 +142,9 @@ def _pyzmq_conflating_pub(transport: str, n: int, rate: int, tmp_path) -> dict:
     ctx = zmq.Context()
     pub = ctx.socket(zmq.PUB)
     pub.linger, pub.conflate = 0, 1
-    pub.bind("tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{tmp_path}/u4-{time.monotonic_ns()}")
+    pub.bind(
+        "tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{tmp_path}/u4-{time.monotonic_ns()}"
+    )
     endpoint = pub.getsockopt_string(zmq.LAST_ENDPOINT)
     subs = []
     try:
@@ -132,6 +166,7 @@ def _pyzmq_conflating_pub(transport: str, n: int, rate: int, tmp_path) -> dict:
                         short[j] += 1
                     else:
                         data[j] += 1
+
         t0 = time.monotonic()
         for i in range(n):
             time.sleep(max(0.0, t0 + i / rate - time.monotonic()))
@@ -149,26 +184,41 @@ def _pyzmq_conflating_pub(transport: str, n: int, rate: int, tmp_path) -> dict:
 def test_conflate_fanout(scenario_out, tmp_path):
     outcome = run_scenario("conflate-fanout", scenario_out, fast=True)
     v = check_verdict(outcome, "conflate-fanout")
-    paced, unpaced, n = outcome.figures["paced"], outcome.figures["unpaced"], outcome.figures["repeats"]
+    paced, unpaced, n = (
+        outcome.figures["paced"],
+        outcome.figures["unpaced"],
+        outcome.figures["repeats"],
+    )
     assert set(paced) == set(unpaced) == {"tcp", "ipc"} and all(len(c) == n for c in paced.values())
     for cell in [c for cells in paced.values() for c in cells] + list(unpaced.values()):
         if cell["warmup_failed"]:
             continue
         f = cell["facts"]
-        fates_add_up({**f, "sent": f["expected"]})        # fan-out: every subscriber's copy has one fate
-        assert f["expected"] == U4_SUBSCRIBERS * f["sent"] and sum(cell["received"]) == f["delivered"] + f["drained"]
+        fates_add_up({**f, "sent": f["expected"]})  # fan-out: every subscriber's copy has one fate
+        assert (
+            f["expected"] == U4_SUBSCRIBERS * f["sent"]
+            and sum(cell["received"]) == f["delivered"] + f["drained"]
+        )
         assert f["stranded"] == 0 and f["dropped_tail"] == 0
         assert cell["getting"] == sum(1 for x in cell["received"] if x > 0)
-    for t, c in unpaced.items():         # unpaced, the conflating PUB drops: far fewer arrive than were sent
+    for (
+        t,
+        c,
+    ) in unpaced.items():  # unpaced, the conflating PUB drops: far fewer arrive than were sent
         assert c["warmup_failed"] or max(c["received"]) < c["sent"] / 2, (t, c["received"])
     # the rule, from the numbers
-    held = {t: sum(1 for c in cells if c["warmup_failed"] or c["getting"] <= 1) for t, cells in paced.items()}
+    held = {
+        t: sum(1 for c in cells if c["warmup_failed"] or c["getting"] <= 1)
+        for t, cells in paced.items()
+    }
     assert v.measurements["runs_only_one_subscriber"] == held
     if all(k == n for k in held.values()) and all(c["getting"] <= 1 for c in unpaced.values()):
         assert v.verdict == HOLDS
     elif not any(held.values()) and all(c["getting"] == U4_SUBSCRIBERS for c in unpaced.values()):
         assert v.verdict == DOES_NOT_HOLD
-        assert f"all {U4_SUBSCRIBERS} subscribers got messages" in v.because and "libzmq " in v.because
+        assert (
+            f"all {U4_SUBSCRIBERS} subscribers got messages" in v.because and "libzmq " in v.because
+        )
     else:
         assert v.verdict.startswith("depends: on the run: holds in ")
 
@@ -180,7 +230,10 @@ def test_conflate_fanout(scenario_out, tmp_path):
         ours = [c["getting"] for c in paced[transport]]
         assert (min(py_getting) > 1) == (min(ours) > 1), (transport, py, ours)
         assert (max(py_getting) <= 1) == (max(ours) <= 1), (transport, py, ours)
-        assert (sum(sum(p["short"]) for p in py) == 0) == (v.measurements["short_frames"] == 0), (py, v.measurements)
+        assert (sum(sum(p["short"]) for p in py) == 0) == (v.measurements["short_frames"] == 0), (
+            py,
+            v.measurements,
+        )
 
 
 # ------------------------------------------------------------------------------- U-5
@@ -210,8 +263,17 @@ def _pyzmq_idle_sub_growth(conflate: int, size: int, n: int, rate: int) -> tuple
     pub = ctx.socket(zmq.PUB)
     pub.linger = 0
     pub.bind("tcp://127.0.0.1:0")
-    child = subprocess.Popen([sys.executable, "-c", PYZMQ_IDLE_SUB, pub.getsockopt_string(zmq.LAST_ENDPOINT),
-                              str(conflate)], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            PYZMQ_IDLE_SUB,
+            pub.getsockopt_string(zmq.LAST_ENDPOINT),
+            str(conflate),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 20
         while not select.select([child.stdout], [], [], 0.01)[0] and time.monotonic() < deadline:
@@ -271,8 +333,14 @@ def test_conflate_memory(scenario_out):
     c = idle["16384/conflate"][0]
     py_conflate = _pyzmq_idle_sub_growth(1, 16384, c["sent"], c["sent"] * 2)
     py_plain = _pyzmq_idle_sub_growth(0, 16384, c["sent"], c["sent"] * 2)
-    assert (py_conflate[1] <= FLAT_KB) == (flat["16384/conflate"] == n), (py_conflate, idle["16384/conflate"])
-    assert py_plain[1] <= FLAT_KB and all(x["flat"] for x in idle["16384/plain"]), (py_plain, idle["16384/plain"])
+    assert (py_conflate[1] <= FLAT_KB) == (flat["16384/conflate"] == n), (
+        py_conflate,
+        idle["16384/conflate"],
+    )
+    assert py_plain[1] <= FLAT_KB and all(x["flat"] for x in idle["16384/plain"]), (
+        py_plain,
+        idle["16384/plain"],
+    )
     assert py_plain[0] > 4 * py_conflate[0] and idle["16384/plain"][0]["grew_kb"] > 4 * c["grew_kb"]
 
 
@@ -283,7 +351,9 @@ def _pyzmq_short_lived_push(transport: str, trials: int, tmp_path, immediate: bo
     ctx, pull_ctx = zmq.Context(), zmq.Context()
     pull = pull_ctx.socket(zmq.PULL)
     pull.linger = 0
-    pull.bind("tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{tmp_path}/u7-{time.monotonic_ns()}")
+    pull.bind(
+        "tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{tmp_path}/u7-{time.monotonic_ns()}"
+    )
     endpoint = pull.getsockopt_string(zmq.LAST_ENDPOINT)
     out = {"accepted": 0, "eagain": 0, "lost": 0}
     try:
@@ -302,7 +372,11 @@ def _pyzmq_short_lived_push(transport: str, trials: int, tmp_path, immediate: bo
                 continue
             push.close()
             deadline, got = time.monotonic() + 1, False
-            while not got and time.monotonic() < deadline and pull.poll(max(1, int((deadline - time.monotonic()) * 1000))):
+            while (
+                not got
+                and time.monotonic() < deadline
+                and pull.poll(max(1, int((deadline - time.monotonic()) * 1000)))
+            ):
                 got = pull.recv() == message
             out["lost"] += not got
         return out
@@ -316,14 +390,18 @@ def test_short_lived_push(scenario_out, tmp_path):
     outcome = run_scenario("short-lived-push", scenario_out, fast=True)
     v = check_verdict(outcome, "short-lived-push")
     cells, trials = outcome.figures["cells"], outcome.figures["trials"]
-    assert set(cells) == {f"{t}/{k}" for t in ("tcp", "ipc") for k in ("shared", "own-context", "shared-immediate")}
+    assert set(cells) == {
+        f"{t}/{k}" for t in ("tcp", "ipc") for k in ("shared", "own-context", "shared-immediate")
+    }
     for key, c in cells.items():
-        assert c["accepted"] + c["eagain"] == trials and c["arrived"] + c["lost"] == c["accepted"], (key, c)
+        assert (
+            c["accepted"] + c["eagain"] == trials and c["arrived"] + c["lost"] == c["accepted"]
+        ), (key, c)
         assert len(c["lost_trials"]) == c["lost"]
-        if key.endswith("immediate"):     # no connection yet when it sends: IMMEDIATE refuses to queue
+        if key.endswith("immediate"):  # no connection yet when it sends: IMMEDIATE refuses to queue
             assert c["eagain"] == trials, (key, c)
         else:
-            assert c["eagain"] == 0, (key, c)      # without IMMEDIATE the message is queued at connect
+            assert c["eagain"] == 0, (key, c)  # without IMMEDIATE the message is queued at connect
     claim = {k: c for k, c in cells.items() if not k.endswith("immediate")}
     share = {k: c["lost"] / c["accepted"] for k, c in claim.items()}
     if all(s >= OFTEN for s in share.values()):
@@ -338,6 +416,10 @@ def test_short_lived_push(scenario_out, tmp_path):
     for transport in ("tcp", "ipc"):
         py = _pyzmq_short_lived_push(transport, trials, tmp_path)
         assert py["eagain"] == 0
-        assert (py["lost"] / py["accepted"] >= OFTEN) == (share[f"{transport}/shared"] >= OFTEN), (transport, py, share)
+        assert (py["lost"] / py["accepted"] >= OFTEN) == (share[f"{transport}/shared"] >= OFTEN), (
+            transport,
+            py,
+            share,
+        )
     py_immediate = _pyzmq_short_lived_push("tcp", 5, tmp_path, immediate=True)
     assert py_immediate["eagain"] == 5, py_immediate

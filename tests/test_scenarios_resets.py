@@ -1,6 +1,7 @@
 """The connection-reset claims U-6 and U-8 in their fast form: the scenarios' measurements and verdict
 rules, each verdict cross-checked against a plain pyzmq PUSH/PULL pair (its bundled libzmq, no
 zmqload code) with the same resets injected by ss -K (tests/oracle/resets.py)."""
+
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +21,10 @@ def reset_runs(tmp_path_factory):
     message), without and with ZMQ_IMMEDIATE, each pair on its own port and its own resets."""
     out = str(tmp_path_factory.mktemp("reset-scenarios"))
     with ThreadPoolExecutor(2) as pool:
-        pairs = {immediate: pool.submit(lost_at_resets, SLOW_US, immediate, seconds=1.5) for immediate in (False, True)}
+        pairs = {
+            immediate: pool.submit(lost_at_resets, SLOW_US, immediate, seconds=1.5)
+            for immediate in (False, True)
+        }
         outcome = run_scenario("connection-reset", out, fast=True)
         slow_pair = {k: f.result() for k, f in pairs.items()}
     return {"outcome": outcome, "slow_pair": slow_pair}
@@ -43,11 +47,15 @@ def _cells_are_accounted(cells):
 
 def test_reset_loss(reset_runs):
     outcome, slow_pair = reset_runs["outcome"], reset_runs["slow_pair"]
-    assert len(outcome.run_dirs) == len(set(outcome.run_dirs))     # its own runs, each new
+    assert len(outcome.run_dirs) == len(set(outcome.run_dirs))  # its own runs, each new
     v = check_verdict(outcome, "connection-reset", "U-6")
     n = outcome.figures["repeats"]
-    cells = {k: c for k, c in outcome.figures["cells"].items() if k.endswith("/default")}    # U-6's: no IMMEDIATE
-    assert set(cells) == {f"{r}/default" for r, _ in RECEIVERS} and all(len(c) == n for c in cells.values())
+    cells = {
+        k: c for k, c in outcome.figures["cells"].items() if k.endswith("/default")
+    }  # U-6's: no IMMEDIATE
+    assert set(cells) == {f"{r}/default" for r, _ in RECEIVERS} and all(
+        len(c) == n for c in cells.values()
+    )
     for runs in cells.values():
         _cells_are_accounted(runs)
     # a slow receiver has a backlog in flight at the reset: it loses, and never more than was in flight
@@ -57,7 +65,8 @@ def test_reset_loss(reset_runs):
     assert v.measurements["runs_losing"] == losing
     check_all_or_none(v, losing, n, "depends: on what is in flight at the instant: ")
     assert v.measurements["lost_all_sent_before_reset"] == all(
-        c["lost_sent_after"] == 0 for runs in cells.values() for c in runs)
+        c["lost_sent_after"] == 0 for runs in cells.values() for c in runs
+    )
     # cross-check: the plain pyzmq pair with the same slow receiver loses too, a run of consecutive seqs
     # sent before a reset, nothing twice, and delivers again after it
     plain = slow_pair[False]
@@ -76,13 +85,17 @@ def test_reset_immediate(reset_runs):
     losing = {k: sum(1 for c in runs if c["dropped_reset"]) for k, runs in cells.items()}
     assert v.measurements["runs_losing"] == losing
     # what arrived of what was sent before the reset, after the lost run: the sender's queue, kept or not
-    assert v.measurements["kept_after_loss"] == {k: [c["kept_after_loss"] for c in runs if c["lost"]]
-                                                 for k, runs in cells.items()}
+    assert v.measurements["kept_after_loss"] == {
+        k: [c["kept_after_loss"] for c in runs if c["lost"]] for k, runs in cells.items()
+    }
     with_immediate = [k for k in cells if k.endswith("/immediate")]
-    if not any(losing[k] for k in with_immediate) and any(losing[k] for k in cells if k.endswith("/default")):
+    if not any(losing[k] for k in with_immediate) and any(
+        losing[k] for k in cells if k.endswith("/default")
+    ):
         assert v.verdict == HOLDS
     elif any(losing[k] for k in with_immediate) and all(
-            losing[k] >= losing[k.replace("immediate", "default")] for k in with_immediate):
+        losing[k] >= losing[k.replace("immediate", "default")] for k in with_immediate
+    ):
         assert v.verdict == DOES_NOT_HOLD and "ZMQ_IMMEDIATE" in v.because
     else:
         assert v.verdict.startswith("depends: on the receiver: ")

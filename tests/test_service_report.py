@@ -6,6 +6,7 @@ figure the report shows (summary.parquet, the page, capacity.json's verdicts) is
 run.json and against numpy over the Parquet records (pyarrow straight over sends/ and replies/,
 no zmqload code), and the services' own counts. One report over all the runs (one Spark job).
 Loopback only, bounded in count and time."""
+
 from __future__ import annotations
 
 import glob
@@ -22,12 +23,16 @@ import zmq
 from conftest import end_with_the_test, zmqload_cli
 from test_one_side import UserRep, _proxy, stream_seq
 
-ALL = -1            # the summary's consumer / stream of a run's total row
-HIST_ERROR = 0.01   # the latency histogram's bucket error (< 0.8 %, contract/histogram.py), rounded up
+ALL = -1  # the summary's consumer / stream of a run's total row
+HIST_ERROR = (
+    0.01  # the latency histogram's bucket error (< 0.8 %, contract/histogram.py), rounded up
+)
 
 
 def _run(*args: str, status: int = 0) -> dict:
-    done = zmqload_cli("run", "--json", "--pattern", "req-rep", "--role", "producer", *args, timeout=300)
+    done = zmqload_cli(
+        "run", "--json", "--pattern", "req-rep", "--role", "producer", *args, timeout=300
+    )
     assert done.returncode == status, done.stderr
     return json.loads(done.stdout)
 
@@ -49,7 +54,10 @@ class Broker:
         back_port = back.bind_to_random_port("tcp://127.0.0.1")
         self.proxy = threading.Thread(target=lambda: _proxy(front, back), daemon=True)
         self.served: list[tuple[int, int]] = []
-        self.workers = [threading.Thread(target=self._worker, args=(back_port,), daemon=True) for _ in range(workers)]
+        self.workers = [
+            threading.Thread(target=self._worker, args=(back_port,), daemon=True)
+            for _ in range(workers)
+        ]
         end_with_the_test(self.stop)
         for t in (self.proxy, *self.workers):
             t.start()
@@ -64,7 +72,7 @@ class Broker:
                 rep.setsockopt(zmq.RCVTIMEO, 2000)
                 self.served.append(stream_seq(request))
                 rep.send(request)
-        except (zmq.Again, zmq.ContextTerminated):      # idle, or stopped
+        except (zmq.Again, zmq.ContextTerminated):  # idle, or stopped
             pass
         finally:
             rep.close(linger=0)
@@ -87,29 +95,107 @@ def service_runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("service")
     runs = {}
     echo = UserRep(echo=True)
-    runs["echo"] = (_run("--producers-connect", echo.endpoint, "--rate", "2k", "--count", "1500",
-                         "--max-loss", "0", "--slo-p99-us", "5000000", "--out", str(out)), echo)
+    runs["echo"] = (
+        _run(
+            "--producers-connect",
+            echo.endpoint,
+            "--rate",
+            "2k",
+            "--count",
+            "1500",
+            "--max-loss",
+            "0",
+            "--slo-p99-us",
+            "5000000",
+            "--out",
+            str(out),
+        ),
+        echo,
+    )
     echo.join()
     own = UserRep(echo=False)
-    runs["own"] = (_run("--producers-connect", own.endpoint, "--rate", "2k", "--count", "1500", "--out", str(out)),
-                   own)
+    runs["own"] = (
+        _run(
+            "--producers-connect",
+            own.endpoint,
+            "--rate",
+            "2k",
+            "--count",
+            "1500",
+            "--out",
+            str(out),
+        ),
+        own,
+    )
     own.join()
-    stops = UserRep(stop_after=201)       # the 201st request is read and never answered
-    runs["stops"] = (_run("--producers-connect", stops.endpoint, "--rate", "1k", "--count", "260",
-                          "--reply-timeout-ms", "50", "--max-loss", "0", "--out", str(out), status=3), stops)
+    stops = UserRep(stop_after=201)  # the 201st request is read and never answered
+    runs["stops"] = (
+        _run(
+            "--producers-connect",
+            stops.endpoint,
+            "--rate",
+            "1k",
+            "--count",
+            "260",
+            "--reply-timeout-ms",
+            "50",
+            "--max-loss",
+            "0",
+            "--out",
+            str(out),
+            status=3,
+        ),
+        stops,
+    )
     stops.join()
     broker = Broker()
-    runs["broker"] = (_run("--producers-connect", broker.endpoint, "--producers", "2", "--rate", "1k",
-                           "--count", "400", "--out", str(out)), broker)
+    runs["broker"] = (
+        _run(
+            "--producers-connect",
+            broker.endpoint,
+            "--producers",
+            "2",
+            "--rate",
+            "1k",
+            "--count",
+            "400",
+            "--out",
+            str(out),
+        ),
+        broker,
+    )
     broker.join()
     # the max sustainable rate of a service that takes 2 ms per answer (REQ, one in flight: < 500/s)
     searched = UserRep(echo=True, idle_ms=20_000, work_s=0.002)
-    done = zmqload_cli("capacity", "--json", "--pattern", "req-rep", "--role", "producer", "--producers-connect",
-                       searched.endpoint, "--start-rate", "200", "--probe-duration", "1", "--max-probes", "8",
-                       "--precision", "0.5", "--max-loss", "0", "--slo-p99-us", "5000000", "--min-achieved", "0.9",
-                       "--out", str(out), timeout=600)
+    done = zmqload_cli(
+        "capacity",
+        "--json",
+        "--pattern",
+        "req-rep",
+        "--role",
+        "producer",
+        "--producers-connect",
+        searched.endpoint,
+        "--start-rate",
+        "200",
+        "--probe-duration",
+        "1",
+        "--max-probes",
+        "8",
+        "--precision",
+        "0.5",
+        "--max-loss",
+        "0",
+        "--slo-p99-us",
+        "5000000",
+        "--min-achieved",
+        "0.9",
+        "--out",
+        str(out),
+        timeout=600,
+    )
     searched.join()
-    assert done.returncode == 0, done.stderr      # the search converged
+    assert done.returncode == 0, done.stderr  # the search converged
     runs["search"] = (json.loads(done.stdout), searched)
     # a copy of the echo run with its first replies part cut short: its answers' figures are blanked
     damaged = out / "run=damaged-copy"
@@ -123,7 +209,7 @@ def service_runs(tmp_path_factory):
     report = out / "report"
     done = zmqload_cli("report", str(out), "--out", str(report), timeout=900)
     assert done.returncode == 0, done.stderr
-    assert "skipped" not in done.stderr, done.stderr      # the report refuses nothing it can read
+    assert "skipped" not in done.stderr, done.stderr  # the report refuses nothing it can read
     assert "run damaged-copy: 1 unreadable part left out: replies/" in done.stderr, done.stderr
     # the report's judge over each probe's records agrees with the search's (search_answer.disagreements)
     assert "the search judged it" not in done.stderr, done.stderr
@@ -148,18 +234,33 @@ def _check_against_records(got: dict, row: dict) -> tuple[dict, dict]:
     requests = int(np.count_nonzero(sends["status"] == 0))
     answered, echoed = len(replies["seq"]), int(np.count_nonzero(replies["echoed"]))
     # numpy over the records
-    assert (requests, answered, echoed) == (service["requests"], service["answered"], service["echoed"])
+    assert (requests, answered, echoed) == (
+        service["requests"],
+        service["answered"],
+        service["echoed"],
+    )
     assert service["unanswered"] == requests - answered and service["by_order"] == answered - echoed
     # the report's figures: the same values
     assert (row["sent"], row["round_trips"], row["echoed"], row["by_order"], row["unanswered"]) == (
-        service["requests"], service["answered"], service["echoed"], service["by_order"], service["unanswered"])
+        service["requests"],
+        service["answered"],
+        service["echoed"],
+        service["by_order"],
+        service["unanswered"],
+    )
     assert row["recv_rate"] == pytest.approx(service["answer_rate"], rel=1e-9)
     rtt = replies["t_reply_ns"] - replies["t_intended_ns"]
     for key, q in (("p50", 50), ("p99", 99), ("p99_9", 99.9), ("max", 100)):
         ours = rtt_ns[key.replace("_", ".")]
-        assert row[f"round_trip_{key}_us"] * 1e3 == pytest.approx(ours, rel=1e-9), key     # report == run.json
+        assert row[f"round_trip_{key}_us"] * 1e3 == pytest.approx(ours, rel=1e-9), (
+            key
+        )  # report == run.json
         exact = np.percentile(rtt, q, method="inverted_cdf")
-        assert abs(ours - exact) <= HIST_ERROR * exact, (key, ours, exact)               # == numpy, within a bucket
+        assert abs(ours - exact) <= HIST_ERROR * exact, (
+            key,
+            ours,
+            exact,
+        )  # == numpy, within a bucket
     assert rtt_ns["max"] == int(rtt.max())
     return record, sends
 
@@ -169,8 +270,13 @@ def test_an_echo_service_every_request_answered_by_echo(service_runs):
     got, echo = runs["echo"]
     row = totals[got["run_id"]]
     _check_against_records(got, row)
-    assert echo.requests == [(0, seq) for seq in range(1500)]        # what the user's service saw
-    assert (row["sent"], row["round_trips"], row["echoed"], row["unanswered"]) == (1500, 1500, 1500, 0)
+    assert echo.requests == [(0, seq) for seq in range(1500)]  # what the user's service saw
+    assert (row["sent"], row["round_trips"], row["echoed"], row["unanswered"]) == (
+        1500,
+        1500,
+        1500,
+        0,
+    )
     assert row["serves"] and row["loss_ratio"] == 0
     # the same verdict as run's (exit 0, no breach) under the SLOs the run was made with
     assert got["slo_breaches"] == [] and verdicts[got["run_id"]] is None
@@ -183,8 +289,15 @@ def test_a_service_with_its_own_payload_matched_by_order(service_runs):
     row = totals[got["run_id"]]
     _check_against_records(got, row)
     assert len(own.requests) == 1500
-    assert (row["round_trips"], row["echoed"], row["by_order"], row["unanswered"]) == (1500, 0, 1500, 0)
-    assert verdicts[got["run_id"]] is None        # made without SLOs: judged on loss only, nothing unanswered
+    assert (row["round_trips"], row["echoed"], row["by_order"], row["unanswered"]) == (
+        1500,
+        0,
+        1500,
+        0,
+    )
+    assert (
+        verdicts[got["run_id"]] is None
+    )  # made without SLOs: judged on loss only, nothing unanswered
 
 
 def test_a_service_that_stops_answering_counts_its_timeouts_as_run_json_does(service_runs):
@@ -197,7 +310,9 @@ def test_a_service_that_stops_answering_counts_its_timeouts_as_run_json_does(ser
     assert row["lost"] == 60 and row["loss_ratio"] == pytest.approx(60 / 260)
     assert sum(p["unanswered"] for p in record["producers"]) == 60
     # run exited 3 on --max-loss 0; the report's verdict on it is the same breach
-    assert [b["slo"] for b in got["slo_breaches"]] == ["max-loss"] and verdicts[got["run_id"]] == "loss"
+    assert [b["slo"] for b in got["slo_breaches"]] == ["max-loss"] and verdicts[
+        got["run_id"]
+    ] == "loss"
     # each unanswered request waited its timeout: the run ended in bounded time
     assert np.diff(np.sort(sends["t_sent_ns"]))[-59:].min() >= 45e6
 
@@ -220,7 +335,8 @@ def test_capacity_of_a_service_agrees_with_the_report_of_its_probes(service_runs
     doc, service, answers = runs["search"]
     search = doc["searches"][0]
     assert search["probes"] and len(service.requests) == sum(
-        totals[os.path.basename(p["run_dir"])[4:].split(".")[0]]["sent"] for p in search["probes"])
+        totals[os.path.basename(p["run_dir"])[4:].split(".")[0]]["sent"] for p in search["probes"]
+    )
     for probe in search["probes"]:
         run_id = os.path.basename(probe["run_dir"])[4:].split(".")[0]
         row = totals[run_id]
@@ -231,9 +347,10 @@ def test_capacity_of_a_service_agrees_with_the_report_of_its_probes(service_runs
         assert row["recv_rate"] == pytest.approx(summary["service"]["answer_rate"], rel=1e-9)
         assert figures["lost"] == summary["service"]["unanswered"] == row["unanswered"]
         assert figures["p99_us"] == pytest.approx(row["round_trip_p99_us"], abs=0.05)
-    assert [(a["max_sustainable_rate"], a["bracket"]) for a in answers] == \
-        [(search["max_sustainable_rate"], search["bracket"])]
-    assert 0 < search["max_sustainable_rate"] < 500         # 2 ms an answer, one request in flight
+    assert [(a["max_sustainable_rate"], a["bracket"]) for a in answers] == [
+        (search["max_sustainable_rate"], search["bracket"])
+    ]
+    assert 0 < search["max_sustainable_rate"] < 500  # 2 ms an answer, one request in flight
 
 
 def test_an_unreadable_replies_part_blanks_the_answers_not_the_run(service_runs):
@@ -241,8 +358,17 @@ def test_an_unreadable_replies_part_blanks_the_answers_not_the_run(service_runs)
     them (and the round trips) rather than counting its answers as unanswered."""
     _, totals, _, _ = service_runs
     row = totals["damaged-copy"]
-    assert row["status"].startswith("complete") and row["status"] != "complete"      # marked partial
-    assert row["sent"] == 1500          # the sends are whole
-    for column in ("round_trips", "unanswered", "echoed", "by_order", "received", "lost", "loss_ratio", "recv_rate",
-                   "round_trip_p99_us"):
+    assert row["status"].startswith("complete") and row["status"] != "complete"  # marked partial
+    assert row["sent"] == 1500  # the sends are whole
+    for column in (
+        "round_trips",
+        "unanswered",
+        "echoed",
+        "by_order",
+        "received",
+        "lost",
+        "loss_ratio",
+        "recv_rate",
+        "round_trip_p99_us",
+    ):
         assert row[column] is None, column

@@ -8,6 +8,7 @@ there for a signal; runner/signals.py), sends SIGTERM or SIGINT, and checks: the
 final run.json (never `running`), every Parquet file read with pyarrow, no hidden half-written
 file, no worker process left, and the time from the signal to the exit under STOP_BOUND_S.
 """
+
 from __future__ import annotations
 
 import glob
@@ -37,14 +38,25 @@ workers, where processes or threads make no difference to what is tested."""
 class Run:
     """A zmqload command in its own process, its stderr read as it comes."""
 
-    def __init__(self, args: list[str], pause: str | None = None, env: dict[str, str] | None = None,
-                 session: bool = False):
+    def __init__(
+        self,
+        args: list[str],
+        pause: str | None = None,
+        env: dict[str, str] | None = None,
+        session: bool = False,
+    ):
         env = dict(os.environ if env is None else env)
         env.pop("ZMQLOAD_TEST_PAUSE_IN", None)
         if pause is not None:
             env["ZMQLOAD_TEST_PAUSE_IN"] = pause
-        self.proc = subprocess.Popen([sys.executable, "-m", "zmqload", *args], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, env=env, start_new_session=session)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "zmqload", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=session,
+        )
         self.lines: list[str] = []
         self.changed = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -67,7 +79,9 @@ class Run:
         with self.changed:
             while not any(text in line for line in self.lines):
                 assert self.proc.poll() is None, f"ended before {text!r}: {self.stderr}"
-                assert time.monotonic() < deadline, f"no {text!r} within {START_BOUND_S} s: {self.stderr}"
+                assert time.monotonic() < deadline, (
+                    f"no {text!r} within {START_BOUND_S} s: {self.stderr}"
+                )
                 self.changed.wait(0.1)
 
     def wait_for_pause(self, phase: str) -> None:
@@ -104,7 +118,9 @@ def the_run_dir(out) -> str:
 
 def wait_for_schedule(out) -> int:
     """t0 once run.json has it: the workers have the start."""
-    return conftest.wait_for_schedule(os.path.join(str(out), "**", "run=*", "run.json"), START_BOUND_S)
+    return conftest.wait_for_schedule(
+        os.path.join(str(out), "**", "run=*", "run.json"), START_BOUND_S
+    )
 
 
 def alive(pid: int) -> bool:
@@ -118,7 +134,7 @@ def alive(pid: int) -> bool:
 def final_record(run_dir: str, status: str, took: float, figures: bool = True) -> dict:
     """run.json final with `status`, figures or none, every Parquet file readable with pyarrow,
     nothing half written, no worker left, in time."""
-    print(f"signal to exit: {took:.2f} s, run.json {status}")       # shown by pytest -rP
+    print(f"signal to exit: {took:.2f} s, run.json {status}")  # shown by pytest -rP
     assert took < STOP_BOUND_S, took
     meta = read_meta(run_dir)
     assert meta["status"] == status, meta["status"]
@@ -140,25 +156,40 @@ def final_record(run_dir: str, status: str, took: float, figures: bool = True) -
 def one_line(stderr: str, *said: str) -> None:
     """One line on stderr (the tests' pause line aside) saying `said`."""
     assert "Traceback" not in stderr, stderr
-    lines = [line for line in stderr.strip().splitlines() if not line.startswith("zmqload: test pause in ")]
+    lines = [
+        line
+        for line in stderr.strip().splitlines()
+        if not line.startswith("zmqload: test pause in ")
+    ]
     assert len(lines) == 1, stderr
     assert all(s in stderr for s in said), stderr
 
 
 # -- the phases of the workers -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_warm_up(tmp_path, sig):
     """Both sides connect to a device of the test's that takes what the producer sends and forwards
     nothing: its first warm-up message says the run is in its warm-up (which would wait 15 s)."""
     import zmq
+
     front, back = free_ports(2)
     context = zmq.Context()
     device = context.socket(zmq.PULL)
     device.bind(f"tcp://127.0.0.1:{front}")
     try:
-        run = Run(run_args(tmp_path, "--count", "1000", "--producers-connect", f"tcp://127.0.0.1:{front}",
-                           "--consumers-connect", f"tcp://127.0.0.1:{back}"))
+        run = Run(
+            run_args(
+                tmp_path,
+                "--count",
+                "1000",
+                "--producers-connect",
+                f"tcp://127.0.0.1:{front}",
+                "--consumers-connect",
+                f"tcp://127.0.0.1:{back}",
+            )
+        )
         assert device.poll(START_BOUND_S * 1000), run.stderr
         run.signal(sig)
         code, took = run.ended()
@@ -168,7 +199,7 @@ def test_warm_up(tmp_path, sig):
     assert code == 130, run.stderr
     one_line(run.stderr, "interrupted", "run.json status: interrupted")
     meta = final_record(the_run_dir(tmp_path), "interrupted", took)
-    assert not (meta["schedule"] or {}).get("t0_ns")      # it never started
+    assert not (meta["schedule"] or {}).get("t0_ns")  # it never started
     assert meta["counters"]["sent"] == 0
 
 
@@ -178,7 +209,9 @@ def test_loop_sigterm_to_the_process_group(tmp_path):
     SIGINT and SIGTERM to the controller alone in the loop: tests/test_cli.py."""
     run = Run(run_args(tmp_path, "--rate", "5k", "--duration", "30"), session=True)
     t0_ns = wait_for_schedule(tmp_path)
-    time.sleep(max(0.0, (t0_ns + 500_000_000 - time.monotonic_ns()) / 1e9))     # half a second of the schedule
+    time.sleep(
+        max(0.0, (t0_ns + 500_000_000 - time.monotonic_ns()) / 1e9)
+    )  # half a second of the schedule
     run.signal(signal.SIGTERM, group=True)
     code, took = run.ended()
     assert code == 130, run.stderr
@@ -186,12 +219,17 @@ def test_loop_sigterm_to_the_process_group(tmp_path):
     meta = final_record(the_run_dir(tmp_path), "interrupted", took)
     assert meta["counters"]["sent"] > 1000
     assert not (meta["salvaged"] or {}).get("died") and meta["counters"]["unknown"] == 0
-    recvs = pq.ParquetDataset(glob.glob(os.path.join(the_run_dir(tmp_path), "recvs", "*.parquet"))).read()
+    recvs = pq.ParquetDataset(
+        glob.glob(os.path.join(the_run_dir(tmp_path), "recvs", "*.parquet"))
+    ).read()
     assert recvs.num_rows == meta["counters"]["received"]
 
 
-@pytest.mark.parametrize("phase,sig", [("drain", signal.SIGTERM), ("collect", signal.SIGINT)],
-                         ids=["drain-SIGTERM", "collect-SIGINT"])
+@pytest.mark.parametrize(
+    "phase,sig",
+    [("drain", signal.SIGTERM), ("collect", signal.SIGINT)],
+    ids=["drain-SIGTERM", "collect-SIGINT"],
+)
 def test_drain_and_collect(tmp_path, phase, sig):
     run = Run(run_args(tmp_path, "--count", "2000", "--rate", "20k"), pause=phase)
     run.wait_for_pause(phase)
@@ -200,18 +238,32 @@ def test_drain_and_collect(tmp_path, phase, sig):
     assert code == 130, run.stderr
     meta = final_record(the_run_dir(tmp_path), "interrupted", took)
     assert meta["counters"]["sent"] == 2000
-    sends = pq.ParquetDataset(glob.glob(os.path.join(the_run_dir(tmp_path), "sends", "*.parquet"))).read()
+    sends = pq.ParquetDataset(
+        glob.glob(os.path.join(the_run_dir(tmp_path), "sends", "*.parquet"))
+    ).read()
     assert sends.num_rows == 2000
 
 
 # -- after the workers: the figures, run.json, the copy ----------------------------------------------
 
+
 def test_reconcile_of_a_consumer_only_run_sigterm(tmp_path):
     """The report's case: `--role consumer` stopped by SIGTERM while its figures were computed
     ended with run.json `running`; now `interrupted`, without figures, exit 130."""
     (port,) = free_ports(1)
-    run = Run(run_args(tmp_path, "--role", "consumer", "--consumers-bind", f"tcp://127.0.0.1:{port}",
-                       "--duration", "0.5"), pause="reconcile", session=True)
+    run = Run(
+        run_args(
+            tmp_path,
+            "--role",
+            "consumer",
+            "--consumers-bind",
+            f"tcp://127.0.0.1:{port}",
+            "--duration",
+            "0.5",
+        ),
+        pause="reconcile",
+        session=True,
+    )
     run.wait_for_pause("reconcile")
     run.signal(signal.SIGTERM, group=True)
     code, took = run.ended()
@@ -227,10 +279,14 @@ def test_reconcile_sigint(tmp_path):
     code, took = run.ended()
     assert code == 130, run.stderr
     meta = final_record(the_run_dir(tmp_path), "interrupted", took, figures=False)
-    assert meta["drain"]["completed"]                       # the run itself had ended
-    sends = pq.ParquetDataset(glob.glob(os.path.join(the_run_dir(tmp_path), "sends", "*.parquet"))).read()
-    recvs = pq.ParquetDataset(glob.glob(os.path.join(the_run_dir(tmp_path), "recvs", "*.parquet"))).read()
-    assert sends.num_rows == recvs.num_rows == 2000         # the records are whole
+    assert meta["drain"]["completed"]  # the run itself had ended
+    sends = pq.ParquetDataset(
+        glob.glob(os.path.join(the_run_dir(tmp_path), "sends", "*.parquet"))
+    ).read()
+    recvs = pq.ParquetDataset(
+        glob.glob(os.path.join(the_run_dir(tmp_path), "recvs", "*.parquet"))
+    ).read()
+    assert sends.num_rows == recvs.num_rows == 2000  # the records are whole
 
 
 def test_a_second_signal_while_the_workers_stop(tmp_path):
@@ -272,10 +328,14 @@ def test_the_copy_to_a_uri(tmp_path, s3_port):
     kept and named, its run.json keeps the run's status (complete) and says why it is there; the
     bucket holds no run.json (a copy cut short never reads as a run)."""
     import test_out_uri as s3
+
     bucket = ("runs", s3_port)
     s3.filesystem(s3_port).create_dir("runs")
-    run = Run(["run", "--quiet", "--count", "2000", "--rate", "20k", *INPROC, "--out", s3.uri(bucket)], pause="copy",
-              env=s3.user_env(tmp_path))
+    run = Run(
+        ["run", "--quiet", "--count", "2000", "--rate", "20k", *INPROC, "--out", s3.uri(bucket)],
+        pause="copy",
+        env=s3.user_env(tmp_path),
+    )
     run.wait_for_pause("copy")
     run.signal(signal.SIGTERM)
     code, took = run.ended()
@@ -291,10 +351,24 @@ def test_the_copy_to_a_uri(tmp_path, s3_port):
 
 # -- sweeps and capacity searches: the run inside them ---------------------------------------------
 
+
 def test_sweep_sigterm_in_a_run_s_figures(tmp_path):
-    run = Run(["sweep", "--quiet", "--count", "1000", "--rate", "10k", "--size", "64,128", *INPROC,
-               "--out", str(tmp_path)],
-              pause="reconcile")
+    run = Run(
+        [
+            "sweep",
+            "--quiet",
+            "--count",
+            "1000",
+            "--rate",
+            "10k",
+            "--size",
+            "64,128",
+            *INPROC,
+            "--out",
+            str(tmp_path),
+        ],
+        pause="reconcile",
+    )
     run.wait_for_pause("reconcile")
     run.signal(signal.SIGTERM)
     code, took = run.ended()
@@ -308,8 +382,20 @@ def test_sweep_sigterm_in_a_run_s_figures(tmp_path):
 
 
 def test_capacity_sigterm_in_a_probe_s_figures(tmp_path):
-    run = Run(["capacity", "--quiet", "--probe-duration", "0.3", "--start-rate", "1k", *INPROC, "--out", str(tmp_path)],
-              pause="reconcile")
+    run = Run(
+        [
+            "capacity",
+            "--quiet",
+            "--probe-duration",
+            "0.3",
+            "--start-rate",
+            "1k",
+            *INPROC,
+            "--out",
+            str(tmp_path),
+        ],
+        pause="reconcile",
+    )
     run.wait_for_pause("reconcile")
     run.signal(signal.SIGTERM)
     code, took = run.ended()
@@ -321,28 +407,30 @@ def test_capacity_sigterm_in_a_probe_s_figures(tmp_path):
 
 # -- the rule itself, in this process ------------------------------------------------------------
 
+
 def test_raised_held_and_pending():
     """runner/signals.py without a signal sent: its handler called as the interpreter would."""
     from zmqload.runner.signals import RunSignals
+
     sigs = RunSignals()
-    with pytest.raises(KeyboardInterrupt):          # outside any section: raised
+    with pytest.raises(KeyboardInterrupt):  # outside any section: raised
         sigs.handler(signal.SIGTERM, None)
-    with sigs.mode(raised=False):                   # held: counted, pending
+    with sigs.mode(raised=False):  # held: counted, pending
         sigs.handler(signal.SIGINT, None)
         sigs.handler(signal.SIGTERM, None)
     assert (sigs.count, sigs.pending) == (3, 2)
-    with pytest.raises(KeyboardInterrupt):          # a raised section begins with what is pending
+    with pytest.raises(KeyboardInterrupt):  # a raised section begins with what is pending
         with sigs.mode(raised=False):
             with sigs.mode(raised=True):
                 pytest.fail("not reached")
     assert sigs.pending == 0 and sigs.modes == []
-    with pytest.raises(KeyboardInterrupt):          # a write inside a raised phase: raised once written
+    with pytest.raises(KeyboardInterrupt):  # a write inside a raised phase: raised once written
         with sigs.mode(raised=True):
             with sigs.mode(raised=False, then_raise=True):
                 sigs.handler(signal.SIGTERM, None)
                 written = True
     assert written and sigs.pending == 0
     with sigs.mode(raised=False):
-        with sigs.mode(raised=False, then_raise=True):      # held around it: stays pending
+        with sigs.mode(raised=False, then_raise=True):  # held around it: stays pending
             sigs.handler(signal.SIGTERM, None)
         assert sigs.take() and not sigs.take()

@@ -3,6 +3,7 @@ s mod the table's length. Checked with no zmqload code: the uniform table drawn 
 numpy, the files read here, the records read with pyarrow, a user's plain pyzmq PULL reading the
 payload behind the header (docs/RECORDS.md's 16 bytes), and the report (real local Spark) held to
 run.json. Loopback only, bounded in count and time."""
+
 from __future__ import annotations
 
 import glob
@@ -20,7 +21,7 @@ import zmq
 from conftest import free_ports, recv_until, zmqload_cli
 from test_parts import Forwarder
 
-UNIFORM_SEED, UNIFORM_ENTRIES = 27, 65536      # docs/RECORDS.md "Each message's size"
+UNIFORM_SEED, UNIFORM_ENTRIES = 27, 65536  # docs/RECORDS.md "Each message's size"
 
 
 def _run(*args: str) -> dict:
@@ -48,13 +49,26 @@ def _check_run(got: dict, table: np.ndarray, parts: int = 1) -> tuple[dict, dict
     np.testing.assert_array_equal(sends["size"], table[sends["seq"] % len(table)])
     ok = sends["status"] == 0
     record = _run_json(run_dir)
-    assert record["counters"]["bytes_sent"] == got["bytes_sent"] == int(sends["size"][ok].sum()) * parts
-    assert record["counters"]["bytes_received"] == got["bytes_received"] == int(recvs["size"].sum()) * parts
+    assert (
+        record["counters"]["bytes_sent"]
+        == got["bytes_sent"]
+        == int(sends["size"][ok].sum()) * parts
+    )
+    assert (
+        record["counters"]["bytes_received"]
+        == got["bytes_received"]
+        == int(recvs["size"].sum()) * parts
+    )
     facts = record["summary"]["sizes"]
-    assert (facts["min"], facts["max"], facts["entries"]) == (int(table.min()), int(table.max()), len(table))
+    assert (facts["min"], facts["max"], facts["entries"]) == (
+        int(table.min()),
+        int(table.max()),
+        len(table),
+    )
     assert facts["mean"] == pytest.approx(float(table.mean()), rel=1e-12)
     assert got["throughput_mb"] == pytest.approx(
-        got["throughput_msgs"] * got["bytes_received"] / got["received"] / 1e6, rel=1e-9)
+        got["throughput_msgs"] * got["bytes_received"] / got["received"] / 1e6, rel=1e-9
+    )
     assert got["size_mismatches"] == 0
     return record, recvs
 
@@ -68,27 +82,67 @@ def uniform_run(tmp_path_factory):
 def test_uniform_sizes_follow_the_rule_and_the_bytes_are_the_records(uniform_run):
     table = np.random.Generator(np.random.PCG64(UNIFORM_SEED)).integers(64, 1025, UNIFORM_ENTRIES)
     record, recvs = _check_run(uniform_run, table)
-    assert record["summary"]["sizes"]["seed"] == UNIFORM_SEED and record["workload"]["size"] == "64:1024"
-    assert recvs["size"].min() < 128 and recvs["size"].max() > 960      # the range is used, not one size
+    assert (
+        record["summary"]["sizes"]["seed"] == UNIFORM_SEED
+        and record["workload"]["size"] == "64:1024"
+    )
+    assert (
+        recvs["size"].min() < 128 and recvs["size"].max() > 960
+    )  # the range is used, not one size
 
 
 def test_a_file_of_sizes_with_parts(tmp_path):
     sizes = [16, 100, 4096, 17, 70000, 64]
     path = tmp_path / "sizes.txt"
-    path.write_text("# sizes of the test\n" + "\n".join(map(str, sizes[:3])) + "\n\n" + "\n".join(map(str, sizes[3:])))
-    got = _run("--size", f"@{path}", "--parts", "3", "--count", "6000", "--rate", "20k", "--out", str(tmp_path / "r"))
+    path.write_text(
+        "# sizes of the test\n"
+        + "\n".join(map(str, sizes[:3]))
+        + "\n\n"
+        + "\n".join(map(str, sizes[3:]))
+    )
+    got = _run(
+        "--size",
+        f"@{path}",
+        "--parts",
+        "3",
+        "--count",
+        "6000",
+        "--rate",
+        "20k",
+        "--out",
+        str(tmp_path / "r"),
+    )
     _check_run(got, np.array(sizes), parts=3)
     assert got["frame_mismatches"] == 0
 
 
 @pytest.mark.parametrize("pattern", ["pub-sub", "proxy", "req-rep"])
 def test_uniform_sizes_through_each_pattern(tmp_path, pattern):
-    got = _run("--pattern", pattern, "--size", "16:300", "--count", "3000", "--rate", "10k", "--out", str(tmp_path))
-    _check_run(got, np.random.Generator(np.random.PCG64(UNIFORM_SEED)).integers(16, 301, UNIFORM_ENTRIES))
+    got = _run(
+        "--pattern",
+        pattern,
+        "--size",
+        "16:300",
+        "--count",
+        "3000",
+        "--rate",
+        "10k",
+        "--out",
+        str(tmp_path),
+    )
+    _check_run(
+        got, np.random.Generator(np.random.PCG64(UNIFORM_SEED)).integers(16, 301, UNIFORM_ENTRIES)
+    )
 
 
 def test_a_users_pull_gets_the_header_then_each_record(tmp_path):
-    records = [b"alpha", b"", b"a longer record, with spaces and \x00 bytes", b"x" * 3000, b"\xff\xfe"]
+    records = [
+        b"alpha",
+        b"",
+        b"a longer record, with spaces and \x00 bytes",
+        b"x" * 3000,
+        b"\xff\xfe",
+    ]
     path = tmp_path / "payload.bin"
     path.write_bytes(b"\n".join(records) + b"\n")
     context = zmq.Context()
@@ -110,11 +164,23 @@ def test_a_users_pull_gets_the_header_then_each_record(tmp_path):
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        got = _run("--role", "producer", "--producers-connect", f"tcp://127.0.0.1:{port}", "--payload", str(path),
-                   "--count", "3000", "--rate", "20k", "--out", str(tmp_path / "r"))
+        got = _run(
+            "--role",
+            "producer",
+            "--producers-connect",
+            f"tcp://127.0.0.1:{port}",
+            "--payload",
+            str(path),
+            "--count",
+            "3000",
+            "--rate",
+            "20k",
+            "--out",
+            str(tmp_path / "r"),
+        )
         reader.join(timeout=60)
     finally:
-        ended.set()                 # a reader still waiting (the run failed) lets go of the socket within 0.1 s
+        ended.set()  # a reader still waiting (the run failed) lets go of the socket within 0.1 s
         reader.join(timeout=10)
         assert not reader.is_alive(), "the reader did not end: its socket is not closed under it"
         pull.close(0)
@@ -122,7 +188,7 @@ def test_a_users_pull_gets_the_header_then_each_record(tmp_path):
     seqs = []
     for message in messages:
         (word,) = struct.unpack_from("<Q", message, 0)
-        seq = word & ((1 << 40) - 1)     # docs/RECORDS.md: seq is the low 40 bits
+        seq = word & ((1 << 40) - 1)  # docs/RECORDS.md: seq is the low 40 bits
         seqs.append(seq)
         assert message[16:] == records[seq % len(records)], seq
     assert seqs == list(range(3000)) and got["sent"] == 3000
@@ -139,7 +205,7 @@ class Cutter:
 
     def __call__(self, frames: list[bytes]) -> list[bytes]:
         (word,) = struct.unpack_from("<Q", frames[0], 0)
-        if (word >> 48) & 0xFF == 0xFF:     # a warm-up (docs/RECORDS.md: stream 0xFF)
+        if (word >> 48) & 0xFF == 0xFF:  # a warm-up (docs/RECORDS.md: stream 0xFF)
             return frames
         self.data += 1
         if self.data % 7 or len(frames[0]) == 16:
@@ -150,23 +216,40 @@ class Cutter:
 
 def test_a_device_that_cuts_messages_is_caught_by_the_rule(tmp_path):
     cutter = Cutter()
-    device = Forwarder(change=cutter)      # a user's PULL|PUSH forwarder, in a thread
+    device = Forwarder(change=cutter)  # a user's PULL|PUSH forwarder, in a thread
     try:
-        got = _run("--size", "17:200", "--producers-connect", device.producers, "--consumers-connect",
-                   device.consumers, "--count", "3500", "--rate", "20k", "--out", str(tmp_path))
+        got = _run(
+            "--size",
+            "17:200",
+            "--producers-connect",
+            device.producers,
+            "--consumers-connect",
+            device.consumers,
+            "--count",
+            "3500",
+            "--rate",
+            "20k",
+            "--out",
+            str(tmp_path),
+        )
     finally:
         device.stop()
     assert got["received"] == 3500 and got["lost"] == 0 and cutter.cut > 400
     assert got["size_mismatches"] == cutter.cut
 
 
-@pytest.mark.slow     # a Spark session or many runs: out of make test-fast, in make test
+@pytest.mark.slow  # a Spark session or many runs: out of make test-fast, in make test
 def test_the_report_shows_the_bytes_and_mb_s_of_run_json(uniform_run, tmp_path):
     run_dir = uniform_run["run_dir"]
     report = str(tmp_path / "report")
-    done = subprocess.run([sys.executable, "-m", "zmqload", "report", run_dir, "--out", report],
-                          capture_output=True, text=True, timeout=600, check=False,
-                          env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    done = subprocess.run(
+        [sys.executable, "-m", "zmqload", "report", run_dir, "--out", report],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
     assert done.returncode == 0, done.stderr
     rows = pq.read_table(os.path.join(report, "summary.parquet")).to_pylist()
     total = next(r for r in rows if r["consumer"] == -1 and r["stream"] == -1)
@@ -183,30 +266,41 @@ def _write(tmp_path, name: str, data: bytes) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("args, flag", [
-    (("--size", "1024:64"), "--size"),
-    (("--size", "8:64"), "--size"),
-    (("--size", "64:300000000"), "--size"),
-    (("--size", "64:"), "--size"),
-    (("--size", "15"), "--size"),
-    (("--size", "@{missing}"), "--size"),
-    (("--size", "@{empty}"), "--size"),
-    (("--size", "@{words}"), "--size"),
-    (("--size", "@{small}"), "--size"),
-    (("--payload", "{missing}"), "--payload"),
-    (("--payload", "{empty}"), "--payload"),
-    (("--payload", "{dir}"), "--payload"),
-    (("--payload", "{words}", "--size", "128"), "--size"),
-])
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (("--size", "1024:64"), "--size"),
+        (("--size", "8:64"), "--size"),
+        (("--size", "64:300000000"), "--size"),
+        (("--size", "64:"), "--size"),
+        (("--size", "15"), "--size"),
+        (("--size", "@{missing}"), "--size"),
+        (("--size", "@{empty}"), "--size"),
+        (("--size", "@{words}"), "--size"),
+        (("--size", "@{small}"), "--size"),
+        (("--payload", "{missing}"), "--payload"),
+        (("--payload", "{empty}"), "--payload"),
+        (("--payload", "{dir}"), "--payload"),
+        (("--payload", "{words}", "--size", "128"), "--size"),
+    ],
+)
 def test_bad_sizes_are_one_line_exit_2_nothing_left(tmp_path, args, flag):
-    files = {"missing": str(tmp_path / "missing.txt"), "empty": _write(tmp_path, "empty.txt", b"\n"),
-             "words": _write(tmp_path, "words.txt", b"64\nsixty\n"), "small": _write(tmp_path, "small.txt", b"64\n8\n"),
-             "dir": str(tmp_path)}
+    files = {
+        "missing": str(tmp_path / "missing.txt"),
+        "empty": _write(tmp_path, "empty.txt", b"\n"),
+        "words": _write(tmp_path, "words.txt", b"64\nsixty\n"),
+        "small": _write(tmp_path, "small.txt", b"64\n8\n"),
+        "dir": str(tmp_path),
+    }
     out = tmp_path / "out"
-    done = zmqload_cli("run", *(a.format(**files) for a in args), "--count", "10", "--out", str(out))
+    done = zmqload_cli(
+        "run", *(a.format(**files) for a in args), "--count", "10", "--out", str(out)
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and f"error: {flag}: got" in lines[0] and "accepted" in lines[0], done.stderr
+    assert len(lines) == 1 and f"error: {flag}: got" in lines[0] and "accepted" in lines[0], (
+        done.stderr
+    )
     assert not out.exists() or not any(out.iterdir())
     assert not glob.glob(str(tmp_path / "**" / "run.json"), recursive=True)
 
@@ -217,13 +311,16 @@ def test_every_surface_takes_the_same_sizes(tmp_path):
     from zmqload import ConfigError, Workload
     from zmqload.cli import build_parser
     from zmqload.plan import sweep as sweeps
+
     sizes = tmp_path / "sizes.txt"
     sizes.write_text("64\n128\n")
     assert Workload(size="64:1024").size == "64:1024" and Workload(size="1k").size == 1000
     assert build_parser().parse_args(["run", "--size", f"@{sizes}"]).size == f"@{sizes}"
     assert build_parser().parse_args(["sweep", "--size", "64,64:1024"]).size == [64, "64:1024"]
     toml = tmp_path / "sweep.toml"
-    toml.write_text(f'[sweep]\ncount = 2000\nout = "{tmp_path / "out"}"\n[axes]\nsize = [64, "64:1024", "@{sizes}"]\n')
+    toml.write_text(
+        f'[sweep]\ncount = 2000\nout = "{tmp_path / "out"}"\n[axes]\nsize = [64, "64:1024", "@{sizes}"]\n'
+    )
     spec = sweeps.load_toml(str(toml))
     assert [p.workload.size for p in sweeps.plan(spec).points] == [64, "64:1024", f"@{sizes}"]
     with pytest.raises(ConfigError, match="--size: got '1024:64'"):
@@ -234,9 +331,26 @@ def test_a_service_echoing_requests_of_varying_sizes_is_matched_by_echo(tmp_path
     """--size A:B against a user's REP that echoes each request (plain pyzmq): every answer begins
     with its request's header, whatever table entry the request was sent from."""
     from test_one_side import UserRep
+
     echo = UserRep(echo=True)
-    done = zmqload_cli("run", "--json", "--pattern", "req-rep", "--role", "producer", "--producers-connect",
-                       echo.endpoint, "--rate", "2k", "--count", "600", "--size", "32:512", "--out", str(tmp_path))
+    done = zmqload_cli(
+        "run",
+        "--json",
+        "--pattern",
+        "req-rep",
+        "--role",
+        "producer",
+        "--producers-connect",
+        echo.endpoint,
+        "--rate",
+        "2k",
+        "--count",
+        "600",
+        "--size",
+        "32:512",
+        "--out",
+        str(tmp_path),
+    )
     echo.join()
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)

@@ -4,6 +4,7 @@ seen-maps to files (runner/parquet_writer.PAGE_SEQS, KEEP_PAGES) and whose peak 
 candidate bins at a time (measure/queue_replay.REPLAY_EVENTS) equal numpy and pyarrow over the Parquet
 files, read one file at a time. The constants are lowered so that runs of a few hundred thousand
 messages take dozens of pieces; inproc, so that the workers (threads) see them too."""
+
 from __future__ import annotations
 
 import glob
@@ -80,19 +81,25 @@ def records_truth(run_dir: str) -> dict:
     received = 0
     for path in _parts(run_dir, "recvs"):
         t = pq.read_table(path, columns=["consumer", "stream", "seq", "t_recv_ns"])
-        consumer, stream, seq, t_recv = (t.column(c).to_numpy() for c in ("consumer", "stream", "seq", "t_recv_ns"))
+        consumer, stream, seq, t_recv = (
+            t.column(c).to_numpy() for c in ("consumer", "stream", "seq", "t_recv_ns")
+        )
         received += len(seq)
         for c in np.unique(consumer):
             for s in np.unique(stream[consumer == c]):
                 mine = (consumer == c) & (stream == s)
                 key = (int(c) if fanout else "all", int(s))
                 order = np.argsort(t_recv[mine], kind="stable")
-                q, at = np.unique(seq[mine][order], return_index=True)     # each seq's first arrival here
+                q, at = np.unique(
+                    seq[mine][order], return_index=True
+                )  # each seq's first arrival here
                 when = t_recv[mine][order][at]
                 earlier = when < first[key][q]
                 first[key][q[earlier]] = when[earlier]
                 drained_at[key][q[earlier]] = when[earlier] >= drain_at[int(c)]
-    totals = dict.fromkeys(("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail", "unique"), 0)
+    totals = dict.fromkeys(
+        ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail", "unique"), 0
+    )
     for (v, s), arrival in first.items():
         got = (arrival < NO_DRAIN) & ok[s]
         missing = ok[s] & ~got
@@ -124,10 +131,21 @@ def peak_truth(run_dir: str) -> int:
 def _check(result, truth: dict) -> None:
     check_identity(result)
     assert result.drain["completed"], result.drain
-    got = {"sent": result.sent, "received": result.received, "unique": result.unique_received,
-           **{f: getattr(result, f) for f in ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail")}}
-    if result.drain["tail_placement"] == TAIL_MID_RUN:       # the run's rule folds tail drops into mid-run ones
-        truth = dict(truth, dropped_mid=truth["dropped_mid"] + truth["dropped_tail"], dropped_tail=0)
+    got = {
+        "sent": result.sent,
+        "received": result.received,
+        "unique": result.unique_received,
+        **{
+            f: getattr(result, f)
+            for f in ("delivered", "drained", "dropped_start", "dropped_mid", "dropped_tail")
+        },
+    }
+    if (
+        result.drain["tail_placement"] == TAIL_MID_RUN
+    ):  # the run's rule folds tail drops into mid-run ones
+        truth = dict(
+            truth, dropped_mid=truth["dropped_mid"] + truth["dropped_tail"], dropped_tail=0
+        )
     assert got == truth
     assert result.stranded == 0 and result.unknown == 0
 
@@ -135,7 +153,9 @@ def _check(result, truth: dict) -> None:
 def test_round_robin_in_pieces_equals_the_records(run_workload, small_pieces):
     """Two pulling consumers of 300k messages: the union of their paged maps, read in ~37 pieces;
     the exact peak replayed in several pieces equals one sweep over every event."""
-    result = run_workload(pattern="push-pull", transport="inproc", size=16, count=300_000, consumers=2)
+    result = run_workload(
+        pattern="push-pull", transport="inproc", size=16, count=300_000, consumers=2
+    )
     _check(result, records_truth(result.run_dir))
     assert result.lost == 0 and result.unique_received == 300_000
     assert result.queue["peak"]["messages"] == peak_truth(result.run_dir)
@@ -148,11 +168,21 @@ def test_round_robin_in_pieces_equals_the_records(run_workload, small_pieces):
 def test_fanout_with_drops_in_pieces_equals_the_records(run_workload, small_pieces):
     """Two subscribers behind a PUB with a tiny HWM: drops at the start, mid-run and at the tail,
     each consumer's view counted piece by piece, equal to the records' count."""
-    result = run_workload(pattern="pub-sub", transport="inproc", size=16, count=200_000, consumers=2,
-                          sndhwm=100, rcvhwm=100, consumer_delay_us=1)
+    result = run_workload(
+        pattern="pub-sub",
+        transport="inproc",
+        size=16,
+        count=200_000,
+        consumers=2,
+        sndhwm=100,
+        rcvhwm=100,
+        consumer_delay_us=1,
+    )
     truth = records_truth(result.run_dir)
     _check(result, truth)
     # how many arrive varies with the machine's load (400 to 100k seen): enough to place drops
     # before, between and after arrivals; the counts themselves are checked exactly above
     assert result.dropped_mid > 1000 and result.delivered >= 100, result.summary()
-    assert small_pieces["map_pieces"] >= 200_000 // 8192 and small_pieces["pages_out"] > 0, small_pieces
+    assert small_pieces["map_pieces"] >= 200_000 // 8192 and small_pieces["pages_out"] > 0, (
+        small_pieces
+    )

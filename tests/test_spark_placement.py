@@ -2,6 +2,7 @@
 as one Spark barrier stage, each worker a task of an executor, the controller on the driver.
 A real local-cluster (two executor JVMs with Python workers of their own) on this host; the
 figures are checked with numpy over the Parquet records the tasks wrote."""
+
 from __future__ import annotations
 
 import glob
@@ -17,17 +18,22 @@ import pytest
 
 from conftest import end_with_the_test, zmqload_cli
 
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")      # Spark binds loopback, not the machine's address
+os.environ.setdefault(
+    "SPARK_LOCAL_IP", "127.0.0.1"
+)  # Spark binds loopback, not the machine's address
 
 pytest.importorskip("pyspark")
 
 
 def _java() -> bool:
     import shutil
+
     return shutil.which("java") is not None
 
 
-pytestmark = pytest.mark.skipif(not _java(), reason="Spark needs a Java runtime (make test installs one)")
+pytestmark = pytest.mark.skipif(
+    not _java(), reason="Spark needs a Java runtime (make test installs one)"
+)
 
 
 SKEW_NS = 5_000_000_000
@@ -53,8 +59,27 @@ class _Run:
 
 
 def _placed(out, master: str, *args: str, env: dict[str, str] | None = None) -> _Run:
-    return _Run(subprocess.run([sys.executable, "-m", "zmqload", "run", "--master", master, *args, "--json", "--out",
-                                str(out)], capture_output=True, text=True, timeout=240, env=env), out)
+    return _Run(
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "zmqload",
+                "run",
+                "--master",
+                master,
+                *args,
+                "--json",
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=env,
+        ),
+        out,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -65,15 +90,34 @@ def spread_run(tmp_path_factory) -> _Run:
     5 s ahead (ZMQLOAD_TEST_CLOCK_SKEW, before its alignment); 60,000 messages at 30k/s. The tests
     reading it are named for what each proves."""
     env = dict(os.environ, ZMQLOAD_TEST_CLOCK_SKEW=f"c0={SKEW_NS}")
-    return _placed(tmp_path_factory.mktemp("spread"), SHARED_MASTER, "--placement", "spread", "--curve", "on",
-                   "--count", "60000", "--rate", "30k", env=env)
+    return _placed(
+        tmp_path_factory.mktemp("spread"),
+        SHARED_MASTER,
+        "--placement",
+        "spread",
+        "--curve",
+        "on",
+        "--count",
+        "60000",
+        "--rate",
+        "30k",
+        env=env,
+    )
 
 
 @pytest.fixture(scope="module")
 def pack_run(tmp_path_factory) -> _Run:
     """The same cluster with --placement pack: 20,000 messages at 20k/s."""
-    return _placed(tmp_path_factory.mktemp("pack"), SHARED_MASTER, "--placement", "pack", "--count", "20000",
-                   "--rate", "20k")
+    return _placed(
+        tmp_path_factory.mktemp("pack"),
+        SHARED_MASTER,
+        "--placement",
+        "pack",
+        "--count",
+        "20000",
+        "--rate",
+        "20k",
+    )
 
 
 def test_a_placed_run_accounts_exactly_and_says_where_each_worker_ran(spread_run):
@@ -91,10 +135,13 @@ def test_a_placed_run_accounts_exactly_and_says_where_each_worker_ran(spread_run
     assert len({placed["p0"]["pid"], placed["c0"]["pid"], record["controller_pid"]}) == 3
     assert record["worker_pids"] == {}
     import zmqload._engine as engine
+
     here = ".".join(map(str, engine.libzmq_version()))
     assert all(w["libzmq"] == here and w["cpus"] == os.cpu_count() for w in placed.values())
     # quiet: Spark's own lines stay out of the user's terminal
-    assert "WARN" not in spread_run.done.stderr and "log4j" not in spread_run.done.stderr, spread_run.done.stderr
+    assert "WARN" not in spread_run.done.stderr and "log4j" not in spread_run.done.stderr, (
+        spread_run.done.stderr
+    )
 
 
 def test_a_placed_run_leaves_nothing_where_its_tasks_ran(tmp_path):
@@ -102,10 +149,28 @@ def test_a_placed_run_leaves_nothing_where_its_tasks_ran(tmp_path):
     (their control channel is tcp; the lock and markers belong to workers beside their controller)."""
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    done = subprocess.run([sys.executable, "-m", "zmqload", "run", "--master", "local[2]", "--count", "2000",
-                           "--rate", "10k", "--quiet", "--out", str(tmp_path / "runs")], cwd=cwd,
-                          capture_output=True, text=True, timeout=240,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zmqload",
+            "run",
+            "--master",
+            "local[2]",
+            "--count",
+            "2000",
+            "--rate",
+            "10k",
+            "--quiet",
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
     assert done.returncode == 0, done.stderr
     assert os.listdir(cwd) == []
 
@@ -121,7 +186,9 @@ def test_with_curve_the_tasks_data_control_and_clock_sockets_are_curve(spread_ru
     record = json.loads(text)
     assert record["security"] == "curve" and "secret" not in text.lower()
     placed = {w["worker"]: w for w in record["placement"]["workers"]}
-    assert set(placed) == {"p0", "c0"} and placed["p0"]["executor_id"] != placed["c0"]["executor_id"]
+    assert (
+        set(placed) == {"p0", "c0"} and placed["p0"]["executor_id"] != placed["c0"]["executor_id"]
+    )
     assert all(0 < w["clock_uncertainty_ns"] < 5_000_000 for w in placed.values())
 
 
@@ -140,17 +207,25 @@ def test_host_clocks_are_aligned_before_t0_and_a_skewed_clock_is_corrected(sprea
     assert 0 < p0["clock_uncertainty_ns"] < 5_000_000 and 0 < c0["clock_uncertainty_ns"] < 5_000_000
     assert abs(p0["clock_offset_ns"]) <= p0["clock_uncertainty_ns"]
     assert abs(c0["clock_offset_ns"] - skew) <= c0["clock_uncertainty_ns"]
-    assert {p0["executor_id"], c0["executor_id"]} == {"0", "1"} and p0["address"] == c0["address"] == "127.0.0.1"
+    assert {p0["executor_id"], c0["executor_id"]} == {"0", "1"} and p0["address"] == c0[
+        "address"
+    ] == "127.0.0.1"
     bound = p0["clock_uncertainty_ns"] + c0["clock_uncertainty_ns"]
     assert got["clock_uncertainty_ns"] == bound
-    recvs = pq.read_table(os.path.join(run_dir, "recvs"), columns=["seq", "t_sent_ns", "t_recv_ns"]).to_pydict()
+    recvs = pq.read_table(
+        os.path.join(run_dir, "recvs"), columns=["seq", "t_sent_ns", "t_recv_ns"]
+    ).to_pydict()
     assert np.array_equal(np.sort(recvs["seq"]), np.arange(60_000))
     one_way = np.asarray(recvs["t_recv_ns"]) - np.asarray(recvs["t_sent_ns"])
-    assert one_way.min() >= -bound and np.percentile(one_way, 50) < 5_000_000, np.percentile(one_way, [0, 50, 100])
+    assert one_way.min() >= -bound and np.percentile(one_way, 50) < 5_000_000, np.percentile(
+        one_way, [0, 50, 100]
+    )
     # the run's p99 from its own histogram (< 0.8 % error) is numpy's over every record
     p99 = np.percentile(one_way, 99, method="inverted_cdf")
     assert abs(got["latency_sent_ns"]["p99"] - p99) <= 0.01 * p99 + 1_000
-    summary = zmqload_cli("report", str(spread_run.out), "--out", str(tmp_path / "report"), timeout=300)
+    summary = zmqload_cli(
+        "report", str(spread_run.out), "--out", str(tmp_path / "report"), timeout=300
+    )
     assert summary.returncode == 0, summary.stderr
     assert f"± {bound / 1e3:,.0f} µs" in open(tmp_path / "report" / "summary.md").read()
 
@@ -160,6 +235,7 @@ def test_an_exchange_gives_the_offset_within_half_its_round_trip():
     server: the estimate is off by half the asymmetry and the uncertainty (half the 80 us round
     trip) covers it."""
     from zmqload.runner.clocks import offset_of
+
     ahead, t1 = 7_000_000, 1_000_000_000
     t2 = t1 - ahead + 30_000
     t3 = t2 + 5_000
@@ -173,6 +249,7 @@ def test_assign_spreads_producers_from_consumers_or_packs_them_in_pairs():
     """The rule alone: tasks on executors A (two slots) and B (two slots), listed in Spark's order."""
     from zmqload.contract.ids import Role
     from zmqload.runner.spark_stage import assign
+
     executors = ["10.0.0.2:7001", "10.0.0.1:7001", "10.0.0.2:7001", "10.0.0.1:7001"]
     p, c = Role.PRODUCER, Role.CONSUMER
     # spread: producers on host 10.0.0.1, consumers on 10.0.0.2
@@ -201,33 +278,43 @@ def test_placement_spread_or_pack_places_the_workers_by_executor(request, placem
 
 
 def test_fewer_task_slots_than_workers_is_one_line_in_bounded_time(tmp_path):
-    done = zmqload_cli("run", "--master", "local[1]", "--count", "1000", "--out", str(tmp_path), timeout=120)
+    done = zmqload_cli(
+        "run", "--master", "local[1]", "--count", "1000", "--out", str(tmp_path), timeout=120
+    )
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert "1 task slot, the run needs 2" in last, done.stderr
 
 
-@pytest.mark.parametrize("args, flag", [
-    (("--master", "nonsense"), "--master"),
-    (("--master", "local[2]", "--transport", "inproc"), "--transport"),
-    (("--master", "local[2]", "--pattern", "proxy"), "--master"),
-    (("--placement", "spread"), "--placement"),
-    (("--master", "local[2]", "--placement", "apart"), "--placement"),
-])
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (("--master", "nonsense"), "--master"),
+        (("--master", "local[2]", "--transport", "inproc"), "--transport"),
+        (("--master", "local[2]", "--pattern", "proxy"), "--master"),
+        (("--placement", "spread"), "--placement"),
+        (("--master", "local[2]", "--placement", "apart"), "--placement"),
+    ],
+)
 def test_bad_placement_input_is_one_line_exit_2(tmp_path, capsys, args, flag):
     """In this process, through the CLI's own entry (`python -m zmqload` is sys.exit(cli.main())):
     refused while the arguments are read and checked, one line, exit status 2, nothing started (no
     process, nothing written)."""
     from zmqload import cli
+
     before = set(_descendants(os.getpid()))
     try:
         status = cli.main(["run", *args, "--count", "10", "--out", str(tmp_path)])
-    except SystemExit as exc:       # argparse's refusals exit as a process would
+    except SystemExit as exc:  # argparse's refusals exit as a process would
         status = exc.code
     captured = capsys.readouterr()
     assert status == 2
     lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"zmqload run: error: {flag}") and "accepted" in lines[0]
+    assert (
+        len(lines) == 1
+        and lines[0].startswith(f"zmqload run: error: {flag}")
+        and "accepted" in lines[0]
+    )
     assert not os.listdir(tmp_path)
     assert set(_descendants(os.getpid())) <= before, "a refused run started a process"
 
@@ -238,13 +325,31 @@ def test_an_executor_without_zmqload_is_one_line_before_anything_starts(tmp_path
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     env = dict(os.environ, PYSPARK_PYTHON=str(bare / "bin" / "python"))
-    done = subprocess.run([sys.executable, "-m", "zmqload", "run", "--master", "local[2]", "--count", "100",
-                           "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=180, env=env)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zmqload",
+            "run",
+            "--master",
+            "local[2]",
+            "--count",
+            "100",
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert "an executor cannot run zmqload (ModuleNotFoundError" in last, done.stderr
     record = json.load(open(glob.glob(str(tmp_path / "runs" / "run=*" / "run.json"))[0]))
-    assert record["status"] == "failed" and not glob.glob(str(tmp_path / "runs" / "run=*" / "sends" / "*"))
+    assert record["status"] == "failed" and not glob.glob(
+        str(tmp_path / "runs" / "run=*" / "sends" / "*")
+    )
 
 
 def _cmdline(pid: int) -> str:
@@ -294,6 +399,7 @@ def test_a_killed_task_fails_the_run_in_one_line_and_leaves_readable_records(tmp
     executors): Spark fails the barrier stage, the run ends failed naming the task's worker, and
     its figures are rebuilt from the records both tasks wrote, equal to numpy over them."""
     import signal
+
     run = _placed_run(tmp_path)
     # the stage's tasks: children of the executors' pyspark daemons (themselves children of the
     # executor JVMs) that live on; the check before the stage has short tasks of its own
@@ -310,7 +416,7 @@ def test_a_killed_task_fails_the_run_in_one_line_and_leaves_readable_records(tmp
         run.kill()
         out, err = run.communicate()
         raise AssertionError(f"the stage's two tasks never showed: {err[-2000:]}")
-    wait_for_records(run, os.path.join(tmp_path, "run=*"))        # the run is sending
+    wait_for_records(run, os.path.join(tmp_path, "run=*"))  # the run is sending
     os.kill(task, signal.SIGKILL)
     out, err = run.communicate(timeout=90)
     assert run.returncode == 1
@@ -326,20 +432,44 @@ def wait_for_records(run, run_dirs: str, within_s: float = 120) -> None:
     leaves records of both. Polled on the run's own progress, bounded; the run must not end first."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline and run.poll() is None:
-        if all(glob.glob(os.path.join(run_dirs, "_spill", worker, "*.raw"))
-               or glob.glob(os.path.join(run_dirs, kind, "*.parquet")) for worker, kind in (("p0", "sends"),
-                                                                                             ("c0", "recvs"))):
+        if all(
+            glob.glob(os.path.join(run_dirs, "_spill", worker, "*.raw"))
+            or glob.glob(os.path.join(run_dirs, kind, "*.parquet"))
+            for worker, kind in (("p0", "sends"), ("c0", "recvs"))
+        ):
             return
         time.sleep(0.1)
-    raise AssertionError("the run ended before both workers recorded" if run.poll() is not None else
-                         f"no records of both workers within {within_s} s")
+    raise AssertionError(
+        "the run ended before both workers recorded"
+        if run.poll() is not None
+        else f"no records of both workers within {within_s} s"
+    )
 
 
 def _placed_run(tmp_path):
     """A 20 s placed run on two executors, started as a user would (a fault ends it early)."""
-    return end_with_the_test(subprocess.Popen(
-        [sys.executable, "-m", "zmqload", "run", "--master", "local-cluster[2,1,1024]", "--duration", "20",
-         "--rate", "10k", "--json", "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    return end_with_the_test(
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "zmqload",
+                "run",
+                "--master",
+                "local-cluster[2,1,1024]",
+                "--duration",
+                "20",
+                "--rate",
+                "10k",
+                "--json",
+                "--out",
+                str(tmp_path),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    )
 
 
 def _readable_after_failure(out: str, tmp_path) -> dict:
@@ -353,8 +483,18 @@ def _readable_after_failure(out: str, tmp_path) -> dict:
     sends = pq.read_table(os.path.join(run_dir, "sends")).to_pydict()
     assert got["unique_received"] == len(np.unique(recvs["seq"])) > 0
     assert got["attempted"] >= len(sends["seq"]) > 0
-    assert got["expected"] == sum(got[f] for f in ("delivered", "drained", "dropped_start", "dropped_mid",
-                                                   "dropped_tail", "stranded", "unknown"))
+    assert got["expected"] == sum(
+        got[f]
+        for f in (
+            "delivered",
+            "drained",
+            "dropped_start",
+            "dropped_mid",
+            "dropped_tail",
+            "stranded",
+            "unknown",
+        )
+    )
     return record
 
 
@@ -364,17 +504,27 @@ def test_a_killed_executor_fails_the_run_naming_its_worker_and_leaves_readable_r
     and the lost executor; the records both tasks wrote stay readable and the figures are numpy's
     over them; no process of the run is left."""
     import signal
+
     run = _placed_run(tmp_path)
     deadline, victim = time.monotonic() + 150, None
     while victim is None and time.monotonic() < deadline and run.poll() is None:
         time.sleep(1)
         for path in glob.glob(os.path.join(tmp_path, "run=*", "run.json")):
             placement = json.load(open(path)).get("placement") or {}
-            victim = next((w["executor_id"] for w in placement.get("workers", []) if w["worker"] == "c0"), None)
-    assert victim is not None, run.communicate()[1][-2000:] if run.poll() is not None else "no placement"
-    wait_for_records(run, os.path.join(tmp_path, "run=*"))        # the run is sending
+            victim = next(
+                (w["executor_id"] for w in placement.get("workers", []) if w["worker"] == "c0"),
+                None,
+            )
+    assert victim is not None, (
+        run.communicate()[1][-2000:] if run.poll() is not None else "no placement"
+    )
+    wait_for_records(run, os.path.join(tmp_path, "run=*"))  # the run is sending
     under = _descendants(run.pid)
-    executor = [pid for pid in under if f"\0--executor-id\0{victim}\0" in open(f"/proc/{pid}/cmdline").read()]
+    executor = [
+        pid
+        for pid in under
+        if f"\0--executor-id\0{victim}\0" in open(f"/proc/{pid}/cmdline").read()
+    ]
     assert len(executor) == 1, executor
     os.kill(executor[0], signal.SIGKILL)
     killed_at = time.monotonic()
@@ -382,7 +532,9 @@ def test_a_killed_executor_fails_the_run_naming_its_worker_and_leaves_readable_r
     assert time.monotonic() - killed_at < 30
     assert run.returncode == 1
     last = err.strip().splitlines()[-1]
-    assert last.startswith("zmqload run: error: worker c0 ended (its Spark task failed: an executor was lost)"), err
+    assert last.startswith(
+        "zmqload run: error: worker c0 ended (its Spark task failed: an executor was lost)"
+    ), err
     record = _readable_after_failure(out, tmp_path)
     assert {w["worker"] for w in record["placement"]["workers"]} == {"p0", "c0"}
     # no process of the run is left 5 s after it ended (polled: the check ends once they are gone)
@@ -398,6 +550,7 @@ def test_a_killed_driver_leaves_records_that_repair_finishes(tmp_path):
     (nobody is left to write it) and `zmqload repair` finishes it `failed` from the records the tasks
     wrote and spilled, its figures consistent and equal to numpy over the Parquet it made."""
     import signal
+
     run = _placed_run(tmp_path)
     deadline, placed = time.monotonic() + 150, None
     while placed is None and time.monotonic() < deadline and run.poll() is None:
@@ -405,7 +558,7 @@ def test_a_killed_driver_leaves_records_that_repair_finishes(tmp_path):
         for path in glob.glob(os.path.join(tmp_path, "run=*", "run.json")):
             placed = (json.load(open(path)).get("placement") or {}).get("workers")
     assert placed, run.communicate()[1][-2000:] if run.poll() is not None else "no placement"
-    wait_for_records(run, os.path.join(tmp_path, "run=*"))        # the run is sending
+    wait_for_records(run, os.path.join(tmp_path, "run=*"))  # the run is sending
     under = _descendants(run.pid)
     assert {w["pid"] for w in placed} <= set(under)
     os.kill(run.pid, signal.SIGKILL)
@@ -427,5 +580,16 @@ def test_a_killed_driver_leaves_records_that_repair_finishes(tmp_path):
     # a message received was sent, recorded or not (the producer died with a chunk not yet spilled)
     ok = np.asarray(sends["seq"])[np.asarray(sends["status"]) == 0]
     assert got["sent"] == len(np.union1d(ok, recvs["seq"])) > 0
-    assert got["expected"] == sum(got[f] for f in ("delivered", "drained", "dropped_start", "dropped_mid",
-                                                   "dropped_tail", "dropped_reset", "stranded", "unknown"))
+    assert got["expected"] == sum(
+        got[f]
+        for f in (
+            "delivered",
+            "drained",
+            "dropped_start",
+            "dropped_mid",
+            "dropped_tail",
+            "dropped_reset",
+            "stranded",
+            "unknown",
+        )
+    )

@@ -2,6 +2,7 @@
 front for the rows it expects, each spill overwrites one in place and becomes a whole `.raw`
 chunk, a partial chunk is cut to its rows, unused ones go at close, and nothing that reads
 the spill (the converter, salvage's `*.raw`) ever takes a slot for records."""
+
 from __future__ import annotations
 
 import glob
@@ -24,7 +25,13 @@ def _pipeline(tmp_path, expected_rows):
         converted.append((chunk["t"][:rows].copy(), chunk["s"][:rows].copy()))
 
     spill = tmp_path / "spill"
-    return parquet_writer.ChunkPipeline(COLUMNS, ROWS, process, str(spill), expected_rows=expected_rows), converted, spill
+    return (
+        parquet_writer.ChunkPipeline(
+            COLUMNS, ROWS, process, str(spill), expected_rows=expected_rows
+        ),
+        converted,
+        spill,
+    )
 
 
 def _fill(pipeline, first: int, rows: int) -> None:
@@ -59,7 +66,7 @@ def test_slots_cover_the_expected_rows_and_become_whole_chunks(tmp_path):
 
 def test_a_short_chunk_in_a_full_slot_is_cut_to_its_rows(tmp_path):
     pipeline, converted, spill = _pipeline(tmp_path, expected_rows=ROWS)
-    pipeline.current["t"][:] = -1      # left over past row 10: must not reach the chunk
+    pipeline.current["t"][:] = -1  # left over past row 10: must not reach the chunk
     pipeline.current["s"][:] = -1
     _fill(pipeline, 0, 10)
     pipeline._spill()
@@ -68,7 +75,11 @@ def test_a_short_chunk_in_a_full_slot_is_cut_to_its_rows(tmp_path):
     read = parquet_writer.spill_columns_of(raw, [(n, np.dtype(d)) for n, d in COLUMNS.items()])
     assert read is not None
     columns, rows = read
-    assert rows == 10 and np.array_equal(columns["t"], np.arange(10)) and np.array_equal(columns["s"], np.arange(10) % 3)
+    assert (
+        rows == 10
+        and np.array_equal(columns["t"], np.arange(10))
+        and np.array_equal(columns["s"], np.arange(10) % 3)
+    )
     assert pipeline.close() == 0
     assert np.array_equal(converted[0][0], np.arange(10))
 
@@ -80,7 +91,9 @@ def test_a_killed_worker_leaves_slots_no_reader_takes_for_records(tmp_path):
     _fill(pipeline, 0, ROWS)
     raws = glob.glob(str(spill / "*.raw"))
     assert len(raws) == 1 and len(_names(spill, parquet_writer.SLOT_PREFIX + "*")) == 2
-    columns, rows = parquet_writer.spill_columns_of(raws[0], [(n, np.dtype(d)) for n, d in COLUMNS.items()])
+    columns, rows = parquet_writer.spill_columns_of(
+        raws[0], [(n, np.dtype(d)) for n, d in COLUMNS.items()]
+    )
     assert rows == ROWS and np.array_equal(columns["t"], np.arange(ROWS))
     pipeline.close()
 
@@ -88,7 +101,9 @@ def test_a_killed_worker_leaves_slots_no_reader_takes_for_records(tmp_path):
 def test_slots_stop_at_the_held_backlog_bound(tmp_path, monkeypatch):
     monkeypatch.setattr(parquet_writer, "HOLD_BACKLOG_BYTES", 4 * ROWS * ROW_BYTES)
     pipeline, _, spill = _pipeline(tmp_path, expected_rows=1 << 40)
-    total = sum(os.path.getsize(p) for p in glob.glob(str(spill / (parquet_writer.SLOT_PREFIX + "*"))))
+    total = sum(
+        os.path.getsize(p) for p in glob.glob(str(spill / (parquet_writer.SLOT_PREFIX + "*")))
+    )
     assert total == 4 * ROWS * ROW_BYTES
     assert pipeline.close() == 0 and not spill.exists()
 
@@ -105,7 +120,7 @@ def test_a_chunk_converted_while_the_loop_runs_becomes_a_slot_again(tmp_path, mo
     monkeypatch.setattr(parquet_writer, "HOLD_BACKLOG_BYTES", 2 * ROWS * ROW_BYTES)
     pipeline, converted, spill = _pipeline(tmp_path, expected_rows=0)
     _fill(pipeline, 0, ROWS)
-    _fill(pipeline, ROWS, ROWS)     # the bound: the converter runs beside the loop
+    _fill(pipeline, ROWS, ROWS)  # the bound: the converter runs beside the loop
     deadline = time.monotonic() + 10
     while not _names(spill, parquet_writer.SLOT_PREFIX + "*") and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -127,7 +142,8 @@ def test_the_chunk_the_loop_fills_is_touched_before_the_loop(tmp_path):
     np.empty may reuse heap pages touched before)."""
     import mmap
     import resource
-    rows = 1 << 18       # 2.3 MB of these columns: ~560 pages
+
+    rows = 1 << 18  # 2.3 MB of these columns: ~560 pages
 
     def faults_while(fill) -> int:
         before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
@@ -137,8 +153,13 @@ def test_the_chunk_the_loop_fills_is_touched_before_the_loop(tmp_path):
     pages = rows * ROW_BYTES // 4096
     fresh = mmap.mmap(-1, rows * ROW_BYTES)
     assert faults_while(lambda: np.frombuffer(fresh, np.uint8).fill(1)) > pages // 2
-    pipeline = parquet_writer.ChunkPipeline(COLUMNS, rows, lambda chunk, n: None, str(tmp_path / "spill"))
+    pipeline = parquet_writer.ChunkPipeline(
+        COLUMNS, rows, lambda chunk, n: None, str(tmp_path / "spill")
+    )
     try:
-        assert faults_while(lambda: [column.fill(1) for column in pipeline.current.values()]) < pages // 20
+        assert (
+            faults_while(lambda: [column.fill(1) for column in pipeline.current.values()])
+            < pages // 20
+        )
     finally:
         pipeline.close()

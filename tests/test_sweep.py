@@ -1,5 +1,6 @@
 """Sweeps as a user meets them: real (tiny) runs, bad input rejected before anything runs,
 failed runs recorded while the sweep goes on, Ctrl-C, the TOML form, the report hand-off."""
+
 from __future__ import annotations
 
 import glob
@@ -27,17 +28,33 @@ def sweep_json(out: str) -> dict:
         return json.load(f)
 
 
-@pytest.mark.slow     # several runs: out of make test-fast, in make test
+@pytest.mark.slow  # several runs: out of make test-fast, in make test
 def test_2x2_sweep_makes_four_runs_and_a_sweep_json(tmp_path):
     out = str(tmp_path / "runs")
-    proc = zmqload_cli("sweep", "--pattern", "push-pull,pub-sub", "--size", "64,128", "--count", "2000",
-                       "--sndhwm", "1000", "--out", out, "--name", "t2x2")
+    proc = zmqload_cli(
+        "sweep",
+        "--pattern",
+        "push-pull,pub-sub",
+        "--size",
+        "64,128",
+        "--count",
+        "2000",
+        "--sndhwm",
+        "1000",
+        "--out",
+        out,
+        "--name",
+        "t2x2",
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("4 runs, about ")
     run_dirs = sorted(glob.glob(os.path.join(out, "run=*")))
     assert [os.path.basename(d) for d in run_dirs] == [
-        "run=t2x2-000-push-pull_size64", "run=t2x2-001-push-pull_size128",
-        "run=t2x2-002-pub-sub_size64", "run=t2x2-003-pub-sub_size128"]
+        "run=t2x2-000-push-pull_size64",
+        "run=t2x2-001-push-pull_size128",
+        "run=t2x2-002-pub-sub_size64",
+        "run=t2x2-003-pub-sub_size128",
+    ]
     combos = [("push-pull", 64), ("push-pull", 128), ("pub-sub", 64), ("pub-sub", 128)]
     for run_dir, (pattern, size) in zip(run_dirs, combos):
         meta = read_meta(run_dir)
@@ -55,16 +72,19 @@ def test_2x2_sweep_makes_four_runs_and_a_sweep_json(tmp_path):
     assert all(p["summary"]["sent"] == 2000 for p in s["points"])
 
 
-@pytest.mark.parametrize("args, option", [
-    (["--size", "64,8"], "--size"),
-    (["--rate", "10k,fast"], "--rate"),
-    (["--pattern", "push-pull,star"], "--pattern"),
-    (["--size", "64,64"], "--size"),
-    (["--count", "1000,"], "--count"),
-    (["--immediate", "maybe"], "--immediate"),
-    (["--pattern", "pair", "--producers", "1,2"], "--producers"),
-    (["--endpoint", "tcp://127.0.0.1:{busy}"], "--endpoint"),
-])
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["--size", "64,8"], "--size"),
+        (["--rate", "10k,fast"], "--rate"),
+        (["--pattern", "push-pull,star"], "--pattern"),
+        (["--size", "64,64"], "--size"),
+        (["--count", "1000,"], "--count"),
+        (["--immediate", "maybe"], "--immediate"),
+        (["--pattern", "pair", "--producers", "1,2"], "--producers"),
+        (["--endpoint", "tcp://127.0.0.1:{busy}"], "--endpoint"),
+    ],
+)
 def test_invalid_axis_value_is_one_line_exit_2_before_any_run(args, option, tmp_path, busy_port):
     out = str(tmp_path / "runs")
     args = [a.format(busy=busy_port) for a in args]
@@ -77,7 +97,7 @@ def test_invalid_axis_value_is_one_line_exit_2_before_any_run(args, option, tmp_
     assert not os.path.exists(out)
 
 
-@pytest.mark.slow     # a Spark session or many runs: out of make test-fast, in make test
+@pytest.mark.slow  # a Spark session or many runs: out of make test-fast, in make test
 def test_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path):
     """A point that fails at run time (here: a device in the middle that nobody runs, so its
     warm-up never arrives; a point that cannot bind is refused before anything starts, exit 2)."""
@@ -124,7 +144,7 @@ rcvhwm = 10
 """
 
 
-@pytest.mark.slow     # several runs: out of make test-fast, in make test
+@pytest.mark.slow  # several runs: out of make test-fast, in make test
 def test_toml_sweep_with_explicit_points(tmp_path):
     out = str(tmp_path / "runs")
     path = tmp_path / "sweep.toml"
@@ -137,27 +157,38 @@ def test_toml_sweep_with_explicit_points(tmp_path):
         {"pattern": "push-pull", "rate": 0, "rcvhwm": None},
         {"pattern": "pub-sub", "rate": 100_000, "rcvhwm": None},
         {"pattern": "pub-sub", "rate": 0, "rcvhwm": None},
-        {"pattern": "pub-sub", "rate": 0, "rcvhwm": 10}]
-    assert not os.path.exists(out)              # planning creates nothing
+        {"pattern": "pub-sub", "rate": 0, "rcvhwm": 10},
+    ]
+    assert not os.path.exists(out)  # planning creates nothing
     sweeps.execute(sweep)
     assert sweep_json(out)["status"] == "complete"
     metas = [read_meta(p.run_dir) for p in sweep.points]
     assert [m["status"] for m in metas] == ["complete"] * 5
     explicit = metas[-1]["workload"]
-    assert (explicit["pattern"], explicit["rcvhwm"], explicit["rate"], explicit["count"]) == ("pub-sub", 10, 0, 1000)
+    assert (explicit["pattern"], explicit["rcvhwm"], explicit["rate"], explicit["count"]) == (
+        "pub-sub",
+        10,
+        0,
+        1000,
+    )
     assert explicit["label"] == {"pattern": "pub-sub", "rate": 0, "rcvhwm": 10}
-    assert os.path.basename(sweep.points[0].run_dir) == "run=toml-000-push-pull_rate100k_rcvhwmdefault"
+    assert (
+        os.path.basename(sweep.points[0].run_dir) == "run=toml-000-push-pull_rate100k_rcvhwmdefault"
+    )
 
 
-@pytest.mark.parametrize("text, words", [
-    ("[axes]\nsizes = [64]\n", ["'sizes'", "accepted", "size"]),
-    ("[sweep]\nrepeat = 3\n", ["'repeat'", "accepted", "out"]),
-    ("[foo]\n", ["'foo'", "[axes]"]),
-    ("[sweep]\nrate = \"fast\"\n", ["--rate", "fast", "accepted"]),
-    ("[axes]\nsize = []\n", ["--size", "empty"]),
-    ("[[points]]\nsize = 8\n", ["--size", "[[points]] #1", "accepted"]),
-    ("[axes\n", ["--config", "TOML"]),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("[axes]\nsizes = [64]\n", ["'sizes'", "accepted", "size"]),
+        ("[sweep]\nrepeat = 3\n", ["'repeat'", "accepted", "out"]),
+        ("[foo]\n", ["'foo'", "[axes]"]),
+        ('[sweep]\nrate = "fast"\n', ["--rate", "fast", "accepted"]),
+        ("[axes]\nsize = []\n", ["--size", "empty"]),
+        ("[[points]]\nsize = 8\n", ["--size", "[[points]] #1", "accepted"]),
+        ("[axes\n", ["--config", "TOML"]),
+    ],
+)
 def test_bad_toml_names_the_key_and_what_is_accepted(tmp_path, text, words):
     path = tmp_path / "bad.toml"
     path.write_text(text)
@@ -171,10 +202,25 @@ def test_bad_toml_names_the_key_and_what_is_accepted(tmp_path, text, words):
 
 def test_command_line_replaces_the_files_entries(tmp_path):
     path = tmp_path / "sweep.toml"
-    path.write_text('[sweep]\nsize = 128\nout = "x"\n[axes]\nrate = ["10k", "max"]\nsndhwm = [1, 10]\n')
+    path.write_text(
+        '[sweep]\nsize = 128\nout = "x"\n[axes]\nrate = ["10k", "max"]\nsndhwm = [1, 10]\n'
+    )
     parser = cli.build_parser()
-    args = parser.parse_args(["sweep", "--config", str(path), "--rate", "1M", "--size", "64,256",
-                              "--linger=-1,0", "--no-warmup", "--out", "y"])
+    args = parser.parse_args(
+        [
+            "sweep",
+            "--config",
+            str(path),
+            "--rate",
+            "1M",
+            "--size",
+            "64,256",
+            "--linger=-1,0",
+            "--no-warmup",
+            "--out",
+            "y",
+        ]
+    )
     spec = sweep_command.build_spec(args)
     assert spec.fixed == {"rate": 1_000_000, "warmup": False}
     assert spec.axes == {"sndhwm": [1, 10], "size": [64, 256], "linger_ms": [-1, 0]}
@@ -182,11 +228,27 @@ def test_command_line_replaces_the_files_entries(tmp_path):
 
 
 def test_run_names_are_readable_safe_and_short():
-    name = sweeps.run_name("20261122-101010-abcd", 7, 3, {
-        "pattern": "pub-sub", "rate": 0, "sndhwm": 10_000, "immediate": False,
-        "endpoint": "tcp://127.0.0.1:5555", "consumer_delay_us": 2.5, "io_threads": 1, "linger_ms": -1,
-        "send_mode": "dontwait", "close_order": "consumer-first", "drain_timeout_ms": 1000})
-    assert name.startswith("20261122-101010-abcd-007-pub-sub_ratemax_sndhwm10k_noimmediate_endpointtcp-127.0.0.1-5555")
+    name = sweeps.run_name(
+        "20261122-101010-abcd",
+        7,
+        3,
+        {
+            "pattern": "pub-sub",
+            "rate": 0,
+            "sndhwm": 10_000,
+            "immediate": False,
+            "endpoint": "tcp://127.0.0.1:5555",
+            "consumer_delay_us": 2.5,
+            "io_threads": 1,
+            "linger_ms": -1,
+            "send_mode": "dontwait",
+            "close_order": "consumer-first",
+            "drain_timeout_ms": 1000,
+        },
+    )
+    assert name.startswith(
+        "20261122-101010-abcd-007-pub-sub_ratemax_sndhwm10k_noimmediate_endpointtcp-127.0.0.1-5555"
+    )
     assert len(name) <= 100
     assert all(c.isalnum() or c in "_.-" for c in name)
 
@@ -203,14 +265,30 @@ def test_estimate_uses_durations_and_rates(tmp_path):
 
 def test_interrupt_stops_the_sweep_and_records_it(tmp_path):
     out = str(tmp_path / "runs")
-    proc = subprocess.Popen([sys.executable, "-m", "zmqload", "sweep", "--size", "64,128,256", "--rate", "5k",
-                             "--duration", "60", "--out", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    end_with_the_test(proc)         # not left running 3 x 60 s if the test fails before the signal
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "zmqload",
+            "sweep",
+            "--size",
+            "64,128,256",
+            "--rate",
+            "5k",
+            "--duration",
+            "60",
+            "--out",
+            out,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    end_with_the_test(proc)  # not left running 3 x 60 s if the test fails before the signal
     deadline = time.monotonic() + 30
     while not glob.glob(os.path.join(out, "run=*", "run.json")) and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(1.0)                     # into the first run
+    time.sleep(1.0)  # into the first run
     proc.send_signal(signal.SIGINT)
     stopped = time.monotonic()
     _, stderr = proc.communicate(timeout=30)
@@ -236,12 +314,19 @@ def test_report_missing_is_one_line_exit_2_before_any_run(tmp_path, monkeypatch,
 def test_report_gets_the_sweeps_out_dir(tmp_path, monkeypatch):
     calls = []
     fake = types.ModuleType("fake_report_command")
-    fake.add_arguments = lambda parser: (parser.add_argument("paths", nargs="+"),
-                                         parser.add_argument("--out", default="report"))
+    fake.add_arguments = lambda parser: (
+        parser.add_argument("paths", nargs="+"),
+        parser.add_argument("--out", default="report"),
+    )
     fake.run = lambda args: calls.append(args) or 0
     monkeypatch.setitem(sys.modules, "fake_report_command", fake)
     monkeypatch.setattr(report_after, "REPORT_MODULE", "fake_report_command")
     out, report = str(tmp_path / "runs"), str(tmp_path / "report")
-    assert cli.main(["sweep", "--count", "500", "--out", out, "--report", "--report-out", report, "--quiet"]) == 0
+    assert (
+        cli.main(
+            ["sweep", "--count", "500", "--out", out, "--report", "--report-out", report, "--quiet"]
+        )
+        == 0
+    )
     assert len(calls) == 1 and calls[0].paths == [out] and calls[0].out == report
     assert sweep_json(out)["counts"]["complete"] == 1

@@ -3,6 +3,7 @@ header follows it, and each consumer accounts only for the topics it subscribed 
 against numpy over the Parquet records (the topic of a seq restated here by hand, not taken from
 zmqload), a plain pyzmq SUB and a plain pyzmq XSUB|XPUB proxy, and a real local Spark report.
 Loopback only, bounded in count and time."""
+
 from __future__ import annotations
 
 import csv
@@ -19,7 +20,7 @@ from conftest import free_ports, read_meta, read_table, zmqload_cli
 import zmqload
 
 WEIGHTS = (4, 3, 2, 1)
-SLOTS = np.repeat(np.arange(4), WEIGHTS)     # the weighted rule, by hand: topic = SLOTS[seq % 10]
+SLOTS = np.repeat(np.arange(4), WEIGHTS)  # the weighted rule, by hand: topic = SLOTS[seq % 10]
 
 
 def sent_by_topic(run_dir: str, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -35,8 +36,10 @@ def received_keys(run_dir: str, consumer: int) -> np.ndarray:
     """Distinct (stream, seq) a consumer received, from the receive records."""
     recvs = read_table(run_dir, "recvs")
     mine = recvs.column("consumer").to_numpy() == consumer
-    return np.unique(recvs.column("stream").to_numpy()[mine].astype(np.int64) << 48
-                     | recvs.column("seq").to_numpy()[mine])
+    return np.unique(
+        recvs.column("stream").to_numpy()[mine].astype(np.int64) << 48
+        | recvs.column("seq").to_numpy()[mine]
+    )
 
 
 def report_rows(run_dir: str, out: str) -> tuple[list[dict], list[dict]]:
@@ -50,7 +53,9 @@ def report_rows(run_dir: str, out: str) -> tuple[list[dict], list[dict]]:
     return summary, topics
 
 
-def check_against_numpy(run_dir: str, subscribed: list[set[int]], slots: np.ndarray) -> dict[int, int]:
+def check_against_numpy(
+    run_dir: str, subscribed: list[set[int]], slots: np.ndarray
+) -> dict[int, int]:
     """Each consumer's received set within its topics' accepted sends, run.json's per topic figures
     and its loss equal numpy's; returns each consumer's lost by numpy."""
     record = read_meta(run_dir)
@@ -59,7 +64,9 @@ def check_against_numpy(run_dir: str, subscribed: list[set[int]], slots: np.ndar
     for c, topics in enumerate(subscribed):
         want = keys[np.isin(topic, sorted(topics))]
         got = received_keys(run_dir, c)
-        assert np.isin(got, want).all(), "a consumer received a message of a topic it did not subscribe to"
+        assert np.isin(got, want).all(), (
+            "a consumer received a message of a topic it did not subscribe to"
+        )
         lost[c] = int(len(want) - np.isin(want, got).sum())
         for t, entry in enumerate(record["topics"]):
             mine = entry["consumers"][c]
@@ -69,9 +76,18 @@ def check_against_numpy(run_dir: str, subscribed: list[set[int]], slots: np.ndar
             assert mine["received"] == int(np.isin(keys[topic == t], got).sum())
             assert mine["lost"] == mine["expected"] - mine["received"]
         by_consumer = record["streams"][0]["fates_by_consumer"][str(c)]
-        unreceived = ("dropped_start", "dropped_mid", "dropped_tail", "dropped_reset", "stranded", "unknown")
+        unreceived = (
+            "dropped_start",
+            "dropped_mid",
+            "dropped_tail",
+            "dropped_reset",
+            "stranded",
+            "unknown",
+        )
         assert sum(by_consumer[f] for f in unreceived) == lost[c]
-    assert record["counters"]["expected"] == sum(int(np.isin(topic, sorted(s)).sum()) for s in subscribed)
+    assert record["counters"]["expected"] == sum(
+        int(np.isin(topic, sorted(s)).sum()) for s in subscribed
+    )
     assert record["counters"]["lost"] == sum(lost.values())
     return lost
 
@@ -94,19 +110,27 @@ def queue_peak(run_dir: str, subscribed: list[set[int]], slots: np.ndarray) -> i
         got = recvs.column("seq").to_numpy()[mine]
         entered.append(recvs.column("t_sent_ns").to_numpy()[mine])
         left.append(recvs.column("t_recv_ns").to_numpy()[mine])
-        tail = np.isin(slots[seq % len(slots)], sorted(topics)) & (seq > got.max(initial=-1)) & ~np.isin(seq, got)
+        tail = (
+            np.isin(slots[seq % len(slots)], sorted(topics))
+            & (seq > got.max(initial=-1))
+            & ~np.isin(seq, got)
+        )
         if not record["drain"]["completed"]:
             entered.append(t_sent[tail])
         elif record["drain"]["tail_placement"] != "mid-run":
             entered.append(t_sent[tail])
             left.append(np.full(int(tail.sum()), closed))
     times = np.concatenate(entered + left)
-    step = np.concatenate([np.ones(sum(map(len, entered)), np.int64), -np.ones(sum(map(len, left)), np.int64)])
-    order = np.lexsort((step, times))       # at one instant, departures first
+    step = np.concatenate(
+        [np.ones(sum(map(len, entered)), np.int64), -np.ones(sum(map(len, left)), np.int64)]
+    )
+    order = np.lexsort((step, times))  # at one instant, departures first
     return int(np.cumsum(step[order]).max())
 
 
-def check_report(run_dir: str, out: str, lost: dict[int, int], subscribed: list[set[int]], slots: np.ndarray) -> None:
+def check_report(
+    run_dir: str, out: str, lost: dict[int, int], subscribed: list[set[int]], slots: np.ndarray
+) -> None:
     """The report's loss per consumer and per topic, and the queue's peak, are run.json's and numpy's."""
     summary, topics = report_rows(run_dir, out)
     record = read_meta(run_dir)
@@ -118,21 +142,39 @@ def check_report(run_dir: str, out: str, lost: dict[int, int], subscribed: list[
         expected = sum(e["consumers"][c]["expected"] for e in record["topics"])
         assert int(row["expected"]) == expected
     total = next(r for r in summary if r["consumer"] == "-1" and r["stream"] == "-1")
-    assert int(total["lost"]) == record["counters"]["lost"] and int(total["expected"]) == record["counters"]["expected"]
+    assert (
+        int(total["lost"]) == record["counters"]["lost"]
+        and int(total["expected"]) == record["counters"]["expected"]
+    )
     assert int(total["depth_max"]) == peak
-    from_run = {(e["topic"], str(m["consumer"])): m for e in record["topics"] for m in e["consumers"]}
+    from_run = {
+        (e["topic"], str(m["consumer"])): m for e in record["topics"] for m in e["consumers"]
+    }
     assert len(topics) == len(from_run)
     for row in topics:
         mine = from_run[(row["topic"], row["consumer"])]
-        assert (int(row["expected"]), int(row["received"]), int(row["lost"])) == \
-            (mine["expected"], mine["received"], mine["lost"])
+        assert (int(row["expected"]), int(row["received"]), int(row["lost"])) == (
+            mine["expected"],
+            mine["received"],
+            mine["lost"],
+        )
 
 
 def test_two_consumers_of_different_topics_each_get_exactly_theirs(tmp_path):
     """pub-sub, 4 weighted topics, consumer 0 on t0,t1 and consumer 1 on t1,t3 (t2: nobody's);
     large HWMs: each received exactly its topics' messages, nothing lost, the report agrees."""
-    result = zmqload.run(pattern="pub-sub", consumers=2, topics=4, topic_weights="4,3,2,1", subscribe="t0,t1;t1,t3",
-                         count=20_000, rate=40_000, sndhwm=0, rcvhwm=0, out=str(tmp_path / "runs"))
+    result = zmqload.run(
+        pattern="pub-sub",
+        consumers=2,
+        topics=4,
+        topic_weights="4,3,2,1",
+        subscribe="t0,t1;t1,t3",
+        count=20_000,
+        rate=40_000,
+        sndhwm=0,
+        rcvhwm=0,
+        out=str(tmp_path / "runs"),
+    )
     lost = check_against_numpy(result.run_dir, [{0, 1}, {1, 3}], SLOTS)
     assert lost == {0: 0, 1: 0} and result.lost == 0
     assert result.expected == 20_000 * (7 + 4) // 10
@@ -142,9 +184,20 @@ def test_two_consumers_of_different_topics_each_get_exactly_theirs(tmp_path):
 def test_a_slow_consumer_loses_only_within_its_topics(tmp_path):
     """Small HWMs and a slow consumer: what each consumer lost is numpy's count of its topics'
     accepted messages it never received, in run.json and the report alike."""
-    result = zmqload.run(pattern="pub-sub", consumers=2, topics=4, subscribe="t0;t1,t2", count=30_000, rate=60_000,
-                         sndhwm=20, rcvhwm=20, rcvbuf=4096, consumer_delay_us=100, drain="slow",
-                         out=str(tmp_path / "runs"))
+    result = zmqload.run(
+        pattern="pub-sub",
+        consumers=2,
+        topics=4,
+        subscribe="t0;t1,t2",
+        count=30_000,
+        rate=60_000,
+        sndhwm=20,
+        rcvhwm=20,
+        rcvbuf=4096,
+        consumer_delay_us=100,
+        drain="slow",
+        out=str(tmp_path / "runs"),
+    )
     lost = check_against_numpy(result.run_dir, [{0}, {1, 2}], np.arange(4))
     assert max(lost.values()) > 0
     check_report(result.run_dir, str(tmp_path / "report"), lost, [{0}, {1, 2}], np.arange(4))
@@ -154,20 +207,30 @@ def test_a_drain_cut_short_strands_only_subscribed_messages(tmp_path):
     """--drain none with a slow consumer: what each consumer still held is stranded, counted only
     over its topics (an unsubscribed message is not stranded, not lost, not in its queue), in
     run.json and the report alike, as numpy counts it from the records."""
-    result = zmqload.run(pattern="pub-sub", consumers=2, topics=4, subscribe="t0;t1,t2,t3", count=20_000,
-                         rate=40_000, sndhwm=0, rcvhwm=0, consumer_delay_us=150, drain="none",
-                         out=str(tmp_path / "runs"))
+    result = zmqload.run(
+        pattern="pub-sub",
+        consumers=2,
+        topics=4,
+        subscribe="t0;t1,t2,t3",
+        count=20_000,
+        rate=40_000,
+        sndhwm=0,
+        rcvhwm=0,
+        consumer_delay_us=150,
+        drain="none",
+        out=str(tmp_path / "runs"),
+    )
     lost = check_against_numpy(result.run_dir, [{0}, {1, 2, 3}], np.arange(4))
     record = read_meta(result.run_dir)
     assert not record["drain"]["completed"] and record["counters"]["stranded"] > 0
-    assert lost[1] > lost[0] > 0       # consumer 1 has three times the work per second of sends
+    assert lost[1] > lost[0] > 0  # consumer 1 has three times the work per second of sends
     check_report(result.run_dir, str(tmp_path / "report"), lost, [{0}, {1, 2, 3}], np.arange(4))
 
 
 def test_a_users_sub_gets_only_its_topic_and_reads_the_header_after_it(tmp_path):
     """A plain pyzmq SUB subscribed to t1 with zmq.SUBSCRIBE, connected to zmqload's PUB (the producers
     alone): only t1's messages, each with zmqload's header right after the 2-byte topic."""
-    port, = free_ports(1)
+    (port,) = free_ports(1)
     context = zmq.Context()
     sub = context.socket(zmq.SUB)
     sub.setsockopt(zmq.SUBSCRIBE, b"t1")
@@ -180,29 +243,40 @@ def test_a_users_sub_gets_only_its_topic_and_reads_the_header_after_it(tmp_path)
         while True:
             try:
                 got.append(sub.recv())
-            except zmq.Again:       # nothing for 0.5 s: over once the run is
+            except zmq.Again:  # nothing for 0.5 s: over once the run is
                 if ran.is_set():
                     return
+
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        result = zmqload.run(pattern="pub-sub", role="producer", producers_bind=f"tcp://127.0.0.1:{port}", topics=4,
-                             count=8000, rate=8000, size=64, out=str(tmp_path / "runs"))
+        result = zmqload.run(
+            pattern="pub-sub",
+            role="producer",
+            producers_bind=f"tcp://127.0.0.1:{port}",
+            topics=4,
+            count=8000,
+            rate=8000,
+            size=64,
+            out=str(tmp_path / "runs"),
+        )
     finally:
-        ran.set()                   # also when the run failed: the reader ends within 0.5 s
+        ran.set()  # also when the run failed: the reader ends within 0.5 s
         reader.join(timeout=30)
         assert not reader.is_alive(), "the reader did not end: its socket is not closed under it"
         sub.close(0)
         context.term()
     assert got and all(m[:2] == b"t1" and len(m) == 64 for m in got)
     words = [struct.unpack_from("<Qq", m, 2) for m in got]
-    seqs = np.array([w & ((1 << 40) - 1) for w, _ in words])      # docs/RECORDS.md: seq is the low 40 bits
+    seqs = np.array(
+        [w & ((1 << 40) - 1) for w, _ in words]
+    )  # docs/RECORDS.md: seq is the low 40 bits
     assert all((w >> 48) & 0xFF == 0 for w, _ in words) and (seqs % 4 == 1).all()
     now = time.monotonic_ns()
     assert all(0 < t_sent <= now for _, t_sent in words)
     # from the first one it heard, every t1 message the PUB accepted came, in order
     keys, topic = sent_by_topic(result.run_dir, np.arange(4))
-    t1 = (keys[topic == 1] & ((1 << 48) - 1))
+    t1 = keys[topic == 1] & ((1 << 48) - 1)
     assert np.array_equal(seqs, t1[t1 >= seqs[0]])
 
 
@@ -225,13 +299,23 @@ def test_through_a_users_xsub_xpub_proxy_subscriptions_travel_upstream(tmp_path)
         finally:
             xsub.close(0)
             xpub.close(0)
+
     proxy = threading.Thread(target=serve, daemon=True)
     proxy.start()
     try:
-        result = zmqload.run(pattern="pub-sub", consumers=2, topics=4, subscribe="t0;t2,t3", count=10_000,
-                             rate=20_000, producers_connect=f"tcp://127.0.0.1:{front}",
-                             consumers_connect=f"tcp://127.0.0.1:{back}", sndhwm=0, rcvhwm=0,
-                             out=str(tmp_path / "runs"))
+        result = zmqload.run(
+            pattern="pub-sub",
+            consumers=2,
+            topics=4,
+            subscribe="t0;t2,t3",
+            count=10_000,
+            rate=20_000,
+            producers_connect=f"tcp://127.0.0.1:{front}",
+            consumers_connect=f"tcp://127.0.0.1:{back}",
+            sndhwm=0,
+            rcvhwm=0,
+            out=str(tmp_path / "runs"),
+        )
     finally:
         context.term()
         proxy.join(timeout=10)
@@ -241,33 +325,57 @@ def test_through_a_users_xsub_xpub_proxy_subscriptions_travel_upstream(tmp_path)
     assert result.unique_received == 2500 + 5000
 
 
-@pytest.mark.parametrize("args, flag", [
-    (["--pattern", "push-pull", "--topics", "4"], "--topics"),
-    (["--pattern", "req-rep", "--topics", "2"], "--topics"),
-    (["--pattern", "pub-sub", "--subscribe", "t0"], "--subscribe"),
-    (["--pattern", "pub-sub", "--topic-weights", "1,2"], "--topic-weights"),
-    (["--pattern", "pub-sub", "--topics", "4", "--subscribe", "t7"], "--subscribe"),
-    (["--pattern", "pub-sub", "--topics", "4", "--subscribe", "x"], "--subscribe"),
-    (["--pattern", "pub-sub", "--topics", "4", "--consumers", "2", "--subscribe", "t0;t1;t2"], "--subscribe"),
-    (["--pattern", "pub-sub", "--topics", "1001"], "--topics"),
-    (["--pattern", "pub-sub", "--topics", "-1"], "--topics"),
-    (["--pattern", "pub-sub", "--topics", "3", "--topic-weights", "1,2"], "--topic-weights"),
-    (["--pattern", "pub-sub", "--topics", "3", "--topic-weights", "1,0,2"], "--topic-weights"),
-    (["--pattern", "pub-sub", "--topics", "11", "--topic-weights", ",".join(["1000"] * 11)], "--topic-weights"),
-    (["--pattern", "pub-sub", "--topics", "100", "--size", "18"], "--size"),
-])
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (["--pattern", "push-pull", "--topics", "4"], "--topics"),
+        (["--pattern", "req-rep", "--topics", "2"], "--topics"),
+        (["--pattern", "pub-sub", "--subscribe", "t0"], "--subscribe"),
+        (["--pattern", "pub-sub", "--topic-weights", "1,2"], "--topic-weights"),
+        (["--pattern", "pub-sub", "--topics", "4", "--subscribe", "t7"], "--subscribe"),
+        (["--pattern", "pub-sub", "--topics", "4", "--subscribe", "x"], "--subscribe"),
+        (
+            [
+                "--pattern",
+                "pub-sub",
+                "--topics",
+                "4",
+                "--consumers",
+                "2",
+                "--subscribe",
+                "t0;t1;t2",
+            ],
+            "--subscribe",
+        ),
+        (["--pattern", "pub-sub", "--topics", "1001"], "--topics"),
+        (["--pattern", "pub-sub", "--topics", "-1"], "--topics"),
+        (["--pattern", "pub-sub", "--topics", "3", "--topic-weights", "1,2"], "--topic-weights"),
+        (["--pattern", "pub-sub", "--topics", "3", "--topic-weights", "1,0,2"], "--topic-weights"),
+        (
+            ["--pattern", "pub-sub", "--topics", "11", "--topic-weights", ",".join(["1000"] * 11)],
+            "--topic-weights",
+        ),
+        (["--pattern", "pub-sub", "--topics", "100", "--size", "18"], "--size"),
+    ],
+)
 def test_bad_topic_input_is_one_line_exit_2_nothing_left(tmp_path, args, flag):
     out = tmp_path / "runs"
     done = zmqload_cli("run", *args, "--count", "10", "--out", str(out))
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and flag in lines[0] and "accepted" in lines[0] and "Traceback" not in done.stderr
+    assert (
+        len(lines) == 1
+        and flag in lines[0]
+        and "accepted" in lines[0]
+        and "Traceback" not in done.stderr
+    )
     assert not out.exists() or not os.listdir(out)
 
 
 def test_topic_width_is_bounded_in_the_engine():
     """The receive buffer holds at most a 48-byte topic before the header: wider is refused."""
     from zmqload import _engine
+
     context = _engine.Context()
     sock = _engine.Socket(context, _engine.SOCKET_TYPES["SUB"])
     try:
@@ -281,8 +389,19 @@ def test_topic_width_is_bounded_in_the_engine():
 def test_through_zmqloads_own_proxy(tmp_path):
     """Pattern proxy (PUB -> XSUB | zmq_proxy | XPUB -> SUB): each consumer's subscriptions cross the
     proxy, and it gets exactly its topics' messages."""
-    result = zmqload.run(pattern="proxy", consumers=2, topics=3, subscribe="t0;t1,t2", count=6000, rate=20_000,
-                         sndhwm=0, rcvhwm=0, proxy_sndhwm=0, proxy_rcvhwm=0, out=str(tmp_path / "runs"))
+    result = zmqload.run(
+        pattern="proxy",
+        consumers=2,
+        topics=3,
+        subscribe="t0;t1,t2",
+        count=6000,
+        rate=20_000,
+        sndhwm=0,
+        rcvhwm=0,
+        proxy_sndhwm=0,
+        proxy_rcvhwm=0,
+        out=str(tmp_path / "runs"),
+    )
     assert check_against_numpy(result.run_dir, [{0}, {1, 2}], np.arange(3)) == {0: 0, 1: 0}
     assert result.unique_received == 6000
 
@@ -291,10 +410,13 @@ def test_a_sweep_file_takes_topics_and_subscriptions(tmp_path):
     """The option table carries the topics into a sweep file's points (an axis of --topics, the
     subscriptions as one value each: on the command line a comma makes an axis)."""
     from zmqload.plan import sweep as sweeps
+
     path = tmp_path / "sweep.toml"
-    path.write_text(f'[sweep]\npattern = "pub-sub"\nconsumers = 2\ncount = 100\nout = "{tmp_path / "runs"}"\n'
-                    '[axes]\ntopics = [2, 4]\n[[points]]\ntopics = 4\nsubscribe = "t0,t1;t3"\n'
-                    'topic_weights = "1,1,1,5"\n')
+    path.write_text(
+        f'[sweep]\npattern = "pub-sub"\nconsumers = 2\ncount = 100\nout = "{tmp_path / "runs"}"\n'
+        '[axes]\ntopics = [2, 4]\n[[points]]\ntopics = 4\nsubscribe = "t0,t1;t3"\n'
+        'topic_weights = "1,1,1,5"\n'
+    )
     sweep = sweeps.plan(sweeps.load_toml(str(path)))
     workloads = [p.workload for p in sweep.points]
     assert [w.topics for w in workloads] == [2, 4, 4]

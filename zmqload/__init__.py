@@ -9,19 +9,20 @@
 `OPTIONS` is the option table behind both (flag, range, help of every field).
 """
 
-from typing import TYPE_CHECKING, Any    # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
-from .versions import ZMQLOAD_VERSION as __version__    # noqa: E402
-from .contract.workload import OPTIONS, Option, Workload    # noqa: E402
-from .errors import ConfigError, RunError, ZmqloadError   # noqa: E402
-from .measure.result import RunResult                    # noqa: E402
+from .versions import ZMQLOAD_VERSION as __version__  # noqa: E402
+from .contract.workload import OPTIONS, Option, Workload  # noqa: E402
+from .errors import ConfigError, RunError, ZmqloadError  # noqa: E402
+from .measure.result import RunResult  # noqa: E402
 
 if TYPE_CHECKING:
     from .runner.state import ProgressListener
 
 
-def run(workload: "Workload | None" = None, progress: "ProgressListener | None" = None,
-        **options: Any) -> "RunResult":
+def run(
+    workload: "Workload | None" = None, progress: "ProgressListener | None" = None, **options: Any
+) -> "RunResult":
     """Run one workload (a Workload, or its fields as keyword arguments, checked as
     `Workload(**options)` is) and return its RunResult.
 
@@ -31,6 +32,7 @@ def run(workload: "Workload | None" = None, progress: "ProgressListener | None" 
     options before anything is written, RunError when the run fails (its run.json says so),
     and KeyboardInterrupt after an interrupted run was recorded."""
     from .runner import run as _run
+
     if workload is None:
         workload = Workload(**options)
     elif options:
@@ -38,5 +40,14 @@ def run(workload: "Workload | None" = None, progress: "ProgressListener | None" 
     return _run(workload, progress=progress)
 
 
-__all__ = ["Workload", "OPTIONS", "Option", "RunResult", "run", "ConfigError", "RunError", "ZmqloadError",
-           "__version__"]
+__all__ = [
+    "Workload",
+    "OPTIONS",
+    "Option",
+    "RunResult",
+    "run",
+    "ConfigError",
+    "RunError",
+    "ZmqloadError",
+    "__version__",
+]

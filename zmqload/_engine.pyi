@@ -1,5 +1,6 @@
 """Types of the compiled engine (zmqload/_engine.pyx); `make typecheck` checks this stub
 against the built extension (mypy's stubtest). Cython's __cinit__ arguments are __new__'s."""
+
 from typing import Sequence, Final, Literal
 
 import numpy as np
@@ -33,9 +34,11 @@ MSG_T_SIZE: Final[int]
 
 def load_libzmq(path: str) -> None: ...
 def libzmq_file() -> str | None: ...
-def probe_libzmq(path: str, capabilities: Sequence[str]) -> tuple[tuple[int, int, int], str, dict[str, bool]]: ...
-
+def probe_libzmq(
+    path: str, capabilities: Sequence[str]
+) -> tuple[tuple[int, int, int], str, dict[str, bool]]: ...
 def libzmq_version() -> tuple[int, int, int]: ...
+
 TICK_STAMPS: bool
 
 def has(capability: str) -> bool: ...
@@ -76,11 +79,27 @@ class Socket:
 
 @disjoint_base
 class Sender:
-    def __new__(cls, socket: Socket, stream: int, size: int, count: int, rate: int, t0_ns: int,
-                end_ns: int = 0, mode: Literal["block", "dontwait", "timeout"] = "block",
-                timeout_ns: int = 0, round_trip: bool = False, spin_below_ns: int = ...,
-                reply_timeout_ns: int = 0, parts: int = 1, topics: bytes = b"", topic_width: int = 0,
-                sizes: npt.NDArray[np.int32] | None = None, body: bytes | None = None, key: int = 0) -> Self: ...
+    def __new__(
+        cls,
+        socket: Socket,
+        stream: int,
+        size: int,
+        count: int,
+        rate: int,
+        t0_ns: int,
+        end_ns: int = 0,
+        mode: Literal["block", "dontwait", "timeout"] = "block",
+        timeout_ns: int = 0,
+        round_trip: bool = False,
+        spin_below_ns: int = ...,
+        reply_timeout_ns: int = 0,
+        parts: int = 1,
+        topics: bytes = b"",
+        topic_width: int = 0,
+        sizes: npt.NDArray[np.int32] | None = None,
+        body: bytes | None = None,
+        key: int = 0,
+    ) -> Self: ...
     @property
     def next_seq(self) -> int: ...
     @property
@@ -109,15 +128,29 @@ class Sender:
     def finished(self) -> bool: ...
     @property
     def attempted(self) -> int: ...
-    def run_slice(self, t_sent: npt.NDArray[np.int64], status: npt.NDArray[np.int8], row: int,
-                  slice_end_ns: int, t_reply: npt.NDArray[np.int64] | None = None,
-                  echoed: npt.NDArray[np.int8] | None = None) -> int: ...
+    def run_slice(
+        self,
+        t_sent: npt.NDArray[np.int64],
+        status: npt.NDArray[np.int8],
+        row: int,
+        slice_end_ns: int,
+        t_reply: npt.NDArray[np.int64] | None = None,
+        echoed: npt.NDArray[np.int8] | None = None,
+    ) -> int: ...
     def stop(self) -> None: ...
 
 @disjoint_base
 class Receiver:
-    def __new__(cls, socket: Socket, delay_ns: int = 0, envelope_frames: int = 0,
-                echo: bool = False, record_foreign: bool = False, parts: int = 1, topic_width: int = 0) -> Self: ...
+    def __new__(
+        cls,
+        socket: Socket,
+        delay_ns: int = 0,
+        envelope_frames: int = 0,
+        echo: bool = False,
+        record_foreign: bool = False,
+        parts: int = 1,
+        topic_width: int = 0,
+    ) -> Self: ...
     @property
     def frame_mismatches(self) -> int: ...
     delay_ns: int
@@ -145,15 +178,31 @@ class Receiver:
     def terminated(self) -> bool: ...
     @property
     def slice_timer(self) -> bool: ...
-    def run_slice(self, words: npt.NDArray[np.uint64], t_sent: npt.NDArray[np.int64],
-                  t_recv: npt.NDArray[np.int64], size: npt.NDArray[np.intc], row: int,
-                  slice_end_ns: int) -> int: ...
-    def expect(self, key: int = 0, streams: int = ..., t_origin_ns: int = 0, rate: int = 0) -> None: ...
+    def run_slice(
+        self,
+        words: npt.NDArray[np.uint64],
+        t_sent: npt.NDArray[np.int64],
+        t_recv: npt.NDArray[np.int64],
+        size: npt.NDArray[np.intc],
+        row: int,
+        slice_end_ns: int,
+    ) -> int: ...
+    def expect(
+        self, key: int = 0, streams: int = ..., t_origin_ns: int = 0, rate: int = 0
+    ) -> None: ...
 
 def warmup_message(producer: int, size: int, topic: bytes = b"", key: int = 0) -> bytes: ...
 def header(stream: int, seq: int, t_sent_ns: int, key: int = 0) -> bytes: ...
-def classify(head: bytes, now_ns: int, key: int = 0, streams: int = ..., t_floor_ns: int = 0,
-             t_origin_ns: int = 0, rate: int = 0) -> tuple[str, int]: ...
+def classify(
+    head: bytes,
+    now_ns: int,
+    key: int = 0,
+    streams: int = ...,
+    t_floor_ns: int = 0,
+    t_origin_ns: int = 0,
+    rate: int = 0,
+) -> tuple[str, int]: ...
 def proxy(frontend: Socket, backend: Socket, control: Socket) -> int: ...
-def histogram_add(values: npt.NDArray[np.int64],
-                  counts: npt.NDArray[np.int64]) -> tuple[int, int, int] | tuple[None, None, int]: ...
+def histogram_add(
+    values: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]
+) -> tuple[int, int, int] | tuple[None, None, int]: ...

@@ -4,6 +4,7 @@ Every error a user can cause or meet reaches them as one line, never as a traceb
 class says which exit status the command ends with. Nothing here imports anything else of
 zmqload, so every layer (engine, analysis, commands) can raise these.
 """
+
 from __future__ import annotations
 
 import enum
@@ -12,20 +13,23 @@ import errno as _errno
 
 class ExitStatus(enum.IntEnum):
     """Exit statuses of every command (README.md, "Exit status")."""
+
     OK = 0
-    FAILED = 1              # the run (or report, or search) could not be carried out
-    BAD_INPUT = 2           # one line naming the option and what it accepts
-    SLO_VIOLATED = 3        # the run completed but broke a --max-loss / --slo-* gate
-    INTERRUPTED = 130       # Ctrl-C or SIGTERM; what was recorded is kept
+    FAILED = 1  # the run (or report, or search) could not be carried out
+    BAD_INPUT = 2  # one line naming the option and what it accepts
+    SLO_VIOLATED = 3  # the run completed but broke a --max-loss / --slo-* gate
+    INTERRUPTED = 130  # Ctrl-C or SIGTERM; what was recorded is kept
 
 
 class ZmqloadError(Exception):
     """Base class of errors the command line reports as one line."""
+
     exit_status = ExitStatus.FAILED
 
 
 class ConfigError(ZmqloadError, ValueError):
     """An invalid option value. `option` is the command-line name, e.g. '--size'."""
+
     exit_status = ExitStatus.BAD_INPUT
 
     def __init__(self, option: str, message: str):
@@ -40,6 +44,7 @@ class RunError(ZmqloadError, RuntimeError):
 
 class ReportInputError(ZmqloadError):
     """The report's input is unusable (missing directory, not a run, no Java...)."""
+
     exit_status = ExitStatus.BAD_INPUT
 
 
@@ -47,6 +52,7 @@ class RecordError(ZmqloadError):
     """A record file (run.json, capacity-search.json, ...) is missing, of another schema
     version, or not what its type says; the message names the file. Also a worker's spec on
     its standard input that is not one (runner/spec.py: "worker spec: ...")."""
+
     exit_status = ExitStatus.BAD_INPUT
 
 
@@ -79,7 +85,7 @@ class EngineInterrupted(EngineError):
 _ERRNO_CLASSES = {
     _errno.EADDRINUSE: EngineAddressInUse,
     _errno.EINTR: EngineInterrupted,
-    156384765: EngineTerminated,        # ETERM: ZMQ_HAUSNUMERO + 53, libzmq's own errno
+    156384765: EngineTerminated,  # ETERM: ZMQ_HAUSNUMERO + 53, libzmq's own errno
 }
 
 

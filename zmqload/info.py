@@ -1,4 +1,5 @@
 """`zmqload info`: the facts a measurement depends on, read from the installed libraries."""
+
 from __future__ import annotations
 
 import re
@@ -12,7 +13,16 @@ from .errors import ConfigError
 from .versions import clock_pair, host, versions
 
 PROBED_SOCKETS = ("PUSH", "PULL", "PUB", "SUB", "DEALER", "ROUTER", "PAIR")
-PROBED_OPTIONS = ("SNDHWM", "RCVHWM", "LINGER", "SNDBUF", "RCVBUF", "IMMEDIATE", "SNDTIMEO", "RCVTIMEO")
+PROBED_OPTIONS = (
+    "SNDHWM",
+    "RCVHWM",
+    "LINGER",
+    "SNDBUF",
+    "RCVBUF",
+    "IMMEDIATE",
+    "SNDTIMEO",
+    "RCVTIMEO",
+)
 
 
 def socket_defaults() -> dict[str, dict[str, int]]:
@@ -22,7 +32,9 @@ def socket_defaults() -> dict[str, dict[str, int]]:
     try:
         for name in PROBED_SOCKETS:
             sock = _engine.Socket(context, _engine.SOCKET_TYPES[name])
-            defaults[name] = {opt: sock.get_option(_engine.SOCKET_OPTION_IDS[opt]) for opt in PROBED_OPTIONS}
+            defaults[name] = {
+                opt: sock.get_option(_engine.SOCKET_OPTION_IDS[opt]) for opt in PROBED_OPTIONS
+            }
             sock.close(0)
     finally:
         context.term()
@@ -50,8 +62,13 @@ def java_version() -> str | None:
 def libraries() -> list[dict[str, Any]]:
     """Each libzmq --libzmq can name here, with run.json's facts (or why it is not there)."""
     from .contract import codec
-    return [dict(codec.to_builtins(lib), missing=None) if lib is not None else {"choice": choice, "missing": why}
-            for choice, lib, why in libzmq.found()]
+
+    return [
+        dict(codec.to_builtins(lib), missing=None)
+        if lib is not None
+        else {"choice": choice, "missing": why}
+        for choice, lib, why in libzmq.found()
+    ]
 
 
 def gather() -> dict[str, Any]:
@@ -59,8 +76,10 @@ def gather() -> dict[str, Any]:
         "versions": versions(),
         "libraries": libraries(),
         "socket_defaults": socket_defaults(),
-        "clock": dict(clock_pair(), resolution_ns=int(time.clock_getres(time.CLOCK_MONOTONIC) * 1e9)),
+        "clock": dict(
+            clock_pair(), resolution_ns=int(time.clock_getres(time.CLOCK_MONOTONIC) * 1e9)
+        ),
         "host": host(),
         "java": java_version(),
-        "curve": _engine.has("curve"),      # --curve on needs it (libzmq built with libsodium)
+        "curve": _engine.has("curve"),  # --curve on needs it (libzmq built with libsodium)
     }

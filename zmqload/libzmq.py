@@ -1,5 +1,6 @@
 """Which libzmq a process runs (--libzmq): pyzmq's, the system's or a file of the user's, found,
 described (version, sha256, capabilities) and loaded into the engine once per process."""
+
 from __future__ import annotations
 
 import hashlib
@@ -18,6 +19,7 @@ def pyzmq_file() -> str:
     from (its own dependency, whatever else this process has loaded)."""
     from zmq.backend.cython import _zmq
     from . import _engine
+
     return _engine.probe_libzmq(_zmq.__file__, ())[1]
 
 
@@ -30,6 +32,7 @@ def describe(choice: str) -> Libzmq:
     """The library --libzmq CHOICE names, found and probed (not loaded for the engine); ValueError
     in one line for one that cannot be found or is not a libzmq 4.x."""
     from . import _engine
+
     if choice == PYZMQ:
         target = pyzmq_file()
     elif choice == SYSTEM:
@@ -40,29 +43,38 @@ def describe(choice: str) -> Libzmq:
         target = os.path.abspath(choice)
     try:
         version, file, has = _engine.probe_libzmq(target, CAPABILITIES)
-    except ValueError as exc:       # the linker's words name the file already; ours do not
+    except ValueError as exc:  # the linker's words name the file already; ours do not
         raise ValueError(f"{target}: {str(exc).replace(f'{target}: ', '')}") from None
     file = os.path.realpath(file or target)
-    return Libzmq(choice=choice, file=file, version=".".join(map(str, version)),
-                  sha256=_sha256(file), capabilities=[c for c in CAPABILITIES if has[c]])
+    return Libzmq(
+        choice=choice,
+        file=file,
+        version=".".join(map(str, version)),
+        sha256=_sha256(file),
+        capabilities=[c for c in CAPABILITIES if has[c]],
+    )
 
 
 def use(lib: Libzmq) -> None:
     """Loads `lib` into this process's engine; a process that runs another libzmq already gets
     ValueError (one process, one libzmq: the run then needs a process of its own)."""
     from . import _engine
+
     current = _engine.libzmq_file()
     if current is None:
         _engine.load_libzmq(lib.file)
     elif os.path.realpath(current) != os.path.realpath(lib.file):
-        raise ValueError(f"one libzmq per process, and this one runs {os.path.realpath(current)}: an inproc "
-                         f"run's workers are its threads; give {lib.file} to a zmqload command of its own, or "
-                         "use tcp or ipc (each worker a process that loads the run's libzmq)")
+        raise ValueError(
+            f"one libzmq per process, and this one runs {os.path.realpath(current)}: an inproc "
+            f"run's workers are its threads; give {lib.file} to a zmqload command of its own, or "
+            "use tcp or ipc (each worker a process that loads the run's libzmq)"
+        )
 
 
 def load_default() -> None:
     """--libzmq's default, for a process that uses the engine without choosing (a script, a test)."""
     from .contract.workload import OPTIONS
+
     use(describe(OPTIONS["libzmq"].default))
 
 

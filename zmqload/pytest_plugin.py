@@ -1,6 +1,7 @@
 """pytest plugin (pytest11): ZeroMQ capacity checks in users' test suites. Fixtures `zmqload` (a run
 in the test's own directory) and `zmqload_benchmark` (timed by pytest-benchmark). Run directories
 are removed after a passing test, kept after a failing one (docs/PYTEST.md)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,16 +29,24 @@ if TYPE_CHECKING:
 
 SECTION = "zmqload runs"
 TIMINGS = ("message", "wall")
-FULL_SUMMARIES = 5          # a failure report shows this many runs in full, earlier ones in a line
+FULL_SUMMARIES = 5  # a failure report shows this many runs in full, earlier ones in a line
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("zmqload", "zmqload capacity tests")
-    group.addoption("--zmqload-keep", action="store_true", default=False,
-                    help="keep every zmqload run directory (default: only those of failed tests)")
-    group.addoption("--zmqload-out", metavar="DIR", default=None,
-                    help="put zmqload run directories under DIR, one sub-directory per test "
-                         "(default: pytest's temporary directory)")
+    group.addoption(
+        "--zmqload-keep",
+        action="store_true",
+        default=False,
+        help="keep every zmqload run directory (default: only those of failed tests)",
+    )
+    group.addoption(
+        "--zmqload-out",
+        metavar="DIR",
+        default=None,
+        help="put zmqload run directories under DIR, one sub-directory per test "
+        "(default: pytest's temporary directory)",
+    )
 
 
 _FIXTURE_KEY = pytest.StashKey["ZmqloadFixture"]()
@@ -84,18 +93,20 @@ class ZmqloadFixture:
     def workload(self, workload: Optional[Workload] = None, **options: Any) -> Workload:
         """The Workload a run would use (records in this test's directory unless `out` is given)."""
         from zmqload import Workload
+
         if workload is None:
             options.setdefault("out", self.out_dir)
             return Workload(**options)
         if options:
             raise TypeError("pass either a Workload or keyword options, not both")
-        if workload.out == Workload.out:                    # the default "runs": redirect it here
+        if workload.out == Workload.out:  # the default "runs": redirect it here
             return dataclasses.replace(workload, out=self.out_dir)
         return workload
 
     def run(self, workload: Optional[Workload] = None, **options: Any) -> RunResult:
         """Run one workload (a Workload or its fields as keywords) and return its RunResult."""
         import zmqload
+
         result = zmqload.run(self.workload(workload, **options))
         self.results.append(result)
         return result
@@ -103,7 +114,9 @@ class ZmqloadFixture:
     # -- the failure report -------------------------------------------------------------
     def run_dirs(self) -> list[str]:
         """Run directories this test made in its own directory, oldest first."""
-        return sorted(glob.glob(os.path.join(glob.escape(self.out_dir), "run=*")), key=os.path.getmtime)
+        return sorted(
+            glob.glob(os.path.join(glob.escape(self.out_dir), "run=*")), key=os.path.getmtime
+        )
 
     def describe(self) -> str:
         """Every run of the test: its summary table, missing sequence ranges, where its records
@@ -112,33 +125,50 @@ class ZmqloadFixture:
         from zmqload.cli.display import print_summary
 
         buffer = io.StringIO()
-        console = Console(file=buffer, width=100, force_terminal=False, color_system=None,
-                          highlight=False, soft_wrap=True)
+        console = Console(
+            file=buffer,
+            width=100,
+            force_terminal=False,
+            color_system=None,
+            highlight=False,
+            soft_wrap=True,
+        )
         known = {os.path.abspath(r.run_dir) for r in self.results}
         unfinished = [d for d in self.run_dirs() if os.path.abspath(d) not in known]
         total = len(self.results) + len(unfinished)
         for i, result in enumerate(self.results, 1):
-            if i <= len(self.results) - FULL_SUMMARIES:     # a long series: one line for the early runs
+            if (
+                i <= len(self.results) - FULL_SUMMARIES
+            ):  # a long series: one line for the early runs
                 p99 = result.latency_us(99)
-                console.print(f"run {i} of {total}: {result.run_id}: lost {result.lost:,} of {result.expected:,}, "
-                              f"{result.throughput_msgs:,.0f} msg/s, p99 "
-                              f"{'-' if p99 is None else format(p99, ',.1f')} us; records: {result.run_dir}")
+                console.print(
+                    f"run {i} of {total}: {result.run_id}: lost {result.lost:,} of {result.expected:,}, "
+                    f"{result.throughput_msgs:,.0f} msg/s, p99 "
+                    f"{'-' if p99 is None else format(p99, ',.1f')} us; records: {result.run_dir}"
+                )
                 continue
             console.print(f"run {i} of {total}: {result.run_id}")
             print_summary(result, console)
             console.print()
-        for d in unfinished:      # runs that raised (RunError, interrupted): no RunResult, run.json says why
+        for d in (
+            unfinished
+        ):  # runs that raised (RunError, interrupted): no RunResult, run.json says why
             record = _read_record(d)
             status = "unknown" if record is None else record.status.value
             error = record.error if record is not None else None
-            console.print(f"run {os.path.basename(d)[4:]}: status {status}" + (f", error: {error}" if error else ""))
+            console.print(
+                f"run {os.path.basename(d)[4:]}: status {status}"
+                + (f", error: {error}" if error else "")
+            )
             console.print(f"records: {d}")
             console.print()
         if self.keep:
             console.print("run directories kept (--zmqload-keep)")
         else:
-            console.print("run directories kept because the test failed (passing tests' are removed; "
-                          "--zmqload-keep keeps all)")
+            console.print(
+                "run directories kept because the test failed (passing tests' are removed; "
+                "--zmqload-keep keeps all)"
+            )
         parents = [os.path.dirname(os.path.abspath(r.run_dir)) for r in self.results]
         parents += [os.path.abspath(self.out_dir)] if unfinished else []
         for parent in dict.fromkeys(parents):
@@ -168,7 +198,9 @@ def _base_dir(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -
 
 
 @pytest.fixture
-def zmqload(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZmqloadFixture]:
+def zmqload(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ZmqloadFixture]:
     """Run zmqload workloads from a test: `zmqload.run(pattern="pub-sub", rate=50_000, ...)`
     returns a RunResult to assert on; a failing test's report shows every run's summary."""
     keep = request.config.getoption("--zmqload-keep")
@@ -185,8 +217,9 @@ _KEPT_KEY = pytest.StashKey[str]()
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
-                               ) -> Generator[None, Result[pytest.TestReport], None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Result[pytest.TestReport], None]:
     outcome = yield
     report = outcome.get_result()
     fixture = item.stash.get(_FIXTURE_KEY, None)
@@ -194,13 +227,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
         return
     if report.failed:
         fixture.failed = True
-        if not fixture.reported and report.when != "teardown" and (fixture.results or fixture.run_dirs()):
+        if (
+            not fixture.reported
+            and report.when != "teardown"
+            and (fixture.results or fixture.run_dirs())
+        ):
             fixture.reported = True
             report.sections.append((SECTION, fixture.describe()))
     if report.when == "teardown":
         kept = item.stash.get(_KEPT_KEY, None)
-        if kept:   # travels with the report to the xdist controller for the terminal summary
-            setattr(report, "zmqload_kept", kept)     # an attribute of zmqload's own
+        if kept:  # travels with the report to the xdist controller for the terminal summary
+            setattr(report, "zmqload_kept", kept)  # an attribute of zmqload's own
 
 
 class _KeptDirs:
@@ -221,7 +258,9 @@ class _KeptDirs:
         terminalreporter.line(f"run directories kept for {len(self.kept)} test(s):")
         for nodeid, path in self.kept:
             terminalreporter.line(f"  {nodeid}: {path}")
-        terminalreporter.line("Spark report of one test's runs: python -m zmqload report <directory>")
+        terminalreporter.line(
+            "Spark report of one test's runs: python -m zmqload report <directory>"
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -229,6 +268,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # -- pytest-benchmark -------------------------------------------------------------------
+
 
 class ZmqloadBenchmark:
     """`zmqload_benchmark(**options)`: time zmqload runs with pytest-benchmark.
@@ -240,18 +280,30 @@ class ZmqloadBenchmark:
     processes, the warm-up handshake and writing Parquet (about 0.5 s on a small machine).
     """
 
-    def __init__(self, benchmark: Any, runs: ZmqloadFixture):     # pytest-benchmark's fixture (optional)
+    def __init__(
+        self, benchmark: Any, runs: ZmqloadFixture
+    ):  # pytest-benchmark's fixture (optional)
         self.benchmark = benchmark
         self.runs = runs
 
-    def __call__(self, workload: Optional[Workload] = None, *, rounds: int = 3, warmup_rounds: int = 0,
-                 timing: str = "message", **options: Any) -> RunResult:
+    def __call__(
+        self,
+        workload: Optional[Workload] = None,
+        *,
+        rounds: int = 3,
+        warmup_rounds: int = 0,
+        timing: str = "message",
+        **options: Any,
+    ) -> RunResult:
         if timing not in TIMINGS:
             raise ValueError(f"timing must be one of {', '.join(TIMINGS)}, not {timing!r}")
         from .runner.preflight import preflight
-        w = preflight(self.runs.workload(workload, **options).validate())   # bad options fail before any timing
+
+        w = preflight(
+            self.runs.workload(workload, **options).validate()
+        )  # bad options fail before any timing
         results: list[RunResult] = []
-        elapsed = [0.0]                  # the message clock: engine time, advanced by each run
+        elapsed = [0.0]  # the message clock: engine time, advanced by each run
 
         def engine_time_per_message() -> float:
             return elapsed[0]
@@ -261,25 +313,32 @@ class ZmqloadBenchmark:
             name = w.run_name and f"{w.run_name}-{len(results) + 1}"
             result = self.runs.run(dataclasses.replace(w, run_name=name))
             if result.unique_received == 0 or result.elapsed_s <= 0:
-                raise RuntimeError(f"run {result.run_id} delivered no messages: nothing to time "
-                                   f"(lost {result.lost:,} of {result.expected:,})")
+                raise RuntimeError(
+                    f"run {result.run_id} delivered no messages: nothing to time "
+                    f"(lost {result.lost:,} of {result.expected:,})"
+                )
             elapsed[0] += result.elapsed_s / result.unique_received
             results.append(result)
             return result
 
         if timing == "message":
             if not hasattr(self.benchmark, "_timer"):
-                raise RuntimeError("this pytest-benchmark version offers no timer hook; "
-                                   "use zmqload_benchmark(..., timing='wall')")
+                raise RuntimeError(
+                    "this pytest-benchmark version offers no timer hook; "
+                    "use zmqload_benchmark(..., timing='wall')"
+                )
             self.benchmark._timer = engine_time_per_message
-        last: RunResult = self.benchmark.pedantic(one_run, rounds=rounds, warmup_rounds=warmup_rounds, iterations=1)
-        measured = results[-rounds:]     # warm-up rounds come first
+        last: RunResult = self.benchmark.pedantic(
+            one_run, rounds=rounds, warmup_rounds=warmup_rounds, iterations=1
+        )
+        measured = results[-rounds:]  # warm-up rounds come first
         self.benchmark.extra_info.update(_extra_info(w, measured, timing, rounds))
         return last
 
 
 def _extra_info(w: Workload, results: list[RunResult], timing: str, rounds: int) -> dict[str, Any]:
     from zmqload.measure.histogram import Histogram
+
     latency = Histogram()
     for result in results:
         latency.merge(result.latency_intended)
@@ -291,18 +350,33 @@ def _extra_info(w: Workload, results: list[RunResult], timing: str, rounds: int)
     versions = results[-1].versions
     return {
         "timing": timing,
-        "pattern": w.pattern, "transport": w.transport, "size": w.size, "count": w.count,
-        "duration": w.duration, "rate": w.rate, "producers": w.producers, "consumers": w.consumers,
-        "sndhwm": w.sndhwm, "rcvhwm": w.rcvhwm, "rounds": len(results),
+        "pattern": w.pattern,
+        "transport": w.transport,
+        "size": w.size,
+        "count": w.count,
+        "duration": w.duration,
+        "rate": w.rate,
+        "producers": w.producers,
+        "consumers": w.consumers,
+        "sndhwm": w.sndhwm,
+        "rcvhwm": w.rcvhwm,
+        "rounds": len(results),
         "throughput_msgs": statistics.median(r.throughput_msgs for r in results),
         "throughput_mb": statistics.median(r.throughput_mb for r in results),
         "throughput_msgs_rounds": [round(r.throughput_msgs, 1) for r in results],
         "elapsed_s_rounds": [r.elapsed_s for r in results],
-        "sent": sum(r.sent for r in results), "expected": sum(r.expected for r in results),
-        "lost": sum(r.lost for r in results), "refused": sum(r.refused for r in results),
-        "dropped": sum(r.dropped for r in results), "stranded": sum(r.stranded for r in results),
-        "latency_p50_us": us(50), "latency_p99_us": us(99), "latency_max_us": us(100),
-        "libzmq": versions.libzmq, "pyzmq_libzmq": versions.pyzmq_libzmq, "zmqload": versions.zmqload,
+        "sent": sum(r.sent for r in results),
+        "expected": sum(r.expected for r in results),
+        "lost": sum(r.lost for r in results),
+        "refused": sum(r.refused for r in results),
+        "dropped": sum(r.dropped for r in results),
+        "stranded": sum(r.stranded for r in results),
+        "latency_p50_us": us(50),
+        "latency_p99_us": us(99),
+        "latency_max_us": us(100),
+        "libzmq": versions.libzmq,
+        "pyzmq_libzmq": versions.pyzmq_libzmq,
+        "zmqload": versions.zmqload,
     }
 
 
@@ -316,7 +390,10 @@ if importlib.util.find_spec("pytest_benchmark") is not None:
         the libzmq version go to `benchmark.extra_info` (and so to --benchmark-json)."""
         return ZmqloadBenchmark(benchmark, zmqload)
 else:
+
     @pytest.fixture
     def zmqload_benchmark(zmqload: ZmqloadFixture) -> ZmqloadBenchmark:
         """Needs pytest-benchmark (not installed)."""
-        pytest.fail("zmqload_benchmark needs pytest-benchmark: pip install pytest-benchmark", pytrace=False)
+        pytest.fail(
+            "zmqload_benchmark needs pytest-benchmark: pip install pytest-benchmark", pytrace=False
+        )

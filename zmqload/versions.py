@@ -1,4 +1,5 @@
 """Versions and host facts recorded in every run and shown by `zmqload info`."""
+
 from __future__ import annotations
 
 import os
@@ -19,6 +20,7 @@ def versions(libzmq: str | None = None) -> dict[str, str]:
     import zmq
 
     from . import _engine
+
     return {
         "zmqload": ZMQLOAD_VERSION,
         "libzmq": libzmq or ".".join(map(str, _engine.libzmq_version())),
@@ -31,17 +33,28 @@ def versions(libzmq: str | None = None) -> dict[str, str]:
 
 
 def host() -> dict[str, Any]:
-    return {"hostname": socket.gethostname(), "platform": platform.platform(),
-            "machine": platform.machine(), "cpus": os.cpu_count(), "python_executable": sys.executable}
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "python_executable": sys.executable,
+    }
 
 
 def clock_pair() -> dict[str, Any]:
     """A (realtime, monotonic) pair taken together, so runs of several hosts can be aligned."""
     from . import _engine
+
     before = _engine.now_ns()
     realtime = time.time_ns()
     after = _engine.now_ns()
     # how the loops read it per message (csrc/zl_clock.h): "tsc" (CLOCK_MONOTONIC through one
     # rdtsc, anchored each slice) or "clock_gettime"
-    return {"source": "CLOCK_MONOTONIC", "realtime_ns": realtime, "monotonic_ns": (before + after) // 2,
-            "pair_uncertainty_ns": after - before, "stamps": "tsc" if _engine.TICK_STAMPS else "clock_gettime"}
+    return {
+        "source": "CLOCK_MONOTONIC",
+        "realtime_ns": realtime,
+        "monotonic_ns": (before + after) // 2,
+        "pair_uncertainty_ns": after - before,
+        "stamps": "tsc" if _engine.TICK_STAMPS else "clock_gettime",
+    }

@@ -3,6 +3,7 @@ SIGKILLed mid-run, and one whose producer is (real processes on loopback, real P
 tests/fault_table.py injects the fault). What a dead worker may have held is `unknown` in
 both, never stranded or dropped, per stream and in total; the received counts are
 checked with numpy straight over the Parquet files."""
+
 from __future__ import annotations
 
 import glob
@@ -18,9 +19,17 @@ from zmqload.analysis.metrics import ALL
 from zmqload.contract.fates import DROPPED, FATES, LOST
 
 # report column -> run.json name, for the counts both have
-PAIRS = (("attempted", "attempted"), ("sent", "sent"), ("expected", "expected"), ("received", "received"),
-         ("unique", "unique_received"), ("duplicates", "duplicates"), ("lost", "lost"), ("dropped", "dropped"),
-         *((f, f) for f in FATES))
+PAIRS = (
+    ("attempted", "attempted"),
+    ("sent", "sent"),
+    ("expected", "expected"),
+    ("received", "received"),
+    ("unique", "unique_received"),
+    ("duplicates", "duplicates"),
+    ("lost", "lost"),
+    ("dropped", "dropped"),
+    *((f, f) for f in FATES),
+)
 KILLED = ("c0", "p0")
 
 
@@ -29,7 +38,9 @@ def failed_runs(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("failed"))
     outcomes = {name: ft.kill_worker(out, name) for name in KILLED}
     for name, outcome in outcomes.items():
-        assert outcome.meta["status"] == "failed" and outcome.meta["salvaged"]["died"] == [name], outcome.stderr
+        assert outcome.meta["status"] == "failed" and outcome.meta["salvaged"]["died"] == [name], (
+            outcome.stderr
+        )
     return out, outcomes
 
 
@@ -58,11 +69,15 @@ def test_report_totals_on_a_failed_run_equal_run_json(analysis, failed_runs, nam
     counters = outcomes[name].meta["counters"]
     row = next(r.columns() for r in analysis.run_rows() if r.run == f"kill-{name}")
     assert row["status"] == "failed"
-    assert {ours: row[ours] for ours, _ in PAIRS} == {ours: counters[theirs] for ours, theirs in PAIRS}
+    assert {ours: row[ours] for ours, _ in PAIRS} == {
+        ours: counters[theirs] for ours, theirs in PAIRS
+    }
     # the identity, with unknown: every expected message has one fate; lost is what no consumer got
     assert row["expected"] == sum(row[f] for f in FATES)
     assert row["lost"] == sum(row[f] for f in LOST) == row["expected"] - row["unique"]
-    assert row["dropped"] == sum(row[f] for f in DROPPED) == 0      # a process died: nothing is called dropped
+    assert (
+        row["dropped"] == sum(row[f] for f in DROPPED) == 0
+    )  # a process died: nothing is called dropped
     assert row["stranded"] == 0, row
     if name == "c0":
         # what the consumer held when it died (its last records, its queue) is unknown
@@ -73,7 +88,9 @@ def test_report_totals_on_a_failed_run_equal_run_json(analysis, failed_runs, nam
     assert row["received"] == _received(run_dir) > 0
     assert row["unique"] == _unique(run_dir)
     by_numpy = outcomes[name].records
-    assert {k: row[k] for k in ("attempted", "sent", "received")} == {k: by_numpy[k] for k in ("attempted", "sent", "received")}
+    assert {k: row[k] for k in ("attempted", "sent", "received")} == {
+        k: by_numpy[k] for k in ("attempted", "sent", "received")
+    }
     assert row["unique"] == by_numpy["unique_received"]
 
 
@@ -83,9 +100,15 @@ def test_report_streams_on_a_failed_run_equal_run_json(analysis, failed_runs, na
     streams = outcomes[name].meta["streams"]
     assert streams
     for stream in streams:
-        rows = [r.columns() for r in analysis.summary if r.run == f"kill-{name}" and r.stream == stream["stream"]]
-        assert [r["consumer"] for r in rows] == [ALL]           # push-pull: one view, round robin
+        rows = [
+            r.columns()
+            for r in analysis.summary
+            if r.run == f"kill-{name}" and r.stream == stream["stream"]
+        ]
+        assert [r["consumer"] for r in rows] == [ALL]  # push-pull: one view, round robin
         row = rows[0]
-        assert {f: row[f] for f in (*FATES, "lost", "dropped")} == {f: stream[f] for f in (*FATES, "lost", "dropped")}
+        assert {f: row[f] for f in (*FATES, "lost", "dropped")} == {
+            f: stream[f] for f in (*FATES, "lost", "dropped")
+        }
         assert (row["sent"], row["unique"]) == (stream["sent"], stream["unique_received"])
         assert row["sent"] == sum(row[f] for f in FATES)

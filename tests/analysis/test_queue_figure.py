@@ -8,6 +8,7 @@ Three real runs (real libzmq over loopback tcp, a real local Spark): a paced slo
 backlog, a PUB dropping at its HWM, an unpaced run; and a PUB that loses nearly everything, in the
 pytest plugin's failure report.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,10 +33,32 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN_NS = 1_000_000
 
 RUNS = {
-    "backlog": ["--pattern", "push-pull", "--transport", "tcp", "--rate", "20k", "--consumer-delay-us", "80",
-                "--duration", "1"],
-    "pub-drops": ["--pattern", "pub-sub", "--sndhwm", "100", "--rcvhwm", "100", "--consumer-delay-us", "50",
-                  "--rate", "40k", "--duration", "1"],
+    "backlog": [
+        "--pattern",
+        "push-pull",
+        "--transport",
+        "tcp",
+        "--rate",
+        "20k",
+        "--consumer-delay-us",
+        "80",
+        "--duration",
+        "1",
+    ],
+    "pub-drops": [
+        "--pattern",
+        "pub-sub",
+        "--sndhwm",
+        "100",
+        "--rcvhwm",
+        "100",
+        "--consumer-delay-us",
+        "50",
+        "--rate",
+        "40k",
+        "--duration",
+        "1",
+    ],
     "unpaced": ["--pattern", "push-pull", "--count", "500000"],
 }
 
@@ -59,7 +82,9 @@ def truth(run_dir: str) -> dict:
     r = _columns(run_dir, "recvs", ["consumer", "stream", "seq", "t_recv_ns"])
     fanout = meta["schedule"]["fanout"]
     views = list(range(meta["workload"]["consumers"])) if fanout else [None]
-    closed = {p["worker"]: p["t_last_send_ns"] + p["close_ns"] + p["term_ns"] for p in meta["producers"]}
+    closed = {
+        p["worker"]: p["t_last_send_ns"] + p["close_ns"] + p["term_ns"] for p in meta["producers"]
+    }
     mid_run = meta["drain"]["tail_placement"] == "mid-run"
     entered, left = [], []
     sent = received = dropped_at_send = dropped_at_close = duplicates = 0
@@ -72,9 +97,9 @@ def truth(run_dir: str) -> dict:
             order = np.lexsort((r["t_recv_ns"][here], r["seq"][here]))
             got, first = np.unique(r["seq"][here][order], return_index=True)
             duplicates += int(here.sum()) - len(got)
-            t_recv = r["t_recv_ns"][here][order][first]          # first arrival of each seq
+            t_recv = r["t_recv_ns"][here][order][first]  # first arrival of each seq
             arrived = np.isin(seq, got)
-            at = np.searchsorted(seq, got)                         # sends are in seq order
+            at = np.searchsorted(seq, got)  # sends are in seq order
             assert (seq[at] == got).all()
             entered += [t_sent]
             left += [t_recv, t_sent[~arrived & (seq <= (got.max() if len(got) else -1))]]
@@ -91,21 +116,37 @@ def truth(run_dir: str) -> dict:
     e, x = np.concatenate(entered), np.concatenate(left)
     times = np.concatenate([e, x])
     signs = np.concatenate([np.ones(len(e), np.int64), -np.ones(len(x), np.int64)])
-    order = np.lexsort((signs, times))               # at one instant, departures first
+    order = np.lexsort((signs, times))  # at one instant, departures first
     running = np.cumsum(signs[order])
     i = int(np.argmax(running))
     b0, b1 = int(times.min() // BIN_NS), int(times.max() // BIN_NS)
-    ends = np.cumsum(np.bincount(e // BIN_NS - b0, minlength=b1 - b0 + 1)) - \
-        np.cumsum(np.bincount(x // BIN_NS - b0, minlength=b1 - b0 + 1))
-    return {"peak": int(running[i]), "t_ns": int(times[order][i]), "t0_ns": meta["schedule"]["t0_ns"],
-            "ends": ends, "sent": sent, "received": received, "dropped_at_send": dropped_at_send,
-            "dropped_at_close": dropped_at_close, "duplicates": duplicates, "meta": meta}
+    ends = np.cumsum(np.bincount(e // BIN_NS - b0, minlength=b1 - b0 + 1)) - np.cumsum(
+        np.bincount(x // BIN_NS - b0, minlength=b1 - b0 + 1)
+    )
+    return {
+        "peak": int(running[i]),
+        "t_ns": int(times[order][i]),
+        "t0_ns": meta["schedule"]["t0_ns"],
+        "ends": ends,
+        "sent": sent,
+        "received": received,
+        "dropped_at_send": dropped_at_send,
+        "dropped_at_close": dropped_at_close,
+        "duplicates": duplicates,
+        "meta": meta,
+    }
 
 
 def _cli(*args, timeout=300):
     env = dict(os.environ, PYTHONPATH=ROOT)
-    p = subprocess.run([sys.executable, "-m", "zmqload", *args], capture_output=True, text=True, env=env,
-                       timeout=timeout, cwd=ROOT)
+    p = subprocess.run(
+        [sys.executable, "-m", "zmqload", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=ROOT,
+    )
     assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
     return p.stdout
 
@@ -113,6 +154,7 @@ def _cli(*args, timeout=300):
 def _report(paths: list[str], out: str, *extra: str) -> None:
     """The real report command, in this process (it reuses the test session's local Spark)."""
     from zmqload.cli import report as command
+
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
     assert command.run(parser.parse_args([*paths, "--out", out, "--no-server", *extra])) == 0
@@ -122,14 +164,24 @@ def _report(paths: list[str], out: str, *extra: str) -> None:
 def measured(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("queue")
     runs, out = str(root / "runs"), str(root / "report")
-    printed = {name: json.loads(_cli("run", *args, "--out", runs, "--run-name", name, "--json"))
-               for name, args in RUNS.items()}
+    printed = {
+        name: json.loads(_cli("run", *args, "--out", runs, "--run-name", name, "--json"))
+        for name, args in RUNS.items()
+    }
     _report([runs], out)
-    rows = {r["run"]: r for r in pq.read_table(os.path.join(out, "summary.parquet")).to_pylist()
-            if r["consumer"] == -1 and r["stream"] == -1}
+    rows = {
+        r["run"]: r
+        for r in pq.read_table(os.path.join(out, "summary.parquet")).to_pylist()
+        if r["consumer"] == -1 and r["stream"] == -1
+    }
     page = open(os.path.join(out, "index.html")).read()
-    return {"printed": printed, "truth": {n: truth(os.path.join(runs, f"run={n}")) for n in RUNS}, "rows": rows,
-            "page": page, "runs": runs}
+    return {
+        "printed": printed,
+        "truth": {n: truth(os.path.join(runs, f"run={n}")) for n in RUNS},
+        "rows": rows,
+        "page": page,
+        "runs": runs,
+    }
 
 
 def test_the_three_runs_are_what_they_should_be(measured):
@@ -137,12 +189,24 @@ def test_the_three_runs_are_what_they_should_be(measured):
     for name, x in t.items():
         assert x["duplicates"] == 0, name
     # a paced consumer at 80 us per message (12.5k/s) offered 20k/s: a backlog of thousands, all drained
-    assert t["backlog"]["peak"] > 2000 and t["backlog"]["dropped_at_send"] + t["backlog"]["dropped_at_close"] == 0
+    assert (
+        t["backlog"]["peak"] > 2000
+        and t["backlog"]["dropped_at_send"] + t["backlog"]["dropped_at_close"] == 0
+    )
     # the PUB at HWM 100 dropped (at send, mid-run) while its queue was full
     assert t["pub-drops"]["dropped_at_send"] > 0 and t["pub-drops"]["peak"] >= 100
     assert t["unpaced"]["peak"] > 100
-    print({n: (x["peak"], round((x["t_ns"] - x["t0_ns"]) / 1e9, 4), x["dropped_at_send"], x["dropped_at_close"])
-           for n, x in t.items()})
+    print(
+        {
+            n: (
+                x["peak"],
+                round((x["t_ns"] - x["t0_ns"]) / 1e9, 4),
+                x["dropped_at_send"],
+                x["dropped_at_close"],
+            )
+            for n, x in t.items()
+        }
+    )
 
 
 @pytest.mark.parametrize("name", list(RUNS))
@@ -171,12 +235,14 @@ def test_every_table_of_the_page_shows_that_peak(measured, name):
     peak, page = measured["truth"][name]["peak"], measured["page"]
     runs_table = page.split("<h2>Runs</h2>", 1)[1].split("</table>", 1)[0]
     (line,) = [ln for ln in runs_table.split("<tr>") if f"href='#{name}'" in ln]
-    assert f"<td>{peak:,} (" in line                          # queue peak, msgs (memory)
+    assert f"<td>{peak:,} (" in line  # queue peak, msgs (memory)
     own = page.split(f"<h3 id='{name}'>", 1)[1].split("<h3", 1)[0]
     fates, latency = own.split("</table>")[:2]
     totals = [c for c in fates.split("<tr>") if c.startswith("<td>all</td><td>all</td>")][0]
-    assert totals.endswith(f"<td>{peak:,}</td></tr>\n") or f"<td>{peak:,}</td></tr>" in totals  # queue peak column
-    assert f"<td rowspan=5>{peak:,} / " in latency             # queue peak / mean / p99
+    assert (
+        totals.endswith(f"<td>{peak:,}</td></tr>\n") or f"<td>{peak:,}</td></tr>" in totals
+    )  # queue peak column
+    assert f"<td rowspan=5>{peak:,} / " in latency  # queue peak / mean / p99
 
 
 def test_the_plugin_shows_a_dropping_pubs_peak(pytester, monkeypatch):
@@ -187,38 +253,55 @@ def test_the_plugin_shows_a_dropping_pubs_peak(pytester, monkeypatch):
     for name in list(os.environ):
         if name.startswith("PYTEST_XDIST_"):
             monkeypatch.delenv(name)
-    pytester.makepyfile(test_inner=textwrap.dedent("""
+    pytester.makepyfile(
+        test_inner=textwrap.dedent("""
         def test_slow_subscriber(zmqload):
             result = zmqload.run(pattern="pub-sub", size=1024, count=30_000, sndhwm=100, rcvhwm=100,
                                  consumer_delay_us=20)
             assert result.lost == 0
-    """))
+    """)
+    )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
     result.assert_outcomes(failed=1)
     output = result.stdout.str()
     shown = re.search(r"queue peak \(kernel / libzmq\)\s*\S\s*([\d,]+) at ([\d.]+) s", output)
     run_dir = re.search(r"^records: (\S+)$", output, re.M).group(1)
     x = truth(run_dir)
-    assert x["dropped_at_send"] + x["dropped_at_close"] > 0.9 * 30_000      # the premise: it lost nearly all
-    assert shown and int(shown.group(1).replace(",", "")) == x["peak"] > 0, (shown and shown.group(0), x["peak"])
+    assert (
+        x["dropped_at_send"] + x["dropped_at_close"] > 0.9 * 30_000
+    )  # the premise: it lost nearly all
+    assert shown and int(shown.group(1).replace(",", "")) == x["peak"] > 0, (
+        shown and shown.group(0),
+        x["peak"],
+    )
     assert float(shown.group(2)) == pytest.approx((x["t_ns"] - x["t0_ns"]) / 1e9, abs=0.006)
 
 
-def test_replayed_in_small_pieces_the_report_says_the_same_numpy_peak(measured, tmp_path, monkeypatch):
+def test_replayed_in_small_pieces_the_report_says_the_same_numpy_peak(
+    measured, tmp_path, monkeypatch
+):
     """A long run's exact peak is replayed a piece of at most finish.REPLAY_EVENTS events at a time
     (and its never-arrived messages, when many, binned in Spark): with pieces of 200 events the
     three runs take several pieces each (how many events a run puts in its candidate bins varies
     with the load: 2,000 gave one piece each under load), and every peak and instant are numpy's."""
     from zmqload.analysis import finish
+
     pieces: list[list] = []
     whole = finish.replay_pieces
     monkeypatch.setattr(finish, "REPLAY_EVENTS", 200)
-    monkeypatch.setattr(finish, "replay_pieces", lambda bins: pieces.append(whole(bins)) or pieces[-1])
+    monkeypatch.setattr(
+        finish, "replay_pieces", lambda bins: pieces.append(whole(bins)) or pieces[-1]
+    )
     out = str(tmp_path / "report")
     _report([measured["runs"]], out)
     assert pieces and len(pieces[-1]) > len(RUNS), [len(p) for p in pieces]
-    rows = {r["run"]: r for r in pq.read_table(os.path.join(out, "summary.parquet")).to_pylist()
-            if r["consumer"] == -1 and r["stream"] == -1}
+    rows = {
+        r["run"]: r
+        for r in pq.read_table(os.path.join(out, "summary.parquet")).to_pylist()
+        if r["consumer"] == -1 and r["stream"] == -1
+    }
     for name, x in measured["truth"].items():
         assert rows[name]["depth_max"] == x["peak"], name
-        assert rows[name]["depth_peak_at_s"] == pytest.approx((x["t_ns"] - x["t0_ns"]) / 1e9, abs=1e-9), name
+        assert rows[name]["depth_peak_at_s"] == pytest.approx(
+            (x["t_ns"] - x["t0_ns"]) / 1e9, abs=1e-9
+        ), name

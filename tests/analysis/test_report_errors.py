@@ -2,6 +2,7 @@
 Spark setting is one line naming the option, exit 2, in bounded time (the bounds here are
 hang guards, not speed targets); a bad file among real runs costs only its own figures,
 which are checked against pyarrow/numpy reading the same Parquet files."""
+
 from __future__ import annotations
 
 import contextlib
@@ -22,7 +23,7 @@ import zmqload
 from zmqload.contract.wire import SendStatus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HANG_GUARD_S = 300          # a JVM start on a loaded 2-core machine took up to ~60 s
+HANG_GUARD_S = 300  # a JVM start on a loaded 2-core machine took up to ~60 s
 
 
 def report(*args, env=None, timeout=HANG_GUARD_S):
@@ -33,8 +34,14 @@ def report(*args, env=None, timeout=HANG_GUARD_S):
         if v is None:
             del environ[k]
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "zmqload", "report", *args], capture_output=True, text=True,
-                       timeout=timeout, env=environ, cwd=ROOT)
+    p = subprocess.run(
+        [sys.executable, "-m", "zmqload", "report", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environ,
+        cwd=ROOT,
+    )
     return p.returncode, p.stdout, p.stderr.splitlines(), time.monotonic() - t0
 
 
@@ -48,7 +55,9 @@ def assert_one_line(rc, err, option):
 @pytest.fixture(scope="module")
 def good_run(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("good"))
-    return zmqload.run(pattern="push-pull", size=64, count=3000, rate=20000, out=out, run_name="good").run_dir
+    return zmqload.run(
+        pattern="push-pull", size=64, count=3000, rate=20000, out=out, run_name="good"
+    ).run_dir
 
 
 def free_port() -> int:
@@ -57,42 +66,61 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("option, value, accepted", [
-    ("--master", "foo", "spark://HOST:PORT"),
-    ("--master", "spark://", "spark://HOST:PORT"),
-    ("--driver-memory", "lots", "at least 512m"),
-    ("--driver-memory", "1024", "at least 512m"),      # the JVM would read bytes
-    ("--driver-memory", "100m", "at least 512m"),
-    ("--master-timeout", "0", "seconds > 0"),
-])
+@pytest.mark.parametrize(
+    "option, value, accepted",
+    [
+        ("--master", "foo", "spark://HOST:PORT"),
+        ("--master", "spark://", "spark://HOST:PORT"),
+        ("--driver-memory", "lots", "at least 512m"),
+        ("--driver-memory", "1024", "at least 512m"),  # the JVM would read bytes
+        ("--driver-memory", "100m", "at least 512m"),
+        ("--master-timeout", "0", "seconds > 0"),
+    ],
+)
 def test_bad_spark_option_is_one_line(good_run, option, value, accepted):
     rc, out, err, _ = report(good_run, "--out", os.devnull, option, value)
     assert accepted in assert_one_line(rc, err, option) and not out
 
 
 def test_yarn_without_a_cluster(good_run, tmp_path):
-    rc, _, err, _ = report(good_run, "--out", str(tmp_path), "--master", "yarn",
-                           env={"HADOOP_CONF_DIR": None, "YARN_CONF_DIR": None})
+    rc, _, err, _ = report(
+        good_run,
+        "--out",
+        str(tmp_path),
+        "--master",
+        "yarn",
+        env={"HADOOP_CONF_DIR": None, "YARN_CONF_DIR": None},
+    )
     assert "HADOOP_CONF_DIR" in assert_one_line(rc, err, "--master")
 
 
 def test_driver_memory_from_the_environment(good_run, tmp_path):
-    rc, _, err, _ = report(good_run, "--out", str(tmp_path), env={"ZMQLOAD_SPARK_DRIVER_MEMORY": "lots"})
+    rc, _, err, _ = report(
+        good_run, "--out", str(tmp_path), env={"ZMQLOAD_SPARK_DRIVER_MEMORY": "lots"}
+    )
     assert_one_line(rc, err, "ZMQLOAD_SPARK_DRIVER_MEMORY")
 
 
 def test_stale_java_home(good_run, tmp_path):
     """Spark's launcher runs $JAVA_HOME/bin/java whenever JAVA_HOME is set, PATH or not."""
     # TMPDIR: no warm report server to ask (its own Java works): one would be started, after the check.
-    rc, _, err, _ = report(good_run, "--out", str(tmp_path / "out"),
-                           env={"JAVA_HOME": str(tmp_path / "jdk-gone"), "TMPDIR": str(tmp_path)})
+    rc, _, err, _ = report(
+        good_run,
+        "--out",
+        str(tmp_path / "out"),
+        env={"JAVA_HOME": str(tmp_path / "jdk-gone"), "TMPDIR": str(tmp_path)},
+    )
     assert "jdk-gone" in assert_one_line(rc, err, "JAVA_HOME")
-    assert not (tmp_path / "out" / "index.html").exists() and not list(tmp_path.glob("zmqload-report-*/*/server.pid"))
+    assert not (tmp_path / "out" / "index.html").exists() and not list(
+        tmp_path.glob("zmqload-report-*/*/server.pid")
+    )
 
 
 def test_nothing_listening_at_the_master(good_run, tmp_path):
     port = free_port()
-    rc, _, err, _ = report(good_run, "--out", str(tmp_path), "--master", f"spark://127.0.0.1:{port}")
+    rc, _, err, _ = report(
+        good_run, "--out", str(tmp_path), "--master", f"spark://127.0.0.1:{port}"
+    )
     assert "no Spark master answers" in assert_one_line(rc, err, "--master")
 
 
@@ -116,6 +144,7 @@ def silent_listener():
                 held.append(listener.accept()[0])
             except OSError:
                 pass
+
     t = threading.Thread(target=accept, daemon=True)
     t.start()
     try:
@@ -133,14 +162,17 @@ def test_a_silent_master_ends_at_the_timeout(good_run, tmp_path):
     ends at --master-timeout with one line, and leaves no JVM behind."""
     with silent_listener() as port:
         master = f"spark://127.0.0.1:{port}"
-        rc, _, err, took = report(good_run, "--out", str(tmp_path), "--master", master, "--master-timeout", "3")
+        rc, _, err, took = report(
+            good_run, "--out", str(tmp_path), "--master", master, "--master-timeout", "3"
+        )
     line = assert_one_line(rc, err, "--master")
     assert "within 3 s (--master-timeout)" in line
-    assert took >= 3                                   # it did wait for the master
+    assert took >= 3  # it did wait for the master
     assert not _spark_jvms_for(master)
 
 
 # ---- a bad file among real runs -------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def damaged_runs(tmp_path_factory):
@@ -151,9 +183,16 @@ def damaged_runs(tmp_path_factory):
     zmqload.run(pattern="pub-sub", consumers=2, run_name="fan", **common)
     zmqload.run(pattern="push-pull", run_name="push", **common)
     zmqload.run(pattern="push-pull", run_name="nometa", **common)
-    truth = {name: {kind: [pq.read_table(os.path.join(out, f"run={name}", kind, f))
-                           for f in sorted(os.listdir(os.path.join(out, f"run={name}", kind)))]
-                    for kind in ("sends", "recvs")} for name in ("fan", "push")}
+    truth = {
+        name: {
+            kind: [
+                pq.read_table(os.path.join(out, f"run={name}", kind, f))
+                for f in sorted(os.listdir(os.path.join(out, f"run={name}", kind)))
+            ]
+            for kind in ("sends", "recvs")
+        }
+        for name in ("fan", "push")
+    }
     fan_c1 = os.path.join(out, "run=fan", "recvs", "part-c1-00000.parquet")
     with open(fan_c1, "r+b") as f:
         f.truncate(os.path.getsize(fan_c1) // 2)
@@ -161,7 +200,7 @@ def damaged_runs(tmp_path_factory):
     meta = os.path.join(out, "run=nometa", "run.json")
     text = open(meta).read()
     with open(meta, "w") as f:
-        f.write(text[:len(text) // 2])
+        f.write(text[: len(text) // 2])
     return out, truth
 
 
@@ -194,9 +233,12 @@ def test_a_bad_file_costs_only_its_own_figures(damaged_runs, tmp_path):
 
     # fan: consumer c0's figures are whole (its part is fine), c1's and the run total's are not.
     c0 = truth["fan"]["recvs"][0]
-    assert [r for r in rows if r["run"] == "fan" and r["consumer"] == 0][0]["received"] == c0.num_rows
-    assert [r for r in rows if r["run"] == "fan" and r["consumer"] == 0][0]["unique"] == \
-        len(np.unique(np.asarray(c0.column("seq"))))
+    assert [r for r in rows if r["run"] == "fan" and r["consumer"] == 0][0][
+        "received"
+    ] == c0.num_rows
+    assert [r for r in rows if r["run"] == "fan" and r["consumer"] == 0][0]["unique"] == len(
+        np.unique(np.asarray(c0.column("seq")))
+    )
     c1 = [r for r in rows if r["run"] == "fan" and r["consumer"] == 1]
     assert c1 and all(r["received"] is None and r["lost"] is None for r in c1)
     assert total["fan"]["received"] is None and total["fan"]["status"].endswith("(partial)")
@@ -210,7 +252,9 @@ def test_strict_makes_a_bad_file_bad_input(damaged_runs, tmp_path):
     rc, _, err, _ = report(out, "--out", str(tmp_path), "--strict")
     assert rc == 2 and len(err) == 1 and err[0].startswith("zmqload report: error: "), err
     assert "(--strict; 2 more)" in err[0]
-    assert not (tmp_path / "out" / "index.html").exists() and not list(tmp_path.glob("zmqload-report-*/*/server.pid"))
+    assert not (tmp_path / "out" / "index.html").exists() and not list(
+        tmp_path.glob("zmqload-report-*/*/server.pid")
+    )
 
 
 def test_only_damaged_parts_is_nothing_to_report(good_run, tmp_path):
@@ -229,12 +273,18 @@ def test_corrupt_pages_behind_a_sound_footer_are_one_line_naming_the_file(good_r
     is still one line naming the file (exit 1: the report could not be carried out)."""
     run = tmp_path / "run=good"
     shutil.copytree(good_run, run)
-    part = sorted((run / "recvs").iterdir())[0]     # one part, or several where a loaded machine spilled by time
+    part = sorted((run / "recvs").iterdir())[
+        0
+    ]  # one part, or several where a loaded machine spilled by time
     size = part.stat().st_size
     with open(part, "r+b") as f:
         f.seek(64)
         f.write(bytes(range(256)) * ((size // 2) // 256))
-    assert pq.ParquetFile(part).metadata.num_rows > 0          # the footer still reads
+    assert pq.ParquetFile(part).metadata.num_rows > 0  # the footer still reads
     rc, _, err, _ = report(str(run), "--out", str(tmp_path / "out"), "--master", "local[1]")
     assert rc == 1 and len(err) == 1, err
-    assert err[0].startswith("zmqload report: error: ") and str(part) in err[0] and "Traceback" not in err[0]
+    assert (
+        err[0].startswith("zmqload report: error: ")
+        and str(part) in err[0]
+        and "Traceback" not in err[0]
+    )

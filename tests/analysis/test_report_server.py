@@ -1,6 +1,7 @@
 """The warm report server on real `python -m zmqload report` invocations: reused by the next
 report, replaced when it died, gone (with its JVM) after its idle time. Its figures are the
 synthetic run's known truth. Speed is measured in bench/, not here."""
+
 from __future__ import annotations
 
 import glob
@@ -18,9 +19,9 @@ import pytest
 from .synth import make_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HANG_GUARD_S = 900          # a cold report of 10k records took 200-300 s on the loaded 2-core test machine
-IDLE_S = 25                 # the first server's: it is killed long before
-LAST_IDLE_S = 8             # the replacing server's, whose idle stop the test waits for (read when it starts)
+HANG_GUARD_S = 900  # a cold report of 10k records took 200-300 s on the loaded 2-core test machine
+IDLE_S = 25  # the first server's: it is killed long before
+LAST_IDLE_S = 8  # the replacing server's, whose idle stop the test waits for (read when it starts)
 
 
 def alive(pid: int) -> bool:
@@ -28,12 +29,14 @@ def alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    with open(f"/proc/{pid}/stat") as f:            # a zombie is not alive
+    with open(f"/proc/{pid}/stat") as f:  # a zombie is not alive
         return f.read().split(") ")[-1][0] != "Z"
 
 
 def children(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True
+    ).stdout
     return [int(x) for x in out.split()]
 
 
@@ -57,12 +60,20 @@ def private_tmp():
 
 
 def report(run_path, out, tmpdir, idle_s=IDLE_S):
-    env = dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmpdir), ZMQLOAD_REPORT_SERVER_IDLE_S=str(idle_s))
+    env = dict(
+        os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmpdir), ZMQLOAD_REPORT_SERVER_IDLE_S=str(idle_s)
+    )
     env.pop("ZMQLOAD_REPORT_SERVER", None)
-    p = subprocess.run([sys.executable, "-m", "zmqload", "report", run_path, "--out", str(out)],
-                       capture_output=True, text=True, timeout=HANG_GUARD_S, env=env, cwd=ROOT)
+    p = subprocess.run(
+        [sys.executable, "-m", "zmqload", "report", run_path, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        env=env,
+        cwd=ROOT,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stderr == "", p.stderr                    # no JVM noise, no server chatter
+    assert p.stderr == "", p.stderr  # no JVM noise, no server chatter
     return p
 
 
@@ -83,23 +94,25 @@ def test_server_is_reused_replaced_and_stops_when_idle(private_tmp):
     os.makedirs(tmp_path)
     synth = make_run(tmp_path, "srv", streams=1, count=2000, lost_middle=7, seed=5)
 
-    report(synth.path, os.path.join(tmp_path, "r1"), private_tmp)              # starts the server
+    report(synth.path, os.path.join(tmp_path, "r1"), private_tmp)  # starts the server
     first = server_pid(private_tmp)
     assert alive(first)
     check_figures(os.path.join(tmp_path, "r1"), synth)
 
-    report(synth.path, os.path.join(tmp_path, "r2"), private_tmp)              # reuses it
+    report(synth.path, os.path.join(tmp_path, "r2"), private_tmp)  # reuses it
     assert server_pid(private_tmp) == first
     check_figures(os.path.join(tmp_path, "r2"), synth)
 
     jvms = children(first)
     assert jvms, "the server's Spark runs in a JVM it started"
-    os.kill(first, signal.SIGKILL)                                 # a crashed server...
+    os.kill(first, signal.SIGKILL)  # a crashed server...
     assert wait_until(lambda: not any(alive(p) for p in jvms), 60), "its JVM outlived it"
-    report(synth.path, os.path.join(tmp_path, "r3"), private_tmp, idle_s=LAST_IDLE_S)   # ...is replaced
+    report(
+        synth.path, os.path.join(tmp_path, "r3"), private_tmp, idle_s=LAST_IDLE_S
+    )  # ...is replaced
     second = server_pid(private_tmp)
     assert second != first and alive(second)
-    jvms = children(second)                 # read at once: LAST_IDLE_S after the report it stops
+    jvms = children(second)  # read at once: LAST_IDLE_S after the report it stops
     assert jvms, "the new server's Spark runs in a JVM it started"
     check_figures(os.path.join(tmp_path, "r3"), synth)
 

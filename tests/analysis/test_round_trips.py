@@ -2,6 +2,7 @@
 over the replies Parquet (exact count, percentiles within the histogram's 1%) and against the
 run's own run.json (its log-linear histogram: within both histograms' error), on real runs
 over real libzmq sockets; and the report's outputs (summary.parquet, Markdown, HTML) carry them."""
+
 from __future__ import annotations
 
 import glob
@@ -27,9 +28,18 @@ RUN_JSON_KEYS = {"p50": "p50", "p99": "p99", "p99_9": "p99.9"}
 def rr_runs(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("rr"))
     results = [
-        zmqload.run(pattern="req-rep", transport="tcp", producers=2, rate=2000, count=3000, run_name="rr-tcp-2p",
-                    out=out),
-        zmqload.run(pattern="req-rep", transport="ipc", count=4000, run_name="rr-ipc-unpaced", out=out),
+        zmqload.run(
+            pattern="req-rep",
+            transport="tcp",
+            producers=2,
+            rate=2000,
+            count=3000,
+            run_name="rr-tcp-2p",
+            out=out,
+        ),
+        zmqload.run(
+            pattern="req-rep", transport="ipc", count=4000, run_name="rr-ipc-unpaced", out=out
+        ),
         # not a round-trip pattern: no replies, no round-trip figures
         zmqload.run(pattern="push-pull", transport="tcp", count=2000, run_name="pp", out=out),
     ]
@@ -48,7 +58,9 @@ def _rtt_ns(run_dir: str) -> dict[int, np.ndarray]:
     files = sorted(glob.glob(os.path.join(run_dir, "replies", "*.parquet")))
     t = pq.ParquetDataset(files).read().to_pydict()
     stream = np.asarray(t["stream"])
-    rtt = np.asarray(t["t_reply_ns"], dtype=np.int64) - np.asarray(t["t_intended_ns"], dtype=np.int64)
+    rtt = np.asarray(t["t_reply_ns"], dtype=np.int64) - np.asarray(
+        t["t_intended_ns"], dtype=np.int64
+    )
     return {int(s): np.sort(rtt[stream == s]) for s in np.unique(stream)}
 
 
@@ -73,9 +85,14 @@ def test_round_trips_per_run_and_stream_against_numpy(analysis, rr_runs):
     rows = {(r.run, r.consumer, r.stream): r.columns() for r in analysis.summary}
     for run_id in ("rr-tcp-2p", "rr-ipc-unpaced"):
         per_stream = _rtt_ns(results[run_id].run_dir)
-        assert sum(len(v) for v in per_stream.values()) == results[run_id].sent       # one reply per request
-        _assert_close_to_truth(rows[(run_id, ALL, ALL)], np.sort(np.concatenate(list(per_stream.values()))),
-                               f"{run_id} total")
+        assert (
+            sum(len(v) for v in per_stream.values()) == results[run_id].sent
+        )  # one reply per request
+        _assert_close_to_truth(
+            rows[(run_id, ALL, ALL)],
+            np.sort(np.concatenate(list(per_stream.values()))),
+            f"{run_id} total",
+        )
         for stream, values in per_stream.items():
             stream_rows = [r for k, r in rows.items() if k[0] == run_id and k[2] == stream]
             assert stream_rows, (run_id, stream)
@@ -98,8 +115,9 @@ def test_round_trips_against_run_json(analysis, rr_runs):
         row = totals[run_id]
         assert row["round_trip_max_us"] == pytest.approx(own["max"] / 1e3, abs=1e-6)
         for name, _ in QUANTILES:
-            assert row[f"round_trip_{name}_us"] == pytest.approx(own[RUN_JSON_KEYS[name]] / 1e3, abs=1e-6), \
-                (run_id, name)
+            assert row[f"round_trip_{name}_us"] == pytest.approx(
+                own[RUN_JSON_KEYS[name]] / 1e3, abs=1e-6
+            ), (run_id, name)
 
 
 def test_report_outputs_carry_round_trips(analysis, rr_runs, tmp_path):
@@ -107,21 +125,42 @@ def test_report_outputs_carry_round_trips(analysis, rr_runs, tmp_path):
     and index.html show each req-rep run's round trips, and only theirs."""
     out, results = rr_runs
     report = str(tmp_path / "report")
-    p = subprocess.run([sys.executable, "-m", "zmqload", "report", out, "--out", report, "--no-server",
-                        "--master", "local[2]"], capture_output=True, text=True, timeout=900)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zmqload",
+            "report",
+            out,
+            "--out",
+            report,
+            "--no-server",
+            "--master",
+            "local[2]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     summary = pq.read_table(os.path.join(report, "summary.parquet")).to_pylist()
     totals = {r["run"]: r for r in summary if r["consumer"] == ALL and r["stream"] == ALL}
     expected = {r.run: r.columns() for r in analysis.run_rows()}
     for run_id in ("rr-tcp-2p", "rr-ipc-unpaced"):
         assert totals[run_id]["round_trips"] == results[run_id].sent
-        assert totals[run_id]["round_trip_p99_us"] == pytest.approx(expected[run_id]["round_trip_p99_us"])
+        assert totals[run_id]["round_trip_p99_us"] == pytest.approx(
+            expected[run_id]["round_trip_p99_us"]
+        )
     assert totals["pp"]["round_trips"] is None
-    with open(os.path.join(report, "summary.md")) as f:     # the report's tables (stdout: its short summary)
+    with open(
+        os.path.join(report, "summary.md")
+    ) as f:  # the report's tables (stdout: its short summary)
         md = f.read().split("## Round trips", 1)[1].split("\n## ", 1)[0]
-    md_rows = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| rr-")}
+    md_rows = {
+        line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| rr-")
+    }
     assert set(md_rows) == {"rr-tcp-2p", "rr-ipc-unpaced"}
     assert f"| {results['rr-tcp-2p'].sent} |" in md_rows["rr-tcp-2p"]
     page = open(os.path.join(report, "index.html")).read()
     assert "<h3>Round trips and answers</h3>" in page
-    assert page.count("replies)</td>") == 2          # the per-run latency row of each req-rep run
+    assert page.count("replies)</td>") == 2  # the per-run latency row of each req-rep run

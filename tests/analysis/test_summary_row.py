@@ -1,5 +1,6 @@
 """The summary row (zmqload/analysis/summary_row.py): its flat form is summary.parquet's columns,
 in their order, and reads back into the same row."""
+
 from __future__ import annotations
 
 import pytest
@@ -39,8 +40,11 @@ def test_blanked_columns_become_unknown_and_nothing_else_changes():
 
 
 def test_the_judged_p99_is_a_services_round_trip_else_the_latency_from_intended_send():
-    row = SummaryRow(run="r", latency_intended=Percentiles(p99=7.0), round_trip=Percentiles(p99=9.0))
+    row = SummaryRow(
+        run="r", latency_intended=Percentiles(p99=7.0), round_trip=Percentiles(p99=9.0)
+    )
     assert (row.judged_p99_us, row.judged_p99_column) == (7.0, "latency_intended_p99_us")
-    served = SummaryRow(run="r", serves=True, latency_intended=Percentiles(p99=7.0),
-                        round_trip=Percentiles(p99=9.0))
+    served = SummaryRow(
+        run="r", serves=True, latency_intended=Percentiles(p99=7.0), round_trip=Percentiles(p99=9.0)
+    )
     assert (served.judged_p99_us, served.judged_p99_column) == (9.0, "round_trip_p99_us")

@@ -4,6 +4,7 @@ certain; a PUB closed right after its last send leaves them `dropped_tail`, flag
 Real runs (U-2's setup: HWM 1, a subscriber 10x slower, tcp and ipc) through the command
 line; the figures checked with numpy straight over the Parquet files, against the Spark
 report, and against plain pyzmq doing the same close orders (tests/oracle/close_order.py)."""
+
 from __future__ import annotations
 
 import glob
@@ -18,17 +19,36 @@ import pytest
 
 from tests.oracle.close_order import close_order_run
 from zmqload.analysis import analyze, discover_runs
-from zmqload.contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
+from zmqload.contract.fates import (
+    AMBIGUOUS_TAIL,
+    FATES,
+    TAIL_AMBIGUOUS,
+    TAIL_AT_CLOSE,
+    TAIL_MID_RUN,
+)
 
 ORDERS = ("producer-first", "after-drain")
-U2 = dict(pattern="pub-sub", size=64, rate=200, count=60, sndhwm=1, rcvhwm=1, consumer_delay_us=50_000,
-          drain_timeout_ms=300)
+U2 = dict(
+    pattern="pub-sub",
+    size=64,
+    rate=200,
+    count=60,
+    sndhwm=1,
+    rcvhwm=1,
+    consumer_delay_us=50_000,
+    drain_timeout_ms=300,
+)
 
 
 def _cli(*args) -> subprocess.CompletedProcess:
-    env = dict(os.environ, COLUMNS="200")       # the summary table on one line per figure
-    return subprocess.run([sys.executable, "-m", "zmqload", "run", *args], capture_output=True, text=True,
-                          timeout=180, env=env)
+    env = dict(os.environ, COLUMNS="200")  # the summary table on one line per figure
+    return subprocess.run(
+        [sys.executable, "-m", "zmqload", "run", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
 
 
 def _options(**options) -> list[str]:
@@ -39,7 +59,9 @@ def _options(**options) -> list[str]:
 def runs(tmp_path_factory):
     """name -> (the --json summary, run.json) of each run."""
     out = str(tmp_path_factory.mktemp("tail"))
-    plan = {f"{t}-{o}": dict(U2, transport=t, close_order=o) for t in ("ipc", "tcp") for o in ORDERS}
+    plan = {
+        f"{t}-{o}": dict(U2, transport=t, close_order=o) for t in ("ipc", "tcp") for o in ORDERS
+    }
     # a socket that blocks at HWM: what is missing after the last arrival was lost at close
     plan["pair-linger-0"] = dict(pattern="pair", transport="ipc", size=32, count=10_000, linger=0)
     found = {}
@@ -61,7 +83,7 @@ def test_the_run_says_which_rule_it_used_and_why(runs):
     _, found = runs
     for name, (summary, meta) in found.items():
         drain = meta["drain"]
-        assert summary["drain"] == drain, name                    # --json says what run.json says
+        assert summary["drain"] == drain, name  # --json says what run.json says
         _identity(summary)
         _identity(meta["counters"])
         assert summary["streams"] == meta["streams"], name
@@ -69,15 +91,24 @@ def test_the_run_says_which_rule_it_used_and_why(runs):
             assert stream["expected"] == sum(stream[f] for f in FATES), (name, stream)
         assert drain["tail_placement_why"], name
         if name == "pair-linger-0":
-            assert drain["tail_placement"] == TAIL_AT_CLOSE and "PAIR blocks at HWM" in drain["tail_placement_why"]
+            assert (
+                drain["tail_placement"] == TAIL_AT_CLOSE
+                and "PAIR blocks at HWM" in drain["tail_placement_why"]
+            )
             assert drain[AMBIGUOUS_TAIL] == 0
         elif name.endswith("after-drain"):
-            assert drain["ended"] in ("idle", "complete") and drain["tail_placement"] == TAIL_MID_RUN, drain
+            assert (
+                drain["ended"] in ("idle", "complete") and drain["tail_placement"] == TAIL_MID_RUN
+            ), drain
             assert summary["dropped_tail"] == drain[AMBIGUOUS_TAIL] == 0, name
             assert "after-drain" in drain["tail_placement_why"]
         else:
             assert drain["tail_placement"] == TAIL_AMBIGUOUS, drain
-            assert drain[AMBIGUOUS_TAIL] == summary["dropped_tail"] == sum(s[AMBIGUOUS_TAIL] for s in summary["streams"])
+            assert (
+                drain[AMBIGUOUS_TAIL]
+                == summary["dropped_tail"]
+                == sum(s[AMBIGUOUS_TAIL] for s in summary["streams"])
+            )
             assert "producer-first" in drain["tail_placement_why"]
     # ipc's close loses what the kernel still held: the ambiguous tail is most of what was in flight
     ipc, ipc_meta = found["ipc-producer-first"]
@@ -111,8 +142,11 @@ def test_fates_from_numpy_over_the_parquet(runs):
         start = int((missing < got.min()).sum())
         after = int((missing > got.max()).sum())
         mid_run = meta["drain"]["tail_placement"] == TAIL_MID_RUN
-        truth = {"dropped_start": start, "dropped_mid": len(missing) - start - (0 if mid_run else after),
-                 "dropped_tail": 0 if mid_run else after}
+        truth = {
+            "dropped_start": start,
+            "dropped_mid": len(missing) - start - (0 if mid_run else after),
+            "dropped_tail": 0 if mid_run else after,
+        }
         assert {f: summary[f] for f in truth} == truth, name
         ambiguous = after if meta["drain"]["tail_placement"] == TAIL_AMBIGUOUS else 0
         assert meta["drain"][AMBIGUOUS_TAIL] == ambiguous, name
@@ -126,7 +160,10 @@ def test_the_summary_table_flags_the_ambiguous_tail(tmp_path):
     line = next(x for x in done.stdout.splitlines() if "dropped start / mid / tail" in x)
     c = meta["counters"]
     assert f"{c['dropped_start']:,} / {c['dropped_mid']:,} / {c['dropped_tail']:,}" in line, line
-    assert n == c["dropped_tail"] > 0 and f"({n:,} of the tail: mid-run or at close, ambiguous)" in line, line
+    assert (
+        n == c["dropped_tail"] > 0
+        and f"({n:,} of the tail: mid-run or at close, ambiguous)" in line
+    ), line
 
 
 def test_report_equals_run_json(spark, runs):
@@ -142,7 +179,11 @@ def test_report_equals_run_json(spark, runs):
         assert row[AMBIGUOUS_TAIL] == meta["drain"][AMBIGUOUS_TAIL], run_id
         assert row["expected"] == sum(row[f] for f in FATES), run_id
         for stream in summary["streams"]:
-            rows = [x.columns() for x in analysis.summary if x.run == run_id and x.stream == stream["stream"]]
+            rows = [
+                x.columns()
+                for x in analysis.summary
+                if x.run == run_id and x.stream == stream["stream"]
+            ]
             for name in (*FATES, "dropped", AMBIGUOUS_TAIL):
                 assert sum(x[name] for x in rows) == stream[name], (run_id, stream["stream"], name)
 
@@ -157,8 +198,14 @@ def test_close_orders_against_plain_pyzmq(runs):
     _, found = runs
     for transport in ("ipc", "tcp"):
         for order in ORDERS:
-            py = close_order_run(transport, order, n=U2["count"], rate=U2["rate"],
-                                 delay_s=U2["consumer_delay_us"] / 1e6, size=U2["size"])
+            py = close_order_run(
+                transport,
+                order,
+                n=U2["count"],
+                rate=U2["rate"],
+                delay_s=U2["consumer_delay_us"] / 1e6,
+                size=U2["size"],
+            )
             ours = found[f"{transport}-{order}"][0]
             if order == "after-drain":
                 # nothing was in flight at the close: whatever is missing, even after the last arrival
@@ -166,12 +213,20 @@ def test_close_orders_against_plain_pyzmq(runs):
                 assert py["arrived_after_close"] == 0, py
                 assert ours["dropped_tail"] == 0
                 # both lose at most a few here (HWM 1 drops now and then under CPU load, 0-12 of 60 measured)
-                assert py["missing"] <= py["sent"] / 2 and ours["lost"] <= ours["sent"] / 2, (py, ours["lost"])
+                assert py["missing"] <= py["sent"] / 2 and ours["lost"] <= ours["sent"] / 2, (
+                    py,
+                    ours["lost"],
+                )
             elif transport == "ipc":
                 # the close cut the backlog off: most of what was in flight then never arrived, in both
                 assert py["missing_after_last_arrival"] > py["missing_at_close"] / 2, py
-                assert ours["dropped_tail"] > _in_flight_at_close(ours, found["ipc-producer-first"][1]) / 2, ours
+                assert (
+                    ours["dropped_tail"]
+                    > _in_flight_at_close(ours, found["ipc-producer-first"][1]) / 2
+                ), ours
                 assert found["ipc-after-drain"][0]["lost"] < ours["lost"]
             else:
-                assert py["arrived_after_close"] > py["sent"] / 2 and py["missing"] <= py["sent"] / 2, py
+                assert (
+                    py["arrived_after_close"] > py["sent"] / 2 and py["missing"] <= py["sent"] / 2
+                ), py
                 assert ours["lost"] <= ours["sent"] / 2, ours

@@ -14,6 +14,7 @@ Conventions used by every experiment:
 * Times are ``time.monotonic_ns()`` (CLOCK_MONOTONIC, shared by all processes
   on Linux), so one-way latencies across processes are meaningful.
 """
+
 from __future__ import annotations
 
 import atexit

@@ -12,6 +12,7 @@ the close, and the arrivals after it show whether anything was still in flight t
 
 Run: python -m tests.oracle.close_order [ipc|tcp] [producer-first|after-drain]
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,8 @@ import time
 
 import zmq
 
-HEADER = struct.Struct("<q")        # seq
-PROBE = b"P"                        # before the start: until the SUB hears one (slow joiner)
+HEADER = struct.Struct("<q")  # seq
+PROBE = b"P"  # before the start: until the SUB hears one (slow joiner)
 
 PUBLISHER = r"""
 import os, select, struct, sys, time, zmq
@@ -83,13 +84,34 @@ def _read_until_idle(sub, seen: set, idle_s: float, limit_s: float = 30.0) -> No
             seen.add(HEADER.unpack_from(message)[0])
 
 
-def close_order_run(transport: str = "ipc", order: str = "producer-first", n: int = 60, rate: float = 200,
-                    delay_s: float = 0.05, size: int = 64, linger: int = -1, idle_s: float = 0.3) -> dict:
+def close_order_run(
+    transport: str = "ipc",
+    order: str = "producer-first",
+    n: int = 60,
+    rate: float = 200,
+    delay_s: float = 0.05,
+    size: int = 64,
+    linger: int = -1,
+    idle_s: float = 0.3,
+) -> dict:
     """One run of the setup above; see the module docstring. Every wait is bounded."""
     ipc_dir = tempfile.mkdtemp(prefix="zmqoracle-close-")
     endpoint = "tcp://127.0.0.1:*" if transport == "tcp" else f"ipc://{ipc_dir}/pub"
-    proc = subprocess.Popen([sys.executable, "-c", PUBLISHER, endpoint, str(n), str(rate), str(size), str(linger),
-                             order], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            PUBLISHER,
+            endpoint,
+            str(n),
+            str(rate),
+            str(size),
+            str(linger),
+            order,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     lines = _Lines(proc)
     ctx = zmq.Context()
     sub = ctx.socket(zmq.SUB)
@@ -99,7 +121,7 @@ def close_order_run(transport: str = "ipc", order: str = "producer-first", n: in
     seen: set[int] = set()
     had_at_done = had_at_close = None
     try:
-        first, deadline = [], time.monotonic() + 60       # a loaded machine starts Python slowly
+        first, deadline = [], time.monotonic() + 60  # a loaded machine starts Python slowly
         while not first and time.monotonic() < deadline and proc.poll() is None:
             first = lines.poll(0.1)
         sub.connect(first[0].split()[1])
@@ -109,7 +131,9 @@ def close_order_run(transport: str = "ipc", order: str = "producer-first", n: in
         proc.stdin.write(b"go\n")
         proc.stdin.flush()
         deadline = time.monotonic() + 30 + n / rate
-        while "done" not in events and time.monotonic() < deadline:     # the run: slow work per message
+        while (
+            "done" not in events and time.monotonic() < deadline
+        ):  # the run: slow work per message
             if sub.poll(10):
                 message = sub.recv()
                 if message != PROBE:
@@ -153,12 +177,22 @@ def close_order_run(transport: str = "ipc", order: str = "producer-first", n: in
         os.rmdir(ipc_dir)
     missing = sorted(set(range(n)) - seen)
     last = max(seen) if seen else -1
-    return {"transport": transport, "order": order, "sent": n, "size": size, "rate": rate, "linger": linger,
-            "arrived": len(seen), "missing": len(missing),
-            "missing_after_last_arrival": sum(1 for s in missing if s > last),
-            "missing_at_close": len(set(range(n)) - had_at_close),
-            "arrived_after_close": len(seen - had_at_close), "arrived_before_done": len(had_at_done),
-            "close_ns": events.get("closed"), "term_ns": events.get("termed")}
+    return {
+        "transport": transport,
+        "order": order,
+        "sent": n,
+        "size": size,
+        "rate": rate,
+        "linger": linger,
+        "arrived": len(seen),
+        "missing": len(missing),
+        "missing_after_last_arrival": sum(1 for s in missing if s > last),
+        "missing_at_close": len(set(range(n)) - had_at_close),
+        "arrived_after_close": len(seen - had_at_close),
+        "arrived_before_done": len(had_at_done),
+        "close_ns": events.get("closed"),
+        "term_ns": events.get("termed"),
+    }
 
 
 if __name__ == "__main__":

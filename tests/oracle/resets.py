@@ -7,6 +7,7 @@ but nothing of zmqload is used: the seqs are in the payload, what arrived is wha
 
     python -m tests.oracle.resets --json [--quick]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,14 +40,23 @@ with open(out, "w") as f:
 """
 
 
-def pair_with_resets(tmp_dir: str, rate: int, seconds: float, resets_s: list[float], work_us: float,
-                     immediate: bool = False) -> tuple[int, list[int], list[int]]:
+def pair_with_resets(
+    tmp_dir: str,
+    rate: int,
+    seconds: float,
+    resets_s: list[float],
+    work_us: float,
+    immediate: bool = False,
+) -> tuple[int, list[int], list[int]]:
     """`rate` msg/s for `seconds` from the PUSH to the PULL, the connection aborted at each of
     `resets_s`; ZMQ_IMMEDIATE on both sides if asked. Returns (messages sent, seqs received in
     order, the first seq sent after each reset)."""
     out = os.path.join(tmp_dir, f"pulled-{time.monotonic_ns()}.txt")
-    pull = subprocess.Popen([sys.executable, "-c", _PULL, str(work_us / 1e6), str(int(immediate)), out],
-                            stdout=subprocess.PIPE, text=True)
+    pull = subprocess.Popen(
+        [sys.executable, "-c", _PULL, str(work_us / 1e6), str(int(immediate)), out],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     ctx = zmq.Context()
     push = ctx.socket(zmq.PUSH)
     push.immediate = int(immediate)
@@ -55,13 +65,32 @@ def pair_with_resets(tmp_dir: str, rate: int, seconds: float, resets_s: list[flo
         endpoint = pull.stdout.readline().strip()
         port = endpoint.rpartition(":")[2]
         push.connect(endpoint)
-        push.send(b"%012d" % 0)             # connected and heard before the clock starts
+        push.send(b"%012d" % 0)  # connected and heard before the clock starts
         t0, sent, boundaries, due = time.monotonic(), 1, [], list(resets_s)
         while sent < rate * seconds:
             now = time.monotonic() - t0
             if due and now >= due[0]:
-                subprocess.run(["ss", "-K", "-t", "-n", "state", "established", "(", "sport", "=", f":{port}",
-                                "or", "dport", "=", f":{port}", ")"], capture_output=True, check=True)
+                subprocess.run(
+                    [
+                        "ss",
+                        "-K",
+                        "-t",
+                        "-n",
+                        "state",
+                        "established",
+                        "(",
+                        "sport",
+                        "=",
+                        f":{port}",
+                        "or",
+                        "dport",
+                        "=",
+                        f":{port}",
+                        ")",
+                    ],
+                    capture_output=True,
+                    check=True,
+                )
                 boundaries.append(sent)
                 due.pop(0)
             while sent < min(rate * now, rate * seconds):
@@ -93,11 +122,21 @@ def seq_runs(seqs: np.ndarray) -> list[tuple[int, int]]:
 def lost_at_resets(work_us: float, immediate: bool, seconds: float = 2.0) -> dict:
     """One pair at 20,000 msg/s, resets at 0.5 and 1.2 s: what it lost and where."""
     with tempfile.TemporaryDirectory() as tmp:
-        sent, got, boundaries = pair_with_resets(tmp, 20_000, seconds, [0.5, 1.2], work_us, immediate)
+        sent, got, boundaries = pair_with_resets(
+            tmp, 20_000, seconds, [0.5, 1.2], work_us, immediate
+        )
     missing = np.setdiff1d(np.arange(sent), np.array(got))
-    return {"work_us": work_us, "immediate": immediate, "sent": sent, "lost": int(missing.size),
-            "lost_runs": seq_runs(missing), "reset_boundaries": boundaries, "duplicates": len(got) - len(set(got)),
-            "pyzmq": zmq.pyzmq_version(), "libzmq": zmq.zmq_version()}
+    return {
+        "work_us": work_us,
+        "immediate": immediate,
+        "sent": sent,
+        "lost": int(missing.size),
+        "lost_runs": seq_runs(missing),
+        "reset_boundaries": boundaries,
+        "duplicates": len(got) - len(set(got)),
+        "pyzmq": zmq.pyzmq_version(),
+        "libzmq": zmq.zmq_version(),
+    }
 
 
 def main() -> None:
@@ -105,8 +144,11 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    cells = [lost_at_resets(work, immediate, 1.5 if args.quick else 2.0)
-             for work in (0.0, 80.0) for immediate in (False, True)]
+    cells = [
+        lost_at_resets(work, immediate, 1.5 if args.quick else 2.0)
+        for work in (0.0, 80.0)
+        for immediate in (False, True)
+    ]
     print(json.dumps(cells, indent=2) if args.json else "\n".join(map(str, cells)))
 
 

@@ -6,6 +6,7 @@ Claims: 001-1 default HWMs, 001-2 which socket types drop vs block at HWM,
 001-5 the post's faulty/fixed PUB -> XSUB/XPUB proxy -> SUB code,
 001-6 ZMQ_EVENT_SND_HWM monitor event, 001-7 large vs small messages.
 """
+
 from __future__ import annotations
 
 import threading
@@ -18,11 +19,30 @@ from . import _common as C
 
 # sender type -> receiver type used to test it
 PAIRS = {
-    "PUSH": "PULL", "PUB": "SUB", "XPUB": "SUB", "XSUB": "XPUB",
-    "DEALER": "ROUTER", "ROUTER": "DEALER", "REQ": "REP", "REP": "REQ", "PAIR": "PAIR",
+    "PUSH": "PULL",
+    "PUB": "SUB",
+    "XPUB": "SUB",
+    "XSUB": "XPUB",
+    "DEALER": "ROUTER",
+    "ROUTER": "DEALER",
+    "REQ": "REP",
+    "REP": "REQ",
+    "PAIR": "PAIR",
 }
-ALL_TYPES = ["PAIR", "PUB", "SUB", "REQ", "REP", "DEALER", "ROUTER", "PULL", "PUSH",
-             "XPUB", "XSUB", "STREAM"]
+ALL_TYPES = [
+    "PAIR",
+    "PUB",
+    "SUB",
+    "REQ",
+    "REP",
+    "DEALER",
+    "ROUTER",
+    "PULL",
+    "PUSH",
+    "XPUB",
+    "XSUB",
+    "STREAM",
+]
 
 
 def default_hwms() -> dict:
@@ -31,8 +51,11 @@ def default_hwms() -> dict:
     out = {}
     for name in ALL_TYPES:
         s = ctx.socket(getattr(zmq, name))
-        out[name] = {"SNDHWM": s.getsockopt(zmq.SNDHWM), "RCVHWM": s.getsockopt(zmq.RCVHWM),
-                     "LINGER": s.getsockopt(zmq.LINGER)}
+        out[name] = {
+            "SNDHWM": s.getsockopt(zmq.SNDHWM),
+            "RCVHWM": s.getsockopt(zmq.RCVHWM),
+            "LINGER": s.getsockopt(zmq.LINGER),
+        }
         s.close(0)
     ctx.term()
     return out
@@ -47,10 +70,19 @@ def _seq(frame: bytes) -> int:
     return C.parse(frame[1:])[0]
 
 
-def hwm_behaviour(sender: str = "PUSH", transport: str = "ipc", sndhwm: int | None = 10,
-                  rcvhwm: int | None = 10, size: int = 1024, max_messages: int = 20000,
-                  dontwait: bool = False, sndtimeo_ms: int = 200, idle_s: float = 0.5,
-                  xpub_nodrop: bool = False, router_mandatory: bool = False) -> dict:
+def hwm_behaviour(
+    sender: str = "PUSH",
+    transport: str = "ipc",
+    sndhwm: int | None = 10,
+    rcvhwm: int | None = 10,
+    size: int = 1024,
+    max_messages: int = 20000,
+    dontwait: bool = False,
+    sndtimeo_ms: int = 200,
+    idle_s: float = 0.5,
+    xpub_nodrop: bool = False,
+    router_mandatory: bool = False,
+) -> dict:
     """Fill the path from a ``sender`` socket to a receiver that does not read.
 
     The receiver (type ``PAIRS[sender]``) binds, the sender connects, both
@@ -83,9 +115,16 @@ def hwm_behaviour(sender: str = "PUSH", transport: str = "ipc", sndhwm: int | No
         rcv.setsockopt(zmq.SUBSCRIBE, b"")
     ep = C.bind(rcv, transport)
     snd.connect(ep)
-    out = {"sender": sender, "receiver": PAIRS[sender], "transport": transport,
-           "sndhwm": snd.getsockopt(zmq.SNDHWM), "rcvhwm": rcv.getsockopt(zmq.RCVHWM),
-           "size": size, "dontwait": dontwait, "max_messages": max_messages}
+    out = {
+        "sender": sender,
+        "receiver": PAIRS[sender],
+        "transport": transport,
+        "sndhwm": snd.getsockopt(zmq.SNDHWM),
+        "rcvhwm": rcv.getsockopt(zmq.RCVHWM),
+        "size": size,
+        "dontwait": dontwait,
+        "max_messages": max_messages,
+    }
     # --- make the route exist before counting
     if sender == "ROUTER":
         rcv.send(b"hello")  # DEALER (routing id 'peer') -> ROUTER
@@ -153,8 +192,17 @@ def hwm_behaviour(sender: str = "PUSH", transport: str = "ipc", sndhwm: int | No
     return out
 
 
-_K = ("behaviour", "accepted_before_block", "again_count", "blocked_in_send_s", "never_received",
-      "received_in_drain", "send_error", "kernel_tx_queue_bytes", "kernel_rx_queue_bytes")
+_K = (
+    "behaviour",
+    "accepted_before_block",
+    "again_count",
+    "blocked_in_send_s",
+    "never_received",
+    "received_in_drain",
+    "send_error",
+    "kernel_tx_queue_bytes",
+    "kernel_rx_queue_bytes",
+)
 
 
 def _slim(r):
@@ -167,10 +215,13 @@ def claim_001_2(reps: int = 3, transports=("ipc", "tcp", "inproc"), senders=tupl
     for tr in transports:
         size, n = (16384, 6000) if tr == "tcp" else (1024, 20000)
         for st in senders:
-            out["%s/%s" % (tr, st)] = [_slim(hwm_behaviour(st, tr, 10, 10, size, n))
-                                       for _ in range(reps)]
-        out["%s/ROUTER+ROUTER_MANDATORY" % tr] = [_slim(hwm_behaviour(
-            "ROUTER", tr, 10, 10, size, n, router_mandatory=True)) for _ in range(reps)]
+            out["%s/%s" % (tr, st)] = [
+                _slim(hwm_behaviour(st, tr, 10, 10, size, n)) for _ in range(reps)
+            ]
+        out["%s/ROUTER+ROUTER_MANDATORY" % tr] = [
+            _slim(hwm_behaviour("ROUTER", tr, 10, 10, size, n, router_mandatory=True))
+            for _ in range(reps)
+        ]
     return out
 
 
@@ -180,8 +231,9 @@ def claim_001_3(reps: int = 3, transports=("ipc", "tcp", "inproc")) -> dict:
     out = {}
     for tr in transports:
         for st in ("PUSH", "PUB", "DEALER"):
-            out["%s/%s" % (tr, st)] = [_slim(hwm_behaviour(st, tr, 0, 10, 1024, 20000))
-                                       for _ in range(reps)]
+            out["%s/%s" % (tr, st)] = [
+                _slim(hwm_behaviour(st, tr, 0, 10, 1024, 20000)) for _ in range(reps)
+            ]
     return out
 
 
@@ -190,12 +242,16 @@ def claim_001_4(reps: int = 3, transports=("ipc", "tcp")) -> dict:
     out = {}
     for tr in transports:
         size, n = (16384, 6000) if tr == "tcp" else (1024, 20000)
-        out["%s/PUB" % tr] = [_slim(hwm_behaviour("PUB", tr, 10, 10, size, n, dontwait=True))
-                              for _ in range(reps)]
-        out["%s/XPUB" % tr] = [_slim(hwm_behaviour("XPUB", tr, 10, 10, size, n, dontwait=True))
-                               for _ in range(reps)]
-        out["%s/XPUB+XPUB_NODROP" % tr] = [_slim(hwm_behaviour(
-            "XPUB", tr, 10, 10, size, n, dontwait=True, xpub_nodrop=True)) for _ in range(reps)]
+        out["%s/PUB" % tr] = [
+            _slim(hwm_behaviour("PUB", tr, 10, 10, size, n, dontwait=True)) for _ in range(reps)
+        ]
+        out["%s/XPUB" % tr] = [
+            _slim(hwm_behaviour("XPUB", tr, 10, 10, size, n, dontwait=True)) for _ in range(reps)
+        ]
+        out["%s/XPUB+XPUB_NODROP" % tr] = [
+            _slim(hwm_behaviour("XPUB", tr, 10, 10, size, n, dontwait=True, xpub_nodrop=True))
+            for _ in range(reps)
+        ]
     return out
 
 
@@ -272,12 +328,16 @@ def _proxy_child(conn, variant, n_messages, pub_interval, sub_delay, size, idle_
     res = C.fates(sent, during, drained)
     first = min(during + drained) if during + drained else None
     lost_before = [s for s in sent if first is not None and s < first]
-    res.update(variant=variant, n_messages=n_messages, size=size,
-               again_raised=len(pub_log["dropped_again"]),
-               lost_before_subscription=len(lost_before),
-               never_received_after_subscription=res["never_received"] - len(lost_before),
-               backlog_at_pub_end=len(sent) - len(during) - len(lost_before),
-               process_rss_growth_kb=rss1 - rss0)
+    res.update(
+        variant=variant,
+        n_messages=n_messages,
+        size=size,
+        again_raised=len(pub_log["dropped_again"]),
+        lost_before_subscription=len(lost_before),
+        never_received_after_subscription=res["never_received"] - len(lost_before),
+        backlog_at_pub_end=len(sent) - len(during) - len(lost_before),
+        process_rss_growth_kb=rss1 - rss0,
+    )
     sub.close(0)
     pub_log.get("pub_sock") and pub_log["pub_sock"].close(0)
     context.term()  # ends zmq.proxy with ETERM; proxy thread closes its sockets
@@ -288,20 +348,37 @@ def _seq_text(b: bytes, size):
     return int(b.split()[1]) if size is None else C.parse(b)[0]
 
 
-def proxy_run(variant: str = "faulty", n_messages: int = 1000, pub_interval: float = 0.01,
-              sub_delay: float = 1.0, size: int | None = None, idle_s: float = 1.0) -> dict:
+def proxy_run(
+    variant: str = "faulty",
+    n_messages: int = 1000,
+    pub_interval: float = 0.01,
+    sub_delay: float = 1.0,
+    size: int | None = None,
+    idle_s: float = 1.0,
+) -> dict:
     """001-5: the post's PUB -> XSUB/XPUB proxy -> SUB code (threads in one
     child process, as posted).  The SUB is slow (``sub_delay`` s per message)
     while the publisher sends; then it drains until idle.  Reports fates,
     EAGAINs raised in the publisher (the post's 'Dropped' log), messages
     lost before the subscription reached the PUB, and the backlog."""
-    ch = C.Child(_proxy_child, variant=variant, n_messages=n_messages, pub_interval=pub_interval,
-                 sub_delay=sub_delay, size=size, idle_s=idle_s)
+    ch = C.Child(
+        _proxy_child,
+        variant=variant,
+        n_messages=n_messages,
+        pub_interval=pub_interval,
+        sub_delay=sub_delay,
+        size=size,
+        idle_s=idle_s,
+    )
     return ch.result(n_messages * pub_interval * 2 + 60)
 
 
-def claim_001_5(reps: int = 3, n_messages: int = 1000, sizes=(None, 65536),
-                variants=("faulty", "fixed", "fixed_before")) -> dict:
+def claim_001_5(
+    reps: int = 3,
+    n_messages: int = 1000,
+    sizes=(None, 65536),
+    variants=("faulty", "fixed", "fixed_before"),
+) -> dict:
     keys, kws = [], []
     for size in sizes:
         n = n_messages if size is None else min(n_messages, 400)
@@ -312,10 +389,20 @@ def claim_001_5(reps: int = 3, n_messages: int = 1000, sizes=(None, 65536),
     # sleep-dominated (100 msg/s, SUB 1 msg/s); run 3 at a time
     runs = C.pmap(proxy_run, kws, workers=3)
     out: dict = {}
-    keep = ("sent", "received_during_run", "received_in_drain", "never_received",
-            "again_raised", "lost_before_subscription", "never_received_after_subscription",
-            "backlog_at_pub_end", "process_rss_growth_kb", "first_never_received", "error",
-            "blocked")
+    keep = (
+        "sent",
+        "received_during_run",
+        "received_in_drain",
+        "never_received",
+        "again_raised",
+        "lost_before_subscription",
+        "never_received_after_subscription",
+        "backlog_at_pub_end",
+        "process_rss_growth_kb",
+        "first_never_received",
+        "error",
+        "blocked",
+    )
     for k, r in zip(keys, runs):
         out.setdefault(k, []).append({x: r.get(x) for x in keep if x in r})
     return out
@@ -325,8 +412,10 @@ def claim_001_5(reps: int = 3, n_messages: int = 1000, sizes=(None, 65536),
 def monitor_events_at_hwm(transport: str = "ipc", sender: str = "PUB") -> dict:
     """001-6: does pyzmq/libzmq have EVENT_SND_HWM, and which monitor events
     does a ``sender`` socket emit while it is driven past its HWM?"""
-    out = {"has_EVENT_SND_HWM": hasattr(zmq, "EVENT_SND_HWM"),
-           "event_constants": sorted(n for n in dir(zmq) if n.startswith("EVENT_"))}
+    out = {
+        "has_EVENT_SND_HWM": hasattr(zmq, "EVENT_SND_HWM"),
+        "event_constants": sorted(n for n in dir(zmq) if n.startswith("EVENT_")),
+    }
     ctx = zmq.Context()
     snd = ctx.socket(getattr(zmq, sender))
     mon = snd.get_monitor_socket(zmq.EVENT_ALL)
@@ -348,14 +437,14 @@ def monitor_events_at_hwm(transport: str = "ipc", sender: str = "PUB") -> dict:
             again += 1
             break
     time.sleep(0.3)
-    names = {getattr(zmq, n): n for n in out["event_constants"]
-             if isinstance(getattr(zmq, n), int)}
+    names = {getattr(zmq, n): n for n in out["event_constants"] if isinstance(getattr(zmq, n), int)}
     events = []
     while mon.poll(100):
         ev = zmq.utils.monitor.recv_monitor_message(mon)
         events.append(names.get(ev["event"], ev["event"]))
-    out.update(sender=sender, transport=transport, sends_attempted=i + 1, again=again,
-               events_seen=events)
+    out.update(
+        sender=sender, transport=transport, sends_attempted=i + 1, again=again, events_seen=events
+    )
     snd.disable_monitor()
     for s in (mon, snd, rcv):
         s.close(0)
@@ -364,8 +453,9 @@ def monitor_events_at_hwm(transport: str = "ipc", sender: str = "PUB") -> dict:
 
 
 # ------------------------------------------------------------------ 001-7
-def claim_001_7(reps: int = 3, transports=("inproc", "ipc", "tcp"),
-                sizes=(100, 16384, 1048576)) -> dict:
+def claim_001_7(
+    reps: int = 3, transports=("inproc", "ipc", "tcp"), sizes=(100, 16384, 1048576)
+) -> dict:
     """PUSH(SNDHWM=10) -> non-reading PULL(RCVHWM=10): how many messages /
     bytes are accepted before the sender blocks (blocking send with
     SNDTIMEO=200 ms, which lets the I/O thread move data into the kernel)
@@ -375,13 +465,19 @@ def claim_001_7(reps: int = 3, transports=("inproc", "ipc", "tcp"),
         for sz in sizes:
             n = max(50, min(200000, (64 << 20) // sz))
             for dw in (False, True):
-                runs = [hwm_behaviour("PUSH", tr, 10, 10, sz, n, dontwait=dw, idle_s=0.5)
-                        for _ in range(reps)]
+                runs = [
+                    hwm_behaviour("PUSH", tr, 10, 10, sz, n, dontwait=dw, idle_s=0.5)
+                    for _ in range(reps)
+                ]
                 out["%s/size=%d/%s" % (tr, sz, "dontwait" if dw else "blocking")] = [
-                    {"accepted_before_block": r["accepted_before_block"],
-                     "accepted_bytes": r["accepted_before_block"] * sz,
-                     "blocked": bool(r["again_count"]), "never_received": r["never_received"]}
-                    for r in runs]
+                    {
+                        "accepted_before_block": r["accepted_before_block"],
+                        "accepted_bytes": r["accepted_before_block"] * sz,
+                        "blocked": bool(r["again_count"]),
+                        "never_received": r["never_received"],
+                    }
+                    for r in runs
+                ]
     return out
 
 
@@ -389,12 +485,12 @@ def collect(quick: bool = False) -> dict:
     if quick:
         return {
             "001-1": default_hwms(),
-            "001-2": claim_001_2(reps=1, transports=("ipc",),
-                                 senders=("PUSH", "PUB", "ROUTER")),
+            "001-2": claim_001_2(reps=1, transports=("ipc",), senders=("PUSH", "PUB", "ROUTER")),
             "001-3": claim_001_3(reps=1, transports=("inproc",)),
             "001-4": claim_001_4(reps=1, transports=("ipc",)),
-            "001-5": claim_001_5(reps=1, n_messages=150, sizes=(None,),
-                                 variants=("faulty", "fixed")),
+            "001-5": claim_001_5(
+                reps=1, n_messages=150, sizes=(None,), variants=("faulty", "fixed")
+            ),
             "001-6": monitor_events_at_hwm(),
             "001-7": claim_001_7(reps=1, transports=("ipc",), sizes=(100, 1048576)),
         }
@@ -409,8 +505,9 @@ def collect(quick: bool = False) -> dict:
             "001-2": claim_001_2(),
             "001-3": claim_001_3(),
             "001-4": claim_001_4(),
-            "001-6": [monitor_events_at_hwm(tr, s) for tr in ("ipc", "tcp")
-                      for s in ("PUB", "PUSH")],
+            "001-6": [
+                monitor_events_at_hwm(tr, s) for tr in ("ipc", "tcp") for s in ("PUB", "PUSH")
+            ],
             "001-7": claim_001_7(),
         }
         out["001-5"] = f5.result()

@@ -8,6 +8,7 @@ The post's code: PUB binds tcp, sends ``f"Message {n}"`` with
 
 Claims: 002-1 .. 002-5.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -58,21 +59,33 @@ def _sub_child(conn, ep, rcvhwm, hwm_option, sub_delay, idle_s, size, sub_opts):
         drained.append(seq)
     socket.close(0)
     context.term()
-    return {"during": during, "drained": drained, "t_recv": t_recv,
-            "sub_rss_growth_kb": rss_max - rss0,
-            "sub_rss_growth_at_pub_end_kb": rss_at_pub_end - rss0,
-            "drain_s": round((C.now_ns() - t_drain0) / 1e9 - idle_s, 3)}
+    return {
+        "during": during,
+        "drained": drained,
+        "t_recv": t_recv,
+        "sub_rss_growth_kb": rss_max - rss0,
+        "sub_rss_growth_at_pub_end_kb": rss_at_pub_end - rss0,
+        "drain_s": round((C.now_ns() - t_drain0) / 1e9 - idle_s, 3),
+    }
 
 
 def _seq(b: bytes, size):
     return int(b.split()[1]) if size is None else C.parse(b)[0]
 
 
-def pub_slow_sub_run(transport: str = "tcp", n_messages: int = 1000, pub_interval: float = 0.001,
-                     sub_delay: float = 0.1, rcvhwm: int | None = None,
-                     hwm_option: str = "RCVHWM", sndhwm: int | None = None,
-                     size: int | None = None, idle_s: float = 1.0,
-                     pub_opts: dict | None = None, sub_opts: dict | None = None) -> dict:
+def pub_slow_sub_run(
+    transport: str = "tcp",
+    n_messages: int = 1000,
+    pub_interval: float = 0.001,
+    sub_delay: float = 0.1,
+    rcvhwm: int | None = None,
+    hwm_option: str = "RCVHWM",
+    sndhwm: int | None = None,
+    size: int | None = None,
+    idle_s: float = 1.0,
+    pub_opts: dict | None = None,
+    sub_opts: dict | None = None,
+) -> dict:
     """002's fast PUB -> slow SUB.
 
     The SUB (child process) sets ``hwm_option``=``rcvhwm`` before connecting
@@ -96,8 +109,16 @@ def pub_slow_sub_run(transport: str = "tcp", n_messages: int = 1000, pub_interva
     for k, v in (pub_opts or {}).items():
         pub.setsockopt(getattr(zmq, k), v)
     ep = C.bind(pub, transport)
-    ch = C.Child(_sub_child, ep=ep, rcvhwm=rcvhwm, hwm_option=hwm_option, sub_delay=sub_delay,
-                 idle_s=idle_s, size=size, sub_opts=sub_opts)
+    ch = C.Child(
+        _sub_child,
+        ep=ep,
+        rcvhwm=rcvhwm,
+        hwm_option=hwm_option,
+        sub_delay=sub_delay,
+        idle_s=idle_s,
+        size=size,
+        sub_opts=sub_opts,
+    )
     t_end = time.monotonic() + 20
     while time.monotonic() < t_end:
         pub.send(b"P")
@@ -118,11 +139,20 @@ def pub_slow_sub_run(transport: str = "tcp", n_messages: int = 1000, pub_interva
     r = ch.result(120)
     pub.close(0)
     ctx.term()
-    out = {"transport": transport, "n_messages": n_messages, "pub_interval": pub_interval,
-           "sub_delay": sub_delay, "rcvhwm": rcvhwm, "hwm_option": hwm_option,
-           "sndhwm": sndhwm, "size": size, "pub_opts": pub_opts, "sub_opts": sub_opts,
-           "pub_send_s": round(send_s, 3),
-           "pub_rate_msg_s": round(n_messages / send_s, 1)}
+    out = {
+        "transport": transport,
+        "n_messages": n_messages,
+        "pub_interval": pub_interval,
+        "sub_delay": sub_delay,
+        "rcvhwm": rcvhwm,
+        "hwm_option": hwm_option,
+        "sndhwm": sndhwm,
+        "size": size,
+        "pub_opts": pub_opts,
+        "sub_opts": sub_opts,
+        "pub_send_s": round(send_s, 3),
+        "pub_rate_msg_s": round(n_messages / send_s, 1),
+    }
     if "error" in r or r.get("blocked"):
         out["error"] = r
         return out
@@ -137,10 +167,20 @@ def pub_slow_sub_run(transport: str = "tcp", n_messages: int = 1000, pub_interva
     return out
 
 
-_K = ("sent", "received_during_run", "received_in_drain", "never_received",
-      "first_never_received", "sub_rss_growth_kb", "sub_rss_growth_at_pub_end_kb",
-      "kernel_tx_queue_bytes", "kernel_rx_queue_bytes", "backlog_s_at_sub_pace",
-      "pub_rate_msg_s", "error")
+_K = (
+    "sent",
+    "received_during_run",
+    "received_in_drain",
+    "never_received",
+    "first_never_received",
+    "sub_rss_growth_kb",
+    "sub_rss_growth_at_pub_end_kb",
+    "kernel_tx_queue_bytes",
+    "kernel_rx_queue_bytes",
+    "backlog_s_at_sub_pace",
+    "pub_rate_msg_s",
+    "error",
+)
 
 
 def _slim(r):
@@ -154,13 +194,20 @@ def claim_002_1(reps: int = 3, rcvhwms=(10, 1000, 10000, None), n_messages: int 
     """The post's code as written (tiny text messages, 1 ms / 100 ms)."""
     out = {}
     for h in rcvhwms:
-        out["tcp/rcvhwm=%s" % h] = [_slim(pub_slow_sub_run(rcvhwm=h, n_messages=n_messages))
-                                    for _ in range(reps)]
+        out["tcp/rcvhwm=%s" % h] = [
+            _slim(pub_slow_sub_run(rcvhwm=h, n_messages=n_messages)) for _ in range(reps)
+        ]
     return out
 
 
-def claim_002_2(reps: int = 3, transports=("tcp", "ipc"), rcvhwms=(10, 1000, 10000),
-                size: int = 65536, sndhwm: int = 100, n_messages: int = 1000) -> dict:
+def claim_002_2(
+    reps: int = 3,
+    transports=("tcp", "ipc"),
+    rcvhwms=(10, 1000, 10000),
+    size: int = 65536,
+    sndhwm: int = 100,
+    n_messages: int = 1000,
+) -> dict:
     """Where drops do happen: 64 kB messages, PUB SNDHWM=100; does raising
     the SUB's RCVHWM remove them, and what does it cost (RSS, backlog)."""
     out = {}
@@ -168,7 +215,8 @@ def claim_002_2(reps: int = 3, transports=("tcp", "ipc"), rcvhwms=(10, 1000, 100
         for h in rcvhwms:
             out["%s/size=%d/sndhwm=%d/rcvhwm=%s" % (tr, size, sndhwm, h)] = [
                 _slim(pub_slow_sub_run(tr, n_messages, rcvhwm=h, sndhwm=sndhwm, size=size))
-                for _ in range(reps)]
+                for _ in range(reps)
+            ]
     return out
 
 
@@ -185,11 +233,15 @@ def hwm_option_check() -> dict:
         out["pyzmq_setsockopt_HWM"] = "ok"
     except zmq.ZMQError as e:
         out["pyzmq_setsockopt_HWM"] = "ZMQError: %s (errno %d)" % (e.strerror, e.errno)
-    out["after_setsockopt_HWM"] = {"SNDHWM": s.getsockopt(zmq.SNDHWM),
-                                   "RCVHWM": s.getsockopt(zmq.RCVHWM)}
+    out["after_setsockopt_HWM"] = {
+        "SNDHWM": s.getsockopt(zmq.SNDHWM),
+        "RCVHWM": s.getsockopt(zmq.RCVHWM),
+    }
     s.hwm = 10000
-    out["after_pyzmq_hwm_property"] = {"SNDHWM": s.getsockopt(zmq.SNDHWM),
-                                       "RCVHWM": s.getsockopt(zmq.RCVHWM)}
+    out["after_pyzmq_hwm_property"] = {
+        "SNDHWM": s.getsockopt(zmq.SNDHWM),
+        "RCVHWM": s.getsockopt(zmq.RCVHWM),
+    }
     s.close(0)
     ctx.term()
     try:
@@ -197,8 +249,12 @@ def hwm_option_check() -> dict:
         lib.zmq_ctx_new.restype = ctypes.c_void_p
         lib.zmq_socket.restype = ctypes.c_void_p
         lib.zmq_socket.argtypes = [ctypes.c_void_p, ctypes.c_int]
-        lib.zmq_setsockopt.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
-                                       ctypes.c_size_t]
+        lib.zmq_setsockopt.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+        ]
         lib.zmq_close.argtypes = [ctypes.c_void_p]
         lib.zmq_ctx_term.argtypes = [ctypes.c_void_p]
         major, minor, patch = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
@@ -208,9 +264,12 @@ def hwm_option_check() -> dict:
         v = ctypes.c_int(10000)
         rc = lib.zmq_setsockopt(sock, 1, ctypes.byref(v), ctypes.sizeof(v))
         err = lib.zmq_errno()
-        out["system_libzmq"] = {"version": "%d.%d.%d" % (major.value, minor.value, patch.value),
-                                "zmq_setsockopt(option=1)_rc": rc,
-                                "errno": err, "EINVAL": err == 22}
+        out["system_libzmq"] = {
+            "version": "%d.%d.%d" % (major.value, minor.value, patch.value),
+            "zmq_setsockopt(option=1)_rc": rc,
+            "errno": err,
+            "EINVAL": err == 22,
+        }
         lib.zmq_close(sock)
         lib.zmq_ctx_term(c)
     except OSError as e:
@@ -226,9 +285,11 @@ def claim_002_4(reps: int = 3, transport: str = "ipc") -> dict:
     for st in ("PUB", "PUSH"):
         for dw in (False, True):
             out["%s/%s/%s" % (transport, st, "dontwait" if dw else "blocking")] = [
-                seed_001._slim(seed_001.hwm_behaviour(st, transport, 1, 1, 1024, 20000,
-                                                      dontwait=dw))
-                for _ in range(reps)]
+                seed_001._slim(
+                    seed_001.hwm_behaviour(st, transport, 1, 1, 1024, 20000, dontwait=dw)
+                )
+                for _ in range(reps)
+            ]
     return out
 
 
@@ -265,19 +326,31 @@ def _multipart_child(conn, mode, n, total, frames, transport):
     push.close(0)
     pull.close(0)
     ctx.term()
-    return {"mode": mode, "n": n, "bytes_queued": n * total, "rss_growth_kb": rss1 - rss0,
-            "rss_growth_per_queued_byte": round((rss1 - rss0) * 1024 / (n * total), 3),
-            "bytes_received": got, "send_s": round(send_s, 2)}
+    return {
+        "mode": mode,
+        "n": n,
+        "bytes_queued": n * total,
+        "rss_growth_kb": rss1 - rss0,
+        "rss_growth_per_queued_byte": round((rss1 - rss0) * 1024 / (n * total), 3),
+        "bytes_received": got,
+        "send_s": round(send_s, 2),
+    }
 
 
-def multipart_memory(mode: str = "single", n: int = 64, total: int = 1 << 20, frames: int = 16,
-                     transport: str = "inproc") -> dict:
+def multipart_memory(
+    mode: str = "single",
+    n: int = 64,
+    total: int = 1 << 20,
+    frames: int = 16,
+    transport: str = "inproc",
+) -> dict:
     """002-5: queue ``n`` logical messages of ``total`` bytes to a PULL that
     does not read (HWM unlimited), as one frame (``single``), as a
     ``frames``-part multipart message, or as ``frames`` separate messages;
     return the RSS growth of the (single) process holding both queues."""
-    return C.Child(_multipart_child, mode=mode, n=n, total=total, frames=frames,
-                   transport=transport).result(60)
+    return C.Child(
+        _multipart_child, mode=mode, n=n, total=total, frames=frames, transport=transport
+    ).result(60)
 
 
 def claim_002_5(reps: int = 3, transports=("inproc", "tcp")) -> dict:
@@ -285,9 +358,17 @@ def claim_002_5(reps: int = 3, transports=("inproc", "tcp")) -> dict:
     for tr in transports:
         for mode in ("single", "multipart", "separate"):
             out["%s/%s" % (tr, mode)] = [
-                {k: r.get(k) for k in ("rss_growth_kb", "rss_growth_per_queued_byte",
-                                       "bytes_received", "error")}
-                for r in (multipart_memory(mode, transport=tr) for _ in range(reps))]
+                {
+                    k: r.get(k)
+                    for k in (
+                        "rss_growth_kb",
+                        "rss_growth_per_queued_byte",
+                        "bytes_received",
+                        "error",
+                    )
+                }
+                for r in (multipart_memory(mode, transport=tr) for _ in range(reps))
+            ]
     return out
 
 
@@ -295,8 +376,7 @@ def collect(quick: bool = False) -> dict:
     if quick:
         return {
             "002-1": claim_002_1(reps=1, rcvhwms=(10, None), n_messages=500),
-            "002-2": claim_002_2(reps=1, transports=("ipc",), rcvhwms=(10, 1000),
-                                 n_messages=300),
+            "002-2": claim_002_2(reps=1, transports=("ipc",), rcvhwms=(10, 1000), n_messages=300),
             "002-3": hwm_option_check(),
             "002-4": claim_002_4(reps=1),
             "002-5": claim_002_5(reps=1, transports=("inproc",)),

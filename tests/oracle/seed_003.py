@@ -9,6 +9,7 @@ period; 003-3 LINGER 0 discards what is queued at close; 003-4 term()
 interrupts a lingering socket / closes its sockets; 003-5 LINGER 1000 makes
 the SUB more likely to get all 5.
 """
+
 from __future__ import annotations
 
 import threading
@@ -24,8 +25,19 @@ def default_linger() -> dict:
     """getsockopt(LINGER) of fresh sockets, and the context's BLOCKY."""
     ctx = zmq.Context()
     out = {}
-    for name in ("PUB", "SUB", "PUSH", "PULL", "DEALER", "ROUTER", "REQ", "REP", "XPUB",
-                 "XSUB", "PAIR"):
+    for name in (
+        "PUB",
+        "SUB",
+        "PUSH",
+        "PULL",
+        "DEALER",
+        "ROUTER",
+        "REQ",
+        "REP",
+        "XPUB",
+        "XSUB",
+        "PAIR",
+    ):
         s = ctx.socket(getattr(zmq, name))
         out[name] = s.getsockopt(zmq.LINGER)
         s.close()
@@ -64,9 +76,15 @@ def _late_receiver(conn, ep, delay_s, idle_s):
     return {"received": got}
 
 
-def linger_run(linger: int | None = 1000, n: int = 5, size: int = 100,
-               peer_delay_s: float | None = 0.5, transport: str = "ipc",
-               sock_type: str = "PUSH", term_timeout_s: float = 4.0) -> dict:
+def linger_run(
+    linger: int | None = 1000,
+    n: int = 5,
+    size: int = 100,
+    peer_delay_s: float | None = 0.5,
+    transport: str = "ipc",
+    sock_type: str = "PUSH",
+    term_timeout_s: float = 4.0,
+) -> dict:
     """A PUSH connects to an endpoint nobody has bound yet (its messages
     stay queued in the sender), sends ``n`` messages, then ``close()`` and
     ``ctx.term()`` - each timed.  A PULL binds the endpoint ``peer_delay_s``
@@ -79,8 +97,13 @@ def linger_run(linger: int | None = 1000, n: int = 5, size: int = 100,
         rcv = C.Child(_late_receiver, ep=ep, delay_s=peer_delay_s, idle_s=1.0)
     r = snd.result(term_timeout_s + 3)
     ev = {e["event"]: e for e in snd.events if "event" in e}
-    out = {"linger": linger, "n": n, "peer_delay_s": peer_delay_s, "transport": transport,
-           "close_s": ev.get("closed", {}).get("close_s")}
+    out = {
+        "linger": linger,
+        "n": n,
+        "peer_delay_s": peer_delay_s,
+        "transport": transport,
+        "close_s": ev.get("closed", {}).get("close_s"),
+    }
     if "termed" in ev:
         out["term_s"] = ev["termed"]["term_s"]
     else:
@@ -94,7 +117,14 @@ def linger_run(linger: int | None = 1000, n: int = 5, size: int = 100,
 
 def claim_003_2_3(reps: int = 3, transports=("ipc", "tcp")) -> dict:
     cases = [  # (linger, peer_delay_s)
-        (0, 0.5), (1000, 0.5), (1000, 2.0), (-1, 2.0), (None, 2.0), (-1, None), (1000, None)]
+        (0, 0.5),
+        (1000, 0.5),
+        (1000, 2.0),
+        (-1, 2.0),
+        (None, 2.0),
+        (-1, None),
+        (1000, None),
+    ]
     keys, kws = [], []
     for tr in transports:
         for lg, pd in cases:
@@ -104,9 +134,19 @@ def claim_003_2_3(reps: int = 3, transports=("ipc", "tcp")) -> dict:
     runs = C.pmap(linger_run, kws, workers=6)  # timing is in 100s of ms; sleep-dominated
     out: dict = {}
     for k, r in zip(keys, runs):
-        out.setdefault(k, []).append({x: r.get(x) for x in (
-            "close_s", "term_s", "term_blocked_for_at_least_s", "received", "never_received")
-            if x in r})
+        out.setdefault(k, []).append(
+            {
+                x: r.get(x)
+                for x in (
+                    "close_s",
+                    "term_s",
+                    "term_blocked_for_at_least_s",
+                    "received",
+                    "never_received",
+                )
+                if x in r
+            }
+        )
     return out
 
 
@@ -180,9 +220,14 @@ def term_behaviour(case: str, timeout_s: float = 4.0) -> dict:
 
 
 def claim_003_4(reps: int = 3) -> dict:
-    cases = ["term_with_open_socket", "term_interrupts_blocked_recv",
-             "close_then_term_linger=0", "close_then_term_linger=500",
-             "close_then_term_linger=2000", "pyzmq_destroy_linger0_open_socket"]
+    cases = [
+        "term_with_open_socket",
+        "term_interrupts_blocked_recv",
+        "close_then_term_linger=0",
+        "close_then_term_linger=500",
+        "close_then_term_linger=2000",
+        "pyzmq_destroy_linger0_open_socket",
+    ]
     kws = [dict(case=c) for c in cases for _ in range(reps)]
     runs = C.pmap(term_behaviour, kws, workers=6)
     out: dict = {}
@@ -229,8 +274,9 @@ def _subscriber_003(conn, ep):
     return {"received": got, "received_after_loop": late}
 
 
-def example_003_run(linger: int | None = None, start: str = "pub_first",
-                    transport: str = "tcp") -> dict:
+def example_003_run(
+    linger: int | None = None, start: str = "pub_first", transport: str = "tcp"
+) -> dict:
     """The post's publisher and subscriber as two processes (each script
     verbatim apart from the endpoint).  ``start``: 'pub_first' (subscriber
     launched right after the publisher has bound) or 'sub_first'
@@ -248,32 +294,55 @@ def example_003_run(linger: int | None = None, start: str = "pub_first",
         time.sleep(0.5)
         pub = C.Child(_publisher_003, ep=ep, linger=linger)
     p, s = pub.result(15), sub.result(15)
-    return {"linger": linger, "start": start, "received_in_loop": len(s.get("received", [])),
-            "received_after_loop": len(s.get("received_after_loop", [])),
-            "first_received": (s.get("received") or [None])[0],
-            "pub_close_s": p.get("close_s"), "pub_close_term_s": p.get("close_term_s")}
+    return {
+        "linger": linger,
+        "start": start,
+        "received_in_loop": len(s.get("received", [])),
+        "received_after_loop": len(s.get("received_after_loop", [])),
+        "first_received": (s.get("received") or [None])[0],
+        "pub_close_s": p.get("close_s"),
+        "pub_close_term_s": p.get("close_term_s"),
+    }
 
 
 def claim_003_5(reps: int = 5) -> dict:
-    kws = [dict(linger=lg, start=st) for lg in (None, 1000) for st in ("pub_first", "sub_first")
-           for _ in range(reps)]
+    kws = [
+        dict(linger=lg, start=st)
+        for lg in (None, 1000)
+        for st in ("pub_first", "sub_first")
+        for _ in range(reps)
+    ]
     runs = C.pmap(example_003_run, kws, workers=4)
     out: dict = {}
     for kw, r in zip(kws, runs):
         out.setdefault("linger=%s/%s" % (kw["linger"], kw["start"]), []).append(
-            {k: r[k] for k in ("received_in_loop", "received_after_loop", "first_received",
-                               "pub_close_term_s")})
+            {
+                k: r[k]
+                for k in (
+                    "received_in_loop",
+                    "received_after_loop",
+                    "first_received",
+                    "pub_close_term_s",
+                )
+            }
+        )
     return out
 
 
 def collect(quick: bool = False) -> dict:
     if quick:
-        return {"003-1": default_linger(),
-                "003-2_3": claim_003_2_3(reps=1, transports=("ipc",)),
-                "003-4": claim_003_4(reps=1),
-                "003-5": claim_003_5(reps=2)}
-    return {"003-1": default_linger(), "003-2_3": claim_003_2_3(), "003-4": claim_003_4(),
-            "003-5": claim_003_5()}
+        return {
+            "003-1": default_linger(),
+            "003-2_3": claim_003_2_3(reps=1, transports=("ipc",)),
+            "003-4": claim_003_4(reps=1),
+            "003-5": claim_003_5(reps=2),
+        }
+    return {
+        "003-1": default_linger(),
+        "003-2_3": claim_003_2_3(),
+        "003-4": claim_003_4(),
+        "003-5": claim_003_5(),
+    }
 
 
 if __name__ == "__main__":

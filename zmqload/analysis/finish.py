@@ -2,12 +2,13 @@
 (histogram cells, window counts), with no more Spark jobs: a job costs about a second, the work here
 milliseconds (docs/REPORT.md). Each function states its rule; tests/analysis/test_metrics.py holds
 them against numpy over the records."""
+
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any, Iterable
 
-Row = dict[str, Any]         # one collected aggregate row
+Row = dict[str, Any]  # one collected aggregate row
 Key = tuple[Any, ...]
 
 import numpy as np
@@ -38,17 +39,25 @@ def latency_histograms(pairs: Iterable[Row], others: Iterable[Row] = ()) -> list
         h[0] += n
         h[1] = _max(h[1], mx)
         h[2] = sm if h[2] is None else h[2] + (sm or 0)
+
     for p in pairs:
         view = (p["run"], p["consumer"], p["stream"])
         add((*view, "latency_intended", p["bi"]), p["n"], p["mi"], p["si"])
         add((*view, "latency_sent", p["bs"]), p["n"], p["ms"], p["ss"])
-        add((*view, "latency_drained" if p["drain"] else "latency_delivered", p["bi"]), p["n"], p["mi"], p["si"])
+        add(
+            (*view, "latency_drained" if p["drain"] else "latency_delivered", p["bi"]),
+            p["n"],
+            p["mi"],
+            p["si"],
+        )
     for h in others:
         add(tuple(h[k] for k in _HIST_KEYS), h["count"], h["max"], h["sum"])
     return [dict(zip(_HIST_KEYS, key), count=v[0], max=v[1], sum=v[2]) for key, v in out.items()]
 
 
-def percentiles(hist: Iterable[Row], keys: tuple[str, ...] = ("run", "consumer", "stream", "metric")) -> list[Row]:
+def percentiles(
+    hist: Iterable[Row], keys: tuple[str, ...] = ("run", "consumer", "stream", "metric")
+) -> list[Row]:
     """Per key: count, mean, max and every PERCENTILES value of histogram rows (count, max,
     sum per bucket). `run`'s rule (contract/histogram.py): the percentile q of n values is the
     value of rank max(1, ceil(q * n)), reported as its bucket's midpoint, capped by the exact
@@ -70,8 +79,11 @@ def percentiles(hist: Iterable[Row], keys: tuple[str, ...] = ("run", "consumer",
             top = _max(top, buckets[b][1])
         sums = [buckets[b][2] for b in order if buckets[b][2] is not None]
         row: dict[str, Any] = dict(zip(keys, key))
-        row.update(count=total, mean=sum(sums) / total if sums and total else None,
-                   max=None if top is None else float(top))
+        row.update(
+            count=total,
+            mean=sum(sums) / total if sums and total else None,
+            max=None if top is None else float(top),
+        )
         for name, q in PERCENTILES:
             i = int(np.searchsorted(cum, rule.rank(rule.ppm(q * 100), total)))
             value = rule.bucket_value(order[i])
@@ -93,6 +105,7 @@ def rates_over_time(send_w: Iterable[Row], recv_w: Iterable[Row]) -> list[Row]:
     def add(run: int, stream: int, window: int, col: str, n: int) -> None:
         row = out.setdefault((run, stream, window), dict.fromkeys(cols, 0))
         row[col] += n
+
     for s in send_w:
         add(s["run"], s["stream"], s["wi"], "offered", s["n"])
         if s["ok"]:
@@ -111,7 +124,9 @@ def queue_depth(recv_w: Iterable[Row]) -> list[Row]:
     counted as loss, not as a queue that never drains), from `metrics.recv_windows` rows.
     A view has a row for every window in which one of its messages was sent or received.
     depth_bytes is the depth at the view's mean received size."""
-    events: defaultdict[Key, defaultdict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
+    events: defaultdict[Key, defaultdict[int, list[int]]] = defaultdict(
+        lambda: defaultdict(lambda: [0, 0, 0])
+    )
     for r in recv_w:
         for view in ((r["run"], r["consumer"], r["stream"]), (r["run"], ALL, ALL)):
             e = events[view]
@@ -121,12 +136,23 @@ def queue_depth(recv_w: Iterable[Row]) -> list[Row]:
     out: list[Row] = []
     for (run, consumer, stream), by_window in events.items():
         windows = sorted(by_window)
-        sent, received, nbytes = (np.array([by_window[w][i] for w in windows], dtype=np.int64) for i in range(3))
+        sent, received, nbytes = (
+            np.array([by_window[w][i] for w in windows], dtype=np.int64) for i in range(3)
+        )
         depth = np.cumsum(sent) - np.cumsum(received)
         mean_size = int(nbytes.sum()) / max(int(received.sum()), 1)
-        out.extend({"run": run, "consumer": consumer, "stream": stream, "window": w, "depth": int(d),
-                    "depth_bytes": int(d) * mean_size, "mean_size": mean_size}
-                   for w, d in zip(windows, depth.tolist()))
+        out.extend(
+            {
+                "run": run,
+                "consumer": consumer,
+                "stream": stream,
+                "window": w,
+                "depth": int(d),
+                "depth_bytes": int(d) * mean_size,
+                "mean_size": mean_size,
+            }
+            for w, d in zip(windows, depth.tolist())
+        )
     return out
 
 
@@ -140,10 +166,19 @@ def queue_depth_stats(depth: Iterable[Row]) -> list[Row]:
     for (run, consumer, stream), rows in views.items():
         values = np.array([d["depth"] for d in rows], dtype=np.int64)
         in_bytes = np.array([d["depth_bytes"] for d in rows], dtype=np.float64)
-        out.append({"run": run, "consumer": consumer, "stream": stream, "depth_max": int(values.max()),
-                    "depth_mean": float(values.mean()), "depth_p99": float(np.percentile(values, 99)),
-                    "queued_bytes_max": float(in_bytes.max()), "queued_bytes_mean": float(in_bytes.mean()),
-                    "mean_size": rows[0]["mean_size"]})
+        out.append(
+            {
+                "run": run,
+                "consumer": consumer,
+                "stream": stream,
+                "depth_max": int(values.max()),
+                "depth_mean": float(values.mean()),
+                "depth_p99": float(np.percentile(values, 99)),
+                "queued_bytes_max": float(in_bytes.max()),
+                "queued_bytes_mean": float(in_bytes.mean()),
+                "mean_size": rows[0]["mean_size"],
+            }
+        )
     return out
 
 
@@ -152,11 +187,23 @@ def rebin(recv_w: Iterable[Row], factor: int) -> list[Row]:
     (the same as scanning with the longer window: integer division composes)."""
     out: dict[Key, list[int]] = {}
     for r in recv_w:
-        cell = out.setdefault((r["run"], r["consumer"], r["stream"], r["ws"] // factor, r["wr"] // factor), [0, 0])
+        cell = out.setdefault(
+            (r["run"], r["consumer"], r["stream"], r["ws"] // factor, r["wr"] // factor), [0, 0]
+        )
         cell[0] += r["n"]
         cell[1] += r["bytes"] or 0
-    return [{"run": k[0], "consumer": k[1], "stream": k[2], "ws": k[3], "wr": k[4], "n": v[0], "bytes": v[1]}
-            for k, v in out.items()]
+    return [
+        {
+            "run": k[0],
+            "consumer": k[1],
+            "stream": k[2],
+            "ws": k[3],
+            "wr": k[4],
+            "n": v[0],
+            "bytes": v[1],
+        }
+        for k, v in out.items()
+    ]
 
 
 # -- the queue (measure/queue_replay.py) -------------------------------------------------------------------
@@ -166,8 +213,9 @@ def _views(run: int, consumer: int, stream: int) -> tuple[Key, ...]:
     return (own,) if own == (run, ALL, ALL) else (own, (run, ALL, ALL))
 
 
-def queue_thresholds(loss: Iterable[ViewCounts], recv_sum: Iterable[Row], closed: dict[tuple[int, int], int]
-                     ) -> tuple[dict[Key, int], dict[Key, int]]:
+def queue_thresholds(
+    loss: Iterable[ViewCounts], recv_sum: Iterable[Row], closed: dict[tuple[int, int], int]
+) -> tuple[dict[Key, int], dict[Key, int]]:
     """Which never-arrived messages queued, per view (`fates`' counts): ({view: first seq}, {view:
     when they left, ns}). Tail drops are the ok sends after the view's last arrival (seq > seq_max;
     the drain completed) and leave when their producer closed (`closed`: {(run, stream): ns});
@@ -183,7 +231,9 @@ def queue_thresholds(loss: Iterable[ViewCounts], recv_sum: Iterable[Row], closed
         got = rs.get(key)
         if row.dropped_tail and got is not None:
             firsts[key] = got["seq_max"] + 1
-            if closed.get((row.run, row.stream)):     # else no close is known: they stay, as `run` keeps them
+            if closed.get(
+                (row.run, row.stream)
+            ):  # else no close is known: they stay, as `run` keeps them
                 leaves[key] = closed[(row.run, row.stream)]
         elif row.stranded + row.unknown:
             firsts[key] = (got.get("limit") or 0) if got is not None else 0
@@ -199,8 +249,9 @@ def time_bins(rows: pa.Table, column: str = "t_sent_ns") -> list[Row]:
     return [{**r, "n": r.pop("bin_count")} for r in counted.to_pylist()]
 
 
-def queue_bins(recv_w: Iterable[Row], unreceived: Iterable[Row], leaves: dict[Key, int]
-               ) -> tuple[dict[Key, queue_rule.Bins], dict[Key, float], dict[Key, int]]:
+def queue_bins(
+    recv_w: Iterable[Row], unreceived: Iterable[Row], leaves: dict[Key, int]
+) -> tuple[dict[Key, queue_rule.Bins], dict[Key, float], dict[Key, int]]:
     """Per view (run, consumer key, stream) and per run (ALL, ALL): the messages that entered and
     left its queue per millisecond (measure/queue_replay.py), from `metrics.recv_windows` rows made with
     the queue's bin (the arrived: in at their send time, out at their receive time) and
@@ -241,7 +292,9 @@ the report's memory does not grow with the run (fewer, larger pieces than the ru
 measure/queue_replay.REPLAY_EVENTS: each piece is a Spark scan)."""
 
 
-def replay_pieces(bins: dict[Key, queue_rule.Bins], budget: int | None = None) -> list[dict[int, list[int]]]:
+def replay_pieces(
+    bins: dict[Key, queue_rule.Bins], budget: int | None = None
+) -> list[dict[int, list[int]]]:
     """The bins any queue must replay event by event for its exact peak, in pieces of at most
     `budget` events each (REPLAY_EVENTS unless given; measure/queue_replay.py's `pieces`), in time order:
     [{run: [bin]}]. A run's events in a bin are counted from its all-queues bins."""
@@ -252,8 +305,11 @@ def replay_pieces(bins: dict[Key, queue_rule.Bins], budget: int | None = None) -
     for run, picked in wanted.items():
         whole = bins.get((run, ALL, ALL))
         for k in picked:
-            n = 0 if whole is None or not 0 <= k - whole.first < len(whole.entered) else \
-                int(whole.entered[k - whole.first] + whole.left[k - whole.first])
+            n = (
+                0
+                if whole is None or not 0 <= k - whole.first < len(whole.entered)
+                else int(whole.entered[k - whole.first] + whole.left[k - whole.first])
+            )
             cost.append((k, run, n))
     return queue_rule.pieces(cost, REPLAY_EVENTS if budget is None else budget)
 
@@ -262,12 +318,17 @@ class PeakReplay:
     """Every queue's exact peak (measure/queue_replay.py), replayed a piece of candidate bins at a time
     (`replay_pieces`): `add` each piece's events, then `peaks`."""
 
-    def __init__(self, bins: dict[Key, queue_rule.Bins], unreceived: pa.Table | None,
-                 leaves: dict[Key, int], closing: dict[Key, int]) -> None:
+    def __init__(
+        self,
+        bins: dict[Key, queue_rule.Bins],
+        unreceived: pa.Table | None,
+        leaves: dict[Key, int],
+        closing: dict[Key, int],
+    ) -> None:
         self.bins = bins
         self.depth = {view: b.depth() for view, b in bins.items()}
         self.replayed: defaultdict[Key, list[queue_rule.Replayed]] = defaultdict(list)
-        self.unreceived = unreceived       # (run, consumer, stream, t_sent_ns) in the candidate bins
+        self.unreceived = unreceived  # (run, consumer, stream, t_sent_ns) in the candidate bins
         self.closing = [(own, leaves[own], n) for own, n in closing.items()]
 
     def add(self, piece: dict[int, list[int]], events: pa.Table) -> None:
@@ -283,7 +344,10 @@ class PeakReplay:
             only = np.asarray(piece[run], np.int64)
             for view in views:
                 if view == (run, ALL, ALL):
-                    mine, u_mine = np.ones(len(e["stream"][0]), bool), np.ones(len(u["stream"][0]), bool)
+                    mine, u_mine = (
+                        np.ones(len(e["stream"][0]), bool),
+                        np.ones(len(u["stream"][0]), bool),
+                    )
                 else:
                     mine = (e["consumer"][0] == view[1]) & (e["stream"][0] == view[2])
                     u_mine = (u["consumer"][0] == view[1]) & (u["stream"][0] == view[2])
@@ -291,16 +355,22 @@ class PeakReplay:
                 recv, has_recv = e["t_recv_ns"]
                 entered = np.concatenate([sent[mine & has_sent], u["t_sent_ns"][0][u_mine]])
                 left = [recv[mine & has_recv]]
-                left += [np.full(n, at, np.int64) for own, at, n in self.closing if view in _views(*own)]
+                left += [
+                    np.full(n, at, np.int64) for own, at, n in self.closing if view in _views(*own)
+                ]
                 b = self.bins[view]
-                self.replayed[view].append(queue_rule.replay(b, self.depth[view], entered, np.concatenate(left), only))
+                self.replayed[view].append(
+                    queue_rule.replay(b, self.depth[view], entered, np.concatenate(left), only)
+                )
 
     def peaks(self) -> dict[Key, queue_rule.Peak]:
-        return {view: queue_rule.peak_of(b, self.depth[view], self.replayed.get(view, []))
-                for view, b in self.bins.items()}
+        return {
+            view: queue_rule.peak_of(b, self.depth[view], self.replayed.get(view, []))
+            for view, b in self.bins.items()
+        }
 
 
-Columns = dict[str, tuple[np.ndarray, np.ndarray]]      # name -> (int64 values, nulls as 0; valid)
+Columns = dict[str, tuple[np.ndarray, np.ndarray]]  # name -> (int64 values, nulls as 0; valid)
 
 
 def _by_run(table: pa.Table | None, names: tuple[str, ...]) -> Any:
@@ -309,19 +379,33 @@ def _by_run(table: pa.Table | None, names: tuple[str, ...]) -> Any:
         none = (np.zeros(0, np.int64), np.zeros(0, bool))
         return lambda run: {name: none for name in names}
     runs = table.column("run").to_numpy().astype(np.int64)
-    order = np.argsort(runs, kind="stable") if runs[0] != runs[-1] or np.any(runs != runs[0]) else slice(None)
+    order = (
+        np.argsort(runs, kind="stable")
+        if runs[0] != runs[-1] or np.any(runs != runs[0])
+        else slice(None)
+    )
     runs = runs[order]
-    cols = {name: (pc.fill_null(table.column(name), 0).to_numpy().astype(np.int64)[order],
-                   pc.is_valid(table.column(name)).to_numpy(zero_copy_only=False)[order]) for name in names}
+    cols = {
+        name: (
+            pc.fill_null(table.column(name), 0).to_numpy().astype(np.int64)[order],
+            pc.is_valid(table.column(name)).to_numpy(zero_copy_only=False)[order],
+        )
+        for name in names
+    }
 
     def rows(run: int) -> Columns:
         lo, hi = int(np.searchsorted(runs, run, "left")), int(np.searchsorted(runs, run, "right"))
         return {name: (v[lo:hi], ok[lo:hi]) for name, (v, ok) in cols.items()}
+
     return rows
 
 
-def queue_stats(bins: dict[Key, queue_rule.Bins], peaks: dict[Key, queue_rule.Peak],
-                mean_size: dict[Key, float], t0_ns: dict[int, int] | None = None) -> list[Row]:
+def queue_stats(
+    bins: dict[Key, queue_rule.Bins],
+    peaks: dict[Key, queue_rule.Peak],
+    mean_size: dict[Key, float],
+    t0_ns: dict[int, int] | None = None,
+) -> list[Row]:
     """Per queue: its peak (depth_max, the most messages in flight at any instant, and when,
     depth_peak_at_s, seconds since the run's t0), the mean and p99 (linear between ranks) of the
     depth at the end of each millisecond from its first event to its last, and the memory those
@@ -332,15 +416,26 @@ def queue_stats(bins: dict[Key, queue_rule.Bins], peaks: dict[Key, queue_rule.Pe
         peak = peaks[(run, consumer, stream)]
         size = mean_size.get((run, consumer, stream), 0.0)
         base = (t0_ns or {}).get(run) or b.first * queue_rule.BIN_NS
-        out.append({"run": run, "consumer": consumer, "stream": stream, "depth_max": peak.messages,
-                    "depth_peak_at_s": None if peak.t_ns is None else (peak.t_ns - base) / 1e9,
-                    "depth_mean": float(depth.mean()), "depth_p99": float(np.percentile(depth, 99)),
-                    "queued_bytes_max": peak.messages * size, "queued_bytes_mean": float(depth.mean()) * size,
-                    "mean_size": size})
+        out.append(
+            {
+                "run": run,
+                "consumer": consumer,
+                "stream": stream,
+                "depth_max": peak.messages,
+                "depth_peak_at_s": None if peak.t_ns is None else (peak.t_ns - base) / 1e9,
+                "depth_mean": float(depth.mean()),
+                "depth_p99": float(np.percentile(depth, 99)),
+                "queued_bytes_max": peak.messages * size,
+                "queued_bytes_mean": float(depth.mean()) * size,
+                "mean_size": size,
+            }
+        )
     return out
 
 
-def queue_windows(bins: dict[Key, queue_rule.Bins], window_ns: int, mean_size: dict[Key, float]) -> list[Row]:
+def queue_windows(
+    bins: dict[Key, queue_rule.Bins], window_ns: int, mean_size: dict[Key, float]
+) -> list[Row]:
     """The depth per report window, for the plots: per queue and window, the deepest of the
     millisecond ends in it (`depth`; the exact peak is `queue_stats`'), with its bytes at the
     queue's mean received size. Windows shorter than a millisecond get the millisecond's."""
@@ -352,22 +447,53 @@ def queue_windows(bins: dict[Key, queue_rule.Bins], window_ns: int, mean_size: d
         starts = np.flatnonzero(np.concatenate(([True], windows[1:] != windows[:-1])))
         deepest = np.maximum.reduceat(depth, starts)
         size = mean_size.get((run, consumer, stream), 0.0)
-        out.extend({"run": run, "consumer": consumer, "stream": stream, "window": int(w), "depth": int(d),
-                    "depth_bytes": int(d) * size, "mean_size": size}
-                   for w, d in zip(windows[starts].tolist(), deepest.tolist()))
+        out.extend(
+            {
+                "run": run,
+                "consumer": consumer,
+                "stream": stream,
+                "window": int(w),
+                "depth": int(d),
+                "depth_bytes": int(d) * size,
+                "mean_size": size,
+            }
+            for w, d in zip(windows[starts].tolist(), deepest.tolist())
+        )
     return out
 
 
 # The send outcome columns of `metrics.send_counts`, the same for every consumer of a stream.
-_SEND_COLUMNS = ("attempted", "sent", "sent_bytes", "eagain", "timeout", "errors",
-                 "t_first_intended_ns", "t_last_intended_ns", "t_first_send_ns", "t_last_send_ns")
-_ZERO_IF_ABSENT = ("received", "unique", "duplicates", "drained", "sent_before_first", "sent_after_last",
-                   "sent_below_limit", "got_below_limit")
+_SEND_COLUMNS = (
+    "attempted",
+    "sent",
+    "sent_bytes",
+    "eagain",
+    "timeout",
+    "errors",
+    "t_first_intended_ns",
+    "t_last_intended_ns",
+    "t_first_send_ns",
+    "t_last_send_ns",
+)
+_ZERO_IF_ABSENT = (
+    "received",
+    "unique",
+    "duplicates",
+    "drained",
+    "sent_before_first",
+    "sent_after_last",
+    "sent_below_limit",
+    "got_below_limit",
+)
 
 
-def fates(counts: Iterable[Row], recv_sum: Iterable[Row], views: Iterable[tuple[int, int, bool, str, bool]],
-          dead_streams: dict[int, list[int]] | None = None,
-          at_reset: dict[Key, tuple[int, int]] | None = None) -> list[ViewCounts]:
+def fates(
+    counts: Iterable[Row],
+    recv_sum: Iterable[Row],
+    views: Iterable[tuple[int, int, bool, str, bool]],
+    dead_streams: dict[int, list[int]] | None = None,
+    at_reset: dict[Key, tuple[int, int]] | None = None,
+) -> list[ViewCounts]:
     """Per (run, consumer, stream): what was sent, what arrived, and the fate of every sent
     message, by the rules of zmqload/measure/reconcile.py (restated here on counts, not imported:
     analysis/ reads records only). The identity sent = the sum of
@@ -424,7 +550,7 @@ def fates(counts: Iterable[Row], recv_sum: Iterable[Row], views: Iterable[tuple[
                 start, mid, tail = (lost if completed else 0), 0, 0
             elif completed:
                 start, mid, tail = before, lost - before - after, after
-            else:       # drain cut short: the certain line L; start below min(first, L), mid in [first, L)
+            else:  # drain cut short: the certain line L; start below min(first, L), mid in [first, L)
                 start = below if line_first else before
                 mid = below - before - got_below if line_first is False else 0
                 tail = 0
@@ -434,15 +560,31 @@ def fates(counts: Iterable[Row], recv_sum: Iterable[Row], views: Iterable[tuple[
             start, mid = start - reset_start, mid - reset_mid
             died = bool(died) or (run, stream) in dead
             dropped = start + mid + tail + reset_start + reset_mid
-            out.append(ViewCounts(
-                run=run, stream=stream, consumer=consumer, **sends, received=n["received"],
-                unique=n["unique"], duplicates=n["duplicates"], drained=n["drained"], expected=expected, lost=lost,
-                delivered=n["unique"] - n["drained"], dropped_start=start, dropped_mid=mid, dropped_tail=tail,
-                dropped_reset=reset_start + reset_mid, dropped=dropped,
-                dropped_tail_ambiguous=tail if placement == TAIL_AMBIGUOUS else 0,
-                stranded=0 if died else lost - dropped, unknown=lost - dropped if died else 0,
-                loss_ratio=lost / expected if expected else 0.0,
-                dropped_sender=(sends["eagain"] or 0) + (sends["timeout"] or 0)))
+            out.append(
+                ViewCounts(
+                    run=run,
+                    stream=stream,
+                    consumer=consumer,
+                    **sends,
+                    received=n["received"],
+                    unique=n["unique"],
+                    duplicates=n["duplicates"],
+                    drained=n["drained"],
+                    expected=expected,
+                    lost=lost,
+                    delivered=n["unique"] - n["drained"],
+                    dropped_start=start,
+                    dropped_mid=mid,
+                    dropped_tail=tail,
+                    dropped_reset=reset_start + reset_mid,
+                    dropped=dropped,
+                    dropped_tail_ambiguous=tail if placement == TAIL_AMBIGUOUS else 0,
+                    stranded=0 if died else lost - dropped,
+                    unknown=lost - dropped if died else 0,
+                    loss_ratio=lost / expected if expected else 0.0,
+                    dropped_sender=(sends["eagain"] or 0) + (sends["timeout"] or 0),
+                )
+            )
     return out
 
 
@@ -466,5 +608,8 @@ def answered(rows: list[ViewCounts], answers: dict[tuple[int, int], Row]) -> Non
         row.lost = row.unanswered = max(sent - got, 0)
         row.echoed, row.by_order = echoed, got - echoed
         row.loss_ratio = row.lost / sent if sent else 0.0
-        row.t_first_recv_ns, row.t_last_recv_ns = a.get("t_first_reply_ns"), a.get("t_last_reply_ns")
+        row.t_first_recv_ns, row.t_last_recv_ns = (
+            a.get("t_first_reply_ns"),
+            a.get("t_last_reply_ns"),
+        )
         row.bytes = None

@@ -1,5 +1,6 @@
 """Is there a Java runtime Spark can use? Checked before starting Spark, so a missing or
 old Java is one line naming what to install rather than a JVM stack trace."""
+
 from __future__ import annotations
 
 import os
@@ -11,7 +12,9 @@ from ..errors import ConfigError
 from .errors import ReportInputError
 
 MIN_JAVA = 17
-INSTALL_HINT = "install a Java 17+ runtime: sudo apt-get install openjdk-17-jre-headless (or set JAVA_HOME)"
+INSTALL_HINT = (
+    "install a Java 17+ runtime: sudo apt-get install openjdk-17-jre-headless (or set JAVA_HOME)"
+)
 
 
 def find_java() -> str | None:
@@ -21,8 +24,11 @@ def find_java() -> str | None:
     if home:
         candidate = os.path.join(home, "bin", "java")
         if not os.access(candidate, os.X_OK):
-            raise ConfigError("JAVA_HOME", f"got {home!r}, which has no bin/java; accepted: the directory of a "
-                                           f"Java {MIN_JAVA}+ runtime, or unset JAVA_HOME to use java on PATH")
+            raise ConfigError(
+                "JAVA_HOME",
+                f"got {home!r}, which has no bin/java; accepted: the directory of a "
+                f"Java {MIN_JAVA}+ runtime, or unset JAVA_HOME to use java on PATH",
+            )
         return candidate
     return shutil.which("java")
 
@@ -48,7 +54,9 @@ def check_java() -> tuple[str, int]:
     try:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise ReportInputError(f"cannot run {java} ({e.__class__.__name__}); {INSTALL_HINT}") from None
+        raise ReportInputError(
+            f"cannot run {java} ({e.__class__.__name__}); {INSTALL_HINT}"
+        ) from None
     major = parse_java_version(out.stderr + out.stdout)
     if major is None:
         raise ReportInputError(f"cannot tell the version of {java}; {INSTALL_HINT}")

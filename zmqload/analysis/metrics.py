@@ -2,6 +2,7 @@
 collects; the caller decides what reaches the driver. Each is a partial aggregation over one scan
 with keys of low cardinality, so 100M records shuffle few rows (docs/REPORT.md, "How it is
 computed")."""
+
 from __future__ import annotations
 
 import math
@@ -14,7 +15,7 @@ from ..contract import histogram as rule
 from ..measure.queue_replay import BIN_NS as QUEUE_BIN_NS
 from ..contract.topics import Topics
 from ..contract.wire import SendStatus
-from .summary_row import ALL as ALL     # the consumer (or stream) key meaning "all of them"
+from .summary_row import ALL as ALL  # the consumer (or stream) key meaning "all of them"
 
 # Latency histograms: `run`'s layout and percentile rule (zmqload/contract/histogram.py), so
 # the report's percentiles of a run equal run.json's.
@@ -45,29 +46,43 @@ def subscribed(topic_runs: TopicRuns | None) -> Column:
     (contract/topics.py); True in runs without topics."""
     expr = F.lit(True)
     for run, topics in (topic_runs or {}).items():
-        table = F.array(*[F.array(*[F.lit(t in subs) for t in range(len(topics.names))])
-                          for subs in topics.subscribed])
-        expr = F.when(F.col("run") == F.lit(run),
-                      table.getItem(F.col("consumer")).getItem(topic_of(topics))).otherwise(expr)
+        table = F.array(
+            *[
+                F.array(*[F.lit(t in subs) for t in range(len(topics.names))])
+                for subs in topics.subscribed
+            ]
+        )
+        expr = F.when(
+            F.col("run") == F.lit(run), table.getItem(F.col("consumer")).getItem(topic_of(topics))
+        ).otherwise(expr)
     return expr
 
 
-def topic_counts(sends: DataFrame, recvs: DataFrame, topic_runs: TopicRuns) -> tuple[DataFrame, DataFrame]:
+def topic_counts(
+    sends: DataFrame, recvs: DataFrame, topic_runs: TopicRuns
+) -> tuple[DataFrame, DataFrame]:
     """Per (run, topic) the accepted sends, and per (run, consumer, topic) the distinct seqs received,
     for the runs with topics."""
     runs = list(topic_runs)
     topic = F.lit(None).cast("int")
     for run, topics in topic_runs.items():
         topic = F.when(F.col("run") == F.lit(run), topic_of(topics)).otherwise(topic)
-    sent = (sends.where(F.col("run").isin(runs) & (F.col("status") == SendStatus.OK))
-            .groupBy("run", topic.alias("topic")).agg(F.count(F.lit(1)).alias("sent")))
-    got = (recvs.where(F.col("run").isin(runs)).select("run", "consumer", "stream", "seq")
-           .dropDuplicates().groupBy("run", "consumer", topic.alias("topic"))
-           .agg(F.count(F.lit(1)).alias("received")))
+    sent = (
+        sends.where(F.col("run").isin(runs) & (F.col("status") == SendStatus.OK))
+        .groupBy("run", topic.alias("topic"))
+        .agg(F.count(F.lit(1)).alias("sent"))
+    )
+    got = (
+        recvs.where(F.col("run").isin(runs))
+        .select("run", "consumer", "stream", "seq")
+        .dropDuplicates()
+        .groupBy("run", "consumer", topic.alias("topic"))
+        .agg(F.count(F.lit(1)).alias("received"))
+    )
     return sent, got
 
 
-WORD = 64   # seqs per bitmap word: one long per (consumer, stream, seq div WORD)
+WORD = 64  # seqs per bitmap word: one long per (consumer, stream, seq div WORD)
 
 
 def _per_consumer(values: dict[tuple[int, int], int] | None, default: int) -> Column:
@@ -76,11 +91,13 @@ def _per_consumer(values: dict[tuple[int, int], int] | None, default: int) -> Co
     if not values:
         return F.lit(default).cast("long")
     packed = F.col("run").cast("long") * F.lit(1 << 16) + F.col("consumer").cast("long")
-    table = F.create_map(*[x for (run, c), v in values.items() for x in (F.lit((run << 16) + c), F.lit(int(v)))])
+    table = F.create_map(
+        *[x for (run, c), v in values.items() for x in (F.lit((run << 16) + c), F.lit(int(v)))]
+    )
     return F.coalesce(table[packed], F.lit(default)).cast("long")
 
 
-NEVER = 2**63 - 1   # a drain start no record reaches
+NEVER = 2**63 - 1  # a drain start no record reaches
 
 
 def in_drain(drain_starts: dict[tuple[int, int], int] | None) -> Column:
@@ -95,22 +112,30 @@ def _words(rows: DataFrame, extra: Iterable[Column] = ()) -> DataFrame:
     distinct count of any group of words is exact (the sum of bit counts), whatever the
     duplicates. `early` holds the seqs with an arrival before the drain."""
     bit = F.expr(f"shiftleft(cast(1 as bigint), cast(seq % {WORD} as int))")
-    return (rows.groupBy("run", "consumer", "stream", F.expr(f"seq div {WORD}").alias("word"))
-            .agg(F.count(F.lit(1)).alias("n"), F.bit_or(bit).alias("bits"),
-                 F.bit_or(F.when(~F.col("drain"), bit).otherwise(F.lit(0).cast("long"))).alias("early"), *extra))
+    return rows.groupBy("run", "consumer", "stream", F.expr(f"seq div {WORD}").alias("word")).agg(
+        F.count(F.lit(1)).alias("n"),
+        F.bit_or(bit).alias("bits"),
+        F.bit_or(F.when(~F.col("drain"), bit).otherwise(F.lit(0).cast("long"))).alias("early"),
+        *extra,
+    )
 
 
 def _per_run(values: dict[int, int], default: int) -> Column:
     """A literal lookup of {run: value} for each record's run."""
     if not values:
         return F.lit(default).cast("long")
-    table = F.create_map(*[x for run, v in values.items() for x in (F.lit(run), F.lit(int(v)).cast("long"))])
+    table = F.create_map(
+        *[x for run, v in values.items() for x in (F.lit(run), F.lit(int(v)).cast("long"))]
+    )
     return F.coalesce(table[F.col("run")], F.lit(default).cast("long"))
 
 
-def recv_summary(recvs: DataFrame, fanout_runs: Iterable[int] = (),
-                 drain_starts: dict[tuple[int, int], int] | None = None,
-                 backlog_windows: dict[int, tuple[int, int]] | None = None) -> DataFrame:
+def recv_summary(
+    recvs: DataFrame,
+    fanout_runs: Iterable[int] = (),
+    drain_starts: dict[tuple[int, int], int] | None = None,
+    backlog_windows: dict[int, tuple[int, int]] | None = None,
+) -> DataFrame:
     """Per (run, consumer, stream): received, unique, duplicates, drained (distinct seqs whose
     every arrival came in the drain, as measure/reconcile.py counts them), seq and time range, bytes;
     and the backlog rule's counts (contract/judge.py) for the runs in `backlog_windows` ({run:
@@ -123,51 +148,103 @@ def recv_summary(recvs: DataFrame, fanout_runs: Iterable[int] = (),
     aggregation (<= records / 64 rows, far fewer after the map side), then summed."""
     windows = backlog_windows or {}
     if windows:
-        mid, end = _per_run({r: w[0] for r, w in windows.items()}, NEVER), _per_run({r: w[1] for r, w in windows.items()}, 0)
+        mid, end = (
+            _per_run({r: w[0] for r, w in windows.items()}, NEVER),
+            _per_run({r: w[1] for r, w in windows.items()}, 0),
+        )
         went_in = ((F.col("t_sent_ns") >= mid) & (F.col("t_sent_ns") <= end)).cast("long")
         came_out = ((F.col("t_recv_ns") >= mid) & (F.col("t_recv_ns") <= end)).cast("long")
     else:
         went_in = came_out = F.lit(0).cast("long")
-    rows = recvs.select("run", consumer_key(fanout_runs).alias("consumer"), "stream", "seq",
-                        in_drain(drain_starts).alias("drain"), "t_recv_ns", "size",
-                        went_in.alias("went_in"), came_out.alias("came_out"))
-    words = _words(rows, (F.min("seq").alias("seq_min"), F.max("seq").alias("seq_max"),
-                          F.min("t_recv_ns").alias("t_first_recv_ns"), F.max("t_recv_ns").alias("t_last_recv_ns"),
-                          F.sum(F.col("size").cast("long")).alias("bytes"),
-                          F.sum("went_in").alias("went_in"), F.sum("came_out").alias("came_out")))
-    return (words.groupBy("run", "consumer", "stream")
-            .agg(F.sum("n").alias("received"), F.sum(F.bit_count("bits")).cast("long").alias("unique"),
-                 F.sum(F.bit_count(F.col("bits").bitwiseAND(F.bitwise_not("early")))).cast("long").alias("drained"),
-                 F.min("seq_min").alias("seq_min"), F.max("seq_max").alias("seq_max"),
-                 F.min("t_first_recv_ns").alias("t_first_recv_ns"), F.max("t_last_recv_ns").alias("t_last_recv_ns"),
-                 F.sum("bytes").alias("bytes"), F.sum("went_in").cast("long").alias("went_in"),
-                 F.sum("came_out").cast("long").alias("came_out"))
-            .withColumn("duplicates", F.col("received") - F.col("unique")))
+    rows = recvs.select(
+        "run",
+        consumer_key(fanout_runs).alias("consumer"),
+        "stream",
+        "seq",
+        in_drain(drain_starts).alias("drain"),
+        "t_recv_ns",
+        "size",
+        went_in.alias("went_in"),
+        came_out.alias("came_out"),
+    )
+    words = _words(
+        rows,
+        (
+            F.min("seq").alias("seq_min"),
+            F.max("seq").alias("seq_max"),
+            F.min("t_recv_ns").alias("t_first_recv_ns"),
+            F.max("t_recv_ns").alias("t_last_recv_ns"),
+            F.sum(F.col("size").cast("long")).alias("bytes"),
+            F.sum("went_in").alias("went_in"),
+            F.sum("came_out").alias("came_out"),
+        ),
+    )
+    return (
+        words.groupBy("run", "consumer", "stream")
+        .agg(
+            F.sum("n").alias("received"),
+            F.sum(F.bit_count("bits")).cast("long").alias("unique"),
+            F.sum(F.bit_count(F.col("bits").bitwiseAND(F.bitwise_not("early"))))
+            .cast("long")
+            .alias("drained"),
+            F.min("seq_min").alias("seq_min"),
+            F.max("seq_max").alias("seq_max"),
+            F.min("t_first_recv_ns").alias("t_first_recv_ns"),
+            F.max("t_last_recv_ns").alias("t_last_recv_ns"),
+            F.sum("bytes").alias("bytes"),
+            F.sum("went_in").cast("long").alias("went_in"),
+            F.sum("came_out").cast("long").alias("came_out"),
+        )
+        .withColumn("duplicates", F.col("received") - F.col("unique"))
+    )
 
 
 def last_seq_per_consumer(recvs: DataFrame, runs: Iterable[int]) -> DataFrame:
     """Per (run, consumer, stream) the highest seq each real consumer received, for the
     given runs only: the certain line of round-robin runs whose drain was cut short."""
-    return (recvs.where(F.col("run").isin(list(runs))).groupBy("run", "consumer", "stream")
-            .agg(F.max("seq").alias("seq_max")))
+    return (
+        recvs.where(F.col("run").isin(list(runs)))
+        .groupBy("run", "consumer", "stream")
+        .agg(F.max("seq").alias("seq_max"))
+    )
 
 
-def distinct_below(recvs: DataFrame, limits: dict[tuple[int, int, int], int],
-                   fanout_runs: Iterable[int] = ()) -> DataFrame:
+def distinct_below(
+    recvs: DataFrame, limits: dict[tuple[int, int, int], int], fanout_runs: Iterable[int] = ()
+) -> DataFrame:
     """Exact distinct seqs below a limit per (run, consumer key, stream), for the views in
     `limits` ({(run, consumer key, stream): limit}) only."""
     key = consumer_key(fanout_runs)
-    packed = F.col("run").cast("long") * F.lit(1 << 40) + (key.cast("long") + 1) * F.lit(1 << 20) + F.col("stream")
-    table = F.create_map(*[x for (run, c, st), lim in limits.items()
-                           for x in (F.lit((run << 40) + ((c + 1) << 20) + st), F.lit(int(lim)))])
-    rows = (recvs.select("run", key.alias("consumer"), "stream", "seq", table[packed].alias("limit"),
-                         F.lit(True).alias("drain"))
-            .where(F.col("seq") < F.col("limit")))
-    return (_words(rows).groupBy("run", "consumer", "stream")
-            .agg(F.sum(F.bit_count("bits")).cast("long").alias("got_below_limit")))
+    packed = (
+        F.col("run").cast("long") * F.lit(1 << 40)
+        + (key.cast("long") + 1) * F.lit(1 << 20)
+        + F.col("stream")
+    )
+    table = F.create_map(
+        *[
+            x
+            for (run, c, st), lim in limits.items()
+            for x in (F.lit((run << 40) + ((c + 1) << 20) + st), F.lit(int(lim)))
+        ]
+    )
+    rows = recvs.select(
+        "run",
+        key.alias("consumer"),
+        "stream",
+        "seq",
+        table[packed].alias("limit"),
+        F.lit(True).alias("drain"),
+    ).where(F.col("seq") < F.col("limit"))
+    return (
+        _words(rows)
+        .groupBy("run", "consumer", "stream")
+        .agg(F.sum(F.bit_count("bits")).cast("long").alias("got_below_limit"))
+    )
 
 
-def send_counts(sends: DataFrame, recv_sum: DataFrame, topic_runs: TopicRuns | None = None) -> DataFrame:
+def send_counts(
+    sends: DataFrame, recv_sum: DataFrame, topic_runs: TopicRuns | None = None
+) -> DataFrame:
     """Per (run, stream, consumer): send attempts by outcome, and how many ok sends fall
     before the first / after the last seq that consumer received and below its certain
     line (`limit`), with the small per-consumer ranges broadcast. consumer is null for a
@@ -178,13 +255,23 @@ def send_counts(sends: DataFrame, recv_sum: DataFrame, topic_runs: TopicRuns | N
     in one run, `send_cells` + `send_counts_from_cells` give the same without a join
     (literal map lookups: measured 17.6 s -> see docs/BENCHMARKS.md).
     """
-    joined = sends.join(F.broadcast(recv_sum.select("run", "stream", "consumer", "seq_min", "seq_max", "limit")),
-                        ["run", "stream"], "left")
-    rows = joined.select("run", "stream", "consumer", "status", F.lit(1).alias("n"),
-                         F.col("size").cast("long").alias("bytes"),
-                         _seq_position(F.col("seq_min"), F.col("seq_max")).alias("pos"),
-                         _below(F.col("limit")).alias("below"), subscribed(topic_runs).alias("mine"),
-                         *[F.col(src).alias(f) for f, src in _SEND_TIME_COLUMNS])
+    joined = sends.join(
+        F.broadcast(recv_sum.select("run", "stream", "consumer", "seq_min", "seq_max", "limit")),
+        ["run", "stream"],
+        "left",
+    )
+    rows = joined.select(
+        "run",
+        "stream",
+        "consumer",
+        "status",
+        F.lit(1).alias("n"),
+        F.col("size").cast("long").alias("bytes"),
+        _seq_position(F.col("seq_min"), F.col("seq_max")).alias("pos"),
+        _below(F.col("limit")).alias("below"),
+        subscribed(topic_runs).alias("mine"),
+        *[F.col(src).alias(f) for f, src in _SEND_TIME_COLUMNS],
+    )
     return send_counts_from_cells(rows)
 
 
@@ -194,40 +281,51 @@ def _below(limit: Column) -> Column:
 
 
 # The first / last times per send row, named as in `send_cells` (where they are per cell).
-_SEND_TIME_COLUMNS = (("t_first_intended_ns", "t_intended_ns"), ("t_last_intended_ns", "t_intended_ns"),
-                      ("t_first_send_ns", "t_sent_ns"), ("t_last_send_ns", "t_sent_ns"))
+_SEND_TIME_COLUMNS = (
+    ("t_first_intended_ns", "t_intended_ns"),
+    ("t_last_intended_ns", "t_intended_ns"),
+    ("t_first_send_ns", "t_sent_ns"),
+    ("t_last_send_ns", "t_sent_ns"),
+)
 
 
 def _seq_position(seq_min: Column, seq_max: Column) -> Column:
     """Where a send's seq lies against the received range: -1 before, 0 inside, 1 after,
     null when nobody received that stream."""
-    return (F.when(seq_min.isNull(), F.lit(None)).when(F.col("seq") < seq_min, F.lit(-1))
-            .when(F.col("seq") > seq_max, F.lit(1)).otherwise(F.lit(0)).cast("int"))
+    return (
+        F.when(seq_min.isNull(), F.lit(None))
+        .when(F.col("seq") < seq_min, F.lit(-1))
+        .when(F.col("seq") > seq_max, F.lit(1))
+        .otherwise(F.lit(0))
+        .cast("int")
+    )
 
 
 def send_counts_from_cells(rows: DataFrame) -> DataFrame:
     """The send counts from `send_cells` made with single-consumer edges, or from the rows
     `send_counts` joins (same columns, n = 1): the one place the outcome rules are written."""
     ok = F.col("status") == SendStatus.OK
-    mine = ok & (F.col("mine") if "mine" in rows.columns else F.lit(True))     # in the consumer's view
+    mine = ok & (F.col("mine") if "mine" in rows.columns else F.lit(True))  # in the consumer's view
 
     def count_if(cond: Column) -> Column:
         return F.sum(F.when(cond, F.col("n")).otherwise(0)).cast("long")
 
-    return (rows.groupBy("run", "stream", "consumer")
-            .agg(F.sum("n").cast("long").alias("attempted"),
-                 count_if(ok).alias("sent"), count_if(mine).alias("expected"),
-                 F.sum(F.when(ok, F.col("bytes")).otherwise(0)).cast("long").alias("sent_bytes"),
-                 count_if(F.col("status") == SendStatus.EAGAIN).alias("eagain"),
-                 count_if(F.col("status") == SendStatus.TIMEOUT).alias("timeout"),
-                 count_if(F.col("status") == SendStatus.ERROR).alias("errors"),
-                 count_if(mine & (F.col("pos") == -1)).alias("sent_before_first"),
-                 count_if(mine & (F.col("pos") == 1)).alias("sent_after_last"),
-                 count_if(mine & F.col("below")).alias("sent_below_limit"),
-                 F.min("t_first_intended_ns").alias("t_first_intended_ns"),
-                 F.max("t_last_intended_ns").alias("t_last_intended_ns"),
-                 F.min(F.when(ok, F.col("t_first_send_ns"))).alias("t_first_send_ns"),
-                 F.max(F.when(ok, F.col("t_last_send_ns"))).alias("t_last_send_ns")))
+    return rows.groupBy("run", "stream", "consumer").agg(
+        F.sum("n").cast("long").alias("attempted"),
+        count_if(ok).alias("sent"),
+        count_if(mine).alias("expected"),
+        F.sum(F.when(ok, F.col("bytes")).otherwise(0)).cast("long").alias("sent_bytes"),
+        count_if(F.col("status") == SendStatus.EAGAIN).alias("eagain"),
+        count_if(F.col("status") == SendStatus.TIMEOUT).alias("timeout"),
+        count_if(F.col("status") == SendStatus.ERROR).alias("errors"),
+        count_if(mine & (F.col("pos") == -1)).alias("sent_before_first"),
+        count_if(mine & (F.col("pos") == 1)).alias("sent_after_last"),
+        count_if(mine & F.col("below")).alias("sent_below_limit"),
+        F.min("t_first_intended_ns").alias("t_first_intended_ns"),
+        F.max("t_last_intended_ns").alias("t_last_intended_ns"),
+        F.min(F.when(ok, F.col("t_first_send_ns"))).alias("t_first_send_ns"),
+        F.max(F.when(ok, F.col("t_last_send_ns"))).alias("t_last_send_ns"),
+    )
 
 
 def _on_dead_stream(dead_streams: dict[int, list[int]] | None) -> Column:
@@ -239,70 +337,123 @@ def _on_dead_stream(dead_streams: dict[int, list[int]] | None) -> Column:
     return died
 
 
-def with_received_sends(sends: DataFrame, recvs: DataFrame, dead_streams: dict[int, list[int]]) -> DataFrame:
+def with_received_sends(
+    sends: DataFrame, recvs: DataFrame, dead_streams: dict[int, list[int]]
+) -> DataFrame:
     """The send records with those a dead producer lost rebuilt from its consumers' receive
     records (which carry the send times and size): a message that arrived was evidently
     sent, as the run counts it (runner/salvage.py). Only dead producers' streams are
     joined, so complete runs pay nothing."""
     on_dead = _on_dead_stream(dead_streams)
     ok = sends.where(on_dead & (F.col("status") == SendStatus.OK)).select("run", "stream", "seq")
-    got = (recvs.where(on_dead).groupBy("run", "stream", "seq")
-           .agg(F.min("t_intended_ns").alias("t_intended_ns"), F.min("t_sent_ns").alias("t_sent_ns"),
-                F.first("size").alias("size")))
-    lost_records = (got.join(ok, ["run", "stream", "seq"], "left_anti")
-                    .withColumn("status", F.lit(int(SendStatus.OK)).cast(sends.schema["status"].dataType)))
+    got = (
+        recvs.where(on_dead)
+        .groupBy("run", "stream", "seq")
+        .agg(
+            F.min("t_intended_ns").alias("t_intended_ns"),
+            F.min("t_sent_ns").alias("t_sent_ns"),
+            F.first("size").alias("size"),
+        )
+    )
+    lost_records = got.join(ok, ["run", "stream", "seq"], "left_anti").withColumn(
+        "status", F.lit(int(SendStatus.OK)).cast(sends.schema["status"].dataType)
+    )
     return sends.unionByName(lost_records.select(*sends.columns))
 
 
 def _reset_times(resets: Mapping[int, list[int]]) -> Column:
     """Each record's run's reset times ({run: [t_ns, ...]}), exploded with posexplode into
     (reset, t_reset_ns): one row per record and reset."""
-    table = F.create_map(*[x for run, times in resets.items()
-                           for x in (F.lit(run), F.array(*[F.lit(int(t)) for t in times]))])
+    table = F.create_map(
+        *[
+            x
+            for run, times in resets.items()
+            for x in (F.lit(run), F.array(*[F.lit(int(t)) for t in times]))
+        ]
+    )
     return F.posexplode(table[F.col("run")]).alias("reset", "t_reset_ns")
 
 
 def first_sent_after(sends: DataFrame, resets: Mapping[int, list[int]]) -> DataFrame:
     """Per (run, stream, reset): `k`, the first seq sent after the reset (contract/fates.py
     reset_region), for the runs in `resets` ({run: [t_ns]}) only."""
-    rows = sends.where(F.col("run").isin(list(resets))).select("run", "stream", "seq", "t_sent_ns",
-                                                               _reset_times(resets))
-    return (rows.where(F.col("t_sent_ns") > F.col("t_reset_ns")).groupBy("run", "stream", "reset")
-            .agg(F.min("seq").alias("k")))
+    rows = sends.where(F.col("run").isin(list(resets))).select(
+        "run", "stream", "seq", "t_sent_ns", _reset_times(resets)
+    )
+    return (
+        rows.where(F.col("t_sent_ns") > F.col("t_reset_ns"))
+        .groupBy("run", "stream", "reset")
+        .agg(F.min("seq").alias("k"))
+    )
 
 
-def reset_receipts(recvs: DataFrame, resets: Mapping[int, list[int]],
-                   firsts: Mapping[tuple[int, int, int], int]) -> DataFrame:
+def reset_receipts(
+    recvs: DataFrame, resets: Mapping[int, list[int]], firsts: Mapping[tuple[int, int, int], int]
+) -> DataFrame:
     """Per (run, real consumer, stream, reset): `received_by`, the highest seq received by the
     reset's time in `resets` (when its abort was asked for), and `back_at`, the first received at or after `firsts`' k ({(run, stream, reset): k}):
     the marks of contract/fates.py reset_region."""
-    key = F.col("run").cast("long") * F.lit(1 << 40) + F.col("stream").cast("long") * F.lit(1 << 20) + F.col("reset")
-    table = F.create_map(*[x for (run, st, reset), k in firsts.items()
-                           for x in (F.lit((run << 40) + (st << 20) + reset), F.lit(int(k)))])
-    rows = (recvs.where(F.col("run").isin(list(resets)))
-            .select("run", "consumer", "stream", "seq", "t_recv_ns", _reset_times(resets)))
+    key = (
+        F.col("run").cast("long") * F.lit(1 << 40)
+        + F.col("stream").cast("long") * F.lit(1 << 20)
+        + F.col("reset")
+    )
+    table = F.create_map(
+        *[
+            x
+            for (run, st, reset), k in firsts.items()
+            for x in (F.lit((run << 40) + (st << 20) + reset), F.lit(int(k)))
+        ]
+    )
+    rows = recvs.where(F.col("run").isin(list(resets))).select(
+        "run", "consumer", "stream", "seq", "t_recv_ns", _reset_times(resets)
+    )
     k = table[key] if firsts else F.lit(None).cast("long")
-    return (rows.groupBy("run", "consumer", "stream", "reset")
-            .agg(F.max(F.when(F.col("t_recv_ns") <= F.col("t_reset_ns"), F.col("seq"))).alias("received_by"),
-                 F.min(F.when(F.col("seq") >= k, F.col("seq"))).alias("back_at")))
+    return rows.groupBy("run", "consumer", "stream", "reset").agg(
+        F.max(F.when(F.col("t_recv_ns") <= F.col("t_reset_ns"), F.col("seq"))).alias("received_by"),
+        F.min(F.when(F.col("seq") >= k, F.col("seq"))).alias("back_at"),
+    )
 
 
-def reset_losses(sends: DataFrame, recvs: DataFrame, regions: DataFrame, fanout_runs: Iterable[int] = (),
-                 topic_runs: TopicRuns | None = None) -> DataFrame:
+def reset_losses(
+    sends: DataFrame,
+    recvs: DataFrame,
+    regions: DataFrame,
+    fanout_runs: Iterable[int] = (),
+    topic_runs: TopicRuns | None = None,
+) -> DataFrame:
     """Per (run, consumer key, stream) of `regions` (run, consumer, stream, lo, hi, limit, seq_min:
     the disjoint reset regions of each view, its certain line and first arrival): the ok sends in
     them below the line before the first arrival (`reset_start`) and from it on (`reset_sent_mid`),
     and the distinct seqs that view received there (`reset_got`); with topics, of the view's topics."""
     ranges = F.broadcast(regions)
     in_range = (F.col("seq") >= F.col("lo")) & (F.col("seq") < F.col("hi")) & _below(F.col("limit"))
-    sent = (sends.where(F.col("status") == SendStatus.OK).join(ranges, ["run", "stream"])
-            .where(in_range & subscribed(topic_runs))
-            .groupBy("run", "consumer", "stream")
-            .agg(F.sum((F.col("seq") < F.col("seq_min")).cast("long")).alias("reset_start"),
-                 F.sum((F.col("seq") >= F.col("seq_min")).cast("long")).alias("reset_sent_mid")))
-    got = (recvs.select("run", consumer_key(fanout_runs).alias("consumer"), "stream", "seq", F.lit(True).alias("drain"))
-           .join(ranges, ["run", "consumer", "stream"]).where(in_range))
-    got = _words(got).groupBy("run", "consumer", "stream").agg(F.sum(F.bit_count("bits")).cast("long").alias("reset_got"))
+    sent = (
+        sends.where(F.col("status") == SendStatus.OK)
+        .join(ranges, ["run", "stream"])
+        .where(in_range & subscribed(topic_runs))
+        .groupBy("run", "consumer", "stream")
+        .agg(
+            F.sum((F.col("seq") < F.col("seq_min")).cast("long")).alias("reset_start"),
+            F.sum((F.col("seq") >= F.col("seq_min")).cast("long")).alias("reset_sent_mid"),
+        )
+    )
+    got = (
+        recvs.select(
+            "run",
+            consumer_key(fanout_runs).alias("consumer"),
+            "stream",
+            "seq",
+            F.lit(True).alias("drain"),
+        )
+        .join(ranges, ["run", "consumer", "stream"])
+        .where(in_range)
+    )
+    got = (
+        _words(got)
+        .groupBy("run", "consumer", "stream")
+        .agg(F.sum(F.bit_count("bits")).cast("long").alias("reset_got"))
+    )
     return sent.join(got, ["run", "consumer", "stream"], "left").fillna(0, ["reset_got"])
 
 
@@ -313,14 +464,22 @@ def reordering(recvs: DataFrame, fanout_runs: Iterable[int] = ()) -> DataFrame:
     The window is partitioned by (run, consumer, stream), so it spreads over streams; a single
     stream is one partition (one core), the cost of needing receive order at all.
     """
-    w = (Window.partitionBy("run", "consumer", "stream").orderBy("t_recv_ns", "seq")
-         .rowsBetween(Window.unboundedPreceding, -1))
+    w = (
+        Window.partitionBy("run", "consumer", "stream")
+        .orderBy("t_recv_ns", "seq")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
     r = recvs.select("run", "consumer", "stream", "seq", "t_recv_ns")
     flagged = r.withColumn("late", (F.col("seq") < F.max("seq").over(w)).cast("int"))
-    out = flagged.groupBy("run", "consumer", "stream").agg(F.sum("late").cast("long").alias("reordered"))
+    out = flagged.groupBy("run", "consumer", "stream").agg(
+        F.sum("late").cast("long").alias("reordered")
+    )
     key = consumer_key(fanout_runs)
-    return out.withColumn("consumer", key).groupBy("run", "consumer", "stream").agg(
-        F.sum("reordered").alias("reordered"))
+    return (
+        out.withColumn("consumer", key)
+        .groupBy("run", "consumer", "stream")
+        .agg(F.sum("reordered").alias("reordered"))
+    )
 
 
 def _bucket_by_bit_length(v: str, lo: int, hi: int) -> str:
@@ -329,15 +488,17 @@ def _bucket_by_bit_length(v: str, lo: int, hi: int) -> str:
     (negative ones too), values above it to the highest."""
     if lo == hi:
         if lo <= rule.SIGNIFICANT_BITS:
-            return f"greatest({v}, 0L)"     # below 2 * SUB_BUCKETS a bucket per value; <= 0 is 0
+            return f"greatest({v}, 0L)"  # below 2 * SUB_BUCKETS a bucket per value; <= 0 is 0
         shift = lo - rule.SIGNIFICANT_BITS
         if shift > rule.MAX_SHIFT:
             return str(rule.N_BUCKETS - 1)
         # (shift + 1) * SUB_BUCKETS + (v >> shift) - SUB_BUCKETS, with the leaf's shift
         return f"({shift * rule.SUB_BUCKETS} + shiftright({v}, {shift}))"
-    mid = (lo + hi + 1) // 2            # b >= mid  <=>  v >= 2 ** (mid - 1)
-    return (f"case when {v} >= {1 << (mid - 1)}L then {_bucket_by_bit_length(v, mid, hi)} "
-            f"else {_bucket_by_bit_length(v, lo, mid - 1)} end")
+    mid = (lo + hi + 1) // 2  # b >= mid  <=>  v >= 2 ** (mid - 1)
+    return (
+        f"case when {v} >= {1 << (mid - 1)}L then {_bucket_by_bit_length(v, mid, hi)} "
+        f"else {_bucket_by_bit_length(v, lo, mid - 1)} end"
+    )
 
 
 def log_bucket(column: str) -> Column:
@@ -349,12 +510,15 @@ def log_bucket(column: str) -> Column:
     vs 4.1 s per bucket column, warm). Give it a column, not an expression: the value is
     read at every comparison, and an expression would be generated as code at each (the
     JIT then left the scan's method uncompiled). One SQL expression, one Py4J call."""
-    top = rule.SIGNIFICANT_BITS + rule.MAX_SHIFT + 1     # this bit length and above: the last bucket
+    top = rule.SIGNIFICANT_BITS + rule.MAX_SHIFT + 1  # this bit length and above: the last bucket
     return F.expr(f"cast({_bucket_by_bit_length(column, rule.SIGNIFICANT_BITS, top)} as int)")
 
 
-def latency_pairs(recvs: DataFrame, fanout_runs: Iterable[int] = (),
-                  drain_starts: dict[tuple[int, int], int] | None = None) -> DataFrame:
+def latency_pairs(
+    recvs: DataFrame,
+    fanout_runs: Iterable[int] = (),
+    drain_starts: dict[tuple[int, int], int] | None = None,
+) -> DataFrame:
     """Both receive latencies in one scan: per (run, consumer key, stream, drain, bi, bs) the
     count, max and sum of each latency, where bi / bs are the log buckets of the latency from
     the intended and from the actual send time and drain whether the record came in its
@@ -364,13 +528,28 @@ def latency_pairs(recvs: DataFrame, fanout_runs: Iterable[int] = (),
 
     Not crossed with the time windows (`recv_windows`) to share a scan: the cross product
     held 2.3M cells at 100M records and took 13.2 s against 7.8 s for the two scans (warm)."""
-    lat = recvs.select("run", consumer_key(fanout_runs).alias("consumer"), "stream",
-                       in_drain(drain_starts).alias("drain"),
-                       (F.col("t_recv_ns") - F.col("t_intended_ns")).alias("li"),
-                       (F.col("t_recv_ns") - F.col("t_sent_ns")).alias("ls"))
-    return (lat.groupBy("run", "consumer", "stream", "drain", log_bucket("li").alias("bi"), log_bucket("ls").alias("bs"))
-            .agg(F.count(F.lit(1)).alias("n"), F.max("li").alias("mi"), F.max("ls").alias("ms"),
-                 F.sum("li").alias("si"), F.sum("ls").alias("ss")))
+    lat = recvs.select(
+        "run",
+        consumer_key(fanout_runs).alias("consumer"),
+        "stream",
+        in_drain(drain_starts).alias("drain"),
+        (F.col("t_recv_ns") - F.col("t_intended_ns")).alias("li"),
+        (F.col("t_recv_ns") - F.col("t_sent_ns")).alias("ls"),
+    )
+    return lat.groupBy(
+        "run",
+        "consumer",
+        "stream",
+        "drain",
+        log_bucket("li").alias("bi"),
+        log_bucket("ls").alias("bs"),
+    ).agg(
+        F.count(F.lit(1)).alias("n"),
+        F.max("li").alias("mi"),
+        F.max("ls").alias("ms"),
+        F.sum("li").alias("si"),
+        F.sum("ls").alias("ss"),
+    )
 
 
 Edge = tuple[int, int, int, int, int, Optional[int]]
@@ -392,21 +571,48 @@ def send_cells(sends: DataFrame, edges: list[Edge] | None = None) -> DataFrame:
     ok = F.col("status") == SendStatus.OK
     stall = F.col("t_sent_ns") - F.col("t_intended_ns")
     consumer, seq_min, seq_max, limit = _edge_lookup(edges)
-    rows = sends.select("run", "stream", consumer.alias("consumer"), "status", ok.alias("ok"),
-                        _seq_position(seq_min, seq_max).alias("pos"), _below(limit).alias("below"),
-                        stall.alias("v"), "t_intended_ns", "t_sent_ns", "size")
-    return (rows.groupBy("run", "stream", "consumer", "status",
-                         F.when(F.col("ok"), log_bucket("v")).otherwise(F.lit(-2)).alias("bucket"), "pos", "below")
-            .agg(F.count(F.lit(1)).alias("n"), F.max("v").alias("max"), F.sum("v").alias("sum"),
-                 F.sum(F.col("size").cast("long")).alias("bytes"),
-                 *[(F.min if f.startswith("t_first") else F.max)(src).alias(f) for f, src in _SEND_TIME_COLUMNS]))
+    rows = sends.select(
+        "run",
+        "stream",
+        consumer.alias("consumer"),
+        "status",
+        ok.alias("ok"),
+        _seq_position(seq_min, seq_max).alias("pos"),
+        _below(limit).alias("below"),
+        stall.alias("v"),
+        "t_intended_ns",
+        "t_sent_ns",
+        "size",
+    )
+    return rows.groupBy(
+        "run",
+        "stream",
+        "consumer",
+        "status",
+        F.when(F.col("ok"), log_bucket("v")).otherwise(F.lit(-2)).alias("bucket"),
+        "pos",
+        "below",
+    ).agg(
+        F.count(F.lit(1)).alias("n"),
+        F.max("v").alias("max"),
+        F.sum("v").alias("sum"),
+        F.sum(F.col("size").cast("long")).alias("bytes"),
+        *[
+            (F.min if f.startswith("t_first") else F.max)(src).alias(f)
+            for f, src in _SEND_TIME_COLUMNS
+        ],
+    )
 
 
 def single_consumer_edges(edges: list[Edge] | None) -> bool:
     """True when every stream has one receive range (not fan-out) within one run, so the
     range is a literal map lookup per row instead of a join."""
-    return (edges is not None and len({(e[0], e[2]) for e in edges}) == len(edges) and len(edges) <= 5000
-            and len({e[0] for e in edges}) <= 1)
+    return (
+        edges is not None
+        and len({(e[0], e[2]) for e in edges}) == len(edges)
+        and len(edges) <= 5000
+        and len({e[0] for e in edges}) <= 1
+    )
 
 
 def _edge_lookup(edges: list[Edge] | None) -> tuple[Column, Column, Column, Column]:
@@ -414,22 +620,35 @@ def _edge_lookup(edges: list[Edge] | None) -> tuple[Column, Column, Column, Colu
     nulls where unknown (no edges, not single-consumer, another run, a stream nobody
     received, no certain line)."""
     if not edges or not single_consumer_edges(edges):
-        return F.lit(None).cast("int"), F.lit(None).cast("long"), F.lit(None).cast("long"), F.lit(None).cast("long")
+        return (
+            F.lit(None).cast("int"),
+            F.lit(None).cast("long"),
+            F.lit(None).cast("long"),
+            F.lit(None).cast("long"),
+        )
     same_run = F.col("run") == F.lit(edges[0][0])
 
     def lookup(i: int) -> Column:
         pairs = [x for e in edges for x in (F.lit(e[2]), F.lit(e[i]).cast("long"))]
         return F.when(same_run, F.create_map(*pairs)[F.col("stream")])
+
     return lookup(1).cast("int"), lookup(3), lookup(4), lookup(5)
 
 
 def stall_histogram(cells: DataFrame) -> DataFrame:
     """Sender stall (t_sent - t_intended of ok sends) per (run, stream, bucket), from
     `send_cells`; consumer ALL (a send has no consumer)."""
-    return (cells.where(F.col("status") == SendStatus.OK)
-            .groupBy("run", "stream", "bucket")
-            .agg(F.sum("n").alias("count"), F.max("max").alias("max"), F.sum("sum").cast("long").alias("sum"))
-            .withColumn("metric", F.lit("stall")).withColumn("consumer", F.lit(ALL)))
+    return (
+        cells.where(F.col("status") == SendStatus.OK)
+        .groupBy("run", "stream", "bucket")
+        .agg(
+            F.sum("n").alias("count"),
+            F.max("max").alias("max"),
+            F.sum("sum").cast("long").alias("sum"),
+        )
+        .withColumn("metric", F.lit("stall"))
+        .withColumn("consumer", F.lit(ALL))
+    )
 
 
 def round_trip_histogram(replies: DataFrame) -> DataFrame:
@@ -438,27 +657,48 @@ def round_trip_histogram(replies: DataFrame) -> DataFrame:
     before it still counts its wait); consumer ALL (a producer's stream is its own). One
     scan, rows per bucket: as small as `stall_histogram`."""
     rtt = F.col("t_reply_ns") - F.col("t_intended_ns")
-    return (replies.select("run", "stream", rtt.alias("v"))
-            .groupBy("run", "stream", log_bucket("v").alias("bucket"))
-            .agg(F.count(F.lit(1)).alias("count"), F.max("v").alias("max"), F.sum("v").cast("long").alias("sum"))
-            .withColumn("metric", F.lit("round_trip")).withColumn("consumer", F.lit(ALL)))
+    return (
+        replies.select("run", "stream", rtt.alias("v"))
+        .groupBy("run", "stream", log_bucket("v").alias("bucket"))
+        .agg(
+            F.count(F.lit(1)).alias("count"),
+            F.max("v").alias("max"),
+            F.sum("v").cast("long").alias("sum"),
+        )
+        .withColumn("metric", F.lit("round_trip"))
+        .withColumn("consumer", F.lit(ALL))
+    )
 
 
 def answers(replies: DataFrame, served: Iterable[int]) -> DataFrame:
     """A service of the user's (req-rep with --role producer, run numbers `served`): its answers per
     (run, stream) from the replies records: how many, how many echoed the request's header (the
     rest were matched by order, docs/RECORDS.md), the first and last answer's time. One scan."""
-    return (replies.filter(F.col("run").isin(list(served))).groupBy("run", "stream")
-            .agg(F.count(F.lit(1)).alias("answered"), F.sum(F.col("echoed").cast("long")).alias("echoed"),
-                 F.min("t_reply_ns").alias("t_first_reply_ns"), F.max("t_reply_ns").alias("t_last_reply_ns")))
+    return (
+        replies.filter(F.col("run").isin(list(served)))
+        .groupBy("run", "stream")
+        .agg(
+            F.count(F.lit(1)).alias("answered"),
+            F.sum(F.col("echoed").cast("long")).alias("echoed"),
+            F.min("t_reply_ns").alias("t_first_reply_ns"),
+            F.max("t_reply_ns").alias("t_last_reply_ns"),
+        )
+    )
 
 
 def answer_windows(replies: DataFrame, window_ns: int, served: Iterable[int]) -> DataFrame:
     """A service's answers per window as `recv_windows` rows (received = answered, by the answer's
     time; no size: the answers are the service's): its answers' throughput over time."""
-    return recv_windows(replies.filter(F.col("run").isin(list(served)))
-                        .select("run", "stream", "t_sent_ns", F.col("t_reply_ns").alias("t_recv_ns"),
-                                F.lit(0).alias("size")), window_ns)
+    return recv_windows(
+        replies.filter(F.col("run").isin(list(served))).select(
+            "run",
+            "stream",
+            "t_sent_ns",
+            F.col("t_reply_ns").alias("t_recv_ns"),
+            F.lit(0).alias("size"),
+        ),
+        window_ns,
+    )
 
 
 # Receive latency metrics: from the intended send time (free of coordinated omission), from
@@ -468,7 +708,7 @@ RECV_METRICS = ("latency_intended", "latency_sent", "latency_delivered", "latenc
 
 
 DEFAULT_WINDOW_MS = 100.0
-MIN_WINDOWS = 30        # a run gets at least this many windows when --window-ms is not given
+MIN_WINDOWS = 30  # a run gets at least this many windows when --window-ms is not given
 _NICE_MS = (1, 2, 5, 10, 20, 50, 100)
 
 
@@ -488,20 +728,35 @@ def send_windows(sends: DataFrame, window_ns: int) -> DataFrame:
     """Send attempts per (run, stream, wi = t_intended div window, ws = t_sent div window,
     ok): one scan of the send records."""
     w = int(window_ns)
-    return (sends.select("run", "stream", F.expr(f"t_intended_ns div {w}").alias("wi"),
-                         F.expr(f"t_sent_ns div {w}").alias("ws"), (F.col("status") == SendStatus.OK).alias("ok"))
-            .groupBy("run", "stream", "wi", "ws", "ok").agg(F.count(F.lit(1)).alias("n")))
+    return (
+        sends.select(
+            "run",
+            "stream",
+            F.expr(f"t_intended_ns div {w}").alias("wi"),
+            F.expr(f"t_sent_ns div {w}").alias("ws"),
+            (F.col("status") == SendStatus.OK).alias("ok"),
+        )
+        .groupBy("run", "stream", "wi", "ws", "ok")
+        .agg(F.count(F.lit(1)).alias("n"))
+    )
 
 
 def recv_windows(recvs: DataFrame, window_ns: int, fanout_runs: Iterable[int] = ()) -> DataFrame:
     """Deliveries per (run, consumer key, stream, ws = t_sent div window, wr = t_recv div
     window), with bytes: one scan of the receive records."""
     w = int(window_ns)
-    return (recvs.select("run", consumer_key(fanout_runs).alias("consumer"), "stream",
-                         F.expr(f"t_sent_ns div {w}").alias("ws"), F.expr(f"t_recv_ns div {w}").alias("wr"),
-                         F.col("size").cast("long").alias("size"))
-            .groupBy("run", "consumer", "stream", "ws", "wr")
-            .agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes")))
+    return (
+        recvs.select(
+            "run",
+            consumer_key(fanout_runs).alias("consumer"),
+            "stream",
+            F.expr(f"t_sent_ns div {w}").alias("ws"),
+            F.expr(f"t_recv_ns div {w}").alias("wr"),
+            F.col("size").cast("long").alias("size"),
+        )
+        .groupBy("run", "consumer", "stream", "ws", "wr")
+        .agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes"))
+    )
 
 
 # -- the queue (measure/queue_replay.py): what the driver needs beyond the 1 ms receive windows -------------
@@ -509,8 +764,13 @@ def _bin(column: str) -> Column:
     return F.expr(f"{column} div {QUEUE_BIN_NS}")
 
 
-def unreceived_sends(sends: DataFrame, recvs: DataFrame, thresholds: dict[tuple[int, int, int], int],
-                     fanout_runs: Iterable[int] = (), topic_runs: TopicRuns | None = None) -> DataFrame:
+def unreceived_sends(
+    sends: DataFrame,
+    recvs: DataFrame,
+    thresholds: dict[tuple[int, int, int], int],
+    fanout_runs: Iterable[int] = (),
+    topic_runs: TopicRuns | None = None,
+) -> DataFrame:
     """The never-arrived messages that queued (measure/queue_replay.py: tail drops, stranded, unknown),
     per view: for each (run, consumer key, stream) in `thresholds` ({view: first seq}), the ok sends
     of that stream with seq >= the threshold that did not arrive at the view, as (run, consumer,
@@ -520,21 +780,32 @@ def unreceived_sends(sends: DataFrame, recvs: DataFrame, thresholds: dict[tuple[
     spark = sends.sparkSession
     table = spark.createDataFrame(views, "run int, consumer int, stream int, theta long")
     runs = sorted({v[0] for v in views})
-    lowest = F.col("seq") >= min(v[3] for v in views)     # a literal: Parquet skips the row groups below it
-    ok = (sends.where(F.col("run").isin(runs) & lowest & (F.col("status") == SendStatus.OK))
-          .join(F.broadcast(table), ["run", "stream"]).where((F.col("seq") >= F.col("theta")) & subscribed(topic_runs))
-          .select("run", "consumer", "stream", "seq", "t_sent_ns"))
-    got = (recvs.where(F.col("run").isin(runs) & lowest)
-           .select("run", consumer_key(fanout_runs).alias("consumer"), "stream", "seq")
-           .join(F.broadcast(table), ["run", "consumer", "stream"]).where(F.col("seq") >= F.col("theta"))
-           .select("run", "consumer", "stream", "seq"))
-    return ok.join(got, ["run", "consumer", "stream", "seq"], "left_anti").select("run", "consumer", "stream",
-                                                                                 "t_sent_ns")
+    lowest = F.col("seq") >= min(
+        v[3] for v in views
+    )  # a literal: Parquet skips the row groups below it
+    ok = (
+        sends.where(F.col("run").isin(runs) & lowest & (F.col("status") == SendStatus.OK))
+        .join(F.broadcast(table), ["run", "stream"])
+        .where((F.col("seq") >= F.col("theta")) & subscribed(topic_runs))
+        .select("run", "consumer", "stream", "seq", "t_sent_ns")
+    )
+    got = (
+        recvs.where(F.col("run").isin(runs) & lowest)
+        .select("run", consumer_key(fanout_runs).alias("consumer"), "stream", "seq")
+        .join(F.broadcast(table), ["run", "consumer", "stream"])
+        .where(F.col("seq") >= F.col("theta"))
+        .select("run", "consumer", "stream", "seq")
+    )
+    return ok.join(got, ["run", "consumer", "stream", "seq"], "left_anti").select(
+        "run", "consumer", "stream", "t_sent_ns"
+    )
 
 
 def time_bins(rows: DataFrame, column: str = "t_sent_ns") -> DataFrame:
     """Per (run, consumer, stream, bin of `column`): the count."""
-    return rows.groupBy("run", "consumer", "stream", _bin(column).alias("bin")).agg(F.count(F.lit(1)).alias("n"))
+    return rows.groupBy("run", "consumer", "stream", _bin(column).alias("bin")).agg(
+        F.count(F.lit(1)).alias("n")
+    )
 
 
 def _in_bins(column: str, bins: Mapping[int, Iterable[int]]) -> Column:
@@ -554,21 +825,32 @@ def _within(column: str, span: tuple[int, int]) -> Column:
     return (F.col(column) >= span[0]) & (F.col(column) < span[1])
 
 
-def times_in_bins(rows: DataFrame, bins: Mapping[int, Iterable[int]], column: str = "t_sent_ns") -> DataFrame:
+def times_in_bins(
+    rows: DataFrame, bins: Mapping[int, Iterable[int]], column: str = "t_sent_ns"
+) -> DataFrame:
     """The rows whose `column` falls in one of their run's `bins` ({run: [bin]})."""
-    return rows.where(_within(column, _span(bins)) & _in_bins(column, bins)).select("run", "consumer", "stream",
-                                                                                    column)
+    return rows.where(_within(column, _span(bins)) & _in_bins(column, bins)).select(
+        "run", "consumer", "stream", column
+    )
 
 
-def recv_events_in_bins(recvs: DataFrame, bins: Mapping[int, Iterable[int]], fanout_runs: Iterable[int] = ()) -> DataFrame:
+def recv_events_in_bins(
+    recvs: DataFrame, bins: Mapping[int, Iterable[int]], fanout_runs: Iterable[int] = ()
+) -> DataFrame:
     """Every receive record with its send or its receive time in one of its run's `bins`: (run,
     consumer key, stream, t_sent_ns or null, t_recv_ns or null), the events the exact queue peak
     replays (measure/queue_replay.py). The bins' time span is filtered first, so a piece of the replay
     reads only the row groups around it."""
     span = _span(bins)
     sent_in, recv_in = _in_bins("t_sent_ns", bins), _in_bins("t_recv_ns", bins)
-    return (recvs.where(F.col("run").isin(list(bins)) & (_within("t_sent_ns", span) | _within("t_recv_ns", span))
-                        & (sent_in | recv_in))
-            .select("run", consumer_key(fanout_runs).alias("consumer"), "stream",
-                    F.when(sent_in, F.col("t_sent_ns")).alias("t_sent_ns"),
-                    F.when(recv_in, F.col("t_recv_ns")).alias("t_recv_ns")))
+    return recvs.where(
+        F.col("run").isin(list(bins))
+        & (_within("t_sent_ns", span) | _within("t_recv_ns", span))
+        & (sent_in | recv_in)
+    ).select(
+        "run",
+        consumer_key(fanout_runs).alias("consumer"),
+        "stream",
+        F.when(sent_in, F.col("t_sent_ns")).alias("t_sent_ns"),
+        F.when(recv_in, F.col("t_recv_ns")).alias("t_recv_ns"),
+    )

@@ -1,6 +1,7 @@
 """Finding run directories (a run, a parent of `run=*/`, or several) and reading their records into
 Spark with a `run` column. Parts are listed and their footers checked here, not by Spark, so a
 missing kind is an empty DataFrame and a bad part costs only its own figures."""
+
 from __future__ import annotations
 
 import glob
@@ -22,7 +23,7 @@ from .errors import ReportInputError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-KINDS = ("sends", "recvs", "replies", "samples")      # the record kinds the report reads
+KINDS = ("sends", "recvs", "replies", "samples")  # the record kinds the report reads
 
 
 class BadFileWarning(str):
@@ -35,9 +36,11 @@ class RunInfo:
     path: str
     run_id: str
     record: rr.RunRecord
-    parts: dict[str, list[str]] = field(default_factory=dict)   # kind -> list of part files
+    parts: dict[str, list[str]] = field(default_factory=dict)  # kind -> list of part files
     warnings: list[str] = field(default_factory=list)
-    unreadable: dict[str, list[tuple[str, str]]] = field(default_factory=dict)   # kind -> (part file, why) left out
+    unreadable: dict[str, list[tuple[str, str]]] = field(
+        default_factory=dict
+    )  # kind -> (part file, why) left out
 
     @property
     def damaged(self) -> bool:
@@ -123,23 +126,36 @@ def read_run(path: str) -> RunInfo:
     base = os.path.basename(os.path.normpath(path))
     run_id = record.run_id or (base[4:] if base.startswith("run=") else base)
     if record.workload.role != "both" and not record.workload.serves:
-        mine, theirs = ("sends", "received") if record.workload.role == "producer" else ("receipts", "sent")
-        raise ReportInputError(f"run {run_id} is a {record.workload.role}-only run (--role {record.workload.role}): "
-                               f"what your side {theirs} is not seen, so the report has nothing to account for; its "
-                               f"{mine} are in its run.json (a half of zmqload's own with the same --run-name, "
-                               "given beside it, is joined with it into one run)")
+        mine, theirs = (
+            ("sends", "received") if record.workload.role == "producer" else ("receipts", "sent")
+        )
+        raise ReportInputError(
+            f"run {run_id} is a {record.workload.role}-only run (--role {record.workload.role}): "
+            f"what your side {theirs} is not seen, so the report has nothing to account for; its "
+            f"{mine} are in its run.json (a half of zmqload's own with the same --run-name, "
+            "given beside it, is joined with it into one run)"
+        )
     info = RunInfo(path=os.path.abspath(path), run_id=run_id, record=record)
     for kind in KINDS:
         _sort_out_parts(info, kind)
     if info.damaged:
         bad = [(p, why) for kind in KINDS for p, why in info.unreadable.get(kind, ())]
         lost = [k for k in ("recvs", "sends", "replies") if info.unreadable.get(k)]
-        info.warnings.append(BadFileWarning(
-            f"run {run_id}: {len(bad)} unreadable part{'s' * (len(bad) > 1)} left out: "
-            + "; ".join(f"{os.path.relpath(p, info.path)} ({why})" for p, why in bad)
-            + (f"; its {' and '.join(lost)} figures are marked not computed (-)" if lost else "")))
+        info.warnings.append(
+            BadFileWarning(
+                f"run {run_id}: {len(bad)} unreadable part{'s' * (len(bad) > 1)} left out: "
+                + "; ".join(f"{os.path.relpath(p, info.path)} ({why})" for p, why in bad)
+                + (
+                    f"; its {' and '.join(lost)} figures are marked not computed (-)"
+                    if lost
+                    else ""
+                )
+            )
+        )
     if info.interrupted:
-        info.warnings.append(f"run {run_id} was interrupted (status {info.status}): figures cover what was recorded")
+        info.warnings.append(
+            f"run {run_id} was interrupted (status {info.status}): figures cover what was recorded"
+        )
     elif info.status is RunStatus.FAILED:
         info.warnings.append(f"run {run_id} failed: {record.error or 'no error recorded'}")
     if not info.parts["recvs"] and not info.parts["sends"]:
@@ -147,8 +163,9 @@ def read_run(path: str) -> RunInfo:
     return info
 
 
-def discover_runs(paths: Union[str, os.PathLike[str], Sequence[Union[str, os.PathLike[str]]]]
-                  ) -> tuple[list[RunInfo], list[str]]:
+def discover_runs(
+    paths: Union[str, os.PathLike[str], Sequence[Union[str, os.PathLike[str]]]],
+) -> tuple[list[RunInfo], list[str]]:
     """Run directories under `paths` and one-line warnings about what was skipped.
 
     A missing path, or a path holding no runs at all, is a ReportInputError. A bad run among
@@ -169,15 +186,24 @@ def discover_runs(paths: Union[str, os.PathLike[str], Sequence[Union[str, os.Pat
             candidates, single = [p], True
         else:
             candidates = sorted(d for d in glob.glob(os.path.join(p, "run=*")) if os.path.isdir(d))
-            candidates += sorted(os.path.dirname(f) for f in glob.glob(os.path.join(p, "*", rr.RUN_FILE))
-                                 if not os.path.basename(os.path.dirname(f)).startswith("run="))
+            candidates += sorted(
+                os.path.dirname(f)
+                for f in glob.glob(os.path.join(p, "*", rr.RUN_FILE))
+                if not os.path.basename(os.path.dirname(f)).startswith("run=")
+            )
             # the halves of a split run that was joined: the joined run stands for them
             names = {os.path.basename(d) for d in candidates}
-            candidates = [d for d in candidates if (half := rr.half_of(os.path.basename(d))) is None
-                          or rr.run_dir_name(half[0]) not in names]
+            candidates = [
+                d
+                for d in candidates
+                if (half := rr.half_of(os.path.basename(d))) is None
+                or rr.run_dir_name(half[0]) not in names
+            ]
             single = False
             if not candidates:
-                raise ReportInputError(f"{p}: not a zmqload run (no run.json) and no run=*/ directories under it")
+                raise ReportInputError(
+                    f"{p}: not a zmqload run (no run.json) and no run=*/ directories under it"
+                )
         for d in candidates:
             key = os.path.realpath(d)
             if key in seen:
@@ -188,7 +214,9 @@ def discover_runs(paths: Union[str, os.PathLike[str], Sequence[Union[str, os.Pat
             except ReportInputError as e:
                 if single and len(paths) == 1:
                     raise
-                warnings.append(BadFileWarning(f"skipped run {os.path.basename(os.path.normpath(d))}: {e}"))
+                warnings.append(
+                    BadFileWarning(f"skipped run {os.path.basename(os.path.normpath(d))}: {e}")
+                )
                 continue
             runs.append(info)
             warnings.extend(info.warnings)
@@ -214,7 +242,9 @@ def load_records(spark: SparkSession, runs: list[RunInfo], kind: str) -> DataFra
     from pyspark.sql.types import StructType
 
     # An explicit schema spares Spark a footer scan of every part to infer one.
-    schema = cast(StructType, StructType.fromDDL(SCHEMAS[kind].ddl))     # a struct's DDL gives a StructType
+    schema = cast(
+        StructType, StructType.fromDDL(SCHEMAS[kind].ddl)
+    )  # a struct's DDL gives a StructType
     files = [f for r in runs for f in r.parts.get(kind, ())]
     if not files:
         empty = spark.createDataFrame([], schema)
@@ -229,7 +259,10 @@ def load_records(spark: SparkSession, runs: list[RunInfo], kind: str) -> DataFra
     else:
         # _metadata.file_path is a URI (file:///...); compare on the decoded directory.
         mapping = F.create_map(*[x for d, i in dir_to_run.items() for x in (F.lit(d), F.lit(i))])
-        parent = F.regexp_replace(F.regexp_extract(F.col("_metadata.file_path"), r"^(?:file:)?/*(/.*)/[^/]+$", 1),
-                                  "^/+", "/")
+        parent = F.regexp_replace(
+            F.regexp_extract(F.col("_metadata.file_path"), r"^(?:file:)?/*(/.*)/[^/]+$", 1),
+            "^/+",
+            "/",
+        )
         run_col = mapping[F.url_decode(parent)]
     return df.select(run_col.cast("int").alias("run"), *df.columns)

@@ -1,6 +1,7 @@
 """The report's SparkSession, sized for a small machine unless --master says otherwise, or a Spark
 Connect session (--remote). Every way Spark can fail to start becomes one line before the JVM prints
 a trace: options checked here, the JVM's output to a log file, connecting bounded."""
+
 from __future__ import annotations
 
 import atexit
@@ -49,21 +50,27 @@ def _check_reachable(master: str, timeout_s: float) -> None:
     """Fail fast where nothing listens at the master's address (Spark retries for ~60 s)."""
     if master == "yarn":
         if not (os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")):
-            raise ConfigError("--master", "got 'yarn' but neither HADOOP_CONF_DIR nor YARN_CONF_DIR is set; "
-                                          f"accepted: {MASTERS_ACCEPTED}")
+            raise ConfigError(
+                "--master",
+                "got 'yarn' but neither HADOOP_CONF_DIR nor YARN_CONF_DIR is set; "
+                f"accepted: {MASTERS_ACCEPTED}",
+            )
         return
     if not master.startswith("spark://"):
         return
     reasons = []
-    for hostport in master[len("spark://"):].split(","):
+    for hostport in master[len("spark://") :].split(","):
         host, _, port = hostport.rpartition(":")
         try:
             with socket.create_connection((host, int(port)), timeout=min(timeout_s, 5.0)):
                 return
         except OSError as e:
             reasons.append(f"{hostport}: {e.strerror or e.__class__.__name__}")
-    raise ConfigError("--master", f"no Spark master answers at {master} ({'; '.join(reasons)}); "
-                                  "start it or give a reachable one, or leave --master out for the embedded local Spark")
+    raise ConfigError(
+        "--master",
+        f"no Spark master answers at {master} ({'; '.join(reasons)}); "
+        "start it or give a reachable one, or leave --master out for the embedded local Spark",
+    )
 
 
 def _quiet_log4j() -> str:
@@ -105,7 +112,7 @@ def _launch_gateway(conf: SparkConf, log_path: str, debug: bool) -> None:
     from pyspark import SparkContext
     from pyspark.java_gateway import launch_gateway
 
-    if SparkContext._gateway is not None:     # a JVM from an earlier session in this process
+    if SparkContext._gateway is not None:  # a JVM from an earlier session in this process
         return
     if debug:
         gateway = launch_gateway(conf)  # type: ignore[no-untyped-call]
@@ -113,8 +120,10 @@ def _launch_gateway(conf: SparkConf, log_path: str, debug: bool) -> None:
         with open(log_path, "ab") as log:
             try:
                 gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})  # type: ignore[no-untyped-call]
-            except Exception:       # noqa: BLE001 - pyspark's error names no cause; the log does
-                raise RunError(f"Spark did not start: {_jvm_failure(log_path)} (log: {log_path})") from None
+            except Exception:  # noqa: BLE001 - pyspark's error names no cause; the log does
+                raise RunError(
+                    f"Spark did not start: {_jvm_failure(log_path)} (log: {log_path})"
+                ) from None
         # Kept only when the JVM did not start (the error names it); the JVM may write to it
         # until this process exits, which on Linux an unlink does not disturb.
         atexit.register(_remove, log_path)
@@ -133,15 +142,19 @@ def _bounded(what: str, timeout_s: float, call: Callable[[], T]) -> T:
         proc = getattr(SparkContext._gateway, "proc", None)
         if proc is not None:
             proc.kill()
+
     timer = threading.Timer(timeout_s, kill)
     timer.daemon = True
     timer.start()
     try:
         return call()
-    except Exception:       # noqa: BLE001 - after the kill any error is the timeout's
+    except Exception:  # noqa: BLE001 - after the kill any error is the timeout's
         if expired.is_set():
-            raise ConfigError("--master", f"{what} within {timeout_s:g} s (--master-timeout); accepted: a master "
-                                          "that answers and has a worker free") from None
+            raise ConfigError(
+                "--master",
+                f"{what} within {timeout_s:g} s (--master-timeout); accepted: a master "
+                "that answers and has a worker free",
+            ) from None
         raise
     finally:
         timer.cancel()
@@ -151,11 +164,14 @@ def _wait_for_executor(spark: SparkSession, master: str, deadline: float, timeou
     """A cluster master can accept the application and give it no executor (no worker, no
     room): jobs would wait forever, so wait for one here, boundedly."""
     sc = spark.sparkContext._jsc.sc()
-    while sc.getExecutorMemoryStatus().size() < 2:      # the driver counts as one
+    while sc.getExecutorMemoryStatus().size() < 2:  # the driver counts as one
         if time.monotonic() > deadline:
             spark.stop()
-            raise ConfigError("--master", f"{master} gave no executor within {timeout_s:g} s (--master-timeout); "
-                                          "accepted: a master with a worker free")
+            raise ConfigError(
+                "--master",
+                f"{master} gave no executor within {timeout_s:g} s (--master-timeout); "
+                "accepted: a master with a worker free",
+            )
         time.sleep(0.2)
 
 
@@ -176,20 +192,29 @@ def _connect_installed() -> None:
     """ReportInputError naming what Spark Connect's client needs and is not installed here."""
     from pyspark.errors import PySparkImportError
     from pyspark.sql.connect.utils import check_dependencies
+
     try:
         check_dependencies()
     except PySparkImportError as e:
-        raise ReportInputError(f"--remote needs Spark Connect's client: {(str(e).splitlines() or [''])[0]}; "
-                               "install it with: pip install 'zmqload[remote]'") from None
+        raise ReportInputError(
+            f"--remote needs Spark Connect's client: {(str(e).splitlines() or [''])[0]}; "
+            "install it with: pip install 'zmqload[remote]'"
+        ) from None
 
 
 def _silent(what: str, timeout_s: float) -> ConfigError:
-    return ConfigError("--remote", f"{what} within {timeout_s:g} s (--master-timeout); accepted: a Spark Connect "
-                                   "server that answers")
+    return ConfigError(
+        "--remote",
+        f"{what} within {timeout_s:g} s (--master-timeout); accepted: a Spark Connect "
+        "server that answers",
+    )
 
 
-def connect(remote: str, timeout_s: float = DEFAULT_MASTER_TIMEOUT_S,
-            log: Callable[[str], None] | None = None) -> SparkSession:
+def connect(
+    remote: str,
+    timeout_s: float = DEFAULT_MASTER_TIMEOUT_S,
+    log: Callable[[str], None] | None = None,
+) -> SparkSession:
     """A Spark Connect session on the server at `remote` (sc://HOST:PORT...), with SQL_SETTINGS;
     ConfigError('--remote') within `timeout_s` when nothing answers there. No Java here: the
     server is Spark. The client retries an unavailable server for minutes on its own: its
@@ -200,9 +225,12 @@ def connect(remote: str, timeout_s: float = DEFAULT_MASTER_TIMEOUT_S,
     try:
         socket.create_connection((host, port), timeout=min(timeout_s, 5.0)).close()
     except OSError as e:
-        raise ConfigError("--remote", f"no Spark Connect server answers at {shown} "
-                                      f"({e.strerror or e.__class__.__name__}); start one or give a reachable one, "
-                                      "or leave --remote out for the embedded local Spark") from None
+        raise ConfigError(
+            "--remote",
+            f"no Spark Connect server answers at {shown} "
+            f"({e.strerror or e.__class__.__name__}); start one or give a reachable one, "
+            "or leave --remote out for the embedded local Spark",
+        ) from None
     import grpc
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.client import DefaultChannelBuilder
@@ -226,11 +254,12 @@ def connect(remote: str, timeout_s: float = DEFAULT_MASTER_TIMEOUT_S,
             builder = SparkSession.builder.remote(remote)
             for k, v in SQL_SETTINGS.items():
                 builder = builder.config(k, v)
-            spark = builder.create()        # a session of its own on the server, never one shared
+            spark = builder.create()  # a session of its own on the server, never one shared
             spark.range(1).count()
             result.append(spark)
         except BaseException as e:  # noqa: BLE001 - said below, in one line
             failed.append(e)
+
     worker = threading.Thread(target=first_answer, name="spark-connect", daemon=True)
     worker.start()
     worker.join(max(0.0, timeout_s - (time.perf_counter() - t0)))
@@ -238,16 +267,25 @@ def connect(remote: str, timeout_s: float = DEFAULT_MASTER_TIMEOUT_S,
         raise _silent(f"no answer from {shown}", timeout_s)
     if failed:
         first = (str(failed[0]).strip().splitlines() or [failed[0].__class__.__name__])[0][:300]
-        raise ConfigError("--remote", f"{shown} did not answer as a Spark Connect server: {first}; "
-                                      "accepted: a Spark Connect server that answers")
+        raise ConfigError(
+            "--remote",
+            f"{shown} did not answer as a Spark Connect server: {first}; "
+            "accepted: a Spark Connect server that answers",
+        )
     if log:
         log(f"spark connect session: {time.perf_counter() - t0:.2f} s")
     return result[0]
 
 
-def get_spark(master: str | None = None, app_name: str = "zmqload-report", driver_memory: str | None = None,
-              master_timeout_s: float = DEFAULT_MASTER_TIMEOUT_S, debug: bool = False,
-              log: Callable[[str], None] | None = None, extra: dict[str, str] | None = None) -> SparkSession:
+def get_spark(
+    master: str | None = None,
+    app_name: str = "zmqload-report",
+    driver_memory: str | None = None,
+    master_timeout_s: float = DEFAULT_MASTER_TIMEOUT_S,
+    debug: bool = False,
+    log: Callable[[str], None] | None = None,
+    extra: dict[str, str] | None = None,
+) -> SparkSession:
     """The active SparkSession, or a new one on `master` (default local[*]).
 
     Under spark-submit the master and memory come from spark-submit; we only add settings
@@ -287,10 +325,12 @@ def get_spark(master: str | None = None, app_name: str = "zmqload-report", drive
         # a small machine while the JIT warms up (first 100M-record scan 15.1 s -> 10.3 s).
         # Metaspace starts large enough for Spark's classes: growing it cost 8 collections,
         # 4 of them full (0.24 s of pauses in a flight recording of a 100M-record report).
-        "spark.driver.extraJavaOptions": (f"-Dlog4j.configurationFile=file:{_quiet_log4j()} "
-                                          f"-XX:+UseParallelGC -XX:MetaspaceSize=256m {JIT_OPTIONS}"),
+        "spark.driver.extraJavaOptions": (
+            f"-Dlog4j.configurationFile=file:{_quiet_log4j()} "
+            f"-XX:+UseParallelGC -XX:MetaspaceSize=256m {JIT_OPTIONS}"
+        ),
     }
-    settings.update(extra or {})        # the caller's own (runner/spark_stage.py: a barrier stage's)
+    settings.update(extra or {})  # the caller's own (runner/spark_stage.py: a barrier stage's)
     # spark-submit runs the script with a gateway already up; its --master and memory win.
     if master:
         settings["spark.master"] = master
@@ -309,7 +349,9 @@ def get_spark(master: str | None = None, app_name: str = "zmqload-report", drive
         settings["spark.driver.memory"] = driver_memory or env_memory or DEFAULT_DRIVER_MEMORY
     t0 = time.perf_counter()
     if not under_submit:
-        _launch_gateway(SparkConf(loadDefaults=False).setAll(list(settings.items())), _jvm_log_path(), debug)
+        _launch_gateway(
+            SparkConf(loadDefaults=False).setAll(list(settings.items())), _jvm_log_path(), debug
+        )
     if log:
         log(f"jvm start: {time.perf_counter() - t0:.2f} s")
         t0 = time.perf_counter()
@@ -318,8 +360,11 @@ def get_spark(master: str | None = None, app_name: str = "zmqload-report", drive
         builder = builder.config(k, v)
     deadline = time.monotonic() + master_timeout_s
     remote = bool(target) and not target.startswith("local")
-    spark = _bounded(f"no answer from {target}", master_timeout_s, builder.getOrCreate) if remote \
+    spark = (
+        _bounded(f"no answer from {target}", master_timeout_s, builder.getOrCreate)
+        if remote
         else builder.getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     if log:
         log(f"spark context: {time.perf_counter() - t0:.2f} s")

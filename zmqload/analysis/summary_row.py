@@ -1,6 +1,7 @@
 """The report's summary row: every figure of one (run, consumer, stream) view, typed once where
 the pipeline makes it (analysis/pipeline.py summarise) and read by attribute downstream.
 `columns` is its flat form, the columns of summary.parquet; `of` reads that form back."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,6 +15,7 @@ ALL = -1
 @dataclass(frozen=True)
 class Percentiles:
     """One latency's figures, µs (None: not measured), in the summary's column order."""
+
     p50: Optional[float] = None
     p90: Optional[float] = None
     p99: Optional[float] = None
@@ -31,6 +33,7 @@ STATS = tuple(f.name for f in dataclasses.fields(Percentiles))
 class SummaryRow:
     """One view's figures (None: not measured, or not known for this run). The run's settings
     repeat on each of its rows; a run total has consumer and stream ALL."""
+
     run: str
     status: Optional[str] = None
     interrupted: Optional[bool] = None

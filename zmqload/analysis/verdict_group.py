@@ -1,5 +1,6 @@
 """A verdict group: the runs of one setting and what the report concludes of them (built by
 analysis/verdicts.py, worded by report/search_answer.py, written to capacity.json and the page)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from typing import Any, Optional
 @dataclass(frozen=True)
 class Flood:
     """A max-throughput (unpaced) run of the group, as capacity.json lists it."""
+
     run: str
     send_rate: Optional[float]
     recv_rate: Optional[float]
@@ -20,6 +22,7 @@ class Flood:
 @dataclass(frozen=True)
 class SearchRef:
     """The capacity search whose probes the group is: its id and the index of its combination."""
+
     search_id: str
     index: int
 
@@ -28,6 +31,7 @@ class SearchRef:
 class VerdictGroup:
     """One setting's verdict. Not frozen: the verdict fills it in steps, and a capacity search's
     wording (report/search_answer.py word_groups) rewrites its verdict and cause."""
+
     keys: dict[str, Any]
     """The grouping keys' values: workload fields (and libzmq), as run.json holds them."""
     key_names: list[str]

@@ -2,6 +2,7 @@
 and what to change, from the summary rows and each run.json. Every run is judged by
 contract/judge.py against the SLOs it was made under; --slo-p99-us is a what-if (docs/REPORT.md).
 Plain Python."""
+
 from __future__ import annotations
 
 import math
@@ -29,23 +30,72 @@ if TYPE_CHECKING:
 # axis the verdict is about; `label` holds a sweep point's axis values, fields themselves;
 # `count` and `duration` set how long a run lasts, not what the system under test is (a
 # capacity search's 1 s probes and a 2M-message max-throughput run are not two settings).
-NOT_SETTINGS = frozenset({"rate", "out", "run_name", "compression", "chunk_rows", "slice_ms", "port", "label",
-                          "count", "duration"})
+NOT_SETTINGS = frozenset(
+    {
+        "rate",
+        "out",
+        "run_name",
+        "compression",
+        "chunk_rows",
+        "slice_ms",
+        "port",
+        "label",
+        "count",
+        "duration",
+    }
+)
 # When the run.json is not at hand, the workload fields the summary rows carry.
-ROW_SETTINGS = ("pattern", "transport", "size", "sndhwm", "rcvhwm", "proxy_sndhwm", "proxy_rcvhwm", "linger_ms",
-                "send_mode", "producers", "consumers")
+ROW_SETTINGS = (
+    "pattern",
+    "transport",
+    "size",
+    "sndhwm",
+    "rcvhwm",
+    "proxy_sndhwm",
+    "proxy_rcvhwm",
+    "linger_ms",
+    "send_mode",
+    "producers",
+    "consumers",
+)
 # The SLO names a verdict reports (failed_slo): the judge's (contract/judge.py) by short names, and
 # what stops a run from being judged at all (the generator's own limit, a run cut short).
-LOSS, ACHIEVED, BACKLOG, P99, GENERATOR, INCOMPLETE = "loss", "achieved", "backlog", "p99", "generator", "incomplete run"
-NAMES = {Slo.MAX_LOSS.value: LOSS, Slo.MIN_ACHIEVED.value: ACHIEVED, Slo.BACKLOG.value: BACKLOG,
-         Slo.SLO_P99_US.value: P99, Slo.GENERATOR.value: GENERATOR}
+LOSS, ACHIEVED, BACKLOG, P99, GENERATOR, INCOMPLETE = (
+    "loss",
+    "achieved",
+    "backlog",
+    "p99",
+    "generator",
+    "incomplete run",
+)
+NAMES = {
+    Slo.MAX_LOSS.value: LOSS,
+    Slo.MIN_ACHIEVED.value: ACHIEVED,
+    Slo.BACKLOG.value: BACKLOG,
+    Slo.SLO_P99_US.value: P99,
+    Slo.GENERATOR.value: GENERATOR,
+}
 # A consumer keeps up when it received this share of what was offered to it.
 KEEPS_UP = 0.95
 # The machine-readable verdict of a group (summary.parquet/csv, capacity.json), after its keys.
 VERDICT_COLUMNS = ("group", "highest_clean_rate", "lowest_failing_rate", "failed_slo", "monotone")
 
-_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
-          "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1e3,
+    "kb": 1e3,
+    "m": 1e6,
+    "mb": 1e6,
+    "g": 1e9,
+    "gb": 1e9,
+    "t": 1e12,
+    "tb": 1e12,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+}
 
 
 def parse_bytes(text: object) -> int:
@@ -99,7 +149,9 @@ def key_text(name: str, value: object) -> str:
     return f"{name}={'default' if value is None else value}"
 
 
-def offered(row: SummaryRow) -> Any:    # float | None: Any, as callers sort by it once Nones are left out
+def offered(
+    row: SummaryRow,
+) -> Any:  # float | None: Any, as callers sort by it once Nones are left out
     """The offered rate of a paced run (the schedule's rate x producers); None when unpaced:
     a max-throughput test offers whatever the producers manage, which is no offered rate."""
     per = row.rate_per_producer
@@ -121,14 +173,19 @@ def judged_by_text(made_with: Optional[Slos], probe: bool, what_if_p99_us: Optio
     """How a run is judged, in words: 'capacity probes, by their search's SLOs: --max-loss 0, ..., no
     growing backlog'."""
     if made_with is not None and made_with.given:
-        whose = "capacity probes, by their search's SLOs" if probe else "runs made with SLOs, by those"
+        whose = (
+            "capacity probes, by their search's SLOs" if probe else "runs made with SLOs, by those"
+        )
         own = f"{whose}: {rules.describe(made_with, backlog=probe)}"
         if what_if_p99_us is not None:
             own += f" (the p99 SLO replaced by the what-if --slo-p99-us {what_if_p99_us:g})"
         return own
     text = "runs made without SLOs: loss only (--max-loss 0)"
-    return text + (f" and the what-if --slo-p99-us {what_if_p99_us:g}" if what_if_p99_us is not None
-                   else ", no latency SLO set")
+    return text + (
+        f" and the what-if --slo-p99-us {what_if_p99_us:g}"
+        if what_if_p99_us is not None
+        else ", no latency SLO set"
+    )
 
 
 class RunView:
@@ -138,8 +195,11 @@ class RunView:
     def __init__(self, row: SummaryRow, record: RunRecord | None, probe: bool = False):
         self.row, self.record, self.probe = row, record, probe
         # the settings the runs are grouped by: the record's workload, else the row's columns
-        self.workload = (dataclasses.asdict(record.workload) if record is not None
-                         else {k: row.column(k) for k in ROW_SETTINGS})
+        self.workload = (
+            dataclasses.asdict(record.workload)
+            if record is not None
+            else {k: row.column(k) for k in ROW_SETTINGS}
+        )
         self.workload["libzmq"] = record.versions.libzmq if record is not None else None
         self.id = row.run
         self.offered = offered(row)
@@ -149,7 +209,9 @@ class RunView:
         self.sender_drops = (row.eagain or 0) + (row.timeout or 0)
         summary = record.summary if record is not None else None
         self.generator_limited = summary is not None and summary.generator_limited
-        self.reached_rate = (summary.generator.reached_rate if summary is not None else None) or row.send_rate
+        self.reached_rate = (
+            summary.generator.reached_rate if summary is not None else None
+        ) or row.send_rate
         self.queue_peak = summary.queue_peak if summary is not None else QueuePeak()
         self.serves = bool(row.serves)
         self.p99 = row.judged_p99_us
@@ -164,8 +226,12 @@ class RunView:
         rate (x copies for fan-out), with no more than 1% of it left for the drain."""
         o, r = self.offered, self.row.recv_rate
         expected = self.row.expected or 0
-        return bool(o and r and r >= KEEPS_UP * o * self.copies
-                    and self.fates["drained"] <= 0.01 * max(expected, 1))
+        return bool(
+            o
+            and r
+            and r >= KEEPS_UP * o * self.copies
+            and self.fates["drained"] <= 0.01 * max(expected, 1)
+        )
 
     def figures(self) -> rules.Figures:
         """What the judge reads (contract/judge.py), from the report's row (Spark over the records)
@@ -177,22 +243,38 @@ class RunView:
         # without run.json, the row's rate: the judge asks only whether the run was paced
         paced = made.rate if made is not None else math.ceil(row.rate_per_producer or 0)
         offered_n = rules.offered_messages(
-            rate=paced, consumers=(made.consumers if made is not None else None) or row.consumers or 1,
-            expected=expected, sent=sent,
+            rate=paced,
+            consumers=(made.consumers if made is not None else None) or row.consumers or 1,
+            expected=expected,
+            sent=sent,
             attempted=row.attempted or 0,
-            scheduled=summary.generator.scheduled_messages if summary is not None else None)
+            scheduled=summary.generator.scheduled_messages if summary is not None else None,
+        )
         went_in, came_out = row.backlog_went_in, row.backlog_came_out
-        grew = (rules.Backlog(went_in, came_out, rules.backlog_tolerance(offered_n))
-                if went_in is not None and came_out is not None else None)
-        return rules.Figures(expected=expected, lost=row.lost or 0, dropped=self.dropped,
-                             stranded=self.fates["stranded"], unknown=self.fates["unknown"],
-                             unique_received=row.unique or 0, offered=offered_n, p99_us=self.p99,
-                             backlog=grew, unanswered=row.unanswered if self.serves else None)
+        grew = (
+            rules.Backlog(went_in, came_out, rules.backlog_tolerance(offered_n))
+            if went_in is not None and came_out is not None
+            else None
+        )
+        return rules.Figures(
+            expected=expected,
+            lost=row.lost or 0,
+            dropped=self.dropped,
+            stranded=self.fates["stranded"],
+            unknown=self.fates["unknown"],
+            unique_received=row.unique or 0,
+            offered=offered_n,
+            p99_us=self.p99,
+            backlog=grew,
+            unanswered=row.unanswered if self.serves else None,
+        )
 
     def breaches(self, what_if_p99_us: Optional[float] = None) -> list[rules.Breach]:
         """The judge's verdict on this run (contract/judge.py): the SLOs it was made under (loss
         only without any), the what-if p99 in place of its own; the backlog rule for a probe."""
-        return rules.judge(self.figures(), judged_slos(self.slos, what_if_p99_us), backlog=self.probe)
+        return rules.judge(
+            self.figures(), judged_slos(self.slos, what_if_p99_us), backlog=self.probe
+        )
 
     def failures(self, what_if_p99_us: Optional[float] = None) -> list[tuple[str, str]]:
         """(SLO, what was measured) for every SLO this run broke, and what kept it from being
@@ -205,22 +287,42 @@ class RunView:
         for b in self.breaches(what_if_p99_us):
             name = NAMES[b.slo]
             if name == LOSS:
-                parts = [f"{n:,} {what}" for n, what in (
-                    (self.fates["dropped_start"], "dropped at start"), (self.fates["dropped_mid"], "dropped mid-run"),
-                    (self.fates["dropped_tail"], "dropped at tail"),
-                    (self.fates["dropped_reset"], "dropped at a connection reset"), (self.fates["stranded"], "stranded"),
-                    (self.fates["unknown"], "unknown (a worker died)"),
-                    (self.row.unanswered or 0, "unanswered by your service")) if n]
-                out.append((LOSS, f"lost {b.measured:.4%} > --max-loss {b.limit:g}: " + ", ".join(parts)))
+                parts = [
+                    f"{n:,} {what}"
+                    for n, what in (
+                        (self.fates["dropped_start"], "dropped at start"),
+                        (self.fates["dropped_mid"], "dropped mid-run"),
+                        (self.fates["dropped_tail"], "dropped at tail"),
+                        (self.fates["dropped_reset"], "dropped at a connection reset"),
+                        (self.fates["stranded"], "stranded"),
+                        (self.fates["unknown"], "unknown (a worker died)"),
+                        (self.row.unanswered or 0, "unanswered by your service"),
+                    )
+                    if n
+                ]
+                out.append(
+                    (LOSS, f"lost {b.measured:.4%} > --max-loss {b.limit:g}: " + ", ".join(parts))
+                )
             elif name == P99:
                 what_if = " (what-if)" if what_if_p99_us is not None else ""
-                out.append((P99, "no latency measured" if self.p99 is None else
-                            f"p99 {fmt_us(self.p99)} > SLO {fmt_us(b.limit)}{what_if}"))
+                out.append(
+                    (
+                        P99,
+                        "no latency measured"
+                        if self.p99 is None
+                        else f"p99 {fmt_us(self.p99)} > SLO {fmt_us(b.limit)}{what_if}",
+                    )
+                )
             else:
                 out.append((name, b.text))
         if self.generator_limited:
-            out.append((GENERATOR, f"the producers reached {fmt_rate(self.reached_rate)} "
-                                   f"of the {fmt_rate(self.offered)} scheduled"))
+            out.append(
+                (
+                    GENERATOR,
+                    f"the producers reached {fmt_rate(self.reached_rate)} "
+                    f"of the {fmt_rate(self.offered)} scheduled",
+                )
+            )
         return out
 
     def judged_by(self, what_if_p99_us: Optional[float] = None) -> str:
@@ -257,17 +359,23 @@ def probe_runs(searches: Iterable[SearchRecord]) -> dict[str, tuple[SearchRecord
     return out
 
 
-def capacity_table(run_rows: list[SummaryRow], slo_p99_us: Optional[float] = None,
-                   runs: Optional[Iterable[RunInfo]] = None,
-                   searches: Iterable[SearchRecord] = ()) -> list[VerdictGroup]:
+def capacity_table(
+    run_rows: list[SummaryRow],
+    slo_p99_us: Optional[float] = None,
+    runs: Optional[Iterable[RunInfo]] = None,
+    searches: Iterable[SearchRecord] = (),
+) -> list[VerdictGroup]:
     """One verdict per group. `runs`: the RunInfo list (run.json of each run); without it the
     groups come from the summary rows' workload columns and loss from their seq counts.
     `slo_p99_us`: the report's what-if p99 SLO (None: the runs' own SLOs only). `searches`: the
     capacity searches among the inputs, whose probes' groups take the search's answer."""
     records: dict[str, RunRecord] = {r.run_id: r.record for r in runs or ()}
     probes = probe_runs(searches)
-    views = [RunView(r, records.get(r.run), probe=r.run in probes) for r in run_rows
-             if r.received is not None or r.attempted is not None]
+    views = [
+        RunView(r, records.get(r.run), probe=r.run in probes)
+        for r in run_rows
+        if r.received is not None or r.attempted is not None
+    ]
     keys = grouping_keys(views)
     groups: dict[tuple[str, ...], list[RunView]] = defaultdict(list)
     for v in views:
@@ -283,33 +391,50 @@ def _sort_key(value: object) -> tuple[bool, bool, object]:
     return (value is None, not number, value if number else repr(value))
 
 
-def group_verdict(views: list[RunView], keys: list[str], slo_p99_us: Optional[float] = None,
-                  probes: Optional[dict[str, tuple[SearchRecord, int]]] = None) -> VerdictGroup:
+def group_verdict(
+    views: list[RunView],
+    keys: list[str],
+    slo_p99_us: Optional[float] = None,
+    probes: Optional[dict[str, tuple[SearchRecord, int]]] = None,
+) -> VerdictGroup:
     """The bracket [highest clean rate, lowest failing rate above it], the SLO that broke
     there, whether the results are monotone in rate, the max-throughput tests and advice; for
     a group of a capacity search's probes, the search's answer (`search_verdict`)."""
     first = views[0].workload
-    g = VerdictGroup(keys={k: first.get(k) for k in keys}, key_names=list(keys),
-                     group=", ".join(key_text(k, first.get(k)) for k in keys) or "all runs",
-                     run_ids=[v.id for v in views], what_if_p99_us=slo_p99_us,
-                     judged_by=sorted({v.judged_by(slo_p99_us) for v in views}),
-                     judged={v.id: [name for name, _ in v.failures(slo_p99_us)] for v in views})
+    g = VerdictGroup(
+        keys={k: first.get(k) for k in keys},
+        key_names=list(keys),
+        group=", ".join(key_text(k, first.get(k)) for k in keys) or "all runs",
+        run_ids=[v.id for v in views],
+        what_if_p99_us=slo_p99_us,
+        judged_by=sorted({v.judged_by(slo_p99_us) for v in views}),
+        judged={v.id: [name for name, _ in v.failures(slo_p99_us)] for v in views},
+    )
     found = {probes[v.id][0].search_id: probes[v.id] for v in views if probes and v.id in probes}
     if len(found) == 1:
-        (doc, index), = found.values()
-        others = [v for v in views if not probes or v.id not in probes or probes[v.id] != (doc, index)]
-        return search_verdict(g, [v for v in views if v not in others], others, doc, index, slo_p99_us)
+        ((doc, index),) = found.values()
+        others = [
+            v for v in views if not probes or v.id not in probes or probes[v.id] != (doc, index)
+        ]
+        return search_verdict(
+            g, [v for v in views if v not in others], others, doc, index, slo_p99_us
+        )
     return _judged_verdict(g, views, slo_p99_us)
 
 
-def _judged_verdict(g: VerdictGroup, views: list[RunView], slo_p99_us: Optional[float]) -> VerdictGroup:
+def _judged_verdict(
+    g: VerdictGroup, views: list[RunView], slo_p99_us: Optional[float]
+) -> VerdictGroup:
     """The group's verdict from its runs' judgements."""
     paced = sorted((v for v in views if v.offered), key=lambda v: v.offered)
     floods = [v for v in views if not v.offered]
     by_rate: dict[float, list[RunView]] = defaultdict(list)
     for v in paced:
         by_rate[v.offered].append(v)
-    failing = {rate: [(v, f) for v in vs for f in [v.failures(slo_p99_us)] if f] for rate, vs in by_rate.items()}
+    failing = {
+        rate: [(v, f) for v in vs for f in [v.failures(slo_p99_us)] if f]
+        for rate, vs in by_rate.items()
+    }
     clean = sorted(rate for rate in by_rate if not failing[rate])
     bad = sorted(rate for rate in by_rate if failing[rate])
     high = clean[-1] if clean else None
@@ -335,12 +460,16 @@ def _judged_verdict(g: VerdictGroup, views: list[RunView], slo_p99_us: Optional[
     elif high is None:
         g.verdict = f"fails at every tested rate, lowest {fmt_rate(low)}: {g.failed_slo} ({g.failure}){what_if}"
     else:
-        g.verdict = (f"clean up to {fmt_rate(high)}, fails at {fmt_rate(low)}: {g.failed_slo} "
-                     f"({g.failure}); the limit lies in between{what_if}")
+        g.verdict = (
+            f"clean up to {fmt_rate(high)}, fails at {fmt_rate(low)}: {g.failed_slo} "
+            f"({g.failure}); the limit lies in between{what_if}"
+        )
     if below:
         worst = failing[below[0]][0][1]
-        g.monotone_note = (f"not monotone in rate: {fmt_rate(below[0])} failed ({'+'.join(n for n, _ in worst)}) "
-                           f"below the clean {fmt_rate(high)}; repeat the runs before trusting the bracket")
+        g.monotone_note = (
+            f"not monotone in rate: {fmt_rate(below[0])} failed ({'+'.join(n for n, _ in worst)}) "
+            f"below the clean {fmt_rate(high)}; repeat the runs before trusting the bracket"
+        )
     return g
 
 
@@ -350,8 +479,14 @@ def _at_clean(g: VerdictGroup, at_high: list[RunView]) -> None:
     g.queue_peak_at_clean = max((v.peak()[0] or 0 for v in at_high), default=None)
 
 
-def search_verdict(g: VerdictGroup, mine: list[RunView], others: list[RunView], doc: SearchRecord, index: int,
-                   slo_p99_us: Optional[float]) -> VerdictGroup:
+def search_verdict(
+    g: VerdictGroup,
+    mine: list[RunView],
+    others: list[RunView],
+    doc: SearchRecord,
+    index: int,
+    slo_p99_us: Optional[float],
+) -> VerdictGroup:
     """A group of a capacity search's probes: the search's answer is its verdict (rates per producer
     times the producers, as the report's offered rates; the report words it: zmqload.report.search_answer).
     With a what-if p99 SLO, what the probes as run would give under it, labelled; runs of the same
@@ -361,14 +496,21 @@ def search_verdict(g: VerdictGroup, mine: list[RunView], others: list[RunView], 
     lo, hi = entry.bracket
     converged = entry.converged and not entry.generator_limited
     by_id = {v.id: v for v in mine}
-    answer = next((p for p in reversed(entry.probes) if p.passed and p.rate == entry.max_sustainable_rate), None)
+    answer = next(
+        (p for p in reversed(entry.probes) if p.passed and p.rate == entry.max_sustainable_rate),
+        None,
+    )
     failing = next((p for p in reversed(entry.probes) if not p.passed and p.rate == hi), None)
     g.search = SearchRef(doc.search_id, index)
     g.rates_tested = sorted({p.rate * n for p in entry.probes})
-    g.highest_clean_rate = entry.max_sustainable_rate * n if converged and entry.max_sustainable_rate else None
+    g.highest_clean_rate = (
+        entry.max_sustainable_rate * n if converged and entry.max_sustainable_rate else None
+    )
     g.lowest_failing_rate = hi * n if hi is not None else None
     g.failed_slo = NAMES.get(str(entry.failed_slo)) if entry.failed_slo is not None else None
-    g.failure = (failing.breaches[0].text or None) if failing is not None and failing.breaches else None
+    g.failure = (
+        (failing.breaches[0].text or None) if failing is not None and failing.breaches else None
+    )
     g.max_throughput = [_flood(v) for v in mine if not v.offered]
     answer_id = _run_id(answer.run_dir) if answer is not None and converged else None
     at_clean = [by_id[answer_id]] if answer_id in by_id else []
@@ -377,24 +519,35 @@ def search_verdict(g: VerdictGroup, mine: list[RunView], others: list[RunView], 
     if failing is not None and _run_id(failing.run_dir) in by_id:
         g.failing_run = _run_id(failing.run_dir)
     if converged:
-        g.verdict = (f"the capacity search's answer: {fmt_rate(lo)} sustainable per producer (bracket "
-                     f"{fmt_rate(lo)} - {fmt_rate(hi)})" + (f"; above it: {g.failure}" if g.failure else ""))
+        g.verdict = (
+            f"the capacity search's answer: {fmt_rate(lo)} sustainable per producer (bracket "
+            f"{fmt_rate(lo)} - {fmt_rate(hi)})" + (f"; above it: {g.failure}" if g.failure else "")
+        )
     else:
         g.verdict = f"the capacity search found no answer: {entry.reason or 'it did not converge'}"
     if slo_p99_us is not None:
         judged = [(v.offered, not v.failures(slo_p99_us)) for v in mine if v.offered]
         passing = [r for r, ok in judged if ok]
         top = max(passing, default=None)
-        failing_above = min((r for r, ok in judged if not ok and (top is None or r > top)), default=None)
-        g.what_if = (f"what-if --slo-p99-us {slo_p99_us:g} over the search's probes as run (not a search): "
-                     + (f"passing up to {fmt_rate(top)}" if top is not None else "none passes")
-                     + (f", failing from {fmt_rate(failing_above)}" if failing_above is not None else "")
-                     + " (rates of all producers)")
+        failing_above = min(
+            (r for r, ok in judged if not ok and (top is None or r > top)), default=None
+        )
+        g.what_if = (
+            f"what-if --slo-p99-us {slo_p99_us:g} over the search's probes as run (not a search): "
+            + (f"passing up to {fmt_rate(top)}" if top is not None else "none passes")
+            + (f", failing from {fmt_rate(failing_above)}" if failing_above is not None else "")
+            + " (rates of all producers)"
+        )
     if others:
         g.others = "; ".join(
             f"{v.id} at {fmt_rate(v.offered) if v.offered else 'max (unpaced)'}, outside the search: "
-            + (("fails: " + "; ".join(t for _, t in f)) if (f := v.failures(slo_p99_us)) else "clean")
-            for v in others)
+            + (
+                ("fails: " + "; ".join(t for _, t in f))
+                if (f := v.failures(slo_p99_us))
+                else "clean"
+            )
+            for v in others
+        )
     return g
 
 
@@ -403,67 +556,119 @@ def _run_id(run_dir: Optional[str]) -> Optional[str]:
     if not run_dir:
         return None
     base = os.path.basename(os.path.normpath(run_dir))
-    return base[len("run="):] if base.startswith("run=") else base
+    return base[len("run=") :] if base.startswith("run=") else base
 
 
 def _flood(v: RunView) -> Flood:
-    return Flood(run=v.id, send_rate=v.row.send_rate, recv_rate=v.row.recv_rate, dropped=v.dropped,
-                 stranded=v.fates["stranded"], p99_us=v.p99)
+    return Flood(
+        run=v.id,
+        send_rate=v.row.send_rate,
+        recv_rate=v.row.recv_rate,
+        dropped=v.dropped,
+        stranded=v.fates["stranded"],
+        p99_us=v.p99,
+    )
 
 
-def advice(v: RunView, fails: list[tuple[str, str]], slo_p99_us: Optional[float] = None) -> tuple[str, str]:
+def advice(
+    v: RunView, fails: list[tuple[str, str]], slo_p99_us: Optional[float] = None
+) -> tuple[str, str]:
     """(the measured cause, what to change) at a failing run, each with its numbers."""
     names = {n for n, _ in fails}
     w, rate = v.workload, fmt_rate(v.offered)
     delay = w.get("consumer_delay_us") or 0
-    per_consumer = (f"; {delay:g} us of work per message caps a consumer near {fmt_rate(work_ceiling(delay))}"
-                    if delay else "")
+    per_consumer = (
+        f"; {delay:g} us of work per message caps a consumer near {fmt_rate(work_ceiling(delay))}"
+        if delay
+        else ""
+    )
     messages, kernel, libzmq = v.peak()
-    where = (f"queue peak {messages or 0:,} messages ({kernel:,} in kernel buffers, {libzmq:,} in libzmq)"
-             if kernel is not None and libzmq is not None else f"queue peak {messages or 0:,} messages")
+    where = (
+        f"queue peak {messages or 0:,} messages ({kernel:,} in kernel buffers, {libzmq:,} in libzmq)"
+        if kernel is not None and libzmq is not None
+        else f"queue peak {messages or 0:,} messages"
+    )
     hwm = f"SNDHWM {_hwm(w.get('sndhwm'))}, RCVHWM {_hwm(w.get('rcvhwm'))}"
     if GENERATOR in names:
         producers = w.get("producers") or 1
-        return ("the load generator could not keep its schedule: " + dict(fails)[GENERATOR],
-                f"add producers (now {producers}) to offer {rate}; this is not the system's limit")
+        return (
+            "the load generator could not keep its schedule: " + dict(fails)[GENERATOR],
+            f"add producers (now {producers}) to offer {rate}; this is not the system's limit",
+        )
     if INCOMPLETE in names:
         return ("the run did not complete", "rerun it")
-    received = f"received {fmt_rate(v.row.recv_rate)} of {fmt_rate((v.offered or 0) * v.copies)} offered"
-    if v.serves and names & {LOSS, ACHIEVED, P99}:      # the user's service: its answers, not a pipe of zmqload's
-        answered = (f"your service answered {v.row.unique or 0:,} of {v.row.sent or 0:,} requests "
-                    f"({fmt_rate(v.row.recv_rate)} until its last answer; {rate} requested), "
-                    f"round trip p99 {fmt_us(v.p99)}")
-        return (answered, f"a rate below {rate}, or a faster service (more workers behind a broker)")
+    received = (
+        f"received {fmt_rate(v.row.recv_rate)} of {fmt_rate((v.offered or 0) * v.copies)} offered"
+    )
+    if v.serves and names & {
+        LOSS,
+        ACHIEVED,
+        P99,
+    }:  # the user's service: its answers, not a pipe of zmqload's
+        answered = (
+            f"your service answered {v.row.unique or 0:,} of {v.row.sent or 0:,} requests "
+            f"({fmt_rate(v.row.recv_rate)} until its last answer; {rate} requested), "
+            f"round trip p99 {fmt_us(v.p99)}"
+        )
+        return (
+            answered,
+            f"a rate below {rate}, or a faster service (more workers behind a broker)",
+        )
     if LOSS in names and v.dropped:
-        if v.fates["dropped_reset"] == v.dropped:       # --reset-at: not the pipe, not the close
-            return (f"{v.dropped:,} lost across connection resets ({where})",
-                    ("ZMQ_IMMEDIATE, HWMs and linger do not keep what was in flight at a reset: acknowledge "
-                     "end to end, or resend (claims U-6, U-8, docs/HWM-VERDICTS.md)"))
+        if v.fates["dropped_reset"] == v.dropped:  # --reset-at: not the pipe, not the close
+            return (
+                f"{v.dropped:,} lost across connection resets ({where})",
+                (
+                    "ZMQ_IMMEDIATE, HWMs and linger do not keep what was in flight at a reset: acknowledge "
+                    "end to end, or resend (claims U-6, U-8, docs/HWM-VERDICTS.md)"
+                ),
+            )
         if v.fates["dropped_tail"] and not (v.fates["dropped_start"] or v.fates["dropped_mid"]):
-            if v.row.dropped_tail_ambiguous:       # a PUB closed at once: a full pipe or the close (docs/RECORDS.md)
-                return (f"{v.fates['dropped_tail']:,} lost after the last arrival, at a full pipe or at close ({where})",
-                        "keep the producers open until the consumers drained (--close-order after-drain) to tell "
-                        "which")
-            return (f"{v.fates['dropped_tail']:,} lost at close ({where})",
-                    "keep the producers open until the consumers drained (--close-order after-drain) or "
-                    "give the close a longer --linger")
+            if (
+                v.row.dropped_tail_ambiguous
+            ):  # a PUB closed at once: a full pipe or the close (docs/RECORDS.md)
+                return (
+                    f"{v.fates['dropped_tail']:,} lost after the last arrival, at a full pipe or at close ({where})",
+                    "keep the producers open until the consumers drained (--close-order after-drain) to tell "
+                    "which",
+                )
+            return (
+                f"{v.fates['dropped_tail']:,} lost at close ({where})",
+                "keep the producers open until the consumers drained (--close-order after-drain) or "
+                "give the close a longer --linger",
+            )
         if v.keeps_up() and not names & {ACHIEVED, BACKLOG}:
-            return (f"drops while the consumer kept up ({received}; {where}, {hwm})",
-                    "bursts overflow the pipe: a larger HWM absorbs them")
-        return (f"drops because the consumer falls behind ({received}{per_consumer}; {where}, {hwm})",
-                f"a larger HWM only delays the drops: faster or more consumers, or a rate below {rate}")
+            return (
+                f"drops while the consumer kept up ({received}; {where}, {hwm})",
+                "bursts overflow the pipe: a larger HWM absorbs them",
+            )
+        return (
+            f"drops because the consumer falls behind ({received}{per_consumer}; {where}, {hwm})",
+            f"a larger HWM only delays the drops: faster or more consumers, or a rate below {rate}",
+        )
     if LOSS in names and (v.fates["stranded"] or v.fates["unknown"]):
-        return (f"{v.fates['stranded'] + v.fates['unknown']:,} stranded or unknown: the drain was cut short or a "
-                "worker died", "raise --drain-limit-s to tell queued from dropped")
+        return (
+            f"{v.fates['stranded'] + v.fates['unknown']:,} stranded or unknown: the drain was cut short or a "
+            "worker died",
+            "raise --drain-limit-s to tell queued from dropped",
+        )
     if names & {ACHIEVED, BACKLOG}:
-        return (f"the consumers fell behind ({received}{per_consumer}; {where})",
-                f"faster or more consumers, or a rate below {rate}")
+        return (
+            f"the consumers fell behind ({received}{per_consumer}; {where})",
+            f"faster or more consumers, or a rate below {rate}",
+        )
     if P99 in names:
-        drained = f"; {v.fates['drained']:,} drained after the producers finished" if v.fates["drained"] else ""
-        return (f"{fmt_us(v.row.latency_intended.p99 or 0)} p99 with nothing dropped: a backlog "
-                f"({where}{drained}{per_consumer})",
-                f"a rate below {rate}, a smaller HWM (now {hwm}; it bounds the wait but drops instead), "
-                "or faster or more consumers")
+        drained = (
+            f"; {v.fates['drained']:,} drained after the producers finished"
+            if v.fates["drained"]
+            else ""
+        )
+        return (
+            f"{fmt_us(v.row.latency_intended.p99 or 0)} p99 with nothing dropped: a backlog "
+            f"({where}{drained}{per_consumer})",
+            f"a rate below {rate}, a smaller HWM (now {hwm}; it bounds the wait but drops instead), "
+            "or faster or more consumers",
+        )
     return ("; ".join(t for _, t in fails), "see the run")
 
 
@@ -475,8 +680,10 @@ def verdict_columns(table: list[VerdictGroup]) -> dict[str, dict[str, Any]]:
     """run id -> its group's keys and verdict (VERDICT_COLUMNS), for the summary files."""
     out = {}
     for g in table:
-        cols = {**{f"group_{k}": _plain(v) for k, v in g.keys.items()},
-                **{c: getattr(g, c) for c in VERDICT_COLUMNS}}
+        cols = {
+            **{f"group_{k}": _plain(v) for k, v in g.keys.items()},
+            **{c: getattr(g, c) for c in VERDICT_COLUMNS},
+        }
         for rid in g.run_ids:
             out[rid] = cols
     return out
@@ -486,8 +693,12 @@ def _plain(v: object) -> Union[int, float, str, bool, None]:
     return v if v is None or isinstance(v, (int, float, str, bool)) else str(v)
 
 
-def recommend(table: list[VerdictGroup], memory_budget: int | None = None, target_rate: float | None = None,
-              slo_p99_us: Optional[float] = None) -> list[str]:
+def recommend(
+    table: list[VerdictGroup],
+    memory_budget: int | None = None,
+    target_rate: float | None = None,
+    slo_p99_us: Optional[float] = None,
+) -> list[str]:
     """Plain-words verdicts, one per group with its cause and advice, then the cheapest group
     that carries the target rate cleanly (within the memory budget) when there is a choice.
     `slo_p99_us`: the what-if p99 SLO the verdicts were made with, if any (said)."""
@@ -503,24 +714,35 @@ def recommend(table: list[VerdictGroup], memory_budget: int | None = None, targe
         if g.others:
             line += f". Also: {g.others}"
         for f in g.max_throughput:
-            line += (f". Max throughput test {f.run}: received {fmt_rate(f.recv_rate)} "
-                     f"(sent {fmt_rate(f.send_rate)}), {f.dropped:,} dropped")
+            line += (
+                f". Max throughput test {f.run}: received {fmt_rate(f.recv_rate)} "
+                f"(sent {fmt_rate(f.send_rate)}), {f.dropped:,} dropped"
+            )
         out.append(line + ".")
     carried = [g for g in table if g.highest_clean_rate]
     if len(table) > 1 and carried:
         target = target_rate or max(g.highest_clean_rate or 0 for g in carried)
         budget = f" within {fmt_bytes(memory_budget)}" if memory_budget else ""
-        fits = [g for g in carried if (g.highest_clean_rate or 0) >= target * 0.999
-                and (memory_budget is None or (g.queued_bytes_at_clean or 0) <= memory_budget)]
+        fits = [
+            g
+            for g in carried
+            if (g.highest_clean_rate or 0) >= target * 0.999
+            and (memory_budget is None or (g.queued_bytes_at_clean or 0) <= memory_budget)
+        ]
         if fits:
             pick = min(fits, key=lambda g: g.queued_bytes_at_clean or 0)
             p99 = pick.p99_at_clean_us
-            what_if = (f" (with the what-if --slo-p99-us {slo_p99_us:g})"
-                       if slo_p99_us is not None and pick.search is None else "")
-            out.append(f"To carry {fmt_rate(target)}{budget}{what_if}: {pick.group} ("
-                       f"{'sustainable per its capacity search' if pick.search is not None else 'clean'} at "
-                       f"{fmt_rate(pick.highest_clean_rate)}, p99 {fmt_us(p99)}, "
-                       f"peak queued {fmt_bytes(pick.queued_bytes_at_clean)}).")
+            what_if = (
+                f" (with the what-if --slo-p99-us {slo_p99_us:g})"
+                if slo_p99_us is not None and pick.search is None
+                else ""
+            )
+            out.append(
+                f"To carry {fmt_rate(target)}{budget}{what_if}: {pick.group} ("
+                f"{'sustainable per its capacity search' if pick.search is not None else 'clean'} at "
+                f"{fmt_rate(pick.highest_clean_rate)}, p99 {fmt_us(p99)}, "
+                f"peak queued {fmt_bytes(pick.queued_bytes_at_clean)})."
+            )
         else:
             out.append(f"No tested setting carries {fmt_rate(target)} cleanly{budget}.")
     return out

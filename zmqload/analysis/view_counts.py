@@ -1,6 +1,7 @@
 """What was counted of one view (run, consumer, stream), or of a whole run, from the collected
 aggregates: sends, receipts and the fate of every sent message (analysis/finish.py fates), before
 the summary's rates and latencies (analysis/pipeline.py summarise)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,6 +14,7 @@ class ViewCounts:
     """One view's counts. Not frozen: the pipeline adds the receive times and reordering once
     known, and a service's answers replace the receipts (finish.answered). `run` is the run's
     number (its index in the pipeline's runs)."""
+
     run: int
     stream: int
     consumer: int

@@ -4,6 +4,7 @@ search per combination (as in `zmqload sweep`).
     zmqload capacity --pattern pub-sub --size 256 --slo-p99-us 2000 --out runs/cap
 
 docs/CAPACITY.md."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,10 +16,24 @@ from typing import TYPE_CHECKING, Optional
 
 from ..plan import sweep as sweeps
 from ..contract.derived import work_ceiling
-from ..contract.workload import SEARCH_OPTIONS, SLO_OPTIONS, UNPACED_RATE_GUESS, SearchPlan, Slos, Workload, refuse_unjudged
+from ..contract.workload import (
+    SEARCH_OPTIONS,
+    SLO_OPTIONS,
+    UNPACED_RATE_GUESS,
+    SearchPlan,
+    Slos,
+    Workload,
+    refuse_unjudged,
+)
 from ..contract.codec import to_builtins
-from ..contract.search_record import (RESULT_FILE, SET_BY_SEARCH, SearchEntry, SearchRecord, SearchTemplate,
-                                      search_path)
+from ..contract.search_record import (
+    RESULT_FILE,
+    SET_BY_SEARCH,
+    SearchEntry,
+    SearchRecord,
+    SearchTemplate,
+    search_path,
+)
 from ..contract.states import SearchStatus, Slo
 from ..errors import ConfigError, ExitStatus
 from ..store.record_files import write_search
@@ -26,7 +41,7 @@ from .common import disk_warning, megabytes
 from .options import add_workload_arguments
 from .report_after import report_module, run_report
 
-if TYPE_CHECKING:     # the search (numpy, the runner) is imported only when a search runs
+if TYPE_CHECKING:  # the search (numpy, the runner) is imported only when a search runs
     from ..plan.capacity_search import Outcome, Probe
 
 NAME = "capacity"
@@ -34,22 +49,35 @@ HELP = "find the highest rate each combination of options sustains within the SL
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Search the max sustainable rate (per producer) of each combination of options: "
-                          "open-loop probes ramp up from --start-rate to the first failing rate, then bisect "
-                          "to --precision; the final pass is run again. Any option of `run` but "
-                          f"{', '.join('--' + n for n in SET_BY_SEARCH)} takes a comma-separated list.")
-    parser.epilog = ("Exit status: 0 every search converged, 1 one could not (or the load generator was the "
-                     f"limit), 2 bad input. Writes {RESULT_FILE} beside the probes' run directories.")
+    parser.description = (
+        "Search the max sustainable rate (per producer) of each combination of options: "
+        "open-loop probes ramp up from --start-rate to the first failing rate, then bisect "
+        "to --precision; the final pass is run again. Any option of `run` but "
+        f"{', '.join('--' + n for n in SET_BY_SEARCH)} takes a comma-separated list."
+    )
+    parser.epilog = (
+        "Exit status: 0 every search converged, 1 one could not (or the load generator was the "
+        f"limit), 2 bad input. Writes {RESULT_FILE} beside the probes' run directories."
+    )
     add_workload_arguments(parser, table=SEARCH_OPTIONS)
     add_workload_arguments(parser, table=SLO_OPTIONS)
     out = parser.add_argument_group("output")
-    out.add_argument("--out", default="runs/capacity",
-                     help=f"directory of the probes' run directories and {RESULT_FILE} (default runs/capacity)")
+    out.add_argument(
+        "--out",
+        default="runs/capacity",
+        help=f"directory of the probes' run directories and {RESULT_FILE} (default runs/capacity)",
+    )
     out.add_argument("--name", default=None, help="search id, the prefix of every probe's run name")
-    out.add_argument("--json", action="store_true", help=f"print the result ({RESULT_FILE}) as JSON")
+    out.add_argument(
+        "--json", action="store_true", help=f"print the result ({RESULT_FILE}) as JSON"
+    )
     out.add_argument("--quiet", action="store_true", help="print nothing but errors")
-    out.add_argument("--report", action="store_true", help="afterwards, run the Spark report over --out")
-    out.add_argument("--report-out", default=None, metavar="DIR", help="where the report goes (its --out)")
+    out.add_argument(
+        "--report", action="store_true", help="afterwards, run the Spark report over --out"
+    )
+    out.add_argument(
+        "--report-out", default=None, metavar="DIR", help="where the report goes (its --out)"
+    )
     add_workload_arguments(parser, axes=True, skip=sweeps.RESERVED + SET_BY_SEARCH)
 
 
@@ -61,7 +89,9 @@ def plan_searches(args: argparse.Namespace, plan: SearchPlan) -> sweeps.Sweep:
     spec.fixed.update(rate=plan.start_rate, duration=plan.probe_duration)
     combos = sweeps.plan(spec)
     if os.path.exists(os.path.join(args.out, RESULT_FILE)):
-        raise ConfigError("--out", f"{args.out} already holds a {RESULT_FILE}; accepted: a directory without one")
+        raise ConfigError(
+            "--out", f"{args.out} already holds a {RESULT_FILE}; accepted: a directory without one"
+        )
     return combos
 
 
@@ -81,6 +111,7 @@ def expected_probes(plan: SearchPlan, capacity: int) -> list[int]:
     """The rates a search would probe (plan/capacity_search.find_max_rate itself, with probes
     that pass up to `capacity` msg/s per producer and fail above it); at most --max-probes."""
     from ..plan.capacity_search import Probe, find_max_rate
+
     return [p.rate for p in find_max_rate(lambda rate: Probe(rate, rate <= capacity), plan).probes]
 
 
@@ -89,13 +120,18 @@ def expected_write(combos: sweeps.Sweep, plan: SearchPlan) -> tuple[int, int, st
     probe writes what a --probe-duration run at its rate writes (runner.run's expected_bytes),
     at most UNPACED_RATE_GUESS msg/s per producer (a probe above it cannot send more)."""
     from ..runner.run import expected_bytes
+
     total, probes, because = 0, 0, set()
     for point in combos.points:
         capacity, why = likely_capacity(point.workload)
         because.add(f"{capacity:,} msg/s per producer ({why})")
         for rate in expected_probes(plan, capacity):
-            probe = dataclasses.replace(point.workload, rate=min(rate, UNPACED_RATE_GUESS),
-                                        duration=plan.probe_duration, count=None)
+            probe = dataclasses.replace(
+                point.workload,
+                rate=min(rate, UNPACED_RATE_GUESS),
+                duration=plan.probe_duration,
+                count=None,
+            )
             total += expected_bytes(probe) or 0
             probes += 1
     return total, probes, "; ".join(sorted(because))
@@ -105,9 +141,11 @@ def estimate_line(combos: sweeps.Sweep, plan: SearchPlan) -> str:
     """How much the searches write, said before the first probe: one line."""
     written, probes, because = expected_write(combos, plan)
     n = len(combos.points)
-    return (f"{n} search{'es' if n != 1 else ''}, about {probes} probe{'s' if probes != 1 else ''} of "
-            f"{plan.probe_duration:g} s (at most {plan.max_probes} per search), writing up to about "
-            f"{megabytes(written)} to {combos.out} if {'each ends' if n != 1 else 'it ends'} near {because}")
+    return (
+        f"{n} search{'es' if n != 1 else ''}, about {probes} probe{'s' if probes != 1 else ''} of "
+        f"{plan.probe_duration:g} s (at most {plan.max_probes} per search), writing up to about "
+        f"{megabytes(written)} to {combos.out} if {'each ends' if n != 1 else 'it ends'} near {because}"
+    )
 
 
 def _rate(value: Optional[int]) -> str:
@@ -124,47 +162,73 @@ def probe_line(index: int, probe: Probe) -> str:
     line = f"  probe {index:>2}{' (again)' if probe.confirm else ''}  {probe.rate:>12,} msg/s  {verdict:<9}"
     if probe.error:
         return f"{line}  {probe.error}"
-    line += (f"  received {f.get('throughput_msgs') or 0:,.0f} msg/s, achieved {f.get('achieved') or 0:.3f}, "
-             f"loss {f.get('loss_ratio', 0):.2%}, p99 {_us(f.get('p99_us'))} us")
+    line += (
+        f"  received {f.get('throughput_msgs') or 0:,.0f} msg/s, achieved {f.get('achieved') or 0:.3f}, "
+        f"loss {f.get('loss_ratio', 0):.2%}, p99 {_us(f.get('p99_us'))} us"
+    )
     if probe.breaches:
         line += f"  [{probe.breaches[0].text}]"
     elif probe.generator_limited:
-        line += f"  [reached {f.get('reached_rate') or 0:,.0f} msg/s, blocked {f.get('blocked_ms') or 0:,.0f} ms " \
-                f"of a {f.get('lag_ms') or 0:,.0f} ms lag]"
+        line += (
+            f"  [reached {f.get('reached_rate') or 0:,.0f} msg/s, blocked {f.get('blocked_ms') or 0:,.0f} ms "
+            f"of a {f.get('lag_ms') or 0:,.0f} ms lag]"
+        )
     return line
 
 
 def answer_line(tag: str, outcome: Outcome) -> str:
     lo, hi = outcome.bracket
     if not outcome.converged:
-        return f"{tag}: no capacity found: {outcome.reason}; bracket {_rate(lo)} - {_rate(hi)} msg/s"
+        return (
+            f"{tag}: no capacity found: {outcome.reason}; bracket {_rate(lo)} - {_rate(hi)} msg/s"
+        )
     at = [p for p in outcome.probes if p.rate == lo and p.passed][-1].figures
     failing = [p for p in outcome.probes if p.rate == hi and not p.passed]
-    above = f"above it {failing[-1].breaches[0].text}" if failing and failing[-1].breaches else "above it: -"
+    above = (
+        f"above it {failing[-1].breaches[0].text}"
+        if failing and failing[-1].breaches
+        else "above it: -"
+    )
     peak = at.get("queue_peak")
     rss = at.get("consumer_max_rss_kb")
     # a service of the user's has no queue or consumer of zmqload's to show
-    queue = (f", queue peak {peak.get('messages', 0) or 0:,} (kernel {peak.get('kernel_messages', 0) or 0:,} / "
-             f"libzmq {peak.get('libzmq_messages', 0) or 0:,})" if peak else "")
+    queue = (
+        f", queue peak {peak.get('messages', 0) or 0:,} (kernel {peak.get('kernel_messages', 0) or 0:,} / "
+        f"libzmq {peak.get('libzmq_messages', 0) or 0:,})"
+        if peak
+        else ""
+    )
     memory = f", consumer RSS {rss / 1024:,.1f} MiB" if rss is not None else ""
-    return (f"{tag}: max sustainable rate {lo:,} msg/s per producer (bracket {_rate(lo)} - {_rate(hi)}); {above}; "
-            f"at it: p99 {_us(at.get('p99_us'))} us, p99.9 {_us(at.get('p99_9_us'))} us{queue}{memory}")
+    return (
+        f"{tag}: max sustainable rate {lo:,} msg/s per producer (bracket {_rate(lo)} - {_rate(hi)}); {above}; "
+        f"at it: p99 {_us(at.get('p99_us'))} us, p99.9 {_us(at.get('p99_9_us'))} us{queue}{memory}"
+    )
 
 
 def search_entry(point: sweeps.Point, outcome: Outcome, wall_s: float) -> SearchEntry:
     """One combination's search as capacity-search.json holds it: finished, or so far."""
     return SearchEntry(
-        values=dict(point.values), workload=SearchTemplate.of(point.workload), producers=point.workload.producers,
-        wall_s=round(wall_s, 2), converged=outcome.converged, max_sustainable_rate=outcome.max_sustainable_rate,
-        bracket=list(outcome.bracket), failed_slo=None if outcome.failed_slo is None else Slo(outcome.failed_slo),
-        generator_limited=outcome.generator_limited, reason=outcome.reason,
-        probes=[p.to_record() for p in outcome.probes])
+        values=dict(point.values),
+        workload=SearchTemplate.of(point.workload),
+        producers=point.workload.producers,
+        wall_s=round(wall_s, 2),
+        converged=outcome.converged,
+        max_sustainable_rate=outcome.max_sustainable_rate,
+        bracket=list(outcome.bracket),
+        failed_slo=None if outcome.failed_slo is None else Slo(outcome.failed_slo),
+        generator_limited=outcome.generator_limited,
+        reason=outcome.reason,
+        probes=[p.to_record() for p in outcome.probes],
+    )
 
 
 def starting(point: sweeps.Point) -> SearchEntry:
     """A combination's search before its first probe."""
     from ..plan.capacity_search import Outcome
-    return search_entry(point, Outcome(False, None, [None, None], None, False, "searching: no probe yet", []), 0.0)
+
+    return search_entry(
+        point, Outcome(False, None, [None, None], None, False, "searching: no probe yet", []), 0.0
+    )
 
 
 def run(args: argparse.Namespace) -> ExitStatus:
@@ -172,11 +236,15 @@ def run(args: argparse.Namespace) -> ExitStatus:
     from ..plan.capacity_search import find_max_rate, probe_once
     from ..runner import signals
 
-    if "consumer" in (getattr(args, "role", None) or ()):     # (an axis: a list) before its probes' rates are refused, less clearly
+    if "consumer" in (
+        getattr(args, "role", None) or ()
+    ):  # (an axis: a list) before its probes' rates are refused, less clearly
         refuse_unjudged("consumer")
     plan = SearchPlan(**{name: getattr(args, name) for name in SEARCH_OPTIONS})
     slos = Slos(**{name: getattr(args, name) for name in SLO_OPTIONS}).with_search_defaults()
-    report = report_module() if args.report or args.report_out else None   # ConfigError (exit 2) before any run
+    report = (
+        report_module() if args.report or args.report_out else None
+    )  # ConfigError (exit 2) before any run
     combos = plan_searches(args, plan)
     for point in combos.points:
         Slos().check_with(point.workload, "capacity")
@@ -185,13 +253,22 @@ def run(args: argparse.Namespace) -> ExitStatus:
     disk_warning("zmqload capacity", args.out, expected_write(combos, plan)[0], "the search is")
     # Written before the first probe, after every probe and at the end: the search's last entry
     # is the combination it is in (so one cut short says where it stopped), until it is complete.
-    record = SearchRecord(search_id=combos.sweep_id, out=args.out, status=SearchStatus.RUNNING,
-                          varying=list(combos.varying), slos=slos, plan=plan, searches=[starting(combos.points[0])])
+    record = SearchRecord(
+        search_id=combos.sweep_id,
+        out=args.out,
+        status=SearchStatus.RUNNING,
+        varying=list(combos.varying),
+        slos=slos,
+        plan=plan,
+        searches=[starting(combos.points[0])],
+    )
     os.makedirs(args.out, exist_ok=True)
     write_search(args.out, record)
     status = ExitStatus.OK
     started = time.monotonic()
-    with signals.handled():     # Ctrl-C and SIGTERM raised as KeyboardInterrupt; each probe records itself
+    with (
+        signals.handled()
+    ):  # Ctrl-C and SIGTERM raised as KeyboardInterrupt; each probe records itself
         try:
             for point in combos.points:
                 tag = sweeps.point_tag(point.values) or point.workload.pattern
@@ -199,15 +276,25 @@ def run(args: argparse.Namespace) -> ExitStatus:
                 started = time.monotonic()
                 count = [0]
 
-                def probe(rate: int, point: sweeps.Point = point, count: list[int] = count) -> Probe:
+                def probe(
+                    rate: int, point: sweeps.Point = point, count: list[int] = count
+                ) -> Probe:
                     count[0] += 1
-                    name = f"{point.run_id}-p{count[0]:02d}-r{rate}"[:sweeps.MAX_RUN_NAME]
-                    live = None if args.quiet or args.json else LiveProgress(total_s=plan.probe_duration)
-                    result = probe_once(point.workload, slos, rate, plan.probe_duration, name, progress=live)
+                    name = f"{point.run_id}-p{count[0]:02d}-r{rate}"[: sweeps.MAX_RUN_NAME]
+                    live = (
+                        None
+                        if args.quiet or args.json
+                        else LiveProgress(total_s=plan.probe_duration)
+                    )
+                    result = probe_once(
+                        point.workload, slos, rate, plan.probe_duration, name, progress=live
+                    )
                     say(probe_line(count[0], result))
                     return result
 
-                def so_far(outcome: Outcome, point: sweeps.Point = point, started: float = started) -> None:
+                def so_far(
+                    outcome: Outcome, point: sweeps.Point = point, started: float = started
+                ) -> None:
                     record.searches[-1] = search_entry(point, outcome, time.monotonic() - started)
                     write_search(args.out, record)
 
@@ -215,25 +302,30 @@ def run(args: argparse.Namespace) -> ExitStatus:
                 say(answer_line(tag, outcome))
                 if not outcome.converged:
                     status = ExitStatus.FAILED
-                following = combos.points[point.index + 1:]
-                record.searches[-1:] = [search_entry(point, outcome, time.monotonic() - started),
-                                        *(starting(p) for p in following[:1])]
+                following = combos.points[point.index + 1 :]
+                record.searches[-1:] = [
+                    search_entry(point, outcome, time.monotonic() - started),
+                    *(starting(p) for p in following[:1]),
+                ]
                 if not following:
                     record.status = SearchStatus.COMPLETE
                 write_search(args.out, record)
         except BaseException as exc:
-            with signals.held():        # the record says how the search ended, whatever comes meanwhile
+            with signals.held():  # the record says how the search ended, whatever comes meanwhile
                 if record.status is SearchStatus.RUNNING:
                     interrupted = isinstance(exc, KeyboardInterrupt)
                     record.status = SearchStatus.INTERRUPTED if interrupted else SearchStatus.FAILED
                     last = record.searches[-1]
                     last.wall_s = round(time.monotonic() - started, 2)
-                    last.reason = (f"cut short ({record.status}) after {len(last.probes)} "
-                                   f"probe{'s' * (len(last.probes) != 1)}")
+                    last.reason = (
+                        f"cut short ({record.status}) after {len(last.probes)} "
+                        f"probe{'s' * (len(last.probes) != 1)}"
+                    )
                 write_search(args.out, record)
             if isinstance(exc, KeyboardInterrupt):
-                raise KeyboardInterrupt(f"the probes' records are kept; {search_path(args.out)} says "
-                                        f"{record.status}") from exc
+                raise KeyboardInterrupt(
+                    f"the probes' records are kept; {search_path(args.out)} says {record.status}"
+                ) from exc
             raise
     if args.json:
         print(json.dumps(to_builtins(record)))

@@ -1,5 +1,6 @@
 """What every command shares: the one-line argument parser and the one error -> exit-status
 mapping (each error class's `exit_status`; Ctrl-C is ExitStatus.INTERRUPTED)."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,18 +18,25 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse that reports bad input as one line naming the (sub)command, exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        message = re.sub(r"^argument ([^:]+): ", lambda m: m.group(1).split("/")[-1] + ": ", message)
+        message = re.sub(
+            r"^argument ([^:]+): ", lambda m: m.group(1).split("/")[-1] + ": ", message
+        )
         self.exit(ExitStatus.BAD_INPUT, f"{self.prog}: error: {message}\n")
 
     @overload
-    def parse_known_args(self, args: Optional[Iterable[str]] = None,
-                         namespace: None = None) -> tuple[argparse.Namespace, list[str]]: ...
+    def parse_known_args(
+        self, args: Optional[Iterable[str]] = None, namespace: None = None
+    ) -> tuple[argparse.Namespace, list[str]]: ...
     @overload
-    def parse_known_args(self, args: Optional[Iterable[str]], namespace: N) -> tuple[N, list[str]]: ...
+    def parse_known_args(
+        self, args: Optional[Iterable[str]], namespace: N
+    ) -> tuple[N, list[str]]: ...
     @overload
     def parse_known_args(self, *, namespace: N) -> tuple[N, list[str]]: ...
 
-    def parse_known_args(self, args: Optional[Iterable[str]] = None, namespace: Any = None) -> tuple[Any, list[str]]:
+    def parse_known_args(
+        self, args: Optional[Iterable[str]] = None, namespace: Any = None
+    ) -> tuple[Any, list[str]]:
         # Refuse leftovers here, where the subcommand is known: argparse would report them
         # from the top-level parser as "zmqload: error: unrecognized arguments".
         namespace, extras = super().parse_known_args(args, namespace)
@@ -47,16 +55,25 @@ class OneLineParser(argparse.ArgumentParser):
         return f"unrecognized option {given}" + (f"; did you mean {close[0]}?" if close else "")
 
 
-def usage_error(parser: argparse.ArgumentParser, choices: Iterable[str]) -> Callable[[argparse.Namespace], ExitStatus]:
+def usage_error(
+    parser: argparse.ArgumentParser, choices: Iterable[str]
+) -> Callable[[argparse.Namespace], ExitStatus]:
     """Handler of a parser whose command was left out: its usage and one line, exit 2."""
+
     def handler(args: argparse.Namespace) -> ExitStatus:
         parser.print_usage(sys.stderr)
-        print(f"{parser.prog}: error: missing command; accepted: {', '.join(choices)}", file=sys.stderr)
+        print(
+            f"{parser.prog}: error: missing command; accepted: {', '.join(choices)}",
+            file=sys.stderr,
+        )
         return ExitStatus.BAD_INPUT
+
     return handler
 
 
-def guarded(prog: str, command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> ExitStatus:
+def guarded(
+    prog: str, command: Callable[[argparse.Namespace], int], args: argparse.Namespace
+) -> ExitStatus:
     """Run `command(args)`; a zmqload error or Ctrl-C becomes one line on stderr and the exit
     status of its class. A KeyboardInterrupt's message (if any) says what was kept."""
     try:
@@ -71,6 +88,7 @@ def guarded(prog: str, command: Callable[[argparse.Namespace], int], args: argpa
 
 # -- what a command will write, said before it starts ------------------------------------------
 
+
 def megabytes(n: int) -> str:
     """Bytes as the lines before a sweep or a search say them: '1,008 MB', '0.4 MB'."""
     return f"{n / 1e6:,.0f} MB" if n >= 10e6 else f"{n / 1e6:.1f} MB"
@@ -80,7 +98,11 @@ def disk_warning(prog: str, directory: str, needed: int, what: str) -> None:
     """One warning line on stderr when the file system of `directory` (or of its nearest
     existing parent) has less free than `needed` bytes; nothing otherwise."""
     from ..runner.run import free_space
+
     free = free_space(directory)
     if 0 <= free < needed:
-        print(f"{prog}: warning: {directory}: {free:,} bytes free, {what} expected to write about {needed:,}; "
-              "a run fails if the disk fills", file=sys.stderr)
+        print(
+            f"{prog}: warning: {directory}: {free:,} bytes free, {what} expected to write about {needed:,}; "
+            "a run fails if the disk fills",
+            file=sys.stderr,
+        )

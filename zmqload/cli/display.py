@@ -1,4 +1,5 @@
 """What a person sees: a live progress line during a run and the final summary table."""
+
 from __future__ import annotations
 
 import sys
@@ -17,7 +18,7 @@ from ..measure.result import RunResult
 if TYPE_CHECKING:
     from ..runner.state import ProgressSnapshot
 
-SHOW_AFTER_S = 1.0      # short runs print only their summary
+SHOW_AFTER_S = 1.0  # short runs print only their summary
 
 
 def _ns_to_us(ns: Optional[float]) -> str:
@@ -39,15 +40,15 @@ class LiveProgress:
         self.console = console or Console(stderr=True)
         self.live: Live | None = None
         self.started = 0.0
-        self.total_s = total_s          # the planned sending time, when known (sweep.estimate_run_s)
+        self.total_s = total_s  # the planned sending time, when known (sweep.estimate_run_s)
         self._last = 0.0
-        self._rate_from = (0.0, 0)      # (time, received) a second or so ago: the receive rate
+        self._rate_from = (0.0, 0)  # (time, received) a second or so ago: the receive rate
         self._rate = 0.0
         self._stopped = False
 
     def start(self, snapshot: ProgressSnapshot) -> None:
         self.started = time.monotonic()
-        self._stopped = False       # a display given to another run shows that one
+        self._stopped = False  # a display given to another run shows that one
 
     def update(self, snapshot: ProgressSnapshot) -> None:
         now = time.monotonic()
@@ -70,11 +71,24 @@ class LiveProgress:
     def _render(self, snap: ProgressSnapshot, elapsed: float) -> Table:
         table = Table.grid(padding=(0, 2))
         total = f" / {self.total_s:,.1f}" if self.total_s else ""
-        table.add_row(f"[bold]{snap.pattern}[/] over {snap.transport}", snap.phase, f"{elapsed:6.1f}{total} s",
-                      f"sent {snap.sent:,}", f"received {snap.received:,} ({self._rate:,.0f} msg/s)",
-                      f"refused {snap.dropped:,}", f"gaps {snap.gaps:,}")
-        table.add_row("", "", "", f"in flight ~{snap.in_flight:,}", f"memory {_mib(snap.rss_kb)}",
-                      f"disk {_bytes(snap.disk_bytes)} written", f"{_bytes(snap.disk_free_bytes)} free")
+        table.add_row(
+            f"[bold]{snap.pattern}[/] over {snap.transport}",
+            snap.phase,
+            f"{elapsed:6.1f}{total} s",
+            f"sent {snap.sent:,}",
+            f"received {snap.received:,} ({self._rate:,.0f} msg/s)",
+            f"refused {snap.dropped:,}",
+            f"gaps {snap.gaps:,}",
+        )
+        table.add_row(
+            "",
+            "",
+            "",
+            f"in flight ~{snap.in_flight:,}",
+            f"memory {_mib(snap.rss_kb)}",
+            f"disk {_bytes(snap.disk_bytes)} written",
+            f"{_bytes(snap.disk_free_bytes)} free",
+        )
         return table
 
     def stop(self) -> None:
@@ -91,10 +105,15 @@ def _queue(peak: dict[str, Any], drain: Drain | None = None) -> str:
     if not peak:
         return "-"
     ambiguous = drain.dropped_tail_ambiguous if drain is not None else 0
-    return (f"{peak['messages']:,} at {peak['at_s']:.2f} s ({peak['kernel_messages']:,} / "
-            f"{peak['libzmq_messages']:,} messages)"
-            + (f"; the {ambiguous:,} tail drops of ambiguous place count as queued until their producer closed"
-               if ambiguous else ""))
+    return (
+        f"{peak['messages']:,} at {peak['at_s']:.2f} s ({peak['kernel_messages']:,} / "
+        f"{peak['libzmq_messages']:,} messages)"
+        + (
+            f"; the {ambiguous:,} tail drops of ambiguous place count as queued until their producer closed"
+            if ambiguous
+            else ""
+        )
+    )
 
 
 def _drain(drain: Drain) -> str:
@@ -126,17 +145,29 @@ def pushback(result: RunResult) -> str:
 def service_rows(result: RunResult) -> list[tuple[str, str]]:
     """--role producer with req-rep: the user's service answered (or not) each request."""
     rt = result.latency_summary("round_trip")
-    timeout = reply_timeout_in_effect(result.workload.get("reply_timeout_ms"), result.workload["role"])
+    timeout = reply_timeout_in_effect(
+        result.workload.get("reply_timeout_ms"), result.workload["role"]
+    )
     return [
         ("requests sent", f"{result.sent:,}"),
         ("answered", f"{result.answered:,}"),
-        ("echoed / by order", f"{result.service.get('echoed', 0):,} / {result.service.get('by_order', 0):,} "
-                              "(the reply carried the request's header / matched to the request just sent)"),
+        (
+            "echoed / by order",
+            f"{result.service.get('echoed', 0):,} / {result.service.get('by_order', 0):,} "
+            "(the reply carried the request's header / matched to the request just sent)",
+        ),
         ("unanswered", f"{result.unanswered:,} (no reply within {timeout:,} ms)"),
-        ("round trip from intended (us)", "  ".join(f"{k} {_ns_to_us(v)}" for k, v in rt.items()
-                                                   if k in ("p50", "p99", "p99.9", "max"))),
+        (
+            "round trip from intended (us)",
+            "  ".join(
+                f"{k} {_ns_to_us(v)}" for k, v in rt.items() if k in ("p50", "p99", "p99.9", "max")
+            ),
+        ),
         ("request rate", f"{result.send_rate:,.0f} req/s"),
-        ("answer rate", f"{result.service.get('answer_rate', 0.0):,.0f} answers/s (first request to last answer)"),
+        (
+            "answer rate",
+            f"{result.service.get('answer_rate', 0.0):,.0f} answers/s (first request to last answer)",
+        ),
     ]
 
 
@@ -165,7 +196,9 @@ def _implausible_count(result: RunResult) -> int:
 
 def _foreign(result: RunResult) -> str:
     implausible = _implausible_count(result)
-    return f"{_foreign_count(result):,}" + (f" ({implausible:,} with an implausible header)" if implausible else "")
+    return f"{_foreign_count(result):,}" + (
+        f" ({implausible:,} with an implausible header)" if implausible else ""
+    )
 
 
 def consumers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
@@ -174,35 +207,62 @@ def consumers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
     foreign = result.foreign or {}
     gap = foreign.get("gap_ns") or {}
     rows = [
-        ("received (zmqload's header)", f"{result.received:,} from {len(result.streams)} stream(s)"),
+        (
+            "received (zmqload's header)",
+            f"{result.received:,} from {len(result.streams)} stream(s)",
+        ),
         ("duplicates / reordered", f"{result.duplicates:,} / {result.reordered:,}"),
-        ("frame count mismatches", f"{result.frame_mismatches:,} (expected {result.workload.get('parts', 1)})"),
+        (
+            "frame count mismatches",
+            f"{result.frame_mismatches:,} (expected {result.workload.get('parts', 1)})",
+        ),
         ("seq holes (a lower bound of loss)", f"{holes:,}"),
-        ("sent, lost", "not seen: the producer is yours (--role consumer; join a producer half with `report`)"),
+        (
+            "sent, lost",
+            "not seen: the producer is yours (--role consumer; join a producer half with `report`)",
+        ),
         ("foreign messages", f"{foreign.get('messages', 0):,}, {foreign.get('bytes', 0):,} bytes"),
     ]
     implausible = _implausible_count(result)
-    if implausible:     # zmqload's header, but nothing this run could have sent (docs/RECORDS.md)
+    if implausible:  # zmqload's header, but nothing this run could have sent (docs/RECORDS.md)
         rows.append(("of them, implausible headers", f"{implausible:,}"))
     if foreign.get("messages"):
-        rows += [("foreign rate", f"{foreign['rate_msgs']:,.0f} msg/s over {foreign['span_s']:,.3f} s"),
-                 ("foreign gaps (us)", "  ".join(f"{k} {_ns_to_us(v)}" for k, v in gap.items()))]
+        rows += [
+            ("foreign rate", f"{foreign['rate_msgs']:,.0f} msg/s over {foreign['span_s']:,.3f} s"),
+            ("foreign gaps (us)", "  ".join(f"{k} {_ns_to_us(v)}" for k, v in gap.items())),
+        ]
     if result.received:
         lat = result.latency_summary("sent")
-        rows.append(("latency from sent (us)", "  ".join(f"{k} {_ns_to_us(v)}" for k, v in lat.items()
-                                                         if k in ("p50", "p99", "p99.9", "max"))))
+        rows.append(
+            (
+                "latency from sent (us)",
+                "  ".join(
+                    f"{k} {_ns_to_us(v)}"
+                    for k, v in lat.items()
+                    if k in ("p50", "p99", "p99.9", "max")
+                ),
+            )
+        )
     return rows
 
 
 def summary_table(result: RunResult) -> Table:
     w = result.workload
     role = str(w.get("role", "both"))
-    sides = {"producer": f"{w['producers']} producer(s) -> your {'service' if result.serves else 'consumer'}",
-             "consumer": f"your producer -> {w['consumers']} consumer(s)"}
-    title = (f"{w['pattern']} over {w['transport']}{' with CURVE' if w.get('curve') == 'on' else ''}, "
-             + (f"{w['size']} B, {'unpaced' if not w['rate'] else format(w['rate'], ',') + ' msg/s per producer'}, "
-                if role != "consumer" else "")
-             + sides.get(role, f"{w['producers']}x{w['consumers']}") + f"  [{result.status}]")
+    sides = {
+        "producer": f"{w['producers']} producer(s) -> your {'service' if result.serves else 'consumer'}",
+        "consumer": f"your producer -> {w['consumers']} consumer(s)",
+    }
+    title = (
+        f"{w['pattern']} over {w['transport']}{' with CURVE' if w.get('curve') == 'on' else ''}, "
+        + (
+            f"{w['size']} B, {'unpaced' if not w['rate'] else format(w['rate'], ',') + ' msg/s per producer'}, "
+            if role != "consumer"
+            else ""
+        )
+        + sides.get(role, f"{w['producers']}x{w['consumers']}")
+        + f"  [{result.status}]"
+    )
     table = Table(title=title, show_header=True, header_style="bold")
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -218,33 +278,84 @@ def summary_table(result: RunResult) -> Table:
         ("SNDTIMEO drops (sender)", f"{result.timeout:,}"),
         ("expected deliveries", f"{result.expected:,}"),
         ("received", f"{result.received:,}"),
-        ("delivered / drained", f"{result.delivered:,} / {result.drained:,}  (drain {_drain(result.drain)})"),
-        ("dropped start / mid / tail", f"{result.dropped_start:,} / {result.dropped_mid:,} / {result.dropped_tail:,}"
-                                       + _ambiguous(result.drain)),
-        *([("connection resets", _resets(result.resets)),
-           ("dropped at a reset", f"{result.dropped_reset:,}")] if result.resets else []),
+        (
+            "delivered / drained",
+            f"{result.delivered:,} / {result.drained:,}  (drain {_drain(result.drain)})",
+        ),
+        (
+            "dropped start / mid / tail",
+            f"{result.dropped_start:,} / {result.dropped_mid:,} / {result.dropped_tail:,}"
+            + _ambiguous(result.drain),
+        ),
+        *(
+            [
+                ("connection resets", _resets(result.resets)),
+                ("dropped at a reset", f"{result.dropped_reset:,}"),
+            ]
+            if result.resets
+            else []
+        ),
         ("stranded (drain cut short)", f"{result.stranded:,}"),
         # only a failed run can have any: a worker on the message's path died
         *([("unknown (a worker died)", f"{result.unknown:,}")] if result.unknown else []),
         ("lost", f"{result.lost:,} ({result.loss_ratio:.4%}) = {' + '.join(LOST_BRIEF)}"),
         ("queue peak (kernel / libzmq)", _queue(result.queue.get("peak") or {}, result.drain)),
         ("duplicates / reordered", f"{result.duplicates:,} / {result.reordered:,}"),
-        *([("frame count mismatches", f"{result.frame_mismatches:,} (of {w['parts']} frames each)")]
-          if w.get("parts", 1) > 1 else []),
+        *(
+            [
+                (
+                    "frame count mismatches",
+                    f"{result.frame_mismatches:,} (of {w['parts']} frames each)",
+                )
+            ]
+            if w.get("parts", 1) > 1
+            else []
+        ),
         ("send rate", f"{result.send_rate:,.0f} msg/s"),
         ("throughput", f"{result.throughput_msgs:,.0f} msg/s  {result.throughput_mb:,.1f} MB/s"),
-        ("bytes sent / received", f"{result.bytes_sent:,} / {result.bytes_received:,}  (sizes {_sizes(result.sizes)})"),
-        *([("size mismatches", f"{result.size_mismatches:,} received at another size than their seq's")]
-          if result.size_mismatches else []),
+        (
+            "bytes sent / received",
+            f"{result.bytes_sent:,} / {result.bytes_received:,}  (sizes {_sizes(result.sizes)})",
+        ),
+        *(
+            [
+                (
+                    "size mismatches",
+                    f"{result.size_mismatches:,} received at another size than their seq's",
+                )
+            ]
+            if result.size_mismatches
+            else []
+        ),
         # a peer that is not this run's on a port it binds (docs/RECORDS.md "Which messages are zmqload's")
-        *([("foreign messages (not this run's)", _foreign(result))] if _foreign_count(result) else []),
+        *(
+            [("foreign messages (not this run's)", _foreign(result))]
+            if _foreign_count(result)
+            else []
+        ),
     ]
     # across hosts every one-way latency is good to the hosts' clock alignment (run.json placement)
-    clocks = "" if result.clock_uncertainty_ns is None else f"  (± {_ns_to_us(result.clock_uncertainty_ns)} clocks)"
-    for label, since in (("latency from intended (us)", "intended"), ("latency from sent (us)", "sent")):
+    clocks = (
+        ""
+        if result.clock_uncertainty_ns is None
+        else f"  (± {_ns_to_us(result.clock_uncertainty_ns)} clocks)"
+    )
+    for label, since in (
+        ("latency from intended (us)", "intended"),
+        ("latency from sent (us)", "sent"),
+    ):
         lat = result.latency_summary(since)
-        rows.append((label, "  ".join(f"{k} {_ns_to_us(v)}" for k, v in lat.items()
-                                      if k in ("p50", "p99", "p99.9", "max")) + clocks))
+        rows.append(
+            (
+                label,
+                "  ".join(
+                    f"{k} {_ns_to_us(v)}"
+                    for k, v in lat.items()
+                    if k in ("p50", "p99", "p99.9", "max")
+                )
+                + clocks,
+            )
+        )
     for label, value in rows:
         table.add_row(label, value)
     return table
@@ -266,9 +377,12 @@ def print_summary(result: RunResult, console: Console | None = None) -> None:
             if ranges:
                 shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges[:8])
                 who = "" if where == "all" else f" at consumer {where}"
-                console.print(f"missing seqs of stream {stream.stream}{who}: {shown}"
-                              f"{' ...' if len(ranges) > 8 else ''}")
+                console.print(
+                    f"missing seqs of stream {stream.stream}{who}: {shown}"
+                    f"{' ...' if len(ranges) > 8 else ''}"
+                )
     from ..measure.schedule_keeping import describe
+
     limited = describe(result.generator)
     if limited:
         console.print(limited, soft_wrap=True)

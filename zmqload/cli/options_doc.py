@@ -6,6 +6,7 @@ and `--help` have one source.
 
     python -m zmqload.cli.options_doc docs/OPTIONS.md      # what `make docs` runs
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,10 @@ from .options import _Axis, help_text, is_switch
 COMMAND = "make docs"
 TABLES = (OPTIONS, SLO_OPTIONS, SEARCH_OPTIONS, REPORT_OPTIONS)
 FLAG = "a flag (no value)"
-GENERIC_TITLES = {"positional arguments": "arguments", "optional arguments": "options"}   # Python < 3.10: options
+GENERIC_TITLES = {
+    "positional arguments": "arguments",
+    "optional arguments": "options",
+}  # Python < 3.10: options
 
 INTRO = f"""# Option reference
 
@@ -54,12 +58,13 @@ def page() -> str:
     return "\n".join(parts)
 
 
-def _commands(parser: argparse.ArgumentParser, prog: str,
-              summary: str) -> list[tuple[str, argparse.ArgumentParser, str]]:
+def _commands(
+    parser: argparse.ArgumentParser, prog: str, summary: str
+) -> list[tuple[str, argparse.ArgumentParser, str]]:
     """(`zmqload run`, its parser, its line in the list of commands), ... for the parser and every
     (sub)command under it, in order."""
     found = [(prog, parser, summary)]
-    for action in parser._actions:          # argparse keeps its subcommands only here
+    for action in parser._actions:  # argparse keeps its subcommands only here
         if isinstance(action, argparse._SubParsersAction):
             helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
             for name, sub in action.choices.items():
@@ -85,13 +90,23 @@ def _command(prog: str, parser: argparse.ArgumentParser, summary: str, run_flags
             elif not _is_negation(action):
                 rows.append(_plain_row(action, prog))
         if rows:
-            lines += [f"### {GENERIC_TITLES.get(group.title or '', group.title)}", "",
-                      "| option | accepts | default | meaning |", "|---|---|---|---|", *rows, ""]
+            lines += [
+                f"### {GENERIC_TITLES.get(group.title or '', group.title)}",
+                "",
+                "| option | accepts | default | meaning |",
+                "|---|---|---|---|",
+                *rows,
+                "",
+            ]
     if axes:
         left_out = [flag for flag in run_flags if flag not in axes]
-        lines += ["Every workload option of `zmqload run` (above) takes one value or a comma-separated list "
-                  "of values, an axis" + (f", except {', '.join(f'`{f}`' for f in left_out)}" if left_out else "")
-                  + "; a boolean option's list is `true,false`.", ""]
+        lines += [
+            "Every workload option of `zmqload run` (above) takes one value or a comma-separated list "
+            "of values, an axis"
+            + (f", except {', '.join(f'`{f}`' for f in left_out)}" if left_out else "")
+            + "; a boolean option's list is `true,false`.",
+            "",
+        ]
     if parser.epilog:
         lines += [_text(parser.epilog), ""]
     return "\n".join(lines)
@@ -101,13 +116,21 @@ def _option_of(action: argparse.Action) -> Optional[Option]:
     """The table entry an argument was built from (add_workload_arguments: its dest and help)."""
     for table in TABLES:
         opt = table.get(action.dest)
-        if opt is not None and action.option_strings[:1] == [opt.flag] and action.help == help_text(opt):
+        if (
+            opt is not None
+            and action.option_strings[:1] == [opt.flag]
+            and action.help == help_text(opt)
+        ):
             return opt
     return None
 
 
 def _is_negation(action: argparse.Action) -> bool:
-    return any(opt.negation and action.option_strings == [opt.negation] for table in TABLES for opt in table.values())
+    return any(
+        opt.negation and action.option_strings == [opt.negation]
+        for table in TABLES
+        for opt in table.values()
+    )
 
 
 def _table_row(opt: Option) -> str:
@@ -127,9 +150,17 @@ def _plain_row(action: argparse.Action, prog: str) -> str:
         flags = f"`{metavar}`" + (" ..." if action.nargs in ("*", "+") else "")
     else:
         flags = ", ".join(f"`{s}`" for s in action.option_strings)
-    accepts = FLAG if action.nargs == 0 else (", ".join(map(str, action.choices)) if action.choices else metavar)
-    default = "" if action.nargs == 0 or action.default in (None, argparse.SUPPRESS) else _shown(action.default)
-    meaning = (action.help or "") % dict(vars(action), prog=prog)      # argparse's %(default)s
+    accepts = (
+        FLAG
+        if action.nargs == 0
+        else (", ".join(map(str, action.choices)) if action.choices else metavar)
+    )
+    default = (
+        ""
+        if action.nargs == 0 or action.default in (None, argparse.SUPPRESS)
+        else _shown(action.default)
+    )
+    meaning = (action.help or "") % dict(vars(action), prog=prog)  # argparse's %(default)s
     return _row(flags, accepts, default, meaning)
 
 
@@ -148,7 +179,9 @@ def _row(*cells: str) -> str:
 def _text(text: str) -> str:
     """Text as Markdown shows it as written: `*` and `<` escaped outside code, on one line."""
     pieces = re.split(r"(`[^`]*`)", " ".join(text.split()))
-    return "".join(p if p.startswith("`") else p.replace("*", r"\*").replace("<", "&lt;") for p in pieces)
+    return "".join(
+        p if p.startswith("`") else p.replace("*", r"\*").replace("<", "&lt;") for p in pieces
+    )
 
 
 def _cell(text: str) -> str:
@@ -157,18 +190,32 @@ def _cell(text: str) -> str:
 
 
 def _api_only() -> str:
-    rows = [_row(f"`{opt.field}`", opt.accepts, _shown(opt.default), opt.help)
-            for opt in OPTIONS.values() if not opt.cli]
-    return "\n".join(["## `Workload` fields without a flag", "",
-                      "Set from Python (`Workload(chunk_rows=...)`) or in a sweep file only.", "",
-                      "| field | accepts | default | meaning |", "|---|---|---|---|", *rows, ""])
+    rows = [
+        _row(f"`{opt.field}`", opt.accepts, _shown(opt.default), opt.help)
+        for opt in OPTIONS.values()
+        if not opt.cli
+    ]
+    return "\n".join(
+        [
+            "## `Workload` fields without a flag",
+            "",
+            "Set from Python (`Workload(chunk_rows=...)`) or in a sweep file only.",
+            "",
+            "| field | accepts | default | meaning |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m zmqload.cli.options_doc PATH   (writes the option reference, docs/OPTIONS.md)",
-              file=sys.stderr)
+        print(
+            "usage: python -m zmqload.cli.options_doc PATH   (writes the option reference, docs/OPTIONS.md)",
+            file=sys.stderr,
+        )
         return 2
     with open(args[0], "w", encoding="utf-8") as f:
         f.write(page())

@@ -3,6 +3,7 @@ the record types and their field docstrings, between the `<!-- {label} fields: .
 
     python -m zmqload.cli.records_doc run_record docs/RECORDS.md       # what `make docs` runs
 """
+
 from __future__ import annotations
 
 import ast
@@ -44,7 +45,9 @@ def markdown_table(kind: type[msgspec.Struct]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _field_docs(kind: type, cache: dict[str, dict[tuple[str, str], str]]) -> dict[tuple[str, str], str]:
+def _field_docs(
+    kind: type, cache: dict[str, dict[tuple[str, str], str]]
+) -> dict[tuple[str, str], str]:
     """(class, field) -> the docstring written under the field, in the module that declares `kind`."""
     path = inspect.getsourcefile(kind) or ""
     if path not in cache:
@@ -53,16 +56,24 @@ def _field_docs(kind: type, cache: dict[str, dict[tuple[str, str], str]]) -> dic
         docs: dict[tuple[str, str], str] = {}
         for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
             for field, doc in zip(cls.body, cls.body[1:]):
-                if (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
-                        and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant)
-                        and isinstance(doc.value.value, str)):
+                if (
+                    isinstance(field, ast.AnnAssign)
+                    and isinstance(field.target, ast.Name)
+                    and isinstance(doc, ast.Expr)
+                    and isinstance(doc.value, ast.Constant)
+                    and isinstance(doc.value.value, str)
+                ):
                     docs[(cls.name, field.target.id)] = " ".join(doc.value.value.split())
         cache[path] = docs
     return cache[path]
 
 
-def _walk(kind: type[msgspec.Struct], prefix: str, rows: list[tuple[str, str, str]],
-          cache: dict[str, dict[tuple[str, str], str]]) -> None:
+def _walk(
+    kind: type[msgspec.Struct],
+    prefix: str,
+    rows: list[tuple[str, str, str]],
+    cache: dict[str, dict[tuple[str, str], str]],
+) -> None:
     for f in msgspec.structs.fields(kind):
         path = prefix + f.encode_name
         meaning = _field_docs(kind, cache).get((kind.__name__, f.name), "")
@@ -107,15 +118,22 @@ def _type_name(t: Any) -> str:
         return "object"
     if isinstance(t, type) and dataclasses.is_dataclass(t):
         names = [f.name for f in dataclasses.fields(t)]
-        return (f"object: `{'`, `'.join(names)}`" if len(names) <= 4
-                else f"object: every field of `{t.__name__}`")
+        return (
+            f"object: `{'`, `'.join(names)}`"
+            if len(names) <= 4
+            else f"object: every field of `{t.__name__}`"
+        )
     return {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}.get(
-        getattr(t, "__name__", ""), str(t))
+        getattr(t, "__name__", ""), str(t)
+    )
 
 
 def rewrite(text: str, kind: type[msgspec.Struct], label: str) -> str:
     """`text` (a page) with the table of `kind` between its `label` markers made anew."""
-    start, end = f"<!-- {label} fields: generated, do not edit -->\n", f"<!-- end of {label} fields -->"
+    start, end = (
+        f"<!-- {label} fields: generated, do not edit -->\n",
+        f"<!-- end of {label} fields -->",
+    )
     pattern = re.compile(re.escape(start) + "(.*?)" + re.escape(end), re.S)
     table = markdown_table(kind)
     return pattern.sub(lambda m: start + table + end, text)
@@ -125,8 +143,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """RECORD: print its field table; RECORD PATH: rewrite the table that file holds."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) not in (1, 2) or args[0] not in RECORDS:
-        print(f"usage: python -m zmqload.cli.records_doc {{{','.join(RECORDS)}}} [PATH]   (prints the record's "
-              "field table, or rewrites the one PATH holds)", file=sys.stderr)
+        print(
+            f"usage: python -m zmqload.cli.records_doc {{{','.join(RECORDS)}}} [PATH]   (prints the record's "
+            "field table, or rewrites the one PATH holds)",
+            file=sys.stderr,
+        )
         return 2
     kind, label = RECORDS[args[0]]
     if len(args) == 1:

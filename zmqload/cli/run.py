@@ -1,4 +1,5 @@
 """`zmqload run`: one workload, every message recorded, a summary."""
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,10 @@ HELP = "run one workload and record every message"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Run one workload and record every message to Parquet under --out. Rates and counts "
-                          "take 10k / 1M; socket options left unset keep libzmq's defaults.")
+    parser.description = (
+        "Run one workload and record every message to Parquet under --out. Rates and counts "
+        "take 10k / 1M; socket options left unset keep libzmq's defaults."
+    )
     add_workload_arguments(parser)
     add_workload_arguments(parser, table=SLO_OPTIONS)
     shown = parser.add_argument_group("output")
@@ -38,25 +41,33 @@ def run(args: argparse.Namespace) -> ExitStatus:
     slos = Slos(**{name: getattr(args, name) for name in SLO_OPTIONS})
     slos.check_with(workload)
     from ..plan.sweep import estimate_run_s
+
     progress = None if args.json or args.quiet else LiveProgress(total_s=estimate_run_s(workload))
     if progress is not None:
         say_disk(workload)
     try:
         result = run_workload(workload, progress=progress, slos=slos if slos.given else None)
-    except KeyboardInterrupt as exc:      # its message: where a run copied to an --out URI went
-        status = getattr(exc, "status", "interrupted")      # errors.Interrupted: it came after the last run.json
-        raise KeyboardInterrupt(f"{str(exc) or 'what was recorded is kept'} (run.json status: {status})") from exc
-    except RunError as exc:     # a failed run still has figures (from its records): show them, then the error
+    except KeyboardInterrupt as exc:  # its message: where a run copied to an --out URI went
+        status = getattr(
+            exc, "status", "interrupted"
+        )  # errors.Interrupted: it came after the last run.json
+        raise KeyboardInterrupt(
+            f"{str(exc) or 'what was recorded is kept'} (run.json status: {status})"
+        ) from exc
+    except (
+        RunError
+    ) as exc:  # a failed run still has figures (from its records): show them, then the error
         failed: RunResult | None = getattr(exc, "result", None)
         if failed is not None:
             show(failed, [], args)
         raise
     from ..plan.slo import judge
+
     breaches = judge(result, slos) if result.status == "complete" else []
     show(result, breaches, args)
     if result.status != "complete":
         return ExitStatus.FAILED
-    if breaches:      # one line, the first SLO that broke first
+    if breaches:  # one line, the first SLO that broke first
         print(f"zmqload run: SLO broken: {'; '.join(b.text for b in breaches)}", file=sys.stderr)
         return ExitStatus.SLO_VIOLATED
     return ExitStatus.OK
@@ -72,22 +83,36 @@ def say_disk(w: Workload) -> None:
     (a run that cannot fit was refused already: runner.run.check_space)."""
     from ..runner.remote_out import local_out
     from ..runner.run import expected_write, free_space
+
     (needed, guessed), free = expected_write(w), free_space(local_out(w))
     if needed >= SAY_BYTES and (guessed or free >= needed):
-        print(f"zmqload run: writing about {megabytes(needed)}{' (guessed: unpaced, --duration)' if guessed else ''} "
-              f"to {local_out(w)}, {megabytes(max(free, 0))} free; a disk that fills ends the run failed, "
-              "what was recorded kept", file=sys.stderr)
+        print(
+            f"zmqload run: writing about {megabytes(needed)}{' (guessed: unpaced, --duration)' if guessed else ''} "
+            f"to {local_out(w)}, {megabytes(max(free, 0))} free; a disk that fills ends the run failed, "
+            "what was recorded kept",
+            file=sys.stderr,
+        )
 
 
 def show(result: RunResult, breaches: list[Breach], args: argparse.Namespace) -> None:
     from rich.console import Console
 
     from .display import print_summary
+
     topology = result.topology
     if args.json:
         from ..contract.codec import to_builtins
-        print(json.dumps({**result.shown(), "topology": to_builtins(topology) if topology else None,
-                          "slo_breaches": [b.to_dict() for b in breaches]}, default=str))
+
+        print(
+            json.dumps(
+                {
+                    **result.shown(),
+                    "topology": to_builtins(topology) if topology else None,
+                    "slo_breaches": [b.to_dict() for b in breaches],
+                },
+                default=str,
+            )
+        )
     elif not args.quiet:
         console = Console()
         print_summary(result, console)

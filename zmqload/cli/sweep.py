@@ -4,6 +4,7 @@
         --duration 5 --out runs/
     zmqload sweep --config sweep.toml --report
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,23 +26,48 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Run the cartesian product of option lists, one run directory each. Any option of "
-                          "`run` takes a comma-separated list (an axis) or one value (fixed for every point). "
-                          "Every point is validated before the first run starts.")
-    parser.epilog = "Exit status as README.md says (1: some run failed, recorded; the sweep went on). " \
-                    "TOML form: docs/SWEEPS.md."
+    parser.description = (
+        "Run the cartesian product of option lists, one run directory each. Any option of "
+        "`run` takes a comma-separated list (an axis) or one value (fixed for every point). "
+        "Every point is validated before the first run starts."
+    )
+    parser.epilog = (
+        "Exit status as README.md says (1: some run failed, recorded; the sweep went on). "
+        "TOML form: docs/SWEEPS.md."
+    )
     s = parser.add_argument_group("sweep")
-    s.add_argument("--config", metavar="FILE", default=None,
-                   help="TOML sweep file: [sweep] fixed values and out, [axes] lists, [[points]] explicit points; "
-                        "options given here replace the file's [sweep]/[axes] entries")
-    s.add_argument("--out", default=argparse.SUPPRESS,
-                   help="parent of the run directories and of sweep-<id>.json (default runs)")
-    s.add_argument("--name", default=argparse.SUPPRESS,
-                   help="sweep id, the prefix of every run name (default: time and a random suffix)")
-    s.add_argument("--report", action="store_true", default=None,
-                   help="afterwards, run the Spark report (zmqload report) over --out")
-    s.add_argument("--report-out", default=None, metavar="DIR", help="where the report goes (passed as its --out)")
-    s.add_argument("--dry-run", action="store_true", help="validate and list the points; run nothing")
+    s.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help="TOML sweep file: [sweep] fixed values and out, [axes] lists, [[points]] explicit points; "
+        "options given here replace the file's [sweep]/[axes] entries",
+    )
+    s.add_argument(
+        "--out",
+        default=argparse.SUPPRESS,
+        help="parent of the run directories and of sweep-<id>.json (default runs)",
+    )
+    s.add_argument(
+        "--name",
+        default=argparse.SUPPRESS,
+        help="sweep id, the prefix of every run name (default: time and a random suffix)",
+    )
+    s.add_argument(
+        "--report",
+        action="store_true",
+        default=None,
+        help="afterwards, run the Spark report (zmqload report) over --out",
+    )
+    s.add_argument(
+        "--report-out",
+        default=None,
+        metavar="DIR",
+        help="where the report goes (passed as its --out)",
+    )
+    s.add_argument(
+        "--dry-run", action="store_true", help="validate and list the points; run nothing"
+    )
     s.add_argument("--quiet", action="store_true", help="print nothing but errors")
     add_workload_arguments(parser, axes=True, skip=sweeps.RESERVED)
 
@@ -58,6 +84,7 @@ def run_bytes(w: Workload) -> tuple[int, bool]:
     """(bytes one run is expected to write, whether its length was guessed): runner.run's
     expected_write (imported when asked: the command starts without the runner)."""
     from ..runner.run import expected_write
+
     return expected_write(w)
 
 
@@ -77,8 +104,10 @@ def estimate_line(sweep: sweeps.Sweep) -> str:
     written, guessed = expected_write(sweep)
     line += f", writing up to about {megabytes(written)} to {sweep.out}"
     if guessed:
-        line += (f" ({guessed} unpaced --duration run{'s' if guessed != 1 else ''} counted at "
-                 f"{UNPACED_RATE_GUESS:,} msg/s per producer)")
+        line += (
+            f" ({guessed} unpaced --duration run{'s' if guessed != 1 else ''} counted at "
+            f"{UNPACED_RATE_GUESS:,} msg/s per producer)"
+        )
     return line
 
 
@@ -87,6 +116,7 @@ class RichReporter(sweeps.SweepReporter):
 
     def __init__(self, quiet: bool = False) -> None:
         from rich.console import Console
+
         self.console = Console(highlight=False, soft_wrap=True)
         self.quiet = quiet
         self.progress: Progress | None = None
@@ -96,12 +126,24 @@ class RichReporter(sweeps.SweepReporter):
         if self.quiet or not self.console.is_terminal:
             return
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-        self.progress = Progress(TextColumn("[bold]sweep {task.fields[sweep]}"), BarColumn(),
-                                 TextColumn("run {task.fields[run]}/{task.total:.0f}"), TimeElapsedColumn(),
-                                 TextColumn("about {task.fields[left]} left"), TextColumn("{task.description}"),
-                                 console=self.console, transient=True)
-        self.task = self.progress.add_task("", total=len(sweep.points), sweep=sweep.sweep_id, run=0,
-                                           left=_seconds(sweep.time_left()))
+
+        self.progress = Progress(
+            TextColumn("[bold]sweep {task.fields[sweep]}"),
+            BarColumn(),
+            TextColumn("run {task.fields[run]}/{task.total:.0f}"),
+            TimeElapsedColumn(),
+            TextColumn("about {task.fields[left]} left"),
+            TextColumn("{task.description}"),
+            console=self.console,
+            transient=True,
+        )
+        self.task = self.progress.add_task(
+            "",
+            total=len(sweep.points),
+            sweep=sweep.sweep_id,
+            run=0,
+            left=_seconds(sweep.time_left()),
+        )
         self.progress.start()
 
     def _bar(self, **fields: Any) -> None:
@@ -110,26 +152,45 @@ class RichReporter(sweeps.SweepReporter):
             self.progress.update(self.task, **fields)
 
     def run_started(self, sweep: sweeps.Sweep, point: sweeps.Point) -> None:
-        self._bar(completed=point.index, run=point.index + 1,
-                  description=sweeps.point_tag(point.values),
-                  left=_seconds(sweep.time_left(point)))
+        self._bar(
+            completed=point.index,
+            run=point.index + 1,
+            description=sweeps.point_tag(point.values),
+            left=_seconds(sweep.time_left(point)),
+        )
 
-    def run_progress(self, sweep: sweeps.Sweep, point: sweeps.Point, fraction: float, sent: int, received: int,
-                     elapsed_s: float) -> None:
-        self._bar(completed=point.index + fraction,
-                  left=_seconds(sweep.time_left(point, elapsed_s)),
-                  description=f"{sweeps.point_tag(point.values)}  sent {sent:,} received {received:,}")
+    def run_progress(
+        self,
+        sweep: sweeps.Sweep,
+        point: sweeps.Point,
+        fraction: float,
+        sent: int,
+        received: int,
+        elapsed_s: float,
+    ) -> None:
+        self._bar(
+            completed=point.index + fraction,
+            left=_seconds(sweep.time_left(point, elapsed_s)),
+            description=f"{sweeps.point_tag(point.values)}  sent {sent:,} received {received:,}",
+        )
 
     def run_finished(self, sweep: sweeps.Sweep, point: sweeps.Point) -> None:
         self._bar(completed=point.index + 1, left=_seconds(sweep.time_left()))
         if self.quiet:
             return
         s = point.summary
-        figures = (f"sent {s.sent:,} lost {s.lost:,} eagain {s.eagain:,} {s.throughput_msgs:,.0f} msg/s"
-                   if s is not None else (point.error or ""))
+        figures = (
+            f"sent {s.sent:,} lost {s.lost:,} eagain {s.eagain:,} {s.throughput_msgs:,.0f} msg/s"
+            if s is not None
+            else (point.error or "")
+        )
         style = {"complete": "green", "failed": "red"}.get(point.status, "yellow")
-        self.console.print(f"[{point.index + 1}/{len(sweep.points)}] [{style}]{point.status}[/] "
-                           f"{os.path.basename(point.run_dir)}  {figures}", markup=True, soft_wrap=True)
+        self.console.print(
+            f"[{point.index + 1}/{len(sweep.points)}] [{style}]{point.status}[/] "
+            f"{os.path.basename(point.run_dir)}  {figures}",
+            markup=True,
+            soft_wrap=True,
+        )
 
     def sweep_finished(self, sweep: sweeps.Sweep) -> None:
         if self.progress is not None:
@@ -154,8 +215,8 @@ def run(args: argparse.Namespace) -> ExitStatus:
     spec = build_spec(args)
     report = None
     if (spec.report or args.report_out) and not args.dry_run:
-        report = report_module()           # ConfigError (exit 2) before anything runs
-    sweep = sweeps.plan(spec)              # likewise
+        report = report_module()  # ConfigError (exit 2) before anything runs
+    sweep = sweeps.plan(spec)  # likewise
     reporter = RichReporter(quiet=args.quiet)
     if not args.quiet:
         reporter.console.print(estimate_line(sweep))
@@ -168,11 +229,15 @@ def run(args: argparse.Namespace) -> ExitStatus:
     try:
         sweeps.execute(sweep, reporter)
     except KeyboardInterrupt as exc:
-        raise KeyboardInterrupt(f"after {sweep.count('complete') + sweep.count('failed')} of {len(sweep.points)} "
-                                f"runs; records kept, {sweep.path} says interrupted") from exc
+        raise KeyboardInterrupt(
+            f"after {sweep.count('complete') + sweep.count('failed')} of {len(sweep.points)} "
+            f"runs; records kept, {sweep.path} says interrupted"
+        ) from exc
     failed = sweep.count("failed")
     if not args.quiet:
-        reporter.console.print(f"{sweep.count('complete')} complete, {failed} failed; sweep: {sweep.path}")
+        reporter.console.print(
+            f"{sweep.count('complete')} complete, {failed} failed; sweep: {sweep.path}"
+        )
     status = ExitStatus.FAILED if failed else ExitStatus.OK
     if report is not None:
         report_status = run_report(report, sweep.out, args.report_out)

@@ -2,6 +2,7 @@
 Structs, decoded strictly (an error names the file and the field's path), versioned
 (docs/ARCHITECTURE.md, "Records"). Files are store/record_files.py's; the docs' field tables
 cli/records_doc.py's."""
+
 from __future__ import annotations
 
 from typing import Any, TypeVar
@@ -38,8 +39,10 @@ def decode(data: bytes, kind: type[R], where: str, unversioned: str = "") -> R:
         raise RecordError(f"{where}: {unversioned or 'not a zmqload record (no schema_version)'}")
     if version != SCHEMA_VERSION:
         shown = repr(version) if len(repr(version)) <= 40 else repr(version)[:37] + "..."
-        raise RecordError(f"{where}: unknown record schema version {shown} "
-                          f"(this zmqload reads version {SCHEMA_VERSION})")
+        raise RecordError(
+            f"{where}: unknown record schema version {shown} "
+            f"(this zmqload reads version {SCHEMA_VERSION})"
+        )
     try:
         return msgspec.json.decode(data, type=kind)
     except _UNREADABLE as exc:
@@ -53,8 +56,10 @@ that is not UTF-8, JSON nested deeper than msgspec recurses."""
 
 def unversioned_message(what: str, again: str) -> str:
     """The error message for a `what` without schema_version (written before the typed records)."""
-    return (f"a {what} of an older zmqload (no schema_version); accepted: one written by this zmqload "
-            f"(record schema version {SCHEMA_VERSION}): {again}")
+    return (
+        f"a {what} of an older zmqload (no schema_version); accepted: one written by this zmqload "
+        f"(record schema version {SCHEMA_VERSION}): {again}"
+    )
 
 
 def convert(value: Any, kind: Any) -> Any:
@@ -64,11 +69,13 @@ def convert(value: Any, kind: Any) -> Any:
         plain = msgspec.to_builtins(value, str_keys=True, enc_hook=_plain_number)
         return msgspec.convert(plain, kind, str_keys=True)
     except (msgspec.ValidationError, TypeError) as exc:
-        raise RecordError(f"not a valid {getattr(kind, '__name__', kind)}: {_first_line(exc)}") from None
+        raise RecordError(
+            f"not a valid {getattr(kind, '__name__', kind)}: {_first_line(exc)}"
+        ) from None
 
 
 def _plain_number(value: Any) -> Any:
-    if hasattr(value, "item"):      # a numpy scalar
+    if hasattr(value, "item"):  # a numpy scalar
         return value.item()
     raise TypeError(f"not record data: {type(value).__name__}")
 

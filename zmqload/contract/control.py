@@ -1,6 +1,7 @@
 """The control messages between the controller and its workers: frozen dataclasses, sent as data (a
 JSON frame, then the numpy arrays' raw bytes), never pickled. Their order in a run:
 docs/ARCHITECTURE.md, "Process model"."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,10 +19,11 @@ from .bitmaps import Bits
 from .histogram import N_BUCKETS
 from .ids import WorkerId
 
+
 # -- controller -> worker ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Connect:
-    endpoints: list[str]                  # the binders' endpoints to connect to
+    endpoints: list[str]  # the binders' endpoints to connect to
 
 
 @dataclass(frozen=True)
@@ -31,13 +33,14 @@ class Warmup:
 
 @dataclass(frozen=True)
 class Start:
-    t0_ns: int                            # the open-loop schedule's origin (CLOCK_MONOTONIC)
+    t0_ns: int  # the open-loop schedule's origin (CLOCK_MONOTONIC)
 
 
 @dataclass(frozen=True)
 class ProducersDone:
     """Consumers: every producer has finished sending; drain as `drain` says."""
-    drain: str                            # "fast", "slow" or "none" (Workload.drain)
+
+    drain: str  # "fast", "slow" or "none" (Workload.drain)
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,9 @@ class Stop:
 # -- worker -> controller ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Ready:
-    endpoints: list[str] = field(default_factory=list)   # binders: what they bound (proxy: front, back)
+    endpoints: list[str] = field(
+        default_factory=list
+    )  # binders: what they bound (proxy: front, back)
 
 
 @dataclass(frozen=True)
@@ -73,11 +78,11 @@ class Draining:
 
 @dataclass(frozen=True)
 class Progress:
-    messages: int                         # sent (producer) or received (consumer) so far
-    dropped: int = 0                      # producer: EAGAIN + SNDTIMEO so far
+    messages: int  # sent (producer) or received (consumer) so far
+    dropped: int = 0  # producer: EAGAIN + SNDTIMEO so far
     t_last_recv_ns: int = 0
-    gaps: int = 0                         # consumer: seqs skipped so far (newest seq seen vs received)
-    rss_kb: int = -1                      # the worker process's resident memory now (VmRSS), -1 unknown
+    gaps: int = 0  # consumer: seqs skipped so far (newest seq seen vs received)
+    rss_kb: int = -1  # the worker process's resident memory now (VmRSS), -1 unknown
 
 
 @dataclass(frozen=True)
@@ -91,9 +96,9 @@ class SendCounters:
     t_first_send_ns: int = 0
     t_last_send_ns: int = 0
     interrupted: bool = False
-    blocked_sends: int = 0                # sends that found the socket full (pushback)
-    blocked_ns: int = 0                   # time those sends waited for room
-    unanswered: int = 0                   # req-rep: requests with no reply within --reply-timeout-ms
+    blocked_sends: int = 0  # sends that found the socket full (pushback)
+    blocked_ns: int = 0  # time those sends waited for room
+    unanswered: int = 0  # req-rep: requests with no reply within --reply-timeout-ms
 
 
 @dataclass(frozen=True)
@@ -104,38 +109,42 @@ class ProducerDone:
 @dataclass(frozen=True)
 class ProducerFinal:
     counters: SendCounters
-    sent_ok_map: Bits                     # packed bits (or their file): seq k was accepted by the socket
-    close_ns: int = 0                     # how long zmq_close blocked
-    term_ns: int = 0                      # how long zmq_ctx_term blocked
+    sent_ok_map: Bits  # packed bits (or their file): seq k was accepted by the socket
+    close_ns: int = 0  # how long zmq_close blocked
+    term_ns: int = 0  # how long zmq_ctx_term blocked
     parts: int = 0
     max_rss_kb: int = 0
     unconverted_rows: int = 0
     writer_cpu_s: float = 0.0
     rtt: Optional[dict[str, Any]] = None  # req-rep: round-trip histogram payload
-    lateness: Optional[dict[str, Any]] = None  # histogram payload: t_sent - t_intended of every attempt
-    bytes_sent: int = 0                   # of the messages the socket accepted, every frame (contract/sizes.py)
+    lateness: Optional[dict[str, Any]] = (
+        None  # histogram payload: t_sent - t_intended of every attempt
+    )
+    bytes_sent: int = 0  # of the messages the socket accepted, every frame (contract/sizes.py)
 
 
 @dataclass(frozen=True)
 class StreamSeen:
     """What one consumer received of one stream."""
+
     stream: int
     unique: int
     duplicates: int
     reordered: int
-    seen_map: Bits                        # packed bits (or their file): seq k arrived (at least once)
-    drained_map: Bits                     # packed bits (or their file): seq k first arrived in the drain
-    beyond: int = 0                       # --role consumer: arrivals past the span a map may take (not in it)
+    seen_map: Bits  # packed bits (or their file): seq k arrived (at least once)
+    drained_map: Bits  # packed bits (or their file): seq k first arrived in the drain
+    beyond: int = 0  # --role consumer: arrivals past the span a map may take (not in it)
 
 
 @dataclass(frozen=True)
 class ForeignSeen:
     """What one consumer recorded of the foreign messages (--role consumer; contract/wire.py
     FOREIGN_STREAM): their bytes, first and last arrival, and the gaps between arrivals."""
+
     bytes: int
     t_first_ns: int
     t_last_ns: int
-    gaps: dict[str, Any]                  # a Histogram payload of the ns between arrivals
+    gaps: dict[str, Any]  # a Histogram payload of the ns between arrivals
 
 
 @dataclass(frozen=True)
@@ -146,8 +155,8 @@ class ConsumerFinal:
     errors: int
     t_first_recv_ns: int
     t_last_recv_ns: int
-    t_drain_ns: int                       # when this consumer began draining (0: never)
-    latency_intended: dict[str, Any]      # Histogram payloads
+    t_drain_ns: int  # when this consumer began draining (0: never)
+    latency_intended: dict[str, Any]  # Histogram payloads
     latency_sent: dict[str, Any]
     streams: list[StreamSeen]
     parts: int = 0
@@ -155,11 +164,11 @@ class ConsumerFinal:
     max_rss_kb: int = 0
     unconverted_rows: int = 0
     writer_cpu_s: float = 0.0
-    foreign_seen: Optional[ForeignSeen] = None    # --role consumer: the foreign among `foreign`
-    frame_mismatches: int = 0             # --parts (and --role consumer): messages of another frame count
-    bytes_received: int = 0               # of zmqload's messages received, every frame (contract/sizes.py)
-    size_mismatches: int = 0              # received at another first-frame size than the rule's for the seq
-    implausible: int = 0                  # of `foreign`: headers this run cannot have sent (csrc/zl_wire.h)
+    foreign_seen: Optional[ForeignSeen] = None  # --role consumer: the foreign among `foreign`
+    frame_mismatches: int = 0  # --parts (and --role consumer): messages of another frame count
+    bytes_received: int = 0  # of zmqload's messages received, every frame (contract/sizes.py)
+    size_mismatches: int = 0  # received at another first-frame size than the rule's for the seq
+    implausible: int = 0  # of `foreign`: headers this run cannot have sent (csrc/zl_wire.h)
 
 
 @dataclass(frozen=True)
@@ -174,8 +183,24 @@ class Failed:
     traceback: str = ""
 
 
-Message = Union[Connect, Warmup, Start, ProducersDone, Close, Stop, Ready, Connected, Warm, Draining, Progress,
-                ProducerDone, ProducerFinal, ConsumerFinal, ProxyFinal, Failed]
+Message = Union[
+    Connect,
+    Warmup,
+    Start,
+    ProducersDone,
+    Close,
+    Stop,
+    Ready,
+    Connected,
+    Warm,
+    Draining,
+    Progress,
+    ProducerDone,
+    ProducerFinal,
+    ConsumerFinal,
+    ProxyFinal,
+    Failed,
+]
 
 
 # -- encoding ----------------------------------------------------------------------------------
@@ -201,7 +226,7 @@ def encode(message: Message) -> list[bytes | memoryview]:
         return value
 
     head = json.dumps(data(message), separators=(",", ":")).encode()
-    return [head, *(b.data.cast("B") for b in blobs)]       # ndarray.data: its memoryview
+    return [head, *(b.data.cast("B") for b in blobs)]  # ndarray.data: its memoryview
 
 
 def decode(frames: Sequence[bytes | memoryview]) -> Message:
@@ -213,10 +238,14 @@ def decode(frames: Sequence[bytes | memoryview]) -> Message:
         raise _refuse("no frames")
     try:
         head = json.loads(bytes(frames[0]).decode("utf-8"), parse_constant=_no_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:     # JSONDecodeError: a ValueError
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError: a ValueError
         raise _refuse(f"not JSON ({_first_line(exc)})") from None
     blobs = _Blobs(frames[1:])
-    if not isinstance(head, dict) or not isinstance(head.get("$type"), str) or head["$type"] not in _MESSAGES:
+    if (
+        not isinstance(head, dict)
+        or not isinstance(head.get("$type"), str)
+        or head["$type"] not in _MESSAGES
+    ):
         raise _refuse(f"not one of {', '.join(_MESSAGES)}")
     try:
         message = _typed(head, _MESSAGES[head["$type"]], head["$type"], blobs)
@@ -232,12 +261,14 @@ def sender(routing_id: bytes) -> WorkerId:
     try:
         return WorkerId.parse(routing_id.decode("ascii"))
     except (UnicodeDecodeError, ValueError):
-        raise _refuse(f"from a peer that is not a worker (routing id {routing_id[:40]!r})") from None
+        raise _refuse(
+            f"from a peer that is not a worker (routing id {routing_id[:40]!r})"
+        ) from None
 
 
 # -- the checks of decode ------------------------------------------------------------------------
 _MESSAGES = {cls.__name__: cls for cls in typing.get_args(Message)}
-INT64 = (-2 ** 63, 2 ** 63)
+INT64 = (-(2**63), 2**63)
 PACKED_DTYPE = "|u1"
 """The dtype of every array a message carries (packed bit maps: np.packbits, uint8)."""
 _HISTOGRAM_KEYS = ("index", "count", "min", "max", "total")
@@ -264,8 +295,14 @@ class _Blobs:
         self.unused = set(range(len(frames)))
 
     def take(self, ref: Any, where: str) -> np.ndarray:
-        if set(ref) != {"$blob", "dtype"} or type(ref["$blob"]) is not int or ref["dtype"] != PACKED_DTYPE:
-            raise _refuse(f"{where}: not an array reference {{\"$blob\": frame, \"dtype\": \"{PACKED_DTYPE}\"}}")
+        if (
+            set(ref) != {"$blob", "dtype"}
+            or type(ref["$blob"]) is not int
+            or ref["dtype"] != PACKED_DTYPE
+        ):
+            raise _refuse(
+                f'{where}: not an array reference {{"$blob": frame, "dtype": "{PACKED_DTYPE}"}}'
+            )
         index = ref["$blob"]
         if index not in self.unused:
             raise _refuse(f"{where}: array frame {index} is missing or referenced twice")
@@ -279,7 +316,7 @@ def _typed(value: Any, kind: Any, where: str, blobs: _Blobs) -> Any:
     if origin is Union:
         if value is None and type(None) in args:
             return None
-        if isinstance(value, str) and str in args:              # Bits: the path of a map's file
+        if isinstance(value, str) and str in args:  # Bits: the path of a map's file
             return value
         inner = [a for a in args if a is not type(None) and a is not str]
         if len(inner) == 1:
@@ -287,13 +324,15 @@ def _typed(value: Any, kind: Any, where: str, blobs: _Blobs) -> Any:
         raise _refuse(f"{where}: got {_shown(value)}")
     if kind is np.ndarray:
         if not isinstance(value, dict):
-            raise _refuse(f"{where}: got {_shown(value)}; accepted: packed bits (an array frame or a path)")
+            raise _refuse(
+                f"{where}: got {_shown(value)}; accepted: packed bits (an array frame or a path)"
+            )
         return blobs.take(value, where)
     if origin is list:
         if not isinstance(value, list):
             raise _refuse(f"{where}: got {_shown(value)}; accepted: a list")
         return [_typed(v, args[0], f"{where}[{i}]", blobs) for i, v in enumerate(value)]
-    if origin is dict:                  # every dict a message holds is a histogram payload
+    if origin is dict:  # every dict a message holds is a histogram payload
         return _histogram(value, where)
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         return _instance(value, kind, where, blobs)
@@ -304,14 +343,20 @@ def _typed(value: Any, kind: Any, where: str, blobs: _Blobs) -> Any:
     if kind is int:
         return _int(value, where)
     if kind is float:
-        if type(value) not in (int, float) or not math.isfinite(value) or not INT64[0] <= value < INT64[1]:
+        if (
+            type(value) not in (int, float)
+            or not math.isfinite(value)
+            or not INT64[0] <= value < INT64[1]
+        ):
             raise _refuse(f"{where}: got {_shown(value)}; accepted: a finite number")
         return float(value)
     if kind is str:
         if not isinstance(value, str):
             raise _refuse(f"{where}: got {_shown(value)}; accepted: a string")
         return value
-    raise _refuse(f"{where}: of a type messages do not hold ({kind})")     # pragma: no cover: the types above
+    raise _refuse(
+        f"{where}: of a type messages do not hold ({kind})"
+    )  # pragma: no cover: the types above
 
 
 def _int(value: Any, where: str) -> int:
@@ -328,11 +373,22 @@ def _instance(value: Any, cls: type, where: str, blobs: _Blobs) -> Any:
     unknown = [k for k in value if k != "$type" and k not in fields]
     if unknown:
         raise _refuse(f"{where}: unknown field {_shown(unknown[0])}")
-    missing = [name for name, f in fields.items() if name not in value
-               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    missing = [
+        name
+        for name, f in fields.items()
+        if name not in value
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
     if missing:
         raise _refuse(f"{where}: missing field {missing[0]!r}")
-    return cls(**{name: _typed(v, hints[name], f"{where}.{name}", blobs) for name, v in value.items() if name != "$type"})
+    return cls(
+        **{
+            name: _typed(v, hints[name], f"{where}.{name}", blobs)
+            for name, v in value.items()
+            if name != "$type"
+        }
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -344,15 +400,23 @@ def _histogram(value: Any, where: str) -> dict[str, Any]:
     """A histogram payload (measure/histogram.py to_payload): index and count of its non-empty buckets,
     min, max (null when empty) and total."""
     if not isinstance(value, dict) or sorted(value) != sorted(_HISTOGRAM_KEYS):
-        raise _refuse(f"{where}: got {_shown(value)}; accepted: a histogram payload "
-                      f"({', '.join(_HISTOGRAM_KEYS)})")
+        raise _refuse(
+            f"{where}: got {_shown(value)}; accepted: a histogram payload "
+            f"({', '.join(_HISTOGRAM_KEYS)})"
+        )
     index, count = value["index"], value["count"]
-    if not isinstance(index, list) or not isinstance(count, list) or len(index) != len(count) \
-            or len(index) > N_BUCKETS:
+    if (
+        not isinstance(index, list)
+        or not isinstance(count, list)
+        or len(index) != len(count)
+        or len(index) > N_BUCKETS
+    ):
         raise _refuse(f"{where}: index and count must be lists of one length, at most {N_BUCKETS}")
     for i, (bucket, n) in enumerate(zip(index, count)):
         if type(bucket) is not int or not 0 <= bucket < N_BUCKETS:
-            raise _refuse(f"{where}.index[{i}]: got {_shown(bucket)}; accepted: a bucket from 0 to {N_BUCKETS - 1}")
+            raise _refuse(
+                f"{where}.index[{i}]: got {_shown(bucket)}; accepted: a bucket from 0 to {N_BUCKETS - 1}"
+            )
         if type(n) is not int or not 0 <= n < INT64[1]:
             raise _refuse(f"{where}.count[{i}]: got {_shown(n)}; accepted: a count within int64")
     for name in ("min", "max"):

@@ -1,6 +1,7 @@
 """Sockets bound beyond loopback, and the one rule for them: CURVE (--curve on) or --insecure, else
 refused before the run. Loopback, ipc:// and inproc:// are this host's alone. The rule only:
 runner/preflight.py resolves the names."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -12,8 +13,10 @@ INSECURE_FLAG = "--insecure"
 Resolve = Callable[[str], Optional[list[str]]]
 """A host name -> the addresses it resolves to, or None when it resolves to none."""
 
-ACCEPTED = ("--curve on (CURVE on every socket of the run), --insecure (bind it in the clear), or a loopback "
-            "address (127.0.0.1, ::1, ipc://)")
+ACCEPTED = (
+    "--curve on (CURVE on every socket of the run), --insecure (bind it in the clear), or a loopback "
+    "address (127.0.0.1, ::1, ipc://)"
+)
 
 
 def _loopback_address(text: str) -> bool:
@@ -42,12 +45,17 @@ def beyond_loopback(endpoint: str, resolve: Resolve) -> bool:
     return not all(_loopback_address(address) for address in found)
 
 
-def check_binds(binds: list[tuple[str, str]], curve: bool, insecure: bool, resolve: Resolve) -> None:
+def check_binds(
+    binds: list[tuple[str, str]], curve: bool, insecure: bool, resolve: Resolve
+) -> None:
     """ConfigError naming the option of the first (option, endpoint) bound beyond loopback, unless
     CURVE protects the run's sockets or --insecure allows them in the clear."""
     if curve or insecure:
         return
     for option, endpoint in binds:
         if beyond_loopback(endpoint, resolve):
-            raise ConfigError(option, f"got {endpoint!r}: a socket bound there is open to other hosts, in the clear; "
-                                      f"accepted: {ACCEPTED}")
+            raise ConfigError(
+                option,
+                f"got {endpoint!r}: a socket bound there is open to other hosts, in the clear; "
+                f"accepted: {ACCEPTED}",
+            )

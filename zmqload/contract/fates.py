@@ -1,6 +1,7 @@
 """The fates a sent message can end in, named once for the run (zmqload/measure/reconcile.py),
 run.json, the summary and the report (zmqload/analysis/metrics.py); docs/RECORDS.md
 says what each means."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -8,8 +9,10 @@ from typing import Final
 
 from .states import Word
 
+
 class Fate(Word):
     """Where one expected message ended; docs/RECORDS.md says what each means."""
+
     DELIVERED = "delivered"
     DRAINED = "drained"
     DROPPED_START = "dropped_start"
@@ -39,6 +42,7 @@ BRIEF: Final = tuple("dropped" if f == DROPPED[0] else f for f in FATES if f not
 LOST_BRIEF: Final = tuple(f for f in BRIEF if f == "dropped" or f in LOST)
 """`lost` as the summary writes it: dropped + stranded + unknown."""
 
+
 # Where `dropped_tail` comes from: a message that never arrived although sent after the
 # last one that did was either lost at the producer's close or dropped mid-run at a full
 # pipe. The run decides which from the socket and the close order it used, and records the
@@ -46,6 +50,7 @@ LOST_BRIEF: Final = tuple(f for f in BRIEF if f == "dropped" or f in LOST)
 class TailPlacement(Word):
     """run.json["drain"]["tail_placement"]: where a message missing after the last arrival
     was lost (the constants below say when each applies)."""
+
     AT_CLOSE = "at-close"
     MID_RUN = "mid-run"
     AMBIGUOUS = "ambiguous"
@@ -71,7 +76,9 @@ AMBIGUOUS_TAIL: Final = "dropped_tail_ambiguous"
 its own (the fates still sum to expected), a flag on how many of the tail drops are a guess."""
 
 
-def reset_region(received_by: Iterable[int], back_at: Iterable[int | None]) -> tuple[int, int] | None:
+def reset_region(
+    received_by: Iterable[int], back_at: Iterable[int | None]
+) -> tuple[int, int] | None:
     """Where one connection reset falls in one view of one stream (the `dropped_reset` rule of
     measure/reset_regions.py and the report's): the seqs [lo, hi) after the highest one received
     when the abort was asked for (`received_by`, -1: none) up to the first one received at or after

@@ -1,15 +1,16 @@
 """The latency histogram's layout (log-linear: a bucket per value below 256 ns, each power of two
 above split into SUB_BUCKETS) and percentile rule, shared by `run` and the report so both give the
 same percentile of the same records, to the nanosecond (docs/REPORT.md)."""
+
 from __future__ import annotations
 
 SUB_BUCKETS = 128
-SIGNIFICANT_BITS = 8                    # bits kept of a value: 2 * SUB_BUCKETS exact values below
-MAX_EXPONENT = 48                       # values up to 2**55 ns (over a year)
+SIGNIFICANT_BITS = 8  # bits kept of a value: 2 * SUB_BUCKETS exact values below
+MAX_EXPONENT = 48  # values up to 2**55 ns (over a year)
 MAX_SHIFT = MAX_EXPONENT - 1
 N_BUCKETS = SUB_BUCKETS * (MAX_EXPONENT + 1)
 
-PPM = 1_000_000     # percentiles are held as integer parts per million, so the rank is exact
+PPM = 1_000_000  # percentiles are held as integer parts per million, so the rank is exact
 
 
 def ppm(q_percent: float) -> int:

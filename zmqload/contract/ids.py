@@ -1,4 +1,5 @@
 """Who a worker is: its role and its index among the workers of that role."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,8 +33,12 @@ class WorkerId:
     def parse(cls, name: str) -> "WorkerId":
         """Inverse of str(): "p0" -> WorkerId(Role.PRODUCER, 0)."""
         digits = name[1:]
-        if not 2 <= len(name) <= 8 or name[0] not in _BY_LETTER or not (digits.isascii() and digits.isdigit()) \
-                or digits != str(int(digits)):         # the one spelling: "c0", never "c00" nor "c\u0660"
+        if (
+            not 2 <= len(name) <= 8
+            or name[0] not in _BY_LETTER
+            or not (digits.isascii() and digits.isdigit())
+            or digits != str(int(digits))
+        ):  # the one spelling: "c0", never "c00" nor "c\u0660"
             raise ValueError(f"not a worker name: {name!r}")
         return cls(_BY_LETTER[name[0]], int(name[1:]))
 

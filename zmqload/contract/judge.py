@@ -1,6 +1,7 @@
 """The one judge: a run's figures (`Figures`) against the SLOs it is judged by. `run`'s exit status
 3, every capacity probe and the report's verdicts go through `judge`; callers only compute the
 figures. The rules: docs/ARCHITECTURE.md, "Judging a run". Imports only contract."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,10 +28,10 @@ it (the report): nothing lost; no latency SLO, no achieved share, no backlog rul
 
 @dataclass(frozen=True)
 class Breach:
-    slo: str              # max-loss, min-achieved, backlog or slo-p99-us (ORDER)
-    measured: float       # inf: unknown (the p99 of a run that received nothing)
+    slo: str  # max-loss, min-achieved, backlog or slo-p99-us (ORDER)
+    measured: float  # inf: unknown (the p99 of a run that received nothing)
     limit: float
-    text: str             # one line: the SLO, the measured value and the limit
+    text: str  # one line: the SLO, the measured value and the limit
 
     def to_dict(self) -> dict[str, Any]:
         return {"slo": self.slo, "measured": self.measured, "limit": self.limit, "text": self.text}
@@ -39,9 +40,10 @@ class Breach:
 @dataclass(frozen=True)
 class Backlog:
     """The queue's growth over the second half of sending, counted from the receive records."""
-    went_in: int          # messages sent in [mid, end] that arrived (at any time)
-    came_out: int         # messages that arrived in [mid, end]
-    tolerated: float      # backlog_tolerance(offered)
+
+    went_in: int  # messages sent in [mid, end] that arrived (at any time)
+    came_out: int  # messages that arrived in [mid, end]
+    tolerated: float  # backlog_tolerance(offered)
 
     @property
     def growth(self) -> int:
@@ -51,16 +53,19 @@ class Backlog:
 @dataclass(frozen=True)
 class Figures:
     """What the rules read of one run (every count over the whole run, all producers and consumers)."""
-    expected: int             # deliveries expected: ok sends, times the consumers under fan-out
-    lost: int                 # dropped + stranded + unknown
+
+    expected: int  # deliveries expected: ok sends, times the consumers under fan-out
+    lost: int  # dropped + stranded + unknown
     dropped: int
     stranded: int
     unknown: int
-    unique_received: int      # distinct deliveries
-    offered: int              # offered_messages
-    p99_us: Optional[float]   # from the intended send time; None: nothing received
-    backlog: Optional[Backlog] = None     # None: not computed (no records, no sending span)
-    unanswered: Optional[int] = None      # a service of the user's: its lost are requests it did not answer
+    unique_received: int  # distinct deliveries
+    offered: int  # offered_messages
+    p99_us: Optional[float]  # from the intended send time; None: nothing received
+    backlog: Optional[Backlog] = None  # None: not computed (no records, no sending span)
+    unanswered: Optional[int] = (
+        None  # a service of the user's: its lost are requests it did not answer
+    )
 
     @property
     def loss_ratio(self) -> float:
@@ -71,8 +76,15 @@ class Figures:
         return self.unique_received / self.offered if self.offered else None
 
 
-def offered_messages(*, rate: Optional[int], consumers: int, expected: int, sent: int, attempted: int,
-                     scheduled: Optional[int]) -> int:
+def offered_messages(
+    *,
+    rate: Optional[int],
+    consumers: int,
+    expected: int,
+    sent: int,
+    attempted: int,
+    scheduled: Optional[int],
+) -> int:
     """Deliveries the load called for: a paced run's schedule up to each producer's last send
     (zmqload.measure.schedule_keeping's `scheduled_messages`: attempts plus the lag the sockets
     caused, so pushback that held a producer back counts), an unpaced run's attempts; times the
@@ -81,7 +93,9 @@ def offered_messages(*, rate: Optional[int], consumers: int, expected: int, sent
     return (scheduled if rate and scheduled is not None else attempted) * copies
 
 
-def backlog_window(t0_ns: int, first_sends_ns: Iterable[int], last_sends_ns: Iterable[int]) -> Optional[tuple[int, int]]:
+def backlog_window(
+    t0_ns: int, first_sends_ns: Iterable[int], last_sends_ns: Iterable[int]
+) -> Optional[tuple[int, int]]:
     """[mid, end] of the second half of sending: from the schedule's t0 (else the first send)
     to the producers' last send. None when there is no span to halve."""
     t_end = max((t for t in last_sends_ns if t), default=0)
@@ -101,26 +115,52 @@ def judge(f: Figures, slos: Slos, backlog: bool = False) -> list[Breach]:
     search's; `run` does not)."""
     breaches = []
     if slos.max_loss is not None and f.loss_ratio > slos.max_loss:
-        how = (f"{f.unanswered:,} unanswered" if f.unanswered is not None else
-               f"{f.dropped:,} dropped, {f.stranded:,} stranded, {f.unknown:,} unknown")
-        breaches.append(Breach(Slo.MAX_LOSS.value, f.loss_ratio, slos.max_loss,
-                               f"--max-loss {slos.max_loss:g}: lost {f.loss_ratio:.4%} ({f.lost:,} of "
-                               f"{f.expected:,}: {how})"))
+        how = (
+            f"{f.unanswered:,} unanswered"
+            if f.unanswered is not None
+            else f"{f.dropped:,} dropped, {f.stranded:,} stranded, {f.unknown:,} unknown"
+        )
+        breaches.append(
+            Breach(
+                Slo.MAX_LOSS.value,
+                f.loss_ratio,
+                slos.max_loss,
+                f"--max-loss {slos.max_loss:g}: lost {f.loss_ratio:.4%} ({f.lost:,} of "
+                f"{f.expected:,}: {how})",
+            )
+        )
     achieved = f.achieved
     if slos.min_achieved is not None and achieved is not None and achieved < slos.min_achieved:
-        breaches.append(Breach(Slo.MIN_ACHIEVED.value, achieved, slos.min_achieved,
-                               f"--min-achieved {slos.min_achieved:g}: received {achieved:.4f} of the offered "
-                               f"load ({f.unique_received:,} of {f.offered:,})"))
+        breaches.append(
+            Breach(
+                Slo.MIN_ACHIEVED.value,
+                achieved,
+                slos.min_achieved,
+                f"--min-achieved {slos.min_achieved:g}: received {achieved:.4f} of the offered "
+                f"load ({f.unique_received:,} of {f.offered:,})",
+            )
+        )
     grew = f.backlog if backlog else None
     if grew is not None and grew.growth > grew.tolerated:
-        breaches.append(Breach(Slo.BACKLOG.value, float(grew.growth), grew.tolerated,
-                               f"backlog: the queue grew by {grew.growth:,} messages over the second half of "
-                               f"sending (tolerated {grew.tolerated:,.0f})"))
+        breaches.append(
+            Breach(
+                Slo.BACKLOG.value,
+                float(grew.growth),
+                grew.tolerated,
+                f"backlog: the queue grew by {grew.growth:,} messages over the second half of "
+                f"sending (tolerated {grew.tolerated:,.0f})",
+            )
+        )
     if slos.slo_p99_us is not None and (f.p99_us is None or f.p99_us > slos.slo_p99_us):
-        breaches.append(Breach(Slo.SLO_P99_US.value, float("inf") if f.p99_us is None else f.p99_us,
-                               slos.slo_p99_us,
-                               f"--slo-p99-us {slos.slo_p99_us:g}: p99 from the intended send time "
-                               + ("unknown (nothing received)" if f.p99_us is None else f"{f.p99_us:,.1f} us")))
+        breaches.append(
+            Breach(
+                Slo.SLO_P99_US.value,
+                float("inf") if f.p99_us is None else f.p99_us,
+                slos.slo_p99_us,
+                f"--slo-p99-us {slos.slo_p99_us:g}: p99 from the intended send time "
+                + ("unknown (nothing received)" if f.p99_us is None else f"{f.p99_us:,.1f} us"),
+            )
+        )
     return breaches
 
 
@@ -129,7 +169,13 @@ def describe(slos: Optional[Slos], backlog: bool = False) -> str:
     backlog'; None: 'none set'."""
     if slos is None or not slos.given:
         return "none set"
-    parts = [f"--{name.replace('_', '-')} {value:g}" for name, value in
-             (("max_loss", slos.max_loss), ("min_achieved", slos.min_achieved), ("slo_p99_us", slos.slo_p99_us))
-             if value is not None]
+    parts = [
+        f"--{name.replace('_', '-')} {value:g}"
+        for name, value in (
+            ("max_loss", slos.max_loss),
+            ("min_achieved", slos.min_achieved),
+            ("slo_p99_us", slos.slo_p99_us),
+        )
+        if value is not None
+    ]
     return ", ".join(parts + (["no growing backlog"] if backlog else []))

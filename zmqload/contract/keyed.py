@@ -1,5 +1,6 @@
 """Records read by key as well as by attribute: RunResult's parts (its workers, streams, drain,
 generator verdict, versions) were dicts, and users' tests index them (docs/PYTEST.md)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -13,7 +14,9 @@ class Keyed:
 
     def _names(self) -> dict[str, str]:
         """Each key (the field's name in the JSON) -> the attribute that holds it."""
-        kind: Any = type(self)      # a msgspec Struct's class: its fields as named in Python and in JSON
+        kind: Any = type(
+            self
+        )  # a msgspec Struct's class: its fields as named in Python and in JSON
         return dict(zip(kind.__struct_encode_fields__, kind.__struct_fields__))
 
     def __getitem__(self, key: str) -> Any:

@@ -2,18 +2,22 @@
 Spark) and `run --master` (where the producers and consumers run), and for a Spark Connect
 server's URL (`report --remote`). Text checks of the contract: nothing here starts Spark or
 imports it."""
+
 from __future__ import annotations
 
 import re
 
 from ..errors import ConfigError
 
-MASTERS_ACCEPTED = ("local, local[N], local[*], local[N,F], local-cluster[N,C,M], spark://HOST:PORT[,HOST:PORT...], "
-                    "yarn (with HADOOP_CONF_DIR or YARN_CONF_DIR set), k8s://https://HOST:PORT")
+MASTERS_ACCEPTED = (
+    "local, local[N], local[*], local[N,F], local-cluster[N,C,M], spark://HOST:PORT[,HOST:PORT...], "
+    "yarn (with HADOOP_CONF_DIR or YARN_CONF_DIR set), k8s://https://HOST:PORT"
+)
 MASTER_FORM = re.compile(
-    r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|local-cluster\[\d+,\d+,\d+\]"      # local, local-cluster
-    r"|spark://([^,:/\s]+:\d{1,5})(,[^,:/\s]+:\d{1,5})*"                           # standalone
-    r"|k8s://(https?://)?[^\s/]+(:\d+)?/?|yarn")
+    r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|local-cluster\[\d+,\d+,\d+\]"  # local, local-cluster
+    r"|spark://([^,:/\s]+:\d{1,5})(,[^,:/\s]+:\d{1,5})*"  # standalone
+    r"|k8s://(https?://)?[^\s/]+(:\d+)?/?|yarn"
+)
 
 
 def spark_master(master: str, flag: str = "--master") -> str:
@@ -30,7 +34,9 @@ def on_this_host(master: str) -> bool:
 
 
 REMOTES_ACCEPTED = "sc://HOST:PORT, optionally followed by /;NAME=VALUE;... (e.g. sc://spark.example:15002/;token=T)"
-REMOTE_FORM = re.compile(r"sc://(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s/:;\[\]]+):(?P<port>\d{1,5})(?P<params>/(;[^;=\s]+=[^;\s]*)+)?/?")
+REMOTE_FORM = re.compile(
+    r"sc://(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s/:;\[\]]+):(?P<port>\d{1,5})(?P<params>/(;[^;=\s]+=[^;\s]*)+)?/?"
+)
 """Spark Connect's URL as its client parses it; the port is required here, so the one a report
 reaches is written where it is asked (Connect's default, 15002, is a server's setting)."""
 

@@ -1,6 +1,7 @@
 """Where a run's Parquet parts are (docs/RECORDS.md: `<run>/<kind>/part-<worker>-<n>.parquet`): the
 layout every writer (runner/parquet_writer.py) and every reader (store/parquet_parts.py) shares.
 Names only: reading them back is store/parquet_parts.py's."""
+
 from __future__ import annotations
 
 

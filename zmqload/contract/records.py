@@ -5,6 +5,7 @@ with (`Schema.ddl`) are both derived from these lists, as are the report's inter
 tables (zmqload/analysis/pipeline.py). Any change to a record column's name, type or
 meaning bumps SCHEMA_VERSION.
 """
+
 from __future__ import annotations
 
 import enum
@@ -19,6 +20,7 @@ SCHEMA_VERSION: Final = 1
 
 class ColumnType(enum.Enum):
     """A column's type; the value is its Spark DDL name."""
+
     INT8 = "TINYINT"
     INT32 = "INT"
     INT64 = "BIGINT"
@@ -32,8 +34,12 @@ class ColumnType(enum.Enum):
 
 
 _ARROW: Final = {
-    ColumnType.INT8: pa.int8(), ColumnType.INT32: pa.int32(), ColumnType.INT64: pa.int64(),
-    ColumnType.FLOAT64: pa.float64(), ColumnType.BOOL: pa.bool_(), ColumnType.STRING: pa.string(),
+    ColumnType.INT8: pa.int8(),
+    ColumnType.INT32: pa.int32(),
+    ColumnType.INT64: pa.int64(),
+    ColumnType.FLOAT64: pa.float64(),
+    ColumnType.BOOL: pa.bool_(),
+    ColumnType.STRING: pa.string(),
 }
 
 INT8: Final = ColumnType.INT8
@@ -47,6 +53,7 @@ STRING: Final = ColumnType.STRING
 @dataclass(frozen=True)
 class Schema:
     """Named, typed columns in order. `Schema.of(stream=INT32, seq=INT64)`."""
+
     columns: tuple[tuple[str, ColumnType], ...]
 
     @classmethod
@@ -68,21 +75,45 @@ class Schema:
 
 
 # One row per send attempt; status holds zmqload.contract.wire.SendStatus values.
-SENDS: Final = Schema.of(stream=INT32, seq=INT64, t_intended_ns=INT64, t_sent_ns=INT64, status=INT8, size=INT32)
+SENDS: Final = Schema.of(
+    stream=INT32, seq=INT64, t_intended_ns=INT64, t_sent_ns=INT64, status=INT8, size=INT32
+)
 # One row per received message.
-RECVS: Final = Schema.of(consumer=INT32, stream=INT32, seq=INT64, t_intended_ns=INT64, t_sent_ns=INT64,
-                         t_recv_ns=INT64, size=INT32)
+RECVS: Final = Schema.of(
+    consumer=INT32,
+    stream=INT32,
+    seq=INT64,
+    t_intended_ns=INT64,
+    t_sent_ns=INT64,
+    t_recv_ns=INT64,
+    size=INT32,
+)
 # One row per completed request of a round-trip pattern; echoed: the reply began with the
 # request's header (csrc/zl_wire.h zl_reply_echoes), else it was matched by order.
-REPLIES: Final = Schema.of(stream=INT32, seq=INT64, t_intended_ns=INT64, t_sent_ns=INT64, t_reply_ns=INT64,
-                           echoed=BOOL)
+REPLIES: Final = Schema.of(
+    stream=INT32, seq=INT64, t_intended_ns=INT64, t_sent_ns=INT64, t_reply_ns=INT64, echoed=BOOL
+)
 # Counters over time from every worker.
-SAMPLES: Final = Schema.of(t_ns=INT64, role=STRING, worker=INT32, messages=INT64, dropped=INT64,
-                           tcp_sendq_bytes=INT64, tcp_recvq_bytes=INT64, rss_kb=INT64)
+SAMPLES: Final = Schema.of(
+    t_ns=INT64,
+    role=STRING,
+    worker=INT32,
+    messages=INT64,
+    dropped=INT64,
+    tcp_sendq_bytes=INT64,
+    tcp_recvq_bytes=INT64,
+    rss_kb=INT64,
+)
 
 # One row per foreign message (--role consumer: one without zmqload's header, contract/wire.py).
 FOREIGN: Final = Schema.of(consumer=INT32, t_recv_ns=INT64, size=INT32)
-SCHEMAS: Final = {"sends": SENDS, "recvs": RECVS, "replies": REPLIES, "samples": SAMPLES, "foreign": FOREIGN}
+SCHEMAS: Final = {
+    "sends": SENDS,
+    "recvs": RECVS,
+    "replies": REPLIES,
+    "samples": SAMPLES,
+    "foreign": FOREIGN,
+}
 """Record kind (the directory under a run) -> its schema."""
 
 DISK_BYTES_PER_ROW: Final = {"sends": 7, "recvs": 5, "replies": 7}

@@ -1,6 +1,7 @@
 """run.json as a type, `RunRecord`, read and written through the one codec (contract/codec.py,
 store/record_files.py), never through string keys, so each field is named, typed and checked once,
 here. docs/RECORDS.md's table is generated from these types (docs/ARCHITECTURE.md, "Records")."""
+
 from __future__ import annotations
 
 import os
@@ -32,6 +33,7 @@ class PatternFacts(Record):
 
 class SideEndpoints(Record):
     """How one of zmqload's sides reached the other."""
+
     attach: Attach = Attach.CONNECT
     """Whether this side's sockets bound or connected."""
     endpoints: list[str] = []
@@ -44,6 +46,7 @@ class SideEndpoints(Record):
 class Topology(Record):
     """Who bound and who connected, to what, and what sat between the producers and the consumers
     that zmqload does not see (a device of the user's)."""
+
     producers: SideEndpoints = msgspec.field(default_factory=SideEndpoints)
     consumers: SideEndpoints = msgspec.field(default_factory=SideEndpoints)
     proxy: list[str] = []
@@ -59,6 +62,7 @@ class Topology(Record):
 
 class PlacedWorker(Record):
     """Where one worker ran as a Spark task (--master)."""
+
     worker: str = ""
     """Its name: "p0", "c1"."""
     task: int = 0
@@ -89,6 +93,7 @@ class PlacedWorker(Record):
 
 class Placement(Record):
     """The workers as one Spark barrier stage (run --master): where each ran."""
+
     master: str = ""
     workers: list[PlacedWorker] = []
 
@@ -105,6 +110,7 @@ class Placement(Record):
 
 class Libzmq(Record):
     """A libzmq file and what it is (--libzmq; `zmqload info` lists the ones it finds)."""
+
     choice: str = ""
     """What --libzmq said: pyzmq, system or the path given."""
     file: str = ""
@@ -138,6 +144,7 @@ class Host(Record):
 
 class ClockPair(Record):
     """A (realtime, monotonic) pair read together, so runs of several hosts can be aligned."""
+
     source: str = "CLOCK_MONOTONIC"
     realtime_ns: int = 0
     monotonic_ns: int = 0
@@ -148,6 +155,7 @@ class ClockPair(Record):
 
 class Schedule(Record):
     """The open-loop schedule: t_intended = t0_ns + seq * 1e9 / rate_per_producer."""
+
     t0_ns: int = 0
     rate_per_producer: int = 0
     fanout: bool = False
@@ -155,6 +163,7 @@ class Schedule(Record):
 
 class Salvaged(Record):
     """Workers whose figures were rebuilt from their records (runner/salvage.py)."""
+
     workers: list[str] = []
     died: list[str] = []
     """Workers that ended without their final (killed, failed): what they held is `unknown`."""
@@ -165,6 +174,7 @@ class Salvaged(Record):
 
 class Reset(Record):
     """One connection reset of --reset-at, as it was made (runner/resets.py)."""
+
     t_ns: int = 0
     """When the kernel had aborted the connections (`ss -K` returned): CLOCK_MONOTONIC ns, the
     records' clock; the mark of the `dropped_reset` rule (contract/fates.py reset_region)."""
@@ -206,6 +216,7 @@ class Drain(Record, Keyed):
 
 class WorkerEntry(Record, Keyed):
     """What every worker reports of itself and of its recording."""
+
     worker: int = 0
     """Its index among the workers of its role."""
     errors: int = 0
@@ -221,6 +232,7 @@ class WorkerEntry(Record, Keyed):
 
 class ProducerEntry(WorkerEntry):
     """One producer's counters, send times (ns) and close / term timings."""
+
     attempted: int = 0
     """Messages it tried to send (each got a seq)."""
     sent: int = 0
@@ -246,6 +258,7 @@ class ProducerEntry(WorkerEntry):
 
 class ConsumerEntry(WorkerEntry):
     """One consumer's counters and receive times (ns)."""
+
     received: int = 0
     """Messages received, duplicates included."""
     warmups: int = 0
@@ -272,6 +285,7 @@ class ConsumerEntry(WorkerEntry):
 
 class Fates(Record):
     """How many expected messages ended in each fate (contract/fates.py): they sum to `expected`."""
+
     delivered: int = 0
     drained: int = 0
     dropped_start: int = 0
@@ -285,11 +299,13 @@ class Fates(Record):
 
 class FateCounts(Fates):
     """One consumer's fates of a fan-out stream."""
+
     dropped_tail_ambiguous: int = 0
 
 
 class MessageCounts(Fates):
     """Counts of a stream or of the run: what was offered, accepted, expected and received."""
+
     attempted: int = 0
     sent: int = 0
     expected: int = 0
@@ -304,6 +320,7 @@ class MessageCounts(Fates):
 
 class StreamEntry(MessageCounts):
     """One producer's stream: its counts, fates and the missing seq ranges."""
+
     stream: int = 0
     missing_ranges: dict[str, list[list[int]]] = {}
     """Per consumer index (fan-out) or "all": [first, last] seq ranges, at most 20."""
@@ -321,6 +338,7 @@ class StreamEntry(MessageCounts):
 
 class TopicConsumer(Record):
     """One consumer's account of one topic."""
+
     consumer: int = 0
     subscribed: bool = False
     expected: int = 0
@@ -333,6 +351,7 @@ class TopicConsumer(Record):
 
 class TopicEntry(Record):
     """--topics: one topic, over every stream (contract/topics.py: which seq carries which topic)."""
+
     topic: str = ""
     sent: int = 0
     """Messages of the topic the producers' sockets accepted."""
@@ -341,6 +360,7 @@ class TopicEntry(Record):
 
 class Counters(MessageCounts):
     """The run's message counts (RunResult.COUNTERS)."""
+
     eagain: int = 0
     timeout: int = 0
     errors: int = 0
@@ -352,6 +372,7 @@ class Counters(MessageCounts):
 
 class QueuePeak(Record, omit_defaults=True):
     """The queue's deepest point (zmqload.measure.queue_depth): all None (written {}) with no samples."""
+
     messages: Optional[int] = None
     at_s: Optional[float] = None
     kernel_messages: Optional[int] = None
@@ -365,6 +386,7 @@ class QueuePeak(Record, omit_defaults=True):
 
 class LatencySummary(Record):
     """Percentiles of one latency histogram, in ns (None: nothing received)."""
+
     p50: Optional[int] = None
     p90: Optional[int] = None
     p99: Optional[int] = None
@@ -375,6 +397,7 @@ class LatencySummary(Record):
 
 class GeneratorVerdict(Record, Keyed):
     """Whether the producers kept their open-loop schedule (zmqload.measure.schedule_keeping)."""
+
     generator_limited: bool = False
     scheduled_rate: int = 0
     reached_rate: Optional[float] = None
@@ -387,6 +410,7 @@ class GeneratorVerdict(Record, Keyed):
 
 class ForeignSummary(Record):
     """--role consumer: the messages without zmqload's header (contract/wire.py), from foreign/."""
+
     messages: int = 0
     bytes: int = 0
     span_s: float = 0.0
@@ -399,6 +423,7 @@ class ForeignSummary(Record):
 
 class ServiceSummary(Record):
     """A service of yours (req-rep with --role producer): its answers, from replies/ (zmqload.measure.service)."""
+
     requests: int = 0
     """Requests sent (accepted by the REQ socket)."""
     answered: int = 0
@@ -418,6 +443,7 @@ class ServiceSummary(Record):
 
 class SizeFacts(Record):
     """The run's message sizes (contract/sizes.py): the message with seq s takes table entry s mod `entries`."""
+
     spec: str = ""
     """As given: "64", "64:1024", "@FILE", or "payload FILE" (--payload)."""
     kind: str = "fixed"
@@ -434,6 +460,7 @@ class SizeFacts(Record):
 
 class Summary(Record):
     """The run's figures (RunResult.FIGURES)."""
+
     queue_peak: QueuePeak = msgspec.field(default_factory=QueuePeak)
     elapsed_s: float = 0.0
     send_rate: float = 0.0
@@ -456,6 +483,7 @@ class Summary(Record):
 class Halves(Record):
     """A run joined from its halves (runner/halves.py): their directories, and when each ended
     (a half made again makes the join again)."""
+
     producer: str = ""
     consumer: str = ""
     finished_at: list[str] = []
@@ -474,7 +502,7 @@ def half_of(dir_name: str) -> tuple[str, str] | None:
     """(run_id, role) of a half's directory name, or None for a whole run's."""
     if not dir_name.startswith("run=") or not dir_name.endswith(HALF_SUFFIX):
         return None
-    run_id, _, role = dir_name[4:-len(HALF_SUFFIX)].rpartition(".")
+    run_id, _, role = dir_name[4 : -len(HALF_SUFFIX)].rpartition(".")
     return (run_id, role) if run_id and role in ("producer", "consumer") else None
 
 
@@ -482,6 +510,7 @@ def half_of(dir_name: str) -> tuple[str, str] | None:
 class RunRecord(Record):
     """One run's run.json (docs/RECORDS.md). Written `running` at the start, again when the
     schedule is set, and once more at the end; fields of the end are None / empty before."""
+
     schema_version: int = SCHEMA_VERSION
     """The records' schema version (contract.records.SCHEMA_VERSION, the Parquet parts' too)."""
     run_id: str = ""
@@ -562,6 +591,7 @@ class RunRecord(Record):
     def died(self) -> dict[Role, set[int]]:
         """The workers that died in the run (salvaged.died), by role."""
         from .ids import WorkerId
+
         out: dict[Role, set[int]] = {role: set() for role in Role}
         for worker in map(WorkerId.parse, self.salvaged.died if self.salvaged else ()):
             out[worker.role].add(worker.index)

@@ -1,6 +1,7 @@
 """capacity-search.json as a type, `SearchRecord`, through the one codec as run.json is. Written
 before the first probe and after every one, so an interrupted search keeps its probes.
 docs/CAPACITY.md's field table is generated from these types."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,9 +24,11 @@ SET_BY_SEARCH = ("rate", "duration", "count")
 NOT_IN_TEMPLATE = SET_BY_SEARCH + ("run_name", "label")
 """Workload fields a search's template leaves out: the probe's own."""
 
+
 # -- a probe ---------------------------------------------------------------------------------
 class BreachEntry(Record):
     """A broken SLO (zmqload.plan.slo.Breach)."""
+
     slo: Slo
     """The SLO by its option's name."""
     measured: Optional[float] = None
@@ -38,6 +41,7 @@ class BreachEntry(Record):
 
 class ProbeQueuePeak(Record):
     """The queue's deepest point in the probe's run (run.json's summary.queue_peak), by place."""
+
     messages: Optional[int] = None
     kernel_messages: Optional[int] = None
     """In the kernel's tcp socket buffers."""
@@ -48,6 +52,7 @@ class ProbeQueuePeak(Record):
 class Figures(Record):
     """What a probe shows of its run (zmqload.plan.capacity_search.figures): rates, loss, latency, the queue
     and memory."""
+
     offered_rate: int = 0
     """msg/s of all producers: the probe's rate times the producers."""
     reached_rate: Optional[float] = None
@@ -78,6 +83,7 @@ class Figures(Record):
 
 class ProbeEntry(Record):
     """One probe: a real open-loop run at one rate per producer, and its verdict."""
+
     rate: int
     """msg/s per producer."""
     passed: bool
@@ -103,6 +109,7 @@ class ProbeEntry(Record):
 class SearchTemplate(Record):
     """The combination's workload: every option of `run` but rate, duration and count (each probe
     sets them) and run_name, label. Checked as a Workload is (contract/workload.py)."""
+
     pattern: str = "push-pull"
     transport: str = "tcp"
     host: str = "127.0.0.1"
@@ -158,7 +165,7 @@ class SearchTemplate(Record):
     slice_ms: int = 20
 
     def __post_init__(self) -> None:
-        self.workload()         # ConfigError (a ValueError): the codec names the field
+        self.workload()  # ConfigError (a ValueError): the codec names the field
 
     def workload(self) -> Workload:
         """The template as a Workload (rate, duration and count unset)."""
@@ -174,6 +181,7 @@ class SearchTemplate(Record):
 class SearchEntry(Record):
     """One combination's search (zmqload.plan.capacity_search.Outcome): its answer, bracket and probes. While it
     runs (and in a search cut short, its last), the probes and bracket so far."""
+
     values: dict[str, OptionValue] = {}
     """This combination's values of the varying options."""
     workload: SearchTemplate = msgspec.field(default_factory=SearchTemplate)
@@ -198,12 +206,15 @@ class SearchEntry(Record):
 
     def __post_init__(self) -> None:
         if len(self.bracket) != 2:
-            raise ValueError(f"bracket: expected [highest passing, lowest failing], got {self.bracket}")
+            raise ValueError(
+                f"bracket: expected [highest passing, lowest failing], got {self.bracket}"
+            )
 
 
 # -- the record --------------------------------------------------------------------------------
 class SearchRecord(Record):
     """One `zmqload capacity`'s capacity-search.json (docs/CAPACITY.md)."""
+
     schema_version: int = SCHEMA_VERSION
     """The records' schema version (contract.records.SCHEMA_VERSION, run.json's too)."""
     search_id: str = ""

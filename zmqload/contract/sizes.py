@@ -1,6 +1,7 @@
 """Each message's size and body, a pure function of (stream, seq): entry `seq mod len(table)` of the
 table of --size N, A:B, @FILE or --payload FILE (docs/RECORDS.md). So sends record no size and a
 received size can be checked."""
+
 from __future__ import annotations
 
 import array
@@ -27,19 +28,24 @@ MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 """A payload file's bytes: the producers hold every record (and its header room) in memory."""
 SIZE_FORM = re.compile(r"\d+:\d+|@.+")
 """--size text that is not a number: a uniform range or a file of sizes."""
-SIZE_ACCEPTED = (f"bytes from {HEADER_SIZE} (the wire header) to {MAX_SIZE}; A:B uniform over A..B inclusive "
-                 f"(e.g. 64:1024); or @FILE, one size per line (at most {MAX_ENTRIES:,})")
-PAYLOAD_ACCEPTED = (f"a readable file of records, one per line (each sent behind the {HEADER_SIZE}-byte header), "
-                    f"at most {MAX_ENTRIES:,} records and {MAX_PAYLOAD_BYTES // 2 ** 20} MiB; with --size at its "
-                    "default")
+SIZE_ACCEPTED = (
+    f"bytes from {HEADER_SIZE} (the wire header) to {MAX_SIZE}; A:B uniform over A..B inclusive "
+    f"(e.g. 64:1024); or @FILE, one size per line (at most {MAX_ENTRIES:,})"
+)
+PAYLOAD_ACCEPTED = (
+    f"a readable file of records, one per line (each sent behind the {HEADER_SIZE}-byte header), "
+    f"at most {MAX_ENTRIES:,} records and {MAX_PAYLOAD_BYTES // 2**20} MiB; with --size at its "
+    "default"
+)
 
 
 @dataclass(frozen=True)
 class Sizes:
     """The run's table: `sizes[k]` bytes (first frame, header included) for seq = k mod len."""
-    spec: str                       # as the run was given it: "64", "64:1024", "@FILE", "payload FILE"
-    sizes: np.ndarray               # int32, one entry per table row
-    body: bytes | None = None    # --payload: each entry's header room and record, back to back
+
+    spec: str  # as the run was given it: "64", "64:1024", "@FILE", "payload FILE"
+    sizes: np.ndarray  # int32, one entry per table row
+    body: bytes | None = None  # --payload: each entry's header room and record, back to back
 
     @property
     def fixed(self) -> bool:
@@ -58,11 +64,20 @@ class Sizes:
 
     def facts(self) -> dict[str, object]:
         """What run.json keeps of the table (Summary.sizes)."""
-        kind = "payload" if self.body is not None else ("fixed" if self.fixed else
-                                                         "uniform" if ":" in self.spec else "file")
-        return {"spec": self.spec, "kind": kind, "entries": len(self.sizes), "min": int(self.sizes.min()),
-                "max": int(self.sizes.max()), "mean": self.mean,
-                "seed": SEED if kind == "uniform" else None}
+        kind = (
+            "payload"
+            if self.body is not None
+            else ("fixed" if self.fixed else "uniform" if ":" in self.spec else "file")
+        )
+        return {
+            "spec": self.spec,
+            "kind": kind,
+            "entries": len(self.sizes),
+            "min": int(self.sizes.min()),
+            "max": int(self.sizes.max()),
+            "mean": self.mean,
+            "seed": SEED if kind == "uniform" else None,
+        }
 
 
 def message_bytes(first_frames: int, parts: int) -> int:
@@ -99,24 +114,33 @@ def _refuse(flag: str, value: object, why: str, accepted: str) -> ConfigError:
 
 def _check_size(spec: str, value: int, where: str) -> None:
     if not HEADER_SIZE <= value <= MAX_SIZE:
-        raise _refuse("--size", spec, f": {value}{where} is not from {HEADER_SIZE} to {MAX_SIZE}", SIZE_ACCEPTED)
+        raise _refuse(
+            "--size",
+            spec,
+            f": {value}{where} is not from {HEADER_SIZE} to {MAX_SIZE}",
+            SIZE_ACCEPTED,
+        )
 
 
 def _read(flag: str, spec: str, path: str, limit: int, accepted: str) -> bytes:
     """A file's bytes, refused in one line when missing, unreadable, empty or above `limit`."""
     try:
         f = open(path, "rb")
-    except (OSError, ValueError) as e:      # ValueError: a path with a NUL character
-        raise _refuse(flag, spec, f": cannot read {path!r} ({getattr(e, 'strerror', None) or e})", accepted) from None
+    except (OSError, ValueError) as e:  # ValueError: a path with a NUL character
+        raise _refuse(
+            flag, spec, f": cannot read {path!r} ({getattr(e, 'strerror', None) or e})", accepted
+        ) from None
     with f:
         held = os.fstat(f.fileno())
-        if stat.S_ISREG(held.st_mode) and held.st_size > limit:     # refused unread
+        if stat.S_ISREG(held.st_mode) and held.st_size > limit:  # refused unread
             raise _refuse(flag, spec, f": {path} is above {limit:,} bytes", accepted)
         try:
             data = read_bounded(f, limit + 1)
-        except OSError as e:                # a directory, a device that refuses to be read
-            raise _refuse(flag, spec, f": cannot read {path!r} ({e.strerror or e})", accepted) from None
-    if data.count(b"\n") == len(data):         # (no copy, as data.strip would make)
+        except OSError as e:  # a directory, a device that refuses to be read
+            raise _refuse(
+                flag, spec, f": cannot read {path!r} ({e.strerror or e})", accepted
+            ) from None
+    if data.count(b"\n") == len(data):  # (no copy, as data.strip would make)
         raise _refuse(flag, spec, f": {path} is empty", accepted)
     if len(data) > limit:
         raise _refuse(flag, spec, f": {path} is above {limit:,} bytes", accepted)
@@ -140,8 +164,9 @@ def read_bounded(f: typing.BinaryIO, most: int, chunk: int = 1 << 20) -> bytes:
     return b"".join(chunks)
 
 
-_SIZE_LINE = re.compile(rb"^[ \t\r\x0b\x0c]*(?:([0-9]{1,10})[ \t\r\x0b\x0c]*(?:#[^\n]*)?$|([^#\s][^\n]*))",
-                        re.MULTILINE)
+_SIZE_LINE = re.compile(
+    rb"^[ \t\r\x0b\x0c]*(?:([0-9]{1,10})[ \t\r\x0b\x0c]*(?:#[^\n]*)?$|([^#\s][^\n]*))", re.MULTILINE
+)
 """A line that holds something: group 1 its size (ASCII digits, few enough for any size, then blanks or a
 comment), else group 2 its text. Blank and comment lines do not match: the regex engine skips them
 itself, so a file of millions of them costs no Python loop."""
@@ -149,19 +174,25 @@ itself, so a file of millions of them costs no Python loop."""
 
 def _size_file(spec: str, path: str) -> np.ndarray:
     data = _read("--size", spec, path, MAX_ENTRIES * 12, SIZE_ACCEPTED)
-    sizes = array.array("i")        # 4 bytes a size: no Python int per line
+    sizes = array.array("i")  # 4 bytes a size: no Python int per line
     for match in _SIZE_LINE.finditer(data):
         digits = match[1]
         if digits is None:
             text = match[2].split(b"#", 1)[0].rstrip()
             shown = text[:40].decode(errors="replace") + ("..." if len(text) > 40 else "")
-            raise _refuse("--size", spec, f": line {_line(data, match)} of {path} is {shown!r}, not a whole number "
-                                          "of bytes", SIZE_ACCEPTED)
+            raise _refuse(
+                "--size",
+                spec,
+                f": line {_line(data, match)} of {path} is {shown!r}, not a whole number of bytes",
+                SIZE_ACCEPTED,
+            )
         value = int(digits)
         if not HEADER_SIZE <= value <= MAX_SIZE:
             _check_size(spec, value, f" (line {_line(data, match)} of {path})")
         if len(sizes) == MAX_ENTRIES:
-            raise _refuse("--size", spec, f": {path} holds more than {MAX_ENTRIES:,} sizes", SIZE_ACCEPTED)
+            raise _refuse(
+                "--size", spec, f": {path} holds more than {MAX_ENTRIES:,} sizes", SIZE_ACCEPTED
+            )
         sizes.append(value)
     if not sizes:
         raise _refuse("--size", spec, f": {path} holds no size", SIZE_ACCEPTED)
@@ -174,12 +205,17 @@ def _line(data: bytes, match: re.Match[bytes]) -> int:
 
 def _payload(path: str) -> Sizes:
     data = _read("--payload", path, path, MAX_PAYLOAD_BYTES, PAYLOAD_ACCEPTED)
-    records = data.count(b"\n") + (not data.endswith(b"\n"))     # the file's last newline ends its last record
-    if records > MAX_ENTRIES:         # counted before the split: no list of millions of records first
+    records = data.count(b"\n") + (
+        not data.endswith(b"\n")
+    )  # the file's last newline ends its last record
+    if records > MAX_ENTRIES:  # counted before the split: no list of millions of records first
         raise _refuse("--payload", path, f": {records:,} records", PAYLOAD_ACCEPTED)
     lines = data.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
     room = bytes(HEADER_SIZE)
-    return Sizes(spec_of(0, path), np.array([HEADER_SIZE + len(r) for r in lines], np.int32),
-                 b"".join(room + r for r in lines))
+    return Sizes(
+        spec_of(0, path),
+        np.array([HEADER_SIZE + len(r) for r in lines], np.int32),
+        b"".join(room + r for r in lines),
+    )

@@ -1,6 +1,7 @@
 """A sweep's file, `<out>/sweep-<id>.json`, as a type, `SweepRecord`, through the one codec as
 run.json is; rewritten atomically after every run so it is current even if the sweep is killed.
 docs/SWEEPS.md's field table is generated from these types."""
+
 from __future__ import annotations
 
 from typing import Optional, Union
@@ -18,6 +19,7 @@ OptionValue = Union[bool, int, float, str, None]
 
 class PointSummary(Record):
     """The figures of the point's run (RunResult.summary(), a part of it)."""
+
     sent: int = 0
     received: int = 0
     lost: int = 0
@@ -34,6 +36,7 @@ class PointSummary(Record):
 
 class PointEntry(Record):
     """One point of the sweep: its values, its run and how the run ended."""
+
     index: int
     """Its place in the sweep, from 0 (the run name's number)."""
     values: dict[str, OptionValue] = {}
@@ -54,6 +57,7 @@ class PointEntry(Record):
 
 class Counts(Record):
     """Points by status."""
+
     complete: int = 0
     failed: int = 0
     interrupted: int = 0
@@ -63,6 +67,7 @@ class Counts(Record):
 
 class SweepRecord(Record):
     """One `zmqload sweep`'s sweep-<id>.json (docs/SWEEPS.md)."""
+
     schema_version: int = SCHEMA_VERSION
     """The records' schema version (contract.records.SCHEMA_VERSION, run.json's too)."""
     sweep_id: str = ""

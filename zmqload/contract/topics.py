@@ -1,6 +1,7 @@
 """Topics (--topics, --topic-weights, --subscribe): which topic each seq carries (`pattern[seq mod
 len(pattern)]`) and which seqs each consumer subscribed to. One pure rule for the producer, the
 consumer, the reconciliation, the queue depth and the report (docs/RECORDS.md)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,13 +27,19 @@ def names(n: int) -> list[str]:
 
 def parse_weights(text: str, n: int) -> list[int]:
     """--topic-weights "5,3,1" for n topics -> [5, 3, 1]; ConfigError otherwise."""
-    accepted = (f"{n} whole numbers from 1 to {MAX_WEIGHT} separated by commas, one per topic, "
-                f"summing to at most {MAX_PERIOD}")
+    accepted = (
+        f"{n} whole numbers from 1 to {MAX_WEIGHT} separated by commas, one per topic, "
+        f"summing to at most {MAX_PERIOD}"
+    )
     try:
         weights = [int(part) for part in text.split(",")]
     except ValueError:
         raise ConfigError("--topic-weights", f"got {text!r}; accepted: {accepted}") from None
-    if len(weights) != n or not all(1 <= w <= MAX_WEIGHT for w in weights) or sum(weights) > MAX_PERIOD:
+    if (
+        len(weights) != n
+        or not all(1 <= w <= MAX_WEIGHT for w in weights)
+        or sum(weights) > MAX_PERIOD
+    ):
         raise ConfigError("--topic-weights", f"got {text!r} for --topics {n}; accepted: {accepted}")
     return weights
 
@@ -40,19 +47,30 @@ def parse_weights(text: str, n: int) -> list[int]:
 def parse_subscribe(text: str, topic_names: list[str], consumers: int) -> list[list[int]]:
     """--subscribe "P,P" (every consumer) or "P,P;P" (one group per consumer, in order) -> each
     consumer's topic indices; ConfigError for a prefix matching no topic or a wrong group count."""
-    accepted = (f"topic name prefixes separated by commas (the topics are {topic_names[0]}..{topic_names[-1]}), "
-                f"for every consumer, or one such list per consumer separated by ';' ({consumers} lists)")
+    accepted = (
+        f"topic name prefixes separated by commas (the topics are {topic_names[0]}..{topic_names[-1]}), "
+        f"for every consumer, or one such list per consumer separated by ';' ({consumers} lists)"
+    )
     groups = text.split(";")
     if len(groups) > 1 and len(groups) != consumers:
-        raise ConfigError("--subscribe", f"got {text!r}: {len(groups)} lists for {consumers} consumers; "
-                                         f"accepted: {accepted}")
+        raise ConfigError(
+            "--subscribe",
+            f"got {text!r}: {len(groups)} lists for {consumers} consumers; accepted: {accepted}",
+        )
     out = []
     for group in groups:
         chosen: set[int] = set()
         for prefix in (p.strip() for p in group.split(",")):
-            hits = [i for i, name in enumerate(topic_names) if name.startswith(prefix)] if prefix else []
+            hits = (
+                [i for i, name in enumerate(topic_names) if name.startswith(prefix)]
+                if prefix
+                else []
+            )
             if not hits:
-                raise ConfigError("--subscribe", f"got {text!r}: {prefix!r} matches no topic; accepted: {accepted}")
+                raise ConfigError(
+                    "--subscribe",
+                    f"got {text!r}: {prefix!r} matches no topic; accepted: {accepted}",
+                )
             chosen.update(hits)
         out.append(sorted(chosen))
     return out * consumers if len(groups) == 1 else out
@@ -61,18 +79,25 @@ def parse_subscribe(text: str, topic_names: list[str], consumers: int) -> list[l
 @dataclass(frozen=True)
 class Topics:
     """A run's topics and each consumer's subscription."""
+
     names: tuple[str, ...]
-    pattern: np.ndarray                      # topic index per slot; topic(seq) = pattern[seq % len]
+    pattern: np.ndarray  # topic index per slot; topic(seq) = pattern[seq % len]
     subscribed: tuple[tuple[int, ...], ...]  # per consumer: its topic indices
 
     @classmethod
-    def of(cls, topics: int, weights: str | None, subscribe: str | None, consumers: int) -> Topics | None:
+    def of(
+        cls, topics: int, weights: str | None, subscribe: str | None, consumers: int
+    ) -> Topics | None:
         """From the options' values (checked: Workload does); None without topics."""
         if not topics:
             return None
         topic_names = names(topics)
         w = parse_weights(weights, topics) if weights else [1] * topics
-        subs = parse_subscribe(subscribe, topic_names, consumers) if subscribe else [list(range(topics))] * consumers
+        subs = (
+            parse_subscribe(subscribe, topic_names, consumers)
+            if subscribe
+            else [list(range(topics))] * consumers
+        )
         pattern = np.repeat(np.arange(topics, dtype=np.int64), w)
         return cls(tuple(topic_names), pattern, tuple(tuple(s) for s in subs))
 
@@ -100,7 +125,9 @@ class Topics:
         wanted = np.isin(self.pattern, self.subscribed[consumer])
         if wanted.all():
             return np.full(hi_byte - lo_byte, 0xFF, np.uint8)
-        one = np.packbits(np.tile(wanted, 8))         # 8 periods: whole bytes, repeating every `period` bytes
+        one = np.packbits(
+            np.tile(wanted, 8)
+        )  # 8 periods: whole bytes, repeating every `period` bytes
         start = lo_byte % period
         return np.resize(np.roll(one, -start), hi_byte - lo_byte)
 
@@ -114,5 +141,6 @@ class Topics:
         padded = np.zeros(-(-total // period) * period, np.uint8)
         padded[pad_front:total] = bits
         per_slot = padded.reshape(-1, period).sum(axis=0, dtype=np.int64)
-        return np.bincount(self.pattern, weights=per_slot, minlength=len(self.names)).astype(np.int64)
-
+        return np.bincount(self.pattern, weights=per_slot, minlength=len(self.names)).astype(
+            np.int64
+        )

@@ -1,6 +1,7 @@
 """Filesystem URIs as options name them (s3://BUCKET/PREFIX?endpoint_override=..., gs://, hdfs://...):
 told from a local path, shown and stored without their secrets, and refused where a command writes
 as it goes. Rules on strings only; store/remote_runs.py opens and copies what they name."""
+
 from __future__ import annotations
 
 import re
@@ -9,8 +10,10 @@ import urllib.parse
 from ..errors import ConfigError
 
 URI_FORM = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://.*", re.DOTALL)
-URI_ACCEPTED = ("a filesystem URI pyarrow opens, e.g. s3://BUCKET/PREFIX (AWS credentials from the environment; "
-                "another S3 server: ?endpoint_override=HOST:PORT&scheme=http), gs://BUCKET/PREFIX, hdfs://HOST:PORT/PATH")
+URI_ACCEPTED = (
+    "a filesystem URI pyarrow opens, e.g. s3://BUCKET/PREFIX (AWS credentials from the environment; "
+    "another S3 server: ?endpoint_override=HOST:PORT&scheme=http), gs://BUCKET/PREFIX, hdfs://HOST:PORT/PATH"
+)
 SECRET_WORDS = ("key", "secret", "token", "password", "credential", "sas", "sig", "ticket")
 """A query parameter whose name holds one of these is left out wherever the URI is shown or stored."""
 
@@ -25,8 +28,14 @@ def without_secrets(uri: str) -> str:
     query parameters that carry secrets (endpoint_override, scheme and region are kept)."""
     parts = urllib.parse.urlsplit(uri)
     netloc = parts.netloc.rpartition("@")[2]
-    query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if not _secret(k)]
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, urllib.parse.urlencode(query, safe=":/"), ""))
+    query = [
+        (k, v)
+        for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+        if not _secret(k)
+    ]
+    return urllib.parse.urlunsplit(
+        (parts.scheme, netloc, parts.path, urllib.parse.urlencode(query, safe=":/"), "")
+    )
 
 
 def join(uri: str, name: str) -> str:
@@ -39,8 +48,11 @@ def local_only(path: str, option: str = "--out") -> None:
     """ConfigError(option) for a URI where a command writes as it goes (a sweep, a search, a
     scenario): only a run's finished directory is copied to one (runner/remote_out.py)."""
     if is_uri(path):
-        raise ConfigError(option, f"got {without_secrets(path)!r}: this command writes to a local directory as it goes; "
-                                  "accepted: a directory path (a URI: zmqload run --out URI)")
+        raise ConfigError(
+            option,
+            f"got {without_secrets(path)!r}: this command writes to a local directory as it goes; "
+            "accepted: a directory path (a URI: zmqload run --out URI)",
+        )
 
 
 def _secret(name: str) -> bool:

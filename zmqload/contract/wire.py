@@ -3,6 +3,7 @@
 csrc/zl_wire.h states the same for C; tests/test_contract.py checks the two agree through
 the constants the engine exports. docs/RECORDS.md describes the layout.
 """
+
 from __future__ import annotations
 
 import enum
@@ -48,23 +49,27 @@ def check(stream: int, seq: int, t_sent_ns: int, key: int = 0) -> int:
 def header(stream: int, seq: int, t_sent_ns: int, key: int = 0) -> bytes:
     """The 16 bytes a message of (stream, seq) sent at t_sent_ns starts with."""
     c = check(stream, seq, t_sent_ns, key)
-    word = (seq & MAX_SEQ) | (c & 0xFF) << WIRE_SEQ_BITS | (stream & 0xFF) << SEQ_BITS | (c >> 8) << 56
+    word = (
+        (seq & MAX_SEQ) | (c & 0xFF) << WIRE_SEQ_BITS | (stream & 0xFF) << SEQ_BITS | (c >> 8) << 56
+    )
     return word.to_bytes(8, "little") + (t_sent_ns & ((1 << 64) - 1)).to_bytes(8, "little")
 
 
 class SendStatus(enum.IntEnum):
     """Per-message status in the sends records (the `status` column)."""
+
     OK = 0
-    EAGAIN = 1      # dontwait at HWM: dropped by the sender
-    TIMEOUT = 2     # timeout mode: SNDTIMEO expired, dropped
+    EAGAIN = 1  # dontwait at HWM: dropped by the sender
+    TIMEOUT = 2  # timeout mode: SNDTIMEO expired, dropped
     ERROR = 3
 
 
 class SendMode(enum.IntEnum):
     """What a send does at HWM; the lower-case name is the --send-mode word."""
-    BLOCK = 0       # wait (in SNDTIMEO-sized steps, so a stop is seen within a slice)
-    DONTWAIT = 1    # drop at once: SendStatus.EAGAIN
-    TIMEOUT = 2     # drop after --sndtimeo-ms: SendStatus.TIMEOUT
+
+    BLOCK = 0  # wait (in SNDTIMEO-sized steps, so a stop is seen within a slice)
+    DONTWAIT = 1  # drop at once: SendStatus.EAGAIN
+    TIMEOUT = 2  # drop after --sndtimeo-ms: SendStatus.TIMEOUT
 
     @property
     def word(self) -> str:

@@ -1,6 +1,7 @@
 """The workload model and its option table `OPTIONS`: every flag, parser, limit, choice and help
 text, in one place. Validation, the `run` and `sweep` parsers, sweep files and the Python API all
 use it, so each refuses a bad value with the same ConfigError."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,9 +20,9 @@ from .wire import HEADER_SIZE, MAX_SEQ, MAX_STREAMS, SEND_MODES, SendModeWord
 from ..errors import ConfigError
 
 MAX_PARTS = 64
-MAX_PACED = (2 ** 63 - 1) // 10 ** 9   # paced: seq * 1e9 / rate must fit the int64 schedule
+MAX_PACED = (2**63 - 1) // 10**9  # paced: seq * 1e9 / rate must fit the int64 schedule
 MAX_RATE = 100_000_000
-MAX_INT32 = 2 ** 31 - 1          # libzmq's int socket options
+MAX_INT32 = 2**31 - 1  # libzmq's int socket options
 MAX_MS = 3_600_000
 TRANSPORTS = ("tcp", "ipc", "inproc")
 COMPRESSIONS = ("none", "snappy", "lz4", "zstd")
@@ -41,6 +42,8 @@ def reply_timeout_in_effect(reply_timeout_ms: Optional[int], role: str) -> int:
     if reply_timeout_ms is not None:
         return reply_timeout_ms
     return SERVICE_REPLY_TIMEOUT_MS if role == "producer" else 0
+
+
 CPU_PLACEMENTS = ("auto", "none")
 CURVES = ("off", "on")
 SECURITY_GROUP = "security (the data sockets)"
@@ -51,22 +54,27 @@ UNPACED_RATE_GUESS = 5_000_000
 """Messages per second one unpaced producer is assumed to reach where only --duration bounds a
 run (loopback's ceiling here, docs/BENCHMARKS.md "Engine throughput"): what its workers prepare
 spill files for."""
-SOCKET_OPTIONS = "socket options (unset: libzmq's default)"     # a help group
+SOCKET_OPTIONS = "socket options (unset: libzmq's default)"  # a help group
 T = TypeVar("T")
 
 _ENDPOINT = re.compile(
     r"^(tcp://(?P<host>[A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(?P<port>\d+|\*)"
-    r"|ipc://(?P<path>.+)|inproc://(?P<name>[A-Za-z0-9_.\-]+))$")
-_LISTED = (r"(?:tcp://(?:[A-Za-z0-9_.\-]+|\*|\[[0-9a-fA-F:]+\]):(?:\d+|\*)"
-           r"|ipc://[^,]+|inproc://[A-Za-z0-9_.\-]+)")
+    r"|ipc://(?P<path>.+)|inproc://(?P<name>[A-Za-z0-9_.\-]+))$"
+)
+_LISTED = (
+    r"(?:tcp://(?:[A-Za-z0-9_.\-]+|\*|\[[0-9a-fA-F:]+\]):(?:\d+|\*)"
+    r"|ipc://[^,]+|inproc://[A-Za-z0-9_.\-]+)"
+)
 _ENDPOINT_LIST = re.compile(rf"\s*{_LISTED}(?:\s*,\s*{_LISTED})*\s*")
 PLACEMENT_GROUP = "placement (beyond this host's processes)"
 ENDPOINTS_GROUP = "endpoints per side (a system of yours between the producers and the consumers)"
-IPC_PATH_MAX = 107          # bytes of a unix socket path (sun_path, its NUL excluded)
+IPC_PATH_MAX = 107  # bytes of a unix socket path (sun_path, its NUL excluded)
 _RESET_LIST = re.compile(r"\s*\d+(?:\.\d*)?(?:\s*,\s*\d+(?:\.\d*)?)*\s*")
-RESET_ACCEPTED = ("seconds after the start, one or an increasing comma-separated list (e.g. 1.5 or 1,2.5), "
-                  "each below --duration")
-_MULTIPLIERS = {"k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9}
+RESET_ACCEPTED = (
+    "seconds after the start, one or an increasing comma-separated list (e.g. 1.5 or 1,2.5), "
+    "each below --duration"
+)
+_MULTIPLIERS = {"k": 10**3, "m": 10**6, "g": 10**9}
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
 
@@ -75,7 +83,7 @@ MAX_NUMBER_TEXT = 64
 MAX_MAGNITUDE = 40
 """A whole number's decimal exponent at most: beyond every option's range (int() of 1e999999 would take
 seconds and a million digits of memory before any range check)."""
-_EXACT = decimal.Context(prec=2 * MAX_NUMBER_TEXT + 10)     # exact for every text of MAX_NUMBER_TEXT
+_EXACT = decimal.Context(prec=2 * MAX_NUMBER_TEXT + 10)  # exact for every text of MAX_NUMBER_TEXT
 
 
 def parse_number(text: str, integer: bool) -> Union[int, float]:
@@ -95,7 +103,7 @@ def parse_number(text: str, integer: bool) -> Union[int, float]:
         raise ValueError(text) from None
     if not value.is_finite() or (value and not -MAX_MAGNITUDE <= value.adjusted() <= MAX_MAGNITUDE):
         raise ValueError(text)
-    value = _EXACT.multiply(value, factor)      # exact: 1.1k is 1100, not 1100.0000000000002
+    value = _EXACT.multiply(value, factor)  # exact: 1.1k is 1100, not 1100.0000000000002
     if value != value.to_integral_value():
         raise ValueError(text)
     return int(value)
@@ -104,37 +112,48 @@ def parse_number(text: str, integer: bool) -> Union[int, float]:
 def flag_of(name: str) -> str:
     """A field's name as its flag in an error's line (`rate` -> `--rate`); a name that could be none
     (a line break, a hundred characters) as its repr, cut short."""
-    return "--" + name.replace("_", "-") if re.fullmatch(r"[A-Za-z0-9_\-]{1,40}", name) else f"option {shown(name)}"
+    return (
+        "--" + name.replace("_", "-")
+        if re.fullmatch(r"[A-Za-z0-9_\-]{1,40}", name)
+        else f"option {shown(name)}"
+    )
 
 
 def shown(value: object, limit: int = 80) -> str:
     """A value as an error's line shows it: its repr, cut short (a 5000-digit int has no repr at all)."""
     try:
         text = repr(value)
-    except ValueError:          # int beyond sys.get_int_max_str_digits()
+    except ValueError:  # int beyond sys.get_int_max_str_digits()
         return f"<an integer of {value.bit_length() if isinstance(value, int) else '?'} bits>"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)
 class Option:
     """One option as every surface sees it. `convert` is the one parser and check."""
-    kind: type                          # int, float, bool or str: what a value becomes
-    accepted: str                       # the "accepted: ..." part of an error ("": the choices)
+
+    kind: type  # int, float, bool or str: what a value becomes
+    accepted: str  # the "accepted: ..." part of an error ("": the choices)
     help: str
     group: str = "workload"
     low: Optional[float] = None
     high: Optional[float] = None
-    low_open: bool = False              # low itself is refused (duration > 0)
-    choices: Union[tuple[str, ...], Callable[[], tuple[str, ...]], None] = None  # callable: read when used (patterns)
-    form: Optional[re.Pattern[str]] = None   # text values must match it whole
-    text_form: Optional[re.Pattern[str]] = None  # a number's option: other text kept as it is if it matches
-    words: dict[str, object] = field(default_factory=dict)   # text that stands for a value: {"max": 0}
-    nullable: bool = False              # None is accepted: unset, libzmq's default
-    negation: Optional[str] = None      # a flag that sets a boolean to false (--no-warmup)
-    cli: bool = True                    # False: sweep files and the Python API only
+    low_open: bool = False  # low itself is refused (duration > 0)
+    choices: Union[tuple[str, ...], Callable[[], tuple[str, ...]], None] = (
+        None  # callable: read when used (patterns)
+    )
+    form: Optional[re.Pattern[str]] = None  # text values must match it whole
+    text_form: Optional[re.Pattern[str]] = (
+        None  # a number's option: other text kept as it is if it matches
+    )
+    words: dict[str, object] = field(
+        default_factory=dict
+    )  # text that stands for a value: {"max": 0}
+    nullable: bool = False  # None is accepted: unset, libzmq's default
+    negation: Optional[str] = None  # a flag that sets a boolean to false (--no-warmup)
+    cli: bool = True  # False: sweep files and the Python API only
     default_text: Optional[str] = None  # the default as help shows it, when not str(default)
-    flag: str = ""                      # filled from the field: --field-name unless given
+    flag: str = ""  # filled from the field: --field-name unless given
     field: str = ""
     default: Any = None
 
@@ -147,7 +166,7 @@ class Option:
         """What the option accepts, as its errors say it."""
         return self.accepted or ", ".join(self.choice_list)
 
-    def convert(self, value: object) -> Any:        # a value of `kind` (or None)
+    def convert(self, value: object) -> Any:  # a value of `kind` (or None)
         """A value from any surface -> the typed, checked value; ConfigError naming the flag
         otherwise. Text is parsed as on the command line; other values must have the type."""
         if value is None and self.nullable:
@@ -187,15 +206,15 @@ class Option:
             return False
         if self.kind is int:
             return isinstance(value, int)
-        return isinstance(value, (int, float)) and value == value      # float: not NaN
+        return isinstance(value, (int, float)) and value == value  # float: not NaN
 
-    def _check(self, value: Any) -> None:          # of `kind` (_has_type)
+    def _check(self, value: Any) -> None:  # of `kind` (_has_type)
         choices = self.choice_list
         if choices and value not in choices:
             raise self.refuse(value)
         if self.form is not None and not self.form.fullmatch(value):
             raise self.refuse(value)
-        if isinstance(value, str) and self.kind is not str:     # text_form's: the field's own check
+        if isinstance(value, str) and self.kind is not str:  # text_form's: the field's own check
             return
         if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
             raise self.refuse(value)
@@ -203,17 +222,25 @@ class Option:
             raise self.refuse(value)
 
 
-def rate_option(help: str, *, unpaced: bool = False, per_producer: bool = True, **details: Any) -> Option:
+def rate_option(
+    help: str, *, unpaced: bool = False, per_producer: bool = True, **details: Any
+) -> Option:
     """Every option that takes a rate (run and sweep --rate, capacity --start-rate, report
     --target-rate): one parser (whole messages per second, k/M/G suffixes, see parse_number)
     and one "accepted" text, so `200k` means the same and is refused the same everywhere.
     `unpaced`: max or 0 mean no schedule. A total over producers (not `per_producer`) may
     reach MAX_RATE per stream."""
-    low, high = (0, MAX_RATE) if unpaced else (1, MAX_RATE if per_producer else MAX_RATE * MAX_STREAMS)
-    accepted = (f"messages per second{' per producer' if per_producer else ''} from {low} to {high}, "
-                f"a whole number, k/M suffixes allowed (e.g. 50000, 10k, 1.5M)"
-                + ("; max or 0: unpaced" if unpaced else ""))
-    return Option(int, accepted, help, low=low, high=high, words={"max": 0} if unpaced else {}, **details)
+    low, high = (
+        (0, MAX_RATE) if unpaced else (1, MAX_RATE if per_producer else MAX_RATE * MAX_STREAMS)
+    )
+    accepted = (
+        f"messages per second{' per producer' if per_producer else ''} from {low} to {high}, "
+        f"a whole number, k/M suffixes allowed (e.g. 50000, 10k, 1.5M)"
+        + ("; max or 0: unpaced" if unpaced else "")
+    )
+    return Option(
+        int, accepted, help, low=low, high=high, words={"max": 0} if unpaced else {}, **details
+    )
 
 
 def option(default: T, kind: type, accepted: str, help: str, **details: Any) -> T:
@@ -222,21 +249,40 @@ def option(default: T, kind: type, accepted: str, help: str, **details: Any) -> 
 
 
 def _ms(low: int, what: str, default: int, **details: Any) -> int:
-    return option(default, int, f"milliseconds from {low} to {MAX_MS}", what, low=low, high=MAX_MS, **details)
+    return option(
+        default, int, f"milliseconds from {low} to {MAX_MS}", what, low=low, high=MAX_MS, **details
+    )
 
 
 def _hwm(what: str) -> Optional[int]:
-    return option(None, int, f"an integer from 0 (no limit) to {MAX_INT32}", what, low=0, high=MAX_INT32,
-                  nullable=True, group=SOCKET_OPTIONS)
+    return option(
+        None,
+        int,
+        f"an integer from 0 (no limit) to {MAX_INT32}",
+        what,
+        low=0,
+        high=MAX_INT32,
+        nullable=True,
+        group=SOCKET_OPTIONS,
+    )
 
 
 def _endpoints(attach: str, what: str) -> Optional[str]:
     return option(
-        None, str, "one or more tcp://HOST:PORT or ipc://PATH endpoints separated by commas"
-        + (" (HOST * binds every interface, PORT * any free port)" if attach == "bind" else
-           " (HOST a host name or address, PORT a port number)"),
-        what, form=_ENDPOINT_LIST, nullable=True, group=ENDPOINTS_GROUP,
-        default_text="unset: the pattern's own topology")
+        None,
+        str,
+        "one or more tcp://HOST:PORT or ipc://PATH endpoints separated by commas"
+        + (
+            " (HOST * binds every interface, PORT * any free port)"
+            if attach == "bind"
+            else " (HOST a host name or address, PORT a port number)"
+        ),
+        what,
+        form=_ENDPOINT_LIST,
+        nullable=True,
+        group=ENDPOINTS_GROUP,
+        default_text="unset: the pattern's own topology",
+    )
 
 
 @dataclass
@@ -247,240 +293,475 @@ class Workload:
     accepted: `Workload(rate="10k")`); `validate()` is the full check before a run."""
 
     pattern: str = option(
-        "push-pull", str, "",
+        "push-pull",
+        str,
+        "",
         "messaging pattern: pair = exactly one producer and one consumer; proxy = PUB -> XSUB|zmq_proxy|XPUB -> "
         "SUB, zmqload's own proxy in the middle; req-rep = round trips (--send-mode block only)",
-        choices=lambda: tuple(patterns.PATTERNS))
+        choices=lambda: tuple(patterns.PATTERNS),
+    )
     transport: str = option("tcp", str, "", "transport", choices=TRANSPORTS)
     host: str = option(
-        "127.0.0.1", str, "an IP address or host name", "tcp host the binding side binds and the other connects to",
-        form=re.compile(r"[A-Za-z0-9_.\-:]+"))
+        "127.0.0.1",
+        str,
+        "an IP address or host name",
+        "tcp host the binding side binds and the other connects to",
+        form=re.compile(r"[A-Za-z0-9_.\-:]+"),
+    )
     port: int = option(
-        0, int, "a tcp port from 0 to 65535 (0 = any free port)",
-        "first tcp port; each binding socket takes the next one", low=0, high=65535, default_text="0: any free port")
+        0,
+        int,
+        "a tcp port from 0 to 65535 (0 = any free port)",
+        "first tcp port; each binding socket takes the next one",
+        low=0,
+        high=65535,
+        default_text="0: any free port",
+    )
     endpoint: Optional[str] = option(
-        None, str, "tcp://HOST:PORT, ipc://PATH or inproc://NAME",
+        None,
+        str,
+        "tcp://HOST:PORT, ipc://PATH or inproc://NAME",
         "explicit endpoint, overrides --transport/--host/--port (e.g. tcp://127.0.0.1:5555, ipc:///tmp/x); "
         "not with --pattern proxy",
-        form=_ENDPOINT, nullable=True)
+        form=_ENDPOINT,
+        nullable=True,
+    )
     producers_connect: Optional[str] = _endpoints(
-        "connect", "every producer connects to all of these; with --consumers-connect a device of yours "
+        "connect",
+        "every producer connects to all of these; with --consumers-connect a device of yours "
         "sits between the two sides (push-pull: a PULL|PUSH forwarder, pub-sub: an XSUB|XPUB proxy, dealer-router: "
-        "a ROUTER|DEALER broker); with --consumers-bind, the endpoints they bind")
+        "a ROUTER|DEALER broker); with --consumers-bind, the endpoints they bind",
+    )
     producers_bind: Optional[str] = _endpoints(
-        "bind", "the producers bind these (one per producer, or one they count up from: the next tcp "
-        "port, ipc PATH-1, PATH-2...); the consumers connect to them")
+        "bind",
+        "the producers bind these (one per producer, or one they count up from: the next tcp "
+        "port, ipc PATH-1, PATH-2...); the consumers connect to them",
+    )
     consumers_connect: Optional[str] = _endpoints(
-        "connect", "every consumer connects to all of these; with --producers-connect a device of yours "
-        "sits between the two sides; with --producers-bind, the endpoints they bind")
+        "connect",
+        "every consumer connects to all of these; with --producers-connect a device of yours "
+        "sits between the two sides; with --producers-bind, the endpoints they bind",
+    )
     consumers_bind: Optional[str] = _endpoints(
-        "bind", "the consumers bind these (one per consumer, or one they count up from); the producers "
-        "connect to them")
+        "bind",
+        "the consumers bind these (one per consumer, or one they count up from); the producers "
+        "connect to them",
+    )
     role: str = option(
-        "both", str, "",
+        "both",
+        str,
+        "",
         "which of zmqload's sides run: both; producer = the producers alone, loading a consumer of yours at "
         "--producers-connect or --producers-bind (what they sent and how it pushed back; what it received is "
         "not seen: no loss accounting); consumer = the consumers alone, recording what a producer of yours sends at "
         "--consumers-bind or --consumers-connect for --duration (messages without zmqload's header counted as "
         "foreign; a producer half of zmqload's with the same --run-name is joined with it by `report`)",
-        choices=ROLES, group=ENDPOINTS_GROUP)
+        choices=ROLES,
+        group=ENDPOINTS_GROUP,
+    )
     reply_timeout_ms: Optional[int] = option(
-        None, int, f"milliseconds from 1 to {MAX_MS}",
+        None,
+        int,
+        f"milliseconds from 1 to {MAX_MS}",
         "req-rep: a request with no reply after this long is counted unanswered and the next one is sent "
         "(ZMQ_REQ_RELAXED and ZMQ_REQ_CORRELATE on the REQ: a late reply is dropped by libzmq)",
-        low=1, high=MAX_MS, nullable=True,
-        default_text=f"{SERVICE_REPLY_TIMEOUT_MS} against a service of yours (--role producer), else none (wait)")
+        low=1,
+        high=MAX_MS,
+        nullable=True,
+        default_text=f"{SERVICE_REPLY_TIMEOUT_MS} against a service of yours (--role producer), else none (wait)",
+    )
     size: Union[int, str] = option(
-        64, int, SIZE_ACCEPTED,
+        64,
+        int,
+        SIZE_ACCEPTED,
         "message size in bytes (the first frame, header included), or sizes that vary: A:B uniform, @FILE "
         "listed; the message with seq s takes entry s mod the table's length (contract/sizes.py)",
-        low=HEADER_SIZE, high=MAX_SIZE, text_form=SIZE_FORM)
+        low=HEADER_SIZE,
+        high=MAX_SIZE,
+        text_form=SIZE_FORM,
+    )
     payload: Optional[str] = option(
-        None, str, PAYLOAD_ACCEPTED,
+        None,
+        str,
+        PAYLOAD_ACCEPTED,
         "a file of message bodies, one record per line: the message with seq s is the header then record s mod "
-        "the records, so it is 16 + the record's bytes (an empty line: the header alone)", nullable=True)
+        "the records, so it is 16 + the record's bytes (an empty line: the header alone)",
+        nullable=True,
+    )
     parts: int = option(
-        1, int, f"an integer from 1 to {MAX_PARTS}",
+        1,
+        int,
+        f"an integer from 1 to {MAX_PARTS}",
         "frames per message: zmqload's header in the first, each frame the message's --size bytes (the rest "
         "zeros), sent as "
         "one multipart message; a consumer counts every message whose frame count differs (frame_mismatches). "
-        "Not with req-rep or --conflate (libzmq's CONFLATE drops the other frames)", low=1, high=MAX_PARTS)
+        "Not with req-rep or --conflate (libzmq's CONFLATE drops the other frames)",
+        low=1,
+        high=MAX_PARTS,
+    )
     topics: int = option(
-        0, int, f"an integer from 0 (no topics) to {topic_rule.MAX_TOPICS}",
+        0,
+        int,
+        f"an integer from 0 (no topics) to {topic_rule.MAX_TOPICS}",
         "pub-sub, proxy: each message's first frame starts with one of this many topics, t0..t{N-1} (zero-padded "
         "to one width), zmqload's header after it; message seq carries topic seq mod N (or --topic-weights). "
         "Accounted per topic; what a consumer did not subscribe to is not lost (docs/RECORDS.md)",
-        low=0, high=topic_rule.MAX_TOPICS, default_text="0: no topics")
+        low=0,
+        high=topic_rule.MAX_TOPICS,
+        default_text="0: no topics",
+    )
     topic_weights: Optional[str] = option(
-        None, str, f"one whole number from 1 to {topic_rule.MAX_WEIGHT} per topic, separated by commas, summing to at "
+        None,
+        str,
+        f"one whole number from 1 to {topic_rule.MAX_WEIGHT} per topic, separated by commas, summing to at "
         f"most {topic_rule.MAX_PERIOD} (e.g. 5,3,1)",
         "with --topics: topic i takes weight i of every sum(weights) messages, in topic order "
-        "(5,3,1: seqs 0-4 t0, 5-7 t1, 8 t2, then again)", form=re.compile(r"[0-9, ]+"), nullable=True,
-        default_text="unset: round robin")
+        "(5,3,1: seqs 0-4 t0, 5-7 t1, 8 t2, then again)",
+        form=re.compile(r"[0-9, ]+"),
+        nullable=True,
+        default_text="unset: round robin",
+    )
     subscribe: Optional[str] = option(
-        None, str, "topic name prefixes separated by commas, for every consumer, or one such list per consumer "
+        None,
+        str,
+        "topic name prefixes separated by commas, for every consumer, or one such list per consumer "
         "separated by ';' (e.g. t0,t1;t2)",
         "with --topics: what zmqload's consumers subscribe to (every topic whose name starts with a prefix); "
-        "one list for all, or one per consumer in order", form=re.compile(r"[^;]+(;[^;]+)*"), nullable=True,
-        default_text="unset: every topic")
+        "one list for all, or one per consumer in order",
+        form=re.compile(r"[^;]+(;[^;]+)*"),
+        nullable=True,
+        default_text="unset: every topic",
+    )
     count: Optional[int] = option(
-        None, int, f"a positive integer up to {MAX_SEQ} (e.g. 1000000 or 1M)", "messages per producer",
-        low=1, high=MAX_SEQ, nullable=True, default_text=f"{DEFAULT_COUNT} unless --duration")
+        None,
+        int,
+        f"a positive integer up to {MAX_SEQ} (e.g. 1000000 or 1M)",
+        "messages per producer",
+        low=1,
+        high=MAX_SEQ,
+        nullable=True,
+        default_text=f"{DEFAULT_COUNT} unless --duration",
+    )
     duration: Optional[float] = option(
-        None, float, "seconds > 0, up to 7 days", "wall-clock seconds; with --count, whichever ends first",
-        low=0, low_open=True, high=7 * 86400, nullable=True)
-    rate: int = field(default=0, metadata={"option": rate_option(
-        "messages per second per producer on an open-loop schedule; max or 0: unpaced, as fast as possible",
-        unpaced=True, default_text="max")})
+        None,
+        float,
+        "seconds > 0, up to 7 days",
+        "wall-clock seconds; with --count, whichever ends first",
+        low=0,
+        low_open=True,
+        high=7 * 86400,
+        nullable=True,
+    )
+    rate: int = field(
+        default=0,
+        metadata={
+            "option": rate_option(
+                "messages per second per producer on an open-loop schedule; max or 0: unpaced, as fast as possible",
+                unpaced=True,
+                default_text="max",
+            )
+        },
+    )
     pacing: str = option(
-        "spin", str, "",
+        "spin",
+        str,
+        "",
         "how a paced producer waits for each send's time: spin = sleep to 40 us before it, then spin (sends "
         "closer to the schedule, spending CPU on the spin); sleep = sleep to it (each send as late as the "
         "kernel wakes the thread, tens of us, as an application's sleeping sender). The choice moves the "
         "one-way latency at low rates, differently by transport: docs/BENCHMARKS.md, 'One-way latency'",
-        choices=PACINGS)
+        choices=PACINGS,
+    )
     producers: int = option(
-        1, int, f"an integer from 1 to {MAX_STREAMS}", "number of producer processes, threads with inproc",
-        low=1, high=MAX_STREAMS)
+        1,
+        int,
+        f"an integer from 1 to {MAX_STREAMS}",
+        "number of producer processes, threads with inproc",
+        low=1,
+        high=MAX_STREAMS,
+    )
     consumers: int = option(
-        1, int, "an integer from 1 to 64", "number of consumer processes, threads with inproc", low=1, high=64)
+        1,
+        int,
+        "an integer from 1 to 64",
+        "number of consumer processes, threads with inproc",
+        low=1,
+        high=64,
+    )
     send_mode: SendModeWord = option(
-        "block", str, "", "block: wait at HWM; dontwait: drop on EAGAIN, recorded; timeout: drop after --sndtimeo-ms",
-        choices=SEND_MODES)
+        "block",
+        str,
+        "",
+        "block: wait at HWM; dontwait: drop on EAGAIN, recorded; timeout: drop after --sndtimeo-ms",
+        choices=SEND_MODES,
+    )
     sndtimeo_ms: int = _ms(1, "SNDTIMEO for --send-mode timeout", 100)
     sndhwm: Optional[int] = _hwm("producers' SNDHWM")
     rcvhwm: Optional[int] = _hwm("consumers' RCVHWM")
     linger_ms: Optional[int] = option(
-        None, int, f"-1 (wait forever), 0, or milliseconds up to {MAX_INT32}", "producers' LINGER in milliseconds",
-        low=-1, high=MAX_INT32, nullable=True, flag="--linger", group=SOCKET_OPTIONS)
+        None,
+        int,
+        f"-1 (wait forever), 0, or milliseconds up to {MAX_INT32}",
+        "producers' LINGER in milliseconds",
+        low=-1,
+        high=MAX_INT32,
+        nullable=True,
+        flag="--linger",
+        group=SOCKET_OPTIONS,
+    )
     sndbuf: Optional[int] = option(
-        None, int, f"bytes from 0 (the OS default) to {MAX_INT32}", "producers' SO_SNDBUF",
-        low=0, high=MAX_INT32, nullable=True, group=SOCKET_OPTIONS)
+        None,
+        int,
+        f"bytes from 0 (the OS default) to {MAX_INT32}",
+        "producers' SO_SNDBUF",
+        low=0,
+        high=MAX_INT32,
+        nullable=True,
+        group=SOCKET_OPTIONS,
+    )
     rcvbuf: Optional[int] = option(
-        None, int, f"bytes from 0 (the OS default) to {MAX_INT32}", "consumers' SO_RCVBUF",
-        low=0, high=MAX_INT32, nullable=True, group=SOCKET_OPTIONS)
+        None,
+        int,
+        f"bytes from 0 (the OS default) to {MAX_INT32}",
+        "consumers' SO_RCVBUF",
+        low=0,
+        high=MAX_INT32,
+        nullable=True,
+        group=SOCKET_OPTIONS,
+    )
     immediate: bool = option(
-        False, bool, "true or false", "ZMQ_IMMEDIATE on both sides", group=SOCKET_OPTIONS)
+        False, bool, "true or false", "ZMQ_IMMEDIATE on both sides", group=SOCKET_OPTIONS
+    )
     conflate: str = option(
-        "off", str, "",
+        "off",
+        str,
+        "",
         "ZMQ_CONFLATE (keep only the last message in each queue; libzmq then ignores that side's HWM) on the "
         "consumers', the producers' or both sides' data sockets, set before bind/connect; messages stay single-part. "
         f"Sockets: {', '.join(CONFLATE_SOCKETS)} (patterns push-pull, pub-sub, proxy; dealer-router's producers)",
-        choices=CONFLATES, group=SOCKET_OPTIONS)
+        choices=CONFLATES,
+        group=SOCKET_OPTIONS,
+    )
     io_threads: int = option(
-        1, int, "an integer from 1 to 64", "libzmq I/O threads per context (one context per process)",
-        low=1, high=64, group=SOCKET_OPTIONS)
+        1,
+        int,
+        "an integer from 1 to 64",
+        "libzmq I/O threads per context (one context per process)",
+        low=1,
+        high=64,
+        group=SOCKET_OPTIONS,
+    )
     libzmq: str = option(
-        "system", str, "pyzmq, system, or the path of a libzmq 4.x file",
+        "system",
+        str,
+        "pyzmq, system, or the path of a libzmq 4.x file",
         "the libzmq the run's engine loads: system = the one the dynamic linker finds (libzmq.so.5), pyzmq = the "
         "one pyzmq runs in this Python (your pyzmq code's; the only one where pip installed zmqload without a "
         "system libzmq), or a file of yours (another version, your build); run.json records its file, version, "
         "sha256 and capabilities, `zmqload info` lists those found",
-        form=re.compile(r".+"), group=SOCKET_OPTIONS)
+        form=re.compile(r".+"),
+        group=SOCKET_OPTIONS,
+    )
     cpu_placement: str = option(
-        "auto", str, "",
+        "auto",
+        str,
+        "",
         "auto: an unpaced run pins each worker process (with its libzmq I/O thread) to a CPU of its own, "
         "libzmq's fast placement, or where workers outnumber the CPUs, producers and consumers to CPUs of "
         "their side's (not pub-sub, not with a consumer delay), and an inproc pair on one CPU; "
         "none: the scheduler places every thread",
-        choices=CPU_PLACEMENTS, group=SOCKET_OPTIONS)
+        choices=CPU_PLACEMENTS,
+        group=SOCKET_OPTIONS,
+    )
     curve: str = option(
-        "off", str, "",
+        "off",
+        str,
+        "",
         "on: CURVE (libzmq's encryption and authentication) on every data socket of the run, zmqload's proxy's "
         "too: the binding side is the server, the connecting side the client, keys made per run and handed to "
         "the workers only (run.json says `security`, never a secret key); the control channel (and with "
         "--master the clock server) a CURVE server too, a key pair of its own; against a CURVE server of yours, "
         "--curve-server-key. tcp and ipc (libzmq applies no mechanism to inproc)",
-        choices=CURVES, group=SECURITY_GROUP)
+        choices=CURVES,
+        group=SECURITY_GROUP,
+    )
     curve_server_key: Optional[str] = option(
-        None, str, f"a key file: {KEY_FILE_FORMS}",
+        None,
+        str,
+        f"a key file: {KEY_FILE_FORMS}",
         "with --curve on, the public key of your CURVE server that zmqload connects to (--producers-connect "
         "with --role producer, or a device of yours between both sides: one key for all its endpoints); the "
-        "file is read when the run starts", form=re.compile(r".+"), nullable=True, group=SECURITY_GROUP,
-        default_text="unset: zmqload's own server keys, made per run")
+        "file is read when the run starts",
+        form=re.compile(r".+"),
+        nullable=True,
+        group=SECURITY_GROUP,
+        default_text="unset: zmqload's own server keys, made per run",
+    )
     curve_server_cert: Optional[str] = option(
-        None, str, f"a key file: {SECRET_FILE_FORMS}",
+        None,
+        str,
+        f"a key file: {SECRET_FILE_FORMS}",
         "with --curve on, the key pair zmqload's binding sockets serve with, for a CURVE client of yours that "
         "connects to zmqload (--role consumer --consumers-bind, --role producer --producers-bind) and holds the "
         "public half (a split half of zmqload's own connects with --curve-server-key and that public half); the "
-        "file is read when the run starts, the keys never recorded", form=re.compile(r".+"), nullable=True,
-        group=SECURITY_GROUP, default_text="unset: a server pair made per run")
+        "file is read when the run starts, the keys never recorded",
+        form=re.compile(r".+"),
+        nullable=True,
+        group=SECURITY_GROUP,
+        default_text="unset: a server pair made per run",
+    )
     insecure: bool = option(
-        False, bool, "true or false",
+        False,
+        bool,
+        "true or false",
         "bind sockets beyond loopback in the clear: a wildcard or another host's address (--host, --endpoint, "
         "--producers-bind, --consumers-bind) or, with --master, the workers and the controller on a cluster's "
         "hosts; without it they are refused unless --curve on protects them (contract/exposure.py)",
-        group=SECURITY_GROUP)
+        group=SECURITY_GROUP,
+    )
     master: Optional[str] = option(
-        None, str, MASTERS_ACCEPTED,
+        None,
+        str,
+        MASTERS_ACCEPTED,
         "run the producers and consumers as one Spark barrier stage on this master, each worker a task (all "
         "start together or none; the executors need this zmqload and its libzmq); unset: processes on this host",
-        form=MASTER_FORM, nullable=True, group=PLACEMENT_GROUP)
+        form=MASTER_FORM,
+        nullable=True,
+        group=PLACEMENT_GROUP,
+    )
     placement: Optional[str] = option(
-        None, str, "",
+        None,
+        str,
+        "",
         "with --master: spread = producers and consumers on different executors (hosts first) where the "
         "cluster has room, pack = each producer beside a consumer on as few executors as the slots allow; "
         "the stage then takes every free task slot and gives the workers to the tasks where Spark put them",
-        choices=PLACEMENTS, nullable=True, group=PLACEMENT_GROUP, default_text="unset: where Spark puts each task")
+        choices=PLACEMENTS,
+        nullable=True,
+        group=PLACEMENT_GROUP,
+        default_text="unset: where Spark puts each task",
+    )
     consumer_delay_us: float = option(
-        0.0, float, "microseconds from 0 to 60000000", "simulated work per received message, a slow consumer",
-        low=0, high=60_000_000)
-    drain_timeout_ms: int = _ms(1, "once the producers are done, consumers stop after this long without a message",
-                                1000)
+        0.0,
+        float,
+        "microseconds from 0 to 60000000",
+        "simulated work per received message, a slow consumer",
+        low=0,
+        high=60_000_000,
+    )
+    drain_timeout_ms: int = _ms(
+        1, "once the producers are done, consumers stop after this long without a message", 1000
+    )
     drain: str = option(
-        "fast", str, "",
+        "fast",
+        str,
+        "",
         "once the producers are done: fast = consumers stop their simulated work and read what is queued, "
-        "slow = keep it, none = close at once (unreceived: stranded)", choices=DRAIN_MODES)
+        "slow = keep it, none = close at once (unreceived: stranded)",
+        choices=DRAIN_MODES,
+    )
     drain_limit_s: float = option(
-        60.0, float, "seconds > 0, up to 7 days", "cut the drain short after this long (unreceived: stranded)",
-        low=0, low_open=True, high=7 * 86400)
+        60.0,
+        float,
+        "seconds > 0, up to 7 days",
+        "cut the drain short after this long (unreceived: stranded)",
+        low=0,
+        low_open=True,
+        high=7 * 86400,
+    )
     warmup: bool = option(
-        True, bool, "true or false",
+        True,
+        bool,
+        "true or false",
         "wait until every consumer hears every producer before the start; --no-warmup for slow-joiner studies",
-        negation="--no-warmup")
-    join_delay_ms: int = _ms(0, "consumers connect this long after the producers start, a slow joiner; "
-                                "needs consumers that connect: pub-sub, proxy", 0)
+        negation="--no-warmup",
+    )
+    join_delay_ms: int = _ms(
+        0,
+        "consumers connect this long after the producers start, a slow joiner; "
+        "needs consumers that connect: pub-sub, proxy",
+        0,
+    )
     close_pause_ms: int = _ms(0, "producers pause this long after their last send, then close", 0)
     close_order: str = option(
-        "producer-first", str, "",
+        "producer-first",
+        str,
+        "",
         "producer-first: producers close after their last send while consumers drain; consumer-first: consumers "
         "close before the producers; after-drain: producers keep their sockets open until the consumers have "
         "drained, then close (separates losses at close from losses during the run)",
-        choices=CLOSE_ORDERS)
+        choices=CLOSE_ORDERS,
+    )
     reset_at: Optional[str] = option(
-        None, str, RESET_ACCEPTED,
+        None,
+        str,
+        RESET_ACCEPTED,
         "tcp: at each of these times every tcp connection of the run's data sockets is aborted by the kernel, as "
         "a reset from the network would (Linux's sock_destroy, what ss -K does: needs root or CAP_NET_ADMIN); "
         "libzmq reconnects and the run goes on; a message lost across a reset is dropped_reset",
-        form=_RESET_LIST, nullable=True, group="faults")
+        form=_RESET_LIST,
+        nullable=True,
+        group="faults",
+    )
     proxy_sndhwm: Optional[int] = _hwm("pattern proxy: SNDHWM of the proxy's XPUB side")
     proxy_rcvhwm: Optional[int] = _hwm("pattern proxy: RCVHWM of the proxy's XSUB side")
     out: str = option(
-        "runs", str, f"a directory path (not file://), or {uris.URI_ACCEPTED}",
+        "runs",
+        str,
+        f"a directory path (not file://), or {uris.URI_ACCEPTED}",
         "parent directory of run directories, or a filesystem URI each run directory is copied to when the run "
         "ends (recorded first in a staging directory under $TMPDIR, else /tmp; with --master each task's on its "
         "own host, copied up as its worker ends)",
-        form=re.compile(r"(?!file://).+", re.DOTALL), group="recording")
+        form=re.compile(r"(?!file://).+", re.DOTALL),
+        group="recording",
+    )
     run_name: Optional[str] = option(
-        None, str, "1-100 letters, digits, '.', '_' or '-'", "run directory name, run=NAME",
-        form=re.compile(r"[A-Za-z0-9_.\-]{1,100}"), nullable=True, group="recording",
-        default_text="time-pattern-transport-id")
+        None,
+        str,
+        "1-100 letters, digits, '.', '_' or '-'",
+        "run directory name, run=NAME",
+        form=re.compile(r"[A-Za-z0-9_.\-]{1,100}"),
+        nullable=True,
+        group="recording",
+        default_text="time-pattern-transport-id",
+    )
     compression: str = option(
-        "none", str, "", "Parquet codec on top of delta encoding, which does most of the work",
-        choices=COMPRESSIONS, group="recording")
+        "none",
+        str,
+        "",
+        "Parquet codec on top of delta encoding, which does most of the work",
+        choices=COMPRESSIONS,
+        group="recording",
+    )
     chunk_rows: int = option(
-        262_144, int, "rows per Parquet chunk, from 1024 to 16777216", "rows per record chunk",
-        low=1024, high=16_777_216, cli=False, group="recording internals")
+        262_144,
+        int,
+        "rows per Parquet chunk, from 1024 to 16777216",
+        "rows per record chunk",
+        low=1024,
+        high=16_777_216,
+        cli=False,
+        group="recording internals",
+    )
     slice_ms: int = option(
-        20, int, "milliseconds from 1 to 1000", "longest engine loop between returns to Python",
-        low=1, high=1000, cli=False, group="recording internals")
-    label: dict[str, Any] = field(default_factory=dict)   # free-form tags copied into run.json
+        20,
+        int,
+        "milliseconds from 1 to 1000",
+        "longest engine loop between returns to Python",
+        low=1,
+        high=1000,
+        cli=False,
+        group="recording internals",
+    )
+    label: dict[str, Any] = field(default_factory=dict)  # free-form tags copied into run.json
 
     def __post_init__(self) -> None:
         for name, opt in OPTIONS.items():
             setattr(self, name, opt.convert(getattr(self, name)))
         if not isinstance(self.label, dict) or not all(isinstance(k, str) for k in self.label):
-            raise ConfigError("label", f"got {shown(self.label)}; accepted: a mapping of names to values")
+            raise ConfigError(
+                "label", f"got {shown(self.label)}; accepted: a mapping of names to values"
+            )
         self._check_together()
 
     # -- derived -----------------------------------------------------------------------
@@ -566,7 +847,9 @@ class Workload:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - names)
         if unknown:
-            raise ConfigError(flag_of(unknown[0]), f"unknown option; accepted: {', '.join(sorted(names))}")
+            raise ConfigError(
+                flag_of(unknown[0]), f"unknown option; accepted: {', '.join(sorted(names))}"
+            )
         return cls(**values)
 
     # -- validation ----------------------------------------------------------------------
@@ -578,16 +861,22 @@ class Workload:
         before a run. Returns self."""
         self.__post_init__()
         if self.topology.consumers_alone and self.duration is None:
-            raise ConfigError("--duration", "unset with --role consumer: the consumers alone cannot know when your "
-                                            "producer is done; accepted: --duration SECONDS, how long to record (then "
-                                            "the drain: until nothing came for --drain-timeout-ms)")
+            raise ConfigError(
+                "--duration",
+                "unset with --role consumer: the consumers alone cannot know when your "
+                "producer is done; accepted: --duration SECONDS, how long to record (then "
+                "the drain: until nothing came for --drain-timeout-ms)",
+            )
         if self.count is None and self.duration is None:
             self.count = DEFAULT_COUNT
         if self.payload is not None and self.size != OPTIONS["size"].default:
-            raise ConfigError("--size", f"got {self.size!r} with --payload: the records set each message's size; "
-                                        "accepted: --size at its default (unset) with --payload")
+            raise ConfigError(
+                "--size",
+                f"got {self.size!r} with --payload: the records set each message's size; "
+                "accepted: --size at its default (unset) with --payload",
+            )
         if self.payload is None and not str(self.size).startswith("@"):
-            self.sizes      # checked now; a file's (--size @FILE, --payload FILE) is read by runner/preflight.py
+            self.sizes  # checked now; a file's (--size @FILE, --payload FILE) is read by runner/preflight.py
         topology = self.topology
         if topology.given:
             # the endpoints name their transport (the producers' first, where the sides differ)
@@ -609,8 +898,11 @@ class Workload:
         if self.master is not None:
             self._check_placed()
         elif self.placement is not None:
-            raise ConfigError("--placement", f"got {self.placement!r} without --master: the workers are this host's "
-                                             "processes; accepted: --placement with --master")
+            raise ConfigError(
+                "--placement",
+                f"got {self.placement!r} without --master: the workers are this host's "
+                "processes; accepted: --placement with --master",
+            )
         if self.conflate != "off":
             self._check_conflate()
         if self.parts > 1:
@@ -619,29 +911,68 @@ class Workload:
             self._check_topics()
         if self.reset_at is not None:
             self._check_resets()
-        if self.curve != "off" or self.curve_server_key is not None or self.curve_server_cert is not None:
+        if (
+            self.curve != "off"
+            or self.curve_server_key is not None
+            or self.curve_server_cert is not None
+        ):
             self._check_curve()
-        if self.rate and (self.count is not None or self.duration is not None) \
-                and self.messages_per_producer > MAX_PACED:
-            flag, value = ("--count", self.count) if self.count is not None else ("--duration", self.duration)
-            raise ConfigError(flag, f"got {value!r} at --rate {self.rate}: too many messages for the nanosecond "
-                                    f"send schedule; accepted: at most {MAX_PACED} messages per producer")
+        if (
+            self.rate
+            and (self.count is not None or self.duration is not None)
+            and self.messages_per_producer > MAX_PACED
+        ):
+            flag, value = (
+                ("--count", self.count) if self.count is not None else ("--duration", self.duration)
+            )
+            raise ConfigError(
+                flag,
+                f"got {value!r} at --rate {self.rate}: too many messages for the nanosecond "
+                f"send schedule; accepted: at most {MAX_PACED} messages per producer",
+            )
         if self.topology.given:
             return
         transport, host, port = self._address()
         binders = self._binding_sockets()
         if transport == "tcp" and port + binders - 1 > 65535:
-            raise ConfigError("--endpoint" if self.endpoint else "--port",
-                              f"got {port} with {binders} binding sockets, one port each; "
-                              f"accepted: a port up to {65536 - binders}, or 0 for any")
+            raise ConfigError(
+                "--endpoint" if self.endpoint else "--port",
+                f"got {port} with {binders} binding sockets, one port each; "
+                f"accepted: a port up to {65536 - binders}, or 0 for any",
+            )
 
-    CONSUMER_OPTIONS = ("consumers", "rcvhwm", "rcvbuf", "consumer_delay_us", "join_delay_ms", "drain",
-                        "drain_timeout_ms", "drain_limit_s", "close_order", "subscribe")
+    CONSUMER_OPTIONS = (
+        "consumers",
+        "rcvhwm",
+        "rcvbuf",
+        "consumer_delay_us",
+        "join_delay_ms",
+        "drain",
+        "drain_timeout_ms",
+        "drain_limit_s",
+        "close_order",
+        "subscribe",
+    )
     """What zmqload's consumers do: refused with --role producer, where the consumers are the user's."""
 
-    PRODUCER_OPTIONS = ("producers", "count", "rate", "pacing", "size", "payload", "topics", "topic_weights",
-                        "send_mode", "sndtimeo_ms", "sndhwm", "linger_ms", "sndbuf", "close_pause_ms", "close_order",
-                        "join_delay_ms")
+    PRODUCER_OPTIONS = (
+        "producers",
+        "count",
+        "rate",
+        "pacing",
+        "size",
+        "payload",
+        "topics",
+        "topic_weights",
+        "send_mode",
+        "sndtimeo_ms",
+        "sndhwm",
+        "linger_ms",
+        "sndbuf",
+        "close_pause_ms",
+        "close_order",
+        "join_delay_ms",
+    )
     """What zmqload's producers do: refused with --role consumer, where the producers are the user's."""
 
     def _one_side_only(self, role: str, others: tuple[str, ...], theirs: str) -> None:
@@ -649,38 +980,61 @@ class Workload:
         for name in others:
             option = OPTIONS[name]
             if getattr(self, name) != option.default:
-                raise ConfigError(option.flag, f"got {getattr(self, name)!r} with --role {role}, where the "
-                                               f"{theirs} are yours; accepted: {option.default_text or option.default!r}"
-                                               " (the default: it is not used)")
+                raise ConfigError(
+                    option.flag,
+                    f"got {getattr(self, name)!r} with --role {role}, where the "
+                    f"{theirs} are yours; accepted: {option.default_text or option.default!r}"
+                    " (the default: it is not used)",
+                )
 
     def _check_conflate(self) -> None:
         """--conflate: a socket type libzmq conflates on, on each side asked, and zmqload's own consumers."""
+
         def socket_of(pattern: patterns.Pattern, side: str) -> str:
             return pattern.producer_socket if side == "producers" else pattern.consumer_socket
-        alone = {"producer": (self.topology.producers_alone, "consumers"),
-                 "consumer": (self.topology.consumers_alone, "producers")}
+
+        alone = {
+            "producer": (self.topology.producers_alone, "consumers"),
+            "consumer": (self.topology.consumers_alone, "producers"),
+        }
         for role, (only, theirs) in alone.items():
             if only and self.conflate in (theirs, "both"):
                 mine = "producers" if theirs == "consumers" else "consumers"
-                raise ConfigError("--conflate", f"got {self.conflate!r} with --role {role}, where the {theirs} "
-                                                f"are yours; accepted: off or {mine}")
+                raise ConfigError(
+                    "--conflate",
+                    f"got {self.conflate!r} with --role {role}, where the {theirs} "
+                    f"are yours; accepted: off or {mine}",
+                )
         for side in patterns.SIDES:
             socket_type = socket_of(patterns.get(self.pattern), side)
             if self.conflate in (side, "both") and socket_type not in CONFLATE_SOCKETS:
-                able = ", ".join(p.name for p in patterns.PATTERNS.values() if socket_of(p, side) in CONFLATE_SOCKETS)
-                raise ConfigError("--conflate", f"got {self.conflate!r} with pattern {self.pattern}, whose {side} "
-                                                f"are {socket_type} sockets (libzmq conflates only "
-                                                f"{', '.join(CONFLATE_SOCKETS)}); accepted: off, or --conflate "
-                                                f"{side} with {able}")
+                able = ", ".join(
+                    p.name
+                    for p in patterns.PATTERNS.values()
+                    if socket_of(p, side) in CONFLATE_SOCKETS
+                )
+                raise ConfigError(
+                    "--conflate",
+                    f"got {self.conflate!r} with pattern {self.pattern}, whose {side} "
+                    f"are {socket_type} sockets (libzmq conflates only "
+                    f"{', '.join(CONFLATE_SOCKETS)}); accepted: off, or --conflate "
+                    f"{side} with {able}",
+                )
 
     def _check_parts(self) -> None:
         """--parts: multipart messages where every frame travels (not a round trip, not conflated)."""
         if patterns.get(self.pattern).round_trip:
-            raise ConfigError("--parts", f"got {self.parts} with pattern {self.pattern}: a request and its reply "
-                                         "are single frames here; accepted: 1 with round trips")
+            raise ConfigError(
+                "--parts",
+                f"got {self.parts} with pattern {self.pattern}: a request and its reply "
+                "are single frames here; accepted: 1 with round trips",
+            )
         if self.conflate != "off":
-            raise ConfigError("--parts", f"got {self.parts} with --conflate {self.conflate}: libzmq's CONFLATE keeps "
-                                         "only the last frame of a message; accepted: 1 with --conflate")
+            raise ConfigError(
+                "--parts",
+                f"got {self.parts} with --conflate {self.conflate}: libzmq's CONFLATE keeps "
+                "only the last frame of a message; accepted: 1 with --conflate",
+            )
 
     def _check_topics(self) -> None:
         """--topics, --topic-weights, --subscribe: a pattern whose consumers subscribe (SUB), zmqload's
@@ -691,17 +1045,26 @@ class Workload:
                 raise OPTIONS[name].refuse(getattr(self, name), " without --topics")
         if not pattern.subscribe:
             able = ", ".join(p.name for p in patterns.PATTERNS.values() if p.subscribe)
-            raise ConfigError("--topics", f"got {self.topics} with pattern {self.pattern}, whose consumers do not "
-                                          f"subscribe; accepted: 0, or --topics with {able}")
+            raise ConfigError(
+                "--topics",
+                f"got {self.topics} with pattern {self.pattern}, whose consumers do not "
+                f"subscribe; accepted: 0, or --topics with {able}",
+            )
         topics = self.topic_set
         assert topics is not None
         if self.payload is not None:
-            raise ConfigError("--payload", f"got {self.payload!r} with --topics {self.topics}: a record follows the "
-                                           "header where a topic would lead; accepted: --topics 0 with --payload")
+            raise ConfigError(
+                "--payload",
+                f"got {self.payload!r} with --topics {self.topics}: a record follows the "
+                "header where a topic would lead; accepted: --topics 0 with --payload",
+            )
         if int(self.sizes.sizes.min()) < HEADER_SIZE + topics.width:
-            raise ConfigError("--size", f"got {self.size} with --topics {self.topics}: the first frame holds a "
-                                        f"{topics.width}-byte topic and the {HEADER_SIZE}-byte header; accepted: "
-                                        f"from {HEADER_SIZE + topics.width} to {MAX_SIZE}")
+            raise ConfigError(
+                "--size",
+                f"got {self.size} with --topics {self.topics}: the first frame holds a "
+                f"{topics.width}-byte topic and the {HEADER_SIZE}-byte header; accepted: "
+                f"from {HEADER_SIZE + topics.width} to {MAX_SIZE}",
+            )
 
     @property
     def topic_set(self) -> Optional[topic_rule.Topics]:
@@ -722,72 +1085,120 @@ class Workload:
         """--reset-at: increasing times within the run, tcp connections of zmqload's own sockets (a
         device's or a consumer's of the user's would be aborted for their other clients too)."""
         times, topology = self.reset_times, self.topology
+
         def refuse(why: str) -> ConfigError:
-            return ConfigError("--reset-at", f"got {self.reset_at!r}{why}; accepted: {RESET_ACCEPTED}, "
-                                             "over tcp between zmqload's own sockets")
+            return ConfigError(
+                "--reset-at",
+                f"got {self.reset_at!r}{why}; accepted: {RESET_ACCEPTED}, "
+                "over tcp between zmqload's own sockets",
+            )
+
         if any(b <= a for a, b in zip(times, times[1:])):
             raise refuse(": the times must increase, each once")
         if self.duration is not None and times[-1] >= self.duration:
             raise refuse(f": {times[-1]:g} s is not within --duration {self.duration:g}")
-        transport = ((topology.producers.endpoints or topology.consumers.endpoints)[0].split("://", 1)[0]
-                     if topology.given else self._address()[0])
+        transport = (
+            (topology.producers.endpoints or topology.consumers.endpoints)[0].split("://", 1)[0]
+            if topology.given
+            else self._address()[0]
+        )
         if transport != "tcp":
             raise refuse(f" over {transport}: only tcp connections can be reset")
         if topology.producers_alone or topology.consumers_alone or topology.device:
-            raise refuse(" with a device, consumer or producer of yours in the path: its other clients would be "
-                         "reset too")
+            raise refuse(
+                " with a device, consumer or producer of yours in the path: its other clients would be "
+                "reset too"
+            )
 
     def _check_curve(self) -> None:
         """--curve on: a transport libzmq secures, a server key exactly where zmqload connects to a
         server of the user's, and no client of the user's that would need the per-run key."""
         key, pair = OPTIONS["curve_server_key"], OPTIONS["curve_server_cert"]
         if self.curve == "off":
-            given, value = (key, self.curve_server_key) if self.curve_server_key is not None else \
-                (pair, self.curve_server_cert)
-            raise ConfigError(given.flag, f"got {value!r} with --curve off; accepted: --curve on with it, or no "
-                                          f"{given.flag}")
+            given, value = (
+                (key, self.curve_server_key)
+                if self.curve_server_key is not None
+                else (pair, self.curve_server_cert)
+            )
+            raise ConfigError(
+                given.flag,
+                f"got {value!r} with --curve off; accepted: --curve on with it, or no {given.flag}",
+            )
         if self.transport == "inproc" or (self.endpoint or "").startswith("inproc://"):
-            raise ConfigError("--curve", "got 'on' with --transport inproc: libzmq applies no security mechanism to "
-                                         "inproc (nothing leaves the process); accepted: off, or tcp or ipc")
+            raise ConfigError(
+                "--curve",
+                "got 'on' with --transport inproc: libzmq applies no security mechanism to "
+                "inproc (nothing leaves the process); accepted: off, or tcp or ipc",
+            )
         topology = self.topology
-        if (topology.producers_alone or topology.consumers_alone) and topology.binder is not None \
-                and self.curve_server_cert is None:
+        if (
+            (topology.producers_alone or topology.consumers_alone)
+            and topology.binder is not None
+            and self.curve_server_cert is None
+        ):
             side = topology.side(topology.binder)
             yours = "consumer" if topology.producers_alone else "producer"
-            raise pair.refuse(None, f" with --curve on and --role {self.role} {side.flag}: your {yours} connects "
-                                    f"as a CURVE client and needs the server's public key, which a per-run key "
-                                    f"would keep from it")
+            raise pair.refuse(
+                None,
+                f" with --curve on and --role {self.role} {side.flag}: your {yours} connects "
+                f"as a CURVE client and needs the server's public key, which a per-run key "
+                f"would keep from it",
+            )
         if topology.binder is None and self.curve_server_cert is not None:
-            yours = ", ".join(e for side in (topology.producers, topology.consumers) for e in side.endpoints)
-            raise ConfigError(pair.flag, f"got {self.curve_server_cert!r}: zmqload binds no socket here, it "
-                                         f"connects to yours at {yours}; accepted: no {pair.flag} (--curve-server-key "
-                                         "names the public key of the server zmqload connects to)")
+            yours = ", ".join(
+                e for side in (topology.producers, topology.consumers) for e in side.endpoints
+            )
+            raise ConfigError(
+                pair.flag,
+                f"got {self.curve_server_cert!r}: zmqload binds no socket here, it "
+                f"connects to yours at {yours}; accepted: no {pair.flag} (--curve-server-key "
+                "names the public key of the server zmqload connects to)",
+            )
         if topology.user_listens and self.curve_server_key is None:
-            yours = ", ".join(e for side in (topology.producers, topology.consumers) if side.attach is
-                              patterns.Attach.CONNECT for e in side.endpoints)
-            raise key.refuse(None, f" with --curve on while zmqload connects to your system at {yours}: its "
-                                   "server's public key is needed")
+            yours = ", ".join(
+                e
+                for side in (topology.producers, topology.consumers)
+                if side.attach is patterns.Attach.CONNECT
+                for e in side.endpoints
+            )
+            raise key.refuse(
+                None,
+                f" with --curve on while zmqload connects to your system at {yours}: its "
+                "server's public key is needed",
+            )
         if not topology.user_listens and self.curve_server_key is not None:
-            own = ("the key pair of --curve-server-cert" if self.curve_server_cert is not None else
-                   "a key pair made per run, or --curve-server-cert's")
-            raise ConfigError(key.flag, f"got {self.curve_server_key!r}: zmqload connects to no server of yours "
-                                        f"here (its binding sockets serve with {own}); accepted: no {key.flag}, "
-                                        "or --curve-server-key where zmqload connects to a CURVE server of yours "
-                                        "(--role producer --producers-connect, --role consumer --consumers-connect, "
-                                        "or a device of yours between both sides)")
+            own = (
+                "the key pair of --curve-server-cert"
+                if self.curve_server_cert is not None
+                else "a key pair made per run, or --curve-server-cert's"
+            )
+            raise ConfigError(
+                key.flag,
+                f"got {self.curve_server_key!r}: zmqload connects to no server of yours "
+                f"here (its binding sockets serve with {own}); accepted: no {key.flag}, "
+                "or --curve-server-key where zmqload connects to a CURVE server of yours "
+                "(--role producer --producers-connect, --role consumer --consumers-connect, "
+                "or a device of yours between both sides)",
+            )
 
     def _check_placed(self) -> None:
         """--master: each worker a Spark task, a process of its own."""
         if self.transport == "inproc":
-            raise ConfigError("--transport", f"got 'inproc' with --master {self.master}: inproc workers are threads "
-                                             "of one process, nothing to place; accepted: tcp or ipc (ipc: one host)")
+            raise ConfigError(
+                "--transport",
+                f"got 'inproc' with --master {self.master}: inproc workers are threads "
+                "of one process, nothing to place; accepted: tcp or ipc (ipc: one host)",
+            )
         if patterns.get(self.pattern).own_endpoints:
-            raise ConfigError("--master", f"got {self.master!r} with pattern {self.pattern}: the Spark stage places "
-                                          "producers and consumers, not zmqload's own proxy; accepted: no --master "
-                                          "with pattern "
-                                          f"{self.pattern}, or --pattern pub-sub with --producers-connect and "
-                                          "--consumers-connect to an XSUB|XPUB proxy of yours (the workers placed "
-                                          "by --master)")
+            raise ConfigError(
+                "--master",
+                f"got {self.master!r} with pattern {self.pattern}: the Spark stage places "
+                "producers and consumers, not zmqload's own proxy; accepted: no --master "
+                "with pattern "
+                f"{self.pattern}, or --pattern pub-sub with --producers-connect and "
+                "--consumers-connect to an XSUB|XPUB proxy of yours (the workers placed "
+                "by --master)",
+            )
 
     def _check_endpoints_per_side(self) -> None:
         """Each endpoint of --producers-connect ... --consumers-bind on its own, then the two sides
@@ -795,57 +1206,90 @@ class Workload:
         topology = self.topology
         named = topology.producers.flag or topology.consumers.flag
         if self.port:
-            raise ConfigError("--port", f"got {self.port} with {named}: the endpoints per side name their own ports; "
-                                        "accepted: 0 (unset) with endpoints per side")
+            raise ConfigError(
+                "--port",
+                f"got {self.port} with {named}: the endpoints per side name their own ports; "
+                "accepted: 0 (unset) with endpoints per side",
+            )
         if self.transport == "inproc":
-            raise ConfigError("--transport", f"got 'inproc' with {named}: nothing outside zmqload's own context "
-                                             "reaches an inproc endpoint; accepted: tcp or ipc (the endpoints name it)")
+            raise ConfigError(
+                "--transport",
+                f"got 'inproc' with {named}: nothing outside zmqload's own context "
+                "reaches an inproc endpoint; accepted: tcp or ipc (the endpoints name it)",
+            )
         for side in (topology.producers, topology.consumers):
             if not side.given:
                 continue
             text, seen = ",".join(side.endpoints), set()
             for endpoint in side.endpoints:
                 if endpoint in seen:
-                    raise ConfigError(side.flag, f"got {text!r}: {endpoint!r} twice; accepted: each endpoint once")
+                    raise ConfigError(
+                        side.flag, f"got {text!r}: {endpoint!r} twice; accepted: each endpoint once"
+                    )
                 seen.add(endpoint)
                 if endpoint.startswith("inproc://"):
-                    raise ConfigError(side.flag, f"got {endpoint!r}: nothing outside zmqload's own context reaches "
-                                                 "an inproc endpoint; accepted: tcp://HOST:PORT or ipc://PATH "
-                                                 "(--transport inproc for zmqload's own topology)")
+                    raise ConfigError(
+                        side.flag,
+                        f"got {endpoint!r}: nothing outside zmqload's own context reaches "
+                        "an inproc endpoint; accepted: tcp://HOST:PORT or ipc://PATH "
+                        "(--transport inproc for zmqload's own topology)",
+                    )
                 host, port = tcp_parts(endpoint)
                 if port is not None and port != "*" and int(port) > 65535:
-                    raise ConfigError(side.flag, f"got {endpoint!r}: the port is above 65535; accepted: a tcp port "
-                                                 "from 1 to 65535")
-                if side.attach is patterns.Attach.CONNECT and ("*" in (host, port) or port == "0"
-                                                               or endpoint == "ipc://*"):
-                    example = "ipc:///tmp/NAME" if port is None else \
-                        f"tcp://{'127.0.0.1' if host == '*' else host}:{'5599' if port in ('*', '0') else port}"
-                    raise ConfigError(side.flag, f"got {endpoint!r}: a connecting side needs a named host and "
-                                                 f"port (or path), * is for binding; accepted: "
-                                                 f"{self._listener(side.name)}, e.g. {example}")
+                    raise ConfigError(
+                        side.flag,
+                        f"got {endpoint!r}: the port is above 65535; accepted: a tcp port "
+                        "from 1 to 65535",
+                    )
+                if side.attach is patterns.Attach.CONNECT and (
+                    "*" in (host, port) or port == "0" or endpoint == "ipc://*"
+                ):
+                    example = (
+                        "ipc:///tmp/NAME"
+                        if port is None
+                        else f"tcp://{'127.0.0.1' if host == '*' else host}:{'5599' if port in ('*', '0') else port}"
+                    )
+                    raise ConfigError(
+                        side.flag,
+                        f"got {endpoint!r}: a connecting side needs a named host and "
+                        f"port (or path), * is for binding; accepted: "
+                        f"{self._listener(side.name)}, e.g. {example}",
+                    )
             if side.attach is patterns.Attach.BIND:
                 count = self._side_count(side.name)
                 if len(side.endpoints) not in (1, count):
-                    raise ConfigError(side.flag, f"got {len(side.endpoints)} endpoints for {count} {side.name}; "
-                                                 f"accepted: one per {side.name[:-1]} ({count}), or one they count "
-                                                 "up from (the next tcp port, ipc PATH-1, PATH-2...)")
+                    raise ConfigError(
+                        side.flag,
+                        f"got {len(side.endpoints)} endpoints for {count} {side.name}; "
+                        f"accepted: one per {side.name[:-1]} ({count}), or one they count "
+                        "up from (the next tcp port, ipc PATH-1, PATH-2...)",
+                    )
                 bound = self.bind_endpoints(count)
                 last = tcp_parts(bound[-1])[1]
                 if last is not None and last != "*" and int(last) > 65535:
-                    raise ConfigError(side.flag, f"got {text!r} for {count} {side.name}, a port each: the last is "
-                                                 f"{last}; accepted: a first port up to {65536 - count}")
+                    raise ConfigError(
+                        side.flag,
+                        f"got {text!r} for {count} {side.name}, a port each: the last is "
+                        f"{last}; accepted: a first port up to {65536 - count}",
+                    )
         if topology.device or topology.binder not in ("producer", "consumer"):
             return
         binder = topology.side(topology.binder)
         other = topology.consumers if binder is topology.producers else topology.producers
-        if other.given:     # it names what it connects to: the binder's own endpoints
+        if other.given:  # it names what it connects to: the binder's own endpoints
             bound = self.bind_endpoints(self._side_count(binder.name))
             wanted = {_address_key(e) for e in bound}
-            if any(key[1] == "*" for key in wanted) or {_address_key(e) for e in other.endpoints} != wanted:
-                raise ConfigError(other.flag, f"got {','.join(other.endpoints)!r} while the {binder.name} bind "
-                                              f"{','.join(bound)!r}; accepted: the endpoints the {binder.name} bind "
-                                              f"(or leave {other.flag} out: the {other.name} connect to them; a "
-                                              f"device in the middle: both sides connect)")
+            if (
+                any(key[1] == "*" for key in wanted)
+                or {_address_key(e) for e in other.endpoints} != wanted
+            ):
+                raise ConfigError(
+                    other.flag,
+                    f"got {','.join(other.endpoints)!r} while the {binder.name} bind "
+                    f"{','.join(bound)!r}; accepted: the endpoints the {binder.name} bind "
+                    f"(or leave {other.flag} out: the {other.name} connect to them; a "
+                    f"device in the middle: both sides connect)",
+                )
 
     def _listener(self, side: str) -> str:
         """Where zmqload's connecting `side` connects to, as a refusal names it."""
@@ -867,7 +1311,7 @@ class Workload:
         if self.endpoint is None:
             return self.transport, self.host, self.port
         match = _ENDPOINT.match(self.endpoint)
-        assert match is not None        # convert() refused an endpoint not of this form
+        assert match is not None  # convert() refused an endpoint not of this form
         transport = self.endpoint.split("://", 1)[0]
         if transport != "tcp":
             return transport, self.host, self.port
@@ -882,9 +1326,16 @@ class Workload:
 
 
 def _option_table(cls: type) -> dict[str, Option]:
-    return {f.name: dataclasses.replace(f.metadata["option"], field=f.name, default=f.default,
-                                        flag=f.metadata["option"].flag or "--" + f.name.replace("_", "-"))
-            for f in dataclasses.fields(cls) if "option" in f.metadata}
+    return {
+        f.name: dataclasses.replace(
+            f.metadata["option"],
+            field=f.name,
+            default=f.default,
+            flag=f.metadata["option"].flag or "--" + f.name.replace("_", "-"),
+        )
+        for f in dataclasses.fields(cls)
+        if "option" in f.metadata
+    }
 
 
 OPTIONS: dict[str, Option] = _option_table(Workload)
@@ -898,15 +1349,39 @@ class Slos:
     """The service-level objectives a run is judged by (`run` gates, exit status 3; every
     probe of `capacity`, which sets max_loss 0 and min_achieved 0.99 when they are unset).
     Not part of the Workload: they judge a run, they do not change it."""
+
     max_loss: Optional[float] = option(
-        None, float, "a ratio from 0 to 1 (0 = nothing lost)", "largest share of expected deliveries lost "
-        "(dropped + stranded + unknown)", low=0, high=1, nullable=True, group=SLO_GROUP, default_text="capacity: 0")
+        None,
+        float,
+        "a ratio from 0 to 1 (0 = nothing lost)",
+        "largest share of expected deliveries lost (dropped + stranded + unknown)",
+        low=0,
+        high=1,
+        nullable=True,
+        group=SLO_GROUP,
+        default_text="capacity: 0",
+    )
     slo_p99_us: Optional[float] = option(
-        None, float, "microseconds > 0", "largest p99 latency from the intended send time", low=0, low_open=True,
-        nullable=True, group=SLO_GROUP)
+        None,
+        float,
+        "microseconds > 0",
+        "largest p99 latency from the intended send time",
+        low=0,
+        low_open=True,
+        nullable=True,
+        group=SLO_GROUP,
+    )
     min_achieved: Optional[float] = option(
-        None, float, "a ratio from 0 to 1", "smallest share of the offered messages received (paced: what the "
-        "schedule called for)", low=0, high=1, nullable=True, group=SLO_GROUP, default_text="capacity: 0.99")
+        None,
+        float,
+        "a ratio from 0 to 1",
+        "smallest share of the offered messages received (paced: what the schedule called for)",
+        low=0,
+        high=1,
+        nullable=True,
+        group=SLO_GROUP,
+        default_text="capacity: 0.99",
+    )
 
     def __post_init__(self) -> None:
         for name, opt in SLO_OPTIONS.items():
@@ -921,14 +1396,24 @@ class Slos:
         """Every SLO judges what was sent against what was received: with --role producer what was
         received is not seen (but a service's answers are), with --role consumer what was sent."""
         given = [name for name in SLO_OPTIONS if getattr(self, name) is not None]
-        if w.role != "both" and not patterns.serves(w.pattern, w.role) and (given or command == "capacity"):
-            refuse_unjudged(w.role, SLO_OPTIONS[given[0]].flag if given else None,
-                            getattr(self, given[0]) if given else None)
+        if (
+            w.role != "both"
+            and not patterns.serves(w.pattern, w.role)
+            and (given or command == "capacity")
+        ):
+            refuse_unjudged(
+                w.role,
+                SLO_OPTIONS[given[0]].flag if given else None,
+                getattr(self, given[0]) if given else None,
+            )
 
     def with_search_defaults(self) -> "Slos":
         """The capacity search's SLOs: nothing lost and 99% received unless told otherwise."""
-        return Slos(max_loss=0.0 if self.max_loss is None else self.max_loss, slo_p99_us=self.slo_p99_us,
-                    min_achieved=0.99 if self.min_achieved is None else self.min_achieved)
+        return Slos(
+            max_loss=0.0 if self.max_loss is None else self.max_loss,
+            slo_p99_us=self.slo_p99_us,
+            min_achieved=0.99 if self.min_achieved is None else self.min_achieved,
+        )
 
 
 SLO_OPTIONS: dict[str, Option] = _option_table(Slos)
@@ -942,13 +1427,19 @@ def refuse_unjudged(role: str, flag: Optional[str] = None, value: Any = None) ->
     services = ", ".join(p.name for p in patterns.PATTERNS.values() if p.round_trip)
     service = f"--pattern {services} against a service of yours (judged by its answers)"
     if flag:
-        accepted = f"no SLO options with --role {role}" + (f", or {service}" if role == "producer" else "")
+        accepted = f"no SLO options with --role {role}" + (
+            f", or {service}" if role == "producer" else ""
+        )
     elif role == "producer":
         accepted = f"--role both (probes judged by what zmqload's consumers receive), or --role producer with {service}"
     else:
         accepted = f"--role both (the search sets the rate of zmqload's producers), or --role producer with {service}"
-    raise ConfigError(flag or "--role", f"got {value if flag else role!r} {f'with --role {role}' if flag else 'in capacity'}: "
-                                        f"what {unseen} is not seen, so nothing can judge it; accepted: {accepted}")
+    raise ConfigError(
+        flag or "--role",
+        f"got {value if flag else role!r} {f'with --role {role}' if flag else 'in capacity'}: "
+        f"what {unseen} is not seen, so nothing can judge it; accepted: {accepted}",
+    )
+
 
 SEARCH_GROUP = "search"
 
@@ -956,17 +1447,43 @@ SEARCH_GROUP = "search"
 @dataclass
 class SearchPlan:
     """How `zmqload capacity` looks for the highest rate that meets the SLOs."""
-    start_rate: int = field(default=10_000, metadata={"option": rate_option(
-        "first probe's rate; the search doubles it until a probe fails, then bisects", group=SEARCH_GROUP)})
+
+    start_rate: int = field(
+        default=10_000,
+        metadata={
+            "option": rate_option(
+                "first probe's rate; the search doubles it until a probe fails, then bisects",
+                group=SEARCH_GROUP,
+            )
+        },
+    )
     precision: float = option(
-        0.05, float, "a ratio from 0.001 to 1", "stop when the bracket [highest passing, lowest failing] is "
-        "this close (0.05 = within 5%)", low=0.001, high=1, group=SEARCH_GROUP)
+        0.05,
+        float,
+        "a ratio from 0.001 to 1",
+        "stop when the bracket [highest passing, lowest failing] is this close (0.05 = within 5%)",
+        low=0.001,
+        high=1,
+        group=SEARCH_GROUP,
+    )
     probe_duration: float = option(
-        3.0, float, "seconds from 0.2 to 3600", "sending time of each probe (an open-loop --duration run)",
-        low=0.2, high=3600, group=SEARCH_GROUP)
+        3.0,
+        float,
+        "seconds from 0.2 to 3600",
+        "sending time of each probe (an open-loop --duration run)",
+        low=0.2,
+        high=3600,
+        group=SEARCH_GROUP,
+    )
     max_probes: int = option(
-        20, int, "an integer from 2 to 200", "give up (exit 1) after this many probes per combination",
-        low=2, high=200, group=SEARCH_GROUP)
+        20,
+        int,
+        "an integer from 2 to 200",
+        "give up (exit 1) after this many probes per combination",
+        low=2,
+        high=200,
+        group=SEARCH_GROUP,
+    )
 
     def __post_init__(self) -> None:
         for name, opt in SEARCH_OPTIONS.items():
@@ -994,7 +1511,7 @@ def tcp_parts(endpoint: str) -> tuple[Optional[str], Optional[str]]:
     """(host, port) of a tcp endpoint as written (host without brackets); (None, None) otherwise."""
     if not endpoint.startswith("tcp://"):
         return None, None
-    host, _, port = endpoint[len("tcp://"):].rpartition(":")
+    host, _, port = endpoint[len("tcp://") :].rpartition(":")
     return host.strip("[]"), port
 
 
@@ -1005,4 +1522,6 @@ def _address_key(endpoint: str) -> tuple[str, str]:
     if port is not None:
         return "tcp", "*" if port in ("*", "0") else str(int(port))
     transport, _, where = endpoint.partition("://")
-    return transport, os.path.abspath(where) if transport == "ipc" and not where.startswith("@") else where
+    return transport, os.path.abspath(where) if transport == "ipc" and not where.startswith(
+        "@"
+    ) else where

@@ -1,6 +1,7 @@
 """Log-linear latency histogram, filled with numpy off the hot path, on contract/histogram.py's
 layout and rule (within 0.8 % of the true value). Counts are int64 arrays: they ship to the
 controller and merge by addition."""
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -11,14 +12,16 @@ import numpy.typing as npt
 from ..contract import histogram as rule
 from ..contract.histogram import MAX_SHIFT, N_BUCKETS, SIGNIFICANT_BITS, SUB_BUCKETS
 
-_Add = Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], "tuple[int, int, int] | tuple[None, None, int]"]
+_Add = Callable[
+    [npt.NDArray[np.int64], npt.NDArray[np.int64]], "tuple[int, int, int] | tuple[None, None, int]"
+]
 
 
 def _compiled_add() -> _Add | None:
     """The compiled one-pass version; the numpy one serves where the engine is absent."""
     try:
         from .._engine import histogram_add
-    except ImportError:     # pragma: no cover
+    except ImportError:  # pragma: no cover
         return None
     return histogram_add
 
@@ -33,8 +36,10 @@ def bucket_index(values: npt.ArrayLike) -> npt.NDArray[np.int64]:
     _, bit_length = np.frexp(v.astype(np.float64))
     shift = np.maximum(bit_length.astype(np.int64) - SIGNIFICANT_BITS, 0)
     shift = np.minimum(shift, MAX_SHIFT)
-    top = v >> shift                                          # in [128, 256) when shift > 0
-    index: npt.NDArray[np.int64] = np.where(shift == 0, v, (shift + 1) * SUB_BUCKETS + (top - SUB_BUCKETS)).clip(0, N_BUCKETS - 1)
+    top = v >> shift  # in [128, 256) when shift > 0
+    index: npt.NDArray[np.int64] = np.where(
+        shift == 0, v, (shift + 1) * SUB_BUCKETS + (top - SUB_BUCKETS)
+    ).clip(0, N_BUCKETS - 1)
     return index
 
 
@@ -50,9 +55,18 @@ def bucket_value(index: npt.ArrayLike) -> npt.NDArray[np.int64]:
 class Histogram:
     """Counts of values in log-linear buckets, with the exact min, max and sum."""
 
-    def __init__(self, counts: np.ndarray | None = None, minimum: int | None = None,
-                 maximum: int | None = None, total: int = 0) -> None:
-        self.counts = np.zeros(N_BUCKETS, dtype=np.int64) if counts is None else np.asarray(counts, dtype=np.int64)
+    def __init__(
+        self,
+        counts: np.ndarray | None = None,
+        minimum: int | None = None,
+        maximum: int | None = None,
+        total: int = 0,
+    ) -> None:
+        self.counts = (
+            np.zeros(N_BUCKETS, dtype=np.int64)
+            if counts is None
+            else np.asarray(counts, dtype=np.int64)
+        )
         self.minimum = minimum
         self.maximum = maximum
         self.total = total
@@ -61,8 +75,10 @@ class Histogram:
         if len(values) == 0:
             return
         if _histogram_add is not None:
-            lo, hi, total = _histogram_add(np.ascontiguousarray(values, dtype=np.int64), self.counts)
-            assert lo is not None and hi is not None      # None only for no values
+            lo, hi, total = _histogram_add(
+                np.ascontiguousarray(values, dtype=np.int64), self.counts
+            )
+            assert lo is not None and hi is not None  # None only for no values
             self._extend(lo, hi, total)
             return
         self.counts += np.bincount(bucket_index(values), minlength=N_BUCKETS)
@@ -77,7 +93,11 @@ class Histogram:
         self.counts += other.counts
         for name, pick in (("minimum", min), ("maximum", max)):
             mine, theirs = getattr(self, name), getattr(other, name)
-            setattr(self, name, theirs if mine is None else mine if theirs is None else pick(mine, theirs))
+            setattr(
+                self,
+                name,
+                theirs if mine is None else mine if theirs is None else pick(mine, theirs),
+            )
         self.total += other.total
 
     @property
@@ -93,7 +113,7 @@ class Histogram:
         if q >= 100:
             return self.maximum
         index = int(np.searchsorted(np.cumsum(self.counts), rule.rank(rule.ppm(q), n)))
-        assert self.maximum is not None     # set with the counts
+        assert self.maximum is not None  # set with the counts
         return min(int(_VALUES[index]), self.maximum)
 
     def mean(self) -> float | None:
@@ -102,8 +122,13 @@ class Histogram:
 
     def to_payload(self) -> dict[str, Any]:
         nonzero = np.flatnonzero(self.counts)
-        return {"index": nonzero.tolist(), "count": self.counts[nonzero].tolist(),
-                "min": self.minimum, "max": self.maximum, "total": self.total}
+        return {
+            "index": nonzero.tolist(),
+            "count": self.counts[nonzero].tolist(),
+            "min": self.minimum,
+            "max": self.maximum,
+            "total": self.total,
+        }
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> "Histogram":

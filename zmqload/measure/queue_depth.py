@@ -1,6 +1,7 @@
 """Queue depth over time from a run's records and samples, with numpy: the series, the exact peak
 (measure/queue_replay.py's definition), a window of WINDOW_BINS at a time, and the split between the
 kernel's buffers and libzmq's pipes (docs/ARCHITECTURE.md, "Queue depth")."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -35,7 +36,9 @@ def read_samples(run_dir: str) -> dict[str, np.ndarray]:
     return {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
 
 
-def _series(samples: dict[str, np.ndarray], role: str, worker: int, column: str) -> tuple[np.ndarray, np.ndarray]:
+def _series(
+    samples: dict[str, np.ndarray], role: str, worker: int, column: str
+) -> tuple[np.ndarray, np.ndarray]:
     mask = (samples["role"] == role) & (samples["worker"] == worker)
     order = np.argsort(samples["t_ns"][mask], kind="stable")
     return samples["t_ns"][mask][order], samples[column][mask][order]
@@ -49,8 +52,16 @@ def _at(t_grid: np.ndarray, t: np.ndarray, values: np.ndarray, before: float = 0
     return np.where(index >= 0, values[np.maximum(index, 0)], before).astype(np.float64)
 
 
-def depth_over_time(samples: dict[str, np.ndarray], *, producers: int, consumers: int, copies: int, size: int,
-                    drop_times_ns: np.ndarray, t0_ns: int) -> dict[str, np.ndarray]:
+def depth_over_time(
+    samples: dict[str, np.ndarray],
+    *,
+    producers: int,
+    consumers: int,
+    copies: int,
+    size: int,
+    drop_times_ns: np.ndarray,
+    t0_ns: int,
+) -> dict[str, np.ndarray]:
     """The depth and its kernel / libzmq split on a regular grid (numpy arrays)."""
     if not samples or not len(samples.get("t_ns", ())):
         return {}
@@ -58,16 +69,26 @@ def depth_over_time(samples: dict[str, np.ndarray], *, producers: int, consumers
     step = max(MIN_STEP_NS, (t_end - t0_ns) // MAX_POINTS + 1)
     grid = np.arange(t0_ns, t_end + step, step, dtype=np.int64)
     sent = sum(_at(grid, *_series(samples, "producer", p, "messages")) for p in range(producers))
-    received = sum(_at(grid, *_series(samples, "consumer", c, "messages")) for c in range(consumers))
+    received = sum(
+        _at(grid, *_series(samples, "consumer", c, "messages")) for c in range(consumers)
+    )
     dropped = np.searchsorted(np.sort(drop_times_ns), grid, side="right")
     total = np.maximum(sent * copies - received - dropped, 0)
     kernel_bytes = kernel_bytes_at(samples, grid)
     frame = frame_bytes(size)
     kernel_bytes = np.minimum(kernel_bytes, total * frame)
     kernel = np.minimum(np.floor(kernel_bytes / frame), total)
-    return {"t_s": (grid - t0_ns) / 1e9, "depth": total, "kernel": kernel, "libzmq": total - kernel,
-            "kernel_bytes": kernel_bytes, "sent": sent * copies, "received": received, "dropped": dropped,
-            **{f"rss_kb_{role}": rss for role, rss in _rss_by_role(samples, grid).items()}}
+    return {
+        "t_s": (grid - t0_ns) / 1e9,
+        "depth": total,
+        "kernel": kernel,
+        "libzmq": total - kernel,
+        "kernel_bytes": kernel_bytes,
+        "sent": sent * copies,
+        "received": received,
+        "dropped": dropped,
+        **{f"rss_kb_{role}": rss for role, rss in _rss_by_role(samples, grid).items()},
+    }
 
 
 Worker = tuple[str, int]
@@ -78,8 +99,9 @@ def _workers(samples: dict[str, np.ndarray]) -> list[Worker]:
     return sorted(set(zip(samples["role"].tolist(), samples["worker"].tolist()))) if samples else []
 
 
-def _rss_by_role(samples: dict[str, np.ndarray], grid: np.ndarray,
-                 workers: list[Worker] | None = None) -> dict[str, np.ndarray]:
+def _rss_by_role(
+    samples: dict[str, np.ndarray], grid: np.ndarray, workers: list[Worker] | None = None
+) -> dict[str, np.ndarray]:
     """The largest resident memory among each role's workers at each grid time (kB); `workers`: all
     the run's, when `samples` holds only some of its rows."""
     if "rss_kb" not in samples:
@@ -87,7 +109,11 @@ def _rss_by_role(samples: dict[str, np.ndarray], grid: np.ndarray,
     workers = _workers(samples) if workers is None else workers
     out = {}
     for role in sorted({r for r, _ in workers}):
-        series = [_at(grid, *_series(samples, role, w, "rss_kb"), before=-1) for r, w in workers if r == role]
+        series = [
+            _at(grid, *_series(samples, role, w, "rss_kb"), before=-1)
+            for r, w in workers
+            if r == role
+        ]
         out[role] = np.max(series, axis=0)
     return out
 
@@ -102,7 +128,9 @@ def _kernel_series(workers: list[Worker]) -> Iterator[tuple[str, int, str]]:
             yield role, worker, "tcp_recvq_bytes"
 
 
-def kernel_bytes_at(samples: dict[str, np.ndarray], t_ns: np.ndarray, workers: list[Worker] | None = None) -> np.ndarray:
+def kernel_bytes_at(
+    samples: dict[str, np.ndarray], t_ns: np.ndarray, workers: list[Worker] | None = None
+) -> np.ndarray:
     """What the kernel's tcp queues on the message path held at each time (bytes, from the
     samples: the last one at or before it), uncapped."""
     total = np.zeros(len(t_ns))
@@ -121,7 +149,7 @@ class SampleWindows:
 
     def __init__(self, run_dir: str):
         self.paths = part_files(run_dir, "samples")
-        self.spans: dict[str, tuple[int, int]] = {}         # part -> its first and last sample time
+        self.spans: dict[str, tuple[int, int]] = {}  # part -> its first and last sample time
         workers: set[Worker] = set()
         for path in self.paths:
             part = _columns(path, ["t_ns", "role", "worker"])
@@ -177,6 +205,7 @@ class Unreceived:
     """Messages of one stream, as one consumer's queue saw them (or the union under round robin),
     that never arrived yet queued: tail drops until `closed_ns`, stranded and unknown ones for
     good (`closed_ns` None). `seqs`: a packed map (np.packbits order) of their seqs, or its file."""
+
     stream: int
     seqs: bitmaps.Bits
     closed_ns: int | None
@@ -214,12 +243,15 @@ def _in(t: np.ndarray, select: Select) -> np.ndarray:
     if select is None:
         return t
     lo, hi, only = select
-    if only is None and (not len(t) or (int(t.min()) >= lo * queue_rule.BIN_NS and int(t.max()) < hi * queue_rule.BIN_NS)):
-        return t            # all inside: no copy
+    if only is None and (
+        not len(t)
+        or (int(t.min()) >= lo * queue_rule.BIN_NS and int(t.max()) < hi * queue_rule.BIN_NS)
+    ):
+        return t  # all inside: no copy
     b = queue_rule.bin_of(t)
     b -= lo
     keep = (b >= 0) & (b < hi - lo)
-    if only is not None:        # a lookup over the window's bins: no sort of the part's (np.isin)
+    if only is not None:  # a lookup over the window's bins: no sort of the part's (np.isin)
         wanted = np.zeros(hi - lo, bool)
         wanted[only - lo] = True
         keep[keep] = wanted[b[keep]]
@@ -237,28 +269,41 @@ def _unreceived_events(path: str, by_stream: dict[int, list[Unreceived]], select
         mine = part["stream"] == stream if part is not None else np.zeros(0, bool)
         if not mine.any():
             continue
-        seq, t_sent = part["seq"][mine], part["t_sent_ns"][mine]     # type: ignore[index]
+        seq, t_sent = part["seq"][mine], part["t_sent_ns"][mine]  # type: ignore[index]
         lo = int(seq.min()) // 8
         for u in views:
-            times = t_sent[_bits_at(bitmaps.piece(u.seqs, lo, int(seq.max()) // 8 + 1), seq - lo * 8)]
+            times = t_sent[
+                _bits_at(bitmaps.piece(u.seqs, lo, int(seq.max()) // 8 + 1), seq - lo * 8)
+            ]
             entered.append(_in(times, select))
             if u.closed_ns is not None:
                 left.append(_in(np.full(len(times), u.closed_ns, np.int64), select))
-    return (np.concatenate(entered) if entered else np.zeros(0, np.int64),
-            np.concatenate(left) if left else np.zeros(0, np.int64))
+    return (
+        np.concatenate(entered) if entered else np.zeros(0, np.int64),
+        np.concatenate(left) if left else np.zeros(0, np.int64),
+    )
 
 
 def _recv_events(path: str, select: Select) -> Events | None:
     """The send and receive times of one receive part's messages (the `select`ed ones)."""
     part = _columns(path, ["t_sent_ns", "t_recv_ns"])
-    return None if part is None else (_in(part["t_sent_ns"], select), _in(part["t_recv_ns"], select))
+    return (
+        None if part is None else (_in(part["t_sent_ns"], select), _in(part["t_recv_ns"], select))
+    )
 
 
 def _read_spans(events: Callable[[Select], Events | None]) -> list[Span]:
     """Where a part's events fall (what entered, what left), from one read of them."""
     found = events(None)
-    return [] if found is None else [(int(queue_rule.bin_of(t.min())), int(queue_rule.bin_of(t.max())))
-                                     for t in found if len(t)]
+    return (
+        []
+        if found is None
+        else [
+            (int(queue_rule.bin_of(t.min())), int(queue_rule.bin_of(t.max())))
+            for t in found
+            if len(t)
+        ]
+    )
 
 
 def _stat_spans(path: str, columns: list[str]) -> list[Span] | None:
@@ -276,13 +321,19 @@ def _stat_spans(path: str, columns: list[str]) -> list[Span] | None:
         if any(s is None or not s.has_min_max for s in stats):
             return None
         if stats:
-            spans.append((min(s.min for s in stats) // queue_rule.BIN_NS, max(s.max for s in stats) // queue_rule.BIN_NS))
+            spans.append(
+                (
+                    min(s.min for s in stats) // queue_rule.BIN_NS,
+                    max(s.max for s in stats) // queue_rule.BIN_NS,
+                )
+            )
     return spans
 
 
 @dataclass
 class _Part:
     """One part's queue events, read `select`ed, and the spans of bins they fall in."""
+
     events: Callable[[Select], Events | None]
     spans: list[Span]
 
@@ -325,8 +376,9 @@ def _gathered(parts: list[_Part], lo: int, hi: int, only: np.ndarray) -> Events:
 @dataclass
 class _PeakSoFar:
     """measure/queue_replay.py's exact peak over the windows seen so far."""
-    highest_end: int | None = None      # the highest bin end
-    at_bin: int = 0                     # the first bin that ended there
+
+    highest_end: int | None = None  # the highest bin end
+    at_bin: int = 0  # the first bin that ended there
     entered: bool = False
     replayed: list[queue_rule.Replayed] = field(default_factory=list)
 
@@ -353,8 +405,9 @@ def _window_bins(parts: list[_Part], lo: int, hi: int, carried: int) -> queue_ru
     return queue_rule.Bins(lo, entered, left, carried)
 
 
-def _windows(parts: list[_Part], first: int, last: int, window: int, peak: _PeakSoFar
-             ) -> Iterator[tuple[queue_rule.Bins, np.ndarray]]:
+def _windows(
+    parts: list[_Part], first: int, last: int, window: int, peak: _PeakSoFar
+) -> Iterator[tuple[queue_rule.Bins, np.ndarray]]:
     """The bins [first, last] a window of at most `window` at a time (each with the depth carried
     in, and its depth at each bin's end), replaying each window's candidate bins into `peak`.
 
@@ -379,23 +432,39 @@ def _windows(parts: list[_Part], first: int, last: int, window: int, peak: _Peak
         candidates = queue_rule.candidate_bins(bins, depth, peak.reached())
         events = entered[candidates - lo] + left[candidates - lo]
         starts = queue_rule.cuts(events) + [len(candidates)]
-        for a, b in zip(starts, starts[1:]):        # a piece of at most REPLAY_EVENTS at a time
+        for a, b in zip(starts, starts[1:]):  # a piece of at most REPLAY_EVENTS at a time
             only = candidates[a:b]
-            peak.replayed.append(queue_rule.replay(bins, depth, *_gathered(parts, lo, hi, only), only))
+            peak.replayed.append(
+                queue_rule.replay(bins, depth, *_gathered(parts, lo, hi, only), only)
+            )
         yield bins, depth
         carried = int(depth[-1])
 
 
-def _kernel_at_ends(samples: dict[str, np.ndarray], workers: list[Worker], bins: queue_rule.Bins, depth: np.ndarray,
-                    frame: int, i: np.ndarray) -> np.ndarray:
+def _kernel_at_ends(
+    samples: dict[str, np.ndarray],
+    workers: list[Worker],
+    bins: queue_rule.Bins,
+    depth: np.ndarray,
+    frame: int,
+    i: np.ndarray,
+) -> np.ndarray:
     """What the kernel held at the end of bins i (indexes into `bins`), capped at what was in flight."""
-    held: np.ndarray = np.minimum(kernel_bytes_at(samples, np.asarray(bins.end_ns(i)) - 1, workers),
-                                  np.maximum(depth[i], 0) * frame)
+    held: np.ndarray = np.minimum(
+        kernel_bytes_at(samples, np.asarray(bins.end_ns(i)) - 1, workers),
+        np.maximum(depth[i], 0) * frame,
+    )
     return held
 
 
-def queue_figures(run_dir: str, *, t0_ns: int, size: int, unreceived: Sequence[Unreceived] = (),
-                  window: int | None = None) -> dict[str, Any]:
+def queue_figures(
+    run_dir: str,
+    *,
+    t0_ns: int,
+    size: int,
+    unreceived: Sequence[Unreceived] = (),
+    window: int | None = None,
+) -> dict[str, Any]:
     """RunResult.queue: "peak" (the most messages in flight at any instant, when, split kernel /
     libzmq by the samples at that instant, and each role's RSS then) and "series" (the depth at
     the end of each millisecond, its kernel / libzmq split and RSS by role). {} parts without
@@ -421,25 +490,56 @@ def queue_figures(run_dir: str, *, t0_ns: int, size: int, unreceived: Sequence[U
         held = samples.until((lo + len(depth)) * queue_rule.BIN_NS)
         kernel_bytes = partial(_kernel_at_ends, held, samples.workers, bins, depth, frame)
         kernel_peak = max(kernel_peak, float(kernel_bytes(np.arange(len(depth))).max(initial=0)))
-        after = first + step - 1       # the kept bins: every step-th of the run's, from its first
-        keep = np.arange(after + max(0, -(-(lo - after) // step)) * step, lo + len(depth), step) - lo
+        after = first + step - 1  # the kept bins: every step-th of the run's, from its first
+        keep = (
+            np.arange(after + max(0, -(-(lo - after) // step)) * step, lo + len(depth), step) - lo
+        )
         kept_bytes, ends = kernel_bytes(keep), np.asarray(bins.end_ns(keep))
         kernel = np.minimum(np.floor(kept_bytes / frame), np.maximum(depth[keep], 0))
-        for name, values in {"t_s": (ends - t0_ns) / 1e9, "depth": depth[keep], "kernel": kernel,
-                             "libzmq": depth[keep] - kernel, "kernel_bytes": kept_bytes,
-                             **({f"rss_kb_{role}": rss for role, rss in
-                                 _rss_by_role(held, ends - 1, samples.workers).items()} if held else {})}.items():
+        for name, values in {
+            "t_s": (ends - t0_ns) / 1e9,
+            "depth": depth[keep],
+            "kernel": kernel,
+            "libzmq": depth[keep] - kernel,
+            "kernel_bytes": kept_bytes,
+            **(
+                {
+                    f"rss_kb_{role}": rss
+                    for role, rss in _rss_by_role(held, ends - 1, samples.workers).items()
+                }
+                if held
+                else {}
+            ),
+        }.items():
             kept[name].append(values)
     top = peak.peak()
     at = top.t_ns if top.t_ns is not None else (first + 1) * queue_rule.BIN_NS - 1
     then = samples.at(at)
-    peak_kb = float(min(kernel_bytes_at(then, np.array([at], np.int64), samples.workers)[0],
-                        max(top.messages, 0) * frame))
+    peak_kb = float(
+        min(
+            kernel_bytes_at(then, np.array([at], np.int64), samples.workers)[0],
+            max(top.messages, 0) * frame,
+        )
+    )
     kernel_at_peak = int(min(peak_kb // frame, max(top.messages, 0)))
-    return {"peak": {
-        "messages": top.messages, "at_s": round((at - t0_ns) / 1e9, 3),
-        "kernel_messages": kernel_at_peak, "libzmq_messages": top.messages - kernel_at_peak,
-        "kernel_bytes": int(peak_kb), "kernel_peak_bytes": int(kernel_peak),
-        **({f"rss_kb_at_peak_{role}": int(rss[0]) for role, rss in
-            _rss_by_role(then, np.array([at], np.int64), samples.workers).items()} if then else {})},
-        "series": {name: np.concatenate(values) for name, values in kept.items()}}
+    return {
+        "peak": {
+            "messages": top.messages,
+            "at_s": round((at - t0_ns) / 1e9, 3),
+            "kernel_messages": kernel_at_peak,
+            "libzmq_messages": top.messages - kernel_at_peak,
+            "kernel_bytes": int(peak_kb),
+            "kernel_peak_bytes": int(kernel_peak),
+            **(
+                {
+                    f"rss_kb_at_peak_{role}": int(rss[0])
+                    for role, rss in _rss_by_role(
+                        then, np.array([at], np.int64), samples.workers
+                    ).items()
+                }
+                if then
+                else {}
+            ),
+        },
+        "series": {name: np.concatenate(values) for name, values in kept.items()},
+    }

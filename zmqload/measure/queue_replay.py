@@ -1,6 +1,7 @@
 """Queue depth and its exact peak, one definition for `run` (numpy) and the report (Spark): sent -
 received - dropped per consumer's queue, summed, in millisecond bins; the peak replays only the
 candidate bins event by event. Pure numpy (docs/ARCHITECTURE.md, "Queue depth")."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -34,8 +35,9 @@ cost memory; smaller ones read a part that spans several windows once per window
 class Bins:
     """Messages that entered and left one queue (or a sum of queues) per bin, from bin `first` on;
     `before`: the depth at the start of bin `first` (a window's, carried from the bins before it)."""
+
     first: int
-    entered: np.ndarray       # int64 per bin
+    entered: np.ndarray  # int64 per bin
     left: np.ndarray
     before: int = 0
 
@@ -60,11 +62,18 @@ class Bins:
         if not len(entered_ns) and not len(left_ns):
             return None
         eb, lb = bin_of(np.asarray(entered_ns, np.int64)), bin_of(np.asarray(left_ns, np.int64))
-        first = int(min(eb.min(initial=np.iinfo(np.int64).max), lb.min(initial=np.iinfo(np.int64).max)))
-        last = int(max(eb.max(initial=np.iinfo(np.int64).min), lb.max(initial=np.iinfo(np.int64).min)))
+        first = int(
+            min(eb.min(initial=np.iinfo(np.int64).max), lb.min(initial=np.iinfo(np.int64).max))
+        )
+        last = int(
+            max(eb.max(initial=np.iinfo(np.int64).min), lb.max(initial=np.iinfo(np.int64).min))
+        )
         n = last - first + 1
-        return cls(first, np.bincount(eb - first, minlength=n).astype(np.int64),
-                   np.bincount(lb - first, minlength=n).astype(np.int64))
+        return cls(
+            first,
+            np.bincount(eb - first, minlength=n).astype(np.int64),
+            np.bincount(lb - first, minlength=n).astype(np.int64),
+        )
 
     def __add__(self, other: Bins) -> Bins:
         """The sum of two queues' bins, each from its start (`before` 0)."""
@@ -72,8 +81,8 @@ class Bins:
         last = max(self.first + len(self.entered), other.first + len(other.entered))
         e, x = np.zeros(last - first, np.int64), np.zeros(last - first, np.int64)
         for b in (self, other):
-            e[b.first - first:b.first - first + len(b.entered)] += b.entered
-            x[b.first - first:b.first - first + len(b.left)] += b.left
+            e[b.first - first : b.first - first + len(b.entered)] += b.entered
+            x[b.first - first : b.first - first + len(b.left)] += b.left
         return Bins(first, e, x)
 
     def depth(self) -> np.ndarray:
@@ -102,7 +111,7 @@ def candidate_bins(bins: Bins, depth: np.ndarray | None = None, reach: int = 0) 
 @dataclass(frozen=True)
 class Peak:
     messages: int
-    t_ns: Optional[int]       # the first instant the queue held that many; None: it never held one
+    t_ns: Optional[int]  # the first instant the queue held that many; None: it never held one
 
 
 Replayed = Optional[tuple[int, int]]
@@ -110,22 +119,25 @@ Replayed = Optional[tuple[int, int]]
 without events there."""
 
 
-def replay(bins: Bins, depth: np.ndarray, entered_ns: np.ndarray, left_ns: np.ndarray,
-           only: np.ndarray) -> Replayed:
+def replay(
+    bins: Bins, depth: np.ndarray, entered_ns: np.ndarray, left_ns: np.ndarray, only: np.ndarray
+) -> Replayed:
     """Every event in the bins `only` (absolute numbers) replayed in time order from its bin's
     start depth. Every event of those bins must be given (more is harmless: events outside them
     are ignored). At one instant, whatever left and entered then counts (depth(t) counts the
     events at or before t)."""
     # one sort of one int64 key: the time, doubled, plus 1 for an arrival (the departures of an
     # instant first: the depth after all of them); only the events in `only`'s bins
-    key = np.concatenate([np.asarray(entered_ns, np.int64) * 2 + 1, np.asarray(left_ns, np.int64) * 2])
+    key = np.concatenate(
+        [np.asarray(entered_ns, np.int64) * 2 + 1, np.asarray(left_ns, np.int64) * 2]
+    )
     index = bin_of(key >> 1) - bins.first
     wanted = np.zeros(len(depth), bool)
     only = np.asarray(only, np.int64) - bins.first
     wanted[only[(only >= 0) & (only < len(depth))]] = True
     inside = (index >= 0) & (index < len(depth))
     inside[inside] = wanted[index[inside]]
-    key = np.sort(key[inside], kind="stable")      # timsort: the records come in nearly sorted runs
+    key = np.sort(key[inside], kind="stable")  # timsort: the records come in nearly sorted runs
     if not len(key):
         return None
     times, signs = key >> 1, (key & 1) * 2 - 1
@@ -133,7 +145,7 @@ def replay(bins: Bins, depth: np.ndarray, entered_ns: np.ndarray, left_ns: np.nd
     starts = np.flatnonzero(np.concatenate(([True], b[1:] != b[:-1])))
     running = np.cumsum(signs)
     offset = np.repeat(running[starts] - signs[starts], np.diff(np.append(starts, len(b))))
-    before = np.concatenate(([bins.before], depth))[b - bins.first]     # the depth at each bin's start
+    before = np.concatenate(([bins.before], depth))[b - bins.first]  # the depth at each bin's start
     values = before + running - offset
     i = int(np.argmax(values))
     return int(values[i]), int(times[i])
@@ -145,6 +157,7 @@ about 100 bytes per event at the replay's peak (measured: +100 MB for a piece of
 message run), so ~25 MB whatever the run's length (read when called: a test lowers it). Unpaced runs
 have a few dozen candidate bins of ~8k events: a few pieces. The report cuts larger pieces
 (analysis/finish.REPLAY_EVENTS)."""
+
 
 def cuts(events: Iterable[int], budget: int | None = None) -> list[int]:
     """Where candidate bins, in time order with `events` each, are cut into pieces to replay one at
@@ -161,7 +174,9 @@ def cuts(events: Iterable[int], budget: int | None = None) -> list[int]:
     return starts
 
 
-def pieces(costs: Iterable[tuple[int, int, int]], budget: int | None = None) -> list[dict[int, list[int]]]:
+def pieces(
+    costs: Iterable[tuple[int, int, int]], budget: int | None = None
+) -> list[dict[int, list[int]]]:
     """`cuts` of candidate bins of several runs: `costs` holds (bin, whose bin: a run's number, its
     events); [{whose: [bin]}] in time order."""
     ordered = sorted(costs)
@@ -190,16 +205,22 @@ def settle(highest_end: int, at_bin: int, replayed: Iterable[Replayed]) -> Peak:
     for r in replayed:
         if r is not None and (r[0] > best or (r[0] == best and (best_t is None or r[1] < best_t))):
             best, best_t = r
-    if best_t is None:       # the highest bin end was not reached inside a candidate: never by an entry
+    if best_t is None:  # the highest bin end was not reached inside a candidate: never by an entry
         best_t = (at_bin + 1) * BIN_NS - 1 if best > 0 else None
     return Peak(best, best_t)
 
 
-def exact_peak(bins: Bins, entered_ns: np.ndarray, left_ns: np.ndarray, depth: np.ndarray | None = None) -> Peak:
+def exact_peak(
+    bins: Bins, entered_ns: np.ndarray, left_ns: np.ndarray, depth: np.ndarray | None = None
+) -> Peak:
     """The most messages in flight at any instant. `entered_ns` and `left_ns`: the times of every
     message that entered / left in the candidate bins (more is harmless)."""
     depth = bins.depth() if depth is None else depth
     if not len(depth) or not bins.entered.any():
         return Peak(0, None)
     candidates = candidate_bins(bins, depth)
-    return peak_of(bins, depth, [replay(bins, depth, entered_ns, left_ns, candidates) if len(candidates) else None])
+    return peak_of(
+        bins,
+        depth,
+        [replay(bins, depth, entered_ns, left_ns, candidates) if len(candidates) else None],
+    )

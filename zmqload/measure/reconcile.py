@@ -1,6 +1,7 @@
 """The fate of every message (delivered, drained, dropped, stranded, unknown: docs/RECORDS.md),
 reconciled exactly from the producers' accepted-maps and the consumers' seen- and drained-maps,
 packed bits read a piece at a time so memory stays bounded."""
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,14 @@ import numpy as np
 from ..contract.bitmaps import Bits
 from ..contract.control import ProducerFinal, StreamSeen
 from ..store import bitmaps
-from ..contract.fates import AMBIGUOUS_TAIL, DROPPED, FATES, TAIL_AMBIGUOUS, TAIL_AT_CLOSE, TAIL_MID_RUN
+from ..contract.fates import (
+    AMBIGUOUS_TAIL,
+    DROPPED,
+    FATES,
+    TAIL_AMBIGUOUS,
+    TAIL_AT_CLOSE,
+    TAIL_MID_RUN,
+)
 from ..contract.topics import Topics
 from .stream_account import StreamAccount, ViewFates
 
@@ -50,8 +58,11 @@ def bits_in(packed: np.ndarray, lo: int, hi: int) -> int:
     tail = (0xFF << (7 - (hi - 1) % 8)) & 0xFF
     if b0 == b1:
         return bin(int(packed[b0]) & head & tail).count("1")
-    return (bin(int(packed[b0]) & head).count("1") + _popcount(packed[b0 + 1:b1])
-            + bin(int(packed[b1]) & tail).count("1"))
+    return (
+        bin(int(packed[b0]) & head).count("1")
+        + _popcount(packed[b0 + 1 : b1])
+        + bin(int(packed[b1]) & tail).count("1")
+    )
 
 
 def first_last(packed: np.ndarray) -> tuple[int, int] | None:
@@ -85,7 +96,7 @@ def below(packed: np.ndarray, limit: int) -> np.ndarray:
     """A copy of packed with every bit at index >= limit cleared."""
     out = packed.copy()
     limit = max(limit, 0)
-    out[(limit + 7) // 8:] = 0
+    out[(limit + 7) // 8 :] = 0
     if limit % 8 and limit // 8 < len(out):
         out[limit // 8] &= np.uint8((0xFF << (8 - limit % 8)) & 0xFF)
     return out
@@ -106,9 +117,15 @@ def region_map(regions: list[tuple[int, int]], nbits: int) -> np.ndarray:
     return _trim_tail(region_piece(regions, 0, (nbits + 7) // 8), nbits)
 
 
-def _unreceived_piece(sent_ok: np.ndarray, got: np.ndarray, offset: int, certain_below: int,
-                      drain_completed: bool, tail_placement: str, last: int | None
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _unreceived_piece(
+    sent_ok: np.ndarray,
+    got: np.ndarray,
+    offset: int,
+    certain_below: int,
+    drain_completed: bool,
+    tail_placement: str,
+    last: int | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """unreceived_maps of the piece of a stream's maps starting at bit `offset`; `last`: the view's
     last arrival in the whole stream (None: nothing arrived)."""
     missing = sent_ok & ~got
@@ -121,8 +138,13 @@ def _unreceived_piece(sent_ok: np.ndarray, got: np.ndarray, offset: int, certain
     return early, tail, missing & ~early & ~tail
 
 
-def dropped_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain_completed: bool,
-                 tail_placement: str) -> tuple[np.ndarray, np.ndarray]:
+def dropped_maps(
+    sent_ok: np.ndarray,
+    got: np.ndarray,
+    certain_below: int,
+    drain_completed: bool,
+    tail_placement: str,
+) -> tuple[np.ndarray, np.ndarray]:
     """Packed maps of the seqs fates() counts as dropped: (start and mid-run drops, tail
     drops). The queue depth lets the first leave at their send time, the second when the
     producer closed: an ambiguous tail drop may have waited until then (over ipc most did),
@@ -131,29 +153,43 @@ def dropped_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain
     return early, tail
 
 
-def unreceived_maps(sent_ok: np.ndarray, got: np.ndarray, certain_below: int, drain_completed: bool,
-                    tail_placement: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def unreceived_maps(
+    sent_ok: np.ndarray,
+    got: np.ndarray,
+    certain_below: int,
+    drain_completed: bool,
+    tail_placement: str,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Packed maps of the unreceived seqs by how they left the queue (measure/queue_replay.py): (start and
     mid-run drops: at their send time; tail drops: when the producer closed; stranded or unknown:
     never)."""
     span = first_last(got & sent_ok)
-    return _unreceived_piece(sent_ok, got, 0, certain_below, drain_completed, tail_placement,
-                             span[1] if span else None)
+    return _unreceived_piece(
+        sent_ok, got, 0, certain_below, drain_completed, tail_placement, span[1] if span else None
+    )
 
 
 Span = Optional[tuple[int, int]]
 """The first and last seq of a view that arrived (among those accepted), None: none did."""
 
 
-def _bounds(span: Span, end: int, certain_below: int, drain_completed: bool) -> tuple[int, int, int]:
+def _bounds(
+    span: Span, end: int, certain_below: int, drain_completed: bool
+) -> tuple[int, int, int]:
     """(first arrival, last arrival, the seq below which an unreceived message is a drop) as fates()
     places the drops: with nothing arrived, every drop is a "start" drop."""
     first, last = span if span is not None else (end, end)
     return first, last, end if drain_completed else max(certain_below, 0)
 
 
-def _fate_bits(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, offset: int,
-               bounds: tuple[int, int, int], at_reset: np.ndarray | None = None) -> dict[str, int]:
+def _fate_bits(
+    sent_ok: np.ndarray,
+    got: np.ndarray,
+    drained: np.ndarray,
+    offset: int,
+    bounds: tuple[int, int, int],
+    at_reset: np.ndarray | None = None,
+) -> dict[str, int]:
     """The fate counts of one piece of a view's maps (its bits from seq `offset` on): they add up
     over the pieces; `_fate_total` finishes them. `at_reset`: the piece's bits of the connection
     resets' regions: a start or mid-run drop there is `dropped_reset` (a region ends at an arrival:
@@ -163,14 +199,21 @@ def _fate_bits(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, offset
     drained = drained & got
     missing = sent_ok & ~got
     n_drained = _popcount(drained)
-    counts = {"delivered": _popcount(got) - n_drained, "drained": n_drained, "missing": _popcount(missing),
-              "dropped_start": bits_in(missing, -offset, min(first, limit) - offset),
-              "dropped_mid": bits_in(missing, first - offset, min(last, limit) - offset),
-              "dropped_tail": bits_in(missing, last + 1 - offset, limit - offset), "dropped_reset": 0}
+    counts = {
+        "delivered": _popcount(got) - n_drained,
+        "drained": n_drained,
+        "missing": _popcount(missing),
+        "dropped_start": bits_in(missing, -offset, min(first, limit) - offset),
+        "dropped_mid": bits_in(missing, first - offset, min(last, limit) - offset),
+        "dropped_tail": bits_in(missing, last + 1 - offset, limit - offset),
+        "dropped_reset": 0,
+    }
     if at_reset is not None:
         reset = missing & _fit(at_reset, len(missing))
-        for fate, lo, hi in (("dropped_start", -offset, min(first, limit) - offset),
-                             ("dropped_mid", first - offset, min(last, limit) - offset)):
+        for fate, lo, hi in (
+            ("dropped_start", -offset, min(first, limit) - offset),
+            ("dropped_mid", first - offset, min(last, limit) - offset),
+        ):
             n = bits_in(reset, lo, hi)
             counts[fate] -= n
             counts["dropped_reset"] += n
@@ -189,9 +232,16 @@ def _fate_total(counts: dict[str, int], tail_placement: str, died: bool) -> dict
     return result
 
 
-def fates(sent_ok: np.ndarray, got: np.ndarray, drained: np.ndarray, certain_below: int,
-          drain_completed: bool, tail_placement: str = TAIL_AT_CLOSE, died: bool = False,
-          at_reset: np.ndarray | None = None) -> dict[str, int]:
+def fates(
+    sent_ok: np.ndarray,
+    got: np.ndarray,
+    drained: np.ndarray,
+    certain_below: int,
+    drain_completed: bool,
+    tail_placement: str = TAIL_AT_CLOSE,
+    died: bool = False,
+    at_reset: np.ndarray | None = None,
+) -> dict[str, int]:
     """Fates of one stream's accepted messages as seen by one view (a consumer, or the
     union of round-robin consumers). `certain_below`: unreceived seqs below it cannot be
     queued any more (-1: none certain). `tail_placement`: where drops after the last
@@ -240,18 +290,30 @@ class _Stream:
     """One stream's maps, read a piece at a time: the producer's accepted-map (cut to `nbits`) and
     each consumer's seen- and drained-maps (None: that consumer saw nothing of it)."""
 
-    def __init__(self, sent_ok: Bits, nbits: int, seen: dict[int, Bits | None], drained: dict[int, Bits | None]):
+    def __init__(
+        self,
+        sent_ok: Bits,
+        nbits: int,
+        seen: dict[int, Bits | None],
+        drained: dict[int, Bits | None],
+    ):
         self.sent_ok, self.nbits, self.seen, self.drained = sent_ok, nbits, seen, drained
         self.nbytes = (nbits + 7) // 8
 
-    def pieces(self) -> Iterator[tuple[int, np.ndarray, dict[int, np.ndarray], dict[int, np.ndarray]]]:
+    def pieces(
+        self,
+    ) -> Iterator[tuple[int, np.ndarray, dict[int, np.ndarray], dict[int, np.ndarray]]]:
         """(first seq, accepted, {consumer: seen}, {consumer: drained}) a piece at a time."""
         for lo, hi in bitmaps.pieces(self.nbytes):
             ok = bitmaps.piece(self.sent_ok, lo, hi)
             if hi == self.nbytes:
                 ok = _trim_tail(ok, self.nbits)
-            yield (lo * 8, ok, {i: self._read(m, lo, hi) for i, m in self.seen.items()},
-                   {i: self._read(m, lo, hi) for i, m in self.drained.items()})
+            yield (
+                lo * 8,
+                ok,
+                {i: self._read(m, lo, hi) for i, m in self.seen.items()},
+                {i: self._read(m, lo, hi) for i, m in self.drained.items()},
+            )
 
     @staticmethod
     def _read(bits: Bits | None, lo: int, hi: int) -> np.ndarray:
@@ -274,8 +336,10 @@ class _Drops:
     `directory` when given, else in memory; a map without a set bit is empty."""
 
     def __init__(self, directory: str | None, name: str):
-        self.writers = [bitmaps.BitsWriter(directory and os.path.join(directory, f"{name}.{kind}"))
-                        for kind in ("early", "tail", "stranded")]
+        self.writers = [
+            bitmaps.BitsWriter(directory and os.path.join(directory, f"{name}.{kind}"))
+            for kind in ("early", "tail", "stranded")
+        ]
 
     def add(self, maps: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
         for writer, packed in zip(self.writers, maps):
@@ -293,6 +357,7 @@ Seen = dict[int, dict[int, StreamSeen]]
 @dataclass
 class Accounts:
     """reconcile's answer: per stream (run.json `streams`) and in total, and the unreceived maps."""
+
     streams: list[StreamAccount]
     totals: dict[str, int]
     """The streams' counts summed, by name (attempted ... dropped, AMBIGUOUS_TAIL)."""
@@ -302,12 +367,18 @@ class Accounts:
     """--topics with fan-out: per topic (run.json `topics`); None otherwise."""
 
 
-def reconcile(producers: dict[int, ProducerFinal], consumers: Seen, fanout: bool,
-              drain_completed: bool = True, tail_placement: str = TAIL_AT_CLOSE,
-              dead_producers: frozenset[int] = frozenset(), dead_consumers: frozenset[int] = frozenset(),
-              maps_dir: str | None = None,
-              resets: dict[int, dict[int | str, list[tuple[int, int]]]] | None = None,
-              topics: Topics | None = None) -> Accounts:
+def reconcile(
+    producers: dict[int, ProducerFinal],
+    consumers: Seen,
+    fanout: bool,
+    drain_completed: bool = True,
+    tail_placement: str = TAIL_AT_CLOSE,
+    dead_producers: frozenset[int] = frozenset(),
+    dead_consumers: frozenset[int] = frozenset(),
+    maps_dir: str | None = None,
+    resets: dict[int, dict[int | str, list[tuple[int, int]]]] | None = None,
+    topics: Topics | None = None,
+) -> Accounts:
     """Per-stream and total counters and fates from the producers' and consumers' finals.
 
     producers: stream -> its final (attempted, sent, sent_ok_map); consumers: what each saw of
@@ -322,15 +393,20 @@ def reconcile(producers: dict[int, ProducerFinal], consumers: Seen, fanout: bool
     consumer, what it expected and received.
     """
     streams: list[StreamAccount] = []
-    per_topic = _TopicCounts(topics, sorted(consumers) or [0]) if topics is not None and fanout else None
-    drops: dict[int, list[tuple[Bits, Bits, Bits]]] = {}     # stream -> one per view
+    per_topic = (
+        _TopicCounts(topics, sorted(consumers) or [0]) if topics is not None and fanout else None
+    )
+    drops: dict[int, list[tuple[Bits, Bits, Bits]]] = {}  # stream -> one per view
     indices = sorted(consumers) or [0]
     for stream, prod in sorted(producers.items()):
         nbits, sent = int(prod.counters.attempted), int(prod.counters.sent)
         infos = {i: consumers.get(i, {}).get(stream) for i in indices}
-        maps = _Stream(prod.sent_ok_map, nbits,
-                       {i: None if info is None else info.seen_map for i, info in infos.items()},
-                       {i: None if info is None else info.drained_map for i, info in infos.items()})
+        maps = _Stream(
+            prod.sent_ok_map,
+            nbits,
+            {i: None if info is None else info.seen_map for i, info in infos.items()},
+            {i: None if info is None else info.drained_map for i, info in infos.items()},
+        )
         known = [info for info in infos.values() if info is not None]
         received = sum(info.unique + info.duplicates for info in known)
         duplicates = sum(info.duplicates for info in known)
@@ -341,10 +417,14 @@ def reconcile(producers: dict[int, ProducerFinal], consumers: Seen, fanout: bool
         # view -> (its span, the seq below which its unreceived are drops): a consumer under fan-out,
         # else the union of the round-robin consumers, of which each may have held a missing message
         if fanout:
-            views: dict[Any, tuple[Span, int]] = {i: (span, span[1] if span else -1) for i, span in spans.items()}
+            views: dict[Any, tuple[Span, int]] = {
+                i: (span, span[1] if span else -1) for i, span in spans.items()
+            }
         else:
             arrived = [span for span in spans.values() if span is not None]
-            union_span = (min(a[0] for a in arrived), max(a[1] for a in arrived)) if arrived else None
+            union_span = (
+                (min(a[0] for a in arrived), max(a[1] for a in arrived)) if arrived else None
+            )
             views = {"all": (union_span, min(span[1] if span else -1 for span in spans.values()))}
         counts: dict[Any, dict[str, int]] = {view: {} for view in views}
         ranges = {view: _Ranges() for view in views}
@@ -352,16 +432,19 @@ def reconcile(producers: dict[int, ProducerFinal], consumers: Seen, fanout: bool
         delivered = expected = 0
         for offset, ok, seen, drained in maps.pieces():
             oks: dict[Any, np.ndarray] = {}
-            if per_topic is not None:       # each consumer's view: its topics' seqs
+            if per_topic is not None:  # each consumer's view: its topics' seqs
                 oks = {i: ok & per_topic.expected(i, offset, len(ok)) for i in indices}
                 per_topic.add(ok, oks, seen, offset)
             if fanout:
-                got_of: dict[Any, tuple[np.ndarray, np.ndarray]] = {i: (seen[i], drained[i]) for i in indices}
+                got_of: dict[Any, tuple[np.ndarray, np.ndarray]] = {
+                    i: (seen[i], drained[i]) for i in indices
+                }
             else:
                 union = np.bitwise_or.reduce([seen[i] for i in indices])
                 # a message that reached one consumer before the drain is not "drained" at another
-                union_drained = (np.bitwise_or.reduce([drained[i] for i in indices])
-                                 & ~np.bitwise_or.reduce([seen[i] & ~drained[i] for i in indices]))
+                union_drained = np.bitwise_or.reduce(
+                    [drained[i] for i in indices]
+                ) & ~np.bitwise_or.reduce([seen[i] & ~drained[i] for i in indices])
                 # a message delivered to two consumers is a duplicate too
                 duplicates += sum(_popcount(seen[i]) for i in indices) - _popcount(union)
                 got_of = {"all": (union, union_drained)}
@@ -370,35 +453,79 @@ def reconcile(producers: dict[int, ProducerFinal], consumers: Seen, fanout: bool
                 expected += _popcount(mine)
                 span, certain = views[view]
                 regions = (resets or {}).get(stream, {}).get(view)
-                _add(counts[view], _fate_bits(mine, got, got_drained, offset,
-                                              _bounds(span, end, certain, drain_completed),
-                                              region_piece(regions, offset, len(mine)) if regions else None))
-                writers[view].add(_unreceived_piece(mine, got, offset, certain, drain_completed, tail_placement,
-                                                    span[1] if span else None))
+                _add(
+                    counts[view],
+                    _fate_bits(
+                        mine,
+                        got,
+                        got_drained,
+                        offset,
+                        _bounds(span, end, certain, drain_completed),
+                        region_piece(regions, offset, len(mine)) if regions else None,
+                    ),
+                )
+                writers[view].add(
+                    _unreceived_piece(
+                        mine,
+                        got,
+                        offset,
+                        certain,
+                        drain_completed,
+                        tail_placement,
+                        span[1] if span else None,
+                    )
+                )
                 ranges[view].add(mine & ~got, offset)
                 delivered += _popcount(got & mine)
         fate_totals = dict.fromkeys(FATES, 0)
         by_consumer: dict[int, ViewFates] = {}
         for view in views:
-            died = died_producer or (view in dead_consumers if fanout else bool(dead_consumers & set(indices)))
+            died = died_producer or (
+                view in dead_consumers if fanout else bool(dead_consumers & set(indices))
+            )
             f = _fate_total(counts[view], tail_placement, died)
             _add(fate_totals, f)
             if fanout:
-                by_consumer[view] = ViewFates(**f, dropped_tail_ambiguous=ambiguous_tail(f, tail_placement))
+                by_consumer[view] = ViewFates(
+                    **f, dropped_tail_ambiguous=ambiguous_tail(f, tail_placement)
+                )
         drops[stream] = [writers[view].done() for view in views]
         missing: dict[int | str, list[list[int]]] = {view: ranges[view].ranges for view in views}
-        if per_topic is None:       # with topics: each view's own topics' seqs, counted above
+        if per_topic is None:  # with topics: each view's own topics' seqs, counted above
             expected = sent * (len(indices) if fanout else 1)
         dropped = sum(fate_totals[f] for f in DROPPED)
         # holes and beyond stay None: the consumers alone only (receipt_only); here the fates say it all
-        streams.append(StreamAccount(
-            stream=stream, attempted=nbits, sent=sent, expected=expected, received=received,
-            unique_received=delivered, duplicates=duplicates, reordered=reordered, lost=expected - delivered,
-            missing_ranges=missing, **fate_totals, dropped=dropped,
-            dropped_tail_ambiguous=ambiguous_tail(fate_totals, tail_placement),
-            fates_by_consumer=by_consumer if fanout else None))     # per consumer: fan-out only
-    keys = ("attempted", "sent", "expected", "received", "unique_received", "duplicates", "reordered", "lost",
-            *FATES, "dropped", AMBIGUOUS_TAIL)
+        streams.append(
+            StreamAccount(
+                stream=stream,
+                attempted=nbits,
+                sent=sent,
+                expected=expected,
+                received=received,
+                unique_received=delivered,
+                duplicates=duplicates,
+                reordered=reordered,
+                lost=expected - delivered,
+                missing_ranges=missing,
+                **fate_totals,
+                dropped=dropped,
+                dropped_tail_ambiguous=ambiguous_tail(fate_totals, tail_placement),
+                fates_by_consumer=by_consumer if fanout else None,
+            )
+        )  # per consumer: fan-out only
+    keys = (
+        "attempted",
+        "sent",
+        "expected",
+        "received",
+        "unique_received",
+        "duplicates",
+        "reordered",
+        "lost",
+        *FATES,
+        "dropped",
+        AMBIGUOUS_TAIL,
+    )
     totals = {key: sum(getattr(s, key) for s in streams) for key in keys}
     return Accounts(streams, totals, drops, per_topic.rows() if per_topic is not None else None)
 
@@ -415,7 +542,9 @@ class _TopicCounts:
     def expected(self, consumer: int, offset: int, nbytes: int) -> np.ndarray:
         return self.topics.expected(consumer, offset // 8, offset // 8 + nbytes)
 
-    def add(self, ok: np.ndarray, oks: dict[Any, np.ndarray], seen: dict[int, np.ndarray], offset: int) -> None:
+    def add(
+        self, ok: np.ndarray, oks: dict[Any, np.ndarray], seen: dict[int, np.ndarray], offset: int
+    ) -> None:
         self.sent += self.topics.count(ok, offset)
         for i in self.consumers:
             self.received[i] += self.topics.count(seen[i] & oks[i], offset)
@@ -428,8 +557,15 @@ class _TopicCounts:
                 subscribed = t in self.topics.subscribed[i]
                 expected = int(self.sent[t]) if subscribed else 0
                 received = int(self.received[i][t])
-                per.append({"consumer": i, "subscribed": subscribed, "expected": expected, "received": received,
-                            "lost": expected - received})
+                per.append(
+                    {
+                        "consumer": i,
+                        "subscribed": subscribed,
+                        "expected": expected,
+                        "received": received,
+                        "lost": expected - received,
+                    }
+                )
             out.append({"topic": name, "sent": int(self.sent[t]), "consumers": per})
         return out
 
@@ -463,7 +599,13 @@ def receipt_only(consumers: Seen, fanout: bool) -> list[StreamAccount]:
                     yield lo * 8, hi * 8, {i: m for i, m in seen.items()}, 0
                 else:
                     union = np.bitwise_or.reduce(list(seen.values()))
-                    yield lo * 8, hi * 8, {"all": union}, sum(_popcount(m) for m in seen.values()) - _popcount(union)
+                    yield (
+                        lo * 8,
+                        hi * 8,
+                        {"all": union},
+                        sum(_popcount(m) for m in seen.values()) - _popcount(union),
+                    )
+
         last: dict[int | str, int] = dict.fromkeys(views, -1)
         unique = 0
         for offset, _, got, shared in view_pieces():
@@ -476,7 +618,7 @@ def receipt_only(consumers: Seen, fanout: bool) -> list[StreamAccount]:
         holes = 0
         ranges: dict[int | str, _Ranges] = {view: _Ranges() for view in views}
         for offset, end, got, _ in view_pieces():
-            if got is None:         # nothing arrived here: every seq below the view's last is a hole
+            if got is None:  # nothing arrived here: every seq below the view's last is a hole
                 for view in views:
                     top = min(end, last[view] + 1)
                     if top > offset:
@@ -487,8 +629,16 @@ def receipt_only(consumers: Seen, fanout: bool) -> list[StreamAccount]:
                 absent = below(~bits, last[view] + 1 - offset)
                 holes += _popcount(absent)
                 ranges[view].add(absent, offset)
-        out.append(StreamAccount(
-            stream=stream, received=received, duplicates=duplicates, unique_received=unique,
-            reordered=sum(info.reordered for info in infos.values()), holes=holes,
-            missing_ranges={view: r.ranges for view, r in ranges.items()}, beyond=beyond))
+        out.append(
+            StreamAccount(
+                stream=stream,
+                received=received,
+                duplicates=duplicates,
+                unique_received=unique,
+                reordered=sum(info.reordered for info in infos.values()),
+                holes=holes,
+                missing_ranges={view: r.ranges for view, r in ranges.items()},
+                beyond=beyond,
+            )
+        )
     return out

@@ -1,4 +1,5 @@
 """RunResult: the summary figures of one run, as documented attributes."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,8 +7,14 @@ from typing import Any, ClassVar, Optional
 
 from ..contract import codec, patterns
 from ..contract.fates import DROPPED, FATES
-from ..contract.run_record import (ConsumerEntry, Drain, GeneratorVerdict, ProducerEntry, Topology,
-                                   Versions)
+from ..contract.run_record import (
+    ConsumerEntry,
+    Drain,
+    GeneratorVerdict,
+    ProducerEntry,
+    Topology,
+    Versions,
+)
 from .histogram import Histogram
 from .stream_account import StreamAccount
 
@@ -152,17 +159,45 @@ class RunResult:
 
     # The figures run.json keeps under "counters" and "summary" (docs/RECORDS.md).
     COUNTERS: ClassVar[tuple[str, ...]] = (
-        "attempted", "sent", "eagain", "timeout", "errors", "expected", "received", "unique_received",
-        "duplicates", "reordered", "lost", *FATES, "dropped", "bytes_sent", "bytes_received")
+        "attempted",
+        "sent",
+        "eagain",
+        "timeout",
+        "errors",
+        "expected",
+        "received",
+        "unique_received",
+        "duplicates",
+        "reordered",
+        "lost",
+        *FATES,
+        "dropped",
+        "bytes_sent",
+        "bytes_received",
+    )
     FIGURES: ClassVar[tuple[str, ...]] = (
-        "queue_peak", "elapsed_s", "send_rate", "throughput_msgs", "throughput_mb", "loss_ratio",
-        "latency_intended_ns", "latency_sent_ns", "round_trip_ns", "generator_limited", "generator", "foreign",
-        "service", "sizes")
+        "queue_peak",
+        "elapsed_s",
+        "send_rate",
+        "throughput_msgs",
+        "throughput_mb",
+        "loss_ratio",
+        "latency_intended_ns",
+        "latency_sent_ns",
+        "round_trip_ns",
+        "generator_limited",
+        "generator",
+        "foreign",
+        "service",
+        "sizes",
+    )
 
     def __repr__(self) -> str:
-        return (f"RunResult({self.run_id!r}, status={self.status!r}, sent={self.sent}, received={self.received}, "
-                f"lost={self.lost}, eagain={self.eagain}, throughput_msgs={self.throughput_msgs:.0f}, "
-                f"p99_us={self.latency_us(99)})")
+        return (
+            f"RunResult({self.run_id!r}, status={self.status!r}, sent={self.sent}, received={self.received}, "
+            f"lost={self.lost}, eagain={self.eagain}, throughput_msgs={self.throughput_msgs:.0f}, "
+            f"p99_us={self.latency_us(99)})"
+        )
 
     @property
     def refused(self) -> int:
@@ -210,8 +245,11 @@ class RunResult:
 
     def _histogram(self, since: str) -> Histogram:
         try:
-            return {"intended": self.latency_intended, "sent": self.latency_sent,
-                    "round_trip": self.round_trip}[since]
+            return {
+                "intended": self.latency_intended,
+                "sent": self.latency_sent,
+                "round_trip": self.round_trip,
+            }[since]
         except KeyError:
             raise ValueError(f"since must be 'intended', 'sent' or 'round_trip', not {since!r}")
 
@@ -219,14 +257,45 @@ class RunResult:
         hist = self._histogram(since)
         return {_key(q): hist.percentile(q) for q in PERCENTILES}
 
-    RECEIVE_SIDE = ("expected", "received", "unique_received", "duplicates", "reordered", "lost", *FATES,
-                    "dropped", "queue_peak", "loss_ratio", "elapsed_s", "throughput_msgs", "throughput_mb",
-                    "latency_intended_ns", "latency_sent_ns", "streams", "consumers")
+    RECEIVE_SIDE = (
+        "expected",
+        "received",
+        "unique_received",
+        "duplicates",
+        "reordered",
+        "lost",
+        *FATES,
+        "dropped",
+        "queue_peak",
+        "loss_ratio",
+        "elapsed_s",
+        "throughput_msgs",
+        "throughput_mb",
+        "latency_intended_ns",
+        "latency_sent_ns",
+        "streams",
+        "consumers",
+    )
     """The figures a consumer of zmqload's makes: None with --role producer (the consumer is the
     user's: not seen, not zero)."""
 
-    SEND_SIDE = ("attempted", "sent", "eagain", "timeout", "errors", "expected", "lost", *FATES, "dropped",
-                 "queue_peak", "loss_ratio", "send_rate", "producers", "generator_limited", "generator")
+    SEND_SIDE = (
+        "attempted",
+        "sent",
+        "eagain",
+        "timeout",
+        "errors",
+        "expected",
+        "lost",
+        *FATES,
+        "dropped",
+        "queue_peak",
+        "loss_ratio",
+        "send_rate",
+        "producers",
+        "generator_limited",
+        "generator",
+    )
     """The figures that need a producer of zmqload's: None with --role consumer (the producer is the
     user's: what it sent is not seen)."""
 
@@ -262,27 +331,49 @@ class RunResult:
     def summary(self) -> dict[str, Any]:
         """Every figure, JSON-ready (latencies in ns)."""
         return {
-            "run_id": self.run_id, "run_dir": self.run_dir, "status": self.status,
-            "pattern": self.workload.get("pattern"), "transport": self.workload.get("transport"),
-            "size": self.workload.get("size"), "rate": self.workload.get("rate"),
-            "attempted": self.attempted, "sent": self.sent, "eagain": self.eagain,
-            "timeout": self.timeout, "errors": self.errors, "expected": self.expected,
-            "received": self.received, "unique_received": self.unique_received,
-            "duplicates": self.duplicates, "reordered": self.reordered, "lost": self.lost,
-            **{name: getattr(self, name) for name in FATES}, "dropped": self.dropped,
+            "run_id": self.run_id,
+            "run_dir": self.run_dir,
+            "status": self.status,
+            "pattern": self.workload.get("pattern"),
+            "transport": self.workload.get("transport"),
+            "size": self.workload.get("size"),
+            "rate": self.workload.get("rate"),
+            "attempted": self.attempted,
+            "sent": self.sent,
+            "eagain": self.eagain,
+            "timeout": self.timeout,
+            "errors": self.errors,
+            "expected": self.expected,
+            "received": self.received,
+            "unique_received": self.unique_received,
+            "duplicates": self.duplicates,
+            "reordered": self.reordered,
+            "lost": self.lost,
+            **{name: getattr(self, name) for name in FATES},
+            "dropped": self.dropped,
             "drain": codec.to_builtins(self.drain),
             "queue_peak": self.queue.get("peak", {}),
-            "loss_ratio": self.loss_ratio, "elapsed_s": self.elapsed_s, "send_rate": self.send_rate,
-            "throughput_msgs": self.throughput_msgs, "throughput_mb": self.throughput_mb,
+            "loss_ratio": self.loss_ratio,
+            "elapsed_s": self.elapsed_s,
+            "send_rate": self.send_rate,
+            "throughput_msgs": self.throughput_msgs,
+            "throughput_mb": self.throughput_mb,
             "latency_intended_ns": self.latency_summary("intended"),
             "latency_sent_ns": self.latency_summary("sent"),
             "round_trip_ns": self.latency_summary("round_trip") if self.round_trip.count else None,
-            "streams": [codec.to_builtins(s) for s in self.streams], "topics": self.topics or None,
+            "streams": [codec.to_builtins(s) for s in self.streams],
+            "topics": self.topics or None,
             "producers": [codec.to_builtins(p) for p in self.producers],
             "consumers": [codec.to_builtins(c) for c in self.consumers],
-            "versions": codec.to_builtins(self.versions), "generator_limited": self.generator_limited,
-            "generator": codec.to_builtins(self.generator), "resets": self.resets,
-            "foreign": self.foreign or None, "service": self.service or None,
-            "frame_mismatches": self.frame_mismatches, "size_mismatches": self.size_mismatches,
-            "bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received, "sizes": self.sizes or None,
+            "versions": codec.to_builtins(self.versions),
+            "generator_limited": self.generator_limited,
+            "generator": codec.to_builtins(self.generator),
+            "resets": self.resets,
+            "foreign": self.foreign or None,
+            "service": self.service or None,
+            "frame_mismatches": self.frame_mismatches,
+            "size_mismatches": self.size_mismatches,
+            "bytes_sent": self.bytes_sent,
+            "bytes_received": self.bytes_received,
+            "sizes": self.sizes or None,
         }

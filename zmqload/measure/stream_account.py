@@ -1,5 +1,6 @@
 """One stream's account, as reconciliation makes it (RunResult.streams): run.json's StreamEntry
 with each view keyed as the run knows it, a consumer's index or "all", readable by key too."""
+
 from __future__ import annotations
 
 from typing import Optional, Union
@@ -14,6 +15,7 @@ class ViewFates(FateCounts, Keyed):
 
 class StreamAccount(MessageCounts, Keyed):
     """One producer's stream: its counts, fates and missing seq ranges (run.json `streams[]`)."""
+
     stream: int = 0
     missing_ranges: dict[Union[int, str], list[list[int]]] = {}
     """Per consumer index (fan-out) or "all": [first, last] seq ranges, at most 20."""

@@ -1,6 +1,7 @@
 """Sweeps: the cartesian product of option lists (or explicit points), one run each, in turn. Every
 point is validated before the first run; a failed run is recorded and the sweep goes on. Each
 point's axis values go into its `label` (docs/SWEEPS.md)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -88,6 +89,7 @@ def parse_value(name: str, value: Any, where: str = "") -> Any:
 class SweepSpec:
     """What the user asked for: fixed values, axes (lists: their product is swept) and
     explicit points (each a dict of values on top of the fixed ones)."""
+
     fixed: dict[str, Any] = field(default_factory=dict)
     axes: dict[str, list[Any]] = field(default_factory=dict)
     points: list[dict[str, Any]] = field(default_factory=list)
@@ -115,34 +117,52 @@ def load_toml(path: str) -> SweepSpec:
         try:
             import tomli as tomllib
         except ModuleNotFoundError:
-            raise ConfigError("--config", "reading TOML needs Python 3.11+ or the tomli package; "
-                              "accepted: pip install tomli")
+            raise ConfigError(
+                "--config",
+                "reading TOML needs Python 3.11+ or the tomli package; accepted: pip install tomli",
+            )
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_SWEEP_FILE + 1)
-    except (OSError, ValueError) as exc:       # ValueError: a path with a NUL byte
-        raise ConfigError("--config", f"cannot read {path!r} ({getattr(exc, 'strerror', None) or exc}); "
-                                      "accepted: a readable TOML file")
+    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
+        raise ConfigError(
+            "--config",
+            f"cannot read {path!r} ({getattr(exc, 'strerror', None) or exc}); "
+            "accepted: a readable TOML file",
+        )
     if len(raw) > MAX_SWEEP_FILE:
-        raise ConfigError("--config", f"{path}: above {MAX_SWEEP_FILE:,} bytes; accepted: a sweep file "
-                                      "as in docs/SWEEPS.md")
+        raise ConfigError(
+            "--config",
+            f"{path}: above {MAX_SWEEP_FILE:,} bytes; accepted: a sweep file as in docs/SWEEPS.md",
+        )
     try:
         data = tomllib.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError) as exc:     # TOMLDecodeError, not UTF-8, an int of 4300+ digits
+    except (
+        ValueError,
+        RecursionError,
+    ) as exc:  # TOMLDecodeError, not UTF-8, an int of 4300+ digits
         why = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
-        raise ConfigError("--config", f"{path}: {why}; accepted: TOML (UTF-8) as in docs/SWEEPS.md") from None
+        raise ConfigError(
+            "--config", f"{path}: {why}; accepted: TOML (UTF-8) as in docs/SWEEPS.md"
+        ) from None
     for key in data:
         if key not in TOML_TABLES:
-            raise ConfigError("--config", f"{path}: unknown table {shown(key)}; accepted: "
-                              "[sweep], [axes], [[points]]")
+            raise ConfigError(
+                "--config",
+                f"{path}: unknown table {shown(key)}; accepted: [sweep], [axes], [[points]]",
+            )
     spec = SweepSpec()
     sweep = _table(path, data, "sweep", dict)
     for key, value in sweep.items():
         if key in SWEEP_KEYS:
             if key == "report" and not isinstance(value, bool):
-                raise ConfigError("--config", f"{path} [sweep]: report = {shown(value)}; accepted: true or false")
+                raise ConfigError(
+                    "--config", f"{path} [sweep]: report = {shown(value)}; accepted: true or false"
+                )
             if key in ("out", "name") and not isinstance(value, str):
-                raise ConfigError("--config", f"{path} [sweep]: {key} = {shown(value)}; accepted: a string")
+                raise ConfigError(
+                    "--config", f"{path} [sweep]: {key} = {shown(value)}; accepted: a string"
+                )
             setattr(spec, key, value)
             continue
         name = _field(path, "[sweep]", key, SWEEP_KEYS)
@@ -151,20 +171,34 @@ def load_toml(path: str) -> SweepSpec:
         name = _field(path, "[axes]", key)
         values = values if isinstance(values, list) else [values]
         if len(values) > MAX_POINTS:
-            raise ConfigError(options()[name].flag, f"{path} [axes]: {len(values):,} values; accepted: at most "
-                                                    f"{MAX_POINTS:,} points")
+            raise ConfigError(
+                options()[name].flag,
+                f"{path} [axes]: {len(values):,} values; accepted: at most {MAX_POINTS:,} points",
+            )
         if not values:
-            raise ConfigError(options()[name].flag, f"{path} [axes]: empty list; accepted: one or more values")
+            raise ConfigError(
+                options()[name].flag, f"{path} [axes]: empty list; accepted: one or more values"
+            )
         spec.axes[name] = [parse_value(name, v, f"{path} [axes]: ") for v in values]
     points = _table(path, data, "points", list)
     if len(points) > MAX_POINTS:
-        raise ConfigError("--config", f"{path}: {len(points):,} [[points]]; accepted: at most {MAX_POINTS:,}")
+        raise ConfigError(
+            "--config", f"{path}: {len(points):,} [[points]]; accepted: at most {MAX_POINTS:,}"
+        )
     for number, point in enumerate(points, 1):
         if not isinstance(point, dict):
-            raise ConfigError("--config", f"{path}: points must be tables; accepted: [[points]] entries")
+            raise ConfigError(
+                "--config", f"{path}: points must be tables; accepted: [[points]] entries"
+            )
         where = f"{path} [[points]] #{number}: "
-        spec.points.append({(name := _field(path, f"[[points]] #{number}", key)): parse_value(name, value, where)
-                            for key, value in point.items()})
+        spec.points.append(
+            {
+                (name := _field(path, f"[[points]] #{number}", key)): parse_value(
+                    name, value, where
+                )
+                for key, value in point.items()
+            }
+        )
     return spec
 
 
@@ -179,7 +213,10 @@ def _table(path: str, data: dict[str, Any], key: str, kind: type) -> Any:
 def _field(path: str, where: str, key: str, extra: Iterable[str] = ()) -> str:
     name = _key_to_field(key)
     if name is None:
-        raise ConfigError("--config", f"{path} {where}: unknown key {shown(key)}; accepted: {_accepted_keys(extra)}")
+        raise ConfigError(
+            "--config",
+            f"{path} {where}: unknown key {shown(key)}; accepted: {_accepted_keys(extra)}",
+        )
     return name
 
 
@@ -187,9 +224,9 @@ def _field(path: str, where: str, key: str, extra: Iterable[str] = ()) -> str:
 @dataclass
 class Point:
     index: int
-    values: dict[str, Any]             # the varying options' values at this point
-    workload: Workload                 # validated; run_name and label set
-    estimate_s: Optional[float]        # run time from the duration / count / rate, None if unknown
+    values: dict[str, Any]  # the varying options' values at this point
+    workload: Workload  # validated; run_name and label set
+    estimate_s: Optional[float]  # run time from the duration / count / rate, None if unknown
     status: PointStatus = PointStatus.PENDING
     error: Optional[str] = None
     elapsed_s: Optional[float] = None  # wall time of the run, overhead included
@@ -197,7 +234,7 @@ class Point:
 
     @property
     def run_id(self) -> str:
-        assert self.workload.run_name is not None      # plan() names every point's run
+        assert self.workload.run_name is not None  # plan() names every point's run
         return self.workload.run_name
 
     @property
@@ -205,9 +242,17 @@ class Point:
         return os.path.join(self.workload.out, f"run={self.run_id}")
 
     def to_record(self) -> PointEntry:
-        return PointEntry(index=self.index, values=dict(self.values), run_id=self.run_id, run_dir=self.run_dir,
-                          status=self.status, error=self.error, elapsed_s=self.elapsed_s,
-                          estimate_s=self.estimate_s, summary=self.summary)
+        return PointEntry(
+            index=self.index,
+            values=dict(self.values),
+            run_id=self.run_id,
+            run_dir=self.run_dir,
+            status=self.status,
+            error=self.error,
+            elapsed_s=self.elapsed_s,
+            estimate_s=self.estimate_s,
+            summary=self.summary,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         plain: dict[str, Any] = to_builtins(self.to_record())
@@ -219,9 +264,9 @@ class Sweep:
     sweep_id: str
     out: str
     spec: SweepSpec
-    varying: list[str]                 # options that differ between points (label keys)
+    varying: list[str]  # options that differ between points (label keys)
     points: list[Point]
-    status: Optional[SweepStatus] = None   # None: planned, not started
+    status: Optional[SweepStatus] = None  # None: planned, not started
     started_at: Optional[str] = None
     finished_at: Optional[str] = None
 
@@ -238,14 +283,24 @@ class Sweep:
             raise ValueError(f"sweep {self.sweep_id} has not started: it has no record yet")
         counts = {status: self.count(status) for status in PointStatus}
         return SweepRecord(
-            sweep_id=self.sweep_id, status=self.status, out=self.out, started_at=self.started_at,
-            finished_at=self.finished_at, axes={k: list(v) for k, v in self.spec.axes.items()},
-            fixed=dict(self.spec.fixed), explicit_points=[dict(p) for p in self.spec.points],
+            sweep_id=self.sweep_id,
+            status=self.status,
+            out=self.out,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            axes={k: list(v) for k, v in self.spec.axes.items()},
+            fixed=dict(self.spec.fixed),
+            explicit_points=[dict(p) for p in self.spec.points],
             varying=list(self.varying),
-            counts=Counts(complete=counts[PointStatus.COMPLETE], failed=counts[PointStatus.FAILED],
-                          interrupted=counts[PointStatus.INTERRUPTED], not_run=counts[PointStatus.NOT_RUN],
-                          pending=counts[PointStatus.PENDING]),
-            points=[p.to_record() for p in self.points])
+            counts=Counts(
+                complete=counts[PointStatus.COMPLETE],
+                failed=counts[PointStatus.FAILED],
+                interrupted=counts[PointStatus.INTERRUPTED],
+                not_run=counts[PointStatus.NOT_RUN],
+                pending=counts[PointStatus.PENDING],
+            ),
+            points=[p.to_record() for p in self.points],
+        )
 
     def to_dict(self) -> dict[str, Any]:
         plain: dict[str, Any] = to_builtins(self.to_record())
@@ -264,8 +319,11 @@ class Sweep:
     def time_left(self, current: Optional[Point] = None, current_elapsed: float = 0.0) -> float:
         """Seconds until the sweep ends: the estimates of the points not yet run, corrected
         by the overhead (and the length of unknown-length runs) observed so far."""
-        finished = [(p.elapsed_s, p.estimate_s) for p in self.points
-                    if p.elapsed_s is not None and p.status in (PointStatus.COMPLETE, PointStatus.FAILED)]
+        finished = [
+            (p.elapsed_s, p.estimate_s)
+            for p in self.points
+            if p.elapsed_s is not None and p.status in (PointStatus.COMPLETE, PointStatus.FAILED)
+        ]
         timed = [elapsed - estimate for elapsed, estimate in finished if estimate is not None]
         overhead = max(0.0, sum(timed) / len(timed)) if timed else RUN_OVERHEAD_S
         untimed = [elapsed for elapsed, estimate in finished if estimate is None]
@@ -291,7 +349,7 @@ def _compact(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, int) and value:
-        for suffix, unit in (("G", 10 ** 9), ("M", 10 ** 6), ("k", 10 ** 3)):
+        for suffix, unit in (("G", 10**9), ("M", 10**6), ("k", 10**3)):
             if value % unit == 0:
                 return f"{value // unit}{suffix}"
     return str(value)
@@ -339,33 +397,52 @@ def plan(spec: SweepSpec) -> Sweep:
     opts = options()
     for name in itertools.chain(spec.fixed, spec.axes, *spec.points):
         if name not in opts:
-            raise ConfigError(flag_of(str(name)), f"not an option a sweep can set; accepted: {_accepted_keys()}")
+            raise ConfigError(
+                flag_of(str(name)), f"not an option a sweep can set; accepted: {_accepted_keys()}"
+            )
     for name, values in spec.axes.items():
         if not isinstance(values, (list, tuple)) or not values:
-            raise ConfigError(opts[name].flag, f"got {shown(values)}; accepted: a non-empty list of values")
-    total = math.prod(len(values) for values in spec.axes.values()) if spec.axes or not spec.points else 0
+            raise ConfigError(
+                opts[name].flag, f"got {shown(values)}; accepted: a non-empty list of values"
+            )
+    total = (
+        math.prod(len(values) for values in spec.axes.values())
+        if spec.axes or not spec.points
+        else 0
+    )
     if total + len(spec.points) > MAX_POINTS:
         named = " x ".join(opts[name].flag for name in spec.axes) or "--config"
-        raise ConfigError(named, f"{total + len(spec.points):,} points; accepted: at most {MAX_POINTS:,} "
-                                 "(the product of the axes' lengths, plus explicit points)")
+        raise ConfigError(
+            named,
+            f"{total + len(spec.points):,} points; accepted: at most {MAX_POINTS:,} "
+            "(the product of the axes' lengths, plus explicit points)",
+        )
     for name, values in spec.axes.items():
         seen: set[tuple[type, object]] = set()
         for value in (parse_value(name, v) for v in values):
             if (type(value), value) in seen:
-                raise ConfigError(opts[name].flag, f"got {shown(value)} twice; accepted: distinct values")
+                raise ConfigError(
+                    opts[name].flag, f"got {shown(value)} twice; accepted: distinct values"
+                )
             seen.add((type(value), value))
     sweep_id = spec.name or new_sweep_id()
     if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,%d}" % MAX_SWEEP_NAME, sweep_id):
-        raise ConfigError("--name", f"got {shown(sweep_id)}; accepted: 1-{MAX_SWEEP_NAME} letters, digits, '.', '_' or '-'")
+        raise ConfigError(
+            "--name",
+            f"got {shown(sweep_id)}; accepted: 1-{MAX_SWEEP_NAME} letters, digits, '.', '_' or '-'",
+        )
     if not isinstance(spec.out, str) or not spec.out:
         raise ConfigError("--out", f"got {shown(spec.out)}; accepted: a directory path")
-    uris.local_only(spec.out)      # the sweep's own record is written as it goes
+    uris.local_only(spec.out)  # the sweep's own record is written as it goes
 
     varying = list(spec.axes)
     for point in spec.points:
         varying += [name for name in point if name not in varying]
-    combos = [dict(zip(spec.axes, values)) for values in itertools.product(*spec.axes.values())] \
-        if spec.axes or not spec.points else []
+    combos = (
+        [dict(zip(spec.axes, values)) for values in itertools.product(*spec.axes.values())]
+        if spec.axes or not spec.points
+        else []
+    )
     combos += [dict(point) for point in spec.points]
     explicit_from = len(combos) - len(spec.points)
     width = max(3, len(str(len(combos) - 1)))
@@ -373,17 +450,19 @@ def plan(spec: SweepSpec) -> Sweep:
     points: list[Point] = []
     for index, combo in enumerate(combos):
         try:
-            w = Workload(**{**spec.fixed, **combo})     # a point's own values over the fixed ones
+            w = Workload(**{**spec.fixed, **combo})  # a point's own values over the fixed ones
             labels = {name: getattr(w, name) for name in varying}
             w.out = spec.out
             w.run_name = run_name(sweep_id, index, width, labels)
             w.label = dict(labels)
             preflight(w.validate())
             if w.reset_times and not any(p.workload.reset_times for p in points):
-                check_can_reset(w)          # proven once, before the first run
+                check_can_reset(w)  # proven once, before the first run
         except ConfigError as exc:
             if index >= explicit_from:
-                raise ConfigError(exc.option, f"{exc.message} (in [[points]] #{index - explicit_from + 1})")
+                raise ConfigError(
+                    exc.option, f"{exc.message} (in [[points]] #{index - explicit_from + 1})"
+                )
             raise
         points.append(Point(index, labels, w, estimate_run_s(w)))
     sweep = Sweep(sweep_id, spec.out, spec, varying, points)
@@ -391,7 +470,9 @@ def plan(spec: SweepSpec) -> Sweep:
         raise ConfigError("--name", f"{sweep.path} already exists; accepted: a new sweep name")
     for planned in points:
         if os.path.exists(planned.run_dir):
-            raise ConfigError("--name", f"{planned.run_dir} already exists; accepted: a new sweep name")
+            raise ConfigError(
+                "--name", f"{planned.run_dir} already exists; accepted: a new sweep name"
+            )
     return sweep
 
 
@@ -404,8 +485,15 @@ class SweepReporter:
 
     def run_started(self, sweep: Sweep, point: Point) -> None: ...
 
-    def run_progress(self, sweep: Sweep, point: Point, fraction: float, sent: int, received: int,
-                     elapsed_s: float) -> None: ...
+    def run_progress(
+        self,
+        sweep: Sweep,
+        point: Point,
+        fraction: float,
+        sent: int,
+        received: int,
+        elapsed_s: float,
+    ) -> None: ...
 
     def run_finished(self, sweep: Sweep, point: Point) -> None: ...
 
@@ -435,18 +523,30 @@ class _RunWatch:
             if w.count is not None:
                 fraction = sent / (w.count * w.producers)
             if self.point.estimate_s:
-                fraction = max(fraction, (now - self.started) / (self.point.estimate_s + RUN_OVERHEAD_S))
-            self.reporter.run_progress(self.sweep, self.point, min(fraction, 0.99), sent, received,
-                                       now - self.started)
-        except Exception:       # a display problem must never break a run
+                fraction = max(
+                    fraction, (now - self.started) / (self.point.estimate_s + RUN_OVERHEAD_S)
+                )
+            self.reporter.run_progress(
+                self.sweep, self.point, min(fraction, 0.99), sent, received, now - self.started
+            )
+        except Exception:  # a display problem must never break a run
             pass
 
     def stop(self) -> None:
         pass
 
 
-_SUMMARY_KEYS = ("sent", "received", "lost", "loss_ratio", "eagain", "timeout", "throughput_msgs",
-                 "throughput_mb", "elapsed_s")
+_SUMMARY_KEYS = (
+    "sent",
+    "received",
+    "lost",
+    "loss_ratio",
+    "eagain",
+    "timeout",
+    "throughput_msgs",
+    "throughput_mb",
+    "elapsed_s",
+)
 
 
 def _utc_now() -> str:
@@ -473,20 +573,26 @@ def execute(sweep: Sweep, reporter: Optional[SweepReporter] = None) -> Sweep:
     sweep.write()
     reporter.sweep_started(sweep)
     current, started = None, time.monotonic()
-    with signals.handled():     # Ctrl-C and SIGTERM raised as KeyboardInterrupt; each run records itself
+    with (
+        signals.handled()
+    ):  # Ctrl-C and SIGTERM raised as KeyboardInterrupt; each run records itself
         try:
             for point in sweep.points:
                 current, started = point, time.monotonic()
                 reporter.run_started(sweep, point)
                 try:
-                    result = run(dataclasses.replace(point.workload, label=dict(point.workload.label)),
-                                 progress=_RunWatch(sweep, point, reporter))
+                    result = run(
+                        dataclasses.replace(point.workload, label=dict(point.workload.label)),
+                        progress=_RunWatch(sweep, point, reporter),
+                    )
                     point.status = PointStatus(result.status)
                     figures = {k: v for k, v in result.summary().items() if k in _SUMMARY_KEYS}
-                    point.summary = convert({**figures, "latency_intended_p99_us": result.latency_us(99)}, PointSummary)
+                    point.summary = convert(
+                        {**figures, "latency_intended_p99_us": result.latency_us(99)}, PointSummary
+                    )
                 except KeyboardInterrupt:
                     raise
-                except Exception as exc:      # recorded; the sweep goes on
+                except Exception as exc:  # recorded; the sweep goes on
                     point.status = PointStatus.FAILED
                     point.error = str(exc) if str(exc) else type(exc).__name__
                 finally:
@@ -509,7 +615,7 @@ def execute(sweep: Sweep, reporter: Optional[SweepReporter] = None) -> Sweep:
                     point.status = PointStatus.NOT_RUN
             raise
         finally:
-            with signals.held():        # the sweep's record says how it ended, whatever comes meanwhile
+            with signals.held():  # the sweep's record says how it ended, whatever comes meanwhile
                 sweep.finished_at = _utc_now()
                 sweep.write()
                 reporter.sweep_finished(sweep)

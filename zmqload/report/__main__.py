@@ -6,6 +6,7 @@
 An entry point, not part of the library: the one module of zmqload.report that imports the
 command line (zmqload.cli.report, which owns the report's arguments and exit statuses).
 """
+
 import os
 import sys
 

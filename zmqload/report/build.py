@@ -1,6 +1,7 @@
 """The report made in this process: the run directories checked and read (`prepare`), then Spark's
 figures, the verdicts, the page, the summary files and the terminal summary (`make`). What the
 command and the warm report server both run."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,6 +28,7 @@ def _warn(msg: str) -> None:
 @dataclass
 class Inputs:
     """What `prepare` found: the runs to report, the warnings to say, --memory-budget in bytes."""
+
     runs: list[RunInfo]
     warnings: list[str]
     budget: int | None
@@ -44,13 +46,17 @@ def prepare(args: argparse.Namespace) -> Inputs:
         try:
             budget = parse_bytes(args.memory_budget)
         except ValueError:
-            raise ConfigError("--memory-budget", f"got {args.memory_budget!r}; accepted: bytes, e.g. 64MiB, "
-                                                 "1GiB, 500MB") from None
+            raise ConfigError(
+                "--memory-budget",
+                f"got {args.memory_budget!r}; accepted: bytes, e.g. 64MiB, 1GiB, 500MB",
+            ) from None
     runs, warnings = discover_runs(args.paths)
     if args.strict:
         bad = [w for w in warnings if isinstance(w, BadFileWarning)]
         if bad:
-            raise ReportInputError(f"{bad[0]} (--strict{f'; {len(bad) - 1} more' if len(bad) > 1 else ''})")
+            raise ReportInputError(
+                f"{bad[0]} (--strict{f'; {len(bad) - 1} more' if len(bad) > 1 else ''})"
+            )
     if not runs:
         for w in warnings:
             _warn(w)
@@ -59,8 +65,11 @@ def prepare(args: argparse.Namespace) -> Inputs:
         for w in warnings:
             if "is empty" not in w:
                 _warn(w)
-        raise ReportInputError("nothing to report: " + ("the run has" if len(runs) == 1 else "every run has")
-                               + " no send or receive records")
+        raise ReportInputError(
+            "nothing to report: "
+            + ("the run has" if len(runs) == 1 else "every run has")
+            + " no send or receive records"
+        )
     return Inputs(runs, warnings, budget)
 
 
@@ -121,13 +130,44 @@ class Progress:
 
 # The figures that need each kind of record: not computed (None) for a run with an
 # unreadable part of that kind, rather than computed from part of the records.
-NEEDS_RECVS = ("received", "unique", "duplicates", "reordered", "lost", "loss_ratio", "recv_rate", "recv_mb_s",
-               "depth_max", "depth_peak_at_s", "depth_mean", "depth_p99", "queued_bytes_max", "queued_bytes_mean",
-               "backlog_went_in", "backlog_came_out")
-NEEDS_SENDS = ("attempted", "sent", "eagain", "timeout", "errors", "dropped_sender", "expected", "lost", "loss_ratio",
-               "offered_rate", "send_rate", "depth_max", "depth_peak_at_s", "depth_mean", "depth_p99",
-               "queued_bytes_max", "queued_bytes_mean")      # and the stall_* latency columns
-PARTIAL = " (partial)"      # appended to the status of such a run in the summary
+NEEDS_RECVS = (
+    "received",
+    "unique",
+    "duplicates",
+    "reordered",
+    "lost",
+    "loss_ratio",
+    "recv_rate",
+    "recv_mb_s",
+    "depth_max",
+    "depth_peak_at_s",
+    "depth_mean",
+    "depth_p99",
+    "queued_bytes_max",
+    "queued_bytes_mean",
+    "backlog_went_in",
+    "backlog_came_out",
+)
+NEEDS_SENDS = (
+    "attempted",
+    "sent",
+    "eagain",
+    "timeout",
+    "errors",
+    "dropped_sender",
+    "expected",
+    "lost",
+    "loss_ratio",
+    "offered_rate",
+    "send_rate",
+    "depth_max",
+    "depth_peak_at_s",
+    "depth_mean",
+    "depth_p99",
+    "queued_bytes_max",
+    "queued_bytes_mean",
+)  # and the stall_* latency columns
+PARTIAL = " (partial)"  # appended to the status of such a run in the summary
 
 
 def _hit_rows(info: RunInfo, kind: str) -> Callable[[SummaryRow], bool]:
@@ -143,7 +183,7 @@ def _hit_rows(info: RunInfo, kind: str) -> Callable[[SummaryRow], bool]:
             workers.add(WorkerId.parse(os.path.basename(part).split("-")[1]).index)
         except (ValueError, IndexError):
             return lambda row: True
-    if kind in ("sends", "replies"):        # both written by the stream's producer
+    if kind in ("sends", "replies"):  # both written by the stream's producer
         return lambda row: row.stream == ALL or row.stream in workers
     if info.fanout:
         return lambda row: row.consumer == ALL or row.consumer in workers
@@ -155,13 +195,29 @@ def mark_damaged(analysis: Analysis, runs: list[RunInfo]) -> set[str]:
     the queue depth over time of those runs; the ids of the runs with such parts."""
     from ..analysis.finish import SERVICE_COLUMNS
     from ..analysis.pipeline import LATENCY_COLUMNS
-    needs = {"recvs": NEEDS_RECVS, "sends": NEEDS_SENDS + tuple(c for c in LATENCY_COLUMNS if c.startswith("stall_")),
-             "replies": ("round_trips", *(c for c in LATENCY_COLUMNS if c.startswith("round_trip_")),
-                         *SERVICE_COLUMNS)}
+
+    needs = {
+        "recvs": NEEDS_RECVS,
+        "sends": NEEDS_SENDS + tuple(c for c in LATENCY_COLUMNS if c.startswith("stall_")),
+        "replies": (
+            "round_trips",
+            *(c for c in LATENCY_COLUMNS if c.startswith("round_trip_")),
+            *SERVICE_COLUMNS,
+        ),
+    }
     # a service's answers (replies/) stand for its receipts (analysis/finish.py answered)
-    damaged = {r.run_id: [(_hit_rows(r, kind), cols + (NEEDS_RECVS if kind == "replies" and r.workload.serves else ()))
-                          for kind, cols in needs.items() if r.unreadable.get(kind)]
-               for r in runs if r.damaged}
+    damaged = {
+        r.run_id: [
+            (
+                _hit_rows(r, kind),
+                cols + (NEEDS_RECVS if kind == "replies" and r.workload.serves else ()),
+            )
+            for kind, cols in needs.items()
+            if r.unreadable.get(kind)
+        ]
+        for r in runs
+        if r.damaged
+    }
     for i, row in enumerate(analysis.summary):
         for hit, cols in damaged.get(row.run, ()):
             if hit(row):
@@ -177,18 +233,32 @@ def _session(args: argparse.Namespace, log: Callable[[str], None] | None) -> Any
     """The report's Spark: a Spark Connect session on --remote's server, else the local or
     --master session (analysis.session)."""
     from ..analysis.session import connect, get_spark
+
     if args.remote is None:
-        return get_spark(args.master, driver_memory=args.driver_memory, master_timeout_s=args.master_timeout,
-                         debug=args.debug, log=log)
+        return get_spark(
+            args.master,
+            driver_memory=args.driver_memory,
+            master_timeout_s=args.master_timeout,
+            debug=args.debug,
+            log=log,
+        )
     for flag, given in (("--master", args.master), ("--driver-memory", args.driver_memory)):
-        if given is not None:       # the server is where Spark runs, with its own master and memory
-            raise ConfigError("--remote", f"given with {flag}; accepted: --remote alone (the Connect server's "
-                                          "master and memory are its own)")
+        if given is not None:  # the server is where Spark runs, with its own master and memory
+            raise ConfigError(
+                "--remote",
+                f"given with {flag}; accepted: --remote alone (the Connect server's "
+                "master and memory are its own)",
+            )
     return connect(args.remote, args.master_timeout, log=log)
 
 
-def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], budget: int | None,
-            progress: Progress) -> ExitStatus:
+def _report(
+    args: argparse.Namespace,
+    runs: list[RunInfo],
+    warnings: list[str],
+    budget: int | None,
+    progress: Progress,
+) -> ExitStatus:
     from ..analysis.verdicts import capacity_table, recommend
     from ..analysis.pipeline import analyze
     from . import html, markdown, outputs, search_answer
@@ -202,13 +272,22 @@ def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], 
     log = (lambda m: print(f"{PROG}: {m}", file=sys.stderr)) if args.timings else progress
     progress("starting Spark")
     spark = _session(args, log if args.timings else None)
-    log(f"spark session: {time.perf_counter() - t0:.2f} s" if args.timings else "reading the records")
+    log(
+        f"spark session: {time.perf_counter() - t0:.2f} s"
+        if args.timings
+        else "reading the records"
+    )
     try:
-        analysis = analyze(spark, runs, window_ms=args.window_ms,
-                           reorder={"on": True, "off": False}.get(args.reorder, "auto"), log=log)
+        analysis = analyze(
+            spark,
+            runs,
+            window_ms=args.window_ms,
+            reorder={"on": True, "off": False}.get(args.reorder, "auto"),
+            log=log,
+        )
     finally:
         if args.remote is not None:
-            spark.stop()        # the server-side session and what it cached; the server lives on
+            spark.stop()  # the server-side session and what it cached; the server lives on
     damaged = mark_damaged(analysis, runs)
     progress("writing the report")
     # A run with parts left out has no known loss: it cannot show a rate to be clean.
@@ -220,8 +299,15 @@ def _report(args: argparse.Namespace, runs: list[RunInfo], warnings: list[str], 
     os.makedirs(args.out, exist_ok=True)
     outputs.write_summary(analysis.summary, args.out, capacity, what_if, searches)
     outputs.write_topics(analysis.topics, args.out)
-    page = html.render(analysis, capacity, recs, warnings, slo_p99_us=what_if, memory_budget=budget,
-                       searches=searches)
+    page = html.render(
+        analysis,
+        capacity,
+        recs,
+        warnings,
+        slo_p99_us=what_if,
+        memory_budget=budget,
+        searches=searches,
+    )
     tmp = os.path.join(args.out, ".index.html.tmp")
     with open(tmp, "w") as f:
         f.write(page)

@@ -1,4 +1,5 @@
 """index.html: one self-contained page (CSS inline, plots as base64 PNG)."""
+
 from __future__ import annotations
 
 import datetime
@@ -37,26 +38,61 @@ summary h3,summary h4{display:inline;margin:0 8px 0 0;font-size:15px} summary .d
 
 # The fates table of a run: these columns always; the fate breakdown (FATE_COLUMNS) only where a
 # row of the run has one, so the table fits a narrow window (every column is in summary.md).
-ROW_COLUMNS = [("consumer", "consumer"), ("stream", "stream"), ("offered_rate", "offered/s"),
-               ("recv_rate", "throughput/s"), ("sent", "sent ok"), ("received", "received")]
-FATE_COLUMNS = [("dropped_sender", "EAGAIN+ timeout"), ("drained", "drained"), ("dropped_start", "dropped start"),
-                ("dropped_mid", "dropped mid"), ("dropped_tail", "dropped tail"), ("dropped_reset", "dropped at reset"),
-                ("stranded", "stranded"),
-                ("unknown", "unknown"), ("duplicates", "dup"), ("reordered", "reord")]
-TAIL_COLUMNS = [("lost", "lost"), ("loss_ratio", "loss %"), ("latency_intended_p99_us", "p99"),
-                ("depth_max", "queue peak")]
+ROW_COLUMNS = [
+    ("consumer", "consumer"),
+    ("stream", "stream"),
+    ("offered_rate", "offered/s"),
+    ("recv_rate", "throughput/s"),
+    ("sent", "sent ok"),
+    ("received", "received"),
+]
+FATE_COLUMNS = [
+    ("dropped_sender", "EAGAIN+ timeout"),
+    ("drained", "drained"),
+    ("dropped_start", "dropped start"),
+    ("dropped_mid", "dropped mid"),
+    ("dropped_tail", "dropped tail"),
+    ("dropped_reset", "dropped at reset"),
+    ("stranded", "stranded"),
+    ("unknown", "unknown"),
+    ("duplicates", "dup"),
+    ("reordered", "reord"),
+]
+TAIL_COLUMNS = [
+    ("lost", "lost"),
+    ("loss_ratio", "loss %"),
+    ("latency_intended_p99_us", "p99"),
+    ("depth_max", "queue peak"),
+]
 LAT_METRICS = ("latency_intended", "latency_delivered", "latency_drained", "latency_sent", "stall")
-LAT_COLUMNS = [("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99_9", "p99.9"), ("p99_99", "p99.99"), ("max", "max")]
+LAT_COLUMNS = [
+    ("p50", "p50"),
+    ("p90", "p90"),
+    ("p99", "p99"),
+    ("p99_9", "p99.9"),
+    ("p99_99", "p99.99"),
+    ("max", "max"),
+]
 # req-rep round trips, in the runs section of the page and of the Markdown summary
-ROUND_TRIP_COLUMNS = [("sent", "requests"), ("round_trips", "answered"), ("echoed", "echoed"),
-                      ("by_order", "by order"), ("unanswered", "unanswered"), ("recv_rate", "answers/s"),
-                      ("round_trip_p50_us", "p50"), ("round_trip_p99_us", "p99"),
-                      ("round_trip_p99_9_us", "p99.9"), ("round_trip_max_us", "max")]
-ROUND_TRIP_NOTE = ("Round trip: reply time minus intended send time (req-rep, one request in flight per producer), "
-                   "as run.json measures it; &micro;s. A service of yours (--role producer): answered = echoed (the "
-                   "reply began with the request's header) + by order (matched to the request just sent); "
-                   "unanswered: no reply within --reply-timeout-ms; answers/s from the first request to the last "
-                   "answer (run.json summary.service).")
+ROUND_TRIP_COLUMNS = [
+    ("sent", "requests"),
+    ("round_trips", "answered"),
+    ("echoed", "echoed"),
+    ("by_order", "by order"),
+    ("unanswered", "unanswered"),
+    ("recv_rate", "answers/s"),
+    ("round_trip_p50_us", "p50"),
+    ("round_trip_p99_us", "p99"),
+    ("round_trip_p99_9_us", "p99.9"),
+    ("round_trip_max_us", "max"),
+]
+ROUND_TRIP_NOTE = (
+    "Round trip: reply time minus intended send time (req-rep, one request in flight per producer), "
+    "as run.json measures it; &micro;s. A service of yours (--role producer): answered = echoed (the "
+    "reply began with the request's header) + by order (matched to the request just sent); "
+    "unanswered: no reply within --reply-timeout-ms; answers/s from the first request to the last "
+    "answer (run.json summary.service)."
+)
 
 
 def round_trip_runs(analysis: Analysis) -> list[SummaryRow]:
@@ -76,7 +112,7 @@ def _cell(key: str, v: Any) -> str:
     if key.endswith("_rate"):
         return fmt_rate(v)
     if key.endswith("_us"):
-        return _e(fmt_us(v)).replace(" ", "&nbsp;")      # '812 µs' never split over two lines
+        return _e(fmt_us(v)).replace(" ", "&nbsp;")  # '812 µs' never split over two lines
     return _e(plots.nice_number(v))
 
 
@@ -93,9 +129,17 @@ def _img(b64: Optional[str], alt: str) -> str:
     return f'<img alt="{_e(alt)}" src="data:image/png;base64,{b64}">' if b64 else ""
 
 
-def render(analysis: Analysis, capacity: list[VerdictGroup], recommendations: list[str], warnings: list[str], *,
-           slo_p99_us: Optional[float], memory_budget: int | None, max_runs_plotted: int = 24,
-           searches: Sequence[SearchRecord] = ()) -> str:
+def render(
+    analysis: Analysis,
+    capacity: list[VerdictGroup],
+    recommendations: list[str],
+    warnings: list[str],
+    *,
+    slo_p99_us: Optional[float],
+    memory_budget: int | None,
+    max_runs_plotted: int = 24,
+    searches: Sequence[SearchRecord] = (),
+) -> str:
     """The page, in the order a person reads it: the answer and its evidence (the capacity
     search's sentences, table and probe plots; else the verdicts and their curves) in the first
     screen, then the runs in one table, then each run's detail folded (<details>: a click opens
@@ -103,26 +147,41 @@ def render(analysis: Analysis, capacity: list[VerdictGroup], recommendations: li
     runs = analysis.runs
     run_rows = {r.run: r for r in analysis.run_rows()}
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    out = [f"<!doctype html><html><head><meta charset='utf-8'>"
-           "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-           f"<title>zmqload report</title><style>{CSS}</style></head><body>",
-           "<h1>zmqload capacity report</h1>",
-           f"<p class='sub'>{len(runs)} run(s), generated {now}"
-           f"{'; memory budget ' + fmt_bytes(memory_budget) if memory_budget else ''}. "
-           f"Time windows: {_e(plots.duration_text(analysis.window_ns))} (a plot of a long run merges them: its "
-           "title says the window it draws).</p>", *slo_lines(capacity, slo_p99_us)[1:]]
+    out = [
+        f"<!doctype html><html><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>zmqload report</title><style>{CSS}</style></head><body>",
+        "<h1>zmqload capacity report</h1>",
+        f"<p class='sub'>{len(runs)} run(s), generated {now}"
+        f"{'; memory budget ' + fmt_bytes(memory_budget) if memory_budget else ''}. "
+        f"Time windows: {_e(plots.duration_text(analysis.window_ns))} (a plot of a long run merges them: its "
+        "title says the window it draws).</p>",
+        *slo_lines(capacity, slo_p99_us)[1:],
+    ]
     for warning in warnings:
         out.append(f"<div class='warn'>{_e(warning)}</div>")
     searched = search_section(searches)
     out += searched
-    out += capacity_section(analysis, capacity, recommendations, slo_p99_us, answer=not searched,
-                            judged_by=slo_lines(capacity, slo_p99_us)[0])
+    out += capacity_section(
+        analysis,
+        capacity,
+        recommendations,
+        slo_p99_us,
+        answer=not searched,
+        judged_by=slo_lines(capacity, slo_p99_us)[0],
+    )
     out += runs_table(analysis, capacity)
     if not getattr(analysis, "reorder_measured", True):
-        out.append("<p class='note'>Reordering was not measured (it sorts every record; use --reorder on).</p>")
-    out.append("<h2>Per run</h2><p class='note'>Each run's fates, latency and plots: click a run to open it.</p>")
+        out.append(
+            "<p class='note'>Reordering was not measured (it sorts every record; use --reorder on).</p>"
+        )
+    out.append(
+        "<h2>Per run</h2><p class='note'>Each run's fates, latency and plots: click a run to open it.</p>"
+    )
     for i, info in enumerate(runs):
-        out += run_detail(analysis, info, run_rows.get(info.run_id), capacity, plotted=i < max_runs_plotted)
+        out += run_detail(
+            analysis, info, run_rows.get(info.run_id), capacity, plotted=i < max_runs_plotted
+        )
     if len(runs) > max_runs_plotted:
         out.append(f"<p class='note'>Plots shown for the first {max_runs_plotted} runs only.</p>")
     out.append(READING)
@@ -142,14 +201,21 @@ def runs_table(analysis: Analysis, capacity: list[VerdictGroup]) -> list[str]:
     run_rows = {r.run: r for r in analysis.run_rows()}
     group_of = {rid: g.group for g in capacity for rid in g.run_ids}
     keys = ", ".join(capacity[0].key_names) if capacity else ""
-    out = ["<h2>Runs</h2>", "<div class='scroll'><table><tr><th class='l'>run</th><th>status</th>"
-           f"<th class='l'>group ({_e(keys or 'one setting')})</th><th class='l'>setting</th><th>offered/s</th>"
-           "<th>throughput/s</th><th>loss %</th>"
-           "<th>p99</th><th>queue peak, msgs (memory)</th><th>verdict</th></tr>"]
+    out = [
+        "<h2>Runs</h2>",
+        "<div class='scroll'><table><tr><th class='l'>run</th><th>status</th>"
+        f"<th class='l'>group ({_e(keys or 'one setting')})</th><th class='l'>setting</th><th>offered/s</th>"
+        "<th>throughput/s</th><th>loss %</th>"
+        "<th>p99</th><th>queue peak, msgs (memory)</th><th>verdict</th></tr>",
+    ]
     for info in analysis.runs:
         found = run_rows.get(info.run_id)
-        r = found or SummaryRow(run=info.run_id)        # no row: blank cells, as for a run without records
-        status = info.status.value + ("<span class='tag'>interrupted</span>" if info.interrupted else "")
+        r = found or SummaryRow(
+            run=info.run_id
+        )  # no row: blank cells, as for a run without records
+        status = info.status.value + (
+            "<span class='tag'>interrupted</span>" if info.interrupted else ""
+        )
         loss = r.loss_ratio
         loss_cls = "ok" if loss == 0 else "bad" if loss else ""
         out.append(
@@ -159,15 +225,22 @@ def runs_table(analysis: Analysis, capacity: list[VerdictGroup]) -> list[str]:
             f"{_hwm(r.sndhwm)}/{_hwm(r.rcvhwm)}</td><td>{offered_cell(found)}</td>"
             f"<td>{fmt_rate(r.recv_rate)}</td><td class='{loss_cls}'>{_cell('loss_ratio', loss)}</td>"
             f"<td>{_one_way(r, r.judged_p99_column)}</td><td>{queue_cell(r)}</td>"
-            f"<td>{verdict_cell(capacity, info.run_id)}</td></tr>")
+            f"<td>{verdict_cell(capacity, info.run_id)}</td></tr>"
+        )
     out.append("</table></div>")
     rtt_rows = round_trip_runs(analysis)
     if rtt_rows:
-        out.append("<h3>Round trips and answers</h3><div class='scroll'><table><tr><th class='l'>run</th>"
-                   + "".join(f"<th>{h}</th>" for _, h in ROUND_TRIP_COLUMNS) + "</tr>")
+        out.append(
+            "<h3>Round trips and answers</h3><div class='scroll'><table><tr><th class='l'>run</th>"
+            + "".join(f"<th>{h}</th>" for _, h in ROUND_TRIP_COLUMNS)
+            + "</tr>"
+        )
         for r in rtt_rows:
-            out.append(f"<tr><td class='l'>{_e(r.run)}</td>"
-                       + "".join(f"<td>{_cell(k, r.column(k))}</td>" for k, _ in ROUND_TRIP_COLUMNS) + "</tr>")
+            out.append(
+                f"<tr><td class='l'>{_e(r.run)}</td>"
+                + "".join(f"<td>{_cell(k, r.column(k))}</td>" for k, _ in ROUND_TRIP_COLUMNS)
+                + "</tr>"
+            )
         out.append(f"</table></div><p class='note'>{ROUND_TRIP_NOTE}</p>")
     return out
 
@@ -177,26 +250,38 @@ def _digest(info: RunInfo, r: Optional[SummaryRow], capacity: list[VerdictGroup]
     if r is None or (not r.received and not r.attempted):
         return "no records"
     loss = r.loss_ratio
-    return (f"{_e(info.status.value)} &middot; {_e(info.record.workload.pattern)} &middot; offered "
-            f"{offered_cell(r)} &middot; throughput {fmt_rate(r.recv_rate)} &middot; loss "
-            f"{_cell('loss_ratio', loss)}% &middot; p99 "
-            f"{_one_way(r, r.judged_p99_column)}"
-            f" &middot; {verdict_cell(capacity, info.run_id)}")
+    return (
+        f"{_e(info.status.value)} &middot; {_e(info.record.workload.pattern)} &middot; offered "
+        f"{offered_cell(r)} &middot; throughput {fmt_rate(r.recv_rate)} &middot; loss "
+        f"{_cell('loss_ratio', loss)}% &middot; p99 "
+        f"{_one_way(r, r.judged_p99_column)}"
+        f" &middot; {verdict_cell(capacity, info.run_id)}"
+    )
 
 
-def run_detail(analysis: Analysis, info: RunInfo, r: Optional[SummaryRow], capacity: list[VerdictGroup], *,
-               plotted: bool) -> list[str]:
+def run_detail(
+    analysis: Analysis,
+    info: RunInfo,
+    r: Optional[SummaryRow],
+    capacity: list[VerdictGroup],
+    *,
+    plotted: bool,
+) -> list[str]:
     """One run, folded: its settings, fates table, latency table and plots inside <details>."""
-    out = [f"<details><summary><h3 id='{_e(info.run_id)}'>{_e(info.run_id)}"
-           f"{'<span class=tag>interrupted</span>' if info.interrupted else ''}</h3>"
-           f"<span class='digest'>{_digest(info, r, capacity)}</span></summary>"]
+    out = [
+        f"<details><summary><h3 id='{_e(info.run_id)}'>{_e(info.run_id)}"
+        f"{'<span class=tag>interrupted</span>' if info.interrupted else ''}</h3>"
+        f"<span class='digest'>{_digest(info, r, capacity)}</span></summary>"
+    ]
     w = info.workload
-    out.append(f"<p class='note'>{_e(w.pattern)} over {_e(w.transport)}, {_e(w.size_spec)} B, "
-               f"{_e(w.producers)} producer(s) &rarr; {_e(info.consumers)} consumer(s), rate "
-               f"{_e(w.rate or 'unpaced')} per producer, send mode {_e(w.send_mode)}, "
-               f"SNDHWM {_hwm(w.sndhwm)}, RCVHWM {_hwm(w.rcvhwm)}, linger "
-               f"{'default' if w.linger_ms is None else _e(w.linger_ms) + ' ms'}; "
-               f"libzmq {_e(info.record.versions.libzmq)}.</p>")
+    out.append(
+        f"<p class='note'>{_e(w.pattern)} over {_e(w.transport)}, {_e(w.size_spec)} B, "
+        f"{_e(w.producers)} producer(s) &rarr; {_e(info.consumers)} consumer(s), rate "
+        f"{_e(w.rate or 'unpaced')} per producer, send mode {_e(w.send_mode)}, "
+        f"SNDHWM {_hwm(w.sndhwm)}, RCVHWM {_hwm(w.rcvhwm)}, linger "
+        f"{'default' if w.linger_ms is None else _e(w.linger_ms) + ' ms'}; "
+        f"libzmq {_e(info.record.versions.libzmq)}.</p>"
+    )
     if r is None or (not r.received and not r.attempted):
         out.append("<p class='bad'>No records in this run.</p></details>")
         return out
@@ -204,35 +289,75 @@ def run_detail(analysis: Analysis, info: RunInfo, r: Optional[SummaryRow], capac
     unpaced = not r.rate_per_producer
     fates = [(k, h) for k, h in FATE_COLUMNS if any(s.column(k) for s in rows)]
     columns = ROW_COLUMNS + fates + TAIL_COLUMNS
-    out.append("<div class='scroll'><table><tr>" + "".join(f"<th>{h}</th>" for _, h in columns) + "</tr>")
+    out.append(
+        "<div class='scroll'><table><tr>" + "".join(f"<th>{h}</th>" for _, h in columns) + "</tr>"
+    )
     for s in rows:
-        out.append("<tr>" + "".join(f"<td>{'unpaced' if k == 'offered_rate' and unpaced else _cell(k, s.column(k))}</td>"
-                                    for k, _ in columns) + "</tr>")
+        out.append(
+            "<tr>"
+            + "".join(
+                f"<td>{'unpaced' if k == 'offered_rate' and unpaced else _cell(k, s.column(k))}</td>"
+                for k, _ in columns
+            )
+            + "</tr>"
+        )
     shown = ", ".join(h for _, h in fates)
-    out.append("</table></div><p class='note'>Messages; rates per second" + (f"; fates: {_e(shown)}" if fates else "")
-               + ". Fates that are 0 in every row are not shown (every column: summary.md, summary.csv).</p>")
-    out.append("<div class='scroll'><table><tr><th class='l'>latency</th>"
-               + "".join(f"<th>{h}</th>" for _, h in LAT_COLUMNS)
-               + "<th>queue peak / mean / p99 (msgs)</th><th>queued memory at the peak</th></tr>")
+    out.append(
+        "</table></div><p class='note'>Messages; rates per second"
+        + (f"; fates: {_e(shown)}" if fates else "")
+        + ". Fates that are 0 in every row are not shown (every column: summary.md, summary.csv).</p>"
+    )
+    out.append(
+        "<div class='scroll'><table><tr><th class='l'>latency</th>"
+        + "".join(f"<th>{h}</th>" for _, h in LAT_COLUMNS)
+        + "<th>queue peak / mean / p99 (msgs)</th><th>queued memory at the peak</th></tr>"
+    )
     for m in LAT_METRICS:
-        out.append(f"<tr><td class='l'>{_e(plots.LABELS[m])}</td>" +
-                   "".join(f"<td>{_one_way(r, f'{m}_{k}_us')}</td>" for k, _ in LAT_COLUMNS) +
-                   (f"<td rowspan={len(LAT_METRICS)}>{_cell('x', r.depth_max)} / "
-                    f"{_cell('x', r.depth_mean)} / {_cell('x', r.depth_p99)}</td>"
-                    f"<td rowspan={len(LAT_METRICS)}>{fmt_bytes(r.queued_bytes_max)}</td>"
-                    if m == "latency_intended" else "") + "</tr>")
+        out.append(
+            f"<tr><td class='l'>{_e(plots.LABELS[m])}</td>"
+            + "".join(f"<td>{_one_way(r, f'{m}_{k}_us')}</td>" for k, _ in LAT_COLUMNS)
+            + (
+                f"<td rowspan={len(LAT_METRICS)}>{_cell('x', r.depth_max)} / "
+                f"{_cell('x', r.depth_mean)} / {_cell('x', r.depth_p99)}</td>"
+                f"<td rowspan={len(LAT_METRICS)}>{fmt_bytes(r.queued_bytes_max)}</td>"
+                if m == "latency_intended"
+                else ""
+            )
+            + "</tr>"
+        )
     if r.round_trips:
-        out.append(f"<tr><td class='l'>round trip (req-rep, {_cell('x', r.round_trips)} replies)</td>" +
-                   "".join(f"<td>{_cell(f'round_trip_{k}_us', r.column(f'round_trip_{k}_us'))}</td>"
-                           for k, _ in LAT_COLUMNS) + "</tr>")
+        out.append(
+            f"<tr><td class='l'>round trip (req-rep, {_cell('x', r.round_trips)} replies)</td>"
+            + "".join(
+                f"<td>{_cell(f'round_trip_{k}_us', r.column(f'round_trip_{k}_us'))}</td>"
+                for k, _ in LAT_COLUMNS
+            )
+            + "</tr>"
+        )
     out.append("</table></div>")
     if plotted:
         t0 = info.record.schedule.t0_ns if info.record.schedule is not None else None
-        out.append(_img(plots.throughput(analysis.rates, info.run_id, analysis.window_ns, r, t0, paced=not unpaced),
-                        "throughput"))
+        out.append(
+            _img(
+                plots.throughput(
+                    analysis.rates, info.run_id, analysis.window_ns, r, t0, paced=not unpaced
+                ),
+                "throughput",
+            )
+        )
         out.append(_img(plots.latency_curve(analysis.hist, info.run_id), "latency percentiles"))
-        out.append(_img(plots.queue_depth(analysis.depth, info.run_id, analysis.window_ns, t0,
-                                          (r.depth_max, r.depth_peak_at_s)), "queue depth"))
+        out.append(
+            _img(
+                plots.queue_depth(
+                    analysis.depth,
+                    info.run_id,
+                    analysis.window_ns,
+                    t0,
+                    (r.depth_max, r.depth_peak_at_s),
+                ),
+                "queue depth",
+            )
+        )
         out += where_and_when(analysis, info)
     out.append("</details>")
     return out
@@ -265,7 +390,8 @@ READING = (
     "records; mean and p99 are over the depth at the end of each millisecond; the plots show the deepest "
     "millisecond end of each window. Memory is depth &times; mean message size (payload only, not "
     "libzmq's per-message overhead).</li>"
-    "<li>Latency across hosts is only meaningful with synchronised clocks.</li></ul></details>")
+    "<li>Latency across hosts is only meaningful with synchronised clocks.</li></ul></details>"
+)
 
 
 def slo_lines(capacity: list[VerdictGroup], slo_p99_us: Optional[float]) -> list[str]:
@@ -273,12 +399,16 @@ def slo_lines(capacity: list[VerdictGroup], slo_p99_us: Optional[float]) -> list
     verdicts open with it), and the what-if, labelled as one, when --slo-p99-us was given (the
     page opens with it)."""
     judged = sorted({text for g in capacity for text in g.judged_by})
-    out = ["<p class='sub'>Runs judged by the SLOs they were made under (the rules of <code>run</code> and "
-           "<code>capacity</code>): " + ("; ".join(_e(t) for t in judged) or "-") + ".</p>"]
+    out = [
+        "<p class='sub'>Runs judged by the SLOs they were made under (the rules of <code>run</code> and "
+        "<code>capacity</code>): " + ("; ".join(_e(t) for t in judged) or "-") + ".</p>"
+    ]
     if slo_p99_us is not None:
-        out.append(f"<p class='warn'>What-if: p99 &le; {slo_p99_us:g} &micro;s (<code>--slo-p99-us</code>), applied "
-                   "by this report in place of the runs' own p99 SLO. It is not an SLO the runs were made under; a "
-                   "capacity search's answer stays the search's.</p>")
+        out.append(
+            f"<p class='warn'>What-if: p99 &le; {slo_p99_us:g} &micro;s (<code>--slo-p99-us</code>), applied "
+            "by this report in place of the runs' own p99 SLO. It is not an SLO the runs were made under; a "
+            "capacity search's answer stays the search's.</p>"
+        )
     return out
 
 
@@ -287,14 +417,22 @@ def verdict_cell(capacity: list[VerdictGroup], run_id: str) -> str:
     for g in capacity:
         if run_id in g.judged:
             broke = g.judged[run_id]
-            return "<span class='ok'>pass</span>" if not broke else f"<span class='bad'>{_e('+'.join(broke))}</span>"
+            return (
+                "<span class='ok'>pass</span>"
+                if not broke
+                else f"<span class='bad'>{_e('+'.join(broke))}</span>"
+            )
     return "-"
 
 
 def queue_cell(r: SummaryRow) -> str:
     """The queue's peak in messages (measure/queue_replay.py) and the memory it held."""
     peak = r.depth_max
-    return "-" if peak is None else f"{peak:,} ({fmt_bytes(r.queued_bytes_max).replace(' ', '&nbsp;')})"
+    return (
+        "-"
+        if peak is None
+        else f"{peak:,} ({fmt_bytes(r.queued_bytes_max).replace(' ', '&nbsp;')})"
+    )
 
 
 def search_section(searches: Sequence[SearchRecord]) -> list[str]:
@@ -308,33 +446,49 @@ def search_section(searches: Sequence[SearchRecord]) -> list[str]:
     out = ["<h2>Capacity search</h2><div class='answer'>"]
     for doc, s in found:
         answered = search_answer.status(s, doc) == search_answer.CONVERGED
-        out.append(f"<div class='{'rec' if answered else 'warn'}'>{_e(search_answer.sentence(s, doc))}</div>")
+        out.append(
+            f"<div class='{'rec' if answered else 'warn'}'>{_e(search_answer.sentence(s, doc))}</div>"
+        )
     out.append("</div>")
     out += search_table(search_answer.table(searches))
     for doc, s in found:
         state = search_answer.status(s, doc)
-        title = search_answer.setting(s) + ("" if state == search_answer.CONVERGED else f": {state}, no capacity")
-        out.append(_img(plots.search_probes(s, doc.slos.slo_p99_us, title), f"probes of {search_answer.setting(s)}"))
-        out.append(f"<details><summary><h4>{_e(search_answer.setting(s))}"
-                   f"{'' if state == search_answer.CONVERGED else ': ' + _e(state)}</h4>"
-                   f"<span class='digest'>its {len(s.probes)} probe(s), one row each</span></summary>")
-        out.append("<div class='scroll'><table><tr><th>probe</th><th>rate (per producer)</th><th>outcome</th>"
-                   "<th>achieved</th><th>loss %</th><th>p99</th><th class='l'>failed SLO</th><th class='l'>run</th>"
-                   "</tr>")
+        title = search_answer.setting(s) + (
+            "" if state == search_answer.CONVERGED else f": {state}, no capacity"
+        )
+        out.append(
+            _img(
+                plots.search_probes(s, doc.slos.slo_p99_us, title),
+                f"probes of {search_answer.setting(s)}",
+            )
+        )
+        out.append(
+            f"<details><summary><h4>{_e(search_answer.setting(s))}"
+            f"{'' if state == search_answer.CONVERGED else ': ' + _e(state)}</h4>"
+            f"<span class='digest'>its {len(s.probes)} probe(s), one row each</span></summary>"
+        )
+        out.append(
+            "<div class='scroll'><table><tr><th>probe</th><th>rate (per producer)</th><th>outcome</th>"
+            "<th>achieved</th><th>loss %</th><th>p99</th><th class='l'>failed SLO</th><th class='l'>run</th>"
+            "</tr>"
+        )
         for i, p in enumerate(search_answer.probe_rows(s), 1):
             outcome = ("pass" if p["passed"] else "FAIL") + (" (re-run)" if p["confirm"] else "")
-            out.append(f"<tr><td>{i}</td><td>{fmt_rate(p['rate'])}</td><td class='{'ok' if p['passed'] else 'bad'}'>"
-                       f"{outcome}</td><td>{_cell('x', None if p['achieved'] is None else round(p['achieved'], 4))}</td>"
-                       f"<td>{_cell('loss_ratio', p['loss_ratio'])}</td><td>{_cell('p99_us', p['p99_us'])}</td>"
-                       f"<td class='l'>{_e(p['failed_slo'] or '-')}</td>"
-                       f"<td class='l'>{_e(os.path.basename(p['run_dir'] or '-'))}</td></tr>")
+            out.append(
+                f"<tr><td>{i}</td><td>{fmt_rate(p['rate'])}</td><td class='{'ok' if p['passed'] else 'bad'}'>"
+                f"{outcome}</td><td>{_cell('x', None if p['achieved'] is None else round(p['achieved'], 4))}</td>"
+                f"<td>{_cell('loss_ratio', p['loss_ratio'])}</td><td>{_cell('p99_us', p['p99_us'])}</td>"
+                f"<td class='l'>{_e(p['failed_slo'] or '-')}</td>"
+                f"<td class='l'>{_e(os.path.basename(p['run_dir'] or '-'))}</td></tr>"
+            )
         out.append("</table></div></details>")
-    out.append(f"<p class='note'>{TABLE_NOTE} Each probe is a real open-loop run at one rate (docs/CAPACITY.md): "
-               "it passes when every SLO holds and no backlog grows. The answer is the highest passing rate, "
-               "confirmed by a re-run; the bracket is [highest passing, lowest failing]. The plots show every probe "
-               "as the search measured it (received msg/s and p99 from the intended send time, all producers).</p>")
+    out.append(
+        f"<p class='note'>{TABLE_NOTE} Each probe is a real open-loop run at one rate (docs/CAPACITY.md): "
+        "it passes when every SLO holds and no backlog grows. The answer is the highest passing rate, "
+        "confirmed by a re-run; the bracket is [highest passing, lowest failing]. The plots show every probe "
+        "as the search measured it (received msg/s and p99 from the intended send time, all producers).</p>"
+    )
     return out
-
 
 
 def search_table(rows: list[dict[str, Any]]) -> list[str]:
@@ -343,21 +497,30 @@ def search_table(rows: list[dict[str, Any]]) -> list[str]:
     keys = search_answer.key_names(rows)
     (setting, setting_head), *figures = search_answer.TABLE_COLUMNS
     title = search_answer.table_title(rows)
-    out = [f"<h3>{_e(title)}</h3>", "<div class='scroll'><table><tr>" +
-           "".join(f"<th class='l'>{_e(h)}</th>" for h in (setting_head, *keys)) +
-           "".join(f"<th>{_e(h)}</th>" for _, h in figures) + "</tr>"]
+    out = [
+        f"<h3>{_e(title)}</h3>",
+        "<div class='scroll'><table><tr>"
+        + "".join(f"<th class='l'>{_e(h)}</th>" for h in (setting_head, *keys))
+        + "".join(f"<th>{_e(h)}</th>" for _, h in figures)
+        + "</tr>",
+    ]
     for r in rows:
         c = search_answer.cells(r)
-        out.append(f"<tr><td class='l'>{_e(c[setting])}</td>" +
-                   "".join(f"<td class='l'>{_e(search_answer.key_cell(r, k))}</td>" for k in keys) +
-                   "".join(_search_cell(k, r, c) for k, _ in figures) + "</tr>")
+        out.append(
+            f"<tr><td class='l'>{_e(c[setting])}</td>"
+            + "".join(f"<td class='l'>{_e(search_answer.key_cell(r, k))}</td>" for k in keys)
+            + "".join(_search_cell(k, r, c) for k, _ in figures)
+            + "</tr>"
+        )
     out.append("</table></div>")
     return out
 
 
-TABLE_NOTE = ("Rates per producer, as the search ran them; the figures at the answer are those of its confirming "
-              "probe (capacity-search.json; capacity.json's <code>searches</code> has them unrounded). Queue peak "
-              "in messages, split kernel socket buffers / libzmq pipes.")
+TABLE_NOTE = (
+    "Rates per producer, as the search ran them; the figures at the answer are those of its confirming "
+    "probe (capacity-search.json; capacity.json's <code>searches</code> has them unrounded). Queue peak "
+    "in messages, split kernel socket buffers / libzmq pipes."
+)
 
 
 def _search_cell(key: str, row: dict[str, Any], cells: dict[str, str]) -> str:
@@ -386,64 +549,105 @@ def offered_cell(r: Optional[SummaryRow]) -> str:
     return fmt_rate(o) if o else "max (unpaced)"
 
 
-def capacity_section(analysis: Analysis, capacity: list[VerdictGroup], recommendations: list[str],
-                     slo_p99_us: Optional[float], answer: bool = True, judged_by: str = "") -> list[str]:
+def capacity_section(
+    analysis: Analysis,
+    capacity: list[VerdictGroup],
+    recommendations: list[str],
+    slo_p99_us: Optional[float],
+    answer: bool = True,
+    judged_by: str = "",
+) -> list[str]:
     """The verdict per group: what the runs were judged by, the sentences (the page's answer when
     no search gave one), the curves, then a table naming the grouping keys and how the runs were
     judged."""
-    out = ["<h2>Capacity verdicts</h2>", judged_by, f"<div class='{'answer' if answer else 'verdicts'}'>"]
+    out = [
+        "<h2>Capacity verdicts</h2>",
+        judged_by,
+        f"<div class='{'answer' if answer else 'verdicts'}'>",
+    ]
     for rec in recommendations:
-        clean = "no failure up to" in rec or rec.startswith("To carry") or "the capacity search's answer: " in rec
+        clean = (
+            "no failure up to" in rec
+            or rec.startswith("To carry")
+            or "the capacity search's answer: " in rec
+        )
         out.append(f"<div class='{'rec' if clean else 'warn'}'>{_e(rec)}</div>")
     out.append("</div>")
     rows = analysis.run_rows()
-    own = [r.record.slos.slo_p99_us for r in analysis.runs
-           if r.record.slos is not None and r.record.slos.slo_p99_us is not None]
-    out.append(_img(plots.capacity_curves(rows, slo_p99_us, capacity, own), "capacity curves")
-               or "<p class='note'>Capacity curves need two or more paced rates of one setting (a capacity "
-                  "search's are its probe plots).</p>")
+    own = [
+        r.record.slos.slo_p99_us
+        for r in analysis.runs
+        if r.record.slos is not None and r.record.slos.slo_p99_us is not None
+    ]
+    out.append(
+        _img(plots.capacity_curves(rows, slo_p99_us, capacity, own), "capacity curves")
+        or "<p class='note'>Capacity curves need two or more paced rates of one setting (a capacity "
+        "search's are its probe plots).</p>"
+    )
     hwm_data = plots.loss_vs_hwm_series(rows, capacity)
     if hwm_data and not any(y for pts in hwm_data["series"].values() for _, y in pts):
-        out.append("<p class='note'>Loss vs high-water mark: no paced run lost or refused a message at any HWM "
-                   f"tested ({_e(', '.join(hwm_data['labels']))}).</p>")     # a plot of zeros says no more
+        out.append(
+            "<p class='note'>Loss vs high-water mark: no paced run lost or refused a message at any HWM "
+            f"tested ({_e(', '.join(hwm_data['labels']))}).</p>"
+        )  # a plot of zeros says no more
     elif hwm_data:
-        out.append("<h3>Loss vs high-water mark</h3>" + _img(plots.loss_vs_hwm(rows, capacity), "loss vs HWM"))
+        out.append(
+            "<h3>Loss vs high-water mark</h3>"
+            + _img(plots.loss_vs_hwm(rows, capacity), "loss vs HWM")
+        )
     keys = capacity[0].key_names if capacity else []
-    out.append("<div class='scroll'><table><tr>" + "".join(f"<th class='l'>{_e(k)}</th>" for k in keys) +
-               "<th>runs</th><th>rates tested</th><th>highest clean rate</th><th>lowest failing rate</th>"
-               "<th class='l'>failed SLO</th><th>p99 at clean</th><th>peak queued at clean</th>"
-               "<th class='l'>cause; advice</th><th class='l'>max throughput (unpaced)</th></tr>")
+    out.append(
+        "<div class='scroll'><table><tr>"
+        + "".join(f"<th class='l'>{_e(k)}</th>" for k in keys)
+        + "<th>runs</th><th>rates tested</th><th>highest clean rate</th><th>lowest failing rate</th>"
+        "<th class='l'>failed SLO</th><th>p99 at clean</th><th>peak queued at clean</th>"
+        "<th class='l'>cause; advice</th><th class='l'>max throughput (unpaced)</th></tr>"
+    )
     for g in capacity:
         flood = "; ".join(f"{fmt_rate(f.recv_rate)} received" for f in g.max_throughput) or "-"
-        slo = _e(g.failed_slo or "-") + ("" if g.monotone else " <span class='tag'>not monotone</span>")
-        out.append("<tr>" + "".join(f"<td class='l'>{_hwm(g.keys[k])}</td>" for k in keys) +
-                   f"<td>{g.runs}</td>"
-                   f"<td class='l'>{_e(', '.join(fmt_rate(r) for r in g.rates_tested) or '-')}</td>"
-                   f"<td>{fmt_rate(g.highest_clean_rate)}</td><td>{fmt_rate(g.lowest_failing_rate)}</td>"
-                   f"<td class='l'>{slo}</td><td>{_cell('p99_us', g.p99_at_clean_us)}</td>"
-                   f"<td>{fmt_bytes(g.queued_bytes_at_clean)}</td>"
-                   f"<td class='l'>{_e('; '.join(t for t in (g.cause, g.advice) if t) or '-')}</td>"
-                   f"<td class='l'>{_e(flood)}</td></tr>")
-    what_if = (f" The what-if p99 &le; {slo_p99_us:g} &micro;s (--slo-p99-us) stands in for the runs' own p99 SLO "
-               "in the verdicts that say so." if slo_p99_us is not None else "")
-    out.append("</table></div><p class='note'>Runs are grouped by " +
-               (", ".join(f"<b>{_e(k)}</b>" for k in keys) if keys else
-                "nothing: every workload field is the same in all runs") +
-               " (every workload field and the libzmq version that differ between the runs; the offered rate "
-               "is the axis). "
-               f"Each run is judged by the SLOs it was made under, by the rules of "
-               f"<code>run</code> and <code>capacity</code> (zmqload/contract/judge.py): loss (lost = dropped + "
-               f"stranded + unknown, of the expected; drained messages arrived late and count as delivered, refused "
-               f"ones were never accepted), the share of the offered load received, p99 from the intended send "
-               f"time, and for a capacity search's probes no growing backlog. A run made without SLOs is judged by "
-               f"loss only: no latency SLO is set.{what_if} A setting searched by <code>zmqload capacity</code> has "
-               f"the search's answer as its verdict. Otherwise the limit lies between the highest clean rate and "
-               f"the lowest failing rate above it; <i>failed SLO</i> is what broke there. Unpaced runs (--rate max) "
-               f"are max-throughput tests: they offer no rate, so they get no knee.</p>")
+        slo = _e(g.failed_slo or "-") + (
+            "" if g.monotone else " <span class='tag'>not monotone</span>"
+        )
+        out.append(
+            "<tr>"
+            + "".join(f"<td class='l'>{_hwm(g.keys[k])}</td>" for k in keys)
+            + f"<td>{g.runs}</td>"
+            f"<td class='l'>{_e(', '.join(fmt_rate(r) for r in g.rates_tested) or '-')}</td>"
+            f"<td>{fmt_rate(g.highest_clean_rate)}</td><td>{fmt_rate(g.lowest_failing_rate)}</td>"
+            f"<td class='l'>{slo}</td><td>{_cell('p99_us', g.p99_at_clean_us)}</td>"
+            f"<td>{fmt_bytes(g.queued_bytes_at_clean)}</td>"
+            f"<td class='l'>{_e('; '.join(t for t in (g.cause, g.advice) if t) or '-')}</td>"
+            f"<td class='l'>{_e(flood)}</td></tr>"
+        )
+    what_if = (
+        f" The what-if p99 &le; {slo_p99_us:g} &micro;s (--slo-p99-us) stands in for the runs' own p99 SLO "
+        "in the verdicts that say so."
+        if slo_p99_us is not None
+        else ""
+    )
+    out.append(
+        "</table></div><p class='note'>Runs are grouped by "
+        + (
+            ", ".join(f"<b>{_e(k)}</b>" for k in keys)
+            if keys
+            else "nothing: every workload field is the same in all runs"
+        )
+        + " (every workload field and the libzmq version that differ between the runs; the offered rate "
+        "is the axis). "
+        f"Each run is judged by the SLOs it was made under, by the rules of "
+        f"<code>run</code> and <code>capacity</code> (zmqload/contract/judge.py): loss (lost = dropped + "
+        f"stranded + unknown, of the expected; drained messages arrived late and count as delivered, refused "
+        f"ones were never accepted), the share of the offered load received, p99 from the intended send "
+        f"time, and for a capacity search's probes no growing backlog. A run made without SLOs is judged by "
+        f"loss only: no latency SLO is set.{what_if} A setting searched by <code>zmqload capacity</code> has "
+        f"the search's answer as its verdict. Otherwise the limit lies between the highest clean rate and "
+        f"the lowest failing rate above it; <i>failed SLO</i> is what broke there. Unpaced runs (--rate max) "
+        f"are max-throughput tests: they offer no rate, so they get no knee.</p>"
+    )
     return out
 
 
-MISSING_SHOWN = 5      # missing seq ranges listed per stream and consumer
+MISSING_SHOWN = 5  # missing seq ranges listed per stream and consumer
 
 
 def where_and_when(analysis: Analysis, info: RunInfo) -> list[str]:
@@ -451,20 +655,38 @@ def where_and_when(analysis: Analysis, info: RunInfo) -> list[str]:
     stream (run.json keeps the first 20), the queue split kernel / libzmq against the HWMs."""
     record = info.record
     copies = info.consumers if info.fanout else 1
-    out = [_img(plots.fates_over_time(analysis.rates, info.run_id, record, copies, analysis.window_ns),
-                "fates over time")]
+    out = [
+        _img(
+            plots.fates_over_time(analysis.rates, info.run_id, record, copies, analysis.window_ns),
+            "fates over time",
+        )
+    ]
     rows = []
     for s in record.streams:
         for who, ranges in s.missing_ranges.items():
             if ranges:
-                shown = ", ".join(f"{a:,}" if a == b else f"{a:,}-{b:,}" for a, b in ranges[:MISSING_SHOWN])
-                more = f" (+{len(ranges) - MISSING_SHOWN} more listed)" if len(ranges) > MISSING_SHOWN else ""
-                rows.append(f"<tr><td>{_e(s.stream)}</td><td>{_e(who)}</td><td class='l'>{shown}{more}</td>"
-                            f"<td>{_cell('x', s.dropped)}</td><td>{_cell('x', s.stranded)}</td></tr>")
+                shown = ", ".join(
+                    f"{a:,}" if a == b else f"{a:,}-{b:,}" for a, b in ranges[:MISSING_SHOWN]
+                )
+                more = (
+                    f" (+{len(ranges) - MISSING_SHOWN} more listed)"
+                    if len(ranges) > MISSING_SHOWN
+                    else ""
+                )
+                rows.append(
+                    f"<tr><td>{_e(s.stream)}</td><td>{_e(who)}</td><td class='l'>{shown}{more}</td>"
+                    f"<td>{_cell('x', s.dropped)}</td><td>{_cell('x', s.stranded)}</td></tr>"
+                )
     if rows:
-        out.append("<div class='scroll'><table><tr><th>stream</th><th>consumer</th>"
-                   "<th class='l'>first missing seq ranges</th>"
-                   "<th>dropped</th><th>stranded</th></tr>" + "".join(rows) + "</table></div>")
-    out.append(_img(plots.queue_split(analysis.depth, info.run_id, info.path, record, analysis.window_ns),
-                    "queue depth kernel / libzmq"))
+        out.append(
+            "<div class='scroll'><table><tr><th>stream</th><th>consumer</th>"
+            "<th class='l'>first missing seq ranges</th>"
+            "<th>dropped</th><th>stranded</th></tr>" + "".join(rows) + "</table></div>"
+        )
+    out.append(
+        _img(
+            plots.queue_split(analysis.depth, info.run_id, info.path, record, analysis.window_ns),
+            "queue depth kernel / libzmq",
+        )
+    )
     return out

@@ -1,6 +1,7 @@
 """The report in Markdown: every table in `summary.md` under --out, and a short summary for the
 terminal (the answers, a narrow runs table, the verdicts, where the page is), no line wider than
 WIDTH."""
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,8 @@ if TYPE_CHECKING:
     from ..contract.search_record import SearchRecord
 
 SUMMARY_FILE = "summary.md"
-WIDTH = 120             # the terminal summary's widest line
-RUNS_SHOWN = 20         # runs in the terminal's table; the rest are in summary.md
+WIDTH = 120  # the terminal summary's widest line
+RUNS_SHOWN = 20  # runs in the terminal's table; the rest are in summary.md
 ELLIPSIS = "..."
 
 
@@ -36,8 +37,13 @@ def _loss(r: SummaryRow) -> str:
     return _f(None if loss is None else 100 * loss, "{:.3g}")
 
 
-def summary(analysis: Analysis, capacity: list[VerdictGroup], recommendations: list[str], out_dir: str,
-            searches: Sequence[SearchRecord] = ()) -> str:
+def summary(
+    analysis: Analysis,
+    capacity: list[VerdictGroup],
+    recommendations: list[str],
+    out_dir: str,
+    searches: Sequence[SearchRecord] = (),
+) -> str:
     """Writes every table to `out_dir`/summary.md; returns the short summary the report prints."""
     write(out_dir, full(analysis, capacity, recommendations, out_dir, searches))
     return terminal(analysis, capacity, recommendations, out_dir, searches)
@@ -57,43 +63,71 @@ def _answers(searches: Sequence[SearchRecord]) -> list[str]:
     return [search_answer.sentence(s, doc) for doc in searches for s in doc.searches]
 
 
-def full(analysis: Analysis, capacity: list[VerdictGroup], recommendations: list[str], out_dir: str,
-         searches: Sequence[SearchRecord] = ()) -> str:
+def full(
+    analysis: Analysis,
+    capacity: list[VerdictGroup],
+    recommendations: list[str],
+    out_dir: str,
+    searches: Sequence[SearchRecord] = (),
+) -> str:
     """The whole report in Markdown: summary.md."""
     group_of = {rid: g.group for g in capacity for rid in g.run_ids}
     lines = ["# zmqload report", ""]
     answers = _answers(searches)
-    if answers:         # the capacity search's answer comes first
-        lines += ["## Capacity search", "", *(f"- {a}" for a in answers), "",
-                  *search_table(search_answer.table(list(searches))), ""]
+    if answers:  # the capacity search's answer comes first
+        lines += [
+            "## Capacity search",
+            "",
+            *(f"- {a}" for a in answers),
+            "",
+            *search_table(search_answer.table(list(searches))),
+            "",
+        ]
     lines += [
-             "| run | status | group | pattern/transport | size | offered | throughput | loss % | drained | dropped | stranded | sender drops | p99 us | p99.9 us | peak queued |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        "| run | status | group | pattern/transport | size | offered | throughput | loss % | drained | dropped | stranded | sender drops | p99 us | p99.9 us | peak queued |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in analysis.run_rows():
-        lines.append(f"| {r.run} | {_status(r)} | "
-                     f"{group_of.get(r.run, '-')} | "
-                     f"{r.pattern}/{r.transport} | {r.size} | {offered_cell(r)} | "
-                     f"{fmt_rate(r.recv_rate)} | {_loss(r)} | "
-                     f"{_f(r.drained, '{}')} | {_f(r.dropped, '{}')} | {_f(r.stranded, '{}')} | "
-                     f"{_f(r.dropped_sender, '{}')} | {_f(r.latency_intended.p99)}{fmt_clocks(r)} | "
-                     f"{_f(r.latency_intended.p99_9)}{fmt_clocks(r)} | {fmt_bytes(r.queued_bytes_max)} |")
+        lines.append(
+            f"| {r.run} | {_status(r)} | "
+            f"{group_of.get(r.run, '-')} | "
+            f"{r.pattern}/{r.transport} | {r.size} | {offered_cell(r)} | "
+            f"{fmt_rate(r.recv_rate)} | {_loss(r)} | "
+            f"{_f(r.drained, '{}')} | {_f(r.dropped, '{}')} | {_f(r.stranded, '{}')} | "
+            f"{_f(r.dropped_sender, '{}')} | {_f(r.latency_intended.p99)}{fmt_clocks(r)} | "
+            f"{_f(r.latency_intended.p99_9)}{fmt_clocks(r)} | {fmt_bytes(r.queued_bytes_max)} |"
+        )
     rtt_rows = round_trip_runs(analysis)
     if rtt_rows:
-        lines += ["", "## Round trips and answers (req-rep; round trips from the intended send time, us)", "",
-                  "| run | " + " | ".join(h for _, h in ROUND_TRIP_COLUMNS) + " |",
-                  "|---|" + "---|" * len(ROUND_TRIP_COLUMNS)]
-        lines += [f"| {r.run} | " + " | ".join(_f(r.column(k)) for k, _ in ROUND_TRIP_COLUMNS) + " |"
-                  for r in rtt_rows]
+        lines += [
+            "",
+            "## Round trips and answers (req-rep; round trips from the intended send time, us)",
+            "",
+            "| run | " + " | ".join(h for _, h in ROUND_TRIP_COLUMNS) + " |",
+            "|---|" + "---|" * len(ROUND_TRIP_COLUMNS),
+        ]
+        lines += [
+            f"| {r.run} | " + " | ".join(_f(r.column(k)) for k, _ in ROUND_TRIP_COLUMNS) + " |"
+            for r in rtt_rows
+        ]
     if capacity:
         keys = ", ".join(capacity[0].key_names) or "nothing (one setting)"
         lines += ["", "## Capacity verdicts", "", f"Grouped by: {keys}", ""]
         lines += [f"- {rec}" for rec in recommendations]
-    lines += ["", f"Report: {out_dir}/index.html (also summary.parquet, summary.csv, capacity.json)"]
+    lines += [
+        "",
+        f"Report: {out_dir}/index.html (also summary.parquet, summary.csv, capacity.json)",
+    ]
     return "\n".join(lines)
 
 
-def terminal(analysis: Analysis, capacity: list[VerdictGroup], recommendations: list[str], out_dir: str,
-             searches: Sequence[SearchRecord] = ()) -> str:
+def terminal(
+    analysis: Analysis,
+    capacity: list[VerdictGroup],
+    recommendations: list[str],
+    out_dir: str,
+    searches: Sequence[SearchRecord] = (),
+) -> str:
     """The short summary: the answers, a narrow runs table, the verdicts, where the rest is."""
     lines = ["# zmqload report", ""]
     answers = _answers(searches)
@@ -107,18 +141,28 @@ def terminal(analysis: Analysis, capacity: list[VerdictGroup], recommendations: 
         keys = ", ".join(capacity[0].key_names) or "nothing (one setting)"
         lines += ["", "## Capacity verdicts", "", wrap(f"Grouped by: {keys}"), ""]
         lines += [wrap(f"- {rec}") for rec in recommendations]
-    tables = "every table: fates, latency, round trips" + (", the search's table" if answers else "")
-    lines += ["", f"Report: {os.path.join(out_dir, 'index.html')}",
-              wrap(f"Tables: {os.path.join(out_dir, SUMMARY_FILE)} ({tables}); summary.parquet, summary.csv and "
-                   "capacity.json beside it")]
+    tables = "every table: fates, latency, round trips" + (
+        ", the search's table" if answers else ""
+    )
+    lines += [
+        "",
+        f"Report: {os.path.join(out_dir, 'index.html')}",
+        wrap(
+            f"Tables: {os.path.join(out_dir, SUMMARY_FILE)} ({tables}); summary.parquet, summary.csv and "
+            "capacity.json beside it"
+        ),
+    ]
     return "\n".join(lines)
 
 
 def wrap(text: str) -> str:
     """A line of prose folded to WIDTH columns, the continuation lines indented (a word longer
     than that, a path, is left whole)."""
-    return "\n".join(textwrap.wrap(text, WIDTH, subsequent_indent="  ", break_long_words=False,
-                                   break_on_hyphens=False))
+    return "\n".join(
+        textwrap.wrap(
+            text, WIDTH, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+        )
+    )
 
 
 RUN_COLUMNS = ("run", "status", "offered", "throughput", "loss %", "p99 us")
@@ -127,26 +171,45 @@ RUN_COLUMNS = ("run", "status", "offered", "throughput", "loss %", "p99 us")
 def runs_table(rows: Sequence[SummaryRow]) -> list[str]:
     """The terminal's runs table: a few columns, run ids cut at the front (keeping their
     distinctive end) where a row would be wider than WIDTH."""
-    cells = [[str(r.run), _status(r), offered_cell(r), fmt_rate(r.recv_rate), _loss(r),
-              _f(r.judged_p99_us) + fmt_clocks(r)] for r in rows]
+    cells = [
+        [
+            str(r.run),
+            _status(r),
+            offered_cell(r),
+            fmt_rate(r.recv_rate),
+            _loss(r),
+            _f(r.judged_p99_us) + fmt_clocks(r),
+        ]
+        for r in rows
+    ]
     others = max((sum(len(c) for c in row[1:]) for row in cells), default=0)
-    room = max(12, WIDTH - others - 3 * len(RUN_COLUMNS) - 1)      # "| " + " | " between + " |"
+    room = max(12, WIDTH - others - 3 * len(RUN_COLUMNS) - 1)  # "| " + " | " between + " |"
     for row in cells:
         if len(row[0]) > room:
-            row[0] = ELLIPSIS + row[0][len(row[0]) - room + len(ELLIPSIS):]
-    return ["| " + " | ".join(RUN_COLUMNS) + " |", "|" + "---|" * len(RUN_COLUMNS),
-            *("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells)]
+            row[0] = ELLIPSIS + row[0][len(row[0]) - room + len(ELLIPSIS) :]
+    return [
+        "| " + " | ".join(RUN_COLUMNS) + " |",
+        "|" + "---|" * len(RUN_COLUMNS),
+        *("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells),
+    ]
 
 
 def search_table(rows: list[dict[str, Any]]) -> list[str]:
     """The capacity search's table, the cells of the HTML report's (search_answer.cells)."""
     keys = search_answer.key_names(rows)
     (setting, setting_head), *figures = search_answer.TABLE_COLUMNS
-    out = [f"### {search_answer.table_title(rows)}", "",
-           "| " + " | ".join([setting_head, *keys, *(h for _, h in figures)]) + " |",
-           "|" + "---|" * (1 + len(keys) + len(figures))]
+    out = [
+        f"### {search_answer.table_title(rows)}",
+        "",
+        "| " + " | ".join([setting_head, *keys, *(h for _, h in figures)]) + " |",
+        "|" + "---|" * (1 + len(keys) + len(figures)),
+    ]
     for r in rows:
         c = search_answer.cells(r)
-        values = [c[setting], *(search_answer.key_cell(r, k) for k in keys), *(c[k] for k, _ in figures)]
+        values = [
+            c[setting],
+            *(search_answer.key_cell(r, k) for k in keys),
+            *(c[k] for k, _ in figures),
+        ]
         out.append("| " + " | ".join(v.replace("|", "\\|") for v in values) + " |")
     return out

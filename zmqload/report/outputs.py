@@ -1,6 +1,7 @@
 """summary.parquet and summary.csv: every figure, one row per (run, consumer, stream), with the
 verdict of the run's group; capacity.json: the verdicts, one per group; topics.parquet and topics.csv
 (runs with --topics): one row per (run, topic, consumer)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,11 +21,29 @@ from ..contract.search_record import SearchRecord
 from . import search_answer
 
 # The verdict columns added beside the summary's own (analysis.pipeline.SUMMARY types those).
-_TYPES = {"group": pa.string(), "highest_clean_rate": pa.float64(), "lowest_failing_rate": pa.float64(),
-          "failed_slo": pa.string(), "monotone": pa.bool_()}
+_TYPES = {
+    "group": pa.string(),
+    "highest_clean_rate": pa.float64(),
+    "lowest_failing_rate": pa.float64(),
+    "failed_slo": pa.string(),
+    "monotone": pa.bool_(),
+}
 # What capacity.json keeps of a group (capacity.capacity_table), beside its keys.
-CAPACITY_FIELDS = ("group", "highest_clean_rate", "lowest_failing_rate", "failed_slo", "failure", "monotone",
-                   "monotone_note", "verdict", "cause", "advice", "rates_tested", "run_ids", "max_throughput")
+CAPACITY_FIELDS = (
+    "group",
+    "highest_clean_rate",
+    "lowest_failing_rate",
+    "failed_slo",
+    "failure",
+    "monotone",
+    "monotone_note",
+    "verdict",
+    "cause",
+    "advice",
+    "rates_tested",
+    "run_ids",
+    "max_throughput",
+)
 
 
 def _column(name: str, vals: list[Any]) -> pa.Array:
@@ -50,12 +69,22 @@ def summary_table(rows: list[SummaryRow], capacity: list[VerdictGroup] | None = 
         names = [n for g in capacity for n in (f"group_{k}" for k in g.key_names)]
         for name in list(dict.fromkeys(names)) + list(VERDICT_COLUMNS):
             vals = [by_run.get(str(r.run), {}).get(name) for r in rows]
-            cols[name] = pa.array(vals, type=_TYPES[name]) if name in _TYPES else _column(name, vals)
+            cols[name] = (
+                pa.array(vals, type=_TYPES[name]) if name in _TYPES else _column(name, vals)
+            )
     return pa.table(cols)
 
 
-TOPIC_COLUMNS = {"run": pa.string(), "topic": pa.string(), "consumer": pa.int64(), "subscribed": pa.bool_(),
-                 "sent": pa.int64(), "expected": pa.int64(), "received": pa.int64(), "lost": pa.int64()}
+TOPIC_COLUMNS = {
+    "run": pa.string(),
+    "topic": pa.string(),
+    "consumer": pa.int64(),
+    "subscribed": pa.bool_(),
+    "sent": pa.int64(),
+    "expected": pa.int64(),
+    "received": pa.int64(),
+    "lost": pa.int64(),
+}
 """topics.parquet: analysis.pipeline.topic_figures' rows (run.json's `topics`, flattened)."""
 
 
@@ -63,7 +92,9 @@ def write_topics(rows: list[dict[str, Any]], out_dir: str) -> None:
     """topics.parquet and topics.csv, when some run has topics."""
     if not rows:
         return
-    table = pa.table({name: pa.array([r[name] for r in rows], type=kind) for name, kind in TOPIC_COLUMNS.items()})
+    table = pa.table(
+        {name: pa.array([r[name] for r in rows], type=kind) for name, kind in TOPIC_COLUMNS.items()}
+    )
     pq.write_table(table, os.path.join(out_dir, "topics.parquet"))
     pacsv.write_csv(table, os.path.join(out_dir, "topics.csv"))
 
@@ -75,16 +106,27 @@ def _group_json(g: VerdictGroup) -> dict[str, Any]:
     return {"keys": g.keys, **fields}
 
 
-def capacity_json(capacity: list[VerdictGroup], slo_p99_us: float | None = None,
-                  searches: Sequence[SearchRecord] = ()) -> dict[str, Any]:
+def capacity_json(
+    capacity: list[VerdictGroup],
+    slo_p99_us: float | None = None,
+    searches: Sequence[SearchRecord] = (),
+) -> dict[str, Any]:
     """The verdicts per group and, for a capacity search's directory, its table per combination
     (report/search_answer.table: max sustainable rate with its memory and latency cost)."""
-    return {"slo_p99_us": slo_p99_us, "groups": [_group_json(g) for g in capacity],
-            "searches": search_answer.table(list(searches))}
+    return {
+        "slo_p99_us": slo_p99_us,
+        "groups": [_group_json(g) for g in capacity],
+        "searches": search_answer.table(list(searches)),
+    }
 
 
-def write_summary(rows: list[SummaryRow], out_dir: str, capacity: list[VerdictGroup] | None = None,
-                  slo_p99_us: float | None = None, searches: Sequence[SearchRecord] = ()) -> None:
+def write_summary(
+    rows: list[SummaryRow],
+    out_dir: str,
+    capacity: list[VerdictGroup] | None = None,
+    slo_p99_us: float | None = None,
+    searches: Sequence[SearchRecord] = (),
+) -> None:
     table = summary_table(rows, capacity)
     pq.write_table(table, os.path.join(out_dir, "summary.parquet"))
     pacsv.write_csv(table, os.path.join(out_dir, "summary.csv"))

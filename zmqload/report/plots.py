@@ -1,4 +1,5 @@
 """Figures as base64 PNG (matplotlib, Agg backend) from the collected aggregates."""
+
 from __future__ import annotations
 
 import base64
@@ -26,13 +27,23 @@ from ..contract.run_record import RunRecord  # noqa: E402
 from ..contract.search_record import ProbeEntry, SearchEntry  # noqa: E402
 from ..contract.states import DrainEnd  # noqa: E402
 
-COLORS = {"offered": "#9e9e9e", "sent": "#1f77b4", "received": "#2ca02c",
-          "latency_intended": "#d62728", "latency_sent": "#1f77b4", "stall": "#ff7f0e",
-          "latency_delivered": "#2ca02c", "latency_drained": "#8c564b"}
-LABELS = {"latency_intended": "latency from intended send (no coordinated omission)",
-          "latency_sent": "latency from actual send", "stall": "sender stall (actual - intended)",
-          "latency_delivered": "  of it, delivered while the consumers worked",
-          "latency_drained": "  of it, drained (how long the backlog waited)"}
+COLORS = {
+    "offered": "#9e9e9e",
+    "sent": "#1f77b4",
+    "received": "#2ca02c",
+    "latency_intended": "#d62728",
+    "latency_sent": "#1f77b4",
+    "stall": "#ff7f0e",
+    "latency_delivered": "#2ca02c",
+    "latency_drained": "#8c564b",
+}
+LABELS = {
+    "latency_intended": "latency from intended send (no coordinated omission)",
+    "latency_sent": "latency from actual send",
+    "stall": "sender stall (actual - intended)",
+    "latency_delivered": "  of it, delivered while the consumers worked",
+    "latency_drained": "  of it, drained (how long the backlog waited)",
+}
 
 
 def _png(fig: Figure) -> str:
@@ -60,15 +71,22 @@ def us_tick(us: float, _: object = None) -> str:
     return f"{us:,.0f} µs" if us >= 10 else f"{us:g} µs"
 
 
-MOST_STEPS = 200      # windows drawn per run at most: longer runs are drawn in merged windows
+MOST_STEPS = 200  # windows drawn per run at most: longer runs are drawn in merged windows
 # Which times each throughput series counts by, and the span of those times in the run row.
-SERIES = {"offered": ("offered (by intended time)", "t_first_intended_ns", "t_last_intended_ns"),
-          "sent": ("achieved send", "t_first_send_ns", "t_last_send_ns"),
-          "received": ("received", "t_first_recv_ns", "t_last_recv_ns")}
+SERIES = {
+    "offered": ("offered (by intended time)", "t_first_intended_ns", "t_last_intended_ns"),
+    "sent": ("achieved send", "t_first_send_ns", "t_last_send_ns"),
+    "received": ("received", "t_first_recv_ns", "t_last_recv_ns"),
+}
 
 
-def throughput_series(rates: list[dict[str, Any]], run: str, window_ns: int, row: SummaryRow | None = None,
-                      t0_ns: int | None = None) -> dict[str, Any]:
+def throughput_series(
+    rates: list[dict[str, Any]],
+    run: str,
+    window_ns: int,
+    row: SummaryRow | None = None,
+    t0_ns: int | None = None,
+) -> dict[str, Any]:
     """The throughput plot's data: per series (offered, sent, received), the window edges in
     seconds since t0 (default: the first intended send) and the rate in each window.
 
@@ -102,15 +120,23 @@ def throughput_series(rates: list[dict[str, Any]], run: str, window_ns: int, row
         first, last = row.column(first_key), row.column(last_key)
         start: int = first if first is not None else min(windows) * window_ns
         end: int = last + 1 if last is not None else (max(windows) + 1) * window_ns
-        start = min(start, (min(windows) + 1) * window_ns - 1)     # the span holds every counted window
+        start = min(
+            start, (min(windows) + 1) * window_ns - 1
+        )  # the span holds every counted window
         end = max(end, max(windows) * window_ns + 1)
         n_per_bin: defaultdict[int, int] = defaultdict(int)
         for w, n in per.items():
             n_per_bin[(w * window_ns - origin) // width] += n
         bins = range((start - origin) // width, (end - 1 - origin) // width + 1)
         # [from, to) of each bin inside the span, and its count
-        cells = [[max(origin + b * width, start), min(origin + (b + 1) * width, end), n_per_bin.get(b, 0)]
-                 for b in bins]
+        cells = [
+            [
+                max(origin + b * width, start),
+                min(origin + (b + 1) * width, end),
+                n_per_bin.get(b, 0),
+            ]
+            for b in bins
+        ]
         if len(cells) > 1 and cells[0][1] - cells[0][0] < width / 2:
             cells[1] = [cells[0][0], cells[1][1], cells[0][2] + cells[1][2]]
             cells.pop(0)
@@ -118,14 +144,20 @@ def throughput_series(rates: list[dict[str, Any]], run: str, window_ns: int, row
             cells[-2] = [cells[-2][0], cells[-1][1], cells[-2][2] + cells[-1][2]]
             cells.pop()
         if len(cells) == 1 and cells[0][1] - cells[0][0] < width:
-            cells[0][1] = cells[0][0] + width     # a span shorter than a window: its count per window
+            cells[0][1] = cells[0][0] + width  # a span shorter than a window: its count per window
         edges = [(c[0] - t0) / 1e9 for c in cells] + [(cells[-1][1] - t0) / 1e9]
         series[k] = (edges, [c[2] * 1e9 / (c[1] - c[0]) for c in cells])
     return {"window_ns": width, "series": series}
 
 
-def throughput(rates: list[dict[str, Any]], run: str, window_ns: int, row: SummaryRow | None = None,
-               t0_ns: int | None = None, paced: bool = True) -> Optional[str]:
+def throughput(
+    rates: list[dict[str, Any]],
+    run: str,
+    window_ns: int,
+    row: SummaryRow | None = None,
+    t0_ns: int | None = None,
+    paced: bool = True,
+) -> Optional[str]:
     """The throughput plot; an unpaced run (`paced` False) offers no rate: no offered line."""
     data = throughput_series(rates, run, window_ns, row, t0_ns)
     if not paced:
@@ -136,34 +168,52 @@ def throughput(rates: list[dict[str, Any]], run: str, window_ns: int, row: Summa
 def throughput_figure(data: dict[str, Any]) -> Figure:
     fig, ax = plt.subplots(figsize=(10, 3.4))
     # offered last and on top, dashed and dark: it is the reference the others are read against
-    style: dict[str, dict[str, Any]] = {"sent": dict(color=COLORS["sent"], lw=2.6, alpha=0.75),
-             "received": dict(color=COLORS["received"], lw=1.6),
-             "offered": dict(color="#222", lw=1.4, ls=(0, (4, 3)), zorder=5)}
+    style: dict[str, dict[str, Any]] = {
+        "sent": dict(color=COLORS["sent"], lw=2.6, alpha=0.75),
+        "received": dict(color=COLORS["received"], lw=1.6),
+        "offered": dict(color="#222", lw=1.4, ls=(0, (4, 3)), zorder=5),
+    }
     for k in ("sent", "received", "offered"):
         if k in data["series"]:
             edges, values = data["series"][k]
             ax.stairs(values, edges, baseline=None, label=SERIES[k][0], **style[k])
     top, peak = y_top(data)
-    if peak:        # e.g. a fast drain's few ms at 30x the run's rate: named, so the run stays readable
-        ax.text(0.99, 0.97, f"{peak[0]} peaks above the scale: {_si(peak[1])}/s at {peak[2]:.3g} s",
-                transform=ax.transAxes, ha="right", va="top", fontsize=8, color="#555")
+    if peak:  # e.g. a fast drain's few ms at 30x the run's rate: named, so the run stays readable
+        ax.text(
+            0.99,
+            0.97,
+            f"{peak[0]} peaks above the scale: {_si(peak[1])}/s at {peak[2]:.3g} s",
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=8,
+            color="#555",
+        )
     ax.set_xlabel("seconds since the first scheduled send")
     ax.set_ylabel("messages / s")
     ax.set_ylim(0, top)
     ax.yaxis.set_major_formatter(FuncFormatter(_si))
-    ax.set_title(f"Throughput over time ({duration_text(data['window_ns'])} windows; first and last by the time they "
-                 "cover)")
+    ax.set_title(
+        f"Throughput over time ({duration_text(data['window_ns'])} windows; first and last by the time they "
+        "cover)"
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, frameon=False)
     return fig
 
 
-PEAK_SCALE = 3.0    # a window above 3x the 95th percentile of all windows is not allowed to set the scale
+PEAK_SCALE = (
+    3.0  # a window above 3x the 95th percentile of all windows is not allowed to set the scale
+)
 
 
 def y_top(data: dict[str, Any]) -> tuple[float, tuple[str, float, float] | None]:
     """The throughput plot's y limit, and the highest peak left above it (series, rate, s) if any."""
-    values = [(v, name, (e[i] + e[i + 1]) / 2) for name, (e, vs) in data["series"].items() for i, v in enumerate(vs)]
+    values = [
+        (v, name, (e[i] + e[i + 1]) / 2)
+        for name, (e, vs) in data["series"].items()
+        for i, v in enumerate(vs)
+    ]
     if not values:
         return 1.0, None
     highest = max(values)
@@ -174,13 +224,18 @@ def y_top(data: dict[str, Any]) -> tuple[float, tuple[str, float, float] | None]
 
 
 def duration_text(ns: float) -> str:
-    return f"{ns / 1e9:g} s" if ns >= 1e9 else f"{ns / 1e6:g} ms" if ns >= 1e6 else f"{ns / 1e3:g} us"
+    return (
+        f"{ns / 1e9:g} s" if ns >= 1e9 else f"{ns / 1e6:g} ms" if ns >= 1e6 else f"{ns / 1e3:g} us"
+    )
 
 
-FLOOR_US = 0.1     # values below (0 ns stalls: a send on time) are drawn here on the log axis
+FLOOR_US = 0.1  # values below (0 ns stalls: a send on time) are drawn here on the log axis
 # Line styles so coinciding curves stay visible (unpaced runs: intended == actual send).
 STYLES: dict[str, dict[str, Any]] = {
-    "latency_intended": dict(lw=3.2, alpha=0.55), "latency_sent": dict(lw=1.4, ls="--"), "stall": dict(lw=1.4)}
+    "latency_intended": dict(lw=3.2, alpha=0.55),
+    "latency_sent": dict(lw=1.4, ls="--"),
+    "stall": dict(lw=1.4),
+}
 
 
 def latency_curve(hist: list[dict[str, Any]], run: str) -> Optional[str]:
@@ -202,7 +257,7 @@ def latency_curve(hist: list[dict[str, Any]], run: str) -> Optional[str]:
         xs, ys, cum = [], [], 0
         for h in hs:
             cum += h["count"]
-            xs.append(total / max(total - cum, 1))      # 1 / (1 - q), the last one capped at count
+            xs.append(total / max(total - cum, 1))  # 1 / (1 - q), the last one capped at count
             v = min(bucket_value(h["bucket"]), max(h["max"], 0))
             ys.append(max(v / 1e3, FLOOR_US))
         xs, ys = [1.0] + xs, [ys[0]] + ys
@@ -214,7 +269,7 @@ def latency_curve(hist: list[dict[str, Any]], run: str) -> Optional[str]:
     ticks = [t for t in (2, 10, 100, 1000, 10000, 100000, 1000000, 10000000) if t <= x_max * 1.01]
     names = ["50%", "90%", "99%", "99.9%", "99.99%", "99.999%", "99.9999%", "99.99999%"]
     ax.set_xticks(ticks)
-    ax.set_xticklabels(names[:len(ticks)])
+    ax.set_xticklabels(names[: len(ticks)])
     ax.set_xlim(1, x_max * 1.2)
     if y_min is not None:
         ax.set_ylim(bottom=y_min / 1.5)
@@ -226,8 +281,16 @@ def latency_curve(hist: list[dict[str, Any]], run: str) -> Optional[str]:
     ax.set_title("Latency by percentile (HdrHistogram style)")
     ax.grid(alpha=0.3, which="both")
     if notes:
-        ax.text(0.99, 0.03, "; ".join(notes), transform=ax.transAxes, ha="right", va="bottom", fontsize=8,
-                color="#555")
+        ax.text(
+            0.99,
+            0.03,
+            "; ".join(notes),
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom",
+            fontsize=8,
+            color="#555",
+        )
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
     return _png(fig)
 
@@ -256,32 +319,47 @@ def messages_axis(ax: Axes, top: float, mean_size: float | None = None) -> None:
 
         def to_depth(queued: Any) -> Any:
             return queued * factor / size
+
         sec = ax.secondary_yaxis("right", functions=(to_bytes, to_depth))
         sec.set_ylabel(f"{unit} queued (x mean size {mean_size:,.0f} B)")
         sec.yaxis.set_major_formatter(FuncFormatter(_si))
 
 
-def queue_depth(depth: list[dict[str, Any]], run: str, window_ns: int, t0_ns: int | None = None,
-                peak: tuple[Optional[int], Optional[float]] = (None, None)) -> Optional[str]:
+def queue_depth(
+    depth: list[dict[str, Any]],
+    run: str,
+    window_ns: int,
+    t0_ns: int | None = None,
+    peak: tuple[Optional[int], Optional[float]] = (None, None),
+) -> Optional[str]:
     """The run's queue (measure/queue_replay.py) per window: the deepest of the millisecond ends in it;
     `peak` (messages, seconds since t0): the exact peak, marked."""
     rows = [d for d in depth if d["run"] == run and d["stream"] == ALL]
     if not rows:
         return None
     t0 = t0_ns if t0_ns is not None else min(d["window"] for d in rows) * window_ns
-    t = [(d["window"] * window_ns - t0) / 1e9 for d in rows]       # the start of each window
+    t = [(d["window"] * window_ns - t0) / 1e9 for d in rows]  # the start of each window
     fig, ax = plt.subplots(figsize=(10, 3.0))
     values = [max(d["depth"], 0) for d in rows]
     ax.fill_between(t, values, step="post", alpha=0.35, color="#9467bd")
     ax.step(t, values, where="post", color="#9467bd")
     messages, at_s = peak
     if messages is not None and at_s is not None:
-        ax.plot([at_s], [messages], marker="v", color="#d62728", ls="none", label=f"peak {messages:,} at {at_s:.3f} s")
+        ax.plot(
+            [at_s],
+            [messages],
+            marker="v",
+            color="#d62728",
+            ls="none",
+            label=f"peak {messages:,} at {at_s:.3f} s",
+        )
         ax.legend(fontsize=8, loc="upper left")
     ax.set_xlabel("seconds since the first scheduled send")
     messages_axis(ax, max(values + [messages or 0]), rows[0].get("mean_size"))
-    ax.set_title(f"Queue depth over time: sent - received - dropped (deepest millisecond in each "
-                 f"{duration_text(window_ns)} window)")
+    ax.set_title(
+        f"Queue depth over time: sent - received - dropped (deepest millisecond in each "
+        f"{duration_text(window_ns)} window)"
+    )
     ax.grid(alpha=0.3)
     return _png(fig)
 
@@ -291,24 +369,34 @@ def _group_of(capacity: list[VerdictGroup]) -> dict[str, VerdictGroup]:
     return {rid: g for g in capacity for rid in g.run_ids}
 
 
-def loss_vs_hwm_series(run_rows: list[SummaryRow], capacity: list[VerdictGroup]) -> dict[str, Any] | None:
+def loss_vs_hwm_series(
+    run_rows: list[SummaryRow], capacity: list[VerdictGroup]
+) -> dict[str, Any] | None:
     """The loss-vs-HWM plot's data: the HWM settings tested (the x categories, in order) and
     one series per setup (every other grouping key and the offered rate), each a list of
     (category index, loss %) where loss = lost + refused by the sender, % of attempted.
     Points of one series only are ever joined. None without an HWM among the grouping keys, or
     with one HWM setting among the paced runs (nothing to compare)."""
-    hwm_keys = [k for k in ("sndhwm", "rcvhwm", "proxy_sndhwm", "proxy_rcvhwm")
-                if capacity and k in capacity[0].key_names]
+    hwm_keys = [
+        k
+        for k in ("sndhwm", "rcvhwm", "proxy_sndhwm", "proxy_rcvhwm")
+        if capacity and k in capacity[0].key_names
+    ]
     if not hwm_keys:
         return None
     group = _group_of(capacity)
     rows = [r for r in run_rows if r.expected and offered(r) and r.run in group]
 
-    def hwm_sort(keys: dict[str, Any]) -> tuple[tuple[bool, Any], ...]:       # numeric order, libzmq's default last
+    def hwm_sort(
+        keys: dict[str, Any],
+    ) -> tuple[tuple[bool, Any], ...]:  # numeric order, libzmq's default last
         return tuple((keys[k] is None, keys[k] or 0) for k in hwm_keys)
-    settings = sorted({tuple((k, group[r.run].keys[k]) for k in hwm_keys) for r in rows},
-                      key=lambda t: hwm_sort(dict(t)))
-    if len(settings) < 2:       # one HWM among the paced runs: nothing to compare along the axis
+
+    settings = sorted(
+        {tuple((k, group[r.run].keys[k]) for k in hwm_keys) for r in rows},
+        key=lambda t: hwm_sort(dict(t)),
+    )
+    if len(settings) < 2:  # one HWM among the paced runs: nothing to compare along the axis
         return None
     labels = [", ".join(key_text(k, v) for k, v in t) for t in settings]
     series: defaultdict[str, list[tuple[int, float]]] = defaultdict(list)
@@ -319,8 +407,11 @@ def loss_vs_hwm_series(run_rows: list[SummaryRow], capacity: list[VerdictGroup])
         refused = r.dropped_sender or 0
         loss = 100 * ((r.lost or 0) + refused) / max((r.expected or 0) + refused, 1)
         series[name].append((settings.index(tuple((k, keys[k]) for k in hwm_keys)), loss))
-    return {"labels": labels, "series": {name: sorted(pts) for name, pts in sorted(series.items())},
-            "keys": [k for k in capacity[0].key_names if k not in hwm_keys]}
+    return {
+        "labels": labels,
+        "series": {name: sorted(pts) for name, pts in sorted(series.items())},
+        "keys": [k for k in capacity[0].key_names if k not in hwm_keys],
+    }
 
 
 MARKERS = "osD^vP*Xh<>"
@@ -338,8 +429,16 @@ def loss_vs_hwm(run_rows: list[SummaryRow], capacity: list[VerdictGroup]) -> Opt
     for i, name in enumerate(names):
         shift = (i / max(len(names) - 1, 1) - 0.5) * spread * 2 if len(names) > 1 else 0.0
         pts = data["series"][name]
-        ax.plot([x + shift for x, _ in pts], [y for _, y in pts], marker=MARKERS[i % len(MARKERS)], ms=7,
-                lw=1.2, ls="-" if len(pts) > 1 else "none", label=name, alpha=0.9)
+        ax.plot(
+            [x + shift for x, _ in pts],
+            [y for _, y in pts],
+            marker=MARKERS[i % len(MARKERS)],
+            ms=7,
+            lw=1.2,
+            ls="-" if len(pts) > 1 else "none",
+            label=name,
+            alpha=0.9,
+        )
     ax.set_xticks(range(len(data["labels"])))
     ax.set_xticklabels(data["labels"], fontsize=8)
     ax.set_xlim(-0.5, len(data["labels"]) - 0.5)
@@ -350,13 +449,24 @@ def loss_vs_hwm(run_rows: list[SummaryRow], capacity: list[VerdictGroup]) -> Opt
     ax.set_xlabel("high-water mark")
     ax.set_title("Loss vs high-water mark (paced runs; one line per setup)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, title=", ".join(data["keys"]) or None, title_fontsize=8, loc="upper center",
-              bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
+    ax.legend(
+        fontsize=8,
+        title=", ".join(data["keys"]) or None,
+        title_fontsize=8,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.2),
+        ncol=2,
+        frameon=False,
+    )
     return _png(fig)
 
 
-def capacity_curves(run_rows: list[SummaryRow], slo_p99_us: Optional[float], capacity: list[VerdictGroup],
-                    own_p99_us: Sequence[float] = ()) -> Optional[str]:
+def capacity_curves(
+    run_rows: list[SummaryRow],
+    slo_p99_us: Optional[float],
+    capacity: list[VerdictGroup],
+    own_p99_us: Sequence[float] = (),
+) -> Optional[str]:
     """Achieved vs offered and p99 vs offered, one line per group (named by its keys), paced
     runs only; the bracket [highest clean, lowest failing] is marked on each line. The p99 SLOs
     the runs were made under (`own_p99_us`) and the report's what-if (`slo_p99_us`), each named.
@@ -375,10 +485,18 @@ def capacity_curves(run_rows: list[SummaryRow], slo_p99_us: Optional[float], cap
         rs.sort(key=offered)
         x = [offered(r) for r in rs]
         top = max(top, max(x))
-        marker = MARKERS[i % len(MARKERS)]      # its own marker, so equal points of two groups both show
-        line, = a1.plot(x, [r.recv_rate for r in rs], marker=marker, ms=7, alpha=0.85, label=name)
-        a2.plot(x, [max(r.latency_intended.p99 or 0, FLOOR_US) for r in rs], marker=marker, ms=7,
-                alpha=0.85, color=line.get_color())
+        marker = MARKERS[
+            i % len(MARKERS)
+        ]  # its own marker, so equal points of two groups both show
+        (line,) = a1.plot(x, [r.recv_rate for r in rs], marker=marker, ms=7, alpha=0.85, label=name)
+        a2.plot(
+            x,
+            [max(r.latency_intended.p99 or 0, FLOOR_US) for r in rs],
+            marker=marker,
+            ms=7,
+            alpha=0.85,
+            color=line.get_color(),
+        )
         g = by_name[name]
         for a in (a1, a2):
             if g.highest_clean_rate:
@@ -390,9 +508,13 @@ def capacity_curves(run_rows: list[SummaryRow], slo_p99_us: Optional[float], cap
     a1.set_ylabel("received msgs/s (all consumers)")
     a1.set_title("Achieved vs offered (dotted: highest clean, dashed: lowest failing)", fontsize=9)
     for value in sorted(set(own_p99_us)):
-        a2.axhline(value, color="#d62728", ls="--", lw=1, label=f"the runs' p99 SLO {fmt_us(value)}")
+        a2.axhline(
+            value, color="#d62728", ls="--", lw=1, label=f"the runs' p99 SLO {fmt_us(value)}"
+        )
     if slo_p99_us is not None:
-        a2.axhline(slo_p99_us, color="#ff7f0e", ls="-.", lw=1, label=f"what-if p99 {fmt_us(slo_p99_us)}")
+        a2.axhline(
+            slo_p99_us, color="#ff7f0e", ls="-.", lw=1, label=f"what-if p99 {fmt_us(slo_p99_us)}"
+        )
     a2.set_yscale("log")
     a2.set_xlabel("offered msgs/s")
     a2.set_ylabel("p99 latency from intended send")
@@ -405,10 +527,19 @@ def capacity_curves(run_rows: list[SummaryRow], slo_p99_us: Optional[float], cap
     a2.yaxis.set_major_formatter(FuncFormatter(us_tick))
     fig.tight_layout()
     # one legend for both, under them: inside, it hid points
-    handles = a1.get_legend_handles_labels()[0] + [h for h, lab in zip(*a2.get_legend_handles_labels())
-                                                   if lab.startswith("SLO")]
-    fig.legend(handles=handles, fontsize=8, title=keys, title_fontsize=8, loc="upper center",
-               bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
+    handles = a1.get_legend_handles_labels()[0] + [
+        h for h, lab in zip(*a2.get_legend_handles_labels()) if lab.startswith("SLO")
+    ]
+    fig.legend(
+        handles=handles,
+        fontsize=8,
+        title=keys,
+        title_fontsize=8,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=2,
+        frameon=False,
+    )
     return _png(fig)
 
 
@@ -417,20 +548,29 @@ MID_OR_RESET_LABEL = "dropped_mid or dropped_reset"
 """Between arrivals in a run with connection resets: a send window cannot tell a full pipe's drop
 from a reset's (the fates table, from the seqs, does)."""
 RESET_STYLE = dict(color="#e377c2", ls="-.", lw=1.2)
-FATE_COLORS = {"dropped_start": "#8c564b", "dropped_mid": "#d62728", "dropped_tail": "#ff7f0e",
-               AMBIGUOUS_LABEL: "#ffbb78", "stranded or dropped": "#7f7f7f", "drained": "#1f77b4",
-               MID_OR_RESET_LABEL: "#e377c2"}
+FATE_COLORS = {
+    "dropped_start": "#8c564b",
+    "dropped_mid": "#d62728",
+    "dropped_tail": "#ff7f0e",
+    AMBIGUOUS_LABEL: "#ffbb78",
+    "stranded or dropped": "#7f7f7f",
+    "drained": "#1f77b4",
+    MID_OR_RESET_LABEL: "#e377c2",
+}
 
 
 def mark_resets(ax: Any, record: RunRecord) -> None:
     """The run's connection resets (run.json resets, --reset-at) as vertical lines on a time axis
     in seconds since the first scheduled send."""
     for i, reset in enumerate(record.resets):
-        ax.axvline(reset.at_s, label="connection reset" if i == 0 else None, zorder=5, **RESET_STYLE)
+        ax.axvline(
+            reset.at_s, label="connection reset" if i == 0 else None, zorder=5, **RESET_STYLE
+        )
 
 
-def lost_by_place(rows: list[dict[str, Any]], record: RunRecord,
-                  copies: int) -> tuple[dict[str, dict[int, int]], list[int], dict[int, int]]:
+def lost_by_place(
+    rows: list[dict[str, Any]], record: RunRecord, copies: int
+) -> tuple[dict[str, dict[int, int]], list[int], dict[int, int]]:
     """({place: {send window: messages that never arrived}}, every window, {window: received}).
     Place as the fates: before the first window with an arrival, start; after the last, the
     run's tail placement rule (docs/RECORDS.md: mid-run, ambiguous or at close); else mid;
@@ -450,21 +590,32 @@ def lost_by_place(rows: list[dict[str, Any]], record: RunRecord,
     # after the last arrival: the run's tail placement rule (docs/RECORDS.md), as in its fates
     placement = drain.tail_placement if drain is not None else None
     mid = MID_OR_RESET_LABEL if record.resets else "dropped_mid"
-    tail = {TAIL_MID_RUN: mid, TAIL_AMBIGUOUS: AMBIGUOUS_LABEL}.get(placement, "dropped_tail") \
-        if placement is not None else "dropped_tail"
+    tail = (
+        {TAIL_MID_RUN: mid, TAIL_AMBIGUOUS: AMBIGUOUS_LABEL}.get(placement, "dropped_tail")
+        if placement is not None
+        else "dropped_tail"
+    )
     lost: dict[str, dict[int, int]] = defaultdict(dict)
     for w in windows:
         n = max(sent[w] * copies - arrived[w], 0)
         if not n:
             continue
-        place = ("stranded or dropped" if cut_short else "dropped_start" if not with_arrivals or w < with_arrivals[0]
-                 else tail if w > with_arrivals[-1] else mid)
+        place = (
+            "stranded or dropped"
+            if cut_short
+            else "dropped_start"
+            if not with_arrivals or w < with_arrivals[0]
+            else tail
+            if w > with_arrivals[-1]
+            else mid
+        )
         lost[place][w] = n
     return lost, windows, received
 
 
-def fates_over_time(rates: list[dict[str, Any]], run: str, record: RunRecord, copies: int,
-                    window_ns: int) -> Optional[str]:
+def fates_over_time(
+    rates: list[dict[str, Any]], run: str, record: RunRecord, copies: int, window_ns: int
+) -> Optional[str]:
     """Per send-time window, messages that never arrived, placed like their fate
     (`lost_by_place`); and per receive-time window, what arrived in the drain. None when
     nothing was lost or drained."""
@@ -474,7 +625,11 @@ def fates_over_time(rates: list[dict[str, Any]], run: str, record: RunRecord, co
     lost, windows, received = lost_by_place(rows, record, copies)
     w0 = windows[0]
     drain_ns = min((c.t_drain_ns for c in record.consumers if c.t_drain_ns), default=None)
-    drained = {w: received[w] for w in windows if drain_ns is not None and w * window_ns >= drain_ns and received[w]}
+    drained = {
+        w: received[w]
+        for w in windows
+        if drain_ns is not None and w * window_ns >= drain_ns and received[w]
+    }
     if not lost and not drained:
         return None
     fig, ax = plt.subplots(figsize=(10, 2.8))
@@ -483,30 +638,46 @@ def fates_over_time(rates: list[dict[str, Any]], run: str, record: RunRecord, co
 
     def at(w: int) -> float:
         return (w * window_ns - t0) / 1e9 if t0 is not None else (w - w0) * width
+
     bottom: defaultdict[int, int] = defaultdict(int)
     for place, per in lost.items():
         xs = sorted(per)
-        ax.bar([at(w) for w in xs], [per[w] for w in xs], width=width, align="edge",
-               bottom=[bottom[w] for w in xs], color=FATE_COLORS[place], label=f"{place} (by send time)")
+        ax.bar(
+            [at(w) for w in xs],
+            [per[w] for w in xs],
+            width=width,
+            align="edge",
+            bottom=[bottom[w] for w in xs],
+            color=FATE_COLORS[place],
+            label=f"{place} (by send time)",
+        )
         for w in xs:
             bottom[w] += per[w]
-    if drained:     # every window from the first to the last drained one, so a short drain has a width
+    if drained:  # every window from the first to the last drained one, so a short drain has a width
         xs = list(range(min(drained), max(drained) + 1))
-        ax.stairs([drained.get(w, 0) for w in xs], [at(w) for w in xs] + [at(xs[-1] + 1)], baseline=0,
-                  color=FATE_COLORS["drained"], lw=1.8, label="drained (arrived in the drain, by receive time)")
+        ax.stairs(
+            [drained.get(w, 0) for w in xs],
+            [at(w) for w in xs] + [at(xs[-1] + 1)],
+            baseline=0,
+            color=FATE_COLORS["drained"],
+            lw=1.8,
+            label="drained (arrived in the drain, by receive time)",
+        )
     mark_resets(ax, record)
     ax.set_xlabel("seconds since the first scheduled send")
     ax.set_ylabel(f"messages per {duration_text(window_ns)}")
-    ax.set_xlim(min(0, at(w0)), at(windows[-1] + 1))      # the whole run, so "when" reads at a glance
+    ax.set_xlim(min(0, at(w0)), at(windows[-1] + 1))  # the whole run, so "when" reads at a glance
     ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(FuncFormatter(_si))
-    ax.set_title(f"Where messages went over time: lost by fate, drained ({duration_text(window_ns)} windows)")
+    ax.set_title(
+        f"Where messages went over time: lost by fate, drained ({duration_text(window_ns)} windows)"
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _png(fig)
 
 
-HWM_SCALE = 4      # an HWM above 4x the peak depth is named, not drawn
+HWM_SCALE = 4  # an HWM above 4x the peak depth is named, not drawn
 
 
 def split_parts(transport: str | None) -> tuple[str, ...]:
@@ -520,26 +691,36 @@ def split_parts(transport: str | None) -> tuple[str, ...]:
     return ("libzmq pipes and unix-socket buffers (the kernel's part is sampled over tcp only)",)
 
 
-def hwm_lines(sndhwm: Optional[int], rcvhwm: Optional[int]) -> list[tuple[str, int, dict[str, Any]]]:
+def hwm_lines(
+    sndhwm: Optional[int], rcvhwm: Optional[int]
+) -> list[tuple[str, int, dict[str, Any]]]:
     """The queue plot's HWM reference lines: (name, value, line style). Equal HWMs are one line
     named for both (two would lie on top of each other, the one drawn last hiding the other);
     different ones differ in dash as well as colour."""
     if sndhwm is not None and sndhwm == rcvhwm:
         return [("SNDHWM = RCVHWM", sndhwm, dict(color="#8c2d04", ls="--"))]
-    return [(name, hwm, style) for name, hwm, style in (("SNDHWM", sndhwm, dict(color="#2ca02c", ls="--")),
-                                                         ("RCVHWM", rcvhwm, dict(color="#d62728", ls=(0, (1, 2)))))
-            if hwm is not None]
+    return [
+        (name, hwm, style)
+        for name, hwm, style in (
+            ("SNDHWM", sndhwm, dict(color="#2ca02c", ls="--")),
+            ("RCVHWM", rcvhwm, dict(color="#d62728", ls=(0, (1, 2)))),
+        )
+        if hwm is not None
+    ]
 
 
-def queue_split(depth: list[dict[str, Any]], run: str, run_path: str, record: RunRecord,
-                window_ns: int) -> Optional[str]:
+def queue_split(
+    depth: list[dict[str, Any]], run: str, run_path: str, record: RunRecord, window_ns: int
+) -> Optional[str]:
     """Messages in flight (Spark's depth, of messages that arrived) split into the kernel's tcp
     buffers and libzmq's pipes by zmqload.measure.queue_depth' rule (kernel bytes from the samples / size,
     capped at the depth), with the HWMs as reference lines; one area where the kernel's part
     is not sampled (split_parts)."""
     from ..measure.queue_depth import frame_bytes, kernel_bytes_at, read_samples
-    rows = sorted((d for d in depth if d["run"] == run and d["stream"] == ALL),
-                  key=lambda d: d["window"])
+
+    rows = sorted(
+        (d for d in depth if d["run"] == run and d["stream"] == ALL), key=lambda d: d["window"]
+    )
     if not rows:
         return None
     w = record.workload
@@ -548,20 +729,28 @@ def queue_split(depth: list[dict[str, Any]], run: str, run_path: str, record: Ru
     total = np.array([max(d["depth"], 0) for d in rows], dtype=float)
     kernel = np.zeros(len(rows))
     samples = read_samples(run_path)
-    if samples:          # the kernel's bytes at the end of each window, as messages, capped at the depth
+    if samples:  # the kernel's bytes at the end of each window, as messages, capped at the depth
         ends = np.array([(d["window"] + 1) * window_ns - 1 for d in rows], dtype=np.int64)
         frame = frame_bytes(round(record.mean_size))
         kernel = np.minimum(np.floor(kernel_bytes_at(samples, ends) / frame), total)
     parts = split_parts(w.transport)
     fig, ax = plt.subplots(figsize=(10, 3.0))
     if len(parts) == 2:
-        ax.stackplot(t, kernel, total - kernel, labels=parts, colors=["#17becf", "#9467bd"], alpha=0.6, step="post")
+        ax.stackplot(
+            t,
+            kernel,
+            total - kernel,
+            labels=parts,
+            colors=["#17becf", "#9467bd"],
+            alpha=0.6,
+            step="post",
+        )
     else:
         ax.stackplot(t, total, labels=parts, colors=["#9467bd"], alpha=0.6, step="post")
     peak = max(float(total.max()), 1.0)
     shown = []
     for name, hwm, style in hwm_lines(w.sndhwm, w.rcvhwm):
-        if hwm <= HWM_SCALE * peak:      # a reference line, not one that squashes the depth flat
+        if hwm <= HWM_SCALE * peak:  # a reference line, not one that squashes the depth flat
             ax.axhline(hwm, lw=1.4, label=f"{name} {hwm:,}", zorder=4, **style)
             shown.append(hwm)
         else:
@@ -569,8 +758,10 @@ def queue_split(depth: list[dict[str, Any]], run: str, run_path: str, record: Ru
     mark_resets(ax, record)
     ax.set_xlabel("seconds since the first scheduled send")
     messages_axis(ax, max([peak, *shown]))
-    ax.set_title(("Queue depth over time, kernel / libzmq" if len(parts) == 2 else "Queue depth over time")
-                 + f" ({duration_text(window_ns)} windows; messages that arrived; HWMs for reference)")
+    ax.set_title(
+        ("Queue depth over time, kernel / libzmq" if len(parts) == 2 else "Queue depth over time")
+        + f" ({duration_text(window_ns)} windows; messages that arrived; HWMs for reference)"
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4, frameon=False)
     return _png(fig)
@@ -593,17 +784,19 @@ def si_short(x: Optional[float], _: object = None) -> str:
     """1234567 -> '1.23M', 7071 -> '7.07k', 2.5 -> '2.5': at most 3 significant digits."""
     if x is None or not math.isfinite(x):
         return "-"
-    x = float(f"{x:.3g}")        # rounded first, so 999.6 is '1k', not '1000'
+    x = float(f"{x:.3g}")  # rounded first, so 999.6 is '1k', not '1000'
     for f, s in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= f:
             return f"{float(f'{x / f:.3g}'):g}{s}"
     return f"{x:g}"
 
 
-PROBE_STYLES = {   # outcome -> marker style; colour tells pass from fail even without the shape
+PROBE_STYLES = {  # outcome -> marker style; colour tells pass from fail even without the shape
     "pass": dict(marker="o", color="#2ca02c", label="passed"),
     "fail": dict(marker="X", color="#d62728", label="failed an SLO"),
-    "generator": dict(marker="^", color="#ff7f0e", label="generator limited (no verdict on the system)"),
+    "generator": dict(
+        marker="^", color="#ff7f0e", label="generator limited (no verdict on the system)"
+    ),
 }
 
 
@@ -616,9 +809,11 @@ def _log_ticks(lo: float, hi: float) -> list[float]:
     else (a range narrower than a decade, e.g. one probe) denser round values, at most 7."""
     decades = range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
     for subs in ((1,), (1, 2, 5), (1, 1.5, 2, 3, 5, 7), (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8)):
-        ticks = [float(f"{m * 10.0 ** d:.3g}") for d in decades for m in subs if lo <= m * 10.0 ** d <= hi]
+        ticks = [
+            float(f"{m * 10.0**d:.3g}") for d in decades for m in subs if lo <= m * 10.0**d <= hi
+        ]
         if len(ticks) >= 3:
-            return ticks[::math.ceil(len(ticks) / 7)]
+            return ticks[:: math.ceil(len(ticks) / 7)]
     return [float(f"{v:.2g}") for v in np.geomspace(lo, hi, 5)[1:-1]]
 
 
@@ -628,7 +823,7 @@ def _log_limits(values: list[float]) -> tuple[float, float]:
     return lo / 1.6, hi * 1.6
 
 
-SPREAD = 0.025      # probes at one rate are drawn 2.5% apart (log axis) so each stays visible
+SPREAD = 0.025  # probes at one rate are drawn 2.5% apart (log axis) so each stays visible
 
 
 def spread_equal(xs: list[float]) -> list[float]:
@@ -648,8 +843,11 @@ def search_probes(search: SearchEntry, slo_p99_us: float | None, title: str) -> 
     the p99 SLO as a line. Rates are the probes' figures (all producers); log axes, as the
     search ramps geometrically. None when no probe has figures."""
     from matplotlib.ticker import FixedLocator, NullLocator
+
     producers = search.producers or 1
-    measured = [(p, p.figures) for p in search.probes if p.figures is not None and p.figures.offered_rate]
+    measured = [
+        (p, p.figures) for p in search.probes if p.figures is not None and p.figures.offered_rate
+    ]
     if not measured:
         return None
     probes = [p for p, _ in measured]
@@ -660,35 +858,69 @@ def search_probes(search: SearchEntry, slo_p99_us: float | None, title: str) -> 
     lo, hi = search.bracket
     for a in (a1, a2):
         if lo is not None and hi is not None and hi > lo:
-            a.axvspan(lo * producers, hi * producers, color="#f0c040", alpha=0.35, lw=0,
-                      label=f"bracket {si_short(lo * producers)} - {si_short(hi * producers)} msg/s")
-        elif lo is not None and hi is not None:      # a bracket of width 0: one rate passed and failed
-            a.axvline(lo * producers, color="#c09000", lw=2, label=f"bracket at {si_short(lo * producers)} msg/s (width 0)")
-        elif lo is not None or hi is not None:       # one end only: no bracket, the end is marked
+            a.axvspan(
+                lo * producers,
+                hi * producers,
+                color="#f0c040",
+                alpha=0.35,
+                lw=0,
+                label=f"bracket {si_short(lo * producers)} - {si_short(hi * producers)} msg/s",
+            )
+        elif lo is not None and hi is not None:  # a bracket of width 0: one rate passed and failed
+            a.axvline(
+                lo * producers,
+                color="#c09000",
+                lw=2,
+                label=f"bracket at {si_short(lo * producers)} msg/s (width 0)",
+            )
+        elif lo is not None or hi is not None:  # one end only: no bracket, the end is marked
             end = next(b for b in (lo, hi) if b is not None)
-            a.axvline(end * producers, color="#c09000", lw=1.5, ls="--",
-                      label=f"{'highest pass' if lo is not None else 'lowest fail'} {si_short(end * producers)} "
-                            "(no bracket)")
+            a.axvline(
+                end * producers,
+                color="#c09000",
+                lw=1.5,
+                ls="--",
+                label=f"{'highest pass' if lo is not None else 'lowest fail'} {si_short(end * producers)} "
+                "(no bracket)",
+            )
     for outcome, style in PROBE_STYLES.items():
-        pts = [(x, ya, yp) for p, x, ya, yp in zip(probes, xs, ys_achieved, ys_p99) if _outcome(p) == outcome]
+        pts = [
+            (x, ya, yp)
+            for p, x, ya, yp in zip(probes, xs, ys_achieved, ys_p99)
+            if _outcome(p) == outcome
+        ]
         if not pts:
             continue
-        a1.scatter([x for x, ya, _ in pts if ya], [ya for _, ya, _ in pts if ya], s=42, zorder=3, **style)
-        a2.scatter([x for x, _, yp in pts if yp is not None], [max(yp, FLOOR_US) for _, _, yp in pts if yp is not None],
-                   s=42, zorder=3, **style)
+        a1.scatter(
+            [x for x, ya, _ in pts if ya], [ya for _, ya, _ in pts if ya], s=42, zorder=3, **style
+        )
+        a2.scatter(
+            [x for x, _, yp in pts if yp is not None],
+            [max(yp, FLOOR_US) for _, _, yp in pts if yp is not None],
+            s=42,
+            zorder=3,
+            **style,
+        )
     reruns = [(x, ya, yp) for p, x, ya, yp in zip(probes, xs, ys_achieved, ys_p99) if p.confirm]
     if reruns:
-        ring = dict(s=150, facecolors="none", edgecolors="#333", linewidths=1.2, zorder=4, label="re-run")
+        ring = dict(
+            s=150, facecolors="none", edgecolors="#333", linewidths=1.2, zorder=4, label="re-run"
+        )
         a1.scatter([x for x, ya, _ in reruns if ya], [ya for _, ya, _ in reruns if ya], **ring)
-        a2.scatter([x for x, _, yp in reruns if yp is not None],
-                   [max(yp, FLOOR_US) for _, _, yp in reruns if yp is not None], **ring)
+        a2.scatter(
+            [x for x, _, yp in reruns if yp is not None],
+            [max(yp, FLOOR_US) for _, _, yp in reruns if yp is not None],
+            **ring,
+        )
     seen = [v for v in xs + [y for y in ys_achieved if y]] + [b * producers for b in (lo, hi) if b]
     x0, x1 = _log_limits(seen)
     a1.plot([x0, x1], [x0, x1], color="#999", ls=":", lw=1, label="received = offered")
     a1.set_ylim(x0, x1)
     p99s = [max(y, FLOOR_US) for y in ys_p99 if y is not None]
     if slo_p99_us:
-        a2.axhline(slo_p99_us, color="#d62728", ls="--", lw=1, label=f"SLO p99 {fmt_us(slo_p99_us)}")
+        a2.axhline(
+            slo_p99_us, color="#d62728", ls="--", lw=1, label=f"SLO p99 {fmt_us(slo_p99_us)}"
+        )
         p99s.append(slo_p99_us)
     if p99s:
         a2.set_ylim(*_log_limits(p99s))
@@ -707,11 +939,19 @@ def search_probes(search: SearchEntry, slo_p99_us: float | None, title: str) -> 
     a2.set_ylabel("p99 latency from intended send")
     a2.set_title("p99 vs offered", fontsize=10)
     fig.suptitle(title, fontsize=10)
-    handles: dict[str, Any] = {}     # one legend for both plots, below them: the markers never hide a probe
+    handles: dict[
+        str, Any
+    ] = {}  # one legend for both plots, below them: the markers never hide a probe
     for a in (a1, a2):
         for h, name in zip(*a.get_legend_handles_labels()):
             handles.setdefault(name, h)
     fig.tight_layout(rect=(0, 0.1, 1, 1))
-    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(len(handles), 4), fontsize=8,
-               frameon=False)
+    fig.legend(
+        list(handles.values()),
+        list(handles),
+        loc="lower center",
+        ncol=min(len(handles), 4),
+        fontsize=8,
+        frameon=False,
+    )
     return _png(fig)

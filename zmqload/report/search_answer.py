@@ -1,6 +1,7 @@
 """The capacity search's answer, as the report opens with it: one sentence per searched setting from
 capacity-search.json (the rate, its bracket, what broke above it and why). It restates the search's
 own figures and computes nothing new (docs/CAPACITY.md)."""
+
 from __future__ import annotations
 
 import glob
@@ -71,8 +72,11 @@ def setting(search: SearchEntry) -> str:
     w = search.workload
     values = keys(search)
     varied = ", ".join(f"{k}={v}" for k, v in values.items())
-    hwms = ", ".join(f"{k.upper()} {hwm:,}" for k, hwm in (("sndhwm", w.sndhwm), ("rcvhwm", w.rcvhwm))
-                     if hwm is not None and k not in values)
+    hwms = ", ".join(
+        f"{k.upper()} {hwm:,}"
+        for k, hwm in (("sndhwm", w.sndhwm), ("rcvhwm", w.rcvhwm))
+        if hwm is not None and k not in values
+    )
     return head(search) + "".join(f", {part}" for part in (varied, hwms) if part)
 
 
@@ -94,8 +98,10 @@ def _mib(kb: float | None, decimals: int = 0) -> str:
 def _consumer_load(search: SearchEntry, rate: float) -> float:
     """Messages per second each consumer must take at `rate` per producer."""
     w = search.workload
-    pattern = PATTERNS.get(w.pattern)      # unknown in a foreign file: the load is shared
-    return rate * (search.producers or 1) / (1 if pattern and pattern.fanout else (w.consumers or 1))
+    pattern = PATTERNS.get(w.pattern)  # unknown in a foreign file: the load is shared
+    return (
+        rate * (search.producers or 1) / (1 if pattern and pattern.fanout else (w.consumers or 1))
+    )
 
 
 def cause(search: SearchEntry, failing: ProbeEntry | None) -> str | None:
@@ -116,26 +122,39 @@ def cause(search: SearchEntry, failing: ProbeEntry | None) -> str | None:
     # latency) need not break the backlog check.
     offered_rate = f.offered_rate
     received_rate = f.throughput_msgs if failing.figures is not None else None
-    slow = bool(offered_rate and received_rate is not None and received_rate < KEEPS_UP * offered_rate)
+    slow = bool(
+        offered_rate and received_rate is not None and received_rate < KEEPS_UP * offered_rate
+    )
     fell_behind = slow or Slo.MIN_ACHIEVED in slos or Slo.BACKLOG in slos
     if slos and slos[0] == Slo.MAX_LOSS and not fell_behind and achieved is not None:
         rate = f"{fmt_rate(received_rate)}, " if received_rate is not None else ""
-        return (f"limited by drops at the HWM while the consumer kept up on average (at {fmt_rate(hi)} it "
-                f"received {rate}{achieved:.2%} of the offered load, no growing backlog; {hwm}): bursts "
-                f"overflow the pipes, a larger HWM absorbs them")
+        return (
+            f"limited by drops at the HWM while the consumer kept up on average (at {fmt_rate(hi)} it "
+            f"received {rate}{achieved:.2%} of the offered load, no growing backlog; {hwm}): bursts "
+            f"overflow the pipes, a larger HWM absorbs them"
+        )
     delay = w.consumer_delay_us
     if fell_behind:
-        took = f"took {fmt_rate(received_rate)} of the {fmt_rate(offered_rate)} offered" if slow else ""
+        took = (
+            f"took {fmt_rate(received_rate)} of the {fmt_rate(offered_rate)} offered"
+            if slow
+            else ""
+        )
         if not delay:
             return "limited by the consumer (it fell behind" + (f": {took})" if took else ")")
         ceiling, consumers = work_ceiling(delay), w.consumers or 1
-        text = (f"limited by the consumer, doing {delay:g} us of work per message (at most {fmt_rate(ceiling)} "
-                f"each, {consumers} consumer{'s' * (consumers > 1)})")
+        text = (
+            f"limited by the consumer, doing {delay:g} us of work per message (at most {fmt_rate(ceiling)} "
+            f"each, {consumers} consumer{'s' * (consumers > 1)})"
+        )
         if hi and _consumer_load(search, hi) < 0.8 * ceiling:
             # the work alone would carry this load: the consumer's share of the CPU did not
-            text += (f", and it fell behind at {fmt_rate(_consumer_load(search, hi))} per consumer"
-                     + (f" ({took})" if took else "") + ", below what its work alone allows (it shares the CPU "
-                     "with the producers and libzmq's I/O threads)")
+            text += (
+                f", and it fell behind at {fmt_rate(_consumer_load(search, hi))} per consumer"
+                + (f" ({took})" if took else "")
+                + ", below what its work alone allows (it shares the CPU "
+                "with the producers and libzmq's I/O threads)"
+            )
         return text
     if slos == [Slo.SLO_P99_US]:
         return "limited by latency: p99 over the SLO while nothing was lost and no backlog grew (queueing)"
@@ -157,8 +176,10 @@ _STOPPED = {"running": "still running, or killed", "interrupted": "interrupted",
 def _cut_short_text(search: SearchEntry, record: SearchRecord) -> str:
     """'the search was cut short (interrupted) after 2 probes': why and how far."""
     n = len(search.probes)
-    return (f"the search was cut short ({_STOPPED.get(str(record.status), str(record.status))}) after {n} "
-            f"probe{'s' * (n != 1)}")
+    return (
+        f"the search was cut short ({_STOPPED.get(str(record.status), str(record.status))}) after {n} "
+        f"probe{'s' * (n != 1)}"
+    )
 
 
 def sentence(search: SearchEntry, record: SearchRecord | None = None) -> str:
@@ -176,21 +197,31 @@ def sentence(search: SearchEntry, record: SearchRecord | None = None) -> str:
             reached = f"every probe had failed, down to {fmt_rate(hi)} (no passing rate yet)"
         else:
             reached = f"it had reached the bracket {fmt_rate(lo)} - {fmt_rate(hi)} (highest passing - lowest failing)"
-        return f"{name}: no answer: {_cut_short_text(search, record)}, before it found one; {reached}."
+        return (
+            f"{name}: no answer: {_cut_short_text(search, record)}, before it found one; {reached}."
+        )
     if search.generator_limited:
         probe = next((p for p in search.probes if p.generator_limited), None)
-        reached_rate = probe.figures.reached_rate if probe is not None and probe.figures is not None else None
-        return (f"{name}: no capacity measured: the load generator could not keep its schedule at "
-                f"{fmt_rate(probe.rate if probe is not None else None)} (it reached {fmt_rate(reached_rate)}, without "
-                f"pushback from the sockets); add --producers to offer more load.")
+        reached_rate = (
+            probe.figures.reached_rate if probe is not None and probe.figures is not None else None
+        )
+        return (
+            f"{name}: no capacity measured: the load generator could not keep its schedule at "
+            f"{fmt_rate(probe.rate if probe is not None else None)} (it reached {fmt_rate(reached_rate)}, without "
+            f"pushback from the sockets); add --producers to offer more load."
+        )
     if not search.converged:
         return f"{name}: no answer: {search.reason or 'the search did not converge'}."
     rate = search.max_sustainable_rate
-    total = f" per producer ({fmt_rate(rate * producers)} in total)" if producers > 1 and rate else ""
+    total = (
+        f" per producer ({fmt_rate(rate * producers)} in total)" if producers > 1 and rate else ""
+    )
     failing = _probe_at(search, hi, passed=False)
     why = cause(search, failing)
-    parts = [f"{name}: {fmt_rate(rate)} sustainable{total} (bracket {fmt_rate(lo)} - {fmt_rate(hi)})"
-             + (f", {why}" if why else "")]
+    parts = [
+        f"{name}: {fmt_rate(rate)} sustainable{total} (bracket {fmt_rate(lo)} - {fmt_rate(hi)})"
+        + (f", {why}" if why else "")
+    ]
     breaches = failing.breaches if failing is not None else []
     if breaches:
         parts.append(f"above it at {fmt_rate(hi)}: {breaches[0].text or breaches[0].slo}")
@@ -198,17 +229,28 @@ def sentence(search: SearchEntry, record: SearchRecord | None = None) -> str:
     delay = w.consumer_delay_us
     if delay and not (why or "").startswith("limited by the consumer"):
         consumers = w.consumers or 1
-        parts.append(f"each consumer does {delay:g} us of work per message "
-                     f"(at most {fmt_rate(work_ceiling(delay))} each, {consumers} consumer{'s' * (consumers > 1)})")
+        parts.append(
+            f"each consumer does {delay:g} us of work per message "
+            f"(at most {fmt_rate(work_ceiling(delay))} each, {consumers} consumer{'s' * (consumers > 1)})"
+        )
     answer = _probe_at(search, rate, passed=True)
     at = answer.figures if answer is not None else None
     if at is not None:
         peak = at.queue_peak
-        parts.append(f"at that rate p99 {fmt_us(at.p99_us or 0)}"
-                     + (f", queue peak {peak.messages or 0:,} messages ({peak.kernel_messages or 0:,} in kernel "
-                        f"buffers, {peak.libzmq_messages or 0:,} in libzmq)" if peak is not None else "")
-                     + (f", consumer RSS {_mib(at.consumer_max_rss_kb)}" if at.consumer_max_rss_kb is not None
-                        else ""))
+        parts.append(
+            f"at that rate p99 {fmt_us(at.p99_us or 0)}"
+            + (
+                f", queue peak {peak.messages or 0:,} messages ({peak.kernel_messages or 0:,} in kernel "
+                f"buffers, {peak.libzmq_messages or 0:,} in libzmq)"
+                if peak is not None
+                else ""
+            )
+            + (
+                f", consumer RSS {_mib(at.consumer_max_rss_kb)}"
+                if at.consumer_max_rss_kb is not None
+                else ""
+            )
+        )
     return "; ".join(parts) + "."
 
 
@@ -217,16 +259,28 @@ def probe_rows(search: SearchEntry) -> list[dict[str, Any]]:
     rows = []
     for p in search.probes:
         f = p.figures
-        rows.append({"rate": p.rate, "passed": p.passed, "confirm": p.confirm,
-                     "achieved": f.achieved if f is not None else None,
-                     "loss_ratio": f.loss_ratio if f is not None else None,
-                     "p99_us": f.p99_us if f is not None else None,
-                     "failed_slo": None if p.failed_slo is None else str(p.failed_slo), "run_dir": p.run_dir})
+        rows.append(
+            {
+                "rate": p.rate,
+                "passed": p.passed,
+                "confirm": p.confirm,
+                "achieved": f.achieved if f is not None else None,
+                "loss_ratio": f.loss_ratio if f is not None else None,
+                "p99_us": f.p99_us if f is not None else None,
+                "failed_slo": None if p.failed_slo is None else str(p.failed_slo),
+                "run_dir": p.run_dir,
+            }
+        )
     return rows
 
 
 # What a search ended with, as the table says it: only a converged search has a capacity.
-CONVERGED, GENERATOR_LIMITED, NO_ANSWER, CUT_SHORT = "converged", "generator limited", "no answer", "cut short"
+CONVERGED, GENERATOR_LIMITED, NO_ANSWER, CUT_SHORT = (
+    "converged",
+    "generator limited",
+    "no answer",
+    "cut short",
+)
 
 
 def status(search: SearchEntry, record: SearchRecord | None = None) -> str:
@@ -251,10 +305,12 @@ def run_id(run_dir: str | None) -> str | None:
     if not run_dir:
         return None
     base = os.path.basename(os.path.normpath(run_dir))
-    return base[len("run="):] if base.startswith("run=") else base
+    return base[len("run=") :] if base.startswith("run=") else base
 
 
-def table_row(search: SearchEntry, search_id: str | None = None, record: SearchRecord | None = None) -> dict[str, Any]:
+def table_row(
+    search: SearchEntry, search_id: str | None = None, record: SearchRecord | None = None
+) -> dict[str, Any]:
     """One row of "max sustainable rate by HWM, with its memory and latency cost": the grouping
     keys, the answer and its bracket, the SLO that broke above it, and at the answer probe its
     p99 / p99.9, queue peak by place and the consumer's peak RSS. Figures as the search wrote
@@ -269,16 +325,24 @@ def table_row(search: SearchEntry, search_id: str | None = None, record: SearchR
         reason: Optional[str] = _cut_short_text(search, record)
     else:
         reason = None if state == CONVERGED else (search.reason or state)
-    return {"search_id": search_id, "setting": head(search), "keys": keys(search),
-            "producers": search.producers or 1, "status": state, "reason": reason,
-            "max_sustainable_rate": search.max_sustainable_rate if state == CONVERGED else None,
-            "bracket": [lo, hi], "failed_slo": None if search.failed_slo is None else str(search.failed_slo),
-            "answer_run": run_id(probe.run_dir) if probe else None,
-            "p99_us": at.p99_us if at is not None else None, "p99_9_us": at.p99_9_us if at is not None else None,
-            "queue_peak_messages": peak.messages if peak is not None else None,
-            "queue_peak_kernel_messages": peak.kernel_messages if peak is not None else None,
-            "queue_peak_libzmq_messages": peak.libzmq_messages if peak is not None else None,
-            "consumer_max_rss_kb": at.consumer_max_rss_kb if at is not None else None}
+    return {
+        "search_id": search_id,
+        "setting": head(search),
+        "keys": keys(search),
+        "producers": search.producers or 1,
+        "status": state,
+        "reason": reason,
+        "max_sustainable_rate": search.max_sustainable_rate if state == CONVERGED else None,
+        "bracket": [lo, hi],
+        "failed_slo": None if search.failed_slo is None else str(search.failed_slo),
+        "answer_run": run_id(probe.run_dir) if probe else None,
+        "p99_us": at.p99_us if at is not None else None,
+        "p99_9_us": at.p99_9_us if at is not None else None,
+        "queue_peak_messages": peak.messages if peak is not None else None,
+        "queue_peak_kernel_messages": peak.kernel_messages if peak is not None else None,
+        "queue_peak_libzmq_messages": peak.libzmq_messages if peak is not None else None,
+        "consumer_max_rss_kb": at.consumer_max_rss_kb if at is not None else None,
+    }
 
 
 def table(docs: Sequence[SearchRecord]) -> list[dict[str, Any]]:
@@ -309,18 +373,30 @@ def cells(row: dict[str, Any]) -> dict[str, str]:
     lo, hi = row["bracket"]
     rate = row["max_sustainable_rate"]
     if row["status"] == CONVERGED:
-        answer = f"{_count(rate)}" + (f" ({_count(rate * row['producers'])} in total)" if row["producers"] > 1 else "")
+        answer = f"{_count(rate)}" + (
+            f" ({_count(rate * row['producers'])} in total)" if row["producers"] > 1 else ""
+        )
     elif row["status"] == GENERATOR_LIMITED:
         answer = "no capacity: the load generator was the limit (add --producers)"
     else:
         answer = f"no capacity: {row['reason']}"
     peak = row["queue_peak_messages"]
-    return {"setting": row["setting"], "max_sustainable_rate": answer, "bracket": f"{_count(lo)} - {_count(hi)}",
-            "failed_slo": row["failed_slo"] or "-", "p99_us": _count(row["p99_us"]),
-            "p99_9_us": _count(row["p99_9_us"]),
-            "queue_peak": "-" if peak is None else (f"{_count(peak)} ({_count(row['queue_peak_kernel_messages'])} / "
-                                                    f"{_count(row['queue_peak_libzmq_messages'])})"),
-            "consumer_rss": _mib(row["consumer_max_rss_kb"], 1), "answer_run": row["answer_run"] or "-"}
+    return {
+        "setting": row["setting"],
+        "max_sustainable_rate": answer,
+        "bracket": f"{_count(lo)} - {_count(hi)}",
+        "failed_slo": row["failed_slo"] or "-",
+        "p99_us": _count(row["p99_us"]),
+        "p99_9_us": _count(row["p99_9_us"]),
+        "queue_peak": "-"
+        if peak is None
+        else (
+            f"{_count(peak)} ({_count(row['queue_peak_kernel_messages'])} / "
+            f"{_count(row['queue_peak_libzmq_messages'])})"
+        ),
+        "consumer_rss": _mib(row["consumer_max_rss_kb"], 1),
+        "answer_run": row["answer_run"] or "-",
+    }
 
 
 TABLE_TITLE = "Max sustainable rate by HWM, with its memory and latency cost"
@@ -330,14 +406,24 @@ NO_HWM_TITLE = "Max sustainable rate, with its memory and latency cost"
 
 def table_title(rows: list[dict[str, Any]]) -> str:
     """The search table's title, in the page and in summary.md: "by HWM" only where an HWM varied."""
-    varied = [k for k in key_names(rows) if k.endswith("hwm") and len({key_cell(r, k) for r in rows}) > 1]
+    varied = [
+        k for k in key_names(rows) if k.endswith("hwm") and len({key_cell(r, k) for r in rows}) > 1
+    ]
     return TABLE_TITLE if varied else NO_HWM_TITLE
+
+
 # (cells() key, column heading); the grouping keys go between the setting and the answer.
-TABLE_COLUMNS = (("setting", "setting"), ("max_sustainable_rate", "max sustainable rate (msg/s per producer)"),
-                 ("bracket", "bracket [highest pass - lowest fail]"), ("failed_slo", "failed SLO above it"),
-                 ("p99_us", "p99 at it (us)"), ("p99_9_us", "p99.9 at it (us)"),
-                 ("queue_peak", "queue peak, msgs (kernel / libzmq)"), ("consumer_rss", "consumer peak RSS"),
-                 ("answer_run", "answer probe"))
+TABLE_COLUMNS = (
+    ("setting", "setting"),
+    ("max_sustainable_rate", "max sustainable rate (msg/s per producer)"),
+    ("bracket", "bracket [highest pass - lowest fail]"),
+    ("failed_slo", "failed SLO above it"),
+    ("p99_us", "p99 at it (us)"),
+    ("p99_9_us", "p99.9 at it (us)"),
+    ("queue_peak", "queue peak, msgs (kernel / libzmq)"),
+    ("consumer_rss", "consumer peak RSS"),
+    ("answer_run", "answer probe"),
+)
 
 
 # -- the search's answer as the verdict of its setting (analysis/verdicts.py's groups) -------------------
@@ -359,12 +445,17 @@ def word_groups(capacity: list[VerdictGroup], docs: Sequence[SearchRecord]) -> N
         g.cause, g.advice = why, None
 
 
-def disagreements(capacity: list[VerdictGroup], run_rows: list[SummaryRow], runs: Sequence[RunInfo],
-                  docs: Sequence[SearchRecord]) -> list[str]:
+def disagreements(
+    capacity: list[VerdictGroup],
+    run_rows: list[SummaryRow],
+    runs: Sequence[RunInfo],
+    docs: Sequence[SearchRecord],
+) -> list[str]:
     """Probes the report's judge (the one judge, over Spark's figures of the probe's records and the
     SLOs the probe recorded) passes where the search failed them, or the other way round: one
     warning each (none expected: the same rules over the same records)."""
     from ..analysis.verdicts import RunView
+
     records = {r.run_id: r.record for r in runs}
     rows = {r.run: r for r in run_rows}
     out = []
@@ -378,7 +469,9 @@ def disagreements(capacity: list[VerdictGroup], run_rows: list[SummaryRow], runs
                 mine = [b.slo for b in RunView(row, records.get(rid or ""), probe=True).breaches()]
                 theirs = [str(b.slo) for b in p.breaches]
                 if mine != theirs:
-                    out.append(f"probe {rid} at {fmt_rate(p.rate)}: the search judged it "
-                               f"{'passed' if p.passed else 'failed (' + ', '.join(theirs) + ')'}, the report's "
-                               f"judge over its records {'passes' if not mine else 'fails (' + ', '.join(mine) + ')'} it")
+                    out.append(
+                        f"probe {rid} at {fmt_rate(p.rate)}: the search judged it "
+                        f"{'passed' if p.passed else 'failed (' + ', '.join(theirs) + ')'}, the report's "
+                        f"judge over its records {'passes' if not mine else 'fails (' + ', '.join(mine) + ')'} it"
+                    )
     return out

@@ -1,6 +1,7 @@
 """A warm Spark for `zmqload report`: a local process that keeps a SparkSession between reports,
 which send it their arguments over a Unix socket, since most of a small report's time is the JVM's
 start. Started on demand, gone when idle, its memory bounded (docs/REPORT.md)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -23,7 +24,7 @@ from ..contract.report_options import jvm_heap_size
 from ..errors import ExitStatus, ZmqloadError
 
 IDLE_S = float(os.environ.get("ZMQLOAD_REPORT_SERVER_IDLE_S", "600"))
-START_TIMEOUT_S = 180.0       # a JVM start on a loaded 2-core machine took up to ~60 s
+START_TIMEOUT_S = 180.0  # a JVM start on a loaded 2-core machine took up to ~60 s
 HEAP = "2g"
 """The server's JVM heap (spark.driver.memory; ZMQLOAD_REPORT_SERVER_HEAP to change it). Measured
 (docs/REPORT.md): a report of 10M receive records peaked at 0.9 GB live in it; one of 100M ran
@@ -33,8 +34,8 @@ MAX_RECEIVE_RECORDS = 10_000_000
 heap (4g by default), whose JVM ends with the report: the largest size measured to fit HEAP."""
 HEAP_VARIABLE = "ZMQLOAD_REPORT_SERVER_HEAP"
 JAVA_OPTIONS = (
-    "-Xms64m",                                  # start small: the heap grows to what a report needs
-    "-XX:+UseAdaptiveSizePolicyWithSystemGC",   # the full collection after a report resizes the heap
+    "-Xms64m",  # start small: the heap grows to what a report needs
+    "-XX:+UseAdaptiveSizePolicyWithSystemGC",  # the full collection after a report resizes the heap
 )
 """Options of the server's JVM besides spark.driver.* (given as SPARK_SUBMIT_OPTS, which the
 Spark launcher puts on the driver's command line): Spark's session sets the collector
@@ -60,7 +61,9 @@ def _state_dir() -> str:
     """Private (0700) directory of this user and this zmqload checkout: two checkouts never
     share a server, so a report always runs the code it was started from."""
     where = os.path.dirname(os.path.abspath(zmqload.__file__))
-    key = hashlib.sha1(f"{where}\0{sys.executable}\0{_source_stamp(where)}".encode()).hexdigest()[:12]
+    key = hashlib.sha1(f"{where}\0{sys.executable}\0{_source_stamp(where)}".encode()).hexdigest()[
+        :12
+    ]
     path = os.path.join(_user_dir(), key)
     os.makedirs(path, mode=0o700, exist_ok=True)
     return path
@@ -99,7 +102,7 @@ def _stop(pid_file: str) -> bool:
     try:
         with open(pid_file) as f:
             pid = int(f.read().strip())
-        with open(f"/proc/{pid}/cmdline", "rb") as f:       # not a pid reused by another process
+        with open(f"/proc/{pid}/cmdline", "rb") as f:  # not a pid reused by another process
             if b"zmqload.report.server" not in f.read():
                 return False
         os.kill(pid, signal.SIGTERM)
@@ -146,6 +149,7 @@ class ServedError(ZmqloadError):
 
 # ---- the client side: `zmqload report` -------------------------------------------------------
 
+
 def _connect() -> socket.socket | None:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -166,13 +170,23 @@ def _start_server() -> None:
             probe.close()
             return
         with contextlib.suppress(FileNotFoundError):
-            os.remove(socket_path())          # left by a server that died
+            os.remove(socket_path())  # left by a server that died
         log = open(os.path.join(_state_dir(), "server.log"), "ab")
         # The zmqload this report imported, wherever it came from (a checkout on the cwd too).
         here = os.path.dirname(os.path.dirname(os.path.abspath(zmqload.__file__)))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
-        proc = subprocess.Popen([sys.executable, "-m", "zmqload.report.server"], stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=log, env=env, start_new_session=True, cwd="/")
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p),
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "zmqload.report.server"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=env,
+            start_new_session=True,
+            cwd="/",
+        )
         log.close()
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -197,6 +211,7 @@ def run_remote(args: dict[str, Any]) -> int | None:
         sock = _connect()
         if sock is None:
             from ..analysis.javacheck import check_java
+
             check_java()
             heap()
             try:
@@ -211,7 +226,7 @@ def run_remote(args: dict[str, Any]) -> int | None:
         except (OSError, ConnectionError, ValueError):
             if attempt:
                 return None
-            continue                            # it died mid-report: a new one takes it
+            continue  # it died mid-report: a new one takes it
         sys.stdout.write(reply["stdout"])
         sys.stderr.write(reply["stderr"])
         if reply.get("error") is not None:
@@ -221,6 +236,7 @@ def run_remote(args: dict[str, Any]) -> int | None:
 
 
 # ---- the server side ---------------------------------------------------------------------
+
 
 def _serve_one(conn: socket.socket) -> None:
     """One report made here, as the client's process would make it; the error it ends with
@@ -242,24 +258,27 @@ def _serve_one(conn: socket.socket) -> None:
         except BaseException as e:  # noqa: BLE001 - the client gets one line, the server lives on
             status, error = int(ExitStatus.FAILED), f"report server: {e.__class__.__name__}: {e}"
     os.chdir("/")
-    _send(conn, {"status": status, "stdout": out.getvalue(), "stderr": err.getvalue(), "error": error})
+    _send(
+        conn, {"status": status, "stdout": out.getvalue(), "stderr": err.getvalue(), "error": error}
+    )
 
 
 def _give_back(spark: Any) -> None:
     """A full collection after a report, with the heap's free ratios lowered for it
     (IDLE_FREE_RATIO, then HotSpot's defaults again): the heap shrinks to what is live (the
     warm session) and its pages go back to the system."""
-    with contextlib.suppress(Exception):      # noqa: BLE001 - a JVM gone is the next report's to find
+    with contextlib.suppress(Exception):  # noqa: BLE001 - a JVM gone is the next report's to find
         jvm = spark.sparkContext._jvm
         hotspot = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
-            jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+            jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+        )
         low, high = IDLE_FREE_RATIO
         hotspot.setVMOption("MaxHeapFreeRatio", str(high))
         hotspot.setVMOption("MinHeapFreeRatio", str(low))
         try:
             jvm.java.lang.System.gc()
         finally:
-            hotspot.setVMOption("MinHeapFreeRatio", "0")        # Parallel GC's defaults
+            hotspot.setVMOption("MinHeapFreeRatio", "0")  # Parallel GC's defaults
             hotspot.setVMOption("MaxHeapFreeRatio", "100")
 
 
@@ -270,8 +289,10 @@ def serve(idle_s: float = IDLE_S) -> None:
     # SIGTERM (a shutdown, `kill PID`) ends it like the idle timeout: socket, pid file and
     # the JVM's log removed, Spark stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, (os.environ.get("SPARK_SUBMIT_OPTS"), *JAVA_OPTIONS)))
-    spark = get_spark(driver_memory=heap())      # warm before the first report's request is accepted
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
+        filter(None, (os.environ.get("SPARK_SUBMIT_OPTS"), *JAVA_OPTIONS))
+    )
+    spark = get_spark(driver_memory=heap())  # warm before the first report's request is accepted
     spark.range(1).count()
     _give_back(spark)
     path = socket_path()
@@ -293,11 +314,11 @@ def serve(idle_s: float = IDLE_S) -> None:
                 try:
                     _serve_one(conn)
                 except (OSError, ConnectionError, ValueError):
-                    pass        # the client went away; the next one is served
+                    pass  # the client went away; the next one is served
             _give_back(spark)
     finally:
         with contextlib.suppress(OSError):
-            if os.stat(path).st_ino == ours:       # not a newer server's
+            if os.stat(path).st_ino == ours:  # not a newer server's
                 os.remove(path)
                 os.remove(os.path.join(_state_dir(), "server.pid"))
         listener.close()

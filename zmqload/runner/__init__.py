@@ -2,6 +2,7 @@
 producers, consumers and the proxy (`lifecycle`, `producer`, `consumer`, `proxy`), how
 workers start (`launch`, `entry`), what the controller knows (`state`) and how the
 workers' finals become the run's figures (`collect`)."""
+
 from .run import run
 from .state import ProgressListener, ProgressSnapshot
 

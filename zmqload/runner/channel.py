@@ -1,6 +1,7 @@
 """The control channel between the controller and its workers (pyzmq, not the engine): a ROUTER on a
 private endpoint, a DEALER per worker named by its id, a CURVE server with --curve on
 (docs/ARCHITECTURE.md, "Process model")."""
+
 from __future__ import annotations
 
 import os
@@ -30,16 +31,18 @@ class ControlServer:
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
         secure_zmq(self.socket, keys, server=True)
-        self.client_keys = client_view(keys)       # what each worker is given (WorkerSpec.control_curve)
+        self.client_keys = client_view(keys)  # what each worker is given (WorkerSpec.control_curve)
         self.socket.bind(endpoint)
         last = self.socket.getsockopt(zmq.LAST_ENDPOINT)
-        self.endpoint = last.decode() if isinstance(last, bytes) else str(last)     # tcp: the port it got
+        self.endpoint = (
+            last.decode() if isinstance(last, bytes) else str(last)
+        )  # tcp: the port it got
 
     def send(self, worker: WorkerId, message: control.Message) -> bool:
         try:
             self.socket.send_multipart([str(worker).encode(), *control.encode(message)], copy=False)
             return True
-        except zmq.ZMQError:        # that worker is gone (EHOSTUNREACH)
+        except zmq.ZMQError:  # that worker is gone (EHOSTUNREACH)
             return False
 
     def recv(self, timeout_ms: int) -> tuple[WorkerId, control.Message] | None:

@@ -1,6 +1,7 @@
 """Host clocks (run --master): each task's CLOCK_MONOTONIC put onto the driver's before t0 by
 ping-pong with the driver's clock server, the fastest exchange kept (offset and uncertainty:
 docs/CLUSTER.md). The server also hears where each task runs and its copy to an --out URI."""
+
 from __future__ import annotations
 
 import contextlib
@@ -28,6 +29,7 @@ PING, PLACED, UPLOAD = b"ping", b"placed", b"upload"
 @dataclass(frozen=True)
 class Offset:
     """A host's clock minus the reference's, and how far the true offset may lie from it."""
+
     offset_ns: int
     uncertainty_ns: int
 
@@ -50,8 +52,10 @@ class ClockServer:
         self.socket.bind(f"tcp://{host}:*")
         last = self.socket.getsockopt(zmq.LAST_ENDPOINT)
         self.endpoint = last.decode() if isinstance(last, bytes) else str(last)
-        self.placed: dict[str, dict[str, Any]] = {}       # worker name -> where it runs
-        self.uploads: dict[str, dict[str, dict[str, Any]]] = {}    # worker name -> its copy's news by kind
+        self.placed: dict[str, dict[str, Any]] = {}  # worker name -> where it runs
+        self.uploads: dict[
+            str, dict[str, dict[str, Any]]
+        ] = {}  # worker name -> its copy's news by kind
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._serve, name="zmqload-clock", daemon=True)
         self.thread.start()
@@ -95,8 +99,10 @@ def _dealer(endpoint: str, keys: CurveKeys | None) -> Iterator[zmq.Socket[bytes]
     try:
         yield sock
     except zmq.Again:
-        raise RunError(f"the driver's clock at {endpoint} did not answer within {ROUND_TIMEOUT_MS / 1000:g} s "
-                       "(can this executor reach the driver's host?)") from None
+        raise RunError(
+            f"the driver's clock at {endpoint} did not answer within {ROUND_TIMEOUT_MS / 1000:g} s "
+            "(can this executor reach the driver's host?)"
+        ) from None
     finally:
         sock.close(0)
         context.term()
@@ -128,7 +134,9 @@ def report_placed(endpoint: str, where: dict[str, Any], keys: CurveKeys | None =
         sock.recv_multipart()
 
 
-def report_upload(endpoint: str, kind: str, news: dict[str, Any], keys: CurveKeys | None = None) -> None:
+def report_upload(
+    endpoint: str, kind: str, news: dict[str, Any], keys: CurveKeys | None = None
+) -> None:
     """Tell the driver how this task's copy to an --out URI goes (`kind`: runner/task_out.py)."""
     with _dealer(endpoint, keys) as sock:
         sock.send_multipart([UPLOAD, json.dumps({**news, "kind": kind}).encode()])

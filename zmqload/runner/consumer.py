@@ -1,4 +1,5 @@
 """The consumer role: one socket, received slice by slice, then the drain."""
+
 from __future__ import annotations
 
 from .. import _engine
@@ -13,48 +14,79 @@ from .placement import place_this_worker, placed
 class Consumer(WorkerLifecycle):
     def run(self) -> None:
         w = self.workload
-        if placed(w):     # before the first socket, so libzmq's I/O thread inherits the CPU
+        if placed(w):  # before the first socket, so libzmq's I/O thread inherits the CPU
             place_this_worker(w, "consumer", self.spec.worker.index)
         # Before the socket: commands (Start, even ProducersDone for a late joiner) may
         # arrive while it connects, and they set the converter's times.
         self.t_drain_ns = 0
-        self.convert = RecvConverter(self.spec.run_dir, self.spec.name, self.spec.worker.index, w.rate,
-                                     min(w.messages_per_producer, 1 << 24), w.compression, maps=True)
-        alone = w.topology.consumers_alone       # the producer is the user's: it may send foreign messages
+        self.convert = RecvConverter(
+            self.spec.run_dir,
+            self.spec.name,
+            self.spec.worker.index,
+            w.rate,
+            min(w.messages_per_producer, 1 << 24),
+            w.compression,
+            maps=True,
+        )
+        alone = (
+            w.topology.consumers_alone
+        )  # the producer is the user's: it may send foreign messages
         if alone:
-            self.convert.foreign = ForeignRecorder(self.spec.run_dir, self.spec.name, self.spec.worker.index,
-                                                   w.compression)
-        else:       # zmqload's producers: each received size is held to the size rule
+            self.convert.foreign = ForeignRecorder(
+                self.spec.run_dir, self.spec.name, self.spec.worker.index, w.compression
+            )
+        else:  # zmqload's producers: each received size is held to the size rule
             self.convert.expected_sizes = w.sizes
-        sock = self.open_socket(self.pattern.consumer_socket, {
-            "RCVHWM": w.rcvhwm, "RCVBUF": w.rcvbuf, "LINGER": 0,
-            "IMMEDIATE": int(w.immediate) if w.immediate else None,
-            "CONFLATE": 1 if w.conflate in ("consumers", "both") else None})     # the Receiver ends each slice
+        sock = self.open_socket(
+            self.pattern.consumer_socket,
+            {
+                "RCVHWM": w.rcvhwm,
+                "RCVBUF": w.rcvbuf,
+                "LINGER": 0,
+                "IMMEDIATE": int(w.immediate) if w.immediate else None,
+                "CONFLATE": 1 if w.conflate in ("consumers", "both") else None,
+            },
+        )  # the Receiver ends each slice
         topics = w.topic_set
-        if topics is not None:      # its topics, and the warm-up's (contract/topics.py)
+        if topics is not None:  # its topics, and the warm-up's (contract/topics.py)
             mine = topics.subscribed[self.spec.worker.index]
             for prefix in [topics.warmup, *(topics.names[i].encode() for i in mine)]:
                 sock.subscribe(prefix)
         elif self.pattern.subscribe:
             sock.subscribe(b"")
-        self.receiver = receiver = _engine.Receiver(sock, w.consumer_delay_ns,
-                                                    self.pattern.consumer_envelope_frames(w.topology),
-                                                    self.pattern.round_trip, record_foreign=alone,
-                                                    parts=w.parts, topic_width=topics.width if topics else 0)
+        self.receiver = receiver = _engine.Receiver(
+            sock,
+            w.consumer_delay_ns,
+            self.pattern.consumer_envelope_frames(w.topology),
+            self.pattern.round_trip,
+            record_foreign=alone,
+            parts=w.parts,
+            topic_width=topics.width if topics else 0,
+        )
         self.expect()
-        pipeline = ChunkPipeline(RecvConverter.COLUMNS, w.chunk_rows, self.convert, self.spill_dir(),
-                                 expected_rows=w.expected_receives_per_consumer)
+        pipeline = ChunkPipeline(
+            RecvConverter.COLUMNS,
+            w.chunk_rows,
+            self.convert,
+            self.spill_dir(),
+            expected_rows=w.expected_receives_per_consumer,
+        )
         warm_mask = (1 << w.producers) - 1
         warm_sent = False
         try:
-            latest: dict[int, int] = {}     # stream -> newest seq seen: the live gap count
+            latest: dict[int, int] = {}  # stream -> newest seq seen: the live gap count
             while not self.stop_requested and not receiver.terminated:
                 now = _engine.now_ns()
                 before = pipeline.row
-                row = receiver.run_slice(pipeline.current["words"], pipeline.current["t_sent"],
-                                         pipeline.current["t_recv"], pipeline.current["size"],
-                                         pipeline.row, now + w.slice_ms * 1_000_000)
-                if row > before:    # one row per slice, not per message: the display's gaps only
+                row = receiver.run_slice(
+                    pipeline.current["words"],
+                    pipeline.current["t_sent"],
+                    pipeline.current["t_recv"],
+                    pipeline.current["size"],
+                    pipeline.row,
+                    now + w.slice_ms * 1_000_000,
+                )
+                if row > before:  # one row per slice, not per message: the display's gaps only
                     word = int(pipeline.current["words"][row - 1])
                     stream, seq = word >> SEQ_BITS, word & SEQ_MASK
                     latest[stream] = max(latest.get(stream, -1), seq)
@@ -68,7 +100,12 @@ class Consumer(WorkerLifecycle):
                     self.ctl.send(control.Warm())
                     warm_sent = True
                 gaps = max(0, sum(latest.values()) + len(latest) - receiver.received)
-                self.tick(now, control.Progress(receiver.received, t_last_recv_ns=receiver.t_last_recv_ns, gaps=gaps))
+                self.tick(
+                    now,
+                    control.Progress(
+                        receiver.received, t_last_recv_ns=receiver.t_last_recv_ns, gaps=gaps
+                    ),
+                )
         finally:
             sock.close(0)
             self.finish_context()
@@ -77,15 +114,41 @@ class Consumer(WorkerLifecycle):
         streams = []
         for stream, seen in sorted(self.convert.streams.items()):
             seen_map, drained_map = seen.packed()
-            streams.append(control.StreamSeen(stream, seen.unique, seen.duplicates, seen.reordered,
-                                              seen_map, drained_map, seen.beyond))
-        self.ctl.send(control.ConsumerFinal(
-            receiver.received, receiver.warmups, receiver.foreign, receiver.errors, receiver.t_first_recv_ns,
-            receiver.t_last_recv_ns, self.t_drain_ns, self.convert.latency_intended.to_payload(),
-            self.convert.latency_sent.to_payload(), streams, self.convert.recvs.parts, self.interrupted,
-            max_rss_kb(), unconverted, pipeline.writer_cpu_s, self.foreign_seen(), receiver.frame_mismatches,
-            message_bytes(self.convert.first_frame_bytes, w.parts), self.convert.size_mismatches,
-            receiver.implausible))
+            streams.append(
+                control.StreamSeen(
+                    stream,
+                    seen.unique,
+                    seen.duplicates,
+                    seen.reordered,
+                    seen_map,
+                    drained_map,
+                    seen.beyond,
+                )
+            )
+        self.ctl.send(
+            control.ConsumerFinal(
+                receiver.received,
+                receiver.warmups,
+                receiver.foreign,
+                receiver.errors,
+                receiver.t_first_recv_ns,
+                receiver.t_last_recv_ns,
+                self.t_drain_ns,
+                self.convert.latency_intended.to_payload(),
+                self.convert.latency_sent.to_payload(),
+                streams,
+                self.convert.recvs.parts,
+                self.interrupted,
+                max_rss_kb(),
+                unconverted,
+                pipeline.writer_cpu_s,
+                self.foreign_seen(),
+                receiver.frame_mismatches,
+                message_bytes(self.convert.first_frame_bytes, w.parts),
+                self.convert.size_mismatches,
+                receiver.implausible,
+            )
+        )
 
     def expect(self) -> None:
         """Tell the receiver what a message of this run is (zl_wire.h zl_classify): the run's key and
@@ -101,7 +164,9 @@ class Consumer(WorkerLifecycle):
         foreign = self.convert.foreign
         if foreign is None:
             return None
-        return control.ForeignSeen(foreign.bytes, foreign.t_first_ns, foreign.t_last_ns, foreign.gaps.to_payload())
+        return control.ForeignSeen(
+            foreign.bytes, foreign.t_first_ns, foreign.t_last_ns, foreign.gaps.to_payload()
+        )
 
     def on_command(self, message: control.Message) -> None:
         if isinstance(message, control.Start):
@@ -114,6 +179,6 @@ class Consumer(WorkerLifecycle):
             self.convert.t_drain_ns = self.t_drain_ns
             self.ctl.send(control.Draining())
             if message.drain == "fast" and hasattr(self, "receiver"):
-                self.receiver.delay_ns = 0      # before the next slice, not after it
+                self.receiver.delay_ns = 0  # before the next slice, not after it
             if message.drain == "none":
                 self.stop_requested = True

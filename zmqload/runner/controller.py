@@ -3,6 +3,7 @@
     launch -> connect -> warm-up -> start -> producers done -> drain -> collect
 
 (docs/ARCHITECTURE.md, "Process model", "The end of a run")."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,14 +38,16 @@ CONVERT_S_PER_ROW = 1e-6
 """Time allowed per row a worker recorded for its converter's work after the loop (the held spill
 to Parquet: ~0.1 us a row measured alone, 10x for a loaded machine): a billion-message run's
 consumer converts for minutes, which a fixed FINAL_TIMEOUT_S failed (issue 30)."""
-FINAL_IN_FLIGHT_S = 1.0      # how long a worker seen ended may still have its final on the way
-INTERRUPT_GRACE_S = 2.5       # a stopped worker converts for 1 s at most, then sends its final
+FINAL_IN_FLIGHT_S = 1.0  # how long a worker seen ended may still have its final on the way
+INTERRUPT_GRACE_S = 2.5  # a stopped worker converts for 1 s at most, then sends its final
 START_MARGIN_NS = 30_000_000
 NO_LIMIT = float("inf")
-NO_COUNT = 2 ** 63 - 1      # a count never reached
+NO_COUNT = 2**63 - 1  # a count never reached
 
 
-def drain_decision(expected: int, received: int, idle_ns: int, since_start_ns: int, w: Workload) -> str | None:
+def drain_decision(
+    expected: int, received: int, idle_ns: int, since_start_ns: int, w: Workload
+) -> str | None:
     """Whether the drain is over, and why: "complete" (everything sent arrived), "idle"
     (nothing arrived for --drain-timeout-ms: what is missing was dropped), "limit"
     (--drain-limit-s passed while messages still arrived: what is missing is stranded)."""
@@ -52,8 +55,11 @@ def drain_decision(expected: int, received: int, idle_ns: int, since_start_ns: i
         return "complete"
     # The consumers' counts arrive with their progress, every PROGRESS_EVERY_NS; a slow drain
     # keeps the consumers' work, so a quiet spell of one message's work is not idle either.
-    patience_ns = (w.drain_timeout_ms * 1_000_000 + PROGRESS_EVERY_NS
-                   + (w.consumer_delay_ns if w.drain == "slow" else 0))
+    patience_ns = (
+        w.drain_timeout_ms * 1_000_000
+        + PROGRESS_EVERY_NS
+        + (w.consumer_delay_ns if w.drain == "slow" else 0)
+    )
     if idle_ns >= patience_ns:
         return "idle"
     if since_start_ns >= w.drain_limit_s * 1e9:
@@ -62,8 +68,17 @@ def drain_decision(expected: int, received: int, idle_ns: int, since_start_ns: i
 
 
 class Controller:
-    def __init__(self, w: Workload, run_dir: str, run_id: str, server: ControlServer, launcher: WorkerLauncher,
-                 ipc_dir: str, listener: ProgressListener | None = None, curve: CurveKeys | None = None):
+    def __init__(
+        self,
+        w: Workload,
+        run_dir: str,
+        run_id: str,
+        server: ControlServer,
+        launcher: WorkerLauncher,
+        ipc_dir: str,
+        listener: ProgressListener | None = None,
+        curve: CurveKeys | None = None,
+    ):
         self.w = w
         self.pattern = patterns.get(w.pattern)
         self.run_dir, self.run_id = run_dir, run_id
@@ -76,17 +91,26 @@ class Controller:
         self.header_key = 0 if alone else secrets.randbits(64)
         self.state = RunState(ids.producers(w.producer_workers), ids.consumers(w.consumer_workers))
         self.started = time.monotonic()
-        self.footprint = Footprint()                           # memory and disk for the live display
+        self.footprint = Footprint()  # memory and disk for the live display
         self.interrupted = False
-        self.on_start: Callable[[int], None] | None = None     # told t0 once the workers have it
-        self.on_reset: Callable[[], None] | None = None        # told each connection reset made (--reset-at)
+        self.on_start: Callable[[int], None] | None = None  # told t0 once the workers have it
+        self.on_reset: Callable[[], None] | None = (
+            None  # told each connection reset made (--reset-at)
+        )
         from .endpoints import plan
+
         binder = w.topology.binder
-        self.plan = plan(w, w.consumers if binder == "consumer" else w.producers if binder == "producer" else 0,
-                         ipc_dir, run_id)
+        self.plan = plan(
+            w,
+            w.consumers if binder == "consumer" else w.producers if binder == "producer" else 0,
+            ipc_dir,
+            run_id,
+        )
         self.binders: list[ids.WorkerId] = []
         self.connect_to: dict[ids.Role, list[str]] = {}
-        self.resets = Resets(0, [], frozenset(), self.state.resets)     # planned at the start (--reset-at)
+        self.resets = Resets(
+            0, [], frozenset(), self.state.resets
+        )  # planned at the start (--reset-at)
 
     # -- plumbing ----------------------------------------------------------------------------
     def pump(self, timeout_ms: int = 20) -> None:
@@ -100,8 +124,13 @@ class Controller:
     def snapshot(self) -> ProgressSnapshot:
         now = time.monotonic()
         self.footprint = self.footprint.fresh(self.run_dir, now)
-        return self.state.snapshot(self.w.pattern, self.w.transport, now - self.started,
-                                   self.w.consumers if self.w.fanout else 1, self.footprint)
+        return self.state.snapshot(
+            self.w.pattern,
+            self.w.transport,
+            now - self.started,
+            self.w.consumers if self.w.fanout else 1,
+            self.footprint,
+        )
 
     def wait(self, condition: Callable[[], bool], timeout_s: float, what: str) -> None:
         # workers run under a tool (ZMQLOAD_WORKER_TOOL: valgrind) start and end tens of times slower
@@ -126,7 +155,9 @@ class Controller:
             self.pump(20)
             dead = [n for n in dead if n not in self.state.final]
         if dead:
-            raise RunError(f"worker {dead[0]} ended ({self.launcher.how_it_ended(dead[0])}) while {what}")
+            raise RunError(
+                f"worker {dead[0]} ended ({self.launcher.how_it_ended(dead[0])}) while {what}"
+            )
 
     def send_all(self, workers: Iterable[ids.WorkerId], message: control.Message) -> None:
         for worker in workers:
@@ -134,11 +165,26 @@ class Controller:
 
     def start_worker(self, worker: ids.WorkerId, bind: list[str]) -> None:
         from .spec import WorkerSpec
+
         # a worker that connects is a CURVE client: it gets no server secret
-        curve = self.curve if bind or self.curve is None else dataclasses.replace(self.curve, server_secret=None)
-        self.launcher.start(WorkerSpec(worker, self.w, self.server.endpoint, self.run_dir, bind, curve=curve,
-                                       control_curve=self.server.client_keys, header_key=self.header_key,
-                                       libzmq=load_libzmq(self.w)))
+        curve = (
+            self.curve
+            if bind or self.curve is None
+            else dataclasses.replace(self.curve, server_secret=None)
+        )
+        self.launcher.start(
+            WorkerSpec(
+                worker,
+                self.w,
+                self.server.endpoint,
+                self.run_dir,
+                bind,
+                curve=curve,
+                control_curve=self.server.client_keys,
+                header_key=self.header_key,
+                libzmq=load_libzmq(self.w),
+            )
+        )
 
     # -- phases ------------------------------------------------------------------------------
     def execute(self) -> None:
@@ -156,20 +202,30 @@ class Controller:
         """Start every worker; binders bind and report their endpoints. Who binds where: the
         plan (runner/endpoints.py) from the pattern's rules and the endpoints per side."""
         from .endpoints import binder_endpoints
+
         s, w = self.state, self.w
         if self.pattern.proxy:
             s.proxies = [ids.WorkerId(ids.Role.PROXY, 0)]
             self.start_worker(s.proxies[0], binder_endpoints(w, 2, self.ipc_dir, self.run_id))
-            self.wait(lambda: s.proxies[0] in s.ready, LAUNCH_TIMEOUT_S, "waiting for the proxy to start")
+            self.wait(
+                lambda: s.proxies[0] in s.ready, LAUNCH_TIMEOUT_S, "waiting for the proxy to start"
+            )
         binder = self.plan.binder
-        self.binders = [] if binder is None else s.consumers if binder is ids.Role.CONSUMER else s.producers
-        assert len(self.plan.bind) == len(self.binders)     # the plan counted the binding side's workers
+        self.binders = (
+            [] if binder is None else s.consumers if binder is ids.Role.CONSUMER else s.producers
+        )
+        assert len(self.plan.bind) == len(
+            self.binders
+        )  # the plan counted the binding side's workers
         for worker in s.producers + s.consumers:
             bind = [self.plan.bind[self.binders.index(worker)]] if worker in self.binders else []
             self.start_worker(worker, bind)
         self.launcher.all_started()
-        self.wait(lambda: all(n in s.ready for n in s.producers + s.consumers), LAUNCH_TIMEOUT_S,
-                  "waiting for the workers to start")
+        self.wait(
+            lambda: all(n in s.ready for n in s.producers + s.consumers),
+            LAUNCH_TIMEOUT_S,
+            "waiting for the workers to start",
+        )
 
     def connect(self) -> list[ids.WorkerId]:
         """Tell the connecting side where to connect; slow joiners (--join-delay-ms) wait
@@ -180,13 +236,20 @@ class Controller:
             self.connect_to = {ids.Role.PRODUCER: [front], ids.Role.CONSUMER: [back]}
         else:
             bound = [s.ready[n][0] for n in self.binders]
-            self.connect_to = {role: bound if to is None else to for role, to in self.plan.connect.items()}
+            self.connect_to = {
+                role: bound if to is None else to for role, to in self.plan.connect.items()
+            }
         late = s.consumers if self.w.join_delay_ms else []
-        connecters = [n for n in s.producers + s.consumers if n not in self.binders and n not in late]
+        connecters = [
+            n for n in s.producers + s.consumers if n not in self.binders and n not in late
+        ]
         for worker in connecters:
             self.server.send(worker, control.Connect(self.connect_to[worker.role]))
-        self.wait(lambda: all(n in s.connected for n in connecters), LAUNCH_TIMEOUT_S,
-                  "waiting for the workers to connect")
+        self.wait(
+            lambda: all(n in s.connected for n in connecters),
+            LAUNCH_TIMEOUT_S,
+            "waiting for the workers to connect",
+        )
         return late
 
     def warm_up(self, late: list[ids.WorkerId]) -> None:
@@ -194,14 +257,22 @@ class Controller:
         # waits for its reply), and REQ's strict send/recv alternation forbids one.
         # Nor does a consumer of the user's: nobody of zmqload's hears it, and it would get them.
         # Nor a producer of the user's (--role consumer): it sends no warm-up.
-        if not self.w.warmup or self.pattern.round_trip or late or not self.state.consumers \
-                or not self.state.producers:
+        if (
+            not self.w.warmup
+            or self.pattern.round_trip
+            or late
+            or not self.state.consumers
+            or not self.state.producers
+        ):
             self.wait_for_device()
             return
         self.send_all(self.state.producers, control.Warmup())
         try:
-            self.wait(lambda: all(n in self.state.warm for n in self.state.consumers), WARMUP_TIMEOUT_S,
-                      "waiting for every consumer to hear every producer (warm-up)")
+            self.wait(
+                lambda: all(n in self.state.warm for n in self.state.consumers),
+                WARMUP_TIMEOUT_S,
+                "waiting for every consumer to hear every producer (warm-up)",
+            )
         except RunError as exc:
             if not self.plan.device or "timed out" not in str(exc):
                 raise
@@ -212,15 +283,21 @@ class Controller:
         all answering, that the device forwarded no warm-up message from every producer to every
         consumer. `waiting_for`: what the run waited for, as the line says it."""
         from .endpoints import unanswered
+
         silent = unanswered(self.plan.user_endpoints())
         if silent:
             named = "; ".join(f"{endpoint} ({why})" for endpoint, why in silent)
-            what = (f"the device ({self.pattern.device.what.split(':')[0] if self.pattern.device else 'yours'})"
-                    if self.plan.device else self.users_side())
+            what = (
+                f"the device ({self.pattern.device.what.split(':')[0] if self.pattern.device else 'yours'})"
+                if self.plan.device
+                else self.users_side()
+            )
             return f"timed out after {waited_s:g} s ({waiting_for}): nobody answered on {named}; is {what} running?"
-        return (f"timed out after {waited_s:g} s ({waiting_for}): the device accepted connections on "
-                f"{', '.join(self.plan.user_endpoints())} but did not carry a warm-up message from every producer to "
-                "every consumer (does it forward every message, the consumers' subscription included?)")
+        return (
+            f"timed out after {waited_s:g} s ({waiting_for}): the device accepted connections on "
+            f"{', '.join(self.plan.user_endpoints())} but did not carry a warm-up message from every producer to "
+            "every consumer (does it forward every message, the consumers' subscription included?)"
+        )
 
     def wait_for_device(self) -> None:
         """Without a warm-up, a device (or a consumer of the user's) that never came up is caught
@@ -229,14 +306,24 @@ class Controller:
         if not self.plan.user_listens:
             return
         from .endpoints import unanswered
+
         timeout_s = WARMUP_TIMEOUT_S * (TOOL_SLOWDOWN if os.environ.get(TOOL_ENV) else 1.0)
         deadline = time.monotonic() + timeout_s
         while unanswered(self.plan.user_endpoints(), timeout_s=0.5):
-            self.check_alive("waiting for the device's endpoints" if self.plan.device
-                             else f"waiting for {self.users_side()}'s endpoints")
+            self.check_alive(
+                "waiting for the device's endpoints"
+                if self.plan.device
+                else f"waiting for {self.users_side()}'s endpoints"
+            )
             if time.monotonic() > deadline:
-                raise RunError(self.device_silence(
-                    timeout_s, "the device's endpoints" if self.plan.device else f"{self.users_side()}'s endpoints"))
+                raise RunError(
+                    self.device_silence(
+                        timeout_s,
+                        "the device's endpoints"
+                        if self.plan.device
+                        else f"{self.users_side()}'s endpoints",
+                    )
+                )
             self.pump(100)
 
     def users_side(self) -> str:
@@ -258,7 +345,9 @@ class Controller:
                 self.server.send(worker, control.Connect(self.connect_to[ids.Role.CONSUMER]))
                 self.server.send(worker, control.Start(s.t0_ns))
         s.phase = "running"
-        self.resets = Resets.plan(self.w, s.t0_ns, [e for to in self.connect_to.values() for e in to], s.resets)
+        self.resets = Resets.plan(
+            self.w, s.t0_ns, [e for to in self.connect_to.values() for e in to], s.resets
+        )
         if self.on_start is not None:
             self.on_start(s.t0_ns)
 
@@ -266,17 +355,18 @@ class Controller:
         s = self.state
         if self.w.topology.consumers_alone:
             # the producers are the user's: what is recorded is --duration's window, then the drain
-            assert self.w.duration is not None      # validate() requires it
+            assert self.w.duration is not None  # validate() requires it
             window_end = s.t0_ns + int(self.w.duration * 1e9)
             self.wait(lambda: _engine.now_ns() >= window_end, NO_LIMIT, "recording your producer")
             return
 
         def done() -> bool:
             made = len(s.resets)
-            self.resets.poll()          # a reset due while the producers send (--reset-at)
+            self.resets.poll()  # a reset due while the producers send (--reset-at)
             if len(s.resets) > made and self.on_reset is not None:
                 self.on_reset()
             return all(n in s.done for n in s.producers)
+
         self.wait(done, NO_LIMIT, "waiting for the producers to finish")
 
     def drain(self) -> None:
@@ -286,35 +376,51 @@ class Controller:
         if w.close_order == "consumer-first":
             # the receivers close first (nothing drains); then the producers close with their linger
             self.send_all(s.consumers, control.Stop())
-            self.wait(lambda: all(n in s.final for n in s.consumers), FINAL_TIMEOUT_S,
-                      "waiting for the consumers to close")
+            self.wait(
+                lambda: all(n in s.final for n in s.consumers),
+                FINAL_TIMEOUT_S,
+                "waiting for the consumers to close",
+            )
             self.send_all(s.producers, control.Close())
             ended = "none"
         else:
             s.drain_sent_ns = _engine.now_ns()
             self.send_all(s.consumers, control.ProducersDone(w.drain))
-            signals.pause_in("drain")       # the tests' pause (runner/signals.py), the consumers draining
+            signals.pause_in(
+                "drain"
+            )  # the tests' pause (runner/signals.py), the consumers draining
             ended = "none" if w.drain == "none" else self.drain_until_done(start)
             if w.close_order == "after-drain":
                 # the producers held their sockets open through the drain; what their close
                 # still flushes is read before the consumers stop
                 self.send_all(s.producers, control.Close())
-                self.wait(lambda: all(n in s.final for n in s.producers), self.close_timeout_s(),
-                          "waiting for the producers to close")
+                self.wait(
+                    lambda: all(n in s.final for n in s.producers),
+                    self.close_timeout_s(),
+                    "waiting for the producers to close",
+                )
                 if w.drain != "none":
                     self.drain_until_done(_engine.now_ns())
             self.send_all(s.consumers, control.Stop())
         end = DrainEnd(ended)
-        s.drain = rr.Drain(mode=DrainMode("none" if w.close_order == "consumer-first" else w.drain), ended=end,
-                           t_start_ns=start, t_end_ns=_engine.now_ns(), completed=end.completed)
+        s.drain = rr.Drain(
+            mode=DrainMode("none" if w.close_order == "consumer-first" else w.drain),
+            ended=end,
+            t_start_ns=start,
+            t_end_ns=_engine.now_ns(),
+            completed=end.completed,
+        )
         s.phase = "closing"
 
     def drain_until_done(self, start: int) -> str:
         s = self.state
         sent = sum(s.done[n].counters.sent for n in s.producers)
         # the user's producer (--role consumer) said nothing of what it sent: drain until idle
-        expected = (NO_COUNT if self.w.topology.consumers_alone
-                    else sent * (len(s.consumers) if self.pattern.fanout else 1))
+        expected = (
+            NO_COUNT
+            if self.w.topology.consumers_alone
+            else sent * (len(s.consumers) if self.pattern.fanout else 1)
+        )
         last_count, last_change = -1, None
         while True:
             self.pump()
@@ -342,18 +448,30 @@ class Controller:
 
     def collect(self) -> None:
         s = self.state
-        signals.pause_in("collect")         # the tests' pause (runner/signals.py)
-        self.wait(lambda: all(n in s.final for n in s.producers + s.consumers), self.close_timeout_s(),
-                  "waiting for the final counters")
+        signals.pause_in("collect")  # the tests' pause (runner/signals.py)
+        self.wait(
+            lambda: all(n in s.final for n in s.producers + s.consumers),
+            self.close_timeout_s(),
+            "waiting for the final counters",
+        )
         self.send_all(s.proxies, control.Stop())
-        self.wait(lambda: all(n in s.final for n in s.proxies), FINAL_TIMEOUT_S, "waiting for the proxy to stop")
+        self.wait(
+            lambda: all(n in s.final for n in s.proxies),
+            FINAL_TIMEOUT_S,
+            "waiting for the proxy to stop",
+        )
 
     def topology(self) -> rr.Topology:
         """run.json's `topology` as far as the run got: what the binders bound once they reported it."""
         from .endpoints import topology_record
+
         s = self.state
         bound: dict[ids.Role, list[str]] = {}
-        if self.plan.binder is not None and self.binders and all(s.ready.get(n) for n in self.binders):
+        if (
+            self.plan.binder is not None
+            and self.binders
+            and all(s.ready.get(n) for n in self.binders)
+        ):
             bound[self.plan.binder] = [s.ready[n][0] for n in self.binders]
         proxy = list(s.ready.get(s.proxies[0], [])) if s.proxies else []
         return topology_record(self.w, self.plan, bound, proxy)
@@ -361,12 +479,19 @@ class Controller:
     def interrupt(self) -> None:
         """Ctrl-C / SIGTERM / a failure: tell every worker to stop, collect what they recorded."""
         from .state import WorkerFailed
+
         self.interrupted = True
         s = self.state
         s.phase = "stopping"
 
         def ended(n: ids.WorkerId) -> bool:
-            return n in s.final or n in s.failures or n not in self.launcher.workers or not self.launcher.alive(n)
+            return (
+                n in s.final
+                or n in s.failures
+                or n not in self.launcher.workers
+                or not self.launcher.alive(n)
+            )
+
         deadline = time.monotonic() + INTERRUPT_GRACE_S
         while time.monotonic() < deadline and not all(ended(n) for n in s.everyone):
             # again and again: a worker still starting has no connection yet, and the
@@ -381,6 +506,7 @@ class Controller:
     def pump_last(self) -> None:
         """Whatever the workers sent before they ended (their finals), failures included."""
         from .state import WorkerFailed
+
         while True:
             try:
                 self.pump(0)

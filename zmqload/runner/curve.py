@@ -1,6 +1,7 @@
 """CURVE in a run (--curve on): its keys, made with pyzmq's libzmq; each data socket made a
 server (it binds) or a client (it connects), a client's handshakes watched until one succeeds; the
 controller's own sockets servers of their own pair."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,15 +24,20 @@ def run_keys(w: Workload, lib: Libzmq) -> CurveKeys | None:
     if w.curve == "off":
         return None
     if "curve" not in lib.capabilities:
-        raise ConfigError("--curve", f"got 'on', but the libzmq {lib.version} the run uses ({lib.file}) has no "
-                                     "CURVE (zmq_has(\"curve\") is false: built without libsodium); accepted: off, "
-                                     "or a libzmq built with CURVE (--libzmq)")
+        raise ConfigError(
+            "--curve",
+            f"got 'on', but the libzmq {lib.version} the run uses ({lib.file}) has no "
+            'CURVE (zmq_has("curve") is false: built without libsodium); accepted: off, '
+            "or a libzmq built with CURVE (--libzmq)",
+        )
     client_public, client_secret = keypair()
     if w.curve_server_key is not None:
         server_key = read_public_key(w.curve_server_key, OPTIONS["curve_server_key"].flag)
         return CurveKeys(server_key, None, client_public, client_secret)
-    if w.curve_server_cert is not None:      # a pair whose public half a client of the user's holds
-        server_public, server_secret = read_server_pair(w.curve_server_cert, OPTIONS["curve_server_cert"].flag)
+    if w.curve_server_cert is not None:  # a pair whose public half a client of the user's holds
+        server_public, server_secret = read_server_pair(
+            w.curve_server_cert, OPTIONS["curve_server_cert"].flag
+        )
     else:
         server_public, server_secret = keypair()
     return CurveKeys(server_public, server_secret, client_public, client_secret)
@@ -78,7 +84,7 @@ def secure(sock: _engine.Socket, keys: CurveKeys | None, server: bool) -> None:
     if keys is None:
         return
     if server:
-        assert keys.server_secret is not None       # run_keys: a server key of zmqload's own
+        assert keys.server_secret is not None  # run_keys: a server key of zmqload's own
         sock.set_option(_engine.SOCKET_OPTION_IDS["CURVE_SERVER"], 1)
         sock.set_option_bytes(_engine.BYTES_OPTION_IDS["CURVE_SECRETKEY"], keys.server_secret)
         return
@@ -102,7 +108,7 @@ class HandshakeWatch:
         self.events: _engine.Socket | None = _engine.Socket(context, _engine.SOCKET_TYPES["PAIR"])
         self.events.connect(name)
         self.failures = 0
-        self.failed = False         # for good: nothing queued will ever be delivered (close with linger 0)
+        self.failed = False  # for good: nothing queued will ever be delivered (close with linger 0)
 
     @property
     def watching(self) -> bool:
@@ -119,12 +125,19 @@ class HandshakeWatch:
             self.failures += 1
             # libzmq retries a handshake that failed without detail (a wrong server key), not one that
             # broke the protocol (no CURVE server there: a mismatch of mechanisms) or was refused
-            if event != _engine.HANDSHAKE_EVENTS["handshake failed"] or self.failures >= HANDSHAKE_FAILURES:
+            if (
+                event != _engine.HANDSHAKE_EVENTS["handshake failed"]
+                or self.failures >= HANDSHAKE_FAILURES
+            ):
                 self.failed = True
-                what = next(name for name, bits in _engine.HANDSHAKE_EVENTS.items() if bits == event)
+                what = next(
+                    name for name, bits in _engine.HANDSHAKE_EVENTS.items() if bits == event
+                )
                 times = f", {self.failures} times" if self.failures > 1 else ""
-                raise RunError(f"the CURVE handshake with {endpoint} failed ({what}{times}), none succeeded: is "
-                               "a CURVE server there, and --curve-server-key its public key?")
+                raise RunError(
+                    f"the CURVE handshake with {endpoint} failed ({what}{times}), none succeeded: is "
+                    "a CURVE server there, and --curve-server-key its public key?"
+                )
 
     def close(self) -> None:
         """Before the context ends (its termination waits for every socket of it)."""
@@ -132,6 +145,6 @@ class HandshakeWatch:
             try:
                 self.sock.monitor(None)
             except ValueError:
-                pass        # the socket closed first: its monitor stopped with it
+                pass  # the socket closed first: its monitor stopped with it
             self.events.close(0)
             self.events = None

@@ -5,6 +5,7 @@ Workers are started as this module, not by multiprocessing's spawn, which re-imp
 caller's __main__: that crashed a plain script without an `if __name__ == "__main__":`
 guard (and would run its top level again in every worker).
 """
+
 from __future__ import annotations
 
 import signal
@@ -23,11 +24,13 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     text = sys.stdin.buffer.read()
-    if not text.strip():        # the controller was interrupted before it handed over the spec
+    if not text.strip():  # the controller was interrupted before it handed over the spec
         return
     try:
         spec = WorkerSpec.from_json(text)
-    except ZmqloadError as exc:     # one line, no traceback (the controller reports how the worker ended)
+    except (
+        ZmqloadError
+    ) as exc:  # one line, no traceback (the controller reports how the worker ended)
         print(f"zmqload worker: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_status)
     run_worker(spec)

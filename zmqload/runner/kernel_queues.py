@@ -1,6 +1,7 @@
 """Kernel tcp queue bytes of this process's own connections (Linux), sampled as the run goes: how
 much waited in the kernel rather than in libzmq. Two ioctls per connection, not /proc/net/tcp
 (docs/ARCHITECTURE.md, "Recording stays off the measured path")."""
+
 from __future__ import annotations
 
 import fcntl
@@ -13,7 +14,7 @@ from collections.abc import Iterable
 SIOCINQ = termios.FIONREAD
 SIOCOUTQ = termios.TIOCOUTQ
 FD_DIR = "/proc/self/fd"
-REFRESH_SAMPLES = 25          # look for new connections (reconnects) every this many samples
+REFRESH_SAMPLES = 25  # look for new connections (reconnects) every this many samples
 _INT = struct.Struct("i")
 
 
@@ -33,7 +34,7 @@ def _tcp_ports(fd: int) -> tuple[int, int] | None:
             if s.family not in (socket.AF_INET, socket.AF_INET6) or s.type != socket.SOCK_STREAM:
                 return None
             return s.getsockname()[1], s.getpeername()[1]
-    except OSError:          # closed meanwhile, a listener (no peer), not a socket
+    except OSError:  # closed meanwhile, a listener (no peer), not a socket
         return None
 
 
@@ -43,7 +44,7 @@ class TcpQueues:
     def __init__(self, ports: Iterable[int | str]) -> None:
         self.ports = {int(p) for p in ports}
         self.available = os.path.isdir(FD_DIR)
-        self._connections: dict[int, str] = {}      # fd -> "socket:[inode]" when it was found
+        self._connections: dict[int, str] = {}  # fd -> "socket:[inode]" when it was found
         self._samples = 0
 
     def _find_connections(self) -> None:

@@ -1,4 +1,5 @@
 """Starting workers: processes (tcp, ipc) or threads sharing one engine context (inproc)."""
+
 from __future__ import annotations
 
 import os
@@ -37,6 +38,7 @@ def _worker_environment() -> dict[str, str]:
 class WorkerLauncher(Protocol):
     """What the controller asks of whatever starts its workers: processes or threads here
     (Launcher), tasks of a Spark barrier stage (runner/spark_stage.py, --master)."""
+
     @property
     def workers(self) -> Mapping[WorkerId, Any]: ...
     def start(self, spec: WorkerSpec) -> None: ...
@@ -57,13 +59,21 @@ class Launcher:
     def start(self, spec: WorkerSpec) -> None:
         worker: threading.Thread | subprocess.Popen[bytes]
         if self.threads:
-            worker = threading.Thread(target=run_worker, args=(spec, self.context), name=spec.name, daemon=True)
+            worker = threading.Thread(
+                target=run_worker, args=(spec, self.context), name=spec.name, daemon=True
+            )
             worker.start()
         else:
-            tool = shlex.split(os.environ.get(TOOL_ENV, ""))      # e.g. valgrind under bench/profile_engine.py
-            worker = subprocess.Popen([*tool, sys.executable, "-m", "zmqload.runner.entry"], stdin=subprocess.PIPE,
-                                      env=_worker_environment(), close_fds=True)
-            assert worker.stdin is not None     # stdin=PIPE
+            tool = shlex.split(
+                os.environ.get(TOOL_ENV, "")
+            )  # e.g. valgrind under bench/profile_engine.py
+            worker = subprocess.Popen(
+                [*tool, sys.executable, "-m", "zmqload.runner.entry"],
+                stdin=subprocess.PIPE,
+                env=_worker_environment(),
+                close_fds=True,
+            )
+            assert worker.stdin is not None  # stdin=PIPE
             worker.stdin.write(spec.with_pid().to_json().encode())
             worker.stdin.close()
         self.workers[spec.worker] = worker

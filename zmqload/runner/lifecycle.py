@@ -1,6 +1,7 @@
 """The one worker lifecycle producers, consumers and the proxy share: the control client and its
 commands (only between engine slices), the watchdog that ends a worker whose controller died, the
 samples, kernel queue sampling and the engine context."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,7 +22,7 @@ PROGRESS_EVERY_NS = 100_000_000
 KERNEL_SAMPLE_EVERY_NS = 100_000_000
 
 
-_seen_rss_kb = -1       # the largest VmRSS this process has sampled
+_seen_rss_kb = -1  # the largest VmRSS this process has sampled
 
 
 def rss_kb() -> int:
@@ -70,14 +71,19 @@ class WorkerLifecycle:
         self.stop_requested = False
         self.interrupted = False
         self.close_allowed = False
-        self.drain_mode: str | None = None        # set by ProducersDone (consumers)
-        self.samples = Samples(PartWriter(os.path.join(spec.run_dir, "samples"), spec.name,
-                                          SAMPLES_SCHEMA, "snappy"), spec.role.value, spec.worker.index)
+        self.drain_mode: str | None = None  # set by ProducersDone (consumers)
+        self.samples = Samples(
+            PartWriter(os.path.join(spec.run_dir, "samples"), spec.name, SAMPLES_SCHEMA, "snappy"),
+            spec.role.value,
+            spec.worker.index,
+        )
         self._next_progress = 0
         self._next_kernel_sample = 0
         self._sampled = (-1, -1, -1)
         self.tcp_queues = TcpQueues([])
-        self.handshakes: HandshakeWatch | None = None     # a connecting CURVE client's, until one succeeds
+        self.handshakes: HandshakeWatch | None = (
+            None  # a connecting CURVE client's, until one succeeds
+        )
 
     def run(self) -> None:
         """The role's whole life: open the socket, wait for Start, send or receive, report."""
@@ -158,7 +164,9 @@ class WorkerLifecycle:
         self.ctl.send(control.Ready())
         self.wait_while(lambda: not self.connect_to, step_ms=100)
         if self.spec.curve is not None:
-            self.handshakes = HandshakeWatch(self.context, sock, f"inproc://zmqload-handshakes-{id(self)}")
+            self.handshakes = HandshakeWatch(
+                self.context, sock, f"inproc://zmqload-handshakes-{id(self)}"
+            )
         for endpoint in self.connect_to:
             sock.connect(endpoint)
         self.tcp_queues = TcpQueues(ports_of(self.connect_to))

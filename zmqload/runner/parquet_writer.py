@@ -1,6 +1,7 @@
 """Chunked record buffers: spilled raw to `_spill/` and reused at once, then converted by a
 background thread at the lowest priority into Parquet parts and running statistics (histograms,
 seen- and drained-maps) (docs/ARCHITECTURE.md, "Recording stays off the measured path")."""
+
 from __future__ import annotations
 
 import errno
@@ -46,6 +47,7 @@ a third of an unpaced receive loop's CPU); a slot's pages are touched before the
 each spill overwrites them in place (docs/BENCHMARKS.md, "Engine throughput"). A chunk converted while the
 loop still runs becomes a slot again instead of being deleted."""
 
+
 def held_spill_bytes(rows: int, row_bytes: int, chunk_rows: int) -> int:
     """Raw spill a worker holds while its converter waits: its rows, up to HOLD_BACKLOG_BYTES
     (a whole chunk where one is larger). Its slots are prepared for this much."""
@@ -79,12 +81,14 @@ def write_error(exc: OSError, directory: str, needed: int) -> RunError:
     """An I/O error while recording, as the one line the user sees: which directory, what
     was needed, what was free. Keeps the errno (ENOSPC, EIO, ...)."""
     free = free_bytes(directory)
-    if exc.errno is None and 0 <= free < needed:    # numpy and pyarrow drop the errno: ask the disk
+    if exc.errno is None and 0 <= free < needed:  # numpy and pyarrow drop the errno: ask the disk
         exc = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     reason = exc.strerror or str(exc) or type(exc).__name__
-    error = RunError(f"cannot write records to {directory}: {reason} (needed {needed:,} bytes, "
-                     f"{'unknown' if free < 0 else format(free, ',')} bytes free)")
-    error.errno = exc.errno     # type: ignore[attr-defined]
+    error = RunError(
+        f"cannot write records to {directory}: {reason} (needed {needed:,} bytes, "
+        f"{'unknown' if free < 0 else format(free, ',')} bytes free)"
+    )
+    error.errno = exc.errno  # type: ignore[attr-defined]
     return error
 
 
@@ -119,13 +123,23 @@ class PartWriter:
     def write(self, columns: Mapping[str, Union[np.ndarray, list[str]]]) -> None:
         table = pa.table(columns, schema=self.schema)
         name = part_name(self.prefix, self.parts)
-        tmp = os.path.join(self.directory, f".{name}.tmp")       # (salvage.remove_partial_parts finds it)
+        tmp = os.path.join(
+            self.directory, f".{name}.tmp"
+        )  # (salvage.remove_partial_parts finds it)
         try:
             # Delta encoding suits these columns (timestamps and seqs rise, ids are constant):
             # measured 2.2x faster to write than dictionary+snappy and several times smaller.
-            pq.write_table(table, tmp, compression=self.compression, use_dictionary=False,
-                           column_encoding={f.name: "DELTA_BINARY_PACKED" for f in self.schema
-                                            if pa.types.is_integer(f.type) and f.type.bit_width >= 32})
+            pq.write_table(
+                table,
+                tmp,
+                compression=self.compression,
+                use_dictionary=False,
+                column_encoding={
+                    f.name: "DELTA_BINARY_PACKED"
+                    for f in self.schema
+                    if pa.types.is_integer(f.type) and f.type.bit_width >= 32
+                },
+            )
             os.replace(tmp, os.path.join(self.directory, name))
         except OSError as exc:
             _remove(tmp)
@@ -141,7 +155,9 @@ def _remove(path: str) -> None:
         pass
 
 
-def spill_columns_of(spill_file: str, columns: list[tuple[str, np.dtype]]) -> tuple[dict[str, np.ndarray], int] | None:
+def spill_columns_of(
+    spill_file: str, columns: list[tuple[str, np.dtype]]
+) -> tuple[dict[str, np.ndarray], int] | None:
     """A raw spill chunk read back: ({column: array}, rows), or None when the file is not
     a whole chunk (its writer died while writing it). Columns are stored one after another."""
     size = os.path.getsize(spill_file)
@@ -170,8 +186,14 @@ class ChunkPipeline:
     converter is. `process(chunk, rows)` runs on the converter thread.
     """
 
-    def __init__(self, columns: Mapping[str, npt.DTypeLike], rows: int,
-                 process: Callable[[dict[str, np.ndarray], int], None], spill_dir: str, expected_rows: int = 0):
+    def __init__(
+        self,
+        columns: Mapping[str, npt.DTypeLike],
+        rows: int,
+        process: Callable[[dict[str, np.ndarray], int], None],
+        spill_dir: str,
+        expected_rows: int = 0,
+    ):
         self.capacity = rows
         self.columns = [(name, np.dtype(dtype)) for name, dtype in columns.items()]
         # written through once here: the first touch of a page costs a fault (~4 us on this
@@ -185,12 +207,12 @@ class ChunkPipeline:
         self._spilled = 0
         self._spilled_at = time.monotonic()
         self._pending: queue.Queue[Optional[tuple[str, int]]] = queue.Queue()
-        self._released = threading.Event()       # set: the converter may run (HOLD_BACKLOG_BYTES)
+        self._released = threading.Event()  # set: the converter may run (HOLD_BACKLOG_BYTES)
         self._row_bytes = sum(d.itemsize for _, d in self.columns)
         self._chunk_bytes = rows * self._row_bytes
         self._process = process
         self.error: BaseException | None = None
-        self.writer_cpu_s = 0.0          # CPU time the converter spent (recording overhead)
+        self.writer_cpu_s = 0.0  # CPU time the converter spent (recording overhead)
         self._slots = self._prepare_slots(expected_rows)
         self._thread = threading.Thread(target=self._convert, name="zmqload-writer", daemon=True)
         self._thread.start()
@@ -207,13 +229,13 @@ class ChunkPipeline:
             path = os.path.join(self.spill_dir, f"{SLOT_PREFIX}{len(slots):06d}")
             try:
                 with open(path, "wb") as f:
-                    zeros[:min(left, len(zeros))].tofile(f)
+                    zeros[: min(left, len(zeros))].tofile(f)
             except OSError:
                 _remove(path)
                 break
             slots.append(path)
             left -= len(zeros)
-        slots.reverse()     # pop() takes them in order
+        slots.reverse()  # pop() takes them in order
         return slots
 
     def advance(self, row: int) -> None:
@@ -235,12 +257,12 @@ class ChunkPipeline:
         try:
             with open(written, "r+b" if slot else "wb") as f:
                 for name, _ in self.columns:
-                    self.current[name][:self.row].tofile(f)
+                    self.current[name][: self.row].tofile(f)
                 f.truncate()
-            if slot:    # a chunk becomes readable whole or not at all
+            if slot:  # a chunk becomes readable whole or not at all
                 os.replace(slot, path)
         except OSError as exc:
-            _remove(written)       # a partial chunk is unreadable; its rows are lost with the disk
+            _remove(written)  # a partial chunk is unreadable; its rows are lost with the disk
             raise write_error(exc, self.spill_dir, self.row * self._row_bytes) from None
         self._spilled_at = time.monotonic()
         self._pending.put((path, self.row))
@@ -277,20 +299,25 @@ class ChunkPipeline:
     _recycled = 0
 
     def _convert(self) -> None:
-        try:    # the lowest priority for this thread only (Linux: a thread id is a pid)
+        try:  # the lowest priority for this thread only (Linux: a thread id is a pid)
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         except (AttributeError, OSError):
             pass
         while True:
             item = self._pending.get()
             # spilled chunks counted as full: the bound holds however the chunks were cut
-            while not self._released.wait(0.05) and (self._pending.qsize() + 1) * self._chunk_bytes < HOLD_BACKLOG_BYTES:
+            while (
+                not self._released.wait(0.05)
+                and (self._pending.qsize() + 1) * self._chunk_bytes < HOLD_BACKLOG_BYTES
+            ):
                 pass
             if item is None:
                 self.writer_cpu_s = time.thread_time()
                 return
             path, rows = item
-            if self.error is not None or (self._stop_at is not None and time.monotonic() > self._stop_at):
+            if self.error is not None or (
+                self._stop_at is not None and time.monotonic() > self._stop_at
+            ):
                 self.unconverted_rows += rows
                 continue
             try:
@@ -308,7 +335,7 @@ class ChunkPipeline:
                     os.replace(path, slot)
                     self._recycled += 1
                     self._slots.append(slot)
-            except BaseException as exc:    # reported to the loop thread at the next spill
+            except BaseException as exc:  # reported to the loop thread at the next spill
                 self.error = exc
 
 
@@ -328,9 +355,9 @@ class PagedFlags:
     packed in it), so a consumer's memory does not grow with the run; without, all in memory."""
 
     def __init__(self, page_seqs: int, path: str | None = None):
-        self.page_seqs = page_seqs      # a multiple of 8: a page is whole bytes of the file
+        self.page_seqs = page_seqs  # a multiple of 8: a page is whole bytes of the file
         self.path = path
-        self.pages: dict[int, np.ndarray] = {}      # page -> flags, least recently used first
+        self.pages: dict[int, np.ndarray] = {}  # page -> flags, least recently used first
         self.stored: set[int] = set()
 
     def _page(self, k: int) -> np.ndarray:
@@ -339,7 +366,9 @@ class PagedFlags:
             page = np.zeros(self.page_seqs, bool)
             if k in self.stored and self.path is not None:
                 lo = k * self.page_seqs // 8
-                page[:] = np.unpackbits(bitmaps.piece(self.path, lo, lo + self.page_seqs // 8)).view(bool)
+                page[:] = np.unpackbits(
+                    bitmaps.piece(self.path, lo, lo + self.page_seqs // 8)
+                ).view(bool)
         self.pages[k] = page
         return page
 
@@ -349,7 +378,7 @@ class PagedFlags:
             return
         pages = seqs // self.page_seqs
         lo, hi = int(pages.min()), int(pages.max())
-        for k in ([lo] if lo == hi else np.unique(pages).tolist()):
+        for k in [lo] if lo == hi else np.unique(pages).tolist():
             yield self._page(k), (slice(None) if lo == hi else pages == k)
 
     def get(self, seqs: np.ndarray) -> np.ndarray:
@@ -381,11 +410,14 @@ class PagedFlags:
     def packed(self, n: int) -> bitmaps.Bits:
         """The flags of seqs below n as a packed map: its file (written out), or an array."""
         if self.path is None:
-            pages = [self.pages.get(k, np.zeros(self.page_seqs, bool)) for k in range(-(-n // self.page_seqs))]
+            pages = [
+                self.pages.get(k, np.zeros(self.page_seqs, bool))
+                for k in range(-(-n // self.page_seqs))
+            ]
             return np.packbits(np.concatenate(pages)[:n]) if pages else np.zeros(0, np.uint8)
         self._evict(0)
         with open(self.path, "ab") as f:
-            f.truncate((n + 7) // 8)        # the bits past n of the last byte are clear: never set
+            f.truncate((n + 7) // 8)  # the bits past n of the last byte are clear: never set
         return self.path
 
 
@@ -410,7 +442,7 @@ class SeenMap:
     def __init__(self, expected: int, path: str | None = None, untrusted: bool = False):
         self.page_seqs = min(PAGE_SEQS, -(-max(expected, MIN_PAGE_SEQS) // 8) * 8)
         self.seen = PagedFlags(self.page_seqs, path and path + ".seen")
-        self.drained: PagedFlags | None = None      # made at the first drained arrival
+        self.drained: PagedFlags | None = None  # made at the first drained arrival
         self.path = path
         self.unique = 0
         self.duplicates = 0
@@ -424,13 +456,13 @@ class SeenMap:
         self.behind: list[np.ndarray] = []
         self.behind_rows = 0
         self.rows = 0
-        self.beyond = 0         # untrusted: arrivals past the span their count allows (not in the map)
+        self.beyond = 0  # untrusted: arrivals past the span their count allows (not in the map)
 
     def add(self, seqs: np.ndarray, in_drain: np.ndarray | None = None) -> None:
         """seqs in arrival order; in_drain[i]: seqs[i] arrived during the drain."""
         if len(seqs) == 0:
             return
-        if self.untrusted:      # the map spans at most SPAN_PER_ROW seqs per arrival so far
+        if self.untrusted:  # the map spans at most SPAN_PER_ROW seqs per arrival so far
             self.rows += len(seqs)
             placed = seqs < UNTRUSTED_SPAN + SPAN_PER_ROW * self.rows
             if not placed.all():
@@ -493,7 +525,7 @@ class SeenMap:
         self.seen.stored.update(np.unique(distinct // self.page_seqs).tolist())
         with open(self.seen.path, "r+b" if os.path.exists(self.seen.path) else "w+b") as f:
             if os.fstat(f.fileno()).st_size < int(distinct[-1]) // 8 + 1:
-                f.truncate(int(distinct[-1]) // 8 + 1)      # a hole where nothing was written
+                f.truncate(int(distinct[-1]) // 8 + 1)  # a hole where nothing was written
             flags = np.memmap(f, np.uint8, "r+")
             at, bit = distinct >> 3, (np.uint8(0x80) >> (distinct & 7).astype(np.uint8))
             new = (flags[at] & bit) == 0
@@ -529,8 +561,15 @@ class Samples:
         self.block = np.empty((len(self.COLUMNS), SAMPLE_BLOCK_ROWS), np.int64)
         self.rows = 0
 
-    def add(self, t_ns: int, messages: int, dropped: int, sendq: int = -1, recvq: int = -1,
-            rss_kb: int = -1) -> None:
+    def add(
+        self,
+        t_ns: int,
+        messages: int,
+        dropped: int,
+        sendq: int = -1,
+        recvq: int = -1,
+        rss_kb: int = -1,
+    ) -> None:
         self.block[:, self.rows] = (t_ns, messages, dropped, sendq, recvq, rss_kb)
         self.rows += 1
         if self.rows == SAMPLE_BLOCK_ROWS:
@@ -541,7 +580,9 @@ class Samples:
             return
         n = self.rows
         columns = dict(zip(self.COLUMNS, self.block[:, :n]))
-        self.writer.write(dict(columns, role=[self.role] * n, worker=np.full(n, self.worker, np.int32)))
+        self.writer.write(
+            dict(columns, role=[self.role] * n, worker=np.full(n, self.worker, np.int32))
+        )
         self.rows = 0
 
 
@@ -550,25 +591,52 @@ class SendConverter:
     packed map of seqs the socket accepted (into the run's maps directory with `maps`, else in
     memory), and (req-rep) replies records and round trips."""
 
-    def __init__(self, run_dir: str, name: str, stream: int, sizes: Sizes, rate: int, t0_ns: int,
-                 compression: str, round_trip: bool, maps: bool = False, parts: int = 1):
+    def __init__(
+        self,
+        run_dir: str,
+        name: str,
+        stream: int,
+        sizes: Sizes,
+        rate: int,
+        t0_ns: int,
+        compression: str,
+        round_trip: bool,
+        maps: bool = False,
+        parts: int = 1,
+    ):
         from ..measure.histogram import Histogram
-        self.stream, self.sizes, self.rate, self.t0_ns, self.parts = stream, sizes, rate, t0_ns, parts
-        self.bytes_sent = 0     # of the messages the socket accepted, every frame (contract/sizes.py)
+
+        self.stream, self.sizes, self.rate, self.t0_ns, self.parts = (
+            stream,
+            sizes,
+            rate,
+            t0_ns,
+            parts,
+        )
+        self.bytes_sent = 0  # of the messages the socket accepted, every frame (contract/sizes.py)
         self.sends = PartWriter(os.path.join(run_dir, "sends"), name, SENDS_SCHEMA, compression)
-        self.replies = (PartWriter(os.path.join(run_dir, "replies"), name, REPLIES_SCHEMA, compression)
-                        if round_trip else None)
+        self.replies = (
+            PartWriter(os.path.join(run_dir, "replies"), name, REPLIES_SCHEMA, compression)
+            if round_trip
+            else None
+        )
         self.rtt = Histogram()
-        self.lateness = Histogram()     # t_sent - t_intended of every attempt (zmqload.measure.schedule_keeping)
-        self.ok_bits = bitmaps.BitsWriter(os.path.join(run_dir, bitmaps.MAPS_DIR, f"{name}.ok") if maps else None)
-        self._ok_carry = np.zeros(0, bool)     # accepted-flags past the last whole byte
+        self.lateness = (
+            Histogram()
+        )  # t_sent - t_intended of every attempt (zmqload.measure.schedule_keeping)
+        self.ok_bits = bitmaps.BitsWriter(
+            os.path.join(run_dir, bitmaps.MAPS_DIR, f"{name}.ok") if maps else None
+        )
+        self._ok_carry = np.zeros(0, bool)  # accepted-flags past the last whole byte
         self.first_seq = 0
 
     def columns(self) -> dict[str, npt.DTypeLike]:
         """The engine's raw columns: send time and status (and, round trips, the reply time and
         whether the reply echoed the request's header)."""
         columns: dict[str, npt.DTypeLike] = {"t_sent": np.int64, "status": np.int8}
-        return dict(columns, t_reply=np.int64, echoed=np.int8) if self.replies is not None else columns
+        return (
+            dict(columns, t_reply=np.int64, echoed=np.int8) if self.replies is not None else columns
+        )
 
     def __call__(self, chunk: dict[str, np.ndarray], rows: int) -> None:
         seqs = np.arange(self.first_seq, self.first_seq + rows, dtype=np.int64)
@@ -587,13 +655,28 @@ class SendConverter:
         stream = np.full(rows, self.stream, np.int32)
         if self.replies is not None:
             t_reply = chunk["t_reply"][:rows]
-            answered = t_reply > 0          # 0: no reply within --reply-timeout-ms (unanswered)
+            answered = t_reply > 0  # 0: no reply within --reply-timeout-ms (unanswered)
             self.rtt.record((t_reply - t_intended)[answered])
-            self.replies.write({"stream": stream[answered], "seq": seqs[answered],
-                                "t_intended_ns": t_intended[answered], "t_sent_ns": t_sent[answered],
-                                "t_reply_ns": t_reply[answered], "echoed": chunk["echoed"][:rows][answered] != 0})
-        self.sends.write({"stream": stream, "seq": seqs, "t_intended_ns": t_intended, "t_sent_ns": t_sent,
-                          "status": status, "size": size})
+            self.replies.write(
+                {
+                    "stream": stream[answered],
+                    "seq": seqs[answered],
+                    "t_intended_ns": t_intended[answered],
+                    "t_sent_ns": t_sent[answered],
+                    "t_reply_ns": t_reply[answered],
+                    "echoed": chunk["echoed"][:rows][answered] != 0,
+                }
+            )
+        self.sends.write(
+            {
+                "stream": stream,
+                "seq": seqs,
+                "t_intended_ns": t_intended,
+                "t_sent_ns": t_sent,
+                "status": status,
+                "size": size,
+            }
+        )
 
     def sent_ok_map(self) -> bitmaps.Bits:
         self.ok_bits.append(np.packbits(self._ok_carry))
@@ -608,6 +691,7 @@ class ForeignRecorder:
 
     def __init__(self, run_dir: str, name: str, consumer: int, compression: str):
         from ..measure.histogram import Histogram
+
         self.consumer = consumer
         self.writer = PartWriter(os.path.join(run_dir, "foreign"), name, FOREIGN.arrow, compression)
         self.gaps = Histogram()
@@ -615,9 +699,16 @@ class ForeignRecorder:
 
     def add(self, t_recv: np.ndarray, size: np.ndarray) -> None:
         """Foreign messages in arrival order: their records, and the gaps since the one before."""
-        self.writer.write({"consumer": np.full(len(t_recv), self.consumer, np.int32), "t_recv_ns": t_recv,
-                           "size": size})
-        self.gaps.record(np.diff(t_recv, prepend=self.t_last_ns) if self.t_last_ns else np.diff(t_recv))
+        self.writer.write(
+            {
+                "consumer": np.full(len(t_recv), self.consumer, np.int32),
+                "t_recv_ns": t_recv,
+                "size": size,
+            }
+        )
+        self.gaps.record(
+            np.diff(t_recv, prepend=self.t_last_ns) if self.t_last_ns else np.diff(t_recv)
+        )
         self.t_first_ns = self.t_first_ns or int(t_recv[0])
         self.t_last_ns = int(t_recv[-1])
         self.bytes += int(size.sum(dtype=np.int64))
@@ -632,9 +723,18 @@ class RecvConverter:
     COLUMNS = {"words": np.uint64, "t_sent": np.int64, "t_recv": np.int64, "size": np.int32}
     NO_DRAIN = np.iinfo(np.int64).max
 
-    def __init__(self, run_dir: str, name: str, consumer: int, rate: int, expected: int, compression: str,
-                 maps: bool = False):
+    def __init__(
+        self,
+        run_dir: str,
+        name: str,
+        consumer: int,
+        rate: int,
+        expected: int,
+        compression: str,
+        maps: bool = False,
+    ):
         from ..measure.histogram import Histogram
+
         self.consumer, self.rate, self.expected = consumer, rate, expected
         # with `maps`, the seen- and drained-maps are paged to files (the run's maps directory)
         self.maps_prefix = os.path.join(run_dir, bitmaps.MAPS_DIR, name) if maps else None
@@ -644,16 +744,16 @@ class RecvConverter:
         self.latency_intended = Histogram()
         self.latency_sent = Histogram()
         self.streams: dict[int, SeenMap] = {}
-        self.first_frame_bytes = 0      # of zmqload's messages received, duplicates included
-        self.expected_sizes: Optional[Sizes] = None     # the producers' (not known to a consumer half)
+        self.first_frame_bytes = 0  # of zmqload's messages received, duplicates included
+        self.expected_sizes: Optional[Sizes] = None  # the producers' (not known to a consumer half)
         self.size_mismatches = 0
-        self.foreign: Optional[ForeignRecorder] = None      # --role consumer: set by the consumer
+        self.foreign: Optional[ForeignRecorder] = None  # --role consumer: set by the consumer
 
     def __call__(self, chunk: dict[str, np.ndarray], rows: int) -> None:
         words = chunk["words"][:rows]
         stream = (words >> np.uint64(SEQ_BITS)).astype(np.int32)
         foreign = stream == FOREIGN_STREAM if self.foreign is not None else None
-        if foreign is not None and foreign.any():       # written apart: the rest are zmqload's messages
+        if foreign is not None and foreign.any():  # written apart: the rest are zmqload's messages
             assert self.foreign is not None
             self.foreign.add(chunk["t_recv"][:rows][foreign], chunk["size"][:rows][foreign])
             kept = ~foreign
@@ -668,19 +768,29 @@ class RecvConverter:
         self.latency_sent.record(t_recv - t_sent)
         in_drain = t_recv >= self.t_drain_ns
         one_stream = stream.min() == stream.max()
-        for s in (stream[:1] if one_stream else np.unique(stream)):
+        for s in stream[:1] if one_stream else np.unique(stream):
             seen = self.streams.get(int(s))
             if seen is None:
                 path = self.maps_prefix and f"{self.maps_prefix}-s{int(s)}"
                 if path:
                     os.makedirs(os.path.dirname(path), exist_ok=True)
-                seen = self.streams[int(s)] = SeenMap(self.expected, path, untrusted=self.foreign is not None)
+                seen = self.streams[int(s)] = SeenMap(
+                    self.expected, path, untrusted=self.foreign is not None
+                )
             mine = slice(None) if one_stream else (stream == s)
             seen.add(seq[mine], in_drain[mine])
         size = chunk["size"][:rows]
         self.first_frame_bytes += int(size.sum(dtype=np.int64))
         if self.expected_sizes is not None:
             self.size_mismatches += int(np.count_nonzero(size != self.expected_sizes.of(seq)))
-        self.recvs.write({"consumer": np.full(rows, self.consumer, np.int32), "stream": stream, "seq": seq,
-                          "t_intended_ns": t_intended, "t_sent_ns": t_sent, "t_recv_ns": t_recv,
-                          "size": size})
+        self.recvs.write(
+            {
+                "consumer": np.full(rows, self.consumer, np.int32),
+                "stream": stream,
+                "seq": seq,
+                "t_intended_ns": t_intended,
+                "t_sent_ns": t_sent,
+                "t_recv_ns": t_recv,
+                "size": size,
+            }
+        )

@@ -1,6 +1,7 @@
 """Where a worker runs (--cpu-placement): an unpaced worker process on a CPU of its own with its
 libzmq I/O thread, shared by side when workers outnumber the CPUs; an inproc pair on one CPU. Why,
 measured: docs/ARCHITECTURE.md, "Process model"."""
+
 from __future__ import annotations
 
 import os
@@ -15,11 +16,16 @@ def placed(workload: "Workload") -> bool:
     path, not Spark tasks (--master: the executors' CPUs are Spark's); inproc only as one
     producer and one consumer without a consumer delay."""
     from ..contract import patterns
+
     inproc_pair = (workload.producers, workload.consumers, workload.consumer_delay_us) == (1, 1, 0)
     if workload.transport == "inproc" and not inproc_pair:
         return False
-    return (workload.cpu_placement == "auto" and not workload.rate and not patterns.get(workload.pattern).proxy
-            and workload.master is None)
+    return (
+        workload.cpu_placement == "auto"
+        and not workload.rate
+        and not patterns.get(workload.pattern).proxy
+        and workload.master is None
+    )
 
 
 def plan(workload: "Workload") -> dict[str, int]:
@@ -28,7 +34,9 @@ def plan(workload: "Workload") -> dict[str, int]:
         return {}
     cpus = sorted(os.sched_getaffinity(0))
     found = {f"p{i}": worker_cpu(workload, "producer", i, cpus) for i in range(workload.producers)}
-    found.update({f"c{i}": worker_cpu(workload, "consumer", i, cpus) for i in range(workload.consumers)})
+    found.update(
+        {f"c{i}": worker_cpu(workload, "consumer", i, cpus) for i in range(workload.consumers)}
+    )
     return {name: cpu for name, cpu in found.items() if cpu is not None}
 
 
@@ -37,8 +45,9 @@ def worker_cpu(workload: "Workload", role: str, index: int, cpus: list[int]) -> 
     One each while they fit (producers the first CPUs, consumers the next); past that, each
     side a share of the CPUs in proportion to its workers, its workers in turn on it."""
     from ..contract import patterns
+
     producers, consumers = workload.producers, workload.consumers
-    if workload.transport == "inproc":      # the pair together (placed() admits only 1x1)
+    if workload.transport == "inproc":  # the pair together (placed() admits only 1x1)
         return cpus[0]
     if producers + consumers <= len(cpus):
         return cpus[index] if role == "producer" else cpus[producers + index]

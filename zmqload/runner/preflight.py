@@ -1,6 +1,7 @@
 """What a run checks on this machine once before it starts, after Workload.validate: key and size
 files read, binds beyond loopback allowed, ports free, ipc paths bindable, hosts resolved, the
 output directory made; refusals are ConfigErrors, before anything is written."""
+
 from __future__ import annotations
 
 import functools
@@ -11,8 +12,13 @@ from typing import Optional
 
 from .. import libzmq
 from ..contract import exposure, patterns, uris
-from ..contract.curve import (KEY_FILE_FORMS, MAX_KEY_FILE, SECRET_FILE_FORMS, parse_public_key,
-                              parse_server_pair)
+from ..contract.curve import (
+    KEY_FILE_FORMS,
+    MAX_KEY_FILE,
+    SECRET_FILE_FORMS,
+    parse_public_key,
+    parse_server_pair,
+)
 from ..contract.run_record import Libzmq
 from ..contract.workload import IPC_PATH_MAX, OPTIONS, Workload, tcp_parts
 from ..errors import ConfigError
@@ -25,10 +31,12 @@ def preflight(w: Workload) -> Workload:
         read_public_key(w.curve_server_key, OPTIONS["curve_server_key"].flag)
     if w.curve_server_cert is not None:
         read_server_pair(w.curve_server_cert, OPTIONS["curve_server_cert"].flag)
-    w.sizes         # read and checked now: a bad file is refused before the run
+    w.sizes  # read and checked now: a bad file is refused before the run
     topology = w.topology
     if topology.given:
-        binder = topology.side(topology.binder) if topology.binder in ("producer", "consumer") else None
+        binder = (
+            topology.side(topology.binder) if topology.binder in ("producer", "consumer") else None
+        )
         for side in (topology.producers, topology.consumers):
             if side is binder:
                 binds = w.bind_endpoints(w.producers if side.name == "producers" else w.consumers)
@@ -40,9 +48,13 @@ def preflight(w: Workload) -> Workload:
                     _check_resolvable(side.flag, endpoint)
         return w
     binding = patterns.get(w.pattern).binding_sockets(w.producers, w.consumers)
-    if w.transport == "tcp":     # where zmqload's binders (and its proxy) bind
+    if w.transport == "tcp":  # where zmqload's binders (and its proxy) bind
         host = f"[{w.host}]" if ":" in w.host else w.host
-        check_binds([("--endpoint" if w.endpoint else "--host", f"tcp://{host}:{w.port}")], w.curve == "on", w.insecure)
+        check_binds(
+            [("--endpoint" if w.endpoint else "--host", f"tcp://{host}:{w.port}")],
+            w.curve == "on",
+            w.insecure,
+        )
     if w.transport == "tcp" and w.port:
         for offset in range(binding):
             _check_port_free("--endpoint" if w.endpoint else "--port", w.host, w.port + offset)
@@ -71,12 +83,16 @@ def _libzmq(choice: str, load: bool) -> Libzmq:
         if load:
             libzmq.use(lib)
     except ValueError as exc:
-        raise ConfigError(OPTIONS["libzmq"].flag, f"{exc}; accepted: {OPTIONS['libzmq'].accepts}") from None
+        raise ConfigError(
+            OPTIONS["libzmq"].flag, f"{exc}; accepted: {OPTIONS['libzmq'].accepts}"
+        ) from None
     return lib
 
 
 @functools.lru_cache(maxsize=8)
-def _described(choice: str) -> Libzmq:     # a sweep's runs describe it once (the sha256 reads the file)
+def _described(
+    choice: str,
+) -> Libzmq:  # a sweep's runs describe it once (the sha256 reads the file)
     return libzmq.describe(choice)
 
 
@@ -100,13 +116,25 @@ def _read_key_file(path: str, option: str, forms: str) -> str:
     try:
         with open(path, encoding="ascii") as f:
             text = f.read(MAX_KEY_FILE + 1)
-    except (OSError, ValueError) as exc:       # UnicodeDecodeError; ValueError: a path with a NUL character
-        why = (exc.strerror if isinstance(exc, OSError) and exc.strerror else
-               "not ASCII text" if isinstance(exc, UnicodeDecodeError) else str(exc))
-        raise ConfigError(option, f"got {path!r}: cannot read it ({why}); accepted: {forms}") from None
+    except (
+        OSError,
+        ValueError,
+    ) as exc:  # UnicodeDecodeError; ValueError: a path with a NUL character
+        why = (
+            exc.strerror
+            if isinstance(exc, OSError) and exc.strerror
+            else "not ASCII text"
+            if isinstance(exc, UnicodeDecodeError)
+            else str(exc)
+        )
+        raise ConfigError(
+            option, f"got {path!r}: cannot read it ({why}); accepted: {forms}"
+        ) from None
     if len(text) > MAX_KEY_FILE:
-        raise ConfigError(option, f"got {path!r}: above {MAX_KEY_FILE:,} characters, not a key file; "
-                                  f"accepted: {forms}")
+        raise ConfigError(
+            option,
+            f"got {path!r}: above {MAX_KEY_FILE:,} characters, not a key file; accepted: {forms}",
+        )
     return text
 
 
@@ -137,7 +165,10 @@ def _check_port_free(option: str, host: str, port: int) -> None:
     try:
         probe.bind((host, port))
     except OSError as exc:
-        raise ConfigError(option, f"cannot bind {host}:{port} ({exc.strerror}); accepted: a free local port, or 0 for any")
+        raise ConfigError(
+            option,
+            f"cannot bind {host}:{port} ({exc.strerror}); accepted: a free local port, or 0 for any",
+        )
     finally:
         probe.close()
 
@@ -149,9 +180,13 @@ def check_output_dir(path: str, option: str = "--out") -> None:
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(option, f"cannot create {path!r} ({exc.strerror}); accepted: a writable directory")
+        raise ConfigError(
+            option, f"cannot create {path!r} ({exc.strerror}); accepted: a writable directory"
+        )
     if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
-        raise ConfigError(option, f"{path!r} is not a writable directory; accepted: a writable directory")
+        raise ConfigError(
+            option, f"{path!r} is not a writable directory; accepted: a writable directory"
+        )
 
 
 def check_bindable(option: str, endpoint: str) -> None:
@@ -166,38 +201,60 @@ def check_bindable(option: str, endpoint: str) -> None:
         return
     if not endpoint.startswith("ipc://"):
         return
-    path = endpoint[len("ipc://"):]
-    if path == "*":          # libzmq makes a fresh path
+    path = endpoint[len("ipc://") :]
+    if path == "*":  # libzmq makes a fresh path
         return
-    if path.startswith("@"):     # Linux's abstract namespace: no file, but it may be live
+    if path.startswith("@"):  # Linux's abstract namespace: no file, but it may be live
         if refused(endpoint) is None:
-            raise ConfigError(option, f"got {endpoint!r}: another process listens there; accepted: an ipc path "
-                                      "nobody listens on")
+            raise ConfigError(
+                option,
+                f"got {endpoint!r}: another process listens there; accepted: an ipc path "
+                "nobody listens on",
+            )
         return
-    if "\x00" in path:          # a C string ends there: libzmq would bind another path
-        raise ConfigError(option, f"got {endpoint!r}: a NUL character in the path; accepted: an ipc path")
+    if "\x00" in path:  # a C string ends there: libzmq would bind another path
+        raise ConfigError(
+            option, f"got {endpoint!r}: a NUL character in the path; accepted: an ipc path"
+        )
     if len(path.encode()) > IPC_PATH_MAX:
-        raise ConfigError(option, f"got {endpoint!r}: the path is {len(path.encode())} bytes, a unix socket's "
-                                  f"takes {IPC_PATH_MAX}; accepted: a shorter path")
+        raise ConfigError(
+            option,
+            f"got {endpoint!r}: the path is {len(path.encode())} bytes, a unix socket's "
+            f"takes {IPC_PATH_MAX}; accepted: a shorter path",
+        )
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise ConfigError(option, f"got {endpoint!r}: the directory {directory} does not exist; accepted: an ipc "
-                                  "path in an existing, writable directory")
+        raise ConfigError(
+            option,
+            f"got {endpoint!r}: the directory {directory} does not exist; accepted: an ipc "
+            "path in an existing, writable directory",
+        )
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise ConfigError(option, f"got {endpoint!r}: the directory {directory} is not writable; accepted: an ipc "
-                                  "path in an existing, writable directory")
+        raise ConfigError(
+            option,
+            f"got {endpoint!r}: the directory {directory} is not writable; accepted: an ipc "
+            "path in an existing, writable directory",
+        )
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise ConfigError(option, f"got {endpoint!r}: {exc.strerror}; accepted: an ipc path zmqload can bind")
+        raise ConfigError(
+            option, f"got {endpoint!r}: {exc.strerror}; accepted: an ipc path zmqload can bind"
+        )
     if not stat.S_ISSOCK(mode):
-        raise ConfigError(option, f"got {endpoint!r}: {path} exists and is not a socket (binding would remove it); "
-                                  "accepted: a path that does not exist or is a stale socket")
+        raise ConfigError(
+            option,
+            f"got {endpoint!r}: {path} exists and is not a socket (binding would remove it); "
+            "accepted: a path that does not exist or is a stale socket",
+        )
     if refused(endpoint) is None:
-        raise ConfigError(option, f"got {endpoint!r}: another process listens there (binding would take it "
-                                  "away); accepted: an ipc path nobody listens on")
+        raise ConfigError(
+            option,
+            f"got {endpoint!r}: another process listens there (binding would take it "
+            "away); accepted: an ipc path nobody listens on",
+        )
 
 
 def refused(endpoint: str, timeout_s: float = 1.0) -> Optional[str]:
@@ -232,5 +289,8 @@ def _check_resolvable(option: str, endpoint: str) -> None:
         socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         why = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
-        raise ConfigError(option, f"got {endpoint!r}: cannot resolve {host!r} ({why}); accepted: a host name or "
-                                  "address this machine resolves")
+        raise ConfigError(
+            option,
+            f"got {endpoint!r}: cannot resolve {host!r} ({why}); accepted: a host name or "
+            "address this machine resolves",
+        )

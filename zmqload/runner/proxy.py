@@ -5,6 +5,7 @@ zmq_proxy_steerable runs in a thread with the GIL released; the worker's main th
 samples queues, serves the controller and, on stop, sends TERMINATE on the proxy's
 control socket.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,7 +31,9 @@ class ProxyWorker(WorkerLifecycle):
             backend.set_option(_engine.SOCKET_OPTION_IDS["SNDHWM"], w.proxy_sndhwm)
         for sock in (frontend, backend):
             sock.set_option(_engine.SOCKET_OPTION_IDS["LINGER"], 0)
-            secure(sock, self.spec.curve, server=True)      # both bind: the producers and consumers are clients
+            secure(
+                sock, self.spec.curve, server=True
+            )  # both bind: the producers and consumers are clients
         front_endpoint = frontend.bind(self.spec.bind[0])
         back_endpoint = backend.bind(self.spec.bind[1])
         control_name = f"inproc://zmqload-proxy-control-{os.getpid()}-{id(self)}"
@@ -38,8 +41,12 @@ class ProxyWorker(WorkerLifecycle):
         steering.bind(control_name)
         steer = _engine.Socket(self.context, _engine.SOCKET_TYPES["PAIR"])
         steer.connect(control_name)
-        thread = threading.Thread(target=_engine.proxy, args=(frontend, backend, steering),
-                                  name="zmqload-proxy", daemon=True)
+        thread = threading.Thread(
+            target=_engine.proxy,
+            args=(frontend, backend, steering),
+            name="zmqload-proxy",
+            daemon=True,
+        )
         thread.start()
         self.ctl.send(control.Ready([front_endpoint, back_endpoint]))
         self.tcp_queues = TcpQueues(ports_of([front_endpoint, back_endpoint]))
@@ -48,7 +55,7 @@ class ProxyWorker(WorkerLifecycle):
             self.watch_controller()
             now = _engine.now_ns()
             self.samples.add(now, 0, 0, *self.tcp_queues.sample(), rss_kb())
-            self.tick(now, control.Progress(0))     # its memory, for the live display
+            self.tick(now, control.Progress(0))  # its memory, for the live display
         steer.send_bytes(b"TERMINATE")
         thread.join(5.0)
         for sock in (steer, steering, frontend, backend):

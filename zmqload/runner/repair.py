@@ -4,6 +4,7 @@ its records: every worker's figures rebuilt from its Parquet parts and raw chunk
 
 Called by the last worker of a run whose controller died, and by `zmqload repair RUN_DIR`.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,13 +33,20 @@ def process_alive(pid: int) -> bool:
 
 def read_running(run_dir: str, option: str = "RUN_DIR") -> rr.RunRecord:
     if not record_files.is_run_dir(run_dir):
-        raise ConfigError(option, f"{run_dir} has no run.json; accepted: a run directory (runs/run=...)")
+        raise ConfigError(
+            option, f"{run_dir} has no run.json; accepted: a run directory (runs/run=...)"
+        )
     try:
         record = record_files.read_run(run_dir)
     except RecordError as exc:
-        raise ConfigError(option, f"cannot read {exc}; accepted: a run directory with a readable run.json") from None
+        raise ConfigError(
+            option, f"cannot read {exc}; accepted: a run directory with a readable run.json"
+        ) from None
     if record.status is not RunStatus.RUNNING:
-        raise ConfigError(option, f"{run_dir} is {record.status.value!r}, not 'running'; accepted: a run left running")
+        raise ConfigError(
+            option,
+            f"{run_dir} is {record.status.value!r}, not 'running'; accepted: a run left running",
+        )
     return record
 
 
@@ -50,8 +58,10 @@ def repair_run(run_dir: str, reason: str, workers_died: bool) -> RunResult:
     w = record.workload
     state = RunState(ids.producers(w.producers), ids.consumers(w.consumers))
     state.t0_ns = record.t0_ns
-    state.resets = list(record.resets)      # written as each was made: their losses are dropped_reset
-    rebuilt, dead, salvage = salvage_run(run_dir, w, state.t0_ns, state.producers, state.consumers, {}, {})
+    state.resets = list(record.resets)  # written as each was made: their losses are dropped_reset
+    rebuilt, dead, salvage = salvage_run(
+        run_dir, w, state.t0_ns, state.producers, state.consumers, {}, {}
+    )
     state.final.update(rebuilt)
     state.dead = dead if workers_died else set()
     note = salvage.note()

@@ -1,6 +1,7 @@
 """The connection-reset fault (--reset-at): when due, the kernel aborts every tcp connection of the
 run's data sockets (sock_destroy, as `ss -K` does) and libzmq reconnects. The privilege is proven
 before the run (`check_can_reset`): unprivileged, `ss -K` silently kills nothing."""
+
 from __future__ import annotations
 
 import shutil
@@ -15,8 +16,10 @@ from ..contract.workload import Workload
 from ..errors import ConfigError, RunError
 
 SS_TIMEOUT_S = 5.0
-NEEDED = ("root or CAP_NET_ADMIN, iproute2's ss, and a Linux kernel with sock_destroy "
-          "(CONFIG_INET_DIAG_DESTROY)")
+NEEDED = (
+    "root or CAP_NET_ADMIN, iproute2's ss, and a Linux kernel with sock_destroy "
+    "(CONFIG_INET_DIAG_DESTROY)"
+)
 
 
 def _ss_kill(ports: Iterable[int]) -> tuple[list[str], str]:
@@ -24,9 +27,22 @@ def _ss_kill(ports: Iterable[int]) -> tuple[list[str], str]:
     (the lines of the sockets it destroyed, what it said on stderr)."""
     terms: list[str] = []
     for port in sorted(set(ports)):
-        terms += (["or"] if terms else []) + ["sport", "=", f":{port}", "or", "dport", "=", f":{port}"]
-    done = subprocess.run(["ss", "-K", "-t", "-n", "-H", "state", "established", "(", *terms, ")"],
-                          capture_output=True, text=True, timeout=SS_TIMEOUT_S, check=False)
+        terms += (["or"] if terms else []) + [
+            "sport",
+            "=",
+            f":{port}",
+            "or",
+            "dport",
+            "=",
+            f":{port}",
+        ]
+    done = subprocess.run(
+        ["ss", "-K", "-t", "-n", "-H", "state", "established", "(", *terms, ")"],
+        capture_output=True,
+        text=True,
+        timeout=SS_TIMEOUT_S,
+        check=False,
+    )
     return [line for line in done.stdout.splitlines() if line.strip()], done.stderr.strip()
 
 
@@ -46,8 +62,12 @@ def check_can_reset(w: Workload) -> None:
         return
 
     def refuse(why: str) -> ConfigError:
-        return ConfigError("--reset-at", f"got {w.reset_at!r}, but this process cannot abort tcp connections "
-                                         f"({why}); accepted: a run with {NEEDED}, or no --reset-at")
+        return ConfigError(
+            "--reset-at",
+            f"got {w.reset_at!r}, but this process cannot abort tcp connections "
+            f"({why}); accepted: a run with {NEEDED}, or no --reset-at",
+        )
+
     if shutil.which("ss") is None:
         raise refuse("no ss on PATH")
     with socket.create_server(("127.0.0.1", 0)) as server:
@@ -59,7 +79,9 @@ def check_can_reset(w: Workload) -> None:
                     _, said = _ss_kill([port])
                 except (OSError, subprocess.SubprocessError) as exc:
                     raise refuse(f"ss: {exc}") from None
-                ended = [s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) for s in (client, accepted)]
+                ended = [
+                    s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) for s in (client, accepted)
+                ]
     if not all(ended):
         why = said.splitlines()[0] if said else "ss -K destroyed nothing"
         raise refuse(why)
@@ -69,10 +91,11 @@ def check_can_reset(w: Workload) -> None:
 class Resets:
     """The run's reset schedule: `poll` makes the resets that are due (the controller calls it while
     the producers send); `made` is what run.json records."""
-    t0_ns: int                        # the schedule's start, from which --reset-at counts
-    at_ns: list[int]                  # when each reset is due, on the records' clock
-    ports: frozenset[int]             # the data sockets' tcp ports (the binders', zmqload's proxy's)
-    made: list[Reset] = field(default_factory=list)     # RunState.resets
+
+    t0_ns: int  # the schedule's start, from which --reset-at counts
+    at_ns: list[int]  # when each reset is due, on the records' clock
+    ports: frozenset[int]  # the data sockets' tcp ports (the binders', zmqload's proxy's)
+    made: list[Reset] = field(default_factory=list)  # RunState.resets
 
     @classmethod
     def plan(cls, w: Workload, t0_ns: int, endpoints: Iterable[str], made: list[Reset]) -> Resets:
@@ -86,11 +109,22 @@ class Resets:
             asked = _engine.now_ns()
             try:
                 lines, _ = _ss_kill(self.ports)
-            except (OSError, subprocess.SubprocessError) as exc:    # proven before the run; gone since?
-                raise RunError(f"the connection reset due at {(self.at_ns[len(self.made)] - self.t0_ns) / 1e9:g} s "
-                               f"failed: ss: {exc}") from None
+            except (
+                OSError,
+                subprocess.SubprocessError,
+            ) as exc:  # proven before the run; gone since?
+                raise RunError(
+                    f"the connection reset due at {(self.at_ns[len(self.made)] - self.t0_ns) / 1e9:g} s "
+                    f"failed: ss: {exc}"
+                ) from None
             # the records' mark is when the connections were surely gone: ss starts in a few ms, and
             # what was sent and received meanwhile went through the old connection
             done = _engine.now_ns()
-            self.made.append(Reset(t_ns=done, at_s=(done - self.t0_ns) / 1e9, took_ns=done - asked,
-                                   connections=_connections(lines)))
+            self.made.append(
+                Reset(
+                    t_ns=done,
+                    at_s=(done - self.t0_ns) / 1e9,
+                    took_ns=done - asked,
+                    connections=_connections(lines),
+                )
+            )

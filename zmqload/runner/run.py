@@ -1,4 +1,5 @@
 """One run from a Workload to a RunResult and a run directory with run.json."""
+
 from __future__ import annotations
 
 import copy
@@ -69,14 +70,20 @@ def expected_bytes(w: Workload) -> int | None:
     may get almost no CPU until they end (measured: 7 GB of raw chunks waiting 2 minutes into a
     400M-message run on the shared 2-core machine): every raw row may wait at once."""
     from ..contract.wire import MAX_SEQ
+
     per_producer = w.messages_per_producer
     if per_producer >= MAX_SEQ:
         return None
+
     def held(rows: int, row_bytes: int) -> int:
-        waiting = rows * row_bytes if not w.rate else held_spill_bytes(rows, row_bytes, w.chunk_rows)
+        waiting = (
+            rows * row_bytes if not w.rate else held_spill_bytes(rows, row_bytes, w.chunk_rows)
+        )
         return max(waiting, w.chunk_rows * row_bytes)
-    spill = (w.producers * held(per_producer, SPILL_BYTES_PER_ROW["producer"])
-             + w.consumers * held(w.expected_receives_per_consumer, SPILL_BYTES_PER_ROW["consumer"]))
+
+    spill = w.producers * held(per_producer, SPILL_BYTES_PER_ROW["producer"]) + w.consumers * held(
+        w.expected_receives_per_consumer, SPILL_BYTES_PER_ROW["consumer"]
+    )
     return int(w.producers * per_producer * bytes_per_message(w)) + spill + reserve_bytes(w)
 
 
@@ -87,7 +94,7 @@ def expected_write(w: Workload) -> tuple[int, bool]:
     n = expected_bytes(w)
     if n is not None:
         return n, False
-    guess = copy.copy(w)        # not replace(): a rate is not an option of every run (--role consumer)
+    guess = copy.copy(w)  # not replace(): a rate is not an option of every run (--role consumer)
     guess.rate = UNPACED_RATE_GUESS
     return expected_bytes(guess) or 0, True
 
@@ -109,13 +116,24 @@ def check_space(w: Workload, staging_for: str | None = None) -> str | None:
     (needed, guessed), free = expected_write(w), free_space(w.out)
     if free < 0 or free >= needed:
         return None
-    where = w.out if staging_for is None else f"{w.out} (staging for {staging_for}: $TMPDIR, else /tmp)"
-    said = (f"{where}: {free:,} bytes free, the run is expected to write about {needed:,} "
-            f"(~{bytes_per_message(w):.0f} bytes per message kept"
-            + (", and every raw row may wait to be converted while unpaced loops run" if not w.rate else ""))
+    where = (
+        w.out if staging_for is None else f"{w.out} (staging for {staging_for}: $TMPDIR, else /tmp)"
+    )
+    said = (
+        f"{where}: {free:,} bytes free, the run is expected to write about {needed:,} "
+        f"(~{bytes_per_message(w):.0f} bytes per message kept"
+        + (
+            ", and every raw row may wait to be converted while unpaced loops run"
+            if not w.rate
+            else ""
+        )
+    )
     if not guessed:
-        raise ConfigError("--out", f"{said}); accepted: a directory with room for it, or fewer messages "
-                                   "(--count, --duration x --rate)")
+        raise ConfigError(
+            "--out",
+            f"{said}); accepted: a directory with room for it, or fewer messages "
+            "(--count, --duration x --rate)",
+        )
     return f"{said} at a guessed {UNPACED_RATE_GUESS:,} msg/s per producer); it fails if the disk fills"
 
 
@@ -133,40 +151,58 @@ def _make_run_dir(w: Workload) -> tuple[str, str]:
     except FileExistsError:
         raise ConfigError("--run-name", f"{run_dir} already exists; accepted: a new run name")
     except OSError as exc:
-        raise ConfigError("--out", f"cannot create {run_dir} ({exc.strerror}); accepted: a writable directory")
+        raise ConfigError(
+            "--out", f"cannot create {run_dir} ({exc.strerror}); accepted: a writable directory"
+        )
     return run_id, run_dir
 
 
-def run(workload: Workload, progress: ProgressListener | None = None, slos: Slos | None = None) -> RunResult:
+def run(
+    workload: Workload, progress: ProgressListener | None = None, slos: Slos | None = None
+) -> RunResult:
     """Carry out one run (`slos`: the SLOs it will be judged by, kept in its record). Raises
     ConfigError for bad options (before anything starts), RunError when the run fails (or its
     records could not be copied to an --out URI), KeyboardInterrupt after an interrupted run
     was recorded (Ctrl-C or SIGTERM, in any phase: runner/signals.py)."""
     w = preflight(workload.validate())
     with signals.handled():
-        if uris.is_uri(w.out):     # recorded here, then copied there (runner/remote_out.py)
-            return run_staged(w, lambda staged, uri, check_target: _run_here(staged, progress, slos, uri,
-                                                                              check_target))
+        if uris.is_uri(w.out):  # recorded here, then copied there (runner/remote_out.py)
+            return run_staged(
+                w,
+                lambda staged, uri, check_target: _run_here(
+                    staged, progress, slos, uri, check_target
+                ),
+            )
         return _run_here(w, progress, slos)
 
 
-def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
-              out_uri: str | None = None, check_target: Callable[[], None] | None = None) -> RunResult:
+def _run_here(
+    w: Workload,
+    progress: ProgressListener | None,
+    slos: Slos | None,
+    out_uri: str | None = None,
+    check_target: Callable[[], None] | None = None,
+) -> RunResult:
     """The run, its directory under w.out; `out_uri`: the URI it will be copied to (run.json's
     workload.out names it without its secrets; a placed run's tasks copy their records there:
     runner/task_out.py), `check_target` the URI's check, the last before the run directory is made.
     Signals (runner/signals.py): raised in the checks before the run directory, the workers' phases
     and the figures; held everywhere else, so every way out writes the last run.json."""
     sigs = signals.current()
-    with signals.raised():      # nothing made yet: a signal ends the command, nothing left behind
+    with signals.raised():  # nothing made yet: a signal ends the command, nothing left behind
         staging_for = None if out_uri is None else uris.without_secrets(out_uri)
         check_can_reset(w)
-        lib = load_libzmq(w)      # inproc: this process runs it from here (its workers are threads)
+        lib = load_libzmq(w)  # inproc: this process runs it from here (its workers are threads)
         curve = run_keys(w, lib)  # before the run directory: libzmq without CURVE is bad input
-        if w.master is not None:  # the workers bind on their hosts' addresses, the controller at its own
+        if (
+            w.master is not None
+        ):  # the workers bind on their hosts' addresses, the controller at its own
             at = control_host(w.master)
-            check_binds([("--master", f"tcp://{f'[{at}]' if ':' in at else at}:*")], curve is not None,
-                        w.insecure)
+            check_binds(
+                [("--master", f"tcp://{f'[{at}]' if ':' in at else at}:*")],
+                curve is not None,
+                w.insecure,
+            )
         keys = control_keys(w)
         warning = check_space(w, staging_for)
         if check_target is not None:
@@ -178,10 +214,17 @@ def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
             recorded = copy.copy(w)
             recorded.out = staging_for
         record = rr.RunRecord(
-            run_id=run_id, workload=recorded, slos=slos, security=Security.NULL if curve is None else Security.CURVE,
+            run_id=run_id,
+            workload=recorded,
+            slos=slos,
+            security=Security.NULL if curve is None else Security.CURVE,
             pattern=rr.PatternFacts(fanout=w.fanout, binder=Role(patterns.get(w.pattern).binder)),
-            versions=codec.convert(versions(lib.version), rr.Versions), libzmq=lib, host=codec.convert(host(), rr.Host),
-            clock=codec.convert(clock_pair(), rr.ClockPair), started_at=utc_now())
+            versions=codec.convert(versions(lib.version), rr.Versions),
+            libzmq=lib,
+            host=codec.convert(host(), rr.Host),
+            clock=codec.convert(clock_pair(), rr.ClockPair),
+            started_at=utc_now(),
+        )
         if warning:
             record.warnings.append(warning)
             print(f"zmqload: warning: {warning}", file=sys.stderr)
@@ -190,27 +233,43 @@ def _run_here(w: Workload, progress: ProgressListener | None, slos: Slos | None,
         return _recorded_run(w, progress, out_uri, curve, keys, run_id, run_dir, record, sigs)
 
 
-def _recorded_run(w: Workload, progress: ProgressListener | None, out_uri: str | None, curve: CurveKeys | None,
-                  keys: CurveKeys | None, run_id: str, run_dir: str, record: rr.RunRecord,
-                  sigs: signals.RunSignals) -> RunResult:
+def _recorded_run(
+    w: Workload,
+    progress: ProgressListener | None,
+    out_uri: str | None,
+    curve: CurveKeys | None,
+    keys: CurveKeys | None,
+    run_id: str,
+    run_dir: str,
+    record: rr.RunRecord,
+    sigs: signals.RunSignals,
+) -> RunResult:
     """The run once its first run.json is written (signals held, but where raised below)."""
     launcher: Launcher | StageLauncher | None = None
     server: ControlServer | None = None
     controller: Controller | None = None
     control_dir: str | None = None
     status, error = RunStatus.COMPLETE, None
-    pending: BaseException | None = None       # raised once the run is recorded
+    pending: BaseException | None = None  # raised once the run is recorded
     try:
-        with signals.raised():      # the workers' phases (one that came since the directory was made: at once)
-            if w.master is not None:          # the workers as one Spark barrier stage (runner/spark_stage.py)
+        with (
+            signals.raised()
+        ):  # the workers' phases (one that came since the directory was made: at once)
+            if (
+                w.master is not None
+            ):  # the workers as one Spark barrier stage (runner/spark_stage.py)
                 control_endpoint, control_dir = new_endpoint(control_host(w.master))
-                upload_to = None if out_uri is None else uris.join(out_uri, os.path.basename(run_dir))
+                upload_to = (
+                    None if out_uri is None else uris.join(out_uri, os.path.basename(run_dir))
+                )
                 launcher = StageLauncher(w.master, w.placement, keys, upload_to)
             else:
                 control_endpoint, control_dir = new_endpoint()
                 launcher = Launcher(threads=(w.transport == "inproc"), io_threads=w.io_threads)
             server = ControlServer(control_endpoint, keys)
-            controller = Controller(w, run_dir, run_id, server, launcher, control_dir, progress, curve)
+            controller = Controller(
+                w, run_dir, run_id, server, launcher, control_dir, progress, curve
+            )
             _on_start(controller, launcher, record, run_dir, control_dir)
             controller.execute()
     except KeyboardInterrupt as exc:
@@ -219,9 +278,9 @@ def _recorded_run(w: Workload, progress: ProgressListener | None, out_uri: str |
         assert controller is not None
         pending = _worker_error(w, exc, started=controller.state.t0_ns != 0)
         status, error = RunStatus.FAILED, str(pending)
-    except ZmqloadError as exc:       # RunError; ConfigError: an endpoint that could not be used
+    except ZmqloadError as exc:  # RunError; ConfigError: an endpoint that could not be used
         status, error, pending = RunStatus.FAILED, str(exc), exc
-    except Exception as exc:          # a fault of zmqload's own: recorded, then raised as it is
+    except Exception as exc:  # a fault of zmqload's own: recorded, then raised as it is
         status, error, pending = RunStatus.FAILED, f"{type(exc).__name__}: {exc}", exc
 
     # Stopping the workers and their last records: bounded (controller.INTERRUPT_GRACE_S, then
@@ -234,17 +293,22 @@ def _recorded_run(w: Workload, progress: ProgressListener | None, out_uri: str |
         if progress is not None:
             progress.stop()
         if launcher is not None:
-            launcher.finish(timeout=2.0 if status is not RunStatus.COMPLETE else FINAL_TIMEOUT_S,
-                            hurry=lambda: sigs.pending > 0)
+            launcher.finish(
+                timeout=2.0 if status is not RunStatus.COMPLETE else FINAL_TIMEOUT_S,
+                hurry=lambda: sigs.pending > 0,
+            )
         if controller is not None:
-            controller.pump_last()      # finals that came while the workers ended
+            controller.pump_last()  # finals that came while the workers ended
         if server is not None:
             server.close()
         if control_dir is not None:
             shutil.rmtree(control_dir, ignore_errors=True)
 
-    state = controller.state if controller is not None else RunState(ids.producers(w.producer_workers),
-                                                                      ids.consumers(w.consumer_workers))
+    state = (
+        controller.state
+        if controller is not None
+        else RunState(ids.producers(w.producer_workers), ids.consumers(w.consumer_workers))
+    )
     if isinstance(launcher, StageLauncher):
         record.placement = placed(launcher)
     if isinstance(pending, ConfigError):
@@ -254,8 +318,10 @@ def _recorded_run(w: Workload, progress: ProgressListener | None, out_uri: str |
         if isinstance(launcher, StageLauncher):
             launcher.discard_records()
         raise pending
-    if isinstance(launcher, StageLauncher):        # an --out URI: the tasks' records copied here
-        lost = launcher.take_records(run_dir, state.final)      # (the copy up removes there what is not here)
+    if isinstance(launcher, StageLauncher):  # an --out URI: the tasks' records copied here
+        lost = launcher.take_records(
+            run_dir, state.final
+        )  # (the copy up removes there what is not here)
         if lost:
             error = f"{error}; {lost}" if error else lost
             if status is RunStatus.COMPLETE:
@@ -282,11 +348,15 @@ def _recorded_run(w: Workload, progress: ProgressListener | None, out_uri: str |
                 result = build_result(state, w, run_id, run_dir, status, record.versions)
         except KeyboardInterrupt:
             result = None
-        except Exception as exc:        # recorded `failed`, then raised as it is
+        except Exception as exc:  # recorded `failed`, then raised as it is
             result, failure = None, exc
     if result is None:
         if failure is not None:
-            said = str(failure) if isinstance(failure, ZmqloadError) else f"{type(failure).__name__}: {failure}"
+            said = (
+                str(failure)
+                if isinstance(failure, ZmqloadError)
+                else f"{type(failure).__name__}: {failure}"
+            )
             cut = f"the figures could not be computed ({said}): run.json has none"
             status, pending = RunStatus.FAILED, failure
         elif status is RunStatus.COMPLETE:
@@ -305,15 +375,20 @@ def _recorded_run(w: Workload, progress: ProgressListener | None, out_uri: str |
     finish_records(run_dir, record, state, w, result, error)
     if pending is not None:
         if isinstance(pending, RunError):
-            pending.result = result     # type: ignore[attr-defined]  # the figures of the failed run
+            pending.result = result  # type: ignore[attr-defined]  # the figures of the failed run
         raise pending
-    if out_uri is None and sigs.take():     # it came once the figures were made: the command ends here
+    if out_uri is None and sigs.take():  # it came once the figures were made: the command ends here
         raise Interrupted("what was recorded is kept", status=result.status)
-    return result       # (with a URI, one that came is raised as the copy begins: runner/remote_out.py)
+    return result  # (with a URI, one that came is raised as the copy begins: runner/remote_out.py)
 
 
-def _on_start(controller: Controller, launcher: Launcher | StageLauncher, record: rr.RunRecord, run_dir: str,
-              control_dir: str) -> None:
+def _on_start(
+    controller: Controller,
+    launcher: Launcher | StageLauncher,
+    record: rr.RunRecord,
+    run_dir: str,
+    control_dir: str,
+) -> None:
     """run.json rewritten when the schedule begins and as each connection reset is made."""
     w = controller.w
 
@@ -323,16 +398,17 @@ def _on_start(controller: Controller, launcher: Launcher | StageLauncher, record
         record.schedule = rr.Schedule(t0_ns=t0_ns, rate_per_producer=w.rate, fanout=w.fanout)
         record.controller_pid = os.getpid()
         record.worker_pids = {str(name): pid for name, pid in launcher.pids().items()}
-        record.cpu_placement = placement.plan(w)     # {} = the scheduler's
-        if isinstance(launcher, StageLauncher):      # where each task runs, known before the start
+        record.cpu_placement = placement.plan(w)  # {} = the scheduler's
+        if isinstance(launcher, StageLauncher):  # where each task runs, known before the start
             record.placement = placed(launcher)
-        record.control_dir = control_dir      # private control and ipc socket files, removed at the end
+        record.control_dir = control_dir  # private control and ipc socket files, removed at the end
         record.topology = controller.topology()
         try:
             with signals.held(then_raise=True):
                 record_files.write_run(run_dir, record)
-        except OSError as exc:      # a run error: the run ends failed, in the room kept for run.json
+        except OSError as exc:  # a run error: the run ends failed, in the room kept for run.json
             raise write_error(exc, run_dir, len(codec.encode(record))) from None
+
     controller.on_start = started
 
     def reset_made() -> None:
@@ -343,6 +419,7 @@ def _on_start(controller: Controller, launcher: Launcher | StageLauncher, record
                 record_files.write_run(run_dir, record)
         except OSError as exc:
             raise write_error(exc, run_dir, len(codec.encode(record))) from None
+
     controller.on_reset = reset_made
 
 
@@ -360,18 +437,21 @@ def forget_figures(run_dir: str, state: RunState) -> str:
 
 def placed(launcher: StageLauncher) -> rr.Placement:
     """run.json's `placement`: where each task of the stage told the driver it runs."""
-    return rr.Placement(master=launcher.master, workers=[codec.convert(where, rr.PlacedWorker)
-                                                         for where in launcher.placed])
+    return rr.Placement(
+        master=launcher.master,
+        workers=[codec.convert(where, rr.PlacedWorker) for where in launcher.placed],
+    )
 
 
 def salvage_records(state: RunState, w: Workload, run_dir: str, record: rr.RunRecord) -> str:
     """Finals of workers that died or left records unconverted, rebuilt from their records
     (runner/salvage.py). Returns '' or what could not be kept, for the error line."""
     drain_started = {c: state.drain_sent_ns for c in state.draining} if state.drain_sent_ns else {}
-    rebuilt, dead, salvage = salvage_run(run_dir, w, state.t0_ns, state.producers, state.consumers,
-                                         state.final, drain_started)
+    rebuilt, dead, salvage = salvage_run(
+        run_dir, w, state.t0_ns, state.producers, state.consumers, state.final, drain_started
+    )
     state.final.update(rebuilt)
-    state.dead = dead | {x for x in state.proxies if x not in state.final}     # a proxy has no records
+    state.dead = dead | {x for x in state.proxies if x not in state.final}  # a proxy has no records
     if rebuilt:
         record.salvaged = salvage.record(rebuilt, dead)
     return salvage.note()
@@ -384,9 +464,11 @@ def note_device(plan: EndpointPlan | None, state: RunState, result: RunResult) -
     device = plan is not None and plan.device
     why = state.drain.tail_placement_why if state.drain is not None else ""
     if device and why:
-        why = f"{why}; a device of yours was in the path: a message missing may have been dropped inside it " \
-              "(zmqload does not see it)"
-    for drain in (state.drain, result.drain):       # --json says what run.json says, device or not
+        why = (
+            f"{why}; a device of yours was in the path: a message missing may have been dropped inside it "
+            "(zmqload does not see it)"
+        )
+    for drain in (state.drain, result.drain):  # --json says what run.json says, device or not
         if drain is None:
             continue
         drain.device_in_path = bool(device)
@@ -402,11 +484,22 @@ def _worker_error(w: Workload, exc: WorkerFailed, started: bool) -> Exception:
         return RunError(f"worker {exc.worker} failed: {message}")
     option = _endpoint_option(w, exc.worker.role)
     if exc.failure.errno == errno.EADDRINUSE or "Address already in use" in message:
-        return ConfigError(option, f"address already in use ({message.split(': ', 1)[-1]}); accepted: a free address")
-    if exc.failure.errno in (errno.ENOENT, errno.EACCES, errno.EINVAL, errno.ENAMETOOLONG, errno.EADDRNOTAVAIL) \
-            and (w.endpoint or w.topology.given):
-        return ConfigError(option, f"cannot use it ({message}); accepted: an endpoint libzmq can "
-                                   f"{'bind' if option.endswith('bind') or option == '--endpoint' else 'connect to'}")
+        return ConfigError(
+            option,
+            f"address already in use ({message.split(': ', 1)[-1]}); accepted: a free address",
+        )
+    if exc.failure.errno in (
+        errno.ENOENT,
+        errno.EACCES,
+        errno.EINVAL,
+        errno.ENAMETOOLONG,
+        errno.EADDRNOTAVAIL,
+    ) and (w.endpoint or w.topology.given):
+        return ConfigError(
+            option,
+            f"cannot use it ({message}); accepted: an endpoint libzmq can "
+            f"{'bind' if option.endswith('bind') or option == '--endpoint' else 'connect to'}",
+        )
     return RunError(f"worker {exc.worker} failed: {message}")
 
 

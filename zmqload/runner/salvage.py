@@ -1,6 +1,7 @@
 """A worker's final figures rebuilt from its Parquet parts and the raw chunks left in its `_spill/`,
 when its final never came (killed, crashed, full disk) or came with rows unconverted. A chunk that
 cannot be converted is removed and counted."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,15 +24,27 @@ from ..contract.sizes import message_bytes
 from ..measure.histogram import Histogram
 from ..contract.part_files import PART_NAME
 from ..store.parquet_parts import part_files
-from .parquet_writer import (PAGE_SEQS, ForeignRecorder, PagedFlags, PartWriter, RecvConverter, SeenMap, SendConverter,
-                       is_write_error, spill_columns_of)
+from .parquet_writer import (
+    PAGE_SEQS,
+    ForeignRecorder,
+    PagedFlags,
+    PartWriter,
+    RecvConverter,
+    SeenMap,
+    SendConverter,
+    is_write_error,
+    spill_columns_of,
+)
 
 
 @dataclass
 class Salvage:
     """What salvaging one run's workers did (said in the run's error line and run.json)."""
-    converted_rows: dict[str, int] = field(default_factory=dict)    # worker -> raw rows converted now
-    removed_rows: dict[str, int] = field(default_factory=dict)      # worker -> raw rows removed unconverted
+
+    converted_rows: dict[str, int] = field(default_factory=dict)  # worker -> raw rows converted now
+    removed_rows: dict[str, int] = field(
+        default_factory=dict
+    )  # worker -> raw rows removed unconverted
     reasons: list[str] = field(default_factory=list)
 
     def note(self) -> str:
@@ -43,9 +56,13 @@ class Salvage:
 
     def record(self, rebuilt: Iterable[WorkerId], died: Iterable[WorkerId]) -> run_record.Salvaged:
         """run.json's `salvaged`: every worker rebuilt, those that died, and the rows."""
-        return run_record.Salvaged(workers=sorted(str(n) for n in rebuilt), died=sorted(str(n) for n in died),
-                                   converted_rows=dict(self.converted_rows), removed_rows=dict(self.removed_rows),
-                                   reasons=sorted(set(self.reasons)))
+        return run_record.Salvaged(
+            workers=sorted(str(n) for n in rebuilt),
+            died=sorted(str(n) for n in died),
+            converted_rows=dict(self.converted_rows),
+            removed_rows=dict(self.removed_rows),
+            reasons=sorted(set(self.reasons)),
+        )
 
 
 def record_kind(worker: WorkerId) -> str:
@@ -54,7 +71,9 @@ def record_kind(worker: WorkerId) -> str:
 
 def remove_partial_parts(run_dir: str, name: str) -> None:
     """Parts a dead writer left under their temporary name (never whole)."""
-    for tmp in glob.glob(os.path.join(run_dir, "*", f".{PART_NAME.format(worker=name, index='*')}.tmp")):
+    for tmp in glob.glob(
+        os.path.join(run_dir, "*", f".{PART_NAME.format(worker=name, index='*')}.tmp")
+    ):
         os.remove(tmp)
 
 
@@ -62,24 +81,36 @@ Converter = Union[SendConverter, RecvConverter]
 Final = Union[control.ProducerFinal, control.ConsumerFinal]
 
 
-def _converter(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int,
-               t_drain_ns: int) -> tuple[Converter, dict[str, Any], PartWriter]:
+def _converter(
+    run_dir: str, worker: WorkerId, w: Workload, t0_ns: int, t_drain_ns: int
+) -> tuple[Converter, dict[str, Any], PartWriter]:
     """The converter the worker itself used, its raw columns and its parts' writer."""
     if worker.role is Role.PRODUCER:
         from ..contract import patterns
-        send = SendConverter(run_dir, str(worker), worker.index, w.sizes, w.rate, t0_ns, w.compression,
-                             patterns.get(w.pattern).round_trip, parts=w.parts)
+
+        send = SendConverter(
+            run_dir,
+            str(worker),
+            worker.index,
+            w.sizes,
+            w.rate,
+            t0_ns,
+            w.compression,
+            patterns.get(w.pattern).round_trip,
+            parts=w.parts,
+        )
         return send, send.columns(), send.sends
     recv = RecvConverter(run_dir, str(worker), worker.index, w.rate, 1024, w.compression)
-    if w.topology.consumers_alone:      # its foreign rows go where the consumer itself puts them
+    if w.topology.consumers_alone:  # its foreign rows go where the consumer itself puts them
         recv.foreign = ForeignRecorder(run_dir, str(worker), worker.index, w.compression)
     recv.t0_ns = t0_ns
     recv.t_drain_ns = t_drain_ns or RecvConverter.NO_DRAIN
     return recv, dict(RecvConverter.COLUMNS), recv.recvs
 
 
-def convert_spill(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int, t_drain_ns: int,
-                  salvage: Salvage) -> None:
+def convert_spill(
+    run_dir: str, worker: WorkerId, w: Workload, t0_ns: int, t_drain_ns: int, salvage: Salvage
+) -> None:
     """Turn the raw chunks a worker left in _spill/ into Parquet parts (numbered after its
     whole ones: chunk k is part k), then remove them; drop what cannot be converted."""
     name = str(worker)
@@ -90,20 +121,22 @@ def convert_spill(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int, t_dra
         convert, columns, writer = _converter(run_dir, worker, w, t0_ns, t_drain_ns)
         existing = part_files(run_dir, record_kind(worker), name)
         writer.parts = len(existing)
-        if isinstance(convert, SendConverter):      # seqs go on from the rows already written
+        if isinstance(convert, SendConverter):  # seqs go on from the rows already written
             convert.first_seq = sum(pq.ParquetFile(p).metadata.num_rows for p in existing)
         dtypes = [(column, np.dtype(dtype)) for column, dtype in columns.items()]
         failed = False
         for path in chunks:
             index = int(os.path.basename(path).split(".")[0])
-            if index < len(existing):       # converted, but its worker died before removing it
+            if index < len(existing):  # converted, but its worker died before removing it
                 os.remove(path)
                 continue
             read = None if failed else spill_columns_of(path, dtypes)
             if read is None:
                 rows = os.path.getsize(path) // sum(d.itemsize for _, d in dtypes)
                 salvage.removed_rows[name] = salvage.removed_rows.get(name, 0) + rows
-                salvage.reasons.append("disk full" if failed else "a chunk cut short when its worker died")
+                salvage.reasons.append(
+                    "disk full" if failed else "a chunk cut short when its worker died"
+                )
                 os.remove(path)
                 continue
             chunk, rows = read
@@ -115,7 +148,9 @@ def convert_spill(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int, t_dra
                 failed = True
                 remove_partial_parts(run_dir, name)
                 salvage.removed_rows[name] = salvage.removed_rows.get(name, 0) + rows
-                salvage.reasons.append("disk full" if getattr(exc, "errno", None) == errno.ENOSPC else str(exc))
+                salvage.reasons.append(
+                    "disk full" if getattr(exc, "errno", None) == errno.ENOSPC else str(exc)
+                )
             else:
                 salvage.converted_rows[name] = salvage.converted_rows.get(name, 0) + rows
             os.remove(path)
@@ -123,7 +158,7 @@ def convert_spill(run_dir: str, worker: WorkerId, w: Workload, t0_ns: int, t_dra
     try:
         os.rmdir(os.path.join(run_dir, "_spill"))
     except OSError:
-        pass        # another worker's chunks are still there, or it is gone already
+        pass  # another worker's chunks are still there, or it is gone already
 
 
 def _read(path: str, columns: list[str]) -> dict[str, np.ndarray]:
@@ -141,14 +176,19 @@ def _salvage_maps(run_dir: str, name: str) -> str:
     return prefix
 
 
-def producer_final(run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 0) -> control.ProducerFinal:
+def producer_final(
+    run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 0
+) -> control.ProducerFinal:
     """A producer's final from its sends/ parts (one row per attempt, seqs from 0), a part at a
     time: its accepted-map goes to a file through paged flags, so an hour-long producer's
     hundreds of millions of rows are never held at once."""
     from ..contract import patterns
+
     parts = part_files(run_dir, "sends", str(worker))
     ok = PagedFlags(PAGE_SEQS, _salvage_maps(run_dir, str(worker)) + ".ok")
-    lateness = Histogram()      # as the producer's own converter keeps it (zmqload.measure.schedule_keeping)
+    lateness = (
+        Histogram()
+    )  # as the producer's own converter keeps it (zmqload.measure.schedule_keeping)
     first_frames = attempted = sent = 0
     by_status = dict.fromkeys((SendStatus.EAGAIN, SendStatus.TIMEOUT, SendStatus.ERROR), 0)
     t_first, t_last = np.iinfo(np.int64).max, 0
@@ -164,7 +204,10 @@ def producer_final(run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 
         attempted = max(attempted, int(cols["seq"].max()) + 1)
         for status in by_status:
             by_status[status] += int(np.count_nonzero(cols["status"] == status))
-        t_first, t_last = min(t_first, int(cols["t_sent_ns"].min())), max(t_last, int(cols["t_sent_ns"].max()))
+        t_first, t_last = (
+            min(t_first, int(cols["t_sent_ns"].min())),
+            max(t_last, int(cols["t_sent_ns"].max())),
+        )
         lateness.record(cols["t_sent_ns"] - cols["t_intended_ns"])
     rtt = None
     if patterns.get(w.pattern).round_trip:
@@ -174,14 +217,29 @@ def producer_final(run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 
             hist.record(cols["t_reply_ns"] - cols["t_intended_ns"])
         rtt = hist.to_payload()
     counters = control.SendCounters(
-        attempted=attempted, sent=sent, eagain=by_status[SendStatus.EAGAIN],
-        timeout=by_status[SendStatus.TIMEOUT], errors=by_status[SendStatus.ERROR],
-        t_first_send_ns=t_first if attempted else 0, t_last_send_ns=t_last, interrupted=True)
-    return control.ProducerFinal(counters, ok.packed(attempted), close_ns=close_ns, parts=len(parts), rtt=rtt,
-                                 lateness=lateness.to_payload(), bytes_sent=message_bytes(first_frames, w.parts))
+        attempted=attempted,
+        sent=sent,
+        eagain=by_status[SendStatus.EAGAIN],
+        timeout=by_status[SendStatus.TIMEOUT],
+        errors=by_status[SendStatus.ERROR],
+        t_first_send_ns=t_first if attempted else 0,
+        t_last_send_ns=t_last,
+        interrupted=True,
+    )
+    return control.ProducerFinal(
+        counters,
+        ok.packed(attempted),
+        close_ns=close_ns,
+        parts=len(parts),
+        rtt=rtt,
+        lateness=lateness.to_payload(),
+        bytes_sent=message_bytes(first_frames, w.parts),
+    )
 
 
-def consumer_final(run_dir: str, worker: WorkerId, w: Workload, t_drain_ns: int) -> control.ConsumerFinal:
+def consumer_final(
+    run_dir: str, worker: WorkerId, w: Workload, t_drain_ns: int
+) -> control.ConsumerFinal:
     """A consumer's final from its recvs/ parts, a part at a time: seen- and drained-maps (paged to
     files), histograms."""
     parts = part_files(run_dir, "recvs", str(worker))
@@ -189,7 +247,7 @@ def consumer_final(run_dir: str, worker: WorkerId, w: Workload, t_drain_ns: int)
     lat_i, lat_s = Histogram(), Histogram()
     received, first, last, first_frames = 0, 0, 0, 0
     drain_from = t_drain_ns or RecvConverter.NO_DRAIN
-    for part in parts:      # in arrival order, as the worker added them
+    for part in parts:  # in arrival order, as the worker added them
         cols = _read(part, ["stream", "seq", "t_intended_ns", "t_sent_ns", "t_recv_ns", "size"])
         if not len(cols["seq"]):
             continue
@@ -203,53 +261,84 @@ def consumer_final(run_dir: str, worker: WorkerId, w: Workload, t_drain_ns: int)
         for s in np.unique(cols["stream"]):
             mine = cols["stream"] == s
             arrived = streams.get(int(s))
-            if arrived is None:        # paged to files like the consumer's own (bounded memory)
-                arrived = streams[int(s)] = SeenMap(PAGE_SEQS, _salvage_maps(run_dir, f"{worker}-s{int(s)}"),
-                                                    untrusted=w.topology.consumers_alone)
+            if arrived is None:  # paged to files like the consumer's own (bounded memory)
+                arrived = streams[int(s)] = SeenMap(
+                    PAGE_SEQS,
+                    _salvage_maps(run_dir, f"{worker}-s{int(s)}"),
+                    untrusted=w.topology.consumers_alone,
+                )
             arrived.add(cols["seq"][mine], in_drain[mine])
     seen = []
     for stream, m in sorted(streams.items()):
         seen_map, drained_map = m.packed()
-        seen.append(control.StreamSeen(stream, m.unique, m.duplicates, m.reordered, seen_map, drained_map, m.beyond))
-    return control.ConsumerFinal(received, 0, 0, 0, first, last, t_drain_ns, lat_i.to_payload(),
-                                 lat_s.to_payload(), seen, len(parts), interrupted=True,
-                                 bytes_received=message_bytes(first_frames, w.parts))
+        seen.append(
+            control.StreamSeen(
+                stream, m.unique, m.duplicates, m.reordered, seen_map, drained_map, m.beyond
+            )
+        )
+    return control.ConsumerFinal(
+        received,
+        0,
+        0,
+        0,
+        first,
+        last,
+        t_drain_ns,
+        lat_i.to_payload(),
+        lat_s.to_payload(),
+        seen,
+        len(parts),
+        interrupted=True,
+        bytes_received=message_bytes(first_frames, w.parts),
+    )
 
 
 def _streams(final: Any) -> list[control.StreamSeen]:
     return list(final.streams) if isinstance(final, control.ConsumerFinal) else []
 
 
-def with_received(final: control.ProducerFinal, seen_maps: list[bitmaps.Bits], path: str) -> control.ProducerFinal:
+def with_received(
+    final: control.ProducerFinal, seen_maps: list[bitmaps.Bits], path: str
+) -> control.ProducerFinal:
     """A dead producer's accepted-map extended by the seqs its consumers received: those
     were evidently sent, though their send records died with the producer. Merged a piece
     at a time into the file `path`."""
     c = final.counters
     own_bytes = (c.attempted + 7) // 8
     merged = bitmaps.BitsWriter(path)
-    sent, top = 0, -1       # top: the highest seq received
+    sent, top = 0, -1  # top: the highest seq received
     for lo, hi in bitmaps.pieces(max([own_bytes] + [bitmaps.nbytes(m) for m in seen_maps])):
         own = bitmaps.piece(final.sent_ok_map, lo, min(hi, own_bytes))
-        if len(own) and own_bytes <= hi and c.attempted % 8:    # bits past the attempted seqs are not its own
+        if (
+            len(own) and own_bytes <= hi and c.attempted % 8
+        ):  # bits past the attempted seqs are not its own
             own[-1] &= np.uint8((0xFF << (8 - c.attempted % 8)) & 0xFF)
         received = np.zeros(hi - lo, np.uint8)
         for m in seen_maps:
             received |= bitmaps.piece(m, lo, hi)
         if (last := np.flatnonzero(received)).size:
-            top = (lo + int(last[-1])) * 8 + int(np.flatnonzero(np.unpackbits(received[last[-1]:last[-1] + 1]))[-1])
-        received[:len(own)] |= own
+            top = (lo + int(last[-1])) * 8 + int(
+                np.flatnonzero(np.unpackbits(received[last[-1] : last[-1] + 1]))[-1]
+            )
+        received[: len(own)] |= own
         sent += int(np.unpackbits(received).sum())
         merged.append(received)
     attempted = max(c.attempted, top + 1)
-    with open(path, "r+b") as f:      # the map of attempted seqs: no bytes past them
+    with open(path, "r+b") as f:  # the map of attempted seqs: no bytes past them
         f.truncate((attempted + 7) // 8)
     counters = dataclasses.replace(c, attempted=attempted, sent=sent, interrupted=True)
     return dataclasses.replace(final, counters=counters, sent_ok_map=merged.done())
 
 
-def salvage_run(run_dir: str, w: Workload, t0_ns: int, producers: list[WorkerId], consumers: list[WorkerId],
-                finals: dict[WorkerId, Any], drain_started_ns: dict[WorkerId, int]
-                ) -> tuple[dict[WorkerId, Final], set[WorkerId], Salvage]:
+def salvage_run(
+    run_dir: str,
+    w: Workload,
+    t0_ns: int,
+    producers: list[WorkerId],
+    consumers: list[WorkerId],
+    finals: dict[WorkerId, Any],
+    drain_started_ns: dict[WorkerId, int],
+) -> tuple[dict[WorkerId, Final], set[WorkerId], Salvage]:
     """Finals for every worker whose own is missing or incomplete (unconverted rows),
     rebuilt from disk after converting what waits in _spill/. Returns (new finals by
     worker, the workers that died, what was done). `finals`: the finals that came."""
@@ -258,29 +347,58 @@ def salvage_run(run_dir: str, w: Workload, t0_ns: int, producers: list[WorkerId]
     dead = {n for n in producers + consumers if n not in finals}
     for worker in producers + consumers:
         final = finals.get(worker)
-        if final is not None and not final.unconverted_rows and not glob.glob(
-                os.path.join(run_dir, "_spill", str(worker), "*")):
+        if (
+            final is not None
+            and not final.unconverted_rows
+            and not glob.glob(os.path.join(run_dir, "_spill", str(worker), "*"))
+        ):
             continue
-        t_drain = drain_started_ns.get(worker, 0) if final is None else getattr(final, "t_drain_ns", 0)
+        t_drain = (
+            drain_started_ns.get(worker, 0) if final is None else getattr(final, "t_drain_ns", 0)
+        )
         convert_spill(run_dir, worker, w, t0_ns, t_drain, salvage)
         if worker.role is Role.PRODUCER:
             sends = producer_final(run_dir, worker, w)
             # a live producer's own counters are complete; only its map lacked chunks
-            rebuilt[worker] = sends if final is None else dataclasses.replace(
-                final, sent_ok_map=sends.sent_ok_map, parts=sends.parts, lateness=sends.lateness, unconverted_rows=0)
+            rebuilt[worker] = (
+                sends
+                if final is None
+                else dataclasses.replace(
+                    final,
+                    sent_ok_map=sends.sent_ok_map,
+                    parts=sends.parts,
+                    lateness=sends.lateness,
+                    unconverted_rows=0,
+                )
+            )
         else:
             recvs = consumer_final(run_dir, worker, w, t_drain)
-            rebuilt[worker] = recvs if final is None else dataclasses.replace(
-                final, received=recvs.received, streams=recvs.streams, parts=recvs.parts,
-                latency_intended=recvs.latency_intended, latency_sent=recvs.latency_sent, unconverted_rows=0)
+            rebuilt[worker] = (
+                recvs
+                if final is None
+                else dataclasses.replace(
+                    final,
+                    received=recvs.received,
+                    streams=recvs.streams,
+                    parts=recvs.parts,
+                    latency_intended=recvs.latency_intended,
+                    latency_sent=recvs.latency_sent,
+                    unconverted_rows=0,
+                )
+            )
     for worker in producers:
         if worker in dead:
-            seen_maps = [s.seen_map for c in consumers for s in _streams(rebuilt.get(c, finals.get(c)))
-                         if s.stream == worker.index]
+            seen_maps = [
+                s.seen_map
+                for c in consumers
+                for s in _streams(rebuilt.get(c, finals.get(c)))
+                if s.stream == worker.index
+            ]
             dead_final = rebuilt[worker]
             assert isinstance(dead_final, control.ProducerFinal)
-            rebuilt[worker] = with_received(dead_final, seen_maps,
-                                            _salvage_maps(run_dir, f"{worker}-with-received") + ".ok")
+            rebuilt[worker] = with_received(
+                dead_final, seen_maps, _salvage_maps(run_dir, f"{worker}-with-received") + ".ok"
+            )
     try:
         os.rmdir(os.path.join(run_dir, "_spill"))
     except OSError:

@@ -1,6 +1,7 @@
 """SIGINT and SIGTERM while a run is recorded, so that every phase ends with a final run.json:
 raised in the phases that can stop at once, held (counted, acted on after) in the others; and the
 tests' pause, ZMQLOAD_TEST_PAUSE_IN (docs/RELIABILITY.md, "Signals")."""
+
 from __future__ import annotations
 
 import contextlib
@@ -23,10 +24,10 @@ class RunSignals:
     else pending until something acts on them (take(), or a raised section beginning)."""
 
     def __init__(self) -> None:
-        self.count = 0              # signals received since the run began
-        self.pending = 0            # of those, received while held and not acted on yet
-        self.modes: list[bool] = []     # innermost last; True raised, False held (none: raised)
-        self.installed: dict[int, Any] = {}     # signal -> the handler it had before
+        self.count = 0  # signals received since the run began
+        self.pending = 0  # of those, received while held and not acted on yet
+        self.modes: list[bool] = []  # innermost last; True raised, False held (none: raised)
+        self.installed: dict[int, Any] = {}  # signal -> the handler it had before
 
     def raising(self) -> bool:
         return not self.modes or self.modes[-1]
@@ -50,7 +51,7 @@ class RunSignals:
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous = signal.getsignal(sig)
             if sig == signal.SIGINT and previous is not signal.default_int_handler:
-                continue        # ignored (`&`, nohup) or the caller's own: left as it is
+                continue  # ignored (`&`, nohup) or the caller's own: left as it is
             self.installed[sig] = signal.signal(sig, self.handler)
 
     def restore(self) -> None:
@@ -115,8 +116,8 @@ def pause_in(phase: str) -> None:
     """The tests' pause (ZMQLOAD_TEST_PAUSE_IN, above): wait here until a signal comes."""
     if PAUSE_IN != phase:
         return
-    count = _active[-1].count if _active else 0       # before the line: a test signals once it reads it
+    count = _active[-1].count if _active else 0  # before the line: a test signals once it reads it
     print(f"zmqload: test pause in {phase}", file=sys.stderr, flush=True)
     deadline = time.monotonic() + PAUSE_LIMIT_S
     while (_active[-1].count if _active else 0) == count and time.monotonic() < deadline:
-        time.sleep(0.01)        # a raised signal ends it with KeyboardInterrupt, a held one by its count
+        time.sleep(0.01)  # a raised signal ends it with KeyboardInterrupt, a held one by its count

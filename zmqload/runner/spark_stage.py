@@ -1,6 +1,7 @@
 """Workers as one Spark barrier stage (--master): each a task, all started together or none. Only
 the launcher changes; the controller stays on the driver. What Spark does on its own (too few slots,
 a failed task) becomes one line (docs/CLUSTER.md)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -55,8 +56,9 @@ def control_host(master: str) -> str:
     return socket.gethostbyname(socket.gethostname())
 
 
-def run_task(clock: str, specs: list[str], placement: str | None,
-             partition: Iterator[int]) -> Iterator[dict[str, Any]]:
+def run_task(
+    clock: str, specs: list[str], placement: str | None, partition: Iterator[int]
+) -> Iterator[dict[str, Any]]:
     """One task of the stage, in an executor: finds its worker (the task's own with no --placement,
     else by where Spark put every task: `assign`), puts this process's clock onto the driver's
     (runner/clocks.py), tells the driver where it runs, waits at the barrier until every task has,
@@ -65,11 +67,15 @@ def run_task(clock: str, specs: list[str], placement: str | None,
     from pyspark import BarrierTaskContext
     from . import clocks
     from .workers import run_worker
+
     context = BarrierTaskContext.get()
     me = context.partitionId()
     executors = [info.address for info in context.getTaskInfos()]
-    given = (dict(enumerate(range(len(specs)))) if placement is None else
-             assign(executors, [WorkerSpec.from_json(text).role for text in specs], placement))
+    given = (
+        dict(enumerate(range(len(specs))))
+        if placement is None
+        else assign(executors, [WorkerSpec.from_json(text).role for text in specs], placement)
+    )
     if me not in given:
         context.barrier()
         return
@@ -78,15 +84,24 @@ def run_task(clock: str, specs: list[str], placement: str | None,
     found = clocks.align(clock, spec.control_curve)
     address = _address_towards(clock)
     spec = _bind_at(spec, address)
-    where = {"worker": spec.name, "task": me, "address": address, "executor": executors[me],
-             "executor_id": _executor_id(), **_this_node(), "pid": os.getpid(),
-             "clock_offset_ns": found.offset_ns, "clock_uncertainty_ns": found.uncertainty_ns}
+    where = {
+        "worker": spec.name,
+        "task": me,
+        "address": address,
+        "executor": executors[me],
+        "executor_id": _executor_id(),
+        **_this_node(),
+        "pid": os.getpid(),
+        "clock_offset_ns": found.offset_ns,
+        "clock_uncertainty_ns": found.uncertainty_ns,
+    }
     clocks.report_placed(clock, where, spec.control_curve)
     context.barrier()
     if spec.upload_to is None:
         run_worker(spec)
-    else:       # recorded on this host, then copied to the URI (runner/task_out.py)
+    else:  # recorded on this host, then copied to the URI (runner/task_out.py)
         from .task_out import run_and_upload
+
         run_and_upload(spec, run_worker, functools.partial(_tell, clock, spec.control_curve))
     yield where
 
@@ -96,6 +111,7 @@ def _tell(clock: str, keys: CurveKeys | None, kind: str, news: dict[str, Any]) -
     import zmq
 
     from . import clocks
+
     try:
         clocks.report_upload(clock, kind, news, keys)
     except (RunError, zmq.ZMQError):
@@ -107,16 +123,22 @@ def assign(executors: list[str], roles: list[Role], placement: str) -> dict[int,
     Tasks are ordered by host, then executor. spread: producers take tasks from the front,
     consumers from the back, so they share an executor (or host) only where the slots run out;
     pack: a producer, then a consumer, from the front, so each producer sits beside a consumer."""
-    order = sorted(range(len(executors)),
-                   key=lambda task: (executors[task].rsplit(":", 1)[0], executors[task], task))
+    order = sorted(
+        range(len(executors)),
+        key=lambda task: (executors[task].rsplit(":", 1)[0], executors[task], task),
+    )
     producers = [worker for worker, role in enumerate(roles) if role is Role.PRODUCER]
     consumers = [worker for worker, role in enumerate(roles) if role is not Role.PRODUCER]
     if placement == "pack":
-        paired = [worker for pair in itertools.zip_longest(producers, consumers)
-                  for worker in pair if worker is not None]
+        paired = [
+            worker
+            for pair in itertools.zip_longest(producers, consumers)
+            for worker in pair
+            if worker is not None
+        ]
         return dict(zip(order, paired))
     given = dict(zip(order, producers))
-    given.update(zip(reversed(order[len(producers):]), consumers))
+    given.update(zip(reversed(order[len(producers) :]), consumers))
     return given
 
 
@@ -127,6 +149,7 @@ is off, on one machine where every clock is one (tests/test_spark_placement.py).
 
 def _skew_for_tests(worker: str) -> None:
     from .. import _engine
+
     for item in filter(None, os.environ.get(SKEW_ENV, "").split(",")):
         name, skew = item.split("=")
         if name == worker:
@@ -147,11 +170,18 @@ def _bind_at(spec: WorkerSpec, address: str) -> WorkerSpec:
     """A binder of a run that named no address binds at its host's address (the default
     127.0.0.1 reaches no other host); what the options name stays as named."""
     w = spec.workload
-    if not spec.bind or w.transport != "tcp" or w.endpoint or w.topology.given or w.host != DEFAULT_HOST:
+    if (
+        not spec.bind
+        or w.transport != "tcp"
+        or w.endpoint
+        or w.topology.given
+        or w.host != DEFAULT_HOST
+    ):
         return spec
     host = f"[{address}]" if ":" in address else address
-    return dataclasses.replace(spec, bind=[f"tcp://{host}:{w.port + spec.worker.index}" if w.port else
-                                           f"tcp://{host}:*"])
+    return dataclasses.replace(
+        spec, bind=[f"tcp://{host}:{w.port + spec.worker.index}" if w.port else f"tcp://{host}:*"]
+    )
 
 
 def _executor_id() -> str:
@@ -176,8 +206,12 @@ def _this_node() -> dict[str, Any]:
     """What a task finds where it runs: the host, its CPUs and the libzmq zmqload's engine uses
     there (importing the engine is the check that zmqload is installed on that node)."""
     from .. import _engine
-    return {"host": socket.gethostname(), "cpus": os.cpu_count() or 0,
-            "libzmq": ".".join(map(str, _engine.libzmq_version()))}
+
+    return {
+        "host": socket.gethostname(),
+        "cpus": os.cpu_count() or 0,
+        "libzmq": ".".join(map(str, _engine.libzmq_version())),
+    }
 
 
 def check_nodes(slots: Iterable[int]) -> list[dict[str, Any]]:
@@ -192,12 +226,16 @@ def _one_line(exc: BaseException) -> str:
     for marker in ("ModuleNotFoundError", "ImportError", "ZMQError", "RunError", "OSError"):
         for line in lines:
             if marker in line:
-                return line[line.index(marker):]
-    known = (("Python worker exited unexpectedly", "a task's Python process died (crashed or killed)"),
-             ("ExecutorLostFailure", "an executor was lost"),
-             ("Barrier execution mode does not allow run a barrier stage that requires more slots",
-              "the cluster has fewer free task slots than the run has workers"),
-             ("cancelled", "the stage was cancelled"))
+                return line[line.index(marker) :]
+    known = (
+        ("Python worker exited unexpectedly", "a task's Python process died (crashed or killed)"),
+        ("ExecutorLostFailure", "an executor was lost"),
+        (
+            "Barrier execution mode does not allow run a barrier stage that requires more slots",
+            "the cluster has fewer free task slots than the run has workers",
+        ),
+        ("cancelled", "the stage was cancelled"),
+    )
     for marker, said in known:
         if any(marker in line for line in lines):
             return said
@@ -211,19 +249,30 @@ class StageLauncher:
     """The Launcher of a placed run: `start` collects the workers, `all_started` submits them as
     one barrier stage (in a thread of the driver), the rest answers the controller's questions."""
 
-    def __init__(self, master: str, placement: str | None = None, keys: CurveKeys | None = None,
-                 upload_to: str | None = None):
+    def __init__(
+        self,
+        master: str,
+        placement: str | None = None,
+        keys: CurveKeys | None = None,
+        upload_to: str | None = None,
+    ):
         self.master = master
         self.placement = placement
-        self.keys = keys            # --curve on: the clock server's, as the control channel's
-        self.upload_to = upload_to  # --out URI: the run's directory there, where each task copies its records
-        self.uploads_lost: dict[str, str] = {}      # worker -> why its records did not reach upload_to
+        self.keys = keys  # --curve on: the clock server's, as the control channel's
+        self.upload_to = (
+            upload_to  # --out URI: the run's directory there, where each task copies its records
+        )
+        self.uploads_lost: dict[str, str] = {}  # worker -> why its records did not reach upload_to
         self.workers: dict[WorkerId, WorkerSpec] = {}
         self.thread: threading.Thread | None = None
         self.error: str | None = None
-        self.failed: WorkerId | None = None       # the worker whose task failed the stage, when Spark says
+        self.failed: WorkerId | None = (
+            None  # the worker whose task failed the stage, when Spark says
+        )
         self.slots = 0
-        self.clock: ClockServer | None = None     # the reference clock, and where each task said it runs
+        self.clock: ClockServer | None = (
+            None  # the reference clock, and where each task said it runs
+        )
         self.spark: Any = None
 
     def start(self, spec: WorkerSpec) -> None:
@@ -231,36 +280,54 @@ class StageLauncher:
 
     def all_started(self) -> None:
         from ..analysis.session import get_spark
-        package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)      # the executors' Python: yours, else this one
-        extra = {"spark.executorEnv.PYTHONPATH": package_parent,
-                 "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
-                 "spark.dynamicAllocation.enabled": "false",       # barrier mode refuses it
-                 "spark.python.worker.reuse": "false",             # each worker a fresh process
-                 "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": f"{SLOT_CHECK_INTERVAL_S}s",
-                 "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": str(SLOT_CHECK_FAILURES)}
+
+        package_parent = os.path.dirname(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        )
+        os.environ.setdefault(
+            "PYSPARK_PYTHON", sys.executable
+        )  # the executors' Python: yours, else this one
+        extra = {
+            "spark.executorEnv.PYTHONPATH": package_parent,
+            "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
+            "spark.dynamicAllocation.enabled": "false",  # barrier mode refuses it
+            "spark.python.worker.reuse": "false",  # each worker a fresh process
+            "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": f"{SLOT_CHECK_INTERVAL_S}s",
+            "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": str(SLOT_CHECK_FAILURES),
+        }
         if self.upload_to is not None:
             extra["spark.python.task.killTimeout"] = TASK_KILL_TIMEOUT
         try:
-            self.spark = get_spark(self.master, app_name="zmqload run", extra=extra,
-                                   master_timeout_s=SESSION_TIMEOUT_S)
-        except ConfigError as exc:          # a master that does not answer, gives no executor
+            self.spark = get_spark(
+                self.master, app_name="zmqload run", extra=extra, master_timeout_s=SESSION_TIMEOUT_S
+            )
+        except ConfigError as exc:  # a master that does not answer, gives no executor
             raise RunError(str(exc)) from None
         self.spark.sparkContext.setLogLevel("ERROR")
         needed = len(self.workers)
         self.slots = slots = self._registered_slots(needed)
         if slots < needed:
-            raise RunError(f"--master {self.master}: {slots} task slot{'s' * (slots != 1)}, the run needs {needed} "
-                           "(one per producer and consumer): a bigger cluster, or fewer workers")
-        try:       # every executor imports zmqload's engine, before anything starts
-            nodes = self.spark.sparkContext.parallelize(range(slots), slots).mapPartitions(check_nodes).collect()
+            raise RunError(
+                f"--master {self.master}: {slots} task slot{'s' * (slots != 1)}, the run needs {needed} "
+                "(one per producer and consumer): a bigger cluster, or fewer workers"
+            )
+        try:  # every executor imports zmqload's engine, before anything starts
+            nodes = (
+                self.spark.sparkContext.parallelize(range(slots), slots)
+                .mapPartitions(check_nodes)
+                .collect()
+            )
         except Exception as exc:
-            raise RunError(f"--master {self.master}: an executor cannot run zmqload ({_one_line(exc)}); install "
-                           "the same zmqload and libzmq on every node (docs/CLUSTER.md, \"What every node needs\")") from None
+            raise RunError(
+                f"--master {self.master}: an executor cannot run zmqload ({_one_line(exc)}); install "
+                'the same zmqload and libzmq on every node (docs/CLUSTER.md, "What every node needs")'
+            ) from None
         versions = sorted({node["libzmq"] for node in nodes})
         if len(versions) > 1:
-            raise RunError(f"--master {self.master}: the executors run different libzmq versions "
-                           f"({', '.join(versions)}): one version is measured at a time")
+            raise RunError(
+                f"--master {self.master}: the executors run different libzmq versions "
+                f"({', '.join(versions)}): one version is measured at a time"
+            )
         self.clock = ClockServer(control_host(self.master), self.keys)
         self.thread = threading.Thread(target=self._stage, name="zmqload-stage", daemon=True)
         self.thread.start()
@@ -286,13 +353,24 @@ class StageLauncher:
         tasks = len(specs) if self.placement is None else self.slots
         body = functools.partial(run_task, self.clock.endpoint, specs, self.placement)
         try:
-            self.spark.sparkContext.parallelize(range(tasks), tasks).barrier().mapPartitions(body).collect()
-        except Exception as exc:         # any task failed: the stage failed (not retried)
+            self.spark.sparkContext.parallelize(range(tasks), tasks).barrier().mapPartitions(
+                body
+            ).collect()
+        except Exception as exc:  # any task failed: the stage failed (not retried)
             failed = re.search(r"barrier task ResultTask\(\d+, (\d+)\)", str(exc))
-            if failed is not None:      # the worker of the failed task (a task without one: none)
+            if failed is not None:  # the worker of the failed task (a task without one: none)
                 task = int(failed.group(1))
-                self.failed = next((worker for worker in self.workers if any(
-                    placed["worker"] == str(worker) and placed["task"] == task for placed in self.placed)), None)
+                self.failed = next(
+                    (
+                        worker
+                        for worker in self.workers
+                        if any(
+                            placed["worker"] == str(worker) and placed["task"] == task
+                            for placed in self.placed
+                        )
+                    ),
+                    None,
+                )
             self.error = _one_line(exc)
 
     @property
@@ -303,14 +381,16 @@ class StageLauncher:
         return [told[str(worker)] for worker in self.workers if str(worker) in told]
 
     def pids(self) -> dict[str, int]:
-        return {}           # the workers are executors' processes: where they ran is `placed`
+        return {}  # the workers are executors' processes: where they ran is `placed`
 
     def alive(self, worker: WorkerId) -> bool:
         if self.error is None:
             return self.thread is None or self.thread.is_alive()
         # the stage failed: with an --out URI the other tasks go on (TASK_KILL_TIMEOUT) until their
         # workers stop and their records are copied
-        return self.upload_to is not None and worker != self.failed and not self._copied(str(worker))
+        return (
+            self.upload_to is not None and worker != self.failed and not self._copied(str(worker))
+        )
 
     def _copied(self, worker: str) -> bool:
         return self.clock is not None and DONE in self.clock.uploads.get(worker, {})
@@ -325,7 +405,9 @@ class StageLauncher:
         if self.error is None:
             return "its task ended"
         if self.failed is not None and worker != self.failed:
-            return f"stopped with the Spark stage, which failed in {self.failed}'s task: {self.error}"
+            return (
+                f"stopped with the Spark stage, which failed in {self.failed}'s task: {self.error}"
+            )
         return f"its Spark task failed: {self.error}"
 
     def finish(self, timeout: float, hurry: Callable[[], bool] | None = None) -> None:
@@ -365,25 +447,38 @@ class StageLauncher:
                 if ended:
                     late[name] = "its task ended without saying its copy was done"
                 elif begun is None and time.monotonic() > begin_by:
-                    late[name] = f"its task did not begin copying them within {timeout:g} s of the run's end"
-                elif begun is not None and time.monotonic() > begun["at"] + upload_bound_s(begun["bytes"]):
-                    late[name] = (f"its copy of {begun['bytes']:,} bytes was not done in "
-                                  f"{upload_bound_s(begun['bytes']):.0f} s")
+                    late[name] = (
+                        f"its task did not begin copying them within {timeout:g} s of the run's end"
+                    )
+                elif begun is not None and time.monotonic() > begun["at"] + upload_bound_s(
+                    begun["bytes"]
+                ):
+                    late[name] = (
+                        f"its copy of {begun['bytes']:,} bytes was not done in "
+                        f"{upload_bound_s(begun['bytes']):.0f} s"
+                    )
             if len(late) == len(waiting):
-                return {**late, **{name: news[name][DONE]["error"] for name in copying
-                                   if news[name].get(DONE, {}).get("error")}}
+                return {
+                    **late,
+                    **{
+                        name: news[name][DONE]["error"]
+                        for name in copying
+                        if news[name].get(DONE, {}).get("error")
+                    },
+                }
             time.sleep(0.1)
 
     def discard_records(self) -> None:
         """With an --out URI, a run that ends as bad input: what the tasks copied there removed."""
         from ..store import remote_runs
+
         if self.upload_to is None:
             return
         try:
             remote = remote_runs.open_remote(self.upload_to, "--out")
             remote.fs.delete_dir(remote.path)
         except (ZmqloadError, OSError, ValueError):
-            pass        # nothing was copied (the directory was never made), or the URI is gone
+            pass  # nothing was copied (the directory was never made), or the URI is gone
 
     def take_records(self, run_dir: str, finals: dict[WorkerId, Any]) -> str:
         """With an --out URI, once the stage is over: what the tasks copied there copied into the
@@ -392,21 +487,30 @@ class StageLauncher:
         the error line."""
         from . import task_out
         from ..contract import uris
+
         if self.upload_to is None:
             return ""
         shown = uris.without_secrets(self.upload_to)
         lost = dict(self.uploads_lost)
-        if self.failed is not None and self.clock is not None and str(self.failed) in self.clock.placed \
-                and not self._copied(str(self.failed)):
+        if (
+            self.failed is not None
+            and self.clock is not None
+            and str(self.failed) in self.clock.placed
+            and not self._copied(str(self.failed))
+        ):
             lost[str(self.failed)] = "its task died before copying them"
-        said = [f"{name}'s records did not reach {shown}: {why}" for name, why in sorted(lost.items())]
+        said = [
+            f"{name}'s records did not reach {shown}: {why}" for name, why in sorted(lost.items())
+        ]
         try:
             task_out.download(self.upload_to, run_dir)
         except (ZmqloadError, OSError, ValueError) as exc:
             why = uris.scrubbed(str(exc) or type(exc).__name__, self.upload_to)
             lost = {str(worker): why for worker in self.workers}
-            said.append(f"the records the tasks copied to {shown} could not be copied here ({why}): "
-                        "the figures are rebuilt from what was")
+            said.append(
+                f"the records the tasks copied to {shown} could not be copied here ({why}): "
+                "the figures are rebuilt from what was"
+            )
         for worker in list(finals):
             if str(worker) in lost:
                 del finals[worker]

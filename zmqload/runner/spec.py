@@ -1,4 +1,5 @@
 """What a worker is told when it starts: who it is, what to run, where to report."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,8 +15,19 @@ from ..contract.workload import Workload
 from ..contract.ids import Role, WorkerId
 from ..errors import ConfigError, RecordError
 
-_SPEC_KEYS = {"worker", "workload", "control", "run_dir", "bind", "controller_pid", "curve", "control_curve",
-              "upload_to", "header_key", "libzmq"}
+_SPEC_KEYS = {
+    "worker",
+    "workload",
+    "control",
+    "run_dir",
+    "bind",
+    "controller_pid",
+    "curve",
+    "control_curve",
+    "upload_to",
+    "header_key",
+    "libzmq",
+}
 _REQUIRED = {"worker", "workload", "control", "run_dir", "bind", "controller_pid"}
 
 
@@ -23,15 +35,27 @@ _REQUIRED = {"worker", "workload", "control", "run_dir", "bind", "controller_pid
 class WorkerSpec:
     worker: WorkerId
     workload: Workload
-    control: str                  # the control channel's endpoint
+    control: str  # the control channel's endpoint
     run_dir: str
-    bind: list[str] = field(default_factory=list)   # endpoints to bind (binders; the proxy: front, back)
-    controller_pid: int = 0       # a worker process ends when this process is gone
-    curve: Optional[CurveKeys] = None   # --curve on: the run's keys (a connecting worker's hold no server secret)
-    control_curve: Optional[CurveKeys] = None   # --curve on: the controller's sockets' (no server secret)
-    upload_to: Optional[str] = None     # a placed run's --out URI: the run directory there, secrets and all (runner/task_out.py)
-    header_key: int = 0           # the run's header key (csrc/zl_wire.h zl_check); 0 where a side is the user's
-    libzmq: Optional[Libzmq] = None     # the run's libzmq as the controller found it: the worker's must be the same file
+    bind: list[str] = field(
+        default_factory=list
+    )  # endpoints to bind (binders; the proxy: front, back)
+    controller_pid: int = 0  # a worker process ends when this process is gone
+    curve: Optional[CurveKeys] = (
+        None  # --curve on: the run's keys (a connecting worker's hold no server secret)
+    )
+    control_curve: Optional[CurveKeys] = (
+        None  # --curve on: the controller's sockets' (no server secret)
+    )
+    upload_to: Optional[str] = (
+        None  # a placed run's --out URI: the run directory there, secrets and all (runner/task_out.py)
+    )
+    header_key: int = (
+        0  # the run's header key (csrc/zl_wire.h zl_check); 0 where a side is the user's
+    )
+    libzmq: Optional[Libzmq] = (
+        None  # the run's libzmq as the controller found it: the worker's must be the same file
+    )
 
     @property
     def name(self) -> str:
@@ -42,13 +66,23 @@ class WorkerSpec:
         return self.worker.role
 
     def to_json(self) -> str:
-        return json.dumps({"worker": str(self.worker), "workload": self.workload.to_dict(),
-                           "control": self.control, "run_dir": self.run_dir, "bind": self.bind,
-                           "controller_pid": self.controller_pid,
-                           "curve": None if self.curve is None else self.curve.to_dict(),
-                           "control_curve": None if self.control_curve is None else self.control_curve.to_dict(),
-                           "upload_to": self.upload_to, "header_key": self.header_key,
-                           "libzmq": None if self.libzmq is None else codec.to_builtins(self.libzmq)})
+        return json.dumps(
+            {
+                "worker": str(self.worker),
+                "workload": self.workload.to_dict(),
+                "control": self.control,
+                "run_dir": self.run_dir,
+                "bind": self.bind,
+                "controller_pid": self.controller_pid,
+                "curve": None if self.curve is None else self.curve.to_dict(),
+                "control_curve": None
+                if self.control_curve is None
+                else self.control_curve.to_dict(),
+                "upload_to": self.upload_to,
+                "header_key": self.header_key,
+                "libzmq": None if self.libzmq is None else codec.to_builtins(self.libzmq),
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "WorkerSpec":
@@ -56,7 +90,10 @@ class WorkerSpec:
         (a workload value as its option refuses it: `worker spec: --rate: got ...`)."""
         try:
             data = json.loads(text)
-        except (ValueError, RecursionError) as exc:    # JSONDecodeError, UnicodeDecodeError, digits: ValueErrors
+        except (
+            ValueError,
+            RecursionError,
+        ) as exc:  # JSONDecodeError, UnicodeDecodeError, digits: ValueErrors
             raise _refuse(f"not JSON ({_first_line(exc)})") from None
         if not isinstance(data, dict) or set(data) - _SPEC_KEYS or _REQUIRED - set(data):
             raise _refuse(f"not a JSON object of {', '.join(sorted(_SPEC_KEYS))}")
@@ -67,7 +104,9 @@ class WorkerSpec:
             worker_id = WorkerId.parse(worker)
         except ValueError:
             raise _refuse(f"worker: {worker[:20]!r} is not a worker name (p0, c1, x0)") from None
-        if not isinstance(data["workload"], dict) or not all(isinstance(k, str) for k in data["workload"]):
+        if not isinstance(data["workload"], dict) or not all(
+            isinstance(k, str) for k in data["workload"]
+        ):
             raise _refuse("workload: not an object of options")
         try:
             workload = Workload.from_dict(data["workload"])
@@ -80,21 +119,32 @@ class WorkerSpec:
         if not isinstance(bind, list) or not all(isinstance(e, str) for e in bind):
             raise _refuse("bind: not a list of endpoints")
         pid = data["controller_pid"]
-        if type(pid) is not int or not 0 <= pid < 2 ** 31:
+        if type(pid) is not int or not 0 <= pid < 2**31:
             raise _refuse("controller_pid: not a process id")
         upload_to = data.get("upload_to")
         if upload_to is not None and not isinstance(upload_to, str):
             raise _refuse("upload_to: not a string")
         key = data.get("header_key", 0)
-        if type(key) is not int or not 0 <= key < 2 ** 64:
+        if type(key) is not int or not 0 <= key < 2**64:
             raise _refuse("header_key: not a 64-bit key")
         curve, control_curve = (_keys(data.get(name), name) for name in ("curve", "control_curve"))
         try:
             lib = None if data.get("libzmq") is None else codec.convert(data["libzmq"], Libzmq)
         except RecordError as exc:
             raise _refuse(f"libzmq: {exc}") from None
-        return cls(worker_id, workload, data["control"], data["run_dir"], list(bind), pid, curve, control_curve,
-                   upload_to, key, lib)
+        return cls(
+            worker_id,
+            workload,
+            data["control"],
+            data["run_dir"],
+            list(bind),
+            pid,
+            curve,
+            control_curve,
+            upload_to,
+            key,
+            lib,
+        )
 
     def controller_alive(self) -> bool:
         """The watchdog's test: a worker process is reparented when its controller dies."""

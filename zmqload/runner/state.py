@@ -1,5 +1,6 @@
 """What the controller knows about a run as it goes, and the immutable snapshots a
 progress listener receives."""
+
 from __future__ import annotations
 
 import os
@@ -16,20 +17,23 @@ from .parquet_writer import free_bytes
 @dataclass(frozen=True)
 class ProgressSnapshot:
     """The run as it stands; a listener may keep it, nothing changes it."""
+
     pattern: str
     transport: str
-    phase: str                    # starting, running, draining, closing, stopping (interrupted)
-    elapsed_s: float              # since the run was launched
-    sent: int                     # messages the producers' sockets accepted so far
-    dropped: int                  # EAGAIN + SNDTIMEO at the producers so far
-    received: int                 # messages the consumers received so far (copies included)
+    phase: str  # starting, running, draining, closing, stopping (interrupted)
+    elapsed_s: float  # since the run was launched
+    sent: int  # messages the producers' sockets accepted so far
+    dropped: int  # EAGAIN + SNDTIMEO at the producers so far
+    received: int  # messages the consumers received so far (copies included)
     producers: int
     producers_done: int
-    gaps: int = 0                 # seqs the consumers skipped so far (live estimate, copies included)
-    copies: int = 1               # consumers each message is meant for (fan-out)
-    rss_kb: int = -1              # memory (VmRSS) of every worker process and the controller, summed; -1 until all said
-    disk_bytes: int = -1          # what the run directory holds on disk (records, spill, maps)
-    disk_free_bytes: int = -1     # what its file system has left
+    gaps: int = 0  # seqs the consumers skipped so far (live estimate, copies included)
+    copies: int = 1  # consumers each message is meant for (fan-out)
+    rss_kb: int = (
+        -1
+    )  # memory (VmRSS) of every worker process and the controller, summed; -1 until all said
+    disk_bytes: int = -1  # what the run directory holds on disk (records, spill, maps)
+    disk_free_bytes: int = -1  # what its file system has left
 
     @property
     def in_flight(self) -> int:
@@ -64,20 +68,24 @@ class RunState:
     producers: list[WorkerId]
     consumers: list[WorkerId]
     proxies: list[WorkerId] = field(default_factory=list)
-    ready: dict[WorkerId, list[str]] = field(default_factory=dict)        # worker -> list of bound endpoints
+    ready: dict[WorkerId, list[str]] = field(
+        default_factory=dict
+    )  # worker -> list of bound endpoints
     connected: set[WorkerId] = field(default_factory=set)
     warm: set[WorkerId] = field(default_factory=set)
-    draining: set[WorkerId] = field(default_factory=set)                  # consumers that began the drain
-    live: dict[WorkerId, control.Progress] = field(default_factory=dict)      # worker -> last Progress
-    done: dict[WorkerId, control.ProducerDone] = field(default_factory=dict)  # producer -> ProducerDone
-    final: dict[WorkerId, WorkerFinal] = field(default_factory=dict)          # worker -> *Final
-    failures: dict[WorkerId, control.Failed] = field(default_factory=dict)    # worker -> Failed
+    draining: set[WorkerId] = field(default_factory=set)  # consumers that began the drain
+    live: dict[WorkerId, control.Progress] = field(default_factory=dict)  # worker -> last Progress
+    done: dict[WorkerId, control.ProducerDone] = field(
+        default_factory=dict
+    )  # producer -> ProducerDone
+    final: dict[WorkerId, WorkerFinal] = field(default_factory=dict)  # worker -> *Final
+    failures: dict[WorkerId, control.Failed] = field(default_factory=dict)  # worker -> Failed
     t0_ns: int = 0
     phase: str = "starting"
-    drain: Optional[Drain] = None                          # how the drain went (run.json "drain")
-    drain_sent_ns: int = 0                                 # when the consumers were told to drain
-    dead: set[WorkerId] = field(default_factory=set)       # workers that ended without their final
-    resets: list[Reset] = field(default_factory=list)      # the resets made (--reset-at)
+    drain: Optional[Drain] = None  # how the drain went (run.json "drain")
+    drain_sent_ns: int = 0  # when the consumers were told to drain
+    dead: set[WorkerId] = field(default_factory=set)  # workers that ended without their final
+    resets: list[Reset] = field(default_factory=list)  # the resets made (--reset-at)
 
     @property
     def everyone(self) -> list[WorkerId]:
@@ -96,7 +104,9 @@ class RunState:
             self.live[worker] = message
         elif isinstance(message, control.ProducerDone):
             self.done[worker] = message
-        elif isinstance(message, (control.ProducerFinal, control.ConsumerFinal, control.ProxyFinal)):
+        elif isinstance(
+            message, (control.ProducerFinal, control.ConsumerFinal, control.ProxyFinal)
+        ):
             self.final[worker] = message
         elif isinstance(message, control.Failed):
             self.failures[worker] = message
@@ -105,27 +115,52 @@ class RunState:
     def received_so_far(self) -> int:
         return sum(self.live[c].messages for c in self.consumers if c in self.live)
 
-    def snapshot(self, pattern: str, transport: str, elapsed_s: float, copies: int = 1,
-                 footprint: Footprint | None = None) -> ProgressSnapshot:
+    def snapshot(
+        self,
+        pattern: str,
+        transport: str,
+        elapsed_s: float,
+        copies: int = 1,
+        footprint: Footprint | None = None,
+    ) -> ProgressSnapshot:
         sent = sum(self.live[p].messages for p in self.producers if p in self.live)
         dropped = sum(self.live[p].dropped for p in self.producers if p in self.live)
         gaps = sum(self.live[c].gaps for c in self.consumers if c in self.live)
-        rss = [self.live[w].rss_kb for w in self.everyone if w in self.live and self.live[w].rss_kb >= 0]
-        own = footprint or Footprint()      # the whole run's memory, or none until every worker said its own
-        return ProgressSnapshot(pattern, transport, self.phase, elapsed_s, sent, dropped, self.received_so_far(),
-                                len(self.producers), len(self.done), gaps, copies,
-                                sum(rss) + own.rss_kb if len(rss) == len(self.everyone) and own.rss_kb >= 0 else -1,
-                                own.disk_bytes, own.disk_free_bytes)
+        rss = [
+            self.live[w].rss_kb
+            for w in self.everyone
+            if w in self.live and self.live[w].rss_kb >= 0
+        ]
+        own = (
+            footprint or Footprint()
+        )  # the whole run's memory, or none until every worker said its own
+        return ProgressSnapshot(
+            pattern,
+            transport,
+            self.phase,
+            elapsed_s,
+            sent,
+            dropped,
+            self.received_so_far(),
+            len(self.producers),
+            len(self.done),
+            gaps,
+            copies,
+            sum(rss) + own.rss_kb if len(rss) == len(self.everyone) and own.rss_kb >= 0 else -1,
+            own.disk_bytes,
+            own.disk_free_bytes,
+        )
 
 
 @dataclass(frozen=True)
 class Footprint:
     """What the controller's own process and the run directory take, measured at most once a
     second (a walk of the run directory): the live display's memory and disk."""
+
     rss_kb: int = -1
     disk_bytes: int = -1
     disk_free_bytes: int = -1
-    at: float = 0.0               # time.monotonic() when measured
+    at: float = 0.0  # time.monotonic() when measured
 
     EVERY_S = 1.0
 
@@ -145,7 +180,7 @@ def disk_used(directory: str) -> int:
             for name in files:
                 try:
                     total += os.lstat(os.path.join(root, name)).st_blocks * 512
-                except FileNotFoundError:       # a part renamed or a spill slot removed meanwhile
+                except FileNotFoundError:  # a part renamed or a spill slot removed meanwhile
                     pass
     except OSError:
         return -1

@@ -1,6 +1,7 @@
 """`--out URI` in a placed run: each task stages its worker on its own host and copies its files to
 the URI, each checked by size, as it ends; the driver copies them down before it reconciles
 (docs/CLUSTER.md; why: docs/ARCHITECTURE.md, "Runs at a URI")."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,8 +41,11 @@ def upload_bound_s(nbytes: int) -> float:
     return UPLOAD_BASE_S + nbytes / UPLOAD_SLOWEST_BYTES_PER_S
 
 
-def run_and_upload(spec: WorkerSpec, run: Callable[[WorkerSpec], None],
-                   tell: Callable[[str, dict[str, object]], None]) -> None:
+def run_and_upload(
+    spec: WorkerSpec,
+    run: Callable[[WorkerSpec], None],
+    tell: Callable[[str, dict[str, object]], None],
+) -> None:
     """`run(spec)` (the worker) with its run directory in a new staging directory of this host,
     then, however it ended, its files copied to `spec.upload_to` (`tell`: the driver hears the
     copy begin and end); the staging directory removed once the copy is checked, else kept and
@@ -69,6 +73,7 @@ def run_and_upload(spec: WorkerSpec, run: Callable[[WorkerSpec], None],
 def _bytes(run_dir: str) -> int:
     """What the copy of `run_dir` will move: its files' sizes, as copy_checked checks them."""
     import pyarrow.fs as pafs
+
     return sum(remote_runs.file_sizes(pafs.LocalFileSystem(), os.path.abspath(run_dir)).values())
 
 
@@ -97,10 +102,15 @@ def rebased(final: WorkerFinal, run_dir: str) -> WorkerFinal:
             return bits
         _, found, relative = bits.rpartition(f"{os.sep}{name}{os.sep}")
         return os.path.join(run_dir, relative) if found else bits
+
     if isinstance(final, control.ProducerFinal):
         return dataclasses.replace(final, sent_ok_map=here(final.sent_ok_map))
     if isinstance(final, control.ConsumerFinal):
-        return dataclasses.replace(final, streams=[dataclasses.replace(s, seen_map=here(s.seen_map),
-                                                                       drained_map=here(s.drained_map))
-                                                   for s in final.streams])
+        return dataclasses.replace(
+            final,
+            streams=[
+                dataclasses.replace(s, seen_map=here(s.seen_map), drained_map=here(s.drained_map))
+                for s in final.streams
+            ],
+        )
     return final

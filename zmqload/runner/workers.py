@@ -1,4 +1,5 @@
 """Run one worker of any role, reporting a failure as its last control message."""
+
 from __future__ import annotations
 
 import fcntl
@@ -22,9 +23,11 @@ def load_runs_libzmq(lib: Libzmq) -> None:
     try:
         here = libzmq.describe(lib.choice)
         if here.sha256 != lib.sha256:
-            raise RunError(f"--libzmq {lib.choice} here is {here.file} (libzmq {here.version}, sha256 "
-                           f"{here.sha256[:12]}), not the run's {lib.file} (libzmq {lib.version}, sha256 "
-                           f"{lib.sha256[:12]}): install the same one on every host, or give its path")
+            raise RunError(
+                f"--libzmq {lib.choice} here is {here.file} (libzmq {here.version}, sha256 "
+                f"{here.sha256[:12]}), not the run's {lib.file} (libzmq {lib.version}, sha256 "
+                f"{lib.sha256[:12]}): install the same one on every host, or give its path"
+            )
         libzmq.use(here)
     except ValueError as exc:
         raise RunError(f"--libzmq {lib.choice}: {exc}") from None
@@ -34,6 +37,7 @@ def run_worker(spec: WorkerSpec, context: _engine.Context | None = None) -> None
     from .consumer import Consumer
     from .producer import Producer
     from .proxy import ProxyWorker
+
     body = {Role.PRODUCER: Producer, Role.CONSUMER: Consumer, Role.PROXY: ProxyWorker}[spec.role]
     ctl = ControlClient(spec.control, spec.worker, spec.control_curve)
     # a worker process beside its controller (not an inproc thread of it, nor a Spark task of a driver
@@ -55,7 +59,7 @@ def run_worker(spec: WorkerSpec, context: _engine.Context | None = None) -> None
         if worker is not None:
             worker.close_sockets()
         orphan = process and not spec.controller_alive()
-        ctl.close(linger_ms=0 if orphan else None)     # nobody would ever read it
+        ctl.close(linger_ms=0 if orphan else None)  # nobody would ever read it
         if process:
             leave(spec, orphan)
 
@@ -75,7 +79,7 @@ def _touch(path: str) -> None:
     try:
         open(path, "a").close()
     except OSError:
-        pass        # the controller is gone already; the watchdog ends this worker
+        pass  # the controller is gone already; the watchdog ends this worker
 
 
 def leave(spec: WorkerSpec, orphan: bool) -> None:
@@ -88,7 +92,7 @@ def leave(spec: WorkerSpec, orphan: bool) -> None:
     try:
         lock = open(os.path.join(directory, ".lock"), "a")
     except OSError:
-        return      # the controller removed the directory: it finishes the run
+        return  # the controller removed the directory: it finishes the run
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -99,11 +103,18 @@ def leave(spec: WorkerSpec, orphan: bool) -> None:
             return
         try:
             from .repair import repair_run
-            repair_run(spec.run_dir, f"the controller (pid {spec.controller_pid}) died; the workers stopped "
-                       f"by themselves and {spec.name}, the last, rebuilt the figures from the records",
-                       workers_died=False)
-        except Exception as exc:     # `zmqload repair` can still do it; the files below go in any case
-            print(f"zmqload worker {spec.name}: cannot finish {spec.run_dir} ({exc}); "
-                  f"run: zmqload repair {spec.run_dir}", file=sys.stderr)
+
+            repair_run(
+                spec.run_dir,
+                f"the controller (pid {spec.controller_pid}) died; the workers stopped "
+                f"by themselves and {spec.name}, the last, rebuilt the figures from the records",
+                workers_died=False,
+            )
+        except Exception as exc:  # `zmqload repair` can still do it; the files below go in any case
+            print(
+                f"zmqload worker {spec.name}: cannot finish {spec.run_dir} ({exc}); "
+                f"run: zmqload repair {spec.run_dir}",
+                file=sys.stderr,
+            )
         finally:
             shutil.rmtree(directory, ignore_errors=True)

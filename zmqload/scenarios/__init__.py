@@ -1,6 +1,7 @@
 """Named scenarios: the claims users make about HWM, linger and backpressure, settled by
 measurement against the installed libzmq (`claims` lists them, `framework` holds what
 every scenario shares, one module per source of claims)."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -18,7 +19,19 @@ from . import (
 from .claims import CLAIMS, Claim
 from .framework import Outcome, Scenario, ScenarioRunner, Verdict, remove_scratch_dirs
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for module in (seed_000, seed_001, seed_002, seed_003, user_reports, conflate_and_linger, connection_resets) for s in module.SCENARIOS}
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for module in (
+        seed_000,
+        seed_001,
+        seed_002,
+        seed_003,
+        user_reports,
+        conflate_and_linger,
+        connection_resets,
+    )
+    for s in module.SCENARIOS
+}
 
 
 def get(name: str) -> Scenario:
@@ -33,7 +46,7 @@ def run_scenario(name: str, out: str, fast: bool = False, libzmq: Optional[str] 
     try:
         outcome = scenario.body(runner)
     finally:
-        remove_scratch_dirs()         # its ipc endpoints' directories: nothing left in the temp directory
+        remove_scratch_dirs()  # its ipc endpoints' directories: nothing left in the temp directory
     outcome.run_dirs = runner.run_dirs
     return outcome
 
@@ -44,5 +57,14 @@ def unsettled_claims() -> list[str]:
     return [c for c in CLAIMS if c not in settled]
 
 
-__all__ = ["CLAIMS", "Claim", "Outcome", "SCENARIOS", "Scenario", "Verdict", "get", "run_scenario",
-           "unsettled_claims"]
+__all__ = [
+    "CLAIMS",
+    "Claim",
+    "Outcome",
+    "SCENARIOS",
+    "Scenario",
+    "Verdict",
+    "get",
+    "run_scenario",
+    "unsettled_claims",
+]

@@ -13,6 +13,7 @@ A scenario leaves nothing in the temp directory: a directory it needs there (an 
 endpoint's) comes from `scratch_dir`, and `run_scenario` removes them all when the scenario
 ends, however it ends.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -32,7 +33,7 @@ T = TypeVar("T")
 
 HOLDS, DOES_NOT_HOLD = "holds", "does not hold"
 
-_scratch: list[str] = []          # scratch_dir's directories not yet removed
+_scratch: list[str] = []  # scratch_dir's directories not yet removed
 
 
 def scratch_dir(prefix: str) -> str:
@@ -55,17 +56,19 @@ def depends(condition: str) -> str:
 
 @dataclass
 class Verdict:
-    claim: str                         # claim id
-    verdict: str                       # holds / does not hold / depends: ...
-    because: str                       # one line, with the numbers
+    claim: str  # claim id
+    verdict: str  # holds / does not hold / depends: ...
+    because: str  # one line, with the numbers
     measurements: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class Outcome:
     verdicts: list[Verdict]
-    measured: list[str]                # lines a person reads
-    figures: dict[Any, Any] = field(default_factory=dict)    # by name (or by the value varied): JSON-ready
+    measured: list[str]  # lines a person reads
+    figures: dict[Any, Any] = field(
+        default_factory=dict
+    )  # by name (or by the value varied): JSON-ready
     run_dirs: list[str] = field(default_factory=list)
 
     def verdict(self, claim_id: str) -> Verdict:
@@ -76,7 +79,7 @@ class Outcome:
 class Scenario:
     name: str
     title: str
-    claims: tuple[str, ...]            # claim ids it settles
+    claims: tuple[str, ...]  # claim ids it settles
     body: Callable[["ScenarioRunner"], Outcome]
     # its full form's wall time in seconds on the 2-core machine, quiet. Measured while the machine was
     # shared (load 4-8), times 0.85: the same 19 scenarios took 13 min quiet, 15.3 min shared
@@ -95,8 +98,9 @@ class ScenarioRunner:
 
     def run(self, variant: str, **options: Any) -> RunResult:
         from ..runner import run
+
         options.setdefault("out", self.out)
-        if self.libzmq is not None:     # None: --libzmq's default
+        if self.libzmq is not None:  # None: --libzmq's default
             options.setdefault("libzmq", self.libzmq)
         label = {"scenario": self.scenario.name, "variant": variant, "fast": self.fast}
         result = run(Workload(label=label, **options))
@@ -111,16 +115,32 @@ def facts(result: RunResult) -> dict[str, Any]:
     lat = result.latency_summary()
     producers, consumers = result.producers, result.consumers
     return {
-        "libzmq": result.versions.get("libzmq"), "pattern": w["pattern"], "transport": w["transport"],
-        "size": w["size"], "rate": w["rate"], "sndhwm": w["sndhwm"], "rcvhwm": w["rcvhwm"],
-        "linger_ms": w["linger_ms"], "attempted": result.attempted, "sent": result.sent,
-        "eagain": result.eagain, "timeouts": result.timeout, "delivered": result.delivered,
-        "drained": result.drained, "dropped_start": result.dropped_start, "dropped_mid": result.dropped_mid,
-        "dropped_tail": result.dropped_tail, "dropped_reset": result.dropped_reset, "stranded": result.stranded,
+        "libzmq": result.versions.get("libzmq"),
+        "pattern": w["pattern"],
+        "transport": w["transport"],
+        "size": w["size"],
+        "rate": w["rate"],
+        "sndhwm": w["sndhwm"],
+        "rcvhwm": w["rcvhwm"],
+        "linger_ms": w["linger_ms"],
+        "attempted": result.attempted,
+        "sent": result.sent,
+        "eagain": result.eagain,
+        "timeouts": result.timeout,
+        "delivered": result.delivered,
+        "drained": result.drained,
+        "dropped_start": result.dropped_start,
+        "dropped_mid": result.dropped_mid,
+        "dropped_tail": result.dropped_tail,
+        "dropped_reset": result.dropped_reset,
+        "stranded": result.stranded,
         "expected": result.expected,
-        "drain": result.drain.get("ended"), "tail_placement": result.drain.get("tail_placement"),
-        AMBIGUOUS_TAIL: result.drain.get(AMBIGUOUS_TAIL, 0), "queue_peak": result.queue.get("peak", {}),
-        "latency_p50_ns": lat["p50"], "latency_max_ns": lat["max"],
+        "drain": result.drain.get("ended"),
+        "tail_placement": result.drain.get("tail_placement"),
+        AMBIGUOUS_TAIL: result.drain.get(AMBIGUOUS_TAIL, 0),
+        "queue_peak": result.queue.get("peak", {}),
+        "latency_p50_ns": lat["p50"],
+        "latency_max_ns": lat["max"],
         "consumer_rss_kb": max((c.get("max_rss_kb", 0) for c in consumers), default=0),
         "producer_rss_kb": max((p.get("max_rss_kb", 0) for p in producers), default=0),
         "close_ns": max((p.get("close_ns", 0) for p in producers), default=0),
@@ -129,9 +149,11 @@ def facts(result: RunResult) -> dict[str, Any]:
 
 
 def fates_line(f: dict[str, Any]) -> str:
-    return (f"sent {f['sent']:,}: delivered {f['delivered']:,}, drained {f['drained']:,}, dropped "
-            f"{f['dropped_start'] + f['dropped_mid'] + f['dropped_tail']:,} (start {f['dropped_start']:,} / mid "
-            f"{f['dropped_mid']:,} / tail {f['dropped_tail']:,}{_ambiguous(f)}), stranded {f['stranded']:,}")
+    return (
+        f"sent {f['sent']:,}: delivered {f['delivered']:,}, drained {f['drained']:,}, dropped "
+        f"{f['dropped_start'] + f['dropped_mid'] + f['dropped_tail']:,} (start {f['dropped_start']:,} / mid "
+        f"{f['dropped_mid']:,} / tail {f['dropped_tail']:,}{_ambiguous(f)}), stranded {f['stranded']:,}"
+    )
 
 
 def _ambiguous(f: dict[str, Any]) -> str:
@@ -150,8 +172,12 @@ def bounded(call: Callable[[], object], limit_s: float) -> tuple[float, bool]:
     return time.monotonic() - start, not thread.is_alive()
 
 
-def blocked_until(call: Callable[[], object], limit_s: float, release: Callable[[], object] | None = None,
-                  release_limit_s: float = 10.0) -> dict[str, Any]:
+def blocked_until(
+    call: Callable[[], object],
+    limit_s: float,
+    release: Callable[[], object] | None = None,
+    release_limit_s: float = 10.0,
+) -> dict[str, Any]:
     """Run a call that may block forever (zmq_ctx_term) in a thread. If it is still blocked
     after limit_s, run release() (close the socket it waits for, bind the peer its backlog
     waits for) and time how long the call then takes to return.
@@ -168,7 +194,12 @@ def blocked_until(call: Callable[[], object], limit_s: float, release: Callable[
 
     start = time.monotonic()
     _, returned = bounded(timed, limit_s)
-    out: dict[str, Any] = {"returned": returned, "took_s": None, "blocked_for_at_least_s": None, "after_release_ms": None}
+    out: dict[str, Any] = {
+        "returned": returned,
+        "took_s": None,
+        "blocked_for_at_least_s": None,
+        "after_release_ms": None,
+    }
     if returned:
         out["took_s"] = done[0] - start
         return out
@@ -181,7 +212,9 @@ def blocked_until(call: Callable[[], object], limit_s: float, release: Callable[
     while not done and time.monotonic() < deadline:
         time.sleep(0.001)
     if done:
-        out.update(returned=True, took_s=done[0] - start, after_release_ms=(done[0] - released) * 1000)
+        out.update(
+            returned=True, took_s=done[0] - start, after_release_ms=(done[0] - released) * 1000
+        )
     return out
 
 

@@ -11,6 +11,7 @@ publisher is done it reads what is still queued as fast as it can (a message tha
 then was waiting, one that never does was dropped), and every socket is closed so the
 context's term cannot hang. Messages carry the post's text, "Message <i>".
 """
+
 from __future__ import annotations
 
 import threading
@@ -20,11 +21,11 @@ from typing import Any
 from ..runner.kernel_queues import TcpQueues
 from .framework import bounded
 
-HWM = 100                       # the post's SNDHWM (and its misplaced RCVHWM)
-PUBLISH_INTERVAL_S = 0.01       # the post's time.sleep(0.01): 100 msg/s
-SUBSCRIBER_DELAY_S = 1.0        # the post's time.sleep(1)
-DRAIN_IDLE_S = 1.0              # the drain ends after this long without a message ...
-DRAIN_LIMIT_S = 30.0            # ... or after this long in all
+HWM = 100  # the post's SNDHWM (and its misplaced RCVHWM)
+PUBLISH_INTERVAL_S = 0.01  # the post's time.sleep(0.01): 100 msg/s
+SUBSCRIBER_DELAY_S = 1.0  # the post's time.sleep(1)
+DRAIN_IDLE_S = 1.0  # the drain ends after this long without a message ...
+DRAIN_LIMIT_S = 30.0  # ... or after this long in all
 VARIANTS = ("faulty", "fixed")
 
 
@@ -39,6 +40,7 @@ def run_post(variant: str, n_messages: int) -> dict[str, Any]:
     waited where when the publisher finished (kernel tcp bytes of the chain's two
     connections, both ends being in this process)."""
     import zmq
+
     fixed = variant == "fixed"
     context = zmq.Context()
     endpoints: dict[str, str] = {}
@@ -51,14 +53,16 @@ def run_post(variant: str, n_messages: int) -> dict[str, Any]:
         xpub = context.socket(zmq.XPUB)
         xpub.bind("tcp://127.0.0.1:0")
         if fixed:
-            xpub.setsockopt(zmq.SNDHWM, HWM)              # as posted: after bind
-        endpoints.update(xsub=xsub.getsockopt_string(zmq.LAST_ENDPOINT),
-                         xpub=xpub.getsockopt_string(zmq.LAST_ENDPOINT))
+            xpub.setsockopt(zmq.SNDHWM, HWM)  # as posted: after bind
+        endpoints.update(
+            xsub=xsub.getsockopt_string(zmq.LAST_ENDPOINT),
+            xpub=xpub.getsockopt_string(zmq.LAST_ENDPOINT),
+        )
         log["xpub_sndhwm"] = xpub.getsockopt(zmq.SNDHWM)
         proxy_ready.set()
         try:
             zmq.proxy(xsub, xpub)
-        except zmq.ContextTerminated:                     # our bounded end
+        except zmq.ContextTerminated:  # our bounded end
             pass
         xsub.close(0)
         xpub.close(0)
@@ -66,14 +70,14 @@ def run_post(variant: str, n_messages: int) -> dict[str, Any]:
     def publisher() -> None:
         pub = context.socket(zmq.PUB)
         pub.connect(endpoints["xsub"])
-        pub.setsockopt(zmq.SNDHWM if fixed else zmq.RCVHWM, HWM)   # as posted: after connect
+        pub.setsockopt(zmq.SNDHWM if fixed else zmq.RCVHWM, HWM)  # as posted: after connect
         log.update(pub=pub, pub_sndhwm=pub.getsockopt(zmq.SNDHWM))
         for i in range(n_messages):
             try:
                 pub.send(f"Message {i}".encode(), zmq.DONTWAIT if fixed else 0)
                 log["sent"].append(i)
             except zmq.Again:
-                log["dropped"].append(i)                  # the post prints "Dropped: Message i"
+                log["dropped"].append(i)  # the post prints "Dropped: Message i"
             time.sleep(PUBLISH_INTERVAL_S)
         published.set()
 
@@ -85,7 +89,7 @@ def run_post(variant: str, n_messages: int) -> dict[str, Any]:
     sub = context.socket(zmq.SUB)
     sub.connect(endpoints["xpub"])
     sub.setsockopt_string(zmq.SUBSCRIBE, "")
-    sub_rcvhwm = sub.getsockopt(zmq.RCVHWM)             # neither version sets it
+    sub_rcvhwm = sub.getsockopt(zmq.RCVHWM)  # neither version sets it
     kernel = TcpQueues(int(endpoints[k].rsplit(":", 1)[1]) for k in ("xsub", "xpub"))
     during: list[int] = []
     deadline = time.monotonic() + n_messages * PUBLISH_INTERVAL_S * 3 + 30
@@ -101,22 +105,32 @@ def run_post(variant: str, n_messages: int) -> dict[str, Any]:
         drained.append(int(sub.recv().split()[1]))
     sub.close(0)
     if log["pub"] is not None:
-        log["pub"].close(0)                               # the post never closes it: term would hang
-    term_s, term_returned = bounded(context.term, 10)     # ends zmq.proxy (ETERM)
+        log["pub"].close(0)  # the post never closes it: term would hang
+    term_s, term_returned = bounded(context.term, 10)  # ends zmq.proxy (ETERM)
     sent, got = log["sent"], set(during) | set(drained)
     first = min(got) if got else None
     before = [i for i in sent if first is None or i < first]
     return {
-        "variant": variant, "messages": n_messages, "pub_sndhwm": log.get("pub_sndhwm"),
-        "xpub_sndhwm": log.get("xpub_sndhwm"), "sub_rcvhwm": sub_rcvhwm, "published": published.is_set(),
-        "sent": len(sent), "eagain": len(log["dropped"]), "received_during": len(during),
+        "variant": variant,
+        "messages": n_messages,
+        "pub_sndhwm": log.get("pub_sndhwm"),
+        "xpub_sndhwm": log.get("xpub_sndhwm"),
+        "sub_rcvhwm": sub_rcvhwm,
+        "published": published.is_set(),
+        "sent": len(sent),
+        "eagain": len(log["dropped"]),
+        "received_during": len(during),
         "drained": len(set(drained) - set(during)),
-        "lost_before_subscription": len(before),          # slow joiner: sent before the SUB's subscription arrived
+        "lost_before_subscription": len(
+            before
+        ),  # slow joiner: sent before the SUB's subscription arrived
         "lost_after_subscription": len(set(sent) - got) - len(before),
         # sent, not lost to the slow joiner, not yet received when the publisher finished
         "waiting_at_end": len(sent) - len(before) - len(during),
-        "kernel_bytes_at_end": kernel_bytes, "rss_growth_kb": rss_at_end - rss_start,
-        "term_s": round(term_s, 3), "term_returned": term_returned,
+        "kernel_bytes_at_end": kernel_bytes,
+        "rss_growth_kb": rss_at_end - rss_start,
+        "term_s": round(term_s, 3),
+        "term_returned": term_returned,
     }
 
 
@@ -129,8 +143,9 @@ def run_both(n_messages: int) -> dict[str, dict[str, Any]]:
     def one(variant: str) -> None:
         try:
             results[variant] = run_post(variant, n_messages)
-        except BaseException as e:                        # reported below, in this thread
+        except BaseException as e:  # reported below, in this thread
             errors.append(e)
+
     threads = [threading.Thread(target=one, args=(v,), daemon=True) for v in VARIANTS]
     for t in threads:
         t.start()

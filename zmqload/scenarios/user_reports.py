@@ -6,6 +6,7 @@ PUB and one SUB in this process (two contexts), next to ordinary runs for the fa
 U-2 is ordinary runs plus that same pair for what holds a backlog (zmqload's runs sample
 the kernel queues of tcp only); U-3 is ordinary runs.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,12 +22,22 @@ from .. import _engine
 from ..measure import queue_depth as queues_mod
 from ..contract.fates import AMBIGUOUS_TAIL
 from ..runner.kernel_queues import TcpQueues, ports_of
-from .framework import DOES_NOT_HOLD, HOLDS, Outcome, Scenario, ScenarioRunner, Verdict, depends, facts, fates_line
+from .framework import (
+    DOES_NOT_HOLD,
+    HOLDS,
+    Outcome,
+    Scenario,
+    ScenarioRunner,
+    Verdict,
+    depends,
+    facts,
+    fates_line,
+)
 
 _SEQ = struct.Struct("<q")
-_INT = struct.Struct("i")              # an ioctl's int
-WHEN = ("before", "after")            # an HWM set before or after the socket's bind/connect
-PROBE_DEADLINE_S = 20                 # every probe wait is bounded by this
+_INT = struct.Struct("i")  # an ioctl's int
+WHEN = ("before", "after")  # an HWM set before or after the socket's bind/connect
+PROBE_DEADLINE_S = 20  # every probe wait is bounded by this
 
 
 # ---------------------------------------------------------------------------- U-1
@@ -55,9 +66,14 @@ class _PubSub:
             sock.set_option(_engine.SOCKET_OPTION_IDS["LINGER"], 0)
         self.kernel = TcpQueues([])
 
-    def connect(self, endpoint: str, pub_before: Optional[dict[str, int]] = None,
-                pub_after: Optional[dict[str, int]] = None, sub_before: Optional[dict[str, int]] = None,
-                sub_after: Optional[dict[str, int]] = None) -> bool:
+    def connect(
+        self,
+        endpoint: str,
+        pub_before: Optional[dict[str, int]] = None,
+        pub_after: Optional[dict[str, int]] = None,
+        sub_before: Optional[dict[str, int]] = None,
+        sub_after: Optional[dict[str, int]] = None,
+    ) -> bool:
         _set(self.pub, pub_before)
         endpoint = self.pub.bind(endpoint)
         _set(self.pub, pub_after)
@@ -82,8 +98,10 @@ class _PubSub:
 
     def getsockopt(self) -> dict[str, int]:
         """What getsockopt says (the option value, not necessarily what the pipes use)."""
-        return {"pub_sndhwm": self.pub.get_option(_engine.SOCKET_OPTION_IDS["SNDHWM"]),
-                "sub_rcvhwm": self.sub.get_option(_engine.SOCKET_OPTION_IDS["RCVHWM"])}
+        return {
+            "pub_sndhwm": self.pub.get_option(_engine.SOCKET_OPTION_IDS["SNDHWM"]),
+            "sub_rcvhwm": self.sub.get_option(_engine.SOCKET_OPTION_IDS["RCVHWM"]),
+        }
 
     def burst_then_drain(self, n: int, size: int) -> dict[str, Optional[int]]:
         """Publish n messages of `size` bytes as fast as possible while the SUB reads nothing,
@@ -96,8 +114,13 @@ class _PubSub:
         sendq, recvq = self.kernel.sample()
         seen = _read_seqs(self.sub)
         kernel = sendq + recvq if sendq >= 0 else None
-        return {"sent": n, "arrived": len(seen), "dropped": n - len(seen), "kernel_bytes": kernel,
-                "kernel_messages": None if kernel is None else kernel // (size + 9)}   # 9: ZMTP long frame header
+        return {
+            "sent": n,
+            "arrived": len(seen),
+            "dropped": n - len(seen),
+            "kernel_bytes": kernel,
+            "kernel_messages": None if kernel is None else kernel // (size + 9),
+        }  # 9: ZMTP long frame header
 
     def close(self) -> None:
         for sock in (self.pub, self.sub):
@@ -121,8 +144,12 @@ def _probe(transport: str, n: int, size: int, **phases: dict[str, int]) -> dict[
     ipc_dir = tempfile.mkdtemp(prefix="zmqload-u1-")
     pair = _PubSub()
     try:
-        endpoint = "tcp://127.0.0.1:*" if transport == "tcp" else f"ipc://{os.path.join(ipc_dir, 'u1')}"
-        subscribed = pair.connect(endpoint, **{k: v for k, v in phases.items() if not k.endswith("never")})
+        endpoint = (
+            "tcp://127.0.0.1:*" if transport == "tcp" else f"ipc://{os.path.join(ipc_dir, 'u1')}"
+        )
+        subscribed = pair.connect(
+            endpoint, **{k: v for k, v in phases.items() if not k.endswith("never")}
+        )
         return {"subscribed": subscribed, **pair.getsockopt(), **pair.burst_then_drain(n, size)}
     finally:
         pair.close()
@@ -131,7 +158,7 @@ def _probe(transport: str, n: int, size: int, **phases: dict[str, int]) -> dict[
 
 ZERO = {"SNDHWM": 0, "RCVHWM": 0}
 TINY_KERNEL = {"SNDBUF": 4096, "RCVBUF": 4096}
-SUB_LIMITED_KERNEL_BYTES = 256 * 1024   # a SUB that stopped reading leaves MBs in the kernel
+SUB_LIMITED_KERNEL_BYTES = 256 * 1024  # a SUB that stopped reading leaves MBs in the kernel
 
 
 def hwm_zero(r: ScenarioRunner) -> Outcome:
@@ -148,36 +175,69 @@ def hwm_zero(r: ScenarioRunner) -> Outcome:
             for sub_when in WHEN + ("never",):
                 p = _probe(transport, n, size, **{f"pub_{pub_when}": ZERO, f"sub_{sub_when}": ZERO})
                 figures["matrix"][f"{transport}/pub-{pub_when}/sub-{sub_when}"] = p
-                measured.append(f"{transport}, HWM 0 set on the PUB {_when(pub_when, 'bind')}, on the SUB "
-                                f"{_when(sub_when, 'connect')}: "
-                                f"getsockopt SNDHWM {p['pub_sndhwm']}, RCVHWM {p['sub_rcvhwm']}; {p['arrived']:,} "
-                                f"of {n:,} arrived, {p['dropped']:,} dropped"
-                                + (f"; the kernel held {p['kernel_bytes']:,} B" if p["kernel_bytes"] is not None
-                                   else ""))
+                measured.append(
+                    f"{transport}, HWM 0 set on the PUB {_when(pub_when, 'bind')}, on the SUB "
+                    f"{_when(sub_when, 'connect')}: "
+                    f"getsockopt SNDHWM {p['pub_sndhwm']}, RCVHWM {p['sub_rcvhwm']}; {p['arrived']:,} "
+                    f"of {n:,} arrived, {p['dropped']:,} dropped"
+                    + (
+                        f"; the kernel held {p['kernel_bytes']:,} B"
+                        if p["kernel_bytes"] is not None
+                        else ""
+                    )
+                )
         # The PUB's HWM in force: behind it a SUB that holds ~nothing (HWM 1, 4 KiB kernel
         # buffers), so what survives the burst is what the PUB's own pipe held.
         for when in WHEN + ("never",):
-            phases = {"sub_before": {**TINY_KERNEL, "SNDHWM": 1, "RCVHWM": 1}, "pub_before": dict(TINY_KERNEL)}
+            phases = {
+                "sub_before": {**TINY_KERNEL, "SNDHWM": 1, "RCVHWM": 1},
+                "pub_before": dict(TINY_KERNEL),
+            }
             if when != "never":
                 phases[f"pub_{when}"] = {**phases.get(f"pub_{when}", {}), **ZERO}
             p = _probe(transport, n, size, **phases)
-            p["held"] = None if p["dropped"] == 0 else p["arrived"] - 1 - (p["kernel_messages"] or 0)
+            p["held"] = (
+                None if p["dropped"] == 0 else p["arrived"] - 1 - (p["kernel_messages"] or 0)
+            )
             figures["pub_in_force"][f"{transport}/pub-{when}"] = p
-            measured.append(f"{transport}, the PUB's HWM in force with 0 set {_when(when, 'bind')} (getsockopt "
-                            f"{p['pub_sndhwm']}): " + (f"no limit, all {n:,} held" if p["held"] is None else
-                                                        f"its pipe held ~{p['held']:,}, {p['dropped']:,} dropped"))
-    measured.append("tcp, the SUB's HWM in force behind an unlimited PUB (a limited SUB stops reading and leaves the "
-                    "kernel buffers full): " + ", ".join(f"0 set {_when(k.split('-')[-1], 'connect')}: {v}" for k, v in
-                                                         _sub_in_force(figures["matrix"]).items()))
+            measured.append(
+                f"{transport}, the PUB's HWM in force with 0 set {_when(when, 'bind')} (getsockopt "
+                f"{p['pub_sndhwm']}): "
+                + (
+                    f"no limit, all {n:,} held"
+                    if p["held"] is None
+                    else f"its pipe held ~{p['held']:,}, {p['dropped']:,} dropped"
+                )
+            )
+    measured.append(
+        "tcp, the SUB's HWM in force behind an unlimited PUB (a limited SUB stops reading and leaves the "
+        "kernel buffers full): "
+        + ", ".join(
+            f"0 set {_when(k.split('-')[-1], 'connect')}: {v}"
+            for k, v in _sub_in_force(figures["matrix"]).items()
+        )
+    )
     # closed after the drain, so a PUB's drops are placed (mid-run), never "ambiguous" (docs/RECORDS.md)
     for variant, hwm in (("hwm-0", 0), ("hwm-default", None)):
-        res = r.run(variant, pattern="pub-sub", transport="tcp", size=size, count=n, sndhwm=hwm, rcvhwm=hwm,
-                    consumer_delay_us=20, drain_timeout_ms=300, close_order="after-drain")
+        res = r.run(
+            variant,
+            pattern="pub-sub",
+            transport="tcp",
+            size=size,
+            count=n,
+            sndhwm=hwm,
+            rcvhwm=hwm,
+            consumer_delay_us=20,
+            drain_timeout_ms=300,
+            close_order="after-drain",
+        )
         f = facts(res)
         figures["runs"][variant] = f
-        measured.append(f"zmqload run, SNDHWM=RCVHWM={'0' if hwm == 0 else 'default'} set before bind/connect, "
-                        f"unpaced PUB, SUB at 20 us/message: {fates_line(f)}; queue peak "
-                        f"{f['queue_peak'].get('messages', 0):,}")
+        measured.append(
+            f"zmqload run, SNDHWM=RCVHWM={'0' if hwm == 0 else 'default'} set before bind/connect, "
+            f"unpaced PUB, SUB at 20 us/message: {fates_line(f)}; queue peak "
+            f"{f['queue_peak'].get('messages', 0):,}"
+        )
     return Outcome([_u1_verdict(figures, n)], measured, figures)
 
 
@@ -188,44 +248,81 @@ def _dropped(f: dict[str, Any]) -> int:
 def _sub_in_force(matrix: dict[str, dict[str, Any]]) -> dict[str, str]:
     """The SUB's HWM in force (tcp): behind an unlimited PUB, a SUB whose limit is in force
     stops reading and leaves the kernel buffers full; one without a limit leaves them empty."""
-    return {k.replace("/pub-before", ""): ("limited" if p["kernel_bytes"] >= SUB_LIMITED_KERNEL_BYTES else "no limit")
-            for k, p in matrix.items() if "/pub-before/" in k and p["kernel_bytes"] is not None}
+    return {
+        k.replace("/pub-before", ""): (
+            "limited" if p["kernel_bytes"] >= SUB_LIMITED_KERNEL_BYTES else "no limit"
+        )
+        for k, p in matrix.items()
+        if "/pub-before/" in k and p["kernel_bytes"] is not None
+    }
 
 
 def _u1_verdict(figures: dict[str, dict[str, Any]], n: int) -> Verdict:
     matrix, pub_force = figures["matrix"], figures["pub_in_force"]
-    both = {k: p for k, p in matrix.items() if "never" not in k}       # the claim: 0 on both sides
+    both = {k: p for k, p in matrix.items() if "never" not in k}  # the claim: 0 on both sides
     lossy = sorted(k for k, p in both.items() if p["dropped"])
     clean = sorted(set(both) - set(lossy))
     run0 = figures["runs"]["hwm-0"]
     sub_force = _sub_in_force(matrix)
-    measurements = {"dropped": {k: p["dropped"] for k, p in matrix.items()},
-                    "getsockopt": {k: [p["pub_sndhwm"], p["sub_rcvhwm"]] for k, p in both.items()},
-                    "pub_hwm_in_force": {k: "none" if p["held"] is None else p["held"] for k, p in pub_force.items()},
-                    "sub_hwm_in_force": sub_force,
-                    "run_hwm0_dropped": _dropped(run0), "run_default_dropped": _dropped(figures["runs"]["hwm-default"])}
+    measurements = {
+        "dropped": {k: p["dropped"] for k, p in matrix.items()},
+        "getsockopt": {k: [p["pub_sndhwm"], p["sub_rcvhwm"]] for k, p in both.items()},
+        "pub_hwm_in_force": {
+            k: "none" if p["held"] is None else p["held"] for k, p in pub_force.items()
+        },
+        "sub_hwm_in_force": sub_force,
+        "run_hwm0_dropped": _dropped(run0),
+        "run_default_dropped": _dropped(figures["runs"]["hwm-default"]),
+    }
     if len(lossy) == len(both):
-        return Verdict("U-1", HOLDS, "every placement of HWM 0 dropped: " + ", ".join(
-            f"{k} {both[k]['dropped']:,}" for k in lossy) + f" of {n:,}", measurements)
+        return Verdict(
+            "U-1",
+            HOLDS,
+            "every placement of HWM 0 dropped: "
+            + ", ".join(f"{k} {both[k]['dropped']:,}" for k in lossy)
+            + f" of {n:,}",
+            measurements,
+        )
     if not lossy and not _dropped(run0):
-        return Verdict("U-1", DOES_NOT_HOLD, f"no placement of HWM 0 dropped any of {n:,}; the zmqload run dropped "
-                       f"{_dropped(run0):,}", measurements)
+        return Verdict(
+            "U-1",
+            DOES_NOT_HOLD,
+            f"no placement of HWM 0 dropped any of {n:,}; the zmqload run dropped "
+            f"{_dropped(run0):,}",
+            measurements,
+        )
     by_pub = all(("/pub-after/" in k) == (k in lossy) for k in both)
-    condition = ("on when the PUB sets it: after bind it still drops (the default 1000 stays in force), "
-                 "before bind nothing is dropped; when the SUB sets it does not matter" if by_pub else
-                 f"on where and when HWM 0 is set: drops with {', '.join(lossy)}")
+    condition = (
+        "on when the PUB sets it: after bind it still drops (the default 1000 stays in force), "
+        "before bind nothing is dropped; when the SUB sets it does not matter"
+        if by_pub
+        else f"on where and when HWM 0 is set: drops with {', '.join(lossy)}"
+    )
     worst = max(lossy, key=lambda k: both[k]["dropped"])
-    held = [p["held"] for k, p in pub_force.items() if k.endswith("pub-after") and p["held"] is not None]
-    because = (f"{worst}: {both[worst]['dropped']:,} of {n:,} dropped although getsockopt says "
-               f"{both[worst]['pub_sndhwm']}/{both[worst]['sub_rcvhwm']}"
-               + (f", the PUB's pipe held ~{max(held):,}" if held else "")
-               + "; " + (", ".join(f"{k} {both[k]['dropped']:,}" for k in clean) or "no placement") + " dropped; "
-               f"zmqload run with HWM 0 set before: {_dropped(run0):,} dropped")
+    held = [
+        p["held"] for k, p in pub_force.items() if k.endswith("pub-after") and p["held"] is not None
+    ]
+    because = (
+        f"{worst}: {both[worst]['dropped']:,} of {n:,} dropped although getsockopt says "
+        f"{both[worst]['pub_sndhwm']}/{both[worst]['sub_rcvhwm']}"
+        + (f", the PUB's pipe held ~{max(held):,}" if held else "")
+        + "; "
+        + (", ".join(f"{k} {both[k]['dropped']:,}" for k in clean) or "no placement")
+        + " dropped; "
+        f"zmqload run with HWM 0 set before: {_dropped(run0):,} dropped"
+    )
     return Verdict("U-1", depends(condition), because, measurements)
 
 
 # ---------------------------------------------------------------------------- U-2
-U2_SIZES = (64, 1024, 4096, 16384, 65536, 1048576)     # most are lost from 4 KiB (ipc), 64 KiB (tcp) up
+U2_SIZES = (
+    64,
+    1024,
+    4096,
+    16384,
+    65536,
+    1048576,
+)  # most are lost from 4 KiB (ipc), 64 KiB (tcp) up
 U2_TRANSPORTS = ("tcp", "ipc")
 
 
@@ -241,31 +338,55 @@ def hwm1_slow_subscriber(r: ScenarioRunner) -> Outcome:
     # 200 msg/s (the SUB at 20): what fits in the kernel's buffers decides, not the pace; 100 took twice as long
     rate, count = 200, r.scale(200, 60)
     sizes = r.scale(U2_SIZES, (64, 16384, 65536, 1048576))
-    plan = ([(t, s, None, "after-drain") for t in U2_TRANSPORTS for s in sizes]
-            + [("tcp", s, 4096, "after-drain") for s in r.scale((64, 1024), (1024,))]
-            + [("ipc", min(sizes), None, "producer-first")])
+    plan = (
+        [(t, s, None, "after-drain") for t in U2_TRANSPORTS for s in sizes]
+        + [("tcp", s, 4096, "after-drain") for s in r.scale((64, 1024), (1024,))]
+        + [("ipc", min(sizes), None, "producer-first")]
+    )
     delay_us = 10 * 1e6 / rate
     measured: list[str] = []
-    figures: dict[str, dict[Any, Any]] = {"sizes": {t: {} for t in U2_TRANSPORTS}, "tiny_buffers": {},
-                                          "close_at_once": {}, "held": {t: {} for t in U2_TRANSPORTS}}
+    figures: dict[str, dict[Any, Any]] = {
+        "sizes": {t: {} for t in U2_TRANSPORTS},
+        "tiny_buffers": {},
+        "close_at_once": {},
+        "held": {t: {} for t in U2_TRANSPORTS},
+    }
     for transport, size, buf, order in plan:
-        res = r.run(f"{transport}-size-{size}" + (f"-buffers-{buf}" if buf else "") + f"-{order}", pattern="pub-sub",
-                    transport=transport, size=size, rate=rate, count=count, sndhwm=1, rcvhwm=1, sndbuf=buf,
-                    rcvbuf=buf, consumer_delay_us=delay_us, drain_timeout_ms=300, close_order=order)
+        res = r.run(
+            f"{transport}-size-{size}" + (f"-buffers-{buf}" if buf else "") + f"-{order}",
+            pattern="pub-sub",
+            transport=transport,
+            size=size,
+            rate=rate,
+            count=count,
+            sndhwm=1,
+            rcvhwm=1,
+            sndbuf=buf,
+            rcvbuf=buf,
+            consumer_delay_us=delay_us,
+            drain_timeout_ms=300,
+            close_order=order,
+        )
         f = facts(res)
         f["close_order"] = order
         f["lost"] = _dropped(f) + f["stranded"]
-        f["longest_gap"] = max((b - a + 1 for a, b in res.streams[0]["missing_ranges"].get(0, [])), default=0)
+        f["longest_gap"] = max(
+            (b - a + 1 for a, b in res.streams[0]["missing_ranges"].get(0, [])), default=0
+        )
         place = "tiny_buffers" if buf else "close_at_once" if order != "after-drain" else None
         (figures[place] if place else figures["sizes"][transport])[size] = f
-        measured.append(f"{transport}, {size:,} B{f', SNDBUF=RCVBUF={buf}' if buf else ''}, HWM 1, {rate} msg/s, "
-                        f"SUB at {delay_us / 1000:g} ms/message, close {order}: {fates_line(f)}; {_held(f)}")
+        measured.append(
+            f"{transport}, {size:,} B{f', SNDBUF=RCVBUF={buf}' if buf else ''}, HWM 1, {rate} msg/s, "
+            f"SUB at {delay_us / 1000:g} ms/message, close {order}: {fates_line(f)}; {_held(f)}"
+        )
     for transport in U2_TRANSPORTS:
         for size in sizes:
             h = _held_by_path(transport, size, count, rate)
             figures["held"][transport][size] = h
-            measured.append(f"what holds them, {transport}, {size:,} B, HWM 1, {count} messages at {rate} msg/s to a "
-                            f"SUB that does not read: {_held_text(h)}")
+            measured.append(
+                f"what holds them, {transport}, {size:,} B, HWM 1, {count} messages at {rate} msg/s to a "
+                f"SUB that does not read: {_held_text(h)}"
+            )
     return Outcome([_u2_verdict(figures)], measured, figures)
 
 
@@ -278,8 +399,17 @@ def _stream_queues(transport: str, endpoint: str) -> dict[str, int]:
     import fcntl
     import socket
     import termios
-    out = {"sender_inq": 0, "sender_outq": 0, "receiver_inq": 0, "receiver_outq": 0, "connections": 0}
-    address: Any = int(endpoint.rsplit(":", 1)[1]) if transport == "tcp" else endpoint[len("ipc://"):]
+
+    out = {
+        "sender_inq": 0,
+        "sender_outq": 0,
+        "receiver_inq": 0,
+        "receiver_outq": 0,
+        "connections": 0,
+    }
+    address: Any = (
+        int(endpoint.rsplit(":", 1)[1]) if transport == "tcp" else endpoint[len("ipc://") :]
+    )
     for name in os.listdir("/proc/self/fd"):
         try:
             if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:["):
@@ -298,7 +428,7 @@ def _stream_queues(transport: str, endpoint: str) -> dict[str, int]:
                     continue
                 inq = _INT.unpack(fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0" * 4))[0]
                 outq = _INT.unpack(fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
-        except OSError:                  # gone meanwhile, a listener (no peer), not ours
+        except OSError:  # gone meanwhile, a listener (no peer), not ours
             continue
         out[f"{side}_inq"] += inq
         out[f"{side}_outq"] += outq
@@ -315,7 +445,9 @@ def _held_by_path(transport: str, size: int, n: int, rate: float) -> dict[str, A
     ipc_dir = tempfile.mkdtemp(prefix="zmqload-u2-")
     pair = _PubSub()
     try:
-        endpoint = "tcp://127.0.0.1:*" if transport == "tcp" else f"ipc://{os.path.join(ipc_dir, 'u2')}"
+        endpoint = (
+            "tcp://127.0.0.1:*" if transport == "tcp" else f"ipc://{os.path.join(ipc_dir, 'u2')}"
+        )
         hwm1 = {"SNDHWM": 1, "RCVHWM": 1}
         subscribed = pair.connect(endpoint, pub_before=hwm1, sub_before=hwm1)
         body = b"x" * (size - _SEQ.size)
@@ -329,115 +461,193 @@ def _held_by_path(transport: str, size: int, n: int, rate: float) -> dict[str, A
     finally:
         pair.close()
         shutil.rmtree(ipc_dir, ignore_errors=True)
-    kernel_bytes = queues["receiver_inq"] + (queues["sender_outq"] if transport == "tcp" else queues["sender_inq"])
+    kernel_bytes = queues["receiver_inq"] + (
+        queues["sender_outq"] if transport == "tcp" else queues["sender_inq"]
+    )
     frame = queues_mod.frame_bytes(size)
     kernel_messages = min(len(seen), kernel_bytes // frame)
-    return {"transport": transport, "size": size, "sent": n, "subscribed": subscribed, "held": len(seen),
-            "dropped": n - len(seen), "kernel_bytes": kernel_bytes, "kernel_messages": kernel_messages,
-            "libzmq_messages": len(seen) - kernel_messages, **queues}
+    return {
+        "transport": transport,
+        "size": size,
+        "sent": n,
+        "subscribed": subscribed,
+        "held": len(seen),
+        "dropped": n - len(seen),
+        "kernel_bytes": kernel_bytes,
+        "kernel_messages": kernel_messages,
+        "libzmq_messages": len(seen) - kernel_messages,
+        **queues,
+    }
 
 
 def _held_text(h: dict[str, Any]) -> str:
-    charged = (f", {h['sender_outq']:,} B of kernel memory charged to the PUB" if h["transport"] == "ipc" else "")
-    return (f"{h['held']:,} of {h['sent']:,} held ({h['held'] * h['size']:,} B), {h['dropped']:,} dropped; kernel "
-            f"buffers {h['kernel_bytes']:,} B (~{h['kernel_messages']:,} messages){charged}, libzmq "
-            f"~{h['libzmq_messages']:,} messages")
+    charged = (
+        f", {h['sender_outq']:,} B of kernel memory charged to the PUB"
+        if h["transport"] == "ipc"
+        else ""
+    )
+    return (
+        f"{h['held']:,} of {h['sent']:,} held ({h['held'] * h['size']:,} B), {h['dropped']:,} dropped; kernel "
+        f"buffers {h['kernel_bytes']:,} B (~{h['kernel_messages']:,} messages){charged}, libzmq "
+        f"~{h['libzmq_messages']:,} messages"
+    )
 
 
 def _held(f: dict[str, Any]) -> str:
     peak = f["queue_peak"]
     if f["transport"] != "tcp":
         return f"queue peak {peak.get('messages', 0):,} messages (kernel share not sampled over {f['transport']})"
-    return (f"queue peak {peak.get('messages', 0):,} messages, {peak.get('kernel_messages', 0):,} of them in kernel "
-            f"buffers ({peak.get('kernel_bytes', 0):,} B), {peak.get('libzmq_messages', 0):,} in libzmq; the kernel "
-            f"held up to {peak.get('kernel_peak_bytes', 0):,} B")
+    return (
+        f"queue peak {peak.get('messages', 0):,} messages, {peak.get('kernel_messages', 0):,} of them in kernel "
+        f"buffers ({peak.get('kernel_bytes', 0):,} B), {peak.get('libzmq_messages', 0):,} in libzmq; the kernel "
+        f"held up to {peak.get('kernel_peak_bytes', 0):,} B"
+    )
 
 
-MOST_LOST = 0.5         # lost more than this share: the backlog did not fit. Below it, HWM 1 still drops a
-                        # few messages now and then under CPU load (0-10% measured, plain pyzmq too): the
-                        # two regimes lie far apart, the exact counts are reported
+MOST_LOST = 0.5  # lost more than this share: the backlog did not fit. Below it, HWM 1 still drops a
+# few messages now and then under CPU load (0-10% measured, plain pyzmq too): the
+# two regimes lie far apart, the exact counts are reported
 
 
 def _regimes(sizes: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """Per transport: the largest size up to which no size lost most, the smallest that did."""
     ordered = sorted(sizes)
     share = {s: sizes[s]["lost"] / max(1, sizes[s]["sent"]) for s in ordered}
-    kept = [s for i, s in enumerate(ordered) if all(share[t] <= MOST_LOST for t in ordered[:i + 1])]
+    kept = [
+        s for i, s in enumerate(ordered) if all(share[t] <= MOST_LOST for t in ordered[: i + 1])
+    ]
     most = [s for s in ordered if share[s] > MOST_LOST]
-    return {"kept_up_to": kept[-1] if kept else None, "most_lost_from": most[0] if most else None,
-            "stray": sum(sizes[s]["lost"] for s in kept), "of": sum(sizes[s]["sent"] for s in kept),
-            "longest_gap": max((sizes[s]["longest_gap"] for s in kept), default=0)}
+    return {
+        "kept_up_to": kept[-1] if kept else None,
+        "most_lost_from": most[0] if most else None,
+        "stray": sum(sizes[s]["lost"] for s in kept),
+        "of": sum(sizes[s]["sent"] for s in kept),
+        "longest_gap": max((sizes[s]["longest_gap"] for s in kept), default=0),
+    }
 
 
 def _regime_text(transport: str, g: dict[str, Any]) -> str:
     if g["kept_up_to"] is None:
         return f"over {transport} most were lost at every size"
-    arrived = ("every message arrived" if not g["stray"] else
-               f"all but {g['stray']:,} of {g['of']:,} arrived (gaps of up to {g['longest_gap']})")
-    return (f"over {transport} up to {g['kept_up_to']:,} B {arrived}"
-            + (f", from {g['most_lost_from']:,} B most were lost" if g["most_lost_from"] else ""))
+    arrived = (
+        "every message arrived"
+        if not g["stray"]
+        else f"all but {g['stray']:,} of {g['of']:,} arrived (gaps of up to {g['longest_gap']})"
+    )
+    return f"over {transport} up to {g['kept_up_to']:,} B {arrived}" + (
+        f", from {g['most_lost_from']:,} B most were lost" if g["most_lost_from"] else ""
+    )
 
 
-def _holder_text(transport: str, held: dict[str, dict[int, dict[str, Any]]], size: int | None) -> str:
+def _holder_text(
+    transport: str, held: dict[str, dict[int, dict[str, Any]]], size: int | None
+) -> str:
     """What held the backlog of `size`-byte messages over `transport` (from _held_by_path)."""
     if size is None or size not in held.get(transport, {}):
         return ""
     h = held[transport][size]
-    return (f"{transport}, {size:,} B: a non-reading SUB's path held {h['held']:,} of {h['sent']:,}, "
-            f"{h['kernel_bytes']:,} B in kernel buffers (~{h['kernel_messages']:,} messages), "
-            f"~{h['libzmq_messages']:,} in libzmq")
+    return (
+        f"{transport}, {size:,} B: a non-reading SUB's path held {h['held']:,} of {h['sent']:,}, "
+        f"{h['kernel_bytes']:,} B in kernel buffers (~{h['kernel_messages']:,} messages), "
+        f"~{h['libzmq_messages']:,} in libzmq"
+    )
 
 
 def _u2_verdict(figures: dict[str, dict[Any, Any]]) -> Verdict:
     by_transport, tiny, held = figures["sizes"], figures["tiny_buffers"], figures["held"]
     every = [f for sizes in by_transport.values() for f in sizes.values()] + list(tiny.values())
     regimes = {t: _regimes(sizes) for t, sizes in by_transport.items()}
-    measurements = {"regimes": regimes,
-                    "lost": {t: {s: f["lost"] for s, f in sizes.items()} for t, sizes in by_transport.items()},
-                    "lost_tiny_buffers": {s: f["lost"] for s, f in tiny.items()},
-                    "lost_closing_at_once": {s: f["lost"] for s, f in figures["close_at_once"].items()},
-                    # closing at once, a PUB's tail drops may be mid-run or at close: the run flags them
-                    "closing_at_once_tail": {s: {"dropped_tail": f["dropped_tail"], AMBIGUOUS_TAIL: f[AMBIGUOUS_TAIL],
-                                                 "tail_placement": f["tail_placement"]}
-                                             for s, f in figures["close_at_once"].items()},
-                    "held": {t: {s: {k: h[k] for k in ("held", "kernel_bytes", "kernel_messages", "libzmq_messages")}
-                                 for s, h in hs.items()} for t, hs in held.items()},
-                    "peak_tcp": {s: f["queue_peak"] for s, f in by_transport.get("tcp", {}).items()}}
-    tiny_lost = ("tcp with 4 KiB socket buffers: " + ", ".join(f"{f['lost']:,} of {f['sent']:,} {s:,} B messages"
-                                                              for s, f in tiny.items()) + " lost") if tiny else ""
+    measurements = {
+        "regimes": regimes,
+        "lost": {t: {s: f["lost"] for s, f in sizes.items()} for t, sizes in by_transport.items()},
+        "lost_tiny_buffers": {s: f["lost"] for s, f in tiny.items()},
+        "lost_closing_at_once": {s: f["lost"] for s, f in figures["close_at_once"].items()},
+        # closing at once, a PUB's tail drops may be mid-run or at close: the run flags them
+        "closing_at_once_tail": {
+            s: {
+                "dropped_tail": f["dropped_tail"],
+                AMBIGUOUS_TAIL: f[AMBIGUOUS_TAIL],
+                "tail_placement": f["tail_placement"],
+            }
+            for s, f in figures["close_at_once"].items()
+        },
+        "held": {
+            t: {
+                s: {k: h[k] for k in ("held", "kernel_bytes", "kernel_messages", "libzmq_messages")}
+                for s, h in hs.items()
+            }
+            for t, hs in held.items()
+        },
+        "peak_tcp": {s: f["queue_peak"] for s, f in by_transport.get("tcp", {}).items()},
+    }
+    tiny_lost = (
+        (
+            "tcp with 4 KiB socket buffers: "
+            + ", ".join(f"{f['lost']:,} of {f['sent']:,} {s:,} B messages" for s, f in tiny.items())
+            + " lost"
+        )
+        if tiny
+        else ""
+    )
     # the twin run kept its sockets open until the drain: what the close-at-once run lost beyond it, the close
     # lost (its own fates cannot tell: a PUB's drops after the last arrival are dropped_tail, flagged ambiguous)
-    close_lost = "; ".join(f"ipc closing right after the last send, {s:,} B: {f['lost']:,} of {f['sent']:,} lost "
-                           f"({f[AMBIGUOUS_TAIL]:,} after the last arrival: mid-run or at close), "
-                           f"{by_transport['ipc'][s]['lost']:,} when the sockets stayed open until the drain"
-                           for s, f in figures["close_at_once"].items())
+    close_lost = "; ".join(
+        f"ipc closing right after the last send, {s:,} B: {f['lost']:,} of {f['sent']:,} lost "
+        f"({f[AMBIGUOUS_TAIL]:,} after the last arrival: mid-run or at close), "
+        f"{by_transport['ipc'][s]['lost']:,} when the sockets stayed open until the drain"
+        for s, f in figures["close_at_once"].items()
+    )
     if not any(f["lost"] for f in every):
-        return Verdict("U-2", HOLDS, "no loss at any size, transport or buffer size: " + ", ".join(
-            f"{t} up to {max(sizes):,} B" for t, sizes in by_transport.items()), measurements)
+        return Verdict(
+            "U-2",
+            HOLDS,
+            "no loss at any size, transport or buffer size: "
+            + ", ".join(f"{t} up to {max(sizes):,} B" for t, sizes in by_transport.items()),
+            measurements,
+        )
     if all(g["kept_up_to"] is None for g in regimes.values()):
-        return Verdict("U-2", DOES_NOT_HOLD, "; ".join(
-            f"{t}, {min(sizes):,} B: {sizes[min(sizes)]['lost']:,} of {sizes[min(sizes)]['sent']:,} lost"
-            for t, sizes in by_transport.items()), measurements)
-    condition = "on the message size and transport (does the backlog fit in the kernel's socket buffers): " + \
-        "; ".join(_regime_text(t, g) for t, g in regimes.items())
+        return Verdict(
+            "U-2",
+            DOES_NOT_HOLD,
+            "; ".join(
+                f"{t}, {min(sizes):,} B: {sizes[min(sizes)]['lost']:,} of {sizes[min(sizes)]['sent']:,} lost"
+                for t, sizes in by_transport.items()
+            ),
+            measurements,
+        )
+    condition = (
+        "on the message size and transport (does the backlog fit in the kernel's socket buffers): "
+        + "; ".join(_regime_text(t, g) for t, g in regimes.items())
+    )
     parts = []
     for t, g in regimes.items():
         sizes = by_transport[t]
         if g["most_lost_from"]:
             f = sizes[g["most_lost_from"]]
             # the sockets stayed open until the drain: every drop is mid-run (the run's tail_placement)
-            parts.append(f"{t}, {g['most_lost_from']:,} B: {f['lost']:,} of {f['sent']:,} lost ({_dropped(f):,} "
-                         f"dropped during the run, the sockets open until the drain)")
-        parts += [x for x in (_holder_text(t, held, g["kept_up_to"]), _holder_text(t, held, g["most_lost_from"])) if x]
+            parts.append(
+                f"{t}, {g['most_lost_from']:,} B: {f['lost']:,} of {f['sent']:,} lost ({_dropped(f):,} "
+                f"dropped during the run, the sockets open until the drain)"
+            )
+        parts += [
+            x
+            for x in (
+                _holder_text(t, held, g["kept_up_to"]),
+                _holder_text(t, held, g["most_lost_from"]),
+            )
+            if x
+        ]
     because = "; ".join(parts + [x for x in (tiny_lost, close_lost) if x])
     return Verdict("U-2", depends(condition), because, measurements)
 
 
 # ---------------------------------------------------------------------------- U-3
-GAP_LATENCY_NS = 200_000              # the report's "far higher": above 200 us ...
-GAP_FACTOR = 2                        # ... and at least twice the back-to-back latency
-SPIN = "import os, sys, time\nos.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n" \
-       "end = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
+GAP_LATENCY_NS = 200_000  # the report's "far higher": above 200 us ...
+GAP_FACTOR = 2  # ... and at least twice the back-to-back latency
+SPIN = (
+    "import os, sys, time\nos.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+    "end = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
+)
 
 
 class _BusyCpus:
@@ -453,8 +663,10 @@ class _BusyCpus:
     def __enter__(self) -> _BusyCpus:
         self.start, self.cpu_start = time.monotonic(), _cpu_times()
         if self.busy:
-            self.procs = [subprocess.Popen([sys.executable, "-c", SPIN, str(self.limit_s)])
-                          for _ in range(os.cpu_count() or 1)]
+            self.procs = [
+                subprocess.Popen([sys.executable, "-c", SPIN, str(self.limit_s)])
+                for _ in range(os.cpu_count() or 1)
+            ]
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -482,7 +694,7 @@ def _cpu_seconds(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")     # utime + stime
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
     except (OSError, IndexError, ValueError):
         return 0.0
 
@@ -500,21 +712,39 @@ def idle_gap_latency(r: ScenarioRunner) -> Outcome:
         for load in ("idle", "busy"):
             cell: dict[str, Any] = {"load_average": os.getloadavg()[0], "intervals": {}}
             figures[f"{transport}/{load}"] = cell
-            with _BusyCpus(load == "busy", limit_s=sum(n * us / 1e6 + 10 for us, n in plan)) as spinners:
+            with _BusyCpus(
+                load == "busy", limit_s=sum(n * us / 1e6 + 10 for us, n in plan)
+            ) as spinners:
                 for interval_us, count in plan:
-                    res = r.run(f"{transport}-{load}-{interval_us}us", pattern="push-pull", transport=transport,
-                                size=64, rate=1_000_000 // interval_us, count=count, drain_timeout_ms=200)
+                    res = r.run(
+                        f"{transport}-{load}-{interval_us}us",
+                        pattern="push-pull",
+                        transport=transport,
+                        size=64,
+                        rate=1_000_000 // interval_us,
+                        count=count,
+                        drain_timeout_ms=200,
+                    )
                     lat = res.latency_summary("sent")
-                    cell["intervals"][interval_us] = {"p50_ns": lat["p50"], "p99_ns": lat["p99"], "max_ns": lat["max"],
-                                                      "received": res.unique_received, "sent": res.sent}
+                    cell["intervals"][interval_us] = {
+                        "p50_ns": lat["p50"],
+                        "p99_ns": lat["p99"],
+                        "max_ns": lat["max"],
+                        "received": res.unique_received,
+                        "sent": res.sent,
+                    }
             cell["spinner_cpu_share"] = round(spinners.share, 3)
             cell["cpu_idle_share"] = spinners.idle_share
-            row = ", ".join(f"every {_interval(us)}: p50 {_us(v['p50_ns'])} p99 {_us(v['p99_ns'])}"
-                            for us, v in cell["intervals"].items())
-            measured.append(f"{transport}, CPUs {_load(load)} (load average {cell['load_average']:.1f}, CPUs idle "
-                            f"{_share(spinners.idle_share)} of the time"
-                            + (f", spinners got {spinners.share:.0%} of the CPUs" if load == "busy" else "")
-                            + f"): {row}")
+            row = ", ".join(
+                f"every {_interval(us)}: p50 {_us(v['p50_ns'])} p99 {_us(v['p99_ns'])}"
+                for us, v in cell["intervals"].items()
+            )
+            measured.append(
+                f"{transport}, CPUs {_load(load)} (load average {cell['load_average']:.1f}, CPUs idle "
+                f"{_share(spinners.idle_share)} of the time"
+                + (f", spinners got {spinners.share:.0%} of the CPUs" if load == "busy" else "")
+                + f"): {row}"
+            )
     return Outcome([_u3_verdict(figures)], measured, figures)
 
 
@@ -534,7 +764,7 @@ def _share(x: Optional[float]) -> str:
     return "?" if x is None else f"{x:.0%}"
 
 
-IDLE_ENOUGH = 0.5       # "CPUs idle": idle at least half the time while left alone
+IDLE_ENOUGH = 0.5  # "CPUs idle": idle at least half the time while left alone
 
 
 def _gap_effect(cell: dict[str, Any]) -> dict[str, Any]:
@@ -544,17 +774,24 @@ def _gap_effect(cell: dict[str, Any]) -> dict[str, Any]:
     base, gap = intervals[min(intervals)]["p50_ns"], intervals[max(intervals)]["p50_ns"]
     higher = base is not None and gap is not None and gap >= GAP_FACTOR * base
     above = gap is not None and gap > GAP_LATENCY_NS
-    return {"p50_back_to_back_ns": base, "p50_after_gap_ns": gap, "far_higher": higher, "above_200us": above,
-            "holds": higher and above}
+    return {
+        "p50_back_to_back_ns": base,
+        "p50_after_gap_ns": gap,
+        "far_higher": higher,
+        "above_200us": above,
+        "holds": higher and above,
+    }
 
 
 def _u3_verdict(figures: dict[str, dict[str, Any]]) -> Verdict:
     effect = {c: _gap_effect(cell) for c, cell in figures.items()}
     some = next(iter(figures.values()))["intervals"]
     short, long = _interval(min(some)), _interval(max(some))
-    because = "; ".join(f"{c} (CPUs idle {_share(figures[c].get('cpu_idle_share'))}): p50 "
-                        f"{_us(e['p50_back_to_back_ns'])} every {short} -> {_us(e['p50_after_gap_ns'])} every {long}"
-                        for c, e in effect.items())
+    because = "; ".join(
+        f"{c} (CPUs idle {_share(figures[c].get('cpu_idle_share'))}): p50 "
+        f"{_us(e['p50_back_to_back_ns'])} every {short} -> {_us(e['p50_after_gap_ns'])} every {long}"
+        for c, e in effect.items()
+    )
     holding = [c for c, e in effect.items() if e["holds"]]
     if len(holding) == len(effect):
         return Verdict("U-3", HOLDS, because, effect)
@@ -583,10 +820,28 @@ def _condition(key: str, cell: dict[str, Any]) -> str:
 
 
 SCENARIOS = (
-    Scenario("hwm-zero-after-bind", "PUB/SUB with SNDHWM=RCVHWM=0 set before or after bind/connect, on each side "
-             "(libzmq #4394)", ("U-1",), hwm_zero, expected_s=28),
-    Scenario("hwm1-slow-subscriber", "HWM 1 on PUB and SUB, a subscriber 10x slower, message sizes 64 B to 1 MiB, "
-             "and small kernel socket buffers (pyzmq #148, #1100, #1241)", ("U-2",), hwm1_slow_subscriber, expected_s=68),
-    Scenario("idle-gap-latency", "One-way latency by send interval (100 us to 100 ms), tcp and ipc, CPUs idle or "
-             "kept busy (libzmq #4673)", ("U-3",), idle_gap_latency, expected_s=24),
+    Scenario(
+        "hwm-zero-after-bind",
+        "PUB/SUB with SNDHWM=RCVHWM=0 set before or after bind/connect, on each side "
+        "(libzmq #4394)",
+        ("U-1",),
+        hwm_zero,
+        expected_s=28,
+    ),
+    Scenario(
+        "hwm1-slow-subscriber",
+        "HWM 1 on PUB and SUB, a subscriber 10x slower, message sizes 64 B to 1 MiB, "
+        "and small kernel socket buffers (pyzmq #148, #1100, #1241)",
+        ("U-2",),
+        hwm1_slow_subscriber,
+        expected_s=68,
+    ),
+    Scenario(
+        "idle-gap-latency",
+        "One-way latency by send interval (100 us to 100 ms), tcp and ipc, CPUs idle or "
+        "kept busy (libzmq #4673)",
+        ("U-3",),
+        idle_gap_latency,
+        expected_s=24,
+    ),
 )

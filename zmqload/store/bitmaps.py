@@ -1,6 +1,7 @@
 """Packed seq maps (contract/bitmaps.py) in memory or in `<run>/_maps/` files, written in order and
 read a piece of PIECE_BYTES at a time, so no process holds a whole map (docs/ARCHITECTURE.md,
 "Memory")."""
+
 from __future__ import annotations
 
 import errno
@@ -11,7 +12,17 @@ import numpy as np
 
 from ..contract.bitmaps import MAPS_DIR, Bits
 
-__all__ = ["Bits", "MAPS_DIR", "PIECE_BYTES", "BitsWriter", "load", "may_hold_bits", "nbytes", "piece", "pieces"]
+__all__ = [
+    "Bits",
+    "MAPS_DIR",
+    "PIECE_BYTES",
+    "BitsWriter",
+    "load",
+    "may_hold_bits",
+    "nbytes",
+    "piece",
+    "pieces",
+]
 
 PIECE_BYTES = 1 << 21
 """The bytes of one map a reader holds at a time (16M seqs). A module constant so that a test can
@@ -35,10 +46,10 @@ def piece(bits: Bits, lo: int, hi: int) -> np.ndarray:
             with open(bits, "rb") as f:
                 f.seek(lo)
                 got = np.frombuffer(f.read(hi - lo), np.uint8)
-            out[:len(got)] = got
+            out[: len(got)] = got
     else:
         got = bits[lo:hi]
-        out[:len(got)] = got
+        out[: len(got)] = got
     return out
 
 
@@ -54,7 +65,7 @@ def may_hold_bits(bits: Bits, lo: int, hi: int) -> bool:
         return False
     try:
         return os.lseek(fd, lo, os.SEEK_DATA) < hi
-    except OSError as exc:      # ENXIO: no data at or after lo; else no SEEK_DATA here: read it
+    except OSError as exc:  # ENXIO: no data at or after lo; else no SEEK_DATA here: read it
         return exc.errno != errno.ENXIO
     finally:
         os.close(fd)

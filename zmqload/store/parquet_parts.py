@@ -1,5 +1,6 @@
 """A run's Parquet parts read back (the layout: contract/part_files.py): the files of one kind, and
 their records, for every reader with numpy (measure/, plan/slo.py, salvage)."""
+
 from __future__ import annotations
 
 import glob
@@ -13,7 +14,9 @@ from ..contract.part_files import PART_NAME
 
 def part_files(run_dir: str, kind: str, worker: str = "*") -> list[str]:
     """The whole Parquet parts of one record kind (of one worker, or all), in write order."""
-    return sorted(glob.glob(os.path.join(run_dir, kind, PART_NAME.format(worker=worker, index="*"))))
+    return sorted(
+        glob.glob(os.path.join(run_dir, kind, PART_NAME.format(worker=worker, index="*")))
+    )
 
 
 def read_parts(run_dir: str, kind: str, columns: list[str] | None = None) -> pa.Table | None:

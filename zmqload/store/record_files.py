@@ -2,6 +2,7 @@
 through the one codec (contract/codec.py: bytes to records and back, strictly and versioned),
 written atomically. Every reader and writer of a record goes through `read_run`/`write_run`,
 `read_search`/`write_search` or `read_sweep`/`write_sweep`, never through string keys into a dict."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """Run directories on a filesystem named by a URI (s3://, gs://, hdfs://: pyarrow.fs): the URI told
 from a path, shown without secrets, opened and proven writable in bounded time, run directories
 copied up or down and checked file by file (docs/ARCHITECTURE.md, "Runs at a URI")."""
+
 from __future__ import annotations
 
 import os
@@ -14,17 +15,20 @@ from ..contract.uris import URI_ACCEPTED, join, scrubbed, without_secrets
 # unbounded against a host that drops packets, 6 s against a refused connection (measured,
 # pyarrow 26). Every S3 filesystem opened here has these bounds instead.
 S3_CONNECT_TIMEOUT_S = 5.0
-S3_REQUEST_TIMEOUT_S = 10.0      # the AWS SDK's: the longest wait for the next bytes, not a whole transfer
-PROBE_ATTEMPTS = 2               # before a run: refused within about 2 x (connect + request) seconds
-COPY_ATTEMPTS = 4                # a copy rides out a brief outage
+S3_REQUEST_TIMEOUT_S = (
+    10.0  # the AWS SDK's: the longest wait for the next bytes, not a whole transfer
+)
+PROBE_ATTEMPTS = 2  # before a run: refused within about 2 x (connect + request) seconds
+COPY_ATTEMPTS = 4  # a copy rides out a brief outage
 
 
 @dataclass
 class Remote:
     """A directory on a filesystem named by URI: the filesystem (pyarrow.fs.FileSystem) and the
     path inside it, as FileSystem.from_uri splits them."""
+
     uri: str
-    fs: Any         # pyarrow.fs.FileSystem (pyarrow has no type information)
+    fs: Any  # pyarrow.fs.FileSystem (pyarrow has no type information)
     path: str
 
     @property
@@ -43,11 +47,15 @@ def open_remote(uri: str, option: str, attempts: int = COPY_ATTEMPTS) -> Remote:
     """The filesystem and path of `uri`, its client's waits bounded (S3: timeouts and `attempts`);
     ConfigError(option) when pyarrow cannot open it (an unknown scheme, a malformed URI)."""
     import pyarrow.fs as pafs
+
     try:
         fs, path = pafs.FileSystem.from_uri(uri)
-    except (ValueError, OSError, TypeError) as exc:       # ArrowInvalid is a ValueError
-        raise ConfigError(option, f"cannot open {without_secrets(uri)!r} ({scrubbed(str(exc), uri)}); accepted: "
-                                  f"{URI_ACCEPTED}") from None
+    except (ValueError, OSError, TypeError) as exc:  # ArrowInvalid is a ValueError
+        raise ConfigError(
+            option,
+            f"cannot open {without_secrets(uri)!r} ({scrubbed(str(exc), uri)}); accepted: "
+            f"{URI_ACCEPTED}",
+        ) from None
     if isinstance(fs, pafs.S3FileSystem):
         fs = _bounded_s3(fs, attempts)
     return Remote(uri, fs, path.rstrip("/"))
@@ -56,13 +64,20 @@ def open_remote(uri: str, option: str, attempts: int = COPY_ATTEMPTS) -> Remote:
 def _bounded_s3(fs: Any, attempts: int) -> Any:
     """The same S3 filesystem (every option from_uri read from the URI) with bounded waits."""
     import pyarrow.fs as pafs
+
     _, (options,) = fs.__reduce__()
     # from_uri reports options it was not given as '' (or a proxy without a scheme): unset them,
     # as an empty access key would replace the environment's credentials
-    options = {k: v for k, v in options.items()
-               if v != "" and not (k == "proxy_options" and not (v or {}).get("scheme"))}
-    options.update(connect_timeout=S3_CONNECT_TIMEOUT_S, request_timeout=S3_REQUEST_TIMEOUT_S,
-                   retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=attempts))
+    options = {
+        k: v
+        for k, v in options.items()
+        if v != "" and not (k == "proxy_options" and not (v or {}).get("scheme"))
+    }
+    options.update(
+        connect_timeout=S3_CONNECT_TIMEOUT_S,
+        request_timeout=S3_REQUEST_TIMEOUT_S,
+        retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=attempts),
+    )
     return pafs.S3FileSystem(**options)
 
 
@@ -71,6 +86,7 @@ def check_writable(uri: str, option: str, new_child: Optional[str] = None) -> Re
     and `new_child` (the run's directory) not there yet. ConfigError(option) otherwise, in bounded
     time: the check writes nothing that stays."""
     import secrets
+
     remote = open_remote(uri, option, attempts=PROBE_ATTEMPTS)
     probe = f"{remote.path}/.zmqload-write-check-{secrets.token_hex(4)}"
     try:
@@ -80,46 +96,72 @@ def check_writable(uri: str, option: str, new_child: Optional[str] = None) -> Re
         remote.fs.delete_file(probe)
         taken = new_child is not None and _exists(remote.child(new_child))
     except (OSError, ValueError) as exc:
-        raise ConfigError(option, f"cannot write to {remote.without_secrets!r} ({remote.why(exc)}); accepted: {URI_ACCEPTED}, "
-                                  "whose bucket or directory exists and takes writes") from None
+        raise ConfigError(
+            option,
+            f"cannot write to {remote.without_secrets!r} ({remote.why(exc)}); accepted: {URI_ACCEPTED}, "
+            "whose bucket or directory exists and takes writes",
+        ) from None
     if written != len(b"zmqload"):
-        raise ConfigError(option, f"{remote.without_secrets!r} kept {written} of 7 bytes written; accepted: {URI_ACCEPTED}")
+        raise ConfigError(
+            option,
+            f"{remote.without_secrets!r} kept {written} of 7 bytes written; accepted: {URI_ACCEPTED}",
+        )
     if taken:
-        raise ConfigError("--run-name", f"{remote.child(new_child or '').without_secrets} already exists; accepted: a new run name")
+        raise ConfigError(
+            "--run-name",
+            f"{remote.child(new_child or '').without_secrets} already exists; accepted: a new run name",
+        )
     return remote
 
 
 def _exists(remote: Remote) -> bool:
     import pyarrow.fs as pafs
+
     if remote.fs.get_file_info(remote.path).type != pafs.FileType.NotFound:
         return True
-    return bool(remote.fs.get_file_info(pafs.FileSelector(remote.path, allow_not_found=True, recursive=False)))
+    return bool(
+        remote.fs.get_file_info(
+            pafs.FileSelector(remote.path, allow_not_found=True, recursive=False)
+        )
+    )
 
 
 def file_sizes(fs: Any, path: str) -> dict[str, int]:
     """Every file under `path` (relative name -> bytes; a file itself: "" -> bytes); {} where
     there is nothing."""
     import pyarrow.fs as pafs
+
     itself = fs.get_file_info(path)
     if itself.type == pafs.FileType.File:
         return {"": itself.size}
     found = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=True))
-    return {os.path.relpath(i.path, path).replace(os.sep, "/"): i.size for i in found
-            if i.type == pafs.FileType.File}
+    return {
+        os.path.relpath(i.path, path).replace(os.sep, "/"): i.size
+        for i in found
+        if i.type == pafs.FileType.File
+    }
 
 
 def copy_checked(source_fs: Any, source: str, destination_fs: Any, destination: str) -> int:
     """Every file under `source` (or the file `source`) copied to `destination`, then each found
     there with its size; the bytes copied. OSError naming the first file missing or short."""
     import pyarrow.fs as pafs
+
     wanted = file_sizes(source_fs, source)
-    pafs.copy_files(source, destination, source_filesystem=source_fs, destination_filesystem=destination_fs,
-                    use_threads=True)
+    pafs.copy_files(
+        source,
+        destination,
+        source_filesystem=source_fs,
+        destination_filesystem=destination_fs,
+        use_threads=True,
+    )
     found = file_sizes(destination_fs, destination)
     for name, size in sorted(wanted.items()):
         if found.get(name) != size:
-            raise OSError(f"{name or os.path.basename(source)}: {size:,} bytes copied, {'none' if name not in found else f'{found[name]:,}'} "
-                          "found after the copy")
+            raise OSError(
+                f"{name or os.path.basename(source)}: {size:,} bytes copied, {'none' if name not in found else f'{found[name]:,}'} "
+                "found after the copy"
+            )
     return sum(wanted.values())
 
 
@@ -133,9 +175,12 @@ def upload(local_dir: str, remote: Remote) -> int:
     import pyarrow.fs as pafs
 
     from ..contract.run_record import RUN_FILE
+
     here, local_dir = pafs.LocalFileSystem(), os.path.abspath(local_dir)
     there = _listing(remote)
-    there_sizes = {name: info.size for name, info in there.items() if info.type == pafs.FileType.File}
+    there_sizes = {
+        name: info.size for name, info in there.items() if info.type == pafs.FileType.File
+    }
     local_sizes = file_sizes(here, local_dir)
     copied = 0
     for entry in sorted(os.listdir(local_dir)):
@@ -145,16 +190,22 @@ def upload(local_dir: str, remote: Remote) -> int:
         missing = sorted(name for name, size in wanted.items() if there_sizes.get(name) != size)
         if not missing:
             continue
-        if not any(_under(name, entry) for name in there):      # the whole entry in one copy
-            copied += copy_checked(here, os.path.join(local_dir, entry), remote.fs, f"{remote.path}/{entry}")
+        if not any(_under(name, entry) for name in there):  # the whole entry in one copy
+            copied += copy_checked(
+                here, os.path.join(local_dir, entry), remote.fs, f"{remote.path}/{entry}"
+            )
             continue
         for parent in sorted({os.path.dirname(name) for name in missing}):
             remote.fs.create_dir(f"{remote.path}/{parent}", recursive=True)
-        copied += sum(copy_checked(here, os.path.join(local_dir, name), remote.fs, f"{remote.path}/{name}")
-                      for name in missing)
+        copied += sum(
+            copy_checked(here, os.path.join(local_dir, name), remote.fs, f"{remote.path}/{name}")
+            for name in missing
+        )
     _remove_extra(remote, there, local_dir, set(local_sizes))
     if os.path.exists(os.path.join(local_dir, RUN_FILE)):
-        copied += copy_checked(here, os.path.join(local_dir, RUN_FILE), remote.fs, f"{remote.path}/{RUN_FILE}")
+        copied += copy_checked(
+            here, os.path.join(local_dir, RUN_FILE), remote.fs, f"{remote.path}/{RUN_FILE}"
+        )
     return copied
 
 
@@ -165,18 +216,26 @@ def _under(name: str, entry: str) -> bool:
 def _listing(remote: Remote) -> dict[str, Any]:
     """Everything under `remote`, files and directories: relative name -> FileInfo."""
     import pyarrow.fs as pafs
-    found = remote.fs.get_file_info(pafs.FileSelector(remote.path, allow_not_found=True, recursive=True))
+
+    found = remote.fs.get_file_info(
+        pafs.FileSelector(remote.path, allow_not_found=True, recursive=True)
+    )
     return {os.path.relpath(i.path, remote.path).replace(os.sep, "/"): i for i in found}
 
 
-def _remove_extra(remote: Remote, there: dict[str, Any], local_dir: str, local_files: set[str]) -> None:
+def _remove_extra(
+    remote: Remote, there: dict[str, Any], local_dir: str, local_files: set[str]
+) -> None:
     """What is at `remote` but not in `local_dir` removed, a directory with what it holds."""
     import pyarrow.fs as pafs
+
     gone: list[str] = []
     for name, info in sorted(there.items()):
         if any(_under(name, directory) for directory in gone):
             continue
-        if info.type == pafs.FileType.Directory and not os.path.isdir(os.path.join(local_dir, name)):
+        if info.type == pafs.FileType.Directory and not os.path.isdir(
+            os.path.join(local_dir, name)
+        ):
             remote.fs.delete_dir(info.path)
             gone.append(name)
         elif info.type == pafs.FileType.File and name not in local_files:
@@ -190,21 +249,26 @@ def upload_worker_files(local_dir: str, remote: Remote) -> int:
     import pyarrow.fs as pafs
 
     from ..contract.run_record import RUN_FILE
+
     here, local_dir = pafs.LocalFileSystem(), os.path.abspath(local_dir)
-    return sum(copy_checked(here, os.path.join(local_dir, name), remote.fs, f"{remote.path}/{name}")
-               for name in sorted(os.listdir(local_dir)) if name != RUN_FILE)
+    return sum(
+        copy_checked(here, os.path.join(local_dir, name), remote.fs, f"{remote.path}/{name}")
+        for name in sorted(os.listdir(local_dir))
+        if name != RUN_FILE
+    )
 
 
 def download_into(remote: Remote, local_dir: str) -> int:
     """Everything in the directory at `remote` (nothing there: nothing) copied into the local
     directory `local_dir` and checked (copy_checked); the bytes copied."""
     import pyarrow.fs as pafs
+
     here = pafs.LocalFileSystem()
     copied = 0
     for info in remote.fs.get_file_info(pafs.FileSelector(remote.path, allow_not_found=True)):
         local = os.path.join(local_dir, info.base_name)
         if info.type == pafs.FileType.Directory:
-            os.makedirs(local, exist_ok=True)       # pyarrow makes those below it, not it
+            os.makedirs(local, exist_ok=True)  # pyarrow makes those below it, not it
         copied += copy_checked(remote.fs, info.path, here, local)
     return copied
 
@@ -219,6 +283,7 @@ def download_runs(uri: str, local_parent: str) -> tuple[str, int]:
 
     from ..errors import ReportInputError
     from ..contract.run_record import RUN_FILE
+
     remote = open_remote(uri, "PATH")
     local = os.path.join(local_parent, os.path.basename(remote.path) or "root")
     here = pafs.LocalFileSystem()
@@ -233,9 +298,13 @@ def download_runs(uri: str, local_parent: str) -> tuple[str, int]:
         for name, info in sorted(names.items()):
             if info.type == pafs.FileType.File:
                 copied += copy_checked(remote.fs, info.path, here, os.path.join(local, name))
-            elif name.startswith("run=") or remote.fs.get_file_info(f"{info.path}/{RUN_FILE}").type \
-                    == pafs.FileType.File:
+            elif (
+                name.startswith("run=")
+                or remote.fs.get_file_info(f"{info.path}/{RUN_FILE}").type == pafs.FileType.File
+            ):
                 copied += copy_checked(remote.fs, info.path, here, os.path.join(local, name))
     except OSError as exc:
-        raise ReportInputError(f"{remote.without_secrets}: cannot copy the runs here ({remote.why(exc)})") from None
+        raise ReportInputError(
+            f"{remote.without_secrets}: cannot copy the runs here ({remote.why(exc)})"
+        ) from None
     return local, copied
