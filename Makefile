@@ -11,25 +11,37 @@ PY     := $(VENV)/bin/python
 DEMO   ?= runs/demo
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all prereqs venv build demo test test-system test-fast browser engine-debug test-engine-debug typecheck lint docs scenarios bench bench-smoke faults fuzz clean
+.PHONY: all prereqs test-prereqs venv build demo test test-system test-fast browser engine-debug test-engine-debug typecheck lint docs scenarios bench bench-smoke faults fuzz clean
 
 all: build
 
-prereqs:
-	@missing=""; \
-	pkg-config --exists libzmq 2>/dev/null || missing="$$missing libzmq3-dev pkg-config"; \
-	jv=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1); \
-	if [ -z "$$jv" ] || [ "$$jv" -lt 17 ]; then missing="$$missing openjdk-17-jre-headless"; fi; \
-	$(PYTHON) -c "import venv, ensurepip" 2>/dev/null || missing="$$missing python3-venv"; \
-	command -v cc >/dev/null 2>&1 || missing="$$missing build-essential"; \
-	if [ -n "$$missing" ]; then \
+# apt-get installs the packages named in $$missing where it can (root or sudo), else names them
+APT_INSTALL = if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null 2>&1 && { [ "$$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then \
 	    echo "installing:$$missing"; \
 	    $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null || exit 1; \
 	  else \
-	    echo "zmqload: please install:$$missing  (Debian/Ubuntu: sudo apt-get install$$missing; macOS: brew install zeromq pkg-config openjdk@17)"; exit 1; \
+	    echo "zmqload: please install:$$missing  (Debian/Ubuntu: sudo apt-get install$$missing)"; exit 1; \
 	  fi; \
 	fi
+
+# What zmqload needs: Java for the report, a venv and a C compiler. No libzmq: the engine loads
+# pyzmq's (or the system's, or a file's: --libzmq) when it runs.
+prereqs:
+	@missing=""; \
+	jv=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1); \
+	if [ -z "$$jv" ] || [ "$$jv" -lt 17 ]; then missing="$$missing openjdk-17-jre-headless"; fi; \
+	$(PYTHON) -c "import venv, ensurepip" 2>/dev/null || missing="$$missing python3-venv"; \
+	command -v cc >/dev/null 2>&1 || missing="$$missing build-essential"; \
+	$(APT_INSTALL)
+
+# What the tests need beside: libzmq's headers and the system's libzmq, for the C peers that the
+# tests and benchmarks compile the way their users write them (#include <zmq.h>, -lzmq) and for
+# the runs on `--libzmq system`.
+test-prereqs:
+	@missing=""; \
+	pkg-config --exists libzmq 2>/dev/null || missing="$$missing libzmq3-dev pkg-config"; \
+	$(APT_INSTALL)
 
 $(VENV)/.installed: pyproject.toml setup.py
 	@$(MAKE) --no-print-directory prereqs
@@ -64,10 +76,10 @@ demo: build
 # `make test` is every test but the system tests (clusters, faults, scenarios, the browser:
 # tests/conftest.py SYSTEM_FILES), which `make test-system` runs; CI runs both.
 TEST_WORKERS ?= 2
-test: build
+test: build test-prereqs
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not system" tests
 
-test-system: build browser
+test-system: build browser test-prereqs
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m system tests
 
 # A headless browser for tests/analysis/test_page.py (it renders the report's page and measures it):
@@ -85,7 +97,7 @@ browser:
 # A developer's loop (a few minutes): every test but those marked slow (Spark reports, scenarios,
 # capacity searches; tests/conftest.py SLOW_FILES) and the system tests. CI runs `make test`
 # and `make test-system`.
-test-fast: build
+test-fast: build test-prereqs
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not system" tests
 
 # The checked engine (ZMQLOAD_DEBUG=1, setup.py): Cython bounds/wraparound/initialized checks,
@@ -139,7 +151,7 @@ docs: build
 scenarios: build
 	$(PY) -m zmqload scenario run --all --out runs/scenarios --markdown docs/HWM-VERDICTS.md
 
-bench: build
+bench: build test-prereqs
 	@mkdir -p .benchmarks
 	$(PY) -m pytest bench -o python_files="bench_*.py" -s --benchmark-only --benchmark-columns=median,min,max,rounds --benchmark-json=.benchmarks/latest.json
 
@@ -162,7 +174,7 @@ fuzz: build
 	  printf 'target\texamples\tseconds\n' | cat - build/fuzz-log.tsv; exit $$status
 
 # Runs every benchmark once with tiny sizes so benchmark code cannot rot (CI).
-bench-smoke: build
+bench-smoke: build test-prereqs
 	ZMQLOAD_BENCH_SMOKE=1 $(PY) -m pytest -q bench -o python_files="bench_*.py" --benchmark-disable
 
 clean:

@@ -552,12 +552,11 @@ class Workload:
         group=SOCKET_OPTIONS,
     )
     libzmq: str = option(
-        "system",
+        "pyzmq",
         str,
         "pyzmq, system, or the path of a libzmq 4.x file",
-        "the libzmq the run's engine loads: system = the one the dynamic linker finds (libzmq.so.5), pyzmq = the "
-        "one pyzmq runs in this Python (your pyzmq code's; the only one where pip installed zmqload without a "
-        "system libzmq), or a file of yours (another version, your build); run.json records its file, version, "
+        "the libzmq the run's engine loads: pyzmq = the one pyzmq runs in this Python (your pyzmq code's, "
+        "installed with zmqload), system = the one the dynamic linker finds (libzmq.so.5), or a file of yours (another version, your build); run.json records its file, version, "
         "sha256 and capabilities, `zmqload info` lists those found",
         form=re.compile(r".+"),
         group=SOCKET_OPTIONS,
