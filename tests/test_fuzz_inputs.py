@@ -49,6 +49,7 @@ from zmq.utils import z85
 
 from zmqload import cli
 from zmqload.contract import codec, control, curve, sizes
+from zmqload.store.size_files import sizes_of as read_sizes
 from zmqload.contract.records import SCHEMA_VERSION
 from zmqload.contract.run_record import RunRecord
 from zmqload.contract.search_record import SearchRecord
@@ -864,7 +865,7 @@ def check_size_file(directory: str, data: bytes) -> None:
     path = _file(directory, "sizes.txt", data)
     with bounded("size_file", len(data)):
         try:
-            table = sizes.sizes_of("@" + path, None)
+            table = read_sizes("@" + path, None)
         except ZmqloadError as exc:
             refused(exc, ConfigError, "--size: ")
             assert _reference_sizes(data) is None, data[:100]
@@ -907,7 +908,7 @@ def test_size_file_of_ten_million_lines(scratch, line):
     size = _big_file(path, 10**7, line)
     with bounded("size_file", 0, limit=2 * min(size, sizes.MAX_ENTRIES * 12) + MEMORY_SLACK):
         with pytest.raises(ConfigError) as exc:
-            sizes.sizes_of("@" + path, None)
+            read_sizes("@" + path, None)
     refused(exc.value, ConfigError, "--size: ")
 
 
@@ -922,11 +923,11 @@ def test_size_file_at_its_limits(scratch):
         limit=sizes.MAX_ENTRIES * 12 + 4 * sizes.MAX_ENTRIES + MEMORY_SLACK,
     ):
         with pytest.raises(ConfigError, match="holds no size"):
-            sizes.sizes_of("@" + blank, None)
+            read_sizes("@" + blank, None)
     many = _file(scratch, "many.txt", b"16\n" * (sizes.MAX_ENTRIES + 1))
     with bounded("size_file", 0, trace=False):  # a million sizes read: 0.6 s, 6 s under tracemalloc
         with pytest.raises(ConfigError, match="more than 1,000,000 sizes"):
-            sizes.sizes_of("@" + many, None)
+            read_sizes("@" + many, None)
 
 
 def check_payload(directory: str, data: bytes) -> None:
@@ -935,7 +936,7 @@ def check_payload(directory: str, data: bytes) -> None:
         "payload", len(data) * 2
     ):  # by design: each record gets its 16 bytes of header room
         try:
-            table = sizes.sizes_of(64, path)
+            table = read_sizes(64, path)
         except ZmqloadError as exc:
             refused(exc, ConfigError, "--payload: ")
             return
@@ -967,7 +968,7 @@ def test_payload_file_of_64_mib_of_records(scratch):
     path = _file(scratch, "records.txt", b"x\n" * (sizes.MAX_PAYLOAD_BYTES // 2))
     with bounded("payload", 0, limit=2 * sizes.MAX_PAYLOAD_BYTES + MEMORY_SLACK):
         with pytest.raises(ConfigError, match="33,554,432 records"):
-            sizes.sizes_of(64, path)
+            read_sizes(64, path)
 
 
 def test_cli_size_and_payload_files_are_one_line_and_exit_2(scratch):

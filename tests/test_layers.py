@@ -190,13 +190,7 @@ NUMPY_IO = {
     "savetxt",
     "genfromtxt",
 }
-KNOWN_IO = {
-    # --size @FILE and --payload FILE are read by Workload.sizes (and by Workload.validate's --topics room
-    # check): moving the reading out changes when a bad file is refused and a public property of Workload,
-    # so these two functions are the one known exception, each named, and nothing else of sizes.py may.
-    ("zmqload/contract/sizes.py", "_read"),
-    ("zmqload/contract/sizes.py", "read_bounded"),
-}
+KNOWN_IO: set[tuple[str, str]] = set()  # none: contract/ does no I/O
 
 
 def io_uses(source: str) -> list[tuple[str, int, str]]:

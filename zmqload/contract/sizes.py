@@ -7,8 +7,6 @@ from __future__ import annotations
 import array
 import os
 import re
-import stat
-import typing
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,77 +89,37 @@ def spec_of(size: int | str, payload: str | None) -> str:
     return f"payload {os.path.basename(payload)}" if payload is not None else str(size)
 
 
-def sizes_of(size: int | str, payload: str | None) -> Sizes:
-    """The table of --size and --payload (checked: ConfigError naming the option otherwise)."""
-    if payload is not None:
-        return _payload(payload)
+def table_of(size: int | str) -> Sizes:
+    """The table of --size N or A:B (checked: ConfigError naming the option otherwise); the tables
+    read from files (@FILE, --payload) are store/size_files.py's."""
     if isinstance(size, int):
         return Sizes(str(size), np.array([size], np.int32))
-    if size.startswith("@"):
-        return Sizes(size, _size_file(size, size[1:]))
     low, high = (int(v) for v in size.split(":"))
     for value in (low, high):
         _check_size(size, value, "")
     if low > high:
-        raise _refuse("--size", size, ": the minimum is above the maximum", SIZE_ACCEPTED)
+        raise refuse("--size", size, ": the minimum is above the maximum", SIZE_ACCEPTED)
     draws = np.random.Generator(np.random.PCG64(SEED)).integers(low, high + 1, TABLE_ENTRIES)
     return Sizes(size, draws.astype(np.int32))
 
 
-def _refuse(flag: str, value: object, why: str, accepted: str) -> ConfigError:
+def reads_file(size: int | str, payload: str | None) -> bool:
+    """Whether the run's table comes from a file (--size @FILE, --payload FILE)."""
+    return payload is not None or (isinstance(size, str) and size.startswith("@"))
+
+
+def refuse(flag: str, value: object, why: str, accepted: str) -> ConfigError:
     return ConfigError(flag, f"got {value!r}{why}; accepted: {accepted}")
 
 
 def _check_size(spec: str, value: int, where: str) -> None:
     if not HEADER_SIZE <= value <= MAX_SIZE:
-        raise _refuse(
+        raise refuse(
             "--size",
             spec,
             f": {value}{where} is not from {HEADER_SIZE} to {MAX_SIZE}",
             SIZE_ACCEPTED,
         )
-
-
-def _read(flag: str, spec: str, path: str, limit: int, accepted: str) -> bytes:
-    """A file's bytes, refused in one line when missing, unreadable, empty or above `limit`."""
-    try:
-        f = open(path, "rb")
-    except (OSError, ValueError) as e:  # ValueError: a path with a NUL character
-        raise _refuse(
-            flag, spec, f": cannot read {path!r} ({getattr(e, 'strerror', None) or e})", accepted
-        ) from None
-    with f:
-        held = os.fstat(f.fileno())
-        if stat.S_ISREG(held.st_mode) and held.st_size > limit:  # refused unread
-            raise _refuse(flag, spec, f": {path} is above {limit:,} bytes", accepted)
-        try:
-            data = read_bounded(f, limit + 1)
-        except OSError as e:  # a directory, a device that refuses to be read
-            raise _refuse(
-                flag, spec, f": cannot read {path!r} ({e.strerror or e})", accepted
-            ) from None
-    if data.count(b"\n") == len(data):  # (no copy, as data.strip would make)
-        raise _refuse(flag, spec, f": {path} is empty", accepted)
-    if len(data) > limit:
-        raise _refuse(flag, spec, f": {path} is above {limit:,} bytes", accepted)
-    return data
-
-
-def read_bounded(f: typing.BinaryIO, most: int, chunk: int = 1 << 20) -> bytes:
-    """At most `most` bytes of `f`, in memory no larger than what it holds (`f.read(most)` allocates
-    `most` bytes first, whatever the file's size): a regular file in one read of its size, anything
-    else (a pipe, a device) a chunk at a time."""
-    held = os.fstat(f.fileno())
-    if stat.S_ISREG(held.st_mode):
-        return f.read(min(most, held.st_size + 1))
-    chunks, got = [], 0
-    while got < most:
-        block = f.read(min(chunk, most - got))
-        if not block:
-            break
-        chunks.append(block)
-        got += len(block)
-    return b"".join(chunks)
 
 
 _SIZE_LINE = re.compile(
@@ -172,15 +130,19 @@ comment), else group 2 its text. Blank and comment lines do not match: the regex
 itself, so a file of millions of them costs no Python loop."""
 
 
-def _size_file(spec: str, path: str) -> np.ndarray:
-    data = _read("--size", spec, path, MAX_ENTRIES * 12, SIZE_ACCEPTED)
+SIZE_FILE_MAX_BYTES = MAX_ENTRIES * 12
+"""The most bytes a file of sizes is read for (a size and its line's blanks)."""
+
+
+def size_file_table(spec: str, path: str, data: bytes) -> Sizes:
+    """The table of --size @FILE from the file's bytes (read by store/size_files.py)."""
     sizes = array.array("i")  # 4 bytes a size: no Python int per line
     for match in _SIZE_LINE.finditer(data):
         digits = match[1]
         if digits is None:
             text = match[2].split(b"#", 1)[0].rstrip()
             shown = text[:40].decode(errors="replace") + ("..." if len(text) > 40 else "")
-            raise _refuse(
+            raise refuse(
                 "--size",
                 spec,
                 f": line {_line(data, match)} of {path} is {shown!r}, not a whole number of bytes",
@@ -190,26 +152,26 @@ def _size_file(spec: str, path: str) -> np.ndarray:
         if not HEADER_SIZE <= value <= MAX_SIZE:
             _check_size(spec, value, f" (line {_line(data, match)} of {path})")
         if len(sizes) == MAX_ENTRIES:
-            raise _refuse(
+            raise refuse(
                 "--size", spec, f": {path} holds more than {MAX_ENTRIES:,} sizes", SIZE_ACCEPTED
             )
         sizes.append(value)
     if not sizes:
-        raise _refuse("--size", spec, f": {path} holds no size", SIZE_ACCEPTED)
-    return np.frombuffer(sizes, np.int32).copy()
+        raise refuse("--size", spec, f": {path} holds no size", SIZE_ACCEPTED)
+    return Sizes(spec, np.frombuffer(sizes, np.int32).copy())
 
 
 def _line(data: bytes, match: re.Match[bytes]) -> int:
     return data.count(b"\n", 0, match.start()) + 1
 
 
-def _payload(path: str) -> Sizes:
-    data = _read("--payload", path, path, MAX_PAYLOAD_BYTES, PAYLOAD_ACCEPTED)
+def payload_table(path: str, data: bytes) -> Sizes:
+    """The table of --payload FILE from the file's bytes (read by store/size_files.py)."""
     records = data.count(b"\n") + (
         not data.endswith(b"\n")
     )  # the file's last newline ends its last record
     if records > MAX_ENTRIES:  # counted before the split: no list of millions of records first
-        raise _refuse("--payload", path, f": {records:,} records", PAYLOAD_ACCEPTED)
+        raise refuse("--payload", path, f": {records:,} records", PAYLOAD_ACCEPTED)
     lines = data.split(b"\n")
     if lines[-1] == b"":
         lines.pop()

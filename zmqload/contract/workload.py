@@ -15,7 +15,16 @@ from . import patterns, uris
 from . import topics as topic_rule
 from .curve import KEY_FILE_FORMS, SECRET_FILE_FORMS
 from .masters import MASTER_FORM, MASTERS_ACCEPTED
-from .sizes import MAX_SIZE, PAYLOAD_ACCEPTED, SIZE_ACCEPTED, SIZE_FORM, Sizes, sizes_of, spec_of
+from .sizes import (
+    MAX_SIZE,
+    PAYLOAD_ACCEPTED,
+    SIZE_ACCEPTED,
+    SIZE_FORM,
+    Sizes,
+    reads_file,
+    spec_of,
+    table_of,
+)
 from .wire import HEADER_SIZE, MAX_SEQ, MAX_STREAMS, SEND_MODES, SendModeWord
 from ..errors import ConfigError
 
@@ -874,8 +883,8 @@ class Workload:
                 f"got {self.size!r} with --payload: the records set each message's size; "
                 "accepted: --size at its default (unset) with --payload",
             )
-        if self.payload is None and not str(self.size).startswith("@"):
-            self.sizes  # checked now; a file's (--size @FILE, --payload FILE) is read by runner/preflight.py
+        if not reads_file(self.size, self.payload):
+            table_of(self.size)  # checked now; a file's table is read by runner/preflight.py
         topology = self.topology
         if topology.given:
             # the endpoints name their transport (the producers' first, where the sides differ)
@@ -1057,23 +1066,24 @@ class Workload:
                 f"got {self.payload!r} with --topics {self.topics}: a record follows the "
                 "header where a topic would lead; accepted: --topics 0 with --payload",
             )
-        if int(self.sizes.sizes.min()) < HEADER_SIZE + topics.width:
-            raise ConfigError(
-                "--size",
-                f"got {self.size} with --topics {self.topics}: the first frame holds a "
-                f"{topics.width}-byte topic and the {HEADER_SIZE}-byte header; accepted: "
-                f"from {HEADER_SIZE + topics.width} to {MAX_SIZE}",
-            )
+        if not reads_file(self.size, self.payload):  # a file's table: checked where it is read
+            self.check_topic_room(table_of(self.size))
 
     @property
     def topic_set(self) -> Optional[topic_rule.Topics]:
         """The run's topics and each consumer's subscription (contract/topics.py); None without."""
         return topic_rule.Topics.of(self.topics, self.topic_weights, self.subscribe, self.consumers)
 
-    @property
-    def sizes(self) -> Sizes:
-        """The run's size table (contract/sizes.py; reads --size @FILE or --payload FILE)."""
-        return sizes_of(self.size, self.payload)
+    def check_topic_room(self, sizes: Sizes) -> None:
+        """--topics: the smallest first frame of the run's table holds its topic and the header."""
+        topics = self.topic_set
+        if topics is not None and int(sizes.sizes.min()) < HEADER_SIZE + topics.width:
+            raise ConfigError(
+                "--size",
+                f"got {self.size} with --topics {self.topics}: the first frame holds a "
+                f"{topics.width}-byte topic and the {HEADER_SIZE}-byte header; accepted: "
+                f"from {HEADER_SIZE + topics.width} to {MAX_SIZE}",
+            )
 
     @property
     def size_spec(self) -> str:

@@ -16,6 +16,7 @@ from ..contract.workload import Workload
 from ..contract import codec, control
 from ..contract import run_record as rr
 from ..store import bitmaps
+from ..store.size_files import sizes_of
 from ..contract.derived import throughput_span
 from ..contract.fates import (
     AMBIGUOUS_TAIL,
@@ -123,7 +124,9 @@ def queue_depth(
                 Unreceived(stream, tail, closed if closed > 0 else None),
                 Unreceived(stream, stranded, None),
             ]
-    return queue_figures(run_dir, t0_ns=t0_ns, size=round(w.sizes.mean), unreceived=unreceived)
+    return queue_figures(
+        run_dir, t0_ns=t0_ns, size=round(sizes_of(w.size, w.payload).mean), unreceived=unreceived
+    )
 
 
 def dead_paths(state: RunState) -> dict[str, frozenset[int]]:
@@ -260,7 +263,7 @@ def build_result(
         throughput_mb=counted * mean_bytes / 1e6 / span_s if span_s else 0.0,
         bytes_sent=sum(p.bytes_sent for p in producers.values()),
         bytes_received=bytes_received,
-        sizes={} if w.topology.consumers_alone else w.sizes.facts(),
+        sizes={} if w.topology.consumers_alone else sizes_of(w.size, w.payload).facts(),
         latency_intended=lat_i,
         latency_sent=lat_s,
         streams=accounts.streams,

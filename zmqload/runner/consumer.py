@@ -5,6 +5,7 @@ from __future__ import annotations
 from .. import _engine
 from ..contract import control
 from ..contract.sizes import message_bytes
+from ..store.size_files import sizes_of
 from ..contract.wire import SEQ_BITS, SEQ_MASK
 from .parquet_writer import ChunkPipeline, ForeignRecorder, RecvConverter
 from .lifecycle import WorkerLifecycle, max_rss_kb
@@ -36,7 +37,7 @@ class Consumer(WorkerLifecycle):
                 self.spec.run_dir, self.spec.name, self.spec.worker.index, w.compression
             )
         else:  # zmqload's producers: each received size is held to the size rule
-            self.convert.expected_sizes = w.sizes
+            self.convert.expected_sizes = sizes_of(w.size, w.payload)
         sock = self.open_socket(
             self.pattern.consumer_socket,
             {

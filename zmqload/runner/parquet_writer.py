@@ -117,8 +117,9 @@ def arrow_table(columns: Mapping[str, Union[np.ndarray, list[str]]], schema: pa.
     for field in schema:
         values = columns[field.name]
         if pa.types.is_string(field.type):
-            data = "".join(values).encode()  # type: ignore[arg-type]
-            ends = np.cumsum([len(v.encode()) for v in values], dtype=np.int32)  # type: ignore[union-attr]
+            encoded = [str(v).encode() for v in values]
+            data = b"".join(encoded)
+            ends = np.cumsum([len(v) for v in encoded], dtype=np.int32)
             offsets = np.concatenate(([0], ends)).astype(np.int32)
             buffers = [None, pa.py_buffer(offsets), pa.py_buffer(data)]
         elif pa.types.is_boolean(field.type):  # Arrow packs booleans 8 to a byte

@@ -22,6 +22,7 @@ from ..contract.curve import (
 from ..contract.run_record import Libzmq
 from ..contract.workload import IPC_PATH_MAX, OPTIONS, Workload, tcp_parts
 from ..errors import ConfigError
+from ..store.size_files import sizes_of
 
 
 def preflight(w: Workload) -> Workload:
@@ -31,7 +32,7 @@ def preflight(w: Workload) -> Workload:
         read_public_key(w.curve_server_key, OPTIONS["curve_server_key"].flag)
     if w.curve_server_cert is not None:
         read_server_pair(w.curve_server_cert, OPTIONS["curve_server_cert"].flag)
-    w.sizes  # read and checked now: a bad file is refused before the run
+    w.check_topic_room(sizes_of(w.size, w.payload))  # a bad file is refused before the run
     topology = w.topology
     if topology.given:
         binder = (

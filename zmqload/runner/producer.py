@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..store.size_files import sizes_of
 from .. import _engine
 from ..contract import control
 from .lifecycle import WorkerLifecycle, max_rss_kb
@@ -40,7 +41,7 @@ class Producer(WorkerLifecycle):
                 "CONFLATE": 1 if w.conflate in ("producers", "both") else None,
             },
         )
-        sizes = w.sizes
+        sizes = sizes_of(w.size, w.payload)
         convert = SendConverter(
             self.spec.run_dir,
             self.spec.name,

@@ -21,6 +21,7 @@ from ..store import bitmaps
 from ..contract.ids import Role, WorkerId
 from ..contract.wire import SendStatus
 from ..contract.sizes import message_bytes
+from ..store.size_files import sizes_of
 from ..measure.histogram import Histogram
 from ..contract.part_files import PART_NAME
 from ..store.parquet_parts import part_files
@@ -92,7 +93,7 @@ def _converter(
             run_dir,
             str(worker),
             worker.index,
-            w.sizes,
+            sizes_of(w.size, w.payload),
             w.rate,
             t0_ns,
             w.compression,
