@@ -34,7 +34,10 @@ def threshold(capacity: int, generator_limit: int | None = None, calls: list | N
             calls.append(rate)
         if generator_limit is not None and rate > generator_limit:
             return Probe(
-                rate, False, generator_limited=True, figures={"reached_rate": generator_limit}
+                rate,
+                False,
+                generator_limited=True,
+                figures=sr.Figures(reached_rate=generator_limit),
             )
         if rate <= capacity:
             return Probe(rate, True)

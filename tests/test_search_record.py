@@ -373,7 +373,7 @@ def test_the_docs_list_every_field_of_the_type(doc, module):
 
 
 def test_outcome_and_probe_records_agree_with_their_plain_views():
-    probe = Probe(7, False, generator_limited=True, figures={"reached_rate": 5.0})
+    probe = Probe(7, False, generator_limited=True, figures=sr.Figures(reached_rate=5.0))
     record = probe.to_record()
     assert (
         record.failed_slo is Slo.GENERATOR

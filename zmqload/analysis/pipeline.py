@@ -445,7 +445,7 @@ def analyze(
     sends = load_records(spark, runs, "sends")
     recvs = load_records(spark, runs, "recvs")
     replies = (
-        load_records(spark, runs, "replies") if any(r.parts.get("replies") for r in runs) else None
+        load_records(spark, runs, "replies") if any(r.parts_of("replies") for r in runs) else None
     )
     # a service of the user's: its answers stand for the receipts (finish.answered)
     served = [i for i, r in enumerate(runs) if r.workload.serves]

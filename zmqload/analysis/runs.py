@@ -73,9 +73,9 @@ class RunInfo:
         role: what they may have held has the fate `unknown`."""
         return self.record.died
 
-    @property
-    def rows(self) -> int:
-        return len(self.parts.get("recvs", ())) + len(self.parts.get("sends", ()))
+    def parts_of(self, kind: str) -> list[str]:
+        """The run's readable Parquet parts of one kind: none where it has no such records."""
+        return self.parts.get(kind, [])
 
 
 def _list_parts(run_dir: str, kind: str) -> list[str]:
@@ -245,7 +245,7 @@ def load_records(spark: SparkSession, runs: list[RunInfo], kind: str) -> DataFra
     schema = cast(
         StructType, StructType.fromDDL(SCHEMAS[kind].ddl)
     )  # a struct's DDL gives a StructType
-    files = [f for r in runs for f in r.parts.get(kind, ())]
+    files = [f for r in runs for f in r.parts_of(kind)]
     if not files:
         empty = spark.createDataFrame([], schema)
         return empty.select(F.lit(None).cast("int").alias("run"), *empty.columns)
@@ -253,7 +253,7 @@ def load_records(spark: SparkSession, runs: list[RunInfo], kind: str) -> DataFra
     for i, r in enumerate(runs):
         dir_to_run[os.path.realpath(os.path.join(r.path, kind))] = i
     df = spark.read.schema(schema).parquet(*files)
-    with_parts = [i for i, r in enumerate(runs) if r.parts.get(kind)]
+    with_parts = [i for i, r in enumerate(runs) if r.parts_of(kind)]
     if len(with_parts) == 1:
         run_col = F.lit(with_parts[0])
     else:

@@ -27,6 +27,7 @@ from ..contract.workload import (
 )
 from ..contract.codec import to_builtins
 from ..contract.search_record import (
+    Figures,
     RESULT_FILE,
     SET_BY_SEARCH,
     SearchEntry,
@@ -157,21 +158,21 @@ def _us(value: Optional[float]) -> str:
 
 
 def probe_line(index: int, probe: Probe) -> str:
-    f = probe.figures
+    f = probe.figures or Figures()
     verdict = "pass" if probe.passed else ("GENERATOR" if probe.generator_limited else "FAIL")
     line = f"  probe {index:>2}{' (again)' if probe.confirm else ''}  {probe.rate:>12,} msg/s  {verdict:<9}"
     if probe.error:
         return f"{line}  {probe.error}"
     line += (
-        f"  received {f.get('throughput_msgs') or 0:,.0f} msg/s, achieved {f.get('achieved') or 0:.3f}, "
-        f"loss {f.get('loss_ratio', 0):.2%}, p99 {_us(f.get('p99_us'))} us"
+        f"  received {f.throughput_msgs:,.0f} msg/s, achieved {f.achieved or 0:.3f}, "
+        f"loss {f.loss_ratio:.2%}, p99 {_us(f.p99_us)} us"
     )
     if probe.breaches:
         line += f"  [{probe.breaches[0].text}]"
     elif probe.generator_limited:
         line += (
-            f"  [reached {f.get('reached_rate') or 0:,.0f} msg/s, blocked {f.get('blocked_ms') or 0:,.0f} ms "
-            f"of a {f.get('lag_ms') or 0:,.0f} ms lag]"
+            f"  [reached {f.reached_rate or 0:,.0f} msg/s, blocked {f.blocked_ms or 0:,.0f} ms "
+            f"of a {f.lag_ms or 0:,.0f} ms lag]"
         )
     return line
 
@@ -182,26 +183,25 @@ def answer_line(tag: str, outcome: Outcome) -> str:
         return (
             f"{tag}: no capacity found: {outcome.reason}; bracket {_rate(lo)} - {_rate(hi)} msg/s"
         )
-    at = [p for p in outcome.probes if p.rate == lo and p.passed][-1].figures
+    at = [p for p in outcome.probes if p.rate == lo and p.passed][-1].figures or Figures()
     failing = [p for p in outcome.probes if p.rate == hi and not p.passed]
     above = (
         f"above it {failing[-1].breaches[0].text}"
         if failing and failing[-1].breaches
         else "above it: -"
     )
-    peak = at.get("queue_peak")
-    rss = at.get("consumer_max_rss_kb")
+    peak, rss = at.queue_peak, at.consumer_max_rss_kb
     # a service of the user's has no queue or consumer of zmqload's to show
     queue = (
-        f", queue peak {peak.get('messages', 0) or 0:,} (kernel {peak.get('kernel_messages', 0) or 0:,} / "
-        f"libzmq {peak.get('libzmq_messages', 0) or 0:,})"
+        f", queue peak {peak.messages or 0:,} (kernel {peak.kernel_messages or 0:,} / "
+        f"libzmq {peak.libzmq_messages or 0:,})"
         if peak
         else ""
     )
     memory = f", consumer RSS {rss / 1024:,.1f} MiB" if rss is not None else ""
     return (
         f"{tag}: max sustainable rate {lo:,} msg/s per producer (bracket {_rate(lo)} - {_rate(hi)}); {above}; "
-        f"at it: p99 {_us(at.get('p99_us'))} us, p99.9 {_us(at.get('p99_9_us'))} us{queue}{memory}"
+        f"at it: p99 {_us(at.p99_us)} us, p99.9 {_us(at.p99_9_us)} us{queue}{memory}"
     )
 
 

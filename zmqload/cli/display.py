@@ -145,9 +145,7 @@ def pushback(result: RunResult) -> str:
 def service_rows(result: RunResult) -> list[tuple[str, str]]:
     """--role producer with req-rep: the user's service answered (or not) each request."""
     rt = result.latency_summary("round_trip")
-    timeout = reply_timeout_in_effect(
-        result.workload.get("reply_timeout_ms"), result.workload["role"]
-    )
+    timeout = reply_timeout_in_effect(result.workload["reply_timeout_ms"], result.workload["role"])
     return [
         ("requests sent", f"{result.sent:,}"),
         ("answered", f"{result.answered:,}"),
@@ -248,7 +246,7 @@ def consumers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
 
 def summary_table(result: RunResult) -> Table:
     w = result.workload
-    role = str(w.get("role", "both"))
+    role = str(w["role"])
     sides = {
         "producer": f"{w['producers']} producer(s) -> your {'service' if result.serves else 'consumer'}",
         "consumer": f"your producer -> {w['consumers']} consumer(s)",
@@ -308,7 +306,7 @@ def summary_table(result: RunResult) -> Table:
                     f"{result.frame_mismatches:,} (of {w['parts']} frames each)",
                 )
             ]
-            if w.get("parts", 1) > 1
+            if w["parts"] > 1
             else []
         ),
         ("send rate", f"{result.send_rate:,.0f} msg/s"),

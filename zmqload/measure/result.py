@@ -303,9 +303,9 @@ class RunResult:
         """`summary` as `run --json` prints it: with --role producer the receive side is null, with
         --role consumer the send side and what follows from it."""
         figures = self.summary()
-        if self.workload.get("role") == "producer":
+        if self.workload["role"] == "producer":
             figures.update({name: None for name in self.RECEIVE_SIDE}, receipt_seen=False)
-        if self.workload.get("role") == "consumer":
+        if self.workload["role"] == "consumer":
             figures.update({name: None for name in self.SEND_SIDE}, sends_seen=False)
         if patterns.get(self.workload["pattern"]).round_trip:
             figures.update(answered=self.answered, unanswered=self.unanswered)
@@ -316,7 +316,7 @@ class RunResult:
     @property
     def serves(self) -> bool:
         """A run against a service of the user's (contract/patterns.py `serves`)."""
-        return patterns.serves(self.workload["pattern"], self.workload.get("role", "both"))
+        return patterns.serves(self.workload["pattern"], self.workload["role"])
 
     @property
     def answered(self) -> int:
@@ -334,10 +334,10 @@ class RunResult:
             "run_id": self.run_id,
             "run_dir": self.run_dir,
             "status": self.status,
-            "pattern": self.workload.get("pattern"),
-            "transport": self.workload.get("transport"),
-            "size": self.workload.get("size"),
-            "rate": self.workload.get("rate"),
+            "pattern": self.workload["pattern"],
+            "transport": self.workload["transport"],
+            "size": self.workload["size"],
+            "rate": self.workload["rate"],
             "attempted": self.attempted,
             "sent": self.sent,
             "eagain": self.eagain,

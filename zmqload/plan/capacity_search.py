@@ -34,7 +34,7 @@ class Probe:
     confirm: bool = False  # the re-run of the final pass
     error: Optional[str] = None  # the run itself failed (not a verdict)
     run_dir: Optional[str] = None
-    figures: dict[str, Any] = field(default_factory=dict)
+    figures: Optional[Figures] = None  # None: the probe's run failed before it had figures
 
     @property
     def failed_slo(self) -> Optional[str]:
@@ -62,7 +62,7 @@ class Probe:
             ],
             error=self.error,
             run_dir=self.run_dir,
-            figures=convert(self.figures, Figures) if self.figures else None,
+            figures=self.figures,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -146,7 +146,7 @@ def find_max_rate(
             return outcome(
                 False,
                 f"the load generator could not keep its schedule at {rate:,} msg/s per producer "
-                f"(reached {result.figures.get('reached_rate') or 0:,.0f} msg/s in all) "
+                f"(reached {(result.figures and result.figures.reached_rate) or 0:,.0f} msg/s in all) "
                 f"without pushback from the sockets: add --producers",
                 generator=True,
             )
@@ -184,7 +184,7 @@ def probe_workload(template: Workload, rate: int, duration: float, run_name: str
     return preflight(Workload(**values).validate())
 
 
-def figures(result: RunResult) -> dict[str, Any]:
+def figures(result: RunResult) -> Figures:
     """What a probe shows of its run: rates, loss, latency, the queue and memory. A service of
     the user's (req-rep, --role producer): what its answers say, as the judge reads them."""
     judged = judge_figures(result)
@@ -197,29 +197,35 @@ def figures(result: RunResult) -> dict[str, Any]:
 
     peak = result.queue.get("peak") or {}
     rss = [c.max_rss_kb for c in result.consumers]
-    return {
-        "offered_rate": result.workload["rate"] * result.workload["producers"],
-        "reached_rate": result.generator.reached_rate,
-        # a service's: its answers' rate (run.json summary.service, the report's recv_rate)
-        "throughput_msgs": round(
-            result.service["answer_rate"] if service else result.throughput_msgs, 1
-        ),
-        "achieved": None if judged.achieved is None else round(judged.achieved, 6),
-        "loss_ratio": judged.loss_ratio,
-        "lost": judged.lost,
-        "dropped": result.dropped,
-        "stranded": result.stranded,
-        "drained": result.drained,
-        "eagain": result.eagain,
-        "p99_us": us(99),
-        "p99_9_us": us(99.9),
-        "queue_peak": {k: peak.get(k) for k in ("messages", "kernel_messages", "libzmq_messages")}
-        if peak
-        else None,
-        "consumer_max_rss_kb": max(rss) if rss else None,
-        "lag_ms": result.generator.lag_ms,
-        "blocked_ms": result.generator.blocked_ms,
-    }
+    made: Figures = convert(
+        {
+            "offered_rate": result.workload["rate"] * result.workload["producers"],
+            "reached_rate": result.generator.reached_rate,
+            # a service's: its answers' rate (run.json summary.service, the report's recv_rate)
+            "throughput_msgs": round(
+                result.service["answer_rate"] if service else result.throughput_msgs, 1
+            ),
+            "achieved": None if judged.achieved is None else round(judged.achieved, 6),
+            "loss_ratio": judged.loss_ratio,
+            "lost": judged.lost,
+            "dropped": result.dropped,
+            "stranded": result.stranded,
+            "drained": result.drained,
+            "eagain": result.eagain,
+            "p99_us": us(99),
+            "p99_9_us": us(99.9),
+            "queue_peak": {
+                k: peak.get(k) for k in ("messages", "kernel_messages", "libzmq_messages")
+            }
+            if peak
+            else None,
+            "consumer_max_rss_kb": max(rss) if rss else None,
+            "lag_ms": result.generator.lag_ms,
+            "blocked_ms": result.generator.blocked_ms,
+        },
+        Figures,
+    )
+    return made
 
 
 def probe_once(

@@ -61,7 +61,7 @@ def prepare(args: argparse.Namespace) -> Inputs:
         for w in warnings:
             _warn(w)
         raise ReportInputError("no usable runs in " + " ".join(args.paths))
-    if all(not r.parts.get("recvs") and not r.parts.get("sends") for r in runs):
+    if all(not r.parts_of("recvs") and not r.parts_of("sends") for r in runs):
         for w in warnings:
             if "is empty" not in w:
                 _warn(w)

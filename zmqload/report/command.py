@@ -58,7 +58,7 @@ def receive_records(inputs: build.Inputs) -> int:
 
     total = 0
     for info in inputs.runs:
-        for part in info.parts.get("recvs", ()):
+        for part in info.parts_of("recvs"):
             try:
                 total += pq.read_metadata(part).num_rows
             except Exception:  # noqa: BLE001 - pyarrow raises ArrowInvalid and others on bad bytes
