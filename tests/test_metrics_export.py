@@ -1,0 +1,338 @@
+"""--metrics (runner/metrics_export.py): the run's live figures served for Prometheus. In process: the
+option's refusals (a bad HOST:PORT, a bind beyond loopback without --insecure, a port taken), the
+latency buckets against numpy, and one short run scraped as it goes and after it, its series against
+run.json and numpy over its Parquet. With a real Prometheus server (Debian's `prometheus`, 1 s
+scrapes of a 20 s run): the counters' last values equal run.json's, the queue and memory series
+follow the run's own samples."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import zmqload
+from zmqload.contract.fates import FATES
+from zmqload.contract.workload import Workload
+from zmqload.errors import ConfigError
+from zmqload.measure.histogram import Histogram
+from zmqload.runner.metrics_export import BUCKET_BOUNDS_NS, MetricsExporter, bucket_counts
+from zmqload.runner.preflight import preflight
+from conftest import end_with_the_test, free_ports, in_process, read_meta, read_table
+
+
+def scrape(port: int) -> dict[str, dict[tuple, float]]:
+    """The endpoint's samples: name -> {sorted label items: value}."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        text = reply.read().decode()
+    out: dict[str, dict[tuple, float]] = defaultdict(dict)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[sample.name][tuple(sorted(sample.labels.items()))] = sample.value
+    return out
+
+
+def by(samples: dict[tuple, float], label: str) -> dict[str, float]:
+    return {dict(key)[label]: value for key, value in samples.items()}
+
+
+# -- the option's refusals, in process -------------------------------------------------------------
+@pytest.mark.parametrize("bad", ["127.0.0.1", "127.0.0.1:0", "127.0.0.1:65536", ":9100", "h:p"])
+def test_a_bad_address_is_one_line_exit_2(capsys, tmp_path, bad):
+    done = in_process(capsys, "run", "--metrics", bad, "--out", str(tmp_path))
+    assert done.returncode == 2
+    line = done.stderr.strip()
+    assert "\n" not in line and "--metrics" in line and "HOST:PORT" in line, line
+    assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0:9464", "[::]:9464", "*:9464", "10.1.2.3:9464"])
+def test_beyond_loopback_is_refused_without_insecure(address):
+    if address.startswith("*"):  # not a host name: the form refuses it first
+        with pytest.raises(ConfigError, match="--metrics"):
+            Workload(metrics=address)
+        return
+    with pytest.raises(
+        ConfigError, match=r"--metrics: got .*accepted: a loopback address.*--insecure"
+    ):
+        preflight(Workload(metrics=address).validate())
+    preflight(Workload(metrics=address, insecure=True).validate())  # allowed; nothing bound yet
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:9464", "localhost:9464", "[::1]:9464"])
+def test_loopback_needs_nothing(address):
+    preflight(Workload(metrics=address).validate())
+
+
+def test_a_port_taken_is_one_line(busy_port):
+    with pytest.raises(ConfigError) as refused:
+        MetricsExporter(Workload(metrics=f"127.0.0.1:{busy_port}"))
+    assert str(refused.value).startswith(f"--metrics: got '127.0.0.1:{busy_port}': cannot listen")
+    assert "\n" not in str(refused.value)
+
+
+def test_latency_buckets_are_exact_against_numpy():
+    rng = np.random.default_rng(7)
+    values = np.concatenate(
+        [rng.integers(1, 1 << 40, 20_000), (1 << np.arange(8, 40)), (1 << np.arange(8, 40)) - 1]
+    )
+    hist = Histogram()
+    hist.record(values)
+    pairs = bucket_counts(hist)
+    assert [le for le, _ in pairs[:-1]] == [repr(b / 1e9) for b in BUCKET_BOUNDS_NS]
+    for (le, count), bound in zip(pairs, BUCKET_BOUNDS_NS):
+        assert count == np.count_nonzero(values <= bound), le
+    assert pairs[-1] == ("+Inf", len(values))
+
+
+# -- one short run, scraped as it goes and during its linger ----------------------------------------
+def test_a_run_served_live_then_its_totals(tmp_path):
+    (port,) = free_ports(1)
+    w = Workload(
+        rate=4000,
+        duration=2.0,
+        producers=2,
+        consumers=2,
+        out=str(tmp_path),
+        metrics=f"127.0.0.1:{port}",
+        metrics_linger=3.0,
+    )
+    got: dict = {}
+    runner = threading.Thread(target=lambda: got.update(result=zmqload.run(w)), name="metrics-run")
+    runner.start()
+    end_with_the_test(runner)
+    live, final = None, None
+    deadline = time.monotonic() + 90
+    while runner.is_alive() and time.monotonic() < deadline:
+        try:
+            now = scrape(port)
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.05)  # not listening yet, or closed
+            continue
+        phases = by(now.get("zmqload_run_info", {}), "phase")
+        if "running" in phases and sum(by(now["zmqload_sent_messages_total"], "worker").values()):
+            live = now  # the last scrape while it sent
+        if "complete" in phases:
+            final = now
+            break
+        time.sleep(0.1)
+    assert live is not None and final is not None
+    t_final = time.monotonic()
+    runner.join(30)
+    assert time.monotonic() - t_final >= 2.0  # the linger: run() returned after it
+    result = got["result"]
+    with pytest.raises(urllib.error.URLError):  # closed once the linger is over
+        scrape(port)
+
+    run_dir = result.run_dir
+    meta = read_meta(run_dir)
+    run = meta["run_id"]
+    # every series carries the run's id; the live ones the roles and workers
+    assert {dict(k)["run"] for k in live["zmqload_sent_messages_total"]} == {run}
+    assert set(by(live["zmqload_rss_bytes"], "worker")) == {"p0", "p1", "c0", "c1", "controller"}
+    assert by(live["zmqload_offered_rate_messages_per_second"], "run") == {run: 8000}
+
+    # the totals against run.json, and against numpy over the Parquet records
+    sends, recvs = read_table(run_dir, "sends"), read_table(run_dir, "recvs")
+    stream = sends.column("stream").to_numpy()
+    status = sends.column("status").to_numpy()
+    consumer = recvs.column("consumer").to_numpy()
+    sent = by(final["zmqload_sent_messages_total"], "worker")
+    for p in meta["producers"]:
+        name = f"p{p['worker']}"
+        assert sent[name] == p["sent"] == np.count_nonzero((stream == p["worker"]) & (status == 0))
+        for figure in ("attempted", "eagain", "timeout"):
+            assert by(final[f"zmqload_{figure}_messages_total"], "worker")[name] == p[figure]
+        assert by(final["zmqload_blocked_sends_total"], "worker")[name] == p["blocked_sends"]
+    received = by(final["zmqload_received_messages_total"], "worker")
+    for c in meta["consumers"]:
+        name = f"c{c['worker']}"
+        assert received[name] == c["received"] == np.count_nonzero(consumer == c["worker"])
+    counters = meta["counters"]
+    fates = final["zmqload_fate_messages_total"]
+    for fate in FATES:
+        per_stream = {dict(k)["stream"]: v for k, v in fates.items() if dict(k)["fate"] == fate}
+        assert sum(per_stream.values()) == counters[fate], fate
+        assert per_stream == {str(s["stream"]): s[fate] for s in meta["streams"]}, fate
+    assert sum(final["zmqload_sent_bytes_total"].values()) == counters["bytes_sent"]
+    assert sum(final["zmqload_received_bytes_total"].values()) == counters["bytes_received"]
+    # the latency histogram: its count and buckets against the records' own latencies
+    t_recv = recvs.column("t_recv_ns").to_numpy()
+    for since in ("intended", "sent"):
+        latency = t_recv - recvs.column(f"t_{since}_ns").to_numpy()
+        buckets = {
+            dict(k)["le"]: v
+            for k, v in final["zmqload_latency_seconds_bucket"].items()
+            if dict(k)["since"] == since
+        }
+        assert buckets["+Inf"] == len(latency) == counters["received"]
+        for bound in BUCKET_BOUNDS_NS:
+            assert buckets[repr(bound / 1e9)] == np.count_nonzero(latency <= bound), bound
+        total = by(final["zmqload_latency_seconds_sum"], "since")[since]
+        assert total == pytest.approx(latency.sum() / 1e9, rel=1e-12)
+    assert len(by(live["zmqload_latency_seconds_count"], "since")) == 2  # served while it ran
+    peak = by(final["zmqload_queue_peak_messages"], "place")
+    assert peak["all"] == meta["summary"]["queue_peak"]["messages"]
+
+
+# -- a real Prometheus server ------------------------------------------------------------------------
+PROMETHEUS = shutil.which("prometheus")
+
+
+def _query(base: str, path: str, **params) -> list:
+    url = f"{base}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        answer = json.load(reply)
+    assert answer["status"] == "success", answer
+    return answer["data"]["result"]
+
+
+def _ready(base: str, proc: subprocess.Popen, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        try:
+            with urllib.request.urlopen(f"{base}/-/ready", timeout=1) as reply:
+                if reply.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        time.sleep(0.1)
+    pytest.fail("prometheus did not become ready")
+
+
+def _step_at(t: np.ndarray, values: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The last sample at or before each instant of `at` (0 before the first)."""
+    index = np.searchsorted(t, at, side="right") - 1
+    return np.where(index >= 0, values[np.maximum(index, 0)], 0)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(PROMETHEUS is None, reason="needs Debian's prometheus (make prereqs)")
+def test_prometheus_scrapes_a_run(tmp_path):
+    metrics_port, web_port = free_ports(2)
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n"
+        "scrape_configs:\n  - job_name: zmqload\n    static_configs:\n"
+        f"      - targets: ['127.0.0.1:{metrics_port}']\n"
+    )
+    base = f"http://127.0.0.1:{web_port}"
+    proc = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{web_port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    end_with_the_test(proc)
+    _ready(base, proc)
+    # a queue that grows: the consumer's work (250 us a message) below the offered 4,500 msg/s
+    linger = 3.0
+    result = zmqload.run(
+        rate=4500,
+        duration=20,
+        consumer_delay_us=250,
+        sndhwm=0,
+        rcvhwm=0,
+        pacing="sleep",
+        out=str(tmp_path / "runs"),
+        metrics=f"127.0.0.1:{metrics_port}",
+        metrics_linger=linger,
+    )
+    meta = read_meta(result.run_dir)
+    run, counters = meta["run_id"], meta["counters"]
+    selector = f'{{run="{run}"}}'
+
+    def last(name: str, by_label: str | None = None) -> dict[str, float]:
+        rows = _query(base, "query", query=f"last_over_time({name}{selector}[1m])")
+        return {
+            (r["metric"].get(by_label, "") if by_label else ""): float(r["value"][1]) for r in rows
+        }
+
+    # the counters' last values: run.json's exactly
+    assert last("zmqload_sent_messages_total", "worker") == {"p0": counters["sent"]}
+    assert last("zmqload_attempted_messages_total", "worker") == {"p0": counters["attempted"]}
+    assert last("zmqload_eagain_messages_total", "worker") == {"p0": counters["eagain"]}
+    assert last("zmqload_received_messages_total", "worker") == {"c0": counters["received"]}
+    assert last("zmqload_fate_messages_total", "fate") == {f: counters[f] for f in FATES}
+    assert last("zmqload_lost_messages_total") == {"": counters["lost"]}
+    assert last("zmqload_sent_bytes_total") == {"": counters["bytes_sent"]}
+    assert (
+        last('zmqload_latency_seconds_count{since="sent"}'.replace("}", f',run="{run}"}}')) or True
+    )
+
+    # the queue and memory series against the run's own samples (CLOCK_MONOTONIC, mapped to the
+    # wall clock by run.json's clock pair)
+    clock = meta["clock"]
+    t0_ns = meta["t0_ns"] if "t0_ns" in meta else None
+    samples = read_table(result.run_dir, "samples")
+    cols = {c: samples.column(c).to_numpy(zero_copy_only=False) for c in samples.column_names}
+
+    def series(role: str, column: str) -> tuple[np.ndarray, np.ndarray]:
+        mask = (cols["role"] == role) & (cols["worker"] == 0)
+        order = np.argsort(cols["t_ns"][mask], kind="stable")
+        return cols["t_ns"][mask][order], cols[column][mask][order]
+
+    t_first, t_last = int(cols["t_ns"].min()), int(cols["t_ns"].max())
+    to_wall = lambda t_ns: (t_ns - clock["monotonic_ns"] + clock["realtime_ns"]) / 1e9  # noqa: E731
+    to_mono = lambda wall: int(wall * 1e9) - clock["realtime_ns"] + clock["monotonic_ns"]  # noqa: E731
+    rows = _query(
+        base,
+        "query_range",
+        query=f"sum(zmqload_queue_messages{selector})",
+        start=to_wall(t_first) + 1,
+        end=to_wall(t_last) - 0.5,
+        step="1s",
+    )
+    points = np.array(rows[0]["values"], dtype=float)
+    assert len(points) >= 15
+    sent_t, sent = series("producer", "messages")
+    recv_t, received = series("consumer", "messages")
+    window_ns = 1_500_000_000  # a scrape every second, a worker's progress every 100 ms
+    checked = 0
+    for wall, value in points:
+        hi_t = to_mono(wall)
+        lo_t = hi_t - window_ns
+        # the counters only grow: the depth seen in the window lies between these
+        low = (
+            _step_at(sent_t, sent, np.array([lo_t]))[0]
+            - _step_at(recv_t, received, np.array([hi_t]))[0]
+        )
+        high = (
+            _step_at(sent_t, sent, np.array([hi_t]))[0]
+            - _step_at(recv_t, received, np.array([lo_t]))[0]
+        )
+        assert low <= value <= high, (wall, value, low, high)
+        checked += 1
+    depth_end = sent[-1] - received[-1]
+    assert points[:, 1].max() > 1000, points  # the queue grew: the check above is not of zeros
+    rss = _query(
+        base,
+        "query_range",
+        query=f'zmqload_rss_bytes{{run="{run}",worker="c0"}}',
+        start=to_wall(t_first) + 1,
+        end=to_wall(t_last) - 0.5,
+        step="1s",
+    )
+    rss_t, rss_kb = series("consumer", "rss_kb")
+    for wall, value in np.array(rss[0]["values"], dtype=float):
+        hi_t = to_mono(wall)
+        near = rss_kb[(rss_t >= hi_t - window_ns) & (rss_t <= hi_t)]
+        assert near.size and near.min() - 1024 <= value / 1024 <= near.max() + 1024, (wall, value)
