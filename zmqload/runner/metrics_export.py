@@ -1,8 +1,6 @@
-"""--metrics HOST:PORT: a run's live figures served for Prometheus (prometheus-client's HTTP server
-and exposition, OpenMetrics when the scraper asks for it), from the progress the controller already
-receives for the live display, and once the run has its figures, run.json's totals, served for
---metrics-linger after the run (Prometheus stamps a value when it scrapes: a process gone before the
-last scrape would lose its last values)."""
+"""--metrics HOST:PORT: a run's figures for Prometheus (prometheus-client), live from the progress
+the controller receives for the display, then run.json's totals for --metrics-linger: Prometheus
+stamps a value when it scrapes, so one gone before the last scrape would lose them."""
 
 from __future__ import annotations
 
