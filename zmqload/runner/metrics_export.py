@@ -33,9 +33,10 @@ if TYPE_CHECKING:
     from ..measure.result import RunResult
 
 PREFIX = "zmqload"
-BUCKET_BOUNDS_NS = tuple((1 << k) - 1 for k in range(10, 37))
-"""The latency histogram's `le` bounds: 2^k - 1 ns, 1 us to 69 s. Each 2^k starts one of the run's
-log-linear buckets (contract/histogram.py), so a bound's count is exact, not interpolated."""
+BUCKET_BOUNDS_NS = tuple(((4 + j) << (k - 2)) - 1 for k in range(10, 37) for j in range(4))
+"""The latency histogram's `le` bounds: 2^k x (1, 1.25, 1.5, 1.75) - 1 ns, 1 us to 120 s. Each
+starts one of the run's log-linear buckets (contract/histogram.py) but for the - 1, so a bound's
+count is exact; Prometheus's histogram_quantile interpolates within a quarter of an octave."""
 _FIRST_ABOVE = bucket_index(np.array(BUCKET_BOUNDS_NS) + 1).tolist()  # where each 2^k begins
 assert (bucket_index(np.array(BUCKET_BOUNDS_NS)) < _FIRST_ABOVE).all()  # so the bounds are exact
 RATE_WINDOW_S = 1.0  # the reached rates: messages over the last second or so, as the display
