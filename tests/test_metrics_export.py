@@ -20,7 +20,6 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 import zmqload
 from zmqload.contract.fates import FATES
@@ -29,22 +28,15 @@ from zmqload.errors import ConfigError
 from zmqload.measure.histogram import Histogram
 from zmqload.runner.metrics_export import BUCKET_BOUNDS_NS, MetricsExporter, bucket_counts
 from zmqload.runner.preflight import preflight
-from conftest import end_with_the_test, free_ports, in_process, read_meta, read_table
-
-
-def scrape(port: int) -> dict[str, dict[tuple, float]]:
-    """The endpoint's samples: name -> {sorted label items: value}."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
-        text = reply.read().decode()
-    out: dict[str, dict[tuple, float]] = defaultdict(dict)
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out[sample.name][tuple(sorted(sample.labels.items()))] = sample.value
-    return out
-
-
-def by(samples: dict[tuple, float], label: str) -> dict[str, float]:
-    return {dict(key)[label]: value for key, value in samples.items()}
+from conftest import (
+    by,
+    end_with_the_test,
+    free_ports,
+    in_process,
+    read_meta,
+    read_table,
+    scrape,
+)
 
 
 # -- the option's refusals, in process -------------------------------------------------------------
