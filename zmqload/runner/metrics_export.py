@@ -64,7 +64,6 @@ class RunMetrics:
 
     def __init__(self, w: Workload):
         self.w = w
-        self.copies = w.consumers if w.fanout else 1
         self.frame = frame_bytes(round(sizes_of(w.size, w.payload).mean))
         self.snapshot: Optional[ProgressSnapshot] = None
         self.result: Optional[RunResult] = None
