@@ -40,12 +40,22 @@ from conftest import (
 
 
 # -- the option's refusals, in process -------------------------------------------------------------
-@pytest.mark.parametrize("bad", ["127.0.0.1", "127.0.0.1:0", "127.0.0.1:65536", ":9100", "h:p"])
-def test_a_bad_address_is_one_line_exit_2(capsys, tmp_path, bad):
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        ("127.0.0.1", "HOST:PORT"),
+        ("127.0.0.1:0", "HOST:PORT"),
+        ("127.0.0.1:65536", "HOST:PORT"),
+        (":9100", "HOST:PORT"),
+        ("h:p", "HOST:PORT"),
+        ("0.0.0.0:9464", "--insecure"),
+    ],
+)
+def test_a_bad_address_is_one_line_exit_2(capsys, tmp_path, bad, says):
     done = in_process(capsys, "run", "--metrics", bad, "--out", str(tmp_path))
     assert done.returncode == 2
     line = done.stderr.strip()
-    assert "\n" not in line and "--metrics" in line and "HOST:PORT" in line, line
+    assert "\n" not in line and "--metrics" in line and says in line, line
     assert not os.listdir(tmp_path)
 
 
