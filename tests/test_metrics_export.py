@@ -7,6 +7,7 @@ follow the run's own samples."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -26,7 +27,15 @@ from zmqload.contract.fates import FATES
 from zmqload.contract.workload import Workload
 from zmqload.errors import ConfigError
 from zmqload.measure.histogram import Histogram
-from zmqload.runner.metrics_export import BUCKET_BOUNDS_NS, MetricsExporter, bucket_counts
+from zmqload.contract import control
+from zmqload.contract.ids import WorkerId
+from zmqload.runner.metrics_export import (
+    BUCKET_BOUNDS_NS,
+    MetricsExporter,
+    RunMetrics,
+    bucket_counts,
+)
+from zmqload.runner.state import ProgressSnapshot, RunState
 from zmqload.runner.preflight import preflight
 from conftest import (
     by,
@@ -96,6 +105,30 @@ def test_latency_buckets_are_exact_against_numpy():
     for (le, count), bound in zip(pairs, BUCKET_BOUNDS_NS):
         assert count == np.count_nonzero(values <= bound), le
     assert pairs[-1] == ("+Inf", len(values))
+
+
+def test_the_live_queue_is_split_as_the_runs_own():
+    """kernel = the tcp bytes on the message path (producers' send queues, consumers' receive
+    queues) in whole 66-byte frames of 64 B messages, at most the depth; libzmq the rest."""
+    metrics = RunMetrics(Workload(size=64, producers=2))
+    workers = {
+        "p0": control.Progress(600, tcp_sendq_bytes=660, tcp_recvq_bytes=10_000),
+        "p1": control.Progress(400, tcp_sendq_bytes=100, tcp_recvq_bytes=-1),
+        "c0": control.Progress(900, tcp_sendq_bytes=10_000, tcp_recvq_bytes=200),
+    }
+    snap = ProgressSnapshot("push-pull", "tcp", "running", 1.0, 1000, 0, 900, 2, 0, workers=workers)
+    assert metrics.queue(snap) == ((660 + 100 + 200) // 66, 100 - (660 + 100 + 200) // 66)
+    full = dict(workers, c0=control.Progress(990, tcp_recvq_bytes=66_000))
+    assert metrics.queue(dataclasses.replace(snap, received=990, workers=full)) == (10, 0)
+
+
+def test_a_consumers_latency_is_kept_between_the_progress_that_carries_it():
+    state = RunState([WorkerId.parse("p0")], [WorkerId.parse("c0")])
+    c0 = WorkerId.parse("c0")
+    payload = {"index": [3], "count": [5], "min": 3, "max": 3, "total": 15}
+    state.receive(c0, control.Progress(5, latency_intended=payload, latency_sent=payload))
+    state.receive(c0, control.Progress(9))  # the next ones, within the second, carry none
+    assert state.live[c0].messages == 9 and state.live[c0].latency_sent == payload
 
 
 # -- one short run, scraped as it goes and during its linger ----------------------------------------

@@ -64,6 +64,7 @@ class RunMetrics:
 
     def __init__(self, w: Workload):
         self.w = w
+        # as the run's own split is made (runner/collect.py)
         self.frame = frame_bytes(round(sizes_of(w.size, w.payload).mean))
         self.snapshot: Optional[ProgressSnapshot] = None
         self.result: Optional[RunResult] = None
@@ -270,7 +271,7 @@ class RunMetrics:
                 kernel_bytes += max(progress.tcp_sendq_bytes, 0)
             if name[0] in "cx":
                 kernel_bytes += max(progress.tcp_recvq_bytes, 0)
-        kernel = min(kernel_bytes // self.frame, total) if self.frame else 0
+        kernel = min(kernel_bytes // self.frame, total)
         return kernel, total - kernel
 
     def _latency(
