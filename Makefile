@@ -37,10 +37,12 @@ prereqs:
 
 # What the tests need beside: libzmq's headers and the system's libzmq, for the C peers that the
 # tests and benchmarks compile the way their users write them (#include <zmq.h>, -lzmq) and for
-# the runs on `--libzmq system`.
+# the runs on `--libzmq system`; Debian's Prometheus server, which scrapes a run's --metrics in
+# tests/test_metrics_export.py.
 test-prereqs:
 	@missing=""; \
 	pkg-config --exists libzmq 2>/dev/null || missing="$$missing libzmq3-dev pkg-config"; \
+	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	$(APT_INSTALL)
 
 $(VENV)/.installed: pyproject.toml setup.py

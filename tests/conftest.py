@@ -493,3 +493,25 @@ def wait_for_schedule(run_json_glob: str, within_s: float = 60) -> int:
                 return int(t0)
         time.sleep(0.05)
     raise AssertionError("the run never started")
+
+
+def scrape(port: int) -> dict[str, dict[tuple, float]]:
+    """A --metrics endpoint's samples on loopback, read by prometheus-client's own parser: name ->
+    {sorted label items: value}."""
+    import urllib.request
+    from collections import defaultdict
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        text = reply.read().decode()
+    out: dict[str, dict[tuple, float]] = defaultdict(dict)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[sample.name][tuple(sorted(sample.labels.items()))] = sample.value
+    return out
+
+
+def by(samples: dict[tuple, float], label: str) -> dict[str, float]:
+    """One series' samples by one of their labels."""
+    return {dict(key)[label]: value for key, value in samples.items()}

@@ -298,6 +298,17 @@ def test_workloads_go_to_the_tests_directory_unless_told_otherwise(tmp_path):
         fixture.workload(Workload(), size=128)
 
 
+def test_zmqload_metrics_is_every_runs_unless_it_sets_its_own(tmp_path):
+    given = {"metrics": "127.0.0.1:9464", "metrics_linger": "2"}  # as the flags give them
+    fixture = ZmqloadFixture(str(tmp_path), keep=False, metrics=given)
+    for w in (fixture.workload(rate=10), fixture.workload(Workload(rate=10))):
+        assert (w.metrics, w.metrics_linger) == ("127.0.0.1:9464", 2.0)
+    own = fixture.workload(metrics="127.0.0.1:9500")
+    assert (own.metrics, own.metrics_linger) == ("127.0.0.1:9500", Workload.metrics_linger)
+    assert fixture.workload(Workload(metrics="127.0.0.1:9500")).metrics == "127.0.0.1:9500"
+    assert ZmqloadFixture(str(tmp_path), keep=False).workload().metrics is None
+
+
 def test_benchmark_rejects_an_unknown_timing(tmp_path):
     bench = ZmqloadBenchmark(benchmark=None, runs=ZmqloadFixture(str(tmp_path), keep=False))
     with pytest.raises(ValueError, match="timing"):

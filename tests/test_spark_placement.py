@@ -16,7 +16,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import end_with_the_test, zmqload_cli
+from zmqload.contract.fates import FATES
+from conftest import by, end_with_the_test, free_ports, scrape, zmqload_cli
 
 os.environ.setdefault(
     "SPARK_LOCAL_IP", "127.0.0.1"
@@ -41,10 +42,11 @@ SHARED_MASTER = "local-cluster[2,2,1024]"
 
 
 class _Run:
-    """A finished `zmqload run --master ... --json --out DIR` shared by the checks that read it."""
+    """A finished `zmqload run --master ... --json --out DIR` shared by the checks that read it;
+    `scraped`: its --metrics endpoint's last scrape, once the run had its figures."""
 
-    def __init__(self, done: subprocess.CompletedProcess[str], out) -> None:
-        self.done, self.out = done, out
+    def __init__(self, done: subprocess.CompletedProcess[str], out, scraped=None) -> None:
+        self.done, self.out, self.scraped = done, out, scraped
 
     def counted(self, count: int) -> tuple[dict, str, str]:
         """It ended 0 with every one of its `count` messages received (numpy over the Parquet):
@@ -58,28 +60,35 @@ class _Run:
             return got, run_dir, f.read()
 
 
-def _placed(out, master: str, *args: str, env: dict[str, str] | None = None) -> _Run:
-    return _Run(
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "zmqload",
-                "run",
-                "--master",
-                master,
-                *args,
-                "--json",
-                "--out",
-                str(out),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            env=env,
-        ),
-        out,
+def _placed(
+    out, master: str, *args: str, env: dict[str, str] | None = None, metrics: int = 0
+) -> _Run:
+    """The run; with `metrics` (a port), --metrics there, scraped until it serves the figures."""
+    argv = [sys.executable, "-m", "zmqload", "run", "--master", master, *args]
+    if metrics:
+        argv += ["--metrics", f"127.0.0.1:{metrics}", "--metrics-linger", "3"]
+    proc = subprocess.Popen(
+        [*argv, "--json", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
+    end_with_the_test(proc)
+    scraped = None
+    deadline = time.monotonic() + 240
+    while metrics and proc.poll() is None and time.monotonic() < deadline:
+        try:
+            now = scrape(metrics)
+        except OSError:  # not listening yet, or closed (urllib's URLError is one)
+            now = {}
+        if "complete" in by(now.get("zmqload_run_info", {}), "phase"):
+            scraped = now
+            break
+        time.sleep(0.2)
+    stdout, stderr = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+    done = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+    return _Run(done, out, scraped)
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +111,7 @@ def spread_run(tmp_path_factory) -> _Run:
         "--rate",
         "30k",
         env=env,
+        metrics=free_ports(1)[0],
     )
 
 
@@ -173,6 +183,27 @@ def test_a_placed_run_leaves_nothing_where_its_tasks_ran(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert os.listdir(cwd) == []
+
+
+def test_the_controller_serves_every_placed_workers_series(spread_run):
+    """--metrics on a placed run: the controller's endpoint serves the series of workers that ran
+    as tasks on the executors, their last values run.json's."""
+    _, _, text = spread_run.counted(60_000)
+    meta, scraped = json.loads(text), spread_run.scraped
+    assert scraped is not None, spread_run.done.stderr
+    run = meta["run_id"]
+    assert by(scraped["zmqload_sent_messages_total"], "worker") == {
+        f"p{p['worker']}": p["sent"] for p in meta["producers"]
+    }
+    assert by(scraped["zmqload_received_messages_total"], "worker") == {
+        f"c{c['worker']}": c["received"] for c in meta["consumers"]
+    }
+    assert set(by(scraped["zmqload_rss_bytes"], "worker")) == {"p0", "c0", "controller"}
+    assert {dict(k)["run"] for k in scraped["zmqload_rss_bytes"]} == {run}
+    fates: dict[str, float] = {}
+    for labels, value in scraped["zmqload_fate_messages_total"].items():  # per stream, summed
+        fates[dict(labels)["fate"]] = fates.get(dict(labels)["fate"], 0) + value
+    assert fates == {fate: meta["counters"][fate] for fate in FATES}
 
 
 def test_with_curve_the_tasks_data_control_and_clock_sockets_are_curve(spread_run):

@@ -47,6 +47,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="put zmqload run directories under DIR, one sub-directory per test "
         "(default: pytest's temporary directory)",
     )
+    group.addoption(
+        "--zmqload-metrics",
+        metavar="HOST:PORT",
+        default=None,
+        help="serve every run's live figures there for Prometheus (a run's own --metrics: "
+        "docs/METRICS.md); one run at a time on the port, so not with parallel workers",
+    )
+    group.addoption(
+        "--zmqload-metrics-linger",
+        metavar="SECONDS",
+        default=None,
+        help="with --zmqload-metrics: how long each run's final figures stay served after it "
+        "(a run's --metrics-linger)",
+    )
 
 
 _FIXTURE_KEY = pytest.StashKey["ZmqloadFixture"]()
@@ -79,9 +93,10 @@ class ZmqloadFixture:
 
     `results` holds every RunResult of the test, in order; `last` the latest one."""
 
-    def __init__(self, out_dir: str, keep: bool):
+    def __init__(self, out_dir: str, keep: bool, metrics: Optional[dict[str, str]] = None):
         self.out_dir = out_dir
         self.keep = keep
+        self.metrics = metrics or {}  # --zmqload-metrics[-linger]: for runs that set none
         self.results: list[RunResult] = []
         self.failed = False
         self.reported = False
@@ -96,11 +111,15 @@ class ZmqloadFixture:
 
         if workload is None:
             options.setdefault("out", self.out_dir)
+            if options.get("metrics") is None:
+                options.update(self.metrics)
             return Workload(**options)
         if options:
             raise TypeError("pass either a Workload or keyword options, not both")
         if workload.out == Workload.out:  # the default "runs": redirect it here
-            return dataclasses.replace(workload, out=self.out_dir)
+            workload = dataclasses.replace(workload, out=self.out_dir)
+        if workload.metrics is None and self.metrics:
+            workload = dataclasses.replace(workload, **self.metrics)  # type: ignore[arg-type]
         return workload
 
     def run(self, workload: Optional[Workload] = None, **options: Any) -> RunResult:
@@ -205,12 +224,21 @@ def zmqload(
     returns a RunResult to assert on; a failing test's report shows every run's summary."""
     keep = request.config.getoption("--zmqload-keep")
     out_dir = _new_test_dir(_base_dir(request.config, tmp_path_factory), request.node.nodeid)
-    fixture = ZmqloadFixture(out_dir, keep)
+    fixture = ZmqloadFixture(out_dir, keep, _metrics(request.config))
     request.node.stash[_FIXTURE_KEY] = fixture
     yield fixture
     # The call phase's report is made before this teardown runs, so `failed` is settled.
     if fixture.cleanup():
         request.node.stash[_KEPT_KEY] = fixture.out_dir
+
+
+def _metrics(config: pytest.Config) -> dict[str, str]:
+    """--zmqload-metrics and its linger as Workload fields (text: checked as the flags are)."""
+    address = config.getoption("--zmqload-metrics")
+    if address is None:
+        return {}
+    linger = config.getoption("--zmqload-metrics-linger")
+    return {"metrics": address, **({"metrics_linger": linger} if linger is not None else {})}
 
 
 _KEPT_KEY = pytest.StashKey[str]()

@@ -83,6 +83,17 @@ class Progress:
     t_last_recv_ns: int = 0
     gaps: int = 0  # consumer: seqs skipped so far (newest seq seen vs received)
     rss_kb: int = -1  # the worker process's resident memory now (VmRSS), -1 unknown
+    # for --metrics (runner/metrics_export.py): the producer's counters so far, the kernel's tcp
+    # queues of the worker's connections (bytes, -1 unknown), and with --metrics a consumer's
+    # latency histograms so far (payloads, at most once a second: a few kB each)
+    attempted: int = 0
+    eagain: int = 0
+    timeouts: int = 0
+    blocked_sends: int = 0
+    tcp_sendq_bytes: int = -1
+    tcp_recvq_bytes: int = -1
+    latency_intended: Optional[dict[str, Any]] = None
+    latency_sent: Optional[dict[str, Any]] = None
 
 
 @dataclass(frozen=True)

@@ -59,3 +59,21 @@ def check_binds(
                 f"got {endpoint!r}: a socket bound there is open to other hosts, in the clear; "
                 f"accepted: {ACCEPTED}",
             )
+
+
+SERVED_ACCEPTED = (
+    "a loopback address (127.0.0.1, ::1, localhost), or --insecure (serve it to other hosts: "
+    "plain HTTP, which CURVE does not cover)"
+)
+
+
+def check_served(option: str, address: str, insecure: bool, resolve: Resolve) -> None:
+    """ConfigError unless an HTTP endpoint of zmqload's (`--metrics HOST:PORT`) stays on this host or
+    --insecure allows it: the data sockets' rule, where only --insecure opens it (no CURVE on HTTP)."""
+    host = address.rsplit(":", 1)[0]
+    if not insecure and beyond_loopback(f"tcp://{address}", resolve):
+        raise ConfigError(
+            option,
+            f"got {address!r}: {host} is reachable from other hosts, and what it serves is in the "
+            f"clear; accepted: {SERVED_ACCEPTED}",
+        )

@@ -76,6 +76,8 @@ _LISTED = (
 )
 _ENDPOINT_LIST = re.compile(rf"\s*{_LISTED}(?:\s*,\s*{_LISTED})*\s*")
 PLACEMENT_GROUP = "placement (beyond this host's processes)"
+METRICS_GROUP = "live metrics (Prometheus)"
+_PORT = r"(?:6553[0-5]|655[0-2]\d|65[0-4]\d\d|6[0-4]\d{3}|[1-5]\d{4}|[1-9]\d{0,3})"
 ENDPOINTS_GROUP = "endpoints per side (a system of yours between the producers and the consumers)"
 IPC_PATH_MAX = 107  # bytes of a unix socket path (sun_path, its NUL excluded)
 _RESET_LIST = re.compile(r"\s*\d+(?:\.\d*)?(?:\s*,\s*\d+(?:\.\d*)?)*\s*")
@@ -732,6 +734,29 @@ class Workload:
         nullable=True,
         group="recording",
         default_text="time-pattern-transport-id",
+    )
+    metrics: Optional[str] = option(
+        None,
+        str,
+        "HOST:PORT, HOST a name or address ([ADDRESS] for IPv6), PORT from 1 to 65535",
+        "serve the run's live figures at http://HOST:PORT/metrics for Prometheus (OpenMetrics or its "
+        "text format): messages sent, received and each fate, EAGAIN and blocked sends, queue depth, "
+        "rates, latency histograms, each worker's memory, disk; refreshed as the workers report (10/s), "
+        "labelled by run, role, worker and stream; beyond loopback only with --insecure (docs/METRICS.md)",
+        form=re.compile(rf"(?:[A-Za-z0-9_.\-]+|\[[0-9a-fA-F:.]+\]):{_PORT}"),
+        nullable=True,
+        group=METRICS_GROUP,
+    )
+    metrics_linger: float = option(
+        15.0,
+        float,
+        "seconds from 0 to 3600",
+        "with --metrics, keep serving the run's final figures this long after it ended, so a scrape after "
+        "the last send still sees its totals (Prometheus stamps a value when it scrapes): at least the "
+        "scrape interval (each run of a sweep or a search waits it too)",
+        low=0,
+        high=3600,
+        group=METRICS_GROUP,
     )
     compression: str = option(
         "none",

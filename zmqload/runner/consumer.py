@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import _engine
 from ..contract import control
 from ..contract.sizes import message_bytes
 from ..store.size_files import sizes_of
+from ..measure.histogram import Histogram
 from ..contract.wire import SEQ_BITS, SEQ_MASK
 from .parquet_writer import ChunkPipeline, ForeignRecorder, RecvConverter
 from .lifecycle import WorkerLifecycle, max_rss_kb
 from .placement import place_this_worker, placed
+
+LATENCY_EVERY_NS = 1_000_000_000  # --metrics: a consumer's latency histograms sent this often
 
 
 class Consumer(WorkerLifecycle):
@@ -20,6 +25,10 @@ class Consumer(WorkerLifecycle):
         # Before the socket: commands (Start, even ProducersDone for a late joiner) may
         # arrive while it connects, and they set the converter's times.
         self.t_drain_ns = 0
+        self._next_latency = 0
+        # --metrics: latency so far, made here from each slice's rows (the converter's wait for
+        # a full chunk: 262,144 rows by default)
+        self.live_latency = None if w.metrics is None else (Histogram(), Histogram())
         self.convert = RecvConverter(
             self.spec.run_dir,
             self.spec.name,
@@ -87,6 +96,8 @@ class Consumer(WorkerLifecycle):
                     pipeline.row,
                     now + w.slice_ms * 1_000_000,
                 )
+                if self.live_latency is not None and row > before:
+                    self.convert.live_latency(pipeline.current, before, row, *self.live_latency)
                 if row > before:  # one row per slice, not per message: the display's gaps only
                     word = int(pipeline.current["words"][row - 1])
                     stream, seq = word >> SEQ_BITS, word & SEQ_MASK
@@ -95,8 +106,9 @@ class Consumer(WorkerLifecycle):
                 if self.drain_mode == "fast":
                     receiver.delay_ns = 0
                 now = _engine.now_ns()
+                sendq, recvq, rss = self.sampled_state(now)
                 if self.t0_ns:
-                    self.samples.add(now, receiver.received, 0, *self.sampled_state(now))
+                    self.samples.add(now, receiver.received, 0, sendq, recvq, rss)
                 if not warm_sent and receiver.warmup_mask & warm_mask == warm_mask:
                     self.ctl.send(control.Warm())
                     warm_sent = True
@@ -104,7 +116,11 @@ class Consumer(WorkerLifecycle):
                 self.tick(
                     now,
                     control.Progress(
-                        receiver.received, t_last_recv_ns=receiver.t_last_recv_ns, gaps=gaps
+                        receiver.received,
+                        t_last_recv_ns=receiver.t_last_recv_ns,
+                        gaps=gaps,
+                        tcp_sendq_bytes=sendq,
+                        tcp_recvq_bytes=recvq,
                     ),
                 )
         finally:
@@ -150,6 +166,14 @@ class Consumer(WorkerLifecycle):
                 receiver.implausible,
             )
         )
+
+    def more_progress(self, now: int) -> dict[str, Any]:
+        """With --metrics, the latency histograms so far, at most once a second."""
+        if self.live_latency is None or now < self._next_latency:
+            return {}
+        self._next_latency = now + LATENCY_EVERY_NS
+        intended, sent = self.live_latency
+        return {"latency_intended": intended.to_payload(), "latency_sent": sent.to_payload()}
 
     def expect(self) -> None:
         """Tell the receiver what a message of this run is (zl_wire.h zl_classify): the run's key and

@@ -130,6 +130,7 @@ class Controller:
             now - self.started,
             self.w.consumers if self.w.fanout else 1,
             self.footprint,
+            self.run_id,
         )
 
     def wait(self, condition: Callable[[], bool], timeout_s: float, what: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import resource
-from typing import Callable
+from typing import Any, Callable
 
 from .. import _engine
 from ..contract import patterns
@@ -134,9 +134,13 @@ class WorkerLifecycle:
         """Progress to the controller (~10/s), the watchdog, and commands."""
         if progress is not None and now >= self._next_progress:
             self._next_progress = now + PROGRESS_EVERY_NS
-            self.ctl.send(dataclasses.replace(progress, rss_kb=rss_kb()))
+            self.ctl.send(dataclasses.replace(progress, rss_kb=rss_kb(), **self.more_progress(now)))
             self.watch_controller()
         self.poll_commands()
+
+    def more_progress(self, now: int) -> dict[str, Any]:
+        """Fields a role adds to the Progress being sent (a consumer's latency for --metrics)."""
+        return {}
 
     def sampled_state(self, now: int) -> tuple[int, int, int]:
         """Kernel send/receive queue bytes of this worker's tcp connections and the

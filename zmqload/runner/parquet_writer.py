@@ -773,6 +773,18 @@ class RecvConverter:
         self.size_mismatches = 0
         self.foreign: Optional[ForeignRecorder] = None  # --role consumer: set by the consumer
 
+    def live_latency(
+        self, chunk: dict[str, np.ndarray], lo: int, hi: int, intended: Any, sent: Any
+    ) -> None:
+        """--metrics: rows lo..hi of the receiver's chunk, not converted yet, into the live
+        histograms `intended` and `sent` (the consumer's thread; the same rule as __call__'s)."""
+        words = chunk["words"][lo:hi]
+        kept = (words >> np.uint64(SEQ_BITS)).astype(np.int32) != FOREIGN_STREAM
+        seq = (words[kept] & np.uint64(SEQ_MASK)).astype(np.int64)
+        t_sent, t_recv = chunk["t_sent"][lo:hi][kept], chunk["t_recv"][lo:hi][kept]
+        intended.record(t_recv - intended_times(self.t0_ns, seq, self.rate, t_sent))
+        sent.record(t_recv - t_sent)
+
     def __call__(self, chunk: dict[str, np.ndarray], rows: int) -> None:
         words = chunk["words"][:rows]
         stream = (words >> np.uint64(SEQ_BITS)).astype(np.int32)

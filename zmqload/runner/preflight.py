@@ -28,6 +28,8 @@ from ..store.size_files import sizes_of
 def preflight(w: Workload) -> Workload:
     """The checks of a validated workload that touch this machine; `w`, its files read, again."""
     load_libzmq(w)
+    if w.metrics is not None:
+        exposure.check_served(OPTIONS["metrics"].flag, w.metrics, w.insecure, addresses)
     if w.curve_server_key is not None:
         read_public_key(w.curve_server_key, OPTIONS["curve_server_key"].flag)
     if w.curve_server_cert is not None:

@@ -122,8 +122,21 @@ class Producer(WorkerLifecycle):
                 pipeline.advance(row)
                 now = _engine.now_ns()
                 dropped = sender.eagain + sender.timeouts
-                self.samples.add(now, sender.sent, dropped, *self.sampled_state(now))
-                self.tick(now, control.Progress(sender.sent, dropped))
+                sendq, recvq, rss = self.sampled_state(now)
+                self.samples.add(now, sender.sent, dropped, sendq, recvq, rss)
+                self.tick(
+                    now,
+                    control.Progress(
+                        sender.sent,
+                        dropped,
+                        attempted=sender.attempted,
+                        eagain=sender.eagain,
+                        timeouts=sender.timeouts,
+                        blocked_sends=sender.blocked_sends,
+                        tcp_sendq_bytes=sendq,
+                        tcp_recvq_bytes=recvq,
+                    ),
+                )
                 if self.stop_requested:
                     sender.stop()
         finally:

@@ -54,8 +54,10 @@ class ProxyWorker(WorkerLifecycle):
             self.poll_commands(SAMPLE_EVERY_MS)
             self.watch_controller()
             now = _engine.now_ns()
-            self.samples.add(now, 0, 0, *self.tcp_queues.sample(), rss_kb())
-            self.tick(now, control.Progress(0))  # its memory, for the live display
+            sendq, recvq = self.tcp_queues.sample()
+            self.samples.add(now, 0, 0, sendq, recvq, rss_kb())
+            # its memory and queues, for the live display and --metrics
+            self.tick(now, control.Progress(0, tcp_sendq_bytes=sendq, tcp_recvq_bytes=recvq))
         steer.send_bytes(b"TERMINATE")
         thread.join(5.0)
         for sock in (steer, steering, frontend, backend):

@@ -33,6 +33,7 @@ from .curve import control_keys, run_keys
 from .endpoints import EndpointPlan
 from . import placement
 from .launch import Launcher
+from .metrics_export import MetricsExporter
 from .spark_stage import StageLauncher, control_host
 from .preflight import check_binds, check_output_dir, load_libzmq, preflight
 from .resets import check_can_reset
@@ -165,6 +166,21 @@ def run(
     records could not be copied to an --out URI), KeyboardInterrupt after an interrupted run
     was recorded (Ctrl-C or SIGTERM, in any phase: runner/signals.py)."""
     w = preflight(workload.validate())
+    exporter = MetricsExporter.open(w, progress)  # --metrics: listening from here
+    if exporter is None:
+        return _run_handled(w, progress, slos)
+    result = None
+    try:
+        result = _run_handled(w, exporter, slos)
+    except RunError as exc:  # a failed run's figures, when it has them, are served too
+        result = getattr(exc, "result", None)
+        raise
+    finally:
+        exporter.finish(result)  # run.json's totals served for --metrics-linger, then closed
+    return result
+
+
+def _run_handled(w: Workload, progress: ProgressListener | None, slos: Slos | None) -> RunResult:
     with signals.handled():
         if uris.is_uri(w.out):  # recorded here, then copied there (runner/remote_out.py)
             return run_staged(

@@ -3,9 +3,10 @@ progress listener receives."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Optional, Protocol, Union
+from typing import Mapping, Optional, Protocol, Union
 
 from ..contract import control
 from ..contract.ids import WorkerId
@@ -34,6 +35,10 @@ class ProgressSnapshot:
     )  # memory (VmRSS) of every worker process and the controller, summed; -1 until all said
     disk_bytes: int = -1  # what the run directory holds on disk (records, spill, maps)
     disk_free_bytes: int = -1  # what its file system has left
+    run_id: str = ""
+    # each worker's last Progress ("p0", "c1", "x0" -> it): --metrics's per-worker series
+    workers: Mapping[str, control.Progress] = field(default_factory=dict)
+    controller_rss_kb: int = -1  # the controller's own memory (VmRSS), in rss_kb's sum too
 
     @property
     def in_flight(self) -> int:
@@ -101,6 +106,14 @@ class RunState:
         elif isinstance(message, control.Draining):
             self.draining.add(worker)
         elif isinstance(message, control.Progress):
+            before = self.live.get(worker)
+            if message.latency_sent is None and before is not None:
+                # a consumer sends its latency (--metrics) once a second: kept between
+                message = dataclasses.replace(
+                    message,
+                    latency_intended=before.latency_intended,
+                    latency_sent=before.latency_sent,
+                )
             self.live[worker] = message
         elif isinstance(message, control.ProducerDone):
             self.done[worker] = message
@@ -122,6 +135,7 @@ class RunState:
         elapsed_s: float,
         copies: int = 1,
         footprint: Footprint | None = None,
+        run_id: str = "",
     ) -> ProgressSnapshot:
         sent = sum(self.live[p].messages for p in self.producers if p in self.live)
         dropped = sum(self.live[p].dropped for p in self.producers if p in self.live)
@@ -149,6 +163,9 @@ class RunState:
             sum(rss) + own.rss_kb if len(rss) == len(self.everyone) and own.rss_kb >= 0 else -1,
             own.disk_bytes,
             own.disk_free_bytes,
+            run_id,
+            {str(w): progress for w, progress in self.live.items()},
+            own.rss_kb,
         )
 
 
