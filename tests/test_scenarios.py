@@ -14,6 +14,8 @@ from zmqload.cli.scenario import _expected, about
 from zmqload.scenarios import CLAIMS, SCENARIOS, run_scenario
 from zmqload.scenarios.framework import DOES_NOT_HOLD, HOLDS
 
+from conftest import in_process
+
 VERDICT_FORMS = (HOLDS, DOES_NOT_HOLD)
 
 
@@ -39,6 +41,25 @@ def test_scenario_run_all_fits_in_ten_minutes():
     figures the scenarios declare (`run` says when one took much longer than its own)."""
     assert all(s.expected_s > 0 for s in SCENARIOS.values())
     assert sum(s.expected_s for s in SCENARIOS.values()) <= 600
+
+
+def test_the_scenarios_that_read_zmq_h_are_refused_without_it(capsys, monkeypatch, tmp_path):
+    """pip installs zmqload without libzmq's headers: the scenarios that read zmq.h say so, in
+    one line, before anything runs; the scenarios that do not read it are not held back."""
+    import inspect
+
+    from zmqload.scenarios import seed_001
+
+    for scenario in SCENARIOS.values():  # the flag follows the code
+        source = inspect.getsource(scenario.body)
+        reads = "zmq_header()" in source or "engine_defaults()" in source
+        assert scenario.reads_header == reads, scenario.name
+    assert seed_001.zmq_header_path() is not None  # make test installs libzmq3-dev
+    monkeypatch.setattr(seed_001, "zmq_header_path", lambda: None)
+    r = in_process(capsys, "scenario", "run", "hwm-defaults", "hwm-option", "--out", str(tmp_path))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "hwm-defaults, hwm-option read libzmq's header zmq.h" in r.stderr
+    assert "apt-get install libzmq3-dev" in r.stderr and not list(tmp_path.iterdir())
 
 
 def test_linger_tail_accounts_for_every_message(scenario_out):

@@ -245,6 +245,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
     from rich.console import Console
 
     from ..scenarios import CLAIMS, SCENARIOS, get, run_scenario
+    from ..scenarios.seed_001 import zmq_header_path
 
     console = Console(stderr=args.json)  # stdout is the JSON's
     names = list(SCENARIOS) if args.all else args.names
@@ -254,6 +255,14 @@ def run(args: argparse.Namespace) -> ExitStatus:
         )
     for name in names:
         get(name)
+    reading = [n for n in names if SCENARIOS[n].reads_header]
+    if reading and zmq_header_path() is None:
+        raise ConfigError(
+            "NAME",
+            f"{', '.join(reading)} read libzmq's header zmq.h, not found here (pkg-config "
+            "libzmq, /usr/include); install libzmq's headers (Debian: apt-get install "
+            "libzmq3-dev), or name the other scenarios",
+        )
     libraries = [lib.strip() for lib in args.libzmq.split(",")]
     for lib in libraries:  # each found and a libzmq 4.x before anything runs
         if not lib:

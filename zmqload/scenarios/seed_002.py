@@ -448,6 +448,7 @@ SCENARIOS = (
         ("002-3",),
         hwm_option,
         expected_s=2,
+        reads_header=True,
     ),
     Scenario(
         "multipart-memory",
