@@ -16,9 +16,9 @@ PROG = "zmqload"
 def build_parser() -> OneLineParser:
     # Imported here, not at the top: zmqload.report.command imports .common, and importing
     # a command module must never be skipped silently (a broken one fails loudly).
-    from . import capacity, info, repair, report, run, scenario, sweep
+    from . import capacity, compare, info, repair, report, run, scenario, sweep
 
-    commands = (run, info, sweep, capacity, scenario, report, repair)
+    commands = (run, info, sweep, capacity, scenario, report, compare, repair)
     parser = OneLineParser(prog=PROG, description="Load generator and capacity planner for ZeroMQ.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
