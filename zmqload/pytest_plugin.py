@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 SECTION = "zmqload runs"
 TIMINGS = ("message", "wall")
 FULL_SUMMARIES = 5  # a failure report shows this many runs in full, earlier ones in a line
+DEFAULT_FAIL_IF = "p99=+10%,lost=+0,throughput=-5%"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -60,6 +61,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="with --zmqload-metrics: how long each run's final figures stay served after it "
         "(a run's --metrics-linger)",
+    )
+    group.addoption(
+        "--zmqload-save-baseline",
+        metavar="FILE",
+        default=None,
+        help="store each passing test's zmqload runs in FILE as its baseline (added to what FILE "
+        "holds; a test's entry replaced)",
+    )
+    group.addoption(
+        "--zmqload-baseline",
+        metavar="FILE",
+        default=None,
+        help="fail a test whose zmqload runs regressed against its baseline in FILE (zmqload "
+        "compare's rule and --zmqload-fail-if's limits)",
+    )
+    group.addoption(
+        "--zmqload-fail-if",
+        metavar="LIMITS",
+        default=DEFAULT_FAIL_IF,
+        help="what counts as a regression against --zmqload-baseline, as zmqload compare "
+        f"--fail-if takes it (default {DEFAULT_FAIL_IF})",
     )
 
 
@@ -242,6 +264,88 @@ def _metrics(config: pytest.Config) -> dict[str, str]:
 
 
 _KEPT_KEY = pytest.StashKey[str]()
+
+
+# -- baselines: a test's runs against those of an earlier session ---------------------------
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """After a passing test's call: its runs stored as its baseline and/or compared with it; a
+    regression fails the test with the comparison as its message."""
+    result = yield  # a failing test's exception goes on as it is
+    fixture = item.stash.get(_FIXTURE_KEY, None)
+    config = item.config
+    save, against = (
+        config.getoption("--zmqload-save-baseline"),
+        config.getoption("--zmqload-baseline"),
+    )
+    if fixture is None or not fixture.results or not (save or against):
+        return result
+    from .contract.comparison import parse_fail_if
+    from .measure.run_figures import run_figures
+
+    runs = [run_figures(r.run_dir) for r in fixture.results]
+    if against:
+        limits = parse_fail_if(config.getoption("--zmqload-fail-if"), "--zmqload-fail-if")
+        message = _regressed(item.nodeid, runs, against, limits)
+        if message:
+            pytest.fail(message, pytrace=False)
+    if save:
+        _save_baseline(save, item.nodeid, runs)
+    return result
+
+
+def _regressed(nodeid: str, runs: list[Any], path: str, limits: list[Any]) -> Optional[str]:
+    """The comparison's table when the runs regressed against the test's baseline, else None
+    (also when the baseline has no entry for the test: nothing to compare with)."""
+    from rich.console import Console
+
+    from .cli.compare import print_comparison
+    from .measure.compare import Group, compare
+
+    baseline = _read_baseline(path).tests.get(nodeid)
+    if not baseline:
+        return None
+    result = compare(Group(f"baseline ({path})", baseline), Group("this run", runs), limits)
+    if not result.regressed:
+        return None
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=100, color_system=None, highlight=False, soft_wrap=True)
+    console.print(f"zmqload runs regressed against the baseline: {'; '.join(result.regressed)}")
+    print_comparison(result, console)
+    return buffer.getvalue().rstrip()
+
+
+def _read_baseline(path: str) -> Any:
+    from .contract.codec import decode
+    from .contract.comparison import Baseline
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise pytest.UsageError(f"--zmqload-baseline: {path}: {exc.strerror}") from None
+    try:
+        return decode(data, Baseline, path)
+    except RecordError as exc:
+        raise pytest.UsageError(f"--zmqload-baseline: {exc}") from None
+
+
+def _save_baseline(path: str, nodeid: str, runs: list[Any]) -> None:
+    """The test's entry set in FILE, under a lock (xdist's workers share the file)."""
+    import fcntl
+
+    from .contract.codec import encode
+    from .contract.comparison import Baseline
+
+    with open(path, "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        data = f.read()
+        baseline = _read_baseline(path) if data.strip() else Baseline()
+        baseline.tests[nodeid] = runs
+        f.seek(0)
+        f.truncate()
+        f.write(encode(baseline))
 
 
 @pytest.hookimpl(hookwrapper=True)

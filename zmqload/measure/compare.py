@@ -16,7 +16,7 @@ import itertools
 import math
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -281,7 +281,7 @@ class _WindowSet:
         ]
         return np.concatenate(parts, axis=1).astype(float)
 
-    def statistic(self, figure: str, buckets: np.ndarray):  # type: ignore[no-untyped-def]
+    def statistic(self, figure: str, buckets: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
         """weights (n, windows) -> the figure of each weighting (n,)."""
         if figure == "throughput":
             return lambda w: (w @ self.messages) / np.where((s := w @ self.seconds) > 0, s, np.nan)

@@ -389,6 +389,7 @@ def _recorded_run(
     note_device(controller.plan if controller is not None else None, state, result)
     result.topology = record.topology
     finish_records(run_dir, record, state, w, result, error)
+    write_hdr_files(run_dir, record)
     if pending is not None:
         if isinstance(pending, RunError):
             pending.result = result  # type: ignore[attr-defined]  # the figures of the failed run
@@ -396,6 +397,18 @@ def _recorded_run(
     if out_uri is None and sigs.take():  # it came once the figures were made: the command ends here
         raise Interrupted("what was recorded is kept", status=result.status)
     return result  # (with a URI, one that came is raised as the copy begins: runner/remote_out.py)
+
+
+def write_hdr_files(run_dir: str, record: rr.RunRecord) -> None:
+    """The latency as HdrHistogram files in run_dir/hdr/ (measure/hdr_export.py); a disk that
+    refuses them leaves the run as it is, run.json saying so in its warnings."""
+    from ..measure.hdr_export import write_exports
+
+    try:
+        write_exports(run_dir, record)
+    except OSError as exc:
+        record.warnings.append(f"HdrHistogram files (hdr/) not written: {exc}")
+        record_files.write_run(run_dir, record)
 
 
 def _on_start(

@@ -1,0 +1,170 @@
+"""HdrHistogram files of a run's latency (from the intended send time), next to its records in
+`hdr/`: the percentile distribution (`.hgrm`, the layout wrk2 prints and HdrHistogram's plotter
+reads) of the run and of each consumer, and an interval log (`.hlog`, one histogram a second),
+written with the `hdrhistogram` package from the recvs Parquet (docs/REPORT.md, "HdrHistogram
+files"). zmqload's buckets (contract/histogram.py, < 0.8 % wide) go in at their midpoints, the
+exact minimum and maximum as themselves; HdrHistogram's 3 significant digits are finer, so its
+percentiles are run.json's within zmqload's bucket width."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from typing import Any, Optional
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from ..contract.histogram import N_BUCKETS
+from ..contract.run_record import RunRecord
+from ..store.parquet_parts import part_files
+from .histogram import bucket_index, bucket_value
+
+HDR_DIR = "hdr"
+RUN_HGRM = "latency_us.hgrm"
+CONSUMER_HGRM = "latency_us-c{consumer}.hgrm"
+HLOG = "latency.hlog"
+UNIT_RATIO = 1000.0  # the .hgrm's values (and the .hlog's max column) in microseconds
+INTERVAL_NS = 1_000_000_000
+HIGHEST_NS = 2**55  # contract/histogram.py's top
+SIGNIFICANT = 2  # 256 sub-buckets: the very layout of contract/histogram.py, bucket for bucket
+BATCH_ROWS = 1 << 20
+
+
+class _Counts:
+    """Sparse histogram counts by key (a consumer, an interval), with exact min and max."""
+
+    def __init__(self) -> None:
+        self.keys: list[np.ndarray] = []
+        self.counts: list[np.ndarray] = []
+        self.low: dict[int, int] = {}
+        self.high: dict[int, int] = {}
+
+    def add(self, key: np.ndarray, latency: np.ndarray) -> None:
+        combined, counts = np.unique(key * N_BUCKETS + bucket_index(latency), return_counts=True)
+        self.keys.append(combined)
+        self.counts.append(counts)
+        for k in np.unique(key).tolist():
+            mine = latency[key == k]
+            self.low[k] = min(self.low.get(k, int(mine.min())), int(mine.min()))
+            self.high[k] = max(self.high.get(k, int(mine.max())), int(mine.max()))
+
+    def by_key(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """key -> (bucket indexes, their counts)."""
+        if not self.keys:
+            return {}
+        combined, inverse = np.unique(np.concatenate(self.keys), return_inverse=True)
+        counts = np.bincount(inverse, weights=np.concatenate(self.counts)).astype(np.int64)
+        out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for k in np.unique(combined // N_BUCKETS).tolist():
+            mine = combined // N_BUCKETS == k
+            out[k] = (combined[mine] % N_BUCKETS, counts[mine])
+        return out
+
+
+def hdr_histogram(buckets: np.ndarray, counts: np.ndarray, low: int, high: int) -> Any:
+    """An HdrHistogram of zmqload's bucket counts: each at its bucket's midpoint, one value each at
+    the exact min and max."""
+    from hdrh.histogram import HdrHistogram
+
+    hist = HdrHistogram(1, HIGHEST_NS, SIGNIFICANT)
+    counts = counts.copy()
+    for exact in (low, high):
+        where = np.flatnonzero(buckets == int(bucket_index(np.array([exact]))[0]))
+        if len(where) and counts[where[0]] > 0 and int(counts.sum()) > 1:
+            hist.record_value(max(exact, 0))
+            counts[where[0]] -= 1
+    values = bucket_value(buckets)
+    for value, count in zip(values.tolist(), counts.tolist()):
+        if count:
+            hist.record_value(max(value, 0), count)
+    return hist
+
+
+def percentile_distribution(hist: Any) -> bytes:
+    """The .hgrm text (values in microseconds); its standard deviation in microseconds too (the
+    package leaves it unscaled)."""
+    out = io.BytesIO()
+    hist.output_percentile_distribution(out, UNIT_RATIO)
+    text = out.getvalue().decode()
+    std = hist.get_stddev() / UNIT_RATIO
+    text = re.sub(r"StdDeviation   = +[0-9.]+", f"StdDeviation   = {std:12.{SIGNIFICANT}f}", text)
+    return text.encode()
+
+
+def write_exports(run_dir: str, record: RunRecord) -> list[str]:
+    """The run's .hgrm files (run and each consumer) and its .hlog, written into run_dir/hdr/;
+    their paths ([] when nothing was received)."""
+    files = part_files(run_dir, "recvs")
+    if not files:
+        return []
+    start = record.t0_ns or min(
+        (c.t_first_recv_ns for c in record.consumers if c.t_first_recv_ns), default=0
+    )
+    consumers, intervals = _Counts(), _Counts()
+    for path in files:
+        for batch in pq.ParquetFile(path).iter_batches(
+            BATCH_ROWS, columns=["consumer", "t_intended_ns", "t_recv_ns"]
+        ):
+            t_recv = batch.column("t_recv_ns").to_numpy()
+            latency = t_recv - batch.column("t_intended_ns").to_numpy()
+            consumers.add(batch.column("consumer").to_numpy().astype(np.int64), latency)
+            intervals.add(np.maximum(t_recv - start, 0) // INTERVAL_NS, latency)
+    per_consumer = consumers.by_key()
+    if not per_consumer:
+        return []
+    folder = os.path.join(run_dir, HDR_DIR)
+    os.makedirs(folder, exist_ok=True)
+    written: list[str] = []
+    whole = None
+    for consumer, (buckets, counts) in sorted(per_consumer.items()):
+        hist = hdr_histogram(buckets, counts, consumers.low[consumer], consumers.high[consumer])
+        text = percentile_distribution(hist)
+        written.append(_write(folder, CONSUMER_HGRM.format(consumer=consumer), text))
+        if whole is None:
+            whole = hist
+        else:
+            whole.add(hist)
+    assert whole is not None
+    # one consumer: the run's distribution is its own (the package's iterators are slow Python)
+    whole_text = text if len(per_consumer) == 1 else percentile_distribution(whole)
+    written.insert(0, _write(folder, RUN_HGRM, whole_text))
+    written.append(_write_log(folder, record, start, intervals))
+    return written
+
+
+def _write(folder: str, name: str, text: bytes) -> str:
+    path = os.path.join(folder, name)
+    with open(path, "wb") as f:
+        f.write(text)
+    return path
+
+
+def _write_log(folder: str, record: RunRecord, start: int, intervals: _Counts) -> str:
+    from hdrh.log import HistogramLogWriter
+
+    epoch_s = (record.clock.realtime_ns + (start - record.clock.monotonic_ns)) / 1e9
+    path = os.path.join(folder, HLOG)
+    with open(path, "w") as f:
+        log = HistogramLogWriter(f)
+        log.output_comment(
+            f"[zmqload run {record.run_id}: latency from the intended send time, ns]"
+        )
+        log.output_log_format_version()
+        # the package's output_start_time formats the date with a method datetime lacks
+        log.output_comment(f"[StartTime: {epoch_s:.3f} (seconds since epoch)]")
+        log.output_legend()
+        for second, (buckets, counts) in sorted(intervals.by_key().items()):
+            hist = hdr_histogram(buckets, counts, intervals.low[second], intervals.high[second])
+            begin = second * INTERVAL_NS / 1e9
+            log.output_interval_histogram(hist, begin, begin + INTERVAL_NS / 1e9, UNIT_RATIO)
+    return path
+
+
+def exports_of(run_dir: str) -> Optional[list[str]]:
+    """The run's HdrHistogram files as written (names relative to run_dir), or None without them."""
+    folder = os.path.join(run_dir, HDR_DIR)
+    if not os.path.isdir(folder):
+        return None
+    return sorted(os.path.join(HDR_DIR, n) for n in os.listdir(folder))
