@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import in_process
+from tests.conftest import end_with_the_test, in_process
 from zmqload.contract import run_record as rr
 from zmqload.contract.comparison import Limit, RunFigures, Windows, parse_fail_if
 from zmqload.contract.histogram import N_BUCKETS
@@ -253,6 +255,7 @@ def test_command_json_and_by(capsys, run_dirs, tmp_path):
     [
         (["--fail-if", "p99=10%"], "--fail-if: got 'p99=10%'; accepted: "),
         (["--windows", "1"], "--windows: got '1'; accepted: an integer from 2 to 1000"),
+        (["--single-run-change", "x"], "--single-run-change: got 'x'; accepted: a percent from"),
         (["--by", "rcvhwm"], "--by: the runs hold 1 values of rcvhwm"),
         (["--by", "colour"], "--by: got 'colour'; accepted: a run option's name"),
         ([], "CANDIDATE: accepted: BASE CANDIDATE, or one directory BASE with --by SETTING"),
@@ -272,3 +275,41 @@ def test_command_refuses_what_is_not_a_run(capsys, tmp_path):
     assert done.stderr.strip() == (
         f"zmqload compare: error: BASE: {tmp_path}: holds no run directory (run=*/run.json)"
     )
+
+
+def verdicts_of_a_real_pair(out: str, delay_us: tuple[float, float]) -> dict[str, tuple]:
+    """Two 1 s unpaced push-pull runs started together (so that what else the machine does falls
+    on both alike), consumer delays `delay_us`: compare's verdicts on throughput and latency."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "zmqload", "run", "--pattern", "push-pull", "--rate", "0"]
+            + ["--duration", "1", "--consumer-delay-us", str(delay), "--quiet"]
+            + ["--out", os.path.join(out, side)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for side, delay in zip("ab", delay_us)
+    ]
+    for proc in procs:
+        end_with_the_test(proc)
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    base, candidate = (Group(side, load_runs(os.path.join(out, side), side)) for side in "ab")
+    return {row.figure: (row.verdict, row.change) for row in compare(base, candidate).rows[:4]}
+
+
+REPEATS = 3
+
+
+@pytest.mark.slow
+def test_real_runs_made_to_differ_are_a_change_and_the_same_workload_is_not(tmp_path):
+    """Consumer delay 10 us against 20 us (half the consumer's pace): throughput lower; 10 us
+    against 10 us: no difference in throughput or latency. In most of 3 repeats (docs/COMPARE.md
+    gives a longer count)."""
+    apart, alike = [], []
+    for i in range(REPEATS):
+        apart.append(verdicts_of_a_real_pair(str(tmp_path / f"apart{i}"), (10, 20)))
+        alike.append(verdicts_of_a_real_pair(str(tmp_path / f"alike{i}"), (10, 10)))
+    assert sum(v["throughput"][0] == CHANGE_DOWN for v in apart) >= 2, apart
+    assert sum({verdict for verdict, _ in v.values()} == {SAME} for v in alike) >= 2, alike

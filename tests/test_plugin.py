@@ -118,6 +118,33 @@ def test_failing_slo_reports_the_runs_and_keeps_their_records(inner):
     assert f"test_inner.py::test_slow_subscriber: {os.path.dirname(run_dir)}" in summary
 
 
+@pytest.mark.slow  # two inner sessions, a run each
+def test_a_regression_against_the_saved_baseline_fails_with_the_comparison(
+    inner, tmp_path, monkeypatch
+):
+    """One session stores the test's run as its baseline; a second, with the consumer made 6x
+    slower, fails the same test, its report the comparison naming what regressed."""
+    source = """
+        import os
+        def test_pipeline(zmqload):
+            delay = float(os.environ["ZL_TEST_DELAY_US"])
+            zmqload.run(pattern="push-pull", rate=0, duration=1, consumer_delay_us=delay)
+    """
+    baseline = str(tmp_path / "baseline.json")
+    monkeypatch.setenv("ZL_TEST_DELAY_US", "5")
+    inner(source, f"--zmqload-save-baseline={baseline}").assert_outcomes(passed=1)
+    with open(baseline) as f:
+        (runs,) = json.load(f)["tests"].values()
+    assert len(runs) == 1 and sum(runs[0]["windows"]["messages"]) > 0
+    monkeypatch.setenv("ZL_TEST_DELAY_US", "30")
+    result = inner(source, f"--zmqload-baseline={baseline}")
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    assert "zmqload runs regressed against the baseline: throughput=-5%: -" in output, output
+    assert re.search(r"throughput \(msg/s\) .* lower", output), output
+    assert _section(output, "zmqload runs")  # the run's own summary too
+
+
 @pytest.mark.slow  # a Spark session or many runs: out of make test-fast, in make test
 def test_parallel_workers_share_no_endpoint_or_directory(inner, tmp_path):
     """Two xdist workers run tcp, ipc and inproc runs at the same time, all with one run name and

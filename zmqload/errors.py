@@ -17,7 +17,7 @@ class ExitStatus(enum.IntEnum):
     OK = 0
     FAILED = 1  # the run (or report, or search) could not be carried out
     BAD_INPUT = 2  # one line naming the option and what it accepts
-    SLO_VIOLATED = 3  # the run completed but broke a --max-loss / --slo-* gate
+    SLO_VIOLATED = 3  # a run broke a --max-loss / --slo-* gate; compare: --fail-if regressed
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; what was recorded is kept
 
 

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import statistics
+import warnings
 from typing import TYPE_CHECKING, Any, Generator, Iterator, Optional
 
 import pytest
@@ -303,7 +304,8 @@ def _regressed(nodeid: str, runs: list[Any], path: str, limits: list[Any]) -> Op
     from .measure.compare import Group, compare
 
     baseline = _read_baseline(path).tests.get(nodeid)
-    if not baseline:
+    if not baseline:  # said, not failed: a new test has no baseline until one is saved
+        warnings.warn(pytest.PytestWarning(f"zmqload: {path} holds no baseline for {nodeid}"))
         return None
     result = compare(Group(f"baseline ({path})", baseline), Group("this run", runs), limits)
     if not result.regressed:

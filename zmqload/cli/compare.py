@@ -22,6 +22,7 @@ HELP = "compare two runs or two groups of runs: which figures changed beyond the
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..measure.compare import SINGLE_RUN_CHANGE
     from ..measure.run_figures import WINDOWS
 
     parser.description = (
@@ -48,15 +49,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         FAIL_IF,
         metavar="LIMITS",
         type=_limits,
-        default=[],
-        help=f"exit 3 when a figure changed (beyond its spread) by more than this; {FAIL_IF_ACCEPTED}",
+        default=None,
+        # argparse formats help with %
+        help=f"exit 3 when a figure changed (beyond its spread) by more than this; "
+        f"{FAIL_IF_ACCEPTED}".replace("%", "%%"),
     )
     parser.add_argument(
         "--windows",
         metavar="N",
         type=_windows,
         default=WINDOWS,
-        help=f"windows each run is cut into for its spread (2 to 1000; default {WINDOWS})",
+        help="windows each run is cut into for its spread (2 to 1000)",
+    )
+    parser.add_argument(
+        "--single-run-change",
+        metavar="PERCENT",
+        type=_percent,
+        default=SINGLE_RUN_CHANGE * 100,
+        help="smallest change called one when a side has a single run, whose windows cannot "
+        "show how much runs differ from one another (a percent from 0 to 1000)",
     )
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
@@ -66,6 +77,16 @@ def _limits(text: str) -> object:
         return parse_fail_if(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(exc.message) from None
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"got {text!r}; accepted: a percent from 0 to 1000")
+    return value
 
 
 def _windows(text: str) -> int:
@@ -90,7 +111,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
     else:
         base = Group(args.base, load_runs(args.base, "BASE", args.windows))
         candidate = Group(args.candidate, load_runs(args.candidate, "CANDIDATE", args.windows))
-    result = compare(base, candidate, args.fail_if)
+    result = compare(base, candidate, args.fail_if or (), args.single_run_change / 100)
     if args.json:
         print(json.dumps(result.to_json()))
     else:
@@ -132,16 +153,17 @@ def print_comparison(result: Comparison, console: Console) -> None:
         )
     else:
         console.print("no difference beyond the runs' spread in any figure judged")
+    if len(result.base_runs) == 1 or len(result.candidate_runs) == 1:
+        console.print(
+            "one run a side: the spread is each run's own windows, and a change must be over "
+            "--single-run-change; repeated runs tell more (docs/COMPARE.md)"
+        )
     for line in result.regressed:
         console.print(f"REGRESSED {line}")
 
 
 def _runs(ids: list[str]) -> str:
-    return (
-        f"{len(ids)} run"
-        + ("s" if len(ids) != 1 else "")
-        + (f": {ids[0]}" if len(ids) == 1 else "")
-    )
+    return f"{len(ids)} run" + ("s" if len(ids) != 1 else "")
 
 
 def _value(figure: str, value: Optional[float]) -> str:

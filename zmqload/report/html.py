@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import html
 import os
+import pathlib
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate, fmt_us, offered
@@ -259,6 +260,23 @@ def _digest(info: RunInfo, r: Optional[SummaryRow], capacity: list[VerdictGroup]
     )
 
 
+def hdr_links(run_dir: str) -> list[str]:
+    """A line linking the run's HdrHistogram files (measure/hdr_export.py), where it has them."""
+    from ..measure.hdr_export import exports_of
+
+    names = exports_of(run_dir)
+    if not names:
+        return []
+    links = ", ".join(
+        f"<a href='{_e(pathlib.Path(run_dir, n).resolve().as_uri())}'>{_e(os.path.basename(n))}</a>"
+        for n in names
+    )
+    return [
+        "<p class='note'>Latency as HdrHistogram files (from the intended send time; .hgrm in "
+        f"microseconds, for HdrHistogram's plotter): {links}.</p>"
+    ]
+
+
 def run_detail(
     analysis: Analysis,
     info: RunInfo,
@@ -285,6 +303,7 @@ def run_detail(
     if r is None or (not r.received and not r.attempted):
         out.append("<p class='bad'>No records in this run.</p></details>")
         return out
+    out += hdr_links(info.path)
     rows = [s for s in analysis.summary if s.run == info.run_id]
     unpaced = not r.rate_per_producer
     fates = [(k, h) for k, h in FATE_COLUMNS if any(s.column(k) for s in rows)]
