@@ -277,9 +277,11 @@ def test_command_refuses_what_is_not_a_run(capsys, tmp_path):
     )
 
 
-def verdicts_of_a_real_pair(out: str, delay_us: tuple[float, float]) -> dict[str, tuple]:
-    """Two 1 s unpaced push-pull runs started together (so that what else the machine does falls
-    on both alike), consumer delays `delay_us`: compare's verdicts on throughput and latency."""
+def verdicts_of_real_runs(out: str) -> tuple[dict[str, tuple], dict[str, tuple]]:
+    """Three 1 s unpaced push-pull runs started together (so that what else the machine does
+    falls on all of them): consumer delay 10 us (a, c) and 20 us (b, half the consumer's pace).
+    compare's (verdict, change) on throughput and latency of b against a (made to differ) and of
+    c against a (made not to)."""
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "zmqload", "run", "--pattern", "push-pull", "--rate", "0"]
@@ -288,15 +290,19 @@ def verdicts_of_a_real_pair(out: str, delay_us: tuple[float, float]) -> dict[str
             stderr=subprocess.PIPE,
             text=True,
         )
-        for side, delay in zip("ab", delay_us)
+        for side, delay in (("a", 10), ("b", 20), ("c", 10))
     ]
     for proc in procs:
         end_with_the_test(proc)
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
-    base, candidate = (Group(side, load_runs(os.path.join(out, side), side)) for side in "ab")
-    return {row.figure: (row.verdict, row.change) for row in compare(base, candidate).rows[:4]}
+    a, b, c = (Group(side, load_runs(os.path.join(out, side), side)) for side in "abc")
+
+    def verdicts(candidate: Group) -> dict[str, tuple]:
+        return {row.figure: (row.verdict, row.change) for row in compare(a, candidate).rows[:4]}
+
+    return verdicts(b), verdicts(c)
 
 
 REPEATS = 3
@@ -304,12 +310,12 @@ REPEATS = 3
 
 @pytest.mark.slow
 def test_real_runs_made_to_differ_are_a_change_and_the_same_workload_is_not(tmp_path):
-    """Consumer delay 10 us against 20 us (half the consumer's pace): throughput lower; 10 us
-    against 10 us: no difference in throughput or latency. In most of 3 repeats (docs/COMPARE.md
-    gives a longer count)."""
+    """Consumer delay 10 us against 20 us: throughput lower; 10 us against 10 us: no difference
+    in throughput or latency. In most of 3 repeats (docs/COMPARE.md gives a longer count)."""
     apart, alike = [], []
     for i in range(REPEATS):
-        apart.append(verdicts_of_a_real_pair(str(tmp_path / f"apart{i}"), (10, 20)))
-        alike.append(verdicts_of_a_real_pair(str(tmp_path / f"alike{i}"), (10, 10)))
+        one_apart, one_alike = verdicts_of_real_runs(str(tmp_path / str(i)))
+        apart.append(one_apart)
+        alike.append(one_alike)
     assert sum(v["throughput"][0] == CHANGE_DOWN for v in apart) >= 2, apart
     assert sum({verdict for verdict, _ in v.values()} == {SAME} for v in alike) >= 2, alike
