@@ -1,14 +1,7 @@
 """Two groups of runs compared figure by figure, a difference called a change only where the runs'
-own spread cannot explain it (docs/COMPARE.md):
-
-- throughput and the latency percentiles: a two-stage bootstrap (runs resampled, then each drawn
-  run's windows), the 95 % interval of the candidate's relative difference; a change when it
-  excludes 0 and the difference is over the histogram's resolution (MIN_CHANGE). One run a side:
-  the windows give the spread within the run, not between runs, so the difference must also be
-  over SINGLE_RUN_CHANGE (what two runs of one workload differ by, measured: docs/COMPARE.md).
-- figures a run has once (lost, the fates, queue peak, peak RSS): an exact permutation test over
-  the runs (p < 0.05 needs 4 runs a side); with fewer runs they are shown, not judged, unless equal.
-"""
+own spread cannot explain it: throughput and latency by a two-stage bootstrap over the runs and
+their windows, the figures a run has once by an exact permutation test over the runs (the method
+and its measured reliability: docs/COMPARE.md)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""HdrHistogram files of a run's latency (from the intended send time), next to its records in
-`hdr/`: the percentile distribution (`.hgrm`, the layout wrk2 prints and HdrHistogram's plotter
-reads) of the run and of each consumer, and an interval log (`.hlog`, one histogram a second),
-written with the `hdrhistogram` package from the recvs Parquet (docs/REPORT.md, "HdrHistogram
-files"). zmqload's buckets (contract/histogram.py, < 0.8 % wide) go in at their midpoints, the
-exact minimum and maximum as themselves; HdrHistogram's 3 significant digits are finer, so its
-percentiles are run.json's within zmqload's bucket width."""
+"""A run's latency (from the intended send time) as HdrHistogram files in its `hdr/`: the `.hgrm`
+percentile distribution (wrk2's layout, HdrHistogram's plotter reads it) of the run and of each
+consumer, and a 1 s `.hlog` interval log, written with the `hdrhistogram` package from the recvs
+Parquet, zmqload's buckets bucket for bucket (docs/REPORT.md, "HdrHistogram files")."""
 
 from __future__ import annotations
 
