@@ -319,3 +319,20 @@ def test_real_runs_made_to_differ_are_a_change_and_the_same_workload_is_not(tmp_
         alike.append(one_alike)
     assert sum(v["throughput"][0] == CHANGE_DOWN for v in apart) >= 2, apart
     assert sum({verdict for verdict, _ in v.values()} == {SAME} for v in alike) >= 2, alike
+
+
+def test_command_refuses_damaged_records(capsys, tmp_path):
+    """A run.json or a recvs part that is not one: one line, exit 2, no traceback."""
+    run_dir = synthetic_run(str(tmp_path), "a", np.random.default_rng(5))
+    part = os.path.join(run_dir, "recvs", "part-c0-00000.parquet")
+    with open(part, "r+b") as f:
+        f.truncate(100)
+    done = in_process(capsys, "compare", run_dir, run_dir)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"zmqload compare: error: {part}: not a readable recvs part (")
+    assert len(done.stderr.splitlines()) == 1
+    with open(os.path.join(run_dir, "run.json"), "wb") as f:
+        f.write(b'{"schema_version": 1, "run_id": 7}')
+    done = in_process(capsys, "compare", run_dir, run_dir)
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "run.json" in done.stderr

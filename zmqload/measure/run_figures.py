@@ -8,6 +8,7 @@ from typing import Optional
 
 import msgspec
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..contract.comparison import PERCENTILES, RunFigures, Windows
@@ -73,17 +74,21 @@ def windows_of(run_dir: str, record: RunRecord, count: int) -> Optional[Windows]
     hist = np.zeros(count * N_BUCKETS, dtype=np.int64)
     messages = np.zeros(count, dtype=np.int64)
     for path in files:
-        for batch in pq.ParquetFile(path).iter_batches(
-            BATCH_ROWS, columns=["t_intended_ns", "t_recv_ns"]
-        ):
-            t_recv = batch.column("t_recv_ns").to_numpy()
-            latency = t_recv - batch.column("t_intended_ns").to_numpy()
-            window = np.clip(np.searchsorted(edges, t_recv, side="right") - 1, 0, count - 1)
-            hist += np.bincount(
-                window * N_BUCKETS + bucket_index(latency), minlength=count * N_BUCKETS
-            )
-            # throughput before the drain only: the drain's pace is not the consumers' (run.json's rule)
-            messages += np.bincount(window[t_recv < drain], minlength=count)
+        try:
+            for batch in pq.ParquetFile(path).iter_batches(
+                BATCH_ROWS, columns=["t_intended_ns", "t_recv_ns"]
+            ):
+                t_recv = batch.column("t_recv_ns").to_numpy()
+                latency = t_recv - batch.column("t_intended_ns").to_numpy()
+                window = np.clip(np.searchsorted(edges, t_recv, side="right") - 1, 0, count - 1)
+                hist += np.bincount(
+                    window * N_BUCKETS + bucket_index(latency), minlength=count * N_BUCKETS
+                )
+                # throughput before the drain only: the drain's pace is not the consumers' (run.json's)
+                messages += np.bincount(window[t_recv < drain], minlength=count)
+        except (OSError, pa.ArrowException, KeyError, ValueError) as exc:  # not a recvs part
+            said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ReportInputError(f"{path}: not a readable recvs part ({said})") from None
     per_window = hist.reshape(count, N_BUCKETS)
     used = np.flatnonzero(per_window.sum(axis=0))
     seconds = (np.minimum(edges[1:], drain) - edges[:-1]).clip(0) / 1e9
