@@ -147,24 +147,39 @@ def test_windows_are_the_records_cut_by_receive_time(tmp_path):
 
 
 def test_groups_made_alike_are_no_difference_and_made_apart_a_change():
-    """20 pairs of single runs drawn alike, and 20 with latency x1.25 and throughput x0.8: a
-    verdict of chance on the first (5 % expected per figure) and a change on every second."""
+    """Two runs a side (the floor is the buckets' 1 %): 8 pairs drawn alike, a verdict of chance
+    (5 % expected per figure); 8 with latency x1.1 and throughput x0.9, a change."""
     rng = np.random.default_rng(7)
     alike = {name: 0 for name in ("throughput", "p50", "p99", "p99.9")}
-    for _ in range(20):
-        result = compare(Group("a", [figures(rng)]), Group("b", [figures(rng)]))
-        for row in result.rows[:4]:
+    apart = dict(alike)
+    for _ in range(8):
+        same = compare(
+            Group("a", [figures(rng), figures(rng)]), Group("b", [figures(rng), figures(rng)])
+        )
+        for row in same.rows[:4]:
             alike[row.figure] += row.verdict == SAME
-        slower = compare(Group("a", [figures(rng)]), Group("b", [figures(rng, 1.25, RATE * 0.8)]))
-        verdicts = {row.figure: row.verdict for row in slower.rows[:4]}
-        assert verdicts == {
-            "throughput": CHANGE_DOWN,
-            "p50": CHANGE_UP,
-            "p99": CHANGE_UP,
-            "p99.9": CHANGE_UP,
-        }, slower.rows[:4]
-        assert slower.rows[1].low > 0.15 and slower.rows[1].high < 0.35  # p50's interval holds 25 %
-    assert all(count >= 17 for count in alike.values()), alike
+        slower = [figures(rng, 1.1, RATE * 0.9), figures(rng, 1.1, RATE * 0.9)]
+        moved = compare(Group("a", [figures(rng), figures(rng)]), Group("b", slower))
+        for row in moved.rows[:4]:
+            apart[row.figure] += row.verdict == (
+                CHANGE_DOWN if row.figure == "throughput" else CHANGE_UP
+            )
+    assert all(count >= 7 for count in alike.values()), alike
+    assert all(count >= 7 for count in apart.values()), apart
+
+
+def test_one_run_a_side_needs_a_change_over_the_floor():
+    """Windows show the spread within a run only: 5 % apart is outside their interval but under
+    the single-run floor (10 %), 25 % is a change; with the floor at 2 %, 5 % is one too."""
+    rng = np.random.default_rng(11)
+    base, five, quarter = figures(rng), figures(rng, 1.05), figures(rng, 1.25)
+    p50 = compare(Group("a", [base]), Group("b", [five])).rows[1]
+    assert p50.figure == "p50" and p50.low > 0 and p50.verdict == SAME, p50
+    assert (
+        compare(Group("a", [base]), Group("b", [five]), single_run_change=0.02).rows[1].verdict
+        == CHANGE_UP
+    )
+    assert compare(Group("a", [base]), Group("b", [quarter])).rows[1].verdict == CHANGE_UP
 
 
 def test_once_a_run_figures_need_runs_to_judge():

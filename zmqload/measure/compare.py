@@ -27,8 +27,8 @@ MIN_CHANGE = 0.01
 """Smallest relative change called one: the latency buckets are up to 0.8 % wide."""
 SINGLE_RUN_CHANGE = 0.10
 """Smallest relative change called one when a side has a single run: two runs of one workload
-made at the same time on the shared 2-core development machine differed by up to 8 % in
-throughput and latency (docs/COMPARE.md), beyond what their windows showed."""
+made at the same time on the shared 2-core development machine differed in throughput by under
+10 % in 10 of 14 pairs, often beyond what their windows showed (docs/COMPARE.md)."""
 PERMUTATION_ALPHA = 0.05
 SEED = 20261128  # fixed: the same runs give the same verdicts
 
