@@ -110,3 +110,24 @@ def test_the_report_links_them(run):
         uri = pathlib.Path(run_dir, "hdr", name).resolve().as_uri()  # "=" escaped: %3D
         assert f"<a href='{uri}'>{name}</a>" in line
     assert hdr_links(os.path.dirname(run_dir)) == []  # no hdr/ there: no line
+
+
+def test_counts_by_key_are_numpys_even_for_keys_far_apart():
+    """The exporter's per-interval counts (dense over a batch's keys, split when they lie far
+    apart) against numpy's bincount per key."""
+    from zmqload.measure.hdr_export import _Counts
+    from zmqload.measure.histogram import bucket_index
+
+    rng = np.random.default_rng(2)
+    key = np.concatenate([rng.integers(0, 5, 5000), [10**6] * 3, rng.integers(700, 760, 2000)])
+    latency = rng.integers(0, 10**9, len(key))
+    counts = _Counts()
+    counts.add(key, bucket_index(latency), latency)
+    got = counts.by_key()
+    assert sorted(got) == sorted(np.unique(key).tolist())
+    for k, (buckets, n) in got.items():
+        mine = latency[key == k]
+        expected = np.bincount(bucket_index(mine))
+        assert buckets.tolist() == np.flatnonzero(expected).tolist()
+        assert n.tolist() == expected[buckets].tolist()
+        assert (counts.low[k], counts.high[k]) == (mine.min(), mine.max())

@@ -27,36 +27,50 @@ INTERVAL_NS = 1_000_000_000
 HIGHEST_NS = 2**55  # contract/histogram.py's top
 SIGNIFICANT = 2  # 256 sub-buckets: the very layout of contract/histogram.py, bucket for bucket
 BATCH_ROWS = 1 << 20
+DENSE_LIMIT = 64 * N_BUCKETS  # counts a batch may spread over at once (3 MB)
 
 
 class _Counts:
-    """Sparse histogram counts by key (a consumer, an interval), with exact min and max."""
+    """Histogram counts by key (a consumer, an interval), with the exact min and max: a batch's
+    keys lie close together (a few seconds, 64 consumers at most), so each batch is one dense
+    bincount over its keys' span, kept sparse."""
 
     def __init__(self) -> None:
-        self.keys: list[np.ndarray] = []
-        self.counts: list[np.ndarray] = []
+        self.parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         self.low: dict[int, int] = {}
         self.high: dict[int, int] = {}
 
-    def add(self, key: np.ndarray, latency: np.ndarray) -> None:
-        combined, counts = np.unique(key * N_BUCKETS + bucket_index(latency), return_counts=True)
-        self.keys.append(combined)
-        self.counts.append(counts)
-        for k in np.unique(key).tolist():
-            mine = latency[key == k]
-            self.low[k] = min(self.low.get(k, int(mine.min())), int(mine.min()))
-            self.high[k] = max(self.high.get(k, int(mine.max())), int(mine.max()))
+    def add(self, key: np.ndarray, index: np.ndarray, latency: np.ndarray) -> None:
+        """`index`: each latency's bucket (histogram.bucket_index)."""
+        first = int(key.min())
+        span = int(key.max()) - first + 1
+        if span * N_BUCKETS > DENSE_LIMIT:  # keys far apart (a stalled run's receipts): in pieces
+            for part in np.array_split(np.argsort(key, kind="stable"), 2):
+                self.add(key[part], index[part], latency[part])
+            return
+        local = key - first
+        dense = np.bincount(local * N_BUCKETS + index, minlength=span * N_BUCKETS)
+        lows = np.full(span, np.iinfo(np.int64).max)
+        highs = np.full(span, np.iinfo(np.int64).min)
+        np.minimum.at(lows, local, latency)
+        np.maximum.at(highs, local, latency)
+        for row in np.flatnonzero(highs >= lows).tolist():
+            counts = dense[row * N_BUCKETS : (row + 1) * N_BUCKETS]
+            used = np.flatnonzero(counts)
+            k = first + row
+            self.parts.setdefault(k, []).append((used, counts[used]))
+            self.low[k] = min(self.low.get(k, int(lows[row])), int(lows[row]))
+            self.high[k] = max(self.high.get(k, int(highs[row])), int(highs[row]))
 
     def by_key(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """key -> (bucket indexes, their counts)."""
-        if not self.keys:
-            return {}
-        combined, inverse = np.unique(np.concatenate(self.keys), return_inverse=True)
-        counts = np.bincount(inverse, weights=np.concatenate(self.counts)).astype(np.int64)
         out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        for k in np.unique(combined // N_BUCKETS).tolist():
-            mine = combined // N_BUCKETS == k
-            out[k] = (combined[mine] % N_BUCKETS, counts[mine])
+        for k, parts in self.parts.items():
+            counts = np.zeros(N_BUCKETS, np.int64)
+            for used, part in parts:
+                counts[used] += part
+            used = np.flatnonzero(counts)
+            out[k] = (used, counts[used])
         return out
 
 
@@ -106,8 +120,9 @@ def write_exports(run_dir: str, record: RunRecord) -> list[str]:
         ):
             t_recv = batch.column("t_recv_ns").to_numpy()
             latency = t_recv - batch.column("t_intended_ns").to_numpy()
-            consumers.add(batch.column("consumer").to_numpy().astype(np.int64), latency)
-            intervals.add(np.maximum(t_recv - start, 0) // INTERVAL_NS, latency)
+            index = bucket_index(latency)
+            consumers.add(batch.column("consumer").to_numpy().astype(np.int64), index, latency)
+            intervals.add(np.maximum(t_recv - start, 0) // INTERVAL_NS, index, latency)
     per_consumer = consumers.by_key()
     if not per_consumer:
         return []
