@@ -208,3 +208,30 @@ def test_bad_option_value_is_one_line_exit_2(tmp_path, option, value):
     assert (
         p.stderr.startswith(f"zmqload report: error: {option}: got ") and "accepted: " in p.stderr
     )
+
+
+@pytest.mark.slow  # a Spark report: 19 s at load average 7
+def test_two_paths_get_a_comparison_section(spark, tmp_path, capsys):
+    """Two directories of runs (written from numpy, the candidate's latency x1.5): the page holds
+    `zmqload compare`'s table and verdicts."""
+    import numpy as np
+
+    from tests.test_compare import synthetic_run
+
+    rng = np.random.default_rng(3)
+    for i in range(2):
+        synthetic_run(str(tmp_path / "base"), f"b{i}", rng)
+        synthetic_run(str(tmp_path / "cand"), f"c{i}", rng, scale=1.5)
+    out = tmp_path / "report"
+    paths = [str(tmp_path / "base"), str(tmp_path / "cand")]
+    rc = command.run(parse([*paths, "--out", str(out)]))
+    assert rc == 0, capsys.readouterr().err
+    page = (out / "index.html").read_text()
+    section = page[page.index("<h2>Comparison</h2>") :]
+    assert f"Candidate {paths[1]} (2 run(s)) against base {paths[0]} (2 run(s))" in section
+    assert "<td class='l'>p50 (us)</td><td>" in section
+    p50 = section[section.index("p50 (us)") : section.index("p99 (us)")]
+    assert "<b>higher</b>" in p50 and "+5" in p50  # +50 %
+    throughput = section[section.index("throughput (msg/s)") : section.index("p50 (us)")]
+    assert "no difference" in throughput
+    assert "changed: p50 higher (+" in section

@@ -7,15 +7,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
-from ..contract.comparison import FAIL_IF, FAIL_IF_ACCEPTED, PERCENTILES, UNITS, parse_fail_if
+from ..contract.comparison import FAIL_IF, FAIL_IF_ACCEPTED, parse_fail_if
 from ..errors import ConfigError, ExitStatus
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..measure.compare import Comparison, Row
+    from ..measure.compare import Comparison
 
 NAME = "compare"
 HELP = "compare two runs or two groups of runs: which figures changed beyond their spread"
@@ -128,31 +128,18 @@ def print_comparison(result: Comparison, console: Console) -> None:
     """The table, then one line of what changed (or that nothing did) and what regressed."""
     from rich.table import Table
 
+    from ..measure.compare import COLUMNS
+
     console.print(f"base: {result.base} ({_runs(result.base_runs)})")
     console.print(f"candidate: {result.candidate} ({_runs(result.candidate_runs)})")
     table = Table(show_header=True, header_style="bold")
-    for title in ("figure", "base", "candidate", "change", "95% interval", "verdict"):
+    for title in COLUMNS:
         left = title in ("figure", "verdict")
         table.add_column(title, justify="left" if left else "right", no_wrap=True)
     for row in result.rows:
-        unit = UNITS.get(row.figure, "")
-        table.add_row(
-            f"{row.figure}" + (f" ({unit})" if unit else ""),
-            _value(row.figure, row.base),
-            _value(row.figure, row.candidate),
-            _change(row),
-            _interval(row),
-            row.verdict,
-        )
+        table.add_row(*row.cells())
     console.print(table)
-    changed = result.changes()
-    if changed:
-        console.print(
-            "changed: "
-            + ", ".join(f"{r.figure} {r.verdict} ({_change(r)}, {r.method})" for r in changed)
-        )
-    else:
-        console.print("no difference beyond the runs' spread in any figure judged")
+    console.print(result.said())
     if len(result.base_runs) == 1 or len(result.candidate_runs) == 1:
         console.print(
             "one run a side: the spread is each run's own windows, and a change must be over "
@@ -164,27 +151,3 @@ def print_comparison(result: Comparison, console: Console) -> None:
 
 def _runs(ids: list[str]) -> str:
     return f"{len(ids)} run" + ("s" if len(ids) != 1 else "")
-
-
-def _value(figure: str, value: Optional[float]) -> str:
-    if value is None:
-        return "-"
-    if figure in PERCENTILES:
-        return f"{value / 1000:,.1f}"
-    return f"{value:,.0f}" if abs(value) >= 100 or value == int(value) else f"{value:,.2f}"
-
-
-def _change(row: Row) -> str:
-    if row.change is not None:
-        return f"{row.change * 100:+.1f}%"
-    if row.base is not None and row.candidate is not None and row.candidate != row.base:
-        return f"{row.candidate - row.base:+,g}"
-    return ""
-
-
-def _interval(row: Row) -> str:
-    if row.low is not None and row.high is not None:
-        return f"{row.low * 100:+.1f}..{row.high * 100:+.1f}%"
-    if row.p_value is not None:
-        return f"p = {row.p_value:.3f}"
-    return ""

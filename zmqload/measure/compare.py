@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from ..contract.comparison import FIGURES, PERCENTILES, WINDOWED, Limit, RunFigures
+from ..contract.comparison import FIGURES, PERCENTILES, UNITS, WINDOWED, Limit, RunFigures
 from ..contract.histogram import PPM, ppm
 from ..errors import ConfigError
 from ..store.record_files import is_run_dir
@@ -65,6 +65,43 @@ class Row:
     verdict: str = UNJUDGED
     method: str = ""
 
+    def cells(self) -> tuple[str, str, str, str, str, str]:
+        """The row as the terminal and the report show it (COLUMNS)."""
+        unit = UNITS.get(self.figure, "")
+        return (
+            self.figure + (f" ({unit})" if unit else ""),
+            _value(self.figure, self.base),
+            _value(self.figure, self.candidate),
+            self.change_text(),
+            self.interval_text(),
+            self.verdict,
+        )
+
+    def change_text(self) -> str:
+        if self.change is not None:
+            return f"{self.change * 100:+.1f}%"
+        if self.base is not None and self.candidate is not None and self.candidate != self.base:
+            return f"{self.candidate - self.base:+,g}"
+        return ""
+
+    def interval_text(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"{self.low * 100:+.1f}..{self.high * 100:+.1f}%"
+        if self.p_value is not None:
+            return f"p = {self.p_value:.3f}"
+        return ""
+
+
+COLUMNS = ("figure", "base", "candidate", "change", "95% interval", "verdict")
+
+
+def _value(figure: str, value: Optional[float]) -> str:
+    if value is None:
+        return "-"
+    if figure in PERCENTILES:
+        return f"{value / 1000:,.1f}"  # ns as us
+    return f"{value:,.0f}" if abs(value) >= 100 or value == int(value) else f"{value:,.2f}"
+
 
 @dataclass
 class Comparison:
@@ -78,6 +115,15 @@ class Comparison:
 
     def changes(self) -> list[Row]:
         return [r for r in self.rows if r.verdict in (CHANGE_UP, CHANGE_DOWN)]
+
+    def said(self) -> str:
+        """One line: which figures changed, by what method, or that none did."""
+        changed = self.changes()
+        if not changed:
+            return "no difference beyond the runs' spread in any figure judged"
+        return "changed: " + ", ".join(
+            f"{r.figure} {r.verdict} ({r.change_text()}, {r.method})" for r in changed
+        )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -159,7 +205,7 @@ def compare(
 
 def _said(row: Row) -> str:
     if row.change is not None and row.base:
-        return f"{row.change * 100:+.1f}%"
+        return row.change_text()
     assert row.base is not None and row.candidate is not None
     return f"{row.candidate - row.base:+g}"
 

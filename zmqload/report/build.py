@@ -252,6 +252,21 @@ def _session(args: argparse.Namespace, log: Callable[[str], None] | None) -> Any
     return connect(args.remote, args.master_timeout, log=log)
 
 
+def two_groups(paths: list[str], warnings: list[str]) -> Any:
+    """Given two paths, a run or a directory of runs each: the second's runs compared with the
+    first's (measure/compare.py), else None; why not, as a warning, when they cannot be."""
+    if len(paths) != 2:
+        return None
+    from ..measure.compare import Group, compare, load_runs
+
+    try:
+        base, candidate = (Group(p, load_runs(p, name)) for p, name in zip(paths, ("base", "cand")))
+        return compare(base, candidate)
+    except ZmqloadError as exc:
+        warnings.append(f"no comparison of the two paths: {exc}")
+        return None
+
+
 def _report(
     args: argparse.Namespace,
     runs: list[RunInfo],
@@ -299,6 +314,7 @@ def _report(
     os.makedirs(args.out, exist_ok=True)
     outputs.write_summary(analysis.summary, args.out, capacity, what_if, searches)
     outputs.write_topics(analysis.topics, args.out)
+    comparison = two_groups(args.paths, warnings)
     page = html.render(
         analysis,
         capacity,
@@ -307,6 +323,7 @@ def _report(
         slo_p99_us=what_if,
         memory_budget=budget,
         searches=searches,
+        comparison=comparison,
     )
     tmp = os.path.join(args.out, ".index.html.tmp")
     with open(tmp, "w") as f:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ..analysis.runs import RunInfo
     from ..analysis.verdict_group import VerdictGroup
     from ..contract.search_record import SearchRecord
+    from ..measure.compare import Comparison
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:16px auto;max-width:1150px;padding:0 16px;color:#222;line-height:1.45}
@@ -140,6 +141,7 @@ def render(
     memory_budget: int | None,
     max_runs_plotted: int = 24,
     searches: Sequence[SearchRecord] = (),
+    comparison: Optional[Comparison] = None,
 ) -> str:
     """The page, in the order a person reads it: the answer and its evidence (the capacity
     search's sentences, table and probe plots; else the verdicts and their curves) in the first
@@ -172,6 +174,7 @@ def render(
         judged_by=slo_lines(capacity, slo_p99_us)[0],
     )
     out += runs_table(analysis, capacity)
+    out += comparison_section(comparison)
     if not getattr(analysis, "reorder_measured", True):
         out.append(
             "<p class='note'>Reordering was not measured (it sorts every record; use --reorder on).</p>"
@@ -258,6 +261,37 @@ def _digest(info: RunInfo, r: Optional[SummaryRow], capacity: list[VerdictGroup]
         f"{_one_way(r, r.judged_p99_column)}"
         f" &middot; {verdict_cell(capacity, info.run_id)}"
     )
+
+
+def comparison_section(result: Optional[Comparison]) -> list[str]:
+    """Given two paths, the second's runs against the first's (measure/compare.py: `zmqload
+    compare`'s table and verdicts)."""
+    if result is None:
+        return []
+    from ..measure.compare import COLUMNS
+
+    out = [
+        "<h2>Comparison</h2>",
+        f"<p class='note'>Candidate {_e(result.candidate)} ({len(result.candidate_runs)} run(s)) "
+        f"against base {_e(result.base)} ({len(result.base_runs)} run(s)): a change only where "
+        "the runs' own spread (a bootstrap over the runs and their windows; a permutation test "
+        "over the runs for the figures a run has once) cannot explain it.</p>",
+        "<div class='scroll'><table><tr>"
+        + "".join(f"<th{' class=l' if c == 'figure' else ''}>{_e(c)}</th>" for c in COLUMNS)
+        + "</tr>",
+    ]
+    for row in result.rows:
+        cells = row.cells()
+        verdict = (
+            _e(cells[5]) if row.verdict not in ("higher", "lower") else f"<b>{_e(cells[5])}</b>"
+        )
+        out.append(
+            f"<tr><td class='l'>{_e(cells[0])}</td>"
+            + "".join(f"<td>{_e(c)}</td>" for c in cells[1:5])
+            + f"<td class='l'>{verdict}</td></tr>"
+        )
+    out += ["</table></div>", f"<p>{_e(result.said())}</p>"]
+    return out
 
 
 def hdr_links(run_dir: str) -> list[str]:
