@@ -188,7 +188,11 @@ def test_a_command_without_its_action_shows_its_usage(capsys):
             .splitlines()[-1]
             .endswith(
                 "error: missing command; accepted: "
-                + ("list, run" if args else "run, info, sweep, capacity, scenario, report, repair")
+                + (
+                    "list, run"
+                    if args
+                    else "run, info, sweep, capacity, scenario, report, compare, repair"
+                )
             )
         )
 
