@@ -292,11 +292,9 @@ def test_command_refuses_what_is_not_a_run(capsys, tmp_path):
     )
 
 
-def verdicts_of_real_runs(out: str) -> tuple[dict[str, tuple], dict[str, tuple]]:
+def real_runs(out: str) -> tuple[RunFigures, RunFigures, RunFigures]:
     """Three 1 s unpaced push-pull runs started together (so that what else the machine does
-    falls on all of them): consumer delay 10 us (a, c) and 20 us (b, half the consumer's pace).
-    compare's (verdict, change) on throughput and latency of b against a (made to differ) and of
-    c against a (made not to)."""
+    falls on all of them): consumer delay 10 us (a, c) and 20 us (b, half the consumer's pace)."""
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "zmqload", "run", "--pattern", "push-pull", "--rate", "0"]
@@ -312,12 +310,14 @@ def verdicts_of_real_runs(out: str) -> tuple[dict[str, tuple], dict[str, tuple]]
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
-    a, b, c = (Group(side, load_runs(os.path.join(out, side), side)) for side in "abc")
+    a, b, c = (load_runs(os.path.join(out, side), side)[0] for side in "abc")
+    return a, b, c
 
-    def verdicts(candidate: Group) -> dict[str, tuple]:
-        return {row.figure: (row.verdict, row.change) for row in compare(a, candidate).rows[:4]}
 
-    return verdicts(b), verdicts(c)
+def verdicts(base: list[RunFigures], candidate: list[RunFigures]) -> dict[str, tuple]:
+    """compare's (verdict, change) on throughput and latency."""
+    rows = compare(Group("base", base), Group("candidate", candidate)).rows[:4]
+    return {row.figure: (row.verdict, row.change) for row in rows}
 
 
 REPEATS = 3
@@ -326,28 +326,11 @@ REPEATS = 3
 @pytest.mark.slow
 def test_real_runs_made_to_differ_are_a_change_and_the_same_workload_is_not(tmp_path):
     """Consumer delay 10 us against 20 us: throughput lower; 10 us against 10 us: no difference
-    in throughput or latency. In most of 3 repeats (docs/COMPARE.md gives a longer count)."""
-    apart, alike = [], []
-    for i in range(REPEATS):
-        one_apart, one_alike = verdicts_of_real_runs(str(tmp_path / str(i)))
-        apart.append(one_apart)
-        alike.append(one_alike)
-    assert sum(v["throughput"][0] == CHANGE_DOWN for v in apart) >= 2, apart
-    assert sum({verdict for verdict, _ in v.values()} == {SAME} for v in alike) >= 2, alike
-
-
-def test_command_refuses_damaged_records(capsys, tmp_path):
-    """A run.json or a recvs part that is not one: one line, exit 2, no traceback."""
-    run_dir = synthetic_run(str(tmp_path), "a", np.random.default_rng(5))
-    part = os.path.join(run_dir, "recvs", "part-c0-00000.parquet")
-    with open(part, "r+b") as f:
-        f.truncate(100)
-    done = in_process(capsys, "compare", run_dir, run_dir)
-    assert done.returncode == 2
-    assert done.stderr.startswith(f"zmqload compare: error: {part}: not a readable recvs part (")
-    assert len(done.stderr.splitlines()) == 1
-    with open(os.path.join(run_dir, "run.json"), "wb") as f:
-        f.write(b'{"schema_version": 1, "run_id": 7}')
-    done = in_process(capsys, "compare", run_dir, run_dir)
-    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
-    assert "run.json" in done.stderr
+    in throughput or latency; judged over 3 repeats as repeated runs a side (each repeat's own
+    pair is shown on failure; how often a single pair is right: docs/COMPARE.md)."""
+    triples = [real_runs(str(tmp_path / str(i))) for i in range(REPEATS)]
+    a, b, c = ([t[i] for t in triples] for i in range(3))
+    pairs = [(verdicts([x], [y]), verdicts([x], [z])) for x, y, z in triples]
+    apart, alike = verdicts(a, b), verdicts(a, c)
+    assert apart["throughput"][0] == CHANGE_DOWN, (apart, pairs)
+    assert {verdict for verdict, _ in alike.values()} == {SAME}, (alike, pairs)
