@@ -293,12 +293,13 @@ def test_command_refuses_what_is_not_a_run(capsys, tmp_path):
 
 
 def real_runs(out: str) -> tuple[RunFigures, RunFigures, RunFigures]:
-    """Three 1 s unpaced push-pull runs started together (so that what else the machine does
-    falls on all of them): consumer delay 10 us (a, c) and 20 us (b, half the consumer's pace)."""
+    """Three 3 s unpaced push-pull runs started together (so that what else the machine does
+    falls on all of them; long enough that their staggered starts matter little): consumer delay
+    10 us (a, c) and 20 us (b, half the consumer's pace)."""
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "zmqload", "run", "--pattern", "push-pull", "--rate", "0"]
-            + ["--duration", "1", "--consumer-delay-us", str(delay), "--quiet"]
+            + ["--duration", "3", "--consumer-delay-us", str(delay), "--quiet"]
             + ["--out", os.path.join(out, side)],
             stderr=subprocess.PIPE,
             text=True,
