@@ -28,7 +28,7 @@ MIN_CHANGE = 0.01
 SINGLE_RUN_CHANGE = 0.10
 """Smallest relative change called one when a side has a single run: two runs of one workload
 made at the same time on the shared 2-core development machine differed in throughput by under
-10 % in 10 of 14 pairs, often beyond what their windows showed (docs/COMPARE.md)."""
+10 % in 10 of the first 14 pairs, often beyond what their windows showed (docs/COMPARE.md)."""
 PERMUTATION_ALPHA = 0.05
 SEED = 20261128  # fixed: the same runs give the same verdicts
 
