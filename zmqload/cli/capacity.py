@@ -35,6 +35,7 @@ from ..contract.search_record import (
     search_path,
 )
 from ..contract.states import SearchStatus, Slo
+from ..contract.words import MESSAGES, Words, words_for
 from ..errors import ConfigError, ExitStatus
 from ..store.record_files import write_search
 from .common import disk_warning, megabytes
@@ -156,31 +157,33 @@ def _us(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def probe_line(index: int, probe: Probe) -> str:
+def probe_line(index: int, probe: Probe, words: Words = MESSAGES) -> str:
     f = probe.figures
     verdict = "pass" if probe.passed else ("GENERATOR" if probe.generator_limited else "FAIL")
-    line = f"  probe {index:>2}{' (again)' if probe.confirm else ''}  {probe.rate:>12,} msg/s  {verdict:<9}"
+    rate = words.rate()
+    line = f"  probe {index:>2}{' (again)' if probe.confirm else ''}  {probe.rate:>12,} {rate}  {verdict:<9}"
     if probe.error:
         return f"{line}  {probe.error}"
     line += (
-        f"  received {f.get('throughput_msgs') or 0:,.0f} msg/s, achieved {f.get('achieved') or 0:.3f}, "
-        f"loss {f.get('loss_ratio', 0):.2%}, p99 {_us(f.get('p99_us'))} us"
+        f"  {words.received} {f.get('throughput_msgs') or 0:,.0f} {rate}, achieved "
+        f"{f.get('achieved') or 0:.3f}, loss {f.get('loss_ratio', 0):.2%}, p99 {_us(f.get('p99_us'))} µs"
     )
     if probe.breaches:
         line += f"  [{probe.breaches[0].text}]"
     elif probe.generator_limited:
         line += (
-            f"  [reached {f.get('reached_rate') or 0:,.0f} msg/s, blocked {f.get('blocked_ms') or 0:,.0f} ms "
+            f"  [reached {f.get('reached_rate') or 0:,.0f} {rate}, blocked {f.get('blocked_ms') or 0:,.0f} ms "
             f"of a {f.get('lag_ms') or 0:,.0f} ms lag]"
         )
     return line
 
 
-def answer_line(tag: str, outcome: Outcome) -> str:
+def answer_line(tag: str, outcome: Outcome, words: Words = MESSAGES) -> str:
     lo, hi = outcome.bracket
+    rate = words.rate()
     if not outcome.converged:
         return (
-            f"{tag}: no capacity found: {outcome.reason}; bracket {_rate(lo)} - {_rate(hi)} msg/s"
+            f"{tag}: no capacity found: {outcome.reason}; bracket {_rate(lo)} - {_rate(hi)} {rate}"
         )
     at = [p for p in outcome.probes if p.rate == lo and p.passed][-1].figures
     failing = [p for p in outcome.probes if p.rate == hi and not p.passed]
@@ -200,8 +203,9 @@ def answer_line(tag: str, outcome: Outcome) -> str:
     )
     memory = f", consumer RSS {rss / 1024:,.1f} MiB" if rss is not None else ""
     return (
-        f"{tag}: max sustainable rate {lo:,} msg/s per producer (bracket {_rate(lo)} - {_rate(hi)}); {above}; "
-        f"at it: p99 {_us(at.get('p99_us'))} us, p99.9 {_us(at.get('p99_9_us'))} us{queue}{memory}"
+        f"{tag}: max sustainable rate {lo:,} {rate} per producer (bracket {_rate(lo)} - {_rate(hi)}); "
+        f"{above}; at it: p99 {_us(at.get('p99_us'))} µs, p99.9 {_us(at.get('p99_9_us'))} µs"
+        f"{queue}{memory}"
     )
 
 
@@ -275,9 +279,13 @@ def run(args: argparse.Namespace) -> ExitStatus:
                 say(f"search {point.index + 1}/{len(combos.points)}: {tag}")
                 started = time.monotonic()
                 count = [0]
+                words = words_for(point.workload.pattern, point.workload.role)
 
                 def probe(
-                    rate: int, point: sweeps.Point = point, count: list[int] = count
+                    rate: int,
+                    point: sweeps.Point = point,
+                    count: list[int] = count,
+                    words: Words = words,
                 ) -> Probe:
                     count[0] += 1
                     name = f"{point.run_id}-p{count[0]:02d}-r{rate}"[: sweeps.MAX_RUN_NAME]
@@ -289,7 +297,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
                     result = probe_once(
                         point.workload, slos, rate, plan.probe_duration, name, progress=live
                     )
-                    say(probe_line(count[0], result))
+                    say(probe_line(count[0], result, words))
                     return result
 
                 def so_far(
@@ -299,7 +307,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
                     write_search(args.out, record)
 
                 outcome = find_max_rate(probe, plan, on_probe=so_far)
-                say(answer_line(tag, outcome))
+                say(answer_line(tag, outcome, words))
                 if not outcome.converged:
                     status = ExitStatus.FAILED
                 following = combos.points[point.index + 1 :]

@@ -158,7 +158,7 @@ def service_rows(result: RunResult) -> list[tuple[str, str]]:
         ),
         ("unanswered", f"{result.unanswered:,} (no reply within {timeout:,} ms)"),
         (
-            "round trip from intended (us)",
+            "round trip from intended (µs)",
             "  ".join(
                 f"{k} {_ns_to_us(v)}" for k, v in rt.items() if k in ("p50", "p99", "p99.9", "max")
             ),
@@ -229,13 +229,13 @@ def consumers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
     if foreign.get("messages"):
         rows += [
             ("foreign rate", f"{foreign['rate_msgs']:,.0f} msg/s over {foreign['span_s']:,.3f} s"),
-            ("foreign gaps (us)", "  ".join(f"{k} {_ns_to_us(v)}" for k, v in gap.items())),
+            ("foreign gaps (µs)", "  ".join(f"{k} {_ns_to_us(v)}" for k, v in gap.items())),
         ]
     if result.received:
         lat = result.latency_summary("sent")
         rows.append(
             (
-                "latency from sent (us)",
+                "latency from sent (µs)",
                 "  ".join(
                     f"{k} {_ns_to_us(v)}"
                     for k, v in lat.items()
@@ -341,8 +341,8 @@ def summary_table(result: RunResult) -> Table:
         else f"  (± {_ns_to_us(result.clock_uncertainty_ns)} clocks)"
     )
     for label, since in (
-        ("latency from intended (us)", "intended"),
-        ("latency from sent (us)", "sent"),
+        ("latency from intended (µs)", "intended"),
+        ("latency from sent (µs)", "sent"),
     ):
         lat = result.latency_summary(since)
         rows.append(

@@ -58,7 +58,9 @@ def run(args: argparse.Namespace) -> ExitStatus:
         RunError
     ) as exc:  # a failed run still has figures (from its records): show them, then the error
         failed: RunResult | None = getattr(exc, "result", None)
-        if failed is not None:
+        # a run that sent and received nothing (nobody listening) has only zeros to show: the
+        # error line alone says it (--json still prints them, for a script)
+        if failed is not None and (args.json or failed.attempted or failed.received):
             show(failed, [], args)
         raise
     from ..plan.slo import judge

@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate, fmt_us, offered
 from ..analysis.summary_row import ALL, SummaryRow
+from ..analysis import one_side
 from . import plots, search_answer
 
 if TYPE_CHECKING:
+    from ..analysis.one_side import ConsumerSide
     from ..analysis.pipeline import Analysis
     from ..analysis.runs import RunInfo
     from ..analysis.verdict_group import VerdictGroup
@@ -139,6 +141,7 @@ def render(
     memory_budget: int | None,
     max_runs_plotted: int = 24,
     searches: Sequence[SearchRecord] = (),
+    consumer_sides: Sequence[ConsumerSide] = (),
 ) -> str:
     """The page, in the order a person reads it: the answer and its evidence (the capacity
     search's sentences, table and probe plots; else the verdicts and their curves) in the first
@@ -152,7 +155,7 @@ def render(
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>zmqload report</title><style>{CSS}</style></head><body>",
         "<h1>zmqload capacity report</h1>",
-        f"<p class='sub'>{len(runs)} run(s), generated {now}"
+        f"<p class='sub'>{len(runs) + len(consumer_sides)} run(s), generated {now}"
         f"{'; memory budget ' + fmt_bytes(memory_budget) if memory_budget else ''}. "
         f"Time windows: {_e(plots.duration_text(analysis.window_ns))} (a plot of a long run merges them: its "
         "title says the window it draws).</p>",
@@ -162,22 +165,27 @@ def render(
         out.append(f"<div class='warn'>{_e(warning)}</div>")
     searched = search_section(searches)
     out += searched
-    out += capacity_section(
-        analysis,
-        capacity,
-        recommendations,
-        slo_p99_us,
-        answer=not searched,
-        judged_by=slo_lines(capacity, slo_p99_us)[0],
-    )
-    out += runs_table(analysis, capacity)
+    if runs:  # consumer-only runs alone have no rate to judge
+        out += capacity_section(
+            analysis,
+            capacity,
+            recommendations,
+            slo_p99_us,
+            answer=not searched,
+            judged_by=slo_lines(capacity, slo_p99_us)[0],
+        )
+    out += consumer_side_section(consumer_sides)
+    if runs:
+        out += runs_table(analysis, capacity)
     if not getattr(analysis, "reorder_measured", True):
         out.append(
             "<p class='note'>Reordering was not measured (it sorts every record; use --reorder on).</p>"
         )
-    out.append(
-        "<h2>Per run</h2><p class='note'>Each run's fates, latency and plots: click a run to open it.</p>"
-    )
+    if runs:
+        out.append(
+            "<h2>Per run</h2><p class='note'>Each run's fates, latency and plots: click a run to "
+            "open it.</p>"
+        )
     for i, info in enumerate(runs):
         out += run_detail(
             analysis, info, run_rows.get(info.run_id), capacity, plotted=i < max_runs_plotted
@@ -187,6 +195,89 @@ def render(
     out.append(READING)
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def consumer_side_section(sides: Sequence[ConsumerSide]) -> list[str]:
+    """Consumer-only runs (--role consumer): what the user's producer sent, as zmqload's
+    consumers saw it: arrivals over time and sizes by kind, the gaps between foreign arrivals, and
+    a header-writing producer's holes and duplicates by stream (nothing is reconciled: its sends
+    are not seen)."""
+    if not sides:
+        return []
+    out = [
+        "<h2>Your producer, as zmqload's consumers saw it</h2><p class='sub'>Consumer-only runs "
+        "(<code>--role consumer</code>): what your producer sent is not seen, so there is no loss "
+        "to account; holes are seqs never seen below the highest, a lower bound of it.</p>"
+    ]
+    for side in sides:
+        info, foreign = (
+            side.info,
+            side.info.record.summary.foreign if side.info.record.summary else None,
+        )
+        w = info.workload
+        out.append(
+            f"<h3 id='{_e(info.run_id)}'>{_e(info.run_id)}</h3><p class='note'>{_e(w.pattern)} "
+            f"{_e(w.transport)}, {w.consumers} consumer{'s' * (w.consumers > 1)}, "
+            f"{_e(info.status.value)}</p>"
+        )
+        rows = []
+        for name, size in side.sizes.items():
+            rows.append(
+                f"<tr><td class='l'>{_e(name)}</td><td>{size.messages:,}</td>"
+                f"<td>{size.min:,} / {size.p50:,.0f} / {size.max:,}&nbsp;B</td>"
+                f"<td>{size.mean:,.1f}&nbsp;B</td></tr>"
+            )
+        if rows:
+            out.append(
+                _scroll(
+                    "<table><tr><th class='l'>messages</th><th>arrived</th>"
+                    "<th>size min / p50 / max</th><th>mean size</th></tr>"
+                    + "".join(rows)
+                    + "</table>"
+                )
+            )
+        if foreign and foreign.messages:
+            gaps = foreign.gap_ns
+            out.append(
+                f"<p>Foreign messages: {foreign.messages:,} ({fmt_bytes(foreign.bytes)}), "
+                f"{fmt_rate(foreign.rate_msgs)} over {foreign.span_s:.3g} s; gaps between "
+                "arrivals "
+                + ", ".join(
+                    f"{k} {fmt_us(v / 1e3) if v is not None else '-'}"
+                    for k, v in (
+                        ("p50", gaps.get("p50")),
+                        ("p99", gaps.get("p99")),
+                        ("max", gaps.get("max")),
+                    )
+                )  # fmt: skip
+                + ".</p>"
+            )
+        lines = one_side.stream_lines(info)
+        if lines:
+            out.append(
+                _scroll(
+                    "<table><tr><th class='l'>header-writing producer's stream</th><th>received</th>"
+                    "<th>duplicates</th><th>reordered</th><th>holes</th><th class='l'>missing seqs"
+                    "</th></tr>"
+                    + "".join(
+                        f"<tr><td class='l'>{s['stream']}</td><td>{s['received']:,}</td>"
+                        f"<td>{s['duplicates']:,}</td><td>{s['reordered']:,}</td>"
+                        f"<td>{'-' if s['holes'] is None else format(s['holes'], ',')}</td>"
+                        f"<td class='l'>{_e(_ranges(s['missing']))}</td></tr>"
+                        for s in lines
+                    )
+                    + "</table>"
+                )
+            )
+        out.append(_img(plots.arrivals(side.rates, side.window_ns), f"arrivals of {info.run_id}"))
+    return out
+
+
+def _ranges(ranges: list[tuple[int, ...]], most: int = 8) -> str:
+    """Missing seq ranges as '100-149, 700', the first `most` of them and how many more."""
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges[:most])
+    more = len(ranges) - most
+    return (text or "none") + (f" and {more:,} more" if more > 0 else "")
 
 
 def _scroll(table: str) -> str:
