@@ -36,8 +36,8 @@ from ..contract.search_record import (
 )
 from ..contract.states import SearchStatus, Slo
 from ..contract.words import MESSAGES, Words, words_for
-from ..errors import ConfigError, ExitStatus
-from ..store.record_files import write_search
+from ..errors import ConfigError, ExitStatus, RecordError
+from ..store.record_files import read_run, write_search
 from .common import disk_warning, megabytes
 from .options import add_workload_arguments
 from .report_after import report_module, run_report
@@ -96,16 +96,38 @@ def plan_searches(args: argparse.Namespace, plan: SearchPlan) -> sweeps.Sweep:
     return combos
 
 
-def likely_capacity(w: Workload) -> tuple[int, str]:
+def likely_capacity(w: Workload) -> tuple[int, str] | None:
     """A guess of where a search of `w` ends, msg/s per producer, and why: the consumers' work
     ceiling (contract/derived.py) when they do simulated work, else what one unpaced producer
-    reaches (UNPACED_RATE_GUESS), whichever is lower."""
+    reaches (UNPACED_RATE_GUESS), whichever is lower. A service of the user's: None, its pace
+    is learnt from its first probe (`service_pace`)."""
+    if w.serves:
+        return None
     if w.consumer_delay_us > 0:
         # A fan-out consumer receives every producer's messages; round robin shares them out.
         carried = work_ceiling(w.consumer_delay_us) * (1 if w.fanout else w.consumers) / w.producers
         if carried < UNPACED_RATE_GUESS:
             return max(1, int(carried)), "the consumers' work ceiling"
     return UNPACED_RATE_GUESS, "what one unpaced producer reaches"
+
+
+def service_pace(probe: Probe, producers: int) -> tuple[int, str] | None:
+    """A service's pace per producer from a probe of it: a REQ has one request in flight, so a
+    producer sends at most one per round trip (the probe's p50, run.json), and no faster than
+    the service answered. None when the probe has no round trip."""
+
+    if probe.run_dir is None:
+        return None
+    try:
+        summary = read_run(probe.run_dir).summary
+    except RecordError:
+        return None
+    p50 = summary.round_trip_ns.p50 if summary and summary.round_trip_ns else None
+    if not p50:
+        return None
+    answered = (probe.figures.get("throughput_msgs") or 0) / producers
+    pace = max(1e9 / p50, answered)
+    return max(1, int(pace)), f"one request per round trip, p50 {p50 / 1e3:,.0f} µs"
 
 
 def expected_probes(plan: SearchPlan, capacity: int) -> list[int]:
@@ -116,36 +138,69 @@ def expected_probes(plan: SearchPlan, capacity: int) -> list[int]:
     return [p.rate for p in find_max_rate(lambda rate: Probe(rate, rate <= capacity), plan).probes]
 
 
-def expected_write(combos: sweeps.Sweep, plan: SearchPlan) -> tuple[int, int, str]:
-    """(bytes the searches are expected to write, probes in all, what the guess rests on): each
-    probe writes what a --probe-duration run at its rate writes (runner.run's expected_bytes),
-    at most UNPACED_RATE_GUESS msg/s per producer (a probe above it cannot send more)."""
-    from ..runner.run import expected_bytes
+def search_write(w: Workload, plan: SearchPlan, capacity: int) -> tuple[int, int]:
+    """(bytes one search keeps, its probes) if it ends near `capacity` per producer: each probe
+    keeps what a --probe-duration run at its rate keeps (runner.run's kept_bytes), its sends no
+    more than `capacity` allows (a REQ waits for each answer; one unpaced producer reaches at
+    most UNPACED_RATE_GUESS)."""
+    from ..runner.run import kept_bytes
 
+    rates = expected_probes(plan, capacity)
+    total = 0
+    for rate in rates:
+        probe = dataclasses.replace(w, rate=rate, duration=plan.probe_duration, count=None)
+        sent = min(rate, capacity if w.serves else UNPACED_RATE_GUESS) * plan.probe_duration
+        total += kept_bytes(probe, max(1, int(sent)))
+    return total, len(rates)
+
+
+def expected_write(combos: sweeps.Sweep, plan: SearchPlan) -> tuple[int, int, str]:
+    """(bytes the searches are expected to keep, probes in all, what the guess rests on), of
+    the searches whose end can be guessed before they start (not a service's: `service_line`)."""
     total, probes, because = 0, 0, set()
     for point in combos.points:
-        capacity, why = likely_capacity(point.workload)
+        likely = likely_capacity(point.workload)
+        if likely is None:
+            continue
+        capacity, why = likely
         because.add(f"{capacity:,} msg/s per producer ({why})")
-        for rate in expected_probes(plan, capacity):
-            probe = dataclasses.replace(
-                point.workload,
-                rate=min(rate, UNPACED_RATE_GUESS),
-                duration=plan.probe_duration,
-                count=None,
-            )
-            total += expected_bytes(probe) or 0
-            probes += 1
+        written, n = search_write(point.workload, plan, capacity)
+        total, probes = total + written, probes + n
     return total, probes, "; ".join(sorted(because))
 
 
 def estimate_line(combos: sweeps.Sweep, plan: SearchPlan) -> str:
-    """How much the searches write, said before the first probe: one line."""
+    """How much the searches keep, said before the first probe: one line."""
     written, probes, because = expected_write(combos, plan)
     n = len(combos.points)
+    services = sum(p.workload.serves for p in combos.points)
+    line = (
+        f"{n} search{'es' if n != 1 else ''}, probes of {plan.probe_duration:g} s "
+        f"(at most {plan.max_probes} per search)"
+    )
+    if services < n:
+        line += (
+            f"; about {probes} probe{'s' if probes != 1 else ''} writing up to about "
+            f"{megabytes(written)} to {combos.out} if "
+            f"{'each ends' if n - services != 1 else 'it ends'} near {because}"
+        )
+    if services:
+        line += (
+            "; what a search of your service writes follows its pace, said after its first probe"
+        )
+    return line
+
+
+def service_line(w: Workload, plan: SearchPlan, first: Probe) -> str | None:
+    """After a service search's first probe: its pace and what the search will keep."""
+    pace = service_pace(first, w.producers)
+    if pace is None:
+        return None
+    capacity, why = pace
+    written, probes = search_write(w, plan, capacity)
     return (
-        f"{n} search{'es' if n != 1 else ''}, about {probes} probe{'s' if probes != 1 else ''} of "
-        f"{plan.probe_duration:g} s (at most {plan.max_probes} per search), writing up to about "
-        f"{megabytes(written)} to {combos.out} if {'each ends' if n != 1 else 'it ends'} near {because}"
+        f"  your service: about {capacity:,} req/s per producer ({why}); the search writes up to "
+        f"about {megabytes(written)} in about {probes} probes"
     )
 
 
@@ -298,6 +353,10 @@ def run(args: argparse.Namespace) -> ExitStatus:
                         point.workload, slos, rate, plan.probe_duration, name, progress=live
                     )
                     say(probe_line(count[0], result, words))
+                    if count[0] == 1 and point.workload.serves:
+                        said = service_line(point.workload, plan, result)
+                        if said is not None:
+                            say(said)
                     return result
 
                 def so_far(

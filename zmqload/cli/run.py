@@ -84,12 +84,13 @@ def say_disk(w: Workload) -> None:
     """How much a long run will write and what a full disk does to it, one line before it starts
     (a run that cannot fit was refused already: runner.run.check_space)."""
     from ..runner.remote_out import local_out
-    from ..runner.run import expected_write, free_space
+    from ..runner.run import expected_write, free_space, kept_bytes
 
     (needed, guessed), free = expected_write(w), free_space(local_out(w))
-    if needed >= SAY_BYTES and (guessed or free >= needed):
+    kept = kept_bytes(w, w.expected_sends_per_producer)  # what it keeps; `needed`: its peak
+    if kept >= SAY_BYTES and (guessed or free >= needed):
         print(
-            f"zmqload run: writing about {megabytes(needed)}{' (guessed: unpaced, --duration)' if guessed else ''} "
+            f"zmqload run: writing about {megabytes(kept)}{' (guessed: unpaced, --duration)' if guessed else ''} "
             f"to {local_out(w)}, {megabytes(max(free, 0))} free; a disk that fills ends the run failed, "
             "what was recorded kept",
             file=sys.stderr,
