@@ -26,7 +26,7 @@ h3{font-size:16px;margin:14px 0 6px} .sub{color:#666;margin:0 0 4px;font-size:14
 .scroll{overflow-x:auto;max-width:100%;margin:6px 0 12px}
 table{border-collapse:collapse;font-size:13px;margin:0} th,td{border:1px solid #ddd;padding:3px 5px;text-align:right}
 th{background:#f4f6f8;text-align:center;font-weight:600}
-td.l,th.l{text-align:left} td.l{overflow-wrap:anywhere;min-width:4em}
+td.l,th.l{text-align:left} td.l{overflow-wrap:break-word;min-width:4em}
 .warn{background:#fff4e5;border-left:4px solid #f0a020;padding:6px 12px;margin:6px 0}
 .bad{color:#b00020;font-weight:600} .ok{color:#1b7d2b;font-weight:600}
 .rec{background:#eef6ee;border-left:4px solid #2ca02c;padding:6px 12px;margin:6px 0}
