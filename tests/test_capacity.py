@@ -682,7 +682,7 @@ def test_a_consumer_that_fell_behind_is_named_as_the_limit(figures, breaches):
     if "throughput_msgs" in figures:
         assert f"took {figures['throughput_msgs'] / 1e3:.1f}k/s of the 16.1k/s offered" in text
     assert (
-        "limited by the consumer, doing 20 us of work per message (at most 50.0k/s each, 1 consumer)"
+        "limited by the consumer, doing 20 µs of work per message (at most 50.0k/s each, 1 consumer)"
         in text
     )
     # 16.1k/s is a third of what 20 us allows: the sentence says the work alone did not set the pace
