@@ -468,7 +468,7 @@ def test_run_exits_3_naming_the_broken_latency_slo_and_0_within_it(out_dir, caps
     )
     assert r.returncode == 3 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "--slo-p99-us 1: p99 from the intended send time" in r.stderr
-    measured = float(r.stderr.split("send time ")[1].split(" us")[0].replace(",", ""))
+    measured = float(r.stderr.split("send time ")[1].split(" µs")[0].replace(",", ""))
     ok = in_process(
         capsys,
         "run",
