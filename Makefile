@@ -47,11 +47,14 @@ test-prereqs:
 
 $(VENV)/.installed: pyproject.toml setup.py
 	@$(MAKE) --no-print-directory prereqs
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "setuptools>=64" wheel "Cython>=3.0" "numpy>=1.24"
-	$(PY) -m pip install -q --no-build-isolation -e ".[test,report,remote]"
-	touch $@
+	@echo "zmqload: 1/3 making $(VENV) (its own Python packages, nothing installed system-wide)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip
+	@echo "zmqload: 2/3 build tools (Cython, numpy)"
+	@$(PY) -m pip install -q "setuptools>=64" wheel "Cython>=3.0" "numpy>=1.24"
+	@echo "zmqload: 3/3 zmqload and what it uses (pyzmq, pyarrow, pyspark for the report, matplotlib, pytest): about 1.4 GB, a few minutes the first time"
+	@$(PY) -m pip install -q --no-build-isolation -e ".[test,report,remote]"
+	@touch $@
 
 venv: $(VENV)/.installed
 
@@ -68,10 +71,14 @@ build: venv
 # carries, and the answer states the p99 it costs (the report judges its runs by the same SLO).
 demo: build
 	@rm -rf $(DEMO)
+	@echo "zmqload demo 1/3: a capacity search of a pub-sub consumer doing 20 µs of work per message (about a minute)"
 	$(PY) -m zmqload capacity --pattern pub-sub --transport tcp --size 256 --rcvhwm 1000 --sndhwm 1000 --consumer-delay-us 20 --slo-p99-us 50000 --start-rate 20k --probe-duration 1 --out $(DEMO)/capacity
+	@echo "zmqload demo 2/3: an unpaced push-pull run of 2,000,000 messages (its max throughput)"
 	$(PY) -m zmqload run --pattern push-pull --transport tcp --size 64 --count 2000000 --out $(DEMO)/max
+	@echo "zmqload demo 3/3: the report (Spark; the first one starts a JVM)"
 	$(PY) -m zmqload report $(DEMO)/capacity $(DEMO)/max --out report
 	@echo "report: file://$$(pwd)/report/index.html"
+	@$(PY) -c "from zmqload.report.server import status_line; print(status_line())"
 
 # Two workers (pytest-xdist), a test file each at a time: the suite's runs wait on sockets, JVMs and
 # clocks much of the time, so two share this 2-core machine's CPUs well (three were no faster).

@@ -471,7 +471,7 @@ def test_run_exits_3_naming_the_broken_latency_slo_and_0_within_it(out_dir, caps
     )
     assert r.returncode == 3 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "--slo-p99-us 1: p99 from the intended send time" in r.stderr
-    measured = float(r.stderr.split("send time ")[1].split(" us")[0].replace(",", ""))
+    measured = float(r.stderr.split("send time ")[1].split(" µs")[0].replace(",", ""))
     ok = in_process(
         capsys,
         "run",
@@ -685,7 +685,7 @@ def test_a_consumer_that_fell_behind_is_named_as_the_limit(figures, breaches):
     if "throughput_msgs" in figures:
         assert f"took {figures['throughput_msgs'] / 1e3:.1f}k/s of the 16.1k/s offered" in text
     assert (
-        "limited by the consumer, doing 20 us of work per message (at most 50.0k/s each, 1 consumer)"
+        "limited by the consumer, doing 20 µs of work per message (at most 50.0k/s each, 1 consumer)"
         in text
     )
     # 16.1k/s is a third of what 20 us allows: the sentence says the work alone did not set the pace

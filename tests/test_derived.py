@@ -73,6 +73,6 @@ def test_the_report_and_the_search_answer_state_the_ceiling_by_the_one_rule():
     for delay, text in ((40, "25.0k/s"), (30, "33.3k/s")):
         view = verdicts.RunView(row, RunRecord(workload=Workload(consumer_delay_us=delay)))
         cause, _ = verdicts.advice(view, [(verdicts.P99, "p99 9000 us")], 1000.0)
-        assert f"{delay} us of work per message caps a consumer near {text}" in cause
+        assert f"{delay} µs of work per message caps a consumer near {text}" in cause
         search = _slow_consumer_search(delay)
         assert f"(at most {text} each, 1 consumer)" in search_answer.cause(search, search.probes[0])

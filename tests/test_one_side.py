@@ -288,6 +288,7 @@ def test_nobody_listening_fails_in_bounded_time_naming_the_endpoint(tmp_path):
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert f"tcp://127.0.0.1:{port}" in last and "your consumer" in last, done.stderr
+    assert done.stdout == "", done.stdout  # its one line, no table of zeros before it
 
 
 def test_the_report_refuses_a_producer_only_run_in_one_line(tmp_path):

@@ -232,6 +232,8 @@ def test_a_refusal_points_at_what_to_do_now(tmp_path, argv, option, words):
         assert word in lines[0], (word, lines[0])
     assert not YET.search(lines[0]), lines[0]
     assert "nothing to connect to at *" not in lines[0]
+    if not any("*" in a for a in argv):  # a `*` the user did not write is not theirs to drop
+        assert "* is for binding" not in lines[0], lines[0]
     assert not out.exists() or not os.listdir(out), "nothing may start on bad input"
 
 

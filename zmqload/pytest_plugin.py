@@ -186,7 +186,7 @@ class ZmqloadFixture:
                 console.print(
                     f"run {i} of {total}: {result.run_id}: lost {result.lost:,} of {result.expected:,}, "
                     f"{result.throughput_msgs:,.0f} msg/s, p99 "
-                    f"{'-' if p99 is None else format(p99, ',.1f')} us; records: {result.run_dir}"
+                    f"{'-' if p99 is None else format(p99, ',.1f')} µs; records: {result.run_dir}"
                 )
                 continue
             console.print(f"run {i} of {total}: {result.run_id}")

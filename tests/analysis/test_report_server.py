@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -102,6 +103,18 @@ def test_server_is_reused_replaced_and_stops_when_idle(private_tmp):
     report(synth.path, os.path.join(tmp_path, "r2"), private_tmp)  # reuses it
     assert server_pid(private_tmp) == first
     check_figures(os.path.join(tmp_path, "r2"), synth)
+    # what `make demo` says last: the server that stays, how long, its memory, how to stop it
+    said = status_of(private_tmp)
+    rss_mb = sum(
+        int(subprocess.run(["ps", "-o", "rss=", "-p", str(p)], capture_output=True, text=True)
+            .stdout or 0) for p in [first, *children(first)]
+    ) / 1024  # fmt: skip
+    found = re.search(
+        r"warm for 25 s after the last report \(pid (\d+), ([\d,]+) MB resident", said
+    )
+    assert found and int(found.group(1)) == first, said
+    assert 0.7 * rss_mb <= int(found.group(2).replace(",", "")) <= 1.3 * rss_mb, (said, rss_mb)
+    assert said.endswith("stop it now: zmqload report --stop-server"), said
 
     jvms = children(first)
     assert jvms, "the server's Spark runs in a JVM it started"
@@ -119,3 +132,13 @@ def test_server_is_reused_replaced_and_stops_when_idle(private_tmp):
     assert wait_until(lambda: not alive(second), LAST_IDLE_S + 60), "the idle server did not stop"
     assert wait_until(lambda: not any(alive(p) for p in jvms), 60), "its JVM outlived it"
     assert not glob.glob(os.path.join(private_tmp, "zmqload-report-*", "*", "server.sock"))
+    assert status_of(private_tmp) == ""  # none runs: nothing said
+
+
+def status_of(tmpdir) -> str:
+    """The line `make demo` prints last, as it prints it."""
+    env = dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmpdir), ZMQLOAD_REPORT_SERVER_IDLE_S="25")
+    code = "from zmqload.report.server import status_line; print(status_line())"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()

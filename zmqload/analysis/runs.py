@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from ..contract.workload import Workload
 from ..contract import run_record as rr
+from ..contract import search_record
 from ..store import record_files
 from ..contract.ids import Role
 from ..contract.records import SCHEMAS
@@ -23,7 +24,7 @@ from .errors import ReportInputError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-KINDS = ("sends", "recvs", "replies", "samples")  # the record kinds the report reads
+KINDS = ("sends", "recvs", "replies", "samples", "foreign")  # the record kinds the report reads
 
 
 class BadFileWarning(str):
@@ -77,6 +78,11 @@ class RunInfo:
         """The run's readable Parquet parts of one kind: none where it has no such records."""
         return self.parts.get(kind, [])
 
+    @property
+    def consumer_only(self) -> bool:
+        """--role consumer: the producer is the user's, its sends are not seen (analysis/one_side.py)."""
+        return self.workload.role == "consumer"
+
 
 def _list_parts(run_dir: str, kind: str) -> list[str]:
     files = glob.glob(os.path.join(run_dir, kind, "*.parquet"))
@@ -125,10 +131,8 @@ def read_run(path: str) -> RunInfo:
         raise ReportInputError(str(e)) from None
     base = os.path.basename(os.path.normpath(path))
     run_id = record.run_id or (base[4:] if base.startswith("run=") else base)
-    if record.workload.role != "both" and not record.workload.serves:
-        mine, theirs = (
-            ("sends", "received") if record.workload.role == "producer" else ("receipts", "sent")
-        )
+    if record.workload.role == "producer" and not record.workload.serves:
+        mine, theirs = ("sends", "received")
         raise ReportInputError(
             f"run {run_id} is a {record.workload.role}-only run (--role {record.workload.role}): "
             f"what your side {theirs} is not seen, so the report has nothing to account for; its "
@@ -158,9 +162,28 @@ def read_run(path: str) -> RunInfo:
         )
     elif info.status is RunStatus.FAILED:
         info.warnings.append(f"run {run_id} failed: {record.error or 'no error recorded'}")
-    if not info.parts["recvs"] and not info.parts["sends"]:
+    if not info.parts["recvs"] and not info.parts["sends"] and not info.parts["foreign"]:
         info.warnings.append(f"run {run_id} is empty (no send or receive records)")
     return info
+
+
+# A sweep's file (plan/sweep.py names it sweep-<id>.json): its runs are run=*/ beside it.
+SWEEP_FILES = "sweep-*.json"
+
+
+def _searched_runs(parent: str) -> list[str]:
+    """The runs of the capacity searches and sweeps in `parent`'s subdirectories: a search's
+    probes are its probes wherever its directory sits, so a parent given to the report reads them
+    with the runs beside them."""
+    found = []
+    for sub in sorted(glob.glob(os.path.join(parent, "*", ""))):
+        if record_files.is_run_dir(sub) or not (
+            os.path.isfile(os.path.join(sub, search_record.RESULT_FILE))
+            or glob.glob(os.path.join(sub, SWEEP_FILES))
+        ):
+            continue
+        found += sorted(d for d in glob.glob(os.path.join(sub, "run=*")) if os.path.isdir(d))
+    return found
 
 
 def discover_runs(
@@ -191,6 +214,7 @@ def discover_runs(
                 for f in glob.glob(os.path.join(p, "*", rr.RUN_FILE))
                 if not os.path.basename(os.path.dirname(f)).startswith("run=")
             )
+            candidates += _searched_runs(p)
             # the halves of a split run that was joined: the joined run stands for them
             names = {os.path.basename(d) for d in candidates}
             candidates = [

@@ -11,7 +11,7 @@ import dataclasses
 import os
 import re
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Union
 
 from ..contract import judge as rules
 from ..contract.fates import DROPPED, FATES
@@ -75,6 +75,14 @@ NAMES = {
     Slo.SLO_P99_US.value: P99,
     Slo.GENERATOR.value: GENERATOR,
 }
+
+
+def breach_names(breaches: Sequence[Any]) -> str:
+    """What broke, as every table of the report says it: 'backlog+p99' (NAMES, in the judge's
+    order), for a run's judgement and a search's failing probe alike."""
+    return "+".join(NAMES.get(str(b.slo), str(b.slo)) for b in breaches)
+
+
 # A consumer keeps up when it received this share of what was offered to it.
 KEEPS_UP = 0.95
 # The machine-readable verdict of a group (summary.parquet/csv, capacity.json), after its keys.
@@ -144,9 +152,14 @@ def fmt_rate(r: Optional[float]) -> str:
     return f"{r:.0f}/s"
 
 
+def plain(value: object) -> object:
+    """A value as a user types it: a whole float as an integer (20.0 -> 20)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def key_text(name: str, value: object) -> str:
     """One grouping key as a user would type it: 'rcvhwm=10', 'consumer_delay_us=40'."""
-    return f"{name}={'default' if value is None else value}"
+    return f"{name}={'default' if value is None else plain(value)}"
 
 
 def offered(
@@ -507,7 +520,13 @@ def search_verdict(
         entry.max_sustainable_rate * n if converged and entry.max_sustainable_rate else None
     )
     g.lowest_failing_rate = hi * n if hi is not None else None
-    g.failed_slo = NAMES.get(str(entry.failed_slo)) if entry.failed_slo is not None else None
+    g.failed_slo = (
+        breach_names(failing.breaches)
+        if failing is not None and failing.breaches
+        else NAMES.get(str(entry.failed_slo))
+        if entry.failed_slo is not None
+        else None
+    )
     g.failure = (
         (failing.breaches[0].text or None) if failing is not None and failing.breaches else None
     )
@@ -578,7 +597,7 @@ def advice(
     w, rate = v.workload, fmt_rate(v.offered)
     delay = w.get("consumer_delay_us") or 0
     per_consumer = (
-        f"; {delay:g} us of work per message caps a consumer near {fmt_rate(work_ceiling(delay))}"
+        f"; {delay:g} µs of work per message caps a consumer near {fmt_rate(work_ceiling(delay))}"
         if delay
         else ""
     )

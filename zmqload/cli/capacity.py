@@ -36,8 +36,9 @@ from ..contract.search_record import (
     search_path,
 )
 from ..contract.states import SearchStatus, Slo
-from ..errors import ConfigError, ExitStatus
-from ..store.record_files import write_search
+from ..contract.words import MESSAGES, Words, words_for
+from ..errors import ConfigError, ExitStatus, RecordError
+from ..store.record_files import read_run, write_search
 from .common import disk_warning, megabytes
 from .options import add_workload_arguments
 from .report_after import report_module, run_report
@@ -96,16 +97,38 @@ def plan_searches(args: argparse.Namespace, plan: SearchPlan) -> sweeps.Sweep:
     return combos
 
 
-def likely_capacity(w: Workload) -> tuple[int, str]:
+def likely_capacity(w: Workload) -> tuple[int, str] | None:
     """A guess of where a search of `w` ends, msg/s per producer, and why: the consumers' work
     ceiling (contract/derived.py) when they do simulated work, else what one unpaced producer
-    reaches (UNPACED_RATE_GUESS), whichever is lower."""
+    reaches (UNPACED_RATE_GUESS), whichever is lower. A service of the user's: None, its pace
+    is learnt from its first probe (`service_pace`)."""
+    if w.serves:
+        return None
     if w.consumer_delay_us > 0:
         # A fan-out consumer receives every producer's messages; round robin shares them out.
         carried = work_ceiling(w.consumer_delay_us) * (1 if w.fanout else w.consumers) / w.producers
         if carried < UNPACED_RATE_GUESS:
             return max(1, int(carried)), "the consumers' work ceiling"
     return UNPACED_RATE_GUESS, "what one unpaced producer reaches"
+
+
+def service_pace(probe: Probe, producers: int) -> tuple[int, str] | None:
+    """A service's pace per producer from a probe of it: a REQ has one request in flight, so a
+    producer sends at most one per round trip (the probe's p50, run.json), and no faster than
+    the service answered. None when the probe has no round trip."""
+
+    if probe.run_dir is None:
+        return None
+    try:
+        summary = read_run(probe.run_dir).summary
+    except RecordError:
+        return None
+    p50 = summary.round_trip_ns.p50 if summary and summary.round_trip_ns else None
+    if not p50:
+        return None
+    answered = (probe.figures.throughput_msgs if probe.figures else 0) / producers
+    pace = max(1e9 / p50, answered)
+    return max(1, int(pace)), f"one request per round trip, p50 {p50 / 1e3:,.0f} µs"
 
 
 def expected_probes(plan: SearchPlan, capacity: int) -> list[int]:
@@ -116,36 +139,69 @@ def expected_probes(plan: SearchPlan, capacity: int) -> list[int]:
     return [p.rate for p in find_max_rate(lambda rate: Probe(rate, rate <= capacity), plan).probes]
 
 
-def expected_write(combos: sweeps.Sweep, plan: SearchPlan) -> tuple[int, int, str]:
-    """(bytes the searches are expected to write, probes in all, what the guess rests on): each
-    probe writes what a --probe-duration run at its rate writes (runner.run's expected_bytes),
-    at most UNPACED_RATE_GUESS msg/s per producer (a probe above it cannot send more)."""
-    from ..runner.run import expected_bytes
+def search_write(w: Workload, plan: SearchPlan, capacity: int) -> tuple[int, int]:
+    """(bytes one search keeps, its probes) if it ends near `capacity` per producer: each probe
+    keeps what a --probe-duration run at its rate keeps (runner.run's kept_bytes), its sends no
+    more than `capacity` allows (a REQ waits for each answer; one unpaced producer reaches at
+    most UNPACED_RATE_GUESS)."""
+    from ..runner.run import kept_bytes
 
+    rates = expected_probes(plan, capacity)
+    total = 0
+    for rate in rates:
+        probe = dataclasses.replace(w, rate=rate, duration=plan.probe_duration, count=None)
+        sent = min(rate, capacity if w.serves else UNPACED_RATE_GUESS) * plan.probe_duration
+        total += kept_bytes(probe, max(1, int(sent)))
+    return total, len(rates)
+
+
+def expected_write(combos: sweeps.Sweep, plan: SearchPlan) -> tuple[int, int, str]:
+    """(bytes the searches are expected to keep, probes in all, what the guess rests on), of
+    the searches whose end can be guessed before they start (not a service's: `service_line`)."""
     total, probes, because = 0, 0, set()
     for point in combos.points:
-        capacity, why = likely_capacity(point.workload)
+        likely = likely_capacity(point.workload)
+        if likely is None:
+            continue
+        capacity, why = likely
         because.add(f"{capacity:,} msg/s per producer ({why})")
-        for rate in expected_probes(plan, capacity):
-            probe = dataclasses.replace(
-                point.workload,
-                rate=min(rate, UNPACED_RATE_GUESS),
-                duration=plan.probe_duration,
-                count=None,
-            )
-            total += expected_bytes(probe) or 0
-            probes += 1
+        written, n = search_write(point.workload, plan, capacity)
+        total, probes = total + written, probes + n
     return total, probes, "; ".join(sorted(because))
 
 
 def estimate_line(combos: sweeps.Sweep, plan: SearchPlan) -> str:
-    """How much the searches write, said before the first probe: one line."""
+    """How much the searches keep, said before the first probe: one line."""
     written, probes, because = expected_write(combos, plan)
     n = len(combos.points)
+    services = sum(p.workload.serves for p in combos.points)
+    line = (
+        f"{n} search{'es' if n != 1 else ''}, probes of {plan.probe_duration:g} s "
+        f"(at most {plan.max_probes} per search)"
+    )
+    if services < n:
+        line += (
+            f"; about {probes} probe{'s' if probes != 1 else ''} writing up to about "
+            f"{megabytes(written)} to {combos.out} if "
+            f"{'each ends' if n - services != 1 else 'it ends'} near {because}"
+        )
+    if services:
+        line += (
+            "; what a search of your service writes follows its pace, said after its first probe"
+        )
+    return line
+
+
+def service_line(w: Workload, plan: SearchPlan, first: Probe) -> str | None:
+    """After a service search's first probe: its pace and what the search will keep."""
+    pace = service_pace(first, w.producers)
+    if pace is None:
+        return None
+    capacity, why = pace
+    written, probes = search_write(w, plan, capacity)
     return (
-        f"{n} search{'es' if n != 1 else ''}, about {probes} probe{'s' if probes != 1 else ''} of "
-        f"{plan.probe_duration:g} s (at most {plan.max_probes} per search), writing up to about "
-        f"{megabytes(written)} to {combos.out} if {'each ends' if n != 1 else 'it ends'} near {because}"
+        f"  your service: about {capacity:,} req/s per producer ({why}); the search writes up to "
+        f"about {megabytes(written)} in about {probes} probes"
     )
 
 
@@ -157,31 +213,33 @@ def _us(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def probe_line(index: int, probe: Probe) -> str:
+def probe_line(index: int, probe: Probe, words: Words = MESSAGES) -> str:
     f = probe.figures or Figures()
     verdict = "pass" if probe.passed else ("GENERATOR" if probe.generator_limited else "FAIL")
-    line = f"  probe {index:>2}{' (again)' if probe.confirm else ''}  {probe.rate:>12,} msg/s  {verdict:<9}"
+    rate = words.rate()
+    line = f"  probe {index:>2}{' (again)' if probe.confirm else ''}  {probe.rate:>12,} {rate}  {verdict:<9}"
     if probe.error:
         return f"{line}  {probe.error}"
     line += (
-        f"  received {f.throughput_msgs:,.0f} msg/s, achieved {f.achieved or 0:.3f}, "
-        f"loss {f.loss_ratio:.2%}, p99 {_us(f.p99_us)} us"
+        f"  {words.received} {f.throughput_msgs:,.0f} {rate}, achieved "
+        f"{f.achieved or 0:.3f}, loss {f.loss_ratio:.2%}, p99 {_us(f.p99_us)} µs"
     )
     if probe.breaches:
         line += f"  [{probe.breaches[0].text}]"
     elif probe.generator_limited:
         line += (
-            f"  [reached {f.reached_rate or 0:,.0f} msg/s, blocked {f.blocked_ms or 0:,.0f} ms "
+            f"  [reached {f.reached_rate or 0:,.0f} {rate}, blocked {f.blocked_ms or 0:,.0f} ms "
             f"of a {f.lag_ms or 0:,.0f} ms lag]"
         )
     return line
 
 
-def answer_line(tag: str, outcome: Outcome) -> str:
+def answer_line(tag: str, outcome: Outcome, words: Words = MESSAGES) -> str:
     lo, hi = outcome.bracket
+    rate = words.rate()
     if not outcome.converged:
         return (
-            f"{tag}: no capacity found: {outcome.reason}; bracket {_rate(lo)} - {_rate(hi)} msg/s"
+            f"{tag}: no capacity found: {outcome.reason}; bracket {_rate(lo)} - {_rate(hi)} {rate}"
         )
     at = [p for p in outcome.probes if p.rate == lo and p.passed][-1].figures or Figures()
     failing = [p for p in outcome.probes if p.rate == hi and not p.passed]
@@ -200,8 +258,9 @@ def answer_line(tag: str, outcome: Outcome) -> str:
     )
     memory = f", consumer RSS {rss / 1024:,.1f} MiB" if rss is not None else ""
     return (
-        f"{tag}: max sustainable rate {lo:,} msg/s per producer (bracket {_rate(lo)} - {_rate(hi)}); {above}; "
-        f"at it: p99 {_us(at.p99_us)} us, p99.9 {_us(at.p99_9_us)} us{queue}{memory}"
+        f"{tag}: max sustainable rate {lo:,} {rate} per producer (bracket {_rate(lo)} - {_rate(hi)}); "
+        f"{above}; at it: p99 {_us(at.p99_us)} µs, p99.9 {_us(at.p99_9_us)} µs"
+        f"{queue}{memory}"
     )
 
 
@@ -275,9 +334,13 @@ def run(args: argparse.Namespace) -> ExitStatus:
                 say(f"search {point.index + 1}/{len(combos.points)}: {tag}")
                 started = time.monotonic()
                 count = [0]
+                words = words_for(point.workload.pattern, point.workload.role)
 
                 def probe(
-                    rate: int, point: sweeps.Point = point, count: list[int] = count
+                    rate: int,
+                    point: sweeps.Point = point,
+                    count: list[int] = count,
+                    words: Words = words,
                 ) -> Probe:
                     count[0] += 1
                     name = f"{point.run_id}-p{count[0]:02d}-r{rate}"[: sweeps.MAX_RUN_NAME]
@@ -289,7 +352,11 @@ def run(args: argparse.Namespace) -> ExitStatus:
                     result = probe_once(
                         point.workload, slos, rate, plan.probe_duration, name, progress=live
                     )
-                    say(probe_line(count[0], result))
+                    say(probe_line(count[0], result, words))
+                    if count[0] == 1 and point.workload.serves:
+                        said = service_line(point.workload, plan, result)
+                        if said is not None:
+                            say(said)
                     return result
 
                 def so_far(
@@ -299,7 +366,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
                     write_search(args.out, record)
 
                 outcome = find_max_rate(probe, plan, on_probe=so_far)
-                say(answer_line(tag, outcome))
+                say(answer_line(tag, outcome, words))
                 if not outcome.converged:
                     status = ExitStatus.FAILED
                 following = combos.points[point.index + 1 :]

@@ -156,7 +156,7 @@ def service_rows(result: RunResult) -> list[tuple[str, str]]:
         ),
         ("unanswered", f"{result.unanswered:,} (no reply within {timeout:,} ms)"),
         (
-            "round trip from intended (us)",
+            "round trip from intended (µs)",
             "  ".join(
                 f"{k} {_ns_to_us(v)}" for k, v in rt.items() if k in ("p50", "p99", "p99.9", "max")
             ),
@@ -227,13 +227,13 @@ def consumers_alone_rows(result: RunResult) -> list[tuple[str, str]]:
     if foreign.get("messages"):
         rows += [
             ("foreign rate", f"{foreign['rate_msgs']:,.0f} msg/s over {foreign['span_s']:,.3f} s"),
-            ("foreign gaps (us)", "  ".join(f"{k} {_ns_to_us(v)}" for k, v in gap.items())),
+            ("foreign gaps (µs)", "  ".join(f"{k} {_ns_to_us(v)}" for k, v in gap.items())),
         ]
     if result.received:
         lat = result.latency_summary("sent")
         rows.append(
             (
-                "latency from sent (us)",
+                "latency from sent (µs)",
                 "  ".join(
                     f"{k} {_ns_to_us(v)}"
                     for k, v in lat.items()
@@ -297,7 +297,7 @@ def summary_table(result: RunResult) -> Table:
         # only a failed run can have any: a worker on the message's path died
         *([("unknown (a worker died)", f"{result.unknown:,}")] if result.unknown else []),
         ("lost", f"{result.lost:,} ({result.loss_ratio:.4%}) = {' + '.join(LOST_BRIEF)}"),
-        ("queue peak (kernel / libzmq)", _queue(result.queue.get("peak") or {}, result.drain)),
+        ("queue peak (kernel / libzmq)", _queue(result.queue_peak_figures(), result.drain)),
         ("duplicates / reordered", f"{result.duplicates:,} / {result.reordered:,}"),
         *(
             [
@@ -339,8 +339,8 @@ def summary_table(result: RunResult) -> Table:
         else f"  (± {_ns_to_us(result.clock_uncertainty_ns)} clocks)"
     )
     for label, since in (
-        ("latency from intended (us)", "intended"),
-        ("latency from sent (us)", "sent"),
+        ("latency from intended (µs)", "intended"),
+        ("latency from sent (µs)", "sent"),
     ):
         lat = result.latency_summary(since)
         rows.append(

@@ -58,7 +58,9 @@ def run(args: argparse.Namespace) -> ExitStatus:
         RunError
     ) as exc:  # a failed run still has figures (from its records): show them, then the error
         failed: RunResult | None = getattr(exc, "result", None)
-        if failed is not None:
+        # a run that sent and received nothing (nobody listening) has only zeros to show: the
+        # error line alone says it (--json still prints them, for a script)
+        if failed is not None and (args.json or failed.attempted or failed.received):
             show(failed, [], args)
         raise
     from ..plan.slo import judge
@@ -82,12 +84,13 @@ def say_disk(w: Workload) -> None:
     """How much a long run will write and what a full disk does to it, one line before it starts
     (a run that cannot fit was refused already: runner.run.check_space)."""
     from ..runner.remote_out import local_out
-    from ..runner.run import expected_write, free_space
+    from ..runner.run import expected_write, free_space, kept_bytes
 
     (needed, guessed), free = expected_write(w), free_space(local_out(w))
-    if needed >= SAY_BYTES and (guessed or free >= needed):
+    kept = kept_bytes(w, w.expected_sends_per_producer)  # what it keeps; `needed`: its peak
+    if kept >= SAY_BYTES and (guessed or free >= needed):
         print(
-            f"zmqload run: writing about {megabytes(needed)}{' (guessed: unpaced, --duration)' if guessed else ''} "
+            f"zmqload run: writing about {megabytes(kept)}{' (guessed: unpaced, --duration)' if guessed else ''} "
             f"to {local_out(w)}, {megabytes(max(free, 0))} free; a disk that fills ends the run failed, "
             "what was recorded kept",
             file=sys.stderr,

@@ -81,15 +81,17 @@ def _seconds(s: float) -> str:
 
 
 def run_bytes(w: Workload) -> tuple[int, bool]:
-    """(bytes one run is expected to write, whether its length was guessed): runner.run's
-    expected_write (imported when asked: the command starts without the runner)."""
-    from ..runner.run import expected_write
+    """(bytes one run is expected to keep, whether its length was guessed): runner.run's
+    kept_bytes (imported when asked: the command starts without the runner); an unpaced
+    --duration run counted at UNPACED_RATE_GUESS."""
+    from ..contract.wire import MAX_SEQ
+    from ..runner.run import kept_bytes
 
-    return expected_write(w)
+    return kept_bytes(w, w.expected_sends_per_producer), w.messages_per_producer >= MAX_SEQ
 
 
 def expected_write(sweep: sweeps.Sweep) -> tuple[int, int]:
-    """(bytes the sweep's runs are expected to write, how many of them were guessed)."""
+    """(bytes the sweep's runs are expected to keep, how many of them were guessed)."""
     sizes = [run_bytes(p.workload) for p in sweep.points]
     return sum(n for n, _ in sizes), sum(guessed for _, guessed in sizes)
 

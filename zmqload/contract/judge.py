@@ -136,8 +136,13 @@ def judge(f: Figures, slos: Slos, backlog: bool = False) -> list[Breach]:
                 Slo.MIN_ACHIEVED.value,
                 achieved,
                 slos.min_achieved,
-                f"--min-achieved {slos.min_achieved:g}: received {achieved:.4f} of the offered "
-                f"load ({f.unique_received:,} of {f.offered:,})",
+                f"--min-achieved {slos.min_achieved:g}: "
+                + (
+                    f"answered {achieved:.4f} of the requests"
+                    if f.unanswered is not None  # a service of the user's
+                    else f"received {achieved:.4f} of the offered load"
+                )
+                + f" ({f.unique_received:,} of {f.offered:,})",
             )
         )
     grew = f.backlog if backlog else None
@@ -157,8 +162,10 @@ def judge(f: Figures, slos: Slos, backlog: bool = False) -> list[Breach]:
                 Slo.SLO_P99_US.value,
                 float("inf") if f.p99_us is None else f.p99_us,
                 slos.slo_p99_us,
-                f"--slo-p99-us {slos.slo_p99_us:g}: p99 from the intended send time "
-                + ("unknown (nothing received)" if f.p99_us is None else f"{f.p99_us:,.1f} us"),
+                f"--slo-p99-us {slos.slo_p99_us:g}: p99 "
+                + ("round trip " if f.unanswered is not None else "")
+                + "from the intended send time "
+                + ("unknown (nothing received)" if f.p99_us is None else f"{f.p99_us:,.1f} µs"),
             )
         )
     return breaches

@@ -160,6 +160,8 @@ class SearchTemplate(Record):
     proxy_sndhwm: Optional[int] = None
     proxy_rcvhwm: Optional[int] = None
     out: str = "runs"
+    metrics: Optional[str] = None
+    metrics_linger: float = 15.0
     compression: str = "none"
     chunk_rows: int = 262_144
     slice_ms: int = 20

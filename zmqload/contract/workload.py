@@ -1283,10 +1283,11 @@ class Workload:
                         if port is None
                         else f"tcp://{'127.0.0.1' if host == '*' else host}:{'5599' if port in ('*', '0') else port}"
                     )
+                    why = "* is for binding" if "*" in endpoint else "port 0 is for binding"
                     raise ConfigError(
                         side.flag,
                         f"got {endpoint!r}: a connecting side needs a named host and "
-                        f"port (or path), * is for binding; accepted: "
+                        f"port (or path), {why}; accepted: "
                         f"{self._listener(side.name)}, e.g. {example}",
                     )
             if side.attach is patterns.Attach.BIND:

@@ -199,6 +199,12 @@ class RunResult:
             f"p99_us={self.latency_us(99)})"
         )
 
+    def queue_peak_figures(self) -> dict[str, Any]:
+        """queue["peak"]: the most messages in flight, when, and the kernel / libzmq split; {} where
+        the run has no queue figures (a service's, a consumer-only run)."""
+        peak: dict[str, Any] = self.queue.get("peak") or {}
+        return peak
+
     @property
     def refused(self) -> int:
         """Messages the sending socket never accepted (EAGAIN with dontwait, SNDTIMEO expiry)."""

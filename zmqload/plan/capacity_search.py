@@ -195,7 +195,7 @@ def figures(result: RunResult) -> Figures:
         value = result.latency_us(q, since)
         return None if value is None else round(value, 1)
 
-    peak = result.queue.get("peak") or {}
+    peak = result.queue_peak_figures()
     rss = [c.max_rss_kb for c in result.consumers]
     made: Figures = convert(
         {

@@ -61,7 +61,7 @@ def prepare(args: argparse.Namespace) -> Inputs:
         for w in warnings:
             _warn(w)
         raise ReportInputError("no usable runs in " + " ".join(args.paths))
-    if all(not r.parts_of("recvs") and not r.parts_of("sends") for r in runs):
+    if all(not any(r.parts_of(k) for k in ("recvs", "sends", "foreign")) for r in runs):
         for w in warnings:
             if "is empty" not in w:
                 _warn(w)
@@ -267,6 +267,10 @@ def two_groups(paths: list[str], warnings: list[str]) -> Any:
         return None
 
 
+def _elapsed(runs: list[RunInfo]) -> list[float | None]:
+    return [r.record.summary.elapsed_s if r.record.summary else None for r in runs]
+
+
 def _report(
     args: argparse.Namespace,
     runs: list[RunInfo],
@@ -275,7 +279,9 @@ def _report(
     progress: Progress,
 ) -> ExitStatus:
     from ..analysis.verdicts import capacity_table, recommend
-    from ..analysis.pipeline import analyze
+    from ..analysis import one_side
+    from ..analysis.metrics import window_ns_for
+    from ..analysis.pipeline import Analysis, analyze
     from . import html, markdown, outputs, search_answer
 
     searches, search_warnings = search_answer.load(args.paths)
@@ -292,14 +298,29 @@ def _report(
         if args.timings
         else "reading the records"
     )
+    # consumer-only runs: what the user's producer sent is not seen, nothing to reconcile
+    sides = [r for r in runs if r.consumer_only]
+    runs = [r for r in runs if not r.consumer_only]
     try:
-        analysis = analyze(
-            spark,
-            runs,
-            window_ms=args.window_ms,
-            reorder={"on": True, "off": False}.get(args.reorder, "auto"),
-            log=log,
+        analysis = (
+            analyze(
+                spark,
+                runs,
+                window_ms=args.window_ms,
+                reorder={"on": True, "off": False}.get(args.reorder, "auto"),
+                log=log,
+            )
+            if runs
+            else Analysis(
+                runs=[],
+                window_ns=window_ns_for(args.window_ms, _elapsed(sides)),
+                summary=[],
+                rates=[],
+                depth=[],
+                hist=[],
+            )  # fmt: skip
         )
+        consumer_sides = one_side.consumer_sides(spark, sides, analysis.window_ns)
     finally:
         if args.remote is not None:
             spark.stop()  # the server-side session and what it cached; the server lives on
@@ -324,6 +345,7 @@ def _report(
         memory_budget=budget,
         searches=searches,
         comparison=comparison,
+        consumer_sides=consumer_sides,
     )
     tmp = os.path.join(args.out, ".index.html.tmp")
     with open(tmp, "w") as f:
@@ -332,5 +354,5 @@ def _report(
     if args.timings:
         log(f"total: {time.perf_counter() - t0:.2f} s")
     progress.done()
-    print(markdown.summary(analysis, capacity, recs, args.out, searches))
+    print(markdown.summary(analysis, capacity, recs, args.out, searches, consumer_sides))
     return ExitStatus.OK

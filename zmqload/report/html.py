@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate, fmt_us, offered
 from ..analysis.summary_row import ALL, SummaryRow
+from ..analysis import one_side
 from . import plots, search_answer
 
 if TYPE_CHECKING:
+    from ..analysis.one_side import ConsumerSide
     from ..analysis.pipeline import Analysis
     from ..analysis.runs import RunInfo
     from ..analysis.verdict_group import VerdictGroup
@@ -26,7 +28,7 @@ h3{font-size:16px;margin:14px 0 6px} .sub{color:#666;margin:0 0 4px;font-size:14
 .scroll{overflow-x:auto;max-width:100%;margin:6px 0 12px}
 table{border-collapse:collapse;font-size:13px;margin:0} th,td{border:1px solid #ddd;padding:3px 5px;text-align:right}
 th{background:#f4f6f8;text-align:center;font-weight:600}
-td.l,th.l{text-align:left} td.l{overflow-wrap:anywhere;min-width:4em}
+td.l,th.l{text-align:left} td.l{overflow-wrap:break-word;min-width:4em}
 .warn{background:#fff4e5;border-left:4px solid #f0a020;padding:6px 12px;margin:6px 0}
 .bad{color:#b00020;font-weight:600} .ok{color:#1b7d2b;font-weight:600}
 .rec{background:#eef6ee;border-left:4px solid #2ca02c;padding:6px 12px;margin:6px 0}
@@ -142,6 +144,7 @@ def render(
     max_runs_plotted: int = 24,
     searches: Sequence[SearchRecord] = (),
     comparison: Optional[Comparison] = None,
+    consumer_sides: Sequence[ConsumerSide] = (),
 ) -> str:
     """The page, in the order a person reads it: the answer and its evidence (the capacity
     search's sentences, table and probe plots; else the verdicts and their curves) in the first
@@ -155,7 +158,7 @@ def render(
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>zmqload report</title><style>{CSS}</style></head><body>",
         "<h1>zmqload capacity report</h1>",
-        f"<p class='sub'>{len(runs)} run(s), generated {now}"
+        f"<p class='sub'>{len(runs) + len(consumer_sides)} run(s), generated {now}"
         f"{'; memory budget ' + fmt_bytes(memory_budget) if memory_budget else ''}. "
         f"Time windows: {_e(plots.duration_text(analysis.window_ns))} (a plot of a long run merges them: its "
         "title says the window it draws).</p>",
@@ -165,23 +168,28 @@ def render(
         out.append(f"<div class='warn'>{_e(warning)}</div>")
     searched = search_section(searches)
     out += searched
-    out += capacity_section(
-        analysis,
-        capacity,
-        recommendations,
-        slo_p99_us,
-        answer=not searched,
-        judged_by=slo_lines(capacity, slo_p99_us)[0],
-    )
-    out += runs_table(analysis, capacity)
+    if runs:  # consumer-only runs alone have no rate to judge
+        out += capacity_section(
+            analysis,
+            capacity,
+            recommendations,
+            slo_p99_us,
+            answer=not searched,
+            judged_by=slo_lines(capacity, slo_p99_us)[0],
+        )
+    out += consumer_side_section(consumer_sides)
+    if runs:
+        out += runs_table(analysis, capacity)
     out += comparison_section(comparison)
     if not getattr(analysis, "reorder_measured", True):
         out.append(
             "<p class='note'>Reordering was not measured (it sorts every record; use --reorder on).</p>"
         )
-    out.append(
-        "<h2>Per run</h2><p class='note'>Each run's fates, latency and plots: click a run to open it.</p>"
-    )
+    if runs:
+        out.append(
+            "<h2>Per run</h2><p class='note'>Each run's fates, latency and plots: click a run to "
+            "open it.</p>"
+        )
     for i, info in enumerate(runs):
         out += run_detail(
             analysis, info, run_rows.get(info.run_id), capacity, plotted=i < max_runs_plotted
@@ -191,6 +199,85 @@ def render(
     out.append(READING)
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def consumer_side_section(sides: Sequence[ConsumerSide]) -> list[str]:
+    """Consumer-only runs (--role consumer): what the user's producer sent, as zmqload's
+    consumers saw it: arrivals over time and sizes by kind, the gaps between foreign arrivals, and
+    a header-writing producer's holes and duplicates by stream (nothing is reconciled: its sends
+    are not seen)."""
+    if not sides:
+        return []
+    out = [
+        "<h2>Your producer, as zmqload's consumers saw it</h2><p class='sub'>Consumer-only runs "
+        "(<code>--role consumer</code>): what your producer sent is not seen, so there is no loss "
+        "to account; holes are seqs never seen below the highest, a lower bound of it.</p>"
+    ]
+    for side in sides:
+        info, foreign = (
+            side.info,
+            side.info.record.summary.foreign if side.info.record.summary else None,
+        )
+        w = info.workload
+        out.append(
+            f"<h3 id='{_e(info.run_id)}'>{_e(info.run_id)}</h3><p class='note'>{_e(w.pattern)} "
+            f"{_e(w.transport)}, {w.consumers} consumer{'s' * (w.consumers > 1)}, "
+            f"{_e(info.status.value)}</p>"
+        )
+        rows = []
+        for name, size in side.sizes.items():
+            rows.append(
+                f"<tr><td class='l'>{_e(name)}</td><td>{size.messages:,}</td>"
+                f"<td>{size.min:,} / {size.p50:,.0f} / {size.max:,}&nbsp;B</td>"
+                f"<td>{size.mean:,.1f}&nbsp;B</td></tr>"
+            )
+        if rows:
+            out.append(
+                _scroll(
+                    "<table><tr><th class='l'>messages</th><th>arrived</th>"
+                    "<th>size min / p50 / max</th><th>mean size</th></tr>"
+                    + "".join(rows)
+                    + "</table>"
+                )
+            )
+        if foreign and foreign.messages:
+            gaps = foreign.gap_ns
+            out.append(
+                f"<p>Foreign messages: {foreign.messages:,} ({fmt_bytes(foreign.bytes)}), "
+                f"{fmt_rate(foreign.rate_msgs)} over {foreign.span_s:.3g} s; gaps between "
+                "arrivals "
+                + ", ".join(
+                    f"{k} {'-' if v is None else fmt_us(v / 1e3)}"
+                    for k, v in ((k, gaps.get(k)) for k in ("p50", "p99", "max"))
+                )
+                + ".</p>"
+            )
+        lines = one_side.stream_lines(info)
+        if lines:
+            out.append(
+                _scroll(
+                    "<table><tr><th class='l'>header-writing producer's stream</th><th>received</th>"
+                    "<th>duplicates</th><th>reordered</th><th>holes</th><th class='l'>missing seqs"
+                    "</th></tr>"
+                    + "".join(
+                        f"<tr><td class='l'>{s['stream']}</td><td>{s['received']:,}</td>"
+                        f"<td>{s['duplicates']:,}</td><td>{s['reordered']:,}</td>"
+                        f"<td>{'-' if s['holes'] is None else format(s['holes'], ',')}</td>"
+                        f"<td class='l'>{_e(_ranges(s['missing']))}</td></tr>"
+                        for s in lines
+                    )
+                    + "</table>"
+                )
+            )
+        out.append(_img(plots.arrivals(side.rates, side.window_ns), f"arrivals of {info.run_id}"))
+    return out
+
+
+def _ranges(ranges: list[tuple[int, ...]], most: int = 8) -> str:
+    """Missing seq ranges as '100-149, 700', the first `most` of them and how many more."""
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges[:most])
+    more = len(ranges) - most
+    return (text or "none") + (f" and {more:,} more" if more > 0 else "")
 
 
 def _scroll(table: str) -> str:

@@ -9,11 +9,13 @@ import textwrap
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..analysis.summary_row import SummaryRow
-from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate
+from ..analysis import one_side
+from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate, fmt_us
 from . import search_answer
 from .html import ROUND_TRIP_COLUMNS, offered_cell, round_trip_runs
 
 if TYPE_CHECKING:
+    from ..analysis.one_side import ConsumerSide
     from ..analysis.pipeline import Analysis
     from ..analysis.verdict_group import VerdictGroup
     from ..contract.search_record import SearchRecord
@@ -43,10 +45,11 @@ def summary(
     recommendations: list[str],
     out_dir: str,
     searches: Sequence[SearchRecord] = (),
+    consumer_sides: Sequence[ConsumerSide] = (),
 ) -> str:
     """Writes every table to `out_dir`/summary.md; returns the short summary the report prints."""
-    write(out_dir, full(analysis, capacity, recommendations, out_dir, searches))
-    return terminal(analysis, capacity, recommendations, out_dir, searches)
+    write(out_dir, full(analysis, capacity, recommendations, out_dir, searches, consumer_sides))
+    return terminal(analysis, capacity, recommendations, out_dir, searches, consumer_sides)
 
 
 def write(out_dir: str, text: str) -> str:
@@ -69,6 +72,7 @@ def full(
     recommendations: list[str],
     out_dir: str,
     searches: Sequence[SearchRecord] = (),
+    consumer_sides: Sequence[ConsumerSide] = (),
 ) -> str:
     """The whole report in Markdown: summary.md."""
     group_of = {rid: g.group for g in capacity for rid in g.run_ids}
@@ -83,8 +87,9 @@ def full(
             *search_table(search_answer.table(list(searches))),
             "",
         ]
+    lines += side_lines(consumer_sides)
     lines += [
-        "| run | status | group | pattern/transport | size | offered | throughput | loss % | drained | dropped | stranded | sender drops | p99 us | p99.9 us | peak queued |",
+        "| run | status | group | pattern/transport | size | offered | throughput | loss % | drained | dropped | stranded | sender drops | p99 µs | p99.9 µs | peak queued |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in analysis.run_rows():
@@ -127,14 +132,17 @@ def terminal(
     recommendations: list[str],
     out_dir: str,
     searches: Sequence[SearchRecord] = (),
+    consumer_sides: Sequence[ConsumerSide] = (),
 ) -> str:
     """The short summary: the answers, a narrow runs table, the verdicts, where the rest is."""
     lines = ["# zmqload report", ""]
     answers = _answers(searches)
     if answers:
         lines += ["## Capacity search", "", *(wrap(f"- {a}") for a in answers), ""]
+    lines += [wrap(line) for line in side_lines(consumer_sides)]
     rows = analysis.run_rows()
-    lines += [f"## Runs ({len(rows)})", "", *runs_table(rows[:RUNS_SHOWN])]
+    if rows or not consumer_sides:
+        lines += [f"## Runs ({len(rows)})", "", *runs_table(rows[:RUNS_SHOWN])]
     if len(rows) > RUNS_SHOWN:
         lines.append(f"(and {len(rows) - RUNS_SHOWN} more: {SUMMARY_FILE})")
     if capacity:
@@ -155,6 +163,39 @@ def terminal(
     return "\n".join(lines)
 
 
+def side_lines(sides: Sequence[ConsumerSide]) -> list[str]:
+    """Consumer-only runs in a line each: what arrived of each kind, the header-writer's holes
+    and duplicates, the foreign rate and gaps (the page draws them over time)."""
+    if not sides:
+        return []
+    lines = ["## Your producer, as zmqload's consumers saw it", ""]
+    for side in sides:
+        parts = []
+        streams = one_side.stream_lines(side.info)
+        if streams:
+            holes = sum(s["holes"] or 0 for s in streams)
+            dups = sum(s["duplicates"] for s in streams)
+            got = sum(s["received"] for s in streams)
+            parts.append(
+                f"{got:,} with zmqload's header from {len(streams)} stream(s), {holes:,} holes, "
+                f"{dups:,} duplicates"
+            )
+        summary = side.info.record.summary
+        foreign = summary.foreign if summary else None
+        if foreign and foreign.messages:
+            gaps = foreign.gap_ns
+            parts.append(
+                f"{foreign.messages:,} foreign at {fmt_rate(foreign.rate_msgs)} (gaps p50 "
+                f"{_gap(gaps.get('p50'))}, p99 {_gap(gaps.get('p99'))}, max {_gap(gaps.get('max'))})"
+            )
+        lines.append(f"- {side.run_id}: " + ("; ".join(parts) or "nothing arrived"))
+    return [*lines, ""]
+
+
+def _gap(ns: int | None) -> str:
+    return "-" if ns is None else fmt_us(ns / 1e3)
+
+
 def wrap(text: str) -> str:
     """A line of prose folded to WIDTH columns, the continuation lines indented (a word longer
     than that, a path, is left whole)."""
@@ -165,7 +206,7 @@ def wrap(text: str) -> str:
     )
 
 
-RUN_COLUMNS = ("run", "status", "offered", "throughput", "loss %", "p99 us")
+RUN_COLUMNS = ("run", "status", "offered", "throughput", "loss %", "p99 µs")
 
 
 def runs_table(rows: Sequence[SummaryRow]) -> list[str]:

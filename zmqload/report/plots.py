@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
+from matplotlib.ticker import Formatter, FuncFormatter, MaxNLocator  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -26,6 +26,7 @@ from ..contract.histogram import bucket_value  # noqa: E402
 from ..contract.run_record import RunRecord  # noqa: E402
 from ..contract.search_record import ProbeEntry, SearchEntry  # noqa: E402
 from ..contract.states import DrainEnd  # noqa: E402
+from ..contract.words import words_for  # noqa: E402
 
 COLORS = {
     "offered": "#9e9e9e",
@@ -61,14 +62,22 @@ def _si(x: float, _: object = None) -> str:
     return f"{x:.3g}"
 
 
-def us_tick(us: float, _: object = None) -> str:
-    """A latency axis tick in its own unit (µs below 10,000 µs, ms above, s from a second): '50 ms',
-    never '50k' (microseconds)."""
-    if us >= 1e6:
-        return f"{us / 1e6:g} s"
-    if us >= 1e4:
-        return f"{us / 1e3:g} ms"
-    return f"{us:,.0f} µs" if us >= 10 else f"{us:g} µs"
+LATENCY_UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
+
+
+class LatencyTicks(Formatter):
+    """A latency axis's ticks (values in µs) in one unit for the whole axis, the one of the
+    middle of its view (log scale: the geometric middle): '2 ms, 5 ms, 10 ms, 100 ms', never
+    '5,000 µs' beside '10 ms'."""
+
+    def unit(self) -> tuple[float, str]:
+        lo, hi = sorted(self.axis.get_view_interval()) if self.axis is not None else (1.0, 1.0)
+        middle = math.sqrt(max(lo, 1e-3) * max(hi, 1e-3))
+        return next(((f, u) for f, u in LATENCY_UNITS if middle >= f), LATENCY_UNITS[-1])
+
+    def __call__(self, us: float, pos: object = None) -> str:
+        f, unit = self.unit()
+        return f"{us / f:,.4g} {unit}"
 
 
 MOST_STEPS = 200  # windows drawn per run at most: longer runs are drawn in merged windows
@@ -225,7 +234,7 @@ def y_top(data: dict[str, Any]) -> tuple[float, tuple[str, float, float] | None]
 
 def duration_text(ns: float) -> str:
     return (
-        f"{ns / 1e9:g} s" if ns >= 1e9 else f"{ns / 1e6:g} ms" if ns >= 1e6 else f"{ns / 1e3:g} us"
+        f"{ns / 1e9:g} s" if ns >= 1e9 else f"{ns / 1e6:g} ms" if ns >= 1e6 else f"{ns / 1e3:g} µs"
     )
 
 
@@ -277,7 +286,7 @@ def latency_curve(hist: list[dict[str, Any]], run: str) -> Optional[str]:
             notes.append(f"values under {FLOOR_US:g} µs drawn at {FLOOR_US:g} µs")
     ax.set_xlabel("percentile")
     ax.set_ylabel("latency")
-    ax.yaxis.set_major_formatter(FuncFormatter(us_tick))
+    ax.yaxis.set_major_formatter(LatencyTicks())
     ax.set_title("Latency by percentile (HdrHistogram style)")
     ax.grid(alpha=0.3, which="both")
     if notes:
@@ -524,7 +533,7 @@ def capacity_curves(
         a.grid(alpha=0.3)
     a1.yaxis.set_major_formatter(FuncFormatter(_si))
     keys = ", ".join(capacity[0].key_names) or None
-    a2.yaxis.set_major_formatter(FuncFormatter(us_tick))
+    a2.yaxis.set_major_formatter(LatencyTicks())
     fig.tight_layout()
     # one legend for both, under them: inside, it hid points
     handles = a1.get_legend_handles_labels()[0] + [
@@ -845,6 +854,7 @@ def search_probes(search: SearchEntry, slo_p99_us: float | None, title: str) -> 
     from matplotlib.ticker import FixedLocator, NullLocator
 
     producers = search.producers or 1
+    words = words_for(search.workload.pattern, search.workload.role)
     measured = [
         (p, p.figures) for p in search.probes if p.figures is not None and p.figures.offered_rate
     ]
@@ -930,13 +940,17 @@ def search_probes(search: SearchEntry, slo_p99_us: float | None, title: str) -> 
         a.set_xlim(x0, x1)
         for axis, limits in ((a.xaxis, a.get_xlim()), (a.yaxis, a.get_ylim())):
             axis.set_major_locator(FixedLocator(_log_ticks(*limits)))
-            axis.set_major_formatter(FuncFormatter(us_tick if axis is a2.yaxis else si_short))
+            axis.set_major_formatter(
+                LatencyTicks() if axis is a2.yaxis else FuncFormatter(si_short)
+            )
             axis.set_minor_locator(NullLocator())
-        a.set_xlabel(f"offered msg/s{f' ({producers} producers)' if producers > 1 else ''}")
+        a.set_xlabel(
+            f"offered {words.rate()}{f' ({producers} producers)' if producers > 1 else ''}"
+        )
         a.grid(alpha=0.3, which="both")
-    a1.set_ylabel("received msg/s")
+    a1.set_ylabel(f"{words.received} {words.rate()}")
     a1.set_title("Achieved vs offered", fontsize=10)
-    a2.set_ylabel("p99 latency from intended send")
+    a2.set_ylabel(f"p99 {words.latency}")
     a2.set_title("p99 vs offered", fontsize=10)
     fig.suptitle(title, fontsize=10)
     handles: dict[
@@ -954,4 +968,25 @@ def search_probes(search: SearchEntry, slo_p99_us: float | None, title: str) -> 
         fontsize=8,
         frameon=False,
     )
+    return _png(fig)
+
+
+def arrivals(rates: dict[str, list[tuple[float, float]]], window_ns: int) -> Optional[str]:
+    """A consumer-only run's arrivals per second over time, one line per kind of message
+    (zmqload's header, foreign): what the user's producer sent, as zmqload's consumers saw it."""
+    if not rates:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 3.2))
+    step = window_ns / 1e9
+    for (name, series), color in zip(sorted(rates.items()), ("#1f77b4", "#d62728")):
+        starts = [t for t, _ in series]
+        edges = np.array([*starts, starts[-1] + step])
+        ax.stairs([v for _, v in series], edges, baseline=None, label=name, color=color, lw=1.6)
+    ax.set_xlabel("seconds since the first arrival")
+    ax.set_ylabel("messages / s")
+    ax.set_ylim(0, None)
+    ax.yaxis.set_major_formatter(FuncFormatter(_si))
+    ax.set_title(f"Arrivals over time ({duration_text(window_ns)} windows)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
     return _png(fig)

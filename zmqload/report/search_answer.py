@@ -8,7 +8,7 @@ import glob
 import os
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from ..analysis.verdicts import KEEPS_UP, fmt_rate, fmt_us
+from ..analysis.verdicts import KEEPS_UP, NAMES, breach_names, fmt_rate, fmt_us, key_text
 from ..contract.derived import work_ceiling
 from ..contract.sizes import spec_of
 from ..contract.search_record import RESULT_FILE, Figures, ProbeEntry, SearchEntry, SearchRecord
@@ -17,6 +17,8 @@ from ..contract.sweep_record import OptionValue
 from ..errors import RecordError
 from ..store.record_files import read_search
 from ..contract.patterns import PATTERNS
+from ..contract.run_record import half_of
+from ..contract.words import REQUESTS, words_for
 
 if TYPE_CHECKING:
     from ..analysis.runs import RunInfo
@@ -71,7 +73,7 @@ def setting(search: SearchEntry) -> str:
     the HWMs it set (they decide whether bursts drop)."""
     w = search.workload
     values = keys(search)
-    varied = ", ".join(f"{k}={v}" for k, v in values.items())
+    varied = ", ".join(key_text(k, v) for k, v in values.items())
     hwms = ", ".join(
         f"{k.upper()} {hwm:,}"
         for k, hwm in (("sndhwm", w.sndhwm), ("rcvhwm", w.rcvhwm))
@@ -134,6 +136,19 @@ def cause(search: SearchEntry, failing: ProbeEntry | None) -> str | None:
             f"overflow the pipes, a larger HWM absorbs them"
         )
     delay = w.consumer_delay_us
+    if words_for(w.pattern, w.role) is REQUESTS:  # a service of the user's: no consumer of ours
+        if fell_behind:
+            answered = (
+                f": it answered {fmt_rate(received_rate)} of the {fmt_rate(offered_rate)} requested"
+                if slow
+                else ""
+            )
+            return f"limited by your service (it fell behind{answered})"
+        if Slo.MAX_LOSS in slos:
+            return "limited by your service: requests went unanswered within --reply-timeout-ms"
+        if slos == [Slo.SLO_P99_US]:
+            return "limited by your service's round trip: p99 over the SLO while every request was answered"
+        return None
     if fell_behind:
         took = (
             f"took {fmt_rate(received_rate)} of the {fmt_rate(offered_rate)} offered"
@@ -144,7 +159,7 @@ def cause(search: SearchEntry, failing: ProbeEntry | None) -> str | None:
             return "limited by the consumer (it fell behind" + (f": {took})" if took else ")")
         ceiling, consumers = work_ceiling(delay), w.consumers or 1
         text = (
-            f"limited by the consumer, doing {delay:g} us of work per message (at most {fmt_rate(ceiling)} "
+            f"limited by the consumer, doing {delay:g} µs of work per message (at most {fmt_rate(ceiling)} "
             f"each, {consumers} consumer{'s' * (consumers > 1)})"
         )
         if hi and _consumer_load(search, hi) < 0.8 * ceiling:
@@ -230,7 +245,7 @@ def sentence(search: SearchEntry, record: SearchRecord | None = None) -> str:
     if delay and not (why or "").startswith("limited by the consumer"):
         consumers = w.consumers or 1
         parts.append(
-            f"each consumer does {delay:g} us of work per message "
+            f"each consumer does {delay:g} µs of work per message "
             f"(at most {fmt_rate(work_ceiling(delay))} each, {consumers} consumer{'s' * (consumers > 1)})"
         )
     answer = _probe_at(search, rate, passed=True)
@@ -305,7 +320,19 @@ def run_id(run_dir: str | None) -> str | None:
     if not run_dir:
         return None
     base = os.path.basename(os.path.normpath(run_dir))
+    half = half_of(base)  # a service's probe is a producer half: run=<id>.producer-half
+    if half is not None:
+        return half[0]
     return base[len("run=") :] if base.startswith("run=") else base
+
+
+def _failed_slos(search: SearchEntry) -> str | None:
+    """Every SLO the lowest failing probe broke, as the runs table says them ('backlog+p99')."""
+    hi = search.bracket[1]
+    failing = next((p for p in reversed(search.probes) if not p.passed and p.rate == hi), None)
+    if failing is not None and failing.breaches:
+        return breach_names(failing.breaches)
+    return None if search.failed_slo is None else NAMES.get(str(search.failed_slo))
 
 
 def table_row(
@@ -335,6 +362,7 @@ def table_row(
         "max_sustainable_rate": search.max_sustainable_rate if state == CONVERGED else None,
         "bracket": [lo, hi],
         "failed_slo": None if search.failed_slo is None else str(search.failed_slo),
+        "failed_slos": _failed_slos(search),
         "answer_run": run_id(probe.run_dir) if probe else None,
         "p99_us": at.p99_us if at is not None else None,
         "p99_9_us": at.p99_9_us if at is not None else None,
@@ -385,7 +413,7 @@ def cells(row: dict[str, Any]) -> dict[str, str]:
         "setting": row["setting"],
         "max_sustainable_rate": answer,
         "bracket": f"{_count(lo)} - {_count(hi)}",
-        "failed_slo": row["failed_slo"] or "-",
+        "failed_slo": row["failed_slos"] or "-",
         "p99_us": _count(row["p99_us"]),
         "p99_9_us": _count(row["p99_9_us"]),
         "queue_peak": "-"
@@ -415,11 +443,11 @@ def table_title(rows: list[dict[str, Any]]) -> str:
 # (cells() key, column heading); the grouping keys go between the setting and the answer.
 TABLE_COLUMNS = (
     ("setting", "setting"),
-    ("max_sustainable_rate", "max sustainable rate (msg/s per producer)"),
+    ("max_sustainable_rate", "max sustainable rate (/s per producer)"),
     ("bracket", "bracket [highest pass - lowest fail]"),
     ("failed_slo", "failed SLO above it"),
-    ("p99_us", "p99 at it (us)"),
-    ("p99_9_us", "p99.9 at it (us)"),
+    ("p99_us", "p99 at it (µs)"),
+    ("p99_9_us", "p99.9 at it (µs)"),
     ("queue_peak", "queue peak, msgs (kernel / libzmq)"),
     ("consumer_rss", "consumer peak RSS"),
     ("answer_run", "answer probe"),

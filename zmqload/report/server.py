@@ -120,6 +120,47 @@ def _stop(pid_file: str) -> bool:
     return True
 
 
+def _tree_rss_kb(pid: int) -> int:
+    """Resident memory of `pid` and every process under it (the server's JVM is its child), kB."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo += children.get(p, [])
+        with contextlib.suppress(OSError, ValueError):
+            with open(f"/proc/{p}/status") as f:
+                total += next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:"))
+    return total
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+
+
+def status_line() -> str:
+    """One line on this checkout's warm server, if one runs: how long it stays, the memory it
+    holds, how to stop it (what `make demo` says last); '' when none runs."""
+    try:
+        with open(os.path.join(_state_dir(), "server.pid")) as f:
+            pid = int(f.read().strip())
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"zmqload.report.server" not in f.read():
+                return ""
+    except (OSError, ValueError):
+        return ""
+    return (
+        f"A report server stays warm for {_duration(IDLE_S)} after the last report (pid {pid}, "
+        f"{_tree_rss_kb(pid) / 1024:,.0f} MB resident: its JVM and Python), so the next report "
+        "starts without a JVM; stop it now: zmqload report --stop-server"
+    )
+
+
 def socket_path() -> str:
     return os.path.join(_state_dir(), "server.sock")
 

@@ -244,7 +244,7 @@ class RunMetrics:
             )
         yield from self._latency(run, snap, result)
         if result is not None:
-            peak = result.queue.get("peak") or {}
+            peak = result.queue_peak_figures()
             if peak:
                 family = GaugeMetricFamily(
                     f"{PREFIX}_queue_peak",

@@ -52,15 +52,40 @@ def reserve_bytes(w: Workload) -> int:
     return 256 * 1024 + 8 * 1024 * (w.producers + w.consumers)
 
 
-def bytes_per_message(w: Workload) -> float:
-    """What one message sent adds to the run's records: its send row, a receive row per copy
-    (contract/records.DISK_BYTES_PER_ROW), a reply row for a round trip, and a bit in the
-    producer's and each copy's two maps (store/bitmaps.py, removed at the end)."""
+def row_bytes_per_message(w: Workload) -> float:
+    """What one message sent leaves in the run's Parquet records: its send row (zmqload's
+    producers), a receive row per copy (zmqload's consumers), a reply row for a round trip
+    (contract/records.DISK_BYTES_PER_ROW). A side that is the user's records nothing."""
     copies = w.consumers if w.fanout else 1
-    rows = DISK_BYTES_PER_ROW["sends"] + copies * DISK_BYTES_PER_ROW["recvs"]
-    if patterns.get(w.pattern).round_trip:
+    rows = 0.0
+    if w.role in ("both", "producer"):
+        rows += DISK_BYTES_PER_ROW["sends"]
+    if w.role in ("both", "consumer"):
+        rows += copies * DISK_BYTES_PER_ROW["recvs"]
+    if patterns.get(w.pattern).round_trip and w.role != "consumer":
         rows += DISK_BYTES_PER_ROW["replies"]
-    return rows + (1 + 2 * copies) / 8
+    return rows
+
+
+def bytes_per_message(w: Workload) -> float:
+    """What one message sent adds to the run's directory while it runs: its rows and a bit in
+    the producer's and each copy's two maps (store/bitmaps.py, removed at the end)."""
+    copies = w.consumers if w.fanout else 1
+    return row_bytes_per_message(w) + (1 + 2 * copies) / 8
+
+
+RUN_FILES_BYTES = 16 * 1024
+"""What a run keeps beside its rows: run.json, the samples and each part's footer (measured: 12
+to 14 KB in runs of 100 to 2,500 messages: a REP service's probe, push-pull)."""
+
+
+def kept_bytes(w: Workload, messages_per_producer: int | None = None) -> int:
+    """What a run keeps once it ended (the figure a run, sweep or search announces; the disk's
+    peak need, which the checks use, is `expected_bytes`): every message's rows and the run's
+    files. `messages_per_producer`: what each producer will really send, where it is not
+    --count or --rate x --duration (an unpaced run's guess, a service's pace)."""
+    n = w.messages_per_producer if messages_per_producer is None else messages_per_producer
+    return int(w.producers * n * row_bytes_per_message(w)) + RUN_FILES_BYTES
 
 
 def expected_bytes(w: Workload) -> int | None:

@@ -749,11 +749,11 @@ def idle_gap_latency(r: ScenarioRunner) -> Outcome:
 
 
 def _us(ns: Optional[float]) -> str:
-    return "-" if ns is None else f"{ns / 1000:,.0f} us"
+    return "-" if ns is None else f"{ns / 1000:,.0f} µs"
 
 
 def _interval(us: int) -> str:
-    return f"{us} us" if us < 1000 else f"{us // 1000} ms"
+    return f"{us} µs" if us < 1000 else f"{us // 1000} ms"
 
 
 def _load(load: str) -> str:
