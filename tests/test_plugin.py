@@ -96,7 +96,7 @@ def test_failing_slo_reports_the_runs_and_keeps_their_records(inner):
     assert "pub-sub over tcp, 1024 B, unpaced, 1x1" in report
     assert re.search(rf"lost\s*\S\s*{lost:,} \(", report), report
     assert re.search(r"attempted\s*\S\s*30,000\b", report), report
-    assert re.search(r"latency from intended \(us\)\s*\S\s*p50 [\d,.]+\s+p99 [\d,.]+", report), (
+    assert re.search(r"latency from intended \(µs\)\s*\S\s*p50 [\d,.]+\s+p99 [\d,.]+", report), (
         report
     )
     # where the loss happened: sequence ranges missing at the consumer

@@ -12,6 +12,7 @@ from zmqload.contract import codec, control
 from zmqload.contract import run_record as rr
 from zmqload.contract.fates import AMBIGUOUS_TAIL, TAIL_AMBIGUOUS
 from zmqload.contract.states import DrainEnd, DrainMode
+from zmqload.contract.workload import Workload
 from zmqload.measure.result import RunResult
 from zmqload.measure.stream_account import StreamAccount, ViewFates
 from zmqload.runner.collect import consumer_entry, producer_entry
@@ -58,7 +59,7 @@ def _result() -> RunResult:
         "r",
         "runs/run=r",
         "complete",
-        {"pattern": "pub-sub", "role": "both"},
+        Workload(pattern="pub-sub").to_dict(),  # a run's result holds every option
         producers=[producer],
         consumers=[consumer],
         streams=[stream],

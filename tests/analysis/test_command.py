@@ -229,9 +229,9 @@ def test_two_paths_get_a_comparison_section(spark, tmp_path, capsys):
     page = (out / "index.html").read_text()
     section = page[page.index("<h2>Comparison</h2>") :]
     assert f"Candidate {paths[1]} (2 run(s)) against base {paths[0]} (2 run(s))" in section
-    assert "<td class='l'>p50 (us)</td><td>" in section
-    p50 = section[section.index("p50 (us)") : section.index("p99 (us)")]
+    assert "<td class='l'>p50 (µs)</td><td>" in section
+    p50 = section[section.index("p50 (µs)") : section.index("p99 (µs)")]
     assert "<b>higher</b>" in p50 and "+5" in p50  # +50 %
-    throughput = section[section.index("throughput (msg/s)") : section.index("p50 (us)")]
+    throughput = section[section.index("throughput (msg/s)") : section.index("p50 (µs)")]
     assert "no difference" in throughput
     assert "changed: p50 higher (+" in section

@@ -281,14 +281,14 @@ def test_replayed_in_small_pieces_the_report_says_the_same_numpy_peak(
     measured, tmp_path, monkeypatch
 ):
     """A long run's exact peak is replayed a piece of at most finish.REPLAY_EVENTS events at a time
-    (and its never-arrived messages, when many, binned in Spark): with pieces of 200 events the
+    (and its never-arrived messages, when many, binned in Spark): with pieces of 50 events the
     three runs take several pieces each (how many events a run puts in its candidate bins varies
-    with the load: 2,000 gave one piece each under load), and every peak and instant are numpy's."""
+    with the load: 2,000 gave one piece each under load, 200 two pieces for three runs when quiet), and every peak and instant are numpy's."""
     from zmqload.analysis import finish
 
     pieces: list[list] = []
     whole = finish.replay_pieces
-    monkeypatch.setattr(finish, "REPLAY_EVENTS", 200)
+    monkeypatch.setattr(finish, "REPLAY_EVENTS", 50)
     monkeypatch.setattr(
         finish, "replay_pieces", lambda bins: pieces.append(whole(bins)) or pieces[-1]
     )

@@ -25,7 +25,7 @@ FIGURES: tuple[str, ...] = (*WINDOWED, *RUN_LEVEL)
 """Every figure compared, in the table's order."""
 UNITS: dict[str, str] = {
     "throughput": "msg/s",
-    **{name: "us" for name in PERCENTILES},
+    **{name: "µs" for name in PERCENTILES},
     "queue_peak": "msgs",
     "peak_rss_kb": "KiB",
 }
