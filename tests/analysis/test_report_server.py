@@ -79,8 +79,10 @@ def report(run_path, out, tmpdir, idle_s=IDLE_S):
 
 
 def server_pid(tmpdir) -> int:
-    [pidfile] = glob.glob(os.path.join(tmpdir, "zmqload-report-*", "*", "server.pid"))
-    return int(open(pidfile).read())
+    pidfiles = glob.glob(os.path.join(tmpdir, "zmqload-report-*", "*", "server.pid"))
+    logs = glob.glob(os.path.join(tmpdir, "zmqload-report-*", "*", "server.log"))
+    assert len(pidfiles) == 1, [open(log, errors="replace").read()[-3000:] for log in logs]
+    return int(open(pidfiles[0]).read())
 
 
 def check_figures(out, synth):

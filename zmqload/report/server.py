@@ -135,7 +135,8 @@ def _tree_rss_kb(pid: int) -> int:
         todo += children.get(p, [])
         with contextlib.suppress(OSError, ValueError):
             with open(f"/proc/{p}/status") as f:
-                total += next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:"))
+                # a zombie (a server just ending) has no VmRSS line: it holds nothing
+                total += next((int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:")), 0)
     return total
 
 
