@@ -55,6 +55,15 @@ def assert_round_trips(path: str, kind: type, read) -> object:
 
 
 # -- a real search ----------------------------------------------------------------------------------
+def test_an_int_in_a_float_field_is_written_as_it_reads_back():
+    """A breach's measure may be an int (a backlog of 216 messages): the file says 216.0, so it
+    re-encodes to the same bytes (a real search under load once wrote 216, read back 216.0)."""
+    entry = sr.BreachEntry(slo=Slo.BACKLOG, measured=216, limit=164, text="backlog")
+    data = codec.encode(entry)
+    assert b'"measured": 216.0' in data and b'"limit": 164.0' in data
+    assert codec.encode(msgspec.json.decode(data, type=sr.BreachEntry)) == data
+
+
 def test_a_real_search_round_trips_byte_for_byte(tmp_path):
     out = str(tmp_path / "cap")
     done = _cli(
