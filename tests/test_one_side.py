@@ -281,11 +281,13 @@ def test_nobody_listening_fails_in_bounded_time_naming_the_endpoint(tmp_path):
         f"tcp://127.0.0.1:{port}",
         "--count",
         "10",
+        "--warmup-timeout-s",
+        "2",
         "--out",
         str(tmp_path),
         timeout=60,
     )
-    assert done.returncode == 1
+    assert done.returncode == 1 and "after 2 s" in done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert f"tcp://127.0.0.1:{port}" in last and "your consumer" in last, done.stderr
     assert done.stdout == "", done.stdout  # its one line, no table of zeros before it

@@ -109,6 +109,7 @@ def test_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path):
 count = 1000
 out = "{out}"
 drain_timeout_ms = 200
+warmup_timeout_s = 2
 
 [[points]]
 producers_connect = "tcp://127.0.0.1:{front}"

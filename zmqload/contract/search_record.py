@@ -153,6 +153,7 @@ class SearchTemplate(Record):
     drain: str = "fast"
     drain_limit_s: float = 60.0
     warmup: bool = True
+    warmup_timeout_s: float = 15.0
     join_delay_ms: int = 0
     close_pause_ms: int = 0
     close_order: str = "producer-first"

@@ -686,6 +686,16 @@ class Workload:
         "wait until every consumer hears every producer before the start; --no-warmup for slow-joiner studies",
         negation="--no-warmup",
     )
+    warmup_timeout_s: float = option(
+        15.0,
+        float,
+        "seconds > 0, up to 3600",
+        "how long the start may wait for the warm-up, or for the endpoints of a device or a consumer of yours "
+        "to answer; past it the run fails in one line naming the silent endpoints",
+        low=0,
+        low_open=True,
+        high=3600,
+    )
     join_delay_ms: int = _ms(
         0,
         "consumers connect this long after the producers start, a slow joiner; "

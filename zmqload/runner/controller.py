@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from .channel import ControlServer
 
 LAUNCH_TIMEOUT_S = 60.0
-WARMUP_TIMEOUT_S = 15.0
 FINAL_TIMEOUT_S = 30.0
 CONVERT_S_PER_ROW = 1e-6
 """Time allowed per row a worker recorded for its converter's work after the loop (the held spill
@@ -271,13 +270,13 @@ class Controller:
         try:
             self.wait(
                 lambda: all(n in self.state.warm for n in self.state.consumers),
-                WARMUP_TIMEOUT_S,
+                self.w.warmup_timeout_s,
                 "waiting for every consumer to hear every producer (warm-up)",
             )
         except RunError as exc:
             if not self.plan.device or "timed out" not in str(exc):
                 raise
-            raise RunError(self.device_silence(WARMUP_TIMEOUT_S, "warm-up")) from None
+            raise RunError(self.device_silence(self.w.warmup_timeout_s, "warm-up")) from None
 
     def device_silence(self, waited_s: float, waiting_for: str) -> str:
         """One line naming the endpoints of the user's device (or consumer) nobody answered on, or,
@@ -308,7 +307,7 @@ class Controller:
             return
         from .endpoints import unanswered
 
-        timeout_s = WARMUP_TIMEOUT_S * (TOOL_SLOWDOWN if os.environ.get(TOOL_ENV) else 1.0)
+        timeout_s = self.w.warmup_timeout_s * (TOOL_SLOWDOWN if os.environ.get(TOOL_ENV) else 1.0)
         deadline = time.monotonic() + timeout_s
         while unanswered(self.plan.user_endpoints(), timeout_s=0.5):
             self.check_alive(
