@@ -800,6 +800,7 @@ def run_total(run: int, views: list[ViewCounts]) -> ViewCounts:
         dropped_mid=_sum(v.dropped_mid for v in views),
         dropped_tail=_sum(v.dropped_tail for v in views),
         dropped_reset=_sum(v.dropped_reset for v in views),
+        dropped_restart=_sum(v.dropped_restart for v in views),
         stranded=_sum(v.stranded for v in views),
         unknown=_sum(v.unknown for v in views),
         dropped=_sum(v.dropped for v in views),

@@ -53,6 +53,12 @@ class Stop:
     interrupted: bool = False
 
 
+@dataclass(frozen=True)
+class Hold:
+    """A worker about to be restarted (--restart): stop sending or receiving, put every row on disk,
+    answer Held and wait for the end of the process (what libzmq still queues dies with it)."""
+
+
 # -- worker -> controller ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Ready:
@@ -74,6 +80,14 @@ class Warm:
 @dataclass(frozen=True)
 class Draining:
     """A consumer got ProducersDone: from now on it drains (the idle clock may start)."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """A worker holds (Hold): everything it sent or received is recorded; its process may end."""
+
+    next_seq: int = 0  # a producer's: the first seq it did not try, where its new process goes on
+    sent: int = 0  # a producer's: the messages its socket accepted (the drain's count goes on)
 
 
 @dataclass(frozen=True)
@@ -201,10 +215,12 @@ Message = Union[
     ProducersDone,
     Close,
     Stop,
+    Hold,
     Ready,
     Connected,
     Warm,
     Draining,
+    Held,
     Progress,
     ProducerDone,
     ProducerFinal,
