@@ -1,9 +1,7 @@
 """Where each restart (--restart) falls in every stream's seqs, from the records: per view and
 stream, the region whose unreceived messages are `dropped_restart` (the rule: contract/fates.py
-`restart_region`; docs/RECORDS.md), what each restart cost and when the flow came back. A
-consumer's processes' records are told apart by their names (contract/ids.incarnation), not by
-time: every row of an ended process precedes the new one's; a producer's by its new process's
-first seq. One part at a time."""
+`restart_region`; docs/RECORDS.md), what each restart cost and when the flow came back. A part at
+a time."""
 
 from __future__ import annotations
 
