@@ -235,6 +235,20 @@ def test_run_json_lists_each_restart_with_its_cost_and_recovery(runs):
     assert read_meta(runs["push"].run_dir)["restarts"][0]["backlog_drained_after_up_ns"] > 0
 
 
+def test_the_summary_table_says_each_restart_and_its_loss(runs):
+    from rich.console import Console
+
+    from zmqload.cli.display import summary_table
+
+    result = runs["push"]
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(summary_table(result))
+    text = console.export_text()
+    assert "restarts" in text and f"c0 at {result.restarts[0]['at_s']:.3f} s" in text
+    (line,) = [line for line in text.splitlines() if "dropped at a restart" in line]
+    assert f"{result.dropped_restart:,}" in line
+
+
 @pytest.mark.parametrize("key", ["push", "frozen"])
 def test_a_killed_or_frozen_pull_loses_its_backlog_as_dropped_restart_and_nothing_else(runs, key):
     result = runs[key]
@@ -297,6 +311,34 @@ def test_a_restarted_pub_goes_on_with_its_stream_and_its_subs_lose_the_gap(runs)
     assert result.dropped_restart == total == restart["lost"]
 
 
+def test_a_repaired_run_places_its_restarts_losses_as_the_run_did(runs, tmp_path):
+    """run.json holds each restart as it is made: a run its controller never finished is repaired
+    from the records with them (here a finished run's copy, put back to `running`)."""
+    import json
+    import shutil
+
+    from zmqload.runner.repair import repair_run
+
+    for key in ("push", "publisher"):
+        finished = read_meta(runs[key].run_dir)
+        run_dir = str(tmp_path / key)
+        shutil.copytree(runs[key].run_dir, run_dir)
+        left = dict(finished, status="running", finished_at=None, counters=None, summary=None)
+        left.update(drain=None, streams=[], producers=[], consumers=[], controller_pid=None)
+        left["restarts"] = [
+            {k: v for k, v in r.items() if k not in ("lost", "t_first_recv_ns")}
+            for r in finished["restarts"]
+        ]
+        with open(os.path.join(run_dir, "run.json"), "w") as f:
+            json.dump(left, f)
+        repair_run(run_dir, "repaired by the test", workers_died=False)
+        meta = read_meta(run_dir)
+        assert meta["status"] == "failed" and len(meta["restarts"]) == 1
+        assert meta["restarts"][0]["lost"] == finished["restarts"][0]["lost"]
+        for fate in ("dropped_restart", "dropped_mid", "expected", "unique_received"):
+            assert meta["counters"][fate] == finished["counters"][fate], fate
+
+
 # ------------------------------------------------ the same restart on a plain pyzmq PUSH/PULL pair
 _PULL = r"""
 import sys, time, zmq
@@ -305,7 +347,7 @@ ctx = zmq.Context()
 pull = ctx.socket(zmq.PULL)
 pull.bind(endpoint)
 print(pull.getsockopt_string(zmq.LAST_ENDPOINT), flush=True)
-while pull.poll(1500):
+while pull.poll(700):
     print(int(pull.recv()[:12]), flush=True)  # in the pipe's buffer: kept if this process is killed
     end = time.perf_counter() + work_s
     while time.perf_counter() < end:
