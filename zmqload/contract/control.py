@@ -65,11 +65,12 @@ class Ready:
     endpoints: list[str] = field(
         default_factory=list
     )  # binders: what they bound (proxy: front, back)
+    t_ns: int = 0  # a binder's: when it had bound (CLOCK_MONOTONIC), a restart's new process's up
 
 
 @dataclass(frozen=True)
 class Connected:
-    pass
+    t_ns: int = 0  # when it had connected (CLOCK_MONOTONIC), a restart's new process's up
 
 
 @dataclass(frozen=True)

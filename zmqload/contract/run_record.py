@@ -206,7 +206,8 @@ class Restart(Record):
     gap_ms: int = 0
     """--restart-gap-ms: how long it was kept down (from its exit) before the new process started."""
     t_up_ns: int = 0
-    """When the new process was up: bound (or connected) and told the schedule; 0: never."""
+    """When the new process was up, as it said: bound, or connected (it knew the schedule from its
+    start); 0: never."""
     first_seq: int = 0
     """A producer's: the seq its new process went on from (the first its ended one did not try);
     0 for a consumer."""

@@ -436,7 +436,8 @@ class Controller:
                 LAUNCH_TIMEOUT_S,
                 f"waiting for {worker}'s new process to connect",
             )
-        up = _engine.now_ns()
+        # up as the new process said it (it may send or receive before the controller hears it)
+        up = s.up_ns.get(worker) or _engine.now_ns()
         s.restarts.append(
             rr.Restart(
                 worker=str(worker),

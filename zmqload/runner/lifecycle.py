@@ -170,7 +170,7 @@ class WorkerLifecycle:
         if self.spec.bind:
             endpoint = sock.bind(self.spec.bind[0])
             self.tcp_queues = TcpQueues(ports_of([endpoint]))
-            self.ctl.send(control.Ready([endpoint]))
+            self.ctl.send(control.Ready([endpoint], _engine.now_ns()))
             return sock
         self.ctl.send(control.Ready())
         self.wait_while(lambda: not self.connect_to, step_ms=100)
@@ -181,7 +181,7 @@ class WorkerLifecycle:
         for endpoint in self.connect_to:
             sock.connect(endpoint)
         self.tcp_queues = TcpQueues(ports_of(self.connect_to))
-        self.ctl.send(control.Connected())
+        self.ctl.send(control.Connected(_engine.now_ns()))
         return sock
 
     def spill_dir(self) -> str:

@@ -100,6 +100,8 @@ class RunState:
     # the way (its Progress) is not the new one's
     restarting: set[WorkerId] = field(default_factory=set)
     held: dict[WorkerId, control.Held] = field(default_factory=dict)  # holding for a restart
+    # worker -> when it said it had bound or connected (its own clock: this host's), 0: unsaid
+    up_ns: dict[WorkerId, int] = field(default_factory=dict)
     # producer -> what its ended processes' sockets accepted (their Held): the drain's count goes on
     sent_before: dict[WorkerId, int] = field(default_factory=dict)
 
@@ -114,8 +116,10 @@ class RunState:
             self.restarting.discard(worker)
         if isinstance(message, control.Ready):
             self.ready[worker] = message.endpoints
+            self.up_ns[worker] = message.t_ns
         elif isinstance(message, control.Connected):
             self.connected.add(worker)
+            self.up_ns[worker] = message.t_ns
         elif isinstance(message, control.Warm):
             self.warm.add(worker)
         elif isinstance(message, control.Draining):
