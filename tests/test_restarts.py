@@ -1,5 +1,5 @@
 """--restart, a worker's process ended and replaced mid-run: its rules (refused in one line, in this
-process), and four short real runs (one per --restart-mode, and a producer's) shared by every check
+process), and five short real runs (each --restart-mode, consumers and producers) shared by every check
 of them: their records kept per process (c0, c0.g1), the accounting joining them, the loss placed
 as `dropped_restart` exactly as numpy over the Parquet records places it, run.json's restarts; and a
 plain pyzmq PUSH/PULL pair restarted the same way (no zmqload code) losing the same kind of
@@ -98,8 +98,8 @@ def test_the_command_refuses_a_restart_with_exit_2_in_one_line(tmp_path):
 def runs(tmp_path_factory):
     """One run per --restart-mode, each worker restarted once, --restart-gap-ms later: a slow PULL
     that binds killed with a backlog; one of two SUBs that connect (over ipc) closed while the PUB
-    goes on; one of two round-robin PULLs frozen, its connection left open through the gap; and a
-    PUB (it binds) killed under two SUBs."""
+    goes on; one of two round-robin PULLs frozen, its connection left open through the gap; a PUB
+    (it binds) killed under two SUBs; a DEALER closed."""
     out = str(tmp_path_factory.mktemp("restarts"))
     # the producers sleep between sends and only one consumer works (both spin otherwise): the CPUs
     # are left to the new processes' start
@@ -147,7 +147,15 @@ def runs(tmp_path_factory):
         # back: a longer run, so each SUB has a flow from the new process after that
         **dict(common, duration=SECONDS + 1),
     )
-    return {"push": push, "pub": pub, "frozen": frozen, "publisher": publisher}
+    dealer = zmqload.run(
+        pattern="dealer-router",
+        transport="tcp",
+        restart=f"p0@{RESTART_AT}",
+        restart_mode="close",
+        run_name="dealer",
+        **common,
+    )
+    return {"push": push, "pub": pub, "frozen": frozen, "publisher": publisher, "dealer": dealer}
 
 
 RESTARTED = {"push": ("c0", "kill"), "pub": ("c1", "close"), "frozen": ("c0", "freeze")}
@@ -276,6 +284,20 @@ def test_a_restarted_sub_misses_what_was_sent_while_away_in_its_view_only(runs):
     assert stayed["dropped_restart"] == 0
     # away for at least the gap: everything sent meanwhile missed (RATE msg/s)
     assert placed >= RATE * GAP_MS / 1000 * 0.8
+
+
+def test_a_restarted_dealer_comes_back_on_its_stream_and_its_close_loses_nothing(runs):
+    """A DEALER (its routing id is its name in runs with restarts, the new process's too) closed
+    cleanly: its LINGER delivered what its socket held, and the ROUTER took every message of the
+    new process (the id itself is not in the records)."""
+    result = runs["dealer"]
+    check_identity(result)
+    (restart,) = read_meta(result.run_dir)["restarts"]
+    assert restart["worker"] == "p0" and restart["mode"] == "close" and restart["first_seq"] > 0
+    new = pq.ParquetDataset(_parts(result.run_dir, "sends", "p0.g1")).read()
+    assert new["seq"].to_numpy().min() == restart["first_seq"]
+    assert result.lost == result.dropped_restart == restart["lost"] == 0
+    assert result.unique_received == result.sent == result.attempted
 
 
 def test_a_restarted_pub_goes_on_with_its_stream_and_its_subs_lose_the_gap(runs):
