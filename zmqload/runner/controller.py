@@ -368,7 +368,13 @@ class Controller:
             # the producers are the user's: what is recorded is --duration's window, then the drain
             assert self.w.duration is not None  # validate() requires it
             window_end = s.t0_ns + int(self.w.duration * 1e9)
-            self.wait(lambda: _engine.now_ns() >= window_end, NO_LIMIT, "recording your producer")
+
+            def recorded() -> bool:
+                for worker in self.restarts.due():  # --restart of a consumer of zmqload's
+                    self.restart(worker)
+                return _engine.now_ns() >= window_end
+
+            self.wait(recorded, NO_LIMIT, "recording your producer")
             return
 
         def done() -> bool:
