@@ -312,6 +312,62 @@ def test_split_halves_are_joined_by_the_report_with_exact_accounting(tmp_path, l
     assert done.returncode == 0 and os.path.getmtime(os.path.join(joined_dir, "run.json")) == before
 
 
+def test_split_halves_join_a_restarted_consumer_with_its_loss_placed(tmp_path):
+    """The consumer half restarts its PULL (--restart, it binds: the producer half's PUSH connects
+    again); the join reads both of its processes' records and places what died with the first as
+    dropped_restart, as numpy over the halves' Parquet finds it."""
+    from zmqload.runner.halves import join
+
+    (port,) = free_ports(1)
+    endpoint = f"tcp://127.0.0.1:{port}"
+    consumer = _half(
+        "consumer",
+        "--consumers-bind",
+        endpoint,
+        "--duration",
+        "5",
+        "--consumer-delay-us",
+        "300",
+        "--restart",
+        "c0@2.2",  # the producer half starts 1-2 s after this half's schedule and sends for 3 s
+        "--restart-gap-ms",
+        "100",
+        out=str(tmp_path),
+    )
+    until_listening(port)
+    producer = _half(
+        "producer",
+        "--producers-connect",
+        endpoint,
+        "--rate",
+        "5k",
+        "--count",
+        "15000",
+        "--pacing",
+        "sleep",
+        out=str(tmp_path),
+    )
+    c_got, p_got = _ended(consumer), _ended(producer)
+    (restart,) = c_got["restarts"]
+    assert restart["worker"] == "c0" and restart["generation"] == 1
+    joined = json.load(open(os.path.join(join(p_got["run_dir"], c_got["run_dir"]), "run.json")))
+    sends, recvs = _table(p_got["run_dir"], "sends"), _table(c_got["run_dir"], "recvs")
+    ok = np.unique(sends.column("seq").to_numpy()[sends.column("status").to_numpy() == 0])
+    got = recvs.column("seq").to_numpy()
+    before = _table_of(c_got["run_dir"], "part-c0-*.parquet").column("seq").to_numpy()
+    after = _table_of(c_got["run_dir"], "part-c0.g1-*.parquet").column("seq").to_numpy()
+    lo, hi = int(before.max()) + 1, int(after.min())
+    placed = int(np.setdiff1d(ok[(ok >= lo) & (ok < hi)], got).size)
+    counters = joined["counters"]
+    assert counters["dropped_restart"] == placed == joined["restarts"][0]["lost"] > 0
+    assert counters["lost"] == len(np.setdiff1d(ok, got)) == placed
+    assert counters["unique_received"] == len(np.intersect1d(ok, got))
+
+
+def _table_of(run_dir: str, pattern: str):
+    return pq.ParquetDataset(sorted(glob.glob(os.path.join(run_dir, "recvs", pattern)))).read()
+
+
 @pytest.mark.parametrize(
     "args, flag",
     [

@@ -99,6 +99,7 @@ class Sender:
         sizes: npt.NDArray[np.int32] | None = None,
         body: bytes | None = None,
         key: int = 0,
+        first_seq: int = 0,
     ) -> Self: ...
     @property
     def next_seq(self) -> int: ...

@@ -451,7 +451,7 @@ cdef class Sender:
                   long long spin_below_ns=ZL_SPIN_BELOW_NS, long long reply_timeout_ns=0, int parts=1,
                   bytes topics=b"", int topic_width=0,
                   const int32_t[::1] sizes=None, const unsigned char[::1] body=None,
-                  unsigned long long key=0):
+                  unsigned long long key=0, long long first_seq=0):
         _check_topic_width(topic_width)
         if topic_width and (len(topics) == 0 or len(topics) % topic_width):
             raise ValueError("topics must be whole topics of topic_width bytes")
@@ -467,6 +467,8 @@ cdef class Sender:
             raise ValueError("spin_below_ns must be >= 0")
         if reply_timeout_ns < 0:
             raise ValueError("reply_timeout_ns must be >= 0")
+        if first_seq < 0:
+            raise ValueError("first_seq must be >= 0")
         self.socket = socket
         self.sock = socket._live()
         if sizes is not None and sizes.shape[0] > 0:
@@ -496,6 +498,8 @@ cdef class Sender:
         self.round_trip = round_trip
         self.reply_timeout_ns = reply_timeout_ns
         self.spin_below_ns = spin_below_ns
+        # a restarted producer's new process goes on where its ended one held (--restart)
+        self.next_seq = first_seq
         self.clock = _IMPORT_CLOCK
 
     cdef _table(self, const int32_t[::1] sizes, const unsigned char[::1] body):

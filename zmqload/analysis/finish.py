@@ -493,6 +493,7 @@ def fates(
     views: Iterable[tuple[int, int, bool, str, bool]],
     dead_streams: dict[int, list[int]] | None = None,
     at_reset: dict[Key, tuple[int, int]] | None = None,
+    at_restart: dict[Key, tuple[int, int]] | None = None,
 ) -> list[ViewCounts]:
     """Per (run, consumer, stream): what was sent, what arrived, and the fate of every sent
     message, by the rules of zmqload/measure/reconcile.py (restated here on counts, not imported:
@@ -518,6 +519,8 @@ def fates(
     instead of stranded when a worker on its path died (run.json's salvaged.died).
     `at_reset`: {(run, stream, consumer): (start, mid)}, the drops of each kind that lie in the
     view's connection-reset regions (contract/fates.py reset_region): `dropped_reset` instead.
+    `at_restart`: the same of the view's restart regions (contract/fates.py restart_region, disjoint
+    from the reset regions): `dropped_restart` instead.
     """
     counts = list(counts)
     per_stream: dict[Key, Row] = {}
@@ -557,9 +560,10 @@ def fates(
             if placement == TAIL_MID_RUN:
                 mid, tail = mid + tail, 0
             reset_start, reset_mid = (at_reset or {}).get(key, (0, 0))
-            start, mid = start - reset_start, mid - reset_mid
+            away_start, away_mid = (at_restart or {}).get(key, (0, 0))
+            start, mid = start - reset_start - away_start, mid - reset_mid - away_mid
             died = bool(died) or (run, stream) in dead
-            dropped = start + mid + tail + reset_start + reset_mid
+            dropped = start + mid + tail + reset_start + reset_mid + away_start + away_mid
             out.append(
                 ViewCounts(
                     run=run,
@@ -577,6 +581,7 @@ def fates(
                     dropped_mid=mid,
                     dropped_tail=tail,
                     dropped_reset=reset_start + reset_mid,
+                    dropped_restart=away_start + away_mid,
                     dropped=dropped,
                     dropped_tail_ambiguous=tail if placement == TAIL_AMBIGUOUS else 0,
                     stranded=0 if died else lost - dropped,

@@ -415,6 +415,75 @@ def reset_receipts(
     )
 
 
+def restart_receipts(recvs: DataFrame, restarts: Mapping[int, list[tuple[int, int]]]) -> DataFrame:
+    """Per (run, stream, restart): `before`, the highest seq the restarted consumer received by the
+    time its process ended, and `after`, the lowest it received after that (its new process's
+    first): the marks of contract/fates.py restart_region. `restarts`: {run: [(consumer, t_ns)]},
+    in each run's order (run.json restarts). The run's own rule tells the processes apart by their
+    records' names; every row of an ended process precedes its end, so time tells them apart too."""
+    whose = F.create_map(
+        *[
+            x
+            for run, made in restarts.items()
+            for i, (consumer, _) in enumerate(made)
+            for x in (F.lit((run << 20) + i).cast("long"), F.lit(consumer))
+        ]
+    )
+    rows = recvs.where(F.col("run").isin(list(restarts))).select(
+        "run",
+        "consumer",
+        "stream",
+        "seq",
+        "t_recv_ns",
+        _reset_times({run: [t for _, t in made] for run, made in restarts.items()}),
+    )
+    rows = rows.where(
+        F.col("consumer") == whose[F.col("run").cast("long") * F.lit(1 << 20) + F.col("reset")]
+    )
+    return rows.groupBy("run", "stream", F.col("reset").alias("restart")).agg(
+        F.max(F.when(F.col("t_recv_ns") <= F.col("t_reset_ns"), F.col("seq"))).alias("before"),
+        F.min(F.when(F.col("t_recv_ns") > F.col("t_reset_ns"), F.col("seq"))).alias("after"),
+    )
+
+
+def producer_restart_receipts(
+    recvs: DataFrame, restarts: Mapping[int, list[tuple[int, int]]]
+) -> DataFrame:
+    """Per (run, real consumer, stream, restart) of a producer's restarts: `high`, the highest seq
+    of its stream the consumer received below its new process's first seq, and `low`, the lowest
+    at or above it: the marks of contract/fates.py restart_region. `restarts`: {run: [(stream,
+    first_seq)]}, in each run's order of its producers' restarts."""
+    table = F.create_map(
+        *[
+            x
+            for run, made in restarts.items()
+            for x in (F.lit(run), F.array(*[F.lit(int(seq)).cast("long") for _, seq in made]))
+        ]
+    )
+    streams = F.create_map(
+        *[
+            x
+            for run, made in restarts.items()
+            for i, (stream, _) in enumerate(made)
+            for x in (F.lit((run << 20) + i).cast("long"), F.lit(stream))
+        ]
+    )
+    rows = recvs.where(F.col("run").isin(list(restarts))).select(
+        "run",
+        "consumer",
+        "stream",
+        "seq",
+        F.posexplode(table[F.col("run")]).alias("restart", "first_seq"),
+    )
+    rows = rows.where(
+        F.col("stream") == streams[F.col("run").cast("long") * F.lit(1 << 20) + F.col("restart")]
+    )
+    return rows.groupBy("run", "consumer", "stream", "restart").agg(
+        F.max(F.when(F.col("seq") < F.col("first_seq"), F.col("seq"))).alias("high"),
+        F.min(F.when(F.col("seq") >= F.col("first_seq"), F.col("seq"))).alias("low"),
+    )
+
+
 def reset_losses(
     sends: DataFrame,
     recvs: DataFrame,

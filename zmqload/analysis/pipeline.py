@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Iterable, Optional, Union, cast
+from typing import Any, Callable, Collection, Iterable, Mapping, Optional, Union, cast
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -16,7 +16,15 @@ from pyspark.sql import DataFrame, SparkSession
 from ..contract import judge as judge_rule
 from ..measure import queue_replay as queue_rule
 from ..contract.derived import throughput_span
-from ..contract.fates import AMBIGUOUS_TAIL, FATES, TAIL_AT_CLOSE, merge_regions, reset_region
+from ..contract.fates import (
+    AMBIGUOUS_TAIL,
+    FATES,
+    TAIL_AT_CLOSE,
+    merge_regions,
+    regions_outside,
+    reset_region,
+    restart_region,
+)
 from ..measure.queue_replay import BIN_NS as QUEUE_BIN_NS
 from ..contract.ids import Role
 from ..contract.sizes import message_bytes
@@ -354,11 +362,13 @@ def reset_drops(
     rs: list[dict[str, Any]],
     fanout_runs: Collection[int],
     topic_runs: metrics.TopicRuns | None = None,
+    away: Mapping[ViewKey, list[tuple[int, int]]] | None = None,
 ) -> dict[tuple[int, int, int], tuple[int, int]]:
     """{(run, stream, consumer key): (start, mid)}: the drops of each kind lost across a connection
     reset (run.json resets), by the rule of contract/fates.py reset_region on marks from the
     records: k from the sends after each abort was made, then each consumer's high when it was asked
-    for and its return from the receives."""
+    for and its return from the receives. `away`: the restarts' regions of each view
+    (restart_regions), whose losses are dropped_restart, not a reset's."""
     resets = {i: [x.t_ns for x in r.record.resets] for i, r in enumerate(runs) if r.record.resets}
     asked = {
         i: [x.t_ns - x.took_ns for x in r.record.resets]
@@ -388,18 +398,46 @@ def reset_drops(
                     [m.get("back_at") for m in mine],
                 )
             )
-        regions += [
-            dict(
-                run=run,
-                consumer=r["consumer"],
-                stream=stream,
-                lo=lo,
-                hi=hi,
-                limit=r["limit"],
-                seq_min=r["seq_min"],
-            )
-            for lo, hi in merge_regions(x for x in found if x is not None)
-        ]
+        regions += _region_rows(
+            r,
+            regions_outside(
+                (x for x in found if x is not None),
+                (away or {}).get((run, r["consumer"], stream), []),
+            ),
+        )
+    return region_drops(spark, sends, recvs, regions, fanout_runs, topic_runs)
+
+
+ViewKey = tuple[int, int, int]
+"""(run, consumer key, stream): one view of one stream."""
+
+
+def _region_rows(r: dict[str, Any], regions: Iterable[tuple[int, int]]) -> list[dict[str, Any]]:
+    """REGION_SCHEMA rows of one view's (`r`: its receive summary) disjoint regions."""
+    return [
+        dict(
+            run=r["run"],
+            consumer=r["consumer"],
+            stream=r["stream"],
+            lo=lo,
+            hi=hi,
+            limit=r["limit"],
+            seq_min=r["seq_min"],
+        )
+        for lo, hi in regions
+    ]
+
+
+def region_drops(
+    spark: SparkSession,
+    sends: DataFrame,
+    recvs: DataFrame,
+    regions: list[dict[str, Any]],
+    fanout_runs: Collection[int],
+    topic_runs: metrics.TopicRuns | None = None,
+) -> dict[tuple[int, int, int], tuple[int, int]]:
+    """{(run, stream, consumer key): (start, mid)}: the unreceived accepted sends in each view's
+    disjoint `regions` (REGION_SCHEMA rows), before its first arrival and from it on."""
     if not regions:
         return {}
     losses = collect(
@@ -414,6 +452,64 @@ def reset_drops(
         )
         for x in losses
     }
+
+
+def restart_regions(
+    runs: list[RunInfo], recvs: DataFrame, rs: list[dict[str, Any]]
+) -> dict[ViewKey, list[tuple[int, int]]]:
+    """{(run, consumer key, stream): its disjoint restart regions}: where the restarts of run.json
+    (--restart) fall in each view, by the rule of contract/fates.py restart_region on marks from
+    the receives (measure/restart_regions.py is the run's own): a consumer's from its receipts
+    before and after its process ended, a producer's from each consumer's around its new
+    process's first seq."""
+    of_consumers = {
+        i: [(int(x.worker[1:]), x.t_ns) for x in r.record.restarts if x.worker.startswith("c")]
+        for i, r in enumerate(runs)
+    }
+    of_producers = {
+        i: [(int(x.worker[1:]), x.first_seq) for x in r.record.restarts if x.worker.startswith("p")]
+        for i, r in enumerate(runs)
+    }
+    of_consumers = {run: made for run, made in of_consumers.items() if made}
+    of_producers = {run: made for run, made in of_producers.items() if made}
+    marks = (
+        {
+            (x["run"], x["stream"], x["restart"]): x
+            for x in collect(metrics.restart_receipts(recvs, of_consumers))
+        }
+        if of_consumers
+        else {}
+    )
+    around = (
+        {
+            (x["run"], x["consumer"], x["stream"], x["restart"]): x
+            for x in collect(metrics.producer_restart_receipts(recvs, of_producers))
+        }
+        if of_producers
+        else {}
+    )
+    out: dict[ViewKey, list[tuple[int, int]]] = {}
+    for r in rs:
+        run, stream = r["run"], r["stream"]
+        found = []
+        for i, (consumer, _) in enumerate(of_consumers.get(run, [])):
+            if r["consumer"] not in (ALL, consumer):  # fan-out: that consumer's view only
+                continue
+            m = marks.get((run, stream, i), {})
+            before = m.get("before")
+            found.append(restart_region(-1 if before is None else before, m.get("after")))
+        members = consumer_indices(runs[run]) if r["consumer"] == ALL else [r["consumer"]]
+        for i, (producer, _) in enumerate(of_producers.get(run, [])):
+            if producer != stream:
+                continue
+            got = [around.get((run, c, stream, i), {}) for c in members]
+            highs = [-1 if m.get("high") is None else m["high"] for m in got]
+            lows = [m["low"] for m in got if m.get("low") is not None]
+            found.append(restart_region(min(highs, default=-1), min(lows, default=None)))
+        regions = merge_regions(x for x in found if x is not None)
+        if regions:
+            out[(run, r["consumer"], stream)] = regions
+    return out
 
 
 class _Steps:
@@ -507,13 +603,22 @@ def analyze(
             )
         )
     step("send counts")
+    away = restart_regions(runs, recvs, rs) if any(r.record.restarts for r in runs) else {}
+    rs_by = {(r["run"], r["consumer"], r["stream"]): r for r in rs}
+    at_restart = region_drops(
+        spark,
+        sends,
+        recvs,
+        [row for key, regions in away.items() for row in _region_rows(rs_by[key], regions)],
+        fanout_runs,
+        topic_runs,
+    )
     at_reset = (
-        reset_drops(spark, runs, sends, recvs, rs, fanout_runs, topic_runs)
+        reset_drops(spark, runs, sends, recvs, rs, fanout_runs, topic_runs, away)
         if any(r.record.resets for r in runs)
         else {}
     )
-    loss = finish.fates(counts, rs, views, dead_streams, at_reset)
-    rs_by = {(r["run"], r["consumer"], r["stream"]): r for r in rs}
+    loss = finish.fates(counts, rs, views, dead_streams, at_reset, at_restart)
     step("fates")
     late: dict[tuple[int, int, int], int] = {}
     if reorder == "auto":
@@ -800,6 +905,7 @@ def run_total(run: int, views: list[ViewCounts]) -> ViewCounts:
         dropped_mid=_sum(v.dropped_mid for v in views),
         dropped_tail=_sum(v.dropped_tail for v in views),
         dropped_reset=_sum(v.dropped_reset for v in views),
+        dropped_restart=_sum(v.dropped_restart for v in views),
         stranded=_sum(v.stranded for v in views),
         unknown=_sum(v.unknown for v in views),
         dropped=_sum(v.dropped for v in views),

@@ -86,6 +86,7 @@ class SummaryRow:
     dropped_mid: Optional[int] = None
     dropped_tail: Optional[int] = None
     dropped_reset: Optional[int] = None
+    dropped_restart: Optional[int] = None
     stranded: Optional[int] = None
     unknown: Optional[int] = None
     dropped: Optional[int] = None

@@ -307,6 +307,7 @@ class RunView:
                         (self.fates["dropped_mid"], "dropped mid-run"),
                         (self.fates["dropped_tail"], "dropped at tail"),
                         (self.fates["dropped_reset"], "dropped at a connection reset"),
+                        (self.fates["dropped_restart"], "dropped at a worker's restart"),
                         (self.fates["stranded"], "stranded"),
                         (self.fates["unknown"], "unknown (a worker died)"),
                         (self.row.unanswered or 0, "unanswered by your service"),

@@ -39,6 +39,7 @@ class ViewCounts:
     dropped_mid: int = 0
     dropped_tail: int = 0
     dropped_reset: int = 0
+    dropped_restart: int = 0
     dropped: int = 0
     dropped_tail_ambiguous: int = 0
     stranded: int = 0

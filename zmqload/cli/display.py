@@ -129,6 +129,14 @@ def _resets(resets: list[dict[str, Any]]) -> str:
     return ", ".join(f"{r['at_s']:.3f} s ({r['connections']} conn.)" for r in resets)
 
 
+def _restarts(restarts: list[dict[str, Any]]) -> str:
+    """--restart: each restart's worker, when, how long it was away and what it cost."""
+    return ", ".join(
+        f"{r['worker']} at {r['at_s']:.3f} s (down {r['down_ns'] / 1e6:.0f} ms, lost {r['lost']:,})"
+        for r in restarts
+    )
+
+
 def _ambiguous(drain: Drain) -> str:
     # the tail drops a PUB's run cannot place (mid-run or at close): said, not hidden in the count
     n = drain.dropped_tail_ambiguous
@@ -291,6 +299,14 @@ def summary_table(result: RunResult) -> Table:
                 ("dropped at a reset", f"{result.dropped_reset:,}"),
             ]
             if result.resets
+            else []
+        ),
+        *(
+            [
+                ("restarts", _restarts(result.restarts)),
+                ("dropped at a restart", f"{result.dropped_restart:,}"),
+            ]
+            if result.restarts
             else []
         ),
         ("stranded (drain cut short)", f"{result.stranded:,}"),

@@ -53,17 +53,24 @@ class Stop:
     interrupted: bool = False
 
 
+@dataclass(frozen=True)
+class Hold:
+    """A worker about to be restarted (--restart): stop sending or receiving, put every row on disk,
+    answer Held and wait for the end of the process (what libzmq still queues dies with it)."""
+
+
 # -- worker -> controller ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Ready:
     endpoints: list[str] = field(
         default_factory=list
     )  # binders: what they bound (proxy: front, back)
+    t_ns: int = 0  # a binder's: when it had bound (CLOCK_MONOTONIC), a restart's new process's up
 
 
 @dataclass(frozen=True)
 class Connected:
-    pass
+    t_ns: int = 0  # when it had connected (CLOCK_MONOTONIC), a restart's new process's up
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,14 @@ class Warm:
 @dataclass(frozen=True)
 class Draining:
     """A consumer got ProducersDone: from now on it drains (the idle clock may start)."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """A worker holds (Hold): everything it sent or received is recorded; its process may end."""
+
+    next_seq: int = 0  # a producer's: the first seq it did not try, where its new process goes on
+    sent: int = 0  # a producer's: the messages its socket accepted (the drain's count goes on)
 
 
 @dataclass(frozen=True)
@@ -201,10 +216,12 @@ Message = Union[
     ProducersDone,
     Close,
     Stop,
+    Hold,
     Ready,
     Connected,
     Warm,
     Draining,
+    Held,
     Progress,
     ProducerDone,
     ProducerFinal,

@@ -19,6 +19,7 @@ class Fate(Word):
     DROPPED_MID = "dropped_mid"
     DROPPED_TAIL = "dropped_tail"
     DROPPED_RESET = "dropped_reset"
+    DROPPED_RESTART = "dropped_restart"
     STRANDED = "stranded"
     UNKNOWN = "unknown"
 
@@ -26,10 +27,19 @@ class Fate(Word):
 FATES: Final = tuple(fate.value for fate in Fate)
 """Every expected message ends in exactly one of these: expected = the sum of them."""
 
-DROPPED: Final = ("dropped_start", "dropped_mid", "dropped_tail", "dropped_reset")
+DROPPED: Final = (
+    "dropped_start",
+    "dropped_mid",
+    "dropped_tail",
+    "dropped_reset",
+    "dropped_restart",
+)
 """The fates summed as `dropped`: certainly lost in the pipe. `dropped_reset`: lost across a
 connection reset (--reset-at: in flight at the reset, or sent before the connection was back;
-measure/reset_regions.py), placed before the others: not a full pipe's drop, not a close's."""
+measure/reset_regions.py), placed before the others: not a full pipe's drop, not a close's.
+`dropped_restart`: lost at a worker's restart (--restart: in the ended process's queue or
+records, in flight, or sent for it before its new process received; measure/restart_regions.py),
+placed before a reset's."""
 
 LOST: Final = (*DROPPED, "stranded", "unknown")
 """The fates summed as `lost` (= expected - unique_received): every expected message no
@@ -101,3 +111,36 @@ def merge_regions(regions: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             merged.append((lo, hi))
     return merged
+
+
+def restart_region(received_before: int, first_after: int | None) -> tuple[int, int] | None:
+    """Where one restart falls in one view of one stream (the `dropped_restart` rule of
+    measure/restart_regions.py and the report's): the seqs [lo, hi) after `received_before` (-1:
+    none) up to `first_after` (None: no arrival, the tail rules apply). A consumer's restart: the
+    highest seq its ended process recorded, the first its new process received (without fan-out
+    the other consumers' arrivals in it are received: what stays unreceived went to the restarted
+    one). A producer's: the view's highest seq below its new process's first (several consumers
+    without fan-out: the lowest of their highs), the view's first at or above it."""
+    lo = received_before + 1
+    if first_after is None or first_after <= lo:
+        return None
+    return lo, first_after
+
+
+def regions_outside(
+    regions: Iterable[tuple[int, int]], taken: Iterable[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The parts of `regions` outside every region of `taken`, disjoint and in order: a reset's
+    regions without a restart's (a message lost at a restart is `dropped_restart` only)."""
+    out: list[tuple[int, int]] = []
+    taken = merge_regions(taken)
+    for lo, hi in merge_regions(regions):
+        for t_lo, t_hi in taken:
+            if t_hi <= lo or t_lo >= hi:
+                continue
+            if t_lo > lo:
+                out.append((lo, t_lo))
+            lo = max(lo, t_hi)
+        if lo < hi:
+            out.append((lo, hi))
+    return out

@@ -49,3 +49,9 @@ def producers(n: int) -> list[WorkerId]:
 
 def consumers(n: int) -> list[WorkerId]:
     return [WorkerId(Role.CONSUMER, i) for i in range(n)]
+
+
+def incarnation(worker: WorkerId, generation: int) -> str:
+    """The name a worker's process records under: its own for the first ("c0"), the generation
+    after a restart ("c0.g1": --restart), so each process's parts, samples and spill stay apart."""
+    return str(worker) if generation == 0 else f"{worker}.g{generation}"

@@ -187,6 +187,45 @@ class Reset(Record):
     """tcp connections of the run's data sockets it aborted."""
 
 
+class Restart(Record):
+    """One restart of --restart, as it was made (runner/restarts.py)."""
+
+    worker: str = ""
+    """The worker restarted ("c0", "p0"); its new process's records are named with the generation
+    ("c0.g1": parts `part-c0.g1-*`, samples, spill)."""
+    generation: int = 0
+    """The new process's generation: 1 for the first restart of that worker."""
+    mode: str = ""
+    """--restart-mode: how the old process ended (kill: SIGKILL; close: a clean close and exit;
+    freeze: SIGSTOP, then SIGKILL as the new one started)."""
+    at_s: float = 0.0
+    """When the old process was ended (killed, frozen, or told to close: its exit may take a while),
+    in seconds after the schedule's start (t0_ns); it had stopped recording just before."""
+    t_ns: int = 0
+    """The same time on the records' clock (CLOCK_MONOTONIC ns)."""
+    gap_ms: int = 0
+    """--restart-gap-ms: how long it was kept down (from its exit) before the new process started."""
+    t_up_ns: int = 0
+    """When the new process was up, as it said: bound, or connected (it knew the schedule from its
+    start); 0: never."""
+    first_seq: int = 0
+    """A producer's: the seq its new process went on from (the first its ended one did not try);
+    0 for a consumer."""
+    down_ns: int = 0
+    """t_up_ns - t_ns: how long the worker was away (its gap, and its new process's start: a Python
+    process importing zmqload, ~0.5 s on an idle machine, seconds on a loaded one)."""
+    lost: int = 0
+    """Messages lost at this restart (`dropped_restart` in its regions, counted in every view of
+    every stream: the first restart of overlapping ones counts what they share)."""
+    t_first_recv_ns: int = 0
+    """Recovery: the first message the new process received (0: none)."""
+    first_recv_after_up_ns: int = 0
+    """t_first_recv_ns - t_up_ns: how long until the flow reached the new process (0: none came)."""
+    backlog_drained_after_up_ns: int = 0
+    """Recovery: from t_up_ns to the last arrival at the new process of a message sent before it was
+    up (what the restart held back: a connecting PUSH queues for the peer it lost); 0: none was."""
+
+
 # -- how it ended ------------------------------------------------------------------------------
 class Drain(Record, Keyed):
     mode: Optional[DrainMode] = None
@@ -293,6 +332,8 @@ class Fates(Record):
     dropped_tail: int = 0
     dropped_reset: int = 0
     """Lost across a connection reset (--reset-at); 0 in runs recorded before it."""
+    dropped_restart: int = 0
+    """Lost at a worker's restart (--restart); 0 in runs recorded before it."""
     stranded: int = 0
     unknown: int = 0
 
@@ -315,7 +356,7 @@ class MessageCounts(Fates):
     reordered: int = 0
     lost: int = 0
     dropped: int = 0
-    """dropped_start + dropped_mid + dropped_tail + dropped_reset."""
+    """dropped_start + dropped_mid + dropped_tail + dropped_reset + dropped_restart."""
 
 
 class StreamEntry(MessageCounts):
@@ -563,6 +604,8 @@ class RunRecord(Record):
     """Present only in a run joined from a producer half and a consumer half (`report` joins them)."""
     resets: list[Reset] = []
     """--reset-at: each reset made, in order (one due after the producers finished is not made)."""
+    restarts: list[Restart] = []
+    """--restart: each restart made, in order (one due after the producers finished is not made)."""
     salvaged: Optional[Salvaged] = None
     """Present only when some worker's figures were rebuilt from its records."""
     drain: Optional[Drain] = None

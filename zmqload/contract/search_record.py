@@ -158,6 +158,9 @@ class SearchTemplate(Record):
     close_pause_ms: int = 0
     close_order: str = "producer-first"
     reset_at: Optional[str] = None
+    restart: Optional[str] = None
+    restart_mode: str = "kill"
+    restart_gap_ms: int = 0
     proxy_sndhwm: Optional[int] = None
     proxy_rcvhwm: Optional[int] = None
     out: str = "runs"

@@ -85,6 +85,13 @@ RESET_ACCEPTED = (
     "seconds after the start, one or an increasing comma-separated list (e.g. 1.5 or 1,2.5), "
     "each below --duration"
 )
+_RESTART_ITEM = r"[pc]\d{1,3}@\d+(?:\.\d*)?"
+_RESTART_LIST = re.compile(rf"\s*{_RESTART_ITEM}(?:\s*,\s*{_RESTART_ITEM})*\s*")
+RESTART_ACCEPTED = (
+    "WORKER@SECONDS, one or a comma-separated list (e.g. c0@2.5 or c0@1,p0@2): a producer or "
+    "consumer of zmqload's (p0, c1, ...) and seconds after the start, each below --duration"
+)
+RESTART_MODES = ("kill", "close", "freeze")
 _MULTIPLIERS = {"k": 10**3, "m": 10**6, "g": 10**9}
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
@@ -723,6 +730,36 @@ class Workload:
         nullable=True,
         group="faults",
     )
+    restart: Optional[str] = option(
+        None,
+        str,
+        RESTART_ACCEPTED,
+        "at each of these times that worker's process ends (--restart-mode) and, --restart-gap-ms later, "
+        "a new process takes its place on the same endpoints with the same socket options (a SUB "
+        "subscribes again, a DEALER keeps its routing id, a producer goes on with its stream's seqs and "
+        "schedule); each process's records are kept apart (c0, c0.g1, ...) and joined in the "
+        "accounting; a message lost at a restart is dropped_restart",
+        form=_RESTART_LIST,
+        nullable=True,
+        group="faults",
+    )
+    restart_mode: str = option(
+        "kill",
+        str,
+        "",
+        "how a restarted worker's process ends: kill = SIGKILL (what it held in memory and its queues "
+        "die with it); close = a clean close of its socket and context, then it exits; freeze = SIGSTOP "
+        "(hung, its connections still open, the kernel's buffers filling) for --restart-gap-ms, then "
+        "SIGKILL as the new process starts",
+        choices=RESTART_MODES,
+        group="faults",
+    )
+    restart_gap_ms: int = _ms(
+        0,
+        "with --restart, how long a restarted worker stays down before its new process starts",
+        0,
+        group="faults",
+    )
     proxy_sndhwm: Optional[int] = _hwm("pattern proxy: SNDHWM of the proxy's XPUB side")
     proxy_rcvhwm: Optional[int] = _hwm("pattern proxy: RCVHWM of the proxy's XSUB side")
     out: str = option(
@@ -877,6 +914,17 @@ class Workload:
         return tuple(float(t) for t in self.reset_at.split(",")) if self.reset_at else ()
 
     @property
+    def restarts(self) -> tuple[tuple[str, float], ...]:
+        """--restart as (worker name, seconds after the start), in time order; () without."""
+        if not self.restart:
+            return ()
+        items: list[tuple[str, float]] = []
+        for item in self.restart.split(","):
+            name, _, at = item.strip().partition("@")
+            items.append((name, float(at)))
+        return tuple(sorted(items, key=lambda item: item[1]))
+
+    @property
     def consumer_delay_ns(self) -> int:
         """--consumer-delay-us in the engine's unit: whole nanoseconds of work per message
         (the consumer's Receiver, and the slow drain's patience)."""
@@ -909,6 +957,13 @@ class Workload:
                 "unset with --role consumer: the consumers alone cannot know when your "
                 "producer is done; accepted: --duration SECONDS, how long to record (then "
                 "the drain: until nothing came for --drain-timeout-ms)",
+            )
+        if self.restart and self.duration is None and not (self.count is not None and self.rate):
+            # checked here, not on construction: a capacity search's template has no length yet
+            raise ConfigError(
+                "--restart",
+                f"got {self.restart!r} without a run length in time; accepted: {RESTART_ACCEPTED}, "
+                "with --duration, or --count and a --rate",
             )
         if self.count is None and self.duration is None:
             self.count = DEFAULT_COUNT
@@ -954,6 +1009,8 @@ class Workload:
             self._check_topics()
         if self.reset_at is not None:
             self._check_resets()
+        if self.restart is not None:
+            self._check_restarts()
         if (
             self.curve != "off"
             or self.curve_server_key is not None
@@ -1153,6 +1210,58 @@ class Workload:
                 " with a device, consumer or producer of yours in the path: its other clients would be "
                 "reset too"
             )
+
+    def _check_restarts(self) -> None:
+        """--restart: zmqload's own consumer processes, at times within the run. Workers that are
+        threads (inproc), tasks elsewhere (--master), a service's round trip and a user's worker
+        cannot be restarted by zmqload."""
+
+        def refuse(why: str) -> ConfigError:
+            return ConfigError(
+                "--restart",
+                f"got {self.restart!r}{why}; accepted: {RESTART_ACCEPTED}, with tcp or ipc",
+            )
+
+        pattern = patterns.get(self.pattern)
+        last: dict[str, float] = {}
+        for name, at in self.restarts:
+            role, index = name[0], int(name[1:])
+            side, count = (
+                ("producer", self.producers) if role == "p" else ("consumer", self.consumers)
+            )
+            if self.role not in ("both", side):
+                raise refuse(
+                    f": with --role {self.role} the {side}s are yours ({name} is not zmqload's)"
+                )
+            if index >= count or name != f"{role}{index}":
+                raise refuse(f": {name} is not one of the {count} {side}(s) {role}0..")
+            if at <= 0:
+                raise refuse(f": {name}@{at:g} is not after the start")
+            if name in last and at <= last[name] + self.restart_gap_ms / 1000:
+                raise refuse(f": {name} restarts again before its new process is due")
+            last[name] = at
+            end = self.duration
+            if end is None and self.count is not None and self.rate:
+                end = self.count / self.rate  # the schedule's length
+            if end is not None and at >= end:
+                raise refuse(f": {name}@{at:g} is not within the run's {end:g} s")
+        transport = (
+            (self.topology.producers.endpoints or self.topology.consumers.endpoints)[0].split(
+                "://", 1
+            )[0]
+            if self.topology.given
+            else self._address()[0]
+        )
+        if transport == "inproc":
+            raise refuse(" over inproc: the workers are threads of one process")
+        if self.master is not None:
+            raise refuse(" with --master: the workers are Spark tasks, not processes of this host")
+        if pattern.round_trip:
+            raise refuse(
+                f" with pattern {self.pattern}: a request would wait for its reply forever"
+            )
+        if self.topics:
+            raise refuse(" with --topics: a restart's cost is counted over every seq of a stream")
 
     def _check_curve(self) -> None:
         """--curve on: a transport libzmq secures, a server key exactly where zmqload connects to a

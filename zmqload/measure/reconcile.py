@@ -189,11 +189,13 @@ def _fate_bits(
     offset: int,
     bounds: tuple[int, int, int],
     at_reset: np.ndarray | None = None,
+    at_restart: np.ndarray | None = None,
 ) -> dict[str, int]:
     """The fate counts of one piece of a view's maps (its bits from seq `offset` on): they add up
     over the pieces; `_fate_total` finishes them. `at_reset`: the piece's bits of the connection
     resets' regions: a start or mid-run drop there is `dropped_reset` (a region ends at an arrival:
-    never a tail drop)."""
+    never a tail drop). `at_restart`: the restarts' regions, the same way `dropped_restart`, placed
+    first (a reset while a worker was away cost it nothing more)."""
     first, last, limit = bounds
     got = got & sent_ok
     drained = drained & got
@@ -207,16 +209,20 @@ def _fate_bits(
         "dropped_mid": bits_in(missing, first - offset, min(last, limit) - offset),
         "dropped_tail": bits_in(missing, last + 1 - offset, limit - offset),
         "dropped_reset": 0,
+        "dropped_restart": 0,
     }
-    if at_reset is not None:
-        reset = missing & _fit(at_reset, len(missing))
+    for fate_here, regions in (("dropped_restart", at_restart), ("dropped_reset", at_reset)):
+        if regions is None:
+            continue
+        here = missing & _fit(regions, len(missing))
+        missing = missing & ~here  # placed once: the restarts' first
         for fate, lo, hi in (
             ("dropped_start", -offset, min(first, limit) - offset),
             ("dropped_mid", first - offset, min(last, limit) - offset),
         ):
-            n = bits_in(reset, lo, hi)
+            n = bits_in(here, lo, hi)
             counts[fate] -= n
-            counts["dropped_reset"] += n
+            counts[fate_here] += n
     return counts
 
 
@@ -241,6 +247,7 @@ def fates(
     tail_placement: str = TAIL_AT_CLOSE,
     died: bool = False,
     at_reset: np.ndarray | None = None,
+    at_restart: np.ndarray | None = None,
 ) -> dict[str, int]:
     """Fates of one stream's accepted messages as seen by one view (a consumer, or the
     union of round-robin consumers). `certain_below`: unreceived seqs below it cannot be
@@ -248,9 +255,12 @@ def fates(
     arrival happened (contract.fates.TAIL_PLACEMENTS; mid-run folds them into dropped_mid).
     `died`: a process on the path died, so what is neither received nor certainly dropped
     is `unknown`. `at_reset`: the packed map of the connection resets' regions (reset_regions):
-    a start or mid-run drop there is `dropped_reset`."""
+    a start or mid-run drop there is `dropped_reset`; `at_restart`: the restarts' regions
+    (restart_regions), `dropped_restart` the same way, placed first."""
     bounds = _bounds(first_last(got & sent_ok), len(sent_ok) * 8, certain_below, drain_completed)
-    return _fate_total(_fate_bits(sent_ok, got, drained, 0, bounds, at_reset), tail_placement, died)
+    return _fate_total(
+        _fate_bits(sent_ok, got, drained, 0, bounds, at_reset, at_restart), tail_placement, died
+    )
 
 
 def ambiguous_tail(fate_counts: dict[str, int], tail_placement: str) -> int:
@@ -378,6 +388,7 @@ def reconcile(
     maps_dir: str | None = None,
     resets: dict[int, dict[int | str, list[tuple[int, int]]]] | None = None,
     topics: Topics | None = None,
+    restarts: dict[int, dict[int | str, list[tuple[int, int]]]] | None = None,
 ) -> Accounts:
     """Per-stream and total counters and fates from the producers' and consumers' finals.
 
@@ -387,7 +398,8 @@ def reconcile(
     map is read a piece at a time (bitmaps.PIECE_BYTES), twice: each view's first and last arrival, then the
     counts, which add up over the pieces; `drops` (each view's unreceived maps) go to files in
     `maps_dir` when given. resets: stream -> view (consumer index with fan-out, else "all") -> the
-    connection resets' seq regions (measure/reset_regions.py). topics (fan-out only): a consumer's
+    connection resets' seq regions (measure/reset_regions.py); restarts: the same of the workers'
+    restarts (measure/restart_regions.py). topics (fan-out only): a consumer's
     view holds only the seqs of the topics it subscribed to (contract/topics.py), the others are
     outside its accounting; "topics" in the result counts per topic what was sent and, per
     consumer, what it expected and received.
@@ -453,6 +465,7 @@ def reconcile(
                 expected += _popcount(mine)
                 span, certain = views[view]
                 regions = (resets or {}).get(stream, {}).get(view)
+                away = (restarts or {}).get(stream, {}).get(view)
                 _add(
                     counts[view],
                     _fate_bits(
@@ -462,6 +475,7 @@ def reconcile(
                         offset,
                         _bounds(span, end, certain, drain_completed),
                         region_piece(regions, offset, len(mine)) if regions else None,
+                        region_piece(away, offset, len(mine)) if away else None,
                     ),
                 )
                 writers[view].add(

@@ -83,6 +83,10 @@ class RunResult:
     dropped_reset: int = 0
     """Messages that never arrived, lost across a connection reset (--reset-at): in flight at the
     reset, or sent before the connection was back (zmqload.measure.reset_regions)."""
+    dropped_restart: int = 0
+    """Messages that never arrived, lost at a worker's restart (--restart): in the ended process's
+    queue or unrecorded receipts, in flight, or sent for it before its new process received
+    (zmqload.measure.restart_regions)."""
     stranded: int = 0
     """Messages unreceived when the drain was cut short (--drain none, --drain-limit-s): queued or dropped."""
     unknown: int = 0
@@ -142,6 +146,8 @@ class RunResult:
     resets: list[dict[str, int]] = field(default_factory=list)
     """--reset-at: each connection reset made, in order: `t_ns` (CLOCK_MONOTONIC, the records' clock)
     and `connections` (tcp connections it aborted)."""
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+    """--restart: each restart made, in order (run.json `restarts`: contract/run_record.Restart)."""
     generator: GeneratorVerdict = field(default_factory=GeneratorVerdict)
     """Whether the producers kept their open-loop schedule (zmqload.measure.schedule_keeping): `generator_limited`,
     `scheduled_rate` and `reached_rate` (msg/s, all producers), `lag_ms` and `blocked_ms` (run.json
@@ -375,6 +381,7 @@ class RunResult:
             "generator_limited": self.generator_limited,
             "generator": codec.to_builtins(self.generator),
             "resets": self.resets,
+            "restarts": self.restarts,
             "foreign": self.foreign or None,
             "service": self.service or None,
             "frame_mismatches": self.frame_mismatches,

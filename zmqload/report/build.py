@@ -180,7 +180,9 @@ def _hit_rows(info: RunInfo, kind: str) -> Callable[[SummaryRow], bool]:
     workers = set()
     for part, _ in info.unreadable.get(kind, ()):
         try:
-            workers.add(WorkerId.parse(os.path.basename(part).split("-")[1]).index)
+            # a restarted worker's later processes record as "c0.g1" (contract/ids.incarnation)
+            name = os.path.basename(part).split("-")[1].split(".")[0]
+            workers.add(WorkerId.parse(name).index)
         except (ValueError, IndexError):
             return lambda row: True
     if kind in ("sends", "replies"):  # both written by the stream's producer

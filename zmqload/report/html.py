@@ -57,6 +57,7 @@ FATE_COLUMNS = [
     ("dropped_mid", "dropped mid"),
     ("dropped_tail", "dropped tail"),
     ("dropped_reset", "dropped at reset"),
+    ("dropped_restart", "dropped at restart"),
     ("stranded", "stranded"),
     ("unknown", "unknown"),
     ("duplicates", "dup"),

@@ -556,7 +556,11 @@ AMBIGUOUS_LABEL = "dropped_tail (or mid-run: ambiguous)"
 MID_OR_RESET_LABEL = "dropped_mid or dropped_reset"
 """Between arrivals in a run with connection resets: a send window cannot tell a full pipe's drop
 from a reset's (the fates table, from the seqs, does)."""
+MID_OR_RESTART_LABEL = "dropped_mid or dropped_restart"
+"""The same with restarts (--restart), and with resets too the three of them."""
+MID_RESET_OR_RESTART_LABEL = "dropped_mid, dropped_reset or dropped_restart"
 RESET_STYLE = dict(color="#e377c2", ls="-.", lw=1.2)
+RESTART_STYLE = dict(color="#17becf", ls=":", lw=1.4)
 FATE_COLORS = {
     "dropped_start": "#8c564b",
     "dropped_mid": "#d62728",
@@ -565,6 +569,8 @@ FATE_COLORS = {
     "stranded or dropped": "#7f7f7f",
     "drained": "#1f77b4",
     MID_OR_RESET_LABEL: "#e377c2",
+    MID_OR_RESTART_LABEL: "#17becf",
+    MID_RESET_OR_RESTART_LABEL: "#9467bd",
 }
 
 
@@ -577,6 +583,13 @@ def mark_resets(ax: Any, record: RunRecord) -> None:
         )
 
 
+def mark_restarts(ax: Any, record: RunRecord) -> None:
+    """The run's restarts (run.json restarts, --restart) as vertical lines on a time axis in seconds
+    since the first scheduled send, where each worker's process ended."""
+    for i, restart in enumerate(record.restarts):
+        ax.axvline(restart.at_s, label="restart" if i == 0 else None, zorder=5, **RESTART_STYLE)
+
+
 def lost_by_place(
     rows: list[dict[str, Any]], record: RunRecord, copies: int
 ) -> tuple[dict[str, dict[int, int]], list[int], dict[int, int]]:
@@ -584,7 +597,8 @@ def lost_by_place(
     Place as the fates: before the first window with an arrival, start; after the last, the
     run's tail placement rule (docs/RECORDS.md: mid-run, ambiguous or at close); else mid;
     'stranded or dropped' when the drain was cut short; with connection resets, mid-run losses are
-    'dropped_mid or dropped_reset' (MID_OR_RESET_LABEL)."""
+    'dropped_mid or dropped_reset' (MID_OR_RESET_LABEL), with restarts the same
+    (MID_OR_RESTART_LABEL, MID_RESET_OR_RESTART_LABEL)."""
     sent: defaultdict[int, int] = defaultdict(int)
     arrived: defaultdict[int, int] = defaultdict(int)
     received: defaultdict[int, int] = defaultdict(int)
@@ -598,7 +612,11 @@ def lost_by_place(
     cut_short = drain is not None and drain.ended is DrainEnd.LIMIT
     # after the last arrival: the run's tail placement rule (docs/RECORDS.md), as in its fates
     placement = drain.tail_placement if drain is not None else None
-    mid = MID_OR_RESET_LABEL if record.resets else "dropped_mid"
+    mid = {
+        (True, False): MID_OR_RESET_LABEL,
+        (False, True): MID_OR_RESTART_LABEL,
+        (True, True): MID_RESET_OR_RESTART_LABEL,
+    }.get((bool(record.resets), bool(record.restarts)), "dropped_mid")
     tail = (
         {TAIL_MID_RUN: mid, TAIL_AMBIGUOUS: AMBIGUOUS_LABEL}.get(placement, "dropped_tail")
         if placement is not None
@@ -673,6 +691,7 @@ def fates_over_time(
             label="drained (arrived in the drain, by receive time)",
         )
     mark_resets(ax, record)
+    mark_restarts(ax, record)
     ax.set_xlabel("seconds since the first scheduled send")
     ax.set_ylabel(f"messages per {duration_text(window_ns)}")
     ax.set_xlim(min(0, at(w0)), at(windows[-1] + 1))  # the whole run, so "when" reads at a glance
@@ -765,6 +784,7 @@ def queue_split(
         else:
             ax.plot([], [], lw=1.4, label=f"{name} {hwm:,} (above the scale)", **style)
     mark_resets(ax, record)
+    mark_restarts(ax, record)
     ax.set_xlabel("seconds since the first scheduled send")
     messages_axis(ax, max([peak, *shown]))
     ax.set_title(

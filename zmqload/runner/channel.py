@@ -30,6 +30,9 @@ class ControlServer:
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        # a restarted worker's new process (--restart) connects under the same routing id while the
+        # ROUTER may still hold the killed one's pipe: the new connection takes the id over
+        self.socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
         secure_zmq(self.socket, keys, server=True)
         self.client_keys = client_view(keys)  # what each worker is given (WorkerSpec.control_curve)
         self.socket.bind(endpoint)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..measure.reconcile import receipt_only, reconcile
 from ..measure.reset_regions import reset_regions
+from ..measure.restart_regions import restart_regions, restarts_of
 from ..contract.workload import Workload
 from ..contract import codec, control
 from ..contract import run_record as rr
@@ -174,6 +175,29 @@ def build_result(
         w.fanout,
         [c.index for c in state.consumers],
     )
+    away, costs = restart_regions(
+        run_dir,
+        restarts_of(
+            [(r.worker, r.generation, r.t_up_ns, r.first_seq) for r in state.restarts],
+            {str(worker): names for worker, names in state.incarnations.items()},
+        ),
+        w.fanout,
+        [c.index for c in state.consumers],
+    )
+    restarts = [
+        msgspec.structs.replace(
+            r,
+            lost=cost.lost,
+            t_first_recv_ns=cost.t_first_recv_ns,
+            first_recv_after_up_ns=max(0, cost.t_first_recv_ns - r.t_up_ns)
+            if cost.t_first_recv_ns
+            else 0,
+            backlog_drained_after_up_ns=max(0, cost.t_backlog_drained_ns - r.t_up_ns)
+            if cost.t_backlog_drained_ns
+            else 0,
+        )
+        for r, cost in zip(state.restarts, costs)
+    ]
     maps_dir = os.path.join(run_dir, bitmaps.MAPS_DIR)
     try:  # the workers' maps and the unreceived ones made from them go once the figures are made
         accounts = reconcile(
@@ -186,6 +210,7 @@ def build_result(
             **dead_paths(state),
             resets=regions,
             topics=w.topic_set,
+            restarts=away,
         )
         if w.topology.consumers_alone:  # no sends to hold the receipts against: what they say alone
             accounts.streams = receipt_only(seen, w.fanout)
@@ -275,6 +300,7 @@ def build_result(
         queue=queue,
         generator=generator,
         resets=[codec.to_builtins(r) for r in state.resets],
+        restarts=[codec.to_builtins(r) for r in restarts],
         foreign=foreign_summary(
             [f for f in state.final.values() if isinstance(f, control.ConsumerFinal)]
         ),

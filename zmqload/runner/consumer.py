@@ -38,6 +38,7 @@ class Consumer(WorkerLifecycle):
             w.compression,
             maps=True,
         )
+        self.convert.t0_ns = self.spec.t0_ns or self.convert.t0_ns  # a restarted one's, at once
         alone = (
             w.topology.consumers_alone
         )  # the producer is the user's: it may send foreign messages
@@ -112,6 +113,9 @@ class Consumer(WorkerLifecycle):
                 if not warm_sent and receiver.warmup_mask & warm_mask == warm_mask:
                     self.ctl.send(control.Warm())
                     warm_sent = True
+                if self.hold_requested:
+                    self.hold(pipeline)
+                    continue
                 gaps = max(0, sum(latest.values()) + len(latest) - receiver.received)
                 self.tick(
                     now,
@@ -166,6 +170,15 @@ class Consumer(WorkerLifecycle):
                 receiver.implausible,
             )
         )
+
+    def hold(self, pipeline: ChunkPipeline) -> None:
+        """--restart: this process is about to be killed. Every row received goes to disk first and
+        nothing more is received, so the records hold exactly what the process took from libzmq;
+        what libzmq and the kernel still queue for it dies with it (`dropped_restart`). Returns
+        only on a Stop (an interrupted run) or without a controller."""
+        pipeline.spill_now()
+        self.ctl.send(control.Held())
+        self.wait_while(lambda: True)
 
     def more_progress(self, now: int) -> dict[str, Any]:
         """With --metrics, the latency histograms so far, at most once a second."""

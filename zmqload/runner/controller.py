@@ -26,6 +26,7 @@ from .state import Footprint, ProgressListener, ProgressSnapshot, RunState
 from .launch import TOOL_ENV, TOOL_SLOWDOWN, WorkerLauncher
 from .preflight import load_libzmq
 from .resets import Resets
+from .restarts import Restarts
 from . import signals
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 LAUNCH_TIMEOUT_S = 60.0
 FINAL_TIMEOUT_S = 30.0
+HOLD_TIMEOUT_S = 5.0  # a worker told to hold before its restart answers within a slice
 CONVERT_S_PER_ROW = 1e-6
 """Time allowed per row a worker recorded for its converter's work after the loop (the held spill
 to Parquet: ~0.1 us a row measured alone, 10x for a loaded machine): a billion-message run's
@@ -110,6 +112,8 @@ class Controller:
         self.resets = Resets(
             0, [], frozenset(), self.state.resets
         )  # planned at the start (--reset-at)
+        self.restarts = Restarts(0)  # planned at the start (--restart)
+        self.on_restart: Callable[[], None] | None = None  # told each restart made (--restart)
 
     # -- plumbing ----------------------------------------------------------------------------
     def pump(self, timeout_ms: int = 20) -> None:
@@ -163,7 +167,9 @@ class Controller:
         for worker in workers:
             self.server.send(worker, message)
 
-    def start_worker(self, worker: ids.WorkerId, bind: list[str]) -> None:
+    def start_worker(
+        self, worker: ids.WorkerId, bind: list[str], generation: int = 0, first_seq: int = 0
+    ) -> None:
         from .spec import WorkerSpec
 
         # a worker that connects is a CURVE client: it gets no server secret
@@ -183,6 +189,9 @@ class Controller:
                 control_curve=self.server.client_keys,
                 header_key=self.header_key,
                 libzmq=load_libzmq(self.w),
+                generation=generation,
+                t0_ns=self.state.t0_ns if generation else 0,
+                first_seq=first_seq,
             )
         )
 
@@ -348,6 +357,7 @@ class Controller:
         self.resets = Resets.plan(
             self.w, s.t0_ns, [e for to in self.connect_to.values() for e in to], s.resets
         )
+        self.restarts = Restarts.plan(self.w, s.t0_ns)
         if self.on_start is not None:
             self.on_start(s.t0_ns)
 
@@ -357,7 +367,13 @@ class Controller:
             # the producers are the user's: what is recorded is --duration's window, then the drain
             assert self.w.duration is not None  # validate() requires it
             window_end = s.t0_ns + int(self.w.duration * 1e9)
-            self.wait(lambda: _engine.now_ns() >= window_end, NO_LIMIT, "recording your producer")
+
+            def recorded() -> bool:
+                for worker in self.restarts.due():  # --restart of a consumer of zmqload's
+                    self.restart(worker)
+                return _engine.now_ns() >= window_end
+
+            self.wait(recorded, NO_LIMIT, "recording your producer")
             return
 
         def done() -> bool:
@@ -365,9 +381,83 @@ class Controller:
             self.resets.poll()  # a reset due while the producers send (--reset-at)
             if len(s.resets) > made and self.on_reset is not None:
                 self.on_reset()
+            for worker in self.restarts.due():  # --restart; a producer done has nothing to hold
+                if worker not in s.done:
+                    self.restart(worker)
             return all(n in s.done for n in s.producers)
 
         self.wait(done, NO_LIMIT, "waiting for the producers to finish")
+
+    def restart(self, worker: ids.WorkerId) -> None:
+        """--restart: the worker's process ended (--restart-mode), kept down --restart-gap-ms, then a
+        new one in its place, told the schedule in its spec (a producer's: the seq it goes on from):
+        a binder binds the endpoint the old one had bound, a connecting one connects where the old
+        one did (as a late joiner is told)."""
+        s, w = self.state, self.w
+        names = s.incarnations.setdefault(worker, [str(worker)])
+        generation = len(names)
+        bound = list(s.ready.get(worker, [])) if worker in self.binders else []
+        # the records, not the fault: the process stops sending or receiving a slice before it
+        # ends, so its records hold every message it took or its socket accepted (control.Hold)
+        self.server.send(worker, control.Hold())
+        self.wait(lambda: worker in s.held, HOLD_TIMEOUT_S, f"waiting for {worker} to hold")
+        held = s.held.pop(worker)
+        first_seq = held.next_seq
+        if worker.role is ids.Role.PRODUCER:
+            s.sent_before[worker] = s.sent_before.get(worker, 0) + held.sent
+        # what an ended consumer said it received still counts for the drain; whatever else it
+        # sends (a closing one's final) is not the new process's: dropped until the new one's Ready
+        last = s.live.pop(worker, None)
+        if worker.role is ids.Role.CONSUMER:
+            s.received_before[worker] = s.received_before.get(worker, 0) + (
+                last.messages if last else 0
+            )
+        s.restarting.add(worker)
+        ended = _engine.now_ns()  # the fault's moment: told to close, or signalled
+        if w.restart_mode == "close":  # its socket closed and its context terminated, then it exits
+            self.server.send(worker, control.Close())  # a producer closes now, whatever the order
+            self.server.send(worker, control.Stop())
+        self.launcher.end(worker, w.restart_mode)
+        s.ready.pop(worker, None)
+        s.connected.discard(worker)
+        try:  # its marker (runner/workers.py) would keep the last worker of an orphaned run waiting
+            os.remove(os.path.join(self.ipc_dir, f"{names[-1]}.alive"))
+        except OSError:
+            pass
+        up_at = _engine.now_ns() + w.restart_gap_ms * 1_000_000  # from its end (a close's exit)
+        while (left := up_at - _engine.now_ns()) > 0:
+            self.pump(max(1, min(20, left // 1_000_000)))
+        if w.restart_mode == "freeze":  # hung until now, its connections open: killed now
+            self.launcher.reap(worker)
+        self.start_worker(worker, bound, generation, first_seq)
+        names.append(ids.incarnation(worker, generation))
+        self.wait(
+            lambda: worker in s.ready, LAUNCH_TIMEOUT_S, f"waiting for {worker}'s new process"
+        )
+        if not bound:
+            self.server.send(worker, control.Connect(self.connect_to[worker.role]))
+            self.wait(
+                lambda: worker in s.connected,
+                LAUNCH_TIMEOUT_S,
+                f"waiting for {worker}'s new process to connect",
+            )
+        # up as the new process said it (it may send or receive before the controller hears it)
+        up = s.up_ns.get(worker) or _engine.now_ns()
+        s.restarts.append(
+            rr.Restart(
+                worker=str(worker),
+                generation=generation,
+                mode=w.restart_mode,
+                at_s=(ended - s.t0_ns) / 1e9,
+                t_ns=ended,
+                gap_ms=w.restart_gap_ms,
+                t_up_ns=up,
+                down_ns=up - ended,
+                first_seq=first_seq,
+            )
+        )
+        if self.on_restart is not None:
+            self.on_restart()
 
     def drain(self) -> None:
         s, w = self.state, self.w
@@ -414,7 +504,7 @@ class Controller:
 
     def drain_until_done(self, start: int) -> str:
         s = self.state
-        sent = sum(s.done[n].counters.sent for n in s.producers)
+        sent = sum(s.done[n].counters.sent for n in s.producers) + sum(s.sent_before.values())
         # the user's producer (--role consumer) said nothing of what it sent: drain until idle
         expected = (
             NO_COUNT

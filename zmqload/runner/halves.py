@@ -116,12 +116,19 @@ def join(producer_dir: str, consumer_dir: str) -> str:
         )
     state = RunState(ids.producers(w.producers), ids.consumers(w.consumers))
     state.t0_ns = p.t0_ns
+    # each half's restarts (--restart): a restarted worker's processes' records are joined
+    state.restarts = sorted([*p.restarts, *c.restarts], key=lambda r: r.t_ns)
+    for restart in state.restarts:
+        restarted = ids.WorkerId.parse(restart.worker)
+        state.incarnations.setdefault(restarted, [str(restarted)]).append(
+            ids.incarnation(restarted, restart.generation)
+        )
     for entry in p.producers:
         worker = ids.WorkerId(ids.Role.PRODUCER, entry.worker)
-        state.final[worker] = _producer(joined_dir, worker, w, entry)
+        state.final[worker] = _producer(joined_dir, worker, w, entry, state.names(worker))
     for c_entry in c.consumers:
         worker = ids.WorkerId(ids.Role.CONSUMER, c_entry.worker)
-        state.final[worker] = _consumer(joined_dir, worker, w, c_entry)
+        state.final[worker] = _consumer(joined_dir, worker, w, c_entry, state.names(worker))
     state.drain = (
         msgspec.structs.replace(c.drain) if c.drain is not None else None
     )  # the join's own
@@ -218,10 +225,11 @@ def _rescheduled(source: str, target: str, t0_ns: int, rate: int) -> None:
 
 
 def _producer(
-    run_dir: str, worker: ids.WorkerId, w: Workload, entry: rr.ProducerEntry
+    run_dir: str, worker: ids.WorkerId, w: Workload, entry: rr.ProducerEntry, names: list[str]
 ) -> control.ProducerFinal:
-    """From its sends records, with what only the half's run.json holds (pushback, close timings)."""
-    final = producer_final(run_dir, worker, w, entry.close_ns)
+    """From its sends records (of each of its processes: `names`), with what only the half's
+    run.json holds (pushback, close timings)."""
+    final = producer_final(run_dir, worker, w, entry.close_ns, names)
     counters = dataclasses.replace(
         final.counters, **{name: getattr(entry, name) for name in NOT_IN_SENDS}
     )
@@ -235,9 +243,9 @@ def _producer(
 
 
 def _consumer(
-    run_dir: str, worker: ids.WorkerId, w: Workload, entry: rr.ConsumerEntry
+    run_dir: str, worker: ids.WorkerId, w: Workload, entry: rr.ConsumerEntry, names: list[str]
 ) -> control.ConsumerFinal:
-    final = consumer_final(run_dir, worker, w, entry.t_drain_ns)
+    final = consumer_final(run_dir, worker, w, entry.t_drain_ns, names)
     return dataclasses.replace(
         final,
         foreign=entry.foreign,

@@ -14,6 +14,7 @@ from typing import Any, Callable, Protocol
 
 from .. import _engine
 from ..contract.ids import WorkerId
+from ..errors import RunError
 from .workers import run_worker
 from .spec import WorkerSpec
 
@@ -23,6 +24,9 @@ profile_engine.py profiles the workers so); the controller's deadlines grow by T
 TOOL_SLOWDOWN = 15.0
 HURRY_S = 2.0
 """How long the workers still get to end once a signal came while they were ending."""
+CLOSE_WAIT_S = 30.0
+"""How long a worker told to close for its restart (--restart-mode close) may take to exit: its
+records converted, its socket closed and its context terminated."""
 
 
 def _worker_environment() -> dict[str, str]:
@@ -48,6 +52,8 @@ class WorkerLauncher(Protocol):
     def dead(self, workers: Iterable[WorkerId]) -> list[WorkerId]: ...
     def how_it_ended(self, worker: WorkerId) -> str: ...
     def finish(self, timeout: float, hurry: Callable[[], bool] | None = None) -> None: ...
+    def end(self, worker: WorkerId, mode: str) -> None: ...
+    def reap(self, worker: WorkerId) -> None: ...
 
 
 class Launcher:
@@ -107,6 +113,32 @@ class Launcher:
             except ValueError:
                 return f"killed by signal {-code}"
         return f"exit code {code}"
+
+    def end(self, worker: WorkerId, mode: str) -> None:
+        """A worker's process ended as --restart-mode says: kill = SIGKILL, waited for; close = its
+        own exit waited for (the controller told it to stop; killed after CLOSE_WAIT_S); freeze =
+        SIGSTOP, its connections left open (`reap` ends it). Then its new process may be started in
+        its place (`start` with the same worker)."""
+        process = self.workers[worker]
+        if not isinstance(process, subprocess.Popen):
+            raise RunError(f"--restart: {worker} is a thread of this process, not a process")
+        if mode == "freeze":
+            process.send_signal(signal.SIGSTOP)
+            return
+        if mode == "close":
+            try:
+                process.wait(CLOSE_WAIT_S)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+        self.reap(worker)
+
+    def reap(self, worker: WorkerId) -> None:
+        """SIGKILL (a stopped process too) and wait for it."""
+        process = self.workers[worker]
+        assert isinstance(process, subprocess.Popen)  # end() refused threads
+        process.kill()
+        process.wait()
 
     def finish(self, timeout: float, hurry: Callable[[], bool] | None = None) -> None:
         """The workers given `timeout` to end (HURRY_S once `hurry()` says a signal came meanwhile);

@@ -66,12 +66,13 @@ class WorkerLifecycle:
         self.own_context = context is None
         self.context = _engine.Context(self.workload.io_threads) if context is None else context
         self.sockets: list[_engine.Socket] = []
-        self.t0_ns = 0
+        self.t0_ns = spec.t0_ns  # 0 until Start, but for a restarted worker's new process
         self.connect_to: list[str] = []
         self.stop_requested = False
         self.interrupted = False
         self.close_allowed = False
         self.drain_mode: str | None = None  # set by ProducersDone (consumers)
+        self.hold_requested = False  # set by Hold (--restart): the role holds after its slice
         self.samples = Samples(
             PartWriter(os.path.join(spec.run_dir, "samples"), spec.name, SAMPLES_SCHEMA, "snappy"),
             spec.role.value,
@@ -111,6 +112,8 @@ class WorkerLifecycle:
             self.close_allowed = True
         elif isinstance(message, control.ProducersDone):
             self.drain_mode = message.drain
+        elif isinstance(message, control.Hold):
+            self.hold_requested = True
         self.on_command(message)
 
     def on_command(self, message: control.Message) -> None:
@@ -151,19 +154,23 @@ class WorkerLifecycle:
         return self._sampled
 
     # -- sockets -------------------------------------------------------------------------------
-    def open_socket(self, socket_type: str, options: dict[str, int | None]) -> "_engine.Socket":
-        """A socket with `options` set, bound (binders) or connected once the controller
-        says where (the binders' tcp ports are only known after they bound)."""
+    def open_socket(
+        self, socket_type: str, options: dict[str, int | None], routing_id: bytes | None = None
+    ) -> "_engine.Socket":
+        """A socket with `options` (and `routing_id`) set, bound (binders) or connected once the
+        controller says where (the binders' tcp ports are only known after they bound)."""
         sock = _engine.Socket(self.context, _engine.SOCKET_TYPES[socket_type])
         self.sockets.append(sock)
         for name, value in options.items():
             if value is not None:
                 sock.set_option(_engine.SOCKET_OPTION_IDS[name], int(value))
+        if routing_id is not None:
+            sock.set_routing_id(routing_id)
         secure(sock, self.spec.curve, server=bool(self.spec.bind))
         if self.spec.bind:
             endpoint = sock.bind(self.spec.bind[0])
             self.tcp_queues = TcpQueues(ports_of([endpoint]))
-            self.ctl.send(control.Ready([endpoint]))
+            self.ctl.send(control.Ready([endpoint], _engine.now_ns()))
             return sock
         self.ctl.send(control.Ready())
         self.wait_while(lambda: not self.connect_to, step_ms=100)
@@ -174,7 +181,7 @@ class WorkerLifecycle:
         for endpoint in self.connect_to:
             sock.connect(endpoint)
         self.tcp_queues = TcpQueues(ports_of(self.connect_to))
-        self.ctl.send(control.Connected())
+        self.ctl.send(control.Connected(_engine.now_ns()))
         return sock
 
     def spill_dir(self) -> str:

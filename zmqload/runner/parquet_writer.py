@@ -268,6 +268,11 @@ class ChunkPipeline:
         if row >= self.capacity or (row and time.monotonic() - self._spilled_at >= SPILL_EVERY_S):
             self._spill()
 
+    def spill_now(self) -> None:
+        """Spill the rows so far, however few (a consumer about to be killed: --restart)."""
+        if self.row:
+            self._spill()
+
     def release(self) -> None:
         """Let the converter run before close()."""
         self._released.set()
@@ -627,6 +632,7 @@ class SendConverter:
         round_trip: bool,
         maps: bool = False,
         parts: int = 1,
+        first_seq: int = 0,
     ):
         from ..measure.histogram import Histogram
 
@@ -651,8 +657,10 @@ class SendConverter:
         self.ok_bits = bitmaps.BitsWriter(
             os.path.join(run_dir, bitmaps.MAPS_DIR, f"{name}.ok") if maps else None
         )
-        self._ok_carry = np.zeros(0, bool)  # accepted-flags past the last whole byte
-        self.first_seq = 0
+        # accepted-flags past the last whole byte; a restarted producer's new process (--restart)
+        # starts at first_seq: the seqs below are not its own
+        self._ok_carry = np.zeros(first_seq, bool)
+        self.first_seq = first_seq
 
     def columns(self) -> dict[str, npt.DTypeLike]:
         """The engine's raw columns: send time and status (and, round trips, the reply time and

@@ -40,6 +40,11 @@ class Producer(WorkerLifecycle):
                 "SNDTIMEO": sndtimeo,
                 "CONFLATE": 1 if w.conflate in ("producers", "both") else None,
             },
+            # a DEALER restarted (--restart) comes back under the same routing id, as a user's
+            # worker with a fixed identity does
+            routing_id=str(self.spec.worker).encode()
+            if w.restart and self.pattern.producer_socket == "DEALER"
+            else None,
         )
         sizes = sizes_of(w.size, w.payload)
         convert = SendConverter(
@@ -53,6 +58,7 @@ class Producer(WorkerLifecycle):
             self.pattern.round_trip,
             maps=True,
             parts=w.parts,
+            first_seq=self.spec.first_seq,
         )
         chunk_rows = (w.chunk_rows + 7) // 8 * 8  # whole bytes of the packed ok-map per chunk
         # before the start: preparing its spill files takes time (ChunkPipeline)
@@ -104,6 +110,7 @@ class Producer(WorkerLifecycle):
             sizes=None if fixed else sizes.sizes,
             body=sizes.body,
             key=self.spec.header_key,
+            first_seq=self.spec.first_seq,
             **_topic_args(w),
         )
         if not w.rate:
@@ -137,6 +144,8 @@ class Producer(WorkerLifecycle):
                         tcp_recvq_bytes=recvq,
                     ),
                 )
+                if self.hold_requested:
+                    self.hold(pipeline, sender)
                 if self.stop_requested:
                     sender.stop()
         finally:
@@ -167,6 +176,15 @@ class Producer(WorkerLifecycle):
                 convert.bytes_sent,
             )
         )
+
+    def hold(self, pipeline: ChunkPipeline, sender: _engine.Sender) -> None:
+        """--restart: this process is about to end. Nothing more is sent and every row goes to disk
+        first, so the records hold exactly what its socket accepted; its new process goes on from
+        the seq it did not try. Returns on a Stop (--restart-mode close: the close flushes what the
+        socket holds, with the linger) or without a controller; a kill ends it here."""
+        pipeline.spill_now()
+        self.ctl.send(control.Held(sender.next_seq, sender.sent))
+        self.wait_while(lambda: True)
 
     def before_close(self) -> None:
         """Shutdown semantics: an optional pause after the last send, and with

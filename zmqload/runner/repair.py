@@ -59,8 +59,22 @@ def repair_run(run_dir: str, reason: str, workers_died: bool) -> RunResult:
     state = RunState(ids.producers(w.producers), ids.consumers(w.consumers))
     state.t0_ns = record.t0_ns
     state.resets = list(record.resets)  # written as each was made: their losses are dropped_reset
+    state.restarts = list(record.restarts)  # so were the restarts, each with its process's name
+    for restart in record.restarts:
+        worker = ids.WorkerId.parse(restart.worker)
+        state.incarnations.setdefault(worker, [str(worker)]).append(
+            ids.incarnation(worker, restart.generation)
+        )
     rebuilt, dead, salvage = salvage_run(
-        run_dir, w, state.t0_ns, state.producers, state.consumers, {}, {}
+        run_dir,
+        w,
+        state.t0_ns,
+        state.producers,
+        state.consumers,
+        {},
+        {},
+        state.incarnations,
+        state.first_seqs(),
     )
     state.final.update(rebuilt)
     state.dead = dead if workers_died else set()

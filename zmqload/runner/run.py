@@ -443,7 +443,7 @@ def _on_start(
     run_dir: str,
     control_dir: str,
 ) -> None:
-    """run.json rewritten when the schedule begins and as each connection reset is made."""
+    """run.json rewritten when the schedule begins and as each connection reset or restart is made."""
     w = controller.w
 
     def started(t0_ns: int) -> None:
@@ -476,12 +476,25 @@ def _on_start(
 
     controller.on_reset = reset_made
 
+    def restart_made() -> None:
+        # run.json holds each restart as it is made, with the records' names of the new process
+        record.restarts = list(controller.state.restarts)
+        record.worker_pids = {str(name): pid for name, pid in launcher.pids().items()}
+        try:
+            with signals.held(then_raise=True):
+                record_files.write_run(run_dir, record)
+        except OSError as exc:
+            raise write_error(exc, run_dir, len(codec.encode(record))) from None
+
+    controller.on_restart = restart_made
+
 
 def forget_figures(run_dir: str, state: RunState) -> str:
     """What computing the figures left when a signal stopped it: a part half written (hidden, never
     read) and the maps removed; the raw rows not yet converted stay in _spill/. Says what is kept."""
     for worker in state.everyone:
-        remove_partial_parts(run_dir, str(worker))
+        for name in state.names(worker):
+            remove_partial_parts(run_dir, name)
     shutil.rmtree(os.path.join(run_dir, bitmaps.MAPS_DIR), ignore_errors=True)
     spill = os.path.join(run_dir, "_spill")
     if os.path.isdir(spill) and any(files for _, _, files in os.walk(spill)):
@@ -502,7 +515,15 @@ def salvage_records(state: RunState, w: Workload, run_dir: str, record: rr.RunRe
     (runner/salvage.py). Returns '' or what could not be kept, for the error line."""
     drain_started = {c: state.drain_sent_ns for c in state.draining} if state.drain_sent_ns else {}
     rebuilt, dead, salvage = salvage_run(
-        run_dir, w, state.t0_ns, state.producers, state.consumers, state.final, drain_started
+        run_dir,
+        w,
+        state.t0_ns,
+        state.producers,
+        state.consumers,
+        state.final,
+        drain_started,
+        state.incarnations,
+        state.first_seqs(),
     )
     state.final.update(rebuilt)
     state.dead = dead | {x for x in state.proxies if x not in state.final}  # a proxy has no records

@@ -52,6 +52,7 @@ def finish_unfigured(
     )
     record.drain = state.drain
     record.resets = list(state.resets)
+    record.restarts = list(state.restarts)
     _write_last(run_dir, record)
 
 
@@ -69,6 +70,7 @@ def finish_records(
     record.schedule = rr.Schedule(t0_ns=state.t0_ns, rate_per_producer=w.rate, fanout=w.fanout)
     record.drain = state.drain
     record.resets = list(state.resets)
+    record.restarts = codec.convert(result.restarts, list[rr.Restart])  # with what each cost
     record.producers, record.consumers = list(result.producers), list(result.consumers)
     record.counters = codec.convert({k: summary[k] for k in RunResult.COUNTERS}, rr.Counters)
     record.streams = codec.convert(result.streams, list[rr.StreamEntry])

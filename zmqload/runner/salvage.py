@@ -10,7 +10,7 @@ import glob
 import os
 import shutil
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Union
+from typing import Any, Iterable, Mapping, Union
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -83,15 +83,15 @@ Final = Union[control.ProducerFinal, control.ConsumerFinal]
 
 
 def _converter(
-    run_dir: str, worker: WorkerId, w: Workload, t0_ns: int, t_drain_ns: int
+    run_dir: str, worker: WorkerId, w: Workload, t0_ns: int, t_drain_ns: int, name: str
 ) -> tuple[Converter, dict[str, Any], PartWriter]:
-    """The converter the worker itself used, its raw columns and its parts' writer."""
+    """The converter the worker's process `name` itself used, its raw columns and its parts' writer."""
     if worker.role is Role.PRODUCER:
         from ..contract import patterns
 
         send = SendConverter(
             run_dir,
-            str(worker),
+            name,
             worker.index,
             sizes_of(w.size, w.payload),
             w.rate,
@@ -101,29 +101,40 @@ def _converter(
             parts=w.parts,
         )
         return send, send.columns(), send.sends
-    recv = RecvConverter(run_dir, str(worker), worker.index, w.rate, 1024, w.compression)
+    recv = RecvConverter(run_dir, name, worker.index, w.rate, 1024, w.compression)
     if w.topology.consumers_alone:  # its foreign rows go where the consumer itself puts them
-        recv.foreign = ForeignRecorder(run_dir, str(worker), worker.index, w.compression)
+        recv.foreign = ForeignRecorder(run_dir, name, worker.index, w.compression)
     recv.t0_ns = t0_ns
     recv.t_drain_ns = t_drain_ns or RecvConverter.NO_DRAIN
     return recv, dict(RecvConverter.COLUMNS), recv.recvs
 
 
 def convert_spill(
-    run_dir: str, worker: WorkerId, w: Workload, t0_ns: int, t_drain_ns: int, salvage: Salvage
+    run_dir: str,
+    worker: WorkerId,
+    w: Workload,
+    t0_ns: int,
+    t_drain_ns: int,
+    salvage: Salvage,
+    name: str | None = None,
+    first_seq: int = 0,
 ) -> None:
-    """Turn the raw chunks a worker left in _spill/ into Parquet parts (numbered after its
-    whole ones: chunk k is part k), then remove them; drop what cannot be converted."""
-    name = str(worker)
+    """Turn the raw chunks a worker's process (`name`: its records' name, the worker's own by
+    default) left in _spill/ into Parquet parts (numbered after its whole ones: chunk k is part
+    k), then remove them; drop what cannot be converted. `first_seq`: a restarted producer's new
+    process's first (--restart)."""
+    name = name or str(worker)
     spill_dir = os.path.join(run_dir, "_spill", name)
     remove_partial_parts(run_dir, name)
     chunks = sorted(glob.glob(os.path.join(spill_dir, "*.raw")))
     if chunks:
-        convert, columns, writer = _converter(run_dir, worker, w, t0_ns, t_drain_ns)
+        convert, columns, writer = _converter(run_dir, worker, w, t0_ns, t_drain_ns, name)
         existing = part_files(run_dir, record_kind(worker), name)
         writer.parts = len(existing)
         if isinstance(convert, SendConverter):  # seqs go on from the rows already written
-            convert.first_seq = sum(pq.ParquetFile(p).metadata.num_rows for p in existing)
+            convert.first_seq = first_seq + sum(
+                pq.ParquetFile(p).metadata.num_rows for p in existing
+            )
         dtypes = [(column, np.dtype(dtype)) for column, dtype in columns.items()]
         failed = False
         for path in chunks:
@@ -178,14 +189,19 @@ def _salvage_maps(run_dir: str, name: str) -> str:
 
 
 def producer_final(
-    run_dir: str, worker: WorkerId, w: Workload, close_ns: int = 0
+    run_dir: str,
+    worker: WorkerId,
+    w: Workload,
+    close_ns: int = 0,
+    names: list[str] | None = None,
 ) -> control.ProducerFinal:
     """A producer's final from its sends/ parts (one row per attempt, seqs from 0), a part at a
     time: its accepted-map goes to a file through paged flags, so an hour-long producer's
-    hundreds of millions of rows are never held at once."""
+    hundreds of millions of rows are never held at once. `names`: the records' names of each of
+    its processes in order (--restart: "p0", "p0.g1"), joined into one account."""
     from ..contract import patterns
 
-    parts = part_files(run_dir, "sends", str(worker))
+    parts = [p for name in names or [str(worker)] for p in part_files(run_dir, "sends", name)]
     ok = PagedFlags(PAGE_SEQS, _salvage_maps(run_dir, str(worker)) + ".ok")
     lateness = (
         Histogram()
@@ -213,7 +229,9 @@ def producer_final(
     rtt = None
     if patterns.get(w.pattern).round_trip:
         hist = Histogram()
-        for part in part_files(run_dir, "replies", str(worker)):
+        for part in [
+            p for name in names or [str(worker)] for p in part_files(run_dir, "replies", name)
+        ]:
             cols = _read(part, ["t_intended_ns", "t_reply_ns"])
             hist.record(cols["t_reply_ns"] - cols["t_intended_ns"])
         rtt = hist.to_payload()
@@ -239,11 +257,12 @@ def producer_final(
 
 
 def consumer_final(
-    run_dir: str, worker: WorkerId, w: Workload, t_drain_ns: int
+    run_dir: str, worker: WorkerId, w: Workload, t_drain_ns: int, names: list[str] | None = None
 ) -> control.ConsumerFinal:
     """A consumer's final from its recvs/ parts, a part at a time: seen- and drained-maps (paged to
-    files), histograms."""
-    parts = part_files(run_dir, "recvs", str(worker))
+    files), histograms. `names`: the records' names of each of its processes in order (--restart:
+    "c0", "c0.g1"), joined into one account; its own name alone by default."""
+    parts = [p for name in names or [str(worker)] for p in part_files(run_dir, "recvs", name)]
     streams: dict[int, SeenMap] = {}
     lat_i, lat_s = Histogram(), Histogram()
     received, first, last, first_frames = 0, 0, 0, 0
@@ -339,17 +358,26 @@ def salvage_run(
     consumers: list[WorkerId],
     finals: dict[WorkerId, Any],
     drain_started_ns: dict[WorkerId, int],
+    incarnations: Mapping[WorkerId, list[str]] | None = None,
+    first_seqs: Mapping[str, int] | None = None,
 ) -> tuple[dict[WorkerId, Final], set[WorkerId], Salvage]:
     """Finals for every worker whose own is missing or incomplete (unconverted rows),
     rebuilt from disk after converting what waits in _spill/. Returns (new finals by
-    worker, the workers that died, what was done). `finals`: the finals that came."""
+    worker, the workers that died, what was done). `finals`: the finals that came (a restarted
+    worker's: its last process's). `incarnations`: a restarted worker's records' names, one per
+    process in order (--restart): each ended process's spill is converted, and the worker's final
+    joins the records of them all. `first_seqs`: a restarted producer's processes' first seqs, by
+    their names (run.json restarts[].first_seq)."""
     salvage = Salvage()
     rebuilt: dict[WorkerId, Final] = {}
     dead = {n for n in producers + consumers if n not in finals}
     for worker in producers + consumers:
         final = finals.get(worker)
+        names = (incarnations or {}).get(worker, [str(worker)])
+        restarted = len(names) > 1
         if (
             final is not None
+            and not restarted
             and not final.unconverted_rows
             and not glob.glob(os.path.join(run_dir, "_spill", str(worker), "*"))
         ):
@@ -357,23 +385,44 @@ def salvage_run(
         t_drain = (
             drain_started_ns.get(worker, 0) if final is None else getattr(final, "t_drain_ns", 0)
         )
-        convert_spill(run_dir, worker, w, t0_ns, t_drain, salvage)
+        starts = first_seqs or {}
+        for name in names[:-1]:  # an ended process's rows: spilled as it held, maybe unconverted
+            convert_spill(run_dir, worker, w, t0_ns, 0, salvage, name, starts.get(name, 0))
+        convert_spill(
+            run_dir, worker, w, t0_ns, t_drain, salvage, names[-1], starts.get(names[-1], 0)
+        )
         if worker.role is Role.PRODUCER:
-            sends = producer_final(run_dir, worker, w)
-            # a live producer's own counters are complete; only its map lacked chunks
+            sends = producer_final(run_dir, worker, w, names=names)
+            # a live producer's own counters are complete; only its map lacked chunks (a restarted
+            # one's are its last process's: the records' join, with its pushback and close)
+            counters = (
+                dataclasses.replace(
+                    final.counters,
+                    **{
+                        name: getattr(sends.counters, name)
+                        for name in ("attempted", "sent", "eagain", "timeout", "errors")
+                    },
+                    t_first_send_ns=sends.counters.t_first_send_ns,
+                )
+                if final is not None and restarted
+                else None
+            )
             rebuilt[worker] = (
                 sends
                 if final is None
                 else dataclasses.replace(
                     final,
+                    counters=counters or final.counters,
                     sent_ok_map=sends.sent_ok_map,
                     parts=sends.parts,
                     lateness=sends.lateness,
                     unconverted_rows=0,
+                    rtt=sends.rtt if restarted else final.rtt,
+                    bytes_sent=sends.bytes_sent if restarted else final.bytes_sent,
                 )
             )
         else:
-            recvs = consumer_final(run_dir, worker, w, t_drain)
+            recvs = consumer_final(run_dir, worker, w, t_drain, names)
             rebuilt[worker] = (
                 recvs
                 if final is None
@@ -385,6 +434,9 @@ def salvage_run(
                     latency_intended=recvs.latency_intended,
                     latency_sent=recvs.latency_sent,
                     unconverted_rows=0,
+                    # a restarted worker's: from its first process's first message
+                    t_first_recv_ns=recvs.t_first_recv_ns if restarted else final.t_first_recv_ns,
+                    bytes_received=recvs.bytes_received if restarted else final.bytes_received,
                 )
             )
     for worker in producers:

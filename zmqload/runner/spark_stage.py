@@ -410,6 +410,14 @@ class StageLauncher:
             )
         return f"its Spark task failed: {self.error}"
 
+    def end(self, worker: WorkerId, mode: str) -> None:
+        """A task cannot be restarted (Workload refuses --restart with --master)."""
+        raise RunError(f"--restart: {worker} is a task of a Spark stage, not a process here")
+
+    def reap(self, worker: WorkerId) -> None:
+        """A task cannot be restarted (Workload refuses --restart with --master)."""
+        raise RunError(f"--restart: {worker} is a task of a Spark stage, not a process here")
+
     def finish(self, timeout: float, hurry: Callable[[], bool] | None = None) -> None:
         """The stage ended: its tasks given `timeout` to end, and with an --out URI each living
         task that long (COPY_BEGIN_S at least) to begin copying its records, then the copy's own bound

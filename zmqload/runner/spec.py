@@ -12,7 +12,7 @@ from ..contract import codec
 from ..contract.curve import CurveKeys
 from ..contract.run_record import Libzmq
 from ..contract.workload import Workload
-from ..contract.ids import Role, WorkerId
+from ..contract.ids import Role, WorkerId, incarnation
 from ..errors import ConfigError, RecordError
 
 _SPEC_KEYS = {
@@ -27,6 +27,9 @@ _SPEC_KEYS = {
     "upload_to",
     "header_key",
     "libzmq",
+    "generation",
+    "t0_ns",
+    "first_seq",
 }
 _REQUIRED = {"worker", "workload", "control", "run_dir", "bind", "controller_pid"}
 
@@ -56,10 +59,16 @@ class WorkerSpec:
     libzmq: Optional[Libzmq] = (
         None  # the run's libzmq as the controller found it: the worker's must be the same file
     )
+    generation: int = 0  # --restart: 0 for a worker's first process, n for its n-th new one
+    t0_ns: int = (
+        0  # a new process of a running run (--restart): the schedule's start, known at once
+    )
+    first_seq: int = 0  # a restarted producer's new process: the seq it goes on from
 
     @property
     def name(self) -> str:
-        return str(self.worker)
+        """The name its records are kept under (the process's: contract/ids.incarnation)."""
+        return incarnation(self.worker, self.generation)
 
     @property
     def role(self) -> Role:
@@ -81,6 +90,9 @@ class WorkerSpec:
                 "upload_to": self.upload_to,
                 "header_key": self.header_key,
                 "libzmq": None if self.libzmq is None else codec.to_builtins(self.libzmq),
+                "generation": self.generation,
+                "t0_ns": self.t0_ns,
+                "first_seq": self.first_seq,
             }
         )
 
@@ -128,6 +140,14 @@ class WorkerSpec:
         if type(key) is not int or not 0 <= key < 2**64:
             raise _refuse("header_key: not a 64-bit key")
         curve, control_curve = (_keys(data.get(name), name) for name in ("curve", "control_curve"))
+        generation, t0_ns = data.get("generation", 0), data.get("t0_ns", 0)
+        first_seq = data.get("first_seq", 0)
+        if type(first_seq) is not int or not 0 <= first_seq < 2**40:
+            raise _refuse("first_seq: not a seq")
+        if type(generation) is not int or not 0 <= generation < 2**16:
+            raise _refuse("generation: not a process generation")
+        if type(t0_ns) is not int or not 0 <= t0_ns < 2**63:
+            raise _refuse("t0_ns: not a CLOCK_MONOTONIC time")
         try:
             lib = None if data.get("libzmq") is None else codec.convert(data["libzmq"], Libzmq)
         except RecordError as exc:
@@ -144,6 +164,9 @@ class WorkerSpec:
             upload_to,
             key,
             lib,
+            generation,
+            t0_ns,
+            first_seq,
         )
 
     def controller_alive(self) -> bool:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional, Protocol, Union
 
 from ..contract import control
-from ..contract.ids import WorkerId
-from ..contract.run_record import Drain, Reset
+from ..contract.ids import WorkerId, incarnation
+from ..contract.run_record import Drain, Reset, Restart
 from .lifecycle import rss_kb
 from .parquet_writer import free_bytes
 
@@ -91,20 +91,41 @@ class RunState:
     drain_sent_ns: int = 0  # when the consumers were told to drain
     dead: set[WorkerId] = field(default_factory=set)  # workers that ended without their final
     resets: list[Reset] = field(default_factory=list)  # the resets made (--reset-at)
+    restarts: list[Restart] = field(default_factory=list)  # the restarts made (--restart)
+    # worker -> its processes' record names in order ("c0", "c0.g1"): one while it never restarted
+    incarnations: dict[WorkerId, list[str]] = field(default_factory=dict)
+    # consumer -> what its ended processes received (their last Progress): the drain's count goes on
+    received_before: dict[WorkerId, int] = field(default_factory=dict)
+    # restarted workers whose new process has not said Ready yet: what the ended one still had on
+    # the way (its Progress) is not the new one's
+    restarting: set[WorkerId] = field(default_factory=set)
+    held: dict[WorkerId, control.Held] = field(default_factory=dict)  # holding for a restart
+    # worker -> when it said it had bound or connected (its own clock: this host's), 0: unsaid
+    up_ns: dict[WorkerId, int] = field(default_factory=dict)
+    # producer -> what its ended processes' sockets accepted (their Held): the drain's count goes on
+    sent_before: dict[WorkerId, int] = field(default_factory=dict)
 
     @property
     def everyone(self) -> list[WorkerId]:
         return self.producers + self.consumers + self.proxies
 
     def receive(self, worker: WorkerId, message: control.Message) -> None:
+        if worker in self.restarting:
+            if not isinstance(message, control.Ready):
+                return
+            self.restarting.discard(worker)
         if isinstance(message, control.Ready):
             self.ready[worker] = message.endpoints
+            self.up_ns[worker] = message.t_ns
         elif isinstance(message, control.Connected):
             self.connected.add(worker)
+            self.up_ns[worker] = message.t_ns
         elif isinstance(message, control.Warm):
             self.warm.add(worker)
         elif isinstance(message, control.Draining):
             self.draining.add(worker)
+        elif isinstance(message, control.Held):
+            self.held[worker] = message
         elif isinstance(message, control.Progress):
             before = self.live.get(worker)
             if message.latency_sent is None and before is not None:
@@ -126,7 +147,19 @@ class RunState:
             raise WorkerFailed(worker, message)
 
     def received_so_far(self) -> int:
-        return sum(self.live[c].messages for c in self.consumers if c in self.live)
+        return sum(self.live[c].messages for c in self.consumers if c in self.live) + sum(
+            self.received_before.values()
+        )
+
+    def first_seqs(self) -> dict[str, int]:
+        """A restarted producer's new processes' first seqs, by their records' names."""
+        return {
+            incarnation(WorkerId.parse(r.worker), r.generation): r.first_seq for r in self.restarts
+        }
+
+    def names(self, worker: WorkerId) -> list[str]:
+        """The record names of every process the worker had, in order (contract/ids.incarnation)."""
+        return self.incarnations.get(worker, [str(worker)])
 
     def snapshot(
         self,
