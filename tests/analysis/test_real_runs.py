@@ -237,6 +237,7 @@ def test_fates_from_numpy_over_the_parquet(analysis, real_runs):
                 "dropped_mid": len(missing) - start - tail,
                 "dropped_tail": tail,
                 "dropped_reset": 0,
+                "dropped_restart": 0,  # no restart in these runs
                 "stranded": 0,
                 "unknown": 0,
             }

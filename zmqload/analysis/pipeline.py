@@ -495,16 +495,16 @@ def restart_regions(
         for i, (consumer, _) in enumerate(of_consumers.get(run, [])):
             if r["consumer"] not in (ALL, consumer):  # fan-out: that consumer's view only
                 continue
-            m = marks.get((run, stream, i), {})
-            before = m.get("before")
-            found.append(restart_region(-1 if before is None else before, m.get("after")))
+            m = marks.get((run, stream, i))
+            before, after = (m["before"], m["after"]) if m else (None, None)
+            found.append(restart_region(-1 if before is None else before, after))
         members = consumer_indices(runs[run]) if r["consumer"] == ALL else [r["consumer"]]
         for i, (producer, _) in enumerate(of_producers.get(run, [])):
             if producer != stream:
                 continue
-            got = [around.get((run, c, stream, i), {}) for c in members]
-            highs = [-1 if m.get("high") is None else m["high"] for m in got]
-            lows = [m["low"] for m in got if m.get("low") is not None]
+            got = [around.get((run, c, stream, i)) for c in members]
+            highs = [-1 if m is None or m["high"] is None else m["high"] for m in got]
+            lows = [m["low"] for m in got if m is not None and m["low"] is not None]
             found.append(restart_region(min(highs, default=-1), min(lows, default=None)))
         regions = merge_regions(x for x in found if x is not None)
         if regions:

@@ -31,7 +31,17 @@ _SPEC_KEYS = {
     "t0_ns",
     "first_seq",
 }
-_REQUIRED = {"worker", "workload", "control", "run_dir", "bind", "controller_pid"}
+_REQUIRED = {
+    "worker",
+    "workload",
+    "control",
+    "run_dir",
+    "bind",
+    "controller_pid",
+    "generation",
+    "t0_ns",
+    "first_seq",
+}
 
 
 @dataclass(frozen=True)
@@ -140,8 +150,7 @@ class WorkerSpec:
         if type(key) is not int or not 0 <= key < 2**64:
             raise _refuse("header_key: not a 64-bit key")
         curve, control_curve = (_keys(data.get(name), name) for name in ("curve", "control_curve"))
-        generation, t0_ns = data.get("generation", 0), data.get("t0_ns", 0)
-        first_seq = data.get("first_seq", 0)
+        generation, t0_ns, first_seq = data["generation"], data["t0_ns"], data["first_seq"]
         if type(first_seq) is not int or not 0 <= first_seq < 2**40:
             raise _refuse("first_seq: not a seq")
         if type(generation) is not int or not 0 <= generation < 2**16:
