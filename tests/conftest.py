@@ -106,6 +106,8 @@ SYSTEM_FILES = frozenset(
         "analysis/test_page.py",
         "analysis/test_report_server.py",
         "test_placement.py",
+        "test_restarts.py",
+        "analysis/test_restart_report.py",
     }
 )
 
@@ -120,7 +122,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if slow[item]:
             item.add_marker(pytest.mark.slow)
-        if files[item] in SYSTEM_FILES:
+        # a test that needs the CPUs to itself (`alone`) is a system test too
+        if files[item] in SYSTEM_FILES or item.get_closest_marker("alone") is not None:
             item.add_marker(pytest.mark.system)
     # the long files first: parallel workers (`make test`) then end together instead of one of them
     # starting a long file last
