@@ -55,7 +55,9 @@ def private_tmp():
     """The server's socket and pid file live under TMPDIR: this test's own, so it never
     meets a user's server, and its leftovers are visible. Not under pytest's basetemp,
     which another pytest session of the same user may prune while this test waits."""
-    d = tempfile.mkdtemp(prefix="zmqload-server-test-")
+    # directly in /tmp: the server's socket path must fit AF_UNIX's 108 bytes, which the test
+    # session's own TMPDIR (/tmp/zmqload-tests-PID-gwN/zmqload-tests-PID-gwN/...) can outgrow
+    d = tempfile.mkdtemp(prefix="zl-server-", dir="/tmp")
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
