@@ -415,20 +415,25 @@ def reset_receipts(
     )
 
 
+def _restarted(restarts: Mapping[int, list[tuple[int, int]]]) -> Column:
+    """{(run << 20) + i: who made run's i-th restart (a consumer or a stream)} as a Spark map."""
+    return F.create_map(
+        *[
+            x
+            for run, made in restarts.items()
+            for i, (who, _) in enumerate(made)
+            for x in (F.lit((run << 20) + i).cast("long"), F.lit(who))
+        ]
+    )
+
+
 def restart_receipts(recvs: DataFrame, restarts: Mapping[int, list[tuple[int, int]]]) -> DataFrame:
     """Per (run, stream, restart): `before`, the highest seq the restarted consumer received by the
     time its process ended, and `after`, the lowest it received after that (its new process's
     first): the marks of contract/fates.py restart_region. `restarts`: {run: [(consumer, t_ns)]},
     in each run's order (run.json restarts). The run's own rule tells the processes apart by their
     records' names; every row of an ended process precedes its end, so time tells them apart too."""
-    whose = F.create_map(
-        *[
-            x
-            for run, made in restarts.items()
-            for i, (consumer, _) in enumerate(made)
-            for x in (F.lit((run << 20) + i).cast("long"), F.lit(consumer))
-        ]
-    )
+    whose = _restarted(restarts)
     rows = recvs.where(F.col("run").isin(list(restarts))).select(
         "run",
         "consumer",
@@ -460,14 +465,7 @@ def producer_restart_receipts(
             for x in (F.lit(run), F.array(*[F.lit(int(seq)).cast("long") for _, seq in made]))
         ]
     )
-    streams = F.create_map(
-        *[
-            x
-            for run, made in restarts.items()
-            for i, (stream, _) in enumerate(made)
-            for x in (F.lit((run << 20) + i).cast("long"), F.lit(stream))
-        ]
-    )
+    streams = _restarted(restarts)
     rows = recvs.where(F.col("run").isin(list(restarts))).select(
         "run",
         "consumer",
