@@ -614,9 +614,12 @@ def test_stamps_fall_between_two_clock_reads_around_them():
         assert rates[-1] > 0, "no tick rate after 400 ms"
     for before, stamp, after, _, error in triples:
         assert before - error <= stamp <= after + error, (before, stamp, after, error)
-    # The allowance stays far below what a wrong rate would cost: 10 ppm is 100 ns here.
+    # The allowance stays below what a wrong rate would cost, so the bracket above would catch
+    # one: 10 ppm over the gap is 100 ns; the median allowance is at most half that (about 23 ns
+    # with the optimised engine here, about 30 with the checked one, whose clock reads are slower).
+    wrong_rate_cost = 10e-6 * 10 * MS
     errors = sorted(error for *_, error in triples)
-    assert errors[len(errors) // 2] <= 30, errors
+    assert errors[len(errors) // 2] <= wrong_rate_cost / 2, errors
 
 
 def test_receive_stamps_follow_the_senders_clock(engine, peer):
