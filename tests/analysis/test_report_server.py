@@ -55,11 +55,14 @@ def private_tmp():
     """The server's socket and pid file live under TMPDIR: this test's own, so it never
     meets a user's server, and its leftovers are visible. Not under pytest's basetemp,
     which another pytest session of the same user may prune while this test waits."""
-    # directly in /tmp: the server's socket path must fit AF_UNIX's 108 bytes, which the test
-    # session's own TMPDIR (/tmp/zmqload-tests-PID-gwN/zmqload-tests-PID-gwN/...) can outgrow
-    d = tempfile.mkdtemp(prefix="zl-server-", dir="/tmp")
+    # Deep, as a user's TMPDIR can be: the socket's path (about 190 bytes) is longer than an
+    # AF_UNIX address takes (107), and the server is still started, reached and reused.
+    top = tempfile.mkdtemp(prefix="zl-server-", dir="/tmp")
+    d = os.path.join(top, "a-user-s-deep-temporary-directory" * 4)
+    os.makedirs(d)
+    assert len(os.path.join(d, "zmqload-report-0", "0123456789ab", "server.sock")) > 107
     yield d
-    shutil.rmtree(d, ignore_errors=True)
+    shutil.rmtree(top, ignore_errors=True)
 
 
 def report(run_path, out, tmpdir, idle_s=IDLE_S):

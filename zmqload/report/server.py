@@ -166,6 +166,21 @@ def socket_path() -> str:
     return os.path.join(_state_dir(), "server.sock")
 
 
+_dir_fds: dict[str, int] = {}
+
+
+def _address(path: str) -> str:
+    """`path` as a socket address: AF_UNIX takes at most 107 bytes, so a longer one (a deep
+    TMPDIR) is reached through this process's descriptor of its directory, /proc/self/fd/N/name:
+    the same file, in the same private directory."""
+    if len(os.fsencode(path)) < 100:
+        return path
+    where, name = os.path.split(path)
+    if where not in _dir_fds:
+        _dir_fds[where] = os.open(where, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    return f"/proc/self/fd/{_dir_fds[where]}/{name}"
+
+
 def _send(sock: socket.socket, obj: Any) -> None:
     sock.sendall(json.dumps(obj).encode() + b"\n")
 
@@ -195,7 +210,7 @@ class ServedError(ZmqloadError):
 def _connect() -> socket.socket | None:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        s.connect(socket_path())
+        s.connect(_address(socket_path()))
         return s
     except OSError:
         s.close()
@@ -339,7 +354,7 @@ def serve(idle_s: float = IDLE_S) -> None:
     _give_back(spark)
     path = socket_path()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path + ".new")
+    listener.bind(_address(path + ".new"))
     os.replace(path + ".new", path)
     ours = os.stat(path).st_ino
     with open(os.path.join(_state_dir(), "server.pid"), "w") as f:
