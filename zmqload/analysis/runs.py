@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence, Union, cast
+from urllib.parse import unquote, urlsplit
 
 import pyarrow.parquet as pq
 
@@ -281,12 +283,16 @@ def load_records(spark: SparkSession, runs: list[RunInfo], kind: str) -> DataFra
     if len(with_parts) == 1:
         run_col = F.lit(with_parts[0])
     else:
-        # _metadata.file_path is a URI (file:///...); compare on the decoded directory.
-        mapping = F.create_map(*[x for d, i in dir_to_run.items() for x in (F.lit(d), F.lit(i))])
-        parent = F.regexp_replace(
-            F.regexp_extract(F.col("_metadata.file_path"), r"^(?:file:)?/*(/.*)/[^/]+$", 1),
-            "^/+",
-            "/",
-        )
-        run_col = mapping[F.url_decode(parent)]
+        # Each part's run, keyed by the URI Spark gives the part (inputFiles: the strings of
+        # _metadata.file_path, listed on the driver): one map lookup per row. Parsing the
+        # directory out of every row's URI (a regexp and a URL decode) cost 4x as much
+        # (2.4M records: 2.0 s vs 0.4 s per aggregation, warm).
+        part_run = {}
+        for part in df.inputFiles():
+            run = dir_to_run[os.path.dirname(os.path.realpath(unquote(urlsplit(part).path)))]
+            # inputFiles writes a local part file:///p, the rows' file_path file:/p
+            for uri in {part, re.sub("^file:///", "file:/", part)}:
+                part_run[uri] = run
+        mapping = F.create_map(*[x for d, i in part_run.items() for x in (F.lit(d), F.lit(i))])
+        run_col = mapping[F.col("_metadata.file_path")]
     return df.select(run_col.cast("int").alias("run"), *df.columns)

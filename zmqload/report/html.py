@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate, fmt_us, offered
 from ..analysis.summary_row import ALL, SummaryRow
 from ..analysis import one_side
-from . import plots, search_answer
+from . import figures, plots, search_answer
 
 if TYPE_CHECKING:
     from ..analysis.one_side import ConsumerSide
@@ -134,7 +134,14 @@ def _img(b64: Optional[str], alt: str) -> str:
     return f'<img alt="{_e(alt)}" src="data:image/png;base64,{b64}">' if b64 else ""
 
 
-def render(
+def render(*args: Any, **kw: Any) -> str:
+    """The page (`page`'s arguments), its figures drawn on every core (figures.py)."""
+    with figures.collecting() as calls:
+        written = page(*args, **kw)
+    return figures.draw(written, calls)
+
+
+def page(
     analysis: Analysis,
     capacity: list[VerdictGroup],
     recommendations: list[str],
@@ -270,7 +277,9 @@ def consumer_side_section(sides: Sequence[ConsumerSide]) -> list[str]:
                     + "</table>"
                 )
             )
-        out.append(_img(plots.arrivals(side.rates, side.window_ns), f"arrivals of {info.run_id}"))
+        out.append(
+            figures.later(f"arrivals of {info.run_id}", plots.arrivals, side.rates, side.window_ns)
+        )
     return out
 
 
@@ -479,24 +488,29 @@ def run_detail(
     if plotted:
         t0 = info.record.schedule.t0_ns if info.record.schedule is not None else None
         out.append(
-            _img(
-                plots.throughput(
-                    analysis.rates, info.run_id, analysis.window_ns, r, t0, paced=not unpaced
-                ),
+            figures.later(
                 "throughput",
+                plots.throughput,
+                analysis.rates,
+                info.run_id,
+                analysis.window_ns,
+                r,
+                t0,
+                not unpaced,
             )
         )
-        out.append(_img(plots.latency_curve(analysis.hist, info.run_id), "latency percentiles"))
         out.append(
-            _img(
-                plots.queue_depth(
-                    analysis.depth,
-                    info.run_id,
-                    analysis.window_ns,
-                    t0,
-                    (r.depth_max, r.depth_peak_at_s),
-                ),
+            figures.later("latency percentiles", plots.latency_curve, analysis.hist, info.run_id)
+        )
+        out.append(
+            figures.later(
                 "queue depth",
+                plots.queue_depth,
+                analysis.depth,
+                info.run_id,
+                analysis.window_ns,
+                t0,
+                (r.depth_max, r.depth_peak_at_s),
             )
         )
         out += where_and_when(analysis, info)
@@ -598,9 +612,12 @@ def search_section(searches: Sequence[SearchRecord]) -> list[str]:
             "" if state == search_answer.CONVERGED else f": {state}, no capacity"
         )
         out.append(
-            _img(
-                plots.search_probes(s, doc.slos.slo_p99_us, title),
+            figures.later(
                 f"probes of {search_answer.setting(s)}",
+                plots.search_probes,
+                s,
+                doc.slos.slo_p99_us,
+                title,
             )
         )
         out.append(
@@ -734,7 +751,7 @@ def capacity_section(
     elif hwm_data:
         out.append(
             "<h3>Loss vs high-water mark</h3>"
-            + _img(plots.loss_vs_hwm(rows, capacity), "loss vs HWM")
+            + figures.later("loss vs HWM", plots.loss_vs_hwm, rows, capacity)
         )
     keys = capacity[0].key_names if capacity else []
     out.append(
@@ -797,9 +814,14 @@ def where_and_when(analysis: Analysis, info: RunInfo) -> list[str]:
     record = info.record
     copies = info.consumers if info.fanout else 1
     out = [
-        _img(
-            plots.fates_over_time(analysis.rates, info.run_id, record, copies, analysis.window_ns),
+        figures.later(
             "fates over time",
+            plots.fates_over_time,
+            analysis.rates,
+            info.run_id,
+            record,
+            copies,
+            analysis.window_ns,
         )
     ]
     rows = []
@@ -825,9 +847,14 @@ def where_and_when(analysis: Analysis, info: RunInfo) -> list[str]:
             "<th>dropped</th><th>stranded</th></tr>" + "".join(rows) + "</table></div>"
         )
     out.append(
-        _img(
-            plots.queue_split(analysis.depth, info.run_id, info.path, record, analysis.window_ns),
+        figures.later(
             "queue depth kernel / libzmq",
+            plots.queue_split,
+            analysis.depth,
+            info.run_id,
+            info.path,
+            record,
+            analysis.window_ns,
         )
     )
     return out
