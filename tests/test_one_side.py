@@ -293,26 +293,41 @@ def test_nobody_listening_fails_in_bounded_time_naming_the_endpoint(tmp_path):
     assert done.stdout == "", done.stdout  # its one line, no table of zeros before it
 
 
-def test_the_report_refuses_a_producer_only_run_in_one_line(tmp_path):
-    user = UserPull("tcp://127.0.0.1:*", idle_ms=2000).start()
+def test_the_report_shows_a_producer_only_run_beside_a_two_sided_one(tmp_path):
+    """A producer-only run against a slow user's PULL, zmqload dropping what its PUSH will not
+    take (dontwait, HWM 10): the report gives its sends by status as numpy counts them in its
+    sends records, the sent ones being exactly what the user's PULL received; a two-sided run in
+    the same directory keeps its own place in the runs table."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    user = UserPull("tcp://127.0.0.1:*", rcvhwm=10, delay_s=0.0005, idle_ms=2000).start()
     _run(
-        "--role",
-        "producer",
-        "--producers-connect",
-        user.endpoint,
-        "--count",
-        "100",
-        "--out",
-        str(tmp_path),
-    )
+        "--role", "producer", "--producers-connect", user.endpoint, "--send-mode", "dontwait",
+        "--sndhwm", "10", "--sndbuf", "4096", "--rate", "20k", "--count", "4000",
+        "--run-name", "mine", "--out", str(tmp_path),
+    )  # fmt: skip
     user.join()
-    run_dir = glob.glob(os.path.join(tmp_path, "run=*"))[0]
-    done = zmqload_cli("report", run_dir, "--out", str(tmp_path / "report"), "--no-server")
-    assert done.returncode == 2, done.stderr
-    assert (
-        "producer-only run (--role producer)" in done.stderr
-        and len(done.stderr.strip().splitlines()) == 1
+    _run("--count", "1000", "--run-name", "both", "--out", str(tmp_path))
+    sends = pq.read_table(glob.glob(str(tmp_path / "run=mine*" / "sends"))[0])
+    status = sends.column("status").to_numpy()
+    ok, refused = int(np.sum(status == 0)), int(np.sum(status == 1))
+    assert ok + refused == 4000 and refused > 0 and ok == len(user.seen), (ok, refused)
+    done = zmqload_cli(
+        "report", str(tmp_path), "--out", str(tmp_path / "report"), "--no-server", timeout=600
     )
+    assert done.returncode == 0, done.stderr
+    with open(tmp_path / "report" / "summary.md") as f:
+        summary = f.read()
+    line = next(x for x in summary.splitlines() if x.startswith("- mine"))
+    assert f"{ok:,} of 4,000 sent, {refused:,} refused (eagain {refused:,})" in line, line
+    assert "waited past the intended send time p50" in line, line
+    rows = [x for x in summary.splitlines() if x.startswith("| both") or x.startswith("| mine")]
+    assert [x.split(" | ")[0] for x in rows] == ["| both"], rows  # one run in the runs table
+    with open(tmp_path / "report" / "index.html") as f:
+        page = f.read()
+    assert "Your consumer, as zmqload's producers saw it" in page
+    assert '<img alt="sends of mine' in page and "2 run(s)" in page
 
 
 # -- a request-reply service of the user's (req-rep with --role producer) ----------------------

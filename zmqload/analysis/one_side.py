@@ -1,12 +1,14 @@
-"""A consumer-only run (--role consumer): what a producer of the user's sent, as zmqload's
-consumers saw it (its sends are not seen: nothing is reconciled). Arrivals over time and sizes,
-foreign (foreign/) and with zmqload's header (recvs/); a header-writer's holes from run.json."""
+"""Runs of one side, whose other side is the user's and not seen: nothing is reconciled. A
+consumer-only run: arrivals over time and sizes, with zmqload's header (recvs/) or foreign, and a
+header-writer's holes (run.json). A producer-only run: sends offered, sent and refused over
+time, and each sent message's wait past its intended time (the consumer's pushback)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
+from ..contract.wire import SendStatus
 from .runs import RunInfo, load_records
 
 if TYPE_CHECKING:
@@ -112,3 +114,75 @@ def stream_lines(info: RunInfo) -> list[dict[str, Any]]:
             }
         )
     return lines
+
+
+@dataclass
+class ProducerSide:
+    """One producer-only run's figures: offered (by intended time), sent and refused per window
+    (seconds since the first intended send, per second); its send attempts by status (SendStatus
+    names); the wait of a sent message past its intended time (p50, p99, max, µs)."""
+
+    info: RunInfo
+    window_ns: int
+    rates: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    statuses: dict[str, int] = field(default_factory=dict)
+    wait_us: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        return self.info.run_id
+
+
+def producer_sides(spark: SparkSession, sides: list[RunInfo], window_ns: int) -> list[ProducerSide]:
+    """Each producer-only run's figures, in three Spark queries over all of them."""
+    from pyspark.sql import functions as F
+
+    out = [ProducerSide(info, window_ns) for info in sides]
+    if not any(s.parts_of("sends") for s in sides):
+        return out
+    sends = load_records(spark, sides, "sends")
+    ok = F.col("status") == int(SendStatus.OK)
+    by_intended = sends.groupBy("run", F.floor(F.col("t_intended_ns") / window_ns).alias("w")).agg(
+        F.count("*").alias("offered"), F.sum((~ok).cast("long")).alias("refused")
+    )
+    by_sent = (
+        sends.where(ok)
+        .groupBy("run", F.floor(F.col("t_sent_ns") / window_ns).alias("w"))
+        .agg(F.count("*").alias("sent"))
+    )
+    wait = F.col("t_sent_ns") - F.col("t_intended_ns")
+    stats = sends.groupBy("run", "status").agg(
+        F.count("*").alias("n"),
+        F.percentile_approx(F.when(ok, wait), [0.5, 0.99], 10_000).alias("q"),
+        F.max(F.when(ok, wait)).alias("max"),
+    )
+    windows: dict[tuple[int, str], dict[int, int]] = {}
+    for row in by_intended.collect():
+        for name in ("offered", "refused"):
+            windows.setdefault((row["run"], name), {})[int(row["w"])] = int(row[name])
+    for row in by_sent.collect():
+        windows.setdefault((row["run"], "sent"), {})[int(row["w"])] = int(row["sent"])
+    for row in stats.collect():
+        side = out[row["run"]]
+        side.statuses[SendStatus(row["status"]).name.lower()] = int(row["n"])
+        if row["status"] == SendStatus.OK and row["max"] is not None:
+            p50, p99 = row["q"]
+            side.wait_us = {"p50": p50 / 1e3, "p99": p99 / 1e3, "max": row["max"] / 1e3}
+    for i, side in enumerate(out):
+        side.statuses = {  # in SendStatus order: ok, eagain, timeout, error
+            s.name.lower(): side.statuses[s.name.lower()]
+            for s in SendStatus
+            if s.name.lower() in side.statuses
+        }
+        seen = [w for name in ("offered", "sent") for w in windows.get((i, name), {})]
+        if not seen:
+            continue
+        w0, last = min(seen), max(seen)
+        for name in ("offered", "sent", "refused"):
+            counts = windows.get((i, name), {})
+            if name != "refused" or any(counts.values()):
+                side.rates[name] = [
+                    ((w - w0) * window_ns / 1e9, counts.get(w, 0) * 1e9 / window_ns)
+                    for w in range(w0, last + 1)
+                ]
+    return out

@@ -85,6 +85,12 @@ class RunInfo:
         """--role consumer: the producer is the user's, its sends are not seen (analysis/one_side.py)."""
         return self.workload.role == "consumer"
 
+    @property
+    def producer_only(self) -> bool:
+        """--role producer to a consumer of the user's (not a service: its answers are seen): what
+        the consumer received is not seen (analysis/one_side.py)."""
+        return self.workload.role == "producer" and not self.workload.serves
+
 
 def _list_parts(run_dir: str, kind: str) -> list[str]:
     files = glob.glob(os.path.join(run_dir, kind, "*.parquet"))
@@ -133,14 +139,6 @@ def read_run(path: str) -> RunInfo:
         raise ReportInputError(str(e)) from None
     base = os.path.basename(os.path.normpath(path))
     run_id = record.run_id or (base[4:] if base.startswith("run=") else base)
-    if record.workload.role == "producer" and not record.workload.serves:
-        mine, theirs = ("sends", "received")
-        raise ReportInputError(
-            f"run {run_id} is a {record.workload.role}-only run (--role {record.workload.role}): "
-            f"what your side {theirs} is not seen, so the report has nothing to account for; its "
-            f"{mine} are in its run.json (a half of zmqload's own with the same --run-name, "
-            "given beside it, is joined with it into one run)"
-        )
     info = RunInfo(path=os.path.abspath(path), run_id=run_id, record=record)
     for kind in KINDS:
         _sort_out_parts(info, kind)

@@ -300,9 +300,10 @@ def _report(
         if args.timings
         else "reading the records"
     )
-    # consumer-only runs: what the user's producer sent is not seen, nothing to reconcile
+    # runs of one side: what the user's other side sent or received is not seen, nothing to reconcile
     sides = [r for r in runs if r.consumer_only]
-    runs = [r for r in runs if not r.consumer_only]
+    producers = [r for r in runs if r.producer_only]
+    runs = [r for r in runs if not r.consumer_only and not r.producer_only]
     try:
         analysis = (
             analyze(
@@ -315,7 +316,7 @@ def _report(
             if runs
             else Analysis(
                 runs=[],
-                window_ns=window_ns_for(args.window_ms, _elapsed(sides)),
+                window_ns=window_ns_for(args.window_ms, _elapsed(sides + producers)),
                 summary=[],
                 rates=[],
                 depth=[],
@@ -323,6 +324,7 @@ def _report(
             )  # fmt: skip
         )
         consumer_sides = one_side.consumer_sides(spark, sides, analysis.window_ns)
+        producer_sides = one_side.producer_sides(spark, producers, analysis.window_ns)
     finally:
         if args.remote is not None:
             spark.stop()  # the server-side session and what it cached; the server lives on
@@ -348,6 +350,7 @@ def _report(
         searches=searches,
         comparison=comparison,
         consumer_sides=consumer_sides,
+        producer_sides=producer_sides,
     )
     tmp = os.path.join(args.out, ".index.html.tmp")
     with open(tmp, "w") as f:
@@ -356,5 +359,9 @@ def _report(
     if args.timings:
         log(f"total: {time.perf_counter() - t0:.2f} s")
     progress.done()
-    print(markdown.summary(analysis, capacity, recs, args.out, searches, consumer_sides))
+    print(
+        markdown.summary(
+            analysis, capacity, recs, args.out, searches, consumer_sides, producer_sides
+        )
+    )
     return ExitStatus.OK

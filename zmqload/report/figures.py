@@ -1,11 +1,6 @@
-"""The page's figures, drawn on every core. While the page is written each figure is a call
-recorded in its place (`later`); `draw` then runs the calls in forked processes, one per core,
-and puts each PNG where its call stood. Drawing is the page's slowest part (9 runs: 40
-matplotlib figures, about 6 s on one core), and Spark is idle by then.
-
-A fork inherits the calls and their data, so nothing is pickled but the PNGs coming back. Any
-failure of the pool (a child killed, a figure over its time) draws what is left in this process
-instead: the page is the same either way."""
+"""The page's figures, drawn on every core: each is a call recorded in its place as the page is
+written (`later`), then run in forked processes (`draw`). A failed pool (a child killed, a figure
+over its time) leaves the rest to this process: the page is the same either way."""
 
 from __future__ import annotations
 

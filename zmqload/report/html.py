@@ -14,7 +14,7 @@ from ..analysis import one_side
 from . import figures, plots, search_answer
 
 if TYPE_CHECKING:
-    from ..analysis.one_side import ConsumerSide
+    from ..analysis.one_side import ConsumerSide, ProducerSide
     from ..analysis.pipeline import Analysis
     from ..analysis.runs import RunInfo
     from ..analysis.verdict_group import VerdictGroup
@@ -153,6 +153,7 @@ def page(
     searches: Sequence[SearchRecord] = (),
     comparison: Optional[Comparison] = None,
     consumer_sides: Sequence[ConsumerSide] = (),
+    producer_sides: Sequence[ProducerSide] = (),
 ) -> str:
     """The page, in the order a person reads it: the answer and its evidence (the capacity
     search's sentences, table and probe plots; else the verdicts and their curves) in the first
@@ -166,7 +167,8 @@ def page(
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>zmqload report</title><style>{CSS}</style></head><body>",
         "<h1>zmqload capacity report</h1>",
-        f"<p class='sub'>{len(runs) + len(consumer_sides)} run(s), generated {now}"
+        f"<p class='sub'>{len(runs) + len(consumer_sides) + len(producer_sides)} run(s), "
+        f"generated {now}"
         f"{'; memory budget ' + fmt_bytes(memory_budget) if memory_budget else ''}. "
         f"Time windows: {_e(plots.duration_text(analysis.window_ns))} (a plot of a long run merges them: its "
         "title says the window it draws).</p>",
@@ -186,6 +188,7 @@ def page(
             judged_by=slo_lines(capacity, slo_p99_us)[0],
         )
     out += consumer_side_section(consumer_sides)
+    out += producer_side_section(producer_sides)
     if runs:
         out += runs_table(analysis, capacity)
     out += comparison_section(comparison)
@@ -281,6 +284,56 @@ def consumer_side_section(sides: Sequence[ConsumerSide]) -> list[str]:
             figures.later(f"arrivals of {info.run_id}", plots.arrivals, side.rates, side.window_ns)
         )
     return out
+
+
+def producer_side_section(sides: Sequence[ProducerSide]) -> list[str]:
+    """Producer-only runs (--role producer): what zmqload's producers offered, sent and had
+    refused, over time, and how long a sent message waited past its intended time: the pushback
+    of the user's consumer (what it received is not seen: nothing is reconciled)."""
+    if not sides:
+        return []
+    out = [
+        "<h2>Your consumer, as zmqload's producers saw it</h2><p class='sub'>Producer-only runs "
+        "(<code>--role producer</code>): what your consumer received is not seen, so there is no "
+        "loss to account. Refused: sends the socket would not take (at its HWM with "
+        "<code>--send-mode dontwait</code> or <code>timeout</code>); waited: how long a sent "
+        "message left after its intended time, the pushback of your consumer's pace.</p>"
+    ]
+    for side in sides:
+        info, st, wait = side.info, side.statuses, side.wait_us
+        w = info.workload
+        out.append(
+            f"<h3 id='{_e(info.run_id)}'>{_e(info.run_id)}</h3><p class='note'>{_e(w.pattern)} "
+            f"{_e(w.transport)}, {w.producers} producer{'s' * (w.producers > 1)}, "
+            f"{_e(offered_text(info))}, {_e(info.status.value)}</p>"
+        )
+        out.append(
+            _scroll(
+                "<table><tr><th>attempted</th><th>sent</th><th>refused at HWM</th>"
+                "<th>timed out</th><th>errors</th><th>waited p50 / p99 / max</th></tr>"
+                f"<tr><td>{sum(st.values()):,}</td><td>{st.get('ok', 0):,}</td>"
+                f"<td>{st.get('eagain', 0):,}</td><td>{st.get('timeout', 0):,}</td>"
+                f"<td>{st.get('error', 0):,}</td><td>"
+                + (" / ".join(fmt_us(wait[k]) for k in ("p50", "p99", "max")) if wait else "-")
+                + "</td></tr></table>"
+            )
+        )
+        out.append(
+            figures.later(
+                f"sends of {info.run_id}",
+                plots.arrivals,
+                side.rates,
+                side.window_ns,
+                "Sends over time",
+                "the first intended send",
+            )
+        )
+    return out
+
+
+def offered_text(info: RunInfo) -> str:
+    rate = info.workload.rate
+    return f"offered {fmt_rate(rate)} per producer" if rate else "unpaced"
 
 
 def _ranges(ranges: list[tuple[int, ...]], most: int = 8) -> str:

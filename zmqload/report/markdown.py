@@ -15,7 +15,7 @@ from . import search_answer
 from .html import ROUND_TRIP_COLUMNS, offered_cell, round_trip_runs
 
 if TYPE_CHECKING:
-    from ..analysis.one_side import ConsumerSide
+    from ..analysis.one_side import ConsumerSide, ProducerSide
     from ..analysis.pipeline import Analysis
     from ..analysis.verdict_group import VerdictGroup
     from ..contract.search_record import SearchRecord
@@ -46,10 +46,12 @@ def summary(
     out_dir: str,
     searches: Sequence[SearchRecord] = (),
     consumer_sides: Sequence[ConsumerSide] = (),
+    producer_sides: Sequence[ProducerSide] = (),
 ) -> str:
     """Writes every table to `out_dir`/summary.md; returns the short summary the report prints."""
-    write(out_dir, full(analysis, capacity, recommendations, out_dir, searches, consumer_sides))
-    return terminal(analysis, capacity, recommendations, out_dir, searches, consumer_sides)
+    sides = (consumer_sides, producer_sides)
+    write(out_dir, full(analysis, capacity, recommendations, out_dir, searches, *sides))
+    return terminal(analysis, capacity, recommendations, out_dir, searches, *sides)
 
 
 def write(out_dir: str, text: str) -> str:
@@ -73,6 +75,7 @@ def full(
     out_dir: str,
     searches: Sequence[SearchRecord] = (),
     consumer_sides: Sequence[ConsumerSide] = (),
+    producer_sides: Sequence[ProducerSide] = (),
 ) -> str:
     """The whole report in Markdown: summary.md."""
     group_of = {rid: g.group for g in capacity for rid in g.run_ids}
@@ -87,7 +90,7 @@ def full(
             *search_table(search_answer.table(list(searches))),
             "",
         ]
-    lines += side_lines(consumer_sides)
+    lines += side_lines(consumer_sides) + producer_lines(producer_sides)
     lines += [
         "| run | status | group | pattern/transport | size | offered | throughput | loss % | drained | dropped | stranded | sender drops | p99 µs | p99.9 µs | peak queued |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -133,15 +136,16 @@ def terminal(
     out_dir: str,
     searches: Sequence[SearchRecord] = (),
     consumer_sides: Sequence[ConsumerSide] = (),
+    producer_sides: Sequence[ProducerSide] = (),
 ) -> str:
     """The short summary: the answers, a narrow runs table, the verdicts, where the rest is."""
     lines = ["# zmqload report", ""]
     answers = _answers(searches)
     if answers:
         lines += ["## Capacity search", "", *(wrap(f"- {a}") for a in answers), ""]
-    lines += [wrap(line) for line in side_lines(consumer_sides)]
+    lines += [wrap(line) for line in side_lines(consumer_sides) + producer_lines(producer_sides)]
     rows = analysis.run_rows()
-    if rows or not consumer_sides:
+    if rows or not (consumer_sides or producer_sides):
         lines += [f"## Runs ({len(rows)})", "", *runs_table(rows[:RUNS_SHOWN])]
     if len(rows) > RUNS_SHOWN:
         lines.append(f"(and {len(rows) - RUNS_SHOWN} more: {SUMMARY_FILE})")
@@ -189,6 +193,29 @@ def side_lines(sides: Sequence[ConsumerSide]) -> list[str]:
                 f"{_gap(gaps.get('p50'))}, p99 {_gap(gaps.get('p99'))}, max {_gap(gaps.get('max'))})"
             )
         lines.append(f"- {side.run_id}: " + ("; ".join(parts) or "nothing arrived"))
+    return [*lines, ""]
+
+
+def producer_lines(sides: Sequence[ProducerSide]) -> list[str]:
+    """Producer-only runs in a line each: sent, refused by the socket, and how long a sent message
+    waited past its intended time (the page draws them over time)."""
+    if not sides:
+        return []
+    lines = ["## Your consumer, as zmqload's producers saw it", ""]
+    for side in sides:
+        st, wait = side.statuses, side.wait_us
+        refused = sum(n for k, n in st.items() if k != "ok")
+        waited = (
+            f"; waited past the intended send time p50 {fmt_us(wait['p50'])}, p99 "
+            f"{fmt_us(wait['p99'])}, max {fmt_us(wait['max'])}"
+            if wait
+            else ""
+        )
+        lines.append(
+            f"- {side.run_id}: {st.get('ok', 0):,} of {sum(st.values()):,} sent, {refused:,} "
+            f"refused ({', '.join(f'{k} {n:,}' for k, n in st.items() if k != 'ok') or 'none'})"
+            + waited
+        )
     return [*lines, ""]
 
 

@@ -991,22 +991,28 @@ def search_probes(search: SearchEntry, slo_p99_us: float | None, title: str) -> 
     return _png(fig)
 
 
-def arrivals(rates: dict[str, list[tuple[float, float]]], window_ns: int) -> Optional[str]:
-    """A consumer-only run's arrivals per second over time, one line per kind of message
-    (zmqload's header, foreign): what the user's producer sent, as zmqload's consumers saw it."""
+def arrivals(
+    rates: dict[str, list[tuple[float, float]]],
+    window_ns: int,
+    title: str = "Arrivals over time",
+    since: str = "the first arrival",
+) -> Optional[str]:
+    """A run of one side's messages per second over time, a line per series: a consumer-only
+    run's arrivals by kind of message (zmqload's header, foreign), a producer-only run's sends
+    (offered, sent, refused)."""
     if not rates:
         return None
     fig, ax = plt.subplots(figsize=(10, 3.2))
     step = window_ns / 1e9
-    for (name, series), color in zip(sorted(rates.items()), ("#1f77b4", "#d62728")):
+    for (name, series), color in zip(sorted(rates.items()), ("#1f77b4", "#d62728", "#2ca02c")):
         starts = [t for t, _ in series]
         edges = np.array([*starts, starts[-1] + step])
         ax.stairs([v for _, v in series], edges, baseline=None, label=name, color=color, lw=1.6)
-    ax.set_xlabel("seconds since the first arrival")
+    ax.set_xlabel(f"seconds since {since}")
     ax.set_ylabel("messages / s")
     ax.set_ylim(0, None)
     ax.yaxis.set_major_formatter(FuncFormatter(_si))
-    ax.set_title(f"Arrivals over time ({duration_text(window_ns)} windows)")
+    ax.set_title(f"{title} ({duration_text(window_ns)} windows)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
     return _png(fig)
