@@ -78,7 +78,9 @@ def draw(page: str, calls: list[tuple[Plot, tuple[Any, ...], str]]) -> str:
             for p in list(getattr(pool, "_processes", {}).values()):
                 p.kill()
         finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+            # waited for (its processes are done or killed): a pool left running at exit has
+            # Python print "Exception ignored" from its thread
+            pool.shutdown(wait=True, cancel_futures=True)
             _calls = []
     for i, (plot, args, _) in enumerate(calls):
         if not done[i]:

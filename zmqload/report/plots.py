@@ -99,8 +99,9 @@ def throughput_series(
     """The throughput plot's data: per series (offered, sent, received), the window edges in
     seconds since t0 (default: the first intended send) and the rate in each window.
 
-    A window only partly inside the series' span (its first / last time in `row`) is
-    divided by the time it covers, not by its length, so the first and last windows are not
+    A window only partly inside the series' span (its first / last time in `row`, widened by
+    half the mean interval between its messages) is divided by the time it covers, not by its
+    length, so the first and last windows are not
     drawn as dips; one covering less than half a window is merged into its neighbour, so a
     sliver of a few messages is not drawn as a spike either. Windows inside the span
     without a message are 0. Long runs are drawn in MOST_STEPS windows at most, each a
@@ -129,6 +130,12 @@ def throughput_series(
         first, last = row.column(first_key), row.column(last_key)
         start: int = first if first is not None else min(windows) * window_ns
         end: int = last + 1 if last is not None else (max(windows) + 1) * window_ns
+        total = sum(per.values())
+        if first is not None and last is not None and total > 1 and last > first:
+            # each message stands for the mean interval around it, so an edge window's rate is
+            # off by half a message at most (from its first message to the boundary: by one)
+            half = (last - first) // (2 * (total - 1))
+            start, end = first - half, last + half + 1
         start = min(
             start, (min(windows) + 1) * window_ns - 1
         )  # the span holds every counted window
