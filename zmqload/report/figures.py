@@ -75,7 +75,7 @@ def draw(page: str, calls: list[tuple[Plot, tuple[Any, ...], str]]) -> str:
                 pngs[i] = f.result(timeout=FIGURE_TIMEOUT_S)
                 done[i] = True
         except Exception:  # noqa: BLE001 - what is not drawn is drawn below, in this process
-            for p in list(getattr(pool, "_processes", {}).values()):
+            for p in list((getattr(pool, "_processes", None) or {}).values()):
                 p.kill()
         finally:
             # waited for (its processes are done or killed): a pool left running at exit has
