@@ -53,15 +53,15 @@ class Watching(LiveProgress):
         # write hundreds of MB in the second a footprint may be old, so a footprint is held to
         # the readings of its last 1.5 s, one of which was taken when it was.
         self._free: list[tuple[float, int]] = []
-        self.sampling = threading.Event()
-        self.sampling.set()
+        self.done = threading.Event()
         threading.Thread(target=self._sample_free, daemon=True).start()
 
     def _sample_free(self) -> None:
-        while self.sampling.is_set():
+        while True:
             st = os.statvfs(os.path.dirname(self.out_dir))  # exists before the run makes out_dir
             self._free.append((time.monotonic(), st.f_bavail * st.f_frsize))
-            time.sleep(0.05)
+            if self.done.wait(0.05):
+                return
 
     def update(self, snapshot):
         super().update(snapshot)
@@ -97,7 +97,7 @@ def test_the_live_display_shows_memory_and_disk_as_the_kernel_counts_them(out_di
         ),
         progress=live,
     )
-    live.sampling.clear()
+    live.done.set()
     assert result.status == "complete"
     assert len(live.checks) >= 2, "the footprint is measured once a second"
     for snap, rss_kb, du, avail in live.checks:

@@ -24,7 +24,8 @@ _pending: ContextVar[Optional[list[tuple[Plot, tuple[Any, ...], str]]]] = Contex
 _calls: list[tuple[Plot, tuple[Any, ...], str]] = []  # what a forked child draws, by index
 
 
-def _tag(b64: Optional[str], alt: str) -> str:
+def tag(b64: Optional[str], alt: str) -> str:
+    """The <img> of a base64 PNG, or "" for none."""
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{b64}">' if b64 else ""
 
 
@@ -37,7 +38,7 @@ def later(alt: str, plot: Plot, *args: Any) -> str:
     else a mark in the page that `draw` replaces."""
     calls = _pending.get()
     if calls is None:
-        return _tag(plot(*args), alt)
+        return tag(plot(*args), alt)
     calls.append((plot, args, alt))
     return _mark(len(calls) - 1)
 
@@ -86,5 +87,5 @@ def draw(page: str, calls: list[tuple[Plot, tuple[Any, ...], str]]) -> str:
         if not done[i]:
             pngs[i] = plot(*args)
     return re.sub(
-        "\x00figure (\\d+)\x00", lambda m: _tag(pngs[int(m[1])], calls[int(m[1])][2]), page
+        "\x00figure (\\d+)\x00", lambda m: tag(pngs[int(m[1])], calls[int(m[1])][2]), page
     )

@@ -130,10 +130,6 @@ def _hwm(v: Optional[int]) -> str:
     return "default" if v is None else _e(v)
 
 
-def _img(b64: Optional[str], alt: str) -> str:
-    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{b64}">' if b64 else ""
-
-
 def render(*args: Any, **kw: Any) -> str:
     """The page (`page`'s arguments), its figures drawn on every core (figures.py)."""
     with figures.collecting() as calls:
@@ -791,7 +787,7 @@ def capacity_section(
         if r.record.slos is not None and r.record.slos.slo_p99_us is not None
     ]
     out.append(
-        _img(plots.capacity_curves(rows, slo_p99_us, capacity, own), "capacity curves")
+        figures.tag(plots.capacity_curves(rows, slo_p99_us, capacity, own), "capacity curves")
         or "<p class='note'>Capacity curves need two or more paced rates of one setting (a capacity "
         "search's are its probe plots).</p>"
     )
