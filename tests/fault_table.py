@@ -7,7 +7,8 @@ with numpy and pyarrow alone (no zmqload code reads them here), and the fault ta
 Each fault: a `zmqload run` process on loopback; a SIGKILL by process id of the consumer,
 the producer (ids from run.json's `worker_pids`, checked against the controller's children
 in /proc) or the controller itself; a disk that fills (a 5 MiB tmpfs, root only); a rate
-no producer can reach; the run's tcp connections aborted by the kernel (--reset-at, root); a truncated Parquet part under `zmqload report` (Spark; --no-report
+no producer can reach; the run's tcp connections aborted by the kernel (--reset-at, root); a worker restarted
+(--restart, each mode); a truncated Parquet part under `zmqload report` (Spark; --no-report
 skips it).
 """
 
@@ -407,6 +408,44 @@ def connection_reset(out: str) -> Outcome:
     return outcome
 
 
+def restart(out: str, worker: str, mode: str) -> Outcome:
+    """`worker` restarted KILL_AFTER_S into a paced run (--restart, --restart-mode `mode`): the run
+    goes on and completes; what the restart cost is `dropped_restart`, and sent minus received from
+    the records is what it lost (push-pull: no other loss at this rate)."""
+    name = f"restart-{worker}-{mode}"
+    run_dir = os.path.join(out, f"run={name}")
+    gap = ["--restart-gap-ms", "500"] if mode == "freeze" else []
+    proc = start_run(
+        out,
+        name,
+        [*PACED, "--restart", f"{worker}@{KILL_AFTER_S}", "--restart-mode", mode, *gap],
+    )
+    start = time.monotonic()
+    stdout, err = proc.communicate(timeout=120)
+    meta = read_meta(run_dir)
+    c, restarts = meta.get("counters") or {}, meta.get("restarts") or [{}]
+    records = figures_from_records(run_dir)
+    r = restarts[0]
+    outcome = Outcome(
+        f"{worker} restarted (--restart {worker}@{KILL_AFTER_S} --restart-mode {mode}"
+        + (" --restart-gap-ms 500" if gap else "")
+        + f"): down {r.get('down_ns', 0) / 1e6:,.0f} ms, dropped_restart "
+        f"{c.get('dropped_restart', 0):,} = sent - received from the records, the flow back "
+        f"{r.get('first_recv_after_up_ns', 0) / 1e6:,.0f} ms after it was up",
+        proc.returncode,
+        time.monotonic() - start,
+        meta,
+        err,
+        records,
+        leftovers(run_dir, meta),
+        stdout,
+    )
+    lost = records["sent"] - records["unique_received"]
+    if len(restarts) != 1 or c.get("dropped_restart") != lost or r.get("lost") != lost:
+        outcome.left.append("the restart's loss not placed as dropped_restart")
+    return outcome
+
+
 def unreachable_schedule(out: str) -> Outcome:
     """A rate one producer cannot reach: the run says so (generator_limited, the rate reached)."""
     name = "unreachable-rate"
@@ -550,6 +589,8 @@ def main() -> None:
         )
         rows.append(unreachable_schedule(out))
         rows.append(connection_reset(out))
+        for worker, mode in (("c0", "kill"), ("c0", "close"), ("c0", "freeze"), ("p0", "close")):
+            rows.append(restart(out, worker, mode))
         if "--no-report" not in sys.argv:
             with tempfile.TemporaryDirectory(prefix="zmqload-faults-report-") as report_out:
                 rows.append(truncated_part(report_out))
