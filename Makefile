@@ -11,7 +11,7 @@ PY     := $(VENV)/bin/python
 DEMO   ?= runs/demo
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all prereqs test-prereqs venv build demo test test-system test-fast browser engine-debug test-engine-debug typecheck lint docs scenarios bench bench-smoke faults fuzz clean
+.PHONY: all prereqs test-prereqs venv build demo test test-system test-fast browser engine-debug test-engine-debug typecheck lint docs scenarios bench bench-smoke faults deploys fuzz clean
 
 all: build
 
@@ -168,6 +168,11 @@ bench: build test-prereqs
 # root), each checked against its records with numpy: the table of docs/RELIABILITY.md.
 faults: build
 	$(PY) tests/fault_table.py $(FAULTS_ARGS)
+
+# Rolling restarts at 50k msg/s (consumers in turn, or the producer), each row's loss checked
+# against numpy over the records: the table of docs/DEPLOYS.md (~3 min).
+deploys: build
+	$(PY) tests/deploy_table.py $(DEPLOYS_ROWS)
 
 # Every parser of bytes from outside (control messages, the worker spec, run.json and the other records,
 # --size @FILE, --payload, CURVE key files, sweep files, option values, and the receiver's header and
