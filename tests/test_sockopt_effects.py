@@ -1,7 +1,7 @@
-"""--router-handover and the heartbeats in real runs, each against a plain pyzmq peer written here
-and checked without zmqload's code: a second DEALER with a routing id in use reaches zmqload's
+"""--router-handover, the heartbeats and --xpub-nodrop in short real runs, checked without zmqload's
+code and against plain pyzmq sockets: a second DEALER with a routing id in use reaches zmqload's
 ROUTER only with handover; zmqload's PUSH drops its connection to a frozen PULL (the kernel's
-CLOSE_WAIT) within the heartbeat timeout, and not without."""
+CLOSE_WAIT) within the heartbeat timeout, and not without; the proxy waits instead of dropping."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import zmq
+from conftest import read_table
 from zmq.utils.monitor import recv_monitor_message
 
 import zmqload
@@ -248,3 +250,67 @@ def test_a_plain_pyzmq_push_with_the_same_heartbeats_drops_alike():
     assert (
         peer.froze and peer.dropped_after_s is not None and EARLIEST_DROP_S <= peer.dropped_after_s
     )
+
+
+# -- xpub nodrop -------------------------------------------------------------------------------
+NODROP_COUNT = 600
+
+
+@pytest.fixture(scope="module")
+def nodrop_runs(tmp_path_factory):
+    """The proxy pattern with a slow SUB behind a small XPUB queue and a PUB whose SNDHWM holds the
+    whole run, without and with --xpub-nodrop: the seqs received, from the recvs records."""
+    out = str(tmp_path_factory.mktemp("nodrop"))
+    runs = {}
+    for nodrop in (False, True):
+        result = zmqload.run(
+            pattern="proxy",
+            count=NODROP_COUNT,
+            rate=20_000,
+            size=16384,  # more than the kernel's buffers between the proxy and the SUB hold
+            consumer_delay_us=400,
+            proxy_sndhwm=50,
+            rcvhwm=50,
+            sndhwm=NODROP_COUNT,
+            xpub_nodrop=nodrop,
+            drain_timeout_ms=200,
+            out=out,
+            run_name=f"nodrop-{nodrop}",
+        )
+        seqs = read_table(result.run_dir, "recvs").column("seq").to_numpy()
+        runs[nodrop] = (result, np.unique(seqs).size)
+    return runs
+
+
+def test_nodrop_makes_the_proxy_wait_instead_of_dropping(nodrop_runs):
+    dropping, kept = nodrop_runs[False], nodrop_runs[True]
+    assert kept[1] == NODROP_COUNT and kept[0].lost == 0, kept[0].summary()
+    assert dropping[1] < NODROP_COUNT and dropping[0].lost == NODROP_COUNT - dropping[1]
+    assert read_run(kept[0].run_dir).workload.xpub_nodrop
+
+
+def test_a_plain_pyzmq_xpub_with_nodrop_refuses_a_send_at_its_hwm():
+    """The libzmq rule under the option: at SNDHWM an XPUB drops silently, with NODROP says EAGAIN."""
+    context = zmq.Context()
+    try:
+        taken = {}
+        for nodrop in (False, True):
+            xpub, sub = context.socket(zmq.XPUB), context.socket(zmq.SUB)
+            xpub.sndhwm, sub.rcvhwm = 10, 10
+            xpub.setsockopt(zmq.XPUB_NODROP, int(nodrop))
+            xpub.bind(f"inproc://nodrop-{nodrop}")
+            sub.connect(f"inproc://nodrop-{nodrop}")
+            sub.subscribe(b"")
+            assert xpub.poll(int(WAIT_S * 1000)) and xpub.recv() == b"\x01"  # subscribed
+            taken[nodrop] = 0
+            for _ in range(100):
+                try:
+                    xpub.send(b"m", zmq.NOBLOCK)
+                    taken[nodrop] += 1
+                except zmq.Again:
+                    break
+            xpub.close(0)
+            sub.close(0)
+    finally:
+        context.destroy(0)
+    assert taken[False] == 100 and taken[True] < 100, taken
