@@ -168,7 +168,7 @@ class WorkerLifecycle:
                     sock.set_option(_engine.SOCKET_OPTION_IDS[name], int(value))
                 except EngineError as exc:  # named as libzmq names it, not by its number
                     raise engine_error(
-                        exc.errno,
+                        exc.errno or 0,
                         f"ZMQ_{name} {value} on a {socket_type}",
                         str(exc.strerror).rpartition(": ")[2],
                     ) from None
