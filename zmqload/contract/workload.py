@@ -1162,11 +1162,13 @@ class Workload:
         for name in others:
             option = OPTIONS[name]
             if getattr(self, name) != option.default:
+                got, default = getattr(self, name), option.default_text or option.default
+                # a switch as the command line writes it (true, false), anything else as its repr
+                said = (lambda v: str(v).lower()) if option.kind is bool else repr
                 raise ConfigError(
                     option.flag,
-                    f"got {getattr(self, name)!r} with --role {role}, where the "
-                    f"{theirs} are yours; accepted: {option.default_text or option.default!r}"
-                    " (the default: it is not used)",
+                    f"got {said(got)} with --role {role}, where the {theirs} are yours; "
+                    f"accepted: {said(default)} (the default: it is not used)",
                 )
 
     def _check_conflate(self) -> None:
