@@ -583,8 +583,9 @@ class Workload:
         bool,
         "true or false",
         "ZMQ_ROUTER_HANDOVER on zmqload's ROUTERs (dealer-router's consumers): a DEALER that connects with a "
-        "routing id already in use (a restarted one, --restart pN, whose old connection is still open) takes it "
-        "over; without it libzmq ignores the newcomer until the old connection closes. libzmq 4.1 and later",
+        "routing id whose old connection is still open (one of yours come back, --role consumer; zmqload's own "
+        "--restart ends the old process first) takes it over; without it nothing from the newcomer is "
+        "received while the old one holds the id. libzmq 4.1 and later",
         group=SOCKET_OPTIONS,
     )
     xpub_nodrop: bool = option(
@@ -610,8 +611,8 @@ class Workload:
         None,
         int,
         f"milliseconds from 0 to {MAX_HEARTBEAT_TTL_MS} (libzmq keeps whole tenths of a second)",
-        "ZMQ_HEARTBEAT_TTL: sent in each PING, the time the peer waits for traffic before it closes the "
-        "connection; with --heartbeat-ivl-ms",
+        "ZMQ_HEARTBEAT_TTL: sent in each PING: how long the peer, after a PING, waits for more traffic "
+        "before it closes the connection; with --heartbeat-ivl-ms",
         low=0,
         high=MAX_HEARTBEAT_TTL_MS,
         nullable=True,
