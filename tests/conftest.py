@@ -108,6 +108,7 @@ SYSTEM_FILES = frozenset(
         "test_placement.py",
         "test_restarts.py",
         "analysis/test_restart_report.py",
+        "test_sockopt_effects.py",
     }
 )
 

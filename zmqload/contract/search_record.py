@@ -139,6 +139,12 @@ class SearchTemplate(Record):
     rcvbuf: Optional[int] = None
     immediate: bool = False
     conflate: str = "off"
+    router_mandatory: bool = False
+    router_handover: bool = False
+    xpub_nodrop: bool = False
+    heartbeat_ivl_ms: Optional[int] = None
+    heartbeat_ttl_ms: Optional[int] = None
+    heartbeat_timeout_ms: Optional[int] = None
     io_threads: int = 1
     libzmq: str = "system"
     cpu_placement: str = "auto"

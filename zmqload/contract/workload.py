@@ -41,6 +41,15 @@ ROLES = ("both", "producer", "consumer")
 CONFLATES = ("off", "consumers", "producers", "both")
 CONFLATE_SOCKETS = ("PUSH", "PULL", "PUB", "SUB", "DEALER")
 """The socket types libzmq applies ZMQ_CONFLATE to (it ignores the option on the others)."""
+MAX_HEARTBEAT_TTL_MS = 6_553_599
+"""libzmq keeps ZMQ_HEARTBEAT_TTL in tenths of a second, at most 65535 of them."""
+HEARTBEAT_OPTIONS = ("heartbeat_ivl_ms", "heartbeat_ttl_ms", "heartbeat_timeout_ms")
+LIBZMQ_SINCE = {
+    "router_handover": (4, 1),
+    "xpub_nodrop": (4, 1),
+    **{name: (4, 2) for name in HEARTBEAT_OPTIONS},
+}
+"""The first libzmq release with each socket option zmqload may set (older ones refuse it, EINVAL)."""
 SERVICE_REPLY_TIMEOUT_MS = 5000
 """--reply-timeout-ms unset, against a service of the user's: it may stop answering."""
 
@@ -560,6 +569,68 @@ class Workload:
         choices=CONFLATES,
         group=SOCKET_OPTIONS,
     )
+    router_mandatory: bool = option(
+        False,
+        bool,
+        "true or false",
+        "ZMQ_ROUTER_MANDATORY: it changes only a ROUTER's sends (a routing id with no peer fails with "
+        "EHOSTUNREACH instead of being dropped); zmqload's ROUTERs (dealer-router's consumers) only receive, "
+        "so it is refused: set it on a ROUTER of yours",
+        group=SOCKET_OPTIONS,
+    )
+    router_handover: bool = option(
+        False,
+        bool,
+        "true or false",
+        "ZMQ_ROUTER_HANDOVER on zmqload's ROUTERs (dealer-router's consumers): a DEALER that connects with a "
+        "routing id whose old connection is still open (one of yours come back, --role consumer; zmqload's own "
+        "--restart ends the old process first) takes it over; without it nothing from the newcomer is "
+        "received while the old one holds the id. libzmq 4.1 and later",
+        group=SOCKET_OPTIONS,
+    )
+    xpub_nodrop: bool = option(
+        False,
+        bool,
+        "true or false",
+        "ZMQ_XPUB_NODROP on zmqload's XPUB (the proxy pattern's): at its SNDHWM the proxy waits instead of "
+        "dropping, so the loss moves back to the producers' PUBs. libzmq 4.1 and later",
+        group=SOCKET_OPTIONS,
+    )
+    heartbeat_ivl_ms: Optional[int] = option(
+        None,
+        int,
+        f"milliseconds from 0 (no heartbeats) to {MAX_INT32}",
+        "ZMQ_HEARTBEAT_IVL: a ZMTP PING every so often on each tcp or ipc connection of zmqload's data "
+        "sockets (both sides, the proxy's too); libzmq 4.2 and later",
+        low=0,
+        high=MAX_INT32,
+        nullable=True,
+        group=SOCKET_OPTIONS,
+    )
+    heartbeat_ttl_ms: Optional[int] = option(
+        None,
+        int,
+        f"milliseconds from 0 to {MAX_HEARTBEAT_TTL_MS} (libzmq keeps whole tenths of a second)",
+        "ZMQ_HEARTBEAT_TTL: sent in each PING: how long the peer, after a PING, waits for more traffic "
+        "before it closes the connection; with --heartbeat-ivl-ms",
+        low=0,
+        high=MAX_HEARTBEAT_TTL_MS,
+        nullable=True,
+        group=SOCKET_OPTIONS,
+    )
+    heartbeat_timeout_ms: Optional[int] = option(
+        None,
+        int,
+        f"milliseconds from 0 to {MAX_INT32}",
+        "ZMQ_HEARTBEAT_TIMEOUT: how long a socket waits for any traffic after its PING before it closes "
+        "the connection (a frozen or vanished peer; a connecting socket then reconnects); with "
+        "--heartbeat-ivl-ms",
+        low=0,
+        high=MAX_INT32,
+        nullable=True,
+        group=SOCKET_OPTIONS,
+        default_text="unset: --heartbeat-ivl-ms",
+    )
     io_threads: int = option(
         1,
         int,
@@ -925,6 +996,16 @@ class Workload:
         return tuple(sorted(items, key=lambda item: item[1]))
 
     @property
+    def heartbeats(self) -> dict[str, Optional[int]]:
+        """The heartbeat options by libzmq's names (HEARTBEAT_IVL, ...), None where unset: every data
+        socket of zmqload's gets them."""
+        return {
+            "HEARTBEAT_IVL": self.heartbeat_ivl_ms,
+            "HEARTBEAT_TTL": self.heartbeat_ttl_ms,
+            "HEARTBEAT_TIMEOUT": self.heartbeat_timeout_ms,
+        }
+
+    @property
     def consumer_delay_ns(self) -> int:
         """--consumer-delay-us in the engine's unit: whole nanoseconds of work per message
         (the consumer's Receiver, and the slow drain's patience)."""
@@ -1003,6 +1084,7 @@ class Workload:
             )
         if self.conflate != "off":
             self._check_conflate()
+        self._check_socket_options()
         if self.parts > 1:
             self._check_parts()
         if self.topics or self.topic_weights is not None or self.subscribe is not None:
@@ -1052,6 +1134,7 @@ class Workload:
         "drain_limit_s",
         "close_order",
         "subscribe",
+        "router_handover",
     )
     """What zmqload's consumers do: refused with --role producer, where the consumers are the user's."""
 
@@ -1080,11 +1163,13 @@ class Workload:
         for name in others:
             option = OPTIONS[name]
             if getattr(self, name) != option.default:
+                got, default = getattr(self, name), option.default_text or option.default
+                # a switch as the command line writes it (true, false), anything else as its repr
+                said = (lambda v: str(v).lower()) if option.kind is bool else repr
                 raise ConfigError(
                     option.flag,
-                    f"got {getattr(self, name)!r} with --role {role}, where the "
-                    f"{theirs} are yours; accepted: {option.default_text or option.default!r}"
-                    " (the default: it is not used)",
+                    f"got {said(got)} with --role {role}, where the {theirs} are yours; "
+                    f"accepted: {said(default)} (the default: it is not used)",
                 )
 
     def _check_conflate(self) -> None:
@@ -1120,6 +1205,59 @@ class Workload:
                     f"{', '.join(CONFLATE_SOCKETS)}); accepted: off, or --conflate "
                     f"{side} with {able}",
                 )
+
+    def _check_socket_options(self) -> None:
+        """--router-mandatory, --router-handover, --xpub-nodrop and the heartbeats: each where one
+        of zmqload's sockets has the type (and the transport) libzmq applies it to."""
+        pattern = patterns.get(self.pattern)
+        if self.router_mandatory:
+            raise ConfigError(
+                "--router-mandatory",
+                "got true: ROUTER_MANDATORY changes only what a ROUTER sends, and zmqload's ROUTERs "
+                "(dealer-router's consumers) only receive; accepted: false (it has effect on a "
+                "ROUTER of yours that sends by routing id)",
+            )
+        if self.router_handover:
+            routers = ", ".join(
+                p.name for p in patterns.PATTERNS.values() if p.consumer_socket == "ROUTER"
+            )
+            if pattern.consumer_socket != "ROUTER":
+                raise ConfigError(
+                    "--router-handover",
+                    f"got true with pattern {self.pattern}, which has no ROUTER (its consumers are "
+                    f"{pattern.consumer_socket} sockets); accepted: false, or true with {routers}",
+                )
+        if self.xpub_nodrop and not pattern.proxy:
+            proxies = ", ".join(p.name for p in patterns.PATTERNS.values() if p.proxy)
+            raise ConfigError(
+                "--xpub-nodrop",
+                f"got true with pattern {self.pattern}, where zmqload has no XPUB (a PUB is not an "
+                f"XPUB; a proxy of yours sets its own); accepted: false, or true with {proxies}",
+            )
+        beats = [name for name in HEARTBEAT_OPTIONS if getattr(self, name) is not None]
+        if not beats:
+            return
+        if self.heartbeat_ivl_ms is None:
+            flag = OPTIONS[beats[0]].flag
+            raise ConfigError(
+                flag,
+                f"got {getattr(self, beats[0])} without --heartbeat-ivl-ms: libzmq sends no "
+                f"heartbeats then, so {flag} has no effect; accepted: {flag} with --heartbeat-ivl-ms",
+            )
+        if self._transport_in_use() == "inproc":
+            flag = OPTIONS[beats[0]].flag
+            raise ConfigError(
+                flag,
+                f"got {getattr(self, beats[0])} with transport inproc: ZMTP heartbeats go over tcp "
+                "and ipc connections only; accepted: tcp or ipc",
+            )
+
+    def _transport_in_use(self) -> str:
+        """The transport of zmqload's data sockets: the endpoints' (the producers' first), or its own."""
+        if self.topology.given:
+            first = (self.topology.producers.endpoints or self.topology.consumers.endpoints)[0]
+            return first.split("://", 1)[0]
+        return self._address()[0]
 
     def _check_parts(self) -> None:
         """--parts: multipart messages where every frame travels (not a round trip, not conflated)."""
@@ -1245,14 +1383,7 @@ class Workload:
                 end = self.count / self.rate  # the schedule's length
             if end is not None and at >= end:
                 raise refuse(f": {name}@{at:g} is not within the run's {end:g} s")
-        transport = (
-            (self.topology.producers.endpoints or self.topology.consumers.endpoints)[0].split(
-                "://", 1
-            )[0]
-            if self.topology.given
-            else self._address()[0]
-        )
-        if transport == "inproc":
+        if self._transport_in_use() == "inproc":
             raise refuse(" over inproc: the workers are threads of one process")
         if self.master is not None:
             raise refuse(" with --master: the workers are Spark tasks, not processes of this host")

@@ -56,6 +56,8 @@ class Consumer(WorkerLifecycle):
                 "LINGER": 0,
                 "IMMEDIATE": int(w.immediate) if w.immediate else None,
                 "CONFLATE": 1 if w.conflate in ("consumers", "both") else None,
+                "ROUTER_HANDOVER": 1 if w.router_handover else None,
+                **w.heartbeats,
             },
         )  # the Receiver ends each slice
         topics = w.topic_set

@@ -10,6 +10,7 @@ import resource
 from typing import Any, Callable
 
 from .. import _engine
+from ..errors import EngineError, engine_error
 from ..contract import patterns
 from ..contract import control
 from .kernel_queues import TcpQueues, ports_of
@@ -163,7 +164,14 @@ class WorkerLifecycle:
         self.sockets.append(sock)
         for name, value in options.items():
             if value is not None:
-                sock.set_option(_engine.SOCKET_OPTION_IDS[name], int(value))
+                try:
+                    sock.set_option(_engine.SOCKET_OPTION_IDS[name], int(value))
+                except EngineError as exc:  # named as libzmq names it, not by its number
+                    raise engine_error(
+                        exc.errno or 0,
+                        f"ZMQ_{name} {value} on a {socket_type}",
+                        str(exc.strerror).rpartition(": ")[2],
+                    ) from None
         if routing_id is not None:
             sock.set_routing_id(routing_id)
         secure(sock, self.spec.curve, server=bool(self.spec.bind))

@@ -20,14 +20,14 @@ from ..contract.curve import (
     parse_server_pair,
 )
 from ..contract.run_record import Libzmq
-from ..contract.workload import IPC_PATH_MAX, OPTIONS, Workload, tcp_parts
+from ..contract.workload import IPC_PATH_MAX, LIBZMQ_SINCE, OPTIONS, Workload, tcp_parts
 from ..errors import ConfigError
 from ..store.size_files import sizes_of
 
 
 def preflight(w: Workload) -> Workload:
     """The checks of a validated workload that touch this machine; `w`, its files read, again."""
-    load_libzmq(w)
+    check_libzmq_options(w, load_libzmq(w))
     if w.metrics is not None:
         exposure.check_served(OPTIONS["metrics"].flag, w.metrics, w.insecure, addresses)
     if w.curve_server_key is not None:
@@ -72,6 +72,21 @@ def load_libzmq(w: Workload) -> Libzmq:
     its workers are threads of this process (inproc), while worker processes load it themselves.
     ConfigError in one line otherwise."""
     return use_libzmq(w.libzmq) if w.transport == "inproc" else _libzmq(w.libzmq, load=False)
+
+
+def check_libzmq_options(w: Workload, lib: Libzmq) -> None:
+    """Each socket option set is one the run's libzmq knows (an older one refuses it, EINVAL, in
+    every worker): ConfigError naming the option and the release that brought it."""
+    have = tuple(int(part) for part in lib.version.split(".")[:2])
+    for name, since in LIBZMQ_SINCE.items():
+        value = getattr(w, name)
+        if value not in (None, False) and have < since:
+            wanted = ".".join(map(str, since))
+            raise ConfigError(
+                OPTIONS[name].flag,
+                f"got {value} with libzmq {lib.version} ({lib.file}), which has no such socket "
+                f"option; accepted: libzmq {wanted} or later (--libzmq), or the option unset",
+            )
 
 
 def use_libzmq(choice: str) -> Libzmq:

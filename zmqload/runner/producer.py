@@ -39,6 +39,7 @@ class Producer(WorkerLifecycle):
                 "IMMEDIATE": int(w.immediate) if w.immediate else None,
                 "SNDTIMEO": sndtimeo,
                 "CONFLATE": 1 if w.conflate in ("producers", "both") else None,
+                **w.heartbeats,
             },
             # a DEALER restarted (--restart) comes back under the same routing id, as a user's
             # worker with a fixed identity does

@@ -29,8 +29,13 @@ class ProxyWorker(WorkerLifecycle):
             frontend.set_option(_engine.SOCKET_OPTION_IDS["RCVHWM"], w.proxy_rcvhwm)
         if w.proxy_sndhwm is not None:
             backend.set_option(_engine.SOCKET_OPTION_IDS["SNDHWM"], w.proxy_sndhwm)
+        if w.xpub_nodrop:  # at its SNDHWM the proxy waits: the producers' PUBs drop instead
+            backend.set_option(_engine.SOCKET_OPTION_IDS["XPUB_NODROP"], 1)
         for sock in (frontend, backend):
             sock.set_option(_engine.SOCKET_OPTION_IDS["LINGER"], 0)
+            for name, value in w.heartbeats.items():
+                if value is not None:
+                    sock.set_option(_engine.SOCKET_OPTION_IDS[name], value)
             secure(
                 sock, self.spec.curve, server=True
             )  # both bind: the producers and consumers are clients
