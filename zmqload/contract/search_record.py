@@ -93,8 +93,8 @@ class ProbeEntry(Record):
     generator_limited: bool = False
     """The producers could not keep their schedule without pushback: no verdict on the system."""
     failed_slo: Optional[Slo] = None
-    """The first broken SLO (in the order `max-loss`, `min-achieved`, `backlog`, `slo-p99-us`); `generator`
-    when the generator was the limit."""
+    """The first broken SLO (in the order `max-loss`, `min-achieved`, `backlog`, `slo-p99-us`,
+    `slo-restart-lost`, `slo-recovery-ms`); `generator` when the generator was the limit."""
     breaches: list[BreachEntry] = []
     """Every broken SLO, in that order."""
     error: Optional[str] = None

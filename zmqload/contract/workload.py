@@ -1536,6 +1536,26 @@ class Slos:
         group=SLO_GROUP,
         default_text="capacity: 0.99",
     )
+    slo_restart_lost: Optional[int] = option(
+        None,
+        int,
+        "a count of messages from 0",
+        "with --restart, the most messages any one restart may lose (its dropped_restart)",
+        low=0,
+        nullable=True,
+        group=SLO_GROUP,
+    )
+    slo_recovery_ms: Optional[float] = option(
+        None,
+        float,
+        "milliseconds > 0",
+        "with --restart, the longest recovery of any restart: from its new process up to the last "
+        "arrival of what the restart held back (else its first arrival; none: broken)",
+        low=0,
+        low_open=True,
+        nullable=True,
+        group=SLO_GROUP,
+    )
 
     def __post_init__(self) -> None:
         for name, opt in SLO_OPTIONS.items():
@@ -1560,17 +1580,32 @@ class Slos:
                 SLO_OPTIONS[given[0]].flag if given else None,
                 getattr(self, given[0]) if given else None,
             )
+        self.check_restarts(w)
+
+    def check_restarts(self, w: Workload) -> None:
+        """The SLOs on restarts judge what --restart made: without it they could only pass."""
+        for name in RESTART_SLOS:
+            value = getattr(self, name)
+            if value is not None and not w.restart:
+                flag = SLO_OPTIONS[name].flag
+                raise ConfigError(
+                    flag,
+                    f"got {value:g} without --restart; accepted: {flag} with --restart "
+                    f"{RESTART_ACCEPTED}",
+                )
 
     def with_search_defaults(self) -> "Slos":
         """The capacity search's SLOs: nothing lost and 99% received unless told otherwise."""
-        return Slos(
+        return dataclasses.replace(
+            self,
             max_loss=0.0 if self.max_loss is None else self.max_loss,
-            slo_p99_us=self.slo_p99_us,
             min_achieved=0.99 if self.min_achieved is None else self.min_achieved,
         )
 
 
 SLO_OPTIONS: dict[str, Option] = _option_table(Slos)
+RESTART_SLOS = ("slo_restart_lost", "slo_recovery_ms")
+"""The SLOs judged per restart (run.json restarts), refused without --restart."""
 
 
 def refuse_unjudged(role: str, flag: Optional[str] = None, value: Any = None) -> NoReturn:
