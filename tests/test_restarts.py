@@ -20,7 +20,7 @@ import time
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import check_identity, read_meta, read_table
+from conftest import check_identity, in_process, read_meta, read_table
 
 import zmqload
 from zmqload import Workload
@@ -522,6 +522,62 @@ def test_the_pytest_fixture_fails_a_test_on_a_broken_slo_on_restarts(runs, monke
     with pytest.raises(ConfigError) as refused:
         fixture.run(pattern="push-pull", duration=2, slo_recovery_ms=100)
     assert refused.value.option == "--slo-recovery-ms" and len(given) == 3
+
+
+# ------------------------------------------------------------------- in a sweep and a search
+SWEPT = ["--pattern", "push-pull", "--restart", "c0@0.3", "--restart-gap-ms", "100"]
+SWEPT += ["--pacing", "sleep", "--consumer-delay-us", str(SLOW_US)]
+
+
+def _restart_of(run_dir: str) -> dict:
+    meta = read_meta(run_dir)
+    (restart,) = meta["restarts"]
+    assert meta["workload"]["restart"] == "c0@0.3" and restart["worker"] == "c0"
+    assert restart["at_s"] == pytest.approx(0.3, abs=0.2)  # held within a slice
+    assert restart["lost"] == meta["counters"]["dropped_restart"]
+    assert _parts(run_dir, "recvs", "c0.g1"), run_dir  # the new process recorded
+    return meta
+
+
+def test_every_point_of_a_sweep_restarts_at_the_same_time(tmp_path, capsys):
+    out = str(tmp_path / "sweep")
+    argv = ["sweep", *SWEPT, "--rate", "1k,2k", "--duration", "1.5", "--out", out, "--quiet"]
+    r = in_process(capsys, *argv, "--name", "rs")
+    assert r.returncode == 0, r.stderr
+    run_dirs = sorted(glob.glob(os.path.join(out, "run=*")))
+    assert [read_meta(d)["workload"]["rate"] for d in run_dirs] == [1000, 2000]
+    for run_dir in run_dirs:
+        _restart_of(run_dir)
+
+
+def test_a_search_with_restarts_restarts_every_probe_and_judges_its_loss_apart(tmp_path, capsys):
+    """Each probe restarts c0 at the same time; its loss at the restart is counted beside the
+    --max-loss figure, not in it (nothing else lost: the probe passes --max-loss 0)."""
+    import json
+
+    out = str(tmp_path / "search")
+    argv = ["capacity", *SWEPT, "--start-rate", "1k", "--probe-duration", "1.5"]
+    r = in_process(capsys, *argv, "--max-probes", "2", "--precision", "0.5", "--out", out)
+    assert r.returncode in (0, 1), r.stderr  # 1: no answer within 2 probes
+    with open(os.path.join(out, "capacity-search.json")) as f:
+        (search,) = json.load(f)["searches"]
+    lines = [line for line in r.stdout.splitlines() if line.lstrip().startswith("probe ")]
+    assert len(search["probes"]) == len(lines) == 2
+    for probe, line in zip(search["probes"], lines):
+        meta = _restart_of(probe["run_dir"])
+        counters, figures = meta["counters"], probe["figures"]
+        assert figures["dropped_restart"] == counters["dropped_restart"]
+        apart = counters["lost"] - counters["dropped_restart"]
+        assert figures["loss_ratio"] == apart / counters["expected"]
+        said = f"loss {figures['loss_ratio']:.2%}"
+        if counters["dropped_restart"]:
+            said += f" (and {counters['dropped_restart']:,} at restarts)"
+        assert said + ", p99" in line, line
+        if apart == 0:
+            assert "max-loss" not in {b["slo"] for b in probe["breaches"]}, probe["breaches"]
+    assert any(
+        p["figures"]["dropped_restart"] for p in search["probes"]
+    )  # a PULL killed with a backlog
 
 
 # ------------------------------------------------ the same restart on a plain pyzmq PUSH/PULL pair

@@ -285,6 +285,7 @@ class RunView:
             backlog=grew,
             unanswered=row.unanswered if self.serves else None,
             restarts=tuple(self.record.restarts) if self.record is not None else (),
+            dropped_restart=self.fates["dropped_restart"],
         )
 
     def breaches(self, what_if_p99_us: Optional[float] = None) -> list[rules.Breach]:
@@ -312,15 +313,20 @@ class RunView:
                         (self.fates["dropped_mid"], "dropped mid-run"),
                         (self.fates["dropped_tail"], "dropped at tail"),
                         (self.fates["dropped_reset"], "dropped at a connection reset"),
-                        (self.fates["dropped_restart"], "dropped at a worker's restart"),
                         (self.fates["stranded"], "stranded"),
                         (self.fates["unknown"], "unknown (a worker died)"),
                         (self.row.unanswered or 0, "unanswered by your service"),
                     )
                     if n
                 ]
+                apart = self.fates["dropped_restart"]  # judged per restart, not by --max-loss
                 out.append(
-                    (LOSS, f"lost {b.measured:.4%} > --max-loss {b.limit:g}: " + ", ".join(parts))
+                    (
+                        LOSS,
+                        f"lost {b.measured:.4%} > --max-loss {b.limit:g}: "
+                        + ", ".join(parts)
+                        + (f" (apart from {apart:,} at restarts)" if apart else ""),
+                    )
                 )
             elif name == P99:
                 what_if = " (what-if)" if what_if_p99_us is not None else ""

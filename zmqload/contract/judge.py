@@ -75,10 +75,20 @@ class Figures:
         None  # a service of the user's: its lost are requests it did not answer
     )
     restarts: tuple[Restart, ...] = ()  # --restart: each restart made (run.json restarts)
+    dropped_restart: int = (
+        0  # of dropped: lost at the restarts (judged per restart, not by max-loss)
+    )
 
     @property
     def loss_ratio(self) -> float:
         return self.lost / self.expected if self.expected else 0.0
+
+    @property
+    def judged_loss_ratio(self) -> float:
+        """The --max-loss figure: the loss apart from what the restarts (--restart) lost, which
+        --slo-restart-lost bounds per restart (a killed process loses what it held at any rate)."""
+        lost = self.lost - self.dropped_restart
+        return lost / self.expected if self.expected else 0.0
 
     @property
     def achieved(self) -> Optional[float]:
@@ -123,19 +133,22 @@ def judge(f: Figures, slos: Slos, backlog: bool = False) -> list[Breach]:
     """Every SLO the figures break, in ORDER. `backlog`: also apply the backlog rule (the capacity
     search's; `run` does not)."""
     breaches = []
-    if slos.max_loss is not None and f.loss_ratio > slos.max_loss:
+    loss = f.judged_loss_ratio
+    if slos.max_loss is not None and loss > slos.max_loss:
+        apart = f.dropped_restart
         how = (
             f"{f.unanswered:,} unanswered"
             if f.unanswered is not None
-            else f"{f.dropped:,} dropped, {f.stranded:,} stranded, {f.unknown:,} unknown"
+            else f"{f.dropped - apart:,} dropped, {f.stranded:,} stranded, {f.unknown:,} unknown"
         )
         breaches.append(
             Breach(
                 Slo.MAX_LOSS.value,
-                f.loss_ratio,
+                loss,
                 slos.max_loss,
-                f"--max-loss {slos.max_loss:g}: lost {f.loss_ratio:.4%} ({f.lost:,} of "
-                f"{f.expected:,}: {how})",
+                f"--max-loss {slos.max_loss:g}: lost {loss:.4%} ({f.lost - apart:,} of "
+                f"{f.expected:,}: {how})"
+                + (f", apart from {apart:,} at restarts" if apart else ""),
             )
         )
     achieved = f.achieved

@@ -62,9 +62,11 @@ class Figures(Record):
     achieved: Optional[float] = None
     """unique_received / offered (the --min-achieved figure); null: nothing offered."""
     loss_ratio: float = 0.0
-    """lost / expected (the --max-loss figure)."""
+    """lost / expected (the --max-loss figure, apart from dropped_restart)."""
     lost: int = 0
     dropped: int = 0
+    dropped_restart: int = 0
+    """Of dropped: lost at --restart's restarts (not judged by --max-loss: --slo-restart-lost)."""
     stranded: int = 0
     drained: int = 0
     eagain: int = 0

@@ -1508,7 +1508,8 @@ class Slos:
         None,
         float,
         "a ratio from 0 to 1 (0 = nothing lost)",
-        "largest share of expected deliveries lost (dropped + stranded + unknown)",
+        "largest share of expected deliveries lost (dropped + stranded + unknown; with --restart, "
+        "apart from dropped_restart, which --slo-restart-lost bounds per restart)",
         low=0,
         high=1,
         nullable=True,

@@ -97,6 +97,7 @@ def figures(result: RunResult, with_backlog: bool = False) -> rules.Figures:
         p99_us=result.latency_us(99),
         backlog=backlog(result) if with_backlog else None,
         restarts=tuple(convert(result.restarts, list[Restart])),
+        dropped_restart=result.dropped_restart,
     )
 
 
