@@ -149,6 +149,7 @@ class ZmqloadFixture:
         """Run one workload (a Workload or its fields as keywords) and return its RunResult. SLOs
         among the keywords (`max_loss=0`, `slo_restart_lost=100`: `run`'s SLO options) are kept in
         run.json and judged as `run` judges them: a broken one fails the test in one line."""
+        __tracebackhide__ = True  # the failure points at the test's line, not at this method
         from zmqload.contract.workload import SLO_OPTIONS, Slos
         from zmqload.runner import run as run_workload
 
