@@ -73,6 +73,8 @@ def test_restart_is_refused_in_one_line(values, says):
 def test_restart_options_are_read_and_refused_as_options():
     w = Workload(restart="c1@2, c0@1", consumers=2, duration=3, restart_gap_ms=250)
     assert w.restarts == (("c0", 1.0), ("c1", 2.0)) and w.restart_mode == "kill"
+    # "+" joins restarts too: the form a sweep or a search keeps in one run (a comma is an axis)
+    assert Workload(restart="c1@2 + c0@1", consumers=2, duration=3).restarts == w.restarts
     assert Workload().restarts == ()
     with pytest.raises(ConfigError) as info:
         Workload(restart="c0@1", duration=2, restart_mode="pause")

@@ -86,9 +86,11 @@ RESET_ACCEPTED = (
     "each below --duration"
 )
 _RESTART_ITEM = r"[pc]\d{1,3}@\d+(?:\.\d*)?"
-_RESTART_LIST = re.compile(rf"\s*{_RESTART_ITEM}(?:\s*,\s*{_RESTART_ITEM})*\s*")
+# a comma or a "+" between restarts: in sweep and capacity a comma makes an axis, "+" does not
+_RESTART_LIST = re.compile(rf"\s*{_RESTART_ITEM}(?:\s*[,+]\s*{_RESTART_ITEM})*\s*")
 RESTART_ACCEPTED = (
-    "WORKER@SECONDS, one or a comma-separated list (e.g. c0@2.5 or c0@1,p0@2): a producer or "
+    "WORKER@SECONDS, one or a list joined by commas or + (e.g. c0@2.5, c0@1,p0@2 or c0@1+p0@2: "
+    "in sweep and capacity a comma makes an axis, + keeps them in one run): a producer or "
     "consumer of zmqload's (p0, c1, ...) and seconds after the start, each below --duration"
 )
 RESTART_MODES = ("kill", "close", "freeze")
@@ -919,7 +921,7 @@ class Workload:
         if not self.restart:
             return ()
         items: list[tuple[str, float]] = []
-        for item in self.restart.split(","):
+        for item in re.split(r"[,+]", self.restart):
             name, _, at = item.strip().partition("@")
             items.append((name, float(at)))
         return tuple(sorted(items, key=lambda item: item[1]))
