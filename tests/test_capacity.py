@@ -511,6 +511,9 @@ def test_run_exits_3_naming_the_broken_latency_slo_and_0_within_it(out_dir, caps
         (["capacity", "--size", "64,8"], "--size"),
         (["run", "--slo-p99-us", "-1"], "--slo-p99-us"),
         (["run", "--max-loss", "1.5"], "--max-loss"),
+        (["capacity", "--slo-restart-lost", "0"], "--slo-restart-lost"),  # no --restart
+        (["capacity", "--restart", "c0@1", "--slo-recovery-ms", "0"], "--slo-recovery-ms"),
+        (["run", "--duration", "1", "--slo-recovery-ms", "50"], "--slo-recovery-ms"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, option, out_dir, capsys):
