@@ -151,6 +151,16 @@ def test_each_restart_is_judged_on_its_own_and_its_loss_apart_from_max_loss():
         "130 at restarts"
     )
     assert rules.judge(f, Slos(max_loss=0.0005)) == []
+    # what the restarts lost counts as received for --min-achieved: 9,865 + 130 of 10,000
+    f = _figures(
+        lost=135, dropped=135, dropped_restart=130, unique_received=9_865, restarts=restarts
+    )
+    assert f.achieved == 9_995 / 10_000
+    (short,) = rules.judge(f, Slos(min_achieved=0.9999))
+    assert short.text == (
+        "--min-achieved 0.9999: received 0.9995 of the offered load (9,865 + 130 lost at restarts "
+        "of 10,000)"
+    )
     # the worst restart named: c1 lost the most, c0 took longest (its backlog, 250 ms; c1 held
     # nothing back: its first message, 20 ms)
     assert [r.recovery_ns for r in restarts] == [250_000_000, 20_000_000]

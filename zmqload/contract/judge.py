@@ -92,7 +92,10 @@ class Figures:
 
     @property
     def achieved(self) -> Optional[float]:
-        return self.unique_received / self.offered if self.offered else None
+        """The --min-achieved figure: what was received of the offered load, the restarts' loss
+        counted as received (judged per restart: a rate is sustained through the restarts)."""
+        got = self.unique_received + self.dropped_restart
+        return got / self.offered if self.offered else None
 
 
 def offered_messages(
@@ -164,7 +167,9 @@ def judge(f: Figures, slos: Slos, backlog: bool = False) -> list[Breach]:
                     if f.unanswered is not None  # a service of the user's
                     else f"received {achieved:.4f} of the offered load"
                 )
-                + f" ({f.unique_received:,} of {f.offered:,})",
+                + f" ({f.unique_received:,}"
+                + (f" + {f.dropped_restart:,} lost at restarts" if f.dropped_restart else "")
+                + f" of {f.offered:,})",
             )
         )
     grew = f.backlog if backlog else None

@@ -60,7 +60,8 @@ class Figures(Record):
     throughput_msgs: float = 0.0
     """Distinct messages received per second, as `run` says it (until the drain)."""
     achieved: Optional[float] = None
-    """unique_received / offered (the --min-achieved figure); null: nothing offered."""
+    """unique_received / offered (the --min-achieved figure; with --restart, dropped_restart counted
+    as received); null: nothing offered."""
     loss_ratio: float = 0.0
     """lost / expected (the --max-loss figure, apart from dropped_restart)."""
     lost: int = 0

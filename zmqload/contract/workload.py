@@ -1532,7 +1532,8 @@ class Slos:
         None,
         float,
         "a ratio from 0 to 1",
-        "smallest share of the offered messages received (paced: what the schedule called for)",
+        "smallest share of the offered messages received (paced: what the schedule called for; "
+        "with --restart, what the restarts lost counted as received: --slo-restart-lost bounds it)",
         low=0,
         high=1,
         nullable=True,
