@@ -511,6 +511,9 @@ def test_run_exits_3_naming_the_broken_latency_slo_and_0_within_it(out_dir, caps
         (["capacity", "--size", "64,8"], "--size"),
         (["run", "--slo-p99-us", "-1"], "--slo-p99-us"),
         (["run", "--max-loss", "1.5"], "--max-loss"),
+        (["capacity", "--slo-restart-lost", "0"], "--slo-restart-lost"),  # no --restart
+        (["capacity", "--restart", "c0@1", "--slo-recovery-ms", "0"], "--slo-recovery-ms"),
+        (["run", "--duration", "1", "--slo-recovery-ms", "50"], "--slo-recovery-ms"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, option, out_dir, capsys):
@@ -708,3 +711,26 @@ def test_a_latency_breach_alone_is_queueing():
         [{"slo": "slo-p99-us"}],
     )
     assert cause(search, search.probes[1]).startswith("limited by latency")
+
+
+def test_a_search_with_restarts_answers_the_rate_sustained_through_them():
+    """--restart in a search: the answer says which restarts the rate held through, in the page's
+    sentence and capacity's line; a probe's line counts what the restarts lost beside its loss."""
+    import msgspec
+
+    from zmqload.cli.capacity import answer_line, probe_line
+    from zmqload.plan.capacity_search import Outcome
+    from zmqload.report.search_answer import sentence
+
+    search = demo_search(1000, {"achieved": 0.9, "loss_ratio": 0.1}, [{"slo": "max-loss"}])
+    search.workload = msgspec.structs.replace(search.workload, restart="c0@1")
+    assert "15.4k/s sustainable with the restarts c0@1 (bracket 15.4k/s - 16.1k/s)" in sentence(
+        search
+    )
+    figures = sr.Figures(achieved=0.998, loss_ratio=0.0, lost=12, dropped=12, dropped_restart=12)
+    passing = Probe(15_400, True, [], figures=figures)
+    outcome = Outcome(True, 15_400, [15_400, 16_100], None, False, "", [passing])
+    assert answer_line("push-pull", outcome, restart="c0@1").startswith(
+        "push-pull: max sustainable rate 15,400 msg/s per producer with the restarts c0@1 (bracket"
+    )
+    assert "loss 0.00% (and 12 at restarts), p99" in probe_line(1, passing)

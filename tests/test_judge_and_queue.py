@@ -101,7 +101,8 @@ def test_every_rule_in_order_with_its_numbers():
     )
     slos = Slos(max_loss=0.0, min_achieved=0.99, slo_p99_us=1000.0)
     names = [b.slo for b in rules.judge(f, slos, backlog=True)]
-    assert names == list(rules.ORDER) == ["max-loss", "min-achieved", "backlog", "slo-p99-us"]
+    assert names == list(rules.ORDER[:4]) == ["max-loss", "min-achieved", "backlog", "slo-p99-us"]
+    assert rules.ORDER[4:] == ("slo-restart-lost", "slo-recovery-ms")  # judged per restart
     texts = [b.text for b in rules.judge(f, slos, backlog=True)]
     assert (
         texts[0] == "--max-loss 0: lost 0.1000% (10 of 10,000: 10 dropped, 0 stranded, 0 unknown)"
@@ -118,6 +119,86 @@ def test_every_rule_in_order_with_its_numbers():
     assert [b.slo for b in rules.judge(f, slos)] == ["max-loss", "min-achieved", "slo-p99-us"]
     assert rules.judge(f, Slos()) == []
     assert [b.slo for b in rules.judge(f, rules.LOSS_ONLY)] == ["max-loss"]
+
+
+def _restart(worker: str, at_s: float, lost: int, first_ms: float, drained_ms: float, **over):
+    """A restart as run.json has it (t_up at 1 s, on the records' clock); 0 ms: none."""
+    from zmqload.contract.run_record import Restart
+
+    up = 1_000_000_000
+    fields = dict(
+        worker=worker,
+        generation=1,
+        at_s=at_s,
+        t_up_ns=up,
+        lost=lost,
+        t_first_recv_ns=up + round(first_ms * 1e6) if first_ms else 0,
+        first_recv_after_up_ns=round(first_ms * 1e6),
+        backlog_drained_after_up_ns=round(drained_ms * 1e6),
+    )
+    fields.update(over)
+    return Restart(**fields)
+
+
+def test_each_restart_is_judged_on_its_own_and_its_loss_apart_from_max_loss():
+    restarts = (_restart("c0", 1.0, 40, 30, 250), _restart("c1", 2.0, 90, 20, 0))
+    # 130 lost at the restarts, 5 more mid-run: --max-loss judges the 5
+    f = _figures(lost=135, dropped=135, dropped_restart=130, restarts=restarts)
+    assert f.judged_loss_ratio == 5 / 10_000 and f.loss_ratio == 135 / 10_000
+    (loss,) = rules.judge(f, Slos(max_loss=0.0))
+    assert loss.text == (
+        "--max-loss 0: lost 0.0500% (5 of 10,000: 5 dropped, 0 stranded, 0 unknown), apart from "
+        "130 at restarts"
+    )
+    assert rules.judge(f, Slos(max_loss=0.0005)) == []
+    # what the restarts lost counts as received for --min-achieved: 9,865 + 130 of 10,000
+    f = _figures(
+        lost=135, dropped=135, dropped_restart=130, unique_received=9_865, restarts=restarts
+    )
+    assert f.achieved == 9_995 / 10_000
+    (short,) = rules.judge(f, Slos(min_achieved=0.9999))
+    assert short.text == (
+        "--min-achieved 0.9999: received 0.9995 of the offered load (9,865 + 130 lost at restarts "
+        "of 10,000)"
+    )
+    # the worst restart named: c1 lost the most, c0 took longest (its backlog, 250 ms; c1 held
+    # nothing back: its first message, 20 ms)
+    assert [r.recovery_ns for r in restarts] == [250_000_000, 20_000_000]
+    broken = rules.judge(f, Slos(slo_restart_lost=89, slo_recovery_ms=200))
+    assert [(b.slo, b.measured, b.limit) for b in broken] == [
+        ("slo-restart-lost", 90.0, 89),
+        ("slo-recovery-ms", 250.0, 200),
+    ]
+    assert broken[0].text == "--slo-restart-lost 89: the restart of c1 at 2.000 s lost 90"
+    assert (
+        broken[1].text == "--slo-recovery-ms 200: the restart of c0 at 1.000 s recovered in 250 ms"
+    )
+    assert rules.judge(f, Slos(slo_restart_lost=90, slo_recovery_ms=250)) == []
+    # nothing arrived after a restart: it never recovered (unknown counts as broken, as a p99 does)
+    never = _figures(restarts=(_restart("p0", 1.5, 0, 0, 0),))
+    (b,) = rules.judge(never, Slos(slo_recovery_ms=1e9))
+    assert math.isinf(b.measured) and b.text.endswith("never recovered (nothing arrived after it)")
+    assert rules.describe(Slos(slo_restart_lost=0, slo_recovery_ms=500)) == (
+        "--slo-restart-lost 0, --slo-recovery-ms 500"
+    )
+
+
+def test_the_slos_on_restarts_are_refused_without_restart_and_kept_by_the_search():
+    from zmqload.contract.workload import Workload
+    from zmqload.errors import ConfigError
+
+    slos = Slos(slo_restart_lost=3, slo_recovery_ms=400)
+    slos.check_with(Workload(duration=2, restart="c0@1"))
+    with pytest.raises(ConfigError) as info:
+        slos.check_with(Workload(duration=2))
+    assert info.value.option == "--slo-restart-lost"
+    assert "got 3 without --restart; accepted: --slo-restart-lost with --restart" in str(info.value)
+    searched = slos.with_search_defaults()
+    assert (searched.slo_restart_lost, searched.slo_recovery_ms) == (3, 400)
+    assert (searched.max_loss, searched.min_achieved) == (0.0, 0.99)
+    with pytest.raises(ConfigError) as info:
+        Slos(slo_restart_lost=-1)
+    assert info.value.option == "--slo-restart-lost"
 
 
 def test_a_drained_backlog_and_refused_sends_are_not_loss():

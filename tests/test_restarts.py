@@ -20,7 +20,7 @@ import time
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import check_identity, read_meta, read_table
+from conftest import check_identity, in_process, read_meta, read_table
 
 import zmqload
 from zmqload import Workload
@@ -73,6 +73,8 @@ def test_restart_is_refused_in_one_line(values, says):
 def test_restart_options_are_read_and_refused_as_options():
     w = Workload(restart="c1@2, c0@1", consumers=2, duration=3, restart_gap_ms=250)
     assert w.restarts == (("c0", 1.0), ("c1", 2.0)) and w.restart_mode == "kill"
+    # "+" joins restarts too: the form a sweep or a search keeps in one run (a comma is an axis)
+    assert Workload(restart="c1@2 + c0@1", consumers=2, duration=3).restarts == w.restarts
     assert Workload().restarts == ()
     with pytest.raises(ConfigError) as info:
         Workload(restart="c0@1", duration=2, restart_mode="pause")
@@ -90,6 +92,18 @@ def test_the_command_refuses_a_restart_with_exit_2_in_one_line(tmp_path):
         status = cli.main(argv)
     lines = err.getvalue().splitlines()
     assert status == 2 and len(lines) == 1 and "--restart: " in lines[0], err.getvalue()
+    assert "accepted: " in lines[0] and not out.exists()
+
+
+@pytest.mark.parametrize("flag", ["--slo-restart-lost", "--slo-recovery-ms"])
+def test_an_slo_on_restarts_without_restart_is_refused_with_exit_2(tmp_path, flag):
+    out = tmp_path / "out"
+    err = io.StringIO()
+    argv = ["run", "--duration", "1", flag, "5", "--out", str(out)]
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        status = cli.main(argv)
+    lines = err.getvalue().splitlines()
+    assert status == 2 and len(lines) == 1 and f"{flag}: got 5 without --restart" in lines[0]
     assert "accepted: " in lines[0] and not out.exists()
 
 
@@ -359,6 +373,213 @@ def test_a_repaired_run_places_its_restarts_losses_as_the_run_did(runs, tmp_path
         assert meta["restarts"][0]["lost"] == finished["restarts"][0]["lost"]
         for fate in ("dropped_restart", "dropped_mid", "expected", "unique_received"):
             assert meta["counters"][fate] == finished["counters"][fate], fate
+
+
+# ------------------------------------------ each restart in the report's table, judged by SLOs
+def _new_process_arrivals(run_dir: str, restart: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(receive times, whether held back) of what arrived at (a consumer's) or from (a producer's)
+    the new process, from the records alone: held back = sent (a producer's: due) before it was up."""
+    if restart["worker"].startswith("c"):
+        tables = [pq.read_table(p) for p in _parts(run_dir, "recvs", f"{restart['worker']}.g1")]
+        recvs = {
+            k: np.concatenate([t[k].to_numpy() for t in tables]) for k in ("t_recv_ns", "t_sent_ns")
+        }
+        return recvs["t_recv_ns"], recvs["t_sent_ns"] < restart["t_up_ns"]
+    recvs = read_table(run_dir, "recvs")
+    new = recvs["seq"].to_numpy() >= restart["first_seq"]  # one producer: its stream's seqs
+    return (
+        recvs["t_recv_ns"].to_numpy()[new],
+        recvs["t_intended_ns"].to_numpy()[new] < restart["t_up_ns"],
+    )
+
+
+def _recovery_from_records(run_dir: str, restart: dict) -> tuple[int | None, int | None]:
+    """(first message, recovery) in ns from the new process up, restated from the records (None:
+    nothing arrived): recovery is the last arrival of what was held back, else the first."""
+    t_recv, held = _new_process_arrivals(run_dir, restart)
+    if not len(t_recv):
+        return None, None
+    up = restart["t_up_ns"]
+    first = max(0, int(t_recv.min()) - up)
+    backlog = max(0, int(t_recv[held].max()) - up) if held.any() else 0
+    return first, backlog or first
+
+
+def _table_row_from_records(run_dir: str, restart: dict) -> list[str]:
+    """A restart's row of the report's table, restated from run.json's facts and numpy over the
+    records (first message and recovery in ms, from the new process up)."""
+    first, recovery = _recovery_from_records(run_dir, restart)
+    return [
+        restart["worker"],
+        "1",
+        restart["mode"],
+        f"{restart['at_s']:.3f}",
+        f"{(restart['t_up_ns'] - restart['t_ns']) / 1e6:,.0f}",
+        f"{restart['lost']:,}",
+        *("none" if ns is None else f"{ns / 1e6:,.0f}" for ns in (first, recovery)),
+    ]
+
+
+def test_the_reports_restart_table_shows_each_restart_as_the_records_have_it(runs):
+    """The page's and summary.md's table, and `run`'s summary line, say the same figures; each held
+    to run.json and to numpy over the Parquet records."""
+    import html as html_text
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from zmqload.analysis.runs import discover_runs
+    from zmqload.cli.display import summary_table
+    from zmqload.report import html, markdown, restart_table
+
+    infos, _ = discover_runs([r.run_dir for r in runs.values()])
+    analysis = SimpleNamespace(runs=infos)
+    page = html_text.unescape("".join(html.restarts_table(analysis)))
+    summary_md = "\n".join(markdown.restart_lines(analysis))
+    assert page.count("<tr>") == 1 + len(runs) and "<h3>Restarts</h3>" in page
+    for info in infos:
+        run_dir = info.path
+        (restart,) = read_meta(run_dir)["restarts"]
+        row = _table_row_from_records(run_dir, restart)
+        assert restart_table.cells(info.record.restarts[0]) == row, info.run_id
+        assert "<td>" + "</td><td>".join(row) + "</td></tr>" in page, info.run_id
+        assert f"| {info.run_id} | " + " | ".join(row) + " |" in summary_md
+        result = next(r for r in runs.values() if r.run_dir == run_dir)
+        console = Console(width=400, record=True, file=io.StringIO())
+        console.print(summary_table(result))
+        text = console.export_text()
+        recovery = "" if row[7] == "none" else " ms"
+        assert (
+            f"{row[0]} at {row[3]} s (down {row[4]} ms, lost {row[5]}, first message {row[6]} ms, "
+            f"recovery {row[7]}{recovery})" in text
+        ), text
+    # a PUSH queued for the PULL it lost: its recovery is that backlog's, after the first message
+    push = next(i for i in infos if i.path == runs["push"].run_dir).record.restarts[0]
+    assert push.recovery_ns == push.backlog_drained_after_up_ns > push.first_recv_after_up_ns
+
+
+def test_each_restart_is_judged_by_the_slos_on_restarts(runs):
+    """--slo-restart-lost and --slo-recovery-ms on the real runs: the worst restart of each, at its
+    figure exactly (held) and just under it (broken, named in one line)."""
+    from zmqload.contract.workload import Slos
+    from zmqload.plan.slo import judge
+
+    for key, result in runs.items():
+        (restart,) = read_meta(result.run_dir)["restarts"]
+        _, recovery_ns = _recovery_from_records(result.run_dir, restart)
+        assert recovery_ns, key  # the flow came back after each restart
+        recovery_ms = recovery_ns / 1e6
+        lost = restart["lost"]
+        assert judge(result, Slos(slo_restart_lost=lost, slo_recovery_ms=recovery_ms + 1e-6)) == []
+        under = max(lost - 1, 0)  # a dealer's clean close loses nothing: 0 holds it
+        broken = judge(result, Slos(slo_restart_lost=under, slo_recovery_ms=recovery_ms * 0.99))
+        assert [b.slo for b in broken] == (["slo-restart-lost"] if lost else []) + [
+            "slo-recovery-ms"
+        ], key
+        assert broken[-1].measured == pytest.approx(recovery_ms) and "\n" not in broken[-1].text
+        if lost:
+            assert broken[0].text == (
+                f"--slo-restart-lost {lost - 1}: the restart of {restart['worker']} at "
+                f"{restart['at_s']:.3f} s lost {lost:,}"
+            )
+
+
+def test_run_exits_3_on_a_broken_slo_on_restarts(runs, monkeypatch, tmp_path):
+    """`run`'s gate on a real run's output (the push run's, not made again): exit 3, the SLO named."""
+    result = runs["push"]
+    lost = result.restarts[0]["lost"]
+    monkeypatch.setattr("zmqload.runner.run", lambda w, progress=None, slos=None: result)
+    argv = ["run", "--duration", "2", "--restart", "c0@1", "--out", str(tmp_path), "--quiet"]
+    for limit, status in ((lost, 0), (lost - 1, 3)):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            assert cli.main([*argv, "--slo-restart-lost", str(limit)]) == status
+    assert err.getvalue().strip() == (
+        f"zmqload run: SLO broken: --slo-restart-lost {lost - 1}: the restart of c0 at "
+        f"{result.restarts[0]['at_s']:.3f} s lost {lost:,}"
+    )
+
+
+def test_the_pytest_fixture_fails_a_test_on_a_broken_slo_on_restarts(runs, monkeypatch, tmp_path):
+    """The plugin's `zmqload.run(..., slo_restart_lost=N)`: the SLOs go to the run (kept in
+    run.json) and a broken one fails the test with the same line; refused without --restart."""
+    from zmqload.pytest_plugin import ZmqloadFixture
+
+    result, given = runs["push"], []
+    lost = result.restarts[0]["lost"]
+
+    def run(w, progress=None, slos=None):
+        given.append(slos)
+        return result
+
+    monkeypatch.setattr("zmqload.runner.run", run)
+    fixture = ZmqloadFixture(str(tmp_path), keep=False)
+    options = dict(pattern="push-pull", duration=2, restart="c0@1")
+    assert fixture.run(**options, slo_restart_lost=lost) is result
+    with pytest.raises(pytest.fail.Exception) as info:
+        fixture.run(**options, slo_restart_lost=lost - 1)
+    assert f"--slo-restart-lost {lost - 1}: the restart of c0 at" in str(info.value)
+    assert [s.slo_restart_lost for s in given] == [lost, lost - 1] and fixture.results[-1] is result
+    assert fixture.run(**options) is result and given[-1] is None  # no SLO: nothing judged
+    with pytest.raises(ConfigError) as refused:
+        fixture.run(pattern="push-pull", duration=2, slo_recovery_ms=100)
+    assert refused.value.option == "--slo-recovery-ms" and len(given) == 3
+
+
+# ------------------------------------------------------------------- in a sweep and a search
+SWEPT = ["--pattern", "push-pull", "--restart", "c0@0.3", "--restart-gap-ms", "100"]
+SWEPT += ["--pacing", "sleep", "--consumer-delay-us", str(SLOW_US)]
+
+
+def _restart_of(run_dir: str) -> dict:
+    meta = read_meta(run_dir)
+    (restart,) = meta["restarts"]
+    assert meta["workload"]["restart"] == "c0@0.3" and restart["worker"] == "c0"
+    assert restart["at_s"] == pytest.approx(0.3, abs=0.2)  # held within a slice
+    assert restart["lost"] == meta["counters"]["dropped_restart"]
+    assert _parts(run_dir, "recvs", "c0.g1"), run_dir  # the new process recorded
+    return meta
+
+
+def test_every_point_of_a_sweep_restarts_at_the_same_time(tmp_path, capsys):
+    out = str(tmp_path / "sweep")
+    argv = ["sweep", *SWEPT, "--rate", "1k,2k", "--duration", "1.5", "--out", out, "--quiet"]
+    r = in_process(capsys, *argv, "--name", "rs")
+    assert r.returncode == 0, r.stderr
+    run_dirs = sorted(glob.glob(os.path.join(out, "run=*")))
+    assert [read_meta(d)["workload"]["rate"] for d in run_dirs] == [1000, 2000]
+    for run_dir in run_dirs:
+        _restart_of(run_dir)
+
+
+def test_a_search_with_restarts_restarts_every_probe_and_judges_its_loss_apart(tmp_path, capsys):
+    """Each probe restarts c0 at the same time; its loss at the restart is counted beside the
+    --max-loss figure, not in it (nothing else lost: the probe passes --max-loss 0)."""
+    import json
+
+    out = str(tmp_path / "search")
+    argv = ["capacity", *SWEPT, "--start-rate", "1k", "--probe-duration", "1.5"]
+    r = in_process(capsys, *argv, "--max-probes", "2", "--precision", "0.5", "--out", out)
+    assert r.returncode in (0, 1), r.stderr  # 1: no answer within 2 probes
+    with open(os.path.join(out, "capacity-search.json")) as f:
+        (search,) = json.load(f)["searches"]
+    lines = [line for line in r.stdout.splitlines() if line.lstrip().startswith("probe ")]
+    assert len(search["probes"]) == len(lines) == 2
+    for probe, line in zip(search["probes"], lines):
+        meta = _restart_of(probe["run_dir"])
+        counters, figures = meta["counters"], probe["figures"]
+        assert figures["dropped_restart"] == counters["dropped_restart"]
+        apart = counters["lost"] - counters["dropped_restart"]
+        assert figures["loss_ratio"] == apart / counters["expected"]
+        said = f"loss {figures['loss_ratio']:.2%}"
+        if counters["dropped_restart"]:
+            said += f" (and {counters['dropped_restart']:,} at restarts)"
+        assert said + ", p99" in line, line
+        if apart == 0:
+            assert "max-loss" not in {b["slo"] for b in probe["breaches"]}, probe["breaches"]
+    assert any(
+        p["figures"]["dropped_restart"] for p in search["probes"]
+    )  # a PULL killed with a backlog
 
 
 # ------------------------------------------------ the same restart on a plain pyzmq PUSH/PULL pair

@@ -331,3 +331,15 @@ def test_report_gets_the_sweeps_out_dir(tmp_path, monkeypatch):
     )
     assert len(calls) == 1 and calls[0].paths == [out] and calls[0].out == report
     assert sweep_json(out)["counts"]["complete"] == 1
+
+
+def test_restarts_joined_by_plus_stay_in_one_point_and_a_comma_makes_an_axis(tmp_path, capsys):
+    from conftest import in_process
+
+    out = str(tmp_path / "runs")
+    argv = ["sweep", "--restart", "c0@0.5+c1@1.5,c0@1", "--consumers", "2", "--duration", "2"]
+    r = in_process(capsys, *argv, "--out", out, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    points = [line.split()[-1] for line in r.stdout.splitlines()[1:]]
+    assert [p.split("-", 4)[-1] for p in points] == ["restartc0-0.5-c1-1.5", "restartc0-1"], points
+    assert not os.path.exists(out)

@@ -146,11 +146,25 @@ class ZmqloadFixture:
         return workload
 
     def run(self, workload: Optional[Workload] = None, **options: Any) -> RunResult:
-        """Run one workload (a Workload or its fields as keywords) and return its RunResult."""
-        import zmqload
+        """Run one workload (a Workload or its fields as keywords) and return its RunResult. SLOs
+        among the keywords (`max_loss=0`, `slo_restart_lost=100`: `run`'s SLO options) are kept in
+        run.json and judged as `run` judges them: a broken one fails the test in one line."""
+        __tracebackhide__ = True  # the failure points at the test's line, not at this method
+        from zmqload.contract.workload import SLO_OPTIONS, Slos
+        from zmqload.runner import run as run_workload
 
-        result = zmqload.run(self.workload(workload, **options))
+        slos = Slos(**{name: options.pop(name) for name in list(options) if name in SLO_OPTIONS})
+        w = self.workload(workload, **options)
+        if slos.given:
+            slos.check_with(w)
+        result = run_workload(w, slos=slos if slos.given else None)
         self.results.append(result)
+        if slos.given and result.status == "complete":
+            from zmqload.plan.slo import judge
+
+            breaches = judge(result, slos)
+            if breaches:
+                pytest.fail(f"zmqload: SLO broken: {'; '.join(b.text for b in breaches)}")
         return result
 
     # -- the failure report -------------------------------------------------------------

@@ -162,6 +162,32 @@ def _runs_of(root: str, name: str) -> str:
             "hwm",
             "--quiet",
         )
+    elif name == "restart":
+        # a slow PULL killed with a backlog loses it: the SLO on restarts breaks (exit 3), and the
+        # report judges the run by it as `run` did
+        _cli(
+            "run",
+            "--pattern",
+            "push-pull",
+            "--rate",
+            "5k",
+            "--duration",
+            "2.2",
+            "--consumer-delay-us",
+            "300",
+            "--restart",
+            "c0@0.4",
+            "--restart-gap-ms",
+            "100",
+            "--pacing",
+            "sleep",
+            "--slo-restart-lost",
+            "0",
+            "--out",
+            d,
+            "--quiet",
+            ok=(3,),
+        )
     elif name == "mixed":
         _mixed(d)
     elif name == "consumer":
@@ -271,6 +297,7 @@ SHAPE_RUNS = {
     "search over 2 HWMs": ["search2"],
     "search of a service beside other runs": ["mixed"],
     "consumer only": ["consumer"],
+    "a run with a restart": ["restart"],
 }
 
 
@@ -544,3 +571,26 @@ def test_a_service_search_is_told_in_requests_answers_and_round_trips(pages, mon
     achieved, p99 = figures[0].axes[:2]
     assert achieved.get_ylabel() == "answered req/s" and achieved.get_xlabel() == "offered req/s"
     assert p99.get_ylabel() == "p99 round trip from intended send"
+
+
+def test_the_restarts_table_says_what_run_json_says(pages):
+    """One row per restart, its figures as run.json has them (formatted here, not by the report's
+    code), and the run judged by the SLO on restarts it was made with."""
+    from zmqload.store.record_files import read_run
+
+    page = pages("a run with a restart")
+    text = html.unescape(_page_text(page))
+    (run_dir,) = glob.glob(
+        os.path.join(os.path.dirname(os.path.dirname(page)), "runs", "restart", "run=*")
+    )
+    record = read_run(run_dir)
+    (r,) = record.restarts
+    table = text[text.index("<h3>Restarts</h3>") :].split("</table>")[0]
+    first = (r.t_first_recv_ns - r.t_up_ns) / 1e6
+    recovery = (r.backlog_drained_after_up_ns or r.first_recv_after_up_ns) / 1e6
+    cells = ["c0", "1", "kill", f"{r.at_s:.3f}", f"{(r.t_up_ns - r.t_ns) / 1e6:,.0f}"]
+    cells += [f"{r.lost:,}", f"{first:,.0f}", f"{recovery:,.0f}"]
+    assert r.lost > 0 and "<td>" + "</td><td>".join(cells) + "</td></tr>" in table, table
+    with open(os.path.join(os.path.dirname(page), "summary.md")) as f:
+        assert f"| {record.run_id} | " + " | ".join(cells) + " |" in f.read()
+    assert f"the restart of c0 at {r.at_s:.3f} s lost {r.lost:,}" in text  # the verdict's reason

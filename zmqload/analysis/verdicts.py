@@ -60,11 +60,13 @@ ROW_SETTINGS = (
 )
 # The SLO names a verdict reports (failed_slo): the judge's (contract/judge.py) by short names, and
 # what stops a run from being judged at all (the generator's own limit, a run cut short).
-LOSS, ACHIEVED, BACKLOG, P99, GENERATOR, INCOMPLETE = (
+LOSS, ACHIEVED, BACKLOG, P99, RESTART_LOST, RECOVERY, GENERATOR, INCOMPLETE = (
     "loss",
     "achieved",
     "backlog",
     "p99",
+    "restart loss",
+    "recovery",
     "generator",
     "incomplete run",
 )
@@ -73,6 +75,8 @@ NAMES = {
     Slo.MIN_ACHIEVED.value: ACHIEVED,
     Slo.BACKLOG.value: BACKLOG,
     Slo.SLO_P99_US.value: P99,
+    Slo.SLO_RESTART_LOST.value: RESTART_LOST,
+    Slo.SLO_RECOVERY_MS.value: RECOVERY,
     Slo.GENERATOR.value: GENERATOR,
 }
 
@@ -179,7 +183,7 @@ def judged_slos(made_with: Optional[Slos], what_if_p99_us: Optional[float]) -> S
     base = made_with if made_with is not None and made_with.given else rules.LOSS_ONLY
     if what_if_p99_us is None:
         return base
-    return Slos(max_loss=base.max_loss, min_achieved=base.min_achieved, slo_p99_us=what_if_p99_us)
+    return dataclasses.replace(base, slo_p99_us=what_if_p99_us)
 
 
 def judged_by_text(made_with: Optional[Slos], probe: bool, what_if_p99_us: Optional[float]) -> str:
@@ -280,6 +284,8 @@ class RunView:
             p99_us=self.p99,
             backlog=grew,
             unanswered=row.unanswered if self.serves else None,
+            restarts=tuple(self.record.restarts) if self.record is not None else (),
+            dropped_restart=self.fates["dropped_restart"],
         )
 
     def breaches(self, what_if_p99_us: Optional[float] = None) -> list[rules.Breach]:
@@ -307,15 +313,20 @@ class RunView:
                         (self.fates["dropped_mid"], "dropped mid-run"),
                         (self.fates["dropped_tail"], "dropped at tail"),
                         (self.fates["dropped_reset"], "dropped at a connection reset"),
-                        (self.fates["dropped_restart"], "dropped at a worker's restart"),
                         (self.fates["stranded"], "stranded"),
                         (self.fates["unknown"], "unknown (a worker died)"),
                         (self.row.unanswered or 0, "unanswered by your service"),
                     )
                     if n
                 ]
+                apart = self.fates["dropped_restart"]  # judged per restart, not by --max-loss
                 out.append(
-                    (LOSS, f"lost {b.measured:.4%} > --max-loss {b.limit:g}: " + ", ".join(parts))
+                    (
+                        LOSS,
+                        f"lost {b.measured:.4%} > --max-loss {b.limit:g}: "
+                        + ", ".join(parts)
+                        + (f" (apart from {apart:,} at restarts)" if apart else ""),
+                    )
                 )
             elif name == P99:
                 what_if = " (what-if)" if what_if_p99_us is not None else ""

@@ -222,7 +222,9 @@ def probe_line(index: int, probe: Probe, words: Words = MESSAGES) -> str:
         return f"{line}  {probe.error}"
     line += (
         f"  {words.received} {f.throughput_msgs:,.0f} {rate}, achieved "
-        f"{f.achieved or 0:.3f}, loss {f.loss_ratio:.2%}, p99 {_us(f.p99_us)} µs"
+        f"{f.achieved or 0:.3f}, loss {f.loss_ratio:.2%}"
+        + (f" (and {f.dropped_restart:,} at restarts)" if f.dropped_restart else "")
+        + f", p99 {_us(f.p99_us)} µs"
     )
     if probe.breaches:
         line += f"  [{probe.breaches[0].text}]"
@@ -234,7 +236,11 @@ def probe_line(index: int, probe: Probe, words: Words = MESSAGES) -> str:
     return line
 
 
-def answer_line(tag: str, outcome: Outcome, words: Words = MESSAGES) -> str:
+def answer_line(
+    tag: str, outcome: Outcome, words: Words = MESSAGES, restart: Optional[str] = None
+) -> str:
+    """The search's answer in a line; with --restart, the rate sustained through those restarts
+    (their own loss judged by --slo-restart-lost, not --max-loss)."""
     lo, hi = outcome.bracket
     rate = words.rate()
     if not outcome.converged:
@@ -258,7 +264,9 @@ def answer_line(tag: str, outcome: Outcome, words: Words = MESSAGES) -> str:
     )
     memory = f", consumer RSS {rss / 1024:,.1f} MiB" if rss is not None else ""
     return (
-        f"{tag}: max sustainable rate {lo:,} {rate} per producer (bracket {_rate(lo)} - {_rate(hi)}); "
+        f"{tag}: max sustainable rate {lo:,} {rate} per producer"
+        + (f" with the restarts {restart}" if restart else "")
+        + f" (bracket {_rate(lo)} - {_rate(hi)}); "
         f"{above}; at it: p99 {_us(at.p99_us)} µs, p99.9 {_us(at.p99_9_us)} µs"
         f"{queue}{memory}"
     )
@@ -307,6 +315,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
     combos = plan_searches(args, plan)
     for point in combos.points:
         Slos().check_with(point.workload, "capacity")
+        slos.check_restarts(point.workload)
     say = (lambda text: None) if args.quiet or args.json else print
     say(estimate_line(combos, plan))
     disk_warning("zmqload capacity", args.out, expected_write(combos, plan)[0], "the search is")
@@ -366,7 +375,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
                     write_search(args.out, record)
 
                 outcome = find_max_rate(probe, plan, on_probe=so_far)
-                say(answer_line(tag, outcome, words))
+                say(answer_line(tag, outcome, words, point.workload.restart))
                 if not outcome.converged:
                     status = ExitStatus.FAILED
                 following = combos.points[point.index + 1 :]

@@ -130,11 +130,13 @@ def _resets(resets: list[dict[str, Any]]) -> str:
 
 
 def _restarts(restarts: list[dict[str, Any]]) -> str:
-    """--restart: each restart's worker, when, how long it was away and what it cost."""
-    return ", ".join(
-        f"{r['worker']} at {r['at_s']:.3f} s (down {r['down_ns'] / 1e6:.0f} ms, lost {r['lost']:,})"
-        for r in restarts
-    )
+    """--restart: each restart's worker, when, how long it was away, what it cost and how long the
+    flow took to come back, in the words and units of the report's table."""
+    from ..contract.codec import convert
+    from ..contract.run_record import Restart
+    from ..report.restart_table import brief
+
+    return ", ".join(brief(r) for r in convert(restarts, list[Restart]))
 
 
 def _ambiguous(drain: Drain) -> str:

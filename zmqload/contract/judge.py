@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
+from .run_record import Restart
 from .states import Slo
 from .workload import Slos
 
@@ -18,7 +19,14 @@ from .workload import Slos
 BACKLOG_SHARE = 0.02
 BACKLOG_FLOOR = 64
 
-ORDER = (Slo.MAX_LOSS.value, Slo.MIN_ACHIEVED.value, Slo.BACKLOG.value, Slo.SLO_P99_US.value)
+ORDER = (
+    Slo.MAX_LOSS.value,
+    Slo.MIN_ACHIEVED.value,
+    Slo.BACKLOG.value,
+    Slo.SLO_P99_US.value,
+    Slo.SLO_RESTART_LOST.value,
+    Slo.SLO_RECOVERY_MS.value,
+)
 """The order breaches are named in."""
 
 LOSS_ONLY = Slos(max_loss=0.0)
@@ -28,7 +36,7 @@ it (the report): nothing lost; no latency SLO, no achieved share, no backlog rul
 
 @dataclass(frozen=True)
 class Breach:
-    slo: str  # max-loss, min-achieved, backlog or slo-p99-us (ORDER)
+    slo: str  # max-loss, min-achieved, backlog, slo-p99-us, slo-restart-lost, ... (ORDER)
     measured: float  # inf: unknown (the p99 of a run that received nothing)
     limit: float
     text: str  # one line: the SLO, the measured value and the limit
@@ -66,14 +74,28 @@ class Figures:
     unanswered: Optional[int] = (
         None  # a service of the user's: its lost are requests it did not answer
     )
+    restarts: tuple[Restart, ...] = ()  # --restart: each restart made (run.json restarts)
+    dropped_restart: int = (
+        0  # of dropped: lost at the restarts (judged per restart, not by max-loss)
+    )
 
     @property
     def loss_ratio(self) -> float:
         return self.lost / self.expected if self.expected else 0.0
 
     @property
+    def judged_loss_ratio(self) -> float:
+        """The --max-loss figure: the loss apart from what the restarts (--restart) lost, which
+        --slo-restart-lost bounds per restart (a killed process loses what it held at any rate)."""
+        lost = self.lost - self.dropped_restart
+        return lost / self.expected if self.expected else 0.0
+
+    @property
     def achieved(self) -> Optional[float]:
-        return self.unique_received / self.offered if self.offered else None
+        """The --min-achieved figure: what was received of the offered load, the restarts' loss
+        counted as received (judged per restart: a rate is sustained through the restarts)."""
+        got = self.unique_received + self.dropped_restart
+        return got / self.offered if self.offered else None
 
 
 def offered_messages(
@@ -114,19 +136,22 @@ def judge(f: Figures, slos: Slos, backlog: bool = False) -> list[Breach]:
     """Every SLO the figures break, in ORDER. `backlog`: also apply the backlog rule (the capacity
     search's; `run` does not)."""
     breaches = []
-    if slos.max_loss is not None and f.loss_ratio > slos.max_loss:
+    loss = f.judged_loss_ratio
+    if slos.max_loss is not None and loss > slos.max_loss:
+        apart = f.dropped_restart
         how = (
             f"{f.unanswered:,} unanswered"
             if f.unanswered is not None
-            else f"{f.dropped:,} dropped, {f.stranded:,} stranded, {f.unknown:,} unknown"
+            else f"{f.dropped - apart:,} dropped, {f.stranded:,} stranded, {f.unknown:,} unknown"
         )
         breaches.append(
             Breach(
                 Slo.MAX_LOSS.value,
-                f.loss_ratio,
+                loss,
                 slos.max_loss,
-                f"--max-loss {slos.max_loss:g}: lost {f.loss_ratio:.4%} ({f.lost:,} of "
-                f"{f.expected:,}: {how})",
+                f"--max-loss {slos.max_loss:g}: lost {loss:.4%} ({f.lost - apart:,} of "
+                f"{f.expected:,}: {how})"
+                + (f", apart from {apart:,} at restarts" if apart else ""),
             )
         )
     achieved = f.achieved
@@ -142,7 +167,9 @@ def judge(f: Figures, slos: Slos, backlog: bool = False) -> list[Breach]:
                     if f.unanswered is not None  # a service of the user's
                     else f"received {achieved:.4f} of the offered load"
                 )
-                + f" ({f.unique_received:,} of {f.offered:,})",
+                + f" ({f.unique_received:,}"
+                + (f" + {f.dropped_restart:,} lost at restarts" if f.dropped_restart else "")
+                + f" of {f.offered:,})",
             )
         )
     grew = f.backlog if backlog else None
@@ -168,7 +195,54 @@ def judge(f: Figures, slos: Slos, backlog: bool = False) -> list[Breach]:
                 + ("unknown (nothing received)" if f.p99_us is None else f"{f.p99_us:,.1f} µs"),
             )
         )
+    breaches += _restart_breaches(f.restarts, slos)
     return breaches
+
+
+def restart_name(r: Restart) -> str:
+    """A restart as the summaries name it: 'c0 at 0.400 s'."""
+    return f"{r.worker} at {r.at_s:.3f} s"
+
+
+def _restart_breaches(restarts: tuple[Restart, ...], slos: Slos) -> list[Breach]:
+    """Per restart: the most one lost, the longest recovery (one breach each: the worst restart)."""
+    out = []
+    if slos.slo_restart_lost is not None and restarts:
+        worst = max(restarts, key=lambda r: r.lost)
+        if worst.lost > slos.slo_restart_lost:
+            out.append(
+                Breach(
+                    Slo.SLO_RESTART_LOST.value,
+                    float(worst.lost),
+                    slos.slo_restart_lost,
+                    f"--slo-restart-lost {slos.slo_restart_lost:g}: the restart of "
+                    f"{restart_name(worst)} lost {worst.lost:,}",
+                )
+            )
+    if slos.slo_recovery_ms is not None and restarts:
+
+        def recovery_ms(r: Restart) -> float:
+            ns = r.recovery_ns
+            return float("inf") if ns is None else ns / 1e6
+
+        worst = max(restarts, key=recovery_ms)
+        took = recovery_ms(worst)
+        if took > slos.slo_recovery_ms:
+            out.append(
+                Breach(
+                    Slo.SLO_RECOVERY_MS.value,
+                    took,
+                    slos.slo_recovery_ms,
+                    f"--slo-recovery-ms {slos.slo_recovery_ms:g}: the restart of "
+                    f"{restart_name(worst)} "
+                    + (
+                        "never recovered (nothing arrived after it)"
+                        if took == float("inf")
+                        else f"recovered in {took:,.0f} ms"
+                    ),
+                )
+            )
+    return out
 
 
 def describe(slos: Optional[Slos], backlog: bool = False) -> str:
@@ -182,6 +256,8 @@ def describe(slos: Optional[Slos], backlog: bool = False) -> str:
             ("max_loss", slos.max_loss),
             ("min_achieved", slos.min_achieved),
             ("slo_p99_us", slos.slo_p99_us),
+            ("slo_restart_lost", slos.slo_restart_lost),
+            ("slo_recovery_ms", slos.slo_recovery_ms),
         )
         if value is not None
     ]

@@ -225,6 +225,15 @@ class Restart(Record):
     """Recovery: from t_up_ns to the last arrival at the new process of a message sent before it was
     up (what the restart held back: a connecting PUSH queues for the peer it lost); 0: none was."""
 
+    @property
+    def recovery_ns(self) -> Optional[int]:
+        """How long until the flow was back, from t_up_ns: what the restart held back drained, or,
+        when it held nothing back, the first arrival; None: nothing arrived (--slo-recovery-ms
+        judges it broken)."""
+        if not self.t_first_recv_ns:
+            return None
+        return self.backlog_drained_after_up_ns or self.first_recv_after_up_ns
+
 
 # -- how it ended ------------------------------------------------------------------------------
 class Drain(Record, Keyed):

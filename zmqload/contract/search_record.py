@@ -60,11 +60,14 @@ class Figures(Record):
     throughput_msgs: float = 0.0
     """Distinct messages received per second, as `run` says it (until the drain)."""
     achieved: Optional[float] = None
-    """unique_received / offered (the --min-achieved figure); null: nothing offered."""
+    """unique_received / offered (the --min-achieved figure; with --restart, dropped_restart counted
+    as received); null: nothing offered."""
     loss_ratio: float = 0.0
-    """lost / expected (the --max-loss figure)."""
+    """lost / expected (the --max-loss figure, apart from dropped_restart)."""
     lost: int = 0
     dropped: int = 0
+    dropped_restart: int = 0
+    """Of dropped: lost at --restart's restarts (not judged by --max-loss: --slo-restart-lost)."""
     stranded: int = 0
     drained: int = 0
     eagain: int = 0
@@ -93,8 +96,8 @@ class ProbeEntry(Record):
     generator_limited: bool = False
     """The producers could not keep their schedule without pushback: no verdict on the system."""
     failed_slo: Optional[Slo] = None
-    """The first broken SLO (in the order `max-loss`, `min-achieved`, `backlog`, `slo-p99-us`); `generator`
-    when the generator was the limit."""
+    """The first broken SLO (in the order `max-loss`, `min-achieved`, `backlog`, `slo-p99-us`,
+    `slo-restart-lost`, `slo-recovery-ms`); `generator` when the generator was the limit."""
     breaches: list[BreachEntry] = []
     """Every broken SLO, in that order."""
     error: Optional[str] = None

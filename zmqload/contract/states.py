@@ -85,6 +85,8 @@ class Slo(Word):
     MIN_ACHIEVED = "min-achieved"
     BACKLOG = "backlog"
     SLO_P99_US = "slo-p99-us"
+    SLO_RESTART_LOST = "slo-restart-lost"
+    SLO_RECOVERY_MS = "slo-recovery-ms"
     GENERATOR = "generator"
 
 

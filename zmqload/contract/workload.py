@@ -95,9 +95,11 @@ RESET_ACCEPTED = (
     "each below --duration"
 )
 _RESTART_ITEM = r"[pc]\d{1,3}@\d+(?:\.\d*)?"
-_RESTART_LIST = re.compile(rf"\s*{_RESTART_ITEM}(?:\s*,\s*{_RESTART_ITEM})*\s*")
+# a comma or a "+" between restarts: in sweep and capacity a comma makes an axis, "+" does not
+_RESTART_LIST = re.compile(rf"\s*{_RESTART_ITEM}(?:\s*[,+]\s*{_RESTART_ITEM})*\s*")
 RESTART_ACCEPTED = (
-    "WORKER@SECONDS, one or a comma-separated list (e.g. c0@2.5 or c0@1,p0@2): a producer or "
+    "WORKER@SECONDS, one or a list joined by commas or + (e.g. c0@2.5, c0@1,p0@2 or c0@1+p0@2: "
+    "in sweep and capacity a comma makes an axis, + keeps them in one run): a producer or "
     "consumer of zmqload's (p0, c1, ...) and seconds after the start, each below --duration"
 )
 RESTART_MODES = ("kill", "close", "freeze")
@@ -990,7 +992,7 @@ class Workload:
         if not self.restart:
             return ()
         items: list[tuple[str, float]] = []
-        for item in self.restart.split(","):
+        for item in re.split(r"[,+]", self.restart):
             name, _, at = item.strip().partition("@")
             items.append((name, float(at)))
         return tuple(sorted(items, key=lambda item: item[1]))
@@ -1639,7 +1641,8 @@ class Slos:
         None,
         float,
         "a ratio from 0 to 1 (0 = nothing lost)",
-        "largest share of expected deliveries lost (dropped + stranded + unknown)",
+        "largest share of expected deliveries lost (dropped + stranded + unknown; with --restart, "
+        "apart from dropped_restart, which --slo-restart-lost bounds per restart)",
         low=0,
         high=1,
         nullable=True,
@@ -1660,12 +1663,33 @@ class Slos:
         None,
         float,
         "a ratio from 0 to 1",
-        "smallest share of the offered messages received (paced: what the schedule called for)",
+        "smallest share of the offered messages received (paced: what the schedule called for; "
+        "with --restart, what the restarts lost counted as received: --slo-restart-lost bounds it)",
         low=0,
         high=1,
         nullable=True,
         group=SLO_GROUP,
         default_text="capacity: 0.99",
+    )
+    slo_restart_lost: Optional[int] = option(
+        None,
+        int,
+        "a count of messages from 0",
+        "with --restart, the most messages any one restart may lose (its dropped_restart)",
+        low=0,
+        nullable=True,
+        group=SLO_GROUP,
+    )
+    slo_recovery_ms: Optional[float] = option(
+        None,
+        float,
+        "milliseconds > 0",
+        "with --restart, the longest recovery of any restart: from its new process up to the last "
+        "arrival of what the restart held back (else its first arrival; none: broken)",
+        low=0,
+        low_open=True,
+        nullable=True,
+        group=SLO_GROUP,
     )
 
     def __post_init__(self) -> None:
@@ -1691,17 +1715,32 @@ class Slos:
                 SLO_OPTIONS[given[0]].flag if given else None,
                 getattr(self, given[0]) if given else None,
             )
+        self.check_restarts(w)
+
+    def check_restarts(self, w: Workload) -> None:
+        """The SLOs on restarts judge what --restart made: without it they could only pass."""
+        for name in RESTART_SLOS:
+            value = getattr(self, name)
+            if value is not None and not w.restart:
+                flag = SLO_OPTIONS[name].flag
+                raise ConfigError(
+                    flag,
+                    f"got {value:g} without --restart; accepted: {flag} with --restart "
+                    f"{RESTART_ACCEPTED}",
+                )
 
     def with_search_defaults(self) -> "Slos":
         """The capacity search's SLOs: nothing lost and 99% received unless told otherwise."""
-        return Slos(
+        return dataclasses.replace(
+            self,
             max_loss=0.0 if self.max_loss is None else self.max_loss,
-            slo_p99_us=self.slo_p99_us,
             min_achieved=0.99 if self.min_achieved is None else self.min_achieved,
         )
 
 
 SLO_OPTIONS: dict[str, Option] = _option_table(Slos)
+RESTART_SLOS = ("slo_restart_lost", "slo_recovery_ms")
+"""The SLOs judged per restart (run.json restarts), refused without --restart."""
 
 
 def refuse_unjudged(role: str, flag: Optional[str] = None, value: Any = None) -> NoReturn:

@@ -206,9 +206,10 @@ def figures(result: RunResult) -> Figures:
                 result.service["answer_rate"] if service else result.throughput_msgs, 1
             ),
             "achieved": None if judged.achieved is None else round(judged.achieved, 6),
-            "loss_ratio": judged.loss_ratio,
+            "loss_ratio": judged.judged_loss_ratio,
             "lost": judged.lost,
             "dropped": result.dropped,
+            "dropped_restart": result.dropped_restart,
             "stranded": result.stranded,
             "drained": result.drained,
             "eagain": result.eagain,

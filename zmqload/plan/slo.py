@@ -9,6 +9,8 @@ from typing import Optional
 import numpy as np
 
 from ..contract import judge as rules
+from ..contract.codec import convert
+from ..contract.run_record import Restart
 from ..contract.judge import BACKLOG_FLOOR, BACKLOG_SHARE, ORDER, Breach
 from ..store.parquet_parts import read_parts
 from ..contract.workload import Slos
@@ -94,6 +96,8 @@ def figures(result: RunResult, with_backlog: bool = False) -> rules.Figures:
         offered=offered(result),
         p99_us=result.latency_us(99),
         backlog=backlog(result) if with_backlog else None,
+        restarts=tuple(convert(result.restarts, list[Restart])),
+        dropped_restart=result.dropped_restart,
     )
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate, fmt_us, offered
 from ..analysis.summary_row import ALL, SummaryRow
 from ..analysis import one_side
-from . import figures, plots, search_answer
+from . import figures, plots, restart_table, search_answer
 
 if TYPE_CHECKING:
     from ..analysis.one_side import ConsumerSide, ProducerSide
@@ -392,6 +392,27 @@ def runs_table(analysis: Analysis, capacity: list[VerdictGroup]) -> list[str]:
                 + "</tr>"
             )
         out.append(f"</table></div><p class='note'>{ROUND_TRIP_NOTE}</p>")
+    return out + restarts_table(analysis)
+
+
+def restarts_table(analysis: Analysis) -> list[str]:
+    """Every restart of every run (--restart, run.json restarts): one row each, the same cells as
+    summary.md and `run`'s summary (report/restart_table.py)."""
+    rows = [(info.run_id, r) for info in analysis.runs for r in info.record.restarts]
+    if not rows:
+        return []
+    out = [
+        "<h3>Restarts</h3><div class='scroll'><table><tr><th class='l'>run</th>"
+        + "".join(f"<th>{_e(h)}</th>" for h in restart_table.COLUMNS)
+        + "</tr>"
+    ]
+    for run_id, r in rows:
+        out.append(
+            f"<tr><td class='l'><a href='#{_e(run_id)}'>{_e(run_id)}</a></td>"
+            + "".join(f"<td>{_e(c)}</td>" for c in restart_table.cells(r))
+            + "</tr>"
+        )
+    out.append(f"</table></div><p class='note'>{_e(restart_table.NOTE)}</p>")
     return out
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ..analysis.summary_row import SummaryRow
 from ..analysis import one_side
 from ..analysis.verdicts import fmt_bytes, fmt_clocks, fmt_rate, fmt_us
-from . import search_answer
+from . import restart_table, search_answer
 from .html import ROUND_TRIP_COLUMNS, offered_cell, round_trip_runs
 
 if TYPE_CHECKING:
@@ -118,6 +118,7 @@ def full(
             f"| {r.run} | " + " | ".join(_f(r.column(k)) for k, _ in ROUND_TRIP_COLUMNS) + " |"
             for r in rtt_rows
         ]
+    lines += restart_lines(analysis)
     if capacity:
         keys = ", ".join(capacity[0].key_names) or "nothing (one setting)"
         lines += ["", "## Capacity verdicts", "", f"Grouped by: {keys}", ""]
@@ -127,6 +128,23 @@ def full(
         f"Report: {out_dir}/index.html (also summary.parquet, summary.csv, capacity.json)",
     ]
     return "\n".join(lines)
+
+
+def restart_lines(analysis: Analysis) -> list[str]:
+    """Every restart of every run (--restart): the page's table (report/restart_table.py)."""
+    rows = [(info.run_id, r) for info in analysis.runs for r in info.record.restarts]
+    if not rows:
+        return []
+    return [
+        "",
+        "## Restarts",
+        "",
+        "| run | " + " | ".join(restart_table.COLUMNS) + " |",
+        "|---|" + "---|" * len(restart_table.COLUMNS),
+        *(f"| {rid} | " + " | ".join(restart_table.cells(r)) + " |" for rid, r in rows),
+        "",
+        restart_table.NOTE,
+    ]
 
 
 def terminal(

@@ -233,8 +233,11 @@ def sentence(search: SearchEntry, record: SearchRecord | None = None) -> str:
     )
     failing = _probe_at(search, hi, passed=False)
     why = cause(search, failing)
+    restart = search.workload.restart
     parts = [
-        f"{name}: {fmt_rate(rate)} sustainable{total} (bracket {fmt_rate(lo)} - {fmt_rate(hi)})"
+        f"{name}: {fmt_rate(rate)} sustainable{total}"
+        + (f" with the restarts {restart}" if restart else "")
+        + f" (bracket {fmt_rate(lo)} - {fmt_rate(hi)})"
         + (f", {why}" if why else "")
     ]
     breaches = failing.breaches if failing is not None else []
