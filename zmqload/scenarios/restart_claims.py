@@ -153,6 +153,7 @@ class Peer:
             self.proc.kill()
             self.proc.join(WAIT_S)
         else:
+            assert self.proc.pid is not None  # started in __init__
             os.kill(self.proc.pid, signal.SIGSTOP)
 
     def reap(self) -> None:
@@ -237,7 +238,7 @@ class _Subscribers:
             k: {
                 "topics": rounds[k][-1],
                 "rounds": rounds[k],
-                "first_s": None if first[k] is None else round(first[k] - start, 3),
+                "first_s": None if (t := first[k]) is None else round(t - start, 3),
             }
             for k in self.subs
         }
@@ -495,7 +496,7 @@ def publisher_restart(r: ScenarioRunner) -> Outcome:
                 )
                 + f"; the first heard in the round published {_first(cell)} after the new PUB was up"
             )
-    for mode in r.scale(RESTART_MODES, ("kill",)):
+    for mode in ("kill",):  # the in-process SUBs cover both modes; a run is 8 s
         res = r.run(
             f"pub-sub-restart-p0-{mode}",
             pattern="pub-sub",
@@ -695,7 +696,7 @@ U11_MODES = ("close", "kill", "freeze")
 # and a case that is no race: the new DEALER connects 300 ms after the kill and speaks first
 LATE = "kill-late"
 LATE_GAP_S = 0.3
-U11_WINDOW_S = 1.0  # sends after a restart go on this long, unless the new DEALER has SETTLED
+U11_WINDOW_S = 0.8  # sends after a restart go on this long, unless the new DEALER has SETTLED
 
 
 def dealer_restart(r: ScenarioRunner) -> Outcome:
@@ -778,7 +779,8 @@ def _u11_verdict(figures: dict[str, Any]) -> Verdict:
         return Verdict("U-11", HOLDS, because, measurements)
     if not any(failing.values()):
         return Verdict("U-11", DOES_NOT_HOLD, because, measurements)
-    modes = sorted({k.split("/")[1] for k in without if failing[k]}, key=(*U11_MODES, LATE).index)
+    modes = [m for m in U11_MODES if any(failing[k] for k in without if k.split("/")[1] == m)]
+    late = any(failing[k] for k in without if k.split("/")[1] == LATE)
     fixed = all(failing[k] == 0 for k in with_)
     condition = (
         f"without ROUTER_HANDOVER, after a {' / '.join(modes)} restart"
@@ -795,7 +797,7 @@ def _u11_verdict(figures: dict[str, Any]) -> Verdict:
         + (
             f", and a new DEALER that connects {LATE_GAP_S * 1000:.0f} ms after the kill and sends "
             "first is not reached either"
-            if LATE in modes
+            if late
             else ""
         )
         + ("; ROUTER_HANDOVER 1 fixes every mode" if fixed else "")
@@ -810,7 +812,7 @@ SCENARIOS = (
         "SUB's SNDHWM; zmqload pub-sub runs with the PUB restarted (libzmq #2258, zmq.rs PR 231)",
         ("U-9", "U-12"),
         publisher_restart,
-        expected_s=30,
+        expected_s=13,
     ),
     Scenario(
         "send-without-peer",
@@ -818,7 +820,7 @@ SCENARIOS = (
         "or SNDHWM 10; then a peer comes (libzmq #3248)",
         ("U-10",),
         send_without_peer,
-        expected_s=8,
+        expected_s=4,
     ),
     Scenario(
         "dealer-restart",
@@ -827,6 +829,6 @@ SCENARIOS = (
         "pyzmq #1899)",
         ("U-11",),
         dealer_restart,
-        expected_s=30,
+        expected_s=20,
     ),
 )
