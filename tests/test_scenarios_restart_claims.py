@@ -78,13 +78,18 @@ def _pyzmq_publisher_restart(subs_spec: dict) -> dict:
         for sub in subs.values():
             sub.subscribe(_topic(0))
         _pyzmq_heard(pub, subs, 1)  # connected
-        for key, (n, _) in subs_spec.items():
+        for key, (n, _) in subs_spec.items():  # a batch at a time, its last topic heard
             for start in range(1, n, 250):
-                for i in range(start, min(n, start + 250)):
+                last = min(n, start + 250) - 1
+                for i in range(start, last + 1):
                     subs[key].subscribe(_topic(i))
-                time.sleep(0.005)
-                subs[key].getsockopt(zmq.EVENTS)
-                pub.getsockopt(zmq.EVENTS)
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    pub.send(_topic(last))
+                    if subs[key].poll(5):
+                        break
+                while subs[key].poll(5):
+                    subs[key].recv()
         most = max(n for n, _ in subs_spec.values())
         before = _pyzmq_heard(pub, subs, most)
         pub.close()

@@ -45,8 +45,9 @@ def _endpoint(transport: str, name: str) -> str:
 
 
 def _pub_peer(link: Connection, endpoint: str, options: dict[str, int]) -> None:
-    """A PUB: binds, says "up ENDPOINT", then per command: ("publish", width, n) sends the n
-    topics t%0*d (one message each) and says "published"; "exit" closes socket and context."""
+    """A PUB: binds, says "up ENDPOINT", then per command: ("publish", width, first, n) sends the
+    n topics t%0*d from `first` (one message each) and says "published"; "exit" closes socket
+    and context."""
     ctx = _engine.Context()
     sock = _socket(ctx, "PUB", options)
     link.send(f"up {sock.bind(endpoint)}")
@@ -59,8 +60,8 @@ def _pub_peer(link: Connection, endpoint: str, options: dict[str, int]) -> None:
         command = link.recv()
         if command == "exit":
             break
-        width, n = command[1:]
-        for i in range(n):
+        width, first, n = command[1:]
+        for i in range(first, first + n):
             sock.send_bytes(b"t%0*d" % (width, i))
         link.send("published")
     sock.close(0)
@@ -196,16 +197,28 @@ class _Subscribers:
             sub.connect(self.endpoint)
             sub.subscribe(b"t%0*d" % (WIDTH, 0))
         # connected first (a subscription set before the connection is up waits in a pipe of
-        # SNDHWM places), then a batch at a time, each let through (ZMQ_EVENTS runs the socket's
-        # commands, the pipe's room among them) before the next: every subscription reaches the
-        # PUB before the restart
+        # SNDHWM places), then a batch at a time, each heard in force at the PUB (its last topic
+        # published until it arrives: subscriptions travel in order) before the next: every
+        # subscription reaches the PUB before the restart
         self.heard(topics=1)
         for key, sub in self.subs.items():
             for start in range(1, self.n[key], BATCH):
-                for i in range(start, min(self.n[key], start + BATCH)):
+                last = min(self.n[key], start + BATCH) - 1
+                for i in range(start, last + 1):
                     sub.subscribe(b"t%0*d" % (WIDTH, i))
-                time.sleep(0.005)
-                sub.get_option(OPT["EVENTS"])
+                self._until_heard(sub, last)
+
+    def _until_heard(self, sub: Any, topic: int) -> None:
+        """Publish one topic until this SUB receives it (bounded by WAIT_S)."""
+        peer, deadline = self.peers[-1], time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            mark = len(peer.lines)
+            peer.tell(("publish", WIDTH, topic, 1))
+            peer.wait_for("published", mark)
+            if sub.recv_bytes(5) is not None:
+                while sub.recv_bytes(0) is not None:  # the copies still in flight
+                    pass
+                return
 
     def _start_pub(self, endpoint: str) -> str:
         peer = Peer(_pub_peer, endpoint, DATA_UNLIMITED_PUB)
@@ -226,7 +239,7 @@ class _Subscribers:
         while time.monotonic() - start < limit_s:
             peer = self.peers[-1]
             mark, published = len(peer.lines), time.monotonic()
-            peer.tell(("publish", WIDTH, topics or max(self.n.values())))
+            peer.tell(("publish", WIDTH, 0, topics or max(self.n.values())))
             peer.wait_for("published", mark)
             for key, got in self._drain().items():
                 rounds[key].append(len(got))
