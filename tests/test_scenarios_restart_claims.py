@@ -254,6 +254,7 @@ def test_dealer_restart(outcomes):
         c = cells[f"tcp/{mode}/handover-0"]  # (the first few may go to the old one's pipe: lost)
         assert c["to_new"] == 0 and c["lost"] == c["accepted"] < 10, (mode, c)
         assert c["unreachable"] + c["accepted"] == c["sends_after"], (mode, c)
+        assert c["new_handshakes"] >= 1, (mode, c)  # connected again, all the same
     hung = cells["tcp/freeze/handover-0"]  # the hung one takes every send, and loses them
     assert hung["to_new"] == 0 and hung["lost"] == hung["accepted"] > 0 and not hung["unreachable"]
     for mode in ("close", "kill", "freeze"):  # ROUTER_HANDOVER: the new one has the flow at once

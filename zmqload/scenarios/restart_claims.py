@@ -73,11 +73,15 @@ def _dealer_peer(
     link: Connection, endpoint: str, options: dict[str, int], hello: bool = False
 ) -> None:
     """A DEALER with a fixed routing id: connects (and sends one message if `hello`), says "up",
-    then "r SEQ" for each message it receives (the seq's text) until told "exit": closes socket
-    and context."""
+    then "r SEQ" for each message it receives (the seq's text) and "connected" for each handshake
+    that succeeds, until told "exit": closes socket and context."""
     ctx = _engine.Context()
     sock = _socket(ctx, "DEALER", options)
     sock.set_routing_id(ROUTING_ID)
+    # its ZMTP handshakes with the ROUTER, each said as "connected": connected again, or not
+    sock.monitor("inproc://handshakes", _engine.HANDSHAKE_EVENTS["succeeded"])
+    events = _socket(ctx, "PAIR")
+    events.connect("inproc://handshakes")
     sock.connect(endpoint)
     if hello:
         sock.send_bytes(b"hello")
@@ -86,6 +90,11 @@ def _dealer_peer(
         message = sock.recv_bytes(5)
         if message is not None:
             link.send(f"r {message.decode()}")
+        while events.recv_bytes(0) is not None:  # two frames an event: its number, the endpoint
+            events.recv_bytes(100)
+            link.send("connected")
+    sock.monitor(None)
+    events.close(0)
     sock.close(0)
     ctx.term()
     link.send("closed")
@@ -458,6 +467,7 @@ def _dealer_restart(
             "to_new": len([s for s in accepted if s in got_new]),
             "lost": len(lost),
             "first_new_ms": None if first_new is None else round((first_new - restarted) * 1000, 1),
+            "new_handshakes": sum(1 for _, line in new.lines if line == "connected"),
             "window_ms": round((stopped - restarted) * 1000, 1),
         }
     finally:
@@ -742,7 +752,8 @@ def dealer_restart(r: ScenarioRunner) -> Outcome:
                     f"{c['unreachable']:,} EHOSTUNREACH, {c['eagain']:,} EAGAIN, {c['accepted']:,} "
                     f"accepted: {c['to_new']:,} reached the new DEALER (the first "
                     f"{c['first_new_ms']} ms after the restart), {c['to_old']:,} the old one, "
-                    f"{c['lost']:,} lost"
+                    f"{c['lost']:,} lost; the new DEALER's handshakes with the ROUTER: "
+                    f"{c['new_handshakes']}"
                     for i, c in enumerate(cells)
                 ]
     return Outcome([_u11_verdict(figures)], measured, figures)
@@ -770,9 +781,12 @@ def _u11_verdict(figures: dict[str, Any]) -> Verdict:
         "unreachable": {k: [c["unreachable"] for c in v] for k, v in cells.items()},
         "lost": {k: [c["lost"] for c in v] for k, v in cells.items()},
         "first_new_ms": {k: [c["first_new_ms"] for c in v] for k, v in cells.items()},
+        "new_handshakes": {k: [c["new_handshakes"] for c in v] for k, v in cells.items()},
     }
     because = "; ".join(
-        f"{k}: the new DEALER got nothing in {failing[k]} of {n} runs (EHOSTUNREACH "
+        f"{k}: the new DEALER (handshakes "
+        + _spread([c["new_handshakes"] for c in v])
+        + f") got nothing in {failing[k]} of {n} runs (EHOSTUNREACH "
         + _spread([c["unreachable"] for c in v])
         + ", lost "
         + _spread([c["lost"] for c in v])
@@ -797,6 +811,11 @@ def _u11_verdict(figures: dict[str, Any]) -> Verdict:
     fixed = all(failing[k] == 0 for k in with_)
     condition = (
         f"without ROUTER_HANDOVER, after a {' / '.join(modes)} restart"
+        + (
+            ", the new DEALER connected (its handshake succeeded) yet unreached"
+            if all(c["new_handshakes"] for k in without for c in cells[k])
+            else ""
+        )
         + (
             ""
             if all(failing[k] == n for k in without if k.split("/")[1] in modes)
