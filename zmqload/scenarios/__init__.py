@@ -10,6 +10,7 @@ from ..errors import ConfigError
 from . import (
     conflate_and_linger,
     connection_resets,
+    restart_claims,
     seed_000,
     seed_001,
     seed_002,
@@ -29,6 +30,7 @@ SCENARIOS: dict[str, Scenario] = {
         user_reports,
         conflate_and_linger,
         connection_resets,
+        restart_claims,
     )
     for s in module.SCENARIOS
 }

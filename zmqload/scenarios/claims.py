@@ -22,7 +22,7 @@ SOURCES = {
     "001": "blog post, 'ZeroMQ High Water Mark (HWM) Not Dropping Messages?'",
     "002": "blog post on ZeroMQ's 'dropped messages' problem (fast PUB, slow SUB)",
     "003": "blog post on ZeroMQ sockets lingering on close",
-    "U": "libzmq and pyzmq issue trackers (and their users' fixes)",
+    "U": "libzmq and pyzmq issue trackers (and their users' fixes); U-12 a zmq.rs pull request",
     "X": "zmqload",
 }
 
@@ -116,6 +116,32 @@ CLAIMS = {
             "U-8",
             "U",
             "ZMQ_IMMEDIATE=1 prevents message loss across reconnects (sonic-swss-common PR 1059)",
+        ),
+        Claim(
+            "U-9",
+            "U",
+            "A SUB with many subscriptions (more than about 1000) loses some of them when the PUB "
+            "restarts (libzmq #2258): how many does it keep, and what setting keeps them all?",
+        ),
+        Claim(
+            "U-10",
+            "U",
+            "A send on a PUSH or DEALER with no peer connected succeeds (the message is queued) unless "
+            "ZMQ_IMMEDIATE is set, although the docs say it blocks (libzmq #3248): how many are "
+            "accepted, and do they arrive when a peer comes?",
+        ),
+        Claim(
+            "U-11",
+            "U",
+            "With ZMQ_ROUTER_MANDATORY, after a DEALER with a fixed identity restarts, sends to that "
+            "identity fail or are lost even though it is connected again (libzmq #2348, #4603; pyzmq "
+            "#1899): under which restart modes, and what does ZMQ_ROUTER_HANDOVER change?",
+        ),
+        Claim(
+            "U-12",
+            "U",
+            "A libzmq SUB reconnects after the PUB restarts but does not resend its subscriptions, so "
+            "it receives nothing (zmq.rs PR 231)",
         ),
         Claim(
             "X-1",
