@@ -5,11 +5,8 @@ only where the send counts need a join (`_small`). No pandas: thousands of rows,
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 from collections import defaultdict
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Iterable, Mapping, Optional, Union, cast
 
@@ -515,41 +512,6 @@ def restart_regions(
     return out
 
 
-JOBS_AT_ONCE = int(os.environ.get("ZMQLOAD_JOBS", "3"))
-
-
-class _Jobs:
-    """Spark jobs collected from threads of this process, several at once: a cold JVM spends much
-    of each job compiling it on one driver thread while the other core idles. Through Spark Connect
-    they run one after the other, as they are asked for."""
-
-    def __init__(self, spark: SparkSession):
-        remote = type(spark).__module__.startswith("pyspark.sql.connect")
-        self.spark = spark
-        self.pool = None if remote or JOBS_AT_ONCE < 2 else ThreadPoolExecutor(JOBS_AT_ONCE)
-
-    def collect(self, df: DataFrame) -> "Future[list[dict[str, Any]]]":
-        if self.pool is not None:
-            return self.pool.submit(collect, df)
-        done: Future[list[dict[str, Any]]] = Future()
-        done.set_result(collect(df))
-        return done
-
-    def __enter__(self) -> "_Jobs":
-        return self
-
-    def __exit__(self, failed: object, *_: object) -> None:
-        self.close(cancel=failed is not None)  # a failed job or a signal: the others not waited for
-
-    def close(self, cancel: bool = False) -> None:
-        if self.pool is None:
-            return
-        if cancel:
-            with contextlib.suppress(Exception):  # noqa: BLE001 - a JVM already gone
-                self.spark.sparkContext.cancelAllJobs()
-        self.pool.shutdown(wait=not cancel, cancel_futures=True)
-
-
 class _Steps:
     """Wall time per step, for --timings and the benchmark."""
 
@@ -601,166 +563,144 @@ def analyze(
     if dead_streams:
         sends = metrics.with_received_sends(sends, recvs, dead_streams)
 
-    with _Jobs(spark) as jobs:
-        # every job that needs nothing collected first, at once; the receive summary first of them
-        rs_job = jobs.collect(
-            metrics.recv_summary(recvs, fanout_runs, starts, backlog_windows(runs))
-        )
-        pairs_job = jobs.collect(metrics.latency_pairs(recvs, fanout_runs, starts))
-        send_w_job = jobs.collect(metrics.send_windows(sends, window_ns))
-        # the receive windows at the queue's millisecond (measure/queue_replay.py); the report's windows
-        # follow from them when they are whole milliseconds (one scan), else from a scan of their own
-        recv_ms_job = jobs.collect(metrics.recv_windows(recvs, QUEUE_BIN_NS, fanout_runs))
-        recv_w_job = (
-            None
-            if window_ns % QUEUE_BIN_NS == 0
-            else jobs.collect(metrics.recv_windows(recvs, window_ns, fanout_runs))
-        )
-        serving = bool(served) and replies is not None
-        answers_job = jobs.collect(metrics.answers(replies, served)) if serving else None
-        answer_w_job = (
-            jobs.collect(metrics.answer_windows(replies, window_ns, served)) if serving else None
-        )
-        rs = rs_job.result()
-        total_recvs = sum(r["received"] for r in rs)
-        if reorder == "auto":
-            reorder = total_recvs <= REORDER_AUTO_MAX
-        late_job = jobs.collect(metrics.reordering(recvs, fanout_runs)) if reorder else None
-        step("receive summary")
-        certain_lines(recvs, runs, rs, fanout_runs)
-        step("certain lines")
-        edges = [
-            (r["run"], r["consumer"], r["stream"], r["seq_min"], r["seq_max"], r["limit"])
-            for r in rs
-        ]
-        # One scan of the sends for counts and stall; cached, as two small queries read it.
-        send_cells = metrics.send_cells(sends, edges).persist()
-        if metrics.single_consumer_edges(edges) and not topic_runs:
-            counts = collect(metrics.send_counts_from_cells(send_cells))
-        else:  # fan-out, topics or several runs: the ranges per consumer need a join, so a scan of their own
-            counts = collect(
-                metrics.send_counts(
-                    sends,
-                    _small(spark, rs + unseen_views(runs, rs, topic_runs), RS_SCHEMA),
-                    topic_runs,
-                )
+    rs = collect(metrics.recv_summary(recvs, fanout_runs, starts, backlog_windows(runs)))
+    total_recvs = sum(r["received"] for r in rs)
+    step("receive summary")
+    certain_lines(recvs, runs, rs, fanout_runs)
+    step("certain lines")
+    edges = [
+        (r["run"], r["consumer"], r["stream"], r["seq_min"], r["seq_max"], r["limit"]) for r in rs
+    ]
+    # One scan of the sends for counts and stall; cached, as two small queries read it.
+    send_cells = metrics.send_cells(sends, edges).persist()
+    if metrics.single_consumer_edges(edges) and not topic_runs:
+        counts = collect(metrics.send_counts_from_cells(send_cells))
+    else:  # fan-out, topics or several runs: the ranges per consumer need a join, so a scan of their own
+        counts = collect(
+            metrics.send_counts(
+                sends, _small(spark, rs + unseen_views(runs, rs, topic_runs), RS_SCHEMA), topic_runs
             )
-        step("send counts")
-        away = restart_regions(runs, recvs, rs) if any(r.record.restarts for r in runs) else {}
-        rs_by = {(r["run"], r["consumer"], r["stream"]): r for r in rs}
-        at_restart = region_drops(
-            spark,
-            sends,
-            recvs,
-            [row for key, regions in away.items() for row in _region_rows(rs_by[key], regions)],
-            fanout_runs,
-            topic_runs,
         )
-        at_reset = (
-            reset_drops(spark, runs, sends, recvs, rs, fanout_runs, topic_runs, away)
-            if any(r.record.resets for r in runs)
+    step("send counts")
+    away = restart_regions(runs, recvs, rs) if any(r.record.restarts for r in runs) else {}
+    rs_by = {(r["run"], r["consumer"], r["stream"]): r for r in rs}
+    at_restart = region_drops(
+        spark,
+        sends,
+        recvs,
+        [row for key, regions in away.items() for row in _region_rows(rs_by[key], regions)],
+        fanout_runs,
+        topic_runs,
+    )
+    at_reset = (
+        reset_drops(spark, runs, sends, recvs, rs, fanout_runs, topic_runs, away)
+        if any(r.record.resets for r in runs)
+        else {}
+    )
+    loss = finish.fates(counts, rs, views, dead_streams, at_reset, at_restart)
+    step("fates")
+    late: dict[tuple[int, int, int], int] = {}
+    if reorder == "auto":
+        reorder = total_recvs <= REORDER_AUTO_MAX
+    if reorder:
+        late = {
+            (r["run"], r["consumer"], r["stream"]): r["reordered"]
+            for r in collect(metrics.reordering(recvs, fanout_runs))
+        }
+    for row in loss:
+        key = (row.run, row.consumer, row.stream)
+        got = rs_by.get(key)  # None: the view received nothing
+        if got is not None:
+            row.t_first_recv_ns, row.t_last_recv_ns = got["t_first_recv_ns"], got["t_last_recv_ns"]
+            row.bytes = got["bytes"]
+        row.reordered = late.get(key, 0) if reorder else None
+    if served:
+        answers = (
+            {(x["run"], x["stream"]): x for x in collect(metrics.answers(replies, served))}
+            if replies
             else {}
         )
-        loss = finish.fates(counts, rs, views, dead_streams, at_reset, at_restart)
-        step("fates")
-        late: dict[tuple[int, int, int], int] = {}
-        if reorder:
-            late = {
-                (r["run"], r["consumer"], r["stream"]): r["reordered"] for r in late_job.result()
-            }
-        for row in loss:
-            key = (row.run, row.consumer, row.stream)
-            got = rs_by.get(key)  # None: the view received nothing
-            if got is not None:
-                row.t_first_recv_ns, row.t_last_recv_ns = (
-                    got["t_first_recv_ns"],
-                    got["t_last_recv_ns"],
-                )
-                row.bytes = got["bytes"]
-            row.reordered = late.get(key, 0) if reorder else None
-        if served:
-            answers = (
-                {(x["run"], x["stream"]): x for x in answers_job.result()} if answers_job else {}
-            )
-            finish.answered([row for row in loss if row.run in served], answers)
+        finish.answered([row for row in loss if row.run in served], answers)
 
-        step("reordering" if reorder else "reordering (skipped)")
-        pairs = pairs_job.result()
-        # The stall histogram from the cached send cells and, where replies exist, the req-rep
-        # round trips: both small, collected in one job; the rest happens on the driver.
-        others = metrics.stall_histogram(send_cells)
-        if replies is not None:
-            others = others.unionByName(metrics.round_trip_histogram(replies))
-        hist = finish.latency_histograms(pairs, collect(others))
-        send_cells.unpersist()
-        step("latency histograms")
-        merged: defaultdict[tuple[int, str, int], list[Any]] = defaultdict(lambda: [0, None, 0])
-        for h in hist:
-            m = merged[(h["run"], h["metric"], h["bucket"])]
-            m[0] += h["count"]
-            m[1] = h["max"] if m[1] is None else max(m[1], h["max"])
-            m[2] += h["sum"] or 0
-        hist += [
-            {
-                "run": k[0],
-                "consumer": ALL,
-                "stream": ALL,
-                "metric": k[1],
-                "bucket": k[2],
-                "count": v[0],
-                "max": v[1],
-                "sum": v[2],
-            }
-            for k, v in merged.items()
-        ]
-        pct = finish.percentiles(hist)
+    step("reordering" if reorder else "reordering (skipped)")
+    pairs = collect(metrics.latency_pairs(recvs, fanout_runs, starts))
+    # The stall histogram from the cached send cells and, where replies exist, the req-rep
+    # round trips: both small, collected in one job; the rest happens on the driver.
+    others = metrics.stall_histogram(send_cells)
+    if replies is not None:
+        others = others.unionByName(metrics.round_trip_histogram(replies))
+    hist = finish.latency_histograms(pairs, collect(others))
+    send_cells.unpersist()
+    step("latency histograms")
+    merged: defaultdict[tuple[int, str, int], list[Any]] = defaultdict(lambda: [0, None, 0])
+    for h in hist:
+        m = merged[(h["run"], h["metric"], h["bucket"])]
+        m[0] += h["count"]
+        m[1] = h["max"] if m[1] is None else max(m[1], h["max"])
+        m[2] += h["sum"] or 0
+    hist += [
+        {
+            "run": k[0],
+            "consumer": ALL,
+            "stream": ALL,
+            "metric": k[1],
+            "bucket": k[2],
+            "count": v[0],
+            "max": v[1],
+            "sum": v[2],
+        }
+        for k, v in merged.items()
+    ]
+    pct = finish.percentiles(hist)
 
-        step("percentiles")
-        send_w = send_w_job.result()
-        recv_ms = recv_ms_job.result()
-        recv_w = (
-            finish.rebin(recv_ms, window_ns // QUEUE_BIN_NS)
-            if recv_w_job is None
-            else recv_w_job.result()
-        )
-        if answer_w_job is not None:  # a service's answers over time
-            recv_w += answer_w_job.result()
-        rates = finish.rates_over_time(send_w, recv_w)
-        step("rates over time")
-        depth, dstats = queue(
-            spark,
-            runs,
-            sends,
-            recvs,
-            [row for row in loss if row.run not in served],
-            rs,
-            recv_ms,
-            window_ns,
-            fanout_runs,
-            topic_runs,
-        )
-        step("queue depth")
-        per_topic = topic_figures(runs, sends, recvs, topic_runs) if topic_runs else []
+    step("percentiles")
+    send_w = collect(metrics.send_windows(sends, window_ns))
+    # the receive windows at the queue's millisecond (measure/queue_replay.py); the report's windows
+    # follow from them when they are whole milliseconds (one scan), else from a scan of their own
+    recv_ms = collect(metrics.recv_windows(recvs, QUEUE_BIN_NS, fanout_runs))
+    recv_w = (
+        finish.rebin(recv_ms, window_ns // QUEUE_BIN_NS)
+        if window_ns % QUEUE_BIN_NS == 0
+        else collect(metrics.recv_windows(recvs, window_ns, fanout_runs))
+    )
+    if served and replies is not None:  # a service's answers over time
+        recv_w += collect(metrics.answer_windows(replies, window_ns, served))
+    rates = finish.rates_over_time(send_w, recv_w)
+    step("rates over time")
+    depth, dstats = queue(
+        spark,
+        runs,
+        sends,
+        recvs,
+        [row for row in loss if row.run not in served],
+        rs,
+        recv_ms,
+        window_ns,
+        fanout_runs,
+        topic_runs,
+    )
+    step("queue depth")
+    per_topic = topic_figures(runs, sends, recvs, topic_runs) if topic_runs else []
 
-        step("topics")
-        summary = summarise(runs, loss, pct, dstats, starts, rs)
-        for rows in (rates, depth, hist, per_topic):
-            _name_runs(rows, runs)
-        summary.sort(key=lambda r: (r.run, r.stream != ALL, r.stream, r.consumer))
-        rates.sort(key=lambda r: (r["run"], r["stream"], r["window"]))
-        depth.sort(key=lambda r: (r["run"], r["consumer"], r["stream"], r["window"]))
-        step("summary")
-        return Analysis(
-            runs=runs,
-            window_ns=window_ns,
-            summary=summary,
-            rates=rates,
-            depth=depth,
-            hist=hist,
-            timings=step.times,
-            reorder_measured=bool(reorder),
-            topics=per_topic,
-        )
+    step("topics")
+    summary = summarise(runs, loss, pct, dstats, starts, rs)
+    for rows in (rates, depth, hist, per_topic):
+        _name_runs(rows, runs)
+    summary.sort(key=lambda r: (r.run, r.stream != ALL, r.stream, r.consumer))
+    rates.sort(key=lambda r: (r["run"], r["stream"], r["window"]))
+    depth.sort(key=lambda r: (r["run"], r["consumer"], r["stream"], r["window"]))
+    step("summary")
+    return Analysis(
+        runs=runs,
+        window_ns=window_ns,
+        summary=summary,
+        rates=rates,
+        depth=depth,
+        hist=hist,
+        timings=step.times,
+        reorder_measured=bool(reorder),
+        topics=per_topic,
+    )
 
 
 def topic_figures(
