@@ -302,6 +302,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
                 "quiet machine and update its expected_s"
             )
         if not args.json:
+            console.print(f"  took {took:.0f} s")
             for line in outcome.measured:
                 console.print(f"  measured: {line}")
             for verdict in outcome.verdicts:

@@ -570,7 +570,7 @@ SCENARIOS = (
         "(libzmq #3323)",
         ("U-4",),
         conflate_fanout,
-        expected_s=33,
+        expected_s=18,
     ),
     Scenario(
         "conflate-memory",
@@ -578,7 +578,7 @@ SCENARIOS = (
         "16 KiB, and of a conflating SUB that reads slowly (libzmq #3171)",
         ("U-5",),
         conflate_memory,
-        expected_s=51,
+        expected_s=52,
     ),
     Scenario(
         "short-lived-push",

@@ -861,6 +861,6 @@ SCENARIOS = (
         "pyzmq #1899)",
         ("U-11",),
         dealer_restart,
-        expected_s=20,
+        expected_s=22,
     ),
 )

@@ -731,7 +731,7 @@ SCENARIOS = (
         "ipc and tcp)",
         ("000-1", "000-2"),
         linger_tail,
-        expected_s=34,
+        expected_s=29,
     ),
     Scenario(
         "sender-ending",
@@ -739,7 +739,7 @@ SCENARIOS = (
         "or term with the socket open (engine and pyzmq)",
         ("000-3",),
         sender_ending,
-        expected_s=26,
+        expected_s=28,
     ),
     Scenario(
         "bounded-reliable",
@@ -747,6 +747,6 @@ SCENARIOS = (
         "memory at both ends",
         ("000-4",),
         bounded_reliable,
-        expected_s=120,
+        expected_s=110,
     ),
 )

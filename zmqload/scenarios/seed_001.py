@@ -1100,7 +1100,7 @@ SCENARIOS = (
         "Drop or block at HWM, with blocking sends and with DONTWAIT",
         ("001-2", "001-4", "002-4"),
         hwm_behaviour,
-        expected_s=17,
+        expected_s=12,
     ),
     Scenario(
         "proxy-pileup",
@@ -1108,14 +1108,14 @@ SCENARIOS = (
         "and zmqload at load with SNDHWM 100 on the PUB (and the XPUB)",
         ("001-5",),
         proxy_pileup,
-        expected_s=19,
+        expected_s=20,
     ),
     Scenario(
         "hwm-defaults",
         "Default SNDHWM/RCVHWM of every socket type (engine and pyzmq) and what it lets queue",
         ("001-1",),
         hwm_defaults,
-        expected_s=2,
+        expected_s=1,
         reads_header=True,
     ),
     Scenario(
@@ -1123,14 +1123,14 @@ SCENARIOS = (
         "A full RCVHWM: who drops or blocks, PUB/SUB vs PUSH/PULL, sender unlimited or at default",
         ("001-3",),
         rcvhwm_full,
-        expected_s=20,
+        expected_s=15,
     ),
     Scenario(
         "monitor-at-hwm",
         "Is there a ZMQ_EVENT_SND_HWM, and what a monitor reports at the HWM",
         ("001-6",),
         monitor_at_hwm,
-        expected_s=6,
+        expected_s=7,
         reads_header=True,
     ),
     Scenario(
@@ -1138,6 +1138,6 @@ SCENARIOS = (
         "64 B vs 64 KiB messages at the same HWM: first block / drop and bytes queued",
         ("001-7",),
         size_vs_hwm,
-        expected_s=24,
+        expected_s=20,
     ),
 )

@@ -440,14 +440,14 @@ SCENARIOS = (
         "Fast PUB, SUB doing 100 ms of work per message, RCVHWM 10/1000/10000",
         ("002-1", "002-2"),
         slow_subscriber,
-        expected_s=20,
+        expected_s=18,
     ),
     Scenario(
         "hwm-option",
         "setsockopt(zmq.HWM, 10000) in pyzmq and the engine; HWM set before vs after connect",
         ("002-3",),
         hwm_option,
-        expected_s=2,
+        expected_s=1,
         reads_header=True,
     ),
     Scenario(
@@ -456,6 +456,6 @@ SCENARIOS = (
         "and HWM counting",
         ("002-5",),
         multipart_memory,
-        expected_s=14,
+        expected_s=13,
     ),
 )

@@ -826,7 +826,7 @@ SCENARIOS = (
         "(libzmq #4394)",
         ("U-1",),
         hwm_zero,
-        expected_s=28,
+        expected_s=29,
     ),
     Scenario(
         "hwm1-slow-subscriber",
@@ -834,7 +834,7 @@ SCENARIOS = (
         "and small kernel socket buffers (pyzmq #148, #1100, #1241)",
         ("U-2",),
         hwm1_slow_subscriber,
-        expected_s=68,
+        expected_s=54,
     ),
     Scenario(
         "idle-gap-latency",
@@ -842,6 +842,6 @@ SCENARIOS = (
         "kept busy (libzmq #4673)",
         ("U-3",),
         idle_gap_latency,
-        expected_s=24,
+        expected_s=18,
     ),
 )
