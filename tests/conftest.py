@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import glob
+import io
 import json
 import os
 import re
@@ -252,6 +254,33 @@ def in_process(capsys, *argv: str) -> subprocess.CompletedProcess:
         status = exc.code
     captured = capsys.readouterr()
     return subprocess.CompletedProcess(["zmqload", *argv], status, captured.out, captured.err)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] Spark session for the whole test session (each xdist worker's own): every
+    analysis and every report made in this process uses it."""
+    from zmqload.analysis.session import get_spark
+
+    session = get_spark("local[2]")
+    yield session
+    session.stop()
+
+
+def report_here(*argv: str) -> subprocess.CompletedProcess:
+    """`zmqload report ARGV` in this process, on its Spark session (ask for the `spark` fixture):
+    the command a user runs, without a JVM of its own. Output captured as a process's would be."""
+    from zmqload import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = cli.main(["report", *argv, "--no-server"])
+        except SystemExit as exc:
+            status = exc.code
+    return subprocess.CompletedProcess(
+        ["zmqload", "report", *argv], status, out.getvalue(), err.getvalue()
+    )
 
 
 def recv_until(sock, ended: threading.Event, multipart: bool = False):

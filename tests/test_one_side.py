@@ -17,7 +17,7 @@ import time
 import pytest
 import zmq
 
-from conftest import end_with_the_test, recv_until, zmqload_cli
+from conftest import end_with_the_test, recv_until, report_here, zmqload_cli
 
 SEQ_BITS = 48  # docs/RECORDS.md: the header's first word holds seq (bits 0-39), stream (48-55)
 FIRST_MESSAGE_MS = (
@@ -293,7 +293,7 @@ def test_nobody_listening_fails_in_bounded_time_naming_the_endpoint(tmp_path):
     assert done.stdout == "", done.stdout  # its one line, no table of zeros before it
 
 
-def test_the_report_shows_a_producer_only_run_beside_a_two_sided_one(tmp_path):
+def test_the_report_shows_a_producer_only_run_beside_a_two_sided_one(tmp_path, spark):
     """A producer-only run against a slow user's PULL, zmqload dropping what its PUSH will not
     take (dontwait, HWM 10): the report gives its sends by status as numpy counts them in its
     sends records, the sent ones being exactly what the user's PULL received; a two-sided run in
@@ -313,9 +313,7 @@ def test_the_report_shows_a_producer_only_run_beside_a_two_sided_one(tmp_path):
     status = sends.column("status").to_numpy()
     ok, refused = int(np.sum(status == 0)), int(np.sum(status == 1))
     assert ok + refused == 4000 and refused > 0 and ok == len(user.seen), (ok, refused)
-    done = zmqload_cli(
-        "report", str(tmp_path), "--out", str(tmp_path / "report"), "--no-server", timeout=600
-    )
+    done = report_here(str(tmp_path), "--out", str(tmp_path / "report"))
     assert done.returncode == 0, done.stderr
     with open(tmp_path / "report" / "summary.md") as f:
         summary = f.read()

@@ -19,6 +19,8 @@ import time
 import msgspec
 import pytest
 
+from conftest import report_here
+
 from zmqload.contract.workload import SearchPlan, Slos, Workload
 from zmqload.cli import records_doc
 from zmqload.contract import codec
@@ -122,7 +124,9 @@ def _complete(run_json: str) -> bool:
         return json.load(f)["status"] == "complete"
 
 
-def test_an_interrupted_search_keeps_its_probes_and_the_report_says_it_was_cut_short(tmp_path):
+def test_an_interrupted_search_keeps_its_probes_and_the_report_says_it_was_cut_short(
+    tmp_path, spark
+):
     out, report = str(tmp_path / "cap"), str(tmp_path / "report")
     proc = subprocess.Popen(
         [
@@ -193,7 +197,7 @@ def test_an_interrupted_search_keeps_its_probes_and_the_report_says_it_was_cut_s
     assert lo == (max(passed) if passed else None)
     assert search.reason == "cut short (interrupted) after 2 probes"
 
-    done = _cli("report", out, "--out", report, timeout=600)
+    done = report_here(out, "--out", report)
     assert done.returncode == 0, done.stderr
     page = open(os.path.join(report, "index.html")).read()
     assert "the search was cut short (interrupted) after 2 probes" in page

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 import zmq
 
-from conftest import end_with_the_test, zmqload_cli
+from conftest import end_with_the_test, report_here, zmqload_cli
 from test_one_side import UserRep, _proxy, stream_seq
 
 ALL = -1  # the summary's consumer / stream of a run's total row
@@ -90,7 +90,7 @@ class Broker:
 
 
 @pytest.fixture(scope="module")
-def service_runs(tmp_path_factory):
+def service_runs(tmp_path_factory, spark):
     """Four runs against services of the user's, and one report over them: {name: (run --json, service)}."""
     out = tmp_path_factory.mktemp("service")
     runs = {}
@@ -207,7 +207,7 @@ def service_runs(tmp_path_factory):
     first = min(glob.glob(str(damaged / "replies" / "*.parquet")))
     os.truncate(first, os.path.getsize(first) // 2)
     report = out / "report"
-    done = zmqload_cli("report", str(out), "--out", str(report), timeout=900)
+    done = report_here(str(out), "--out", str(report))
     assert done.returncode == 0, done.stderr
     assert "skipped" not in done.stderr, done.stderr  # the report refuses nothing it can read
     assert "run damaged-copy: 1 unreadable part left out: replies/" in done.stderr, done.stderr

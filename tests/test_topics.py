@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 import zmq
-from conftest import free_ports, read_meta, read_table, zmqload_cli
+from conftest import free_ports, read_meta, read_table, report_here, zmqload_cli
 
 import zmqload
 
@@ -44,7 +44,7 @@ def received_keys(run_dir: str, consumer: int) -> np.ndarray:
 
 def report_rows(run_dir: str, out: str) -> tuple[list[dict], list[dict]]:
     """A real local Spark report of one run: (summary.csv rows, topics.csv rows)."""
-    done = zmqload_cli("report", run_dir, "--out", out, timeout=600)
+    done = report_here(run_dir, "--out", out)
     assert done.returncode == 0, done.stderr
     with open(os.path.join(out, "summary.csv")) as f:
         summary = list(csv.DictReader(f))
@@ -160,7 +160,7 @@ def check_report(
         )
 
 
-def test_two_consumers_of_different_topics_each_get_exactly_theirs(tmp_path):
+def test_two_consumers_of_different_topics_each_get_exactly_theirs(tmp_path, spark):
     """pub-sub, 4 weighted topics, consumer 0 on t0,t1 and consumer 1 on t1,t3 (t2: nobody's);
     large HWMs: each received exactly its topics' messages, nothing lost, the report agrees."""
     result = zmqload.run(
@@ -181,7 +181,7 @@ def test_two_consumers_of_different_topics_each_get_exactly_theirs(tmp_path):
     check_report(result.run_dir, str(tmp_path / "report"), lost, [{0, 1}, {1, 3}], SLOTS)
 
 
-def test_a_slow_consumer_loses_only_within_its_topics(tmp_path):
+def test_a_slow_consumer_loses_only_within_its_topics(tmp_path, spark):
     """Small HWMs and a slow consumer: what each consumer lost is numpy's count of its topics'
     accepted messages it never received, in run.json and the report alike."""
     result = zmqload.run(
@@ -203,7 +203,7 @@ def test_a_slow_consumer_loses_only_within_its_topics(tmp_path):
     check_report(result.run_dir, str(tmp_path / "report"), lost, [{0}, {1, 2}], np.arange(4))
 
 
-def test_a_drain_cut_short_strands_only_subscribed_messages(tmp_path):
+def test_a_drain_cut_short_strands_only_subscribed_messages(tmp_path, spark):
     """--drain none with a slow consumer: what each consumer still held is stranded, counted only
     over its topics (an unsubscribed message is not stranded, not lost, not in its queue), in
     run.json and the report alike, as numpy counts it from the records."""

@@ -1,19 +1,10 @@
-"""One local[2] Spark session for the whole test session, and synthetic runs with known truth."""
+"""Synthetic runs with known truth (the Spark session is tests/conftest.py's `spark`)."""
 
 from __future__ import annotations
 
 import pytest
 
 from .synth import make_run
-
-
-@pytest.fixture(scope="session")
-def spark():
-    from zmqload.analysis.session import get_spark
-
-    session = get_spark("local[2]")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="session")

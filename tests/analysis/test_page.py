@@ -292,12 +292,12 @@ SHAPE_RUNS = {
     "demo": ["search1", "max"],
     "one run": ["paced"],
     "unpaced": ["max"],
-    "failed": ["failed"],
+    # a failed run and a restarted one in one directory (one report and one chromium per width for both)
+    "a failed run beside a restarted one": ["failed", "restart"],
     "sweep 2 HWMs x 5 rates": ["sweep"],
     "search over 2 HWMs": ["search2"],
     "search of a service beside other runs": ["mixed"],
     "consumer only": ["consumer"],
-    "a run with a restart": ["restart"],
 }
 
 
@@ -578,7 +578,7 @@ def test_the_restarts_table_says_what_run_json_says(pages):
     code), and the run judged by the SLO on restarts it was made with."""
     from zmqload.store.record_files import read_run
 
-    page = pages("a run with a restart")
+    page = pages("a failed run beside a restarted one")
     text = html.unescape(_page_text(page))
     (run_dir,) = glob.glob(
         os.path.join(os.path.dirname(os.path.dirname(page)), "runs", "restart", "run=*")

@@ -349,9 +349,9 @@ def serve(idle_s: float = IDLE_S) -> None:
     os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
         filter(None, (os.environ.get("SPARK_SUBMIT_OPTS"), *JAVA_OPTIONS))
     )
-    spark = get_spark(driver_memory=heap())  # warm before the first report's request is accepted
-    spark.range(1).count()
-    _give_back(spark)
+    # Spark up before the first report's request is accepted; no job of its own: the first
+    # report waits for this, and its own first job warms the JVM as well
+    spark = get_spark(driver_memory=heap())
     path = socket_path()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(_address(path + ".new"))
