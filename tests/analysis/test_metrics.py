@@ -317,6 +317,16 @@ def test_multi_run_load_adds_run_column(spark, tmp_path):
     assert counts == {"a": len(a.recvs["seq"]), "b": len(b.recvs["seq"])}
 
 
+def test_a_directory_of_runs_directories_is_reported_whole(tmp_path):
+    """`zmqload report runs/demo` (make demo's --out: capacity/ and max/ beside each other): the runs
+    one level down are found, as those of a search there are; each once."""
+    make_run(str(tmp_path / "max"), "m", streams=1, count=300, seed=1)
+    make_run(str(tmp_path / "other"), "o", streams=1, count=300, seed=2)
+    make_run(str(tmp_path), "top", streams=1, count=300, seed=3)
+    runs, warnings = discover_runs([str(tmp_path), str(tmp_path / "max")])
+    assert sorted(r.run_id for r in runs) == ["m", "o", "top"] and not warnings
+
+
 def _recvs_of_seqs(spark, tmp_path, run_id, seq, rows_per_part, stream=None):
     """Receive records with exactly these seqs, in this order, as a run: of stream 0, or of
     the streams in `stream` (one per seq)."""

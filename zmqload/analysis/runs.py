@@ -209,6 +209,12 @@ def discover_runs(
             candidates, single = [p], True
         else:
             candidates = sorted(d for d in glob.glob(os.path.join(p, "run=*")) if os.path.isdir(d))
+            # one level down too: a directory of runs' directories (make demo's runs/demo/max)
+            candidates += sorted(
+                d
+                for d in glob.glob(os.path.join(p, "*", "run=*"))
+                if os.path.isdir(d) and not os.path.basename(os.path.dirname(d)).startswith("run=")
+            )
             candidates += sorted(
                 os.path.dirname(f)
                 for f in glob.glob(os.path.join(p, "*", rr.RUN_FILE))
