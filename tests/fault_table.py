@@ -377,33 +377,43 @@ def disk_full(
     )
 
 
-def connection_reset(out: str) -> Outcome:
-    """The run's tcp connections aborted by the kernel (--reset-at, ss -K) KILL_AFTER_S into a paced
-    run with a slow consumer (a backlog in flight): the run goes on and completes; what the reset
-    cost is `dropped_reset`, and sent minus received from the records is what it lost."""
-    name = "connection-reset"
+def run_to_end(out: str, name: str, args: list[str]) -> Outcome:
+    """A run with its fault in its options, left to end on its own: its outcome, timed from its
+    start (the caller names the fault)."""
     run_dir = os.path.join(out, f"run={name}")
-    proc = start_run(
-        out, name, [*PACED, "--consumer-delay-us", "25", "--reset-at", str(KILL_AFTER_S)]
-    )
+    proc = start_run(out, name, args)
     start = time.monotonic()
     stdout, err = proc.communicate(timeout=120)
     meta = read_meta(run_dir)
-    c, resets = meta.get("counters") or {}, meta.get("resets") or []
-    records = figures_from_records(run_dir)
-    outcome = Outcome(
-        f"tcp connections reset (--reset-at {KILL_AFTER_S}, ss -K: "
-        f"{sum(r['connections'] for r in resets)} aborted), slow consumer: dropped_reset "
-        f"{c.get('dropped_reset', 0):,} = sent - received from the records",
+    return Outcome(
+        "",
         proc.returncode,
         time.monotonic() - start,
         meta,
         err,
-        records,
+        figures_from_records(run_dir),
         leftovers(run_dir, meta),
         stdout,
     )
-    if len(resets) != 1 or c.get("dropped_reset") != records["sent"] - records["unique_received"]:
+
+
+def connection_reset(out: str) -> Outcome:
+    """The run's tcp connections aborted by the kernel (--reset-at, ss -K) KILL_AFTER_S into a paced
+    run with a slow consumer (a backlog in flight): the run goes on and completes; what the reset
+    cost is `dropped_reset`, and sent minus received from the records is what it lost."""
+    outcome = run_to_end(
+        out,
+        "connection-reset",
+        [*PACED, "--consumer-delay-us", "25", "--reset-at", str(KILL_AFTER_S)],
+    )
+    c, resets = outcome.meta.get("counters") or {}, outcome.meta.get("resets") or []
+    outcome.fault = (
+        f"tcp connections reset (--reset-at {KILL_AFTER_S}, ss -K: "
+        f"{sum(r['connections'] for r in resets)} aborted), slow consumer: dropped_reset "
+        f"{c.get('dropped_reset', 0):,} = sent - received from the records"
+    )
+    lost = outcome.records["sent"] - outcome.records["unique_received"]
+    if len(resets) != 1 or c.get("dropped_reset") != lost:
         outcome.left.append("the reset's loss not placed as dropped_reset")
     return outcome
 
@@ -412,35 +422,17 @@ def restart(out: str, worker: str, mode: str) -> Outcome:
     """`worker` restarted KILL_AFTER_S into a paced run (--restart, --restart-mode `mode`): the run
     goes on and completes; what the restart cost is `dropped_restart`, and sent minus received from
     the records is what it lost (push-pull: no other loss at this rate)."""
-    name = f"restart-{worker}-{mode}"
-    run_dir = os.path.join(out, f"run={name}")
-    gap = ["--restart-gap-ms", "500"] if mode == "freeze" else []
-    proc = start_run(
-        out,
-        name,
-        [*PACED, "--restart", f"{worker}@{KILL_AFTER_S}", "--restart-mode", mode, *gap],
-    )
-    start = time.monotonic()
-    stdout, err = proc.communicate(timeout=120)
-    meta = read_meta(run_dir)
-    c, restarts = meta.get("counters") or {}, meta.get("restarts") or [{}]
-    records = figures_from_records(run_dir)
+    given = ["--restart", f"{worker}@{KILL_AFTER_S}", "--restart-mode", mode]
+    given += ["--restart-gap-ms", "500"] if mode == "freeze" else []
+    outcome = run_to_end(out, f"restart-{worker}-{mode}", [*PACED, *given])
+    c, restarts = outcome.meta.get("counters") or {}, outcome.meta.get("restarts") or [{}]
     r = restarts[0]
-    outcome = Outcome(
-        f"{worker} restarted (--restart {worker}@{KILL_AFTER_S} --restart-mode {mode}"
-        + (" --restart-gap-ms 500" if gap else "")
-        + f"): down {r.get('down_ns', 0) / 1e6:,.0f} ms, dropped_restart "
-        f"{c.get('dropped_restart', 0):,} = sent - received from the records, the flow back "
-        f"{r.get('first_recv_after_up_ns', 0) / 1e6:,.0f} ms after it was up",
-        proc.returncode,
-        time.monotonic() - start,
-        meta,
-        err,
-        records,
-        leftovers(run_dir, meta),
-        stdout,
+    outcome.fault = (
+        f"{worker} restarted ({' '.join(given)}): down {r.get('down_ns', 0) / 1e6:,.0f} ms, "
+        f"dropped_restart {c.get('dropped_restart', 0):,} = sent - received from the records, "
+        f"the flow back {r.get('first_recv_after_up_ns', 0) / 1e6:,.0f} ms after it was up"
     )
-    lost = records["sent"] - records["unique_received"]
+    lost = outcome.records["sent"] - outcome.records["unique_received"]
     if len(restarts) != 1 or c.get("dropped_restart") != lost or r.get("lost") != lost:
         outcome.left.append("the restart's loss not placed as dropped_restart")
     return outcome
@@ -448,30 +440,17 @@ def restart(out: str, worker: str, mode: str) -> Outcome:
 
 def unreachable_schedule(out: str) -> Outcome:
     """A rate one producer cannot reach: the run says so (generator_limited, the rate reached)."""
-    name = "unreachable-rate"
-    run_dir = os.path.join(out, f"run={name}")
-    proc = start_run(
+    outcome = run_to_end(
         out,
-        name,
+        "unreachable-rate",
         ["--pattern", "push-pull", "--transport", "tcp", "--rate", "100000000", "--duration", "1"],
     )
-    start = time.monotonic()
-    stdout, err = proc.communicate(timeout=120)
-    meta = read_meta(run_dir)
-    generator = (meta.get("summary") or {}).get("generator") or {}
-    said = (
-        bool((meta.get("summary") or {}).get("generator_limited")) and "generator" in stdout + err
-    )
-    outcome = Outcome(
-        f"--rate 100000000 (unreachable): generator_limited "
-        f"{'said, reached ' + format(round(generator.get('reached_rate') or 0), ',') + ' msg/s' if said else 'NOT SAID'}",
-        proc.returncode,
-        time.monotonic() - start,
-        meta,
-        err,
-        figures_from_records(run_dir),
-        leftovers(run_dir, meta),
-        stdout,
+    summary = outcome.meta.get("summary") or {}
+    generator = summary.get("generator") or {}
+    said = bool(summary.get("generator_limited")) and "generator" in outcome.stdout + outcome.stderr
+    reached = format(round(generator.get("reached_rate") or 0), ",")
+    outcome.fault = "--rate 100000000 (unreachable): generator_limited " + (
+        f"said, reached {reached} msg/s" if said else "NOT SAID"
     )
     if not said:
         outcome.left.append("no generator-limit verdict")
