@@ -38,7 +38,7 @@ TopicRuns = Mapping[int, Topics]
 def topic_of(topics: Topics) -> Column:
     """The topic index of a record's seq (contract/topics.py's rule)."""
     pattern = F.array(*[F.lit(int(t)) for t in topics.pattern])
-    return pattern.getItem((F.col("seq") % F.lit(len(topics.pattern))).cast("int"))
+    return pattern[(F.col("seq") % F.lit(len(topics.pattern))).cast("int")]
 
 
 def subscribed(topic_runs: TopicRuns | None) -> Column:
@@ -53,7 +53,7 @@ def subscribed(topic_runs: TopicRuns | None) -> Column:
             ]
         )
         expr = F.when(
-            F.col("run") == F.lit(run), table.getItem(F.col("consumer")).getItem(topic_of(topics))
+            F.col("run") == F.lit(run), table[F.col("consumer")][topic_of(topics)]
         ).otherwise(expr)
     return expr
 
