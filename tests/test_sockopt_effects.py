@@ -158,8 +158,9 @@ def _close_waits(port: int) -> int:
 
 
 def _stopped(pid: int) -> bool:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] == "T"
+    """Waits until the child `pid` stops itself (SIGSTOP) or ends: whether it stopped."""
+    _, status = os.waitpid(pid, os.WUNTRACED)
+    return os.WIFSTOPPED(status)
 
 
 class FrozenPull:
@@ -182,10 +183,7 @@ class FrozenPull:
         if not said:
             return
         stopped = float(said)
-        deadline = stopped + WAIT_S
-        while time.monotonic() < deadline and not _stopped(self.process.pid):
-            time.sleep(0.001)
-        self.froze = _stopped(self.process.pid)
+        self.froze = _stopped(self.process.pid)  # it stops itself right after saying when
         while time.monotonic() < stopped + WATCH_S:
             if _close_waits(self.port):
                 self.dropped_after_s = time.monotonic() - stopped
