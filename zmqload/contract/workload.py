@@ -1338,11 +1338,7 @@ class Workload:
             raise refuse(": the times must increase, each once")
         if self.duration is not None and times[-1] >= self.duration:
             raise refuse(f": {times[-1]:g} s is not within --duration {self.duration:g}")
-        transport = (
-            (topology.producers.endpoints or topology.consumers.endpoints)[0].split("://", 1)[0]
-            if topology.given
-            else self._address()[0]
-        )
+        transport = self._transport_in_use()
         if transport != "tcp":
             raise refuse(f" over {transport}: only tcp connections can be reset")
         if topology.producers_alone or topology.consumers_alone or topology.device:
