@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 from ..contract.masters import MASTERS_ACCEPTED, remote_address, remote_shown, spark_master
 from ..contract.report_options import DEFAULT_DRIVER_MEMORY, jvm_heap_size
 from ..errors import ConfigError, ReportInputError, RunError
+from . import class_archive
 from .javacheck import check_java
 
 if TYPE_CHECKING:
@@ -285,12 +286,14 @@ def get_spark(
     debug: bool = False,
     log: Callable[[str], None] | None = None,
     extra: dict[str, str] | None = None,
+    java_options: str = "",
 ) -> SparkSession:
     """The active SparkSession, or a new one on `master` (default local[*]).
 
     Under spark-submit the master and memory come from spark-submit; we only add settings
     that are not already set. Shuffle partitions stay small: after the per-stream partial
     aggregation only aggregates move, and 200 default partitions would be 200 tiny tasks.
+    `java_options` replace the class archive's (analysis/class_archive.py) on the driver.
     """
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
     if master is not None:
@@ -327,8 +330,9 @@ def get_spark(
         # 4 of them full (0.24 s of pauses in a flight recording of a 100M-record report).
         "spark.driver.extraJavaOptions": (
             f"-Dlog4j.configurationFile=file:{_quiet_log4j()} "
-            f"-XX:+UseParallelGC -XX:MetaspaceSize=256m {JIT_OPTIONS}"
-        ),
+            f"-XX:+UseParallelGC -XX:MetaspaceSize=256m {JIT_OPTIONS} "
+            f"{java_options or class_archive.java_option()}"
+        ).rstrip(),
     }
     settings.update(extra or {})  # the caller's own (runner/spark_stage.py: a barrier stage's)
     # spark-submit runs the script with a gateway already up; its --master and memory win.
