@@ -51,10 +51,10 @@ def usable() -> str | None:
     except (OSError, ValueError):
         return None
     path = os.path.join(where, ARCHIVE)
-    if not isinstance(made_for, dict) or not os.path.isfile(path):
+    if not isinstance(made_for, dict) or "key" not in made_for or not os.path.isfile(path):
         return None
     key = depends_on()
-    return path if key is not None and made_for.get("key") == key else None
+    return path if key is not None and made_for["key"] == key else None
 
 
 def java_option() -> str:
