@@ -89,7 +89,7 @@ test: build test-prereqs
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30 -m "not system" tests
 
 test-system: build browser test-prereqs
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30 -m system tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 -m system tests
 
 # A headless browser for tests/analysis/test_page.py (it renders the report's page and measures it):
 # Debian's chromium, installed with apt-get when possible; never a failure (the test skips without it).
