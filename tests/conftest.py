@@ -131,8 +131,15 @@ def pytest_collection_modifyitems(config, items):
         if files[item] in SYSTEM_FILES or item.get_closest_marker("alone") is not None:
             item.add_marker(pytest.mark.system)
     # the long files first: parallel workers (`make test`) then end together instead of one of them
-    # starting a long file last; the system set's longest in LONGEST_SYSTEM_FILES' order
-    items.sort(key=lambda item: (_longest_rank(files[item]), not slow[item]))
+    # starting a long file last; the system set's longest in LONGEST_SYSTEM_FILES' order, the tests
+    # marked `alone` last (at the end the other worker is often idle anyway, so waiting costs less)
+    items.sort(
+        key=lambda item: (
+            _longest_rank(files[item]),
+            item.get_closest_marker("alone") is not None,
+            not slow[item],
+        )
+    )
 
 
 # The system set's longest files, longest first (seconds per file, --durations=0 summed, of one
