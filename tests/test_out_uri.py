@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -341,7 +342,7 @@ def test_an_interrupted_run_is_copied_and_readable(bucket, tmp_path):
 
 
 @pytest.mark.slow  # a real local Spark (tests/conftest.py)
-def test_report_from_a_uri_gives_the_figures_of_the_records(bucket, tmp_path):
+def test_report_from_a_uri_gives_the_figures_of_the_records(bucket, tmp_path, monkeypatch, spark):
     pytest.importorskip("pyspark")
     env = user_env(tmp_path)
     for i in range(2):  # a parent of two runs, as a local runs/ folder
@@ -359,15 +360,14 @@ def test_report_from_a_uri_gives_the_figures_of_the_records(bucket, tmp_path):
             env=env,
         )
         assert done.returncode == 0, done.stderr
-    report = zmqload(
-        "report",
-        uri(bucket),
-        "--out",
-        str(tmp_path / "report"),
-        "--no-server",
-        env=env,
-        timeout=600,
-    )
+    # the report in this process, on the session's Spark (no JVM of its own), in the user's
+    # environment: its credentials, and its TMPDIR for the copy of the runs
+    for name in [name for name in os.environ if name.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(tempfile, "tempdir", env["TMPDIR"])
+    report = conftest.report_here(uri(bucket), "--out", str(tmp_path / "report"))
     assert report.returncode == 0, report.stderr
     said = [line for line in report.stderr.splitlines() if "copied" in line]
     assert len(said) == 1 and uri(bucket) in said[0] and "MB" in said[0], report.stderr

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from zmqload.contract.fates import FATES
-from conftest import by, end_with_the_test, free_ports, scrape, zmqload_cli
+from conftest import by, end_with_the_test, free_ports, report_here, scrape, zmqload_cli
 
 os.environ.setdefault(
     "SPARK_LOCAL_IP", "127.0.0.1"
@@ -223,7 +223,9 @@ def test_with_curve_the_tasks_data_control_and_clock_sockets_are_curve(spread_ru
     assert all(0 < w["clock_uncertainty_ns"] < 5_000_000 for w in placed.values())
 
 
-def test_host_clocks_are_aligned_before_t0_and_a_skewed_clock_is_corrected(spread_run, tmp_path):
+def test_host_clocks_are_aligned_before_t0_and_a_skewed_clock_is_corrected(
+    spread_run, spark, tmp_path
+):
     """Section 2 of issue 28. On one kernel clock the true offset of every executor to the driver
     is 0: each measured offset lies within its uncertainty of 0. c0's clock is put 5 s ahead
     (ZMQLOAD_TEST_CLOCK_SKEW, before its alignment), a host whose clock is off: its offset is found
@@ -254,9 +256,7 @@ def test_host_clocks_are_aligned_before_t0_and_a_skewed_clock_is_corrected(sprea
     # the run's p99 from its own histogram (< 0.8 % error) is numpy's over every record
     p99 = np.percentile(one_way, 99, method="inverted_cdf")
     assert abs(got["latency_sent_ns"]["p99"] - p99) <= 0.01 * p99 + 1_000
-    summary = zmqload_cli(
-        "report", str(spread_run.out), "--out", str(tmp_path / "report"), timeout=300
-    )
+    summary = report_here(str(spread_run.out), "--out", str(tmp_path / "report"))
     assert summary.returncode == 0, summary.stderr
     assert f"± {bound / 1e3:,.0f} µs" in open(tmp_path / "report" / "summary.md").read()
 
