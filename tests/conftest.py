@@ -147,9 +147,7 @@ def pytest_collection_modifyitems(config, items):
 # test-system) each worker takes the next file in collection order when it is nearly done: the
 # longest first, so that no long file starts last while the other worker idles (xdist's own
 # order, by count of tests, had one worker end 85 s before the other). Unlisted files follow; a
-# rough list is enough. tests/dry_run.py replays a durations log through xdist to check an order:
-#   DRY_RUN_DURATIONS=LOG PYTHONPATH=tests pytest -p dry_run -n 2 --dist loadfile \
-#       --no-loadscope-reorder -m system tests
+# rough list is enough (re-rank it from `make test-system`'s --durations when it drifts).
 LONGEST_SYSTEM_FILES = (
     "analysis/test_page.py",  # 238 s
     "test_spark_placement.py",  # 206
