@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 import zmq
 
-from conftest import end_with_the_test, free_ports, until_listening, zmqload_cli
+from conftest import end_with_the_test, free_ports, report_here, until_listening, zmqload_cli
 from users_header import header, hostile_messages
 
 
@@ -230,7 +230,7 @@ def _ended(half: subprocess.Popen) -> dict:
 
 
 @pytest.mark.parametrize("lossy", [False, True], ids=["whole", "consumer-half-ends-first"])
-def test_split_halves_are_joined_by_the_report_with_exact_accounting(tmp_path, lossy):
+def test_split_halves_are_joined_by_the_report_with_exact_accounting(spark, tmp_path, lossy):
     """The consumer half binds, the producer half connects (two processes, one --run-name). `report`
     joins them into run=feed: its counts equal numpy over the halves' own Parquet, and its intended
     times follow the producer half's schedule. When the consumer half stops first (pub-sub: the PUB
@@ -275,7 +275,7 @@ def test_split_halves_are_joined_by_the_report_with_exact_accounting(tmp_path, l
             and c_got["consumers"][0]["implausible"] == forged
         )
     assert c_got["sends_seen"] is False and p_got["receipt_seen"] is False
-    done = zmqload_cli("report", str(tmp_path), "--out", str(tmp_path / "report"), timeout=300)
+    done = report_here(str(tmp_path), "--out", str(tmp_path / "report"))  # on the session's Spark
     assert done.returncode == 0, done.stderr
     joined_dir = os.path.join(tmp_path, "run=feed")
     record = json.load(open(os.path.join(joined_dir, "run.json")))
@@ -308,7 +308,7 @@ def test_split_halves_are_joined_by_the_report_with_exact_accounting(tmp_path, l
         return
     # a second report reuses the join as it is
     before = os.path.getmtime(os.path.join(joined_dir, "run.json"))
-    done = zmqload_cli("report", str(tmp_path), "--out", str(tmp_path / "report2"), timeout=300)
+    done = report_here(str(tmp_path), "--out", str(tmp_path / "report2"))
     assert done.returncode == 0 and os.path.getmtime(os.path.join(joined_dir, "run.json")) == before
 
 

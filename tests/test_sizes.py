@@ -10,15 +10,13 @@ import glob
 import json
 import os
 import struct
-import subprocess
-import sys
 import threading
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import zmq
-from conftest import free_ports, recv_until, zmqload_cli
+from conftest import free_ports, recv_until, report_here, zmqload_cli
 from test_parts import Forwarder
 
 UNIFORM_SEED, UNIFORM_ENTRIES = 27, 65536  # docs/RECORDS.md "Each message's size"
@@ -239,17 +237,10 @@ def test_a_device_that_cuts_messages_is_caught_by_the_rule(tmp_path):
 
 
 @pytest.mark.slow  # a Spark session or many runs: out of make test-fast, in make test
-def test_the_report_shows_the_bytes_and_mb_s_of_run_json(uniform_run, tmp_path):
+def test_the_report_shows_the_bytes_and_mb_s_of_run_json(spark, uniform_run, tmp_path):
     run_dir = uniform_run["run_dir"]
     report = str(tmp_path / "report")
-    done = subprocess.run(
-        [sys.executable, "-m", "zmqload", "report", run_dir, "--out", report],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
-    )
+    done = report_here(run_dir, "--out", report)  # in this process, on the session's Spark
     assert done.returncode == 0, done.stderr
     rows = pq.read_table(os.path.join(report, "summary.parquet")).to_pylist()
     total = next(r for r in rows if r["consumer"] == -1 and r["stream"] == -1)

@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import report_here
+
 RATES = (2000, 8000, 40000)
 DELAYS = (0, 40)  # 40 us of work per message: one consumer tops out near 25k/s, below 40k
 SLO_P99_US = 100_000.0  # loose, so scheduling noise on a busy machine does not fail a run; a
@@ -69,7 +71,7 @@ def _bracket(runs: list[dict]) -> tuple:
 
 
 @pytest.fixture(scope="module")
-def swept_report(tmp_path_factory):
+def swept_report(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("verdicts")
     runs, out = str(root / "runs"), str(root / "report")
     _cli(
@@ -93,17 +95,10 @@ def swept_report(tmp_path_factory):
         "--quiet",
         timeout=300,
     )
-    stdout = _cli(
-        "report",
-        runs,
-        "--out",
-        out,
-        "--master",
-        "local[2]",
-        "--slo-p99-us",
-        str(SLO_P99_US),
-        timeout=600,
-    )
+    # the report in this process, on the session's Spark (local[2])
+    done = report_here(runs, "--out", out, "--slo-p99-us", str(SLO_P99_US))
+    assert done.returncode == 0, done.stderr[-2000:]
+    stdout = done.stdout
     return runs, out, stdout
 
 

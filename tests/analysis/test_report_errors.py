@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import zmqload
+from conftest import report_here
 from zmqload.contract.wire import SendStatus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -204,11 +205,14 @@ def damaged_runs(tmp_path_factory):
     return out, truth
 
 
-def test_a_bad_file_costs_only_its_own_figures(damaged_runs, tmp_path):
+def test_a_bad_file_costs_only_its_own_figures(spark, damaged_runs, tmp_path):
+    """In this process, on the session's Spark (a real process's stderr, JVM and all, is
+    test_corrupt_pages_...'s)."""
     out, truth = damaged_runs
-    rc, stdout, err, _ = report(out, "--out", str(tmp_path), "--master", "local[1]")
+    done = report_here(out, "--out", str(tmp_path))
+    rc, stdout, err = done.returncode, done.stdout, done.stderr.splitlines()
     assert rc == 0, err
-    # One warning per bad file's run, naming the file and the run; nothing else (no JVM noise).
+    # One warning per bad file's run, naming the file and the run; nothing else.
     assert len(err) == 3, err
     assert all(line.startswith("zmqload report: warning: ") for line in err), err
     fan = next(line for line in err if "run fan:" in line)
@@ -270,7 +274,8 @@ def test_only_damaged_parts_is_nothing_to_report(good_run, tmp_path):
 
 def test_corrupt_pages_behind_a_sound_footer_are_one_line_naming_the_file(good_run, tmp_path):
     """The footer check cannot see damage inside the pages; Spark fails on it, and the error
-    is still one line naming the file (exit 1: the report could not be carried out)."""
+    is still one line naming the file (exit 1: the report could not be carried out). A real
+    process with a JVM of its own: nothing of the JVM's (Spark's task failure) reaches stderr."""
     run = tmp_path / "run=good"
     shutil.copytree(good_run, run)
     part = sorted((run / "recvs").iterdir())[

@@ -8,14 +8,13 @@ from __future__ import annotations
 import glob
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
 import zmqload
+from conftest import report_here
 from zmqload.analysis import analyze, discover_runs
 from zmqload.analysis.metrics import ALL
 from zmqload.contract import histogram as rule
@@ -121,27 +120,11 @@ def test_round_trips_against_run_json(analysis, rr_runs):
 
 
 def test_report_outputs_carry_round_trips(analysis, rr_runs, tmp_path):
-    """The real command (embedded Spark, no server): summary.parquet, the Markdown (summary.md)
-    and index.html show each req-rep run's round trips, and only theirs."""
+    """The real command (in this process, on the session's Spark): summary.parquet, the Markdown
+    (summary.md) and index.html show each req-rep run's round trips, and only theirs."""
     out, results = rr_runs
     report = str(tmp_path / "report")
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "zmqload",
-            "report",
-            out,
-            "--out",
-            report,
-            "--no-server",
-            "--master",
-            "local[2]",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    p = report_here(out, "--out", report)
     assert p.returncode == 0, p.stderr[-2000:]
     summary = pq.read_table(os.path.join(report, "summary.parquet")).to_pylist()
     totals = {r["run"]: r for r in summary if r["consumer"] == ALL and r["stream"] == ALL}

@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import report_here
+
 from zmqload.analysis.verdicts import fmt_rate
 from zmqload.contract.workload import Slos
 from zmqload.contract import search_record as sr
@@ -24,18 +26,6 @@ from zmqload.report import html, markdown, plots
 from zmqload.report import search_answer as search
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _cli(*args, timeout=600):
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run(
-        [sys.executable, "-m", "zmqload", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        cwd=ROOT,
-    )
 
 
 def _search(**over):
@@ -133,7 +123,7 @@ def test_the_report_judges_probes_by_the_searchs_own_p99_slo():
 
 # -- the report's capacity-search section over real searches ------------------------------------
 @pytest.fixture(scope="module")
-def searched(tmp_path_factory):
+def searched(spark, tmp_path_factory):
     """Two real searches and one report over both (real libzmq, real local
     Spark): push-pull whose consumer does 200 us of work per message, RCVHWM 10 and 1000 (two
     combinations); and a search stopped by --max-probes 2 before it could confirm an answer."""
@@ -187,7 +177,7 @@ def searched(tmp_path_factory):
     assert r[1] == 0, r[0]
     assert r_stopped[1] == 1, r_stopped[0]  # one search found no answer
     report = str(root / "report")
-    rep = _cli("report", out, stopped, "--out", report)
+    rep = report_here(out, stopped, "--out", report)  # in this process, on the session's Spark
     assert rep.returncode == 0, rep.stderr
     docs = {d: json.load(open(os.path.join(d, "capacity-search.json"))) for d in (out, stopped)}
     with open(os.path.join(report, "capacity.json")) as f:
