@@ -23,6 +23,7 @@ SEQ_BITS = 48  # docs/RECORDS.md: the header's first word holds seq (bits 0-39),
 FIRST_MESSAGE_MS = (
     90_000  # a user's socket waits this long for zmqload to start (slow on a loaded machine)
 )
+QUIET_S = 0.5  # UserRep.join: a request still on its way once the runs ended arrives within this
 
 
 def stream_seq(message: bytes) -> tuple[int, int]:
@@ -334,8 +335,10 @@ class UserRep:
     else its own payload (no zmqload header: replies are matched by order, REQ's one request in
     flight); `stop_after` requests, it stops answering (reads nothing more) until the test ends;
     `idle_ms` without a request, it ends; `work_s`: the time it takes to answer each request.
-    stop() (at the end of the test, passed or failed: tests/conftest.py) ends its wait for a
-    request at once; the thread closes the socket and terminates the context itself."""
+    join(), once the runs against it ended, waits until no request came for QUIET_S (not its
+    idle_ms: a search's service idles 20 s between probes). stop() (at the end of the test, passed
+    or failed: tests/conftest.py) ends its wait for a request at once; the thread closes the
+    socket and terminates the context itself."""
 
     def __init__(
         self,
@@ -379,9 +382,11 @@ class UserRep:
             self.context.term()
 
     def join(self) -> None:
-        self.stopped.set()
-        self.thread.join(timeout=30)
-        assert not self.thread.is_alive()
+        deadline, seen = time.monotonic() + 30, -1
+        while len(self.requests) != seen and time.monotonic() < deadline:
+            seen = len(self.requests)
+            self.ended.wait(QUIET_S)  # nothing came meanwhile: the requests are all in
+        self.stop()
 
     def stop(self) -> None:
         self.ended.set()

@@ -1,7 +1,7 @@
 """What `sweep` and `capacity` say before their first run: how much they will keep (runner.run's
-kept_bytes summed over the runs, or over the probes a search is expected to make; a service's
-search from its pace, after its first probe), within 2x of what the runs then hold; and a
-warning when the disk holds less. A `run` expected to need more than the disk holds is refused."""
+kept_bytes over the runs, or the probes a search is expected to make; a service's search:
+tests/test_service_report.py), within 2x of what the runs hold; a warning when the disk holds
+less. A `run` expected to need more than the disk holds is refused."""
 
 from __future__ import annotations
 
@@ -126,52 +126,6 @@ def test_the_capacity_search_says_what_it_writes_before_its_first_probe(tmp_path
     ].lstrip().startswith("probe")
     # two probes at 20k and 40k msg/s (the ramp), 0.3 s each: what they kept
     assert _within_2x(_megabytes(lines[0]) * 1e6, _kept(out)), (lines[0], _kept(out))
-
-
-@pytest.mark.slow  # a search of a service
-def test_a_service_search_says_what_it_writes_from_the_services_pace(tmp_path):
-    """A search of a user's REP service (plain pyzmq, answering at once): nothing said from
-    5,000,000 msg/s; after the first probe, the service's pace (one request per round trip)
-    and what the search keeps, within 2x of the bytes it kept."""
-    from test_one_side import UserRep
-
-    service = UserRep(echo=True, idle_ms=20_000)
-    out = str(tmp_path / "cap")
-    p = _cli(
-        "capacity",
-        "--pattern",
-        "req-rep",
-        "--role",
-        "producer",
-        "--producers-connect",
-        service.endpoint,
-        "--start-rate",
-        "500",
-        "--probe-duration",
-        "0.5",
-        "--max-probes",
-        "5",
-        "--max-loss",
-        "0",
-        "--min-achieved",
-        "0.9",
-        "--slo-p99-us",
-        "5000000",
-        "--out",
-        out,
-        timeout=300,
-    )
-    service.join()
-    assert p.returncode in (0, 1), p.stderr
-    lines = p.stdout.splitlines()
-    assert "your service writes follows its pace, said after its first probe" in lines[0], lines
-    assert f"{UNPACED_RATE_GUESS:,}" not in lines[0] and "MB" not in lines[0]
-    first = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("probe  1"))
-    said = re.search(
-        r"the search writes up to about ([\d,.]+) MB in about (\d+) probes", lines[first + 1]
-    )
-    assert said and "your service: about" in lines[first + 1], lines
-    assert _within_2x(float(said.group(1).replace(",", "")) * 1e6, _kept(out)), (lines, _kept(out))
 
 
 def test_a_producer_only_run_keeps_its_sends_alone(tmp_path):

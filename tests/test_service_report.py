@@ -12,8 +12,10 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import threading
+import time
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -21,7 +23,8 @@ import pytest
 import zmq
 
 from conftest import end_with_the_test, report_here, zmqload_cli
-from test_one_side import UserRep, _proxy, stream_seq
+from zmqload.contract.workload import UNPACED_RATE_GUESS
+from test_one_side import QUIET_S, UserRep, _proxy, stream_seq
 
 ALL = -1  # the summary's consumer / stream of a run's total row
 HIST_ERROR = (
@@ -78,8 +81,11 @@ class Broker:
             rep.close(linger=0)
 
     def join(self) -> None:
-        for w in self.workers:
-            w.join(timeout=30)
+        """Once the run ended: until no request came for QUIET_S (as UserRep.join), then stop."""
+        deadline, seen = time.monotonic() + 30, -1
+        while len(self.served) != seen and time.monotonic() < deadline:
+            seen = len(self.served)
+            time.sleep(QUIET_S)
         self.stop()
 
     def stop(self) -> None:
@@ -169,7 +175,6 @@ def service_runs(tmp_path_factory, spark):
     searched = UserRep(echo=True, idle_ms=20_000, work_s=0.002)
     done = zmqload_cli(
         "capacity",
-        "--json",
         "--pattern",
         "req-rep",
         "--role",
@@ -196,7 +201,14 @@ def service_runs(tmp_path_factory, spark):
     )
     searched.join()
     assert done.returncode == 0, done.stderr  # the search converged
-    runs["search"] = (json.loads(done.stdout), searched)
+    with open(out / "capacity-search.json") as f:
+        doc = json.load(f)
+    # what the search kept: its record and its probes' directories (what it said it would write)
+    kept = os.path.getsize(out / "capacity-search.json") + sum(
+        _kept(p["run_dir"]) for s in doc["searches"] for p in s["probes"]
+    )
+    runs["search"] = (doc, searched)
+    runs["search said"] = (done.stdout, kept)
     # a copy of the echo run with its first replies part cut short: its answers' figures are blanked
     damaged = out / "run=damaged-copy"
     shutil.copytree(runs["echo"][0]["run_dir"], damaged)
@@ -223,6 +235,11 @@ def service_runs(tmp_path_factory, spark):
     with open(report / "index.html") as f:
         page = f.read()
     return runs, totals, verdicts, page
+
+
+def _kept(path: str) -> int:
+    """The bytes of every file under `path`."""
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
 def _check_against_records(got: dict, row: dict) -> tuple[dict, dict]:
@@ -351,6 +368,23 @@ def test_capacity_of_a_service_agrees_with_the_report_of_its_probes(service_runs
         (search["max_sustainable_rate"], search["bracket"])
     ]
     assert 0 < search["max_sustainable_rate"] < 500  # 2 ms an answer, one request in flight
+
+
+def test_a_service_search_says_what_it_writes_from_the_services_pace(service_runs):
+    """(Moved from test_said_before_start.py, on this file's search.) Before the search nothing is
+    said from 5,000,000 msg/s; after the first probe, the service's pace (one request per round
+    trip) and what the search keeps, within 2x of the bytes it kept."""
+    runs = service_runs[0]
+    stdout, kept = runs["search said"]
+    lines = stdout.splitlines()
+    assert "your service writes follows its pace, said after its first probe" in lines[0], lines
+    assert f"{UNPACED_RATE_GUESS:,}" not in lines[0] and "MB" not in lines[0]
+    first = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("probe  1"))
+    said = re.search(
+        r"the search writes up to about ([\d,.]+) MB in about (\d+) probes", lines[first + 1]
+    )
+    assert said and "your service: about" in lines[first + 1], lines
+    assert 0.5 <= kept / (float(said.group(1).replace(",", "")) * 1e6) <= 2.0, (lines, kept)
 
 
 def test_an_unreadable_replies_part_blanks_the_answers_not_the_run(service_runs):
