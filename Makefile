@@ -85,10 +85,12 @@ demo: build
 # Two workers (pytest-xdist), a test file each at a time: the suite's runs wait on sockets, JVMs and
 # clocks much of the time, so two share this 2-core machine's CPUs well (three were no faster).
 # `make test` is every test but the system tests (clusters, faults, scenarios, the browser:
-# tests/conftest.py SYSTEM_FILES), which `make test-system` runs; CI runs both.
+# tests/conftest.py SYSTEM_FILES), which `make test-system` runs; CI runs both. The files go out in
+# conftest's order, the slow ones first (--no-loadscope-reorder): xdist's own, most tests first, left
+# the long files of few tests (a capacity search, a sweep and its report) to start last.
 TEST_WORKERS ?= 2
 test: build test-prereqs
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30 -m "not system" tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 -m "not system" tests
 
 # The system set used 0.8 of one CPU on average with two workers (676 s of CPU in 825 s): its
 # workers on their own, to try more (the tests marked `alone` still run with no other test).
