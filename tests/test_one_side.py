@@ -23,7 +23,19 @@ SEQ_BITS = 48  # docs/RECORDS.md: the header's first word holds seq (bits 0-39),
 FIRST_MESSAGE_MS = (
     90_000  # a user's socket waits this long for zmqload to start (slow on a loaded machine)
 )
-QUIET_S = 0.5  # UserRep.join: a request still on its way once the runs ended arrives within this
+QUIET_S = (
+    0.5  # once the runs ended, a message still on its way to a user's socket arrives within this
+)
+
+
+def until_quiet(count) -> None:
+    """Once the runs against a user's socket ended: until `count()` (what it has read) has not
+    changed for QUIET_S (bounded), not its idle timeout (a search's service idles 20 s between
+    probes, a user's PULL 3 s)."""
+    deadline, seen = time.monotonic() + 60, -1
+    while count() != seen and time.monotonic() < deadline:
+        seen = count()
+        time.sleep(QUIET_S)
 
 
 def stream_seq(message: bytes) -> tuple[int, int]:
@@ -35,9 +47,10 @@ def stream_seq(message: bytes) -> tuple[int, int]:
 class UserPull:
     """A user's PULL in a thread: binds (or connects to) `endpoint`, reads until `idle_ms` pass
     without a message, keeps each message's (stream, seq) from its first 8 bytes; with
-    `curve_secret_key`, a CURVE server of that key. stop() (at the end of the test, passed or
-    failed: tests/conftest.py) ends its wait for a message at once; the thread closes the socket
-    and terminates the context itself."""
+    `curve_secret_key`, a CURVE server of that key. join(), once the runs against it ended:
+    until_quiet, then stop(). stop() (at the end of the test, passed or failed: tests/conftest.py)
+    ends its wait for a message at once; the thread closes the socket and terminates the context
+    itself."""
 
     def __init__(
         self,
@@ -101,8 +114,8 @@ class UserPull:
             self.context.term()
 
     def join(self) -> None:
-        self.thread.join(timeout=60)
-        assert not self.thread.is_alive()
+        until_quiet(lambda: len(self.seen) + self.short)
+        self.stop()
 
     def stop(self) -> None:
         self.ended.set()
@@ -335,10 +348,9 @@ class UserRep:
     else its own payload (no zmqload header: replies are matched by order, REQ's one request in
     flight); `stop_after` requests, it stops answering (reads nothing more) until the test ends;
     `idle_ms` without a request, it ends; `work_s`: the time it takes to answer each request.
-    join(), once the runs against it ended, waits until no request came for QUIET_S (not its
-    idle_ms: a search's service idles 20 s between probes). stop() (at the end of the test, passed
-    or failed: tests/conftest.py) ends its wait for a request at once; the thread closes the
-    socket and terminates the context itself."""
+    join(), once the runs against it ended: until_quiet, then stop(). stop() (at the end of the
+    test, passed or failed: tests/conftest.py) ends its wait for a request at once; the thread
+    closes the socket and terminates the context itself."""
 
     def __init__(
         self,
@@ -382,10 +394,7 @@ class UserRep:
             self.context.term()
 
     def join(self) -> None:
-        deadline, seen = time.monotonic() + 30, -1
-        while len(self.requests) != seen and time.monotonic() < deadline:
-            seen = len(self.requests)
-            self.ended.wait(QUIET_S)  # nothing came meanwhile: the requests are all in
+        until_quiet(lambda: len(self.requests))
         self.stop()
 
     def stop(self) -> None:

@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import threading
-import time
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -24,7 +23,7 @@ import zmq
 
 from conftest import end_with_the_test, report_here, zmqload_cli
 from zmqload.contract.workload import UNPACED_RATE_GUESS
-from test_one_side import QUIET_S, UserRep, _proxy, stream_seq
+from test_one_side import UserRep, _proxy, stream_seq, until_quiet
 
 ALL = -1  # the summary's consumer / stream of a run's total row
 HIST_ERROR = (
@@ -81,11 +80,8 @@ class Broker:
             rep.close(linger=0)
 
     def join(self) -> None:
-        """Once the run ended: until no request came for QUIET_S (as UserRep.join), then stop."""
-        deadline, seen = time.monotonic() + 30, -1
-        while len(self.served) != seen and time.monotonic() < deadline:
-            seen = len(self.served)
-            time.sleep(QUIET_S)
+        """Once the run ended: until_quiet, then stop (as UserRep.join)."""
+        until_quiet(lambda: len(self.served))
         self.stop()
 
     def stop(self) -> None:
