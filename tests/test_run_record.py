@@ -157,6 +157,7 @@ JSON_READERS_NOT_RECORDS = {
     "zmqload/runner/clocks.py": "where a Spark task runs, told the driver before the start (run.json takes it "
     "through the codec)",
     "zmqload/report/server.py": "the warm report server's requests and answers",
+    "zmqload/analysis/class_archive.py": "the java and Spark the class archive was made for",
     "zmqload/scenarios/seed_000.py": "the lines a scenario's plain pyzmq script prints",
     "zmqload/scenarios/seed_002.py": "the line a scenario's plain pyzmq script prints",
 }
