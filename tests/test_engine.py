@@ -159,6 +159,7 @@ def test_sender_marks_the_run_finished_after_count(engine, peer):
     assert [decode(pull.recv())[1] for _ in range(5)] == list(range(5))
 
 
+@pytest.mark.alone  # a spinning sender descheduled by a test beside it sent 0.4-0.8 ms late (CI)
 def test_pacing_spin_sends_closer_to_the_schedule_than_pacing_sleep(engine, peer):
     """--pacing: spinning through the last stretch before each slot sends closer to it than
     sleeping to the slot, which sends as late as the kernel wakes the thread (its timer slack
