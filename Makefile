@@ -59,7 +59,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 venv: $(VENV)/.installed
 
 # Rebuild the extension when the Cython or C sources change; archive Spark's classes once for
-# the report's JVM (zmqload/analysis/class_archive.py: the first report 32 s -> 27 s).
+# the report's JVM (zmqload/analysis/class_archive.py; what it saves: docs/REPORT.md).
 build: venv
 	@$(PY) setup.py -q build_ext --inplace 2>&1 | grep -v -e "^running" -e "^copying" -e "Warning" -e "warnings.warn" || true
 	@$(PY) -c "import zmqload._engine as e; print('zmqload engine built; it runs libzmq', '.'.join(map(str, e.libzmq_version())), '(--libzmq: another)')"
@@ -92,8 +92,8 @@ TEST_WORKERS ?= 2
 test: build test-prereqs
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 -m "not system" tests
 
-# The system set used 0.8 of one CPU on average with two workers (676 s of CPU in 825 s): its
-# workers on their own, to try more (the tests marked `alone` still run with no other test).
+# The system set's workers on their own, for a bigger machine: here three took 686 s instead of
+# ~750, but two timing-bound tests failed under that load, so two it is.
 SYSTEM_TEST_WORKERS ?= $(TEST_WORKERS)
 test-system: build browser test-prereqs
 	$(PY) -m pytest -q -n $(SYSTEM_TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 -m system tests
