@@ -496,3 +496,24 @@ def test_time_plots_name_the_window_they_draw():
     assert f"({plots.duration_text(data['window_ns'])} windows;" in fig.axes[0].get_title()
     assert data["window_ns"] != W
     plt.close(fig)
+
+
+def test_a_figure_is_cropped_as_savefigs_tight_crop():
+    """The page's PNG of a figure with what the crop is for (a legend below the axes, a second
+    y axis on the right) is byte for byte matplotlib's bbox_inches="tight" PNG of it."""
+    import base64
+    import io
+
+    def figure():
+        t = _paced(1000, 2.0, 10**12)
+        rates, span = _rates({"offered": t, "sent": t, "received": t})
+        fig = plots.throughput_figure(plots.throughput_series(rates, "r", W, span))
+        plots.messages_axis(fig.axes[0], 1234, 256)  # adds the queued bytes' axis on the right
+        return fig
+
+    tight = io.BytesIO()
+    fig = figure()
+    fig.savefig(tight, format="png", dpi=plots.DPI, bbox_inches="tight")
+    plt.close(fig)
+    ours = base64.b64decode(plots._png(figure()))
+    assert ours[:8] == b"\x89PNG\r\n\x1a\n" and ours == tight.getvalue()

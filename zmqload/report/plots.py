@@ -47,9 +47,17 @@ LABELS = {
 }
 
 
+DPI = 90
+
+
 def _png(fig: Figure) -> str:
+    """The figure cropped to what it draws, as savefig's bbox_inches="tight" crops it, with
+    the crop measured once: "tight" draws the whole figure once more just to measure it."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    fig.set_dpi(DPI)
+    crop = fig.get_tightbbox(fig.canvas.get_renderer())
+    pad = matplotlib.rcParams["savefig.pad_inches"]
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches=crop.padded(pad))
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
