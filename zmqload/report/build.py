@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
@@ -231,6 +232,23 @@ def mark_damaged(analysis: Analysis, runs: list[RunInfo]) -> set[str]:
     return set(damaged)
 
 
+def page_modules_loading() -> threading.Thread:
+    """The page's modules (matplotlib: ~0.7 s of imports) imported in a thread while Spark's JVM
+    starts, which keeps one core busy and the other idle. None of them imports pyspark, the
+    only modules the caller imports meanwhile, so the two never wait on each other's imports.
+    A failure is left to the caller's own import, which says it."""
+
+    def load() -> None:
+        try:
+            from . import html, markdown  # noqa: F401
+        except Exception:  # noqa: BLE001 - said by the caller's import of the same modules
+            pass
+
+    thread = threading.Thread(target=load, name="page-imports", daemon=True)
+    thread.start()
+    return thread
+
+
 def _session(args: argparse.Namespace, log: Callable[[str], None] | None) -> Any:
     """The report's Spark: a Spark Connect session on --remote's server, else the local or
     --master session (analysis.session)."""
@@ -284,7 +302,7 @@ def _report(
     from ..analysis import one_side
     from ..analysis.metrics import window_ns_for
     from ..analysis.pipeline import Analysis, analyze
-    from . import html, markdown, outputs, search_answer
+    from . import outputs, search_answer
 
     searches, search_warnings = search_answer.load(args.paths)
     warnings = [*warnings, *search_warnings]
@@ -294,7 +312,9 @@ def _report(
     t0 = time.perf_counter()
     log = (lambda m: print(f"{PROG}: {m}", file=sys.stderr)) if args.timings else progress
     progress("starting Spark")
+    page_modules_loading()
     spark = _session(args, log if args.timings else None)
+    from . import html, markdown
     log(
         f"spark session: {time.perf_counter() - t0:.2f} s"
         if args.timings

@@ -342,6 +342,7 @@ def _give_back(spark: Any) -> None:
 def serve(idle_s: float = IDLE_S) -> None:
     """Accept reports one at a time until `idle_s` pass without one, then stop Spark."""
     from ..analysis.session import get_spark
+    from .build import page_modules_loading
 
     # SIGTERM (a shutdown, `kill PID`) ends it like the idle timeout: socket, pid file and
     # the JVM's log removed, Spark stopped.
@@ -351,7 +352,9 @@ def serve(idle_s: float = IDLE_S) -> None:
     )
     # Spark up before the first report's request is accepted; no job of its own: the first
     # report waits for this, and its own first job warms the JVM as well
+    page = page_modules_loading()
     spark = get_spark(driver_memory=heap())
+    page.join(START_TIMEOUT_S)  # the first report finds them imported
     path = socket_path()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(_address(path + ".new"))
