@@ -315,6 +315,7 @@ def _report(
     page_modules_loading()
     spark = _session(args, log if args.timings else None)
     from . import html, markdown
+
     log(
         f"spark session: {time.perf_counter() - t0:.2f} s"
         if args.timings
