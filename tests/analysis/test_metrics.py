@@ -98,6 +98,25 @@ def test_loss_where_duplicates_and_drops_match_numpy(spark, lossy_run, form):
         assert (t["eagain"], t["timeout"], t["duplicates"]) == (17, 5, 11)
 
 
+def test_several_runs_counted_from_send_cells_as_by_the_join(spark, lossy_run, tmp_path):
+    """Runs reported together (a capacity search's probes) are counted from the send cells, one
+    scan without a join, with the join's counts: per run, per stream, column for column."""
+    other = make_run(
+        str(tmp_path), "other", streams=3, count=3000, lost_start=5, lost_tail=7, lost_middle=11,
+        eagain=3, duplicates=4, seed=9,
+    )  # fmt: skip
+    runs, _ = discover_runs([lossy_run.path, other.path])
+    sends, recvs = load_records(spark, runs, "sends"), load_records(spark, runs, "recvs")
+    rs = _no_lines(metrics.recv_summary(recvs))
+    edges = _edges(rs)
+    assert {e[0] for e in edges} == {0, 1} and metrics.single_consumer_edges(edges)
+    by_cells = collect(metrics.send_counts_from_cells(metrics.send_cells(sends, edges)))
+    by_join = collect(metrics.send_counts(sends, rs))
+    assert len(by_cells) == 2 + 3 and all(r["sent"] > 0 for r in by_cells)
+    key = lambda r: (r["run"], r["stream"], r["consumer"])  # noqa: E731
+    assert sorted(by_cells, key=key) == sorted(by_join, key=key)
+
+
 def test_fanout_loss_is_per_consumer_and_silent_consumer_is_all_lost(spark, fanout_run, tmp_path):
     runs, sends, recvs = _load(spark, fanout_run)
     rs = _no_lines(metrics.recv_summary(recvs, fanout_runs=[0]))

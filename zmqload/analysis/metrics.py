@@ -251,8 +251,8 @@ def send_counts(
     stream nobody got. `expected` (and the positions) count only the sends of the consumer's topics
     (`subscribed`): a row per consumer and stream of a run with topics must be in `recv_sum`.
 
-    For fan-out runs and reports over several runs; where every stream has one consumer key
-    in one run, `send_cells` + `send_counts_from_cells` give the same without a join
+    For fan-out runs and runs with topics; where every stream of every run has one consumer key,
+    `send_cells` + `send_counts_from_cells` give the same without a join
     (literal map lookups: measured 17.6 s -> see docs/BENCHMARKS.md).
     """
     joined = sends.join(
@@ -631,8 +631,8 @@ def send_cells(sends: DataFrame, edges: list[Edge] | None = None) -> DataFrame:
     times: a few thousand cells at any run length.
 
     `edges` is the receive summary collected as (run, consumer, stream, seq_min, seq_max,
-    limit) tuples; otherwise (fan-out, several runs) consumer and pos are null and the counts come
-    from `send_counts`. The time windows are a scan of their own (`send_windows`): crossed with
+    limit) tuples; otherwise (fan-out) consumer and pos are null and the counts come from
+    `send_counts`. The time windows are a scan of their own (`send_windows`): crossed with
     the stall buckets in this one they made 814k cells at 100M records, 10.3 s against 7.8 s
     for the two scans (warm)."""
     ok = F.col("status") == SendStatus.OK
@@ -672,20 +672,19 @@ def send_cells(sends: DataFrame, edges: list[Edge] | None = None) -> DataFrame:
 
 
 def single_consumer_edges(edges: list[Edge] | None) -> bool:
-    """True when every stream has one receive range (not fan-out) within one run, so the
-    range is a literal map lookup per row instead of a join."""
+    """True when every stream of every run has one receive range (no fan-out), so the range is
+    a literal map lookup per row instead of a join."""
     return (
         edges is not None
         and len({(e[0], e[2]) for e in edges}) == len(edges)
         and len(edges) <= 5000
-        and len({e[0] for e in edges}) <= 1
     )
 
 
 def _edge_lookup(edges: list[Edge] | None) -> tuple[Column, Column, Column, Column]:
-    """(consumer, seq_min, seq_max, limit) of each send row's stream as literal map lookups;
-    nulls where unknown (no edges, not single-consumer, another run, a stream nobody
-    received, no certain line)."""
+    """(consumer, seq_min, seq_max, limit) of each send row's run and stream as literal map
+    lookups; nulls where unknown (no edges, not single-consumer, a stream nobody received, no
+    certain line)."""
     if not edges or not single_consumer_edges(edges):
         return (
             F.lit(None).cast("int"),
@@ -693,11 +692,11 @@ def _edge_lookup(edges: list[Edge] | None) -> tuple[Column, Column, Column, Colu
             F.lit(None).cast("long"),
             F.lit(None).cast("long"),
         )
-    same_run = F.col("run") == F.lit(edges[0][0])
+    key = F.col("run").cast("long") * F.lit(1 << 32) + F.col("stream")  # (run, stream) in one long
 
     def lookup(i: int) -> Column:
-        pairs = [x for e in edges for x in (F.lit(e[2]), F.lit(e[i]).cast("long"))]
-        return F.when(same_run, F.create_map(*pairs)[F.col("stream")])
+        pairs = [x for e in edges for x in (F.lit((e[0] << 32) + e[2]), F.lit(e[i]).cast("long"))]
+        return F.create_map(*pairs)[key]
 
     return lookup(1).cast("int"), lookup(3), lookup(4), lookup(5)
 
