@@ -9,6 +9,7 @@ import os
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -314,6 +315,11 @@ def _report(
     progress("starting Spark")
     page_modules_loading()
     spark = _session(args, log if args.timings else None)
+    # the comparison of two paths reads the runs' own files, not Spark's: made beside its jobs
+    comparison_warnings: list[str] = []
+    comparing = ThreadPoolExecutor(1, thread_name_prefix="compare")
+    compared = comparing.submit(two_groups, args.paths, comparison_warnings)
+    comparing.shutdown(wait=False)
     from . import html, markdown
 
     log(
@@ -360,7 +366,8 @@ def _report(
     os.makedirs(args.out, exist_ok=True)
     outputs.write_summary(analysis.summary, args.out, capacity, what_if, searches)
     outputs.write_topics(analysis.topics, args.out)
-    comparison = two_groups(args.paths, warnings)
+    comparison = compared.result()
+    warnings += comparison_warnings
     page = html.render(
         analysis,
         capacity,
