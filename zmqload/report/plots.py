@@ -55,7 +55,8 @@ def _png(fig: Figure) -> str:
     the crop measured once: "tight" draws the whole figure once more just to measure it."""
     buf = io.BytesIO()
     fig.set_dpi(DPI)
-    crop = fig.get_tightbbox(fig.canvas.get_renderer())
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg's (use("Agg") above)
+    crop = fig.get_tightbbox(renderer)
     pad = matplotlib.rcParams["savefig.pad_inches"]
     fig.savefig(buf, format="png", dpi=DPI, bbox_inches=crop.padded(pad))
     plt.close(fig)
