@@ -70,3 +70,21 @@ def test_report_modules_import_each_other_without_a_cycle():
 
     for name in graph:
         visit(name, ())
+
+
+def test_the_page_modules_import_no_spark():
+    """The page's modules are imported in a thread while the JVM starts (report.build
+    page_modules_loading): they must not import what the starting thread imports meanwhile
+    (pyspark, the session module), or the two threads could wait on each other's imports."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import zmqload.report.html, zmqload.report.markdown; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyspark' "
+        "or m == 'zmqload.analysis.session'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"

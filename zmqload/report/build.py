@@ -235,9 +235,10 @@ def mark_damaged(analysis: Analysis, runs: list[RunInfo]) -> set[str]:
 
 def page_modules_loading() -> threading.Thread:
     """The page's modules (matplotlib: ~0.7 s of imports) imported in a thread while Spark's JVM
-    starts, which keeps one core busy and the other idle. None of them imports pyspark, the
-    only modules the caller imports meanwhile, so the two never wait on each other's imports.
-    A failure is left to the caller's own import, which says it."""
+    starts, which keeps one core busy and the other idle. None of them imports pyspark or the
+    session module, what the caller imports meanwhile, so the two never wait on each other's
+    imports (tests/test_report_layering.py). A failure is left to the caller's own import,
+    which says it."""
 
     def load() -> None:
         try:
