@@ -575,7 +575,7 @@ def analyze(
     send_cells = metrics.send_cells(sends, edges).persist()
     if metrics.single_consumer_edges(edges) and not topic_runs:
         counts = collect(metrics.send_counts_from_cells(send_cells))
-    else:  # fan-out, topics or several runs: the ranges per consumer need a join, so a scan of their own
+    else:  # fan-out or topics: the ranges per consumer need a join, so a scan of their own
         counts = collect(
             metrics.send_counts(
                 sends, _small(spark, rs + unseen_views(runs, rs, topic_runs), RS_SCHEMA), topic_runs
