@@ -30,7 +30,8 @@ from zmqload.errors import ConfigError
 RESTART_AT = 0.4  # seconds after the start
 GAP_MS = 150
 RATE = 5_000
-SECONDS = 2.2  # a new process takes ~0.5 s to start (more on a loaded machine): flow goes on after
+SECONDS = 2.2  # the new process is up soon after the gap (it waited, started with the run): the
+# flow goes on well over a second after it, on a loaded machine too
 SLOW_US = 300  # a PULL's work per message: 3.3k/s against 5k/s sent, a backlog when it dies
 
 
@@ -107,6 +108,36 @@ def test_an_slo_on_restarts_without_restart_is_refused_with_exit_2(tmp_path, fla
     assert "accepted: " in lines[0] and not out.exists()
 
 
+def test_a_restarts_process_is_started_with_the_run_and_waits_for_its_turn(tmp_path):
+    """Each --restart's new process is started at launch and waits, zmqload imported, for its spec:
+    the restart takes it (the worker's first start does not), so the time a worker is down is its
+    mode's and its gap's, not a Python start's; one never needed ends with the run."""
+    import dataclasses
+
+    from zmqload.contract.ids import WorkerId
+    from zmqload.runner.launch import Launcher
+    from zmqload.runner.spec import WorkerSpec
+
+    c0 = WorkerId.parse("c0")
+    launcher = Launcher(threads=False, io_threads=1)
+    launcher.stand_by(c0)
+    launcher.stand_by(c0)
+    first, second = launcher.standing_by[c0]
+    try:
+        # no controller listens: the processes wait for one until they are killed
+        spec = WorkerSpec(c0, Workload(), f"ipc://{tmp_path}/control", str(tmp_path))
+        launcher.start(spec)
+        assert launcher.workers[c0] not in (first, second)
+        launcher.end(c0, "kill")  # as the controller does before the new process
+        launcher.start(dataclasses.replace(spec, generation=1))
+        assert launcher.workers[c0] is first and launcher.standing_by[c0] == [second]
+        assert second.poll() is None  # still waiting for a spec
+    finally:
+        launcher.finish(timeout=0.5)
+    assert first.poll() is not None and second.poll() is not None
+    assert not launcher.standing_by
+
+
 # ------------------------------------------------------------------------------ two real runs
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
@@ -115,8 +146,8 @@ def runs(tmp_path_factory):
     goes on; one of two round-robin PULLs frozen, its connection left open through the gap; a PUB
     (it binds) killed under two SUBs; a DEALER closed."""
     out = str(tmp_path_factory.mktemp("restarts"))
-    # the producers sleep between sends and only one consumer works (both spin otherwise): the CPUs
-    # are left to the new processes' start
+    # the producers sleep between sends and only one consumer works (both spin otherwise): the run
+    # leaves the CPUs to the processes it starts and to what runs beside it
     common = dict(
         out=out,
         rate=RATE,
@@ -167,7 +198,9 @@ def runs(tmp_path_factory):
         restart=f"p0@{RESTART_AT}",
         restart_mode="close",
         run_name="dealer",
-        **common,
+        # a close waits for the old process's exit (its records written, its linger), which took
+        # over 2 s with the CPUs shared by three other jobs: a longer run, so the new one sends
+        **dict(common, duration=SECONDS + 1),
     )
     return {"push": push, "pub": pub, "frozen": frozen, "publisher": publisher, "dealer": dealer}
 
@@ -448,9 +481,9 @@ def test_the_reports_restart_table_shows_each_restart_as_the_records_have_it(run
         console = Console(width=400, record=True, file=io.StringIO())
         console.print(summary_table(result))
         text = console.export_text()
-        recovery = "" if row[7] == "none" else " ms"
+        first, recovery = ("" if cell == "none" else " ms" for cell in row[6:8])
         assert (
-            f"{row[0]} at {row[3]} s (down {row[4]} ms, lost {row[5]}, first message {row[6]} ms, "
+            f"{row[0]} at {row[3]} s (down {row[4]} ms, lost {row[5]}, first message {row[6]}{first}, "
             f"recovery {row[7]}{recovery})" in text
         ), text
     # a PUSH queued for the PULL it lost: its recovery is that backlog's, after the first message

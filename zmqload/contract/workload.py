@@ -829,7 +829,8 @@ class Workload:
     )
     restart_gap_ms: int = _ms(
         0,
-        "with --restart, how long a restarted worker stays down before its new process starts",
+        "with --restart, how long a restarted worker stays down before its new process (started "
+        "with the run, waiting) binds or connects in its place",
         0,
         group="faults",
     )

@@ -213,6 +213,8 @@ class Controller:
         from .endpoints import binder_endpoints
 
         s, w = self.state, self.w
+        for name, _ in w.restarts:  # each restart's new process, ready before it is due
+            self.launcher.stand_by(ids.WorkerId.parse(name))
         if self.pattern.proxy:
             s.proxies = [ids.WorkerId(ids.Role.PROXY, 0)]
             self.start_worker(s.proxies[0], binder_endpoints(w, 2, self.ipc_dir, self.run_id))

@@ -39,6 +39,17 @@ def _worker_environment() -> dict[str, str]:
     return env
 
 
+def _process() -> subprocess.Popen[bytes]:
+    """A worker process, waiting for its spec on standard input."""
+    tool = shlex.split(os.environ.get(TOOL_ENV, ""))  # e.g. valgrind under bench/profile_engine.py
+    return subprocess.Popen(
+        [*tool, sys.executable, "-m", "zmqload.runner.entry"],
+        stdin=subprocess.PIPE,
+        env=_worker_environment(),
+        close_fds=True,
+    )
+
+
 class WorkerLauncher(Protocol):
     """What the controller asks of whatever starts its workers: processes or threads here
     (Launcher), tasks of a Spark barrier stage (runner/spark_stage.py, --master)."""
@@ -46,6 +57,7 @@ class WorkerLauncher(Protocol):
     @property
     def workers(self) -> Mapping[WorkerId, Any]: ...
     def start(self, spec: WorkerSpec) -> None: ...
+    def stand_by(self, worker: WorkerId) -> None: ...
     def all_started(self) -> None: ...
     def pids(self) -> dict[str, int]: ...
     def alive(self, worker: WorkerId) -> bool: ...
@@ -61,6 +73,7 @@ class Launcher:
         self.threads = threads
         self.context = _engine.Context(io_threads) if threads else None
         self.workers: dict[WorkerId, threading.Thread | subprocess.Popen[bytes]] = {}
+        self.standing_by: dict[WorkerId, list[subprocess.Popen[bytes]]] = {}
 
     def start(self, spec: WorkerSpec) -> None:
         worker: threading.Thread | subprocess.Popen[bytes]
@@ -70,19 +83,18 @@ class Launcher:
             )
             worker.start()
         else:
-            tool = shlex.split(
-                os.environ.get(TOOL_ENV, "")
-            )  # e.g. valgrind under bench/profile_engine.py
-            worker = subprocess.Popen(
-                [*tool, sys.executable, "-m", "zmqload.runner.entry"],
-                stdin=subprocess.PIPE,
-                env=_worker_environment(),
-                close_fds=True,
-            )
+            waiting = self.standing_by.get(spec.worker) if spec.generation else None
+            worker = waiting.pop(0) if waiting else _process()
             assert worker.stdin is not None  # stdin=PIPE
             worker.stdin.write(spec.with_pid().to_json().encode())
             worker.stdin.close()
         self.workers[spec.worker] = worker
+
+    def stand_by(self, worker: WorkerId) -> None:
+        """A process for `worker`'s next restart, started now: it imports zmqload and waits for its
+        spec (runner/entry.py), so the restart's new process is up in milliseconds, not after a
+        Python start of its own (~0.5 s, seconds on a busy machine) on top of --restart-gap-ms."""
+        self.standing_by.setdefault(worker, []).append(_process())
 
     def all_started(self) -> None:
         """Each worker began at its `start`."""
@@ -165,5 +177,10 @@ class Launcher:
             if isinstance(worker, subprocess.Popen) and worker.poll() is None:
                 worker.kill()
                 worker.wait()
+        for unused in self.standing_by.values():  # a restart that never came: nothing to record
+            for process in unused:
+                process.kill()
+                process.wait()
+        self.standing_by.clear()
         if self.context is not None and not any(self.alive(w) for w in self.workers):
             self.context.term()

@@ -410,6 +410,10 @@ class StageLauncher:
             )
         return f"its Spark task failed: {self.error}"
 
+    def stand_by(self, worker: WorkerId) -> None:
+        """A task cannot be restarted (Workload refuses --restart with --master)."""
+        raise RunError(f"--restart: {worker} is a task of a Spark stage, not a process here")
+
     def end(self, worker: WorkerId, mode: str) -> None:
         """A task cannot be restarted (Workload refuses --restart with --master)."""
         raise RunError(f"--restart: {worker} is a task of a Spark stage, not a process here")

@@ -553,7 +553,13 @@ def publisher_restart(r: ScenarioRunner) -> Outcome:
         measured.append(
             f"zmqload run, pub-sub tcp 2,000 msg/s for 4 s, the PUB (p0) restarted at 1 s ({mode}): down "
             f"{run['down_ms']:,} ms; the SUB received {len(new):,} of the {run['sent_after']:,} the "
-            f"new PUB sent, the first {run['first_after_up_ms']} ms after it was up; the new PUB's first "
+            f"new PUB sent"
+            + (
+                f", the first {run['first_after_up_ms']} ms after it was up"
+                if run["first_after_up_ms"] is not None
+                else ""
+            )
+            + "; the new PUB's first "
             f"{run['dropped_before_subscribed']:,} (its catch-up on the schedule it missed while down, "
             "sent before the SUB's subscription reached it) dropped; "
             f"{run['lost_at_restart']:,} lost at the restart in all"
@@ -750,8 +756,13 @@ def dealer_restart(r: ScenarioRunner) -> Outcome:
                     f"{transport}, DEALER restarted ({_mode_text(mode)}), ROUTER_HANDOVER {int(handover)}, run "
                     f"{i + 1}: of {c['sends_after']:,} sends in {c['window_ms']:,.0f} ms, "
                     f"{c['unreachable']:,} EHOSTUNREACH, {c['eagain']:,} EAGAIN, {c['accepted']:,} "
-                    f"accepted: {c['to_new']:,} reached the new DEALER (the first "
-                    f"{c['first_new_ms']} ms after the restart), {c['to_old']:,} the old one, "
+                    f"accepted: {c['to_new']:,} reached the new DEALER"
+                    + (
+                        f" (the first {c['first_new_ms']} ms after the restart)"
+                        if c["first_new_ms"] is not None
+                        else ""
+                    )
+                    + f", {c['to_old']:,} the old one, "
                     f"{c['lost']:,} lost; the new DEALER's handshakes with the ROUTER: "
                     f"{c['new_handshakes']}"
                     for i, c in enumerate(cells)
