@@ -212,9 +212,9 @@ class Restart(Record):
     """A producer's: the seq its new process went on from (the first its ended one did not try);
     0 for a consumer."""
     down_ns: int = 0
-    """t_up_ns - t_ns: how long the worker was away: its gap, then its new process binding or
-    connecting (that process was started with the run and waited, zmqload imported, so its own
-    start is not counted: ~10 ms beyond the gap on an idle machine)."""
+    """t_up_ns - t_ns: how long the worker was away: a close's wait for the old process to exit,
+    the gap, then the new process binding or connecting (it was started with the run and waited,
+    zmqload imported: ~10-50 ms on an idle machine)."""
     lost: int = 0
     """Messages lost at this restart (`dropped_restart` in its regions, counted in every view of
     every stream: the first restart of overlapping ones counts what they share)."""
