@@ -214,7 +214,7 @@ class Restart(Record):
     down_ns: int = 0
     """t_up_ns - t_ns: how long the worker was away: a close's wait for the old process to exit,
     the gap, then the new process binding or connecting (it was started with the run and waited,
-    zmqload imported: ~10-50 ms on an idle machine)."""
+    zmqload imported; docs/DEPLOYS.md measures it)."""
     lost: int = 0
     """Messages lost at this restart (`dropped_restart` in its regions, counted in every view of
     every stream: the first restart of overlapping ones counts what they share)."""

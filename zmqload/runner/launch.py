@@ -92,8 +92,8 @@ class Launcher:
 
     def stand_by(self, worker: WorkerId) -> None:
         """A process for `worker`'s next restart, started now: it imports zmqload and waits for its
-        spec (runner/entry.py), so the restart's new process is up in milliseconds, not after a
-        Python start of its own (~0.5 s, seconds on a busy machine) on top of --restart-gap-ms."""
+        spec (runner/entry.py), so a restart's down time holds no Python start of its own on top of
+        --restart-gap-ms (docs/DEPLOYS.md)."""
         self.standing_by.setdefault(worker, []).append(_process())
 
     def all_started(self) -> None:
